@@ -1,0 +1,101 @@
+"""The one protocol every forecaster implements, learned or baseline.
+
+A forecaster is fitted on history (never on data after the split) and then forecasts from any
+origin ``t`` using only values strictly before ``t``. Horizon and context are in steps of the
+series' own resolution; callers derive steps from seconds (``horizon_steps_for``).
+
+Quantiles of point forecasters come from their own empirical residuals on the history, per
+horizon step (EVALUATION.md section 3).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from scaleahead.errors import DataError
+from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef
+
+#: Quantiles every forecaster gives.
+QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9, 0.99)
+#: Default horizon: 15 minutes.
+HORIZON_S = 900.0
+
+
+def horizon_steps_for(step_s: float, horizon_s: float = HORIZON_S) -> int:
+    return max(1, int(round(horizon_s / step_s)))
+
+
+def fill_short_gaps(values: FloatArray, max_gap: int = 3) -> FloatArray:
+    """Linearly fill NaN runs of at most ``max_gap`` steps; longer gaps stay NaN."""
+    out = values.copy()
+    isnan = np.isnan(out)
+    if not isnan.any():
+        return out
+    idx = np.arange(len(out))
+    good = ~isnan
+    if good.sum() < 2:
+        return out
+    filled = np.interp(idx, idx[good], out[good])
+    # run lengths of NaN
+    edges = np.diff(np.concatenate(([0], isnan.astype(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)
+    for s, e in zip(starts, ends, strict=True):
+        if e - s <= max_gap and s > 0 and e < len(out):
+            out[s:e] = filled[s:e]
+    return out
+
+
+def monotone_quantiles(qs: dict[float, FloatArray]) -> dict[float, FloatArray]:
+    """Sort quantile values per step so that quantiles never cross."""
+    keys = sorted(qs)
+    stacked = np.sort(np.stack([qs[k] for k in keys], axis=0), axis=0)
+    return {k: stacked[i] for i, k in enumerate(keys)}
+
+
+class Forecaster(ABC):
+    """Fit on history, forecast quantiles from any origin using only earlier data."""
+
+    name: str = "forecaster"
+    quantiles: tuple[float, ...] = QUANTILES
+
+    @abstractmethod
+    def fit(self, history: Sequence[Series]) -> Forecaster:
+        """Fit on the history series (each already cut at the split). Returns self."""
+
+    @abstractmethod
+    def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
+        """Quantile forecasts for many origins of one series.
+
+        Args:
+            series: the full series; for origin index ``i`` only ``values[:i]`` may be used.
+            origins: int indices into ``series.values`` (the first forecast step).
+            horizon_steps: steps to forecast.
+
+        Returns:
+            ``{q: array [len(origins), horizon_steps]}``, non-negative, non-crossing.
+        """
+
+    def forecast(self, workload: WorkloadRef, history: Series, origin: float, horizon_steps: int) -> Forecast:
+        """One forecast made at time ``origin`` from ``history`` (only values before ``origin`` are used)."""
+        past = history.before(origin)
+        if len(past) == 0 or np.isnan(past.values).all():
+            raise DataError(f"No usable history for {workload} before {origin:.0f}.", "Check the demand query.")
+        # Pad the history up to the origin with NaN so that index arithmetic holds.
+        i = past.index_of(origin)
+        values = past.values
+        if i > len(values):
+            values = np.concatenate([values, np.full(i - len(values), np.nan)])
+        padded = Series(past.name, past.start, past.step_s, values, past.unit)
+        q = self.predict_origins(padded, np.array([i]), horizon_steps)
+        start = padded.start + i * padded.step_s
+        return Forecast(workload, start, padded.step_s, {k: v[0] for k, v in q.items()}, self.name)
+
+    def forecast_many(
+        self, items: Sequence[tuple[WorkloadRef, Series]], origin: float, horizon_steps: int
+    ) -> list[Forecast]:
+        """Forecasts for many workloads at one origin; learned models override this to batch."""
+        return [self.forecast(w, s, origin, horizon_steps) for w, s in items]

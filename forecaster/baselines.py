@@ -1,0 +1,128 @@
+"""Baseline forecasters of EVALUATION.md section 3: naive, seasonal-naive, window mean.
+
+Point forecasts plus quantiles from the model's own empirical residuals on the history, per
+horizon step. They are fast (vectorised over origins) and serve as the named fallback when a
+learned model cannot be used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from forecaster.base import Forecaster, fill_short_gaps, monotone_quantiles
+from scaleahead.types import FloatArray, Series
+
+DAY_S = 86400.0
+
+
+class ResidualQuantileForecaster(Forecaster):
+    """A point forecaster whose quantiles are point + empirical residual quantiles per step."""
+
+    max_fit_origins = 2000
+
+    def __init__(self) -> None:
+        self._resid: dict[float, FloatArray] | None = None
+        self._fit_horizon = 0
+
+    def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
+        """Point forecasts ``[len(origins), horizon_steps]`` using ``values[:origin]`` only."""
+        raise NotImplementedError
+
+    def fit(self, history: Sequence[Series], horizon_steps: int | None = None) -> Forecaster:
+        resid_rows = []
+        for s in history:
+            h = horizon_steps or max(1, int(round(900.0 / s.step_s)))
+            self._fit_horizon = h
+            values = fill_short_gaps(s.values)
+            n = len(values)
+            lo = self.min_context(s.step_s)
+            if n - h <= lo:
+                continue
+            origins = np.linspace(lo, n - h, num=min(self.max_fit_origins, n - h - lo), dtype=np.int64)
+            pred = self.point(values, origins, h, s.step_s)
+            actual = np.stack([values[o : o + h] for o in origins])
+            resid_rows.append(actual - pred)
+        if resid_rows:
+            resid = np.concatenate(resid_rows, axis=0)
+            self._resid = {q: np.nan_to_num(np.nanquantile(resid, q, axis=0)) for q in self.quantiles}
+        return self
+
+    def min_context(self, step_s: float) -> int:
+        return 1
+
+    def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
+        values = fill_short_gaps(series.values)
+        pred = self.point(values, origins, horizon_steps, series.step_s)
+        out: dict[float, FloatArray] = {}
+        for q in self.quantiles:
+            if self._resid is not None:
+                r = self._resid[q]
+                r = np.pad(r, (0, max(0, horizon_steps - len(r))), mode="edge")[:horizon_steps]
+                out[q] = np.maximum(pred + r[None, :], 0.0)
+            else:
+                out[q] = np.maximum(pred, 0.0)
+        return monotone_quantiles(out)
+
+
+def _last_valid(values: FloatArray, origins: np.ndarray) -> FloatArray:
+    """The last non-NaN value strictly before each origin (NaN if none)."""
+    valid = ~np.isnan(values)
+    idx = np.where(valid, np.arange(len(values)), -1)
+    last = np.maximum.accumulate(idx)
+    pos = origins - 1
+    out = np.full(len(origins), np.nan)
+    ok = pos >= 0
+    li = last[np.clip(pos, 0, len(values) - 1)]
+    ok &= li >= 0
+    out[ok] = values[li[ok]]
+    return out
+
+
+class Naive(ResidualQuantileForecaster):
+    """The last observed value, repeated."""
+
+    name = "naive"
+
+    def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
+        last = _last_valid(values, origins)
+        return np.repeat(np.nan_to_num(last)[:, None], horizon_steps, axis=1)
+
+
+class SeasonalNaive(ResidualQuantileForecaster):
+    """The value one day back (falls back to the last value where that is missing)."""
+
+    name = "seasonal_naive"
+
+    def min_context(self, step_s: float) -> int:
+        return int(round(DAY_S / step_s))
+
+    def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
+        lag = int(round(DAY_S / step_s))
+        idx = origins[:, None] + np.arange(horizon_steps)[None, :] - lag
+        # Steps less than a day ahead only: for horizons past a day, wrap by whole days.
+        while (idx >= origins[:, None]).any():
+            idx = np.where(idx >= origins[:, None], idx - lag, idx)
+        out = np.where(idx >= 0, values[np.clip(idx, 0, len(values) - 1)], np.nan)
+        last = np.nan_to_num(_last_valid(values, origins))
+        return np.where(np.isnan(out), last[:, None], out)
+
+
+class WindowMean(ResidualQuantileForecaster):
+    """The mean of the last hour, repeated."""
+
+    name = "window_mean"
+    window_s = 3600.0
+
+    def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
+        w = max(1, int(round(self.window_s / step_s)))
+        finite = np.nan_to_num(values)
+        cnt = np.concatenate(([0], np.cumsum(~np.isnan(values))))
+        csum = np.concatenate(([0.0], np.cumsum(finite)))
+        lo = np.clip(origins - w, 0, len(values))
+        hi = np.clip(origins, 0, len(values))
+        n = cnt[hi] - cnt[lo]
+        mean = np.where(n > 0, (csum[hi] - csum[lo]) / np.maximum(n, 1), np.nan)
+        mean = np.where(np.isnan(mean), np.nan_to_num(_last_valid(values, origins)), mean)
+        return np.repeat(mean[:, None], horizon_steps, axis=1)

@@ -1,0 +1,157 @@
+"""Replica decisions for services: ready before demand, never below current need.
+
+The rule (docs/planner.md):
+
+1. *Forecast need*: the policy's forecast quantile, at its peak over the window in which a replica
+   asked for now would be ready and serving (``[now + startup, now + startup + interval]``),
+   divided by ``capacityPerReplica * targetUtilization``.
+2. *Reactive floor*: what the HPA rule needs for the demand observed now; a forecast alone never
+   scales a service in below current need.
+3. Scale-down stabilization (highest desired count over the window), step limits, min/max.
+
+When the forecast is missing or stale the policy's named fallback decides instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaleahead.policy import FallbackMode, PolicySpec
+from scaleahead.types import Forecast, Reason, ScaleTo, WorkloadRef, WorkloadState
+
+#: Relative slack before rounding up, so float noise (e.g. 4.0000001) does not add a replica.
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDecision:
+    action: ScaleTo
+    fallback: str | None
+
+
+def replicas_for(demand: float, spec: PolicySpec) -> int:
+    """Replicas needed to serve ``demand`` at the target utilization."""
+    if not math.isfinite(demand) or demand <= 0:
+        return 0
+    per_replica = spec.capacity_per_replica * spec.target_utilization
+    return int(math.ceil(demand / per_replica - _EPS))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}".rstrip("0").rstrip(".")
+
+
+def _clock(t: float) -> str:
+    s = int(t) % 86400
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def decide_replicas(
+    workload: WorkloadRef,
+    spec: PolicySpec,
+    state: WorkloadState,
+    forecast: Forecast | None,
+    now: float,
+    interval_s: float = 10.0,
+) -> ReplicaDecision:
+    """Decide one service's replica count. Pure."""
+    current = state.replicas
+    unit = spec.demand.unit
+    per = spec.capacity_per_replica
+    observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at)
+    fresh = observed_ok and now - state.observed_at <= spec.fallback.stale_after_seconds
+    reactive = replicas_for(state.observed_demand, spec) if observed_ok else 0
+
+    fallback: str | None = None
+    if forecast is None or not fresh or forecast.origin + forecast.horizon_s < now + spec.startup_seconds:
+        why = "no forecast" if forecast is None else ("stale history" if not fresh else "forecast too short")
+        fallback = spec.fallback.mode.value
+        if spec.fallback.mode == FallbackMode.REACTIVE and observed_ok:
+            desired = reactive
+            code, text = (
+                "fallback_reactive",
+                (
+                    f"{why}: fallback reactive, observed {_fmt(state.observed_demand)} {unit} "
+                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
+                ),
+            )
+        elif spec.fallback.mode == FallbackMode.STATIC:
+            desired = int(spec.fallback.static_replicas or 0)
+            code, text = "fallback_static", f"{why}: fallback static {desired} replicas"
+        else:
+            desired = current
+            code, text = "fallback_current", f"{why}: fallback keeps the current {current} replicas"
+        details: dict[str, float | int | str] = {"fallback": fallback, "cause": why}
+    else:
+        q = spec.forecast_quantile
+        values = forecast.quantile(q)
+        t0 = now + spec.startup_seconds
+        t1 = t0 + interval_s
+        times = forecast.times()
+        # steps that overlap [t0, t1]
+        mask = (times + forecast.step_s > t0) & (times <= t1)
+        if not mask.any():
+            mask = np.zeros(len(values), dtype=bool)
+            mask[-1] = True
+        window = values[mask]
+        peak_i = int(np.argmax(window))
+        peak = float(window[peak_i])
+        peak_t = float(times[mask][peak_i])
+        need = replicas_for(peak, spec)
+        if reactive > need:
+            desired = reactive
+            code = "reactive_floor"
+            text = (
+                f"observed {_fmt(state.observed_demand)} {unit} needs {reactive} replicas now, above the "
+                f"p{q * 100:g} forecast peak {_fmt(peak)} {unit}"
+            )
+        else:
+            desired = need
+            code = "forecast"
+            text = (
+                f"p{q * 100:g} forecast {_fmt(peak)} {unit} at {_clock(peak_t)}, "
+                f"{peak_t - now:.0f} s ahead (start-up {spec.startup_seconds:.0f} s), "
+                f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
+            )
+        details = {
+            "forecast_peak": peak,
+            "peak_at": peak_t,
+            "quantile": q,
+            "forecast_replicas": need,
+            "reactive_replicas": reactive,
+        }
+
+    raw = desired
+    # Scale-down stabilization: never below the highest desired count in the window.
+    if desired < current and spec.scale_down_stabilization_seconds > 0:
+        window_max = max(
+            [d for t, d in state.recent_desired if now - t <= spec.scale_down_stabilization_seconds] or [desired]
+        )
+        if window_max > desired:
+            desired = min(current, window_max)
+            text += f"; held at {desired} by {spec.scale_down_stabilization_seconds:.0f} s scale-down stabilization"
+    # Step limits.
+    if desired > current + spec.max_step_up:
+        desired = current + spec.max_step_up
+        text += f"; limited to +{spec.max_step_up} per decision"
+    if desired < current - spec.max_step_down:
+        desired = current - spec.max_step_down
+        text += f"; limited to -{spec.max_step_down} per decision"
+    # Bounds.
+    if desired < spec.min_replicas:
+        desired = spec.min_replicas
+        text += f"; raised to minReplicas {spec.min_replicas}"
+    if desired > spec.max_replicas:
+        desired = spec.max_replicas
+        text += f"; capped at maxReplicas {spec.max_replicas}"
+    verb = "scale" if desired != current else "hold"
+    sentence = (
+        f"{verb} {workload} {current} -> {desired}: {text}"
+        if verb == "scale"
+        else f"hold {workload} at {current}: {text}"
+    )
+    details = {**details, "raw_desired": raw}
+    return ReplicaDecision(ScaleTo(workload, current, desired, Reason(code, sentence, details)), fallback)

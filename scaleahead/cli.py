@@ -1,0 +1,175 @@
+"""The ``scaleahead`` command line (composition root). Only commands that work are listed.
+
+Errors a person can fix (``UserError``) print one paragraph and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scaleahead import __version__
+from scaleahead.errors import UserError
+
+app = typer.Typer(
+    name="scaleahead",
+    help="Forecast-driven predictive autoscaler and pre-provisioner for Kubernetes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def parse_time(text: str) -> float:
+    """ISO-8601 (UTC if no zone) or epoch seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UserError(
+            f"--at {text!r} is not a time.", "Use ISO-8601 (1995-08-20T14:00:00Z) or epoch seconds."
+        ) from exc
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@app.command()
+def version() -> None:
+    """Print the version of scaleahead."""
+    console.print(f"scaleahead {__version__}")
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite, see docs/storage.md).")] = None,
+    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+) -> None:
+    """Migrate the database schema (from empty or from any earlier version)."""
+    from storage import Store
+
+    store = Store(db, upgrade=False)
+    before = store.current_revision()
+    store.upgrade(revision)
+    console.print(f"database {store._safe_url()}: {before or 'empty'} -> {store.current_revision()}")
+
+
+@app.command()
+def plan(
+    policy: Annotated[Path, typer.Option(help="Policy YAML file (examples/policy.yaml).")],
+    history: Annotated[str, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, ...) or series CSV path.")],
+    at: Annotated[
+        str | None, typer.Option(help="Decision time (ISO-8601 or epoch s); default: after the last point.")
+    ] = None,
+    output: Annotated[Output, typer.Option(help="table or json.")] = Output.table,
+    db: Annotated[str | None, typer.Option(help="SQLAlchemy URL where the plan is recorded.")] = None,
+    model: Annotated[str, typer.Option(help="Forecaster to plan with.")] = "seasonal_naive",
+    column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
+    current: Annotated[int | None, typer.Option(help="Current replicas (default: what observed demand needs).")] = None,
+) -> None:
+    """Dry-run planning: forecast from history, plan, record the plan, print actions with reasons.
+
+    Changes nothing anywhere except the plan record in the database.
+    """
+    from scaleahead.planning import dry_run
+    from scaleahead.policy import load_policies
+    from scaleahead.traces import load_series
+    from storage import Store
+
+    policies = load_policies(policy)
+    series = load_series(history, column=column)
+    when = parse_time(at) if at is not None else None
+    store = Store(db)  # opened before planning so a bad URL fails before any work
+    result = dry_run(policies, series, when, model=model, current_replicas=current)
+    plan_id, _ = store.record_plan(result.plan, source="cli-plan", state="dry-run")
+    if output == Output.json:
+        print(json.dumps(plan_to_json(result.plan, plan_id, result.model), indent=2))
+        return
+    table = Table(title=f"plan {plan_id} at {iso(result.at)} (dry run, model {result.model})")
+    for col in ("kind", "target", "from", "to", "reason"):
+        table.add_column(col, overflow="fold")
+    from scaleahead.types import action_endpoints
+
+    for a in result.plan.actions:
+        frm, to = action_endpoints(a)
+        table.add_row(a.kind, a.target, frm, to, a.reason.message)
+    console.print(table)
+    for ref, mode in result.plan.fallbacks.items():
+        console.print(f"[yellow]fallback[/] {ref}: {mode}")
+
+
+def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> dict[str, Any]:
+    from scaleahead.types import action_endpoints
+
+    actions = []
+    for a in plan_obj.actions:
+        frm, to = action_endpoints(a)
+        actions.append(
+            {
+                "kind": a.kind,
+                "target": a.target,
+                "from": frm,
+                "to": to,
+                "noop": a.is_noop,
+                "reason": a.reason.message,
+                "reason_code": a.reason.code,
+                "reason_details": {k: v for k, v in a.reason.details.items()},
+            }
+        )
+    return {
+        "plan_id": plan_id,
+        "created_at": iso(plan_obj.created_at),
+        "model": model,
+        "fallbacks": {k.key: v for k, v in plan_obj.fallbacks.items()},
+        "actions": actions,
+    }
+
+
+def main() -> None:
+    """Entry point: run the app, turning ``UserError`` into one paragraph and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(1)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

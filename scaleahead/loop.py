@@ -1,0 +1,176 @@
+"""The control loop: ``run_once(deps, settings, now) -> CycleReport`` and a ticker around it.
+
+One cycle: history (strictly before ``now``) -> forecast -> read cluster state -> plan -> record
+plan (journal state ``planned``) -> apply -> journal outcome. Each phase is timed. A workload whose
+history or forecast fails falls back by its policy (the planner's named fallback) and the others
+go on. Used by the demo (virtual clock, simulated cluster), ``scaleahead run`` and the tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from actuator.base import ActionResult, Target, apply_plan
+from forecaster.base import Forecaster, horizon_steps_for
+from planner import plan as make_plan
+from scaleahead.clock import Clock
+from scaleahead.policy import Policy
+from scaleahead.settings import Settings
+from scaleahead.types import ClusterState, Forecast, Plan, Series, WorkloadRef, WorkloadState
+from storage import Store
+
+log = logging.getLogger("scaleahead.loop")
+
+
+class HistorySource(Protocol):
+    """Demand history per workload, only values strictly before ``now``."""
+
+    def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]: ...
+
+
+@dataclass
+class Deps:
+    history: HistorySource
+    forecaster: Forecaster
+    target: Target
+    store: Store | None
+    policies: Sequence[Policy]
+    model_version_id: int | None = None
+
+
+@dataclass
+class CycleReport:
+    now: float
+    plan: Plan
+    forecasts: dict[WorkloadRef, Forecast]
+    results: list[ActionResult]
+    phase_ms: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    plan_id: int | None = None
+
+
+class _Timer:
+    def __init__(self, report: dict[str, float]) -> None:
+        self.report = report
+
+    def phase(self, name: str) -> _Phase:
+        return _Phase(self.report, name)
+
+
+class _Phase:
+    def __init__(self, report: dict[str, float], name: str) -> None:
+        self.report, self.name = report, name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.report[self.name] = (time.perf_counter() - self.t0) * 1000.0
+
+
+def observed_state(state: ClusterState, history: Mapping[WorkloadRef, Series]) -> ClusterState:
+    """Attach the latest observed demand (from history) to each workload's state."""
+    import numpy as np
+
+    workloads: dict[WorkloadRef, WorkloadState] = dict(state.workloads)
+    for ref, ws in state.workloads.items():
+        series = history.get(ref)
+        if series is None or len(series) == 0:
+            continue
+        finite = np.flatnonzero(np.isfinite(series.values))
+        if finite.size == 0:
+            continue
+        i = int(finite[-1])
+        workloads[ref] = WorkloadState(
+            ref,
+            ws.replicas,
+            ws.ready_replicas,
+            float(series.values[i]),
+            series.start + (i + 1) * series.step_s,
+            ws.warm_instances,
+            ws.recent_desired,
+        )
+    return ClusterState(workloads, state.nodes, state.pods, state.pdbs)
+
+
+def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = None) -> CycleReport:
+    """One control cycle at time ``now`` (virtual or real). Never reads the clock for decisions."""
+    phases: dict[str, float] = {}
+    timer = _Timer(phases)
+    errors: dict[str, str] = {}
+    refs = [p.workload for p in deps.policies]
+    with timer.phase("history"):
+        try:
+            history = dict(deps.history.read(deps.policies, now))
+        except Exception as exc:  # noqa: BLE001 - the planner falls back per policy
+            log.warning("history read failed: %s", exc)
+            errors["history"] = str(exc)
+            history = {}
+    with timer.phase("forecast"):
+        forecasts: dict[WorkloadRef, Forecast] = {}
+        items = [(ref, history[ref]) for ref in refs if ref in history]
+        if items:
+            steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
+            try:
+                for fc in deps.forecaster.forecast_many(items, now, steps):
+                    forecasts[fc.workload] = fc
+            except Exception as exc:  # noqa: BLE001 - batch failed: try one by one
+                errors["forecast"] = str(exc)
+                for ref, series in items:
+                    try:
+                        forecasts[ref] = deps.forecaster.forecast(ref, series, now, steps)
+                    except Exception as one:  # noqa: BLE001
+                        errors[ref.key] = f"forecast: {one}"
+    with timer.phase("state"):
+        state = observed_state(deps.target.read_state(refs), history)
+    with timer.phase("plan"):
+        plan = make_plan(forecasts, state, deps.policies, now, interval_s=settings.loop.interval_s)
+    plan_id = None
+    action_ids: list[int] = []
+    with timer.phase("record"):
+        if deps.store is not None:
+            deps.store.record_forecasts(list(forecasts.values()), deps.model_version_id)
+            if plan.changes or plan.fallbacks:
+                plan_id, action_ids = deps.store.record_plan(
+                    Plan(plan.created_at, plan.changes, plan.fallbacks, plan.notes), source="loop"
+                )
+    with timer.phase("act"):
+        dry = settings.actuation.dry_run if dry_run is None else dry_run
+        if settings.actuation.paused:
+            dry = True
+        results = apply_plan(plan, deps.target, dry_run=dry)
+    if deps.store is not None and action_ids:
+        changed = [r for r in results if not r.action.is_noop]
+        for aid, res in zip(action_ids, changed, strict=True):
+            deps.store.set_action_state(aid, res.outcome, res.detail, now)
+    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id)
+
+
+def run_forever(
+    deps: Deps,
+    settings: Settings,
+    clock: Clock,
+    stop: Callable[[], bool],
+    on_cycle: Callable[[CycleReport, float], None] | None = None,
+) -> None:
+    """Tick every ``settings.loop.interval_s``; record lateness; back off after failed cycles."""
+    interval = settings.loop.interval_s
+    next_tick = clock.now()
+    backoff = 0.0
+    while not stop():
+        now = clock.now()
+        lateness = max(0.0, now - next_tick)
+        try:
+            report = run_once(deps, settings, now)
+            backoff = 0.0
+            if on_cycle is not None:
+                on_cycle(report, lateness)
+        except Exception:  # noqa: BLE001 - the daemon must keep going
+            log.exception("cycle failed")
+            backoff = min(settings.loop.max_backoff_s, max(interval, backoff * 2))
+        next_tick += interval + backoff
+        clock.sleep(max(0.0, next_tick - clock.now()))

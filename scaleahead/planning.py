@@ -1,0 +1,96 @@
+"""Dry-run planning from a trace: the work behind ``scaleahead plan`` (composition root).
+
+History (a trace cut strictly before ``at``) -> forecast -> plan -> record. Nothing is applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from forecaster import make_model
+from forecaster.base import Forecaster, horizon_steps_for
+from planner import plan as make_plan
+from scaleahead.errors import DataError
+from scaleahead.policy import Policy
+from scaleahead.types import ClusterState, Forecast, Plan, Series, WorkloadRef, WorkloadState
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    plan: Plan
+    forecasts: dict[WorkloadRef, Forecast]
+    at: float
+    history: Series
+    model: str
+
+
+def default_at(series: Series) -> float:
+    """The default decision time: just after the last observed point."""
+    finite = np.flatnonzero(np.isfinite(series.values))
+    return series.start + (int(finite[-1]) + 1) * series.step_s
+
+
+def check_history(series: Series, at: float) -> Series:
+    """The usable history strictly before ``at``, or a DataError that says why there is none."""
+    past = series.before(at)
+    if len(past) == 0:
+        raise DataError(
+            f"Trace {series.name!r} has no data before --at {at:.0f} (it starts at {series.start:.0f}).",
+            "Choose a later --at.",
+        )
+    finite = np.isfinite(past.values)
+    if not finite.any():
+        raise DataError(f"Trace {series.name!r} has only missing values before --at.", "Choose another --at.")
+    return past
+
+
+def dry_run(
+    policies: Sequence[Policy],
+    series: Series,
+    at: float | None = None,
+    model: str = "seasonal_naive",
+    current_replicas: int | None = None,
+) -> DryRun:
+    """Forecast and plan every policy's workload from one demand series at time ``at``."""
+    at = default_at(series) if at is None else at
+    past = check_history(series, at)
+    fitted: Forecaster = make_model(model)
+    # Fit on the history before ``at`` (bounded to the last 7 days, enough for daily seasonality).
+    fit_part = past.between(max(past.start, at - 7 * DAY_S), at)
+    fitted.fit([fit_part])
+    finite = np.flatnonzero(np.isfinite(past.values))
+    last_i = int(finite[-1])
+    observed = float(past.values[last_i])
+    observed_at = past.start + last_i * past.step_s
+    forecasts: dict[WorkloadRef, Forecast] = {}
+    workloads: dict[WorkloadRef, WorkloadState] = {}
+    for policy in policies:
+        ref = policy.workload
+        spec = policy.spec
+        steps = horizon_steps_for(past.step_s)
+        with contextlib.suppress(DataError):
+            forecasts[ref] = fitted.forecast(ref, past, at, steps)
+        per = spec.capacity_per_replica * spec.target_utilization
+        now_need = math.ceil(observed / per) if observed > 0 else spec.min_replicas
+        replicas = (
+            current_replicas
+            if current_replicas is not None
+            else max(spec.min_replicas, min(spec.max_replicas, now_need))
+        )
+        workloads[ref] = WorkloadState(
+            ref,
+            replicas=replicas,
+            ready_replicas=replicas,
+            observed_demand=observed,
+            observed_at=observed_at + past.step_s,
+        )
+    state = ClusterState(workloads=workloads)
+    result = make_plan(forecasts, state, policies, at, interval_s=past.step_s)
+    return DryRun(result, forecasts, at, past, fitted.name)

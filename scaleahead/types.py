@@ -1,0 +1,276 @@
+"""The shared vocabulary: every package speaks in these types and nothing else.
+
+All types are frozen, slotted dataclasses. Times are epoch seconds (float, UTC) and durations are
+seconds, named ``*_s``; demand is in the policy's demand unit (requests per step, req/s, CPU %...).
+
+Guarantees:
+- ``Series.values`` is float64, one value per ``step_s`` from ``start``; NaN means *missing*,
+  never zero demand.
+- ``Forecast`` made at ``origin`` uses only data strictly before ``origin``; ``quantiles[q][i]`` is
+  the q-quantile of demand in the step ``[origin + i*step_s, origin + (i+1)*step_s)``. Quantile
+  arrays all have the same length and never cross (q1 < q2 implies values1 <= values2).
+- Every action carries a ``Reason`` with a sentence a person can read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class WorkloadRef:
+    """A scalable workload: a Deployment, StatefulSet or a function (Knative Service)."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def key(self) -> str:
+        """A stable string key, ``Kind/namespace/name``, used by storage and metrics."""
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, key: str) -> WorkloadRef:
+        kind, namespace, name = key.split("/", 2)
+        return cls(kind, namespace, name)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Series:
+    """A regular time series: ``values[i]`` is the value at ``start + i * step_s``.
+
+    Missing points are NaN. ``start`` and ``step_s`` are in seconds.
+    """
+
+    name: str
+    start: float
+    step_s: float
+    values: FloatArray
+    unit: str = ""
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def end(self) -> float:
+        """Time just after the last step (exclusive end)."""
+        return self.start + len(self) * self.step_s
+
+    def times(self) -> FloatArray:
+        return self.start + np.arange(len(self), dtype=np.float64) * self.step_s
+
+    def index_of(self, t: float) -> int:
+        """Index of the step that contains time ``t`` (may be out of range)."""
+        return int(np.floor((t - self.start) / self.step_s + 1e-9))
+
+    def before(self, t: float) -> Series:
+        """The part of the series strictly before time ``t`` (no peeking)."""
+        n = max(0, min(len(self), int(np.ceil((t - self.start) / self.step_s - 1e-9))))
+        return Series(self.name, self.start, self.step_s, self.values[:n], self.unit)
+
+    def between(self, t0: float, t1: float) -> Series:
+        """Steps whose start lies in ``[t0, t1)``."""
+        i0 = max(0, int(np.ceil((t0 - self.start) / self.step_s - 1e-9)))
+        i1 = max(i0, min(len(self), int(np.ceil((t1 - self.start) / self.step_s - 1e-9))))
+        return Series(self.name, self.start + i0 * self.step_s, self.step_s, self.values[i0:i1], self.unit)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Forecast:
+    """Quantile forecast of one workload's demand, made at ``origin``."""
+
+    workload: WorkloadRef
+    origin: float
+    step_s: float
+    quantiles: Mapping[float, FloatArray]
+    model: str = ""
+
+    @property
+    def horizon_steps(self) -> int:
+        return int(next(iter(self.quantiles.values())).shape[0])
+
+    @property
+    def horizon_s(self) -> float:
+        return self.horizon_steps * self.step_s
+
+    def quantile(self, q: float) -> FloatArray:
+        """The forecast at quantile ``q``; the nearest available quantile at or above it."""
+        if q in self.quantiles:
+            return self.quantiles[q]
+        above = sorted(k for k in self.quantiles if k >= q)
+        key = above[0] if above else max(self.quantiles)
+        return self.quantiles[key]
+
+    def times(self) -> FloatArray:
+        return self.origin + np.arange(self.horizon_steps, dtype=np.float64) * self.step_s
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a decision was made: a machine-readable code, a sentence, and the numbers behind it."""
+
+    code: str
+    message: str
+    details: Mapping[str, float | int | str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleTo:
+    """Set a workload's replica count (or its HPA floor, by the policy's mode)."""
+
+    workload: WorkloadRef
+    from_replicas: int
+    to_replicas: int
+    reason: Reason
+    kind: Literal["ScaleTo"] = "ScaleTo"
+
+    @property
+    def is_noop(self) -> bool:
+        return self.from_replicas == self.to_replicas
+
+    @property
+    def target(self) -> str:
+        return self.workload.key
+
+
+@dataclass(frozen=True, slots=True)
+class SetWarmPool:
+    """Keep ``to_instances`` warm (pre-provisioned) instances of a function for ``keep_warm_s``."""
+
+    workload: WorkloadRef
+    from_instances: int
+    to_instances: int
+    keep_warm_s: float
+    reason: Reason
+    kind: Literal["SetWarmPool"] = "SetWarmPool"
+
+    @property
+    def is_noop(self) -> bool:
+        return self.from_instances == self.to_instances
+
+    @property
+    def target(self) -> str:
+        return self.workload.key
+
+
+@dataclass(frozen=True, slots=True)
+class MovePod:
+    """Evict a pod from ``from_node`` so that it lands on ``to_node``."""
+
+    namespace: str
+    pod: str
+    from_node: str
+    to_node: str
+    reason: Reason
+    expected_gain: float = 0.0
+    kind: Literal["MovePod"] = "MovePod"
+
+    @property
+    def is_noop(self) -> bool:
+        return self.from_node == self.to_node
+
+    @property
+    def target(self) -> str:
+        return f"Pod/{self.namespace}/{self.pod}"
+
+
+Action = ScaleTo | SetWarmPool | MovePod
+
+
+def action_endpoints(action: Action) -> tuple[str, str]:
+    """The ``from`` and ``to`` of an action as strings, for tables and JSON."""
+    if isinstance(action, ScaleTo):
+        return str(action.from_replicas), str(action.to_replicas)
+    if isinstance(action, SetWarmPool):
+        return str(action.from_instances), str(action.to_instances)
+    return action.from_node, action.to_node
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadState:
+    """What the cluster says about one workload now.
+
+    ``observed_demand`` is the latest observed demand (NaN if unknown) measured at
+    ``observed_at``; ``recent_desired`` holds ``(time, replicas)`` of earlier decisions, which the
+    planner uses for scale-down stabilization.
+    """
+
+    workload: WorkloadRef
+    replicas: int
+    ready_replicas: int
+    observed_demand: float = float("nan")
+    observed_at: float = float("nan")
+    warm_instances: int = 0
+    recent_desired: tuple[tuple[float, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    cpu_m: int
+    memory_mb: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+    schedulable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod with its requests, observed and forecast-peak usage and interference class."""
+
+    namespace: str
+    name: str
+    node: str
+    cpu_request_m: int
+    memory_request_mb: int
+    owner: str = ""
+    usage_cpu_m: float = 0.0
+    peak_cpu_m: float = 0.0
+    interference: Literal["cpu-bound", "io-bound", "latency-critical", "none"] = "none"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    anti_affinity: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    owner: str
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """A snapshot of what the planner may know about the cluster at decision time."""
+
+    workloads: Mapping[WorkloadRef, WorkloadState] = field(default_factory=dict)
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The planner's output for one cycle: actions (no-ops included, as explained holds)."""
+
+    created_at: float
+    actions: tuple[Action, ...]
+    fallbacks: Mapping[WorkloadRef, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> tuple[Action, ...]:
+        return tuple(a for a in self.actions if not a.is_noop)

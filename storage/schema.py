@@ -1,0 +1,97 @@
+"""Table definitions. Changes here need a migration in ``storage/migrations/versions``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class WorkloadRow(Base):
+    __tablename__ = "workloads"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(512), unique=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ModelVersionRow(Base):
+    __tablename__ = "model_versions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    family: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(32), default="candidate")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    data_source: Mapped[str] = mapped_column(String(512), default="")
+    data_start: Mapped[float | None] = mapped_column(Float, nullable=True)
+    data_end: Mapped[float | None] = mapped_column(Float, nullable=True)
+    step_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    hyperparams: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    artifact_path: Mapped[str] = mapped_column(Text, default="")
+    artifact_sha256: Mapped[str] = mapped_column(String(64), default="")
+
+
+class ForecastRow(Base):
+    """One stored forecast: quantile values as float16 bytes, ``[n_quantiles, horizon_steps]``."""
+
+    __tablename__ = "forecasts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id", ondelete="CASCADE"))
+    origin: Mapped[float] = mapped_column(Float)
+    step_s: Mapped[float] = mapped_column(Float)
+    quantiles: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    model_version_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id"), nullable=True)
+    values_f16: Mapped[bytes] = mapped_column(LargeBinary)
+    __table_args__ = (Index("ix_forecasts_workload_origin", "workload_id", "origin"),)
+
+
+class PlanRow(Base):
+    __tablename__ = "plans"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    source: Mapped[str] = mapped_column(String(64))
+    fallbacks: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    notes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class ActionRow(Base):
+    """An action and its journal: planned -> applied / failed / skipped / dry-run."""
+
+    __tablename__ = "actions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str] = mapped_column(String(512), index=True)
+    from_value: Mapped[str] = mapped_column(String(253))
+    to_value: Mapped[str] = mapped_column(String(253))
+    reason_code: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(Text)
+    reason_details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(32), default="planned", index=True)
+    outcome: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class RolloutRow(Base):
+    __tablename__ = "rollouts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group: Mapped[str] = mapped_column(String(128), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(32))
+    champion: Mapped[str] = mapped_column(String(256))
+    challenger: Mapped[str] = mapped_column(String(256))
+    share: Mapped[float] = mapped_column(Float, default=0.0)
+    started_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,0 +1,453 @@
+"""The ``Store``: one object through which everything is recorded and read back.
+
+Opening a store migrates the database to the newest schema (``scaleahead db upgrade`` does the
+same explicitly). Forecasts are stored compactly: float16 quantile values, one row per recorded
+forecast, at most one per workload per ``forecast_interval_s`` (docs/storage.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from scaleahead.errors import UserError
+from scaleahead.types import Action, Forecast, Plan, WorkloadRef, action_endpoints
+from storage.schema import ActionRow, ForecastRow, ModelVersionRow, PlanRow, RolloutRow, WorkloadRow
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+#: Action journal states.
+ACTION_STATES = ("planned", "applied", "failed", "skipped", "dry-run")
+
+
+def default_db_url() -> str:
+    """``$SCALEAHEAD_DB_URL``, else SQLite at ``$XDG_DATA_HOME/scaleahead/scaleahead.db``."""
+    env = os.environ.get("SCALEAHEAD_DB_URL")
+    if env:
+        return env
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return f"sqlite:///{base / 'scaleahead' / 'scaleahead.db'}"
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+@dataclass(frozen=True, slots=True)
+class ModelVersion:
+    id: int
+    name: str
+    family: str
+    status: str
+    created_at: datetime
+    data_source: str
+    data_start: float | None
+    data_end: float | None
+    step_s: float | None
+    hyperparams: dict[str, Any]
+    metrics: dict[str, Any]
+    artifact_path: str
+    artifact_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAction:
+    id: int
+    plan_id: int
+    kind: str
+    target: str
+    from_value: str
+    to_value: str
+    reason_code: str
+    reason: str
+    state: str
+    outcome: str
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRollout:
+    id: int
+    group: str
+    mode: str
+    state: str
+    champion: str
+    challenger: str
+    share: float
+    started_at: float
+    updated_at: float
+    params: dict[str, Any]
+    results: dict[str, Any]
+
+
+class Store:
+    """Records and reads scaleahead's state in SQLite or PostgreSQL."""
+
+    def __init__(self, url: str | None = None, upgrade: bool = True, forecast_interval_s: float = 120.0) -> None:
+        self.url = url or default_db_url()
+        self.forecast_interval_s = forecast_interval_s
+        self._last_forecast: dict[int, float] = {}
+        if self.url.startswith("sqlite:///"):
+            path = Path(self.url.removeprefix("sqlite:///"))
+            if str(path) not in ("", ":memory:"):
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise UserError(
+                        f"Cannot create the folder for database {self.url}: {exc.strerror}.",
+                        "Pass a writable --db URL or set SCALEAHEAD_DB_URL.",
+                    ) from exc
+        try:
+            self.engine: Engine = create_engine(self.url, future=True)
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            raise UserError(
+                f"Database URL {self.url!r} is not usable: {exc}.",
+                "Use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB.",
+            ) from exc
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+        if upgrade:
+            self.upgrade()
+
+    # -- schema ---------------------------------------------------------------------------------
+    def upgrade(self, revision: str = "head") -> None:
+        """Migrate the schema to ``revision`` (from empty or from any earlier version)."""
+        try:
+            with self.engine.begin() as conn:
+                cfg = _alembic_config()
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+        except OperationalError as exc:
+            raise UserError(
+                f"Cannot reach or write the database {self._safe_url()}: {exc.orig}.",
+                "Check that the server is running and the URL (host, port, user, database) is right, "
+                "or use the default SQLite database by leaving --db out.",
+            ) from exc
+
+    def downgrade(self, revision: str) -> None:
+        with self.engine.begin() as conn:
+            cfg = _alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+
+    def current_revision(self) -> str | None:
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    @staticmethod
+    def head_revision() -> str | None:
+        return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+    def _safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._session.begin() as s:
+            yield s
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- workloads ------------------------------------------------------------------------------
+    def _workload_id(self, s: Session, ref: WorkloadRef) -> int:
+        row = s.scalar(select(WorkloadRow).where(WorkloadRow.key == ref.key))
+        if row is None:
+            row = WorkloadRow(
+                key=ref.key, kind=ref.kind, namespace=ref.namespace, name=ref.name, created_at=datetime.now(UTC)
+            )
+            s.add(row)
+            s.flush()
+        return row.id
+
+    def workloads(self) -> list[WorkloadRef]:
+        with self.session() as s:
+            return [WorkloadRef(r.kind, r.namespace, r.name) for r in s.scalars(select(WorkloadRow))]
+
+    # -- forecasts ------------------------------------------------------------------------------
+    def record_forecasts(
+        self, forecasts: Sequence[Forecast], model_version_id: int | None = None, force: bool = False
+    ) -> int:
+        """Store forecasts (at most one per workload per ``forecast_interval_s`` unless ``force``)."""
+        n = 0
+        with self.session() as s:
+            for fc in forecasts:
+                wid = self._workload_id(s, fc.workload)
+                last = self._last_forecast.get(wid)
+                if not force and last is not None and fc.origin - last < self.forecast_interval_s:
+                    continue
+                keys = sorted(fc.quantiles)
+                values = np.stack([fc.quantiles[k] for k in keys]).astype(np.float16)
+                s.add(
+                    ForecastRow(
+                        workload_id=wid,
+                        origin=fc.origin,
+                        step_s=fc.step_s,
+                        quantiles=",".join(f"{k:g}" for k in keys),
+                        model=fc.model,
+                        model_version_id=model_version_id,
+                        values_f16=values.tobytes(),
+                    )
+                )
+                self._last_forecast[wid] = fc.origin
+                n += 1
+        return n
+
+    def forecasts(self, ref: WorkloadRef, start: float = float("-inf"), end: float = float("inf")) -> list[Forecast]:
+        with self.session() as s:
+            wid = s.scalar(select(WorkloadRow.id).where(WorkloadRow.key == ref.key))
+            if wid is None:
+                return []
+            rows = s.scalars(
+                select(ForecastRow)
+                .where(ForecastRow.workload_id == wid, ForecastRow.origin >= start, ForecastRow.origin < end)
+                .order_by(ForecastRow.origin)
+            )
+            out = []
+            for r in rows:
+                keys = [float(k) for k in r.quantiles.split(",")]
+                arr = np.frombuffer(r.values_f16, dtype=np.float16).reshape(len(keys), -1).astype(np.float64)
+                out.append(Forecast(ref, r.origin, r.step_s, {k: arr[i] for i, k in enumerate(keys)}, r.model))
+            return out
+
+    # -- plans and the action journal -----------------------------------------------------------
+    def record_plan(self, plan: Plan, source: str, state: str = "planned") -> tuple[int, list[int]]:
+        """Store a plan and its actions (journal state ``state``). Returns the plan and action ids."""
+        with self.session() as s:
+            row = PlanRow(
+                created_at=plan.created_at,
+                source=source,
+                fallbacks={k.key: v for k, v in plan.fallbacks.items()},
+                notes={"notes": list(plan.notes)},
+            )
+            s.add(row)
+            s.flush()
+            ids = [self._add_action(s, row.id, a, state, plan.created_at) for a in plan.actions]
+            return row.id, ids
+
+    @staticmethod
+    def _add_action(s: Session, plan_id: int, action: Action, state: str, now: float) -> int:
+        frm, to = action_endpoints(action)
+        details = json.loads(json.dumps(dict(action.reason.details), default=str))
+        row = ActionRow(
+            plan_id=plan_id,
+            kind=action.kind,
+            target=action.target,
+            from_value=frm,
+            to_value=to,
+            reason_code=action.reason.code,
+            reason=action.reason.message,
+            reason_details=details,
+            state=state,
+            outcome="",
+            updated_at=now,
+        )
+        s.add(row)
+        s.flush()
+        return row.id
+
+    def set_action_state(self, action_id: int, state: str, outcome: str, now: float) -> None:
+        if state not in ACTION_STATES:
+            raise ValueError(f"unknown action state {state!r}")
+        with self.session() as s:
+            row = s.get(ActionRow, action_id)
+            if row is None:
+                raise KeyError(action_id)
+            row.state, row.outcome, row.updated_at = state, outcome, now
+
+    def actions(self, plan_id: int | None = None, state: str | None = None, limit: int = 1000) -> list[StoredAction]:
+        with self.session() as s:
+            q = select(ActionRow).order_by(ActionRow.id.desc()).limit(limit)
+            if plan_id is not None:
+                q = q.where(ActionRow.plan_id == plan_id)
+            if state is not None:
+                q = q.where(ActionRow.state == state)
+            return [
+                StoredAction(
+                    r.id,
+                    r.plan_id,
+                    r.kind,
+                    r.target,
+                    r.from_value,
+                    r.to_value,
+                    r.reason_code,
+                    r.reason,
+                    r.state,
+                    r.outcome,
+                    r.updated_at,
+                )
+                for r in s.scalars(q)
+            ]
+
+    def count_plans(self) -> int:
+        with self.session() as s:
+            return int(s.scalar(select(func.count()).select_from(PlanRow)) or 0)
+
+    # -- model registry -------------------------------------------------------------------------
+    def register_model(
+        self,
+        name: str,
+        family: str,
+        *,
+        data_source: str = "",
+        data_start: float | None = None,
+        data_end: float | None = None,
+        step_s: float | None = None,
+        hyperparams: dict[str, Any] | None = None,
+        metrics: dict[str, Any] | None = None,
+        artifact_path: str = "",
+        artifact_sha256: str = "",
+        status: str = "candidate",
+    ) -> int:
+        with self.session() as s:
+            row = ModelVersionRow(
+                name=name,
+                family=family,
+                status=status,
+                created_at=datetime.now(UTC),
+                data_source=data_source,
+                data_start=data_start,
+                data_end=data_end,
+                step_s=step_s,
+                hyperparams=hyperparams or {},
+                metrics=metrics or {},
+                artifact_path=artifact_path,
+                artifact_sha256=artifact_sha256,
+            )
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def set_model_status(self, model_id: int, status: str) -> None:
+        with self.session() as s:
+            row = s.get(ModelVersionRow, model_id)
+            if row is None:
+                raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
+            row.status = status
+
+    def models(self) -> list[ModelVersion]:
+        with self.session() as s:
+            return [_model(r) for r in s.scalars(select(ModelVersionRow).order_by(ModelVersionRow.id))]
+
+    def model(self, model_id: int) -> ModelVersion:
+        with self.session() as s:
+            row = s.get(ModelVersionRow, model_id)
+            if row is None:
+                raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
+            return _model(row)
+
+    # -- rollouts -------------------------------------------------------------------------------
+    def create_rollout(
+        self,
+        group: str,
+        mode: str,
+        champion: str,
+        challenger: str,
+        now: float,
+        share: float = 0.0,
+        params: dict[str, Any] | None = None,
+    ) -> int:
+        with self.session() as s:
+            row = RolloutRow(
+                group=group,
+                mode=mode,
+                state="running",
+                champion=champion,
+                challenger=challenger,
+                share=share,
+                started_at=now,
+                updated_at=now,
+                params=params or {},
+                results={},
+            )
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def update_rollout(
+        self,
+        rollout_id: int,
+        now: float,
+        *,
+        state: str | None = None,
+        share: float | None = None,
+        results: dict[str, Any] | None = None,
+    ) -> None:
+        with self.session() as s:
+            row = s.get(RolloutRow, rollout_id)
+            if row is None:
+                raise UserError(f"No rollout {rollout_id}.", "See `scaleahead rollout status`.")
+            if state is not None:
+                row.state = state
+            if share is not None:
+                row.share = share
+            if results is not None:
+                row.results = results
+            row.updated_at = now
+
+    def rollouts(self, group: str | None = None, state: str | None = None) -> list[StoredRollout]:
+        with self.session() as s:
+            q = select(RolloutRow).order_by(RolloutRow.id)
+            if group is not None:
+                q = q.where(RolloutRow.group == group)
+            if state is not None:
+                q = q.where(RolloutRow.state == state)
+            return [
+                StoredRollout(
+                    r.id,
+                    r.group,
+                    r.mode,
+                    r.state,
+                    r.champion,
+                    r.challenger,
+                    r.share,
+                    r.started_at,
+                    r.updated_at,
+                    dict(r.params),
+                    dict(r.results),
+                )
+                for r in s.scalars(q)
+            ]
+
+
+def _model(r: ModelVersionRow) -> ModelVersion:
+    return ModelVersion(
+        r.id,
+        r.name,
+        r.family,
+        r.status,
+        r.created_at,
+        r.data_source,
+        r.data_start,
+        r.data_end,
+        r.step_s,
+        dict(r.hyperparams),
+        dict(r.metrics),
+        r.artifact_path,
+        r.artifact_sha256,
+    )
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()

@@ -1,0 +1,98 @@
+"""Shared fixtures: real SQLite and a real PostgreSQL server, and the shared traces.
+
+PostgreSQL is Debian's package (installed by ``make test``); the fixture runs ``initdb`` and
+``pg_ctl`` in a temporary folder on a free loopback port, as the ``postgres`` user when run as root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG_BIN = Path(os.environ.get("SCALEAHEAD_PG_BIN", "/usr/lib/postgresql/15/bin"))
+REPO = Path(__file__).resolve().parent.parent
+
+os.environ.setdefault("SCALEAHEAD_TRACES", str(REPO.parent / "shared" / "data" / "traces"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    if os.geteuid() == 0:
+        return ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(f"'{c}'" for c in cmd)]
+    return cmd
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throw-away PostgreSQL server; yields a SQLAlchemy URL to an empty database."""
+    if not (PG_BIN / "initdb").exists():
+        pytest.fail(f"PostgreSQL is not installed ({PG_BIN}/initdb missing): run `make test`, which installs it.")
+    base = Path("/tmp") / f"scaleahead-pg-{os.getpid()}"
+    shutil.rmtree(base, ignore_errors=True)
+    data = base / "data"
+    data.mkdir(parents=True)
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres")
+        shutil.chown(data, "postgres")
+    port = free_port()
+    subprocess.run(
+        _as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        _as_postgres(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                f"-p {port} -k {base} -c listen_addresses=127.0.0.1",
+                "-l",
+                str(base / "log"),
+                "-w",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same test on SQLite and on PostgreSQL (a fresh database each time)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'test.db'}"
+        return
+    import psycopg
+
+    server = request.getfixturevalue("postgres_url")
+    name = f"t{int(time.time() * 1e6) % 10**12}"
+    admin = server.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield server.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

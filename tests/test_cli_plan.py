@@ -1,0 +1,77 @@
+"""`scaleahead plan`: the dry-run planning CLI, end to end through the real console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "policy.yaml"
+
+
+def run(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args, "--db", f"sqlite:///{db}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_plan_json_has_actions_with_reasons(tmp_path: Path) -> None:
+    out = run("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--output", "json", db=tmp_path / "a.db")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["actions"]
+    for a in doc["actions"]:
+        assert {"kind", "target", "from", "to", "reason"} <= a.keys()
+        assert a["reason"].strip()
+
+
+def test_plan_at_a_time_uses_only_history_before_it(tmp_path: Path) -> None:
+    at = "1995-08-20T16:00:00Z"
+    out = run(
+        "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--at", at, "--output", "json", db=tmp_path / "a.db"
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["created_at"] == at
+
+
+def test_malformed_policy_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("capacityPerReplica: 2.0", "capacityPerReplica: -1"))
+    db = tmp_path / "a.db"
+    out = run("plan", "--policy", str(bad), "--history", "nasa-10s", db=db)
+    assert out.returncode == 2
+    assert "capacityPerReplica" in out.stderr and "bad.yaml" in out.stderr
+    assert not db.exists()
+
+
+def test_unknown_trace_exits_2(tmp_path: Path) -> None:
+    out = run("plan", "--policy", str(EXAMPLE), "--history", "no-such-trace", db=tmp_path / "a.db")
+    assert out.returncode == 2
+    assert "nasa-10s" in out.stderr
+
+
+def test_unreachable_database_exits_2(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaleahead.cli",
+            "plan",
+            "--policy",
+            str(EXAMPLE),
+            "--history",
+            "nasa-10s",
+            "--db",
+            "postgresql+psycopg://x@127.0.0.1:1/x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2
+    assert "Cannot reach" in out.stderr

@@ -1,0 +1,43 @@
+"""The policy schema: the example loads, errors name file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scaleahead.errors import ConfigError
+from scaleahead.policy import FallbackMode, load_policies, parse_policies
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "policy.yaml"
+
+
+def test_example_policy_describes_deployment_web_in_default() -> None:
+    (policy,) = load_policies(EXAMPLE)
+    assert policy.workload.key == "Deployment/default/web"
+    assert policy.spec.fallback.mode == FallbackMode.REACTIVE
+
+
+def test_error_names_file_line_and_field() -> None:
+    text = EXAMPLE.read_text().replace("maxReplicas: 60", "maxReplicas: lots")
+    with pytest.raises(ConfigError) as err:
+        parse_policies(text, "p.yaml")
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "maxReplicas: lots" in t)
+    assert f"p.yaml:{line}: field 'spec.maxReplicas'" in err.value.message
+
+
+def test_min_above_max_is_rejected() -> None:
+    text = EXAMPLE.read_text().replace("minReplicas: 1", "minReplicas: 99")
+    with pytest.raises(ConfigError, match="must not exceed maxReplicas"):
+        parse_policies(text, "p.yaml")
+
+
+def test_unknown_field_is_rejected() -> None:
+    text = EXAMPLE.read_text().replace("  tenant: default", "  tennant: default")
+    with pytest.raises(ConfigError, match="tennant"):
+        parse_policies(text, "p.yaml")
+
+
+def test_broken_yaml_names_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"p.yaml:2: not valid YAML"):
+        parse_policies("a: 1\nb: c: d\n", "p.yaml")

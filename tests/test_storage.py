@@ -1,0 +1,82 @@
+"""Storage on real SQLite and PostgreSQL: migrations, plans, the journal, forecasts, models, rollouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scaleahead.errors import UserError
+from scaleahead.types import Forecast, Plan, Reason, ScaleTo, WorkloadRef
+from storage import Store
+
+WEB = WorkloadRef("Deployment", "default", "web")
+
+
+def _plan(now: float = 1000.0) -> Plan:
+    a = ScaleTo(WEB, 3, 5, Reason("forecast", "scale default/web 3 -> 5: p90 forecast", {"forecast_peak": 9.5}))
+    return Plan(now, (a,), {WEB: "reactive"})
+
+
+def test_upgrade_from_empty_reaches_head(db_url: str) -> None:
+    store = Store(db_url, upgrade=False)
+    assert store.current_revision() is None
+    store.upgrade()
+    assert store.current_revision() == Store.head_revision()
+
+
+def test_downgrade_and_upgrade_again_keeps_working(db_url: str) -> None:
+    store = Store(db_url)
+    store.downgrade("base")
+    assert store.current_revision() is None
+    store.upgrade()
+    store.record_plan(_plan(), source="test")
+    assert store.count_plans() == 1
+
+
+def test_plan_and_actions_are_journaled_with_reasons(db_url: str) -> None:
+    store = Store(db_url)
+    plan_id, (aid,) = store.record_plan(_plan(), source="test")
+    (row,) = store.actions(plan_id=plan_id)
+    assert (row.kind, row.target, row.from_value, row.to_value, row.state) == (
+        "ScaleTo",
+        "Deployment/default/web",
+        "3",
+        "5",
+        "planned",
+    )
+    assert row.reason.startswith("scale default/web")
+    store.set_action_state(aid, "applied", "ok", 1001.0)
+    assert store.actions(state="applied")[0].outcome == "ok"
+
+
+def test_forecasts_round_trip_within_float16_precision(db_url: str) -> None:
+    store = Store(db_url, forecast_interval_s=120)
+    q = {0.1: np.linspace(0, 10, 90), 0.5: np.linspace(1, 11, 90), 0.9: np.linspace(2, 12, 90)}
+    fcs = [Forecast(WEB, 1000.0 + 10 * i, 10.0, q, "naive") for i in range(30)]
+    stored = store.record_forecasts(fcs)
+    assert stored == 3  # one per 120 s over 300 s
+    back = store.forecasts(WEB)
+    assert [f.origin for f in back] == [1000.0, 1120.0, 1240.0]
+    np.testing.assert_allclose(back[0].quantiles[0.9], q[0.9], rtol=1e-3)
+
+
+def test_forecast_storage_stays_under_a_megabyte_per_workload_day() -> None:
+    # 90 steps x 4 quantiles x 2 bytes, one row per 120 s: the bytes that dominate the row.
+    per_row = 90 * 4 * 2
+    rows_per_day = 86400 / 120
+    assert per_row * rows_per_day < 1_000_000 * 0.6
+
+
+def test_model_registry_and_rollouts(db_url: str) -> None:
+    store = Store(db_url)
+    mid = store.register_model("lstm-1", "lstm", step_s=10.0, hyperparams={"hidden": 64}, metrics={"wql": 0.2})
+    assert store.model(mid).hyperparams == {"hidden": 64}
+    rid = store.create_rollout("default", "canary", "model:1", f"model:{mid}", now=5.0, share=0.1)
+    store.update_rollout(rid, 6.0, state="promoted", share=1.0)
+    (r,) = store.rollouts()
+    assert (r.state, r.share) == ("promoted", 1.0)
+
+
+def test_unreachable_database_is_a_clear_error() -> None:
+    with pytest.raises(UserError, match="Cannot reach or write the database"):
+        Store("postgresql+psycopg://nobody@127.0.0.1:1/none")

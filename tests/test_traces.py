@@ -1,0 +1,63 @@
+"""Trace loading on the real shared traces and on bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scaleahead.errors import DataError
+from scaleahead.traces import load_functions, load_series, split_of
+
+
+def test_nasa_outage_and_missing_days_are_nan_not_zero() -> None:
+    s = load_series("nasa-10s")
+    assert s.step_s == 10.0
+    # 1995-08-02 12:00 UTC lies inside the Hurricane Erin outage.
+    i = s.index_of(807364800.0)
+    assert np.isnan(s.values[i])
+    assert np.nanmax(s.values) == 78
+
+
+def test_alibaba_has_eight_days_at_10s() -> None:
+    s = load_series("alibaba-cpu-10s")
+    assert s.step_s == 10.0
+    assert 8 * 8640 - 10 <= len(s) <= 8 * 8640
+    assert 14 < np.nanmin(s.values) < np.nanmax(s.values) < 81
+
+
+def test_azure_functions_split_is_360_minutes() -> None:
+    fns = load_functions("azure-functions-1m")
+    assert fns.counts.shape == (1000, 1440)
+    assert int(fns.counts.sum()) == 608228
+    s = load_series("azure-functions-1m")
+    sp = split_of(s, "azure-functions-1m")
+    assert sp.test_start - sp.start == 360 * 60
+
+
+def test_unknown_name_lists_the_known_ones() -> None:
+    with pytest.raises(DataError, match="nasa-10s"):
+        load_series("nasa-1s")
+
+
+def test_non_monotonic_timestamps_are_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "s.csv"
+    f.write_text("timestamp,value\n2024-01-01T00:00:10Z,1\n2024-01-01T00:00:00Z,2\n")
+    with pytest.raises(DataError, match="non-monotonic"):
+        load_series(str(f))
+
+
+def test_gaps_and_empty_cells_stay_missing(tmp_path: Path) -> None:
+    f = tmp_path / "s.csv"
+    f.write_text("timestamp,value\n0,1\n10,\n20,3\n60,4\n")
+    s = load_series(str(f))
+    assert s.step_s == 10
+    assert np.isnan(s.values[1]) and np.isnan(s.values[3]) and s.values[6] == 4
+
+
+def test_functions_csv_with_wrong_header_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "f.csv"
+    f.write_text("HashFunction,minute_1\na,1\n")
+    with pytest.raises(DataError, match="not a functions CSV"):
+        load_functions(str(f))
