@@ -28,6 +28,9 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+bench_app = typer.Typer(
+    help="Benchmarks of ../shared/EVALUATION.md: print numbers, write --json.", no_args_is_help=True
+)
 
 console = Console()
 err_console = Console(stderr=True)
@@ -148,6 +151,17 @@ def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> 
         "fallbacks": {k.key: v for k, v in plan_obj.fallbacks.items()},
         "actions": actions,
     }
+
+
+def _register_commands() -> None:
+    from scaleahead.commands import register_all
+
+    register_all(app, bench_app)
+    if bench_app.registered_commands or bench_app.registered_groups:
+        app.add_typer(bench_app, name="bench")
+
+
+_register_commands()
 
 
 def main() -> None:
