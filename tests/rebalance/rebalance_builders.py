@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from scaleahead.types import ClusterState, Node, Pod, PodDisruptionBudget
 
-
 # db-1 with owner="" in the tests is a bare pod: nothing would recreate it, so it never moves.
 
 
