@@ -264,7 +264,7 @@ def _place(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: fl
 
 @dataclass(frozen=True, slots=True)
 class _Step:
-    kind: str  # "drain" or "separate"
+    kind: str  # "drain", "separate" or "swap"
     source: str
     moves: tuple[tuple[Pod, str], ...]
     gain: float
@@ -315,6 +315,58 @@ def _separations(c: _Cluster, mpf: float, w: RebalanceWeights) -> list[_Step]:
     return steps
 
 
+def _move_to(c: _Cluster, pod: Pod, target: str, mpf: float) -> bool:
+    """Filter and safety-check one move to a given node on working copy ``c`` (mutated on success)."""
+    if not c.movable(pod) or not _fits(c, pod, target, mpf):
+        return False
+    trial = c.copy()
+    trial.move(pod, target)
+    if not _safe(trial, pod, target, mpf):
+        return False
+    c.move(pod, target)
+    return True
+
+
+def _pairs_on(cpu: int, lat: int) -> int:
+    return cpu * lat
+
+
+def _swaps(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int) -> list[_Step]:
+    """Two pods of opposite classes exchange nodes, each move checked in turn (either order)."""
+    counts = {n: (c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in c.nodes}
+    mixed = sorted((n for n, (cpu, lat) in counts.items() if cpu and lat), key=lambda n: (-_pairs_on(*counts[n]), n))
+    mixed = mixed[:max_nodes]
+    steps: list[_Step] = []
+    for a in mixed:
+        for b in mixed:
+            if a == b:
+                continue
+            ca, la = counts[a]
+            cb, lb = counts[b]
+            before = ca * la + cb * lb
+            for x in c.pods[a]:
+                if x.interference != CPU_BOUND or not c.movable(x):
+                    continue
+                # x (cpu-bound) goes a -> b, y (latency-critical) goes b -> a
+                after = (ca - 1) * (la + 1) + (cb + 1) * (lb - 1)
+                net = before - after
+                if net <= 0 or w.pair_separated * net / 2 <= w.move_cost:
+                    continue
+                px = pod_peak_cpu_m(x)
+                for y in c.pods[b]:
+                    if y.interference != LATENCY_CRITICAL or not c.movable(y):
+                        continue
+                    py = pod_peak_cpu_m(y)
+                    if c.peak[a] - px + py > mpf * c.nodes[a].cpu_m or c.peak[b] - py + px > mpf * c.nodes[b].cpu_m:
+                        continue
+                    for order in (((x, b), (y, a)), ((y, a), (x, b))):
+                        trial = c.copy()
+                        if all(_move_to(trial, pod, target, mpf) for pod, target in order):
+                            steps.append(_Step("swap", a, order, w.pair_separated * net, net))
+                            break
+    return steps
+
+
 def _pct(c: _Cluster, node: str) -> int:
     return round(100.0 * c.peak[node] / c.nodes[node].cpu_m)
 
@@ -334,6 +386,8 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
             left = len(step.moves) - i - 1
             rest = f"{left} pod{'s' if left != 1 else ''} left to move" if left else "its last pod"
             parts.append(f"frees {src} ({rest})")
+        if step.kind == "swap":
+            parts.append(f"swaps places with {pod_key(step.moves[1 - i][0])}")
         if neighbours:
             names = ", ".join(pod_key(q) for q in neighbours[:3]) + (" ..." if len(neighbours) > 3 else "")
             parts.append(f"separates {pod.interference} {pod_key(pod)} from {opposite} {names}")
@@ -398,6 +452,8 @@ def plan_moves(
         drainable = sorted((n for n, ps in c.pods.items() if 0 < len(ps) <= budget), key=lambda n: (len(c.pods[n]), n))
         steps = [s for n in drainable[:max_drain_candidates] if (s := _drain(c, n, budget, max_peak_fraction, w))]
         steps += _separations(c, max_peak_fraction, w)
+        if budget >= 2:
+            steps += _swaps(c, max_peak_fraction, w, max_drain_candidates)
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
         if not steps:
             break

@@ -40,6 +40,7 @@ import pandas as pd
 from planner.rebalance import (
     CPU_BOUND,
     DEFAULT_MAX_MOVES,
+    DEFAULT_MAX_PEAK_FRACTION,
     LATENCY_CRITICAL,
     interference_pairs,
     plan_moves,
@@ -269,12 +270,14 @@ def _placement(c: SimCluster, state: ClusterState) -> dict[str, str | None]:
     return where
 
 
-def run_policy(name: str, snap: Snapshot, max_moves: int) -> tuple[Outcome, tuple[MovePod, ...]]:
+def run_policy(
+    name: str, snap: Snapshot, max_moves: int, max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION
+) -> tuple[Outcome, tuple[MovePod, ...]]:
     state = snap.state
     if name == "none":
         return Outcome({pod_key(p): p.node for p in state.pods}, 0, 0, 0), ()
     if name == "scaleahead":
-        moves = plan_moves(state, max_moves)
+        moves = plan_moves(state, max_moves, max_peak_fraction=max_peak_fraction)
         return apply_moves(state, moves), moves
     c, _pending = run_descheduler(state, "low" if name == "descheduler_low_node_utilization" else "high")
     return Outcome(_placement(c, state), len(c.evicted), 0, c.refused), ()
@@ -325,6 +328,7 @@ def run_bench(
     seed: int = DEFAULT_SEED,
     max_moves: int = DEFAULT_MAX_MOVES,
     path: Path | None = None,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
     on_policy: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, tuple[MovePod, ...]]]:
     """Run every policy on the snapshot; returns the EVALUATION.md section 7 object and the moves."""
@@ -334,7 +338,7 @@ def run_bench(
     for name in POLICIES:
         if on_policy:
             on_policy(name)
-        outcome, proposed = run_policy(name, snap, max_moves)
+        outcome, proposed = run_policy(name, snap, max_moves, max_peak_fraction)
         policies[name] = score(snap, outcome)
         moves[name] = proposed
     result: dict[str, Any] = {
@@ -363,15 +367,19 @@ def run_bench(
         params["seed"] = seed
     if max_moves != DEFAULT_MAX_MOVES:
         params["max_moves"] = max_moves
+    if max_peak_fraction != DEFAULT_MAX_PEAK_FRACTION:
+        params["max_peak_fraction"] = max_peak_fraction
     if params:
         result["params"] = params
     return result, moves
 
 
-def tradeoff(snap: Snapshot, budgets: list[int]) -> list[dict[str, float | int]]:
+def tradeoff(
+    snap: Snapshot, budgets: list[int], max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION
+) -> list[dict[str, float | int]]:
     """scaleahead's metrics as its move budget varies (the trade-off curve)."""
     rows = []
     for b in budgets:
-        outcome, _ = run_policy("scaleahead", snap, b)
+        outcome, _ = run_policy("scaleahead", snap, b, max_peak_fraction)
         rows.append({"max_moves": b, **score(snap, outcome)})
     return rows

@@ -75,6 +75,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "trade-off curve (max_moves 1..30) and the peers."
             ),
         ] = None,
+        max_peak_fraction: Annotated[
+            float,
+            typer.Option(
+                "--max-peak-fraction",
+                help="scaleahead's cap on a receiving node's forecast-peak CPU, as a share of allocatable (0.9).",
+            ),
+        ] = 0.9,
         show_moves: Annotated[bool, typer.Option(help="Print scaleahead's moves with their reasons.")] = True,
     ) -> None:
         """Rebalancing on a cluster snapshot built from Alibaba 2018 per-machine usage (EVALUATION.md 5b).
@@ -90,12 +97,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         if seed < 0:
             raise UserError(f"--seed {seed} is negative.", "Use a seed of 0 or more.")
+        if not 0.0 < max_peak_fraction <= 1.0:
+            raise UserError(f"--max-peak-fraction {max_peak_fraction} is outside (0, 1].", "Use a share such as 0.9.")
         if max_moves < 0:
             raise UserError(f"--max-moves {max_moves} is negative.", "Use 0 (no moves) or more.")
         _check_output(json_file, "--json")
         _check_output(plot, "--plot", ".png")
         console = Console()
-        result, moves = run_bench(seed=seed, max_moves=max_moves)
+        result, moves = run_bench(seed=seed, max_moves=max_moves, max_peak_fraction=max_peak_fraction)
         table = Table(
             title=f"scaleahead bench rebalance (seed {seed}, {result['snapshot']['nodes']} nodes, "
             f"{result['snapshot']['pods']} pods)"
@@ -112,7 +121,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 console.print(f"  {mv.reason.message} (gain {mv.expected_gain:.3f})", markup=False)
         curve: list[dict[str, Any]] = []
         if plot is not None or json_file is not None:
-            curve = [dict(r) for r in tradeoff(build_snapshot(seed), TRADEOFF_BUDGETS)]
+            curve = [dict(r) for r in tradeoff(build_snapshot(seed), TRADEOFF_BUDGETS, max_peak_fraction)]
             result["tradeoff"] = curve
         if json_file is not None:
             json_file.write_text(json.dumps(result, indent=2) + "\n")

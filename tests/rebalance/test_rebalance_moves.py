@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rebalance_builders import cluster, node, pod
 
 from planner import plan
@@ -122,8 +124,8 @@ def test_drains_come_before_separations_and_the_budget_bounds_them_all() -> None
     assert plan_moves(state, max_moves=0) == ()
 
 
-def test_a_move_that_only_trades_pairs_is_not_worth_its_cost() -> None:
-    # any single move removes one pair and creates one; a drain creates more than it removes
+def test_a_swap_makes_two_mixed_nodes_pure_when_no_single_move_can() -> None:
+    # any single move removes one pair and creates one; swapping etl-1 and cart-2 removes both pairs
     state = cluster(
         [node("a"), node("b")],
         [
@@ -133,7 +135,32 @@ def test_a_move_that_only_trades_pairs_is_not_worth_its_cost() -> None:
             pod("etl-2", "b", 2000, cls="cpu-bound"),
         ],
     )
-    assert plan_moves(state, max_moves=3, weights=RebalanceWeights(node_freed=0.0)) == ()
+    no_drain = RebalanceWeights(node_freed=0.0)
+    assert plan_moves(state, max_moves=1, weights=no_drain) == ()
+    result = plan_moves(state, max_moves=2, weights=no_drain)
+    assert [m.reason.code for m in result] == ["rebalance.swap", "rebalance.swap"]
+    assert {(m.pod, m.to_node) for m in result} == {("etl-1", "b"), ("cart-2", "a")}
+    assert "swaps places with app/cart-2" in result[0].reason.message
+    moved = {m.pod: m.to_node for m in result}
+    after = [replace(p, node=moved.get(p.name, p.node)) for p in state.pods]
+    assert interference_pairs(after) == 0
+
+
+def test_a_swap_is_not_made_when_the_first_move_would_overfill_its_target() -> None:
+    # each node is at 85 % of its CPU at the forecast peak: the first move of any swap would take
+    # its target above the 90 % cap, even though the end state would fit
+    state = cluster(
+        [node("a"), node("b")],
+        [
+            pod("cart-1", "a", 1000, cls="latency-critical"),
+            pod("etl-1", "a", 1000, cls="cpu-bound"),
+            pod("web-1", "a", 6500),
+            pod("cart-2", "b", 1000, cls="latency-critical"),
+            pod("etl-2", "b", 1000, cls="cpu-bound"),
+            pod("web-2", "b", 6500),
+        ],
+    )
+    assert plan_moves(state, max_moves=4, weights=RebalanceWeights(node_freed=0.0)) == ()
 
 
 def test_plan_includes_moves_only_when_asked() -> None:
