@@ -27,18 +27,22 @@ Algorithm (greedy, re-evaluated after each chosen step):
 1. *Candidates*. For each node with pods, a **drain**: place all its pods elsewhere, largest forecast
    peak first, each by filter -> score -> safety-check on a scratch copy of the cluster. For each
    cpu-bound or latency-critical pod sharing a node with the opposite class, a **separation**: move
-   that one pod to the node where it forms the fewest pairs.
+   that one pod to the node where it forms the fewest pairs (kept if it removes more than it
+   forms). For a cpu-bound pod on one mixed node and a latency-critical pod on another, a
+   **swap**: the two exchange nodes, each move checked in turn (in either order), kept if it
+   removes pairs.
 2. *Filter* keeps target nodes that pass every rule above; *score* prefers the node where the pod
    forms the fewest interfering pairs, then the node most full at the forecast peak after the move
    (packs pods onto nodes that stay, the scheduler's MostAllocated idea applied to the forecast
    peak), ties broken by name; the *safety check* re-checks capacity, requests, PDB budgets and
    anti-affinity on the state after the move.
 3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
-   nearly empty node would spoil its drain), then separations. Within each kind, the candidate
-   with the highest gain per move that fits in the remaining move budget wins; the gain is
-   ``weights.node_freed`` for a freed node plus ``weights.pair_separated`` per
-   cpu-bound/latency-critical pair removed (minus per pair created). Repeat until no candidate
-   gains more than ``weights.move_cost`` per move or the budget is spent.
+   nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
+   precedence), then separations and swaps. Within that order, the candidate with the highest
+   gain per move that fits in the remaining move budget wins; the gain is ``weights.node_freed``
+   for a freed node plus ``weights.pair_separated`` per cpu-bound/latency-critical pair removed
+   (minus per pair created). Repeat until no candidate gains more than ``weights.move_cost`` per
+   move or the budget is spent.
 
 ``MovePod.expected_gain`` is the candidate's gain shared evenly over its moves, in *node
 equivalents* (1.0 = one node freed); the reason sentence names the node freed, the pairs
@@ -270,9 +274,9 @@ class _Step:
     gain: float
     pairs_removed: int
 
-    def rank(self) -> tuple[int, float, float, int, str, str]:
+    def rank(self, drains_first: bool = True) -> tuple[int, float, float, int, str, str]:
         first = pod_key(self.moves[0][0])
-        drain_first = 0 if self.kind == "drain" else 1
+        drain_first = 0 if self.kind == "drain" and drains_first else 1
         return (drain_first, -self.gain / len(self.moves), -self.gain, len(self.moves), self.source, first)
 
 
@@ -457,6 +461,6 @@ def plan_moves(
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
         if not steps:
             break
-        best = min(steps, key=_Step.rank)
+        best = min(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
         out.extend(_reasons(c, best, w))
     return tuple(out)
