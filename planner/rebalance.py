@@ -177,11 +177,11 @@ class _Cluster:
     def copy(self) -> _Cluster:
         return _Cluster(
             self.nodes,  # never mutated
-            {k: list(v) for k, v in self.pods.items()},
+            dict(self.pods),  # move() replaces a node's list, never changes it in place
             dict(self.req_cpu),
             dict(self.req_mem),
             dict(self.peak),
-            {k: dict(v) for k, v in self.classes.items()},
+            dict(self.classes),  # likewise
             dict(self.budget),
             self.arrays.copy(),
             set(self.moved),
@@ -217,8 +217,9 @@ class _Cluster:
             self.req_cpu[name] += sign * pod.cpu_request_m
             self.req_mem[name] += sign * pod.memory_request_mb
             self.peak[name] += sign * peak
-            counts = self.classes[name]
+            counts = dict(self.classes[name])
             counts[pod.interference] = counts.get(pod.interference, 0) + int(sign)
+            self.classes[name] = counts
         key = (pod.namespace, pod.owner)
         if key in self.budget:
             self.budget[key] -= 1
