@@ -43,7 +43,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bench_series(n: int, days: float = 1.0, trace: str = "nasa-10s") -> tuple[float, Iterator[tuple[dict[str, str], Series]]]:
+def bench_series(
+    n: int, days: float = 1.0, trace: str = "nasa-10s"
+) -> tuple[float, Iterator[tuple[dict[str, str], Series]]]:
     """``n`` real series on one time grid: the trace's longest gap-free stretch, shifted per series."""
     s = load_series(trace)
     if s.step_s != 10.0:
@@ -147,7 +149,9 @@ def run_fetch_bench(
             from scaleahead.prometheus.client import fetch_with_prometheus_api_client
 
             began = time.perf_counter()
-            fetch_with_prometheus_api_client(server.url, [p.spec.demand.query for p in policies], now - days * DAY_S, now - 10.0, 10.0, concurrency)
+            fetch_with_prometheus_api_client(
+                server.url, [p.spec.demand.query for p in policies], now - days * DAY_S, now - 10.0, 10.0, concurrency
+            )
             result["prometheus_api_client_s"] = round(time.perf_counter() - began, 3)
     result["params"] = {"concurrency": concurrency, "compress": compress, "repeats": repeats}
     return result

@@ -175,7 +175,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         with PrometheusClient(cfg) as client:
             series = client.range_series(RangeRequest("(history)", query, t0, t1, step_s))
         n = write_series_csv(output, series)
-        console.print(f"wrote {output}: {len(series)} points ({n} present) at {step_s:g} s, {client.stats.requests} request(s)")
+        console.print(
+            f"wrote {output}: {len(series)} points ({n} present) at {step_s:g} s, {client.stats.requests} request(s)"
+        )
 
     @app.command("backfill")
     def backfill_cmd(
@@ -219,24 +221,30 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             return
         server = LocalPrometheus(tsdb, port, lookback_s=series.step_s / 2).start()
         console.print(
-            f"Prometheus is serving {tsdb} at {server.url} (Ctrl-C stops it). Try:\n"
+            f"Prometheus is serving {tsdb} at {server.url} (Ctrl-C or SIGTERM stops it). Try:\n"
             f"  scaleahead history --prometheus {server.url} --query '{selector}' "
             f"--start {iso(series.start)} --end {iso(series.end - series.step_s)} "
             f"--step {series.step_s:g}s --output /tmp/history.csv"
         )
+        import signal
+        import threading
+
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # installed explicitly: a background job ignores SIGINT
+            signal.signal(sig, lambda *_: stop.set())
         try:
-            assert server.proc is not None
-            server.proc.wait()
-        except KeyboardInterrupt:
-            pass
+            while not stop.is_set() and server.proc is not None and server.proc.poll() is None:
+                stop.wait(0.5)
         finally:
             server.stop()
+        console.print("Prometheus stopped")
 
     @bench_app.command("fetch")
     def bench_fetch(
-        tsdb: Annotated[Path, typer.Option(help="TSDB folder: backfilled on first use, reused after.")] = Path(
-            "/tmp/scaleahead-bench-tsdb"
-        ),
+        tsdb: Annotated[
+            Path | None,
+            typer.Option(help="TSDB folder, backfilled on first use and reused after (default: under ~/.cache)."),
+        ] = None,
         series: Annotated[int, typer.Option(help="Number of series (workloads).")] = 1000,
         days: Annotated[float, typer.Option(help="Days of 10 s history per series.")] = 1.0,
         concurrency: Annotated[int, typer.Option(help="Parallel range queries.")] = 8,
@@ -254,6 +262,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.bench.prometheus import run_fetch_bench
         from scaleahead.cli import console
 
+        if tsdb is None:
+            import os
+
+            cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+            tsdb = cache / "scaleahead" / f"bench-tsdb-{series}x{days:g}d"
         result = run_fetch_bench(tsdb, series, days, concurrency, compress, repeats, compare)
         console.print_json(json.dumps(result))
         if json_out is not None:

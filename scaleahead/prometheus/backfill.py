@@ -160,9 +160,7 @@ class LocalPrometheus:
     def start(self, timeout_s: float = 30.0) -> LocalPrometheus:
         exe = shutil.which("prometheus")
         if exe is None:
-            raise UserError(
-                "prometheus is not installed.", "Install Debian's prometheus package (make system-deps)."
-            )
+            raise UserError("prometheus is not installed.", "Install Debian's prometheus package (make system-deps).")
         self.tsdb.mkdir(parents=True, exist_ok=True)
         config = self.tsdb / "scaleahead-prometheus.yml"
         config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")

@@ -334,7 +334,7 @@ class PrometheusClient:
                     "Check that the URL is the Prometheus API's base (no /graph or /api/v1 suffix).",
                     workload=label,
                     query=query,
-                kind="url",
+                    kind="url",
                 ) from exc
             data = doc.get("data") if isinstance(doc, dict) else None
             if not isinstance(data, dict):
@@ -343,7 +343,7 @@ class PrometheusClient:
                     "Check that the URL points at a Prometheus-compatible API.",
                     workload=label,
                     query=query,
-                kind="url",
+                    kind="url",
                 )
             for warning in doc.get("warnings") or ():
                 log.warning("Workload %s, query %r: Prometheus warns: %s", label, query, warning)

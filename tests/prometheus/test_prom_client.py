@@ -121,7 +121,9 @@ def test_several_series_where_one_is_expected_is_an_error_naming_workload_and_qu
 
 def test_an_empty_result_says_which_workload_which_query_and_what_to_check(prom) -> None:
     with client(prom.url) as c, pytest.raises(PrometheusError) as info:
-        c.range_series(RangeRequest("default/api", 'nasa_requests{workload="nope"}', prom.web.start, prom.web.end, 10.0))
+        c.range_series(
+            RangeRequest("default/api", 'nasa_requests{workload="nope"}', prom.web.start, prom.web.end, 10.0)
+        )
     msg = info.value.message
     assert "default/api" in msg and 'workload="nope"' in msg and "no data" in msg and "label names" in msg
 
