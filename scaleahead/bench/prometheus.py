@@ -146,12 +146,44 @@ def run_fetch_bench(
         result["incremental_ms"] = round(statistics.median(cycles), 1)
         result["incremental_ms_runs"] = [round(x, 1) for x in cycles]
         if compare_api_client:
-            from scaleahead.prometheus.client import fetch_with_prometheus_api_client
-
-            began = time.perf_counter()
-            fetch_with_prometheus_api_client(
-                server.url, [p.spec.demand.query for p in policies], now - days * DAY_S, now - 10.0, 10.0, concurrency
-            )
-            result["prometheus_api_client_s"] = round(time.perf_counter() - began, 3)
+            result["compare"] = _compare(server.url, policies, now, days, concurrency, repeats)
     result["params"] = {"concurrency": concurrency, "compress": compress, "repeats": repeats}
     return result
+
+
+def _compare(
+    url: str, policies: list[Policy], now: float, days: float, concurrency: int, repeats: int
+) -> dict[str, Any]:
+    """The ADR 0001 comparison: cold loads direct (identity, gzip) vs prometheus-api-client, and
+    an incremental cycle with and without batching; runs interleaved, ``repeats`` times each."""
+    from scaleahead.prometheus.client import fetch_with_prometheus_api_client
+
+    queries = [p.spec.demand.query for p in policies]
+    start, end = now - days * DAY_S, now - 10.0
+    runs: dict[str, list[float]] = {
+        "direct_identity_s": [],
+        "direct_gzip_s": [],
+        "prometheus_api_client_s": [],
+        "incremental_batched_ms": [],
+        "incremental_unbatched_ms": [],
+    }
+    for _ in range(repeats):
+        for compress in (False, True):
+            with PrometheusClient(PrometheusConfig(url, max_concurrency=concurrency, compress=compress)) as client:
+                gc.collect()
+                began = time.perf_counter()
+                PrometheusHistory(client, window_s=days * DAY_S).read(policies, now)
+                runs["direct_gzip_s" if compress else "direct_identity_s"].append(time.perf_counter() - began)
+        gc.collect()
+        began = time.perf_counter()
+        fetch_with_prometheus_api_client(url, queries, start, end, 10.0, concurrency)
+        runs["prometheus_api_client_s"].append(time.perf_counter() - began)
+        for batch in (50, 1):
+            with PrometheusClient(PrometheusConfig(url, max_concurrency=concurrency, batch_size=batch)) as client:
+                history = PrometheusHistory(client, window_s=3600.0)
+                history.read(policies, now)
+                began = time.perf_counter()
+                history.read(policies, now + 10.0)
+                key = "incremental_batched_ms" if batch > 1 else "incremental_unbatched_ms"
+                runs[key].append((time.perf_counter() - began) * 1000.0)
+    return {k: {"median": round(statistics.median(v), 3), "runs": [round(x, 3) for x in v]} for k, v in runs.items()}

@@ -25,11 +25,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from scaleahead.errors import UserError
 from scaleahead.policy import Policy
-from scaleahead.prometheus.client import PrometheusClient, PrometheusError, RangeRequest
+from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, RangeRequest
+from scaleahead.settings import PrometheusSettings
 from scaleahead.types import FloatArray, Series, WorkloadRef
 
 log = logging.getLogger("scaleahead.prometheus")
@@ -223,3 +226,18 @@ class PrometheusHistory:
         entry = _Entry(float(meta["start"]), step_s, buf, len(values))
         self._entries[key] = entry
         return entry
+
+
+def history_from_settings(
+    settings: PrometheusSettings, cache_dir: str | Path | None = None, **config: Any
+) -> PrometheusHistory:
+    """A ``PrometheusHistory`` from the process settings (``SCALEAHEAD_PROMETHEUS__URL`` etc.).
+
+    Extra keyword arguments go to ``PrometheusConfig`` (credentials, TLS files).
+    """
+    if not settings.url:
+        raise UserError("No Prometheus URL is configured.", "Set SCALEAHEAD_PROMETHEUS__URL or pass --prometheus URL.")
+    cfg = PrometheusConfig(
+        settings.url, timeout_s=settings.timeout_s, max_concurrency=settings.max_concurrency, **config
+    )
+    return PrometheusHistory(PrometheusClient(cfg), cache_dir=cache_dir)

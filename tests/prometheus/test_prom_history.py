@@ -87,3 +87,49 @@ def test_last_point_before_is_strict() -> None:
     assert last_point_before(100.0, 10.0) == 90.0
     assert last_point_before(100.5, 10.0) == 100.0
     assert last_point_before(99.9, 10.0) == 90.0
+
+
+class _RecordingTarget:
+    """A cluster of fixed replica counts that records what the loop applies."""
+
+    def __init__(self) -> None:
+        self.applied: list[object] = []
+
+    def read_state(self, workloads):
+        from scaleahead.types import ClusterState, WorkloadState
+
+        return ClusterState({w: WorkloadState(w, 2, 2) for w in workloads})
+
+    def apply(self, action):
+        from actuator.base import ActionResult
+
+        self.applied.append(action)
+        return ActionResult(action, "applied", "")
+
+
+def test_a_control_cycle_forecasts_from_prometheus_and_falls_back_for_a_broken_query(prom, make_policy) -> None:
+    from forecaster import make_model
+    from scaleahead.loop import Deps, run_once
+    from scaleahead.prometheus.history import history_from_settings
+    from scaleahead.settings import PrometheusSettings, Settings
+
+    good = make_policy("w05", 'nasa_requests{workload="w05"}')
+    bad = make_policy("typo", "sum(rate(nasa_requests[1m]")
+    hist = history_from_settings(PrometheusSettings(url=prom.url))
+    model = make_model("window_mean")
+    deps = Deps(hist, model, _RecordingTarget(), None, [good, bad])
+    report = run_once(deps, Settings(), prom.workers["w05"].start + 5 * HOUR, dry_run=True)
+    assert set(report.forecasts) == {good.workload}
+    assert bad.workload in report.plan.fallbacks and good.workload not in report.plan.fallbacks
+    assert "default/typo" in hist.errors[bad.workload]
+
+
+def test_history_from_settings_without_a_url_says_how_to_set_one() -> None:
+    import pytest
+
+    from scaleahead.errors import UserError
+    from scaleahead.prometheus.history import history_from_settings
+    from scaleahead.settings import PrometheusSettings
+
+    with pytest.raises(UserError, match="SCALEAHEAD_PROMETHEUS__URL"):
+        history_from_settings(PrometheusSettings())
