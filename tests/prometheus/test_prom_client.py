@@ -152,3 +152,20 @@ def test_a_counter_reset_is_left_to_rate_and_never_gives_negative_demand(prom) -
     want = np.convolve(prom.web.values[r - 100 - 5 : r + 100], np.ones(6) / 6, mode="valid") / 10
     near = np.abs(got.values - want) <= 0.2 * want + 0.5
     assert near[np.isfinite(got.values)].mean() > 0.9
+
+
+def test_the_garbage_collector_is_paused_only_while_reading(prom) -> None:
+    import gc
+
+    from scaleahead.prometheus.client import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with client(prom.url) as c:
+        c.fetch_many([RangeRequest("web", WEB, prom.web.start, prom.web.start + 600, 10.0)])
+    assert gc.isenabled()
