@@ -53,9 +53,25 @@ def make_config(
     timeout: float = 30.0,
     concurrency: int = 8,
 ) -> PrometheusConfig:
-    """A client config from CLI options (credentials are read from files, never the command line)."""
+    """A client config from CLI options (credentials are read from files, never the command line).
+
+    Options left out fall back to ``SCALEAHEAD_PROMETHEUS__BEARER_TOKEN_FILE``, ``__USERNAME``,
+    ``__PASSWORD_FILE``, ``__CA_FILE``, ``__CERT_FILE`` and ``__KEY_FILE`` (so ``plan --prometheus``
+    can reach a server that needs credentials).
+    """
+    import os
+
     from scaleahead.prometheus.client import PrometheusConfig
 
+    def env(name: str, given: str | None) -> str | None:
+        return given if given is not None else os.environ.get(f"SCALEAHEAD_PROMETHEUS__{name}") or None
+
+    bearer_token_file = env("BEARER_TOKEN_FILE", bearer_token_file)
+    username = env("USERNAME", username)
+    password_file = env("PASSWORD_FILE", password_file)
+    ca_file = env("CA_FILE", ca_file)
+    cert_file = env("CERT_FILE", cert_file)
+    key_file = env("KEY_FILE", key_file)
     password = None
     if password_file:
         try:
@@ -274,14 +290,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
 
 def write_series_csv(path: Path, series: Any) -> int:
-    """``timestamp,value`` rows (ISO-8601 UTC; an empty value is missing); returns present count."""
+    """``timestamp,value`` rows (ISO-8601 UTC, or epoch seconds for sub-second steps; an empty value is
+    missing); returns how many values are present."""
     import math
     from datetime import UTC, datetime
 
     rows = ["timestamp,value\n"]
     present = 0
-    for t, v in zip(series.times().tolist(), series.values.tolist(), strict=True):
-        stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    times = series.times()
+    whole = bool((times == times.round()).all())  # sub-second steps: epoch seconds keep them exact
+    for t, v in zip(times.tolist(), series.values.tolist(), strict=True):
+        stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if whole else repr(t)
         if math.isfinite(v):
             present += 1
             rows.append(f"{stamp},{int(v) if float(v).is_integer() else repr(v)}\n")

@@ -390,7 +390,7 @@ class PrometheusClient:
             resp = self._pool.request(
                 "GET", f"{self.base}/-/ready", headers=self._headers(), timeout=2.0, retries=False
             )
-        except HTTPError:
+        except (HTTPError, PrometheusError):
             return False
         return resp.status == 200
 

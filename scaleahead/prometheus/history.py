@@ -175,7 +175,7 @@ class PrometheusHistory:
         need = off + len(new)
         full = False
         if need > len(entry.buf):  # out of room: keep the newest window, move it to the front
-            drop = max(0, entry.n - window_n)
+            drop = max(0, min(entry.n - window_n, off))
             keep = entry.buf[drop : entry.n]
             buf = np.full(max(2 * window_n, need - drop), np.nan)
             buf[: len(keep)] = keep
