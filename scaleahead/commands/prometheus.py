@@ -228,7 +228,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if tsdb.exists() and any(p.name != "wal" for p in tsdb.iterdir()) and not serve:
             console.print(f"[yellow]note[/] {tsdb} is not empty; new blocks are added beside the existing ones")
         n = backfill(tsdb, metric, [(label_map, series)])
-        selector = f"{metric}{{{','.join(f'{k}={v!r}' for k, v in label_map.items())}}}".replace("'", '"')
+        matchers = ",".join(f'{k}="{v}"' for k, v in label_map.items())
+        selector = f"{metric}{{{matchers}}}" if matchers else metric
         console.print(
             f"backfilled {n} samples of {selector} from {iso(series.start)} to {iso(series.end)} "
             f"(step {series.step_s:g} s) into {tsdb}"
@@ -242,6 +243,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             f"--start {iso(series.start)} --end {iso(series.end - series.step_s)} "
             f"--step {series.step_s:g}s --output /tmp/history.csv"
         )
+        import sys
+
+        sys.stdout.flush()  # the address must show even when stdout is a pipe
         import signal
         import threading
 
