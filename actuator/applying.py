@@ -168,7 +168,7 @@ class Actuator:
         if seen is None or mf.human_value != live.value:
             seen = now
             if record:
-                self.store.set_human_edit(live.target, live.value, live.resource_version, now)
+                self.store.set_human_edit(live.target, live.value, now)
                 log.warning(
                     "human edit: %s %s set to %d by someone else (scaleahead had set %d); respected for %.0f s",
                     live.target,

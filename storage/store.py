@@ -357,13 +357,13 @@ class Store:
             r.field, r.value, r.resource_version, r.written_at = field, value, resource_version, now
             r.human_value, r.human_seen_at = None, None
 
-    def set_human_edit(self, target: str, value: int, resource_version: str, now: float) -> None:
+    def set_human_edit(self, target: str, value: int, now: float) -> None:
         """Record that someone else set ``target`` to ``value`` (seen at ``now``)."""
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
             if r is None:
                 raise KeyError(target)
-            r.human_value, r.human_seen_at, r.resource_version = value, now, resource_version
+            r.human_value, r.human_seen_at = value, now
 
     def count_plans(self) -> int:
         with self.session() as s:
