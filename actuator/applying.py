@@ -155,7 +155,9 @@ class Actuator:
             if self.store is not None and not isinstance(action, MovePod):
                 self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now)
             return ActionResult(action, "applied", diff + notes)
-        return ActionResult(action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle")
+        return ActionResult(
+            action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
+        )
 
     def _human_edit(self, action: Action, live: LiveObject, now: float, record: bool) -> str:
         """A non-empty reason while a human edit of the field is respected."""
@@ -203,10 +205,7 @@ class Actuator:
                 msg = exc.message if isinstance(exc, ActuationError) else str(exc)
                 state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
             else:
-                if isinstance(action, MovePod):
-                    moved = not live.value
-                else:
-                    moved = live.value == desired_value(action)
+                moved = not live.value if isinstance(action, MovePod) else live.value == desired_value(action)
                 if moved:
                     state = "applied"
                     reason = f"reconciled after restart: the live object shows the change ({live.field}={live.value})"

@@ -68,9 +68,11 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
     cfg = k8s.Configuration()
     try:
         if in_cluster:
-            config.load_incluster_config(client_configuration=cfg)
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         else:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=cfg
+            )
     except (config.ConfigException, OSError, TypeError, ValueError) as exc:
         raise UserError(
             f"Cannot load Kubernetes credentials from {kubeconfig or 'the default kubeconfig'}: {exc}.",
@@ -268,7 +270,9 @@ class KubernetesTarget:
         for ref in workloads:
             try:
                 if ref.kind == "KnativeService":
-                    obj = self._raw(self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name)
+                    obj = self._raw(
+                        self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
+                    )
                     ann = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
                     warm = int((ann.get("annotations") or {}).get(MIN_SCALE, 0))
                     states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
@@ -301,8 +305,9 @@ class KubernetesTarget:
                 return ActionResult(action, "skipped", f"{live.field} is already {value}")
             self.write(action, value, live)
         except ActuationError as exc:
-            outcome = "failed" if exc.outcome in ("failed", "conflict") else "skipped"
-            return ActionResult(action, outcome, exc.message)
+            if exc.outcome in ("failed", "conflict"):
+                return ActionResult(action, "failed", exc.message)
+            return ActionResult(action, "skipped", exc.message)
         return ActionResult(action, "applied", f"{live.field} {live.value} -> {value}")
 
     # -- live reads -----------------------------------------------------------------------------
@@ -343,8 +348,7 @@ class KubernetesTarget:
             target = f"HorizontalPodAutoscaler/{ref.namespace}/{hpa}"
             value = _int_field(obj, "spec.minReplicas", target, default=1)
             hpa_max = _int_field(obj, "spec.maxReplicas", target)
-            facts = {"hpa_max": hpa_max}
-            return LiveObject(target, "spec.minReplicas", value, _rv(obj), facts)
+            return LiveObject(target, "spec.minReplicas", value, _rv(obj), {"hpa_max": hpa_max})
         read = {
             "Deployment": self.apps.read_namespaced_deployment_scale,
             "StatefulSet": self.apps.read_namespaced_stateful_set_scale,
@@ -401,7 +405,9 @@ class KubernetesTarget:
             )
         elif ref.kind == "Headroom":
             if live.fact("missing"):
-                obj = self._call(action, self.apps.create_namespaced_deployment, ref.namespace, self._headroom(ref, value))
+                obj = self._call(
+                    action, self.apps.create_namespaced_deployment, ref.namespace, self._headroom(ref, value)
+                )
             else:
                 body = {"metadata": meta, "spec": {"replicas": value}}
                 obj = self._call(
@@ -429,7 +435,11 @@ class KubernetesTarget:
         return LiveObject(live.target, live.field, value, _rv(obj), live.facts)
 
     def _headroom(self, ref: WorkloadRef, replicas: int) -> dict[str, Any]:
-        labels = {"app.kubernetes.io/name": ref.name, HEADROOM_LABEL: "true", "app.kubernetes.io/managed-by": MANAGED_BY}
+        labels = {
+            "app.kubernetes.io/name": ref.name,
+            HEADROOM_LABEL: "true",
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+        }
         h = self.headroom
         return {
             "apiVersion": "apps/v1",

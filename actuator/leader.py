@@ -90,7 +90,7 @@ class LeaderElector:
 
     def _read(self) -> LeaseRecord | None:
         try:
-            resp = self.api.read_namespaced_lease(
+            resp: Any = self.api.read_namespaced_lease(
                 self.name, self.namespace, _preload_content=False, _request_timeout=self.timeout_s
             )
         except ApiException as exc:
@@ -114,7 +114,7 @@ class LeaderElector:
                     "acquireTime": micro_time(now),
                     "leaseTransitions": 0,
                 }
-                body = {
+                body: Any = {
                     "apiVersion": "coordination.k8s.io/v1",
                     "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
@@ -131,8 +131,8 @@ class LeaderElector:
                     }
                 body = {"metadata": {"resourceVersion": record.resource_version}, "spec": spec}
                 self.api.patch_namespaced_lease(
-                self.name, self.namespace, body, _request_timeout=self.timeout_s, _content_type=MERGE
-            )
+                    self.name, self.namespace, body, _request_timeout=self.timeout_s, _content_type=MERGE
+                )
         except (ApiException, HTTPError) as exc:
             self._held_until = float("-inf")
             self.last_error = f"lease {self.namespace}/{self.name}: {getattr(exc, 'status', '')} {exc}".strip()

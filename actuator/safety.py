@@ -62,7 +62,9 @@ def check(
     if isinstance(action, MovePod):
         if not live.value:
             where = "on " + action.to_node if live.fact("on_to_node") else "elsewhere"
-            return Verdict("skip", 0, f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} ({where})")
+            return Verdict(
+                "skip", 0, f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} ({where})"
+            )
         allowed = live.fact("pdb_disruptions_allowed")
         if allowed is not None and allowed < 1:
             return Verdict(

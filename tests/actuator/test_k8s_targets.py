@@ -91,13 +91,20 @@ def test_headroom_never_takes_over_a_deployment_that_is_not_a_placeholder(kube):
 def _pod(node: str, owned: bool) -> dict:
     meta = {"labels": {"app": "web"}}
     if owned:
-        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "web-1", "controller": True, "apiVersion": "apps/v1", "uid": "u"}]
+        meta["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": "web-1", "controller": True, "apiVersion": "apps/v1", "uid": "u"}
+        ]
     return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}
 
 
 def test_a_bare_pod_move_evicts_it_and_recreates_it_bound_to_the_planned_node(kube):
     kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=False))
-    kube.cluster.put(PDBS, "default", "web", {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}})
+    kube.cluster.put(
+        PDBS,
+        "default",
+        "web",
+        {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}},
+    )
     move = MovePod("default", "p1", "n1", "n2", R)
     res = make(kube, []).apply_plan(Plan(NOW, (move,)), NOW)
     assert res[0].outcome == "applied", res
@@ -108,7 +115,12 @@ def test_a_bare_pod_move_evicts_it_and_recreates_it_bound_to_the_planned_node(ku
 
 def test_a_pod_move_refused_by_its_pdb_is_skipped_with_the_reason(kube):
     kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=True))
-    kube.cluster.put(PDBS, "default", "web", {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 0}})
+    kube.cluster.put(
+        PDBS,
+        "default",
+        "web",
+        {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 0}},
+    )
     res = make(kube, []).apply_plan(Plan(NOW, (MovePod("default", "p1", "n1", "n2", R),)), NOW)
     assert res[0].outcome == "skipped"
     assert "PodDisruptionBudget" in res[0].detail
@@ -127,7 +139,12 @@ def test_an_eviction_answered_429_by_the_api_is_skipped_and_the_rest_of_the_plan
 
 def test_a_scale_up_is_limited_by_the_namespace_pod_quota(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    kube.cluster.put(QUOTAS, "default", "q", {"spec": {"hard": {"pods": "10"}}, "status": {"hard": {"pods": "10"}, "used": {"pods": "8"}}})
+    kube.cluster.put(
+        QUOTAS,
+        "default",
+        "q",
+        {"spec": {"hard": {"pods": "10"}}, "status": {"hard": {"pods": "10"}, "used": {"pods": "8"}}},
+    )
     res = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 9),)), NOW)
     assert res[0].outcome == "applied"
     assert "pod quota" in res[0].detail
@@ -138,8 +155,11 @@ def test_read_state_reports_replicas_ready_replicas_and_warm_instances(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(4, ready=3))
     kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "2"}}}}})
     target = KubernetesTarget(kube.api_client(), [])
-    web, fn, gone = (WorkloadRef("Deployment", "default", "web"), WorkloadRef("KnativeService", "default", "fn"),
-                     WorkloadRef("Deployment", "default", "gone"))
+    web, fn, gone = (
+        WorkloadRef("Deployment", "default", "web"),
+        WorkloadRef("KnativeService", "default", "fn"),
+        WorkloadRef("Deployment", "default", "gone"),
+    )
     state = target.read_state([web, fn, gone])
     assert (state.workloads[web].replicas, state.workloads[web].ready_replicas) == (4, 3)
     assert state.workloads[fn].warm_instances == 2
