@@ -61,6 +61,7 @@ class HeadroomSpec:
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None, in_cluster: bool = False) -> Any:
     """An ``ApiClient`` from a kubeconfig file or the in-cluster service account; no retries (we retry)."""
+    import yaml
     from kubernetes import config
 
     from scaleahead.errors import UserError
@@ -73,7 +74,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, context=context, client_configuration=cfg
             )
-    except (config.ConfigException, OSError, TypeError, ValueError) as exc:
+    except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise UserError(
             f"Cannot load Kubernetes credentials from {kubeconfig or 'the default kubeconfig'}: {exc}.",
             "Pass --kubeconfig FILE with a valid cluster, user and context (or run in the cluster).",

@@ -277,7 +277,7 @@ class RolloutBook:
                 window_s=p["window_s"],
             )
             d = decide_canary(params, rollout.share, champ, chal)
-            entry: dict[str, Any] = {
+            entry = {
                 "at": now,
                 "share": rollout.share,
                 "decision": d.action,
