@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from actuator.applying import Actuator
 from actuator.base import ActionResult, Target, apply_plan
 from forecaster.base import Forecaster, horizon_steps_for
 from planner import plan as make_plan
@@ -40,6 +41,9 @@ class Deps:
     store: Store | None
     policies: Sequence[Policy]
     model_version_id: int | None = None
+    #: The journaled, safety-checked actuator (``actuator.applying.Actuator``); without it the
+    #: target is driven directly by ``actuator.base.apply_plan``.
+    actuator: Actuator | None = None
 
 
 @dataclass
@@ -142,6 +146,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         dry = settings.actuation.dry_run if dry_run is None else dry_run
         if settings.actuation.paused:
             dry = True
+        if deps.actuator is not None:
+            results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
+            return CycleReport(now, plan, forecasts, results, phases, errors, plan_id)
         results = apply_plan(plan, deps.target, dry_run=dry)
     if deps.store is not None and action_ids:
         changed = [r for r in results if not r.action.is_noop]

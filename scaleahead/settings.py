@@ -46,7 +46,8 @@ class ActuationSettings(BaseModel):
     max_conflict_retries: int = Field(3, ge=0, description="Re-reads after a 409 before an action counts as failed.")
     request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one Kubernetes API request (s).")
     namespace: str = Field(
-        "scaleahead", description="Namespace of scaleahead's own objects: the leader Lease and the kill-switch ConfigMap."
+        "scaleahead",
+        description="Namespace of scaleahead's own objects: the leader Lease and the kill-switch ConfigMap.",
     )
     kill_switch_configmap: str = Field(
         "scaleahead-kill-switch", description="ConfigMap whose data.paused='true' pauses all actuation."

@@ -89,7 +89,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @actuator_app.command("reconcile")
     def reconcile(
-        kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig (default: $KUBECONFIG, ~/.kube/config).")] = None,
+        kubeconfig: Annotated[
+            Path | None, typer.Option(help="Kubeconfig (default: $KUBECONFIG, ~/.kube/config).")
+        ] = None,
         db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
     ) -> None:
         """Mark journal actions left 'planned' by a crash as applied or skipped, from the live objects."""

@@ -31,10 +31,30 @@ def kubeconfig(tmp_path: Path, url: str) -> Path:
 def plan_apply(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SCALEAHEAD_ACTUATION__NAMESPACE": "default"}
     return subprocess.run(
-        [sys.executable, "-m", "scaleahead.cli", "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s",
-         "--current", "1", "--apply", "--kubeconfig", str(kubeconfig(tmp_path, url)),
-         "--db", f"sqlite:///{tmp_path / 'j.db'}", "--output", "json", *extra],
-        capture_output=True, text=True, timeout=120, env=env,
+        [
+            sys.executable,
+            "-m",
+            "scaleahead.cli",
+            "plan",
+            "--policy",
+            str(EXAMPLE),
+            "--history",
+            "nasa-10s",
+            "--current",
+            "1",
+            "--apply",
+            "--kubeconfig",
+            str(kubeconfig(tmp_path, url)),
+            "--db",
+            f"sqlite:///{tmp_path / 'j.db'}",
+            "--output",
+            "json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
 
 
@@ -75,9 +95,24 @@ def test_plan_apply_with_a_bad_kubeconfig_exits_2_and_names_the_file(tmp_path):
     bad = tmp_path / "nope.yaml"
     bad.write_text("not: [a kubeconfig")
     out = subprocess.run(
-        [sys.executable, "-m", "scaleahead.cli", "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s",
-         "--apply", "--kubeconfig", str(bad), "--db", f"sqlite:///{tmp_path / 'j.db'}"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "scaleahead.cli",
+            "plan",
+            "--policy",
+            str(EXAMPLE),
+            "--history",
+            "nasa-10s",
+            "--apply",
+            "--kubeconfig",
+            str(bad),
+            "--db",
+            f"sqlite:///{tmp_path / 'j.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 2, out.stderr
     assert "nope.yaml" in out.stderr and "--kubeconfig" in out.stderr
