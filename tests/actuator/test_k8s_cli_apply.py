@@ -1,4 +1,4 @@
-"""`scaleahead plan --apply --kubeconfig FILE [--dry-run]` end to end: console script -> emulated cluster."""
+"""`scaleahead plan --apply --kubeconfig FILE [--dry-run]` end to end: CLI -> emulated cluster."""
 
 from __future__ import annotations
 
@@ -9,11 +9,15 @@ import sys
 from pathlib import Path
 
 from kubeemu import DEPLOYMENTS, deployment
+from typer.testing import CliRunner
 
+from scaleahead.cli import app
+from scaleahead.errors import UserError
 from storage import Store
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "policy.yaml"
+ENV = {"SCALEAHEAD_ACTUATION__NAMESPACE": "default"}
 
 
 def kubeconfig(tmp_path: Path, url: str) -> Path:
@@ -28,51 +32,24 @@ def kubeconfig(tmp_path: Path, url: str) -> Path:
     return path
 
 
-def plan_apply(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SCALEAHEAD_ACTUATION__NAMESPACE": "default"}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scaleahead.cli",
-            "plan",
-            "--policy",
-            str(EXAMPLE),
-            "--history",
-            "nasa-10s",
-            "--current",
-            "1",
-            "--apply",
-            "--kubeconfig",
-            str(kubeconfig(tmp_path, url)),
-            "--db",
-            f"sqlite:///{tmp_path / 'j.db'}",
-            "--output",
-            "json",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+def args(tmp_path: Path, kubeconfig_path: Path, *extra: str) -> list[str]:
+    return [
+        "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--current", "1", "--apply",
+        "--kubeconfig", str(kubeconfig_path), "--db", f"sqlite:///{tmp_path / 'j.db'}", "--output", "json", *extra,
+    ]  # fmt: skip
 
 
-def test_plan_apply_dry_run_prints_the_diff_and_writes_nothing(kube, tmp_path):
-    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
-    out = plan_apply(tmp_path, kube.url, "--dry-run")
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
-    assert doc["dry_run"] is True
-    assert doc["results"][0]["outcome"] == "dry-run"
-    assert doc["results"][0]["detail"].startswith("Deployment/default/web spec.replicas: 1 -> ")
-    assert kube.cluster.writes() == []
-    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 1
+def here(*argv: str):
+    """The same Typer app in this process (faster than a new process)."""
+    return CliRunner().invoke(app, list(argv), env=ENV)
 
 
 def test_plan_apply_scales_the_deployment_and_journals_the_outcome(kube, tmp_path):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
-    out = plan_apply(tmp_path, kube.url)
+    out = subprocess.run(  # through the real entry point, in a new process
+        [sys.executable, "-m", "scaleahead.cli", *args(tmp_path, kubeconfig(tmp_path, kube.url))],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **ENV},
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)["results"][0]
     assert res["outcome"] == "applied", res
@@ -83,36 +60,29 @@ def test_plan_apply_scales_the_deployment_and_journals_the_outcome(kube, tmp_pat
     assert [(a.target, a.state) for a in rows] == [("Deployment/default/web", "applied")]
 
 
+def test_plan_apply_dry_run_prints_the_diff_and_writes_nothing(kube, tmp_path):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
+    out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url), "--dry-run"))
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["dry_run"] is True
+    assert doc["results"][0]["outcome"] == "dry-run"
+    assert doc["results"][0]["detail"].startswith("Deployment/default/web spec.replicas: 1 -> ")
+    assert kube.cluster.writes() == []
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 1
+
+
 def test_plan_apply_to_a_missing_deployment_is_skipped_with_the_fix(kube, tmp_path):
-    out = plan_apply(tmp_path, kube.url)
-    assert out.returncode == 0, out.stderr
+    out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url)))
+    assert out.exit_code == 0, out.output
     res = json.loads(out.stdout)["results"][0]
     assert res["outcome"] == "skipped"
     assert "Deployment/default/web does not exist (404)" in res["detail"]
 
 
-def test_plan_apply_with_a_bad_kubeconfig_exits_2_and_names_the_file(tmp_path):
+def test_plan_apply_with_a_bad_kubeconfig_fails_with_a_user_error_naming_the_file(tmp_path):
     bad = tmp_path / "nope.yaml"
     bad.write_text("not: [a kubeconfig")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scaleahead.cli",
-            "plan",
-            "--policy",
-            str(EXAMPLE),
-            "--history",
-            "nasa-10s",
-            "--apply",
-            "--kubeconfig",
-            str(bad),
-            "--db",
-            f"sqlite:///{tmp_path / 'j.db'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 2, out.stderr
-    assert "nope.yaml" in out.stderr and "--kubeconfig" in out.stderr
+    out = here(*args(tmp_path, bad))
+    assert isinstance(out.exception, UserError)  # main() prints it as one paragraph, exit code 2
+    assert "nope.yaml" in out.exception.message and "--kubeconfig" in out.exception.message

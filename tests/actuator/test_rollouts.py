@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -125,18 +123,20 @@ def test_an_aborted_rollout_sends_every_workload_back_to_the_champion(tmp_path):
 
 
 def _cli(*args, db):
-    return subprocess.run(
-        [sys.executable, "-m", "scaleahead.cli", "rollout", *args, "--db", f"sqlite:///{db}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """The rollout commands of the Typer app, in this process."""
+    from typer.testing import CliRunner
+
+    from scaleahead.cli import app
+
+    out = CliRunner().invoke(app, ["rollout", *args, "--db", f"sqlite:///{db}"])
+    out.returncode = 2 if isinstance(out.exception, UserError) else out.exit_code
+    return out
 
 
 def test_the_rollout_cli_starts_evaluates_shows_and_aborts(tmp_path):
     db = tmp_path / "r.db"
     out = _cli("start", "--challenger", "7", "--mode", "ab", "--group", "web", "--output", "json", db=db)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.output
     assert json.loads(out.stdout)["share"] == 0.5
     csv = tmp_path / "o.csv"
     lines = ["workload,arm,violation_fraction,cost_per_demand,forecast_error"]
@@ -144,11 +144,11 @@ def test_the_rollout_cli_starts_evaluates_shows_and_aborts(tmp_path):
     lines += [f"v{i},challenger,0.00{1 + i % 3},2.0,0.9" for i in range(10)]
     csv.write_text("\n".join(lines) + "\n")
     out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", "--output", "json", db=db)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.output
     diffs = {d["metric"]: d for d in json.loads(out.stdout)["differences"]}
     assert diffs["violation_fraction"]["significant"] and diffs["violation_fraction"]["difference"] < 0
     out = _cli("status", "--group", "web", db=db)
     assert "rollout 1 [running]" in out.stdout and "violation_fraction" in out.stdout
     assert _cli("abort", "--group", "web", db=db).returncode == 0
     bad = _cli("start", "--challenger", "7", "--mode", "blue-green", db=db)
-    assert bad.returncode == 2 and "canary, ab or shadow" in bad.stderr
+    assert bad.returncode == 2 and "canary, ab or shadow" in str(bad.exception)
