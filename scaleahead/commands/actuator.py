@@ -84,7 +84,7 @@ def result_json(r: Any) -> dict[str, Any]:
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    actuator_app = typer.Typer(help="The actuator: journal recovery and leader status (docs/actuator.md).")
+    actuator_app = typer.Typer(help="The actuator: journal inspection and recovery after a crash (docs/actuator.md).")
     app.add_typer(actuator_app, name="actuator")
 
     @actuator_app.command("reconcile")

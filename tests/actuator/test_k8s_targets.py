@@ -164,3 +164,12 @@ def test_read_state_reports_replicas_ready_replicas_and_warm_instances(kube):
     assert (state.workloads[web].replicas, state.workloads[web].ready_replicas) == (4, 3)
     assert state.workloads[fn].warm_instances == 2
     assert gone not in state.workloads
+
+
+def test_the_plain_target_protocol_applies_one_action_and_skips_a_missing_object(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    target = KubernetesTarget(kube.api_client(), [policy()])
+    assert target.apply(scale("Deployment", "web", 2, 3)).outcome == "applied"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 3
+    missing = target.apply(scale("Deployment", "nope", 1, 3))
+    assert missing.outcome == "skipped" and "does not exist (404)" in missing.detail
