@@ -115,7 +115,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         mode: Annotated[str, typer.Option(help="canary (growing share), ab (fixed split) or shadow (plan only).")],
         group: GroupOption = "default",
         champion: Annotated[
-            str | None, typer.Option(help="Current model/policy (default: the registry's production model).")
+            str | None, typer.Option(help="Current model/policy (default: the registry's champion model).")
         ] = None,
         split: Annotated[float, typer.Option(help="Challenger share in mode ab.")] = 0.5,
         steps: Annotated[str, typer.Option(help="Canary share steps, comma-separated.")] = "0.1,0.25,0.5,1.0",
@@ -144,7 +144,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(f"--mode {mode!r} is unknown.", "Use canary, ab or shadow.")
         book = _book(db)
         if champion is None:
-            prod = [m for m in book.store.models() if m.status == "production"]
+            prod = [m for m in book.store.models() if m.status == "champion"]
             champion = f"{prod[-1].id}" if prod else "default"
         params = CanaryParams(shares, max_violation_increase, max_cost_increase, max_error_increase)
         rid = book.start(group, mode, champion, challenger, time.time(), canary=params, split=split)  # type: ignore[arg-type]

@@ -152,3 +152,13 @@ def test_the_rollout_cli_starts_evaluates_shows_and_aborts(tmp_path):
     assert _cli("abort", "--group", "web", db=db).returncode == 0
     bad = _cli("start", "--challenger", "7", "--mode", "blue-green", db=db)
     assert bad.returncode == 2 and "canary, ab or shadow" in str(bad.exception)
+
+
+def test_promoting_a_model_rollout_makes_the_challenger_the_registry_champion(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    old = store.register_model("lstm-a", "lstm", status="champion")
+    new = store.register_model("lstm-b", "lstm")
+    book = RolloutBook(store)
+    book.start("g", "shadow", str(old), str(new), T0)
+    book.promote("g", T0 + 1)
+    assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
