@@ -147,6 +147,10 @@ class Actuator:
                     diff = f"{live.target}: evict from {action.from_node} (planned node {action.to_node})"
                 if dry_run:
                     return ActionResult(action, "dry-run", diff + notes)
+                if self.store is not None and not isinstance(action, MovePod):
+                    # Write-ahead intent (empty version = outcome unknown): a write that times out
+                    # but lands must not look like someone else's edit next cycle.
+                    self.store.set_managed_field(live.target, live.field, verdict.value, "", now)
                 new = self.target.write(action, verdict.value, live)
             except ActuationError as exc:
                 if exc.outcome == "conflict":
@@ -164,6 +168,12 @@ class Actuator:
         if self.store is None or isinstance(action, MovePod):
             return ""
         mf = self.store.managed_field(live.target)
+        if mf is not None and mf.resource_version == "":
+            # Our last write's outcome is unknown (timeout, crash): no claim about anyone's edit.
+            # If the live object shows it, it landed: confirm it with the live version.
+            if live.value == mf.value and record:
+                self.store.set_managed_field(live.target, live.field, live.value, live.resource_version, mf.written_at)
+            return ""
         if mf is None or live.value == mf.value or live.resource_version == mf.resource_version:
             return ""
         seen = mf.human_seen_at

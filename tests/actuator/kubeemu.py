@@ -42,6 +42,7 @@ class Fault:
     status: int = 500
     delay_s: float = 0.0
     times: int = 1
+    after: bool = False  # delay after handling: the change lands, the answer comes too late
 
     def matches(self, method: str, path: str) -> bool:
         return method.upper() == self.method.upper() and self.path_contains in path
@@ -68,10 +69,18 @@ class Cluster(kmock.KubernetesEmulator):
                 fault.times -= 1
                 if fault.times <= 0:
                     self.faults.remove(fault)
+                if fault.delay_s and fault.after:
+                    response = await self._serve(request)
+                    await asyncio.sleep(fault.delay_s)
+                    return response
                 if fault.delay_s:
                     await asyncio.sleep(fault.delay_s)
                     break
                 raise KubernetesError(status=fault.status, reason="Injected", message=f"injected {fault.status}")
+        return await self._serve(request)
+
+    async def _serve(self, request: Any) -> aiohttp.web.StreamResponse:
+        method = str(request.method.value)
         if request.resource is not None and request.subresource == "eviction" and method == "POST":
             return self._evict(request)
         action = request.action

@@ -78,3 +78,30 @@ def test_an_api_error_means_not_leader(kube):
     kube.cluster.faults.append(Fault("PATCH", "/leases/scaleahead-leader", status=500))
     assert not a.is_leader(T0 + 5)
     assert a.is_leader(T0 + 10)
+
+
+def test_two_actuator_replicas_never_act_at_once(kube):
+    from kubeemu import DEPLOYMENTS, deployment, policy
+
+    from actuator.applying import Actuator
+    from actuator.kubernetes import KubernetesTarget
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    a, b = electors(kube)
+    pols = [policy()]
+    act_a = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=a.is_leader)
+    act_b = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=b.is_leader)
+    web = WorkloadRef("Deployment", "default", "web")
+
+    def plan(t, frm, to):
+        return Plan(t, (ScaleTo(web, frm, to, Reason("t", "t")),))
+
+    assert act_a.apply_plan(plan(T0, 2, 3), T0)[0].outcome == "applied"
+    follower = act_b.apply_plan(plan(T0 + 1, 3, 9), T0 + 1)[0]
+    assert follower.outcome == "skipped" and "not the leader" in follower.detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 3
+    # a dies; after a lease duration b takes over and acts.
+    assert act_b.apply_plan(plan(T0 + 20, 3, 5), T0 + 20)[0].outcome == "applied"
+    assert act_a.apply_plan(plan(T0 + 21, 5, 7), T0 + 21)[0].outcome == "skipped"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5

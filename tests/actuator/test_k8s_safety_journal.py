@@ -232,3 +232,18 @@ def test_a_status_change_by_a_controller_is_not_taken_for_a_human_edit(kube, sto
     act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
     kube.cluster.edit(DEPLOYMENTS, "default", "web", {"status": {"readyReplicas": 4}})
     assert act.apply_plan(Plan(NOW + 10, (scale(4, 6),)), NOW + 10)[0].outcome == "applied"
+
+
+def test_a_write_that_timed_out_but_landed_is_not_mistaken_for_a_human_edit(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store, timeout_s=0.3)
+    # The change lands, but its answer comes after the client's timeout.
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=0.6, after=True))
+    assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "failed"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
+    nxt = act.apply_plan(Plan(NOW + 10, (scale(4, 6),)), NOW + 10)
+    assert nxt[0].outcome == "applied", nxt
+    # ... and a real edit after that is still detected.
+    kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 1}})
+    held = act.apply_plan(Plan(NOW + 20, (scale(1, 6),)), NOW + 20)
+    assert held[0].outcome == "skipped" and "human edit" in held[0].detail
