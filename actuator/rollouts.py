@@ -205,6 +205,19 @@ def split_outcomes(outcomes: Mapping[str, Outcome], share: float, salt: str) -> 
     return champ, chal
 
 
+@dataclass(frozen=True, slots=True)
+class RolloutView:
+    """What the control loop needs of a running rollout: which arm plans (and acts) for a workload."""
+
+    mode: Mode
+    share: float
+    salt: str
+
+    def arm(self, workload: str) -> Arm:
+        """The arm whose forecasts drive ``workload`` (shadow: the champion acts everywhere)."""
+        return "champion" if self.mode == "shadow" else assign(workload, self.share, self.salt)
+
+
 class RolloutBook:
     """Rollout state in storage: start, evaluate, promote, abort; one running rollout per group."""
 
@@ -251,6 +264,13 @@ class RolloutBook:
         if not rows:
             raise UserError(f"No rollout in group {group!r}.", "Start one with `scaleahead rollout start`.")
         return rows[-1]
+
+    def view(self, group: str) -> RolloutView | None:
+        """The running rollout of ``group`` for the loop, or None."""
+        r = self.running(group)
+        if r is None:
+            return None
+        return RolloutView(r.mode, r.share, str(r.params.get("salt", "")))  # type: ignore[arg-type]
 
     def arm(self, rollout: StoredRollout, workload: str) -> Arm:
         """Which arm acts for ``workload`` (shadow: always the champion)."""

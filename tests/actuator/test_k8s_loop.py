@@ -44,3 +44,53 @@ def test_one_cycle_scales_up_through_the_actuator_and_journals_applied(kube, tmp
     again = run_once(deps, Settings(), T0 + 10)
     assert all(r.outcome != "applied" for r in again.results)
     assert len(kube.cluster.writes()) == writes
+
+
+class Scaled:
+    """A challenger that forecasts ``factor`` times the champion (to tell their plans apart)."""
+
+    name = "scaled"
+
+    def __init__(self, inner, factor):
+        self.inner, self.factor = inner, factor
+
+    def forecast(self, ref, series, origin, steps):
+        from scaleahead.types import Forecast
+
+        fc = self.inner.forecast(ref, series, origin, steps)
+        return Forecast(ref, fc.origin, fc.step_s, {q: v * self.factor for q, v in fc.quantiles.items()}, "scaled")
+
+
+def _deps(kube, store, rollout):
+    from actuator.rollouts import RolloutView
+
+    pols = [policy(max_replicas=100)]
+    target = KubernetesTarget(kube.api_client(), pols)
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
+    return Deps(
+        RisingDemand(), model, target, store, pols, actuator=Actuator(target, store, pols),
+        rollout=RolloutView(*rollout), challenger=Scaled(model, 2.0),
+    )  # fmt: skip
+
+
+def test_in_shadow_mode_the_challenger_plans_without_acting(kube, tmp_path):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    store = Store(f"sqlite:///{tmp_path / 'shadow.db'}")
+    report = run_once(_deps(kube, store, ("shadow", 0.0, "s")), Settings(), T0)
+    acted = kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"]
+    assert report.shadow_plan is not None
+    shadow_to = report.shadow_plan.actions[0].to_replicas
+    assert shadow_to > acted  # the challenger forecasts twice the demand: it would scale further
+    assert report.plan.actions[0].to_replicas == acted
+    shadow_rows = [a for a in store.actions() if a.state == "dry-run"]
+    assert [int(a.to_value) for a in shadow_rows] == [shadow_to]
+
+
+def test_a_canary_at_full_share_lets_the_challenger_drive_the_workload(kube, tmp_path):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    store = Store(f"sqlite:///{tmp_path / 'canary.db'}")
+    champion_only = run_once(_deps(kube, None, ("canary", 0.0, "s")), Settings(), T0, dry_run=True)
+    report = run_once(_deps(kube, store, ("canary", 1.0, "s")), Settings(), T0)
+    assert report.results[0].outcome == "applied"
+    assert report.plan.actions[0].to_replicas > champion_only.plan.actions[0].to_replicas
