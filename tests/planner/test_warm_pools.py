@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
+
 from planner import plan
 from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools
 from scaleahead.types import ClusterState, SetWarmPool, WorkloadState
-
-from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
 
 NOW = 1_000_000.0
 
