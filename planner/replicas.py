@@ -88,27 +88,33 @@ def decide_replicas(
     else:
         q = spec.forecast_quantile
         values = forecast.quantile(q)
-        t0 = now + spec.startup_seconds
-        t1 = t0 + interval_s
         times = forecast.times()
-        # steps that overlap [t0, t1]
-        mask = (times + forecast.step_s > t0) & (times <= t1)
-        if not mask.any():
-            mask = np.zeros(len(values), dtype=bool)
-            mask[-1] = True
-        window = values[mask]
+        ends = times + forecast.step_s
+        t_ready = now + spec.startup_seconds
+        t_end = t_ready + interval_s
+        # Steps a replica asked for now would serve: those overlapping [now + startup, + interval].
+        ahead = (ends > t_ready) & (times < t_end)
+        if not ahead.any():
+            ahead = np.zeros(len(values), dtype=bool)
+            ahead[-1] = True
+        # Steps the replicas we have must serve: a replica removed now cannot be back before
+        # now + startup, so we never remove one that the forecast needs before then.
+        keep = (ends > now) & (times < t_end)
+        window = values[ahead]
         peak_i = int(np.argmax(window))
         peak = float(window[peak_i])
-        peak_t = float(times[mask][peak_i])
+        peak_t = float(times[ahead][peak_i])
         need = replicas_for(peak, spec)
-        if reactive > need:
+        hold_peak = float(values[keep].max()) if keep.any() else peak
+        hold = replicas_for(hold_peak, spec)
+        if reactive > need and reactive >= current:
             desired = reactive
             code = "reactive_floor"
             text = (
                 f"observed {_fmt(state.observed_demand)} {unit} needs {reactive} replicas now, above the "
                 f"p{q * 100:g} forecast peak {_fmt(peak)} {unit}"
             )
-        else:
+        elif need >= current:
             desired = need
             code = "forecast"
             text = (
@@ -116,11 +122,29 @@ def decide_replicas(
                 f"{peak_t - now:.0f} s ahead (start-up {spec.startup_seconds:.0f} s), "
                 f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
             )
+        else:
+            floor = max(need, reactive, hold)
+            desired = min(current, floor)
+            if desired == current:
+                code = "keep_until_replacement"
+                text = (
+                    f"p{q * 100:g} forecast {_fmt(hold_peak)} {unit} before a replica removed now could "
+                    f"be back ({spec.startup_seconds:.0f} s start-up) needs {hold}; observed "
+                    f"{_fmt(state.observed_demand)} {unit} needs {reactive}"
+                )
+            else:
+                code = "forecast_down"
+                text = (
+                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_end)} needs only "
+                    f"{floor}, observed {_fmt(state.observed_demand)} {unit} needs {reactive}, "
+                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
+                )
         details = {
             "forecast_peak": peak,
             "peak_at": peak_t,
             "quantile": q,
             "forecast_replicas": need,
+            "hold_replicas": hold,
             "reactive_replicas": reactive,
         }
 

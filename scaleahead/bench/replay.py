@@ -135,10 +135,10 @@ def prepare(series: Series, capacity: float | None = None, startup_s: float = 60
 def replay_policy_object(setup: ReplaySetup, name: str = "replay", **overrides: Any) -> Policy:
     """The real ``Policy`` the replay's predictive policies plan with.
 
-    Capacity per replica is the replay's ``c`` and start-up is L. ``targetUtilization`` is 1.0
-    because ``c`` is already the capacity at which a violation starts (EVALUATION.md section 4):
-    the safety margin comes from the forecast quantile (docs/replay.md). ``overrides`` are
-    camelCase spec fields, e.g. ``forecastQuantile=0.99``.
+    Capacity per replica is the replay's ``c`` and start-up is L; the bounds are wide enough never
+    to bind. Everything else is the ``PolicySpec`` default as it ships (forecast quantile 0.9,
+    target utilization 0.8, 300 s scale-down stabilization). ``overrides`` are camelCase spec
+    fields, e.g. ``forecastQuantile=0.99`` (the replay's ``--set``).
     """
     spec: dict[str, Any] = {
         "target": {"kind": "Deployment", "namespace": "replay", "name": name},
@@ -148,7 +148,6 @@ def replay_policy_object(setup: ReplaySetup, name: str = "replay", **overrides: 
             "stepSeconds": setup.step_s,
         },
         "capacityPerReplica": setup.capacity,
-        "targetUtilization": 1.0,
         "startupSeconds": setup.startup_s,
         "minReplicas": 1,
         "maxReplicas": 100_000,
@@ -311,14 +310,58 @@ def compute_metrics(
     }
 
 
-def default_model_name(settings: Settings | None = None) -> tuple[str, str]:
-    """The default forecaster and why: ``settings.forecast.model`` if registered, else the fallback."""
+BASELINES: tuple[str, ...] = ("naive", "seasonal_naive", "window_mean")
+
+
+def best_baseline(history: Series, lead_s: float, quantile: float = 0.9, max_origins: int = 3000) -> tuple[str, dict[str, float]]:
+    """The baseline with the lowest pinball loss at ``quantile`` over the planner's lead window.
+
+    Each baseline is fitted on the first 75 % of ``history`` and scored on origins in its last
+    25 %, on the steps up to ``lead_s`` ahead (start-up plus one interval: what the planner acts
+    on). Only history is used, so choosing is no peeking.
+    """
+    n = len(history)
+    cut = int(n * 0.75)
+    lead = max(1, int(math.ceil(lead_s / history.step_s)) + 1)
+    fit_part = Series(history.name, history.start, history.step_s, history.values[:cut], history.unit)
+    hi = n - lead
+    scores: dict[str, float] = {}
+    if hi <= cut:
+        return "seasonal_naive", scores
+    origins = np.unique(np.linspace(cut, hi, num=min(max_origins, hi - cut), dtype=np.int64))
+    actual = np.stack([history.values[o : o + lead] for o in origins])
+    for name in BASELINES:
+        model = make_model(name)
+        model.fit([fit_part])
+        pred = model.predict_origins(history, origins, lead)
+        yq = pred[quantile] if quantile in pred else pred[min(pred, key=lambda k: abs(k - quantile))]
+        diff = actual - yq
+        loss = np.where(diff >= 0, quantile * diff, (quantile - 1.0) * diff)
+        scores[name] = float(np.nanmean(loss))
+    best = min(scores, key=lambda k: scores[k])
+    return best, scores
+
+
+def default_model_name(setup: ReplaySetup | None = None, settings: Settings | None = None) -> tuple[str, str]:
+    """The default forecaster and why: ``settings.forecast.model`` if registered, else the best baseline.
+
+    The best baseline is chosen on the history (``best_baseline``); without a setup it is
+    ``settings.forecast.fallback_model``.
+    """
     settings = settings or Settings()
     wanted = settings.forecast.model
     if wanted in available_models():
         return wanted, f"default model {wanted!r}"
-    fb = settings.forecast.fallback_model
-    return fb, f"default model {wanted!r} is not registered; fell back to the best baseline {fb!r}"
+    if setup is None:
+        fb = settings.forecast.fallback_model
+        return fb, f"default model {wanted!r} is not registered; fell back to {fb!r}"
+    history = setup.series.between(setup.split.start, setup.split.test_start)
+    best, scores = best_baseline(history, setup.startup_s + setup.step_s)
+    listed = ", ".join(f"{k} {v:.4g}" for k, v in sorted(scores.items(), key=lambda kv: kv[1]))
+    return best, (
+        f"default model {wanted!r} is not registered; fell back to the best baseline {best!r} "
+        f"(p90 pinball loss over the start-up lead window on the last quarter of the history: {listed})"
+    )
 
 
 def fit_model(name: str, setup: ReplaySetup) -> tuple[Forecaster, float]:
@@ -340,7 +383,7 @@ def run_replay(
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise UserError(f"Unknown replay policies {unknown}.", f"Known: {', '.join(POLICIES)}.")
-    model_name, model_note = (model, f"model {model!r} chosen with --model") if model else default_model_name()
+    model_name, model_note = (model, f"model {model!r} chosen with --model") if model else default_model_name(setup)
     overrides = policy_overrides or {}
     runs: dict[str, PolicyRun] = {}
     fit_s: dict[str, float] = {}
