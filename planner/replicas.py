@@ -98,8 +98,10 @@ def decide_replicas(
             ahead = np.zeros(len(values), dtype=bool)
             ahead[-1] = True
         # Steps the replicas we have must serve: a replica removed now cannot be back before
-        # now + startup, so we never remove one that the forecast needs before then.
-        keep = (ends > now) & (times < t_end)
+        # now + startup, so we never remove one that the forecast needs before then, nor one it
+        # needs within the scale-down stabilization window (a forecast-based stabilization).
+        t_keep = max(t_end, now + spec.scale_down_stabilization_seconds)
+        keep = (ends > now) & (times < t_keep)
         window = values[ahead]
         peak_i = int(np.argmax(window))
         peak = float(window[peak_i])
@@ -128,14 +130,15 @@ def decide_replicas(
             if desired == current:
                 code = "keep_until_replacement"
                 text = (
-                    f"p{q * 100:g} forecast {_fmt(hold_peak)} {unit} before a replica removed now could "
-                    f"be back ({spec.startup_seconds:.0f} s start-up) needs {hold}; observed "
+                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} (start-up "
+                    f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
+                    f"needs {hold}; observed "
                     f"{_fmt(state.observed_demand)} {unit} needs {reactive}"
                 )
             else:
                 code = "forecast_down"
                 text = (
-                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_end)} needs only "
+                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} needs only "
                     f"{floor}, observed {_fmt(state.observed_demand)} {unit} needs {reactive}, "
                     f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
                 )
