@@ -145,7 +145,9 @@ def simulate(
         "scaleahead": compute_metrics(setup.demand, desired, allocated, ready, setup.capacity, setup.step_s),
     }
     for name, run in (("hpa", run_hpa(setup)), ("oracle", run_oracle(setup))):
-        metrics[name] = compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+        metrics[name] = compute_metrics(
+            setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s
+        )
     return DemoResult(setup, steps, model_name, note, metrics, report, last_change, plans, loop_s, fit_s)
 
 

@@ -12,7 +12,6 @@ except the oracle's, which is the point of the oracle.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +32,7 @@ from scaleahead.errors import DataError, UserError
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
 from scaleahead.traces import Split, split_of
-from scaleahead.types import ClusterState, Forecast, Plan, Reason, ScaleTo, Series, WorkloadRef
+from scaleahead.types import ClusterState, Forecast, Plan, Reason, ScaleTo, Series, WorkloadRef, WorkloadState
 
 POLICIES: tuple[str, ...] = ("scaleahead", "predictive_seasonal_naive", "hpa", "static_peak", "oracle")
 METRICS: tuple[str, ...] = (
@@ -86,6 +85,7 @@ class PolicyRun:
     allocated: np.ndarray
     ready: np.ndarray
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
     last_plan: Plan | None = None
 
@@ -193,7 +193,7 @@ def run_predictive(
     ready = np.zeros(n, dtype=np.int64)
     fallbacks = 0
     last_plan: Plan | None = None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for c0 in range(0, n, CHUNK):
         c1 = min(n, c0 + CHUNK)
         origins = np.arange(setup.i0 + c0, setup.i0 + c1, dtype=np.int64)
@@ -208,8 +208,14 @@ def run_predictive(
             ws = target.read_state([ref]).workloads[ref]
             j = int(last_obs[gi])
             if j >= 0:
-                ws = dataclasses.replace(
-                    ws, observed_demand=float(series.values[j]), observed_at=series.start + (j + 1) * step
+                ws = WorkloadState(
+                    ref,
+                    ws.replicas,
+                    ws.ready_replicas,
+                    float(series.values[j]),
+                    series.start + (j + 1) * step,
+                    ws.warm_instances,
+                    ws.recent_desired,
                 )
             plan = make_plan({ref: fc}, ClusterState(workloads={ref: ws}), [policy], now, interval_s=step)
             apply_plan(plan, target)
@@ -222,7 +228,9 @@ def run_predictive(
             last_plan = plan
         if progress is not None:
             progress(c1 - c0)
-    run = PolicyRun(name, desired, allocated, ready, time.perf_counter() - started, last_plan=last_plan)
+    run = PolicyRun(
+        name, desired, allocated, ready, time.perf_counter() - started, time.process_time() - cpu, last_plan=last_plan
+    )
     run.info = {"model": forecaster.name, "fallback_steps": fallbacks, "apply_calls": target.calls}
     return run
 
@@ -241,7 +249,7 @@ def _run_rule(
     desired = np.zeros(n, dtype=np.int64)
     allocated = np.zeros(n, dtype=np.int64)
     ready = np.zeros(n, dtype=np.int64)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     last_plan: Plan | None = None
     for i in range(n):
         now = setup.t0 + i * setup.step_s
@@ -259,7 +267,9 @@ def _run_rule(
             progress(CHUNK)
     if progress is not None:
         progress(n % CHUNK)
-    run = PolicyRun(name, desired, allocated, ready, time.perf_counter() - started, last_plan=last_plan)
+    run = PolicyRun(
+        name, desired, allocated, ready, time.perf_counter() - started, time.process_time() - cpu, last_plan=last_plan
+    )
     run.info = {"apply_calls": target.calls}
     return run
 
@@ -313,7 +323,9 @@ def compute_metrics(
 BASELINES: tuple[str, ...] = ("naive", "seasonal_naive", "window_mean")
 
 
-def best_baseline(history: Series, lead_s: float, quantile: float = 0.9, max_origins: int = 3000) -> tuple[str, dict[str, float]]:
+def best_baseline(
+    history: Series, lead_s: float, quantile: float = 0.9, max_origins: int = 3000
+) -> tuple[str, dict[str, float]]:
     """The baseline with the lowest pinball loss at ``quantile`` over the planner's lead window.
 
     Each baseline is fitted on the first 75 % of ``history`` and scored on origins in its last
@@ -419,13 +431,15 @@ def run_replay(
         "initial_ready": setup.initial_ready,
         "policies": {},
         "params": {"scaleahead_model": model_name, "scaleahead_model_note": model_note, **overrides},
-        "timing_s": {"fit": fit_s, "replay": {}},
+        "timing_s": {"fit": fit_s, "replay": {}, "replay_cpu": {}},
     }
     for name, run in runs.items():
         m = compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
         doc["policies"][name] = m
         doc["timing_s"]["replay"][name] = round(run.seconds, 3)
+        doc["timing_s"]["replay_cpu"][name] = round(run.cpu_seconds, 3)
     doc["timing_s"]["replay_total"] = round(sum(r.seconds for r in runs.values()), 3)
+    doc["timing_s"]["replay_cpu_total"] = round(sum(r.cpu_seconds for r in runs.values()), 3)
     return doc, runs
 
 
@@ -489,7 +503,7 @@ def plot(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun], window: tup
         ax.set_ylabel(setup.series.unit or "demand", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[0, 0].legend(loc="upper right", fontsize=7, ncol=3)
-    axes[-1, 0].xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
+    axes[-1, 0].xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))  # type: ignore[no-untyped-call]
     fig.suptitle(
         f"{setup.series.name}: demand vs ready capacity (c = {setup.capacity:.4g}, start-up {setup.startup_s:.0f} s)",
         fontsize=10,

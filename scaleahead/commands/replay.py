@@ -50,7 +50,9 @@ def _window(setup: Any, start: str | None, hours: float) -> tuple[int, int] | No
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("replay")
     def replay(
-        trace: Annotated[str, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, ...) or CSV path.")],
+        trace: Annotated[
+            str, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, ...) or CSV path.")
+        ],
         json_path: Annotated[Path, typer.Option("--json", help="Write the metrics JSON here (EVALUATION.md s. 7).")],
         decisions: Annotated[
             Path | None, typer.Option(help="Write policy,timestamp,demand,desired,allocated,ready rows here.")
@@ -66,14 +68,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         plot_hours: Annotated[float, typer.Option(help="Length of the plotted window (h).")] = 6.0,
         model: Annotated[
             str | None,
-            typer.Option(help="Forecaster of the scaleahead policy (default: settings' model, else the best baseline)."),
+            typer.Option(
+                help="Forecaster of the scaleahead policy (default: settings' model, else the best baseline)."
+            ),
         ] = None,
         policies: Annotated[
             str, typer.Option(help="Comma-separated policies to run.")
         ] = "scaleahead,predictive_seasonal_naive,hpa,static_peak,oracle",
         set_: Annotated[
             list[str] | None,
-            typer.Option("--set", help="Override a field of the predictive policies' spec, e.g. forecastQuantile=0.99."),
+            typer.Option(
+                "--set", help="Override a field of the predictive policies' spec, e.g. forecastQuantile=0.99."
+            ),
         ] = None,
         column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
     ) -> None:
@@ -112,9 +118,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             transient=True,
         ) as bar:
             tasks = {n: bar.add_task(n, total=setup.demand.size) for n in names}
-            doc, runs = rp.run_replay(
-                setup, names, model, overrides, progress=lambda n, k: bar.advance(tasks[n], k)
-            )
+            doc, runs = rp.run_replay(setup, names, model, overrides, progress=lambda n, k: bar.advance(tasks[n], k))
         doc["trace"] = trace
         params = doc.setdefault("params", {})
         if capacity is not None:
@@ -131,8 +135,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             title=f"{trace}: {setup.demand.size} test steps of {setup.step_s:g} s, c = {setup.capacity:.4g}, "
             f"start-up {setup.startup_s:g} s"
         )
-        for col in ("policy", "violation_fraction", "unserved_fraction", "replica_seconds", "utilization", "events"):
-            table.add_column(col, justify="right" if col != "policy" else "left")
+        table.add_column("policy", no_wrap=True)
+        for col in ("violations", "unserved", "replica-seconds", "utilization", "scale events"):
+            table.add_column(col, justify="right", no_wrap=True)
         for name, m in doc["policies"].items():
             table.add_row(
                 name,
@@ -144,7 +149,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         out.print(table)
         out.print(f"scaleahead forecaster: {doc['params']['scaleahead_model_note']}", soft_wrap=True)
-        out.print(f"replay time (training excluded): {doc['timing_s']['replay_total']:.1f} s; JSON: {json_path}")
+        timing = doc["timing_s"]
+        out.print(
+            f"replay time (training excluded): {timing['replay_total']:.1f} s wall, "
+            f"{timing['replay_cpu_total']:.1f} s CPU; JSON: {json_path}"
+        )
 
     @app.command("demo")
     def demo(

@@ -23,8 +23,18 @@ def replay_run(alibaba_csv: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     out = tmp_path_factory.mktemp("replay")
     paths = {"json": out / "r.json", "decisions": out / "d.csv", "plot": out / "p.png"}
     proc = cli(
-        "bench", "replay", "--trace", str(alibaba_csv), "--json", str(paths["json"]),
-        "--decisions", str(paths["decisions"]), "--plot", str(paths["plot"]), "--plot-hours", "2",
+        "bench",
+        "replay",
+        "--trace",
+        str(alibaba_csv),
+        "--json",
+        str(paths["json"]),
+        "--decisions",
+        str(paths["decisions"]),
+        "--plot",
+        str(paths["plot"]),
+        "--plot-hours",
+        "2",
     )
     assert proc.returncode == 0, proc.stderr
     return {"doc": json.loads(paths["json"].read_text()), "stdout": proc.stdout, **paths}
