@@ -120,13 +120,16 @@ def decide_replicas(
         top = forecast.quantiles[top_q]
         top_peak = float(top[lo:hi].max())
         missed = observed_ok and state.observed_demand > top_peak
-        if reactive > need and reactive > current and missed:
+        short_now = observed_ok and state.observed_demand > per * state.ready_replicas
+        if reactive > need and reactive > current and (missed or short_now):
             desired = reactive
             code = "reactive_floor"
-            text = (
-                f"observed {_fmt(state.observed_demand)} {unit} needs {reactive} replicas now, above even the "
-                f"p{top_q * 100:g} forecast {_fmt(top_peak)} {unit} (the forecast missed)"
+            why_now = (
+                f"above even the p{top_q * 100:g} forecast {_fmt(top_peak)} {unit} (the forecast missed)"
+                if missed
+                else f"more than the {state.ready_replicas} ready replicas serve"
             )
+            text = f"observed {_fmt(state.observed_demand)} {unit} needs {reactive} replicas now, {why_now}"
         elif need >= current:
             desired = need
             code = "forecast"

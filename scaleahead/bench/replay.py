@@ -511,3 +511,69 @@ def plot(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun], window: tup
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def tradeoff(
+    setup: ReplaySetup,
+    settings: Sequence[dict[str, Any]],
+    model: str | None = None,
+) -> dict[str, Any]:
+    """The scaleahead policy under several spec settings, with the HPA and the oracle as references."""
+    model_name, note = (model, f"model {model!r} chosen with --model") if model else default_model_name(setup)
+    forecaster, _ = fit_model(model_name, setup)
+
+    def score(run: PolicyRun) -> dict[str, float]:
+        return compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+
+    points = []
+    for overrides in settings:
+        pol = replay_policy_object(setup, "scaleahead", **overrides)
+        points.append({"settings": overrides, **score(run_predictive(setup, forecaster, pol, "scaleahead"))})
+    return {
+        "trace": setup.series.name,
+        "resolution_s": setup.step_s,
+        "capacity_per_replica": setup.capacity,
+        "startup_s": setup.startup_s,
+        "params": {"scaleahead_model": model_name, "scaleahead_model_note": note},
+        "references": {"hpa": score(run_hpa(setup)), "oracle": score(run_oracle(setup))},
+        "points": points,
+    }
+
+
+def plot_tradeoff(path: Path, doc: dict[str, Any], default: dict[str, Any]) -> None:
+    """Violation fraction against replica-seconds (relative to the oracle), one point per setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    oracle = doc["references"]["oracle"]["replica_seconds"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for key, marker in (("forecastQuantile", "o-"), ("targetUtilization", "s--")):
+        pts = [p for p in doc["points"] if key in p["settings"] or p["settings"] == default]
+        pts.sort(key=lambda p: p["replica_seconds"])
+        if len(pts) > 1:
+            xs = [p["replica_seconds"] / oracle for p in pts]
+            ys = [p["violation_fraction"] * 100 for p in pts]
+            ax.plot(xs, ys, marker, label=f"scaleahead, {key} varies", alpha=0.8)
+            for p, x, y in zip(pts, xs, ys, strict=True):
+                label = ", ".join(f"{v:g}" for k, v in p["settings"].items() if k == key) or "default"
+                ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for p in doc["points"]:
+        if p["settings"] == default:
+            ax.plot(
+                p["replica_seconds"] / oracle, p["violation_fraction"] * 100, "k*", ms=12, label="scaleahead default"
+            )
+    hpa = doc["references"]["hpa"]
+    ax.plot(hpa["replica_seconds"] / oracle, hpa["violation_fraction"] * 100, "rX", ms=10, label="hpa")
+    ax.plot(1.0, 0.0, "gD", label="oracle")
+    ax.axvline(1.3, color="0.6", lw=0.8, ls=":")
+    ax.axhline(hpa["violation_fraction"] * 50, color="tab:red", lw=0.8, ls=":")
+    ax.set_xlabel("replica-seconds / oracle's")
+    ax.set_ylabel("violating steps (%)")
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_title(f"{doc['trace']}: violations vs cost ({doc['params']['scaleahead_model']})", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

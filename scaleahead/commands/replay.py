@@ -131,6 +131,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if plot is not None:
             rp.plot(plot, setup, runs, window)
         out = Console()
+        if not out.is_terminal:
+            out = Console(width=160)
         table = Table(
             title=f"{trace}: {setup.demand.size} test steps of {setup.step_s:g} s, c = {setup.capacity:.4g}, "
             f"start-up {setup.startup_s:g} s"
@@ -154,6 +156,66 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             f"replay time (training excluded): {timing['replay_total']:.1f} s wall, "
             f"{timing['replay_cpu_total']:.1f} s CPU; JSON: {json_path}"
         )
+
+    @bench_app.command("replay-tradeoff")
+    def replay_tradeoff(
+        trace: Annotated[str, typer.Option(help="Trace name or series CSV path.")],
+        json_path: Annotated[Path, typer.Option("--json", help="Write the points (metrics per setting) here.")],
+        plot: Annotated[Path | None, typer.Option(help="Write a PNG: violations vs replica-seconds.")] = None,
+        quantiles: Annotated[str, typer.Option(help="Comma-separated forecastQuantile values.")] = "0.5,0.9,0.99",
+        utilizations: Annotated[
+            str, typer.Option(help="Comma-separated targetUtilization values (at the default quantile).")
+        ] = "0.7,0.9,1.0",
+        capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
+        startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
+        model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
+    ) -> None:
+        """The scaleahead policy's trade-off curve: violations vs cost as its quantile and target vary."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from scaleahead.bench import replay as rp
+        from scaleahead.policy import PolicySpec
+        from scaleahead.traces import load_series
+
+        def floats(text: str, what: str) -> list[float]:
+            try:
+                return [float(x) for x in text.split(",") if x.strip()]
+            except ValueError as exc:
+                raise UserError(f"--{what} {text!r} is not a comma-separated list of numbers.", "E.g. 0.5,0.9") from exc
+
+        qs, us = floats(quantiles, "quantiles"), floats(utilizations, "utilizations")
+        if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
+            raise UserError(f"--capacity {capacity:g} is not a positive number.", "Give a positive capacity.")
+        fields = PolicySpec.model_fields
+        default_q = fields["forecast_quantile"].default
+        default_u = fields["target_utilization"].default
+        settings: list[dict[str, Any]] = [{}]
+        settings += [{"forecastQuantile": q} for q in qs if q != default_q]
+        settings += [{"targetUtilization": u} for u in us if u != default_u]
+        setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
+        doc = rp.tradeoff(setup, settings, model)
+        doc["trace"] = trace
+        doc["defaults"] = {"forecastQuantile": default_q, "targetUtilization": default_u}
+        json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        if plot is not None:
+            rp.plot_tradeoff(plot, doc, {})
+        oracle = doc["references"]["oracle"]["replica_seconds"]
+        table = Table(title=f"{trace}: scaleahead trade-off ({doc['params']['scaleahead_model']})")
+        for col in ("setting", "violations", "replica-seconds / oracle", "/ hpa"):
+            table.add_column(col, no_wrap=True)
+        hpa = doc["references"]["hpa"]["replica_seconds"]
+        rows = [("default", p) if not p["settings"] else (str(p["settings"]), p) for p in doc["points"]]
+        rows += [(name, m) for name, m in doc["references"].items()]
+        for label, m in rows:
+            table.add_row(
+                label,
+                f"{m['violation_fraction']:.4%}",
+                f"{m['replica_seconds'] / oracle:.3f}",
+                f"{m['replica_seconds'] / hpa:.3f}",
+            )
+        out = Console()
+        (out if out.is_terminal else Console(width=160)).print(table)
 
     @app.command("demo")
     def demo(
