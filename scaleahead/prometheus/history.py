@@ -6,7 +6,9 @@ the points after the newest one it holds, plus ``overlap_steps`` points before i
 points may still be changing while scrapes and rule evaluations catch up). With ``cache_dir`` the
 history is kept on disk, so a restarted loop reads only what happened while it was down.
 
-Only points strictly before ``now`` are returned (no peeking). A workload whose read fails is left
+Only points strictly before ``now`` are returned (no peeking). Returned series are read-only views
+of the cache, never changed afterwards: a cycle only appends, and when a re-read point changed,
+the cache copies its buffer first (copy on write). A workload whose read fails is left
 out of the result, its error kept in ``errors`` (naming workload, query and what to check) and
 logged; the others go on, and the loop's planner falls back for the missing one.
 
@@ -90,6 +92,7 @@ class PrometheusHistory:
         self.overlap_steps = max(0, overlap_steps)
         self.errors: dict[WorkloadRef, str] = {}
         self._entries: dict[str, _Entry] = {}
+        self._keys: dict[tuple[str, float], str] = {}
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -133,14 +136,19 @@ class PrometheusHistory:
             t_last = last_point_before(now, step)
             i0 = max(0, int(round((t_last + step - self.window_s - entry.start) / step)))
             i1 = max(i0, min(entry.n, int(round((t_last - entry.start) / step)) + 1))
-            out[ref] = Series(ref.key, entry.start + i0 * step, step, entry.buf[i0:i1].copy(), policy.spec.demand.unit)
+            view = entry.buf[i0:i1]  # no copy: the buffer is only appended to, or copied on write
+            view.flags.writeable = False
+            out[ref] = Series(ref.key, entry.start + i0 * step, step, view, policy.spec.demand.unit)
         return out
 
     # -- planning what to fetch -----------------------------------------------------------------
 
     def _key(self, query: str, step_s: float) -> str:
-        text = f"{self.client.base}\n{query}\n{step_s!r}"
-        return hashlib.sha256(text.encode()).hexdigest()[:24]
+        key = self._keys.get((query, step_s))
+        if key is None:
+            text = f"{self.client.base}\n{query}\n{step_s!r}"
+            key = self._keys[(query, step_s)] = hashlib.sha256(text.encode()).hexdigest()[:24]
+        return key
 
     def _plan(self, key: str, label: str, query: str, step_s: float, now: float) -> RangeRequest | None:
         t_last = last_point_before(now, step_s)
@@ -183,6 +191,11 @@ class PrometheusHistory:
             off -= drop
             need -= drop
             full = True
+        held = min(entry.n, need) - off  # points re-read (the overlap) that earlier reads returned
+        if held > 0 and not full:
+            old, fresh = entry.buf[off : off + held], new.values[:held]
+            if not np.array_equal(old, fresh, equal_nan=True):
+                entry.buf = entry.buf.copy()  # copy on write: series returned earlier keep their values
         entry.buf[off:need] = new.values
         entry.n = max(entry.n, need)
         self._save(key, entry, off, full=full)

@@ -133,3 +133,27 @@ def test_history_from_settings_without_a_url_says_how_to_set_one() -> None:
 
     with pytest.raises(UserError, match="SCALEAHEAD_PROMETHEUS__URL"):
         history_from_settings(PrometheusSettings())
+
+
+def test_series_returned_earlier_never_change_when_a_re_read_point_changes() -> None:
+    from scaleahead.types import Series
+
+    hist = source("http://127.0.0.1:9", window_s=100.0)  # nothing is fetched here
+    key = hist._key("q", 10.0)
+    hist._merge(key, Series("q", 0.0, 10.0, np.array([1.0, 2.0, 3.0, 4.0])))
+    earlier = hist._entries[key].values
+    buffer = hist._entries[key].buf
+    hist._merge(key, Series("q", 20.0, 10.0, np.array([3.0, 4.0, 5.0])))  # overlap unchanged: appended in place
+    assert hist._entries[key].buf is buffer
+    hist._merge(key, Series("q", 20.0, 10.0, np.array([30.0, 4.0, 5.0, 6.0])))  # a late point changed
+    np.testing.assert_array_equal(earlier, [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(hist._entries[key].values, [1.0, 2.0, 30.0, 4.0, 5.0, 6.0])
+
+
+def test_returned_history_is_read_only(prom, make_policy) -> None:
+    import pytest
+
+    p = make_policy("w06", 'nasa_requests{workload="w06"}')
+    got = source(prom.url).read([p], prom.workers["w06"].start + HOUR)[p.workload]
+    with pytest.raises(ValueError, match="read-only"):
+        got.values[0] = 0.0
