@@ -14,8 +14,8 @@ logged; the others go on, and the loop's planner falls back for the missing one.
 
 Cache layout (``cache_dir``): per (server URL, query, step), ``<key>.json`` with the grid start and
 ``<key>.f64``, the values as raw little-endian float64 (NaN = missing) from that start. A cycle
-writes only the changed tail of each file; the prefix that fell out of the window is dropped
-when it grows as large as the window itself (the file is then rewritten once).
+writes only the changed tail of each file; when the file reaches 1.25 windows, the prefix
+that fell out of the window is dropped (the file is rewritten once).
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ class _Entry:
     def end(self) -> float:
         """Time just after the newest point held."""
         return self.start + self.n * self.step_s
+
+
+def _capacity(window_n: int) -> int:
+    """Room for the window plus a quarter: compaction (one copy of the window) every window/4 cycles."""
+    return window_n + max(64, window_n // 4)
 
 
 def last_point_before(now: float, step_s: float) -> float:
@@ -170,7 +175,7 @@ class PrometheusHistory:
         entry = self._entries.get(key)
         window_n = max(1, int(round(self.window_s / new.step_s)))
         if entry is None:
-            buf = np.full(max(2 * window_n, len(new)), np.nan)
+            buf = np.full(max(_capacity(window_n), len(new)), np.nan)
             buf[: len(new)] = new.values
             entry = _Entry(new.start, new.step_s, buf, len(new))
             self._entries[key] = entry
@@ -185,7 +190,7 @@ class PrometheusHistory:
         if need > len(entry.buf):  # out of room: keep the newest window, move it to the front
             drop = max(0, min(entry.n - window_n, off))
             keep = entry.buf[drop : entry.n]
-            buf = np.full(max(2 * window_n, need - drop), np.nan)
+            buf = np.full(max(_capacity(window_n), need - drop), np.nan)
             buf[: len(keep)] = keep
             entry.buf, entry.n, entry.start = buf, len(keep), entry.start + drop * step
             off -= drop
@@ -234,7 +239,7 @@ class PrometheusHistory:
         if meta.get("format") != 1 or float(meta.get("step_s", -1)) != step_s:
             return None
         window_n = max(1, int(round(self.window_s / step_s)))
-        buf = np.full(max(2 * window_n, len(values)), np.nan)
+        buf = np.full(max(_capacity(window_n), len(values)), np.nan)
         buf[: len(values)] = values
         entry = _Entry(float(meta["start"]), step_s, buf, len(values))
         self._entries[key] = entry
@@ -254,3 +259,32 @@ def history_from_settings(
         settings.url, timeout_s=settings.timeout_s, max_concurrency=settings.max_concurrency, **config
     )
     return PrometheusHistory(PrometheusClient(cfg), cache_dir=cache_dir)
+
+
+def read_range(
+    client: PrometheusClient, policies: Sequence[Policy], start: float, end: float
+) -> tuple[dict[WorkloadRef, Series], dict[WorkloadRef, str]]:
+    """Each policy's demand over ``[start, end)`` (e.g. for training), read in parallel and chunked.
+
+    Returns:
+        the series of the workloads that could be read, and an error message per workload that
+        could not (naming the workload, the query and what to check).
+    """
+    reqs: dict[tuple[str, float], RangeRequest] = {}
+    for p in policies:
+        d = p.spec.demand
+        if (d.query, d.step_seconds) not in reqs:
+            last = last_point_before(end, d.step_seconds)
+            reqs[(d.query, d.step_seconds)] = RangeRequest(str(p.workload), d.query, start, last, d.step_seconds)
+    keys = list(reqs)
+    got = dict(zip(keys, client.fetch_many([reqs[k] for k in keys]), strict=True))
+    series: dict[WorkloadRef, Series] = {}
+    errors: dict[WorkloadRef, str] = {}
+    for p in policies:
+        d = p.spec.demand
+        res = got[(d.query, d.step_seconds)]
+        if isinstance(res, PrometheusError):
+            errors[p.workload] = res.message if str(p.workload) in res.message else f"{p.workload}: {res.message}"
+        else:
+            series[p.workload] = Series(p.workload.key, res.start, res.step_s, res.values, d.unit)
+    return series, errors

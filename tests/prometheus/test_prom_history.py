@@ -67,7 +67,7 @@ def test_a_long_run_of_cycles_keeps_the_window_and_the_cache_file_bounded(prom, 
         now += 10
     np.testing.assert_array_equal(got.values, w.between(now - 10 - 600, now - 10).values)
     sizes = [f.stat().st_size for f in tmp_path.glob("*.f64")]
-    assert sizes and max(sizes) <= 2 * 60 * 8
+    assert sizes and max(sizes) <= (60 + 64) * 8  # the window plus its headroom, never the whole run
 
 
 def test_one_failing_workload_does_not_stop_the_others(prom, make_policy) -> None:
@@ -157,3 +157,14 @@ def test_returned_history_is_read_only(prom, make_policy) -> None:
     got = source(prom.url).read([p], prom.workers["w06"].start + HOUR)[p.workload]
     with pytest.raises(ValueError, match="read-only"):
         got.values[0] = 0.0
+
+
+def test_read_range_gives_each_workload_its_history_for_training(prom, make_policy) -> None:
+    from scaleahead.prometheus.history import read_range
+
+    good = make_policy("web", 'nasa_requests{workload="web"}')
+    bad = make_policy("gone", 'nasa_requests{workload="gone"}')
+    with PrometheusClient(PrometheusConfig(prom.url)) as c:
+        series, errors = read_range(c, [good, bad], prom.web.start, prom.web.end)
+    np.testing.assert_array_equal(series[good.workload].values, prom.web.values)
+    assert set(errors) == {bad.workload} and "default/gone" in errors[bad.workload]
