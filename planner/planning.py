@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from planner.fairness import Claim, allocate_pools
+from planner.rebalance import plan_moves
 from planner.replicas import decide_replicas
 from planner.warm import plan_warm_pools
 from scaleahead.policy import Policy, PolicySpec, WorkloadClass
@@ -33,6 +34,7 @@ def plan(
     policies: Sequence[Policy],
     now: float,
     interval_s: float = 10.0,
+    max_moves: int = 0,
     *,
     invocations: Mapping[WorkloadRef, InvocationForecast] | None = None,
     capacity: Mapping[str, int] | None = None,
@@ -47,6 +49,9 @@ def plan(
         now: decision time (epoch seconds).
         interval_s: the control interval; a replica asked for now serves from
             ``now + startup`` for at least one interval.
+        max_moves: when above 0, also propose at most this many rebalancing ``MovePod``
+            actions from ``state.nodes``/``state.pods``/``state.pdbs`` (planner/rebalance.py).
+            0 (the default) proposes none.
         invocations: invocation-probability forecasts of functions (``workloadClass: function``
             with ``warmPool.enabled``); a missing one triggers the policy's fallback.
         capacity: replicas available under shortage: keys are tenant names (a tenant's quota) and
@@ -86,6 +91,8 @@ def plan(
     if capacity:
         final, fair_notes = _share_capacity(final, specs, capacity)
         notes.extend(fair_notes)
+    if max_moves > 0:
+        final.extend(plan_moves(state, max_moves))
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
 
 
