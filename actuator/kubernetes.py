@@ -302,7 +302,7 @@ class KubernetesTarget:
         return ClusterState(workloads=states)
 
     def apply(self, action: Action) -> ActionResult:
-        """Apply one action without the safety layer (``actuator.safety.Actuator`` adds it)."""
+        """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""
         if action.is_noop:
             return ActionResult(action, "skipped", "no change")
         try:
@@ -310,6 +310,8 @@ class KubernetesTarget:
             value = action.to_replicas if isinstance(action, ScaleTo) else 0
             if isinstance(action, SetWarmPool):
                 value = action.to_instances
+            if isinstance(action, MovePod) and not live.value:
+                return ActionResult(action, "skipped", f"{action.target} is no longer on {action.from_node}")
             if not isinstance(action, MovePod) and live.value == value:
                 return ActionResult(action, "skipped", f"{live.field} is already {value}")
             self.write(action, value, live)
@@ -317,7 +319,9 @@ class KubernetesTarget:
             if exc.outcome in ("failed", "conflict"):
                 return ActionResult(action, "failed", exc.message)
             return ActionResult(action, "skipped", exc.message)
-        return ActionResult(action, "applied", f"{live.field} {live.value} -> {value}")
+        if isinstance(action, MovePod):
+            return ActionResult(action, "applied", f"{action.target}: evicted from {action.from_node}")
+        return ActionResult(action, "applied", f"{live.target} {live.field}: {live.value} -> {value}")
 
     # -- live reads -----------------------------------------------------------------------------
     def live(self, action: Action) -> LiveObject:
