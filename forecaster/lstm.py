@@ -413,6 +413,19 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+#: Window lengths of format version 1, which did not store them (they were fixed then).
+V1_WINDOWS: dict[str, float | int] = {
+    "recent_s": 450.0,
+    "min_recent_steps": 24,
+    "long_s": 21600.0,
+    "long_bucket_s": 300.0,
+    "seasonal_before_s": 900.0,
+    "seasonal_after_s": 900.0,
+    "seasonal_bucket_s": 150.0,
+    "scale_s": 3600.0,
+}
+
+
 def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
     """Bring a checkpoint of any known version to the current layout."""
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
@@ -425,7 +438,7 @@ def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
         raw = {
             "format": FORMAT,
             "format_version": 2,
-            "spec": asdict(FeatureSpec(step_s=float(raw["step_s"]), horizon_s=float(raw["horizon_s"]))),
+            "spec": {**V1_WINDOWS, "step_s": float(raw["step_s"]), "horizon_s": float(raw["horizon_s"])},
             "config": cfg,
             "quantiles": list(hp["quantiles"]),
             "state_dict": state,
