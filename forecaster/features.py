@@ -139,14 +139,33 @@ def _nanmean_rows(a: FloatArray) -> FloatArray:
     return np.where(cnt > 0, np.where(seen, a, 0.0).sum(axis=1) / np.maximum(cnt, 1), np.nan)
 
 
+def offsets(spec: FeatureSpec) -> IntArray:
+    """Steps relative to the origin read by the inputs, segment after segment (recent, long, day, week)."""
+    return np.concatenate([seg.start + np.arange(seg.length) for seg in spec.segments]).astype(np.int64)
+
+
+def windows(values: FloatArray, origins: IntArray, spec: FeatureSpec) -> FloatArray:
+    """Every value the inputs read, ``[n, len(offsets)]``, NaN outside ``[0, origin)``."""
+    idx = origins[:, None] + offsets(spec)[None, :]
+    ok = (idx >= 0) & (idx < origins[:, None]) & (idx < len(values))
+    if not len(values):
+        return np.full(idx.shape, np.nan)
+    return np.where(ok, values[np.clip(idx, 0, len(values) - 1)], np.nan)
+
+
 def build_inputs(values: FloatArray, start: float, spec: FeatureSpec, origins: IntArray) -> Inputs:
     """Model inputs for ``origins`` of one series (``values[:o]`` only for origin ``o``)."""
     origins = np.asarray(origins, dtype=np.int64)
-    rec, lon, day, week = spec.segments
-    w_rec = gather(values, origins, rec)  # [n, L]
-    w_long = gather(values, origins, lon)  # [n, long_len]
-    w_day = gather(values, origins, spec.seasonal(DAY_S))
-    w_week = gather(values, origins, spec.seasonal(WEEK_S))
+    times = start + origins.astype(np.float64) * spec.step_s
+    return inputs_from_windows(windows(values, origins, spec), times, spec)
+
+
+def inputs_from_windows(w: FloatArray, times: FloatArray, spec: FeatureSpec) -> Inputs:
+    """Model inputs from gathered windows ``w`` (``windows()``) and origin times (epoch s)."""
+    segs = spec.segments
+    cuts = np.cumsum([0] + [seg.length for seg in segs])
+    w_rec, w_long, w_day, w_week = (w[:, cuts[k] : cuts[k + 1]] for k in range(4))
+    rec, lon, day, week = segs
 
     scale = _nanmean_rows(np.abs(w_long[:, -min(spec.steps(spec.scale_s), lon.length) :]))
     for fallback in (w_long, w_day, w_week):
@@ -164,9 +183,8 @@ def build_inputs(values: FloatArray, start: float, spec: FeatureSpec, origins: I
     for window, seg in ((w_long, lon), (w_day, day), (w_week, week)):
         mean, share = _bucket(window, seg)
         parts += [np.where(np.isnan(mean), 0.0, mean / s - 1.0), share]
-    t = start + origins.astype(np.float64) * spec.step_s
-    tod = 2 * np.pi * (t % DAY_S) / DAY_S
-    dow = 2 * np.pi * (((t // DAY_S) + 3) % 7) / 7  # epoch day 0 was a Thursday; Monday = 0
+    tod = 2 * np.pi * (times % DAY_S) / DAY_S
+    dow = 2 * np.pi * (((times // DAY_S) + 3) % 7) / 7  # epoch day 0 was a Thursday; Monday = 0
     parts.append(np.stack([np.sin(tod), np.cos(tod), np.sin(dow), np.cos(dow), np.log10(scale + 1.0) / 5], axis=1))
     static = np.concatenate(parts, axis=1)  # [n, n_static]
     return Inputs(seq.astype(np.float32), static.astype(np.float32), scale, usable)
