@@ -5,7 +5,7 @@ scaling, checkpoints) so the maths can be read on one screen. The recurrence onl
 recent native-resolution window (about 90 steps); the long and seasonal context enters as a
 coarse static vector, which keeps training and inference fast on CPU.
 
-A linear "highway" from the recent values and the static context to the forecast location
+A linear "highway" from the last 12 values to the forecast location
 (LSTNet's autoregressive component) lets the network start from what a linear model on lags
 would say; the recurrence and the MLP learn the non-linear corrections and the spread.
 
@@ -39,8 +39,8 @@ class QuantileLSTM(nn.Module):
         self.horizon = horizon
         self.n_quantiles = n_quantiles
         self.lstm = nn.LSTM(n_seq_features, hidden, batch_first=True)
-        self.context = context
-        self.highway = nn.Linear(context + n_static, horizon) if highway else None
+        self.highway_lags = min(context, 12)
+        self.highway = nn.Linear(self.highway_lags, horizon) if highway else None
         self.head = nn.Sequential(
             nn.Linear(hidden + n_static, mlp),
             nn.ReLU(),
@@ -57,7 +57,7 @@ class QuantileLSTM(nn.Module):
         raw = self.head(z).view(-1, self.horizon, self.n_quantiles)  # [batch, horizon, n_quantiles]
         base = raw[..., :1]  # [batch, horizon, 1]: the lowest quantile
         if self.highway is not None:
-            lin = self.highway(torch.cat([seq[:, -self.context :, 0], static], dim=1))  # [batch, horizon]
+            lin = self.highway(seq[:, -self.highway_lags :, 0])  # [batch, horizon] from the last 12 values
             base = base + lin.unsqueeze(-1)
         steps = F.softplus(raw[..., 1:])  # [batch, horizon, n_quantiles - 1], >= 0
         return torch.cumsum(torch.cat([base, steps], dim=-1), dim=-1)  # [batch, horizon, n_quantiles]

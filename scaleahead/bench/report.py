@@ -162,7 +162,7 @@ def fan_chart(sc: Scored, models: Sequence[str], k: int, context_steps: int) -> 
         ax.set_title(m)
         ax.set_xlabel("minutes from origin")
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{sc.workload}: forecast made at {_iso(t_origin)} UTC", fontsize=10)
+    fig.suptitle(f"{sc.workload}: forecast made at {_iso(t_origin)} UTC", fontsize=10, y=1.06)
     return _png(fig)
 
 
