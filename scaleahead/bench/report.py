@@ -111,6 +111,13 @@ def from_stored(workload: str, stored: Sequence[Forecast], actual: Series) -> Sc
     return Scored(workload, step, times[rows], act[rows], forecasts, "stored forecasts")
 
 
+def _num(v: Any, fmt: str) -> str:
+    """A number for the table, or a dash where there is none (rel_mae without a seasonal-naive reference)."""
+    if v is None or not np.isfinite(v):
+        return "&ndash;"
+    return format(v, fmt)
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%d %H:%M")
 
@@ -199,7 +206,7 @@ def calibration_chart(title: str, coverage: dict[str, dict[str, float]]) -> str:
 
 def _fan_origins(sc: Scored, windows: int) -> list[int]:
     """Origins worth looking at: the biggest surge, a typical one, the quietest, spread in time."""
-    ok = ~np.isnan(sc.actual).all(axis=1)
+    ok = (~np.isnan(sc.actual)).mean(axis=1) >= 0.8  # windows mostly observed: a fan needs actuals
     cand = np.flatnonzero(ok)
     if len(cand) == 0:
         return []
@@ -241,7 +248,7 @@ def render(
             cls = " class='best'" if v["wql"] == best_wql else ""
             rows.append(
                 f"<tr{cls}><td>{html.escape(str(s['trace']))}</td><td>{html.escape(m)}</td>"
-                f"<td>{v['mae']:.4g}</td><td>{v.get('rel_mae', float('nan')):.3f}</td><td>{v['wql']:.4f}</td>"
+                f"<td>{v['mae']:.4g}</td><td>{_num(v.get('rel_mae'), '.3f')}</td><td>{v['wql']:.4f}</td>"
                 f"<td>{v['coverage_q90']:.3f}</td><td>{v.get('scored_points', '')}</td></tr>"
             )
     parts.append("<h2>Per workload</h2><table><tr><th>workload</th><th>model</th><th>MAE</th><th>rel_mae</th>")
