@@ -7,6 +7,7 @@ learned model cannot be used.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -49,7 +50,9 @@ class ResidualQuantileForecaster(Forecaster):
             resid_rows.append(actual - pred)
         if resid_rows:
             resid = np.concatenate(resid_rows, axis=0)
-            self._resid = {q: np.nan_to_num(np.nanquantile(resid, q, axis=0)) for q in self.quantiles}
+            with warnings.catch_warnings():  # steps never observed in the history: no residual, 0
+                warnings.simplefilter("ignore", RuntimeWarning)
+                self._resid = {q: np.nan_to_num(np.nanquantile(resid, q, axis=0)) for q in self.quantiles}
         return self
 
     def min_context(self, step_s: float) -> int:

@@ -125,6 +125,7 @@ def test_report_compares_forecasts_stored_during_operation_with_the_actual_trace
     assert html.count("data:image/png;base64,") >= 3
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     out = run("bench", "forecast", "--trace", "no-such-trace", "--json", str(tmp_path / "x.json"))
     assert out.returncode == 2
