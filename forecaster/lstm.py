@@ -23,7 +23,8 @@ import logging
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
@@ -83,8 +84,21 @@ def _quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
 
 
+@contextmanager
+def flushed_denormals() -> Iterator[None]:
+    """Flush denormal floats to zero inside the block only.
+
+    Denormals make CPU LSTM backward passes 6-7x slower, but the flag is process-wide CPU state:
+    left on, it breaks other code in the process (hypothesis refuses to run), so it is restored.
+    """
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def _set_threads(threads: int) -> None:
-    torch.set_flush_denormal(True)  # denormals make CPU LSTM backward passes 6-7x slower
     if threads > 0 and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
@@ -173,7 +187,8 @@ class LSTMForecaster(Forecaster):
                 deterministic=True,
             )
             t0 = time.perf_counter()
-            trainer.fit(module, datamodule=dm)
+            with flushed_denormals():
+                trainer.fit(module, datamodule=dm)
             train_s = time.perf_counter() - t0
             state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
             module.load_state_dict(state)
@@ -202,7 +217,7 @@ class LSTMForecaster(Forecaster):
         """Network output in units of scale, ``[n, horizon, n_quantiles]`` (no calibration)."""
         assert self.net is not None
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), flushed_denormals():
             for i in range(0, len(seq), 8192):
                 out.append(self.net(torch.from_numpy(seq[i : i + 8192]), torch.from_numpy(static[i : i + 8192])))
         if not out:

@@ -87,3 +87,12 @@ def test_a_newer_or_foreign_file_is_refused_with_its_version(tmp_path: Path) -> 
         LSTMForecaster.load(foreign)
     with pytest.raises(CheckpointError, match="does not exist"):
         LSTMForecaster.load(tmp_path / "missing.pt")
+
+
+def test_training_and_forecasting_leave_denormal_floats_working_for_the_rest_of_the_process(
+    trained: LSTMForecaster,
+) -> None:
+    trained.predict_origins(daily_series(days=3.0), np.array([4000]), 15)
+    tiny = np.float64(5e-324)  # the smallest subnormal double
+    assert tiny > 0
+    assert torch.tensor([1e-40], dtype=torch.float32).item() > 0  # not flushed to zero
