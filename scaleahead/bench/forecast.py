@@ -125,13 +125,21 @@ def run(
     forecasts: dict[str, dict[float, FloatArray]] = {}
     timings: dict[str, dict[str, float]] = {}
     extra: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
     for name in names:
         model = make(name)
         log(f"{trace}: fitting {name} on {len(history)} history steps")
         t0 = time.perf_counter()
-        model.fit([history])
-        t1 = time.perf_counter()
-        forecasts[name] = model.predict_origins(series, origins, h)
+        try:
+            model.fit([history])
+            t1 = time.perf_counter()
+            forecasts[name] = model.predict_origins(series, origins, h)
+        except DataError as exc:
+            if name == REFERENCE:
+                raise
+            log(f"{trace}: {name} cannot be scored: {exc.message}")
+            errors[name] = exc.message  # reported, not silently dropped
+            continue
         t2 = time.perf_counter()
         timings[name] = {"fit_s": round(t1 - t0, 3), "predict_s": round(t2 - t1, 3)}
         report = getattr(model, "report", None)
@@ -140,8 +148,8 @@ def run(
 
             extra[name] = {"training": asdict(report)}
     ref = score(actual, forecasts[REFERENCE], None)
-    scores = {}
-    for name in names:
+    scores: dict[str, dict[str, Any]] = {name: {"error": msg} for name, msg in errors.items()}
+    for name in forecasts:
         s = score(actual, forecasts[name], ref["mae"])
         s.update(timings[name])
         s.update(extra.get(name, {}))
@@ -167,5 +175,5 @@ def run(
 
 def best_baseline(scores: dict[str, dict[str, Any]]) -> str:
     """The baseline with the lowest wql (the one named as fallback)."""
-    cands = [n for n in scores if n in BASELINES]
+    cands = [n for n in scores if n in BASELINES and "wql" in scores[n]]
     return min(cands, key=lambda n: scores[n]["wql"]) if cands else ""

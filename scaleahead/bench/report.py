@@ -243,8 +243,9 @@ def render(
     # Per-workload table
     rows = []
     for s in summaries:
-        best_wql = min(v["wql"] for v in s["models"].values())
-        for m, v in s["models"].items():
+        scored_models = {m: v for m, v in s["models"].items() if "wql" in v}
+        best_wql = min((v["wql"] for v in scored_models.values()), default=float("nan"))
+        for m, v in scored_models.items():
             cls = " class='best'" if v["wql"] == best_wql else ""
             rows.append(
                 f"<tr{cls}><td>{html.escape(str(s['trace']))}</td><td>{html.escape(m)}</td>"
@@ -263,6 +264,9 @@ def render(
                 f"<p class='note'>test period from {html.escape(str(s['split']['test_start']))}, "
                 f"{s.get('origins', '')} origins; source: {html.escape(str(s.get('source', 'benchmark')))}</p>"
             )
+        for m, v in s["models"].items():
+            if "error" in v:
+                parts.append(f"<p class='note'>{html.escape(m)}: not scored: {html.escape(str(v['error']))}</p>")
         curves = {m: v["mae_by_step"] for m, v in s["models"].items() if "mae_by_step" in v}
         cov = {m: v["coverage"] for m, v in s["models"].items() if "coverage" in v}
         parts.append(mae_by_step_chart(f"{name}: MAE by horizon step", curves, step))

@@ -210,6 +210,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         for col in ("model", "MAE", "rel_mae", "wql", "coverage_q90", "fit_s"):
             table.add_column(col)
         for name, v in result.models.items():
+            if "error" in v:
+                table.add_row(name, "error: " + v["error"], "", "", "", "")
+                continue
             table.add_row(
                 name,
                 f"{v['mae']:.4g}",

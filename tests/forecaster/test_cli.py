@@ -134,3 +134,13 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     out = run("report", "--out", str(tmp_path / "r.html"))
     assert out.returncode == 2
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_model_that_cannot_train_on_a_short_trace_is_reported_not_dropped() -> None:
+    from scaleahead.bench import forecast as fb
+
+    s = daily_series(days=0.2, step_s=300.0)  # 57 steps of 5 min: too few windows for the LSTM
+    result = fb.run(s, "short", ["seasonal_naive", "naive", "lstm"])
+    assert "Too little usable history" in result.models["lstm"]["error"]
+    assert result.models["naive"]["wql"] > 0
+    assert "error" not in result.to_json()["models"]["naive"]
