@@ -6,11 +6,13 @@ from collections.abc import Callable
 
 from forecaster.base import Forecaster
 from forecaster.baselines import Naive, SeasonalNaive, WindowMean
+from forecaster.calibration import CALIBRATED
 
 _FACTORIES: dict[str, Callable[[], Forecaster]] = {
     "naive": Naive,
     "seasonal_naive": SeasonalNaive,
     "window_mean": WindowMean,
+    **CALIBRATED,
 }
 
 

@@ -320,7 +320,16 @@ def compute_metrics(
     }
 
 
-BASELINES: tuple[str, ...] = ("naive", "seasonal_naive", "window_mean")
+#: Candidates for the default model when ``lstm`` is not registered: the baselines and their
+#: level-calibrated versions (``forecaster.calibration``), chosen on the history only.
+BASELINES: tuple[str, ...] = (
+    "naive",
+    "seasonal_naive",
+    "window_mean",
+    "calibrated_naive",
+    "calibrated_window_mean",
+    "calibrated_window_mean_10m",
+)
 
 
 def best_baseline(
