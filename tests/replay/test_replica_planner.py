@@ -74,13 +74,10 @@ def test_demand_above_even_the_top_quantile_scales_up_to_what_it_needs_now() -> 
     assert "forecast missed" in a.reason.message
 
 
-def test_demand_above_the_ready_capacity_but_inside_the_forecast_band_does_not_scale_up() -> None:
-    # Changed on purpose (docs/planner.md): this used to scale to 6. A step above the ready
-    # capacity but below the top quantile is the noise the planning quantile allows for; reacting
-    # to it turned Poisson noise into plateaus on nasa-10s.
+def test_demand_above_the_ready_capacity_scales_up_even_inside_the_forecast_band() -> None:
     a = decide(forecast([30] * 90, [200] * 90), replicas=3, ready=3, observed=55.0)
-    assert a.to_replicas == 3
-    assert a.reason.code != "reactive_floor"
+    assert a.to_replicas == 6
+    assert "ready replicas" in a.reason.message
 
 
 def test_stabilization_does_not_hold_more_than_the_top_quantile_needs_in_its_window() -> None:
