@@ -18,6 +18,7 @@ def _lstm() -> Forecaster:
 
     return LSTMForecaster()
 
+
 _FACTORIES: dict[str, Callable[[], Forecaster]] = {
     "naive": Naive,
     "seasonal_naive": SeasonalNaive,
