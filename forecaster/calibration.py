@@ -59,6 +59,10 @@ class LevelCalibrated(Forecaster):
             if n - h <= lo or lo < 1:
                 continue
             origins = np.unique(np.linspace(lo, n - h, num=min(self.fit_origins, n - h - lo), dtype=np.int64))
+            seen = np.concatenate(([0], np.cumsum(np.isfinite(values))))
+            origins = origins[seen[origins] > 0]  # only origins with an observed value before them
+            if origins.size == 0:
+                continue
             med = self._median(s, origins, h)  # [origins, h]
             actual = np.stack([values[o : o + h] for o in origins])  # [origins, h]
             levels.append(med)
