@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from forecaster.base import Forecaster
 from forecaster.baselines import Naive, Ridge, SeasonalNaive, WindowMean
+from forecaster.calibration import CALIBRATED
 
 
 def _lstm() -> Forecaster:
@@ -24,6 +25,7 @@ _FACTORIES: dict[str, Callable[[], Forecaster]] = {
     "window_mean": WindowMean,
     "ridge": Ridge,
     "lstm": _lstm,
+    **CALIBRATED,
 }
 
 #: Models that need no training beyond residual statistics (usable as named fallbacks).

@@ -80,6 +80,22 @@ def test_demand_above_the_ready_capacity_scales_up_even_inside_the_forecast_band
     assert "ready replicas" in a.reason.message
 
 
+def test_stabilization_does_not_hold_more_than_the_top_quantile_needs_in_its_window() -> None:
+    pol = policy(scaleDownStabilizationSeconds=300)
+    fc = forecast([20] * 90, [40] * 90)  # p90 needs 2, p99 needs 4 over the whole window
+    ws = WorkloadState(REF, 9, 9, 20.0, NOW, recent_desired=((NOW - 100.0, 9),))
+    out = plan({REF: fc}, ClusterState(workloads={REF: ws}), [pol], NOW, interval_s=10.0)
+    action = out.actions[0]
+    assert isinstance(action, ScaleTo)
+    assert action.to_replicas == 4
+    assert "stabilization" in action.reason.message and "p99 forecast peak" in action.reason.message
+    # without a usable forecast the window holds what it held
+    out = plan({}, ClusterState(workloads={REF: ws}), [pol], NOW, interval_s=10.0)
+    action = out.actions[0]
+    assert isinstance(action, ScaleTo)
+    assert action.to_replicas == 9
+
+
 def test_scale_down_never_goes_below_what_observed_demand_needs() -> None:
     a = decide(forecast([10] * 90), replicas=8, ready=8, observed=61.0)
     assert a.to_replicas == 7
