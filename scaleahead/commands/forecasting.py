@@ -13,11 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from scaleahead.errors import UserError
+from scaleahead.types import Series
 
 console = Console()
 err = Console(stderr=True)
@@ -33,6 +35,35 @@ DbOpt = Annotated[
     str | None, typer.Option("--db", help="SQLAlchemy URL of the store (default: SQLite, see docs/storage.md).")
 ]
 ColumnOpt = Annotated[str | None, typer.Option("--column", help="Value column of a series CSV.")]
+
+
+def _prometheus_training_data(url: str, policy: Path | None, days: float, end: str | None) -> list[Series]:
+    """Every policy's demand over ``days`` before ``end``, read from Prometheus (chunked, in parallel)."""
+    import time
+
+    from scaleahead.cli import parse_time
+    from scaleahead.commands.prometheus import make_config
+    from scaleahead.policy import load_policies
+    from scaleahead.prometheus.client import PrometheusClient
+    from scaleahead.prometheus.history import read_range
+
+    if policy is None:
+        raise UserError("--prometheus needs --policy: its demand queries say what to read.", "Add --policy FILE.")
+    if days <= 0:
+        raise UserError(f"--days must be positive, got {days:g}.", "Give the days of history to train on.")
+    policies = load_policies(policy)
+    stop = time.time() if end is None else parse_time(end)
+    with PrometheusClient(make_config(url)) as client:
+        series, errors = read_range(client, policies, stop - days * 86400.0, stop)
+    for message in errors.values():
+        err.print(f"[yellow]skipped[/] {message}")
+    usable = [s for s in series.values() if np.isfinite(s.values).any()]
+    if not usable:
+        raise UserError(
+            f"No usable history from {url} for the {len(policies)} policies of {policy}.",
+            "Check the URL, the demand queries and the range (--days, --end).",
+        )
+    return usable
 
 
 def sha256_of(path: Path) -> str:
@@ -75,7 +106,24 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @app.command()
     def train(
-        trace: TraceOpt,
+        trace: Annotated[
+            str | None,
+            typer.Option(
+                "--trace",
+                help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, nab-<stem>) or the path of a series CSV.",
+            ),
+        ] = None,
+        prometheus: Annotated[
+            str | None,
+            typer.Option(help="Prometheus URL: train on every --policy's demand query instead of a trace."),
+        ] = None,
+        policy: Annotated[
+            Path | None, typer.Option(help="Policy YAML whose demand queries are read (with --prometheus).")
+        ] = None,
+        days: Annotated[float, typer.Option(help="Days of Prometheus history before --end (with --prometheus).")] = 7.0,
+        end: Annotated[
+            str | None, typer.Option(help="End of the Prometheus range (ISO-8601 or epoch s; default: now).")
+        ] = None,
         db: DbOpt = None,
         out: Annotated[Path, typer.Option(help="Folder for the checkpoint (lstm-<trace>-<time>.pt).")] = Path("models"),
         column: ColumnOpt = None,
@@ -96,26 +144,36 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.traces import load_series, split_of
         from storage import Store
 
-        series = load_series(trace, column=column)
+        if (trace is None) == (prometheus is None):
+            raise UserError("Give exactly one of --trace and --prometheus.", "See scaleahead train --help.")
         if out.exists() and not out.is_dir():
             raise UserError(f"--out {out} is a file.", "Give a folder.")
+        if prometheus is not None:
+            train_data = _prometheus_training_data(prometheus, policy, days, end)
+            source = f"{prometheus} ({len(train_data)} series)"
+            name = "prometheus"
+        else:
+            assert trace is not None
+            series = load_series(trace, column=column)
+            sp = split_of(series, trace)
+            train_data = [series if whole else series.between(sp.start, sp.test_start)]
+            source = name = trace
         store = Store(db)  # fail on a bad URL before training
-        sp = split_of(series, trace)
-        data = series if whole else series.between(sp.start, sp.test_start)
+        data = train_data[0]
         cfg = _lstm_config(epochs, threads, seed, max_minutes)
-        err.print(f"training the LSTM on {data.name} ({len(data)} steps of {data.step_s:g} s)...")
-        model = LSTMForecaster(cfg).fit([data])
+        err.print(f"training the LSTM on {len(train_data)} series ({len(data)} steps of {data.step_s:g} s)...")
+        model = LSTMForecaster(cfg).fit(train_data)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(trace).name)
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(name).name)
         out.mkdir(parents=True, exist_ok=True)
         path = model.save(out / f"lstm-{safe}-{stamp}.pt").resolve()
         metrics = asdict(model.report)
         mid = store.register_model(
             f"lstm-{safe}",
             "lstm",
-            data_source=trace,
-            data_start=data.start,
-            data_end=data.end,
+            data_source=source,
+            data_start=min(d.start for d in train_data),
+            data_end=max(d.end for d in train_data),
             step_s=data.step_s,
             hyperparams=asdict(cfg),
             metrics=metrics,
