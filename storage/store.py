@@ -21,7 +21,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy import Engine, create_engine, delete, event, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -426,6 +426,43 @@ class Store:
                 )
                 for r in s.scalars(q)
             ]
+
+    # -- retention ------------------------------------------------------------------------------
+    def prune_forecasts(self, before: float) -> int:
+        """Delete stored forecasts whose origin is before ``before`` (epoch s). Returns the count."""
+        with self.session() as s:
+            result = s.execute(delete(ForecastRow).where(ForecastRow.origin < before))
+            return int(getattr(result, "rowcount", 0) or 0)
+
+    def prune_plans(self, before: float) -> tuple[int, int]:
+        """Delete plans created before ``before`` and their journaled actions.
+
+        Actions still ``planned`` (not yet journaled as applied, failed, skipped or dry-run) keep
+        their plan, so a crash recovery can still reconcile them. Returns (plans, actions) deleted.
+        """
+        with self.session() as s:
+            open_plans = select(ActionRow.plan_id).where(ActionRow.state == "planned")
+            old = select(PlanRow.id).where(PlanRow.created_at < before, PlanRow.id.not_in(open_plans))
+            ids = [int(i) for i in s.scalars(old)]
+            if not ids:
+                return 0, 0
+            n_actions = 0
+            n_plans = 0
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                n_actions += int(
+                    getattr(s.execute(delete(ActionRow).where(ActionRow.plan_id.in_(chunk))), "rowcount", 0) or 0
+                )
+                n_plans += int(getattr(s.execute(delete(PlanRow).where(PlanRow.id.in_(chunk))), "rowcount", 0) or 0)
+            return n_plans, n_actions
+
+    def count_forecasts(self) -> int:
+        with self.session() as s:
+            return int(s.scalar(select(func.count()).select_from(ForecastRow)) or 0)
+
+    def count_actions(self) -> int:
+        with self.session() as s:
+            return int(s.scalar(select(func.count()).select_from(ActionRow)) or 0)
 
 
 def _model(r: ModelVersionRow) -> ModelVersion:

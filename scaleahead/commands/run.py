@@ -1,0 +1,336 @@
+"""``scaleahead run`` (the daemon), ``scaleahead retrain`` (the CronJob) and the generators
+``scaleahead crd`` and ``scaleahead config-doc`` (files that must never drift from the schema).
+
+Heavy imports happen inside the commands so ``scaleahead --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from scaleahead.errors import UserError
+
+if TYPE_CHECKING:
+    from scaleahead.loop import HistorySource
+    from scaleahead.policy import Policy
+    from scaleahead.settings import Settings
+    from scaleahead.types import Series
+
+log = logging.getLogger("scaleahead.run")
+
+PoliciesOpt = Annotated[
+    Path,
+    typer.Option(
+        "--policies",
+        help="Policy YAML file, or a folder of *.yaml/*.yml files (e.g. a mounted ConfigMap), "
+        "each holding PredictiveScalingPolicy documents.",
+    ),
+]
+HistoryOpt = Annotated[
+    str,
+    typer.Option(
+        "--history",
+        help="Where demand history comes from: 'prometheus' (the URL in SCALEAHEAD_PROMETHEUS__URL) or "
+        "'trace:NAME' to replay a trace (nasa-10s, alibaba-cpu-10s, a series CSV path) as if it were live.",
+    ),
+]
+TargetOpt = Annotated[
+    str,
+    typer.Option("--target", help="What is scaled: 'kubernetes' (in-cluster or kubeconfig) or 'memory' (a dict)."),
+]
+DbOpt = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SCALEAHEAD_DB_URL, else SQLite).")]
+
+
+def load_policy_path(path: Path) -> list[Policy]:
+    """All policies in a file or in the ``*.yaml``/``*.yml`` files of a folder (sorted by name)."""
+    from scaleahead.errors import ConfigError
+    from scaleahead.policy import load_policies
+
+    if path.is_dir():
+        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+        if not files:
+            raise ConfigError(
+                f"Folder {path} holds no *.yaml or *.yml policy file.", "Point --policies at policy files."
+            )
+        policies = [p for f in files for p in load_policies(f)]
+    else:
+        policies = load_policies(path)
+    seen: dict[str, str] = {}
+    for p in policies:
+        key = p.workload.key
+        if key in seen:
+            raise ConfigError(
+                f"Two policies ({seen[key]} and {p.metadata.namespace}/{p.metadata.name}) target {key}.",
+                "Keep one policy per workload.",
+            )
+        seen[key] = f"{p.metadata.namespace}/{p.metadata.name}"
+    return policies
+
+
+def _trace_history(spec: str, window_s: float, offset_s: float) -> HistorySource:
+    from scaleahead.tracesource import TraceHistory
+
+    return TraceHistory(default=_load_trace(spec), window_s=window_s, offset_s=offset_s, scale_spread=0.5)
+
+
+def _load_trace(spec: str) -> Series:
+    from scaleahead.traces import load_series
+
+    name = spec.removeprefix("trace:")
+    if name not in _TRACE_CACHE:
+        _TRACE_CACHE[name] = load_series(name)
+    return _TRACE_CACHE[name]
+
+
+_TRACE_CACHE: dict[str, Series] = {}
+
+
+def _history(spec: str, settings: Settings, window_s: float, offset_s: float) -> HistorySource:
+    if spec.startswith("trace:"):
+        return _trace_history(spec, window_s, offset_s)
+    if spec == "prometheus":
+        raise UserError(
+            "The Prometheus history source is not part of this build yet (issue 6).",
+            "Use --history trace:NAME to replay a trace, or a build that includes the Prometheus source.",
+        )
+    raise UserError(f"--history {spec!r} is not known.", "Use 'prometheus' or 'trace:NAME'.")
+
+
+def _target(spec: str) -> Any:
+    from scaleahead.tracesource import InMemoryTarget
+
+    if spec == "memory":
+        return InMemoryTarget()
+    if spec == "kubernetes":
+        raise UserError(
+            "The Kubernetes target is not part of this build yet (issue 7).",
+            "Use --target memory to run the loop against an in-memory cluster.",
+        )
+    raise UserError(f"--target {spec!r} is not known.", "Use 'kubernetes' or 'memory'.")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        policies: PoliciesOpt,
+        history: HistoryOpt = "prometheus",
+        target: TargetOpt = "kubernetes",
+        db: DbOpt = None,
+        once: Annotated[bool, typer.Option("--once", help="Run one cycle, print its summary as JSON, exit.")] = False,
+        model: Annotated[
+            str | None, typer.Option(help="Forecaster (default: settings forecast.model, else its fallback).")
+        ] = None,
+        interval: Annotated[float | None, typer.Option(help="Control interval in seconds (default 10).")] = None,
+        port: Annotated[
+            int | None, typer.Option(help="Port of /metrics, /healthz, /readyz (default 8080; 0: any).")
+        ] = None,
+        no_server: Annotated[bool, typer.Option("--no-server", help="Do not serve /metrics and health.")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and record, apply nothing.")] = False,
+        at: Annotated[
+            str | None,
+            typer.Option(help="With a trace history: the trace time the run starts at (ISO-8601 or epoch s)."),
+        ] = None,
+        virtual: Annotated[
+            bool, typer.Option("--virtual", help="Run on a virtual clock (no waiting): replays and demos.")
+        ] = False,
+        ticks: Annotated[int | None, typer.Option(help="Stop after this many ticks (default: until SIGTERM).")] = None,
+        log_format: Annotated[str | None, typer.Option(help="json or text (default: settings log.format).")] = None,
+        artifacts: Annotated[
+            Path | None, typer.Option(help="Folder for retrained model checkpoints and accuracy reports.")
+        ] = None,
+    ) -> None:
+        """Run the control loop: every interval read history, forecast, plan, act, record.
+
+        Also serves /metrics, /healthz and /readyz, and runs the scheduled jobs (retraining on a
+        schedule and on forecast drift, the daily accuracy report, pruning). SIGTERM or SIGINT
+        finishes the current cycle and stops. See docs/operations.md.
+        """
+        from forecaster import make_model
+        from forecaster.registry import available_models
+        from scaleahead.cli import parse_time
+        from scaleahead.clock import SystemClock, VirtualClock
+        from scaleahead.daemon import Daemon
+        from scaleahead.loop import Deps
+        from scaleahead.observability import configure_logging, serve
+        from scaleahead.retraining import holdout_wape
+        from scaleahead.settings import Settings
+        from storage import Store
+
+        settings = Settings.from_env()
+        if interval is not None:
+            settings.loop.interval_s = interval
+        if dry_run:
+            settings.actuation.dry_run = True
+        configure_logging(log_format or settings.log.format, settings.log.level)
+        pols = load_policy_path(policies)
+        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
+        real_now = SystemClock().now()
+        if at is not None and not history.startswith("trace:"):
+            raise UserError("--at only applies to a trace history.", "Drop --at, or use --history trace:NAME.")
+        start = parse_time(at) if at is not None else None
+        if start is None and history.startswith("trace:"):
+            from scaleahead.traces import split_of
+
+            start = split_of(_load_trace(history)).test_start  # the test period of EVALUATION.md
+        clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
+        offset = 0.0 if (virtual or start is None) else start - real_now
+        window = 2 * 86400.0
+        hist = _history(history, settings, window, offset)
+        training = _history(history, settings, settings.jobs.history_days * 86400.0, offset)
+        name = model or settings.forecast.model
+        if name not in available_models():
+            log.warning("model %s is not available; using %s", name, settings.forecast.fallback_model)
+            name = settings.forecast.fallback_model
+        forecaster = make_model(name)
+        now = clock.now()
+        train_series = list(training.read(pols, now).values())
+        reference = None
+        if train_series:
+            forecaster.fit(train_series)
+            reference = holdout_wape(forecaster, train_series, settings.forecast.horizon_s)
+        deps = Deps(hist, forecaster, _target(target), store, pols)
+        daemon = Daemon(
+            deps,
+            settings,
+            clock,
+            training_history=training,
+            background_jobs=not virtual and not once,
+            artifact_dir=artifacts / "models" if artifacts else None,
+            report_dir=(
+                Path(settings.jobs.report_dir)
+                if settings.jobs.report_dir
+                else (artifacts / "reports" if artifacts else None)
+            ),
+            reference_error=reference,
+        )
+        server = None
+        if not no_server and not once:
+            server = serve(
+                daemon.metrics, daemon.health, settings.server.host, port if port is not None else settings.server.port
+            )
+            log.info(
+                "serving /metrics, /healthz, /readyz", extra={"event": "listening", "port": server.server_address[1]}
+            )
+        stop = threading.Event()
+
+        def _stop(signum: int, _frame: object) -> None:
+            log.info("signal %d: stopping after this cycle", signum, extra={"event": "signal", "signal": signum})
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        try:
+            if once:
+                result = daemon.tick(clock.now())
+                report = result.report
+                summary: dict[str, Any] = {"role": result.role}
+                if report is not None:
+                    from scaleahead.cli import plan_to_json
+
+                    summary.update(plan_to_json(report.plan, report.plan_id, forecaster.name))
+                    summary["phase_ms"] = {k: round(v, 3) for k, v in report.phase_ms.items()}
+                    summary["errors"] = report.errors
+                    summary["results"] = [
+                        {"target": r.action.target, "outcome": r.outcome, "detail": r.detail} for r in report.results
+                    ]
+                print(json.dumps(summary, indent=2))
+            else:
+                sleep = None if virtual else stop.wait
+                daemon.run(stop.is_set, sleep=sleep, max_ticks=ticks)
+        finally:
+            daemon.shutdown()
+            if server is not None:
+                server.shutdown()
+
+    @app.command()
+    def retrain(
+        policies: PoliciesOpt,
+        history: HistoryOpt = "prometheus",
+        db: DbOpt = None,
+        at: Annotated[
+            str | None, typer.Option(help="With a trace history: the time to retrain at (default: the trace end).")
+        ] = None,
+        artifacts: Annotated[Path | None, typer.Option(help="Folder for the model checkpoint.")] = None,
+    ) -> None:
+        """Retrain once and register the model as a rollout challenger (what the retraining CronJob runs).
+
+        The new model does not go into production: a rollout is opened per rollout group; promote it
+        with the rollout commands once it has proven itself.
+        """
+        from forecaster import make_model
+        from forecaster.registry import available_models
+        from scaleahead.cli import parse_time
+        from scaleahead.clock import SystemClock
+        from scaleahead.retraining import retrain as do_retrain
+        from scaleahead.settings import Settings
+        from storage import Store
+
+        settings = Settings.from_env()
+        pols = load_policy_path(policies)
+        store = Store(db or settings.storage.url)
+        if history.startswith("trace:"):
+            from scaleahead.planning import default_at
+            from scaleahead.traces import load_series
+
+            series = load_series(history.removeprefix("trace:"))
+            now = parse_time(at) if at is not None else default_at(series)
+        else:
+            now = SystemClock().now()
+        source = _history(history, settings, settings.jobs.history_days * 86400.0, 0.0)
+        data = source.read(pols, now)
+        champion_name = settings.forecast.model
+        if champion_name not in available_models():
+            champion_name = settings.forecast.fallback_model
+        champion = make_model(champion_name).fit(list(data.values()))
+        result = do_retrain(
+            pols, data, store, settings, now, champion=champion, trigger="cronjob", artifact_dir=artifacts
+        )
+        print(
+            json.dumps(
+                {
+                    "model_version_id": result.model_version_id,
+                    "family": result.family,
+                    "rollouts": list(result.rollout_ids),
+                    "metrics": result.metrics,
+                    "artifact_path": result.artifact_path,
+                },
+                indent=2,
+            )
+        )
+
+    @app.command()
+    def crd(
+        output: Annotated[
+            Path | None, typer.Option(help="Write here (e.g. deploy/base/crd.yaml); default: print.")
+        ] = None,
+    ) -> None:
+        """Generate the PredictiveScalingPolicy CustomResourceDefinition from the policy schema."""
+        from scaleahead.crd import crd_yaml
+
+        text = crd_yaml()
+        if output is None:
+            print(text, end="")
+        else:
+            output.write_text(text, encoding="utf-8")
+
+    @app.command("config-doc")
+    def config_doc(
+        output: Annotated[
+            Path | None, typer.Option(help="Write here (e.g. docs/configuration.md); default: print.")
+        ] = None,
+    ) -> None:
+        """Generate docs/configuration.md (policy fields and process settings) from the schemas."""
+        from scaleahead.configdoc import configuration_markdown
+
+        text = configuration_markdown()
+        if output is None:
+            print(text, end="")
+        else:
+            output.write_text(text, encoding="utf-8")

@@ -1,0 +1,152 @@
+"""Retraining: fit a new model on recent history and enter it as a rollout challenger.
+
+A retrained model never goes straight into production. It is registered in the model registry
+with status ``challenger`` and the error it and the current champion score on the same held-out
+tail of the history, and a rollout (``Store.create_rollout``, mode from settings) is opened per
+rollout group; the rollout machinery (``scaleahead rollout ...``) promotes or aborts it. Used by
+the daemon's schedule and drift trigger and by ``scaleahead retrain`` (the CronJob).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from forecaster import make_model
+from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.registry import available_models
+from scaleahead.errors import DataError
+from scaleahead.policy import Policy
+from scaleahead.settings import Settings
+from scaleahead.types import Series, WorkloadRef
+from storage import Store
+
+log = logging.getLogger("scaleahead.retraining")
+
+#: Share of each series held out to compare challenger and champion.
+HOLDOUT_SHARE = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class RetrainResult:
+    model_version_id: int
+    family: str
+    rollout_ids: tuple[int, ...]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    artifact_path: str = ""
+
+
+def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, share: float = HOLDOUT_SHARE) -> float:
+    """WAPE of the median over origins in the last ``share`` of each series (NaN if none scored)."""
+    abs_err = 0.0
+    total = 0.0
+    for s in series:
+        h = horizon_steps_for(s.step_s, horizon_s)
+        n = len(s)
+        lo = int(n * (1.0 - share))
+        if n - h <= lo:
+            continue
+        origins = np.arange(lo, n - h + 1, max(1, h // 3), dtype=np.int64)
+        pred = model.predict_origins(s, origins, h)[0.5]
+        actual = np.stack([s.values[o : o + h] for o in origins])
+        ok = np.isfinite(actual)
+        abs_err += float(np.abs(pred[ok] - actual[ok]).sum())
+        total += float(np.abs(actual[ok]).sum())
+    return abs_err / total if total > 0 else float("nan")
+
+
+def retrain(
+    policies: Sequence[Policy],
+    history: Mapping[WorkloadRef, Series],
+    store: Store,
+    settings: Settings,
+    now: float,
+    champion: Forecaster | None = None,
+    champion_label: str = "",
+    trigger: str = "schedule",
+    artifact_dir: Path | None = None,
+) -> RetrainResult:
+    """Fit ``settings.forecast.model`` on history before ``now``; register it as a challenger.
+
+    Raises:
+        DataError: no workload has enough history to fit on.
+    """
+    family = settings.forecast.model
+    note = ""
+    if family not in available_models():
+        note = f"model {family!r} is not available in this build; trained {settings.forecast.fallback_model!r}"
+        family = settings.forecast.fallback_model
+    cut = [s.before(now) for s in history.values()]
+    cut = [s for s in cut if len(s) > 0 and np.isfinite(s.values).sum() >= 2]
+    if not cut:
+        raise DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
+    fit_parts = [s.between(s.start, s.start + len(s) * (1.0 - HOLDOUT_SHARE) * s.step_s) for s in cut]
+    model = make_model(family)
+    model.fit(fit_parts)
+    wape_new = holdout_wape(model, cut, settings.forecast.horizon_s)
+    wape_old = holdout_wape(champion, cut, settings.forecast.horizon_s) if champion is not None else float("nan")
+    # The registered model is refitted on everything (the holdout only scored it).
+    model = make_model(family).fit(cut)
+    metrics: dict[str, Any] = {
+        "holdout_wape": None if math.isnan(wape_new) else round(wape_new, 6),
+        "champion_holdout_wape": None if math.isnan(wape_old) else round(wape_old, 6),
+        "series": len(cut),
+        "trigger": trigger,
+    }
+    if note:
+        metrics["note"] = note
+    artifact_path, sha = "", ""
+    save = getattr(model, "save", None)
+    if callable(save) and artifact_dir is not None:
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        path = artifact_dir / f"{family}-{int(now)}.ckpt"
+        save(path)
+        artifact_path = str(path)
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
+    step = cut[0].step_s
+    mid = store.register_model(
+        f"{family}-{stamp}",
+        family,
+        data_source="daemon-history",
+        data_start=min(s.start for s in cut),
+        data_end=max(s.end for s in cut),
+        step_s=step,
+        hyperparams={"horizon_s": settings.forecast.horizon_s},
+        metrics=metrics,
+        artifact_path=artifact_path,
+        artifact_sha256=sha,
+        status="challenger",
+    )
+    groups = sorted({p.spec.rollout_group for p in policies}) or ["default"]
+    for group in groups:  # a newer retrained model replaces a challenger that is still being tried
+        for old in store.rollouts(group=group, state="running"):
+            if old.params.get("retrained"):
+                store.update_rollout(old.id, now, state="superseded", results={"superseded_by_model": mid})
+    rollout_ids = tuple(
+        store.create_rollout(
+            group,
+            settings.jobs.rollout_mode,
+            champion=champion_label or (champion.name if champion is not None else ""),
+            challenger=f"model:{mid}",
+            now=now,
+            params={"trigger": trigger, "model_version_id": mid, "family": family, "retrained": True},
+        )
+        for group in groups
+    )
+    log.info(
+        "retrained %s as challenger model %d (%s)",
+        family,
+        mid,
+        trigger,
+        extra={"event": "retrain", "model_version_id": mid, "rollouts": list(rollout_ids), **metrics},
+    )
+    return RetrainResult(mid, family, rollout_ids, metrics, artifact_path)
