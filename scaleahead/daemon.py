@@ -418,7 +418,8 @@ class Daemon:
         now = clock.now()
         self.jobs = Jobs(self._executor)
         j = settings.jobs
-        self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
+        if j.retrain_in_process:
+            self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
         self.jobs.add("accuracy_report", cron(j.report_cron, "jobs.report_cron"), self.accuracy_report, now)
         self.jobs.add("prune", cron(j.prune_cron, "jobs.prune_cron"), self.prune, now)
         self.metrics.workloads.set(len(deps.policies))
@@ -457,7 +458,7 @@ class Daemon:
         self._export_live_error()
         self._publish_status(report, now)
         ran = self.jobs.run_due(now, self._run_job)
-        if self._drifted(now):
+        if "retrain" in self.jobs.jobs and self._drifted(now):
             self.last_drift_retrain = now
             log.warning(
                 "live forecast error %.3f is above %.3f: retraining",

@@ -45,6 +45,9 @@ class ActuationSettings(BaseModel):
 class JobSettings(BaseModel):
     """The daemon's scheduled jobs (cron expressions in UTC, APScheduler's ``CronTrigger`` syntax)."""
 
+    retrain_in_process: bool = Field(
+        True, description="Retrain inside the daemon; false when the retraining CronJob (deploy/) does it instead."
+    )
     retrain_cron: str = Field(
         "0 3 * * *", description="When to retrain (cron, UTC): daily at 03:00, a quiet hour for most services."
     )
