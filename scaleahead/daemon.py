@@ -7,9 +7,10 @@ triggers (cron expressions) evaluated on the loop's own clock, so a virtual cloc
 whole daemon in tests; in production they run on one worker thread so a long retraining never
 delays a tick.
 
-- Per-workload back-off: a workload whose history, forecast or action failed sits out
-  ``interval * 2^(n-1)`` seconds (capped at ``loop.max_backoff_s``) after its n-th consecutive
-  failure; the other workloads go on. A whole failed cycle backs the loop off the same way.
+- Per-workload back-off: a workload whose history, forecast or action failed is not read,
+  forecast or acted on for ``interval * 2^(n-1)`` seconds (capped at ``loop.max_backoff_s``)
+  after its n-th consecutive failure; meanwhile the planner's named fallback is reported for it
+  and the other workloads go on. A whole failed cycle backs the loop off the same way.
 - Jobs: ``retrain`` (on ``jobs.retrain_cron`` and when the live error drifts past
   ``jobs.drift_threshold``; the new model enters as a rollout challenger), ``accuracy_report``
   (daily JSON) and ``prune`` (old forecasts and plans).
@@ -34,7 +35,7 @@ import numpy as np
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
-from actuator.base import Target
+from actuator.base import ActionResult, Target
 from scaleahead.clock import Clock
 from scaleahead.errors import ConfigError, DataError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
@@ -319,10 +320,12 @@ class _CapturingHistory:
     def __init__(self, inner: HistorySource) -> None:
         self.inner = inner
         self.last: Mapping[WorkloadRef, Series] = {}
+        self.blocked: set[str] = set()
 
     def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
         self.last = {}
-        self.last = self.inner.read(policies, now)
+        wanted = [p for p in policies if p.workload.key not in self.blocked]
+        self.last = self.inner.read(wanted, now) if wanted else {}
         return self.last
 
 
@@ -334,6 +337,7 @@ class _RememberingTarget:
         self.window_s = window_s
         self.recent: dict[WorkloadRef, list[tuple[float, int]]] = {}
         self.last_state: ClusterState = ClusterState()
+        self.blocked: set[str] = set()
 
     def remember(self, actions: Sequence[Action], now: float) -> None:
         for a in actions:
@@ -352,6 +356,8 @@ class _RememberingTarget:
         return self.last_state
 
     def apply(self, action: Action) -> Any:
+        if action.target in self.blocked:
+            return ActionResult(action, "skipped", "backing off after errors")
         return self.inner.apply(action)
 
 
@@ -436,9 +442,12 @@ class Daemon:
             self.health.set_ready(True, "standby: another replica holds the lease")
             return TickResult(now, "standby")
         self.metrics.leader.set(1)
+        # A workload backing off is not read, forecast or acted on; the planner's named fallback
+        # still decides for it (shown in metrics and status), but its actions are held back.
         active = [p for p in self.deps.policies if not self.backoff.blocked(p.workload.key, now)]
         skipped = tuple(p.workload.key for p in self.deps.policies if self.backoff.blocked(p.workload.key, now))
-        deps = replace(self.deps, policies=active, history=self.history, target=self.target)
+        self.history.blocked = self.target.blocked = set(skipped)
+        deps = replace(self.deps, history=self.history, target=self.target)
         t0 = time.perf_counter()
         report = run_once(deps, self.settings, now)
         wall = time.perf_counter() - t0

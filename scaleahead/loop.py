@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from actuator.base import ActionResult, Target, apply_plan
 from forecaster.base import Forecaster, horizon_steps_for
 from planner import plan as make_plan
@@ -112,7 +114,15 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             history = {}
     with timer.phase("forecast"):
         forecasts: dict[WorkloadRef, Forecast] = {}
-        items = [(ref, history[ref]) for ref in refs if ref in history]
+        items = []
+        for ref in refs:
+            if ref not in history:
+                continue
+            if not np.isfinite(history[ref].before(now).values).any():
+                # No usable value: one such workload must not send the whole batch one by one.
+                errors[ref.key] = "forecast: no usable history before now"
+                continue
+            items.append((ref, history[ref]))
         if items:
             steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
             try:
@@ -143,10 +153,11 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         if settings.actuation.paused:
             dry = True
         results = apply_plan(plan, deps.target, dry_run=dry)
-    if deps.store is not None and action_ids:
-        changed = [r for r in results if not r.action.is_noop]
-        for aid, res in zip(action_ids, changed, strict=True):
-            deps.store.set_action_state(aid, res.outcome, res.detail, now)
+    with timer.phase("journal"):
+        if deps.store is not None and action_ids:
+            changed = [r for r in results if not r.action.is_noop]
+            updates = [(aid, res.outcome, res.detail) for aid, res in zip(action_ids, changed, strict=True)]
+            deps.store.set_action_states(updates, now)
     return CycleReport(now, plan, forecasts, results, phases, errors, plan_id)
 
 
