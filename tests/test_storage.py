@@ -60,13 +60,6 @@ def test_forecasts_round_trip_within_float16_precision(db_url: str) -> None:
     np.testing.assert_allclose(back[0].quantiles[0.9], q[0.9], rtol=1e-3)
 
 
-def test_forecast_storage_stays_under_a_megabyte_per_workload_day() -> None:
-    # 90 steps x 4 quantiles x 2 bytes, one row per 120 s: the bytes that dominate the row.
-    per_row = 90 * 4 * 2
-    rows_per_day = 86400 / 120
-    assert per_row * rows_per_day < 1_000_000 * 0.6
-
-
 def test_model_registry_and_rollouts(db_url: str) -> None:
     store = Store(db_url)
     mid = store.register_model("lstm-1", "lstm", step_s=10.0, hyperparams={"hidden": 64}, metrics={"wql": 0.2})
@@ -80,3 +73,9 @@ def test_model_registry_and_rollouts(db_url: str) -> None:
 def test_unreachable_database_is_a_clear_error() -> None:
     with pytest.raises(UserError, match="Cannot reach or write the database"):
         Store("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def test_measured_forecast_storage_is_under_a_megabyte_per_workload_day() -> None:
+    from scaleahead.commands.storage import measure_forecast_bytes
+
+    assert 100_000 < measure_forecast_bytes(workloads=1) < 1_000_000
