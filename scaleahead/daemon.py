@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
 from actuator.base import ActionResult, Target
 from scaleahead.clock import Clock
@@ -399,6 +400,8 @@ class Daemon:
         artifact_dir: Path | None = None,
         report_dir: Path | None = None,
         reference_error: float | None = None,
+        policy_source: Callable[[], Sequence[Policy]] | None = None,
+        policy_reload_s: float = 30.0,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -426,6 +429,10 @@ class Daemon:
         j = settings.jobs
         if j.retrain_in_process:
             self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
+        self.policy_source = policy_source
+        if policy_source is not None:
+            every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
+            self.jobs.add("reload_policies", every, self.reload_policies, now)
         self.jobs.add("accuracy_report", cron(j.report_cron, "jobs.report_cron"), self.accuracy_report, now)
         self.jobs.add("prune", cron(j.prune_cron, "jobs.prune_cron"), self.prune, now)
         self.metrics.workloads.set(len(deps.policies))
@@ -580,6 +587,37 @@ class Daemon:
             and self.live.matured >= j.drift_min_forecasts
             and now - self.last_drift_retrain >= j.drift_cooldown_s
         )
+
+    def set_policies(self, policies: Sequence[Policy]) -> None:
+        """Replace the policies (from the cluster); a removed workload's state is forgotten."""
+        self.deps = replace(self.deps, policies=list(policies))
+        self._by_workload = {p.workload: p for p in self.deps.policies}
+        keys = {p.workload.key for p in policies}
+        for key in list(self.backoff.failures):
+            if key not in keys:
+                self.backoff.succeeded(key)
+        self.metrics.workloads.set(len(policies))
+
+    def reload_policies(self, now: float) -> int:
+        """Read the policies again (the ``reload_policies`` job); keep the old ones if that fails."""
+        if self.policy_source is None:
+            return len(self.deps.policies)
+        policies = list(self.policy_source())
+        before = {p.workload.key for p in self.deps.policies}
+        after = {p.workload.key for p in policies}
+        if before != after or any(p not in self.deps.policies for p in policies):
+            log.info(
+                "policies changed: %d -> %d",
+                len(before),
+                len(after),
+                extra={
+                    "event": "policies_reloaded",
+                    "added": sorted(after - before),
+                    "removed": sorted(before - after),
+                },
+            )
+        self.set_policies(policies)
+        return len(policies)
 
     # -- jobs ------------------------------------------------------------------------------------
     def _run_job(self, job: Job, now: float) -> object:

@@ -33,6 +33,14 @@ PoliciesOpt = Annotated[
         "each holding PredictiveScalingPolicy documents.",
     ),
 ]
+ClusterPoliciesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--policies",
+        help="Policy YAML file or folder of *.yaml files; leave out to read PredictiveScalingPolicy "
+        "objects from the cluster (re-read every 30 s; their status shows each decision).",
+    ),
+]
 HistoryOpt = Annotated[
     str,
     typer.Option(
@@ -119,7 +127,7 @@ def _target(spec: str) -> Any:
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command()
     def run(
-        policies: PoliciesOpt,
+        policies: ClusterPoliciesOpt = None,
         history: HistoryOpt = "prometheus",
         target: TargetOpt = "kubernetes",
         db: DbOpt = None,
@@ -145,6 +153,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         artifacts: Annotated[
             Path | None, typer.Option(help="Folder for retrained model checkpoints and accuracy reports.")
         ] = None,
+        kubeconfig: Annotated[
+            str | None, typer.Option(help="Kubeconfig file (default: the in-cluster service account, else ~/.kube).")
+        ] = None,
+        namespace: Annotated[
+            str | None, typer.Option(help="Read policies from this namespace only (default: all).")
+        ] = None,
     ) -> None:
         """Run the control loop: every interval read history, forecast, plan, act, record.
 
@@ -169,7 +183,24 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if dry_run:
             settings.actuation.dry_run = True
         configure_logging(log_format or settings.log.format, settings.log.level)
-        pols = load_policy_path(policies)
+        status_sink = None
+        policy_source = None
+        if policies is not None:
+            pols = load_policy_path(policies)
+        else:
+            from actuator.policy_resources import ClusterPolicies, PolicyStatusWriter, api_client
+
+            try:
+                api = api_client(kubeconfig)
+            except Exception as exc:  # noqa: BLE001 - kubernetes raises several kinds; all mean "no cluster"
+                raise UserError(
+                    f"No --policies given and no Kubernetes cluster to read policies from: {exc}.",
+                    "Pass --policies FILE|DIR, or run in a cluster (or with --kubeconfig).",
+                ) from exc
+            cluster = ClusterPolicies(api, namespace)
+            pols = cluster.load()
+            policy_source = cluster.load
+            status_sink = PolicyStatusWriter(api)
         store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
         real_now = SystemClock().now()
         if at is not None and not history.startswith("trace:"):
@@ -209,6 +240,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 else (artifacts / "reports" if artifacts else None)
             ),
             reference_error=reference,
+            policy_source=policy_source,
+            status_sink=status_sink,
         )
         server = None
         if not no_server and not once:
