@@ -21,7 +21,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -307,13 +307,19 @@ class Store:
         for _, state, _ in updates:
             if state not in ACTION_STATES:
                 raise ValueError(f"unknown action state {state!r}")
+        if not updates:
+            return
         with self.session() as s:
-            rows = {r.id: r for r in s.scalars(select(ActionRow).where(ActionRow.id.in_([u[0] for u in updates])))}
-            for aid, state, outcome in updates:
-                row = rows.get(aid)
-                if row is None:
-                    raise KeyError(aid)
-                row.state, row.outcome, row.updated_at = state, outcome, now
+            ids = [u[0] for u in updates]
+            found = set(s.scalars(select(ActionRow.id).where(ActionRow.id.in_(ids))))
+            missing = [i for i in ids if i not in found]
+            if missing:
+                raise KeyError(missing[0])
+            # ORM bulk UPDATE by primary key: one executemany, no objects loaded.
+            s.execute(
+                update(ActionRow),
+                [{"id": aid, "state": st, "outcome": out, "updated_at": now} for aid, st, out in updates],
+            )
 
     def set_action_state(self, action_id: int, state: str, outcome: str, now: float) -> None:
         if state not in ACTION_STATES:

@@ -159,6 +159,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         namespace: Annotated[
             str | None, typer.Option(help="Read policies from this namespace only (default: all).")
         ] = None,
+        shard: Annotated[
+            str | None, typer.Option(help="INDEX/COUNT: handle only the workloads of this shard (docs/adr/0008).")
+        ] = None,
     ) -> None:
         """Run the control loop: every interval read history, forecast, plan, act, record.
 
@@ -201,6 +204,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             pols = cluster.load()
             policy_source = cluster.load
             status_sink = PolicyStatusWriter(api)
+        if shard is not None:
+            from scaleahead.sharding import owned, parse_shard
+
+            index, count = parse_shard(shard)
+            pols = owned(pols, index, count)
+            if policy_source is not None:
+                unsharded = policy_source
+
+                def policy_source() -> list[Policy]:
+                    return owned(unsharded(), index, count)
+
         store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
         real_now = SystemClock().now()
         if at is not None and not history.startswith("trace:"):
