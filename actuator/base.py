@@ -42,3 +42,45 @@ def apply_plan(plan: Plan, target: Target, dry_run: bool = False) -> list[Action
             except Exception as exc:  # noqa: BLE001 - one failed action must not stop the plan
                 results.append(ActionResult(action, "failed", f"{type(exc).__name__}: {exc}"))
     return results
+
+
+@dataclass(frozen=True, slots=True)
+class LiveObject:
+    """The live value of the field an action manages, read just before acting.
+
+    ``value`` is the managed field's value (replicas, minReplicas, min-scale; for a pod move, 1
+    if the pod still runs on its ``from`` node); ``resource_version`` is the object's version for
+    optimistic concurrency; ``facts`` carries what the safety layer checks (HPA maxReplicas, free
+    pod quota, PDB disruptions allowed).
+    """
+
+    target: str
+    field: str
+    value: int
+    resource_version: str
+    facts: dict[str, int] | None = None
+
+    def fact(self, name: str) -> int | None:
+        return None if self.facts is None else self.facts.get(name)
+
+
+class ActuationError(Exception):
+    """An action that cannot be applied; ``outcome`` says whether to skip it or count it as failed.
+
+    ``skipped``: the object or permission is wrong and retrying will not help until someone fixes
+    it (the message names the object and the fix). ``failed``: transient (5xx, timeout); the next
+    cycle tries again. ``conflict``: the object changed under us (409): read again and re-check.
+    """
+
+    def __init__(self, outcome: Literal["skipped", "failed", "conflict"], message: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+
+
+class LiveTarget(Target, Protocol):
+    """A target that can read the live managed field and write it with a version precondition."""
+
+    def live(self, action: Action) -> LiveObject: ...
+
+    def write(self, action: Action, value: int, live: LiveObject) -> LiveObject: ...

@@ -17,8 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from scaleahead.policy import FallbackMode, PolicySpec
 from scaleahead.types import Forecast, Reason, ScaleTo, WorkloadRef, WorkloadState
 
@@ -38,6 +36,13 @@ def replicas_for(demand: float, spec: PolicySpec) -> int:
         return 0
     per_replica = spec.capacity_per_replica * spec.target_utilization
     return int(math.ceil(demand / per_replica - _EPS))
+
+
+def _overlapping(origin: float, step: float, n: int, t0: float, t1: float) -> tuple[int, int]:
+    """Index range ``[lo, hi)`` of the forecast steps that overlap ``[t0, t1)``, within ``[0, n)``."""
+    lo = max(0, int(math.floor((t0 - origin) / step + 1e-9)))
+    hi = min(n, int(math.ceil((t1 - origin) / step - 1e-9)))
+    return lo, hi
 
 
 def _fmt(x: float) -> str:
@@ -88,27 +93,44 @@ def decide_replicas(
     else:
         q = spec.forecast_quantile
         values = forecast.quantile(q)
-        t0 = now + spec.startup_seconds
-        t1 = t0 + interval_s
-        times = forecast.times()
-        # steps that overlap [t0, t1]
-        mask = (times + forecast.step_s > t0) & (times <= t1)
-        if not mask.any():
-            mask = np.zeros(len(values), dtype=bool)
-            mask[-1] = True
-        window = values[mask]
-        peak_i = int(np.argmax(window))
+        step = forecast.step_s
+        n = len(values)
+        t_ready = now + spec.startup_seconds
+        t_end = t_ready + interval_s
+        # Steps a replica asked for now would serve: those overlapping [now + startup, + interval].
+        lo, hi = _overlapping(forecast.origin, step, n, t_ready, t_end)
+        if lo >= hi:
+            lo, hi = n - 1, n
+        # Steps the replicas we have must serve: a replica removed now cannot be back before
+        # now + startup, so we never remove one that the forecast needs before then, nor one it
+        # needs within the scale-down stabilization window (a forecast-based stabilization).
+        t_keep = max(t_end, now + spec.scale_down_stabilization_seconds)
+        klo, khi = _overlapping(forecast.origin, step, n, now, t_keep)
+        window = values[lo:hi]
+        peak_i = int(window.argmax())
         peak = float(window[peak_i])
-        peak_t = float(times[mask][peak_i])
+        peak_t = forecast.origin + (lo + peak_i) * step
         need = replicas_for(peak, spec)
-        if reactive > need:
+        hold_peak = float(values[klo:khi].max()) if khi > klo else peak
+        hold = replicas_for(hold_peak, spec)
+        # The forecast missed: demand observed now is above even its top quantile for the steps
+        # ahead. Then scale to what observed demand needs (a noisy step above the planning
+        # quantile alone does not: that is what the quantile allows for).
+        top_q = max(forecast.quantiles)
+        top = forecast.quantiles[top_q]
+        top_peak = float(top[lo:hi].max())
+        missed = observed_ok and state.observed_demand > top_peak
+        short_now = observed_ok and state.observed_demand > per * state.ready_replicas
+        if reactive > need and reactive > current and (missed or short_now):
             desired = reactive
             code = "reactive_floor"
-            text = (
-                f"observed {_fmt(state.observed_demand)} {unit} needs {reactive} replicas now, above the "
-                f"p{q * 100:g} forecast peak {_fmt(peak)} {unit}"
+            why_now = (
+                f"above even the p{top_q * 100:g} forecast {_fmt(top_peak)} {unit} (the forecast missed)"
+                if missed
+                else f"more than the {state.ready_replicas} ready replicas serve"
             )
-        else:
+            text = f"observed {_fmt(state.observed_demand)} {unit} needs {reactive} replicas now, {why_now}"
+        elif need >= current:
             desired = need
             code = "forecast"
             text = (
@@ -116,11 +138,30 @@ def decide_replicas(
                 f"{peak_t - now:.0f} s ahead (start-up {spec.startup_seconds:.0f} s), "
                 f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
             )
+        else:
+            floor = max(need, reactive, hold)
+            desired = min(current, floor)
+            if desired == current:
+                code = "keep_until_replacement"
+                text = (
+                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} (start-up "
+                    f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
+                    f"needs {hold}; observed "
+                    f"{_fmt(state.observed_demand)} {unit} needs {reactive}"
+                )
+            else:
+                code = "forecast_down"
+                text = (
+                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} needs only "
+                    f"{floor}, observed {_fmt(state.observed_demand)} {unit} needs {reactive}, "
+                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
+                )
         details = {
             "forecast_peak": peak,
             "peak_at": peak_t,
             "quantile": q,
             "forecast_replicas": need,
+            "hold_replicas": hold,
             "reactive_replicas": reactive,
         }
 

@@ -85,7 +85,13 @@ def db_upgrade(
 @app.command()
 def plan(
     policy: Annotated[Path, typer.Option(help="Policy YAML file (examples/policy.yaml).")],
-    history: Annotated[str, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, ...) or series CSV path.")],
+    history: Annotated[
+        str | None, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, ...) or series CSV path.")
+    ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(help="Prometheus base URL, in place of --history: runs each policy's demand.query."),
+    ] = None,
     at: Annotated[
         str | None, typer.Option(help="Decision time (ISO-8601 or epoch s); default: after the last point.")
     ] = None,
@@ -94,21 +100,47 @@ def plan(
     model: Annotated[str, typer.Option(help="Forecaster to plan with.")] = "seasonal_naive",
     column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
     current: Annotated[int | None, typer.Option(help="Current replicas (default: what observed demand needs).")] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Apply the plan to the cluster (safety layer + journal, docs/actuator.md).")
+    ] = False,
+    kubeconfig: Annotated[
+        Path | None, typer.Option(help="Kubeconfig for --apply (default: $KUBECONFIG, then ~/.kube/config).")
+    ] = None,
+    diff_only: Annotated[
+        bool, typer.Option("--dry-run", help="With --apply: print the diff of what would change; write nothing.")
+    ] = False,
 ) -> None:
     """Dry-run planning: forecast from history, plan, record the plan, print actions with reasons.
 
-    Changes nothing anywhere except the plan record in the database.
+    History is a trace (--history) or a Prometheus server (--prometheus, the 2 days before --at).
+
+    Changes nothing anywhere except the plan record in the database, unless --apply is given:
+    then the plan goes through the safety layer and the journal to the cluster of --kubeconfig
+    (--apply --dry-run prints the diff of what would change and writes nothing to the cluster).
     """
     from scaleahead.planning import dry_run
     from scaleahead.policy import load_policies
     from scaleahead.traces import load_series
     from storage import Store
 
+    if (history is None) == (prometheus is None):
+        raise UserError("Give exactly one of --history and --prometheus.", "See scaleahead plan --help.")
     policies = load_policies(policy)
-    series = load_series(history, column=column)
     when = parse_time(at) if at is not None else None
+    series = load_series(history, column=column) if history is not None else None
+    if series is None:  # read Prometheus before opening the store: a failed read writes nothing
+        from scaleahead.commands.prometheus import dry_run_from_prometheus, make_config
+
+        assert prometheus is not None
+        result = dry_run_from_prometheus(make_config(prometheus), policies, when, model, current)
     store = Store(db)  # opened before planning so a bad URL fails before any work
-    result = dry_run(policies, series, when, model=model, current_replicas=current)
+    if series is not None:
+        result = dry_run(policies, series, when, model=model, current_replicas=current)
+    if apply:  # the actuator journals the plan itself (planned -> applied/failed/skipped)
+        from scaleahead.commands.actuator import apply_once
+
+        apply_once(result.plan, policies, store, kubeconfig, dry_run=diff_only, as_json=output == Output.json)
+        return
     plan_id, _ = store.record_plan(result.plan, source="cli-plan", state="dry-run")
     if output == Output.json:
         print(json.dumps(plan_to_json(result.plan, plan_id, result.model), indent=2))

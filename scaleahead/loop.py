@@ -16,7 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
+from actuator.applying import Actuator
 from actuator.base import ActionResult, Target, apply_plan
+from actuator.rollouts import RolloutView
 from forecaster.base import Forecaster, horizon_steps_for
 from planner import plan as make_plan
 from scaleahead.clock import Clock
@@ -42,6 +44,14 @@ class Deps:
     store: Store | None
     policies: Sequence[Policy]
     model_version_id: int | None = None
+    #: The journaled, safety-checked actuator (``actuator.applying.Actuator``); without it the
+    #: target is driven directly by ``actuator.base.apply_plan``.
+    actuator: Actuator | None = None
+    #: A running rollout (``RolloutBook.view``) and the challenger's forecaster: in canary and A/B
+    #: the challenger's forecasts drive its share of workloads; in shadow it only plans (recorded
+    #: as a ``shadow`` plan, never applied).
+    rollout: RolloutView | None = None
+    challenger: Forecaster | None = None
 
 
 @dataclass
@@ -53,6 +63,7 @@ class CycleReport:
     phase_ms: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     plan_id: int | None = None
+    shadow_plan: Plan | None = None
 
 
 class _Timer:
@@ -135,10 +146,29 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                         forecasts[ref] = deps.forecaster.forecast(ref, series, now, steps)
                     except Exception as one:  # noqa: BLE001
                         errors[ref.key] = f"forecast: {one}"
+    challenger: dict[WorkloadRef, Forecast] = {}
+    if deps.rollout is not None and deps.challenger is not None and items:
+        with timer.phase("challenger"):
+            for ref, series in items:
+                try:
+                    challenger[ref] = deps.challenger.forecast(ref, series, now, steps)
+                except Exception as exc:  # noqa: BLE001 - the champion's forecast stays
+                    errors[f"challenger:{ref.key}"] = str(exc)
+        if deps.rollout.mode != "shadow":
+            for ref, fc in challenger.items():
+                if deps.rollout.arm(ref.key) == "challenger":
+                    forecasts[ref] = fc
     with timer.phase("state"):
         state = observed_state(deps.target.read_state(refs), history)
     with timer.phase("plan"):
         plan = make_plan(forecasts, state, deps.policies, now, interval_s=settings.loop.interval_s)
+        shadow_plan = None
+        if deps.rollout is not None and deps.rollout.mode == "shadow" and challenger:
+            shadow_plan = make_plan(
+                {**forecasts, **challenger}, state, deps.policies, now, interval_s=settings.loop.interval_s
+            )
+            if deps.store is not None:
+                deps.store.record_plan(shadow_plan, source="shadow", state="dry-run")
     plan_id = None
     action_ids: list[int] = []
     with timer.phase("record"):
@@ -152,13 +182,16 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         dry = settings.actuation.dry_run if dry_run is None else dry_run
         if settings.actuation.paused:
             dry = True
+        if deps.actuator is not None:
+            results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
+            return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan)
         results = apply_plan(plan, deps.target, dry_run=dry)
     with timer.phase("journal"):
         if deps.store is not None and action_ids:
             changed = [r for r in results if not r.action.is_noop]
             updates = [(aid, res.outcome, res.detail) for aid, res in zip(action_ids, changed, strict=True)]
             deps.store.set_action_states(updates, now)
-    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id)
+    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan)
 
 
 def run_forever(

@@ -40,6 +40,20 @@ class ActuationSettings(BaseModel):
     dry_run: bool = Field(False, description="Print what would change; write nothing.")
     paused: bool = Field(False, description="Kill switch: plan and record, but apply nothing.")
     max_plan_age_s: float = Field(30.0, gt=0, description="Refuse to apply a plan older than this (s).")
+    human_edit_hold_s: float = Field(
+        3600.0, ge=0, description="Leave a field someone else edited alone this long before managing it again (s)."
+    )
+    max_conflict_retries: int = Field(3, ge=0, description="Re-reads after a 409 before an action counts as failed.")
+    request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one Kubernetes API request (s).")
+    namespace: str = Field(
+        "scaleahead",
+        description="Namespace of scaleahead's own objects: the leader Lease and the kill-switch ConfigMap.",
+    )
+    kill_switch_configmap: str = Field(
+        "scaleahead-kill-switch", description="ConfigMap whose data.paused='true' pauses all actuation."
+    )
+    lease_name: str = Field("scaleahead-leader", description="Lease for leader election between replicas.")
+    lease_duration_s: int = Field(15, ge=1, description="A leader that has not renewed for this long is replaced (s).")
 
 
 class JobSettings(BaseModel):

@@ -274,3 +274,30 @@ class Plan:
     @property
     def changes(self) -> tuple[Action, ...]:
         return tuple(a for a in self.actions if not a.is_noop)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class InvocationForecast:
+    """Forecast of a function's invocations, made at ``origin`` from data strictly before it.
+
+    ``probability[k]`` is the probability of at least one invocation in the step
+    ``[origin + k*step_s, origin + (k+1)*step_s)`` given that none comes in the steps before it
+    (the quantity a keep-alive decision needs: "if it stays idle until then, will it be called
+    then?"). Values lie in [0, 1]. ``idle_s`` is how long the function had been idle at ``origin``
+    (``inf`` if it was never seen).
+    """
+
+    workload: WorkloadRef
+    origin: float
+    step_s: float
+    probability: FloatArray
+    idle_s: float = float("inf")
+    model: str = ""
+
+    @property
+    def horizon_steps(self) -> int:
+        return int(self.probability.shape[0])
+
+    @property
+    def horizon_s(self) -> float:
+        return self.horizon_steps * self.step_s

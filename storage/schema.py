@@ -95,3 +95,21 @@ class RolloutRow(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class ManagedFieldRow(Base):
+    """The value scaleahead last wrote to a field it manages, and a human edit seen on it.
+
+    ``human_value``/``human_seen_at`` are set when the live value differs from what we wrote and
+    the object changed since (someone else edited it); the actuator leaves the field alone for a
+    configurable time after ``human_seen_at`` (docs/actuator.md).
+    """
+
+    __tablename__ = "managed_fields"
+    target: Mapped[str] = mapped_column(String(512), primary_key=True)
+    field: Mapped[str] = mapped_column(String(253))
+    value: Mapped[int] = mapped_column(Integer)
+    resource_version: Mapped[str] = mapped_column(String(64), default="")
+    written_at: Mapped[float] = mapped_column(Float)
+    human_value: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    human_seen_at: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -27,7 +27,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from scaleahead.errors import UserError
 from scaleahead.types import Action, Forecast, Plan, WorkloadRef, action_endpoints
-from storage.schema import ActionRow, ForecastRow, ModelVersionRow, PlanRow, RolloutRow, WorkloadRow
+from storage.schema import (
+    ActionRow,
+    ForecastRow,
+    ManagedFieldRow,
+    ModelVersionRow,
+    PlanRow,
+    RolloutRow,
+    WorkloadRow,
+)
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -80,6 +88,19 @@ class StoredAction:
     state: str
     outcome: str
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedField:
+    """What the actuator last wrote to a field (and a human edit seen on it since)."""
+
+    target: str
+    field: str
+    value: int
+    resource_version: str
+    written_at: float
+    human_value: int | None = None
+    human_seen_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +374,53 @@ class Store:
                 )
                 for r in s.scalars(q)
             ]
+
+    def action(self, action_id: int) -> StoredAction:
+        with self.session() as s:
+            r = s.get(ActionRow, action_id)
+            if r is None:
+                raise KeyError(action_id)
+            return StoredAction(
+                r.id,
+                r.plan_id,
+                r.kind,
+                r.target,
+                r.from_value,
+                r.to_value,
+                r.reason_code,
+                r.reason,
+                r.state,
+                r.outcome,
+                r.updated_at,
+            )
+
+    # -- fields the actuator manages (human-edit detection) ---------------------------------------
+    def managed_field(self, target: str) -> ManagedField | None:
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is None:
+                return None
+            return ManagedField(
+                r.target, r.field, r.value, r.resource_version, r.written_at, r.human_value, r.human_seen_at
+            )
+
+    def set_managed_field(self, target: str, field: str, value: int, resource_version: str, now: float) -> None:
+        """Record what we just wrote; clears any human edit seen before."""
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is None:
+                r = ManagedFieldRow(target=target)
+                s.add(r)
+            r.field, r.value, r.resource_version, r.written_at = field, value, resource_version, now
+            r.human_value, r.human_seen_at = None, None
+
+    def set_human_edit(self, target: str, value: int, now: float) -> None:
+        """Record that someone else set ``target`` to ``value`` (seen at ``now``)."""
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is None:
+                raise KeyError(target)
+            r.human_value, r.human_seen_at = value, now
 
     def count_plans(self) -> int:
         with self.session() as s:

@@ -1,0 +1,232 @@
+"""Applying plans safely: journal, safety check, optimistic concurrency, human edits, recovery.
+
+For each action of a plan the ``Actuator``:
+
+1. journals it as ``planned`` (before any API call);
+2. reads the live object and checks for a human edit of the field we manage (someone else
+   changed it since our last write): the edit is respected for ``human_edit_hold_s`` and reported;
+3. runs the safety check (``actuator.safety.check``) against the policy and the live object;
+4. writes with the live ``resourceVersion`` as precondition; on 409 reads again and re-checks;
+5. journals ``applied`` / ``failed`` / ``skipped`` / ``dry-run`` with the reason.
+
+A no-op makes no API call at all. After a crash, ``reconcile(now)`` checks every action left
+``planned`` against the live object and marks it ``applied`` or ``skipped``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from actuator.base import ActionResult, ActuationError, LiveObject, LiveTarget
+from actuator.safety import SafetyConfig, check, desired_value
+from scaleahead.policy import Policy
+from scaleahead.types import Action, MovePod, Plan, Reason, ScaleTo, SetWarmPool, WorkloadRef
+from storage import Store
+from storage.store import StoredAction
+
+log = logging.getLogger("scaleahead.actuator")
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def action_from_journal(row: StoredAction) -> Action:
+    """Rebuild the action a journal row describes (for reconciliation)."""
+    reason = Reason(row.reason_code, row.reason)
+    if row.kind == "MovePod":
+        _, namespace, pod = row.target.split("/", 2)
+        return MovePod(namespace, pod, row.from_value, row.to_value, reason)
+    ref = WorkloadRef.parse(row.target)
+    if row.kind == "SetWarmPool":
+        return SetWarmPool(ref, int(row.from_value), int(row.to_value), 0.0, reason)
+    return ScaleTo(ref, int(row.from_value), int(row.to_value), reason)
+
+
+class Actuator:
+    """Applies plans to a ``LiveTarget`` with the safety layer and the journal.
+
+    Args:
+        target: the cluster (``KubernetesTarget``) or anything with ``live``/``write``.
+        store: where the journal and managed fields live (None: no journal, no human-edit memory).
+        policies: per-workload bounds and step limits.
+        config: plan age, kill switch, human-edit hold, conflict retries.
+        kill_switch: asked before each plan; a non-empty answer pauses all actuation (the reason).
+        is_leader: asked before each plan with ``now``; False skips every action.
+    """
+
+    def __init__(
+        self,
+        target: LiveTarget,
+        store: Store | None,
+        policies: Sequence[Policy] = (),
+        config: SafetyConfig | None = None,
+        kill_switch: Callable[[], str] | None = None,
+        is_leader: Callable[[float], bool] | None = None,
+    ) -> None:
+        self.target = target
+        self.store = store
+        self.policies = {p.workload: p for p in policies}
+        self.config = config or SafetyConfig()
+        self.kill_switch = kill_switch
+        self.is_leader = is_leader
+
+    # -- plans ----------------------------------------------------------------------------------
+    def apply_plan(
+        self,
+        plan: Plan,
+        now: float,
+        dry_run: bool = False,
+        action_ids: Sequence[int] | None = None,
+        source: str = "actuator",
+    ) -> list[ActionResult]:
+        """Apply every change of ``plan`` (no-ops make no calls); one failure never stops the rest.
+
+        ``action_ids`` are journal rows of ``plan.changes`` already recorded as ``planned``; without
+        them (and with a store) the plan is recorded here first.
+        """
+        changes = plan.changes
+        ids: list[int | None] = list(action_ids) if action_ids is not None else [None] * len(changes)
+        if action_ids is None and self.store is not None and changes:
+            _, new_ids = self.store.record_plan(
+                Plan(plan.created_at, changes, plan.fallbacks, plan.notes),
+                source=source,
+                state="dry-run" if dry_run else "planned",
+            )
+            ids = list(new_ids)
+        stop = self._stop_reason(now)
+        results: list[ActionResult] = []
+        by_action = dict(zip(range(len(changes)), ids, strict=True))
+        i = 0
+        for action in plan.actions:
+            if action.is_noop:
+                results.append(ActionResult(action, "skipped", "no change"))
+                continue
+            aid = by_action[i]
+            i += 1
+            if stop:
+                res = ActionResult(action, "skipped", stop)
+            else:
+                res = self._apply_one(action, plan.created_at, now, dry_run)
+            results.append(res)
+            if self.store is not None and aid is not None:
+                self.store.set_action_state(aid, res.outcome, res.detail, now)
+            log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
+        return results
+
+    def _stop_reason(self, now: float) -> str:
+        if self.config.paused:
+            return "actuation is paused (kill switch: settings actuation.paused)"
+        if self.kill_switch is not None:
+            why = self.kill_switch()
+            if why:
+                return f"actuation is paused (kill switch: {why})"
+        if self.is_leader is not None and not self.is_leader(now):
+            return "not the leader: another scaleahead replica holds the lease"
+        return ""
+
+    def _apply_one(self, action: Action, created_at: float, now: float, dry_run: bool) -> ActionResult:
+        policy = None if isinstance(action, MovePod) else self.policies.get(action.workload)
+        attempts = self.config.max_conflict_retries + 1
+        for _ in range(attempts):
+            try:
+                live = self.target.live(action)
+                held = self._human_edit(action, live, now, record=not dry_run)
+                if held:
+                    return ActionResult(action, "skipped", held)
+                verdict = check(action, live, policy, created_at, now, self.config)
+                notes = ("; " + "; ".join(verdict.notes)) if verdict.notes else ""
+                if verdict.decision == "skip":
+                    return ActionResult(action, "skipped", verdict.reason + notes)
+                if verdict.decision == "noop":
+                    return ActionResult(action, "skipped", verdict.reason + notes)
+                diff = f"{live.target} {live.field}: {live.value} -> {verdict.value}"
+                if isinstance(action, MovePod):
+                    diff = f"{live.target}: evict from {action.from_node} (planned node {action.to_node})"
+                if dry_run:
+                    return ActionResult(action, "dry-run", diff + notes)
+                if self.store is not None and not isinstance(action, MovePod):
+                    # Write-ahead intent (empty version = outcome unknown): a write that times out
+                    # but lands must not look like someone else's edit next cycle.
+                    self.store.set_managed_field(live.target, live.field, verdict.value, "", now)
+                new = self.target.write(action, verdict.value, live)
+            except ActuationError as exc:
+                if exc.outcome == "conflict":
+                    continue  # read again and re-check
+                return ActionResult(action, "failed" if exc.outcome == "failed" else "skipped", exc.message)
+            if self.store is not None and not isinstance(action, MovePod):
+                self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now)
+            return ActionResult(action, "applied", diff + notes)
+        return ActionResult(
+            action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
+        )
+
+    def _human_edit(self, action: Action, live: LiveObject, now: float, record: bool) -> str:
+        """A non-empty reason while a human edit of the field is respected."""
+        if self.store is None or isinstance(action, MovePod):
+            return ""
+        mf = self.store.managed_field(live.target)
+        if mf is not None and mf.resource_version == "":
+            # Our last write's outcome is unknown (timeout, crash): no claim about anyone's edit.
+            # If the live object shows it, it landed: confirm it with the live version.
+            if live.value == mf.value and record:
+                self.store.set_managed_field(live.target, live.field, live.value, live.resource_version, mf.written_at)
+            return ""
+        if mf is None or live.value == mf.value or live.resource_version == mf.resource_version:
+            return ""
+        seen = mf.human_seen_at
+        if seen is None or mf.human_value != live.value:
+            seen = now
+            if record:
+                self.store.set_human_edit(live.target, live.value, now)
+                log.warning(
+                    "human edit: %s %s set to %d by someone else (scaleahead had set %d); respected for %.0f s",
+                    live.target,
+                    live.field,
+                    live.value,
+                    mf.value,
+                    self.config.human_edit_hold_s,
+                )
+        until = seen + self.config.human_edit_hold_s
+        if now < until:
+            return (
+                f"human edit: {live.target} {live.field} was set to {live.value} by someone else "
+                f"(scaleahead had set {mf.value}); respected until {_iso(until)}, the plan wanted "
+                f"{desired_value(action)}"
+            )
+        return ""
+
+    # -- recovery -------------------------------------------------------------------------------
+    def reconcile(self, now: float) -> list[tuple[int, str, str]]:
+        """Mark actions left ``planned`` (a crash between journal and API call) from the live objects.
+
+        Returns ``(action id, new state, reason)`` per action reconciled.
+        """
+        if self.store is None:
+            return []
+        done: list[tuple[int, str, str]] = []
+        for row in self.store.actions(state="planned", limit=100_000):
+            try:
+                action = action_from_journal(row)
+                live = self.target.live(action)
+            except (ActuationError, ValueError) as exc:
+                msg = exc.message if isinstance(exc, ActuationError) else str(exc)
+                state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
+            else:
+                moved = not live.value if isinstance(action, MovePod) else live.value == desired_value(action)
+                if moved:
+                    state = "applied"
+                    reason = f"reconciled after restart: the live object shows the change ({live.field}={live.value})"
+                    if not isinstance(action, MovePod):
+                        self.store.set_managed_field(live.target, live.field, live.value, live.resource_version, now)
+                else:
+                    state = "skipped"
+                    reason = (
+                        f"reconciled after restart: not applied before the restart ({live.field}={live.value}); "
+                        "the next plan decides again"
+                    )
+            self.store.set_action_state(row.id, state, reason, now)
+            done.append((row.id, state, reason))
+        return done

@@ -1,0 +1,500 @@
+"""The Kubernetes target: the one module that talks to the API server (official ``kubernetes`` client).
+
+What each action changes (docs/actuator.md has the RBAC table):
+
+- ``ScaleTo`` on a Deployment or StatefulSet, mode ``direct``: ``spec.replicas`` through the
+  ``scale`` subresource; mode ``floor``: ``spec.minReplicas`` of the HPA named by the policy.
+- ``ScaleTo`` / ``SetWarmPool`` on a ``KnativeService``: the ``autoscaling.knative.dev/min-scale``
+  annotation of the Service's revision template (warm instances).
+- ``ScaleTo`` / ``SetWarmPool`` on kind ``Headroom``: the replicas of a placeholder Deployment of
+  pause pods at a low PriorityClass (the cluster-autoscaler over-provisioning pattern); the
+  Deployment is created on first use.
+- ``MovePod``: the Eviction API (a PodDisruptionBudget refusing answers 429: the move is skipped);
+  a bare pod (no controller) is re-created bound to the planned node, a controller-owned pod is
+  re-placed by the scheduler (the plan's node is a hint only, see docs/actuator.md).
+
+Every write carries the ``resourceVersion`` read just before (a merge patch with
+``metadata.resourceVersion`` is a precondition: 409 if the object changed). Reads use the raw
+JSON so that an object of an unexpected shape is reported, naming the field, instead of crashing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from actuator.base import ActionResult, ActuationError, LiveObject
+from scaleahead.policy import Policy
+from scaleahead.types import (
+    Action,
+    ClusterState,
+    MovePod,
+    ScaleTo,
+    SetWarmPool,
+    WorkloadRef,
+    WorkloadState,
+)
+
+MIN_SCALE = "autoscaling.knative.dev/min-scale"
+KNATIVE = ("serving.knative.dev", "v1", "services")
+HEADROOM_LABEL = "scaleahead.io/headroom"
+MANAGED_BY = "scaleahead"
+#: Merge patches: supported by built-in kinds and custom resources alike (strategic merge is not).
+MERGE = "application/merge-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class HeadroomSpec:
+    """The placeholder pods that hold node headroom (their PriorityClass must exist, see deploy/)."""
+
+    priority_class: str = "scaleahead-headroom"
+    cpu: str = "500m"
+    memory: str = "512Mi"
+    image: str = "registry.k8s.io/pause:3.9"
+
+
+def make_api_client(kubeconfig: str | None = None, context: str | None = None, in_cluster: bool = False) -> Any:
+    """An ``ApiClient`` from a kubeconfig file or the in-cluster service account; no retries (we retry)."""
+    import yaml
+    from kubernetes import config
+
+    from scaleahead.errors import UserError
+
+    cfg = k8s.Configuration()
+    try:
+        if in_cluster:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=cfg
+            )
+    except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
+        raise UserError(
+            f"Cannot load Kubernetes credentials from {kubeconfig or 'the default kubeconfig'}: {exc}.",
+            "Pass --kubeconfig FILE with a valid cluster, user and context (or run in the cluster).",
+        ) from exc
+    cfg.retries = 0
+    return k8s.ApiClient(cfg)
+
+
+def _verb_resource(action: Action, mode: str) -> tuple[str, str]:
+    if isinstance(action, MovePod):
+        return "create", "pods/eviction"
+    kind = action.workload.kind
+    if kind == "KnativeService":
+        return "patch", "services.serving.knative.dev"
+    if kind == "Headroom":
+        return "patch", "deployments"
+    if mode == "floor":
+        return "patch", "horizontalpodautoscalers.autoscaling"
+    return "patch", f"{kind.lower()}s/scale"
+
+
+def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str) -> ActuationError:
+    """Turn a client exception into a skip/fail/conflict that names the object and the fix."""
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        if status == 404:
+            return ActuationError(
+                "skipped",
+                f"{target} does not exist (404). Create it, or fix the policy's spec.target (kind, namespace, name).",
+            )
+        if status == 403:
+            return ActuationError(
+                "skipped",
+                f"RBAC forbids '{verb}' on {resource} in namespace {namespace} for {target} (403). "
+                "Grant it to scaleahead's service account (docs/actuator.md, 'RBAC needed').",
+            )
+        if status == 409:
+            return ActuationError("conflict", f"{target} changed since it was read (409)")
+        if status == 429:
+            return ActuationError(
+                "skipped", f"{target}: eviction refused (429), a PodDisruptionBudget allows no disruption now"
+            )
+        if status == 422:
+            return ActuationError("skipped", f"{target}: the API server rejected the change (422): {exc.reason}")
+        return ActuationError("failed", f"{target}: API server error {status} {exc.reason}; retried next cycle")
+    if isinstance(exc, HTTPError):
+        return ActuationError("failed", f"{target}: no answer from the API server ({type(exc).__name__}); retried")
+    raise exc
+
+
+def _int_field(obj: Mapping[str, Any], path: str, target: str, default: int | None = None) -> int:
+    """The integer at dotted ``path`` (annotation keys may contain dots: use ``annotations[key]``)."""
+    node: Any = obj
+    parts: list[str] = []
+    rest = path
+    while rest:
+        if rest.startswith("annotations["):
+            key, _, rest = rest.removeprefix("annotations[").partition("]")
+            parts += ["annotations", key]
+            rest = rest.removeprefix(".")
+        else:
+            head, _, rest = rest.partition(".")
+            parts.append(head)
+    for p in parts:
+        node = node.get(p) if isinstance(node, Mapping) else None
+        if node is None:
+            break
+    if node is None:
+        if default is not None:
+            return default
+        raise ActuationError("skipped", f"{target} has no {path}: unexpected object shape; check the object's kind")
+    try:
+        value = int(node)
+    except (TypeError, ValueError):
+        raise ActuationError(
+            "skipped", f"{target} has {path}={node!r}, not an integer; fix the field on the object"
+        ) from None
+    if value < 0:
+        raise ActuationError("skipped", f"{target} has {path}={value}, a negative count; fix the field")
+    return value
+
+
+def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    if not selector:
+        return False
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        has = key in labels
+        if (
+            (op == "In" and (not has or labels[key] not in values))
+            or (op == "NotIn" and has and labels[key] in values)
+            or (op == "Exists" and not has)
+            or (op == "DoesNotExist" and has)
+        ):
+            return False
+    return True
+
+
+class KubernetesTarget:
+    """Reads and writes the objects behind a plan's actions through the official client.
+
+    Args:
+        api_client: a ``kubernetes.client.ApiClient`` (``make_api_client``).
+        policies: the policies, for each workload's mode (``direct``/``floor``) and HPA name.
+        headroom: the placeholder pods' spec for ``Headroom`` actions.
+        timeout_s: per-request timeout; a timeout fails the action (retried next cycle).
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        policies: Sequence[Policy] = (),
+        headroom: HeadroomSpec | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.api = api_client
+        self.apps = k8s.AppsV1Api(api_client)
+        self.core = k8s.CoreV1Api(api_client)
+        self.autoscaling = k8s.AutoscalingV2Api(api_client)
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.policy = k8s.PolicyV1Api(api_client)
+        self.headroom = headroom or HeadroomSpec()
+        self.timeout_s = timeout_s
+        self._policies: dict[WorkloadRef, Policy] = {p.workload: p for p in policies}
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        resp = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
+        data = json.loads(resp.data or b"{}")
+        if not isinstance(data, dict):
+            raise ActuationError("skipped", f"the API server answered {type(data).__name__}, not an object")
+        return data
+
+    def mode(self, ref: WorkloadRef) -> tuple[str, str | None]:
+        p = self._policies.get(ref)
+        if p is None:
+            return "direct", None
+        return p.spec.target.mode, p.spec.target.hpa_name
+
+    def _call(self, action: Action, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        ns = action.namespace if isinstance(action, MovePod) else action.workload.namespace
+        mode = "direct" if isinstance(action, MovePod) else self.mode(action.workload)[0]
+        verb, resource = _verb_resource(action, mode)
+        try:
+            return self._raw(fn, *args, **kwargs)
+        except ActuationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - mapped to skip/fail/conflict or re-raised
+            raise _error(exc, action.target, verb, resource, ns) from exc
+
+    def _quota_free_pods(self, namespace: str) -> int | None:
+        try:
+            data = self._raw(self.core.list_namespaced_resource_quota, namespace)
+        except (ApiException, HTTPError):
+            return None  # no permission or no answer: quota is then enforced by the API server itself
+        free: int | None = None
+        for rq in data.get("items") or []:
+            hard = (rq.get("status") or {}).get("hard") or (rq.get("spec") or {}).get("hard") or {}
+            used = (rq.get("status") or {}).get("used") or {}
+            for key in ("pods", "count/pods"):
+                if key in hard:
+                    try:
+                        left = int(hard[key]) - int(used.get(key, 0))
+                    except (TypeError, ValueError):
+                        continue
+                    free = left if free is None else min(free, left)
+        return free
+
+    def kill_switch(self, namespace: str, name: str = "scaleahead-kill-switch") -> str:
+        """A reason if ConfigMap ``namespace/name`` has ``data.paused: "true"``, else ``""``.
+
+        A missing ConfigMap means "not paused"; one that cannot be read (403, 5xx, timeout) pauses,
+        because acting without being able to see the switch is not safe.
+        """
+        try:
+            cm = self._raw(self.core.read_namespaced_config_map, name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return ""
+            return f"cannot read ConfigMap {namespace}/{name} ({exc.status} {exc.reason})"
+        except HTTPError as exc:
+            return f"cannot read ConfigMap {namespace}/{name} ({type(exc).__name__})"
+        if str((cm.get("data") or {}).get("paused", "")).strip().lower() == "true":
+            return f"ConfigMap {namespace}/{name} has paused=true"
+        return ""
+
+    # -- Target protocol ------------------------------------------------------------------------
+    def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
+        """Replicas and ready replicas per workload; a workload that cannot be read is left out."""
+        states: dict[WorkloadRef, WorkloadState] = {}
+        for ref in workloads:
+            try:
+                if ref.kind == "KnativeService":
+                    obj = self._raw(
+                        self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
+                    )
+                    ann = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+                    warm = int((ann.get("annotations") or {}).get(MIN_SCALE, 0))
+                    states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
+                    continue
+                read = {
+                    "Deployment": self.apps.read_namespaced_deployment,
+                    "StatefulSet": self.apps.read_namespaced_stateful_set,
+                    "Headroom": self.apps.read_namespaced_deployment,
+                }.get(ref.kind)
+                if read is None:
+                    continue
+                obj = self._raw(read, ref.name, ref.namespace)
+                spec = _int_field(obj, "spec.replicas", ref.key, default=1)
+                ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
+                states[ref] = WorkloadState(ref, spec, ready)
+            except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
+                continue
+        return ClusterState(workloads=states)
+
+    def apply(self, action: Action) -> ActionResult:
+        """Apply one action without the safety layer (``actuator.safety.Actuator`` adds it)."""
+        if action.is_noop:
+            return ActionResult(action, "skipped", "no change")
+        try:
+            live = self.live(action)
+            value = action.to_replicas if isinstance(action, ScaleTo) else 0
+            if isinstance(action, SetWarmPool):
+                value = action.to_instances
+            if not isinstance(action, MovePod) and live.value == value:
+                return ActionResult(action, "skipped", f"{live.field} is already {value}")
+            self.write(action, value, live)
+        except ActuationError as exc:
+            if exc.outcome in ("failed", "conflict"):
+                return ActionResult(action, "failed", exc.message)
+            return ActionResult(action, "skipped", exc.message)
+        return ActionResult(action, "applied", f"{live.field} {live.value} -> {value}")
+
+    # -- live reads -----------------------------------------------------------------------------
+    def live(self, action: Action) -> LiveObject:
+        """Read the managed field of the object behind ``action`` (raises ``ActuationError``)."""
+        if isinstance(action, MovePod):
+            return self._live_pod(action)
+        ref = action.workload
+        if ref.kind == "KnativeService":
+            obj = self._call(
+                action, self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
+            )
+            field = f"spec.template.metadata.annotations[{MIN_SCALE}]"
+            value = _int_field(obj, field, ref.key, default=0)
+            return LiveObject(ref.key, field, value, _rv(obj))
+        if ref.kind == "Headroom":
+            try:
+                obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return LiveObject(ref.key, "spec.replicas", 0, "", {"missing": 1})
+                raise _error(exc, ref.key, "get", "deployments", ref.namespace) from exc
+            except HTTPError as exc:
+                raise _error(exc, ref.key, "get", "deployments", ref.namespace) from exc
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if labels.get(HEADROOM_LABEL) != "true":
+                raise ActuationError(
+                    "skipped",
+                    f"Deployment {ref.namespace}/{ref.name} exists but is not a headroom placeholder "
+                    f"(label {HEADROOM_LABEL}=true missing); choose another headroom name or delete it",
+                )
+            return LiveObject(ref.key, "spec.replicas", _int_field(obj, "spec.replicas", ref.key, 1), _rv(obj))
+        mode, hpa = self.mode(ref)
+        if mode == "floor":
+            if not hpa:
+                raise ActuationError("skipped", f"{ref.key}: mode floor needs spec.target.hpaName in its policy")
+            obj = self._call(action, self.autoscaling.read_namespaced_horizontal_pod_autoscaler, hpa, ref.namespace)
+            target = f"HorizontalPodAutoscaler/{ref.namespace}/{hpa}"
+            value = _int_field(obj, "spec.minReplicas", target, default=1)
+            hpa_max = _int_field(obj, "spec.maxReplicas", target)
+            return LiveObject(target, "spec.minReplicas", value, _rv(obj), {"hpa_max": hpa_max})
+        read = {
+            "Deployment": self.apps.read_namespaced_deployment_scale,
+            "StatefulSet": self.apps.read_namespaced_stateful_set_scale,
+        }.get(ref.kind)
+        if read is None:
+            raise ActuationError("skipped", f"{ref.key}: kind {ref.kind} cannot be scaled by scaleahead")
+        obj = self._call(action, read, ref.name, ref.namespace)
+        value = _int_field(obj, "spec.replicas", ref.key, default=0)
+        facts: dict[str, int] = {}
+        if isinstance(action, ScaleTo) and action.to_replicas > value:
+            free = self._quota_free_pods(ref.namespace)
+            if free is not None:
+                facts["quota_pods_free"] = free
+        return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts)
+
+    def _live_pod(self, action: MovePod) -> LiveObject:
+        pod = self._call(action, self.core.read_namespaced_pod, action.pod, action.namespace)
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        facts = {"on_from_node": int(node == action.from_node), "on_to_node": int(node == action.to_node)}
+        try:
+            pdbs = self._raw(self.policy.list_namespaced_pod_disruption_budget, action.namespace)
+        except (ApiException, HTTPError) as exc:
+            raise _error(exc, action.target, "list", "poddisruptionbudgets.policy", action.namespace) from exc
+        allowed: int | None = None
+        for pdb in pdbs.get("items") or []:
+            if _selector_matches((pdb.get("spec") or {}).get("selector"), labels):
+                n = int((pdb.get("status") or {}).get("disruptionsAllowed", 0) or 0)
+                allowed = n if allowed is None else min(allowed, n)
+        if allowed is not None:
+            facts["pdb_disruptions_allowed"] = allowed
+        owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+        facts["has_controller"] = int(any(o.get("controller") for o in owners))
+        return LiveObject(action.target, "spec.nodeName", int(node == action.from_node), _rv(pod), facts)
+
+    # -- writes ---------------------------------------------------------------------------------
+    def write(self, action: Action, value: int, live: LiveObject) -> LiveObject:
+        """Set the managed field to ``value`` with ``live.resource_version`` as precondition."""
+        if isinstance(action, MovePod):
+            return self._move(action, live)
+        ref = action.workload
+        meta = {"resourceVersion": live.resource_version} if live.resource_version else {}
+        if ref.kind == "KnativeService":
+            body = {"metadata": meta, "spec": {"template": {"metadata": {"annotations": {MIN_SCALE: str(value)}}}}}
+            obj = self._call(
+                action,
+                self.custom.patch_namespaced_custom_object,
+                *KNATIVE[:2],
+                ref.namespace,
+                KNATIVE[2],
+                ref.name,
+                body,
+                _content_type=MERGE,
+            )
+        elif ref.kind == "Headroom":
+            if live.fact("missing"):
+                obj = self._call(
+                    action, self.apps.create_namespaced_deployment, ref.namespace, self._headroom(ref, value)
+                )
+            else:
+                body = {"metadata": meta, "spec": {"replicas": value}}
+                obj = self._call(
+                    action, self.apps.patch_namespaced_deployment, ref.name, ref.namespace, body, _content_type=MERGE
+                )
+        else:
+            mode, hpa = self.mode(ref)
+            if mode == "floor":
+                body = {"metadata": meta, "spec": {"minReplicas": value}}
+                obj = self._call(
+                    action,
+                    self.autoscaling.patch_namespaced_horizontal_pod_autoscaler,
+                    hpa,
+                    ref.namespace,
+                    body,
+                    _content_type=MERGE,
+                )
+            else:
+                patch = {
+                    "Deployment": self.apps.patch_namespaced_deployment_scale,
+                    "StatefulSet": self.apps.patch_namespaced_stateful_set_scale,
+                }[ref.kind]
+                body = {"metadata": meta, "spec": {"replicas": value}}
+                obj = self._call(action, patch, ref.name, ref.namespace, body, _content_type=MERGE)
+        return LiveObject(live.target, live.field, value, _rv(obj), live.facts)
+
+    def _headroom(self, ref: WorkloadRef, replicas: int) -> dict[str, Any]:
+        labels = {
+            "app.kubernetes.io/name": ref.name,
+            HEADROOM_LABEL: "true",
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+        }
+        h = self.headroom
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": ref.name, "namespace": ref.namespace, "labels": labels},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": ref.name, HEADROOM_LABEL: "true"}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "priorityClassName": h.priority_class,
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [
+                            {
+                                "name": "pause",
+                                "image": h.image,
+                                "resources": {"requests": {"cpu": h.cpu, "memory": h.memory}},
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+
+    def _move(self, action: MovePod, live: LiveObject) -> LiveObject:
+        """Evict the pod (PDB-respecting); re-create a bare pod on the planned node."""
+        bare: dict[str, Any] | None = None
+        if not live.fact("has_controller"):
+            bare = self._call(action, self.core.read_namespaced_pod, action.pod, action.namespace)
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": action.pod, "namespace": action.namespace},
+        }
+        self._call(action, self.core.create_namespaced_pod_eviction, action.pod, action.namespace, eviction)
+        if bare is not None:
+            meta = bare.get("metadata") or {}
+            spec = dict(bare.get("spec") or {})
+            spec["nodeName"] = action.to_node
+            copy = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{action.pod[:240]}-moved",
+                    "namespace": action.namespace,
+                    "labels": meta.get("labels") or {},
+                    "annotations": {**(meta.get("annotations") or {}), "scaleahead.io/moved-from": action.from_node},
+                },
+                "spec": spec,
+            }
+            self._call(action, self.core.create_namespaced_pod, action.namespace, copy)
+        return LiveObject(live.target, live.field, 0, "", live.facts)
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")

@@ -1,0 +1,159 @@
+"""Leader election with a ``coordination.k8s.io/v1`` Lease, so two replicas never act at once.
+
+The rule (client-go's leaderelection, simplified): a replica acts only while it holds the Lease
+and its last renewal is younger than ``leaseDurationSeconds``. Each cycle it renews; a follower
+takes the Lease over once the holder has not renewed for a whole lease duration. Every write
+carries the Lease's ``resourceVersion``, so of two replicas racing for an expired Lease exactly
+one wins (the other gets 409 and follows). Time is passed in (``now``, epoch seconds).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+MERGE = "application/merge-patch+json"
+Step = Literal["create", "renew", "takeover", "follow"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    holder: str
+    duration_s: float
+    renew_time: float
+    acquire_time: float
+    transitions: int
+    resource_version: str
+
+
+def micro_time(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str | None) -> float:
+    if not text:
+        return float("-inf")
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def decide(record: LeaseRecord | None, identity: str, now: float) -> Step:
+    """What ``identity`` should do with the Lease at ``now`` (pure)."""
+    if record is None:
+        return "create"
+    if record.holder == identity:
+        return "renew"
+    if not record.holder or now >= record.renew_time + record.duration_s:
+        return "takeover"
+    return "follow"
+
+
+def _record(obj: dict[str, Any]) -> LeaseRecord:
+    spec = obj.get("spec") or {}
+    return LeaseRecord(
+        holder=str(spec.get("holderIdentity") or ""),
+        duration_s=float(spec.get("leaseDurationSeconds") or 15),
+        renew_time=parse_time(spec.get("renewTime")),
+        acquire_time=parse_time(spec.get("acquireTime")),
+        transitions=int(spec.get("leaseTransitions") or 0),
+        resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
+    )
+
+
+class LeaderElector:
+    """Holds (or follows) the Lease ``namespace/name`` as ``identity``.
+
+    ``is_leader(now)`` renews or acquires the Lease and answers whether this replica may act now.
+    Any API error or lost race answers False: when in doubt, do not act.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        namespace: str,
+        identity: str,
+        name: str = "scaleahead-leader",
+        lease_duration_s: int = 15,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.api = k8s.CoordinationV1Api(api_client)
+        self.namespace, self.name, self.identity = namespace, name, identity
+        self.lease_duration_s = lease_duration_s
+        self.timeout_s = timeout_s
+        self.last_error = ""
+        self._held_until = float("-inf")
+
+    def _read(self) -> LeaseRecord | None:
+        try:
+            resp: Any = self.api.read_namespaced_lease(
+                self.name, self.namespace, _preload_content=False, _request_timeout=self.timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _record(json.loads(resp.data))
+
+    def is_leader(self, now: float) -> bool:
+        try:
+            record = self._read()
+            step = decide(record, self.identity, now)
+            spec: dict[str, Any] = {"holderIdentity": self.identity, "renewTime": micro_time(now)}
+            if step == "follow":
+                self._held_until = float("-inf")
+                self.last_error = f"lease held by {record.holder if record else '?'}"
+                return False
+            if step == "create":
+                spec |= {
+                    "leaseDurationSeconds": self.lease_duration_s,
+                    "acquireTime": micro_time(now),
+                    "leaseTransitions": 0,
+                }
+                body: Any = {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": spec,
+                }
+                self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self.timeout_s)
+            else:
+                assert record is not None
+                if step == "takeover":
+                    spec |= {
+                        "leaseDurationSeconds": self.lease_duration_s,
+                        "acquireTime": micro_time(now),
+                        "leaseTransitions": record.transitions + 1,
+                    }
+                body = {"metadata": {"resourceVersion": record.resource_version}, "spec": spec}
+                self.api.patch_namespaced_lease(
+                    self.name, self.namespace, body, _request_timeout=self.timeout_s, _content_type=MERGE
+                )
+        except (ApiException, HTTPError) as exc:
+            self._held_until = float("-inf")
+            self.last_error = f"lease {self.namespace}/{self.name}: {getattr(exc, 'status', '')} {exc}".strip()
+            return False
+        self._held_until = now + self.lease_duration_s
+        self.last_error = ""
+        return True
+
+    def release(self, now: float) -> None:
+        """Give the Lease up (on shutdown) so a follower takes over at once."""
+        try:
+            record = self._read()
+            if record is None or record.holder != self.identity:
+                return
+            body = {
+                "metadata": {"resourceVersion": record.resource_version},
+                "spec": {"holderIdentity": "", "renewTime": micro_time(now)},
+            }
+            self.api.patch_namespaced_lease(
+                self.name, self.namespace, body, _request_timeout=self.timeout_s, _content_type=MERGE
+            )
+        except (ApiException, HTTPError):
+            pass
+        self._held_until = float("-inf")

@@ -1,0 +1,344 @@
+"""Rollouts of a challenger (a model version or a policy) against the champion: canary, A/B, shadow.
+
+The decision logic is pure and takes per-workload measured outcomes of each arm, so the same
+functions drive a real cluster (outcomes from Prometheus and the journal), the simulated cluster
+of ``bench replay``, and the tests:
+
+- ``assign(workload, share, salt)``: a stable hash puts a workload in the challenger's arm when
+  its hash falls below ``share``; raising the share only ever moves workloads *to* the challenger.
+- ``decide_canary``: compares the arms over the window; rolls back when the challenger is worse
+  than the champion by more than the configured margins (SLO violations, cost per unit of demand,
+  forecast error); otherwise advances to the next share step, and promotes after the last one.
+- ``ab_report``: the difference of means (challenger minus champion) per metric with a normal
+  (Welch) confidence interval; the split stays fixed.
+- ``shadow_report``: the challenger plans for the same workloads without acting; the paired
+  difference per metric with its confidence interval.
+
+``RolloutBook`` keeps the state in storage (``Store.create_rollout`` / ``update_rollout``) so a
+rollout survives restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist, fmean, pvariance
+from typing import Any, Literal
+
+from scaleahead.errors import UserError
+from storage import Store
+from storage.store import StoredRollout
+
+Mode = Literal["canary", "ab", "shadow"]
+Arm = Literal["champion", "challenger"]
+METRICS = ("violation_fraction", "cost_per_demand", "forecast_error")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One workload's measured outcome over the evaluation window (lower is better for each).
+
+    ``violation_fraction``: share of steps with demand above ready capacity; ``cost_per_demand``:
+    replica-seconds per unit of served demand (comparable across workloads of different size);
+    ``forecast_error``: the median forecast's MAE relative to seasonal-naive on the same origins.
+    """
+
+    workload: str
+    violation_fraction: float
+    cost_per_demand: float
+    forecast_error: float = float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryParams:
+    """Share steps and the margins by which the challenger may be worse before it is rolled back."""
+
+    steps: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0)
+    max_violation_increase: float = 0.002
+    max_cost_increase: float = 0.05
+    max_error_increase: float = 0.05
+    min_workloads_per_arm: int = 1
+    window_s: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Literal["advance", "promote", "rollback", "wait"]
+    share: float
+    reason: str
+    summary: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """Challenger minus champion for one metric, with a confidence interval."""
+
+    metric: str
+    champion: float
+    challenger: float
+    difference: float
+    low: float
+    high: float
+    n_champion: int
+    n_challenger: int
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def assign(workload: str, share: float, salt: str = "") -> Arm:
+    """The arm of ``workload`` at challenger share ``share`` (stable, monotone in ``share``)."""
+    digest = hashlib.sha256(f"{salt}\x00{workload}".encode()).digest()
+    position = int.from_bytes(digest[:8], "big") / 2.0**64
+    return "challenger" if position < share else "champion"
+
+
+def _mean(outcomes: Sequence[Outcome], metric: str) -> float:
+    values = [getattr(o, metric) for o in outcomes if math.isfinite(getattr(o, metric))]
+    return fmean(values) if values else float("nan")
+
+
+def decide_canary(
+    params: CanaryParams, share: float, champion: Sequence[Outcome], challenger: Sequence[Outcome]
+) -> Decision:
+    """Advance, promote, roll back or wait, from the two arms' outcomes over the window."""
+    if len(champion) < params.min_workloads_per_arm or len(challenger) < params.min_workloads_per_arm:
+        return Decision(
+            "wait",
+            share,
+            f"not enough workloads to compare ({len(champion)} champion, {len(challenger)} challenger; "
+            f"need {params.min_workloads_per_arm} each)",
+        )
+    summary = {
+        f"{arm}_{m}": _mean(o, m) for arm, o in (("champion", champion), ("challenger", challenger)) for m in METRICS
+    }
+    v0, v1 = summary["champion_violation_fraction"], summary["challenger_violation_fraction"]
+    if v1 - v0 > params.max_violation_increase:
+        return Decision(
+            "rollback",
+            0.0,
+            f"challenger violates the SLO more: {v1:.4f} vs {v0:.4f} of steps "
+            f"(allowed +{params.max_violation_increase:.4f})",
+            summary,
+        )
+    for metric, margin, name in (
+        ("cost_per_demand", params.max_cost_increase, "costs more per unit of demand"),
+        ("forecast_error", params.max_error_increase, "forecasts worse"),
+    ):
+        c0, c1 = summary[f"champion_{metric}"], summary[f"challenger_{metric}"]
+        if math.isfinite(c0) and math.isfinite(c1) and c1 > c0 * (1 + margin):
+            return Decision(
+                "rollback", 0.0, f"challenger {name}: {c1:.4g} vs {c0:.4g} (allowed +{margin:.0%})", summary
+            )
+    later = [s for s in params.steps if s > share + 1e-12]
+    if not later:
+        return Decision("promote", 1.0, "challenger held up at every step: promoted", summary)
+    return Decision(
+        "advance", later[0], f"challenger no worse at share {share:.0%}: advancing to {later[0]:.0%}", summary
+    )
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def ab_report(champion: Sequence[Outcome], challenger: Sequence[Outcome], confidence: float = 0.95) -> list[Difference]:
+    """Per metric: mean difference (challenger - champion) with a Welch normal confidence interval."""
+    out: list[Difference] = []
+    z = _z(confidence)
+    for m in METRICS:
+        a = [getattr(o, m) for o in champion if math.isfinite(getattr(o, m))]
+        b = [getattr(o, m) for o in challenger if math.isfinite(getattr(o, m))]
+        if not a or not b:
+            continue
+        ma, mb = fmean(a), fmean(b)
+        va = pvariance(a) * len(a) / (len(a) - 1) if len(a) > 1 else 0.0
+        vb = pvariance(b) * len(b) / (len(b) - 1) if len(b) > 1 else 0.0
+        se = math.sqrt(va / len(a) + vb / len(b))
+        d = mb - ma
+        out.append(Difference(m, ma, mb, d, d - z * se, d + z * se, len(a), len(b)))
+    return out
+
+
+def shadow_report(
+    champion: Sequence[Outcome], challenger: Sequence[Outcome], confidence: float = 0.95
+) -> list[Difference]:
+    """Paired per workload (the challenger planned the same workloads without acting)."""
+    by_wl = {o.workload: o for o in champion}
+    pairs = [(by_wl[o.workload], o) for o in challenger if o.workload in by_wl]
+    z = _z(confidence)
+    out: list[Difference] = []
+    for m in METRICS:
+        ds = [
+            (getattr(b, m) - getattr(a, m), getattr(a, m), getattr(b, m))
+            for a, b in pairs
+            if math.isfinite(getattr(a, m)) and math.isfinite(getattr(b, m))
+        ]
+        if not ds:
+            continue
+        diffs = [d for d, _, _ in ds]
+        sd = math.sqrt(pvariance(diffs) * len(diffs) / (len(diffs) - 1)) if len(diffs) > 1 else 0.0
+        mean = fmean(diffs)
+        half = z * sd / math.sqrt(len(diffs))
+        out.append(
+            Difference(
+                m,
+                fmean(a for _, a, _ in ds),
+                fmean(b for _, _, b in ds),
+                mean,
+                mean - half,
+                mean + half,
+                len(ds),
+                len(ds),
+            )
+        )
+    return out
+
+
+def split_outcomes(outcomes: Mapping[str, Outcome], share: float, salt: str) -> tuple[list[Outcome], list[Outcome]]:
+    """Split per-workload outcomes by ``assign`` (for canary/A-B on a single simulated run)."""
+    champ = [o for k, o in sorted(outcomes.items()) if assign(k, share, salt) == "champion"]
+    chal = [o for k, o in sorted(outcomes.items()) if assign(k, share, salt) == "challenger"]
+    return champ, chal
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutView:
+    """What the control loop needs of a running rollout: which arm plans (and acts) for a workload."""
+
+    mode: Mode
+    share: float
+    salt: str
+
+    def arm(self, workload: str) -> Arm:
+        """The arm whose forecasts drive ``workload`` (shadow: the champion acts everywhere)."""
+        return "champion" if self.mode == "shadow" else assign(workload, self.share, self.salt)
+
+
+class RolloutBook:
+    """Rollout state in storage: start, evaluate, promote, abort; one running rollout per group."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def running(self, group: str) -> StoredRollout | None:
+        found = self.store.rollouts(group=group, state="running")
+        return found[-1] if found else None
+
+    def start(
+        self,
+        group: str,
+        mode: Mode,
+        champion: str,
+        challenger: str,
+        now: float,
+        canary: CanaryParams | None = None,
+        split: float = 0.5,
+    ) -> int:
+        if mode not in ("canary", "ab", "shadow"):
+            raise UserError(f"Rollout mode {mode!r} is unknown.", "Use canary, ab or shadow.")
+        if not 0.0 < split < 1.0:
+            raise UserError(f"--split {split} is not a share strictly between 0 and 1.", "Use e.g. --split 0.5.")
+        current = self.running(group)
+        if current is not None:
+            raise UserError(
+                f"Rollout {current.id} ({current.mode}, challenger {current.challenger}) is still running in "
+                f"group {group!r}.",
+                "Promote or abort it first (scaleahead rollout promote|abort --group G).",
+            )
+        if champion == challenger:
+            raise UserError(f"The challenger {challenger!r} is already the champion.", "Pick another challenger.")
+        params = asdict(canary or CanaryParams())
+        params["split"] = split
+        params["salt"] = f"{group}:{challenger}"
+        share = {"canary": params["steps"][0], "ab": split, "shadow": 0.0}[mode]
+        return self.store.create_rollout(group, mode, champion, challenger, now, share=share, params=params)
+
+    def get(self, group: str, rollout_id: int | None = None) -> StoredRollout:
+        rows = self.store.rollouts(group=group)
+        if rollout_id is not None:
+            rows = [r for r in self.store.rollouts() if r.id == rollout_id]
+        if not rows:
+            raise UserError(f"No rollout in group {group!r}.", "Start one with `scaleahead rollout start`.")
+        return rows[-1]
+
+    def view(self, group: str) -> RolloutView | None:
+        """The running rollout of ``group`` for the loop, or None."""
+        r = self.running(group)
+        if r is None:
+            return None
+        return RolloutView(r.mode, r.share, str(r.params.get("salt", "")))  # type: ignore[arg-type]
+
+    def arm(self, rollout: StoredRollout, workload: str) -> Arm:
+        """Which arm acts for ``workload`` (shadow: always the champion)."""
+        if rollout.state != "running" or rollout.mode == "shadow":
+            return "challenger" if rollout.state == "promoted" else "champion"
+        return assign(workload, rollout.share, str(rollout.params.get("salt", "")))
+
+    def evaluate(self, rollout: StoredRollout, outcomes: Mapping[Arm, Sequence[Outcome]], now: float) -> dict[str, Any]:
+        """Feed measured outcomes; a canary advances/promotes/rolls back; A/B and shadow report."""
+        if rollout.state != "running":
+            raise UserError(f"Rollout {rollout.id} is {rollout.state}, not running.", "Start a new one.")
+        champ, chal = list(outcomes.get("champion", ())), list(outcomes.get("challenger", ()))
+        results: dict[str, Any] = dict(rollout.results)
+        entry: dict[str, Any]
+        history = list(results.get("history", []))
+        if rollout.mode == "canary":
+            p = rollout.params
+            params = CanaryParams(
+                steps=tuple(p["steps"]),
+                max_violation_increase=p["max_violation_increase"],
+                max_cost_increase=p["max_cost_increase"],
+                max_error_increase=p["max_error_increase"],
+                min_workloads_per_arm=p["min_workloads_per_arm"],
+                window_s=p["window_s"],
+            )
+            d = decide_canary(params, rollout.share, champ, chal)
+            entry = {
+                "at": now,
+                "share": rollout.share,
+                "decision": d.action,
+                "reason": d.reason,
+                **d.summary,
+            }
+            history.append(entry)
+            results.update(last=entry, history=history)
+            state = {"promote": "promoted", "rollback": "rolled-back"}.get(d.action, "running")
+            self.store.update_rollout(rollout.id, now, state=state, share=d.share, results=results)
+            if state == "promoted":
+                self._registry_promote(rollout)
+            return entry
+        report = ab_report(champ, chal) if rollout.mode == "ab" else shadow_report(champ, chal)
+        entry = {"at": now, "differences": [asdict(x) | {"significant": x.significant} for x in report]}
+        history.append(entry)
+        results.update(last=entry, history=history)
+        self.store.update_rollout(rollout.id, now, results=results)
+        return entry
+
+    def promote(self, group: str, now: float) -> StoredRollout:
+        r = self._require_running(group)
+        self.store.update_rollout(r.id, now, state="promoted", share=1.0)
+        self._registry_promote(r)
+        return self.get(group)
+
+    def _registry_promote(self, rollout: StoredRollout) -> None:
+        """When champion/challenger are model version ids: challenger -> champion, champion -> retired."""
+        known = {str(m.id) for m in self.store.models()}
+        if rollout.challenger in known:
+            self.store.set_model_status(int(rollout.challenger), "champion")
+            if rollout.champion in known:
+                self.store.set_model_status(int(rollout.champion), "retired")
+
+    def abort(self, group: str, now: float) -> StoredRollout:
+        r = self._require_running(group)
+        self.store.update_rollout(r.id, now, state="aborted", share=0.0)
+        return self.get(group)
+
+    def _require_running(self, group: str) -> StoredRollout:
+        r = self.running(group)
+        if r is None:
+            raise UserError(f"No running rollout in group {group!r}.", "See `scaleahead rollout status`.")
+        return r

@@ -1,0 +1,113 @@
+"""The safety check: one action against its policy and the LIVE object, just before it is applied.
+
+Pure (no I/O, no clock): ``check(action, live, policy, plan_created_at, now, config)`` says
+whether to apply, at which value, or why not. It re-applies the policy's bounds and step limits
+relative to the *live* value (the plan may have been made from an older one), caps an HPA floor
+at the HPA's maxReplicas, keeps a scale-up inside the namespace's pod quota, refuses a pod move a
+PodDisruptionBudget does not allow, and refuses a plan older than ``max_plan_age_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from actuator.base import LiveObject
+from scaleahead.policy import Policy
+from scaleahead.types import Action, MovePod, ScaleTo, SetWarmPool
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyConfig:
+    """Process-wide actuation limits (``Settings.actuation`` plus the actuator's own)."""
+
+    max_plan_age_s: float = 30.0
+    paused: bool = False
+    human_edit_hold_s: float = 3600.0
+    max_conflict_retries: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    decision: Literal["apply", "skip", "noop"]
+    value: int
+    reason: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def desired_value(action: Action) -> int:
+    if isinstance(action, ScaleTo):
+        return action.to_replicas
+    if isinstance(action, SetWarmPool):
+        return action.to_instances
+    return 0
+
+
+def check(
+    action: Action,
+    live: LiveObject,
+    policy: Policy | None,
+    plan_created_at: float,
+    now: float,
+    config: SafetyConfig,
+) -> Verdict:
+    """Decide what may be done for ``action`` given the live object (see the module docstring)."""
+    age = now - plan_created_at
+    if age > config.max_plan_age_s:
+        return Verdict(
+            "skip",
+            live.value,
+            f"the plan is {age:.0f} s old, older than maxPlanAge {config.max_plan_age_s:.0f} s; the next plan decides",
+        )
+    if isinstance(action, MovePod):
+        if not live.value:
+            where = "on " + action.to_node if live.fact("on_to_node") else "elsewhere"
+            return Verdict(
+                "skip", 0, f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} ({where})"
+            )
+        allowed = live.fact("pdb_disruptions_allowed")
+        if allowed is not None and allowed < 1:
+            return Verdict(
+                "skip",
+                1,
+                f"a PodDisruptionBudget of pod {action.namespace}/{action.pod} allows no disruption now",
+            )
+        return Verdict("apply", 1, "")
+    want = desired_value(action)
+    notes: list[str] = []
+    if policy is not None:
+        spec = policy.spec
+        if isinstance(action, SetWarmPool):
+            lo, hi = 0, spec.warm_pool.max_instances
+        else:
+            lo, hi = spec.min_replicas, spec.max_replicas
+        if want < lo or want > hi:
+            clamped = min(hi, max(lo, want))
+            notes.append(f"clamped {want} -> {clamped} to the policy's bounds [{lo}, {hi}]")
+            want = clamped
+        if isinstance(action, ScaleTo):
+            up, down = spec.max_step_up, spec.max_step_down
+            if want > live.value + up:
+                notes.append(f"step limited to +{up} from the live {live.value}")
+                want = live.value + up
+            elif want < live.value - down:
+                notes.append(f"step limited to -{down} from the live {live.value}")
+                want = live.value - down
+    hpa_max = live.fact("hpa_max")
+    if hpa_max is not None and want > hpa_max:
+        notes.append(f"capped at the HPA's maxReplicas {hpa_max}")
+        want = hpa_max
+    free = live.fact("quota_pods_free")
+    if free is not None and want > live.value:
+        if free <= 0:
+            return Verdict(
+                "skip",
+                live.value,
+                f"the namespace's ResourceQuota allows no more pods ({live.target} stays at {live.value})",
+            )
+        if want - live.value > free:
+            notes.append(f"limited by the namespace's pod quota ({free} more pods allowed)")
+            want = live.value + free
+    if want == live.value:
+        return Verdict("noop", want, f"{live.field} is already {want}", tuple(notes))
+    return Verdict("apply", want, "", tuple(notes))

@@ -1,0 +1,140 @@
+"""Per-function invocation probability for the next minutes, for warm pools (numpy only).
+
+Serverless functions are mostly idle: the question a warm pool needs answered is not "how many
+requests" but "if the function stays idle until minute k, will it be called in minute k?". This
+module answers it with an empirical *hazard* of each function's idle times (the gaps between
+minutes with invocations), which captures at once
+
+- strict periodicity (a timer every N minutes puts all its mass on idle time N),
+- recent rate (a busy function's hazard at idle time 1 is close to 1),
+- and the long idle gaps that make cold starts.
+
+Functions with few observed gaps borrow strength from a pooled hazard of functions with a
+similar invocation rate (empirical Bayes shrinkage with ``prior_strength`` pseudo-observations),
+so that a function seen twice does not get a probability of 0 or 1 from two gaps.
+
+Everything is online and causal: ``observe(counts)`` adds one step of counts; ``predict()`` uses
+only what was observed before. It was chosen over simpler rules by ``scaleahead bench
+serverless`` on azure-functions-1m (docs/serverless.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from scaleahead.types import FloatArray, InvocationForecast, WorkloadRef
+
+#: Invocation-rate edges (share of minutes with invocations) of the pooled-hazard groups.
+RATE_EDGES: tuple[float, ...] = (0.005, 0.02, 0.08, 0.3)
+
+
+class InvocationForecaster:
+    """Online idle-time hazard model for many functions at once.
+
+    Args:
+        n_functions: how many functions (rows) are tracked.
+        step_s: the step (60 s for the Azure trace).
+        horizon: how many steps ``predict`` returns.
+        max_idle: longest idle time (steps) with its own hazard bin; longer gaps share the last bin.
+        prior_strength: pseudo-observations of the pooled hazard added to each function's own.
+        rate_edges: rate groups for the pooled hazard.
+    """
+
+    name = "idle_hazard"
+
+    def __init__(
+        self,
+        n_functions: int,
+        step_s: float = 60.0,
+        horizon: int = 15,
+        max_idle: int = 1440,
+        prior_strength: float = 4.0,
+        rate_edges: Sequence[float] = RATE_EDGES,
+    ) -> None:
+        if n_functions < 0 or horizon < 1 or max_idle < 1:
+            raise ValueError("n_functions >= 0, horizon >= 1 and max_idle >= 1 are required")
+        self.n = n_functions
+        self.step_s = step_s
+        self.horizon = horizon
+        self.max_idle = max_idle
+        self.alpha = prior_strength
+        self.edges = np.asarray(rate_edges, dtype=np.float64)
+        groups = len(self.edges) + 1
+        # gaps[f, s]: how often function f was next invoked exactly s steps after an invocation.
+        self._gaps = np.zeros((n_functions, max_idle + 2))  # [functions, idle bins]
+        self._pool = np.zeros((groups, max_idle + 2))  # [rate groups, idle bins]
+        self._last = np.full(n_functions, -1, dtype=np.int64)  # step of the last invocation
+        self._first = np.full(n_functions, -1, dtype=np.int64)
+        self._active = np.zeros(n_functions)
+        self._t = 0  # steps observed so far
+
+    @property
+    def steps_observed(self) -> int:
+        return self._t
+
+    def fit(self, counts: npt.NDArray[np.int64]) -> InvocationForecaster:
+        """Observe a history ``counts[f, t]`` (invocations per function per step), oldest first."""
+        for t in range(counts.shape[1]):
+            self.observe(counts[:, t])
+        return self
+
+    def observe(self, counts: npt.NDArray[np.int64] | FloatArray) -> None:
+        """Add the counts of the next step (one value per function; NaN = unknown, treated as 0)."""
+        active = np.nan_to_num(np.asarray(counts, dtype=np.float64)) > 0
+        seen = self._last >= 0
+        upd = active & seen
+        if upd.any():
+            idle = np.minimum(self._t - self._last[upd], self.max_idle + 1)
+            groups = self._groups()[upd]
+            rows = np.nonzero(upd)[0]
+            np.add.at(self._gaps, (rows, idle), 1.0)
+            np.add.at(self._pool, (groups, idle), 1.0)
+        self._active += active
+        self._first = np.where(active & (self._first < 0), self._t, self._first)
+        self._last = np.where(active, self._t, self._last)
+        self._t += 1
+
+    def _groups(self) -> npt.NDArray[np.int64]:
+        span = np.maximum(self._t - self._first, 1)
+        rate = np.where(self._first >= 0, self._active / span, 0.0)
+        return np.digitize(rate, self.edges).astype(np.int64)
+
+    def predict(self, horizon: int | None = None) -> FloatArray:
+        """Probabilities ``[functions, horizon]`` for the next steps (see ``InvocationForecast``).
+
+        Row f, column k: the probability of an invocation in step ``now + k`` given none from the
+        last invocation until then. A function never seen gets 0.
+        """
+        h = horizon or self.horizon
+        seen = self._last >= 0
+        idle = self._t - self._last  # idle steps at the first predicted step
+        cols = np.clip(idle[:, None] + np.arange(h)[None, :], 1, self.max_idle + 1)  # [functions, horizon]
+        tail = np.cumsum(self._gaps[:, ::-1], axis=1)[:, ::-1]  # gaps of at least s
+        pool_tail = np.cumsum(self._pool[:, ::-1], axis=1)[:, ::-1]
+        pool_hazard = np.divide(self._pool, pool_tail, out=np.zeros_like(self._pool), where=pool_tail > 0)
+        rows = np.arange(self.n)[:, None]
+        prior = pool_hazard[self._groups()[:, None], cols]
+        p = (self._gaps[rows, cols] + self.alpha * prior) / (tail[rows, cols] + self.alpha)
+        p = np.where(seen[:, None], p, 0.0)
+        out: FloatArray = np.clip(p, 0.0, 1.0)
+        return out
+
+    def idle_s(self) -> FloatArray:
+        """How long each function has been idle at the next step (inf if never seen)."""
+        idle = np.where(self._last >= 0, (self._t - self._last) * self.step_s, np.inf)
+        out: FloatArray = idle.astype(np.float64)
+        return out
+
+    def forecasts(self, workloads: Sequence[WorkloadRef], origin: float) -> dict[WorkloadRef, InvocationForecast]:
+        """One ``InvocationForecast`` per workload (row order = ``workloads``) made at ``origin``."""
+        if len(workloads) != self.n:
+            raise ValueError(f"{len(workloads)} workloads for {self.n} tracked functions")
+        probs = self.predict()
+        idle = self.idle_s()
+        return {
+            ref: InvocationForecast(ref, origin, self.step_s, probs[i], float(idle[i]), self.name)
+            for i, ref in enumerate(workloads)
+        }

@@ -1,0 +1,225 @@
+"""Fairness under shortage: who gets replicas when capacity or quota cannot cover every forecast.
+
+When the replicas the per-workload decisions ask for exceed a capacity (a tenant's quota or the
+cluster's total), they are allocated in two rounds, each by *priority first*, then by *weighted
+max-min across tenants* within a priority, then weighted max-min across the workloads of a tenant:
+
+1. floors: every workload's ``minReplicas`` (or less, if it asks for less);
+2. the rest of what each workload asked for.
+
+A higher priority is served in full before a lower one gets anything in the same round. Within a
+priority, water-filling gives each tenant ``min(demand, level * weight)`` for the level that uses the
+capacity up (a tenant's weight is the mean ``weight`` of its workloads at that priority), so no
+tenant can get more without one with a smaller weighted share getting less. Integer units left by
+rounding go to the largest fractional shares (ties by name, so the result is deterministic).
+
+Every cut is explained: the workload, what it asked for, what it got, the capacity it shared, and
+which priority or share decided it. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from scaleahead.types import WorkloadRef
+
+#: The ``capacity`` key that limits all workloads together (other keys are tenant names).
+CLUSTER = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What one workload asks for under a capacity."""
+
+    workload: WorkloadRef
+    tenant: str
+    priority: int
+    weight: float
+    want: int
+    floor: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one workload gets, and why it got less than it asked for (empty when it did not)."""
+
+    claim: Claim
+    granted: int
+    why: str = ""
+
+    @property
+    def short(self) -> int:
+        return self.claim.want - self.granted
+
+
+def water_fill(demands: Sequence[float], weights: Sequence[float], capacity: float) -> list[float]:
+    """Weighted max-min shares: ``min(demand, level * weight)`` summing to ``capacity`` (or all demand)."""
+    if len(demands) != len(weights):
+        raise ValueError("demands and weights differ in length")
+    if any(w <= 0 for w in weights):
+        raise ValueError("weights must be positive")
+    total = sum(demands)
+    if total <= capacity:
+        return [float(d) for d in demands]
+    order = sorted(range(len(demands)), key=lambda i: demands[i] / weights[i])
+    shares = [0.0] * len(demands)
+    left = float(max(capacity, 0.0))
+    wsum = sum(weights)
+    for pos, i in enumerate(order):
+        level = left / wsum if wsum > 0 else 0.0
+        if demands[i] <= level * weights[i]:
+            shares[i] = float(demands[i])
+            left -= demands[i]
+            wsum -= weights[i]
+        else:
+            for j in order[pos:]:
+                shares[j] = level * weights[j]
+            break
+    return shares
+
+
+def _integer_shares(demands: Sequence[int], shares: Sequence[float], capacity: int, names: Sequence[str]) -> list[int]:
+    """Round shares down, then hand out the units left to the largest fractions (ties by name)."""
+    base = [min(d, int(math.floor(s + 1e-9))) for d, s in zip(demands, shares, strict=True)]
+    left = min(capacity, sum(demands)) - sum(base)
+    order = sorted(
+        (i for i in range(len(base)) if base[i] < demands[i]),
+        key=lambda i: (-(shares[i] - base[i]), names[i]),
+    )
+    for i in order:
+        if left <= 0:
+            break
+        base[i] += 1
+        left -= 1
+    return base
+
+
+def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int) -> list[int]:
+    """Weighted max-min across tenants, then across each tenant's workloads, for one priority."""
+    tenants: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(claims):
+        tenants[c.tenant].append(i)
+    names = sorted(tenants)
+    t_demand = [sum(amounts[i] for i in tenants[t]) for t in names]
+    t_weight = [sum(claims[i].weight for i in tenants[t]) / len(tenants[t]) for t in names]
+    t_share = _integer_shares(t_demand, water_fill(t_demand, t_weight, capacity), capacity, names)
+    out = [0] * len(claims)
+    for t, share in zip(names, t_share, strict=True):
+        idx = tenants[t]
+        d = [amounts[i] for i in idx]
+        w = [claims[i].weight for i in idx]
+        got = _integer_shares(d, water_fill(d, w, share), share, [str(claims[i].workload) for i in idx])
+        for i, g in zip(idx, got, strict=True):
+            out[i] = g
+    return out
+
+
+def _round(claims: Sequence[Claim], amounts: Sequence[int], capacity: int) -> tuple[list[int], int, dict[int, str]]:
+    """Serve ``amounts`` by priority (highest first); returns grants, capacity left, cut causes."""
+    out = [0] * len(claims)
+    causes: dict[int, str] = {}
+    left = capacity
+    for prio in sorted({c.priority for c in claims}, reverse=True):
+        idx = [i for i, c in enumerate(claims) if c.priority == prio]
+        need = sum(amounts[i] for i in idx)
+        if need <= left:
+            for i in idx:
+                out[i] = amounts[i]
+            left -= need
+            continue
+        if left <= 0:
+            for i in idx:
+                if amounts[i] > 0:
+                    causes[i] = f"higher priorities than {prio} took all of it"
+            continue
+        got = _fill_level([claims[i] for i in idx], [amounts[i] for i in idx], left)
+        for i, g in zip(idx, got, strict=True):
+            out[i] = g
+            if g < amounts[i]:
+                causes[i] = f"weighted max-min share among the {len(idx)} priority-{prio} workloads of the {left} left"
+        left -= sum(got)
+    return out, left, causes
+
+
+def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster") -> list[Grant]:
+    """Allocate ``capacity`` units among ``claims``: floors first, then the rest; never more than asked.
+
+    Args:
+        claims: what each workload asks for.
+        capacity: units (replicas) to share; negative counts as zero.
+        pool: name of the capacity, used in the reasons ("cluster", "tenant shop quota").
+
+    Returns:
+        One grant per claim, in the same order; ``sum(granted) <= max(capacity, 0)``.
+    """
+    cap = max(int(capacity), 0)
+    wants = [max(c.want, 0) for c in claims]
+    total = sum(wants)
+    if total <= cap:
+        return [Grant(c, w) for c, w in zip(claims, wants, strict=True)]
+    floors = [min(max(c.floor, 0), w) for c, w in zip(claims, wants, strict=True)]
+    first, left, causes_a = _round(claims, floors, cap)
+    rest = [w - f for w, f in zip(wants, first, strict=True)]
+    # Claims whose floor was cut get nothing more in the second round.
+    rest = [0 if first[i] < floors[i] else r for i, r in enumerate(rest)]
+    second, _, causes_b = _round(claims, rest, left)
+    grants = []
+    for i, c in enumerate(claims):
+        got = first[i] + second[i]
+        why = ""
+        if got < wants[i]:
+            cause = causes_a.get(i) or causes_b.get(i) or "capacity exhausted"
+            stage = "even its minReplicas did not fit: " if i in causes_a else ""
+            why = (
+                f"{pool} capacity {cap} is short of the {total} wanted; tenant {c.tenant} "
+                f"(priority {c.priority}, weight {c.weight:g}) got {got} of {wants[i]}: {stage}{cause}"
+            )
+        grants.append(Grant(c, got, why))
+    return grants
+
+
+def allocate_pools(claims: Sequence[Claim], capacity: Mapping[str, int]) -> tuple[list[Grant], list[str]]:
+    """Apply tenant quotas (keys = tenant names), then the cluster capacity (key ``"*"``).
+
+    Returns the grants (same order as ``claims``) and notes naming every capacity that was short.
+    """
+    grants = [Grant(c, max(c.want, 0)) for c in claims]
+    notes: list[str] = []
+    for tenant, quota in sorted((k, v) for k, v in capacity.items() if k != CLUSTER):
+        idx = [i for i, c in enumerate(claims) if c.tenant == tenant]
+        if not idx:
+            continue
+        sub = allocate([claims[i] for i in idx], quota, pool=f"tenant {tenant} quota")
+        for i, g in zip(idx, sub, strict=True):
+            grants[i] = g
+        wanted = sum(max(claims[i].want, 0) for i in idx)
+        if wanted > quota:
+            notes.append(
+                f"tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
+                f"{sum(1 for g in sub if g.short > 0)} of them get less"
+            )
+    if CLUSTER in capacity:
+        cap = capacity[CLUSTER]
+        reduced = [
+            Claim(c.workload, c.tenant, c.priority, c.weight, g.granted, min(c.floor, g.granted))
+            for c, g in zip(claims, grants, strict=True)
+        ]
+        sub = allocate(reduced, cap, pool="cluster")
+        wanted = sum(r.want for r in reduced)
+        for i, g in enumerate(sub):
+            if g.granted < reduced[i].want:
+                why = "; ".join(x for x in (grants[i].why, g.why) if x)
+                grants[i] = Grant(claims[i], g.granted, why)
+        if wanted > cap:
+            by_tenant: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+            for c, g in zip(claims, grants, strict=True):
+                by_tenant[c.tenant][0] += g.granted
+                by_tenant[c.tenant][1] += max(c.want, 0)
+            parts = ", ".join(f"{t} {got}/{want}" for t, (got, want) in sorted(by_tenant.items()))
+            notes.append(
+                f"cluster capacity {cap} is short of the {wanted} replicas wanted; got/wanted by tenant: {parts}"
+            )
+    return grants, notes

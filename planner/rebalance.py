@@ -1,0 +1,466 @@
+"""Rebalancing: a bounded set of pod moves that free nodes and keep interfering classes apart.
+
+Why it exists: the replica planner decides *how many* pods a workload runs; the scheduler decides
+where a new pod lands, once, with what it knew then. Over time nodes fragment (many half-empty
+nodes that cannot be released) and interfering pods end up side by side (a cpu-bound batch pod
+next to a latency-critical service). This module proposes a few ``MovePod`` actions that fix that
+without ever making things unsafe.
+
+Pure: no I/O and no clock; the same state always gives the same moves, in the same order.
+
+Rules every proposed move set keeps (checked again after each placement, the *safety check*):
+
+- **capacity at the forecast peak**: on a node that receives a pod, the sum of the forecast peak
+  CPU of its pods stays at or below ``max_peak_fraction`` of the node's allocatable CPU, and the
+  sum of CPU and memory *requests* stays within allocatable (the scheduler's own fit rule);
+- **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods of a PDB's owner move in one plan;
+- **anti-affinity**: a pod never lands next to a pod that one of the two excludes;
+- **interference** is part of the gain, not a filter: a move that puts a cpu-bound pod next to a
+  latency-critical one (or the other way round) costs what a separated pair gains, so a
+  separation is only proposed when it removes more pairs than it creates, and a drain's gain
+  counts the pairs it creates;
+- **bounded**: at most ``max_moves`` moves; pods without an owner (nothing would recreate them)
+  and pods on unschedulable or unknown nodes are never moved; empty nodes never receive pods.
+
+Algorithm (greedy, re-evaluated after each chosen step):
+
+1. *Candidates*. For each node with pods, a **drain**: place all its pods elsewhere, largest forecast
+   peak first, each by filter -> score -> safety-check on a scratch copy of the cluster. For each
+   cpu-bound or latency-critical pod sharing a node with the opposite class, a **separation**: move
+   that one pod to the node where it forms the fewest pairs (kept if it removes more than it
+   forms). For a cpu-bound pod on one mixed node and a latency-critical pod on another, a
+   **swap**: the two exchange nodes, each move checked in turn (in either order), kept if it
+   removes pairs.
+2. *Filter* keeps target nodes that pass every rule above; *score* prefers the node where the pod
+   forms the fewest interfering pairs, then the node most full at the forecast peak after the move
+   (packs pods onto nodes that stay, the scheduler's MostAllocated idea applied to the forecast
+   peak), ties broken by name; the *safety check* re-checks capacity, requests, PDB budgets and
+   anti-affinity on the state after the move.
+3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
+   nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
+   precedence), then separations and swaps. Within that order, the candidate with the highest
+   gain per move that fits in the remaining move budget wins; the gain is ``weights.node_freed``
+   for a freed node plus ``weights.pair_separated`` per cpu-bound/latency-critical pair removed
+   (minus per pair created). Repeat until no candidate gains more than ``weights.move_cost`` per
+   move or the budget is spent.
+
+``MovePod.expected_gain`` is the candidate's gain shared evenly over its moves, in *node
+equivalents* (1.0 = one node freed); the reason sentence names the node freed, the pairs
+separated and the target node's forecast peak after the move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from scaleahead.types import ClusterState, MovePod, Node, Pod, PodDisruptionBudget, Reason
+
+CPU_BOUND = "cpu-bound"
+LATENCY_CRITICAL = "latency-critical"
+_OPPOSITE = {CPU_BOUND: LATENCY_CRITICAL, LATENCY_CRITICAL: CPU_BOUND}
+
+#: A receiving node's forecast-peak CPU stays at or below this share of its allocatable CPU.
+#: 0.9 leaves 10 % for a future peak above the forecast one.
+DEFAULT_MAX_PEAK_FRACTION = 0.9
+#: At most this many moves per plan (one plan per control cycle).
+DEFAULT_MAX_MOVES = 10
+#: Drains are tried for at most this many nodes (fewest pods first), so planning stays fast on
+#: large clusters: a node with many pods is never worth draining in a bounded plan anyway.
+DEFAULT_MAX_DRAIN_CANDIDATES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceWeights:
+    """What a move is worth, in node equivalents (1.0 = one node freed).
+
+    Attributes:
+        node_freed: gain of a node left with no pods (it can be released by the node autoscaler).
+        pair_separated: gain of one cpu-bound/latency-critical pair no longer sharing a node.
+            0.25: four separated pairs are worth as much as a freed node.
+        move_cost: churn cost of one eviction; a candidate must gain more than this per move.
+    """
+
+    node_freed: float = 1.0
+    pair_separated: float = 0.25
+    move_cost: float = 0.05
+
+
+def pod_key(pod: Pod) -> str:
+    return f"{pod.namespace}/{pod.name}"
+
+
+def pod_peak_cpu_m(pod: Pod) -> float:
+    """The forecast peak CPU of a pod; its request or observed usage when no peak is known."""
+    return float(pod.peak_cpu_m) if pod.peak_cpu_m > 0 else float(max(pod.cpu_request_m, pod.usage_cpu_m))
+
+
+def interference_pairs(pods: Iterable[Pod]) -> int:
+    """Number of (cpu-bound, latency-critical) pod pairs sharing a node."""
+    cpu: dict[str, int] = {}
+    lat: dict[str, int] = {}
+    for p in pods:
+        if p.interference == CPU_BOUND:
+            cpu[p.node] = cpu.get(p.node, 0) + 1
+        elif p.interference == LATENCY_CRITICAL:
+            lat[p.node] = lat.get(p.node, 0) + 1
+    return sum(n * lat.get(node, 0) for node, n in cpu.items())
+
+
+def excludes(a: Pod, b: Pod) -> bool:
+    """Whether pod ``a``'s anti-affinity rules exclude pod ``b`` from its node.
+
+    A rule is an owner name (``"cart"``: no other pod of owner ``cart`` in the same namespace) or a
+    label ``"key=value"`` matched against ``b``'s labels (any namespace).
+    """
+    for rule in a.anti_affinity:
+        if "=" in rule:
+            k, _, v = rule.partition("=")
+            if b.labels.get(k) == v:
+                return True
+        elif rule == b.owner and a.namespace == b.namespace:
+            return True
+    return False
+
+
+def conflicts(a: Pod, b: Pod) -> bool:
+    """Whether two different pods may not share a node (anti-affinity either way)."""
+    return (a.namespace, a.name) != (b.namespace, b.name) and (excludes(a, b) or excludes(b, a))
+
+
+def pdb_budgets(pdbs: Iterable[PodDisruptionBudget]) -> dict[tuple[str, str], int]:
+    """Remaining disruptions per (namespace, owner); the tightest PDB wins if several cover one."""
+    out: dict[tuple[str, str], int] = {}
+    for pdb in pdbs:
+        key = (pdb.namespace, pdb.owner)
+        out[key] = min(out.get(key, pdb.disruptions_allowed), max(0, pdb.disruptions_allowed))
+    return out
+
+
+@dataclass(slots=True)
+class _Cluster:
+    """A mutable working copy of the cluster: pods per node and the running sums the rules need."""
+
+    nodes: dict[str, Node]
+    pods: dict[str, list[Pod]]
+    req_cpu: dict[str, float]
+    req_mem: dict[str, float]
+    peak: dict[str, float]
+    budget: dict[tuple[str, str], int]
+    moved: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, state: ClusterState) -> _Cluster:
+        nodes = {n.name: n for n in sorted(state.nodes, key=lambda n: n.name)}
+        pods: dict[str, list[Pod]] = {n: [] for n in nodes}
+        for p in sorted(state.pods, key=pod_key):
+            if p.node in pods:
+                pods[p.node].append(p)
+        c = cls(nodes, pods, {}, {}, {}, pdb_budgets(state.pdbs))
+        for name, ps in pods.items():
+            c.req_cpu[name] = float(sum(p.cpu_request_m for p in ps))
+            c.req_mem[name] = float(sum(p.memory_request_mb for p in ps))
+            c.peak[name] = sum(pod_peak_cpu_m(p) for p in ps)
+        return c
+
+    def copy(self) -> _Cluster:
+        return _Cluster(
+            dict(self.nodes),
+            {k: list(v) for k, v in self.pods.items()},
+            dict(self.req_cpu),
+            dict(self.req_mem),
+            dict(self.peak),
+            dict(self.budget),
+            set(self.moved),
+        )
+
+    def count(self, node: str, cls_: str) -> int:
+        return sum(1 for p in self.pods[node] if p.interference == cls_)
+
+    def budget_left(self, pod: Pod) -> int | None:
+        return self.budget.get((pod.namespace, pod.owner))
+
+    def movable(self, pod: Pod) -> bool:
+        if not pod.owner or pod_key(pod) in self.moved:
+            return False
+        left = self.budget_left(pod)
+        return left is None or left > 0
+
+    def move(self, pod: Pod, to: str) -> Pod:
+        src = pod.node
+        self.pods[src] = [p for p in self.pods[src] if pod_key(p) != pod_key(pod)]
+        moved = _relocated(pod, to)
+        self.pods[to] = sorted([*self.pods[to], moved], key=pod_key)
+        peak = pod_peak_cpu_m(pod)
+        for name, sign in ((src, -1.0), (to, 1.0)):
+            self.req_cpu[name] += sign * pod.cpu_request_m
+            self.req_mem[name] += sign * pod.memory_request_mb
+            self.peak[name] += sign * peak
+        key = (pod.namespace, pod.owner)
+        if key in self.budget:
+            self.budget[key] -= 1
+        self.moved.add(pod_key(pod))
+        return moved
+
+
+def _relocated(pod: Pod, node: str) -> Pod:
+    return Pod(
+        namespace=pod.namespace,
+        name=pod.name,
+        node=node,
+        cpu_request_m=pod.cpu_request_m,
+        memory_request_mb=pod.memory_request_mb,
+        owner=pod.owner,
+        usage_cpu_m=pod.usage_cpu_m,
+        peak_cpu_m=pod.peak_cpu_m,
+        interference=pod.interference,
+        labels=pod.labels,
+        anti_affinity=pod.anti_affinity,
+    )
+
+
+def _fits(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
+    """The filter: every rule a target node must pass for ``pod``."""
+    n = c.nodes[node]
+    if node == pod.node or not n.schedulable or not c.pods[node]:
+        return False
+    if c.req_cpu[node] + pod.cpu_request_m > n.cpu_m or c.req_mem[node] + pod.memory_request_mb > n.memory_mb:
+        return False
+    if c.peak[node] + pod_peak_cpu_m(pod) > max_peak_fraction * n.cpu_m + 1e-9:
+        return False
+    return not any(conflicts(pod, q) for q in c.pods[node])
+
+
+def _created(c: _Cluster, pod: Pod, node: str) -> int:
+    """Interfering pairs ``pod`` would form on ``node``."""
+    opposite = _OPPOSITE.get(pod.interference)
+    return 0 if opposite is None else c.count(node, opposite)
+
+
+def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
+    """The safety check, on the state *after* the move: nothing the rules forbid holds there."""
+    n = c.nodes[node]
+    here = c.pods[node]
+    if c.peak[node] > max_peak_fraction * n.cpu_m + 1e-9:
+        return False
+    if c.req_cpu[node] > n.cpu_m or c.req_mem[node] > n.memory_mb:
+        return False
+    if any(v < 0 for v in c.budget.values()):
+        return False
+    return not any(conflicts(a, b) for a in here for b in here)
+
+
+def _place(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: float) -> str | None:
+    """Filter -> score -> safety-check for one pod on working copy ``c`` (mutated on success)."""
+    candidates = [n for n in c.nodes if n not in exclude and _fits(c, pod, n, max_peak_fraction)]
+    peak = pod_peak_cpu_m(pod)
+    # score: fewest interfering neighbours, then the fullest node at the forecast peak after the
+    # move (pack onto nodes that stay), then the name
+    candidates.sort(key=lambda n: (_created(c, pod, n), -(c.peak[n] + peak) / c.nodes[n].cpu_m, n))
+    for target in candidates:
+        trial = c.copy()
+        trial.move(pod, target)
+        if _safe(trial, pod, target, max_peak_fraction):
+            c.move(pod, target)
+            return target
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    kind: str  # "drain", "separate" or "swap"
+    source: str
+    moves: tuple[tuple[Pod, str], ...]
+    gain: float
+    pairs_removed: int
+
+    def rank(self, drains_first: bool = True) -> tuple[int, float, float, int, str, str]:
+        first = pod_key(self.moves[0][0])
+        drain_first = 0 if self.kind == "drain" and drains_first else 1
+        return (drain_first, -self.gain / len(self.moves), -self.gain, len(self.moves), self.source, first)
+
+
+def _drain(c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights) -> _Step | None:
+    pods = c.pods[node]
+    if not pods or len(pods) > budget or not all(c.movable(p) for p in pods):
+        return None
+    trial = c.copy()
+    moves: list[tuple[Pod, str]] = []
+    for pod in sorted(pods, key=lambda p: (-pod_peak_cpu_m(p), pod_key(p))):
+        if not trial.movable(pod):  # a PDB spent by an earlier pod of this drain
+            return None
+        target = _place(trial, pod, frozenset({node}), mpf)
+        if target is None:
+            return None
+        moves.append((pod, target))
+    pairs = interference_pairs(p for ps in c.pods.values() for p in ps) - interference_pairs(
+        p for ps in trial.pods.values() for p in ps
+    )
+    return _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs)
+
+
+def _separations(c: _Cluster, mpf: float, w: RebalanceWeights) -> list[_Step]:
+    steps: list[_Step] = []
+    for node, pods in c.pods.items():
+        for pod in pods:
+            opposite = _OPPOSITE.get(pod.interference)
+            if opposite is None or not c.movable(pod):
+                continue
+            pairs = c.count(node, opposite)
+            if pairs == 0:
+                continue
+            trial = c.copy()
+            target = _place(trial, pod, frozenset({node}), mpf)
+            if target is None:
+                continue
+            net = pairs - _created(c, pod, target)
+            if net > 0:
+                steps.append(_Step("separate", node, ((pod, target),), w.pair_separated * net, net))
+    return steps
+
+
+def _move_to(c: _Cluster, pod: Pod, target: str, mpf: float) -> bool:
+    """Filter and safety-check one move to a given node on working copy ``c`` (mutated on success)."""
+    if not c.movable(pod) or not _fits(c, pod, target, mpf):
+        return False
+    trial = c.copy()
+    trial.move(pod, target)
+    if not _safe(trial, pod, target, mpf):
+        return False
+    c.move(pod, target)
+    return True
+
+
+def _pairs_on(cpu: int, lat: int) -> int:
+    return cpu * lat
+
+
+def _swaps(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int) -> list[_Step]:
+    """Two pods of opposite classes exchange nodes, each move checked in turn (either order)."""
+    counts = {n: (c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in c.nodes}
+    mixed = sorted((n for n, (cpu, lat) in counts.items() if cpu and lat), key=lambda n: (-_pairs_on(*counts[n]), n))
+    mixed = mixed[:max_nodes]
+    steps: list[_Step] = []
+    for a in mixed:
+        for b in mixed:
+            if a == b:
+                continue
+            ca, la = counts[a]
+            cb, lb = counts[b]
+            before = ca * la + cb * lb
+            for x in c.pods[a]:
+                if x.interference != CPU_BOUND or not c.movable(x):
+                    continue
+                # x (cpu-bound) goes a -> b, y (latency-critical) goes b -> a
+                after = (ca - 1) * (la + 1) + (cb + 1) * (lb - 1)
+                net = before - after
+                if net <= 0 or w.pair_separated * net / 2 <= w.move_cost:
+                    continue
+                px = pod_peak_cpu_m(x)
+                for y in c.pods[b]:
+                    if y.interference != LATENCY_CRITICAL or not c.movable(y):
+                        continue
+                    py = pod_peak_cpu_m(y)
+                    if c.peak[a] - px + py > mpf * c.nodes[a].cpu_m or c.peak[b] - py + px > mpf * c.nodes[b].cpu_m:
+                        continue
+                    for order in (((x, b), (y, a)), ((y, a), (x, b))):
+                        trial = c.copy()
+                        if all(_move_to(trial, pod, target, mpf) for pod, target in order):
+                            steps.append(_Step("swap", a, order, w.pair_separated * net, net))
+                            break
+    return steps
+
+
+def _pct(c: _Cluster, node: str) -> int:
+    return round(100.0 * c.peak[node] / c.nodes[node].cpu_m)
+
+
+def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePod]:
+    """Apply ``step`` to ``c`` and describe each move in a sentence."""
+    out: list[MovePod] = []
+    share = step.gain / len(step.moves)
+    for i, (pod, target) in enumerate(step.moves):
+        src = pod.node
+        opposite = _OPPOSITE.get(pod.interference)
+        neighbours = [q for q in c.pods[src] if opposite is not None and q.interference == opposite]
+        joined = _created(c, pod, target)
+        c.move(pod, target)
+        parts: list[str] = []
+        if step.kind == "drain":
+            left = len(step.moves) - i - 1
+            rest = f"{left} pod{'s' if left != 1 else ''} left to move" if left else "its last pod"
+            parts.append(f"frees {src} ({rest})")
+        if step.kind == "swap":
+            parts.append(f"swaps places with {pod_key(step.moves[1 - i][0])}")
+        if neighbours:
+            names = ", ".join(pod_key(q) for q in neighbours[:3]) + (" ..." if len(neighbours) > 3 else "")
+            parts.append(f"separates {pod.interference} {pod_key(pod)} from {opposite} {names}")
+        if joined:
+            parts.append(f"joins {joined} {opposite} pod{'s' if joined != 1 else ''} on {target}")
+        parts.append(f"{target} peak {_pct(c, target)}% of allocatable after")
+        message = f"move {pod_key(pod)} {src} -> {target}: " + ", ".join(parts)
+        details: Mapping[str, float | int | str] = {
+            "step": step.kind,
+            "frees_node": src if step.kind == "drain" else "",
+            "pods_left_to_move": len(step.moves) - i - 1 if step.kind == "drain" else 0,
+            "pairs_separated": len(neighbours),
+            "pairs_created": joined,
+            "target_peak_pct_after": round(100.0 * c.peak[target] / c.nodes[target].cpu_m, 1),
+            "source_peak_pct_after": round(100.0 * c.peak[src] / c.nodes[src].cpu_m, 1),
+            "gain_node_equivalents": round(share, 4),
+            "weight_node_freed": weights.node_freed,
+            "weight_pair_separated": weights.pair_separated,
+        }
+        out.append(
+            MovePod(
+                namespace=pod.namespace,
+                pod=pod.name,
+                from_node=src,
+                to_node=target,
+                reason=Reason(f"rebalance.{step.kind}", message, details),
+                expected_gain=share,
+            )
+        )
+    return out
+
+
+def plan_moves(
+    state: ClusterState,
+    max_moves: int = DEFAULT_MAX_MOVES,
+    *,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+    weights: RebalanceWeights | None = None,
+    max_drain_candidates: int = DEFAULT_MAX_DRAIN_CANDIDATES,
+) -> tuple[MovePod, ...]:
+    """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods.
+
+    Args:
+        state: nodes (allocatable), pods (requests, usage, forecast peak ``peak_cpu_m``,
+            interference class, anti-affinity) and PDBs. Workloads are not used.
+        max_moves: upper bound on the number of moves (evictions) returned.
+        max_peak_fraction: a receiving node's forecast-peak CPU stays at or below this share of
+            its allocatable CPU.
+        weights: what a freed node, a separated pair and a move are worth.
+        max_drain_candidates: drains are evaluated for at most this many nodes (fewest pods first).
+
+    Returns:
+        The moves, in the order they should be applied; each with its reason and expected gain.
+    """
+    w = weights or RebalanceWeights()
+    if max_moves <= 0:
+        return ()
+    c = _Cluster.of(state)
+    out: list[MovePod] = []
+    while len(out) < max_moves:
+        budget = max_moves - len(out)
+        drainable = sorted((n for n, ps in c.pods.items() if 0 < len(ps) <= budget), key=lambda n: (len(c.pods[n]), n))
+        steps = [s for n in drainable[:max_drain_candidates] if (s := _drain(c, n, budget, max_peak_fraction, w))]
+        steps += _separations(c, max_peak_fraction, w)
+        if budget >= 2:
+            steps += _swaps(c, max_peak_fraction, w, max_drain_candidates)
+        steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
+        if not steps:
+            break
+        best = min(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
+        out.extend(_reasons(c, best, w))
+    return tuple(out)

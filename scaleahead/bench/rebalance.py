@@ -1,0 +1,385 @@
+"""``scaleahead bench rebalance``: pod moves on a cluster snapshot built from real machine usage.
+
+Why it exists: EVALUATION.md section 5b measures whether the planner's moves free nodes and
+separate interfering pods *safely*, against the Kubernetes descheduler. Nothing here decides
+anything: the snapshot comes from the Alibaba 2018 per-machine trace, the moves from
+``planner.rebalance`` or the peers in ``scaleahead.bench.descheduler``, and the scoring replays
+the trace's later part.
+
+Snapshot (reproducible from ``seed``; see docs/rebalance.md):
+
+- Trace ``alibaba2018_machine_usage_16machines`` (raw CSV, no header). Each machine's
+  ``cpu_util_percent`` samples are held (last value) on a 10 s grid for at most ``HOLD_S`` after a
+  sample, then averaged into ``STEP_S`` steps; a step with no held sample is missing (NaN).
+- Split (EVALUATION.md section 2): the first 75 % of the time span is history, the rest the
+  future. The snapshot is taken at the split; a machine is a node if it reported in the last hour
+  of history (``m_1947`` stopped reporting at 52 h, so 15 nodes).
+- Every node has ``NODE_CPU_M`` allocatable CPU and ``NODE_MEMORY_MB`` memory. Its usage is the
+  load of the pods placed on it: 3 to 8 pods (uniform, seeded) whose owners are drawn from
+  ``OWNERS`` (never two replicas of an anti-affine owner on one node); each pod takes a fixed
+  share of the machine's CPU over time (class weight x Gamma(2) draw, normalised).
+- Per pod, from history only: forecast peak = max of its usage; observed usage = mean of the last
+  hour; CPU request = 90th percentile of its usage (rounded up to 10 m); memory request = request
+  cores x the class's GiB per core. PDBs: ``disruptions_allowed`` per owner as in ``OWNERS``.
+
+Scoring on the future part: ``peak_overcommit`` counts node-steps where the pods placed on a node
+use more CPU than it has; a pod whose machine did not report in a step counts at its forecast
+peak (missing data is never zero), and how many pod-steps were so filled is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.rebalance import (
+    CPU_BOUND,
+    DEFAULT_MAX_MOVES,
+    DEFAULT_MAX_PEAK_FRACTION,
+    LATENCY_CRITICAL,
+    interference_pairs,
+    plan_moves,
+    pod_key,
+)
+from scaleahead.bench.descheduler import SimCluster, run_descheduler
+from scaleahead.errors import DataError
+from scaleahead.traces import traces_dir
+from scaleahead.types import ClusterState, FloatArray, MovePod, Node, Pod, PodDisruptionBudget
+
+TRACE = "alibaba2018_machine_usage_16machines"
+TRACE_FILE = "machine_usage_m_1932-m_1947_raw.csv.gz"
+STEP_S = 300
+GRID_S = 10
+HOLD_S = 900
+HISTORY_FRACTION = 0.75
+NODE_CPU_M = 96_000
+NODE_MEMORY_MB = 384 * 1024
+PODS_PER_NODE = (3, 8)
+DEFAULT_SEED = 7
+POLICIES = ("scaleahead", "descheduler_low_node_utilization", "descheduler_high_node_utilization", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    namespace: str
+    name: str
+    interference: str
+    class_weight: float
+    gib_per_core: float
+    disruptions_allowed: int | None  # None: no PDB
+    anti_affine: bool  # replicas never share a node
+
+
+#: The pod mix: latency-critical web services, cpu-bound batch, io-bound data pipelines.
+OWNERS: tuple[Owner, ...] = (
+    Owner("shop", "cart", LATENCY_CRITICAL, 1.0, 4.0, 1, True),
+    Owner("shop", "checkout", LATENCY_CRITICAL, 1.0, 4.0, 1, True),
+    Owner("shop", "search", LATENCY_CRITICAL, 1.5, 4.0, 1, True),
+    Owner("shop", "frontend", LATENCY_CRITICAL, 1.0, 2.0, 2, True),
+    Owner("batch", "etl", CPU_BOUND, 3.0, 2.0, None, False),
+    Owner("batch", "train", CPU_BOUND, 3.0, 2.0, None, False),
+    Owner("batch", "render", CPU_BOUND, 3.0, 2.0, None, False),
+    Owner("data", "kafka", "io-bound", 1.5, 8.0, 1, True),
+    Owner("data", "logs", "io-bound", 1.0, 8.0, None, False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The cluster at the split and every pod's CPU usage (millicores) over the future steps."""
+
+    state: ClusterState
+    future_usage: dict[str, FloatArray]
+    start_s: float
+    split_s: float
+    end_s: float
+    seed: int
+    machines: tuple[str, ...]
+
+
+def trace_path() -> Path:
+    path = traces_dir() / TRACE / TRACE_FILE
+    if not path.is_file():
+        raise DataError(
+            f"The trace {TRACE} was not found at {path}.",
+            "Set SCALEAHEAD_TRACES to the folder that holds the shared traces.",
+        )
+    return path
+
+
+def resample(times: FloatArray, values: FloatArray, n_steps: int) -> FloatArray:
+    """Irregular samples -> mean per ``STEP_S`` step of the last value held for <= ``HOLD_S``."""
+    grid = np.arange(n_steps * STEP_S // GRID_S, dtype=np.float64) * GRID_S
+    idx = np.searchsorted(times, grid, side="right") - 1
+    held = np.full(grid.shape, np.nan)
+    ok = idx >= 0
+    age = grid[ok] - times[idx[ok]]
+    held_ok = np.where(age <= HOLD_S, values[idx[ok]], np.nan)
+    held[ok] = held_ok
+    per_step = held.reshape(n_steps, STEP_S // GRID_S)
+    counts = np.sum(~np.isnan(per_step), axis=1)
+    sums = np.nansum(per_step, axis=1)
+    out = np.full(n_steps, np.nan)
+    out[counts > 0] = sums[counts > 0] / counts[counts > 0]
+    return out
+
+
+def load_machines(path: Path) -> tuple[dict[str, FloatArray], int]:
+    """Per machine, CPU utilization (0-100) per ``STEP_S`` step from time 0; and the step count."""
+    try:
+        df = pd.read_csv(path, header=None, usecols=[0, 1, 2], names=["machine", "t", "cpu"])
+    except (OSError, ValueError) as exc:
+        raise DataError(f"Cannot read {path}: {exc}.", "Check the file is the raw Alibaba CSV.") from exc
+    if df.empty:
+        raise DataError(f"{path} has no rows.", "Use the raw machine_usage CSV of Alibaba 2018.")
+    df = df.dropna().sort_values(["machine", "t"])
+    n_steps = int(np.ceil((float(df["t"].max()) + GRID_S) / STEP_S))
+    out: dict[str, FloatArray] = {}
+    for machine, g in df.groupby("machine", sort=True):
+        out[str(machine)] = resample(g["t"].to_numpy(np.float64), g["cpu"].to_numpy(np.float64), n_steps)
+    return out, n_steps
+
+
+def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None) -> Snapshot:
+    """The reproducible cluster snapshot of the module docstring."""
+    machines, n_steps = load_machines(path or trace_path())
+    split = int(np.floor(HISTORY_FRACTION * n_steps))
+    last_hour = slice(split - 3600 // STEP_S, split)
+    rng = np.random.default_rng(seed)
+    nodes: list[Node] = []
+    pods: list[Pod] = []
+    future: dict[str, FloatArray] = {}
+    counters: dict[str, int] = {}
+    kept = [m for m, cpu in machines.items() if np.any(~np.isnan(cpu[last_hour]))]
+    for i, machine in enumerate(kept):
+        node = f"node-{i + 1:02d}"
+        nodes.append(Node(node, NODE_CPU_M, NODE_MEMORY_MB, labels={"alibaba/machine": machine}))
+        usage_m = machines[machine] / 100.0 * NODE_CPU_M
+        k = int(rng.integers(PODS_PER_NODE[0], PODS_PER_NODE[1] + 1))
+        owners: list[Owner] = []
+        for _ in range(k):
+            allowed = [o for o in OWNERS if not (o.anti_affine and o in owners)]
+            owners.append(allowed[int(rng.integers(len(allowed)))])
+        raw = np.array([o.class_weight for o in owners]) * rng.gamma(2.0, size=k)
+        shares = raw / raw.sum()
+        for owner, share in zip(owners, shares, strict=True):
+            counters[owner.name] = counters.get(owner.name, 0) + 1
+            name = f"{owner.name}-{counters[owner.name]}"
+            series = share * usage_m
+            hist = series[:split]
+            peak = float(np.nanmax(hist))
+            req_m = int(np.ceil(float(np.nanpercentile(hist, 90)) / 10.0) * 10)
+            pods.append(
+                Pod(
+                    namespace=owner.namespace,
+                    name=name,
+                    node=node,
+                    cpu_request_m=req_m,
+                    memory_request_mb=int(np.ceil(req_m / 1000.0 * owner.gib_per_core * 1024)),
+                    owner=owner.name,
+                    usage_cpu_m=float(np.nanmean(series[last_hour])),
+                    peak_cpu_m=peak,
+                    interference=owner.interference,  # type: ignore[arg-type]
+                    labels={"app": owner.name},
+                    anti_affinity=(owner.name,) if owner.anti_affine else (),
+                )
+            )
+            fut = series[split:].copy()
+            fut[np.isnan(fut)] = peak
+            future[f"{owner.namespace}/{name}"] = fut
+    pdbs = tuple(
+        PodDisruptionBudget(o.namespace, f"{o.name}-pdb", o.name, o.disruptions_allowed)
+        for o in OWNERS
+        if o.disruptions_allowed is not None and counters.get(o.name, 0) > 0
+    )
+    return Snapshot(
+        ClusterState(nodes=tuple(nodes), pods=tuple(pods), pdbs=pdbs),
+        future,
+        0.0,
+        float(split * STEP_S),
+        float(n_steps * STEP_S),
+        seed,
+        tuple(kept),
+    )
+
+
+def missing_future_steps(path: Path | None = None) -> int:
+    """Machine-steps of the future with no data (filled at the pod's forecast peak)."""
+    machines, n_steps = load_machines(path or trace_path())
+    split = int(np.floor(HISTORY_FRACTION * n_steps))
+    last_hour = slice(split - 3600 // STEP_S, split)
+    return int(sum(np.isnan(c[split:]).sum() for c in machines.values() if np.any(~np.isnan(c[last_hour]))))
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Where every pod ended up after a policy acted, and what it took."""
+
+    placement: dict[str, str | None]  # pod key -> node (None: Pending)
+    moves: int
+    pdb_violations: int
+    evictions_refused: int
+
+
+def apply_moves(state: ClusterState, moves: tuple[MovePod, ...]) -> Outcome:
+    """Apply a policy's own moves: evict (deleting, so a PDB is *not* enforced: it is counted),
+    then bind to ``to_node`` if the scheduler's filter accepts it there, else let the default
+    scheduler (LeastAllocated) place it."""
+    c = SimCluster.of(state)
+    by_key = {pod_key(p): p for p in state.pods}
+    budgets = dict(c.budgets)
+    violations = 0
+    done = 0
+    for m in moves:
+        pod = by_key.get(f"{m.namespace}/{m.pod}")
+        if pod is None or m.is_noop:
+            continue
+        pod = _current(c, pod)
+        key = (pod.namespace, pod.owner)
+        if key in budgets:
+            if budgets[key] <= 0:
+                violations += 1
+            budgets[key] -= 1
+        c.pods[pod.node] = [p for p in c.pods[pod.node] if pod_key(p) != pod_key(pod)]
+        done += 1
+        if m.to_node in c.nodes and c.fits(pod, m.to_node):
+            c.bind(pod, m.to_node)
+        else:
+            c.schedule(pod, "least")
+    return Outcome(_placement(c, state), done, violations, 0)
+
+
+def _current(c: SimCluster, pod: Pod) -> Pod:
+    for ps in c.pods.values():
+        for p in ps:
+            if pod_key(p) == pod_key(pod):
+                return p
+    return pod
+
+
+def _placement(c: SimCluster, state: ClusterState) -> dict[str, str | None]:
+    where: dict[str, str | None] = dict.fromkeys((pod_key(p) for p in state.pods), None)
+    for node, ps in c.pods.items():
+        for p in ps:
+            where[pod_key(p)] = node
+    return where
+
+
+def run_policy(
+    name: str, snap: Snapshot, max_moves: int, max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION
+) -> tuple[Outcome, tuple[MovePod, ...]]:
+    state = snap.state
+    if name == "none":
+        return Outcome({pod_key(p): p.node for p in state.pods}, 0, 0, 0), ()
+    if name == "scaleahead":
+        moves = plan_moves(state, max_moves, max_peak_fraction=max_peak_fraction)
+        return apply_moves(state, moves), moves
+    c, _pending = run_descheduler(state, "low" if name == "descheduler_low_node_utilization" else "high")
+    return Outcome(_placement(c, state), len(c.evicted), 0, c.refused), ()
+
+
+def score(snap: Snapshot, outcome: Outcome) -> dict[str, float | int]:
+    """EVALUATION.md section 5b metrics (plus a few that explain them)."""
+    state = snap.state
+    before_nodes = {p.node for p in state.pods}
+    after_nodes = {n for n in outcome.placement.values() if n is not None}
+    moved_pods = [
+        Pod(
+            p.namespace,
+            p.name,
+            outcome.placement[pod_key(p)] or "",
+            p.cpu_request_m,
+            p.memory_request_mb,
+            p.owner,
+            interference=p.interference,
+        )
+        for p in state.pods
+        if outcome.placement[pod_key(p)] is not None
+    ]
+    n_future = len(next(iter(snap.future_usage.values())))
+    load = {n.name: np.zeros(n_future) for n in state.nodes}
+    for key, node in outcome.placement.items():
+        if node is not None:
+            load[node] += snap.future_usage[key]
+    alloc = {n.name: float(n.cpu_m) for n in state.nodes}
+    over = sum(int(np.sum(load[n] > alloc[n] + 1e-6)) for n in load)
+    max_pct = max(float(np.max(load[n]) / alloc[n]) for n in load if np.any(load[n] > 0))
+    return {
+        "nodes_freed": len(before_nodes - after_nodes),
+        "moves": outcome.moves,
+        "interference_pairs_before": interference_pairs(state.pods),
+        "interference_pairs_after": interference_pairs(moved_pods),
+        "peak_overcommit": over,
+        "pdb_violations": outcome.pdb_violations,
+        "evictions_refused": outcome.evictions_refused,
+        "pods_pending": sum(1 for v in outcome.placement.values() if v is None),
+        "nodes_with_pods": len(after_nodes),
+        "max_node_usage_pct": round(100.0 * max_pct, 2),
+        "scored_node_steps": n_future * len(load),
+    }
+
+
+def run_bench(
+    seed: int = DEFAULT_SEED,
+    max_moves: int = DEFAULT_MAX_MOVES,
+    path: Path | None = None,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+    on_policy: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, tuple[MovePod, ...]]]:
+    """Run every policy on the snapshot; returns the EVALUATION.md section 7 object and the moves."""
+    snap = build_snapshot(seed, path)
+    policies: dict[str, dict[str, float | int]] = {}
+    moves: dict[str, tuple[MovePod, ...]] = {}
+    for name in POLICIES:
+        if on_policy:
+            on_policy(name)
+        outcome, proposed = run_policy(name, snap, max_moves, max_peak_fraction)
+        policies[name] = score(snap, outcome)
+        moves[name] = proposed
+    result: dict[str, Any] = {
+        "trace": TRACE,
+        "resolution_s": STEP_S,
+        "split": {
+            "history_start_s": snap.start_s,
+            "snapshot_at_s": snap.split_s,
+            "future_end_s": snap.end_s,
+            "history_fraction": HISTORY_FRACTION,
+        },
+        "snapshot": {
+            "seed": seed,
+            "nodes": len(snap.state.nodes),
+            "pods": len(snap.state.pods),
+            "pdbs": len(snap.state.pdbs),
+            "machines": list(snap.machines),
+            "node_cpu_m": NODE_CPU_M,
+            "node_memory_mb": NODE_MEMORY_MB,
+            "future_machine_steps_missing": missing_future_steps(path),
+        },
+        "policies": policies,
+    }
+    params: dict[str, Any] = {}
+    if seed != DEFAULT_SEED:
+        params["seed"] = seed
+    if max_moves != DEFAULT_MAX_MOVES:
+        params["max_moves"] = max_moves
+    if max_peak_fraction != DEFAULT_MAX_PEAK_FRACTION:
+        params["max_peak_fraction"] = max_peak_fraction
+    if params:
+        result["params"] = params
+    return result, moves
+
+
+def tradeoff(
+    snap: Snapshot, budgets: list[int], max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION
+) -> list[dict[str, float | int]]:
+    """scaleahead's metrics as its move budget varies (the trade-off curve)."""
+    rows = []
+    for b in budgets:
+        outcome, _ = run_policy("scaleahead", snap, b, max_peak_fraction)
+        rows.append({"max_moves": b, **score(snap, outcome)})
+    return rows

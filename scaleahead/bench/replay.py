@@ -1,0 +1,579 @@
+"""Service replay (EVALUATION.md section 4): every policy in front of one demand trace, scored alike.
+
+Why it exists: scaleahead wins or loses on outcomes (violations, replica-seconds), not on
+forecast error. This module drives the *real* planner (``planner.plan``) and the *real* actuator
+path (``actuator.base.apply_plan``) against the simulated service of ``actuator.simulated``, step
+by step over the test period, and does the same for the peers of ``scaleahead.bench.peers``.
+
+Forecasts for many origins are computed in batches with ``Forecaster.predict_origins`` (each
+window ends before its origin); every decision at step ``t`` uses only demand before ``t``,
+except the oracle's, which is the point of the oracle.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actuator.base import apply_plan
+from actuator.simulated import SimulatedService
+from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.registry import available_models, make_model
+from planner import plan as make_plan
+from scaleahead.bench.peers import Hpa, needs, oracle_replicas, static_peak_replicas
+from scaleahead.clock import VirtualClock
+from scaleahead.errors import DataError, UserError
+from scaleahead.policy import Policy
+from scaleahead.settings import Settings
+from scaleahead.traces import Split, split_of
+from scaleahead.types import ClusterState, Forecast, Plan, Reason, ScaleTo, Series, WorkloadRef, WorkloadState
+
+POLICIES: tuple[str, ...] = ("scaleahead", "predictive_seasonal_naive", "hpa", "static_peak", "oracle")
+METRICS: tuple[str, ...] = (
+    "violation_fraction",
+    "unserved_fraction",
+    "replica_seconds",
+    "utilization",
+    "scale_events",
+)
+#: Fewest test steps a replay accepts (one hour at 10 s); shorter test periods say nothing.
+MIN_TEST_STEPS = 360
+#: Origins per forecast batch: bounds memory (4 quantiles x 90 steps x 4096 x 8 B = 12 MB).
+CHUNK = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySetup:
+    """The test period of one trace and the simulated service's parameters."""
+
+    series: Series
+    split: Split
+    i0: int  # index of the first test step in ``series``
+    demand: np.ndarray  # test-period demand (NaN = missing, not scored)
+    capacity: float
+    startup_s: float
+    initial_ready: int
+
+    @property
+    def step_s(self) -> float:
+        return self.series.step_s
+
+    @property
+    def t0(self) -> float:
+        return self.series.start + self.i0 * self.series.step_s
+
+    @property
+    def startup_steps(self) -> int:
+        return int(math.ceil(self.startup_s / self.step_s - 1e-9))
+
+    def times(self) -> np.ndarray:
+        return self.t0 + np.arange(self.demand.size, dtype=np.float64) * self.step_s
+
+
+@dataclass
+class PolicyRun:
+    """One policy's decisions over the test period (arrays, one value per test step)."""
+
+    name: str
+    desired: np.ndarray
+    allocated: np.ndarray
+    ready: np.ndarray
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    last_plan: Plan | None = None
+
+
+def prepare(series: Series, capacity: float | None = None, startup_s: float = 60.0, name: str = "") -> ReplaySetup:
+    """Split the trace, check it is usable, and fix capacity and the initial replicas.
+
+    Raises:
+        UserError: a capacity or start-up delay that is not positive / not finite.
+        DataError: a trace too short for the split or with no demand in the test period.
+    """
+    if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
+        raise UserError(
+            f"--capacity {capacity:g} is not a positive number: one replica must serve some demand.",
+            "Give the demand one ready replica serves (e.g. --capacity 2.5), or leave it out to use "
+            "p99 of the test period / 40.",
+        )
+    if not math.isfinite(startup_s) or startup_s < 0:
+        raise UserError(f"--startup-seconds {startup_s:g} must be zero or positive.", "Use e.g. 60.")
+    split = split_of(series, name)
+    i0 = series.index_of(split.test_start)
+    demand = series.values[i0:]
+    history = series.values[:i0]
+    hours = len(series) * series.step_s / 3600
+    if demand.size < MIN_TEST_STEPS or np.isfinite(history).sum() < 2:
+        raise DataError(
+            f"Trace {series.name!r} is too short for the replay: {len(series)} steps ({hours:.1f} h) give "
+            f"{demand.size} test steps after the 75 % history split; at least {MIN_TEST_STEPS} are needed.",
+            f"Use a trace of at least {math.ceil(MIN_TEST_STEPS / 0.25)} steps (a day or more is best, so the "
+            "seasonal models see a full day of history).",
+        )
+    finite = demand[np.isfinite(demand)]
+    if finite.size == 0 or finite.max() <= 0:
+        raise DataError(f"Trace {series.name!r} has no positive demand in its test period.", "Check the trace.")
+    if capacity is None:
+        capacity = float(np.percentile(finite, 99)) / 40.0
+        if capacity <= 0:
+            raise DataError(
+                f"p99 of the test-period demand of {series.name!r} is 0, so the default capacity would be 0.",
+                "Give --capacity.",
+            )
+    steps = int(math.ceil(startup_s / series.step_s - 1e-9))
+    initial = int(needs(demand[: steps + 1], capacity).max())
+    return ReplaySetup(series, split, i0, demand, float(capacity), float(startup_s), initial)
+
+
+def replay_policy_object(setup: ReplaySetup, name: str = "replay", **overrides: Any) -> Policy:
+    """The real ``Policy`` the replay's predictive policies plan with.
+
+    Capacity per replica is the replay's ``c`` and start-up is L; the bounds are wide enough never
+    to bind. Everything else is the ``PolicySpec`` default as it ships (forecast quantile 0.9,
+    target utilization 0.8, 300 s scale-down stabilization). ``overrides`` are camelCase spec
+    fields, e.g. ``forecastQuantile=0.99`` (the replay's ``--set``).
+    """
+    spec: dict[str, Any] = {
+        "target": {"kind": "Deployment", "namespace": "replay", "name": name},
+        "demand": {
+            "query": f"trace:{setup.series.name}",
+            "unit": setup.series.unit or "demand",
+            "stepSeconds": setup.step_s,
+        },
+        "capacityPerReplica": setup.capacity,
+        "startupSeconds": setup.startup_s,
+        "minReplicas": 1,
+        "maxReplicas": 100_000,
+        "maxStepUp": 100_000,
+        "maxStepDown": 100_000,
+    }
+    spec.update(overrides)
+    return Policy.model_validate({"metadata": {"name": name, "namespace": "replay"}, "spec": spec})
+
+
+def _last_observed(values: np.ndarray) -> np.ndarray:
+    """For each index i, the index of the last finite value strictly before i (-1 if none)."""
+    idx = np.where(np.isfinite(values), np.arange(values.size), -1)
+    last = np.maximum.accumulate(idx)
+    return np.concatenate(([-1], last[:-1]))
+
+
+def _scale(ref: WorkloadRef, current: int, desired: int, code: str, text: str, now: float) -> Plan:
+    verb = f"scale {ref} {current} -> {desired}" if desired != current else f"hold {ref} at {current}"
+    action = ScaleTo(ref, current, desired, Reason(code, f"{verb}: {text}"))
+    return Plan(created_at=now, actions=(action,))
+
+
+def run_predictive(
+    setup: ReplaySetup,
+    forecaster: Forecaster,
+    policy: Policy,
+    name: str,
+    horizon_s: float = 900.0,
+    progress: Callable[[int], None] | None = None,
+) -> PolicyRun:
+    """The planner's policy: batched forecasts -> ``planner.plan`` -> ``apply_plan`` per step."""
+    series = setup.series
+    ref = policy.workload
+    n = setup.demand.size
+    step = setup.step_s
+    clock = VirtualClock(setup.t0)
+    target = SimulatedService(clock, setup.startup_s, {ref: setup.initial_ready})
+    last_obs = _last_observed(series.values)
+    horizon = horizon_steps_for(step, horizon_s)
+    desired = np.zeros(n, dtype=np.int64)
+    allocated = np.zeros(n, dtype=np.int64)
+    ready = np.zeros(n, dtype=np.int64)
+    fallbacks = 0
+    last_plan: Plan | None = None
+    started, cpu = time.perf_counter(), time.process_time()
+    for c0 in range(0, n, CHUNK):
+        c1 = min(n, c0 + CHUNK)
+        origins = np.arange(setup.i0 + c0, setup.i0 + c1, dtype=np.int64)
+        qs = forecaster.predict_origins(series, origins, horizon)
+        keys = sorted(qs)
+        for k in range(c1 - c0):
+            i = c0 + k
+            gi = setup.i0 + i
+            now = setup.t0 + i * step
+            clock.advance_to(now)
+            fc = Forecast(ref, now, step, {q: qs[q][k] for q in keys}, forecaster.name)
+            ws = target.read_state([ref]).workloads[ref]
+            j = int(last_obs[gi])
+            if j >= 0:
+                ws = WorkloadState(
+                    ref,
+                    ws.replicas,
+                    ws.ready_replicas,
+                    float(series.values[j]),
+                    series.start + (j + 1) * step,
+                    ws.warm_instances,
+                    ws.recent_desired,
+                )
+            plan = make_plan({ref: fc}, ClusterState(workloads={ref: ws}), [policy], now, interval_s=step)
+            apply_plan(plan, target)
+            action = plan.actions[0]
+            assert isinstance(action, ScaleTo)
+            desired[i] = action.to_replicas
+            allocated[i] = target.replicas(ref)
+            ready[i] = target.ready(ref, now)
+            fallbacks += bool(plan.fallbacks)
+            last_plan = plan
+        if progress is not None:
+            progress(c1 - c0)
+    run = PolicyRun(
+        name, desired, allocated, ready, time.perf_counter() - started, time.process_time() - cpu, last_plan=last_plan
+    )
+    run.info = {"model": forecaster.name, "fallback_steps": fallbacks, "apply_calls": target.calls}
+    return run
+
+
+def _run_rule(
+    setup: ReplaySetup,
+    name: str,
+    decide: Callable[[int, float, int, int], tuple[int, str]],
+    progress: Callable[[int], None] | None = None,
+) -> PolicyRun:
+    """Drive a peer rule ``decide(i, now, ready, allocated) -> (desired, reason)`` through ``apply_plan``."""
+    ref = WorkloadRef("Deployment", "replay", name)
+    n = setup.demand.size
+    clock = VirtualClock(setup.t0)
+    target = SimulatedService(clock, setup.startup_s, {ref: setup.initial_ready})
+    desired = np.zeros(n, dtype=np.int64)
+    allocated = np.zeros(n, dtype=np.int64)
+    ready = np.zeros(n, dtype=np.int64)
+    started, cpu = time.perf_counter(), time.process_time()
+    last_plan: Plan | None = None
+    for i in range(n):
+        now = setup.t0 + i * setup.step_s
+        clock.advance_to(now)
+        current = target.replicas(ref)
+        r = target.ready(ref, now)
+        want, why = decide(i, now, r, current)
+        if want != current:
+            last_plan = _scale(ref, current, want, name, why, now)
+            apply_plan(last_plan, target)
+        desired[i] = want
+        allocated[i] = target.replicas(ref)
+        ready[i] = target.ready(ref, now)
+        if progress is not None and (i + 1) % CHUNK == 0:
+            progress(CHUNK)
+    if progress is not None:
+        progress(n % CHUNK)
+    run = PolicyRun(
+        name, desired, allocated, ready, time.perf_counter() - started, time.process_time() - cpu, last_plan=last_plan
+    )
+    run.info = {"apply_calls": target.calls}
+    return run
+
+
+def run_hpa(setup: ReplaySetup, progress: Callable[[int], None] | None = None) -> PolicyRun:
+    hpa = Hpa(setup.capacity)
+    values = setup.series.values
+    w = max(1, int(round(hpa.config.metric_window_s / setup.step_s)))
+
+    def decide(i: int, now: float, ready: int, allocated: int) -> tuple[int, str]:
+        gi = setup.i0 + i
+        return hpa.decide(now, values[max(0, gi - w) : gi], ready, allocated)
+
+    return _run_rule(setup, "hpa", decide, progress)
+
+
+def run_static_peak(setup: ReplaySetup, progress: Callable[[int], None] | None = None) -> PolicyRun:
+    peak = static_peak_replicas(setup.series.values[: setup.i0], setup.capacity)
+    text = f"static peak of the history: {peak} replicas"
+    return _run_rule(setup, "static_peak", lambda i, now, r, a: (peak, text), progress)
+
+
+def run_oracle(setup: ReplaySetup, progress: Callable[[int], None] | None = None) -> PolicyRun:
+    plan_ahead = oracle_replicas(setup.demand, setup.capacity, setup.startup_steps)
+    text = "oracle: the most replicas needed over the next start-up delay"
+    return _run_rule(setup, "oracle", lambda i, now, r, a: (int(plan_ahead[i]), text), progress)
+
+
+def compute_metrics(
+    demand: np.ndarray, desired: np.ndarray, allocated: np.ndarray, ready: np.ndarray, capacity: float, step_s: float
+) -> dict[str, float]:
+    """The metrics of EVALUATION.md section 4, over scored (non-missing) steps."""
+    scored = np.isfinite(demand)
+    d = demand[scored]
+    r = ready[scored].astype(np.float64)
+    a = allocated[scored].astype(np.float64)
+    served_cap = capacity * r
+    violations = int((d > served_cap + 1e-9 * capacity).sum())
+    total = float(d.sum())
+    alloc_cap = float((capacity * a).sum())
+    return {
+        "violation_fraction": violations / max(1, int(scored.sum())),
+        "unserved_fraction": float(np.maximum(0.0, d - served_cap).sum()) / total if total > 0 else 0.0,
+        "replica_seconds": float(a.sum() * step_s),
+        "utilization": total / alloc_cap if alloc_cap > 0 else 0.0,
+        "scale_events": int((np.diff(desired) != 0).sum()),
+        "scored_steps": int(scored.sum()),
+    }
+
+
+BASELINES: tuple[str, ...] = ("naive", "seasonal_naive", "window_mean")
+
+
+def best_baseline(
+    history: Series, lead_s: float, quantile: float = 0.9, max_origins: int = 3000
+) -> tuple[str, dict[str, float]]:
+    """The baseline with the lowest pinball loss at ``quantile`` over the planner's lead window.
+
+    Each baseline is fitted on the first 75 % of ``history`` and scored on origins in its last
+    25 %, on the steps up to ``lead_s`` ahead (start-up plus one interval: what the planner acts
+    on). Only history is used, so choosing is no peeking.
+    """
+    n = len(history)
+    cut = int(n * 0.75)
+    lead = max(1, int(math.ceil(lead_s / history.step_s)) + 1)
+    fit_part = Series(history.name, history.start, history.step_s, history.values[:cut], history.unit)
+    hi = n - lead
+    scores: dict[str, float] = {}
+    if hi <= cut:
+        return "seasonal_naive", scores
+    origins = np.unique(np.linspace(cut, hi, num=min(max_origins, hi - cut), dtype=np.int64))
+    actual = np.stack([history.values[o : o + lead] for o in origins])
+    for name in BASELINES:
+        model = make_model(name)
+        model.fit([fit_part])
+        pred = model.predict_origins(history, origins, lead)
+        yq = pred[quantile] if quantile in pred else pred[min(pred, key=lambda k: abs(k - quantile))]
+        diff = actual - yq
+        loss = np.where(diff >= 0, quantile * diff, (quantile - 1.0) * diff)
+        scores[name] = float(np.nanmean(loss))
+    best = min(scores, key=lambda k: scores[k])
+    return best, scores
+
+
+def default_model_name(setup: ReplaySetup | None = None, settings: Settings | None = None) -> tuple[str, str]:
+    """The default forecaster and why: ``settings.forecast.model`` if registered, else the best baseline.
+
+    The best baseline is chosen on the history (``best_baseline``); without a setup it is
+    ``settings.forecast.fallback_model``.
+    """
+    settings = settings or Settings()
+    wanted = settings.forecast.model
+    if wanted in available_models():
+        return wanted, f"default model {wanted!r}"
+    if setup is None:
+        fb = settings.forecast.fallback_model
+        return fb, f"default model {wanted!r} is not registered; fell back to {fb!r}"
+    history = setup.series.between(setup.split.start, setup.split.test_start)
+    best, scores = best_baseline(history, setup.startup_s + setup.step_s)
+    listed = ", ".join(f"{k} {v:.4g}" for k, v in sorted(scores.items(), key=lambda kv: kv[1]))
+    return best, (
+        f"default model {wanted!r} is not registered; fell back to the best baseline {best!r} "
+        f"(p90 pinball loss over the start-up lead window on the last quarter of the history: {listed})"
+    )
+
+
+def fit_model(name: str, setup: ReplaySetup) -> tuple[Forecaster, float]:
+    """Build and fit a forecaster on the history part only. Returns it and the fit time (s)."""
+    model = make_model(name)
+    started = time.perf_counter()
+    model.fit([setup.series.between(setup.split.start, setup.split.test_start)])
+    return model, time.perf_counter() - started
+
+
+def run_replay(
+    setup: ReplaySetup,
+    policies: Sequence[str] = POLICIES,
+    model: str | None = None,
+    policy_overrides: dict[str, Any] | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, PolicyRun]]:
+    """Run the policies and return the JSON document of EVALUATION.md section 7 and the runs."""
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise UserError(f"Unknown replay policies {unknown}.", f"Known: {', '.join(POLICIES)}.")
+    model_name, model_note = (model, f"model {model!r} chosen with --model") if model else default_model_name(setup)
+    overrides = policy_overrides or {}
+    runs: dict[str, PolicyRun] = {}
+    fit_s: dict[str, float] = {}
+    fitted: dict[str, Forecaster] = {}
+
+    def cb(name: str) -> Callable[[int], None] | None:
+        return None if progress is None else (lambda k: progress(name, k))
+
+    for name in policies:
+        if name in ("scaleahead", "predictive_seasonal_naive"):
+            mname = model_name if name == "scaleahead" else "seasonal_naive"
+            if mname not in fitted:
+                fitted[mname], fit_s[mname] = fit_model(mname, setup)
+            pol = replay_policy_object(setup, name.replace("_", "-"), **overrides)
+            runs[name] = run_predictive(setup, fitted[mname], pol, name, progress=cb(name))
+        elif name == "hpa":
+            runs[name] = run_hpa(setup, cb(name))
+        elif name == "static_peak":
+            runs[name] = run_static_peak(setup, cb(name))
+        else:
+            runs[name] = run_oracle(setup, cb(name))
+    doc: dict[str, Any] = {
+        "trace": setup.series.name,
+        "resolution_s": setup.step_s,
+        "split": {
+            "history_start": setup.split.start,
+            "test_start": setup.split.test_start,
+            "end": setup.split.end,
+            "test_steps": int(setup.demand.size),
+        },
+        "capacity_per_replica": setup.capacity,
+        "startup_s": setup.startup_s,
+        "initial_ready": setup.initial_ready,
+        "policies": {},
+        "params": {"scaleahead_model": model_name, "scaleahead_model_note": model_note, **overrides},
+        "timing_s": {"fit": fit_s, "replay": {}, "replay_cpu": {}},
+    }
+    for name, run in runs.items():
+        m = compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+        doc["policies"][name] = m
+        doc["timing_s"]["replay"][name] = round(run.seconds, 3)
+        doc["timing_s"]["replay_cpu"][name] = round(run.cpu_seconds, 3)
+    doc["timing_s"]["replay_total"] = round(sum(r.seconds for r in runs.values()), 3)
+    doc["timing_s"]["replay_cpu_total"] = round(sum(r.cpu_seconds for r in runs.values()), 3)
+    return doc, runs
+
+
+def write_decisions(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun]) -> None:
+    """``policy,timestamp,demand,desired,allocated,ready``: one row per policy and test step."""
+    times = setup.times()
+    demand = ["" if not math.isfinite(x) else repr(float(x)) for x in setup.demand]
+    stamps = [f"{t:.0f}" for t in times]
+    with path.open("w", encoding="utf-8") as f:
+        f.write("policy,timestamp,demand,desired,allocated,ready\n")
+        for name, run in runs.items():
+            f.writelines(
+                f"{name},{ts},{dm},{de},{al},{re}\n"
+                for ts, dm, de, al, re in zip(
+                    stamps, demand, run.desired.tolist(), run.allocated.tolist(), run.ready.tolist(), strict=True
+                )
+            )
+
+
+def busiest_window(setup: ReplaySetup, hours: float = 6.0) -> tuple[int, int]:
+    """Test-step range ``[a, b)`` of the ``hours`` with the most demand (the plot's default window)."""
+    w = max(1, min(setup.demand.size, int(hours * 3600 / setup.step_s)))
+    d = np.nan_to_num(setup.demand)
+    csum = np.concatenate(([0.0], np.cumsum(d)))
+    sums = csum[w:] - csum[:-w]
+    a = int(np.argmax(sums))
+    return a, a + w
+
+
+def plot(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun], window: tuple[int, int] | None = None) -> None:
+    """Demand against ready capacity (c x ready replicas), one panel per policy, over a window."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    a, b = window or busiest_window(setup)
+    times = setup.times()[a:b].astype("datetime64[s]")
+    demand = setup.demand[a:b]
+    names = list(runs)
+    fig, axes = plt.subplots(len(names), 1, figsize=(11, 1.9 * len(names) + 0.6), sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        run = runs[name]
+        cap = run.ready[a:b] * setup.capacity
+        alloc = run.allocated[a:b] * setup.capacity
+        ax.plot(times, demand, color="0.25", lw=0.6, label="demand")
+        ax.step(times, cap, where="post", color="tab:blue", lw=1.0, label="ready capacity")
+        ax.step(times, alloc, where="post", color="tab:blue", lw=0.6, alpha=0.35, label="allocated capacity")
+        short = np.isfinite(demand) & (demand > cap + 1e-9)
+        ax.fill_between(times, cap, np.where(short, demand, cap), step=None, color="tab:red", alpha=0.5, lw=0)
+        m = compute_metrics(
+            setup.demand[a:b], run.desired[a:b], run.allocated[a:b], run.ready[a:b], setup.capacity, setup.step_s
+        )
+        ax.set_title(
+            f"{name}: {m['violation_fraction']:.1%} of steps short (red), "
+            f"{m['replica_seconds'] / 3600:,.0f} replica-hours in this window",
+            loc="left",
+            fontsize=9,
+        )
+        ax.set_ylabel(setup.series.unit or "demand", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0, 0].legend(loc="upper right", fontsize=7, ncol=3)
+    axes[-1, 0].xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))  # type: ignore[no-untyped-call]
+    fig.suptitle(
+        f"{setup.series.name}: demand vs ready capacity (c = {setup.capacity:.4g}, start-up {setup.startup_s:.0f} s)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def tradeoff(
+    setup: ReplaySetup,
+    settings: Sequence[dict[str, Any]],
+    model: str | None = None,
+) -> dict[str, Any]:
+    """The scaleahead policy under several spec settings, with the HPA and the oracle as references."""
+    model_name, note = (model, f"model {model!r} chosen with --model") if model else default_model_name(setup)
+    forecaster, _ = fit_model(model_name, setup)
+
+    def score(run: PolicyRun) -> dict[str, float]:
+        return compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+
+    points = []
+    for overrides in settings:
+        pol = replay_policy_object(setup, "scaleahead", **overrides)
+        points.append({"settings": overrides, **score(run_predictive(setup, forecaster, pol, "scaleahead"))})
+    return {
+        "trace": setup.series.name,
+        "resolution_s": setup.step_s,
+        "capacity_per_replica": setup.capacity,
+        "startup_s": setup.startup_s,
+        "params": {"scaleahead_model": model_name, "scaleahead_model_note": note},
+        "references": {"hpa": score(run_hpa(setup)), "oracle": score(run_oracle(setup))},
+        "points": points,
+    }
+
+
+def plot_tradeoff(path: Path, doc: dict[str, Any], default: dict[str, Any]) -> None:
+    """Violation fraction against replica-seconds (relative to the oracle), one point per setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    oracle = doc["references"]["oracle"]["replica_seconds"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for key, marker in (("forecastQuantile", "o-"), ("targetUtilization", "s--")):
+        pts = [p for p in doc["points"] if key in p["settings"] or p["settings"] == default]
+        pts.sort(key=lambda p: p["replica_seconds"])
+        if len(pts) > 1:
+            xs = [p["replica_seconds"] / oracle for p in pts]
+            ys = [p["violation_fraction"] * 100 for p in pts]
+            ax.plot(xs, ys, marker, label=f"scaleahead, {key} varies", alpha=0.8)
+            for p, x, y in zip(pts, xs, ys, strict=True):
+                label = ", ".join(f"{v:g}" for k, v in p["settings"].items() if k == key) or "default"
+                ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for p in doc["points"]:
+        if p["settings"] == default:
+            ax.plot(
+                p["replica_seconds"] / oracle, p["violation_fraction"] * 100, "k*", ms=12, label="scaleahead default"
+            )
+    hpa = doc["references"]["hpa"]
+    ax.plot(hpa["replica_seconds"] / oracle, hpa["violation_fraction"] * 100, "rX", ms=10, label="hpa")
+    ax.plot(1.0, 0.0, "gD", label="oracle")
+    ax.axvline(1.3, color="0.6", lw=0.8, ls=":")
+    ax.axhline(hpa["violation_fraction"] * 50, color="tab:red", lw=0.8, ls=":")
+    ax.set_xlabel("replica-seconds / oracle's")
+    ax.set_ylabel("violating steps (%)")
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_title(f"{doc['trace']}: violations vs cost ({doc['params']['scaleahead_model']})", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,120 @@
+"""``scaleahead actuator ...`` and the one-shot ``plan --apply``: wiring the actuator to a cluster.
+
+Builds the Kubernetes target from a kubeconfig, the journaled ``Actuator`` with the safety
+settings and the kill switch, and prints what happened (or, with ``--dry-run``, the diff of what
+would change). The wall clock is read here, in the composition root, and passed down.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console(highlight=False)
+
+
+def build_actuator(
+    policies: Sequence[Any],
+    store: Any,
+    kubeconfig: Path | None,
+    context: str | None = None,
+    in_cluster: bool = False,
+    leader_identity: str | None = None,
+) -> Any:
+    """An ``Actuator`` on the cluster of ``kubeconfig`` with the settings from the environment."""
+    from actuator.applying import Actuator
+    from actuator.kubernetes import KubernetesTarget, make_api_client
+    from actuator.leader import LeaderElector
+    from actuator.safety import SafetyConfig
+    from scaleahead.settings import Settings
+
+    s = Settings.from_env().actuation
+    api = make_api_client(str(kubeconfig) if kubeconfig else None, context, in_cluster)
+    target = KubernetesTarget(api, policies, timeout_s=s.request_timeout_s)
+    config = SafetyConfig(s.max_plan_age_s, s.paused, s.human_edit_hold_s, s.max_conflict_retries)
+    leader = None
+    if leader_identity:
+        leader = LeaderElector(api, s.namespace, leader_identity, s.lease_name, s.lease_duration_s, s.request_timeout_s)
+    return Actuator(
+        target,
+        store,
+        policies,
+        config,
+        kill_switch=lambda: target.kill_switch(s.namespace, s.kill_switch_configmap),
+        is_leader=leader.is_leader if leader is not None else None,
+    )
+
+
+def apply_once(
+    plan: Any, policies: Sequence[Any], store: Any, kubeconfig: Path | None, dry_run: bool, as_json: bool
+) -> list[Any]:
+    """``scaleahead plan --apply``: reconcile the journal, then apply one plan made just now."""
+    from scaleahead.types import Plan
+
+    now = time.time()
+    act = build_actuator(policies, store, kubeconfig)
+    if not dry_run:
+        for aid, state, why in act.reconcile(now):
+            console.print(f"journal: action {aid} -> {state}: {why}", markup=False)
+    # The plan was computed now (from history up to its decision time): its age counts from now.
+    fresh = Plan(now, plan.actions, plan.fallbacks, plan.notes)
+    results = act.apply_plan(fresh, now, dry_run=dry_run, source="cli-plan")
+    if as_json:
+        print(json.dumps({"dry_run": dry_run, "results": [result_json(r) for r in results]}, indent=2))
+        return list(results)
+    title = "what would change (dry run: nothing written)" if dry_run else "applied to the cluster"
+    table = Table(title=title)
+    for col in ("kind", "target", "outcome", "detail"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(r.action.kind, r.action.target, r.outcome, r.detail)
+    console.print(table)
+    return list(results)
+
+
+def result_json(r: Any) -> dict[str, Any]:
+    return {"kind": r.action.kind, "target": r.action.target, "outcome": r.outcome, "detail": r.detail}
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    actuator_app = typer.Typer(help="The actuator: journal inspection and recovery after a crash (docs/actuator.md).")
+    app.add_typer(actuator_app, name="actuator")
+
+    @actuator_app.command("reconcile")
+    def reconcile(
+        kubeconfig: Annotated[
+            Path | None, typer.Option(help="Kubeconfig (default: $KUBECONFIG, ~/.kube/config).")
+        ] = None,
+        db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
+    ) -> None:
+        """Mark journal actions left 'planned' by a crash as applied or skipped, from the live objects."""
+        from storage import Store
+
+        store = Store(db)
+        done = build_actuator([], store, kubeconfig).reconcile(time.time())
+        for aid, state, why in done:
+            console.print(f"action {aid} -> {state}: {why}", markup=False)
+        console.print(f"{len(done)} action(s) reconciled")
+
+    @actuator_app.command("journal")
+    def journal(
+        db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
+        limit: Annotated[int, typer.Option(help="Newest N actions.")] = 20,
+        state: Annotated[str | None, typer.Option(help="Only this state (planned, applied, failed, skipped).")] = None,
+    ) -> None:
+        """Show the newest journaled actions with their outcome."""
+        from storage import Store
+
+        table = Table()
+        for col in ("id", "plan", "kind", "target", "from", "to", "state", "outcome"):
+            table.add_column(col, overflow="fold")
+        for a in Store(db).actions(state=state, limit=limit):
+            table.add_row(str(a.id), str(a.plan_id), a.kind, a.target, a.from_value, a.to_value, a.state, a.outcome)
+        console.print(table)

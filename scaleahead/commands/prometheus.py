@@ -1,0 +1,320 @@
+"""CLI commands for Prometheus history: ``history``, ``backfill`` and ``bench fetch``.
+
+Also ``dry_run_from_prometheus``, which ``scaleahead plan --prometheus URL`` uses in place of a
+trace. Composition root: wires the Prometheus adapter to the trace loader and the dry-run planner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from scaleahead.errors import UserError
+
+if TYPE_CHECKING:
+    from scaleahead.planning import DryRun
+    from scaleahead.policy import Policy
+    from scaleahead.prometheus.client import PrometheusConfig
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+#: History that ``plan --prometheus`` reads before the decision time (s): 2 days.
+PLAN_WINDOW_S = 2 * 86400.0
+
+
+def parse_duration(text: str, option: str = "--step") -> float:
+    """``10s``, ``1m``, ``1h30m``, ``250ms`` or plain seconds -> seconds."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", text)
+        if not parts or "".join(a + b for a, b in parts) != text:
+            raise UserError(f"{option} {text!r} is not a duration.", "Write e.g. 10s, 1m, 1h30m or seconds.") from None
+        value = sum(float(a) * _UNITS[b] for a, b in parts)
+    if value <= 0:
+        raise UserError(f"{option} must be positive, got {text!r}.")
+    return value
+
+
+def make_config(
+    url: str,
+    bearer_token_file: str | None = None,
+    username: str | None = None,
+    password_file: str | None = None,
+    ca_file: str | None = None,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+    insecure: bool = False,
+    timeout: float = 30.0,
+    concurrency: int = 8,
+) -> PrometheusConfig:
+    """A client config from CLI options (credentials are read from files, never the command line).
+
+    Options left out fall back to ``SCALEAHEAD_PROMETHEUS__BEARER_TOKEN_FILE``, ``__USERNAME``,
+    ``__PASSWORD_FILE``, ``__CA_FILE``, ``__CERT_FILE`` and ``__KEY_FILE`` (so ``plan --prometheus``
+    can reach a server that needs credentials).
+    """
+    import os
+
+    from scaleahead.prometheus.client import PrometheusConfig
+
+    def env(name: str, given: str | None) -> str | None:
+        return given if given is not None else os.environ.get(f"SCALEAHEAD_PROMETHEUS__{name}") or None
+
+    bearer_token_file = env("BEARER_TOKEN_FILE", bearer_token_file)
+    username = env("USERNAME", username)
+    password_file = env("PASSWORD_FILE", password_file)
+    ca_file = env("CA_FILE", ca_file)
+    cert_file = env("CERT_FILE", cert_file)
+    key_file = env("KEY_FILE", key_file)
+    password = None
+    if password_file:
+        try:
+            password = Path(password_file).read_text(encoding="utf-8").rstrip("\n")
+        except OSError as exc:
+            raise UserError(f"Cannot read --password-file {password_file}: {exc.strerror}.") from exc
+    for name, path in (("--ca-file", ca_file), ("--cert-file", cert_file), ("--key-file", key_file)):
+        if path and not Path(path).is_file():
+            raise UserError(f"{name} {path} does not exist.", "Check the path.")
+    return PrometheusConfig(
+        url,
+        bearer_token_file=bearer_token_file,
+        username=username,
+        password=password,
+        ca_file=ca_file,
+        cert_file=cert_file,
+        key_file=key_file,
+        insecure_skip_verify=insecure,
+        timeout_s=timeout,
+        max_concurrency=concurrency,
+    )
+
+
+def dry_run_from_prometheus(
+    config: PrometheusConfig,
+    policies: Sequence[Policy],
+    at: float | None,
+    model: str,
+    current_replicas: int | None,
+) -> DryRun:
+    """``scaleahead plan --prometheus``: each policy's ``demand.query`` over the 2 days before ``at``.
+
+    Policies sharing a query and step are planned together; the plans are merged. ``at`` defaults
+    to now (the wall clock: this is the composition root).
+    """
+    import time
+
+    from scaleahead.planning import DryRun, dry_run
+    from scaleahead.prometheus.client import PrometheusClient, PrometheusError, RangeRequest
+    from scaleahead.prometheus.history import last_point_before
+    from scaleahead.types import Plan
+
+    when = time.time() if at is None else at
+    groups: dict[tuple[str, float], list[Policy]] = {}
+    for p in policies:
+        groups.setdefault((p.spec.demand.query, p.spec.demand.step_seconds), []).append(p)
+    keys = list(groups)
+    with PrometheusClient(config) as client:
+        reqs = []
+        for query, step in keys:
+            last = last_point_before(when, step)
+            label = ", ".join(str(p.workload) for p in groups[(query, step)])
+            reqs.append(RangeRequest(label, query, last + step - PLAN_WINDOW_S, last, step))
+        results = client.fetch_many(reqs)
+    runs: list[DryRun] = []
+    for key, res in zip(keys, results, strict=True):
+        if isinstance(res, PrometheusError):
+            raise res
+        runs.append(dry_run(groups[key], res, when, model=model, current_replicas=current_replicas))
+    first = runs[0]
+    merged = Plan(
+        when,
+        tuple(a for r in runs for a in r.plan.actions),
+        {k: v for r in runs for k, v in r.plan.fallbacks.items()},
+        tuple(n for r in runs for n in r.plan.notes),
+    )
+    forecasts = {k: v for r in runs for k, v in r.forecasts.items()}
+    return DryRun(merged, forecasts, when, first.history, first.model)
+
+
+# Options shared by every command that reads from Prometheus.
+BearerOpt = Annotated[
+    str | None, typer.Option(help="File holding a bearer token (re-read per request), e.g. a service-account token.")
+]
+UserOpt = Annotated[str | None, typer.Option(help="Basic-auth username.")]
+PasswordFileOpt = Annotated[str | None, typer.Option(help="File holding the basic-auth password.")]
+CaOpt = Annotated[str | None, typer.Option(help="CA bundle (PEM) that signed the server's certificate.")]
+CertOpt = Annotated[str | None, typer.Option(help="Client certificate (PEM) for mutual TLS.")]
+KeyOpt = Annotated[str | None, typer.Option(help="Client certificate's private key (PEM).")]
+InsecureOpt = Annotated[bool, typer.Option(help="Do not verify the server's TLS certificate (testing only).")]
+TimeoutOpt = Annotated[float, typer.Option(help="Per-request timeout (s); 5xx and timeouts are retried 3 times.")]
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @app.command("history")
+    def history_cmd(
+        prometheus: Annotated[str, typer.Option(help="Base URL of Prometheus (or Thanos, Mimir, VictoriaMetrics).")],
+        query: Annotated[str, typer.Option(help="PromQL giving ONE series (aggregate with sum(...) if needed).")],
+        start: Annotated[str, typer.Option(help="First time (ISO-8601, UTC if no zone, or epoch s).")],
+        end: Annotated[str, typer.Option(help="Last time, inclusive (ISO-8601 or epoch s).")],
+        output: Annotated[Path, typer.Option(help="Series CSV to write (timestamp,value; empty = missing).")],
+        step: Annotated[str, typer.Option(help="Resolution: 10s, 1m, ... (points are at multiples of it).")] = "10s",
+        bearer_token_file: BearerOpt = None,
+        username: UserOpt = None,
+        password_file: PasswordFileOpt = None,
+        ca_file: CaOpt = None,
+        cert_file: CertOpt = None,
+        key_file: KeyOpt = None,
+        insecure: InsecureOpt = False,
+        timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """Dump a range of a PromQL query as a series CSV (the format of EVALUATION.md).
+
+        Long ranges are read in chunks under Prometheus' 11,000-points limit; gaps are written as
+        empty cells. The file is written only if the whole read succeeds.
+        """
+        from scaleahead.cli import console, parse_time
+        from scaleahead.prometheus.client import PrometheusClient, RangeRequest
+
+        step_s = parse_duration(step)
+        t0, t1 = parse_time(start), parse_time(end)
+        if t1 < t0:
+            raise UserError(f"--end ({end}) is before --start ({start}).", "Swap them.")
+        cfg = make_config(
+            prometheus, bearer_token_file, username, password_file, ca_file, cert_file, key_file, insecure, timeout
+        )
+        with PrometheusClient(cfg) as client:
+            series = client.range_series(RangeRequest("(history)", query, t0, t1, step_s))
+        n = write_series_csv(output, series)
+        console.print(
+            f"wrote {output}: {len(series)} points ({n} present) at {step_s:g} s, {client.stats.requests} request(s)"
+        )
+
+    @app.command("backfill")
+    def backfill_cmd(
+        trace: Annotated[str, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, ...) or series CSV path.")],
+        tsdb: Annotated[Path, typer.Option(help="TSDB folder to create blocks in (Prometheus' --storage.tsdb.path).")],
+        metric: Annotated[str, typer.Option(help="Metric name to write, e.g. http_requests_per_step.")],
+        labels: Annotated[str | None, typer.Option(help="Labels k=v,k2=v2 for the series.")] = None,
+        column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
+        start: Annotated[str | None, typer.Option(help="Backfill only from this time (ISO-8601 or epoch s).")] = None,
+        end: Annotated[str | None, typer.Option(help="Backfill only before this time (ISO-8601 or epoch s).")] = None,
+        serve: Annotated[bool, typer.Option(help="Then serve the TSDB with a local Prometheus until Ctrl-C.")] = False,
+        port: Annotated[int, typer.Option(help="Port of the local Prometheus (127.0.0.1 only).")] = 9090,
+    ) -> None:
+        """Turn a trace into a Prometheus TSDB with promtool; --serve starts Prometheus over it.
+
+        Missing points stay gaps. The served Prometheus listens on 127.0.0.1 only, never scrapes,
+        and uses a lookback of half the trace's step so that gaps read back as gaps.
+        """
+        from scaleahead.cli import console, iso, parse_time
+        from scaleahead.prometheus.backfill import LocalPrometheus, backfill, check_metric_name, parse_labels
+        from scaleahead.traces import load_series
+
+        check_metric_name(metric)
+        label_map = parse_labels(labels)
+        series = load_series(trace, column=column)
+        if start or end:
+            series = series.between(
+                parse_time(start) if start else series.start, parse_time(end) if end else series.end
+            )
+            if len(series) == 0:
+                raise UserError("--start/--end leave no points of the trace.", "Choose a range inside the trace.")
+        if tsdb.exists() and any(p.name != "wal" for p in tsdb.iterdir()) and not serve:
+            console.print(f"[yellow]note[/] {tsdb} is not empty; new blocks are added beside the existing ones")
+        n = backfill(tsdb, metric, [(label_map, series)])
+        matchers = ",".join(f'{k}="{v}"' for k, v in label_map.items())
+        selector = f"{metric}{{{matchers}}}" if matchers else metric
+        console.print(
+            f"backfilled {n} samples of {selector} from {iso(series.start)} to {iso(series.end)} "
+            f"(step {series.step_s:g} s) into {tsdb}"
+        )
+        if not serve:
+            return
+        server = LocalPrometheus(tsdb, port, lookback_s=series.step_s / 2).start()
+        console.print(
+            f"Prometheus is serving {tsdb} at {server.url} (Ctrl-C or SIGTERM stops it). Try:\n"
+            f"  scaleahead history --prometheus {server.url} --query '{selector}' "
+            f"--start {iso(series.start)} --end {iso(series.end - series.step_s)} "
+            f"--step {series.step_s:g}s --output /tmp/history.csv"
+        )
+        import sys
+
+        sys.stdout.flush()  # the address must show even when stdout is a pipe
+        import signal
+        import threading
+
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # installed explicitly: a background job ignores SIGINT
+            signal.signal(sig, lambda *_: stop.set())
+        try:
+            while not stop.is_set() and server.proc is not None and server.proc.poll() is None:
+                stop.wait(0.5)
+        finally:
+            server.stop()
+        console.print("Prometheus stopped")
+
+    @bench_app.command("fetch")
+    def bench_fetch(
+        tsdb: Annotated[
+            Path | None,
+            typer.Option(help="TSDB folder, backfilled on first use and reused after (default: under ~/.cache)."),
+        ] = None,
+        series: Annotated[int, typer.Option(help="Number of series (workloads).")] = 1000,
+        days: Annotated[float, typer.Option(help="Days of 10 s history per series.")] = 1.0,
+        concurrency: Annotated[int, typer.Option(help="Parallel range queries.")] = 8,
+        compress: Annotated[bool, typer.Option(help="Ask for gzip (Accept-Encoding) instead of identity.")] = False,
+        repeats: Annotated[int, typer.Option(help="Cold loads and incremental cycles to take the median of.")] = 3,
+        compare: Annotated[bool, typer.Option(help="Also time the same reads with prometheus-api-client.")] = False,
+        json_out: Annotated[Path | None, typer.Option("--json", help="Write the result object here.")] = None,
+    ) -> None:
+        """Time history reads from a real local Prometheus: a cold load and an incremental cycle.
+
+        fetch_s: N series x 1 day at 10 s through the history source (target <= 30 s for 1,000);
+        incremental_ms: the next cycle, reading only new points (target <= 1,000 ms for 1,000).
+        The first run backfills the TSDB with promtool (backfill_s; slow for 1,000 series).
+        """
+        from scaleahead.bench.prometheus import run_fetch_bench
+        from scaleahead.cli import console
+
+        if tsdb is None:
+            import os
+
+            cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+            tsdb = cache / "scaleahead" / f"bench-tsdb-{series}x{days:g}d"
+        result = run_fetch_bench(tsdb, series, days, concurrency, compress, repeats, compare)
+        console.print_json(json.dumps(result))
+        if json_out is not None:
+            json_out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def write_series_csv(path: Path, series: Any) -> int:
+    """``timestamp,value`` rows (ISO-8601 UTC, or epoch seconds for sub-second steps; an empty value is
+    missing); returns how many values are present."""
+    import math
+    from datetime import UTC, datetime
+
+    rows = ["timestamp,value\n"]
+    present = 0
+    times = series.times()
+    whole = bool((times == times.round()).all())  # sub-second steps: epoch seconds keep them exact
+    for t, v in zip(times.tolist(), series.values.tolist(), strict=True):
+        stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if whole else repr(t)
+        if math.isfinite(v):
+            present += 1
+            rows.append(f"{stamp},{int(v) if float(v).is_integer() else repr(v)}\n")
+        else:
+            rows.append(f"{stamp},\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(rows), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise UserError(f"Cannot write {path}: {exc.strerror}.", "Check the folder exists and is writable.") from exc
+    return present

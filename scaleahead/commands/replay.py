@@ -1,0 +1,240 @@
+"""``scaleahead bench replay`` and ``scaleahead demo``: the service replay and the no-setup demo.
+
+Both are thin: ``scaleahead.bench.replay`` and ``scaleahead.demo`` do the work. Heavy imports stay
+inside the command functions so that ``scaleahead --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scaleahead.errors import UserError
+
+
+def _parse_sets(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--set {item!r} is not KEY=VALUE.", "Use e.g. --set forecastQuantile=0.99.")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _window(setup: Any, start: str | None, hours: float) -> tuple[int, int] | None:
+    from scaleahead.bench.replay import busiest_window
+    from scaleahead.cli import parse_time
+
+    if hours <= 0:
+        raise UserError(f"--plot-hours {hours:g} must be positive.", "Use e.g. --plot-hours 6.")
+    if start is None:
+        return busiest_window(setup, hours)
+    t = parse_time(start)
+    a = int(math.floor((t - setup.t0) / setup.step_s))
+    n = setup.demand.size
+    if a < 0 or a >= n:
+        raise UserError(
+            f"--plot-start {start} is outside the test period.", "Pick a time after the 75 % split of the trace."
+        )
+    return a, min(n, a + max(1, int(hours * 3600 / setup.step_s)))
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @bench_app.command("replay")
+    def replay(
+        trace: Annotated[
+            str, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, ...) or CSV path.")
+        ],
+        json_path: Annotated[Path, typer.Option("--json", help="Write the metrics JSON here (EVALUATION.md s. 7).")],
+        decisions: Annotated[
+            Path | None, typer.Option(help="Write policy,timestamp,demand,desired,allocated,ready rows here.")
+        ] = None,
+        capacity: Annotated[
+            float | None, typer.Option(help="Demand one ready replica serves (default: p99 of the test period / 40).")
+        ] = None,
+        startup_seconds: Annotated[float, typer.Option(help="Start-up delay L of a new replica (s).")] = 60.0,
+        plot: Annotated[Path | None, typer.Option(help="Write a PNG of demand vs ready capacity per policy.")] = None,
+        plot_start: Annotated[
+            str | None, typer.Option(help="Start of the plotted window (ISO-8601 or epoch s); default: busiest.")
+        ] = None,
+        plot_hours: Annotated[float, typer.Option(help="Length of the plotted window (h).")] = 6.0,
+        model: Annotated[
+            str | None,
+            typer.Option(
+                help="Forecaster of the scaleahead policy (default: settings' model, else the best baseline)."
+            ),
+        ] = None,
+        policies: Annotated[
+            str, typer.Option(help="Comma-separated policies to run.")
+        ] = "scaleahead,predictive_seasonal_naive,hpa,static_peak,oracle",
+        set_: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--set", help="Override a field of the predictive policies' spec, e.g. forecastQuantile=0.99."
+            ),
+        ] = None,
+        column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
+    ) -> None:
+        """Service replay: scaleahead vs the HPA, static peak and the oracle on one trace (EVALUATION.md s. 4)."""
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Table
+
+        from scaleahead.bench import replay as rp
+        from scaleahead.traces import load_series
+
+        names = [p.strip() for p in policies.split(",") if p.strip()]
+        unknown = [p for p in names if p not in rp.POLICIES]
+        if unknown or not names:
+            raise UserError(f"--policies has unknown names {unknown}.", f"Known: {', '.join(rp.POLICIES)}.")
+        overrides = _parse_sets(set_ or [])
+        if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
+            raise UserError(
+                f"--capacity {capacity:g} is not a positive number: one replica must serve some demand.",
+                "Give the demand one ready replica serves, or leave it out to use p99 of the test period / 40.",
+            )
+        series = load_series(trace, column=column)
+        setup = rp.prepare(series, capacity, startup_seconds, name=trace)
+        window = _window(setup, plot_start, plot_hours) if plot is not None else None
+        try:
+            rp.replay_policy_object(setup, "check", **overrides)
+        except Exception as exc:  # pydantic validation: a bad --set
+            raise UserError(f"--set gives an invalid policy: {exc}", "See docs/configuration.md.") from exc
+        console = Console(stderr=True)
+        with Progress(
+            TextColumn("{task.description:28s}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            tasks = {n: bar.add_task(n, total=setup.demand.size) for n in names}
+            doc, runs = rp.run_replay(setup, names, model, overrides, progress=lambda n, k: bar.advance(tasks[n], k))
+        doc["trace"] = trace
+        params = doc.setdefault("params", {})
+        if capacity is not None:
+            params["capacity"] = capacity
+        if startup_seconds != 60.0:
+            params["startup_seconds"] = startup_seconds
+        json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        if decisions is not None:
+            rp.write_decisions(decisions, setup, runs)
+        if plot is not None:
+            rp.plot(plot, setup, runs, window)
+        out = Console()
+        if not out.is_terminal:
+            out = Console(width=160)
+        table = Table(
+            title=f"{trace}: {setup.demand.size} test steps of {setup.step_s:g} s, c = {setup.capacity:.4g}, "
+            f"start-up {setup.startup_s:g} s"
+        )
+        table.add_column("policy", no_wrap=True)
+        for col in ("violations", "unserved", "replica-seconds", "utilization", "scale events"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for name, m in doc["policies"].items():
+            table.add_row(
+                name,
+                f"{m['violation_fraction']:.4%}",
+                f"{m['unserved_fraction']:.4%}",
+                f"{m['replica_seconds']:,.0f}",
+                f"{m['utilization']:.3f}",
+                f"{m['scale_events']:,}",
+            )
+        out.print(table)
+        out.print(f"scaleahead forecaster: {doc['params']['scaleahead_model_note']}", soft_wrap=True)
+        timing = doc["timing_s"]
+        out.print(
+            f"replay time (training excluded): {timing['replay_total']:.1f} s wall, "
+            f"{timing['replay_cpu_total']:.1f} s CPU; JSON: {json_path}"
+        )
+
+    @bench_app.command("replay-tradeoff")
+    def replay_tradeoff(
+        trace: Annotated[str, typer.Option(help="Trace name or series CSV path.")],
+        json_path: Annotated[Path, typer.Option("--json", help="Write the points (metrics per setting) here.")],
+        plot: Annotated[Path | None, typer.Option(help="Write a PNG: violations vs replica-seconds.")] = None,
+        quantiles: Annotated[str, typer.Option(help="Comma-separated forecastQuantile values.")] = "0.5,0.9,0.99",
+        utilizations: Annotated[
+            str, typer.Option(help="Comma-separated targetUtilization values (at the default quantile).")
+        ] = "0.7,0.9,1.0",
+        capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
+        startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
+        model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
+    ) -> None:
+        """The scaleahead policy's trade-off curve: violations vs cost as its quantile and target vary."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from scaleahead.bench import replay as rp
+        from scaleahead.policy import PolicySpec
+        from scaleahead.traces import load_series
+
+        def floats(text: str, what: str) -> list[float]:
+            try:
+                return [float(x) for x in text.split(",") if x.strip()]
+            except ValueError as exc:
+                raise UserError(f"--{what} {text!r} is not a comma-separated list of numbers.", "E.g. 0.5,0.9") from exc
+
+        qs, us = floats(quantiles, "quantiles"), floats(utilizations, "utilizations")
+        if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
+            raise UserError(f"--capacity {capacity:g} is not a positive number.", "Give a positive capacity.")
+        fields = PolicySpec.model_fields
+        default_q = fields["forecast_quantile"].default
+        default_u = fields["target_utilization"].default
+        settings: list[dict[str, Any]] = [{}]
+        settings += [{"forecastQuantile": q} for q in qs if q != default_q]
+        settings += [{"targetUtilization": u} for u in us if u != default_u]
+        setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
+        doc = rp.tradeoff(setup, settings, model)
+        doc["trace"] = trace
+        doc["defaults"] = {"forecastQuantile": default_q, "targetUtilization": default_u}
+        json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        if plot is not None:
+            rp.plot_tradeoff(plot, doc, {})
+        oracle = doc["references"]["oracle"]["replica_seconds"]
+        table = Table(title=f"{trace}: scaleahead trade-off ({doc['params']['scaleahead_model']})")
+        for col in ("setting", "violations", "replica-seconds / oracle", "/ hpa"):
+            table.add_column(col, no_wrap=True)
+        hpa = doc["references"]["hpa"]["replica_seconds"]
+        rows = [("default", p) if not p["settings"] else (str(p["settings"]), p) for p in doc["points"]]
+        rows += [(name, m) for name, m in doc["references"].items()]
+        for label, m in rows:
+            table.add_row(
+                label,
+                f"{m['violation_fraction']:.4%}",
+                f"{m['replica_seconds'] / oracle:.3f}",
+                f"{m['replica_seconds'] / hpa:.3f}",
+            )
+        out = Console()
+        (out if out.is_terminal else Console(width=160)).print(table)
+
+    @app.command("demo")
+    def demo(
+        trace: Annotated[
+            str, typer.Option(help="Trace name or series CSV path (default: the Alibaba trace inside the wheel).")
+        ] = "alibaba-cpu-10s-embedded",
+        hours: Annotated[float, typer.Option(help="Hours of the test period to replay through the loop.")] = 24.0,
+        model: Annotated[
+            str | None, typer.Option(help="Forecaster (default: lstm if it trains fast enough, else seasonal-naive).")
+        ] = None,
+        column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
+    ) -> None:
+        """Run scaleahead on a built-in real trace: no cluster, no Prometheus, no config.
+
+        Replays a day of demand through the real control loop (virtual clock, simulated cluster,
+        SQLite in a temporary folder), then compares it with the HPA algorithm on the same day.
+        """
+        from scaleahead.demo import run_demo
+
+        if not math.isfinite(hours) or hours <= 0:
+            raise UserError(f"--hours {hours:g} must be positive.", "Use e.g. --hours 24.")
+        run_demo(trace, hours, model, column)

@@ -1,0 +1,214 @@
+"""``scaleahead rollout ...``: canary, A/B and shadow rollouts of a challenger model or policy.
+
+State lives in storage (the ``rollouts`` table), so a rollout survives restarts; the decision
+logic is ``actuator.rollouts`` (pure). ``rollout evaluate`` feeds measured per-workload outcomes
+(a CSV) to the running rollout: a canary advances, promotes or rolls back; A/B and shadow report
+differences with confidence intervals.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scaleahead.errors import DataError, UserError
+
+console = Console(highlight=False)
+
+DbOption = Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")]
+GroupOption = Annotated[str, typer.Option(help="Rollout group (policies' spec.rolloutGroup).")]
+
+
+def _book(db: str | None) -> Any:
+    from actuator.rollouts import RolloutBook
+    from storage import Store
+
+    return RolloutBook(Store(db))
+
+
+def _show(r: Any) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "group": r.group,
+        "mode": r.mode,
+        "state": r.state,
+        "champion": r.champion,
+        "challenger": r.challenger,
+        "share": r.share,
+        "started_at": r.started_at,
+        "updated_at": r.updated_at,
+        "params": r.params,
+        "last": r.results.get("last"),
+    }
+
+
+def _print(r: Any, as_json: bool) -> None:
+    doc = _show(r)
+    if as_json:
+        print(json.dumps(doc, indent=2, default=str))
+        return
+    console.print(
+        f"rollout {r.id} [{r.state}] group {r.group}: {r.mode}, champion {r.champion} vs challenger "
+        f"{r.challenger}, challenger share {r.share:.0%}",
+        markup=False,
+    )
+    last = doc["last"]
+    if last:
+        if "decision" in last:
+            console.print(f"last decision: {last['decision']}: {last['reason']}", markup=False)
+        for d in last.get("differences", []):
+            console.print(
+                f"  {d['metric']}: challenger - champion = {d['difference']:+.4g} "
+                f"[{d['low']:+.4g}, {d['high']:+.4g}] (95% CI){' significant' if d['significant'] else ''}",
+                markup=False,
+            )
+
+
+def read_outcomes(path: Path) -> list[dict[str, Any]]:
+    """Rows of ``workload,arm,violation_fraction,cost_per_demand[,forecast_error]``."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as exc:
+        raise DataError(f"Cannot read outcomes file {path}: {exc.strerror}.", "Check the path.") from exc
+    need = {"workload", "violation_fraction", "cost_per_demand"}
+    if not rows or not need <= set(rows[0]):
+        raise DataError(
+            f"{path} needs a header with {', '.join(sorted(need))} (and optionally arm, forecast_error).",
+            "See docs/actuator.md, 'Rollouts'.",
+        )
+    out = []
+    for i, row in enumerate(rows, start=2):
+        try:
+            out.append(
+                {
+                    "workload": row["workload"],
+                    "arm": (row.get("arm") or "").strip(),
+                    "violation_fraction": float(row["violation_fraction"]),
+                    "cost_per_demand": float(row["cost_per_demand"]),
+                    "forecast_error": float(row.get("forecast_error") or math.nan),
+                }
+            )
+        except ValueError as exc:
+            raise DataError(f"{path}:{i}: {exc}.", "Numbers must be plain decimals.") from exc
+    return out
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    rollout_app = typer.Typer(
+        help="Canary, A/B and shadow rollouts of a challenger model or policy (docs/actuator.md).",
+        no_args_is_help=True,
+    )
+    app.add_typer(rollout_app, name="rollout")
+
+    @rollout_app.command("start")
+    def start(
+        challenger: Annotated[str, typer.Option(help="Challenger: a model version id/name or a policy name.")],
+        mode: Annotated[str, typer.Option(help="canary (growing share), ab (fixed split) or shadow (plan only).")],
+        group: GroupOption = "default",
+        champion: Annotated[
+            str | None, typer.Option(help="Current model/policy (default: the registry's champion model).")
+        ] = None,
+        split: Annotated[float, typer.Option(help="Challenger share in mode ab.")] = 0.5,
+        steps: Annotated[str, typer.Option(help="Canary share steps, comma-separated.")] = "0.1,0.25,0.5,1.0",
+        max_violation_increase: Annotated[
+            float, typer.Option(help="Canary: most extra share of violating steps before rollback.")
+        ] = 0.002,
+        max_cost_increase: Annotated[
+            float, typer.Option(help="Canary: most relative extra cost per unit of demand before rollback.")
+        ] = 0.05,
+        max_error_increase: Annotated[
+            float, typer.Option(help="Canary: most relative extra forecast error before rollback.")
+        ] = 0.05,
+        db: DbOption = None,
+        output: Annotated[str, typer.Option(help="table or json.")] = "table",
+    ) -> None:
+        """Start a rollout of CHALLENGER against the champion in GROUP."""
+        from actuator.rollouts import CanaryParams
+
+        try:
+            shares = tuple(float(s) for s in steps.split(","))
+        except ValueError as exc:
+            raise UserError(f"--steps {steps!r} is not a list of numbers.", "Use e.g. 0.1,0.25,0.5,1.0.") from exc
+        if not shares or any(not 0 < s <= 1 for s in shares) or list(shares) != sorted(shares) or shares[-1] != 1.0:
+            raise UserError(f"--steps {steps!r} must rise from above 0 to 1.0.", "Use e.g. 0.1,0.25,0.5,1.0.")
+        if mode not in ("canary", "ab", "shadow"):
+            raise UserError(f"--mode {mode!r} is unknown.", "Use canary, ab or shadow.")
+        book = _book(db)
+        if champion is None:
+            prod = [m for m in book.store.models() if m.status == "champion"]
+            champion = f"{prod[-1].id}" if prod else "default"
+        params = CanaryParams(shares, max_violation_increase, max_cost_increase, max_error_increase)
+        rid = book.start(group, mode, champion, challenger, time.time(), canary=params, split=split)  # type: ignore[arg-type]
+        _print(book.get(group, rid), output == "json")
+
+    @rollout_app.command("status")
+    def status(
+        group: GroupOption = "default",
+        db: DbOption = None,
+        output: Annotated[str, typer.Option(help="table or json.")] = "table",
+    ) -> None:
+        """Show the newest rollout of GROUP: mode, state, share and the last comparison."""
+        _print(_book(db).get(group), output == "json")
+
+    @rollout_app.command("promote")
+    def promote(group: GroupOption = "default", db: DbOption = None) -> None:
+        """Make the challenger of GROUP's running rollout the champion for every workload."""
+        _print(_book(db).promote(group, time.time()), False)
+
+    @rollout_app.command("abort")
+    def abort(group: GroupOption = "default", db: DbOption = None) -> None:
+        """Stop GROUP's running rollout; every workload goes back to the champion."""
+        _print(_book(db).abort(group, time.time()), False)
+
+    @rollout_app.command("evaluate")
+    def evaluate(
+        outcomes: Annotated[
+            Path, typer.Option(help="CSV: workload,arm,violation_fraction,cost_per_demand[,forecast_error].")
+        ],
+        group: GroupOption = "default",
+        db: DbOption = None,
+        output: Annotated[str, typer.Option(help="table or json.")] = "table",
+    ) -> None:
+        """Compare measured outcomes of the two arms; a canary advances, promotes or rolls back."""
+        from actuator.rollouts import Outcome
+
+        rows = read_outcomes(outcomes)
+        book = _book(db)
+        r = book.running(group)
+        if r is None:
+            raise UserError(f"No running rollout in group {group!r}.", "Start one with `scaleahead rollout start`.")
+        arms: dict[str, list[Outcome]] = {"champion": [], "challenger": []}
+        for row in rows:
+            arm = row["arm"] or book.arm(r, row["workload"])
+            if arm not in arms:
+                raise DataError(f"{outcomes}: arm {arm!r} is neither champion nor challenger.", "Fix the arm column.")
+            arms[arm].append(
+                Outcome(row["workload"], row["violation_fraction"], row["cost_per_demand"], row["forecast_error"])
+            )
+        entry = book.evaluate(r, arms, time.time())  # type: ignore[arg-type]
+        if output == "json":
+            print(json.dumps(entry, indent=2, default=str))
+            return
+        _print(book.get(group, r.id), False)
+        if "differences" in entry:
+            table = Table(title="challenger - champion")
+            for col in ("metric", "champion", "challenger", "difference", "95% CI"):
+                table.add_column(col)
+            for d in entry["differences"]:
+                table.add_row(
+                    d["metric"],
+                    f"{d['champion']:.4g}",
+                    f"{d['challenger']:.4g}",
+                    f"{d['difference']:+.4g}",
+                    f"[{d['low']:+.4g}, {d['high']:+.4g}]",
+                )
+            console.print(table)

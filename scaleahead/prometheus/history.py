@@ -1,0 +1,243 @@
+"""``PrometheusHistory``: the control loop's history source, reading only what is new each cycle.
+
+The first read of a workload loads its window (``window_s``, default 2 days) of the policy's
+``demand.query`` at the policy's ``demand.stepSeconds``. Each later cycle asks Prometheus only for
+the points after the newest one it holds, plus ``overlap_steps`` points before it (the newest
+points may still be changing while scrapes and rule evaluations catch up). With ``cache_dir`` the
+history is kept on disk, so a restarted loop reads only what happened while it was down.
+
+Only points strictly before ``now`` are returned (no peeking). A workload whose read fails is left
+out of the result, its error kept in ``errors`` (naming workload, query and what to check) and
+logged; the others go on, and the loop's planner falls back for the missing one.
+
+Cache layout (``cache_dir``): per (server URL, query, step), ``<key>.json`` with the grid start and
+``<key>.f64``, the values as raw little-endian float64 (NaN = missing) from that start. A cycle
+writes only the changed tail of each file; the prefix that fell out of the window is dropped
+when it grows as large as the window itself (the file is then rewritten once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scaleahead.errors import UserError
+from scaleahead.policy import Policy
+from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, RangeRequest
+from scaleahead.settings import PrometheusSettings
+from scaleahead.types import FloatArray, Series, WorkloadRef
+
+log = logging.getLogger("scaleahead.prometheus")
+
+DAY_S = 86400.0
+
+
+@dataclass
+class _Entry:
+    """Cached values of one (query, step): ``values[i]`` is at ``start + i * step_s``.
+
+    ``buf`` has room to grow, so a cycle appends in place instead of copying the window.
+    """
+
+    start: float
+    step_s: float
+    buf: FloatArray
+    n: int
+
+    @property
+    def values(self) -> FloatArray:
+        return self.buf[: self.n]
+
+    @property
+    def end(self) -> float:
+        """Time just after the newest point held."""
+        return self.start + self.n * self.step_s
+
+
+def last_point_before(now: float, step_s: float) -> float:
+    """The newest grid point strictly before ``now``."""
+    return (math.ceil(now / step_s - 1e-9) - 1) * step_s
+
+
+class PrometheusHistory:
+    """A ``scaleahead.loop.HistorySource`` over Prometheus with incremental reads.
+
+    Args:
+        client: the HTTP client (its config holds URL, auth and parallelism).
+        window_s: how much history each read returns (s); 2 days covers daily seasonality.
+        cache_dir: where history survives restarts; ``None`` keeps it in memory only.
+        overlap_steps: points before the newest held one that are read again each cycle.
+    """
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        window_s: float = 2 * DAY_S,
+        cache_dir: str | Path | None = None,
+        overlap_steps: int = 3,
+    ) -> None:
+        self.client = client
+        self.window_s = window_s
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.overlap_steps = max(0, overlap_steps)
+        self.errors: dict[WorkloadRef, str] = {}
+        self._entries: dict[str, _Entry] = {}
+        if self.cache_dir is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+
+    # -- the HistorySource protocol -------------------------------------------------------------
+
+    def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
+        """History strictly before ``now`` for every policy whose read succeeds."""
+        self.errors = {}
+        plans: dict[str, RangeRequest] = {}
+        wanted: list[tuple[Policy, str]] = []
+        for policy in policies:
+            demand = policy.spec.demand
+            key = self._key(demand.query, demand.step_seconds)
+            wanted.append((policy, key))
+            if key in plans:
+                continue
+            req = self._plan(key, str(policy.workload), demand.query, demand.step_seconds, now)
+            if req is not None:
+                plans[key] = req
+        keys = list(plans)
+        results = self.client.fetch_many([plans[k] for k in keys])
+        failed: dict[str, PrometheusError] = {}
+        for key, res in zip(keys, results, strict=True):
+            if isinstance(res, PrometheusError):
+                failed[key] = res
+                continue
+            self._merge(key, res)
+        out: dict[WorkloadRef, Series] = {}
+        for policy, key in wanted:
+            ref = policy.workload
+            if key in failed:
+                err = failed[key]
+                msg = err.message if str(ref) in err.what else f"{ref}: {err.message}"
+                self.errors[ref] = msg
+                log.warning("history for %s: %s", ref, msg)
+                continue
+            entry = self._entries.get(key)
+            if entry is None:
+                continue
+            step = policy.spec.demand.step_seconds
+            t_last = last_point_before(now, step)
+            i0 = max(0, int(round((t_last + step - self.window_s - entry.start) / step)))
+            i1 = max(i0, min(entry.n, int(round((t_last - entry.start) / step)) + 1))
+            out[ref] = Series(ref.key, entry.start + i0 * step, step, entry.buf[i0:i1].copy(), policy.spec.demand.unit)
+        return out
+
+    # -- planning what to fetch -----------------------------------------------------------------
+
+    def _key(self, query: str, step_s: float) -> str:
+        text = f"{self.client.base}\n{query}\n{step_s!r}"
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def _plan(self, key: str, label: str, query: str, step_s: float, now: float) -> RangeRequest | None:
+        t_last = last_point_before(now, step_s)
+        w_start = t_last + step_s - self.window_s
+        entry = self._entries.get(key) or self._load(key, step_s)
+        if entry is not None and (entry.end < w_start or entry.start > w_start + 1e-6):
+            entry = None  # too old to extend, or does not reach back far enough: read the window afresh
+            self._entries.pop(key, None)
+        if entry is None:
+            return RangeRequest(label, query, w_start, t_last, step_s)
+        if entry.end > t_last:
+            return None  # nothing new since the last read
+        since = max(entry.end - self.overlap_steps * step_s, entry.start, w_start)
+        return RangeRequest(label, query, since, t_last, step_s, allow_empty=True)
+
+    # -- merging and the on-disk cache ----------------------------------------------------------
+
+    def _merge(self, key: str, new: Series) -> None:
+        entry = self._entries.get(key)
+        window_n = max(1, int(round(self.window_s / new.step_s)))
+        if entry is None:
+            buf = np.full(max(2 * window_n, len(new)), np.nan)
+            buf[: len(new)] = new.values
+            entry = _Entry(new.start, new.step_s, buf, len(new))
+            self._entries[key] = entry
+            self._save(key, entry, 0, full=True)
+            return
+        if len(new) == 0:
+            return
+        step = entry.step_s
+        off = int(round((new.start - entry.start) / step))
+        need = off + len(new)
+        full = False
+        if need > len(entry.buf):  # out of room: keep the newest window, move it to the front
+            drop = max(0, min(entry.n - window_n, off))
+            keep = entry.buf[drop : entry.n]
+            buf = np.full(max(2 * window_n, need - drop), np.nan)
+            buf[: len(keep)] = keep
+            entry.buf, entry.n, entry.start = buf, len(keep), entry.start + drop * step
+            off -= drop
+            need -= drop
+            full = True
+        entry.buf[off:need] = new.values
+        entry.n = max(entry.n, need)
+        self._save(key, entry, off, full=full)
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        assert self.cache_dir is not None
+        return self.cache_dir / f"{key}.json", self.cache_dir / f"{key}.f64"
+
+    def _save(self, key: str, entry: _Entry, from_index: int, full: bool) -> None:
+        if self.cache_dir is None:
+            return
+        meta_path, data_path = self._paths(key)
+        data = entry.values.astype("<f8", copy=False)
+        if full or not data_path.exists():
+            tmp = data_path.with_suffix(".tmp")
+            tmp.write_bytes(data.tobytes())
+            tmp.replace(data_path)
+            meta = {"start": entry.start, "step_s": entry.step_s, "format": 1}
+            meta_tmp = meta_path.with_suffix(".jsontmp")
+            meta_tmp.write_text(json.dumps(meta))
+            meta_tmp.replace(meta_path)
+            return
+        with data_path.open("r+b") as f:
+            f.seek(from_index * 8)
+            f.write(data[from_index:].tobytes())
+
+    def _load(self, key: str, step_s: float) -> _Entry | None:
+        if self.cache_dir is None:
+            return None
+        meta_path, data_path = self._paths(key)
+        try:
+            meta = json.loads(meta_path.read_text())
+            values = np.fromfile(data_path, dtype="<f8").astype(np.float64)
+        except (OSError, ValueError):
+            return None
+        if meta.get("format") != 1 or float(meta.get("step_s", -1)) != step_s:
+            return None
+        window_n = max(1, int(round(self.window_s / step_s)))
+        buf = np.full(max(2 * window_n, len(values)), np.nan)
+        buf[: len(values)] = values
+        entry = _Entry(float(meta["start"]), step_s, buf, len(values))
+        self._entries[key] = entry
+        return entry
+
+
+def history_from_settings(
+    settings: PrometheusSettings, cache_dir: str | Path | None = None, **config: Any
+) -> PrometheusHistory:
+    """A ``PrometheusHistory`` from the process settings (``SCALEAHEAD_PROMETHEUS__URL`` etc.).
+
+    Extra keyword arguments go to ``PrometheusConfig`` (credentials, TLS files).
+    """
+    if not settings.url:
+        raise UserError("No Prometheus URL is configured.", "Set SCALEAHEAD_PROMETHEUS__URL or pass --prometheus URL.")
+    cfg = PrometheusConfig(
+        settings.url, timeout_s=settings.timeout_s, max_concurrency=settings.max_concurrency, **config
+    )
+    return PrometheusHistory(PrometheusClient(cfg), cache_dir=cache_dir)

@@ -1,0 +1,88 @@
+"""`scaleahead plan --apply --kubeconfig FILE [--dry-run]` end to end: CLI -> emulated cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kubeemu import DEPLOYMENTS, deployment
+from typer.testing import CliRunner
+
+from scaleahead.cli import app
+from scaleahead.errors import UserError
+from storage import Store
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "policy.yaml"
+ENV = {"SCALEAHEAD_ACTUATION__NAMESPACE": "default"}
+
+
+def kubeconfig(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: emu, cluster: {{server: '{url.rstrip('/')}'}}}}]\n"
+        "users: [{name: me, user: {token: test}}]\n"
+        "contexts: [{name: emu, context: {cluster: emu, user: me}}]\n"
+        "current-context: emu\n"
+    )
+    return path
+
+
+def args(tmp_path: Path, kubeconfig_path: Path, *extra: str) -> list[str]:
+    return [
+        "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--current", "1", "--apply",
+        "--kubeconfig", str(kubeconfig_path), "--db", f"sqlite:///{tmp_path / 'j.db'}", "--output", "json", *extra,
+    ]  # fmt: skip
+
+
+def here(*argv: str):
+    """The same Typer app in this process (faster than a new process)."""
+    return CliRunner().invoke(app, list(argv), env=ENV)
+
+
+def test_plan_apply_scales_the_deployment_and_journals_the_outcome(kube, tmp_path):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
+    out = subprocess.run(  # through the real entry point, in a new process
+        [sys.executable, "-m", "scaleahead.cli", *args(tmp_path, kubeconfig(tmp_path, kube.url))],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **ENV},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)["results"][0]
+    assert res["outcome"] == "applied", res
+    replicas = kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"]
+    assert 1 < replicas <= 21  # the example policy's maxStepUp is 20
+    assert kube.cluster.writes() == [("PATCH", "/apis/apps/v1/namespaces/default/deployments/web/scale")]
+    rows = Store(f"sqlite:///{tmp_path / 'j.db'}").actions()
+    assert [(a.target, a.state) for a in rows] == [("Deployment/default/web", "applied")]
+
+
+def test_plan_apply_dry_run_prints_the_diff_and_writes_nothing(kube, tmp_path):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
+    out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url), "--dry-run"))
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["dry_run"] is True
+    assert doc["results"][0]["outcome"] == "dry-run"
+    assert doc["results"][0]["detail"].startswith("Deployment/default/web spec.replicas: 1 -> ")
+    assert kube.cluster.writes() == []
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 1
+
+
+def test_plan_apply_to_a_missing_deployment_is_skipped_with_the_fix(kube, tmp_path):
+    out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url)))
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.stdout)["results"][0]
+    assert res["outcome"] == "skipped"
+    assert "Deployment/default/web does not exist (404)" in res["detail"]
+
+
+def test_plan_apply_with_a_bad_kubeconfig_fails_with_a_user_error_naming_the_file(tmp_path):
+    bad = tmp_path / "nope.yaml"
+    bad.write_text("not: [a kubeconfig")
+    out = here(*args(tmp_path, bad))
+    assert isinstance(out.exception, UserError)  # main() prints it as one paragraph, exit code 2
+    assert "nope.yaml" in out.exception.message and "--kubeconfig" in out.exception.message

@@ -1,0 +1,107 @@
+"""Leader election with a coordination.k8s.io/v1 Lease: two replicas never act at once."""
+
+from __future__ import annotations
+
+from kubeemu import LEASES
+
+from actuator.leader import LeaderElector, LeaseRecord, decide
+
+T0 = 1_700_000_000.0
+
+
+def electors(kube, duration=15):
+    a = LeaderElector(kube.api_client(), "default", "replica-a", lease_duration_s=duration)
+    b = LeaderElector(kube.api_client(), "default", "replica-b", lease_duration_s=duration)
+    return a, b
+
+
+def test_decide_creates_renews_follows_and_takes_over_an_expired_lease():
+    rec = LeaseRecord("a", 15, T0, T0, 0, "7")
+    assert decide(None, "a", T0) == "create"
+    assert decide(rec, "a", T0 + 5) == "renew"
+    assert decide(rec, "b", T0 + 14.9) == "follow"
+    assert decide(rec, "b", T0 + 15) == "takeover"
+    assert decide(LeaseRecord("", 15, T0, T0, 0, "7"), "b", T0 + 1) == "takeover"
+
+
+def test_the_first_replica_takes_the_lease_and_the_second_follows(kube):
+    a, b = electors(kube)
+    assert a.is_leader(T0)
+    assert not b.is_leader(T0 + 1)
+    assert "held by replica-a" in b.last_error
+    lease = kube.cluster.get(LEASES, "default", "scaleahead-leader")
+    assert lease["spec"]["holderIdentity"] == "replica-a"
+
+
+def test_a_leader_that_keeps_renewing_keeps_the_lease(kube):
+    a, b = electors(kube)
+    for i in range(5):
+        assert a.is_leader(T0 + 10 * i)
+        assert not b.is_leader(T0 + 10 * i + 5)
+
+
+def test_a_follower_takes_over_when_the_leader_stops_renewing_and_the_old_leader_stands_down(kube):
+    a, b = electors(kube)
+    assert a.is_leader(T0)
+    assert not b.is_leader(T0 + 14)
+    assert b.is_leader(T0 + 15.5)  # a crashed: no renewal for a whole lease duration
+    lease = kube.cluster.get(LEASES, "default", "scaleahead-leader")
+    assert lease["spec"]["holderIdentity"] == "replica-b"
+    assert lease["spec"]["leaseTransitions"] == 1
+    assert not a.is_leader(T0 + 16)  # a comes back: b holds a fresh lease
+
+
+def test_of_two_replicas_racing_for_an_expired_lease_only_one_wins(kube):
+    a, b = electors(kube)
+    c = LeaderElector(kube.api_client(), "default", "replica-c", lease_duration_s=15)
+    assert c.is_leader(T0)
+    stale = b._read()  # b reads the expired lease ...
+    assert a.is_leader(T0 + 20)  # ... a takes it over first ...
+    b._read = lambda: stale  # ... and b writes with the version it read
+    assert not b.is_leader(T0 + 20)
+    assert "409" in b.last_error
+    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "replica-a"
+
+
+def test_a_released_lease_is_taken_over_at_once(kube):
+    a, b = electors(kube)
+    assert a.is_leader(T0)
+    a.release(T0 + 1)
+    assert b.is_leader(T0 + 2)
+
+
+def test_an_api_error_means_not_leader(kube):
+    from kubeemu import Fault
+
+    a, _ = electors(kube)
+    assert a.is_leader(T0)
+    kube.cluster.faults.append(Fault("PATCH", "/leases/scaleahead-leader", status=500))
+    assert not a.is_leader(T0 + 5)
+    assert a.is_leader(T0 + 10)
+
+
+def test_two_actuator_replicas_never_act_at_once(kube):
+    from kubeemu import DEPLOYMENTS, deployment, policy
+
+    from actuator.applying import Actuator
+    from actuator.kubernetes import KubernetesTarget
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    a, b = electors(kube)
+    pols = [policy()]
+    act_a = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=a.is_leader)
+    act_b = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=b.is_leader)
+    web = WorkloadRef("Deployment", "default", "web")
+
+    def plan(t, frm, to):
+        return Plan(t, (ScaleTo(web, frm, to, Reason("t", "t")),))
+
+    assert act_a.apply_plan(plan(T0, 2, 3), T0)[0].outcome == "applied"
+    follower = act_b.apply_plan(plan(T0 + 1, 3, 9), T0 + 1)[0]
+    assert follower.outcome == "skipped" and "not the leader" in follower.detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 3
+    # a dies; after a lease duration b takes over and acts.
+    assert act_b.apply_plan(plan(T0 + 20, 3, 5), T0 + 20)[0].outcome == "applied"
+    assert act_a.apply_plan(plan(T0 + 21, 5, 7), T0 + 21)[0].outcome == "skipped"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5

@@ -1,0 +1,249 @@
+"""The safety layer and the journal against the emulated API: dry-run, conflicts, faults, crashes, humans."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubeemu import DEPLOYMENTS, HPAS, Fault, deployment, policy
+
+from actuator.applying import Actuator
+from actuator.kubernetes import KubernetesTarget
+from actuator.safety import SafetyConfig
+from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+from storage import Store
+
+R = Reason("test", "because the test says so")
+NOW = 1_000_000.0
+WEB = WorkloadRef("Deployment", "default", "web")
+
+
+def scale(frm: int, to: int, name: str = "web") -> ScaleTo:
+    return ScaleTo(WorkloadRef("Deployment", "default", name), frm, to, R)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(f"sqlite:///{tmp_path / 'j.db'}")
+    yield s
+    s.close()
+
+
+def actuator(kube, store=None, policies=None, timeout_s=2.0, **cfg) -> Actuator:
+    policies = [policy()] if policies is None else policies
+    target = KubernetesTarget(kube.api_client(), policies, timeout_s=timeout_s)
+    return Actuator(target, store, policies, SafetyConfig(**cfg))
+
+
+def test_a_no_op_plan_makes_no_api_calls_at_all(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(3))
+    results = actuator(kube, store).apply_plan(Plan(NOW, (scale(3, 3),)), NOW)
+    assert [r.outcome for r in results] == ["skipped"]
+    assert kube.cluster.calls() == []
+    assert store.actions() == []
+
+
+def test_a_change_already_live_makes_no_write_call(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(5))
+    results = actuator(kube, store).apply_plan(Plan(NOW, (scale(3, 5),)), NOW)
+    assert results[0].outcome == "skipped" and "already 5" in results[0].detail
+    assert kube.cluster.writes() == []
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing_to_the_cluster(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(HPAS, "default", "api-hpa", {"spec": {"minReplicas": 1, "maxReplicas": 9}})
+    pols = [policy(), policy("api", mode="floor", hpa="api-hpa")]
+    plan = Plan(NOW, (scale(2, 6), scale(1, 4, "api")))
+    results = actuator(kube, store, pols).apply_plan(plan, NOW, dry_run=True)
+    assert [r.outcome for r in results] == ["dry-run", "dry-run"]
+    assert results[0].detail == "Deployment/default/web spec.replicas: 2 -> 6"
+    assert results[1].detail == "HorizontalPodAutoscaler/default/api-hpa spec.minReplicas: 1 -> 4"
+    assert kube.cluster.writes() == []
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 2
+    assert {a.state for a in store.actions()} == {"dry-run"}
+
+
+def test_the_journal_records_planned_then_the_outcome_with_its_reason(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    plan = Plan(NOW, (scale(2, 4), scale(1, 3, "gone")))
+    actuator(kube, store, [policy(), policy("gone")]).apply_plan(plan, NOW)
+    rows = {a.target: a for a in store.actions()}
+    assert rows["Deployment/default/web"].state == "applied"
+    assert rows["Deployment/default/web"].outcome == "Deployment/default/web spec.replicas: 2 -> 4"
+    gone = rows["Deployment/default/gone"]
+    assert gone.state == "skipped"
+    assert "Deployment/default/gone does not exist (404)" in gone.outcome
+    assert "fix the policy's spec.target" in gone.outcome
+
+
+def test_a_409_conflict_reads_again_rechecks_and_applies_on_the_new_version(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=409))
+    results = actuator(kube, store).apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    assert results[0].outcome == "applied", results
+    scale_calls = [c for c in kube.cluster.calls() if c[1].endswith("/web/scale")]
+    assert scale_calls == [
+        ("GET", "/apis/apps/v1/namespaces/default/deployments/web/scale"),
+        ("PATCH", "/apis/apps/v1/namespaces/default/deployments/web/scale"),
+        ("GET", "/apis/apps/v1/namespaces/default/deployments/web/scale"),
+        ("PATCH", "/apis/apps/v1/namespaces/default/deployments/web/scale"),
+    ]
+
+
+def test_a_write_with_a_stale_resource_version_gets_a_409_and_changes_nothing(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store)
+    target = act.target
+    live = target.live(scale(2, 4))
+    kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 3}})
+    from actuator.base import ActuationError
+
+    with pytest.raises(ActuationError) as err:
+        target.write(scale(2, 4), 4, live)
+    assert err.value.outcome == "conflict"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 3
+
+
+def test_a_conflict_every_time_fails_the_action_after_the_retries(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=409, times=10))
+    results = actuator(kube, store, max_conflict_retries=2).apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    assert results[0].outcome == "failed"
+    assert "409 3 times" in results[0].detail
+
+
+def test_a_500_fails_one_action_and_the_rest_of_the_plan_goes_on(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=500))
+    plan = Plan(NOW, (scale(2, 4), scale(2, 5, "api")))
+    results = actuator(kube, store, [policy(), policy("api")]).apply_plan(plan, NOW)
+    assert [r.outcome for r in results] == ["failed", "applied"]
+    assert "500" in results[0].detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "api")["spec"]["replicas"] == 5
+
+
+def test_a_timeout_fails_the_action_quickly_and_the_next_cycle_applies_it(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("GET", "/deployments/web/scale", delay_s=1.5))
+    act = actuator(kube, store, timeout_s=0.3)
+    t0 = time.perf_counter()
+    first = act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    assert time.perf_counter() - t0 < 1.4
+    assert first[0].outcome == "failed" and "no answer" in first[0].detail
+    second = act.apply_plan(Plan(NOW + 10, (scale(2, 4),)), NOW + 10)
+    assert second[0].outcome == "applied"
+
+
+def test_rbac_forbidding_the_verb_skips_the_action_naming_the_object_and_the_fix(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=403))
+    res = actuator(kube, store).apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    assert res[0].outcome == "skipped"
+    assert "RBAC forbids 'patch' on deployments/scale in namespace default" in res[0].detail
+    assert "Deployment/default/web" in res[0].detail and "RBAC needed" in res[0].detail
+
+
+def test_an_object_of_unexpected_shape_is_skipped_naming_the_field(kube, store):
+    bad = deployment(2)
+    bad["spec"]["replicas"] = "many"
+    kube.cluster.put(DEPLOYMENTS, "default", "web", bad)
+    res = actuator(kube, store).apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    assert res[0].outcome == "skipped"
+    assert "spec.replicas='many', not an integer" in res[0].detail
+    assert kube.cluster.writes() == []
+
+
+def test_bounds_and_step_limits_are_rechecked_against_the_live_value(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(6))
+    pol = policy(max_replicas=10, max_step_up=2)
+    res = actuator(kube, store, [pol]).apply_plan(Plan(NOW, (scale(2, 30),)), NOW)
+    assert res[0].outcome == "applied"
+    assert "clamped 30 -> 10" in res[0].detail and "step limited to +2 from the live 6" in res[0].detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 8
+
+
+def test_a_plan_older_than_the_max_age_is_not_applied(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    res = actuator(kube, store, max_plan_age_s=30).apply_plan(Plan(NOW - 31, (scale(2, 4),)), NOW)
+    assert res[0].outcome == "skipped" and "older than maxPlanAge 30 s" in res[0].detail
+    assert kube.cluster.writes() == []
+
+
+def test_the_kill_switch_pauses_all_actuation_without_writing(kube, store):
+    from kubeemu import CONFIGMAPS
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(CONFIGMAPS, "default", "scaleahead-kill-switch", {"data": {"paused": "true"}})
+    pols = [policy()]
+    target = KubernetesTarget(kube.api_client(), pols)
+    act = Actuator(target, store, pols, kill_switch=lambda: target.kill_switch("default"))
+    res = act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    assert res[0].outcome == "skipped"
+    assert "kill switch: ConfigMap default/scaleahead-kill-switch has paused=true" in res[0].detail
+    assert kube.cluster.writes() == []
+    kube.cluster.edit(CONFIGMAPS, "default", "scaleahead-kill-switch", {"data": {"paused": "false"}})
+    assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "applied"
+    settings_paused = actuator(kube, store, paused=True).apply_plan(Plan(NOW, (scale(4, 6),)), NOW)
+    assert "paused" in settings_paused[0].detail
+
+
+def test_a_crash_between_journal_and_api_call_is_reconciled_on_the_next_start(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2))
+    plan = Plan(NOW, (scale(2, 4), scale(2, 7, "api")))
+    # The first process journals the plan, writes web, then dies before journaling the outcome,
+    # and before touching api.
+    _, ids = store.record_plan(plan, source="loop", state="planned")
+    first = actuator(kube, store, [policy(), policy("api")])
+    first.target.write(scale(2, 4), 4, first.target.live(scale(2, 4)))
+    # The next start reconciles.
+    second = actuator(kube, store, [policy(), policy("api")])
+    done = {aid: (state, why) for aid, state, why in second.reconcile(NOW + 60)}
+    assert done[ids[0]][0] == "applied" and "shows the change" in done[ids[0]][1]
+    assert done[ids[1]][0] == "skipped" and "not applied before the restart" in done[ids[1]][1]
+    assert store.actions(state="planned") == []
+    assert kube.cluster.writes()[-1][0] == "PATCH" and len(kube.cluster.writes()) == 1
+
+
+def test_a_human_edit_is_detected_respected_for_the_hold_time_reported_and_then_managed_again(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store, human_edit_hold_s=600)
+    assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "applied"
+    kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 9}})  # kubectl scale
+    writes = len(kube.cluster.writes())
+    later = act.apply_plan(Plan(NOW + 60, (scale(4, 5),)), NOW + 60)
+    assert later[0].outcome == "skipped"
+    assert "human edit: Deployment/default/web spec.replicas was set to 9" in later[0].detail
+    assert "scaleahead had set 4" in later[0].detail
+    still = act.apply_plan(Plan(NOW + 500, (scale(9, 5),)), NOW + 500)
+    assert still[0].outcome == "skipped" and "human edit" in still[0].detail
+    assert len(kube.cluster.writes()) == writes
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 9
+    after = act.apply_plan(Plan(NOW + 700, (scale(9, 5),)), NOW + 700)
+    assert after[0].outcome == "applied"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5
+
+
+def test_a_status_change_by_a_controller_is_not_taken_for_a_human_edit(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store)
+    act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    kube.cluster.edit(DEPLOYMENTS, "default", "web", {"status": {"readyReplicas": 4}})
+    assert act.apply_plan(Plan(NOW + 10, (scale(4, 6),)), NOW + 10)[0].outcome == "applied"
+
+
+def test_a_write_that_timed_out_but_landed_is_not_mistaken_for_a_human_edit(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store, timeout_s=0.3)
+    # The change lands, but its answer comes after the client's timeout.
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=0.6, after=True))
+    assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "failed"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
+    nxt = act.apply_plan(Plan(NOW + 10, (scale(4, 6),)), NOW + 10)
+    assert nxt[0].outcome == "applied", nxt
+    # ... and a real edit after that is still detected.
+    kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 1}})
+    held = act.apply_plan(Plan(NOW + 20, (scale(1, 6),)), NOW + 20)
+    assert held[0].outcome == "skipped" and "human edit" in held[0].detail

@@ -1,0 +1,175 @@
+"""Every target kind through the official client against the emulated API server."""
+
+from __future__ import annotations
+
+from kubeemu import DEPLOYMENTS, HPAS, KSVC, PDBS, PODS, QUOTAS, STATEFULSETS, Fault, deployment, policy
+
+from actuator.applying import Actuator
+from actuator.kubernetes import MIN_SCALE, KubernetesTarget
+from actuator.safety import SafetyConfig
+from scaleahead.types import MovePod, Plan, Reason, ScaleTo, SetWarmPool, WorkloadRef
+
+R = Reason("test", "because the test says so")
+NOW = 1_000_000.0
+
+
+def scale(kind: str, name: str, frm: int, to: int) -> ScaleTo:
+    return ScaleTo(WorkloadRef(kind, "default", name), frm, to, R)
+
+
+def make(kube, policies, **cfg) -> Actuator:
+    target = KubernetesTarget(kube.api_client(), policies, timeout_s=2.0)
+    return Actuator(target, None, policies, SafetyConfig(**cfg))
+
+
+def test_deployment_replicas_are_set_through_the_scale_subresource(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    results = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 5),)), NOW)
+    assert [r.outcome for r in results] == ["applied"], results
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5
+    assert kube.cluster.writes() == [("PATCH", "/apis/apps/v1/namespaces/default/deployments/web/scale")]
+
+
+def test_statefulset_replicas_are_set_through_the_scale_subresource(kube):
+    kube.cluster.put(STATEFULSETS, "default", "db", deployment(3) | {"kind": "StatefulSet"})
+    pol = policy("db", kind="StatefulSet")
+    results = make(kube, [pol]).apply_plan(Plan(NOW, (scale("StatefulSet", "db", 3, 4),)), NOW)
+    assert results[0].outcome == "applied", results
+    assert kube.cluster.get(STATEFULSETS, "default", "db")["spec"]["replicas"] == 4
+    assert ("PATCH", "/apis/apps/v1/namespaces/default/statefulsets/db/scale") in kube.cluster.writes()
+
+
+def test_floor_mode_sets_the_hpa_min_replicas_and_leaves_the_deployment_alone(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(4))
+    kube.cluster.put(HPAS, "default", "web-hpa", {"spec": {"minReplicas": 2, "maxReplicas": 10}})
+    pol = policy(mode="floor", hpa="web-hpa")
+    results = make(kube, [pol]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 6),)), NOW)
+    assert results[0].outcome == "applied", results
+    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 6
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
+
+
+def test_floor_above_the_hpa_max_is_capped_at_the_hpa_max(kube):
+    kube.cluster.put(HPAS, "default", "web-hpa", {"spec": {"minReplicas": 2, "maxReplicas": 8}})
+    pol = policy(mode="floor", hpa="web-hpa")
+    results = make(kube, [pol]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 12),)), NOW)
+    assert results[0].outcome == "applied"
+    assert "capped at the HPA's maxReplicas 8" in results[0].detail
+    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 8
+
+
+def test_knative_warm_pool_sets_the_min_scale_annotation(kube):
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {}}}}})
+    pol = policy("fn", kind="KnativeService")
+    action = SetWarmPool(WorkloadRef("KnativeService", "default", "fn"), 0, 2, 600.0, R)
+    results = make(kube, [pol]).apply_plan(Plan(NOW, (action,)), NOW)
+    assert results[0].outcome == "applied", results
+    ann = kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"]
+    assert ann[MIN_SCALE] == "2"
+
+
+def test_headroom_creates_a_placeholder_deployment_of_pause_pods_at_low_priority_then_scales_it(kube):
+    ref = WorkloadRef("Headroom", "default", "headroom")
+    act = make(kube, [])
+    assert act.apply_plan(Plan(NOW, (ScaleTo(ref, 0, 3, R),)), NOW)[0].outcome == "applied"
+    obj = kube.cluster.get(DEPLOYMENTS, "default", "headroom")
+    assert obj["spec"]["replicas"] == 3
+    assert obj["spec"]["template"]["spec"]["priorityClassName"] == "scaleahead-headroom"
+    assert obj["spec"]["template"]["spec"]["containers"][0]["image"].startswith("registry.k8s.io/pause")
+    assert act.apply_plan(Plan(NOW, (ScaleTo(ref, 3, 1, R),)), NOW)[0].outcome == "applied"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "headroom")["spec"]["replicas"] == 1
+
+
+def test_headroom_never_takes_over_a_deployment_that_is_not_a_placeholder(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    res = make(kube, []).apply_plan(Plan(NOW, (ScaleTo(WorkloadRef("Headroom", "default", "web"), 2, 5, R),)), NOW)
+    assert res[0].outcome == "skipped"
+    assert "not a headroom placeholder" in res[0].detail
+    assert kube.cluster.writes() == []
+
+
+def _pod(node: str, owned: bool) -> dict:
+    meta = {"labels": {"app": "web"}}
+    if owned:
+        meta["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": "web-1", "controller": True, "apiVersion": "apps/v1", "uid": "u"}
+        ]
+    return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}
+
+
+def test_a_bare_pod_move_evicts_it_and_recreates_it_bound_to_the_planned_node(kube):
+    kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=False))
+    kube.cluster.put(
+        PDBS,
+        "default",
+        "web",
+        {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}},
+    )
+    move = MovePod("default", "p1", "n1", "n2", R)
+    res = make(kube, []).apply_plan(Plan(NOW, (move,)), NOW)
+    assert res[0].outcome == "applied", res
+    assert kube.cluster.get(PODS, "default", "p1") is None
+    assert kube.cluster.get(PODS, "default", "p1-moved")["spec"]["nodeName"] == "n2"
+    assert ("POST", "/api/v1/namespaces/default/pods/p1/eviction") in kube.cluster.writes()
+
+
+def test_a_pod_move_refused_by_its_pdb_is_skipped_with_the_reason(kube):
+    kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=True))
+    kube.cluster.put(
+        PDBS,
+        "default",
+        "web",
+        {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 0}},
+    )
+    res = make(kube, []).apply_plan(Plan(NOW, (MovePod("default", "p1", "n1", "n2", R),)), NOW)
+    assert res[0].outcome == "skipped"
+    assert "PodDisruptionBudget" in res[0].detail
+    assert kube.cluster.get(PODS, "default", "p1") is not None
+
+
+def test_an_eviction_answered_429_by_the_api_is_skipped_and_the_rest_of_the_plan_goes_on(kube):
+    kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=True))
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("POST", "/pods/p1/eviction", status=429))
+    plan = Plan(NOW, (MovePod("default", "p1", "n1", "n2", R), scale("Deployment", "web", 2, 3)))
+    res = make(kube, [policy()]).apply_plan(plan, NOW)
+    assert [r.outcome for r in res] == ["skipped", "applied"]
+    assert "429" in res[0].detail and "Pod/default/p1" in res[0].detail
+
+
+def test_a_scale_up_is_limited_by_the_namespace_pod_quota(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(
+        QUOTAS,
+        "default",
+        "q",
+        {"spec": {"hard": {"pods": "10"}}, "status": {"hard": {"pods": "10"}, "used": {"pods": "8"}}},
+    )
+    res = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 9),)), NOW)
+    assert res[0].outcome == "applied"
+    assert "pod quota" in res[0].detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
+
+
+def test_read_state_reports_replicas_ready_replicas_and_warm_instances(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(4, ready=3))
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "2"}}}}})
+    target = KubernetesTarget(kube.api_client(), [])
+    web, fn, gone = (
+        WorkloadRef("Deployment", "default", "web"),
+        WorkloadRef("KnativeService", "default", "fn"),
+        WorkloadRef("Deployment", "default", "gone"),
+    )
+    state = target.read_state([web, fn, gone])
+    assert (state.workloads[web].replicas, state.workloads[web].ready_replicas) == (4, 3)
+    assert state.workloads[fn].warm_instances == 2
+    assert gone not in state.workloads
+
+
+def test_the_plain_target_protocol_applies_one_action_and_skips_a_missing_object(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    target = KubernetesTarget(kube.api_client(), [policy()])
+    assert target.apply(scale("Deployment", "web", 2, 3)).outcome == "applied"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 3
+    missing = target.apply(scale("Deployment", "nope", 1, 3))
+    assert missing.outcome == "skipped" and "does not exist (404)" in missing.detail

@@ -1,0 +1,164 @@
+"""Rollouts: the pure decision logic, its state in storage across restarts, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from actuator.rollouts import (
+    CanaryParams,
+    Outcome,
+    RolloutBook,
+    ab_report,
+    assign,
+    decide_canary,
+    shadow_report,
+    split_outcomes,
+)
+from scaleahead.errors import UserError
+from storage import Store
+
+T0 = 1_700_000_000.0
+
+
+def outcomes(prefix: str, n: int, viol: float, cost: float, err: float = 1.0, seed: int = 0) -> list[Outcome]:
+    rng = np.random.default_rng(seed)
+    return [
+        Outcome(f"{prefix}{i}", max(0.0, viol + rng.normal(0, viol / 10 + 1e-4)), cost * (1 + rng.normal(0, 0.01)), err)
+        for i in range(n)
+    ]
+
+
+def test_assignment_is_stable_and_raising_the_share_only_moves_workloads_to_the_challenger():
+    names = [f"Deployment/default/w{i}" for i in range(400)]
+    at10 = {n for n in names if assign(n, 0.10, "s") == "challenger"}
+    at50 = {n for n in names if assign(n, 0.50, "s") == "challenger"}
+    assert at10 <= at50
+    assert 20 <= len(at10) <= 60 and 160 <= len(at50) <= 240
+    assert at10 == {n for n in names if assign(n, 0.10, "s") == "challenger"}
+    assert all(assign(n, 1.0, "s") == "challenger" for n in names)
+    assert all(assign(n, 0.0, "s") == "champion" for n in names)
+
+
+def test_a_canary_no_worse_than_the_champion_advances_step_by_step_then_promotes():
+    p = CanaryParams(steps=(0.1, 0.5, 1.0))
+    champ, chal = outcomes("a", 20, 0.01, 2.0), outcomes("b", 5, 0.008, 1.9)
+    d = decide_canary(p, 0.1, champ, chal)
+    assert (d.action, d.share) == ("advance", 0.5)
+    assert decide_canary(p, 0.5, champ, chal).share == 1.0
+    assert decide_canary(p, 1.0, champ, chal).action == "promote"
+
+
+def test_a_canary_with_more_violations_is_rolled_back_with_the_numbers_in_the_reason():
+    d = decide_canary(CanaryParams(), 0.25, outcomes("a", 10, 0.01, 2.0), outcomes("b", 4, 0.05, 1.5))
+    assert d.action == "rollback" and d.share == 0.0
+    assert "violates the SLO more" in d.reason
+
+
+def test_a_cheaper_looking_canary_that_costs_more_per_demand_or_forecasts_worse_is_rolled_back():
+    costly = decide_canary(CanaryParams(), 0.25, outcomes("a", 10, 0.01, 2.0), outcomes("b", 4, 0.01, 2.3))
+    assert costly.action == "rollback" and "costs more" in costly.reason
+    worse = decide_canary(CanaryParams(), 0.25, outcomes("a", 10, 0.01, 2.0, 1.0), outcomes("b", 4, 0.01, 2.0, 1.2))
+    assert worse.action == "rollback" and "forecasts worse" in worse.reason
+
+
+def test_a_canary_without_workloads_in_both_arms_waits():
+    assert decide_canary(CanaryParams(), 0.1, outcomes("a", 3, 0.01, 2), []).action == "wait"
+
+
+def test_ab_reports_a_significant_difference_only_when_the_interval_excludes_zero():
+    champ, chal = outcomes("a", 30, 0.02, 2.0, seed=1), outcomes("b", 30, 0.01, 2.0, seed=2)
+    rep = {d.metric: d for d in ab_report(champ, chal)}
+    v = rep["violation_fraction"]
+    assert v.difference < 0 and v.high < 0 and v.significant
+    assert v.low < v.difference < v.high
+    assert not rep["forecast_error"].significant  # identical in both arms
+
+
+def test_shadow_pairs_the_same_workloads():
+    champ = outcomes("w", 12, 0.02, 2.0, seed=3)
+    chal = [Outcome(o.workload, o.violation_fraction - 0.005, o.cost_per_demand, o.forecast_error) for o in champ]
+    rep = {d.metric: d for d in shadow_report(champ, chal)}
+    assert rep["violation_fraction"].difference == pytest.approx(-0.005)
+    assert rep["violation_fraction"].significant
+    assert rep["cost_per_demand"].difference == pytest.approx(0.0)
+
+
+def test_a_simulated_run_can_be_split_by_the_rollout_share():
+    per_wl = {o.workload: o for o in outcomes("Deployment/default/w", 50, 0.01, 2.0)}
+    champ, chal = split_outcomes(per_wl, 0.3, "salt")
+    assert len(champ) + len(chal) == 50 and chal
+    assert {o.workload for o in chal} == {k for k in per_wl if assign(k, 0.3, "salt") == "challenger"}
+
+
+def test_rollout_state_survives_a_restart_and_a_canary_runs_to_promotion(db_url):
+    store = Store(db_url)
+    book = RolloutBook(store)
+    rid = book.start("web", "canary", "3", "7", T0, CanaryParams(steps=(0.2, 1.0)))
+    store.close()
+    book = RolloutBook(Store(db_url))  # a restart
+    r = book.get("web")
+    assert (r.id, r.state, r.share, r.mode) == (rid, "running", 0.2, "canary")
+    with pytest.raises(UserError, match="still running"):
+        book.start("web", "ab", "3", "8", T0)
+    good = {"champion": outcomes("a", 8, 0.01, 2.0), "challenger": outcomes("b", 2, 0.01, 2.0)}
+    assert book.evaluate(book.get("web"), good, T0 + 3600)["decision"] == "advance"
+    assert book.get("web").share == 1.0
+    assert book.evaluate(book.get("web"), good, T0 + 7200)["decision"] == "promote"
+    r = book.get("web")
+    assert r.state == "promoted" and len(r.results["history"]) == 2
+    assert book.arm(r, "anything") == "challenger"
+
+
+def test_an_aborted_rollout_sends_every_workload_back_to_the_champion(tmp_path):
+    book = RolloutBook(Store(f"sqlite:///{tmp_path / 'r.db'}"))
+    book.start("g", "ab", "1", "2", T0, split=0.5)
+    r = book.abort("g", T0 + 1)
+    assert r.state == "aborted"
+    assert book.arm(r, "Deployment/default/x") == "champion"
+    with pytest.raises(UserError, match="No running rollout"):
+        book.promote("g", T0 + 2)
+
+
+def _cli(*args, db):
+    """The rollout commands of the Typer app, in this process."""
+    from typer.testing import CliRunner
+
+    from scaleahead.cli import app
+
+    out = CliRunner().invoke(app, ["rollout", *args, "--db", f"sqlite:///{db}"])
+    out.returncode = 2 if isinstance(out.exception, UserError) else out.exit_code
+    return out
+
+
+def test_the_rollout_cli_starts_evaluates_shows_and_aborts(tmp_path):
+    db = tmp_path / "r.db"
+    out = _cli("start", "--challenger", "7", "--mode", "ab", "--group", "web", "--output", "json", db=db)
+    assert out.returncode == 0, out.output
+    assert json.loads(out.stdout)["share"] == 0.5
+    csv = tmp_path / "o.csv"
+    lines = ["workload,arm,violation_fraction,cost_per_demand,forecast_error"]
+    lines += [f"w{i},champion,0.0{2 + i % 3},2.0,1.0" for i in range(10)]
+    lines += [f"v{i},challenger,0.00{1 + i % 3},2.0,0.9" for i in range(10)]
+    csv.write_text("\n".join(lines) + "\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", "--output", "json", db=db)
+    assert out.returncode == 0, out.output
+    diffs = {d["metric"]: d for d in json.loads(out.stdout)["differences"]}
+    assert diffs["violation_fraction"]["significant"] and diffs["violation_fraction"]["difference"] < 0
+    out = _cli("status", "--group", "web", db=db)
+    assert "rollout 1 [running]" in out.stdout and "violation_fraction" in out.stdout
+    assert _cli("abort", "--group", "web", db=db).returncode == 0
+    bad = _cli("start", "--challenger", "7", "--mode", "blue-green", db=db)
+    assert bad.returncode == 2 and "canary, ab or shadow" in str(bad.exception)
+
+
+def test_promoting_a_model_rollout_makes_the_challenger_the_registry_champion(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    old = store.register_model("lstm-a", "lstm", status="champion")
+    new = store.register_model("lstm-b", "lstm")
+    book = RolloutBook(store)
+    book.start("g", "shadow", str(old), str(new), T0)
+    book.promote("g", T0 + 1)
+    assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}

@@ -1,0 +1,53 @@
+"""The pure safety check: bounds, steps, HPA max, quota, PDB, plan age, against the live value."""
+
+from __future__ import annotations
+
+from kubeemu import policy
+
+from actuator.base import LiveObject
+from actuator.safety import SafetyConfig, check
+from scaleahead.types import MovePod, Reason, ScaleTo, SetWarmPool, WorkloadRef
+
+R = Reason("t", "test")
+WEB = WorkloadRef("Deployment", "default", "web")
+FN = WorkloadRef("KnativeService", "default", "fn")
+NOW = 1000.0
+CFG = SafetyConfig(max_plan_age_s=30)
+
+
+def live(value, **facts):
+    return LiveObject("Deployment/default/web", "spec.replicas", value, "1", facts or None)
+
+
+def test_a_plan_made_from_an_older_value_is_step_limited_from_the_live_value():
+    v = check(ScaleTo(WEB, 2, 10, R), live(8), policy(max_step_down=1), NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 10)
+    v = check(ScaleTo(WEB, 9, 2, R), live(8), policy(max_step_down=1), NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 7)
+
+
+def test_a_warm_pool_is_kept_within_the_policy_max_instances():
+    v = check(SetWarmPool(FN, 0, 9, 60, R), live(0), policy("fn", "KnativeService", warm_max=3), NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 3)
+
+
+def test_a_full_quota_skips_a_scale_up_but_not_a_scale_down():
+    assert check(ScaleTo(WEB, 2, 5, R), live(2, quota_pods_free=0), policy(), NOW, NOW, CFG).decision == "skip"
+    assert check(ScaleTo(WEB, 5, 2, R), live(5, quota_pods_free=0), policy(), NOW, NOW, CFG).decision == "apply"
+
+
+def test_a_clamped_change_that_equals_the_live_value_is_a_noop():
+    v = check(ScaleTo(WEB, 3, 50, R), live(20), policy(max_replicas=20), NOW, NOW, CFG)
+    assert v.decision == "noop" and "clamped 50 -> 20" in v.notes[0]
+
+
+def test_a_pod_that_already_left_its_node_is_not_evicted_again():
+    move = MovePod("default", "p", "n1", "n2", R)
+    gone = LiveObject("Pod/default/p", "spec.nodeName", 0, "1", {"on_to_node": 1})
+    v = check(move, gone, None, NOW, NOW, CFG)
+    assert v.decision == "skip" and "no longer on n1 (on n2)" in v.reason
+
+
+def test_the_plan_age_limit_is_inclusive_of_its_bound():
+    assert check(ScaleTo(WEB, 2, 3, R), live(2), policy(), NOW - 30, NOW, CFG).decision == "apply"
+    assert check(ScaleTo(WEB, 2, 3, R), live(2), policy(), NOW - 30.5, NOW, CFG).decision == "skip"

@@ -1,0 +1,138 @@
+"""Fairness under shortage: priority first, then weighted max-min across tenants, every cut explained."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from planner_helpers import flat_forecast, service_policy
+
+from planner import plan
+from planner.fairness import CLUSTER, Claim, allocate, allocate_pools, water_fill
+from scaleahead.types import ClusterState, ScaleTo, WorkloadRef, WorkloadState
+
+NOW = 1_000_000.0
+
+
+def claim(name: str, tenant: str, want: int, priority: int = 0, weight: float = 1.0, floor: int = 0) -> Claim:
+    return Claim(WorkloadRef("Deployment", tenant, name), tenant, priority, weight, want, floor)
+
+
+def test_enough_capacity_grants_everything() -> None:
+    grants = allocate([claim("a", "t1", 5), claim("b", "t2", 7)], 12)
+    assert [g.granted for g in grants] == [5, 7] and all(not g.why for g in grants)
+
+
+def test_a_higher_priority_is_served_in_full_before_a_lower_one() -> None:
+    grants = allocate([claim("low", "t1", 10, priority=0), claim("high", "t2", 8, priority=5)], 10)
+    assert [g.granted for g in grants] == [2, 8]
+    assert "priority 0" in grants[0].why and "got 2 of 10" in grants[0].why
+
+
+def test_equal_weights_share_the_shortage_max_min_across_tenants() -> None:
+    # 3 tenants want 2, 10 and 10 of 14: the small one gets all it wants, the others 6 each.
+    grants = allocate([claim("a", "small", 2), claim("b", "big1", 10), claim("c", "big2", 10)], 14)
+    assert [g.granted for g in grants] == [2, 6, 6]
+
+
+def test_weights_tilt_the_shares() -> None:
+    grants = allocate([claim("a", "gold", 20, weight=3), claim("b", "bronze", 20, weight=1)], 20)
+    assert [g.granted for g in grants] == [15, 5]
+
+
+def test_max_min_is_across_tenants_not_across_workloads() -> None:
+    # tenant many has three workloads, tenant one has one: the tenants get 6 each, not 3:9.
+    claims = [claim(f"m{i}", "many", 10) for i in range(3)] + [claim("o", "one", 10)]
+    grants = allocate(claims, 12)
+    assert sum(g.granted for g in grants[:3]) == 6 and grants[3].granted == 6
+
+
+def test_floors_are_served_before_anything_above_them() -> None:
+    grants = allocate([claim("a", "t1", 10, floor=4), claim("b", "t2", 10, floor=4, priority=1)], 9)
+    # round 1: both floors (4 + 4), round 2: the priority-1 workload takes the 1 left
+    assert [g.granted for g in grants] == [4, 5]
+
+
+def test_tenant_quota_and_cluster_capacity_both_hold_and_notes_say_who_got_less() -> None:
+    claims = [claim("a", "shop", 10), claim("b", "shop", 10), claim("c", "blog", 10)]
+    grants, notes = allocate_pools(claims, {"shop": 8, CLUSTER: 12})
+    assert sum(g.granted for g in grants[:2]) <= 8
+    assert sum(g.granted for g in grants) <= 12
+    assert [g.granted for g in grants] == [3, 3, 6]
+    assert any("tenant shop quota 8" in n for n in notes)
+    assert any("cluster capacity 12" in n and "blog 6/10" in n and "shop 6/20" in n for n in notes)
+
+
+def test_plan_with_a_capacity_cuts_replicas_and_says_why_in_the_reason_and_notes() -> None:
+    hi = service_policy("checkout", tenant="shop", priority=10)
+    lo = service_policy("search", tenant="blog")
+    refs = [hi.workload, lo.workload]
+    state = ClusterState({r: WorkloadState(r, 2, 2, observed_demand=5, observed_at=NOW - 10) for r in refs})
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in refs}  # each wants 10 replicas
+    free = plan(forecasts, state, [hi, lo], NOW)
+    assert [a.to_replicas for a in free.actions if isinstance(a, ScaleTo)] == [10, 10]
+    short = plan(forecasts, state, [hi, lo], NOW, capacity={CLUSTER: 14})
+    a_hi, a_lo = short.actions
+    assert isinstance(a_hi, ScaleTo) and isinstance(a_lo, ScaleTo)
+    assert (a_hi.to_replicas, a_lo.to_replicas) == (10, 4)
+    assert a_lo.reason.code == "fair_share"
+    assert "wanted 10" in a_lo.reason.message and "got 4 of 10" in a_lo.reason.message
+    assert short.notes and "cluster capacity 14" in short.notes[0]
+
+
+def test_water_fill_gives_each_the_smaller_of_its_demand_and_the_level() -> None:
+    assert water_fill([1, 5, 5], [1, 1, 1], 7) == [1.0, 3.0, 3.0]
+
+
+claims_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["t1", "t2", "t3"]),
+        st.integers(0, 3),
+        st.sampled_from([0.5, 1.0, 2.0]),
+        st.integers(0, 30),
+        st.integers(0, 5),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=claims_strategy, capacity=st.integers(-5, 150))
+def test_allocations_never_exceed_capacity_or_wants_and_use_all_capacity_when_short(
+    raw: list[tuple[str, int, float, int, int]], capacity: int
+) -> None:
+    claims = [claim(f"w{i}", t, want, prio, w, floor) for i, (t, prio, w, want, floor) in enumerate(raw)]
+    grants = allocate(claims, capacity)
+    total = sum(g.granted for g in grants)
+    assert total <= max(capacity, 0)
+    assert all(0 <= g.granted <= g.claim.want for g in grants)
+    assert total == min(max(capacity, 0), sum(c.want for c in claims))  # work-conserving
+    assert all(bool(g.why) == (g.granted < g.claim.want) for g in grants)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=claims_strategy, capacity=st.integers(0, 150))
+def test_a_lower_priority_gets_nothing_above_its_floor_while_a_higher_one_is_short(
+    raw: list[tuple[str, int, float, int, int]], capacity: int
+) -> None:
+    claims = [claim(f"w{i}", t, want, prio, w, floor) for i, (t, prio, w, want, floor) in enumerate(raw)]
+    grants = allocate(claims, capacity)
+    for g in grants:
+        if g.granted >= g.claim.want:
+            continue
+        floor_cut = g.granted < min(g.claim.floor, g.claim.want)
+        for h in grants:
+            if h.claim.priority < g.claim.priority:
+                assert h.granted <= min(h.claim.floor, h.claim.want)
+                if floor_cut:
+                    assert h.granted == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(wants=st.lists(st.integers(0, 40), min_size=1, max_size=8), capacity=st.integers(0, 200))
+def test_equal_weights_one_priority_no_floors_is_integer_max_min(wants: list[int], capacity: int) -> None:
+    claims = [claim(f"w{i}", f"t{i}", w) for i, w in enumerate(wants)]
+    got = [g.granted for g in allocate(claims, capacity)]
+    for i, g in enumerate(got):
+        if g < wants[i]:  # a short tenant has at least as much as any other, less one unit of rounding
+            assert all(g >= other - 1 for other in got)

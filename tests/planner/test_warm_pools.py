@@ -1,0 +1,125 @@
+"""Warm pools: pre-warm when a call is likely, keep warm while it stays likely, within memory budgets."""
+
+from __future__ import annotations
+
+from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
+
+from planner import plan
+from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools
+from scaleahead.types import ClusterState, SetWarmPool, WorkloadState
+
+NOW = 1_000_000.0
+
+
+def test_a_likely_call_warms_the_function_and_keeps_it_warm_while_the_forecast_stays_above_the_threshold() -> None:
+    pol = function_policy(minProbability=0.1, keepAliveSeconds=600)
+    ref = pol.workload
+    fc = invocation_forecast(ref, NOW, [0.4, 0.3, 0.2, 0.05, 0.5])
+    d = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), fc, NOW)
+    a = d.action
+    assert (a.from_instances, a.to_instances) == (0, 1)
+    assert a.keep_warm_s == 180.0  # three steps at or above 10 %
+    assert a.reason.code == "warm_forecast"
+    assert "40 %" in a.reason.message and "keep warm for 3 min" in a.reason.message
+    assert d.memory_mb == 200.0
+
+
+def test_keep_warm_time_is_capped_by_the_keep_alive_of_the_policy() -> None:
+    pol = function_policy(minProbability=0.1, keepAliveSeconds=120)
+    ref = pol.workload
+    d = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, [0.9] * 15), NOW)
+    assert d.action.keep_warm_s == 120.0
+
+
+def test_an_unlikely_call_now_but_a_likely_one_later_says_when_to_prewarm() -> None:
+    pol = function_policy(minProbability=0.1)
+    ref = pol.workload
+    fc = invocation_forecast(ref, NOW, [0.01, 0.02, 0.03, 0.6, 0.1], idle_s=420)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=1), fc, NOW).action
+    assert (a.from_instances, a.to_instances) == (1, 0)
+    assert a.reason.code == "prewarm_later"
+    assert "pre-warm in 3 min" in a.reason.message and "idle 7 min" in a.reason.message
+
+
+def test_an_unlikely_call_over_the_whole_horizon_leaves_the_function_cold_and_says_why() -> None:
+    pol = function_policy(minProbability=0.1)
+    ref = pol.workload
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, [0.01] * 5), NOW).action
+    assert a.is_noop and a.reason.code == "cold_ok"
+    assert "not worth 200 MB warm" in a.reason.message
+
+
+def test_the_per_function_memory_budget_caps_warm_instances() -> None:
+    pol = function_policy(maxInstances=5, memoryBudgetMb=450)
+    ref = pol.workload
+    fc = invocation_forecast(ref, NOW, [0.9] * 5)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=4), fc, NOW).action
+    assert a.to_instances == 2  # 450 MB / 200 MB
+    small = function_policy(memoryBudgetMb=100)
+    a = decide_warm_pool(small.workload, small.spec, WorkloadState(small.workload, 0, 0), fc, NOW).action
+    assert a.to_instances == 0 and a.reason.code == "warm_no_budget"
+
+
+def test_a_total_memory_budget_keeps_the_most_likely_calls_per_mb_and_explains_the_cut() -> None:
+    pols = [function_policy(f"f{i}") for i in range(4)]
+    probs = [0.9, 0.2, 0.5, 0.05]
+    items = [(p.workload, p.spec, WorkloadState(p.workload, 0, 0)) for p in pols]
+    fcs = {p.workload: invocation_forecast(p.workload, NOW, [q] * 5) for p, q in zip(pols, probs, strict=True)}
+    decisions, notes = plan_warm_pools(items, fcs, NOW, memory_budget_mb=450)
+    assert sum(d.memory_mb for d in decisions) <= 450
+    assert [d.action.to_instances for d in decisions] == [1, 0, 1, 0]
+    cut = decisions[1].action
+    assert cut.reason.code == "warm_budget_cut" and "450 MB" in cut.reason.message
+    assert notes and "2 function(s) left cold" in notes[0]
+
+
+def test_a_budget_that_covers_everything_changes_nothing() -> None:
+    pols = [function_policy(f"f{i}") for i in range(2)]
+    items = [(p.workload, p.spec, WorkloadState(p.workload, 0, 0)) for p in pols]
+    fcs = {p.workload: invocation_forecast(p.workload, NOW, [0.9] * 5) for p in pols}
+    decisions, notes = plan_warm_pools(items, fcs, NOW)
+    again, notes2 = fit_memory_budget(decisions, 10_000)
+    assert again == decisions and not notes and not notes2
+
+
+def test_a_missing_invocation_forecast_triggers_the_named_fallback() -> None:
+    pol = function_policy()
+    ref = pol.workload
+    state = ClusterState({ref: WorkloadState(ref, 0, 0, observed_demand=3, observed_at=NOW - 60)})
+    result = plan({}, state, [pol], NOW, 60.0)
+    assert result.fallbacks == {ref: "reactive"}
+    a = result.actions[0]
+    assert isinstance(a, SetWarmPool) and a.to_instances == 1
+    assert a.reason.code == "fallback_reactive" and "no invocation forecast" in a.reason.message
+
+
+def test_a_stale_invocation_forecast_triggers_the_named_fallback() -> None:
+    pol = function_policy(fallback={"mode": "current"})
+    ref = pol.workload
+    state = ClusterState({ref: WorkloadState(ref, 0, 0, warm_instances=1)})
+    old = invocation_forecast(ref, NOW - 3600, [0.0] * 120)
+    result = plan({}, state, [pol], NOW, 60.0, invocations={ref: old})
+    assert result.fallbacks == {ref: "current"}
+    assert result.actions[0].is_noop and "stale forecast" in result.actions[0].reason.message
+
+
+def test_plan_gives_services_replicas_and_functions_warm_pools_in_policy_order() -> None:
+    svc = service_policy()
+    fn = function_policy()
+    state = ClusterState(
+        {
+            svc.workload: WorkloadState(svc.workload, 2, 2, observed_demand=15, observed_at=NOW - 10),
+            fn.workload: WorkloadState(fn.workload, 0, 0),
+        }
+    )
+    result = plan(
+        {svc.workload: flat_forecast(svc.workload, NOW, 55.0)},
+        state,
+        [fn, svc],
+        NOW,
+        invocations={fn.workload: invocation_forecast(fn.workload, NOW, [0.5] * 5)},
+    )
+    kinds = [a.kind for a in result.actions]
+    assert kinds == ["SetWarmPool", "ScaleTo"]
+    assert result.actions[1].to_replicas == 6  # type: ignore[union-attr]
+    assert result.actions[0].to_instances == 1  # type: ignore[union-attr]

@@ -1,0 +1,137 @@
+"""The CLI over a real Prometheus: ``history``, ``plan --prometheus`` and ``backfill --serve``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, RangeRequest
+from scaleahead.traces import load_series
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "policy.yaml"
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_history_writes_the_range_as_a_series_csv_that_loads_back_equal(prom, tmp_path) -> None:
+    out = tmp_path / "web.csv"
+    r = cli(
+        "history", "--prometheus", prom.url, "--query", 'nasa_requests{workload="web"}',
+        "--start", iso(prom.web.start), "--end", iso(prom.web.end - 10), "--step", "10s", "--output", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    back = load_series(str(out))
+    assert back.start == prom.web.start and back.step_s == 10.0
+    np.testing.assert_array_equal(back.values, prom.web.values)
+    assert out.read_text().splitlines()[1].endswith(",")  # the outage: empty cells, not zeros
+
+
+def test_history_from_an_unreachable_server_exits_2_and_writes_nothing(tmp_path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "x.csv"
+    r = cli(
+        "history", "--prometheus", f"http://127.0.0.1:{port}", "--query", "up", "--start", "0", "--end", "100",
+        "--output", str(out), "--timeout", "1",
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "cannot connect" in r.stderr and "'up'" in r.stderr and not out.exists()
+
+
+def test_plan_from_prometheus_equals_plan_from_the_same_history_as_a_csv(prom, tmp_path) -> None:
+    policy = tmp_path / "policy.yaml"
+    text = EXAMPLE.read_text()
+    old = next(line for line in text.splitlines() if line.strip().startswith("query:"))
+    policy.write_text(text.replace(old, '    query: nasa_requests{workload="web"}'))
+    at = iso(prom.web.end)
+    csv = tmp_path / "web.csv"
+    assert cli(
+        "history", "--prometheus", prom.url, "--query", 'nasa_requests{workload="web"}',
+        "--start", iso(prom.web.end - 2 * 86400), "--end", iso(prom.web.end - 10), "--output", str(csv),
+    ).returncode == 0  # fmt: skip
+    from_prom = cli(
+        "plan", "--policy", str(policy), "--prometheus", prom.url, "--at", at, "--output", "json",
+        "--db", f"sqlite:///{tmp_path / 'a.db'}",
+    )  # fmt: skip
+    from_csv = cli(
+        "plan", "--policy", str(policy), "--history", str(csv), "--at", at, "--output", "json",
+        "--db", f"sqlite:///{tmp_path / 'b.db'}",
+    )  # fmt: skip
+    assert from_prom.returncode == 0, from_prom.stderr
+    assert from_csv.returncode == 0, from_csv.stderr
+    a, b = json.loads(from_prom.stdout), json.loads(from_csv.stdout)
+    assert a["actions"] and a["actions"] == b["actions"] and a["created_at"] == at
+
+
+def test_plan_needs_exactly_one_of_history_and_prometheus(prom, tmp_path) -> None:
+    both = cli("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--prometheus", prom.url)
+    neither = cli("plan", "--policy", str(EXAMPLE))
+    assert both.returncode == neither.returncode == 2
+    assert "exactly one of --history and --prometheus" in both.stderr
+
+
+def test_plan_from_prometheus_with_no_data_exits_2_naming_the_query(prom, tmp_path) -> None:
+    db = tmp_path / "a.db"
+    r = cli(
+        "plan", "--policy", str(EXAMPLE), "--prometheus", prom.url, "--at", iso(prom.web.end),
+        "--db", f"sqlite:///{db}",
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "default/web" in r.stderr and "http_requests_total" in r.stderr and "no data" in r.stderr
+    assert not db.exists()
+
+
+def test_backfill_serve_makes_a_trace_queryable_on_loopback(prom, tmp_path) -> None:
+    csv = tmp_path / "slice.csv"
+    w = prom.workers["w04"]
+    rows = ["timestamp,value"] + [
+        f"{int(t)},{'' if np.isnan(v) else int(v)}" for t, v in zip(w.times(), w.values, strict=True)
+    ]
+    csv.write_text("\n".join(rows) + "\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaleahead.cli", "backfill", "--trace", str(csv), "--tsdb", str(tmp_path / "tsdb"),
+         "--metric", "demo_requests", "--labels", "app=demo,env=test", "--serve", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ,
+    )  # fmt: skip
+    try:
+        with PrometheusClient(PrometheusConfig(f"http://127.0.0.1:{port}", retries=0)) as c:
+            deadline = time.monotonic() + 60
+            while not c.ready():
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            got = c.range_series(
+                RangeRequest("demo", 'demo_requests{app="demo",env="test"}', w.start, w.end - 10, 10.0)
+            )
+        np.testing.assert_array_equal(got.values, w.values)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert not _listening(port)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -1,0 +1,171 @@
+"""Range reads from a real Prometheus: round trip with the trace, chunk edges, gaps, parallel reads,
+data hygiene (several series, empty, NaN/Inf, counter resets)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from scaleahead.prometheus.client import (
+    PrometheusClient,
+    PrometheusConfig,
+    PrometheusError,
+    RangeRequest,
+    chunks,
+    grid,
+)
+
+WEB = 'nasa_requests{workload="web"}'
+
+
+def client(url: str, **kw: object) -> PrometheusClient:
+    return PrometheusClient(PrometheusConfig(url, **kw))  # type: ignore[arg-type]
+
+
+def test_two_days_read_back_equal_to_the_trace_with_the_outage_missing(prom) -> None:
+    with client(prom.url) as c:
+        got = c.range_series(RangeRequest("web", WEB, prom.web.start, prom.web.end - 10, 10.0))
+    assert got.start == prom.web.start and len(got) == len(prom.web)
+    np.testing.assert_array_equal(got.values, prom.web.values)  # NaN where the trace has its outage
+    assert np.isnan(got.values[:2880]).all()
+    # 17,280 points at 10 s do not fit in one query (11,000 at most): two requests.
+    assert c.stats.requests == 2
+
+
+@pytest.mark.parametrize("max_points", [1, 7, 999, 1000, 8640])
+def test_chunk_edges_neither_duplicate_nor_drop_a_point(prom, max_points: int) -> None:
+    start, end = prom.web.start + 2880 * 10, prom.web.start + 2880 * 10 + 9999 * 10
+    if max_points == 1:
+        end = start + 20 * 10
+    with client(prom.url, max_points=max_points) as c:
+        got = c.range_series(RangeRequest("web", WEB, start, end, 10.0))
+    want = prom.web.between(start, end + 10)
+    np.testing.assert_array_equal(got.values, want.values)
+    assert c.stats.points == len(want)  # every point came exactly once
+    assert c.stats.requests == -(-len(want) // max_points)
+
+
+def test_chunks_cover_the_grid_exactly_once() -> None:
+    first, n = grid(1001.0, 1001.0 + 12345 * 10, 10.0)
+    assert first == 1010.0 and n == 12345
+    parts = chunks(first, n, 10.0, 11000)
+    assert parts == [(1010.0, 1010.0 + 10999 * 10), (1010.0 + 11000 * 10, 1010.0 + 12344 * 10)]
+
+
+def test_unaligned_range_reads_on_the_step_grid(prom) -> None:
+    start = prom.web.start + 3000 * 10 + 3  # 3 s after a point
+    with client(prom.url) as c:
+        got = c.range_series(RangeRequest("web", WEB, start, start + 100 * 10, 10.0))
+    assert got.start == prom.web.start + 3001 * 10
+    np.testing.assert_array_equal(got.values, prom.web.values[3001:3101])
+
+
+def test_short_gaps_stay_missing_never_zero_or_carried_forward(prom) -> None:
+    w = prom.workers["w01"]
+    with client(prom.url) as c:
+        got = c.range_series(RangeRequest("w01", 'nasa_requests{workload="w01"}', w.start, w.end - 10, 10.0))
+    np.testing.assert_array_equal(got.values, w.values)
+    assert np.isnan(got.values[[100, 101, 102, 1000]]).all()
+
+
+def test_many_workloads_read_in_parallel_each_get_their_own_series(prom) -> None:
+    reqs = [
+        RangeRequest(k, f'nasa_requests{{workload="{k}"}}', s.start, s.end - 10, 10.0) for k, s in prom.workers.items()
+    ]
+    reqs.append(RangeRequest("web", WEB, prom.web.start, prom.web.end - 10, 10.0))
+    with client(prom.url, max_concurrency=4) as c:
+        got = c.fetch_many(reqs)
+    for r, g in zip(reqs, got, strict=True):
+        assert not isinstance(g, PrometheusError), g
+        want = prom.web if r.label == "web" else prom.workers[r.label]
+        np.testing.assert_array_equal(g.values, want.values)
+
+
+def test_short_reads_are_batched_into_few_requests_and_split_back_exactly(prom) -> None:
+    w = next(iter(prom.workers.values()))
+    start = w.start + 500 * 10
+    reqs = [RangeRequest(k, f'nasa_requests{{workload="{k}"}}', start, start + 30 * 10, 10.0) for k in prom.workers]
+    with client(prom.url, batch_size=3) as c:
+        got = c.fetch_many(reqs)
+    assert c.stats.requests == 3  # 8 reads, 3 per request
+    for r, g in zip(reqs, got, strict=True):
+        assert not isinstance(g, PrometheusError)
+        np.testing.assert_array_equal(g.values, prom.workers[r.label].values[500:531])
+
+
+def test_a_bad_query_in_a_batch_fails_only_its_own_workload(prom) -> None:
+    w = prom.workers["w01"]
+    start = w.start + 500 * 10
+    reqs = [
+        RangeRequest("w01", 'nasa_requests{workload="w01"}', start, start + 50, 10.0),
+        RangeRequest("broken", "sum(rate(nasa_requests[1m]", start, start + 50, 10.0),
+        RangeRequest("w02", 'nasa_requests{workload="w02"}', start, start + 50, 10.0),
+    ]
+    with client(prom.url) as c:
+        got = c.fetch_many(reqs)
+    assert not isinstance(got[0], PrometheusError) and not isinstance(got[2], PrometheusError)
+    err = got[1]
+    assert isinstance(err, PrometheusError) and err.kind == "query"
+    assert "broken" in err.message and "sum(rate(nasa_requests[1m]" in err.message
+
+
+def test_several_series_where_one_is_expected_is_an_error_naming_workload_and_query(prom) -> None:
+    w = prom.workers["w01"]
+    with client(prom.url) as c, pytest.raises(PrometheusError) as info:
+        c.range_series(RangeRequest("default/web", "nasa_requests", w.start, w.start + 600, 10.0))
+    msg = info.value.message
+    assert "default/web" in msg and "'nasa_requests'" in msg and "9 series" in msg and "sum(" in msg
+
+
+def test_an_empty_result_says_which_workload_which_query_and_what_to_check(prom) -> None:
+    with client(prom.url) as c, pytest.raises(PrometheusError) as info:
+        c.range_series(
+            RangeRequest("default/api", 'nasa_requests{workload="nope"}', prom.web.start, prom.web.end, 10.0)
+        )
+    msg = info.value.message
+    assert "default/api" in msg and 'workload="nope"' in msg and "no data" in msg and "label names" in msg
+
+
+def test_nan_and_inf_values_are_dropped_with_a_warning_naming_the_series(prom, caplog) -> None:
+    start = prom.web.start + 2880 * 10
+    # x / 0 is +Inf where the trace is positive and NaN where it is zero.
+    query = 'nasa_requests{workload="web"} / 0'
+    with client(prom.url) as c, caplog.at_level(logging.WARNING, logger="scaleahead.prometheus"):
+        got = c.range_series(RangeRequest("default/web", query, start, start + 999 * 10, 10.0))
+    assert np.isnan(got.values).all()
+    text = caplog.text
+    assert "default/web" in text and "dropped 1000 NaN/Inf" in text and 'workload="web"' in text
+
+
+def test_a_counter_reset_is_left_to_rate_and_never_gives_negative_demand(prom) -> None:
+    r = prom.reset_index
+    start = prom.web.start + (r - 100) * 10
+    with client(prom.url) as c:
+        got = c.range_series(
+            RangeRequest("web", 'sum(rate(nasa_requests_total{workload="web"}[1m]))', start, start + 199 * 10, 10.0)
+        )
+    finite = got.values[np.isfinite(got.values)]
+    assert finite.size > 190 and (finite >= 0).all()
+    # rate() per second of a counter of requests per 10 s: about the 1-minute mean of the trace / 10.
+    want = np.convolve(prom.web.values[r - 100 - 5 : r + 100], np.ones(6) / 6, mode="valid") / 10
+    near = np.abs(got.values - want) <= 0.2 * want + 0.5
+    assert near[np.isfinite(got.values)].mean() > 0.9
+
+
+def test_the_garbage_collector_is_paused_only_while_reading(prom) -> None:
+    import gc
+
+    from scaleahead.prometheus.client import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with client(prom.url) as c:
+        c.fetch_many([RangeRequest("web", WEB, prom.web.start, prom.web.start + 600, 10.0)])
+    assert gc.isenabled()

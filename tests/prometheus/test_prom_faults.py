@@ -1,0 +1,152 @@
+"""Faults against a real server: killed mid-read, slow answers, 5xx, bad queries, auth and TLS."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from scaleahead.prometheus.backfill import LocalPrometheus
+from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, RangeRequest
+
+W01 = 'nasa_requests{workload="w01"}'
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def one_hour(prom, key: str = "w01") -> RangeRequest:
+    w = prom.workers[key]
+    return RangeRequest(f"default/{key}", f'nasa_requests{{workload="{key}"}}', w.start, w.start + 359 * 10, 10.0)
+
+
+def test_a_server_killed_mid_read_fails_the_unread_workloads_quickly_and_names_them(prom, tmp_path) -> None:
+    tsdb = tmp_path / "tsdb"
+    shutil.copytree(prom.tsdb, tsdb, ignore=shutil.ignore_patterns("lock", "*.log", "wal", "chunks_head"))
+    server = LocalPrometheus(tsdb, free_port()).start()
+    reqs = [
+        RangeRequest(f"default/{k}", f'nasa_requests{{workload="{k}"}}', w.start, w.end - 10, 10.0)
+        for k, w in prom.workers.items()
+    ]
+    cfg = PrometheusConfig(server.url, max_points=20, max_concurrency=2, retries=2, backoff_s=0.01)
+    client = PrometheusClient(cfg)
+
+    def kill_after_some_requests() -> None:
+        while client.stats.requests < 30:
+            time.sleep(0.001)
+        server.kill()
+
+    killer = threading.Thread(target=kill_after_some_requests)
+    killer.start()
+    began = time.monotonic()
+    try:
+        got = client.fetch_many(reqs)  # 8 x 108 requests if nothing failed
+    finally:
+        killer.join()
+        server.stop()
+    assert time.monotonic() - began < 20
+    errors = [g for g in got if isinstance(g, PrometheusError)]
+    assert errors, "the server died before the read ended, so some workloads must have failed"
+    for r, g in zip(reqs, got, strict=True):
+        if isinstance(g, PrometheusError):
+            assert r.label in g.message and r.query in g.message
+            assert g.kind in ("connect", "broken")
+            assert "Prometheus is running" in g.message
+        else:
+            np.testing.assert_array_equal(g.values, prom.workers[r.label.split("/")[1]].values)
+
+
+def test_a_slow_server_within_the_timeout_is_read_normally(prom, proxy) -> None:
+    proxy.state.delay_s = 0.3
+    with PrometheusClient(PrometheusConfig(proxy.url, timeout_s=5)) as c:
+        got = c.range_series(one_hour(prom))
+    np.testing.assert_array_equal(got.values, prom.workers["w01"].values[:360])
+
+
+def test_a_server_slower_than_the_timeout_is_retried_then_reported(prom, proxy) -> None:
+    proxy.state.delay_s = 1.0
+    cfg = PrometheusConfig(proxy.url, timeout_s=0.2, retries=1, backoff_s=0.01)
+    with PrometheusClient(cfg) as c, pytest.raises(PrometheusError) as info:
+        c.range_series(one_hour(prom))
+    assert len(proxy.state.seen) == 2  # first try and one retry
+    msg = info.value.message
+    assert "default/w01" in msg and W01 in msg and "0.2 s" in msg and "raise the timeout" in msg
+
+
+def test_5xx_answers_are_retried_with_backoff_until_the_read_succeeds(prom, proxy) -> None:
+    proxy.state.fail_first = 2
+    sleeps: list[float] = []
+    with PrometheusClient(PrometheusConfig(proxy.url, retries=3, backoff_s=0.5), sleep=sleeps.append) as c:
+        got = c.range_series(one_hour(prom))
+    np.testing.assert_array_equal(got.values, prom.workers["w01"].values[:360])
+    assert sleeps == [0.5, 1.0] and c.stats.retries == 2
+
+
+def test_a_bad_query_is_reported_at_once_without_retries(prom, proxy) -> None:
+    req = RangeRequest("default/web", "sum(rate(nasa_requests[1m]", prom.web.start, prom.web.start + 600, 10.0)
+    with PrometheusClient(PrometheusConfig(proxy.url, retries=3)) as c, pytest.raises(PrometheusError) as info:
+        c.range_series(req)
+    assert len(proxy.state.seen) == 1
+    msg = info.value.message
+    assert "default/web" in msg and "sum(rate(nasa_requests[1m]" in msg and "HTTP 400" in msg and "PromQL" in msg
+
+
+def test_an_unreachable_server_names_workload_query_and_what_to_check() -> None:
+    cfg = PrometheusConfig(f"http://127.0.0.1:{free_port()}", retries=1, backoff_s=0.01, batch_size=1)
+    reqs = [RangeRequest(f"default/w{i}", f"q{i}", 0, 100, 10.0) for i in range(50)]
+    with PrometheusClient(cfg) as c:
+        got = c.fetch_many(reqs)
+    assert all(isinstance(g, PrometheusError) for g in got)
+    assert c.stats.retries <= 2 * cfg.max_concurrency  # the others fail at once, not one by one
+    msg = got[7].message  # type: ignore[union-attr]
+    assert "default/w7" in msg and "'q7'" in msg and "cannot connect" in msg and "Check the URL and port" in msg
+
+
+def test_a_bearer_token_is_sent_and_requests_ask_for_no_compression(prom, proxy, tmp_path) -> None:
+    proxy.state.require_auth = "Bearer s3cret"
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    with PrometheusClient(PrometheusConfig(proxy.url, bearer_token_file=str(token))) as c:
+        c.range_series(one_hour(prom))
+    assert proxy.state.seen[-1]["authorization"] == "Bearer s3cret"
+    assert proxy.state.seen[-1]["accept-encoding"] == "identity"
+
+
+def test_basic_auth_is_sent(prom, proxy) -> None:
+    proxy.state.require_auth = "Basic YWxpY2U6cHc="  # alice:pw
+    with PrometheusClient(PrometheusConfig(proxy.url, username="alice", password="pw")) as c:
+        got = c.range_series(one_hour(prom))
+    assert np.isfinite(got.values).any()
+
+
+def test_wrong_credentials_give_401_naming_workload_query_and_credentials(prom, proxy) -> None:
+    proxy.state.require_auth = "Bearer right"
+    with PrometheusClient(PrometheusConfig(proxy.url, bearer_token="wrong")) as c, pytest.raises(PrometheusError) as e:
+        c.range_series(one_hour(prom))
+    assert len(proxy.state.seen) == 1  # not retried
+    msg = e.value.message
+    assert "default/w01" in msg and W01 in msg and "HTTP 401" in msg and "credentials" in msg
+
+
+def test_tls_with_a_ca_bundle_and_a_client_certificate(prom, tls_proxy, certs) -> None:
+    cfg = PrometheusConfig(
+        tls_proxy.url, ca_file=str(certs.ca), cert_file=str(certs.client_cert), key_file=str(certs.client_key)
+    )
+    with PrometheusClient(cfg) as c:
+        got = c.range_series(one_hour(prom))
+    np.testing.assert_array_equal(got.values, prom.workers["w01"].values[:360])
+
+
+def test_tls_without_the_ca_bundle_is_a_tls_error_saying_what_to_check(prom, tls_proxy, certs) -> None:
+    cfg = PrometheusConfig(tls_proxy.url, cert_file=str(certs.client_cert), key_file=str(certs.client_key))
+    with PrometheusClient(cfg) as c, pytest.raises(PrometheusError) as info:
+        c.range_series(one_hour(prom))
+    assert info.value.kind == "tls"
+    assert "default/w01" in info.value.message and "--ca-file" in info.value.message

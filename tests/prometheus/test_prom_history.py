@@ -1,0 +1,135 @@
+"""``PrometheusHistory``: no peeking, incremental reads, a restart without a full re-read, and one
+workload's failure leaving the others' history intact."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig
+from scaleahead.prometheus.history import PrometheusHistory, last_point_before
+
+HOUR = 3600.0
+
+
+def source(url: str, window_s: float = 2 * HOUR, cache_dir=None, **kw: object) -> PrometheusHistory:
+    return PrometheusHistory(PrometheusClient(PrometheusConfig(url, **kw)), window_s=window_s, cache_dir=cache_dir)  # type: ignore[arg-type]
+
+
+def test_history_holds_only_points_strictly_before_now(prom, make_policy) -> None:
+    p = make_policy("web", 'nasa_requests{workload="web"}')
+    now = prom.web.start + 5000 * 10  # exactly on a point: that point is not history yet
+    got = source(prom.url).read([p], now)[p.workload]
+    assert got.end == now and got.start == now - 2 * HOUR
+    np.testing.assert_array_equal(got.values, prom.web.values[5000 - 720 : 5000])
+    later = source(prom.url).read([p], now + 9.5)[p.workload]
+    assert later.end == now + 10 and later.values[-1] == prom.web.values[5000]
+
+
+def test_each_cycle_after_the_first_reads_only_the_new_points(prom, make_policy) -> None:
+    policies = [make_policy(k, f'nasa_requests{{workload="{k}"}}') for k in prom.workers]
+    now = prom.workers["w01"].start + 4 * HOUR
+    hist = source(prom.url)
+    first = hist.read(policies, now)
+    assert len(first) == 8
+    before = hist.client.stats.points
+    requests_before = hist.client.stats.requests
+    second = hist.read(policies, now + 60)
+    # 6 new points and 3 re-read (overlap) per workload, all 8 workloads in one batched request.
+    assert hist.client.stats.points - before <= 8 * 9
+    assert hist.client.stats.requests - requests_before == 1
+    fresh = source(prom.url).read(policies, now + 60)
+    for ref, s in second.items():
+        assert s.start == fresh[ref].start
+        np.testing.assert_array_equal(s.values, fresh[ref].values)
+
+
+def test_history_survives_a_restart_without_a_full_re_read(prom, make_policy, tmp_path) -> None:
+    policies = [make_policy(k, f'nasa_requests{{workload="{k}"}}') for k in prom.workers]
+    now = prom.workers["w01"].start + 3 * HOUR
+    source(prom.url, cache_dir=tmp_path).read(policies, now)
+    restarted = source(prom.url, cache_dir=tmp_path)
+    got = restarted.read(policies, now + 120)
+    assert restarted.client.stats.points <= 8 * 15  # 12 new + 3 overlap each, not 2 hours each
+    fresh = source(prom.url).read(policies, now + 120)
+    for ref, s in got.items():
+        np.testing.assert_array_equal(s.values, fresh[ref].values)
+        w = prom.workers[ref.name]
+        np.testing.assert_array_equal(s.values, w.between(now + 120 - 2 * HOUR, now + 120).values)
+
+
+def test_a_long_run_of_cycles_keeps_the_window_and_the_cache_file_bounded(prom, make_policy, tmp_path) -> None:
+    p = make_policy("w02", 'nasa_requests{workload="w02"}')
+    w = prom.workers["w02"]
+    hist = source(prom.url, window_s=600, cache_dir=tmp_path)
+    now = w.start + 700
+    for _ in range(200):  # 200 cycles of 10 s: the cached run wraps around several times
+        got = hist.read([p], now)[p.workload]
+        now += 10
+    np.testing.assert_array_equal(got.values, w.between(now - 10 - 600, now - 10).values)
+    sizes = [f.stat().st_size for f in tmp_path.glob("*.f64")]
+    assert sizes and max(sizes) <= 2 * 60 * 8
+
+
+def test_one_failing_workload_does_not_stop_the_others(prom, make_policy) -> None:
+    good = make_policy("w03", 'nasa_requests{workload="w03"}')
+    bad = make_policy("typo", "sum(rate(nasa_requests[1m]")
+    empty = make_policy("gone", 'nasa_requests{workload="gone"}')
+    now = prom.workers["w03"].start + HOUR
+    hist = source(prom.url)
+    got = hist.read([good, bad, empty], now)
+    assert set(got) == {good.workload}
+    assert set(hist.errors) == {bad.workload, empty.workload}
+    assert "default/typo" in hist.errors[bad.workload] and "sum(rate(nasa_requests[1m]" in hist.errors[bad.workload]
+    assert "default/gone" in hist.errors[empty.workload] and "no data" in hist.errors[empty.workload]
+
+
+def test_last_point_before_is_strict() -> None:
+    assert last_point_before(100.0, 10.0) == 90.0
+    assert last_point_before(100.5, 10.0) == 100.0
+    assert last_point_before(99.9, 10.0) == 90.0
+
+
+class _RecordingTarget:
+    """A cluster of fixed replica counts that records what the loop applies."""
+
+    def __init__(self) -> None:
+        self.applied: list[object] = []
+
+    def read_state(self, workloads):
+        from scaleahead.types import ClusterState, WorkloadState
+
+        return ClusterState({w: WorkloadState(w, 2, 2) for w in workloads})
+
+    def apply(self, action):
+        from actuator.base import ActionResult
+
+        self.applied.append(action)
+        return ActionResult(action, "applied", "")
+
+
+def test_a_control_cycle_forecasts_from_prometheus_and_falls_back_for_a_broken_query(prom, make_policy) -> None:
+    from forecaster import make_model
+    from scaleahead.loop import Deps, run_once
+    from scaleahead.prometheus.history import history_from_settings
+    from scaleahead.settings import PrometheusSettings, Settings
+
+    good = make_policy("w05", 'nasa_requests{workload="w05"}')
+    bad = make_policy("typo", "sum(rate(nasa_requests[1m]")
+    hist = history_from_settings(PrometheusSettings(url=prom.url))
+    model = make_model("window_mean")
+    deps = Deps(hist, model, _RecordingTarget(), None, [good, bad])
+    report = run_once(deps, Settings(), prom.workers["w05"].start + 5 * HOUR, dry_run=True)
+    assert set(report.forecasts) == {good.workload}
+    assert bad.workload in report.plan.fallbacks and good.workload not in report.plan.fallbacks
+    assert "default/typo" in hist.errors[bad.workload]
+
+
+def test_history_from_settings_without_a_url_says_how_to_set_one() -> None:
+    import pytest
+
+    from scaleahead.errors import UserError
+    from scaleahead.prometheus.history import history_from_settings
+    from scaleahead.settings import PrometheusSettings
+
+    with pytest.raises(UserError, match="SCALEAHEAD_PROMETHEUS__URL"):
+        history_from_settings(PrometheusSettings())

@@ -1,0 +1,100 @@
+"""`scaleahead bench rebalance`: the snapshot from the real Alibaba trace, and the command end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from planner.rebalance import interference_pairs
+from scaleahead.bench.rebalance import (
+    HOLD_S,
+    NODE_CPU_M,
+    POLICIES,
+    STEP_S,
+    build_snapshot,
+    resample,
+)
+
+METRICS = {
+    "nodes_freed",
+    "moves",
+    "interference_pairs_before",
+    "interference_pairs_after",
+    "peak_overcommit",
+    "pdb_violations",
+}
+
+
+def test_resampling_holds_a_sample_for_at_most_the_hold_time_and_averages_per_step() -> None:
+    times = np.array([0.0, 60.0, 300.0 + 10.0])
+    values = np.array([10.0, 20.0, 40.0])
+    out = resample(times, values, 3 + HOLD_S // STEP_S)
+    # step 0: 0..50 s at 10, 60..290 s at 20 -> (6*10 + 24*20) / 30
+    assert out[0] == (6 * 10 + 24 * 20) / 30
+    # step 1: 300 s holds 20, 310.. holds 40
+    assert out[1] == (20 + 29 * 40) / 30
+    assert np.isnan(out[-1])  # more than HOLD_S after the last sample: missing, not zero
+
+
+def test_the_snapshot_is_reproducible_from_its_seed_and_uses_only_history_for_the_peak() -> None:
+    a, b, other = build_snapshot(7), build_snapshot(7), build_snapshot(8)
+    assert a.state == b.state
+    assert a.state.pods != other.state.pods
+    assert "m_1947" not in a.machines and len(a.state.nodes) == 15
+    for p in a.state.pods:
+        assert 0 < p.cpu_request_m <= p.peak_cpu_m + 10
+    # node usage is the machine's usage: the pods of a node add up to at most the node
+    for n in a.state.nodes:
+        load = sum(a.future_usage[f"{p.namespace}/{p.name}"] for p in a.state.pods if p.node == n.name)
+        assert float(np.max(load)) <= NODE_CPU_M * 1.0 + 1e-6
+    assert interference_pairs(a.state.pods) > 0
+    assert a.state.pdbs
+
+
+def test_bench_rebalance_writes_the_evaluation_json_and_a_plot(tmp_path: Path) -> None:
+    out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
+    run = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "bench", "rebalance", "--json", str(out_json), "--plot", str(out_png)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out_json.read_text())
+    assert {"trace", "resolution_s", "split", "policies"} <= doc.keys()
+    assert set(doc["policies"]) == set(POLICIES)
+    for metrics in doc["policies"].values():
+        assert metrics.keys() >= METRICS
+    sa = doc["policies"]["scaleahead"]
+    assert sa["peak_overcommit"] == 0
+    assert sa["pdb_violations"] == 0
+    assert doc["policies"]["none"]["moves"] == 0
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+    assert "move " in run.stdout
+
+
+def test_bench_rebalance_refuses_bad_options_and_writes_nothing(tmp_path: Path) -> None:
+    out_json = tmp_path / "r.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaleahead.cli",
+            "bench",
+            "rebalance",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(tmp_path / "r.jpg"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2
+    assert ".png" in run.stderr + run.stdout
+    assert not out_json.exists()

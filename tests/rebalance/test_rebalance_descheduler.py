@@ -1,0 +1,82 @@
+"""The descheduler peers on small clusters computed by hand (10 cores / 10,000 MB nodes)."""
+
+from __future__ import annotations
+
+from rebalance_builders import cluster, node, pod
+
+from scaleahead.bench.descheduler import run_descheduler
+from scaleahead.types import PodDisruptionBudget
+
+
+def where(c: object) -> dict[str, str]:
+    return {p.name: n for n, ps in c.pods.items() for p in ps}  # type: ignore[attr-defined]
+
+
+def test_high_node_utilization_empties_a_node_under_20_percent_onto_the_most_allocated_node() -> None:
+    # a: 10 % requested (underutilized), b: 50 %, c: 60 %; MostAllocated picks c (70 % > 60 % after)
+    state = cluster(
+        [node("a"), node("b"), node("c")], [pod("web-1", "a", 1000), pod("db-1", "b", 5000), pod("db-2", "c", 6000)]
+    )
+    c, pending = run_descheduler(state, "high")
+    assert [p.name for p in c.evicted] == ["web-1"]
+    assert where(c) == {"web-1": "c", "db-1": "b", "db-2": "c"}
+    assert pending == []
+    assert c.refused == 0
+
+
+def test_high_node_utilization_eviction_is_refused_by_a_pdb() -> None:
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [pod("web-1", "a", 1000), pod("db-1", "b", 5000), pod("db-2", "c", 6000)],
+        [PodDisruptionBudget("app", "web-pdb", "web", 0)],
+    )
+    c, _ = run_descheduler(state, "high")
+    assert c.evicted == []
+    assert c.refused == 1
+    assert where(c)["web-1"] == "a"
+
+
+def test_high_node_utilization_does_nothing_when_every_node_is_underutilized() -> None:
+    state = cluster([node("a"), node("b")], [pod("web-1", "a", 1000), pod("db-1", "b", 1500)])
+    c, _ = run_descheduler(state, "high")
+    assert c.evicted == []
+
+
+def test_low_node_utilization_moves_from_a_node_over_50_percent_to_the_one_under_20_until_it_is_at_50() -> None:
+    # b is at 70 %: evicting api-1 (30 %) brings it to 40 %, below the 50 % target, so it stops;
+    # LeastAllocated scores a 60 (40 % after), b 30, c 40: api-1 lands on a.
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [
+            pod("web-1", "a", 1000),
+            pod("api-1", "b", 3000),
+            pod("api-2", "b", 2000),
+            pod("api-3", "b", 2000),
+            pod("db-1", "c", 3000),
+        ],
+    )
+    c, pending = run_descheduler(state, "low")
+    assert [p.name for p in c.evicted] == ["api-1"]
+    assert where(c)["api-1"] == "a"
+    assert pending == []
+
+
+def test_low_node_utilization_stops_when_the_underutilized_nodes_are_full() -> None:
+    # a can take 50 % - 19 % = 31 % of a node: after api-1 (30 %) 1 % is left, after api-2 none
+    state = cluster(
+        [node("a"), node("b")],
+        [pod("web-1", "a", 1900), pod("api-1", "b", 3000), pod("api-2", "b", 3000), pod("api-3", "b", 3000)],
+    )
+    c, _ = run_descheduler(state, "low")
+    assert [p.name for p in c.evicted] == ["api-1", "api-2"]
+
+
+def test_the_scheduler_puts_an_evicted_pod_back_on_its_node_when_no_other_node_fits() -> None:
+    state = cluster(
+        [node("a"), node("b")],
+        [pod("web-1", "a", 1000), pod("db-1", "b", 9500, mem=9500)],
+    )
+    # HighNodeUtilization evicts web-1 (a at 10 %); b cannot take it (9,500 + 1,000 > 10,000), but a can
+    c, pending = run_descheduler(state, "high")
+    assert pending == []
+    assert where(c)["web-1"] == "a"

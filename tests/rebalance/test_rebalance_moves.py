@@ -1,0 +1,171 @@
+"""plan_moves on hand-built clusters whose best moves are known."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rebalance_builders import cluster, node, pod
+
+from planner import plan
+from planner.rebalance import RebalanceWeights, interference_pairs, plan_moves
+from scaleahead.types import MovePod, PodDisruptionBudget
+
+
+def moves_of(result: tuple[MovePod, ...]) -> list[tuple[str, str, str]]:
+    return [(m.pod, m.from_node, m.to_node) for m in result]
+
+
+def test_a_nearly_empty_node_is_drained_onto_the_fullest_node_that_fits() -> None:
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [pod("web-1", "a", 1000), pod("db-1", "b", 6000), pod("db-2", "c", 3000)],
+    )
+    result = plan_moves(state, max_moves=5)
+    assert moves_of(result) == [("web-1", "a", "b")]
+    assert "frees a (its last pod)" in result[0].reason.message
+    assert "b peak 70% of allocatable after" in result[0].reason.message
+    assert result[0].expected_gain == 1.0
+    assert result[0].reason.code == "rebalance.drain"
+
+
+def test_a_drain_that_needs_more_moves_than_the_budget_is_not_started() -> None:
+    state = cluster(
+        [node("a"), node("b")],
+        [pod("web-1", "a", 500), pod("api-1", "a", 500), pod("db-1", "b", 8000, owner="")],
+    )
+    assert plan_moves(state, max_moves=1) == ()
+    assert moves_of(plan_moves(state, max_moves=2)) == [("api-1", "a", "b"), ("web-1", "a", "b")]
+
+
+def test_a_latency_critical_pod_leaves_the_node_of_two_cpu_bound_pods() -> None:
+    state = cluster(
+        [node("a"), node("b")],
+        [
+            pod("cart-1", "a", 2000, cls="latency-critical"),
+            pod("etl-1", "a", 3000, cls="cpu-bound"),
+            pod("etl-2", "a", 3000, cls="cpu-bound"),
+            pod("kafka-1", "b", 5000, cls="io-bound"),
+        ],
+    )
+    result = plan_moves(state, max_moves=1)
+    assert moves_of(result) == [("cart-1", "a", "b")]
+    assert result[0].expected_gain == 0.5  # two pairs at 0.25
+    assert "separates latency-critical app/cart-1 from cpu-bound app/etl-1, app/etl-2" in result[0].reason.message
+    assert interference_pairs(state.pods) == 2
+
+
+def test_no_move_when_the_target_would_exceed_its_allocatable_at_the_forecast_peak() -> None:
+    # requests fit (1000 + 6000 <= 10000) but the forecast peaks do not (4000 + 6000 > 0.9 * 10000)
+    state = cluster([node("a"), node("b")], [pod("web-1", "a", 1000, peak=4000), pod("db-1", "b", 6000)])
+    assert plan_moves(state, max_moves=5) == ()
+    assert moves_of(plan_moves(state, max_moves=5, max_peak_fraction=1.0)) == [("web-1", "a", "b")]
+
+
+def test_no_move_when_requests_do_not_fit_even_if_the_peak_would() -> None:
+    state = cluster([node("a"), node("b")], [pod("web-1", "a", 5000, peak=100), pod("db-1", "b", 6000, peak=100)])
+    assert plan_moves(state, max_moves=5) == ()
+
+
+def test_a_pdb_with_no_disruption_left_keeps_its_pods_in_place() -> None:
+    state = cluster(
+        [node("a"), node("b")],
+        [pod("web-1", "a", 1000), pod("db-1", "b", 8000, owner="")],
+        [PodDisruptionBudget("app", "web-pdb", "web", 0)],
+    )
+    assert plan_moves(state, max_moves=5) == ()
+
+
+def test_a_pdb_allowing_one_disruption_blocks_a_drain_that_needs_two_of_its_pods() -> None:
+    pods = [pod("web-1", "a", 500), pod("web-2", "a", 500), pod("db-1", "b", 8000, owner="")]
+    budget_one = cluster([node("a"), node("b")], pods, [PodDisruptionBudget("app", "web-pdb", "web", 1)])
+    budget_two = cluster([node("a"), node("b")], pods, [PodDisruptionBudget("app", "web-pdb", "web", 2)])
+    assert plan_moves(budget_one, max_moves=5) == ()
+    assert len(plan_moves(budget_two, max_moves=5)) == 2
+
+
+def test_anti_affinity_keeps_two_replicas_apart() -> None:
+    state = cluster(
+        [node("a"), node("b")],
+        [pod("web-1", "a", 1000, anti=("web",)), pod("web-2", "b", 3000, anti=("web",))],
+    )
+    assert plan_moves(state, max_moves=5) == ()
+
+
+def test_label_anti_affinity_is_honoured_in_both_directions() -> None:
+    state = cluster(
+        [node("a"), node("b")],
+        [pod("web-1", "a", 1000), pod("db-1", "b", 3000, anti=("app=web",))],
+    )
+    assert plan_moves(state, max_moves=5) == ()
+
+
+def test_bare_pods_unschedulable_nodes_and_empty_nodes_are_left_alone() -> None:
+    bare = cluster([node("a"), node("b")], [pod("web-1", "a", 1000, owner=""), pod("db-1", "b", 8500)])
+    assert plan_moves(bare, max_moves=5) == ()
+    cordoned = cluster([node("a"), node("b", schedulable=False)], [pod("web-1", "a", 1000), pod("db-1", "b", 8500)])
+    assert plan_moves(cordoned, max_moves=5) == ()
+    empty_target = cluster([node("a"), node("b")], [pod("web-1", "a", 1000)])
+    assert plan_moves(empty_target, max_moves=5) == ()
+
+
+def test_drains_come_before_separations_and_the_budget_bounds_them_all() -> None:
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [
+            pod("web-1", "a", 500),
+            pod("cart-1", "b", 1000, cls="latency-critical"),
+            pod("etl-1", "b", 2000, cls="cpu-bound"),
+            pod("kafka-1", "c", 7000, cls="io-bound"),
+        ],
+    )
+    result = plan_moves(state, max_moves=2)
+    assert [m.reason.code for m in result] == ["rebalance.drain", "rebalance.separate"]
+    assert plan_moves(state, max_moves=1)[0].reason.code == "rebalance.drain"
+    assert plan_moves(state, max_moves=0) == ()
+
+
+def test_a_swap_makes_two_mixed_nodes_pure_when_no_single_move_can() -> None:
+    # any single move removes one pair and creates one; swapping etl-1 and cart-2 removes both pairs
+    state = cluster(
+        [node("a"), node("b")],
+        [
+            pod("cart-1", "a", 1000, cls="latency-critical"),
+            pod("etl-1", "a", 2000, cls="cpu-bound"),
+            pod("cart-2", "b", 1000, cls="latency-critical"),
+            pod("etl-2", "b", 2000, cls="cpu-bound"),
+        ],
+    )
+    no_drain = RebalanceWeights(node_freed=0.0)
+    assert plan_moves(state, max_moves=1, weights=no_drain) == ()
+    result = plan_moves(state, max_moves=2, weights=no_drain)
+    assert [m.reason.code for m in result] == ["rebalance.swap", "rebalance.swap"]
+    assert {(m.pod, m.to_node) for m in result} == {("etl-1", "b"), ("cart-2", "a")}
+    assert "swaps places with app/cart-2" in result[0].reason.message
+    moved = {m.pod: m.to_node for m in result}
+    after = [replace(p, node=moved.get(p.name, p.node)) for p in state.pods]
+    assert interference_pairs(after) == 0
+
+
+def test_a_swap_is_not_made_when_the_first_move_would_overfill_its_target() -> None:
+    # each node is at 85 % of its CPU at the forecast peak: the first move of any swap would take
+    # its target above the 90 % cap, even though the end state would fit
+    state = cluster(
+        [node("a"), node("b")],
+        [
+            pod("cart-1", "a", 1000, cls="latency-critical"),
+            pod("etl-1", "a", 1000, cls="cpu-bound"),
+            pod("web-1", "a", 6500),
+            pod("cart-2", "b", 1000, cls="latency-critical"),
+            pod("etl-2", "b", 1000, cls="cpu-bound"),
+            pod("web-2", "b", 6500),
+        ],
+    )
+    assert plan_moves(state, max_moves=4, weights=RebalanceWeights(node_freed=0.0)) == ()
+
+
+def test_plan_includes_moves_only_when_asked() -> None:
+    state = cluster([node("a"), node("b")], [pod("web-1", "a", 1000), pod("db-1", "b", 8000, owner="")])
+    assert plan({}, state, [], now=0.0).actions == ()
+    asked = plan({}, state, [], now=0.0, max_moves=3)
+    assert [type(a).__name__ for a in asked.actions] == ["MovePod"]
+    assert asked.changes == asked.actions

@@ -1,0 +1,116 @@
+"""Properties of plan_moves on random small clusters (hypothesis)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rebalance_builders import cluster, node, pod
+
+from planner.rebalance import conflicts, interference_pairs, plan_moves, pod_key, pod_peak_cpu_m
+from scaleahead.types import ClusterState, MovePod, Pod, PodDisruptionBudget
+
+CLASSES = ("cpu-bound", "io-bound", "latency-critical", "none")
+OWNERS = ("web", "etl", "kafka", "cart")
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> ClusterState:
+    n_nodes = draw(st.integers(2, 5))
+    nodes = [node(f"n{i}", cpu_m=draw(st.sampled_from([4000, 8000, 16000]))) for i in range(n_nodes)]
+    pods: list[Pod] = []
+    for i in range(draw(st.integers(0, 14))):
+        on = draw(st.sampled_from(nodes))
+        owner = draw(st.sampled_from(OWNERS))
+        cpu = draw(st.integers(100, 3000))
+        anti = (owner,) if owner in ("kafka", "cart") else ()
+        candidate = pod(
+            f"{owner}-{i}",
+            on.name,
+            cpu,
+            peak=cpu * draw(st.sampled_from([0.5, 1.0, 1.5, 2.0])),
+            cls=draw(st.sampled_from(CLASSES)),
+            owner=owner,
+            anti=anti,
+        )
+        if any(conflicts(candidate, q) for q in pods if q.node == on.name):
+            continue
+        pods.append(candidate)
+    pdbs = [PodDisruptionBudget("app", f"{o}-pdb", o, draw(st.integers(0, 2))) for o in ("kafka", "cart")]
+    return cluster(nodes, pods, pdbs)
+
+
+def applied(state: ClusterState, moves: tuple[MovePod, ...]) -> list[Pod]:
+    where = {f"{m.namespace}/{m.pod}": m.to_node for m in moves}
+    return [
+        Pod(
+            p.namespace,
+            p.name,
+            where.get(pod_key(p), p.node),
+            p.cpu_request_m,
+            p.memory_request_mb,
+            p.owner,
+            p.usage_cpu_m,
+            p.peak_cpu_m,
+            p.interference,
+            p.labels,
+            p.anti_affinity,
+        )
+        for p in state.pods
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.integers(0, 6), st.sampled_from([0.8, 0.9, 1.0]))
+def test_moves_never_overfill_a_receiving_node_at_the_forecast_peak(
+    state: ClusterState, max_moves: int, fraction: float
+) -> None:
+    moves = plan_moves(state, max_moves, max_peak_fraction=fraction)
+    after = applied(state, moves)
+    for n in state.nodes:
+        if not any(m.to_node == n.name for m in moves):
+            continue
+        here = [p for p in after if p.node == n.name]
+        assert sum(pod_peak_cpu_m(p) for p in here) <= fraction * n.cpu_m + 1e-6
+        assert sum(p.cpu_request_m for p in here) <= n.cpu_m
+        assert sum(p.memory_request_mb for p in here) <= n.memory_mb
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.integers(0, 6))
+def test_moves_respect_pdbs_anti_affinity_and_the_budget(state: ClusterState, max_moves: int) -> None:
+    moves = plan_moves(state, max_moves)
+    assert len(moves) <= max_moves
+    assert len({(m.namespace, m.pod) for m in moves}) == len(moves)  # a pod moves at most once
+    by_key = {pod_key(p): p for p in state.pods}
+    per_owner = Counter(by_key[f"{m.namespace}/{m.pod}"].owner for m in moves)
+    for pdb in state.pdbs:
+        assert per_owner[pdb.owner] <= pdb.disruptions_allowed
+    after = applied(state, moves)
+    for m in moves:
+        assert m.from_node != m.to_node
+        assert by_key[f"{m.namespace}/{m.pod}"].owner != ""
+        here = [p for p in after if p.node == m.to_node]
+        assert not any(conflicts(a, b) for a in here for b in here)
+        assert m.reason.message.startswith(f"move {m.namespace}/{m.pod} {m.from_node} -> {m.to_node}: ")
+        assert m.expected_gain > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters(), st.integers(0, 6))
+def test_moves_are_deterministic_and_independent_of_input_order(state: ClusterState, max_moves: int) -> None:
+    first = plan_moves(state, max_moves)
+    shuffled = ClusterState(nodes=state.nodes[::-1], pods=state.pods[::-1], pdbs=state.pdbs[::-1])
+    assert plan_moves(state, max_moves) == first
+    assert plan_moves(shuffled, max_moves) == first
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters(), st.integers(1, 6))
+def test_moves_never_add_interfering_pairs_without_freeing_a_node(state: ClusterState, max_moves: int) -> None:
+    moves = plan_moves(state, max_moves)
+    after = applied(state, moves)
+    freed = {p.node for p in state.pods} - {p.node for p in after}
+    if not freed:
+        assert interference_pairs(after) <= interference_pairs(state.pods)

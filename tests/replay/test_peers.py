@@ -1,0 +1,83 @@
+"""The peers on small traces computed by hand: the HPA algorithm, static peak, the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scaleahead.bench.peers import Hpa, oracle_replicas, static_peak_replicas
+
+
+def window(value: float) -> np.ndarray:
+    return np.full(6, value)
+
+
+def test_hpa_keeps_the_count_within_the_ten_percent_tolerance() -> None:
+    hpa = Hpa(capacity=1.0)
+    # 10 ready pods, usage 7.6 replicas: utilization 76 %, ratio 1.086 -> within tolerance.
+    assert hpa.decide(0.0, window(7.6), ready=10, allocated=10)[0] == 10
+    # usage 7.8: ratio 1.114 -> ceil(1.114 * 10) = 12.
+    assert hpa.decide(15.0, window(7.8), ready=10, allocated=10)[0] == 12
+
+
+def test_hpa_scale_up_is_limited_to_double_or_plus_four_per_sync() -> None:
+    hpa = Hpa(capacity=1.0)
+    # 2 ready pods at usage 14: wants ceil(14 / 0.7) = 20, limited to max(2 * 2, 2 + 4) = 6.
+    assert hpa.decide(0.0, window(14.0), ready=2, allocated=2)[0] == 6
+    # 10 ready pods at usage 70: wants 100, limited to max(20, 14) = 20.
+    hpa2 = Hpa(capacity=1.0)
+    assert hpa2.decide(0.0, window(70.0), ready=10, allocated=10)[0] == 20
+
+
+def test_hpa_counts_starting_pods_at_zero_usage_when_scaling_up() -> None:
+    hpa = Hpa(capacity=1.0)
+    # 4 ready + 4 starting, usage 4.4: ready utilization 110 % -> ratio 1.57 > 1; counting the
+    # starting pods at 0 %: 4.4 / 8 / 0.7 = 0.786 < 1 -> no scale.
+    assert hpa.decide(0.0, window(4.4), ready=4, allocated=8)[0] == 8
+    # usage 7: ratio with starting pods 7 / 8 / 0.7 = 1.25 -> ceil(1.25 * 8) = 10.
+    assert hpa.decide(15.0, window(7.0), ready=4, allocated=8)[0] == 10
+
+
+def test_hpa_scales_down_only_to_the_highest_recommendation_of_the_last_300_seconds() -> None:
+    hpa = Hpa(capacity=1.0)
+    assert hpa.decide(0.0, window(7.0), ready=10, allocated=10)[0] == 10  # recommendation 10
+    # usage 3.5 -> recommendation 5, but 10 was recommended 15 s ago: hold 10.
+    assert hpa.decide(15.0, window(3.5), ready=10, allocated=10)[0] == 10
+    assert hpa.decide(300.0, window(3.5), ready=10, allocated=10)[0] == 10
+    # at 315 s the recommendation of t = 0 is older than 300 s: down to 5.
+    assert hpa.decide(315.0, window(3.5), ready=10, allocated=10)[0] == 5
+
+
+def test_hpa_syncs_every_15_seconds_on_a_10_second_grid() -> None:
+    hpa = Hpa(capacity=1.0)
+    assert hpa.decide(0.0, window(14.0), ready=10, allocated=10)[0] == 20
+    # 10 s: no sync tick in (0, 10] -> keep whatever is allocated.
+    assert hpa.decide(10.0, window(28.0), ready=10, allocated=20)[0] == 20
+    # 20 s: the tick at 15 s -> sync: ceil(28 / 0.7) = 40, limit max(40, 24) = 40.
+    assert hpa.decide(20.0, window(28.0), ready=10, allocated=20)[0] == 40
+
+
+def test_hpa_on_a_one_minute_grid_runs_four_syncs_per_step() -> None:
+    hpa = Hpa(capacity=1.0)
+    hpa.decide(0.0, window(1.4), ready=2, allocated=2)
+    # at 60 s four ticks are due (15, 30, 45, 60): 2 -> 6 -> 12 -> 24 -> 48, wanted ceil(70 / 0.7) = 100.
+    assert hpa.decide(60.0, window(70.0), ready=2, allocated=2)[0] == 48
+
+
+def test_hpa_ignores_missing_demand_and_keeps_the_count() -> None:
+    hpa = Hpa(capacity=1.0)
+    assert hpa.decide(0.0, np.full(6, np.nan), ready=5, allocated=5)[0] == 5
+    # the mean of the observed values only: (14 + 14) / 2 = 14 -> 20.
+    partial = np.array([np.nan, 14.0, np.nan, 14.0, np.nan, np.nan])
+    assert hpa.decide(15.0, partial, ready=10, allocated=10)[0] == 20
+
+
+def test_static_peak_is_the_history_maximum_over_capacity_rounded_up() -> None:
+    assert static_peak_replicas(np.array([1.0, np.nan, 9.5, 3.0]), capacity=2.0) == 5
+    assert static_peak_replicas(np.array([0.0, 0.0]), capacity=2.0) == 1
+
+
+def test_oracle_adds_each_replica_one_startup_ahead_and_drops_it_when_not_needed() -> None:
+    demand = np.array([1.0, 1.0, 1.0, 4.0, 1.0, 1.0, 1.0, 1.0, 3.0, np.nan])
+    # need = [1,1,1,4,1,1,1,1,3,0]; startup 2 steps -> max over [t, t + 2]
+    assert oracle_replicas(demand, capacity=1.0, startup_steps=2).tolist() == [1, 4, 4, 4, 1, 1, 3, 3, 3, 0]
+    assert oracle_replicas(demand, capacity=1.0, startup_steps=0).tolist() == [1, 1, 1, 4, 1, 1, 1, 1, 3, 0]
