@@ -26,20 +26,6 @@ PLURAL = "predictivescalingpolicies"
 _SALIENT = ("desiredReplicas", "currentReplicas", "fallbackMode", "lastReasonCode", "model")
 
 
-def api_client(kubeconfig: str | None = None) -> Any:
-    """The official client: in-cluster service account if there is one, else the kubeconfig."""
-    from kubernetes import client, config
-
-    if kubeconfig is None:
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return client.ApiClient()
-        except config.ConfigException:
-            pass
-    config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    return client.ApiClient()
-
-
 class ClusterPolicies:
     """Lists PredictiveScalingPolicy objects (all namespaces, or one) as validated ``Policy``."""
 

@@ -402,6 +402,7 @@ class Daemon:
         reference_error: float | None = None,
         policy_source: Callable[[], Sequence[Policy]] | None = None,
         policy_reload_s: float = 30.0,
+        on_policies: Callable[[Sequence[Policy]], None] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -430,6 +431,7 @@ class Daemon:
         if j.retrain_in_process:
             self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
         self.policy_source = policy_source
+        self.on_policies = on_policies
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
             self.jobs.add("reload_policies", every, self.reload_policies, now)
@@ -597,6 +599,8 @@ class Daemon:
             if key not in keys:
                 self.backoff.succeeded(key)
         self.metrics.workloads.set(len(policies))
+        if self.on_policies is not None:
+            self.on_policies(self.deps.policies)
 
     def reload_policies(self, now: float) -> int:
         """Read the policies again (the ``reload_policies`` job); keep the old ones if that fails."""

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
+import socket
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -100,28 +102,56 @@ def _load_trace(spec: str) -> Series:
 _TRACE_CACHE: dict[str, Series] = {}
 
 
-def _history(spec: str, settings: Settings, window_s: float, offset_s: float) -> HistorySource:
+def _history(
+    spec: str, settings: Settings, window_s: float, offset_s: float, cache_dir: Path | None = None
+) -> HistorySource:
     if spec.startswith("trace:"):
         return _trace_history(spec, window_s, offset_s)
     if spec == "prometheus":
-        raise UserError(
-            "The Prometheus history source is not part of this build yet (issue 6).",
-            "Use --history trace:NAME to replay a trace, or a build that includes the Prometheus source.",
-        )
+        from scaleahead.prometheus.history import history_from_settings
+
+        hist = history_from_settings(settings.prometheus, cache_dir=cache_dir)
+        hist.window_s = window_s
+        return hist
     raise UserError(f"--history {spec!r} is not known.", "Use 'prometheus' or 'trace:NAME'.")
 
 
-def _target(spec: str) -> Any:
-    from scaleahead.tracesource import InMemoryTarget
+def _kube_api(kubeconfig: str | None) -> Any:
+    """The official client: the in-cluster service account when running in a pod, else a kubeconfig."""
+    import os
 
-    if spec == "memory":
-        return InMemoryTarget()
-    if spec == "kubernetes":
-        raise UserError(
-            "The Kubernetes target is not part of this build yet (issue 7).",
-            "Use --target memory to run the loop against an in-memory cluster.",
-        )
-    raise UserError(f"--target {spec!r} is not known.", "Use 'kubernetes' or 'memory'.")
+    from actuator.kubernetes import make_api_client
+
+    in_cluster = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ
+    return make_api_client(kubeconfig, in_cluster=in_cluster)
+
+
+def _policy_updater(target: Any, actuator: Any) -> Any:
+    """Tell the Kubernetes target and the actuator about reloaded policies (modes, bounds)."""
+
+    def update(policies: Any) -> None:
+        by_ref = {p.workload: p for p in policies}
+        if actuator is not None:
+            actuator.policies = by_ref
+        if hasattr(target, "_policies"):
+            target._policies = by_ref  # KubernetesTarget keeps each workload's mode here
+
+    return update
+
+
+class _LeaseLeadership:
+    """The actuator's Lease election seen through the daemon's ``Leadership`` protocol."""
+
+    def __init__(self, elector: Any) -> None:
+        self.elector = elector
+
+    def is_leader(self, now: float) -> bool:
+        return bool(self.elector.is_leader(now))
+
+    def release(self) -> None:
+        import time
+
+        self.elector.release(time.time())
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -191,15 +221,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if policies is not None:
             pols = load_policy_path(policies)
         else:
-            from actuator.policy_resources import ClusterPolicies, PolicyStatusWriter, api_client
+            from actuator.policy_resources import ClusterPolicies, PolicyStatusWriter
 
-            try:
-                api = api_client(kubeconfig)
-            except Exception as exc:  # noqa: BLE001 - kubernetes raises several kinds; all mean "no cluster"
-                raise UserError(
-                    f"No --policies given and no Kubernetes cluster to read policies from: {exc}.",
-                    "Pass --policies FILE|DIR, or run in a cluster (or with --kubeconfig).",
-                ) from exc
+            api = _kube_api(kubeconfig)
             cluster = ClusterPolicies(api, namespace)
             pols = cluster.load()
             policy_source = cluster.load
@@ -227,24 +251,65 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
         offset = 0.0 if (virtual or start is None) else start - real_now
         window = 2 * 86400.0
-        hist = _history(history, settings, window, offset)
-        training = _history(history, settings, settings.jobs.history_days * 86400.0, offset)
+        cache = artifacts / "history-cache" if artifacts else None
+        hist = _history(history, settings, window, offset, cache)
+        training = _history(
+            history,
+            settings,
+            settings.jobs.history_days * 86400.0,
+            offset,
+            artifacts / "training-cache" if artifacts else None,
+        )
         name = model or settings.forecast.model
         if name not in available_models():
             log.warning("model %s is not available; using %s", name, settings.forecast.fallback_model)
             name = settings.forecast.fallback_model
         forecaster = make_model(name)
         now = clock.now()
-        train_series = list(training.read(pols, now).values())
+        # Fit on the loop's own window (it also warms the incremental history cache); retraining
+        # later reads the longer training window.
+        train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
         reference = None
         if train_series:
             forecaster.fit(train_series)
             reference = holdout_wape(forecaster, train_series, settings.forecast.horizon_s)
-        deps = Deps(hist, forecaster, _target(target), store, pols)
+        leadership = None
+        actuator = None
+        if target == "memory":
+            from scaleahead.tracesource import InMemoryTarget
+
+            cluster_target: Any = InMemoryTarget()
+        elif target == "kubernetes":
+            from actuator.applying import Actuator
+            from actuator.kubernetes import KubernetesTarget
+            from actuator.leader import LeaderElector
+            from actuator.safety import SafetyConfig
+
+            a = settings.actuation
+            kube = _kube_api(kubeconfig)
+            cluster_target = KubernetesTarget(kube, pols, timeout_s=a.request_timeout_s)
+            actuator = Actuator(
+                cluster_target,
+                store,
+                pols,
+                SafetyConfig(a.max_plan_age_s, a.paused, a.human_edit_hold_s, a.max_conflict_retries),
+                kill_switch=lambda: cluster_target.kill_switch(a.namespace, a.kill_switch_configmap),
+            )
+            identity = os.environ.get("POD_NAME") or socket.gethostname()
+            leadership = _LeaseLeadership(
+                LeaderElector(kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s)
+            )
+            if not once:
+                for aid, state, why in actuator.reconcile(now):
+                    log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
+        else:
+            raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
+        deps = Deps(hist, forecaster, cluster_target, store, pols, actuator=actuator)
         daemon = Daemon(
             deps,
             settings,
             clock,
+            leadership=leadership,
             training_history=training,
             background_jobs=not virtual and not once,
             artifact_dir=artifacts / "models" if artifacts else None,
@@ -255,6 +320,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ),
             reference_error=reference,
             policy_source=policy_source,
+            on_policies=_policy_updater(cluster_target, actuator),
             status_sink=status_sink,
         )
         server = None

@@ -175,7 +175,15 @@ def test_rbac_grants_exactly_the_expected_verbs_and_nothing_wild() -> None:
     assert role["metadata"]["namespace"] == "scaleahead-system"
 
 
-_VERBS = {"read": "get", "get": "get", "list": "list", "patch": "patch", "replace": "update", "create": "create", "delete": "delete"}
+_VERBS = {
+    "read": "get",
+    "get": "get",
+    "list": "list",
+    "patch": "patch",
+    "replace": "update",
+    "create": "create",
+    "delete": "delete",
+}
 
 
 def _api_calls() -> Iterator[tuple[str, str, str, str]]:
