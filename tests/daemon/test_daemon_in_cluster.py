@@ -16,7 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "actuator"))
 
-from kubeemu import DEPLOYMENTS, LEASES, deployment, kube  # noqa: E402, F401 - kube is a fixture
+from kubeemu import DEPLOYMENTS, LEASES, deployment  # noqa: E402
+from kubeemu import kube as kube  # noqa: E402 - the fixture, used by name
 
 from actuator.applying import Actuator  # noqa: E402
 from actuator.kubernetes import KubernetesTarget  # noqa: E402
