@@ -20,9 +20,9 @@ $(VENV)/.installed: pyproject.toml
 
 # Real servers for the tests: Debian's Prometheus (with promtool) and PostgreSQL 15.
 system-deps:
-	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || [ ! -x $(PG_BIN)/initdb ]; then \
-		echo "Installing Debian packages prometheus and postgresql for the tests"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus postgresql >/dev/null; \
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || [ ! -x $(PG_BIN)/initdb ] || ! command -v openssl >/dev/null; then \
+		echo "Installing Debian packages prometheus, postgresql and openssl for the tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus postgresql openssl >/dev/null; \
 	fi
 
 demo: install

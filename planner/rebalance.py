@@ -54,7 +54,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from scaleahead.types import ClusterState, MovePod, Node, Pod, PodDisruptionBudget, Reason
+import numpy as np
+import numpy.typing as npt
+
+from scaleahead.types import ClusterState, FloatArray, MovePod, Node, Pod, PodDisruptionBudget, Reason
 
 CPU_BOUND = "cpu-bound"
 LATENCY_CRITICAL = "latency-critical"
@@ -65,9 +68,9 @@ _OPPOSITE = {CPU_BOUND: LATENCY_CRITICAL, LATENCY_CRITICAL: CPU_BOUND}
 DEFAULT_MAX_PEAK_FRACTION = 0.9
 #: At most this many moves per plan (one plan per control cycle).
 DEFAULT_MAX_MOVES = 10
-#: Drains are tried for at most this many nodes (fewest pods first), so planning stays fast on
-#: large clusters: a node with many pods is never worth draining in a bounded plan anyway.
-DEFAULT_MAX_DRAIN_CANDIDATES = 32
+#: Drains are tried for at most this many nodes (fewest pods first), separations and swaps for
+#: at most this many mixed nodes (most pairs first), so planning stays fast on large clusters.
+DEFAULT_MAX_CANDIDATE_NODES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +149,11 @@ class _Cluster:
     req_cpu: dict[str, float]
     req_mem: dict[str, float]
     peak: dict[str, float]
+    classes: dict[str, dict[str, int]]
     budget: dict[tuple[str, str], int]
+    arrays: _Arrays
     moved: set[str] = field(default_factory=set)
+    _aa: dict[str, _AntiAffinityIndex] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> _Cluster:
@@ -156,26 +162,41 @@ class _Cluster:
         for p in sorted(state.pods, key=pod_key):
             if p.node in pods:
                 pods[p.node].append(p)
-        c = cls(nodes, pods, {}, {}, {}, pdb_budgets(state.pdbs))
+        c = cls(nodes, pods, {}, {}, {}, {}, pdb_budgets(state.pdbs), _Arrays.empty(nodes))
         for name, ps in pods.items():
             c.req_cpu[name] = float(sum(p.cpu_request_m for p in ps))
             c.req_mem[name] = float(sum(p.memory_request_mb for p in ps))
             c.peak[name] = sum(pod_peak_cpu_m(p) for p in ps)
+            counts: dict[str, int] = {}
+            for p in ps:
+                counts[p.interference] = counts.get(p.interference, 0) + 1
+            c.classes[name] = counts
+            c.arrays.set(name, c.req_cpu[name], c.req_mem[name], c.peak[name], len(ps), counts)
         return c
 
     def copy(self) -> _Cluster:
         return _Cluster(
-            dict(self.nodes),
-            {k: list(v) for k, v in self.pods.items()},
+            self.nodes,  # never mutated
+            dict(self.pods),  # move() replaces a node's list, never changes it in place
             dict(self.req_cpu),
             dict(self.req_mem),
             dict(self.peak),
+            dict(self.classes),  # likewise
             dict(self.budget),
+            self.arrays.copy(),
             set(self.moved),
+            dict(self._aa),
         )
 
+    def excluded(self, pod: Pod, node: str) -> bool:
+        """Whether ``pod`` and a pod on ``node`` exclude each other (anti-affinity, either way)."""
+        index = self._aa.get(node)
+        if index is None:
+            index = self._aa[node] = _AntiAffinityIndex.of(self.pods[node])
+        return index.excludes(pod)
+
     def count(self, node: str, cls_: str) -> int:
-        return sum(1 for p in self.pods[node] if p.interference == cls_)
+        return self.classes[node].get(cls_, 0)
 
     def budget_left(self, pod: Pod) -> int | None:
         return self.budget.get((pod.namespace, pod.owner))
@@ -196,11 +217,107 @@ class _Cluster:
             self.req_cpu[name] += sign * pod.cpu_request_m
             self.req_mem[name] += sign * pod.memory_request_mb
             self.peak[name] += sign * peak
+            counts = dict(self.classes[name])
+            counts[pod.interference] = counts.get(pod.interference, 0) + int(sign)
+            self.classes[name] = counts
         key = (pod.namespace, pod.owner)
         if key in self.budget:
             self.budget[key] -= 1
         self.moved.add(pod_key(pod))
+        self._aa.pop(src, None)
+        self._aa.pop(to, None)
+        for name in (src, to):
+            self.arrays.set(
+                name, self.req_cpu[name], self.req_mem[name], self.peak[name], len(self.pods[name]), self.classes[name]
+            )
         return moved
+
+
+@dataclass(slots=True)
+class _Arrays:
+    """The running sums as arrays in node-name order, so a placement filters every node at once."""
+
+    pos: dict[str, int]
+    names: tuple[str, ...]
+    cpu_alloc: FloatArray
+    mem_alloc: FloatArray
+    schedulable: npt.NDArray[np.bool_]
+    req_cpu: FloatArray
+    req_mem: FloatArray
+    peak: FloatArray
+    n_pods: FloatArray
+    n_cpu_bound: FloatArray
+    n_latency_critical: FloatArray
+
+    @classmethod
+    def empty(cls, nodes: Mapping[str, Node]) -> _Arrays:
+        names = tuple(nodes)
+        n = len(names)
+        return cls(
+            {name: i for i, name in enumerate(names)},
+            names,
+            np.array([nodes[x].cpu_m for x in names], dtype=np.float64),
+            np.array([nodes[x].memory_mb for x in names], dtype=np.float64),
+            np.array([nodes[x].schedulable for x in names], dtype=np.bool_),
+            *(np.zeros(n) for _ in range(6)),
+        )
+
+    def copy(self) -> _Arrays:
+        return _Arrays(
+            self.pos,
+            self.names,
+            self.cpu_alloc,
+            self.mem_alloc,
+            self.schedulable,
+            self.req_cpu.copy(),
+            self.req_mem.copy(),
+            self.peak.copy(),
+            self.n_pods.copy(),
+            self.n_cpu_bound.copy(),
+            self.n_latency_critical.copy(),
+        )
+
+    def set(
+        self, name: str, req_cpu: float, req_mem: float, peak: float, n_pods: int, counts: Mapping[str, int]
+    ) -> None:
+        i = self.pos[name]
+        self.req_cpu[i], self.req_mem[i], self.peak[i], self.n_pods[i] = req_cpu, req_mem, peak, n_pods
+        self.n_cpu_bound[i] = counts.get(CPU_BOUND, 0)
+        self.n_latency_critical[i] = counts.get(LATENCY_CRITICAL, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _AntiAffinityIndex:
+    """What the pods on one node are and what they exclude, for an O(rules) anti-affinity test."""
+
+    owners: frozenset[tuple[str, str]]  # (namespace, owner) of the pods there
+    labels: frozenset[str]  # "key=value" of the pods there
+    owner_rules: frozenset[tuple[str, str]]  # (namespace, owner) excluded by a pod there
+    label_rules: frozenset[str]  # "key=value" excluded by a pod there
+
+    @classmethod
+    def of(cls, pods: Iterable[Pod]) -> _AntiAffinityIndex:
+        owners: set[tuple[str, str]] = set()
+        labels: set[str] = set()
+        owner_rules: set[tuple[str, str]] = set()
+        label_rules: set[str] = set()
+        for q in pods:
+            owners.add((q.namespace, q.owner))
+            labels.update(f"{k}={v}" for k, v in q.labels.items())
+            for rule in q.anti_affinity:
+                if "=" in rule:
+                    label_rules.add(rule)
+                else:
+                    owner_rules.add((q.namespace, rule))
+        return cls(frozenset(owners), frozenset(labels), frozenset(owner_rules), frozenset(label_rules))
+
+    def excludes(self, pod: Pod) -> bool:
+        for rule in pod.anti_affinity:
+            if rule in self.labels if "=" in rule else (pod.namespace, rule) in self.owners:
+                return True
+        if (pod.namespace, pod.owner) in self.owner_rules:
+            return True
+        return any(f"{k}={v}" in self.label_rules for k, v in pod.labels.items())
 
 
 def _relocated(pod: Pod, node: str) -> Pod:
@@ -220,7 +337,7 @@ def _relocated(pod: Pod, node: str) -> Pod:
 
 
 def _fits(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
-    """The filter: every rule a target node must pass for ``pod``."""
+    """The filter, from the running sums: every rule a target node must pass for ``pod``."""
     n = c.nodes[node]
     if node == pod.node or not n.schedulable or not c.pods[node]:
         return False
@@ -228,7 +345,7 @@ def _fits(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
         return False
     if c.peak[node] + pod_peak_cpu_m(pod) > max_peak_fraction * n.cpu_m + 1e-9:
         return False
-    return not any(conflicts(pod, q) for q in c.pods[node])
+    return not c.excluded(pod, node)
 
 
 def _created(c: _Cluster, pod: Pod, node: str) -> int:
@@ -238,32 +355,64 @@ def _created(c: _Cluster, pod: Pod, node: str) -> int:
 
 
 def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
-    """The safety check, on the state *after* the move: nothing the rules forbid holds there."""
+    """The safety check: the target node's sums after the move, recomputed from its pods (not from
+    the running sums the filter used), stay within the caps; the pod's PDB allows the move; the pod
+    and the pods there exclude each other in no direction."""
     n = c.nodes[node]
-    here = c.pods[node]
-    if c.peak[node] > max_peak_fraction * n.cpu_m + 1e-9:
+    here = [*c.pods[node], pod]
+    if sum(pod_peak_cpu_m(p) for p in here) > max_peak_fraction * n.cpu_m + 1e-9:
         return False
-    if c.req_cpu[node] > n.cpu_m or c.req_mem[node] > n.memory_mb:
+    if sum(p.cpu_request_m for p in here) > n.cpu_m or sum(p.memory_request_mb for p in here) > n.memory_mb:
         return False
-    if any(v < 0 for v in c.budget.values()):
+    left = c.budget_left(pod)
+    if left is not None and left < 1:
         return False
-    return not any(conflicts(a, b) for a in here for b in here)
+    return not any(conflicts(pod, q) for q in c.pods[node])
+
+
+def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: float) -> str | None:
+    """Filter -> score -> safety-check for one pod; the chosen node, or None.
+
+    The filter's capacity rules run on every node at once (arrays); anti-affinity and the safety
+    check run on the best-scored nodes until one passes.
+    """
+    a = c.arrays
+    peak = pod_peak_cpu_m(pod)
+    ok = (
+        a.schedulable
+        & (a.n_pods > 0)
+        & (a.req_cpu + pod.cpu_request_m <= a.cpu_alloc)
+        & (a.req_mem + pod.memory_request_mb <= a.mem_alloc)
+        & (a.peak + peak <= max_peak_fraction * a.cpu_alloc + 1e-9)
+    )
+    for name in (pod.node, *exclude):
+        if name in a.pos:
+            ok[a.pos[name]] = False
+    idx = np.flatnonzero(ok)
+    if idx.size == 0:
+        return None
+    if pod.interference == CPU_BOUND:
+        created = a.n_latency_critical[idx]
+    elif pod.interference == LATENCY_CRITICAL:
+        created = a.n_cpu_bound[idx]
+    else:
+        created = np.zeros(idx.size)
+    fill = (a.peak[idx] + peak) / a.cpu_alloc[idx]
+    # score: fewest interfering neighbours, then the fullest node at the forecast peak after the
+    # move (pack onto nodes that stay), then the name (arrays are in name order)
+    for j in np.lexsort((idx, -fill, created)):
+        target = a.names[int(idx[j])]
+        if not c.excluded(pod, target) and _safe(c, pod, target, max_peak_fraction):
+            return target
+    return None
 
 
 def _place(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: float) -> str | None:
-    """Filter -> score -> safety-check for one pod on working copy ``c`` (mutated on success)."""
-    candidates = [n for n in c.nodes if n not in exclude and _fits(c, pod, n, max_peak_fraction)]
-    peak = pod_peak_cpu_m(pod)
-    # score: fewest interfering neighbours, then the fullest node at the forecast peak after the
-    # move (pack onto nodes that stay), then the name
-    candidates.sort(key=lambda n: (_created(c, pod, n), -(c.peak[n] + peak) / c.nodes[n].cpu_m, n))
-    for target in candidates:
-        trial = c.copy()
-        trial.move(pod, target)
-        if _safe(trial, pod, target, max_peak_fraction):
-            c.move(pod, target)
-            return target
-    return None
+    """``_choose`` and, on success, move the pod on working copy ``c``."""
+    target = _choose(c, pod, exclude, max_peak_fraction)
+    if target is not None:
+        c.move(pod, target)
+    return target
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,24 +442,29 @@ def _drain(c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights)
         if target is None:
             return None
         moves.append((pod, target))
-    pairs = interference_pairs(p for ps in c.pods.values() for p in ps) - interference_pairs(
-        p for ps in trial.pods.values() for p in ps
+    touched = {node, *(t for _, t in moves)}
+    pairs = sum(_pairs_on(c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in touched) - sum(
+        _pairs_on(trial.count(n, CPU_BOUND), trial.count(n, LATENCY_CRITICAL)) for n in touched
     )
     return _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs)
 
 
-def _separations(c: _Cluster, mpf: float, w: RebalanceWeights) -> list[_Step]:
+def _most_mixed(c: _Cluster, max_nodes: int) -> list[str]:
+    """Nodes holding both classes, most pairs first (at most ``max_nodes``)."""
+    mixed = [n for n in c.nodes if c.count(n, CPU_BOUND) and c.count(n, LATENCY_CRITICAL)]
+    mixed.sort(key=lambda n: (-_pairs_on(c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)), n))
+    return mixed[:max_nodes]
+
+
+def _separations(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int) -> list[_Step]:
     steps: list[_Step] = []
-    for node, pods in c.pods.items():
-        for pod in pods:
+    for node in _most_mixed(c, max_nodes):
+        for pod in c.pods[node]:
             opposite = _OPPOSITE.get(pod.interference)
             if opposite is None or not c.movable(pod):
                 continue
             pairs = c.count(node, opposite)
-            if pairs == 0:
-                continue
-            trial = c.copy()
-            target = _place(trial, pod, frozenset({node}), mpf)
+            target = _choose(c, pod, frozenset({node}), mpf)
             if target is None:
                 continue
             net = pairs - _created(c, pod, target)
@@ -319,55 +473,55 @@ def _separations(c: _Cluster, mpf: float, w: RebalanceWeights) -> list[_Step]:
     return steps
 
 
-def _move_to(c: _Cluster, pod: Pod, target: str, mpf: float) -> bool:
-    """Filter and safety-check one move to a given node on working copy ``c`` (mutated on success)."""
-    if not c.movable(pod) or not _fits(c, pod, target, mpf):
-        return False
-    trial = c.copy()
-    trial.move(pod, target)
-    if not _safe(trial, pod, target, mpf):
-        return False
-    c.move(pod, target)
-    return True
-
-
 def _pairs_on(cpu: int, lat: int) -> int:
     return cpu * lat
 
 
+def _by_peak(p: Pod) -> tuple[float, str]:
+    return (pod_peak_cpu_m(p), pod_key(p))
+
+
+def _first_swap(
+    c: _Cluster, a: str, b: str, xs: list[Pod], ys: list[Pod], mpf: float
+) -> tuple[tuple[Pod, str], tuple[Pod, str]] | None:
+    """The first (x, y) whose two moves pass filter and safety check one after the other."""
+    cap_a, cap_b = mpf * c.nodes[a].cpu_m, mpf * c.nodes[b].cpu_m
+    for x in xs:
+        px = pod_peak_cpu_m(x)
+        for y in ys:
+            py = pod_peak_cpu_m(y)
+            if c.peak[a] - px + py > cap_a or c.peak[b] - py + px > cap_b:
+                continue
+            for (p1, t1), (p2, t2) in (((x, b), (y, a)), ((y, a), (x, b))):
+                if not (_fits(c, p1, t1, mpf) and _safe(c, p1, t1, mpf)):
+                    continue
+                trial = c.copy()
+                trial.move(p1, t1)
+                if trial.movable(p2) and _fits(trial, p2, t2, mpf) and _safe(trial, p2, t2, mpf):
+                    return (p1, t1), (p2, t2)
+    return None
+
+
 def _swaps(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int) -> list[_Step]:
     """Two pods of opposite classes exchange nodes, each move checked in turn (either order)."""
-    counts = {n: (c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in c.nodes}
-    mixed = sorted((n for n, (cpu, lat) in counts.items() if cpu and lat), key=lambda n: (-_pairs_on(*counts[n]), n))
-    mixed = mixed[:max_nodes]
+    mixed = _most_mixed(c, max_nodes)
     steps: list[_Step] = []
     for a in mixed:
         for b in mixed:
             if a == b:
                 continue
-            ca, la = counts[a]
-            cb, lb = counts[b]
-            before = ca * la + cb * lb
-            for x in c.pods[a]:
-                if x.interference != CPU_BOUND or not c.movable(x):
-                    continue
-                # x (cpu-bound) goes a -> b, y (latency-critical) goes b -> a
-                after = (ca - 1) * (la + 1) + (cb + 1) * (lb - 1)
-                net = before - after
-                if net <= 0 or w.pair_separated * net / 2 <= w.move_cost:
-                    continue
-                px = pod_peak_cpu_m(x)
-                for y in c.pods[b]:
-                    if y.interference != LATENCY_CRITICAL or not c.movable(y):
-                        continue
-                    py = pod_peak_cpu_m(y)
-                    if c.peak[a] - px + py > mpf * c.nodes[a].cpu_m or c.peak[b] - py + px > mpf * c.nodes[b].cpu_m:
-                        continue
-                    for order in (((x, b), (y, a)), ((y, a), (x, b))):
-                        trial = c.copy()
-                        if all(_move_to(trial, pod, target, mpf) for pod, target in order):
-                            steps.append(_Step("swap", a, order, w.pair_separated * net, net))
-                            break
+            ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
+            cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
+            # x (cpu-bound) goes a -> b, y (latency-critical) goes b -> a
+            net = ca * la + cb * lb - (ca - 1) * (la + 1) - (cb + 1) * (lb - 1)
+            if net <= 0 or w.pair_separated * net / 2 <= w.move_cost:
+                continue
+            # every swap between a and b gains the same: keep the first that passes, smallest pods first
+            xs = sorted((x for x in c.pods[a] if x.interference == CPU_BOUND and c.movable(x)), key=_by_peak)
+            ys = sorted((y for y in c.pods[b] if y.interference == LATENCY_CRITICAL and c.movable(y)), key=_by_peak)
+            found = _first_swap(c, a, b, xs, ys, mpf)
+            if found is not None:
+                steps.append(_Step("swap", a, found, w.pair_separated * net, net))
     return steps
 
 
@@ -430,7 +584,7 @@ def plan_moves(
     *,
     max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
     weights: RebalanceWeights | None = None,
-    max_drain_candidates: int = DEFAULT_MAX_DRAIN_CANDIDATES,
+    max_candidate_nodes: int = DEFAULT_MAX_CANDIDATE_NODES,
 ) -> tuple[MovePod, ...]:
     """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods.
 
@@ -441,7 +595,8 @@ def plan_moves(
         max_peak_fraction: a receiving node's forecast-peak CPU stays at or below this share of
             its allocatable CPU.
         weights: what a freed node, a separated pair and a move are worth.
-        max_drain_candidates: drains are evaluated for at most this many nodes (fewest pods first).
+        max_candidate_nodes: drains are evaluated for at most this many nodes (fewest pods first),
+            separations and swaps for at most this many mixed nodes (most pairs first).
 
     Returns:
         The moves, in the order they should be applied; each with its reason and expected gain.
@@ -454,10 +609,10 @@ def plan_moves(
     while len(out) < max_moves:
         budget = max_moves - len(out)
         drainable = sorted((n for n, ps in c.pods.items() if 0 < len(ps) <= budget), key=lambda n: (len(c.pods[n]), n))
-        steps = [s for n in drainable[:max_drain_candidates] if (s := _drain(c, n, budget, max_peak_fraction, w))]
-        steps += _separations(c, max_peak_fraction, w)
+        steps = [s for n in drainable[:max_candidate_nodes] if (s := _drain(c, n, budget, max_peak_fraction, w))]
+        steps += _separations(c, max_peak_fraction, w, max_candidate_nodes)
         if budget >= 2:
-            steps += _swaps(c, max_peak_fraction, w, max_drain_candidates)
+            steps += _swaps(c, max_peak_fraction, w, max_candidate_nodes)
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
         if not steps:
             break

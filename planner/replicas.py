@@ -71,8 +71,21 @@ def decide_replicas(
     reactive = replicas_for(state.observed_demand, spec) if observed_ok else 0
 
     fallback: str | None = None
-    if forecast is None or not fresh or forecast.origin + forecast.horizon_s < now + spec.startup_seconds:
-        why = "no forecast" if forecast is None else ("stale history" if not fresh else "forecast too short")
+    old_forecast = forecast is not None and now - forecast.origin > spec.fallback.stale_after_seconds
+    if (
+        forecast is None
+        or not fresh
+        or old_forecast
+        or forecast.origin + forecast.horizon_s < now + spec.startup_seconds
+    ):
+        if forecast is None:
+            why = "no forecast"
+        elif not fresh:
+            why = "stale history"
+        elif old_forecast:
+            why = f"stale forecast (made {now - forecast.origin:.0f} s ago)"
+        else:
+            why = "forecast too short"
         fallback = spec.fallback.mode.value
         if spec.fallback.mode == FallbackMode.REACTIVE and observed_ok:
             desired = reactive

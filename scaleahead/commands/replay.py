@@ -104,10 +104,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         series = load_series(trace, column=column)
         setup = rp.prepare(series, capacity, startup_seconds, name=trace)
         window = _window(setup, plot_start, plot_hours) if plot is not None else None
+        from pydantic import ValidationError
+
         try:
             rp.replay_policy_object(setup, "check", **overrides)
-        except Exception as exc:  # pydantic validation: a bad --set
-            raise UserError(f"--set gives an invalid policy: {exc}", "See docs/configuration.md.") from exc
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'][1:])}: {err['msg']}" for err in exc.errors())
+            raise UserError(
+                f"--set gives an invalid policy ({problems}).", "See docs/configuration.md for fields and bounds."
+            ) from exc
         console = Console(stderr=True)
         with Progress(
             TextColumn("{task.description:28s}"),

@@ -6,14 +6,16 @@ the points after the newest one it holds, plus ``overlap_steps`` points before i
 points may still be changing while scrapes and rule evaluations catch up). With ``cache_dir`` the
 history is kept on disk, so a restarted loop reads only what happened while it was down.
 
-Only points strictly before ``now`` are returned (no peeking). A workload whose read fails is left
+Only points strictly before ``now`` are returned (no peeking). Returned series are read-only views
+of the cache, never changed afterwards: a cycle only appends, and when a re-read point changed,
+the cache copies its buffer first (copy on write). A workload whose read fails is left
 out of the result, its error kept in ``errors`` (naming workload, query and what to check) and
 logged; the others go on, and the loop's planner falls back for the missing one.
 
 Cache layout (``cache_dir``): per (server URL, query, step), ``<key>.json`` with the grid start and
 ``<key>.f64``, the values as raw little-endian float64 (NaN = missing) from that start. A cycle
-writes only the changed tail of each file; the prefix that fell out of the window is dropped
-when it grows as large as the window itself (the file is then rewritten once).
+writes only the changed tail of each file; when the file reaches 1.25 windows, the prefix
+that fell out of the window is dropped (the file is rewritten once).
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ class _Entry:
         return self.start + self.n * self.step_s
 
 
+def _capacity(window_n: int) -> int:
+    """Room for the window plus a quarter: compaction (one copy of the window) every window/4 cycles."""
+    return window_n + max(64, window_n // 4)
+
+
 def last_point_before(now: float, step_s: float) -> float:
     """The newest grid point strictly before ``now``."""
     return (math.ceil(now / step_s - 1e-9) - 1) * step_s
@@ -90,6 +97,7 @@ class PrometheusHistory:
         self.overlap_steps = max(0, overlap_steps)
         self.errors: dict[WorkloadRef, str] = {}
         self._entries: dict[str, _Entry] = {}
+        self._keys: dict[tuple[str, float], str] = {}
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -133,14 +141,19 @@ class PrometheusHistory:
             t_last = last_point_before(now, step)
             i0 = max(0, int(round((t_last + step - self.window_s - entry.start) / step)))
             i1 = max(i0, min(entry.n, int(round((t_last - entry.start) / step)) + 1))
-            out[ref] = Series(ref.key, entry.start + i0 * step, step, entry.buf[i0:i1].copy(), policy.spec.demand.unit)
+            view = entry.buf[i0:i1]  # no copy: the buffer is only appended to, or copied on write
+            view.flags.writeable = False
+            out[ref] = Series(ref.key, entry.start + i0 * step, step, view, policy.spec.demand.unit)
         return out
 
     # -- planning what to fetch -----------------------------------------------------------------
 
     def _key(self, query: str, step_s: float) -> str:
-        text = f"{self.client.base}\n{query}\n{step_s!r}"
-        return hashlib.sha256(text.encode()).hexdigest()[:24]
+        key = self._keys.get((query, step_s))
+        if key is None:
+            text = f"{self.client.base}\n{query}\n{step_s!r}"
+            key = self._keys[(query, step_s)] = hashlib.sha256(text.encode()).hexdigest()[:24]
+        return key
 
     def _plan(self, key: str, label: str, query: str, step_s: float, now: float) -> RangeRequest | None:
         t_last = last_point_before(now, step_s)
@@ -162,7 +175,7 @@ class PrometheusHistory:
         entry = self._entries.get(key)
         window_n = max(1, int(round(self.window_s / new.step_s)))
         if entry is None:
-            buf = np.full(max(2 * window_n, len(new)), np.nan)
+            buf = np.full(max(_capacity(window_n), len(new)), np.nan)
             buf[: len(new)] = new.values
             entry = _Entry(new.start, new.step_s, buf, len(new))
             self._entries[key] = entry
@@ -177,12 +190,17 @@ class PrometheusHistory:
         if need > len(entry.buf):  # out of room: keep the newest window, move it to the front
             drop = max(0, min(entry.n - window_n, off))
             keep = entry.buf[drop : entry.n]
-            buf = np.full(max(2 * window_n, need - drop), np.nan)
+            buf = np.full(max(_capacity(window_n), need - drop), np.nan)
             buf[: len(keep)] = keep
             entry.buf, entry.n, entry.start = buf, len(keep), entry.start + drop * step
             off -= drop
             need -= drop
             full = True
+        held = min(entry.n, need) - off  # points re-read (the overlap) that earlier reads returned
+        if held > 0 and not full:
+            old, fresh = entry.buf[off : off + held], new.values[:held]
+            if not np.array_equal(old, fresh, equal_nan=True):
+                entry.buf = entry.buf.copy()  # copy on write: series returned earlier keep their values
         entry.buf[off:need] = new.values
         entry.n = max(entry.n, need)
         self._save(key, entry, off, full=full)
@@ -221,7 +239,7 @@ class PrometheusHistory:
         if meta.get("format") != 1 or float(meta.get("step_s", -1)) != step_s:
             return None
         window_n = max(1, int(round(self.window_s / step_s)))
-        buf = np.full(max(2 * window_n, len(values)), np.nan)
+        buf = np.full(max(_capacity(window_n), len(values)), np.nan)
         buf[: len(values)] = values
         entry = _Entry(float(meta["start"]), step_s, buf, len(values))
         self._entries[key] = entry
@@ -241,3 +259,32 @@ def history_from_settings(
         settings.url, timeout_s=settings.timeout_s, max_concurrency=settings.max_concurrency, **config
     )
     return PrometheusHistory(PrometheusClient(cfg), cache_dir=cache_dir)
+
+
+def read_range(
+    client: PrometheusClient, policies: Sequence[Policy], start: float, end: float
+) -> tuple[dict[WorkloadRef, Series], dict[WorkloadRef, str]]:
+    """Each policy's demand over ``[start, end)`` (e.g. for training), read in parallel and chunked.
+
+    Returns:
+        the series of the workloads that could be read, and an error message per workload that
+        could not (naming the workload, the query and what to check).
+    """
+    reqs: dict[tuple[str, float], RangeRequest] = {}
+    for p in policies:
+        d = p.spec.demand
+        if (d.query, d.step_seconds) not in reqs:
+            last = last_point_before(end, d.step_seconds)
+            reqs[(d.query, d.step_seconds)] = RangeRequest(str(p.workload), d.query, start, last, d.step_seconds)
+    keys = list(reqs)
+    got = dict(zip(keys, client.fetch_many([reqs[k] for k in keys]), strict=True))
+    series: dict[WorkloadRef, Series] = {}
+    errors: dict[WorkloadRef, str] = {}
+    for p in policies:
+        d = p.spec.demand
+        res = got[(d.query, d.step_seconds)]
+        if isinstance(res, PrometheusError):
+            errors[p.workload] = res.message if str(p.workload) in res.message else f"{p.workload}: {res.message}"
+        else:
+            series[p.workload] = Series(p.workload.key, res.start, res.step_s, res.values, d.unit)
+    return series, errors

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from planner_helpers import flat_forecast, service_policy
@@ -126,11 +125,6 @@ def test_the_reactive_fallback_serves_the_observed_demand() -> None:
     assert action.to_replicas == 9  # 42 / (10 * 0.5) rounded up
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planner/replicas.py judges staleness by the observed history only: a forecast made long ago "
-    "with a long horizon is used as if fresh (reported to the owner of replicas.py)",
-)
 def test_a_forecast_made_long_ago_triggers_the_named_fallback() -> None:
     pol = service_policy(fallback={"mode": "current"})
     ws = WorkloadState(pol.workload, 4, 4, observed_demand=30.0, observed_at=NOW - 5)

@@ -39,7 +39,8 @@ def test_a_server_killed_mid_read_fails_the_unread_workloads_quickly_and_names_t
     client = PrometheusClient(cfg)
 
     def kill_after_some_requests() -> None:
-        while client.stats.requests < 30:
+        deadline = time.monotonic() + 60
+        while client.stats.requests < 30 and time.monotonic() < deadline:
             time.sleep(0.001)
         server.kill()
 

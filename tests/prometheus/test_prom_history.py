@@ -67,7 +67,7 @@ def test_a_long_run_of_cycles_keeps_the_window_and_the_cache_file_bounded(prom, 
         now += 10
     np.testing.assert_array_equal(got.values, w.between(now - 10 - 600, now - 10).values)
     sizes = [f.stat().st_size for f in tmp_path.glob("*.f64")]
-    assert sizes and max(sizes) <= 2 * 60 * 8
+    assert sizes and max(sizes) <= (60 + 64) * 8  # the window plus its headroom, never the whole run
 
 
 def test_one_failing_workload_does_not_stop_the_others(prom, make_policy) -> None:
@@ -133,3 +133,38 @@ def test_history_from_settings_without_a_url_says_how_to_set_one() -> None:
 
     with pytest.raises(UserError, match="SCALEAHEAD_PROMETHEUS__URL"):
         history_from_settings(PrometheusSettings())
+
+
+def test_series_returned_earlier_never_change_when_a_re_read_point_changes() -> None:
+    from scaleahead.types import Series
+
+    hist = source("http://127.0.0.1:9", window_s=100.0)  # nothing is fetched here
+    key = hist._key("q", 10.0)
+    hist._merge(key, Series("q", 0.0, 10.0, np.array([1.0, 2.0, 3.0, 4.0])))
+    earlier = hist._entries[key].values
+    buffer = hist._entries[key].buf
+    hist._merge(key, Series("q", 20.0, 10.0, np.array([3.0, 4.0, 5.0])))  # overlap unchanged: appended in place
+    assert hist._entries[key].buf is buffer
+    hist._merge(key, Series("q", 20.0, 10.0, np.array([30.0, 4.0, 5.0, 6.0])))  # a late point changed
+    np.testing.assert_array_equal(earlier, [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(hist._entries[key].values, [1.0, 2.0, 30.0, 4.0, 5.0, 6.0])
+
+
+def test_returned_history_is_read_only(prom, make_policy) -> None:
+    import pytest
+
+    p = make_policy("w06", 'nasa_requests{workload="w06"}')
+    got = source(prom.url).read([p], prom.workers["w06"].start + HOUR)[p.workload]
+    with pytest.raises(ValueError, match="read-only"):
+        got.values[0] = 0.0
+
+
+def test_read_range_gives_each_workload_its_history_for_training(prom, make_policy) -> None:
+    from scaleahead.prometheus.history import read_range
+
+    good = make_policy("web", 'nasa_requests{workload="web"}')
+    bad = make_policy("gone", 'nasa_requests{workload="gone"}')
+    with PrometheusClient(PrometheusConfig(prom.url)) as c:
+        series, errors = read_range(c, [good, bad], prom.web.start, prom.web.end)
+    np.testing.assert_array_equal(series[good.workload].values, prom.web.values)
+    assert set(errors) == {bad.workload} and "default/gone" in errors[bad.workload]

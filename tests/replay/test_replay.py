@@ -170,3 +170,11 @@ def test_an_explicit_capacity_is_used_and_recorded_as_a_param(alibaba_two_days: 
     setup = rp.prepare(alibaba_two_days, 2.5, 60.0)
     assert setup.capacity == 2.5
     assert setup.initial_ready == math.ceil(np.nanmax(setup.demand[:7]) / 2.5)
+
+
+def test_an_invalid_policy_override_is_a_clear_error(alibaba_csv: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = cli("bench", "replay", "--trace", str(alibaba_csv), "--json", str(out), "--set", "forecastQuantile=2")
+    assert proc.returncode == 2
+    assert "forecastQuantile" in proc.stderr and "less than 1" in proc.stderr
+    assert not out.exists()
