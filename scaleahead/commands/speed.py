@@ -34,6 +34,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         train_series: Annotated[int, typer.Option(min=1, help="Series of one day each to time training on.")] = 200,
         threads: Annotated[int, typer.Option(min=1, help="CPU threads for torch (the machine has 2 cores).")] = 2,
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the result object here.")] = None,
+        tsdb: Annotated[
+            Path | None,
+            typer.Option(
+                help="A folder for the Prometheus TSDB of the fetch bench (backfilled once with promtool, then "
+                "reused): adds fetch_s and cycles reading from a real local Prometheus."
+            ),
+        ] = None,
     ) -> None:
         """forecast_ms, plan_ms, cycle_ms, train_s_per_1000_series_day and peak_rss_mb of one process."""
         import os
@@ -65,6 +72,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             cycle_sizes=_ints(cycle_sizes, "--cycle-sizes"),
             runs=runs,
             train_series=train_series,
+            tsdb=tsdb,
         )
         result["params"]["threads"] = threads
         text = json.dumps(result, indent=2)
