@@ -364,13 +364,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @app.command()
     def retrain(
-        policies: PoliciesOpt,
+        policies: ClusterPoliciesOpt = None,
         history: HistoryOpt = "prometheus",
         db: DbOpt = None,
         at: Annotated[
             str | None, typer.Option(help="With a trace history: the time to retrain at (default: the trace end).")
         ] = None,
         artifacts: Annotated[Path | None, typer.Option(help="Folder for the model checkpoint.")] = None,
+        kubeconfig: Annotated[
+            str | None, typer.Option(help="Kubeconfig file, when policies come from the cluster.")
+        ] = None,
     ) -> None:
         """Retrain once and register the model as a rollout challenger (what the retraining CronJob runs).
 
@@ -386,7 +389,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from storage import Store
 
         settings = Settings.from_env()
-        pols = load_policy_path(policies)
+        if policies is not None:
+            pols = load_policy_path(policies)
+        else:
+            from actuator.policy_resources import ClusterPolicies
+
+            pols = ClusterPolicies(_kube_api(kubeconfig)).load()
+            if not pols:
+                raise UserError("No PredictiveScalingPolicy objects in the cluster.", "Apply policies first.")
         store = Store(db or settings.storage.url)
         if history.startswith("trace:"):
             from scaleahead.planning import default_at

@@ -20,7 +20,6 @@ import yaml
 
 from scaleahead.configdoc import configuration_markdown
 from scaleahead.crd import crd, crd_yaml
-from scaleahead.policy import load_policies
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -113,12 +112,6 @@ def test_the_crd_schema_rejects_what_the_policy_schema_rejects(change: dict[str,
     assert any(field in "/".join(str(p) for p in e.absolute_path) for e in errors)
 
 
-def test_the_policy_shipped_in_the_configmap_is_the_example_policy() -> None:
-    shipped = load_policies(DEPLOY / "base" / "policies" / "example.yaml")
-    example = load_policies(REPO / "examples" / "policy.yaml")
-    assert shipped == example
-
-
 # -- RBAC ----------------------------------------------------------------------------------------
 #: (api group, resource, verb) the controller needs: the scale targets, HPA floors, Knative
 #: min-scale, pod moves through the Eviction API, its own CRD and status, and the leader Lease.
@@ -165,8 +158,10 @@ def _triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 
 def test_rbac_grants_exactly_the_expected_verbs_and_nothing_wild() -> None:
     docs = render("base")
-    (cluster_role,) = by_kind(docs, "ClusterRole")
+    roles = {r["metadata"]["name"]: r for r in by_kind(docs, "ClusterRole")}
+    cluster_role, retrain_role = roles["scaleahead"], roles["scaleahead-retrain"]
     (role,) = by_kind(docs, "Role")
+    assert _triples(retrain_role["rules"]) == {("scaleahead.io", "predictivescalingpolicies", "list")}
     assert _triples(cluster_role["rules"]) == EXPECTED_CLUSTER_RULES
     assert _triples(role["rules"]) == EXPECTED_NAMESPACE_RULES
     for rule in cluster_role["rules"] + role["rules"]:
@@ -332,6 +327,7 @@ def test_the_deployment_probes_the_health_endpoints_the_daemon_serves() -> None:
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["args"][0] == "run"
+    assert not any(a.startswith("--policies") for a in c["args"]), "in a cluster policies are custom resources"
 
 
 # -- the dashboard ------------------------------------------------------------------------------------
