@@ -147,6 +147,10 @@ class Actuator:
                     diff = f"{live.target}: evict from {action.from_node} (planned node {action.to_node})"
                 if dry_run:
                     return ActionResult(action, "dry-run", diff + notes)
+                if self.is_leader is not None and not self.is_leader(now):
+                    # Renewed just before each write: no other replica can hold the Lease until
+                    # a whole lease duration after this renewal.
+                    return ActionResult(action, "skipped", "lost the lease to another scaleahead replica")
                 if self.store is not None and not isinstance(action, MovePod):
                     # Write-ahead intent (empty version = outcome unknown): a write that times out
                     # but lands must not look like someone else's edit next cycle.

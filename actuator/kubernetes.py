@@ -83,17 +83,25 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
     return k8s.ApiClient(cfg)
 
 
-def _verb_resource(action: Action, mode: str) -> tuple[str, str]:
-    if isinstance(action, MovePod):
-        return "create", "pods/eviction"
-    kind = action.workload.kind
-    if kind == "KnativeService":
-        return "patch", "services.serving.knative.dev"
-    if kind == "Headroom":
-        return "patch", "deployments"
-    if mode == "floor":
-        return "patch", "horizontalpodautoscalers.autoscaling"
-    return "patch", f"{kind.lower()}s/scale"
+_RESOURCES = {
+    "deployment_scale": "deployments/scale",
+    "stateful_set_scale": "statefulsets/scale",
+    "horizontal_pod_autoscaler": "horizontalpodautoscalers.autoscaling",
+    "custom_object": "services.serving.knative.dev",
+    "pod_eviction": "pods/eviction",
+    "pod": "pods",
+    "deployment": "deployments",
+    "stateful_set": "statefulsets",
+}
+_VERBS = {"read": "get", "patch": "patch", "create": "create", "list": "list"}
+
+
+def _verb_resource(fn: Any) -> tuple[str, str]:
+    """The RBAC verb and resource an API client method needs, from its name."""
+    name = getattr(fn, "__name__", "")
+    verb, _, rest = name.partition("_")
+    rest = rest.removeprefix("namespaced_")
+    return _VERBS.get(verb, verb), _RESOURCES.get(rest, rest)
 
 
 def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str) -> ActuationError:
@@ -217,16 +225,16 @@ class KubernetesTarget:
             return "direct", None
         return p.spec.target.mode, p.spec.target.hpa_name
 
-    def _call(self, action: Action, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _call(self, action: Action, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
+        """Call ``fn`` for ``action``; errors name ``target`` (default: the action's), verb and resource."""
         ns = action.namespace if isinstance(action, MovePod) else action.workload.namespace
-        mode = "direct" if isinstance(action, MovePod) else self.mode(action.workload)[0]
-        verb, resource = _verb_resource(action, mode)
+        verb, resource = _verb_resource(fn)
         try:
             return self._raw(fn, *args, **kwargs)
         except ActuationError:
             raise
         except Exception as exc:  # noqa: BLE001 - mapped to skip/fail/conflict or re-raised
-            raise _error(exc, action.target, verb, resource, ns) from exc
+            raise _error(exc, target or action.target, verb, resource, ns) from exc
 
     def _quota_free_pods(self, namespace: str) -> int | None:
         try:
@@ -294,7 +302,7 @@ class KubernetesTarget:
         return ClusterState(workloads=states)
 
     def apply(self, action: Action) -> ActionResult:
-        """Apply one action without the safety layer (``actuator.safety.Actuator`` adds it)."""
+        """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""
         if action.is_noop:
             return ActionResult(action, "skipped", "no change")
         try:
@@ -302,6 +310,8 @@ class KubernetesTarget:
             value = action.to_replicas if isinstance(action, ScaleTo) else 0
             if isinstance(action, SetWarmPool):
                 value = action.to_instances
+            if isinstance(action, MovePod) and not live.value:
+                return ActionResult(action, "skipped", f"{action.target} is no longer on {action.from_node}")
             if not isinstance(action, MovePod) and live.value == value:
                 return ActionResult(action, "skipped", f"{live.field} is already {value}")
             self.write(action, value, live)
@@ -309,7 +319,9 @@ class KubernetesTarget:
             if exc.outcome in ("failed", "conflict"):
                 return ActionResult(action, "failed", exc.message)
             return ActionResult(action, "skipped", exc.message)
-        return ActionResult(action, "applied", f"{live.field} {live.value} -> {value}")
+        if isinstance(action, MovePod):
+            return ActionResult(action, "applied", f"{action.target}: evicted from {action.from_node}")
+        return ActionResult(action, "applied", f"{live.target} {live.field}: {live.value} -> {value}")
 
     # -- live reads -----------------------------------------------------------------------------
     def live(self, action: Action) -> LiveObject:
@@ -345,8 +357,10 @@ class KubernetesTarget:
         if mode == "floor":
             if not hpa:
                 raise ActuationError("skipped", f"{ref.key}: mode floor needs spec.target.hpaName in its policy")
-            obj = self._call(action, self.autoscaling.read_namespaced_horizontal_pod_autoscaler, hpa, ref.namespace)
             target = f"HorizontalPodAutoscaler/{ref.namespace}/{hpa}"
+            obj = self._call(
+                action, self.autoscaling.read_namespaced_horizontal_pod_autoscaler, hpa, ref.namespace, target=target
+            )
             value = _int_field(obj, "spec.minReplicas", target, default=1)
             hpa_max = _int_field(obj, "spec.maxReplicas", target)
             return LiveObject(target, "spec.minReplicas", value, _rv(obj), {"hpa_max": hpa_max})
@@ -424,6 +438,7 @@ class KubernetesTarget:
                     hpa,
                     ref.namespace,
                     body,
+                    target=live.target,
                     _content_type=MERGE,
                 )
             else:

@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from scaleahead.policy import FallbackMode, PolicySpec
 from scaleahead.types import InvocationForecast, Reason, SetWarmPool, WorkloadRef, WorkloadState
 
@@ -102,9 +104,8 @@ def decide_warm_pool(
         idle = "never invoked before" if not math.isfinite(forecast.idle_s) else f"idle {_minutes(forecast.idle_s)}"
         if p_now >= threshold and cap > 0:
             want = min(cap, max(1, current))
-            run = 0
-            while run < len(probs) and probs[run] >= threshold:
-                run += 1
+            below = np.flatnonzero(probs < threshold)
+            run = int(below[0]) if below.size else len(probs)
             keep = min(run * forecast.step_s, pool.keep_alive_seconds)
             code = "warm_forecast"
             text = (
@@ -114,11 +115,11 @@ def decide_warm_pool(
         else:
             want = 0
             keep = 0.0
-            later = [k for k in range(1, len(probs)) if probs[k] >= threshold]
+            later = np.flatnonzero(probs[1:] >= threshold)
             if cap == 0:
                 code, text = "warm_no_budget", "the memory budget allows no warm instance"
-            elif later:
-                k = later[0]
+            elif later.size:
+                k = int(later[0]) + 1
                 code = "prewarm_later"
                 text = (
                     f"P(invocation) {_pct(p_now)} now ({idle}) is below {_pct(threshold)}; "

@@ -205,6 +205,9 @@ def run_forever(
     interval = settings.loop.interval_s
     next_tick = clock.now()
     backoff = 0.0
+    if deps.actuator is not None:  # a crash may have left journaled actions 'planned'
+        for aid, state, why in deps.actuator.reconcile(next_tick):
+            log.info("journal: action %d -> %s: %s", aid, state, why)
     while not stop():
         now = clock.now()
         lateness = max(0.0, now - next_tick)

@@ -375,25 +375,6 @@ class Store:
                 for r in s.scalars(q)
             ]
 
-    def action(self, action_id: int) -> StoredAction:
-        with self.session() as s:
-            r = s.get(ActionRow, action_id)
-            if r is None:
-                raise KeyError(action_id)
-            return StoredAction(
-                r.id,
-                r.plan_id,
-                r.kind,
-                r.target,
-                r.from_value,
-                r.to_value,
-                r.reason_code,
-                r.reason,
-                r.state,
-                r.outcome,
-                r.updated_at,
-            )
-
     # -- fields the actuator manages (human-edit detection) ---------------------------------------
     def managed_field(self, target: str) -> ManagedField | None:
         with self.session() as s:

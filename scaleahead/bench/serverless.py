@@ -240,7 +240,12 @@ def write_plot(run: ServerlessRun, path: Path, curve: Sequence[tuple[float, floa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.8), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=110)
+    own = run.metrics.get("scaleahead", {})
+    threshold = float(run.params.get("min_probability", DEFAULT_MIN_PROBABILITY))
+    if curve and own.get("wasted_memory_rel_fixed10") is not None and all(c[0] != threshold for c in curve):
+        point = (threshold, float(own["wasted_memory_rel_fixed10"] or 0.0), float(own["cold_start_fraction"] or 0.0))
+        curve = sorted([*curve, point])
     if curve:
         xs = [c[1] for c in curve]
         ys = [100 * c[2] for c in curve]
@@ -252,7 +257,7 @@ def write_plot(run: ServerlessRun, path: Path, curve: Sequence[tuple[float, floa
                 fontsize=7,
                 color="tab:blue",
                 alpha=0.8,
-                xytext=(3, 3),
+                xytext=(-4, 6),
                 textcoords="offset points",
             )
     colours = {"scaleahead": "tab:blue", "oracle": "black", "hybrid_histogram": "tab:red"}
@@ -265,7 +270,9 @@ def write_plot(run: ServerlessRun, path: Path, curve: Sequence[tuple[float, floa
         ax.annotate(name, (float(rel), 100 * float(frac)), xytext=(6, -10), textcoords="offset points", fontsize=9)
     ax.set_xlabel("wasted memory, relative to fixed_keepalive_10m")
     ax.set_ylabel("cold starts, % of invocations")
-    ax.set_title(f"Serverless pre-warming on {run.trace} ({run.test_minutes} test minutes, {len(run.names)} functions)")
+    ax.set_title(
+        f"Serverless pre-warming, {run.trace}\n{len(run.names)} functions, {run.test_minutes} test minutes", fontsize=10
+    )
     ax.grid(alpha=0.3)
     if curve:
         ax.legend(loc="upper right", fontsize=8)

@@ -236,6 +236,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
         if not serve:
             return
+        import signal
+        import threading
+
+        # Handlers go in before the server starts: a SIGTERM that comes as soon as Prometheus is
+        # ready must still stop it, not leave it running without its parent.
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # installed explicitly: a background job ignores SIGINT
+            signal.signal(sig, lambda *_: stop.set())
         server = LocalPrometheus(tsdb, port, lookback_s=series.step_s / 2).start()
         console.print(
             f"Prometheus is serving {tsdb} at {server.url} (Ctrl-C or SIGTERM stops it). Try:\n"
@@ -246,12 +254,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         import sys
 
         sys.stdout.flush()  # the address must show even when stdout is a pipe
-        import signal
-        import threading
-
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):  # installed explicitly: a background job ignores SIGINT
-            signal.signal(sig, lambda *_: stop.set())
         try:
             while not stop.is_set() and server.proc is not None and server.proc.poll() is None:
                 stop.wait(0.5)

@@ -169,6 +169,44 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Stop GROUP's running rollout; every workload goes back to the champion."""
         _print(_book(db).abort(group, time.time()), False)
 
+    @bench_app.command("rollout")
+    def bench_rollout(
+        json_path: Annotated[Path, typer.Option("--json", help="Write the rollout results (JSON) here.")],
+        traces: Annotated[
+            str | None, typer.Option(help="Comma-separated traces, one workload each (default: 15 NAB traces).")
+        ] = None,
+        champion: Annotated[str, typer.Option(help="Champion forecaster.")] = "seasonal_naive",
+        challenger: Annotated[str, typer.Option(help="Challenger forecaster.")] = "window_mean",
+        steps: Annotated[str, typer.Option(help="Canary share steps, comma-separated.")] = "0.25,0.5,1.0",
+        split: Annotated[float, typer.Option(help="A/B challenger share.")] = 0.5,
+    ) -> None:
+        """A rollout end to end on the simulated cluster: canary, A/B and shadow of two forecasters."""
+        from actuator.rollouts import CanaryParams
+        from scaleahead.bench.rollout import DEFAULT_TRACES, run_rollout_bench
+
+        names = [t.strip() for t in traces.split(",") if t.strip()] if traces else list(DEFAULT_TRACES)
+        try:
+            shares = tuple(float(x) for x in steps.split(","))
+        except ValueError as exc:
+            raise UserError(f"--steps {steps!r} is not a list of numbers.", "Use e.g. 0.25,0.5,1.0.") from exc
+        doc = run_rollout_bench(names, champion, challenger, CanaryParams(steps=shares), split=split)
+        json_path.write_text(json.dumps(doc, indent=2, default=str))
+        c = doc["canary"]
+        console.print(f"canary {challenger} vs {champion}: {c['state']} at share {c['final_share']:.0%}", markup=False)
+        for h in c["history"]:
+            console.print(
+                f"  window {h['window']}: share {h['share']:.0%} ({h['challenger_workloads']} of "
+                f"{h['champion_workloads'] + h['challenger_workloads']} workloads): {h['decision']}: {h['reason']}",
+                markup=False,
+            )
+        for mode in ("ab", "shadow"):
+            for d in doc[mode]["differences"]:
+                console.print(
+                    f"{mode} {d['metric']}: challenger - champion = {d['difference']:+.4g} "
+                    f"[{d['low']:+.4g}, {d['high']:+.4g}] (95% CI, n={d['n_champion']}/{d['n_challenger']})",
+                    markup=False,
+                )
+
     @rollout_app.command("evaluate")
     def evaluate(
         outcomes: Annotated[

@@ -105,3 +105,32 @@ def test_two_actuator_replicas_never_act_at_once(kube):
     assert act_b.apply_plan(plan(T0 + 20, 3, 5), T0 + 20)[0].outcome == "applied"
     assert act_a.apply_plan(plan(T0 + 21, 5, 7), T0 + 21)[0].outcome == "skipped"
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5
+
+
+def test_a_replica_that_loses_the_lease_mid_plan_stops_before_its_next_write(kube):
+    from kubeemu import DEPLOYMENTS, deployment, policy
+
+    from actuator.applying import Actuator
+    from actuator.kubernetes import KubernetesTarget
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    for name in ("one", "two"):
+        kube.cluster.put(DEPLOYMENTS, "default", name, deployment(2))
+    a, b = electors(kube)
+    pols = [policy("one"), policy("two")]
+    checks = []
+
+    def a_then_b_takes_over(now):
+        checks.append(now)
+        if len(checks) == 3:  # between the first write and the second, b takes the lease over
+            a.release(now)
+            assert b.is_leader(now)
+        return a.is_leader(now)
+
+    act = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=a_then_b_takes_over)
+    r = Reason("t", "t")
+    plan = Plan(T0, tuple(ScaleTo(WorkloadRef("Deployment", "default", n), 2, 4, r) for n in ("one", "two")))
+    res = act.apply_plan(plan, T0)
+    assert [x.outcome for x in res] == ["applied", "skipped"]
+    assert "lost the lease" in res[1].detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "two")["spec"]["replicas"] == 2

@@ -94,3 +94,23 @@ def test_a_canary_at_full_share_lets_the_challenger_drive_the_workload(kube, tmp
     report = run_once(_deps(kube, store, ("canary", 1.0, "s")), Settings(), T0)
     assert report.results[0].outcome == "applied"
     assert report.plan.actions[0].to_replicas > champion_only.plan.actions[0].to_replicas
+
+
+def test_run_forever_reconciles_the_journal_before_its_first_cycle(kube, tmp_path):
+    from scaleahead.clock import VirtualClock
+    from scaleahead.loop import run_forever
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    store = Store(f"sqlite:///{tmp_path / 'loop.db'}")
+    left = Plan(T0 - 60, (ScaleTo(WorkloadRef("Deployment", "default", "web"), 2, 7, Reason("t", "t")),))
+    _, ids = store.record_plan(left, source="loop")  # journaled, then the process died
+    deps = _deps(kube, store, ("canary", 0.0, "s"))
+    cycles = []
+    run_forever(
+        deps, Settings(), VirtualClock(T0), stop=lambda: bool(cycles), on_cycle=lambda r, late: cycles.append(r)
+    )
+    assert store.actions(state="planned") == []
+    row = next(a for a in store.actions() if a.id == ids[0])
+    assert row.state == "skipped" and "not applied before the restart" in row.outcome
+    assert len(cycles) == 1

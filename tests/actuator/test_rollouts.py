@@ -162,3 +162,23 @@ def test_promoting_a_model_rollout_makes_the_challenger_the_registry_champion(tm
     book.start("g", "shadow", str(old), str(new), T0)
     book.promote("g", T0 + 1)
     assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
+
+
+def test_bench_rollout_runs_canary_ab_and_shadow_on_the_simulated_cluster(tmp_path):
+    from typer.testing import CliRunner
+
+    from scaleahead.cli import app
+
+    out_path = tmp_path / "r.json"
+    traces = "nab-ec2_cpu_utilization_24ae8d,nab-ec2_cpu_utilization_53ea38,nab-rds_cpu_utilization_cc0c53"
+    out = CliRunner().invoke(
+        app, ["bench", "rollout", "--json", str(out_path), "--traces", traces, "--steps", "0.5,1.0"]
+    )
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out_path.read_text())
+    assert set(doc["per_workload"]) == set(traces.split(","))
+    assert doc["canary"]["state"] in ("promoted", "rolled-back", "running")
+    assert doc["canary"]["history"][0]["share"] == 0.5
+    assert doc["shadow"]["workloads"] == 3
+    for d in doc["shadow"]["differences"]:
+        assert d["low"] <= d["difference"] <= d["high"]
