@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from actuator.rollouts import RolloutBook
 from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.registry import available_models
@@ -127,21 +128,31 @@ def retrain(
         status="challenger",
     )
     groups = sorted({p.spec.rollout_group for p in policies}) or ["default"]
-    for group in groups:  # a newer retrained model replaces a challenger that is still being tried
-        for old in store.rollouts(group=group, state="running"):
-            if old.params.get("retrained"):
-                store.update_rollout(old.id, now, state="superseded", results={"superseded_by_model": mid})
-    rollout_ids = tuple(
-        store.create_rollout(
-            group,
-            settings.jobs.rollout_mode,
-            champion=champion_label or (champion.name if champion is not None else ""),
-            challenger=f"model:{mid}",
-            now=now,
-            params={"trigger": trigger, "model_version_id": mid, "family": family, "retrained": True},
-        )
-        for group in groups
-    )
+    book = RolloutBook(store)
+    champion_name = champion_label or (champion.name if champion is not None else "")
+    marker = {"retrained": True, "trigger": trigger, "model_version_id": mid, "family": family}
+    ids: list[int] = []
+    for group in groups:
+        running = book.running(group)
+        if running is not None:
+            if not running.results.get("retrained"):
+                # Someone's own rollout is running: never step on it; the model stays registered.
+                log.warning(
+                    "rollout %d is running in group %s; challenger model %d is registered but not rolled out",
+                    running.id,
+                    group,
+                    mid,
+                    extra={"event": "retrain_not_rolled_out", "group": group, "model_version_id": mid},
+                )
+                continue
+            # A newer retrained model replaces a retrained challenger that is still being tried.
+            store.update_rollout(
+                running.id, now, state="superseded", results={**running.results, "superseded_by_model": mid}
+            )
+        rid = book.start(group, settings.jobs.rollout_mode, champion_name, f"model:{mid}", now)  # type: ignore[arg-type]
+        store.update_rollout(rid, now, results=marker)
+        ids.append(rid)
+    rollout_ids = tuple(ids)
     log.info(
         "retrained %s as challenger model %d (%s)",
         family,

@@ -117,8 +117,22 @@ def test_scheduled_retraining_registers_a_challenger_rollout_not_production(daem
     assert [r.challenger for r in rollouts] == [f"model:{result.model_version_id}"]
     assert rollouts[0].mode == "shadow"
     assert rollouts[0].champion == production.name
+    assert rollouts[0].params["salt"] == f"default:model:{result.model_version_id}", "started via the RolloutBook"
     assert daemon.deps.forecaster is production, "a retrained model never goes straight into production"
     assert metric_value(daemon, "scaleahead_job_runs_total", job="retrain", result="ok") >= 1
+
+
+def test_retraining_never_steps_on_a_rollout_someone_else_started(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    from actuator.rollouts import RolloutBook
+
+    settings = Settings()
+    settings.jobs.retrain_cron = "*/10 * * * *"
+    daemon, clock, _, store = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    mine = RolloutBook(store).start("default", "canary", "seasonal_naive", "window_mean", clock.now())
+    daemon.run(lambda: False, max_ticks=100)
+    assert daemon.retrained, "models were still trained and registered"
+    assert [r.id for r in store.rollouts(state="running")] == [mine]
+    assert all(store.model(r.model_version_id).status == "challenger" for r in daemon.retrained)
 
 
 def test_a_newer_challenger_supersedes_a_running_retrained_one(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -141,7 +155,7 @@ def test_live_error_past_the_drift_limit_triggers_a_retraining(daemon_factory) -
     daemon.run(lambda: False, max_ticks=200)  # 33 min: forecasts (15 min horizon) mature and are scored
     assert daemon.retrained, "drift triggered a retraining"
     assert daemon.retrained[0].metrics["trigger"] == "drift"
-    assert store.rollouts()[0].params["trigger"] == "drift"
+    assert store.rollouts()[0].results["trigger"] == "drift"
     assert metric_value(daemon, "scaleahead_live_forecast_error_overall") >= 0
 
 
