@@ -421,6 +421,8 @@ class Daemon:
         self.report_dir = report_dir
         self.reference_error = reference_error
         self.retrained: list[RetrainResult] = []
+        self.trial: tuple[int, RetrainResult] | None = None
+        self._rollout_checked = -math.inf
         self.reports: list[Path] = []
         self.last_drift_retrain = -math.inf
         self.cycle_backoff = 0.0
@@ -456,6 +458,9 @@ class Daemon:
         active = [p for p in self.deps.policies if not self.backoff.blocked(p.workload.key, now)]
         skipped = tuple(p.workload.key for p in self.deps.policies if self.backoff.blocked(p.workload.key, now))
         self.history.blocked = self.target.blocked = set(skipped)
+        if self.trial is not None and now - self._rollout_checked >= 60.0:
+            self._rollout_checked = now
+            self.follow_rollout(now)
         deps = replace(self.deps, history=self.history, target=self.target)
         t0 = time.perf_counter()
         report = run_once(deps, self.settings, now)
@@ -651,7 +656,7 @@ class Daemon:
                 now,
                 champion=self.deps.forecaster,
                 champion_label=(
-                    f"model:{self.deps.model_version_id}"
+                    str(self.deps.model_version_id)
                     if self.deps.model_version_id is not None
                     else self.deps.forecaster.name
                 ),
@@ -666,7 +671,47 @@ class Daemon:
             self.metrics.jobs.labels(job="retrain", result="ok").inc()
         self.retrained.append(result)
         self.live.reset_drift()
+        if result.rollout_ids and result.model is not None:
+            self.trial = (result.rollout_ids[0], result)
+            self.follow_rollout(now)
         return result
+
+    def follow_rollout(self, now: float) -> None:
+        """Keep the loop in step with the retrained challenger's rollout (checked every minute).
+
+        Running: the loop forecasts with the challenger for its arm (canary, A/B) or plans with it
+        without acting (shadow, recorded for ``scaleahead rollout evaluate``). Promoted (by
+        ``scaleahead rollout promote`` or a canary's last step): the challenger becomes the
+        production forecaster. Aborted, rolled back or superseded: it is dropped.
+        """
+        if self.trial is None or self.deps.store is None:
+            return
+        from actuator.rollouts import RolloutBook
+
+        rid, result = self.trial
+        rows = [r for r in self.deps.store.rollouts() if r.id == rid]
+        if not rows:
+            return
+        row = rows[0]
+        if row.state == "running":
+            self.deps = replace(
+                self.deps, rollout=RolloutBook(self.deps.store).view(row.group), challenger=result.model
+            )
+            return
+        self.deps = replace(self.deps, rollout=None, challenger=None)
+        self.trial = None
+        if row.state == "promoted" and result.model is not None:
+            self.deps = replace(self.deps, forecaster=result.model, model_version_id=result.model_version_id)
+            self.metrics.set_model(result.model.name, result.model_version_id)
+            wape = result.metrics.get("holdout_wape")
+            if isinstance(wape, float) and wape > 0:
+                self.reference_error = wape
+            log.info(
+                "rollout %d promoted: model %d is now in production",
+                rid,
+                result.model_version_id,
+                extra={"event": "model_promoted", "model_version_id": result.model_version_id},
+            )
 
     def accuracy_report(self, now: float) -> Path | None:
         """Write the accuracy of the forecasts that matured since the last report (JSON)."""

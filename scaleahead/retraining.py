@@ -43,6 +43,9 @@ class RetrainResult:
     rollout_ids: tuple[int, ...]
     metrics: dict[str, Any] = field(default_factory=dict)
     artifact_path: str = ""
+    #: The fitted challenger, so the daemon can plan with it in its rollout (shadow plans) and
+    #: switch to it once the rollout is promoted.
+    model: Forecaster | None = None
 
 
 def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, share: float = HOLDOUT_SHARE) -> float:
@@ -149,7 +152,7 @@ def retrain(
             store.update_rollout(
                 running.id, now, state="superseded", results={**running.results, "superseded_by_model": mid}
             )
-        rid = book.start(group, settings.jobs.rollout_mode, champion_name, f"model:{mid}", now)  # type: ignore[arg-type]
+        rid = book.start(group, settings.jobs.rollout_mode, champion_name, str(mid), now)  # type: ignore[arg-type]
         store.update_rollout(rid, now, results=marker)
         ids.append(rid)
     rollout_ids = tuple(ids)
@@ -160,4 +163,4 @@ def retrain(
         trigger,
         extra={"event": "retrain", "model_version_id": mid, "rollouts": list(rollout_ids), **metrics},
     )
-    return RetrainResult(mid, family, rollout_ids, metrics, artifact_path)
+    return RetrainResult(mid, family, rollout_ids, metrics, artifact_path, model)

@@ -114,10 +114,10 @@ def test_scheduled_retraining_registers_a_challenger_rollout_not_production(daem
     assert model.metrics["trigger"] == "schedule"
     assert model.metrics["series"] == 2
     rollouts = store.rollouts(state="running")
-    assert [r.challenger for r in rollouts] == [f"model:{result.model_version_id}"]
+    assert [r.challenger for r in rollouts] == [str(result.model_version_id)]
     assert rollouts[0].mode == "shadow"
     assert rollouts[0].champion == production.name
-    assert rollouts[0].params["salt"] == f"default:model:{result.model_version_id}", "started via the RolloutBook"
+    assert rollouts[0].params["salt"] == f"default:{result.model_version_id}", "started via the RolloutBook"
     assert daemon.deps.forecaster is production, "a retrained model never goes straight into production"
     assert metric_value(daemon, "scaleahead_job_runs_total", job="retrain", result="ok") >= 1
 
@@ -142,7 +142,7 @@ def test_a_newer_challenger_supersedes_a_running_retrained_one(daemon_factory) -
     daemon.run(lambda: False, max_ticks=200)  # 33 minutes: three retrainings
     assert len(daemon.retrained) >= 3
     running = store.rollouts(state="running")
-    assert [r.challenger for r in running] == [f"model:{daemon.retrained[-1].model_version_id}"]
+    assert [r.challenger for r in running] == [str(daemon.retrained[-1].model_version_id)]
     assert len(store.rollouts(state="superseded")) == len(daemon.retrained) - 1
 
 
@@ -281,3 +281,32 @@ def test_jobs_coalesce_missed_fire_times_into_one_run(daemon_factory) -> None:  
     ran = daemon.jobs.run_due(clock.now(), daemon._run_job)
     assert ran.count("prune") == 1
     assert daemon.jobs.jobs["prune"].next_fire == pytest.approx((clock.now() // 60 + 1) * 60)
+
+
+def test_a_retrained_challenger_plans_in_shadow_and_takes_over_once_promoted(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    from actuator.rollouts import RolloutBook
+
+    settings = Settings()
+    settings.jobs.retrain_cron = "5 4 * * *"  # 04:05, five minutes after the start
+    daemon, clock, _, store = daemon_factory(n=2, settings=settings, reference_error=100.0)
+    production = daemon.deps.forecaster
+    daemon.run(lambda: False, max_ticks=40)  # past 04:05
+    (result,) = daemon.retrained
+    assert daemon.deps.rollout is not None and daemon.deps.rollout.mode == "shadow"
+    assert daemon.deps.challenger is result.model
+    report = daemon.tick(clock.now()).report
+    assert report is not None and report.shadow_plan is not None, "the challenger plans without acting"
+    assert daemon.deps.forecaster is production
+    RolloutBook(store).promote("default", clock.now())
+    assert store.model(result.model_version_id).status == "champion"
+    clock.sleep(70)
+    daemon.tick(clock.now())
+    assert daemon.deps.forecaster is result.model, "the promoted challenger is now in production"
+    assert daemon.deps.model_version_id == result.model_version_id
+    assert daemon.deps.rollout is None
+    assert (
+        daemon.metrics.registry.get_sample_value(
+            "scaleahead_model_info", {"model": result.model.name, "version": str(result.model_version_id)}
+        )
+        == 1
+    )

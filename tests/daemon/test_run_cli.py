@@ -102,7 +102,7 @@ def test_retrain_registers_a_challenger_and_opens_a_rollout(tmp_path: Path) -> N
 
     store = Store(db)
     assert store.model(doc["model_version_id"]).status == "challenger"
-    assert store.rollouts()[0].challenger == f"model:{doc['model_version_id']}"
+    assert store.rollouts()[0].challenger == str(doc["model_version_id"])
 
 
 def test_bench_speed_writes_every_section_6_key(tmp_path: Path) -> None:
