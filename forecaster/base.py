@@ -49,6 +49,24 @@ def fill_short_gaps(values: FloatArray, max_gap: int = 3) -> FloatArray:
     return out
 
 
+def fill_short_gaps_causal(values: FloatArray, max_gap: int = 3) -> FloatArray:
+    """Carry the last value into the first ``max_gap`` steps of every NaN run (uses only the past).
+
+    Unlike ``fill_short_gaps`` (which interpolates and therefore reads the value *after* a gap),
+    this is safe for forecasting: the filled value at ``i`` depends only on ``values[:i]``.
+    """
+    out = values.copy()
+    isnan = np.isnan(out)
+    if not isnan.any():
+        return out
+    idx = np.where(~isnan, np.arange(len(out)), -1)
+    last = np.maximum.accumulate(idx)
+    age = np.arange(len(out)) - last
+    fill = isnan & (last >= 0) & (age <= max_gap)
+    out[fill] = out[last[fill]]
+    return out
+
+
 def monotone_quantiles(qs: dict[float, FloatArray]) -> dict[float, FloatArray]:
     """Sort quantile values per step so that quantiles never cross."""
     keys = sorted(qs)

@@ -7,11 +7,13 @@ learned model cannot be used.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-from forecaster.base import Forecaster, fill_short_gaps, monotone_quantiles
+from forecaster.base import Forecaster, fill_short_gaps_causal, monotone_quantiles
+from scaleahead.errors import DataError
 from scaleahead.types import FloatArray, Series
 
 DAY_S = 86400.0
@@ -25,6 +27,7 @@ class ResidualQuantileForecaster(Forecaster):
     def __init__(self) -> None:
         self._resid: dict[float, FloatArray] | None = None
         self._fit_horizon = 0
+        self._start = 0.0
 
     def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
         """Point forecasts ``[len(origins), horizon_steps]`` using ``values[:origin]`` only."""
@@ -35,7 +38,8 @@ class ResidualQuantileForecaster(Forecaster):
         for s in history:
             h = horizon_steps or max(1, int(round(900.0 / s.step_s)))
             self._fit_horizon = h
-            values = fill_short_gaps(s.values)
+            self._start = s.start  # the series' time origin, for time-of-day features
+            values = fill_short_gaps_causal(s.values)
             n = len(values)
             lo = self.min_context(s.step_s)
             if n - h <= lo:
@@ -46,14 +50,24 @@ class ResidualQuantileForecaster(Forecaster):
             resid_rows.append(actual - pred)
         if resid_rows:
             resid = np.concatenate(resid_rows, axis=0)
-            self._resid = {q: np.nan_to_num(np.nanquantile(resid, q, axis=0)) for q in self.quantiles}
+            with warnings.catch_warnings():  # steps never observed in the history: no residual, 0
+                warnings.simplefilter("ignore", RuntimeWarning)
+                self._resid = {q: np.nan_to_num(np.nanquantile(resid, q, axis=0)) for q in self.quantiles}
         return self
 
     def min_context(self, step_s: float) -> int:
         return 1
 
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
-        values = fill_short_gaps(series.values)
+        values = fill_short_gaps_causal(series.values)
+        self._start = series.start
+        origins = np.asarray(origins, dtype=np.int64)
+        if len(origins) and np.isnan(_last_valid(values, origins)).any():
+            first = int(origins[np.isnan(_last_valid(values, origins))][0])
+            raise DataError(
+                f"Series {series.name!r} has no observed value before origin index {first}: nothing to forecast from.",
+                "Check the demand query; missing data is never taken as zero demand.",
+            )
         pred = self.point(values, origins, horizon_steps, series.step_s)
         out: dict[float, FloatArray] = {}
         for q in self.quantiles:
@@ -126,3 +140,79 @@ class WindowMean(ResidualQuantileForecaster):
         mean = np.where(n > 0, (csum[hi] - csum[lo]) / np.maximum(n, 1), np.nan)
         mean = np.where(np.isnan(mean), np.nan_to_num(_last_valid(values, origins)), mean)
         return np.repeat(mean[:, None], horizon_steps, axis=1)
+
+
+class Ridge(ResidualQuantileForecaster):
+    """Ridge regression on recent lags and time-of-day features, one output per horizon step.
+
+    Features at an origin: the last ``n_lags`` values, the means of the last 15 minutes and the
+    last hour, and sin/cos of the time of day (three harmonics). Missing lags take the last hour's
+    mean (the model never sees a zero for a gap). numpy only; fitted in closed form.
+    """
+
+    name = "ridge"
+    n_lags = 12
+    alpha = 1.0
+    max_fit_rows = 20000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._coef: FloatArray | None = None  # [n_features + 1, horizon]
+        self._mu: FloatArray | None = None
+        self._sd: FloatArray | None = None
+
+    def _features(self, values: FloatArray, origins: np.ndarray, step_s: float, start: float) -> FloatArray:
+        from forecaster.features import Segment, gather
+
+        lags = gather(values, origins, Segment(-self.n_lags, 1, self.n_lags))  # [n, n_lags]
+        hour_n = max(1, int(round(3600.0 / step_s)))
+        quarter_n = max(1, int(round(900.0 / step_s)))
+        hour = gather(values, origins, Segment(-hour_n, 1, hour_n))
+        seen = ~np.isnan(hour)
+        hour_mean = np.where(seen, hour, 0.0).sum(1) / np.maximum(seen.sum(1), 1)
+        hour_mean = np.where(seen.any(1), hour_mean, np.nan_to_num(_last_valid(values, origins)))
+        q = hour[:, -quarter_n:]
+        qs = ~np.isnan(q)
+        quarter = np.where(qs.any(1), np.where(qs, q, 0.0).sum(1) / np.maximum(qs.sum(1), 1), hour_mean)
+        lags = np.where(np.isnan(lags), hour_mean[:, None], lags)
+        t = start + origins.astype(np.float64) * step_s
+        ang = 2 * np.pi * (t % DAY_S) / DAY_S
+        tod = [f(k * ang) for k in (1, 2, 3) for f in (np.sin, np.cos)]
+        return np.column_stack([lags, quarter, hour_mean, *tod])
+
+    def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
+        if self._coef is None or self._mu is None or self._sd is None:
+            return np.repeat(np.nan_to_num(_last_valid(values, origins))[:, None], horizon_steps, axis=1)
+        x = (self._features(values, origins, step_s, self._start) - self._mu) / self._sd
+        pred = np.column_stack([x, np.ones(len(x))]) @ self._coef  # [n, H_fit]
+        if horizon_steps > pred.shape[1]:
+            pred = np.pad(pred, ((0, 0), (0, horizon_steps - pred.shape[1])), mode="edge")
+        return np.asarray(pred[:, :horizon_steps])
+
+    def fit(self, history: Sequence[Series], horizon_steps: int | None = None) -> Forecaster:
+        rng = np.random.default_rng(0)
+        xs, ys = [], []
+        h = 1
+        for s in history:
+            h = horizon_steps or max(1, int(round(900.0 / s.step_s)))
+            values = fill_short_gaps_causal(s.values)
+            n = len(values)
+            if n - h <= self.n_lags:
+                continue
+            origins = np.arange(self.n_lags, n - h + 1)
+            if len(origins) > self.max_fit_rows:
+                origins = np.sort(rng.choice(origins, self.max_fit_rows, replace=False))
+            y = np.stack([values[o : o + h] for o in origins])
+            ok = ~np.isnan(y).any(1) & ~np.isnan(_last_valid(values, origins))
+            if ok.any():
+                xs.append(self._features(values, origins[ok], s.step_s, s.start))
+                ys.append(y[ok])
+        self._coef = None
+        if xs:
+            x, y = np.concatenate(xs), np.concatenate(ys)
+            self._mu, self._sd = x.mean(0), x.std(0) + 1e-9
+            z = np.column_stack([(x - self._mu) / self._sd, np.ones(len(x))])
+            reg = self.alpha * np.eye(z.shape[1])
+            reg[-1, -1] = 0.0
+            self._coef = np.linalg.solve(z.T @ z + reg, z.T @ y)
+        return super().fit(history, horizon_steps)

@@ -1,0 +1,144 @@
+"""Training windows for the LSTM: origins sampled from the history, split in time, as tensors.
+
+Why: windowing is the part of training that is easiest to get subtly wrong (peeking, leaking the
+validation span into training, zero-filled gaps). It lives here, apart from the network and the
+LightningModule. The validation span is the *last* ``val_fraction`` of every history series;
+training windows end (targets included) before it starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from forecaster.features import FeatureSpec, IntArray, build_inputs, targets
+from scaleahead.errors import DataError
+from scaleahead.types import FloatArray, Series
+
+
+@dataclass(frozen=True, slots=True)
+class Windows:
+    """Numpy arrays of one split: inputs, scaled targets (NaN = missing) and weights."""
+
+    seq: np.ndarray  # [n, L, 2]
+    static: np.ndarray  # [n, S]
+    target: FloatArray  # [n, H] in units of scale
+    scale: FloatArray  # [n]
+    weight: FloatArray  # [n]
+
+    def __len__(self) -> int:
+        return int(self.seq.shape[0])
+
+    def dataset(self) -> TensorDataset:
+        mask = ~np.isnan(self.target)
+        return TensorDataset(
+            torch.from_numpy(self.seq),
+            torch.from_numpy(self.static),
+            torch.from_numpy(np.where(mask, self.target, 0.0).astype(np.float32)),
+            torch.from_numpy(mask.astype(np.float32)),
+            torch.from_numpy(self.weight.astype(np.float32)),
+        )
+
+
+def _origins(n: int, lo: int, hi: int, k: int, rng: np.random.Generator) -> IntArray:
+    if hi <= lo:
+        return np.zeros(0, dtype=np.int64)
+    if hi - lo <= k:
+        return np.arange(lo, hi, dtype=np.int64)
+    return np.sort(rng.choice(np.arange(lo, hi, dtype=np.int64), size=k, replace=False))
+
+
+def make_windows(
+    series: Sequence[Series], spec: FeatureSpec, origins_per_series: Sequence[IntArray], chunk: int = 4096
+) -> Windows:
+    """Inputs and targets for the given origins of each series (chunked to bound memory)."""
+    h = spec.horizon_steps
+    parts: list[tuple[np.ndarray, ...]] = []
+    for s, origins in zip(series, origins_per_series, strict=True):
+        rows: list[tuple[np.ndarray, ...]] = []
+        for i in range(0, len(origins), chunk):
+            o = origins[i : i + chunk]
+            inp = build_inputs(s.values, s.start, spec, o)
+            y = targets(s.values, o, h) / inp.scale[:, None]
+            keep = inp.usable & (~np.isnan(y)).any(axis=1)
+            rows.append((inp.seq[keep], inp.static[keep], y[keep], inp.scale[keep]))
+        if not rows:
+            continue
+        seq, static, y, scale = (np.concatenate([r[j] for r in rows]) for j in range(4))
+        if len(scale) == 0:
+            continue
+        weight = scale / scale.mean()  # windows of a busier time count more, as in wql
+        parts.append((seq, static, y, scale, weight))
+    if not parts:
+        return Windows(
+            np.zeros((0, spec.recent.length, 2), np.float32),
+            np.zeros((0, spec.n_static), np.float32),
+            np.zeros((0, h)),
+            np.zeros(0),
+            np.zeros(0),
+        )
+    return Windows(*(np.concatenate([p[j] for p in parts]) for j in range(5)))
+
+
+class WindowDataModule(pl.LightningDataModule):
+    """Samples training and validation windows from history series."""
+
+    def __init__(
+        self,
+        series: Sequence[Series],
+        spec: FeatureSpec,
+        max_train_windows: int = 40000,
+        max_val_windows: int = 6000,
+        val_fraction: float = 0.15,
+        batch_size: int = 256,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.series = list(series)
+        self.spec = spec
+        self.max_train_windows = max_train_windows
+        self.max_val_windows = max_val_windows
+        self.val_fraction = val_fraction
+        self.batch_size = batch_size
+        self.seed = seed
+        self.train: Windows | None = None
+        self.val: Windows | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train is not None:
+            return
+        rng = np.random.default_rng(self.seed)
+        h = self.spec.horizon_steps
+        lo = self.spec.recent.length
+        total = sum(len(s) for s in self.series)
+        train_o, val_o = [], []
+        for s in self.series:
+            n = len(s)
+            share = n / max(total, 1)
+            val_start = int(n * (1 - self.val_fraction))
+            train_o.append(_origins(n, lo, val_start - h + 1, int(self.max_train_windows * share) + 1, rng))
+            val_o.append(_origins(n, max(lo, val_start), n - h + 1, int(self.max_val_windows * share) + 1, rng))
+        self.train = make_windows(self.series, self.spec, train_o)
+        self.val = make_windows(self.series, self.spec, val_o)
+        if len(self.train) < 16 or len(self.val) < 4:
+            longest = max((len(s) * s.step_s for s in self.series), default=0.0)
+            raise DataError(
+                f"Too little usable history to train the LSTM: {len(self.train)} training and {len(self.val)} "
+                f"validation windows (longest series {longest / 3600:.1f} h).",
+                "Give at least a few hours of history with observed values, or use a baseline model "
+                "(--model seasonal_naive).",
+            )
+
+    def train_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
+        assert self.train is not None
+        g = torch.Generator().manual_seed(self.seed)
+        return DataLoader(self.train.dataset(), batch_size=self.batch_size, shuffle=True, generator=g)
+
+    def val_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
+        assert self.val is not None
+        return DataLoader(self.val.dataset(), batch_size=4096)

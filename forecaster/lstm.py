@@ -1,0 +1,486 @@
+"""``LSTMForecaster``: the learned model behind the ``Forecaster`` protocol, with versioned checkpoints.
+
+Why: the network (``net.py``), the training loop (``lightning_module.py``) and the windowing
+(``datamodule.py``) know nothing of series, resolutions, files or fallbacks; this module does.
+It fits one global model on any number of history series of one resolution, forecasts many
+origins or many workloads in one batch, calibrates its quantile spread on the validation span,
+and saves/loads a versioned checkpoint. ``load_or_fallback`` turns a checkpoint that cannot be
+used (corrupt, unknown version, other resolution) into a clear message and the named fallback.
+
+Checkpoint format (``torch.save`` of plain dicts, loaded with ``weights_only=True``):
+
+- version 1 (first release): ``hyper_parameters`` (the LightningModule's), ``step_s``,
+  ``horizon_s``, ``state_dict`` with Lightning's ``net.`` key prefix; no calibration.
+- version 2 (current): ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
+  the bare network, ``calibration`` (spread factor per quantile) and ``meta`` (data span, metrics).
+
+Older versions are upgraded on load (``_upgrade``); newer ones are refused with a message.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from forecaster.base import QUANTILES, Forecaster
+from forecaster.features import FeatureSpec, build_inputs, inputs_from_windows, offsets
+from forecaster.net import QuantileLSTM
+from scaleahead.errors import DataError, UserError
+from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef
+
+FORMAT = "scaleahead-lstm"
+FORMAT_VERSION = 2
+
+
+class CheckpointError(DataError):
+    """A checkpoint that cannot be used: missing, corrupt, of an unknown version or resolution."""
+
+
+@dataclass
+class LSTMConfig:
+    """Hyperparameters; times in seconds. Defaults are the ones the benchmark was run with."""
+
+    hidden: int = 32
+    mlp: int = 128
+    dropout: float = 0.1
+    lr: float = 3e-3
+    weight_decay: float = 1e-5
+    batch_size: int = 256
+    max_epochs: int = 30
+    patience: int = 4  # epochs without a better validation loss before stopping
+    max_train_windows: int = 80000
+    max_val_windows: int = 6000
+    val_fraction: float = 0.15  # the last 15 % of each history series is the validation span
+    threads: int = 1  # measured: on the shared 2-core machine 1 thread trained 6x faster than 2
+    seed: int = 0
+    max_minutes: float = 9.0  # hard cap on training time (the target is 10 min on 2 cores)
+    calibrate: bool = True
+    highway: bool = False  # linear path from recent values + context to the forecast (net.py); overfitted in tests
+    horizon_s: float = 900.0
+    recent_s: float = 450.0
+    long_s: float = 6 * 3600.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LSTMConfig:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _quiet_lightning() -> None:
+    for name in ("pytorch_lightning", "lightning", "lightning.pytorch", "lightning_fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+
+
+@contextmanager
+def flushed_denormals() -> Iterator[None]:
+    """Flush denormal floats to zero inside the block only.
+
+    Denormals make CPU LSTM backward passes 6-7x slower, but the flag is process-wide CPU state:
+    left on, it breaks other code in the process (hypothesis refuses to run), so it is restored.
+    """
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def _set_threads(threads: int) -> None:
+    if threads > 0 and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+@dataclass
+class FitReport:
+    epochs: int = 0
+    train_s: float = 0.0
+    train_windows: int = 0
+    val_windows: int = 0
+    val_loss: float = float("nan")
+    calibration: dict[str, float] = field(default_factory=dict)
+
+
+class LSTMForecaster(Forecaster):
+    """A global quantile LSTM across series of one resolution (see docs/forecaster.md)."""
+
+    name = "lstm"
+
+    def __init__(self, config: LSTMConfig | None = None, checkpoint_dir: str | Path | None = None) -> None:
+        self.config = config or LSTMConfig()
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.quantiles = QUANTILES
+        self.spec: FeatureSpec | None = None
+        self.net: QuantileLSTM | None = None
+        self.calibration = np.ones(len(self.quantiles))
+        self.meta: dict[str, Any] = {}
+        self.report = FitReport()
+        #: How many origins of the last call were served by the named per-origin fallback.
+        self.last_fallback_origins = 0
+
+    # -- training -------------------------------------------------------------------------------
+    def fit(self, history: Sequence[Series]) -> LSTMForecaster:
+        import pytorch_lightning as pl
+        from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+
+        from forecaster.datamodule import WindowDataModule
+        from forecaster.lightning_module import QuantileLSTMModule
+
+        usable = [s for s in history if len(s) and np.isfinite(s.values).any()]
+        if not usable:
+            raise DataError("Every history series is empty or all missing (NaN).", "Check the demand data.")
+        steps = sorted({s.step_s for s in usable})
+        if len(steps) > 1:
+            raise DataError(
+                f"History series have different resolutions {steps} s; one LSTM serves one resolution.",
+                "Train one model per resolution.",
+            )
+        cfg = self.config
+        _quiet_lightning()
+        _set_threads(cfg.threads)
+        pl.seed_everything(cfg.seed, workers=True, verbose=False)
+        spec = FeatureSpec(step_s=steps[0], horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        dm = WindowDataModule(
+            usable, spec, cfg.max_train_windows, cfg.max_val_windows, cfg.val_fraction, cfg.batch_size, cfg.seed
+        )
+        dm.setup()
+        assert dm.train is not None
+        assert dm.val is not None
+        module = QuantileLSTMModule(
+            spec.n_seq_features,
+            spec.n_static,
+            spec.horizon_steps,
+            self.quantiles,
+            spec.recent.length,
+            cfg.hidden,
+            cfg.mlp,
+            cfg.dropout,
+            cfg.lr,
+            cfg.weight_decay,
+            cfg.highway,
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt_dir = self.checkpoint_dir or Path(tmp)
+            best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_loss", save_top_k=1)
+            trainer = pl.Trainer(
+                max_epochs=cfg.max_epochs,
+                max_time=timedelta(minutes=cfg.max_minutes),
+                callbacks=[EarlyStopping("val_loss", patience=cfg.patience), best],
+                accelerator="cpu",
+                devices=1,
+                logger=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+                num_sanity_val_steps=0,
+                deterministic=True,
+            )
+            t0 = time.perf_counter()
+            with flushed_denormals():
+                trainer.fit(module, datamodule=dm)
+            train_s = time.perf_counter() - t0
+            state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
+            module.load_state_dict(state)
+        self.spec = spec
+        self.net = module.net.eval()
+        self.calibration = np.ones(len(self.quantiles))
+        if cfg.calibrate:
+            self.calibration = self._calibrate(dm.val.seq, dm.val.static, dm.val.target)
+        self.report = FitReport(
+            epochs=int(trainer.current_epoch),
+            train_s=round(train_s, 2),
+            train_windows=len(dm.train),
+            val_windows=len(dm.val),
+            val_loss=float(best.best_model_score) if best.best_model_score is not None else float("nan"),
+            calibration={f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.calibration, strict=True)},
+        )
+        self.meta = {
+            "series": [s.name for s in usable],
+            "data_start": min(s.start for s in usable),
+            "data_end": max(s.end for s in usable),
+            "fit": asdict(self.report),
+        }
+        return self
+
+    def _raw_predict(self, seq: np.ndarray, static: np.ndarray) -> FloatArray:
+        """Network output in units of scale, ``[n, horizon, n_quantiles]`` (no calibration)."""
+        assert self.net is not None
+        out = []
+        with torch.inference_mode(), flushed_denormals():
+            for i in range(0, len(seq), 8192):
+                out.append(self.net(torch.from_numpy(seq[i : i + 8192]), torch.from_numpy(static[i : i + 8192])))
+        if not out:
+            assert self.spec is not None
+            return np.zeros((0, self.spec.horizon_steps, len(self.quantiles)))
+        return torch.cat(out).numpy().astype(np.float64)
+
+    def _calibrate(self, seq: np.ndarray, static: np.ndarray, target: FloatArray) -> FloatArray:
+        """Spread factor per quantile so validation coverage of each quantile matches its level.
+
+        ``q' = median + s_q * (q - median)``; ``s_q`` is the empirical quantile of
+        ``(y - median) / (q - median)`` over observed validation targets, clipped to [0.25, 4].
+        """
+        pred = self._raw_predict(seq, static)  # [n, H, Q]
+        mid = self.quantiles.index(0.5)
+        med = pred[..., mid]
+        out = np.ones(len(self.quantiles))
+        for j, q in enumerate(self.quantiles):
+            if j == mid:
+                continue
+            d = pred[..., j] - med
+            ok = ~np.isnan(target) & (np.abs(d) > 1e-6)
+            if ok.sum() < 50:
+                continue
+            r = (target[ok] - med[ok]) / d[ok]
+            out[j] = np.clip(np.quantile(r, q if q > 0.5 else 1 - q), 0.25, 4.0)
+        return out
+
+    # -- inference ------------------------------------------------------------------------------
+    def _check(self, series: Series, horizon_steps: int) -> FeatureSpec:
+        if self.net is None or self.spec is None:
+            raise UserError("The LSTM has not been trained or loaded.", "Run `scaleahead train` or load a checkpoint.")
+        if abs(series.step_s - self.spec.step_s) > 1e-6:
+            raise CheckpointError(
+                f"The LSTM was trained at {self.spec.step_s:g} s resolution but series {series.name!r} is at "
+                f"{series.step_s:g} s.",
+                "Train a model at this resolution (scaleahead train) or use the fallback model.",
+            )
+        if horizon_steps > self.spec.horizon_steps:
+            raise DataError(
+                f"The LSTM forecasts {self.spec.horizon_steps} steps ({self.spec.horizon_s:g} s); "
+                f"{horizon_steps} were asked for.",
+                "Ask for a shorter horizon or retrain with a longer horizon_s.",
+            )
+        return self.spec
+
+    def _finish(self, raw: FloatArray, scale: FloatArray, horizon_steps: int) -> FloatArray:
+        """Calibrated, scaled, non-negative, non-crossing quantiles ``[n, horizon, Q]``."""
+        mid = self.quantiles.index(0.5)
+        med = raw[..., mid : mid + 1]
+        cal = med + self.calibration[None, None, :] * (raw - med)
+        cal = np.maximum.accumulate(np.maximum(cal, 0.0), axis=-1)  # non-negative, never crossing
+        return cal[:, :horizon_steps, :] * scale[:, None, None]
+
+    def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
+        spec = self._check(series, horizon_steps)
+        origins = np.asarray(origins, dtype=np.int64)
+        values = series.values
+        if not np.isfinite(values[: int(origins.max()) if len(origins) else 0]).any():
+            raise DataError(f"Series {series.name!r} has no observed value before the origins.", "Check the data.")
+        result = np.zeros((len(origins), horizon_steps, len(self.quantiles)))
+        self.last_fallback_origins = 0
+        for i in range(0, len(origins), 4096):
+            o = origins[i : i + 4096]
+            inp = build_inputs(values, series.start, spec, o)
+            out = self._finish(self._raw_predict(inp.seq, inp.static), inp.scale, horizon_steps)
+            if not inp.usable.all():
+                out[~inp.usable] = self._naive_rows(values, o[~inp.usable], horizon_steps, series.name)
+                self.last_fallback_origins += int((~inp.usable).sum())
+            result[i : i + 4096] = out
+        return {q: result[..., j] for j, q in enumerate(self.quantiles)}
+
+    def _naive_rows(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, name: str) -> FloatArray:
+        """Named per-origin fallback ``naive``: every input window empty (a gap longer than a week)."""
+        rows = np.zeros((len(origins), horizon_steps, len(self.quantiles)))
+        for k, o in enumerate(origins):
+            seen = np.flatnonzero(np.isfinite(values[:o]))
+            if len(seen) == 0:
+                raise DataError(f"Series {name!r} has no observed value before index {o}.", "Check the data.")
+            rows[k] = max(float(values[seen[-1]]), 0.0)
+        return rows
+
+    def forecast_many(
+        self, items: Sequence[tuple[WorkloadRef, Series]], origin: float, horizon_steps: int
+    ) -> list[Forecast]:
+        """One batched forward pass for all workloads (the per-cycle path of the control loop)."""
+        if not items:
+            return []
+        spec = self._check(items[0][1], horizon_steps)
+        rel = offsets(spec)  # [P] steps relative to the origin
+        rows = np.empty((len(items), len(rel)))  # [n_series, P]
+        times = np.empty(len(items))
+        idx = []
+        for k, (ref, s) in enumerate(items):
+            self._check(s, horizon_steps)
+            i = s.index_of(origin)
+            pos = i + rel
+            ok = (pos >= 0) & (pos < min(i, len(s)))
+            rows[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan)
+            if not np.isfinite(rows[k]).any():
+                raise DataError(f"No usable history for {ref} in the {spec.lookback_steps} steps before the origin.")
+            times[k] = s.start + i * s.step_s
+            idx.append(i)
+        inp = inputs_from_windows(rows, times, spec)
+        raw = self._raw_predict(inp.seq, inp.static)
+        out = self._finish(raw, inp.scale, horizon_steps)
+        return [
+            Forecast(
+                ref, s.start + i * s.step_s, s.step_s, {q: out[k, :, j] for j, q in enumerate(self.quantiles)}, "lstm"
+            )
+            for k, ((ref, s), i) in enumerate(zip(items, idx, strict=True))
+        ]
+
+    @classmethod
+    def untrained(cls, step_s: float, config: LSTMConfig | None = None) -> LSTMForecaster:
+        """A randomly initialised network of the configured shape (for speed measurements only)."""
+        model = cls(config)
+        cfg = model.config
+        torch.manual_seed(cfg.seed)
+        model.spec = FeatureSpec(step_s=step_s, horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        model.net = model._network(model.spec).eval()
+        return model
+
+    def _network(self, spec: FeatureSpec) -> QuantileLSTM:
+        cfg = self.config
+        return QuantileLSTM(
+            spec.n_seq_features,
+            spec.n_static,
+            spec.horizon_steps,
+            len(self.quantiles),
+            spec.recent.length,
+            cfg.hidden,
+            cfg.mlp,
+            cfg.dropout,
+            cfg.highway,
+        )
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        if self.net is None or self.spec is None:
+            raise UserError("Nothing to save: the LSTM has not been trained.", "Call fit first.")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "spec": self.spec.to_dict(),
+                "config": asdict(self.config),
+                "quantiles": list(self.quantiles),
+                "state_dict": self.net.state_dict(),
+                "calibration": [float(c) for c in self.calibration],
+                "meta": _plain(self.meta),
+            },
+            path,
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, step_s: float | None = None) -> LSTMForecaster:
+        """Load a checkpoint of this or an earlier format version.
+
+        Raises:
+            CheckpointError: missing, unreadable or corrupt file, a newer format, or (when
+                ``step_s`` is given) a model trained at another resolution.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise CheckpointError(f"LSTM checkpoint {path} does not exist.", "Train one with `scaleahead train`.")
+        try:
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure means the file is unusable
+            raise CheckpointError(
+                f"LSTM checkpoint {path} is corrupt or not a checkpoint ({type(exc).__name__}).",
+                "Retrain with `scaleahead train`; the fallback model is used meanwhile.",
+            ) from exc
+        ckpt = _upgrade(raw, path)
+        spec = FeatureSpec(**ckpt["spec"])
+        if step_s is not None and abs(spec.step_s - step_s) > 1e-6:
+            raise CheckpointError(
+                f"LSTM checkpoint {path} was trained at {spec.step_s:g} s resolution; the series are at {step_s:g} s.",
+                "Train a model at this resolution; the fallback model is used meanwhile.",
+            )
+        config = LSTMConfig.from_dict(ckpt["config"])
+        model = cls(config)
+        _set_threads(config.threads)
+        model.quantiles = tuple(float(q) for q in ckpt["quantiles"])
+        net = model._network(spec)
+        try:
+            net.load_state_dict(ckpt["state_dict"])
+        except (RuntimeError, KeyError) as exc:
+            raise CheckpointError(
+                f"LSTM checkpoint {path} does not match the network it declares: {str(exc).splitlines()[0]}",
+                "Retrain with `scaleahead train`.",
+            ) from exc
+        model.spec = spec
+        model.net = net.eval()
+        model.calibration = np.asarray(ckpt["calibration"], dtype=np.float64)
+        model.meta = dict(ckpt.get("meta", {}))
+        return model
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-like plain data (what ``weights_only=True`` loading accepts)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+#: Window lengths of format version 1, which did not store them (they were fixed then).
+V1_WINDOWS: dict[str, float | int] = {
+    "recent_s": 450.0,
+    "min_recent_steps": 24,
+    "long_s": 21600.0,
+    "long_bucket_s": 300.0,
+    "seasonal_before_s": 900.0,
+    "seasonal_after_s": 900.0,
+    "seasonal_bucket_s": 150.0,
+    "scale_s": 3600.0,
+}
+
+
+def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
+    """Bring a checkpoint of any known version to the current layout."""
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a scaleahead LSTM checkpoint.", "Give a file written by `train`.")
+    version = raw.get("format_version")
+    if version == 1:
+        hp = raw["hyper_parameters"]
+        cfg = {k: hp[k] for k in ("hidden", "mlp", "dropout", "lr", "weight_decay", "highway") if k in hp}
+        state = {k.removeprefix("net."): v for k, v in raw["state_dict"].items() if k.startswith("net.")}
+        raw = {
+            "format": FORMAT,
+            "format_version": 2,
+            "spec": {**V1_WINDOWS, "step_s": float(raw["step_s"]), "horizon_s": float(raw["horizon_s"])},
+            "config": cfg,
+            "quantiles": list(hp["quantiles"]),
+            "state_dict": state,
+            "calibration": [1.0] * len(hp["quantiles"]),
+            "meta": {"upgraded_from": 1},
+        }
+        version = 2
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format version {version!r}; this scaleahead reads versions 1 to {FORMAT_VERSION}.",
+            "Upgrade scaleahead or retrain the model.",
+        )
+    return dict(raw)
+
+
+def load_or_fallback(
+    path: str | Path | None, step_s: float, fallback: str = "seasonal_naive"
+) -> tuple[Forecaster, str | None]:
+    """The LSTM from ``path``, or the named fallback model (unfitted) and the reason it took over."""
+    from forecaster.registry import make_model
+
+    if path is None:
+        return make_model(fallback), f"no LSTM checkpoint configured; using fallback {fallback!r}"
+    try:
+        return LSTMForecaster.load(path, step_s=step_s), None
+    except CheckpointError as exc:
+        return make_model(fallback), f"{exc.message} Fallback: {fallback!r}."

@@ -1,0 +1,348 @@
+"""CLI of the forecaster area: ``train``, ``models list|show``, ``report``, ``bench forecast``.
+
+Composition root: these commands wire traces, forecasters and storage together. Heavy libraries
+(torch, Lightning, matplotlib) are imported inside the commands so ``scaleahead --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scaleahead.errors import UserError
+
+console = Console()
+err = Console(stderr=True)
+
+TraceOpt = Annotated[
+    str,
+    typer.Option(
+        "--trace",
+        help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, nab-<stem>) or the path of a series CSV.",
+    ),
+]
+DbOpt = Annotated[
+    str | None, typer.Option("--db", help="SQLAlchemy URL of the store (default: SQLite, see docs/storage.md).")
+]
+ColumnOpt = Annotated[str | None, typer.Option("--column", help="Value column of a series CSV.")]
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _lstm_config(epochs: int | None, threads: int | None, seed: int | None, max_minutes: float | None) -> Any:
+    from forecaster.lstm import LSTMConfig
+
+    cfg = LSTMConfig()
+    if epochs is not None:
+        cfg.max_epochs = epochs
+    if threads is not None:
+        cfg.threads = threads
+    if seed is not None:
+        cfg.seed = seed
+    if max_minutes is not None:
+        cfg.max_minutes = max_minutes
+    return cfg
+
+
+def _non_defaults(**kwargs: Any) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _check_writable(path: Path, what: str) -> None:
+    if path.exists() and path.is_dir():
+        raise UserError(f"{what} {path} is a folder.", "Give a file path.")
+    if not path.parent.exists():
+        raise UserError(f"The folder of {what} {path} does not exist.", "Create it or give another path.")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    models_app = typer.Typer(help="Trained model versions in the registry (storage).", no_args_is_help=True)
+    app.add_typer(models_app, name="models")
+
+    @app.command()
+    def train(
+        trace: TraceOpt,
+        db: DbOpt = None,
+        out: Annotated[Path, typer.Option(help="Folder for the checkpoint (lstm-<trace>-<time>.pt).")] = Path("models"),
+        column: ColumnOpt = None,
+        whole: Annotated[
+            bool, typer.Option("--whole/--history", help="Train on the whole trace, or only its history split (75 %).")
+        ] = False,
+        epochs: Annotated[int | None, typer.Option(help="Maximum epochs (default 30; early stopping).")] = None,
+        threads: Annotated[int | None, typer.Option(help="torch threads (default 1).")] = None,
+        seed: Annotated[int | None, typer.Option(help="Random seed (default 0).")] = None,
+        max_minutes: Annotated[float | None, typer.Option(help="Training time cap in minutes (default 9).")] = None,
+    ) -> None:
+        """Train the LSTM on a trace and register it (data span, hyperparameters, metrics, artifact).
+
+        Data source agnostic: any ``Series`` works; here it comes from a trace name or series CSV.
+        By default only the history split (first 75 %) is used, so `bench forecast` stays fair.
+        """
+        from forecaster.lstm import LSTMForecaster
+        from scaleahead.traces import load_series, split_of
+        from storage import Store
+
+        series = load_series(trace, column=column)
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out {out} is a file.", "Give a folder.")
+        store = Store(db)  # fail on a bad URL before training
+        sp = split_of(series, trace)
+        data = series if whole else series.between(sp.start, sp.test_start)
+        cfg = _lstm_config(epochs, threads, seed, max_minutes)
+        err.print(f"training the LSTM on {data.name} ({len(data)} steps of {data.step_s:g} s)...")
+        model = LSTMForecaster(cfg).fit([data])
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(trace).name)
+        out.mkdir(parents=True, exist_ok=True)
+        path = model.save(out / f"lstm-{safe}-{stamp}.pt").resolve()
+        metrics = asdict(model.report)
+        mid = store.register_model(
+            f"lstm-{safe}",
+            "lstm",
+            data_source=trace,
+            data_start=data.start,
+            data_end=data.end,
+            step_s=data.step_s,
+            hyperparams=asdict(cfg),
+            metrics=metrics,
+            artifact_path=str(path),
+            artifact_sha256=sha256_of(path),
+        )
+        console.print(
+            f"model {mid} registered: {path} ({metrics['epochs']} epochs, {metrics['train_s']:.0f} s, "
+            f"val pinball {metrics['val_loss']:.4f})"
+        )
+
+    @models_app.command("list")
+    def models_list(db: DbOpt = None, output: Annotated[str, typer.Option(help="table or json.")] = "table") -> None:
+        """List registered model versions."""
+        from storage import Store
+
+        rows = Store(db).models()
+        if output == "json":
+            print(json.dumps([_model_json(m) for m in rows], indent=2))
+            return
+        table = Table(title="model versions")
+        for col in ("id", "name", "family", "status", "created", "data", "step_s", "val_loss"):
+            table.add_column(col)
+        for m in rows:
+            table.add_row(
+                str(m.id),
+                m.name,
+                m.family,
+                m.status,
+                m.created_at.strftime("%Y-%m-%d %H:%M"),
+                m.data_source,
+                f"{m.step_s:g}" if m.step_s else "",
+                f"{m.metrics.get('val_loss', float('nan')):.4f}" if "val_loss" in m.metrics else "",
+            )
+        console.print(table)
+
+    @models_app.command("show")
+    def models_show(model_id: Annotated[int, typer.Argument(help="Model version id.")], db: DbOpt = None) -> None:
+        """Show one model version as JSON, and whether its artifact is intact."""
+        from storage import Store
+
+        m = Store(db).model(model_id)
+        data = _model_json(m)
+        path = Path(m.artifact_path)
+        if m.artifact_path:
+            data["artifact_ok"] = path.is_file() and sha256_of(path) == m.artifact_sha256
+        print(json.dumps(data, indent=2))
+
+    @bench_app.command("forecast")
+    def bench_forecast(
+        trace: TraceOpt,
+        json_out: Annotated[
+            Path | None, typer.Option("--json", help="Write the results here (EVALUATION.md 7).")
+        ] = None,
+        column: ColumnOpt = None,
+        models: Annotated[
+            str | None, typer.Option(help="Comma-separated models (default: every registered model).")
+        ] = None,
+        save_forecasts: Annotated[
+            Path | None, typer.Option(help="Also save every forecast and actual as .npz (input of `report`).")
+        ] = None,
+        epochs: Annotated[int | None, typer.Option(help="LSTM maximum epochs (default 30).")] = None,
+        threads: Annotated[int | None, typer.Option(help="LSTM torch threads (default 1).")] = None,
+        seed: Annotated[int | None, typer.Option(help="LSTM seed (default 0).")] = None,
+    ) -> None:
+        """Forecast accuracy, EVALUATION.md section 3: 15 min ahead, origins every 5 min of the test period.
+
+        Every model is fitted on the history (first 75 %) only and scored on the same origins:
+        MAE, rel_mae (vs seasonal naive), wql, coverage_q90, mae_by_step.
+        """
+        from forecaster.lstm import LSTMForecaster
+        from forecaster.registry import available_models, make_model
+        from scaleahead.bench import forecast as fb
+        from scaleahead.traces import load_series
+
+        for p, what in ((json_out, "--json"), (save_forecasts, "--save-forecasts")):
+            if p is not None:
+                _check_writable(p, what)
+        names = [m.strip() for m in models.split(",")] if models else available_models()
+        unknown = [m for m in names if m not in available_models()]
+        if unknown:
+            raise UserError(f"Unknown model(s) {unknown}.", f"Known: {', '.join(available_models())}.")
+        series = load_series(trace, column=column)
+        cfg = _lstm_config(epochs, threads, seed, None)
+
+        def make(name: str) -> Any:
+            return LSTMForecaster(cfg) if name == "lstm" else make_model(name)
+
+        params = _non_defaults(models=models, column=column, epochs=epochs, threads=threads, seed=seed)
+        result = fb.run(series, trace, names, make=make, params=params, log=lambda m: err.print(m))
+        table = Table(title=f"forecast accuracy: {trace} ({len(result.origins)} origins, 15 min ahead)")
+        for col in ("model", "MAE", "rel_mae", "wql", "coverage_q90", "fit_s"):
+            table.add_column(col)
+        for name, v in result.models.items():
+            if "error" in v:
+                table.add_row(name, "error: " + v["error"], "", "", "", "")
+                continue
+            table.add_row(
+                name,
+                f"{v['mae']:.4g}",
+                f"{v['rel_mae']:.3f}",
+                f"{v['wql']:.4f}",
+                f"{v['coverage_q90']:.3f}",
+                f"{v['fit_s']:.1f}",
+            )
+        console.print(table)
+        if json_out is not None:
+            json_out.write_text(json.dumps(result.to_json(), indent=1))
+        if save_forecasts is not None:
+            result.save_forecasts(save_forecasts, series)
+
+    @bench_app.command("forecast-speed")
+    def bench_forecast_speed(
+        series_count: Annotated[int, typer.Option("--series", help="Number of series forecast in one batch.")] = 1000,
+        checkpoint: Annotated[
+            Path | None, typer.Option(help="LSTM checkpoint (default: an untrained network of the default shape).")
+        ] = None,
+        repeats: Annotated[int, typer.Option(help="Runs; the median is reported.")] = 5,
+        threads: Annotated[int, typer.Option(help="torch threads.")] = 2,
+        json_out: Annotated[Path | None, typer.Option("--json", help="Write the result here.")] = None,
+    ) -> None:
+        """Time ``forecast_many`` for N series (all quantiles, 90 steps at 10 s): forecast_ms.
+
+        Weights do not change the cost, so without --checkpoint an untrained network of the
+        default shape is timed. Each series has 8 days of 10 s history with 3 % missing points.
+        """
+        import time
+
+        import numpy as np
+        import torch
+
+        from forecaster.lstm import LSTMForecaster
+        from scaleahead.types import Series, WorkloadRef
+
+        model = LSTMForecaster.load(checkpoint) if checkpoint else LSTMForecaster.untrained(10.0)
+        torch.set_num_threads(threads)
+        rng = np.random.default_rng(0)
+        n = 8 * 8640
+        start = 1_700_000_000.0
+        t = np.arange(n)
+        items = []
+        for k in range(series_count):
+            v = 50 + 20 * np.sin(2 * np.pi * t / 8640 + k) + rng.normal(0, 3, n)
+            v[rng.random(n) < 0.03] = np.nan
+            items.append((WorkloadRef("Deployment", "bench", f"w{k}"), Series(f"w{k}", start, 10.0, v)))
+        origin = start + n * 10.0
+        times, cpu = [], []
+        model.forecast_many(items, origin, 90)  # warm-up
+        for _ in range(repeats):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fcs = model.forecast_many(items, origin, 90)
+            times.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.process_time() - c0) * 1000)
+        assert len(fcs) == series_count
+        ms, cpu_ms = float(np.median(times)), float(np.median(cpu))
+        console.print(
+            f"forecast_ms for {series_count} series x 90 steps x 4 quantiles: {ms:.1f} wall, {cpu_ms:.1f} CPU "
+            f"(median of {repeats}; on a shared machine the wall time includes waiting for a core)"
+        )
+        if json_out is not None:
+            doc = {
+                "forecast_ms": {str(series_count): round(ms, 1)},
+                "forecast_cpu_ms": {str(series_count): round(cpu_ms, 1)},
+            }
+            json_out.write_text(json.dumps({**doc, "threads": threads}))
+
+    @app.command()
+    def report(
+        out: Annotated[Path, typer.Option(help="HTML file to write (self-contained, opens offline).")],
+        bench: Annotated[list[Path] | None, typer.Option(help="A `bench forecast --json` file (repeatable).")] = None,
+        forecasts: Annotated[
+            list[Path] | None,
+            typer.Option(help="Its `--save-forecasts` .npz (repeatable, same order as --bench) for fan charts."),
+        ] = None,
+        db: DbOpt = None,
+        trace: Annotated[
+            str | None, typer.Option(help="Actual demand for forecasts stored in --db (trace name or CSV).")
+        ] = None,
+        workload: Annotated[
+            list[str] | None, typer.Option(help="Stored workload key Kind/ns/name (default: all with forecasts).")
+        ] = None,
+        column: ColumnOpt = None,
+    ) -> None:
+        """Forecast accuracy report: fans vs actuals, MAE by step, calibration, per-workload table.
+
+        From a benchmark run (--bench [--forecasts]) and/or from forecasts stored in the database
+        during operation compared with a trace (--trace [--db] [--workload]).
+        """
+        from scaleahead.bench import report as rp
+
+        _check_writable(out, "--out")
+        if not bench and trace is None:
+            raise UserError(
+                "Nothing to report.", "Pass --bench FILE.json, or --trace NAME to compare stored forecasts."
+            )
+        if forecasts and (not bench or len(forecasts) != len(bench)):
+            raise UserError("--forecasts must pair with --bench, one each, in the same order.", "")
+        summaries, scored = [], []
+        for i, b in enumerate(bench or []):
+            s, sc = rp.from_bench(b, forecasts[i] if forecasts else None)
+            summaries.append(s)
+            if sc is not None:
+                scored.append(sc)
+        if trace is not None:
+            from scaleahead.traces import load_series
+            from scaleahead.types import WorkloadRef
+            from storage import Store
+
+            store = Store(db)
+            actual = load_series(trace, column=column)
+            refs = [WorkloadRef.parse(w) for w in workload] if workload else store.workloads()
+            found = 0
+            for ref in refs:
+                stored = store.forecasts(ref)
+                if not stored:
+                    continue
+                sc = rp.from_stored(ref.key, stored, actual)
+                scored.append(sc)
+                summaries.append(rp.summary_of(sc))
+                found += 1
+            if not found:
+                raise UserError(f"No stored forecasts in {store._safe_url()} for {workload or 'any workload'}.", "")
+        out.write_text(rp.render(summaries, scored))
+        console.print(f"wrote {out} ({out.stat().st_size // 1024} KB)")
+
+
+def _model_json(m: Any) -> dict[str, Any]:
+    d = {k: getattr(m, k) for k in m.__dataclass_fields__}
+    d["created_at"] = m.created_at.isoformat()
+    return d
