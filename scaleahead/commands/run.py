@@ -116,6 +116,42 @@ def _history(
     raise UserError(f"--history {spec!r} is not known.", "Use 'prometheus' or 'trace:NAME'.")
 
 
+def _production_model(name: str, store: Any, settings: Settings, history: list[Any]) -> tuple[Any, int | None]:
+    """The forecaster the loop starts with, and its registry id.
+
+    A learned model is never trained at start-up (that takes minutes and the pod would not be
+    ready): the newest ``champion`` (or ``production``) version of that family in the registry is
+    loaded from its checkpoint. Without one, or when it cannot be loaded, the fallback baseline is
+    fitted on the loop's history, and the log says why. Baselines are fitted on that history.
+    """
+    from forecaster import make_model
+    from forecaster.registry import BASELINES
+
+    if name in BASELINES or name not in ("lstm",):
+        fitted = make_model(name)
+        if history:
+            fitted.fit(history)
+        return fitted, None
+    from forecaster.lstm import load_or_fallback
+
+    versions = [
+        m for m in store.models() if m.family == name and m.status in ("champion", "production") and m.artifact_path
+    ]
+    step = history[0].step_s if history else 10.0
+    path = versions[-1].artifact_path if versions else None
+    model, why = load_or_fallback(path, step, settings.forecast.fallback_model)
+    if why is not None:
+        log.warning(
+            "%s; train one (scaleahead train or train-distributed) and promote it",
+            why,
+            extra={"event": "model_fallback", "reason": why},
+        )
+        if history:
+            model.fit(history)
+        return model, None
+    return model, versions[-1].id
+
+
 def _kube_api(kubeconfig: str | None) -> Any:
     """The official client: the in-cluster service account when running in a pod, else a kubeconfig."""
     import os
@@ -199,7 +235,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         schedule and on forecast drift, the daily accuracy report, pruning). SIGTERM or SIGINT
         finishes the current cycle and stops. See docs/operations.md.
         """
-        from forecaster import make_model
         from forecaster.registry import available_models
         from scaleahead.cli import parse_time
         from scaleahead.clock import SystemClock, VirtualClock
@@ -264,14 +299,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if name not in available_models():
             log.warning("model %s is not available; using %s", name, settings.forecast.fallback_model)
             name = settings.forecast.fallback_model
-        forecaster = make_model(name)
         now = clock.now()
-        # Fit on the loop's own window (it also warms the incremental history cache); retraining
-        # later reads the longer training window.
+        # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
+        forecaster, model_version_id = _production_model(name, store, settings, train_series)
         reference = None
         if train_series:
-            forecaster.fit(train_series)
             reference = holdout_wape(forecaster, train_series, settings.forecast.horizon_s)
         leadership = None
         actuator = None
@@ -304,7 +337,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
         else:
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
-        deps = Deps(hist, forecaster, cluster_target, store, pols, actuator=actuator)
+        deps = Deps(hist, forecaster, cluster_target, store, pols, model_version_id=model_version_id, actuator=actuator)
         daemon = Daemon(
             deps,
             settings,

@@ -65,6 +65,9 @@ def daemon_factory(nasa: Series, tmp_path: Path) -> DaemonFactory:
         history = TraceHistory(default=nasa, window_s=1.2 * DAY, scale_spread=0.5)
         training = TraceHistory(default=nasa, window_s=3 * DAY, scale_spread=0.5)
         forecaster = make_model("seasonal_naive").fit([nasa.between(nasa.start, t0)])
+        settings = settings or Settings()
+        # The retraining tests exercise the mechanism: a baseline family trains in milliseconds.
+        settings.forecast.model = "seasonal_naive"
         store = Store(db_url or f"sqlite:///{tmp_path / 'daemon.db'}")
         target = InMemoryTarget()
         clock = VirtualClock(t0)

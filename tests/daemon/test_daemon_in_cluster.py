@@ -102,6 +102,7 @@ def test_the_daemon_runs_many_cycles_against_prometheus_and_the_kubernetes_api(p
     leader = _LeaseLeadership(LeaderElector(api, "scaleahead-system", "pod-a", lease_duration_s=15))
     deps = Deps(history, model, target, store, pols, actuator=actuator)
     settings = Settings()
+    settings.forecast.model = "seasonal_naive"  # the retraining mechanism, not an LSTM fit
     settings.jobs.retrain_cron = "*/20 * * * *"
     daemon = Daemon(deps, settings, clock, leadership=leader, reference_error=100.0)
 

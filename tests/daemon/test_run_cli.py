@@ -15,7 +15,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "policy.yaml"
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+# The CLI tests run the baseline family (an LSTM fit takes minutes; its loading is tested below).
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "SCALEAHEAD_FORECAST__MODEL": "seasonal_naive"}
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
