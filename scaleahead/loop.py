@@ -20,11 +20,12 @@ from actuator.applying import Actuator
 from actuator.base import ActionResult, Target, apply_plan
 from actuator.rollouts import RolloutView
 from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
 from scaleahead.clock import Clock
-from scaleahead.policy import Policy
+from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
-from scaleahead.types import ClusterState, Forecast, Plan, Series, WorkloadRef, WorkloadState
+from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
 from storage import Store
 
 log = logging.getLogger("scaleahead.loop")
@@ -87,8 +88,6 @@ class _Phase:
 
 def observed_state(state: ClusterState, history: Mapping[WorkloadRef, Series]) -> ClusterState:
     """Attach the latest observed demand (from history) to each workload's state."""
-    import numpy as np
-
     workloads: dict[WorkloadRef, WorkloadState] = dict(state.workloads)
     for ref, ws in state.workloads.items():
         series = history.get(ref)
@@ -108,6 +107,46 @@ def observed_state(state: ClusterState, history: Mapping[WorkloadRef, Series]) -
             ws.recent_desired,
         )
     return ClusterState(workloads, state.nodes, state.pods, state.pdbs)
+
+
+#: History the invocation forecaster sees each cycle: one day, enough for daily timers.
+INVOCATION_WINDOW_S = 86400.0
+
+
+def invocation_forecasts(
+    policies: Sequence[Policy], history: Mapping[WorkloadRef, Series], now: float, horizon_s: float
+) -> dict[WorkloadRef, InvocationForecast]:
+    """Invocation-probability forecasts for the functions with a warm pool (docs/serverless.md).
+
+    The idle-time hazard model is refitted each cycle on the last day of each function's history
+    strictly before ``now`` (functions of one step size together). A missing step counts as no
+    invocation, the model's own convention; a function without history gets no forecast and its
+    policy's fallback.
+    """
+    refs = [
+        p.workload
+        for p in policies
+        if p.spec.workload_class == WorkloadClass.FUNCTION and p.spec.warm_pool.enabled and p.workload in history
+    ]
+    by_step: dict[float, list[tuple[WorkloadRef, Series]]] = {}
+    for ref in refs:
+        past = history[ref].before(now)
+        if len(past) and np.isfinite(past.values).any():
+            by_step.setdefault(past.step_s, []).append((ref, past))
+    out: dict[WorkloadRef, InvocationForecast] = {}
+    for step, group in by_step.items():
+        window = max(1, int(INVOCATION_WINDOW_S / step))
+        # Align every series on the grid that ends at ``now``: column -1 is the step just before it.
+        counts = np.zeros((len(group), window))
+        for row, (_, past) in enumerate(group):
+            end = past.index_of(now)  # may lie past the series' end when the newest points are missing
+            lo = max(0, end - window)
+            values = past.values[lo:end]
+            counts[row, window - (end - lo) : window - (end - lo) + len(values)] = np.nan_to_num(values)
+        model = InvocationForecaster(len(group), step_s=step, horizon=max(1, int(round(horizon_s / step))))
+        model.fit(counts.astype(np.int64))
+        out.update(model.forecasts([ref for ref, _ in group], now))
+    return out
 
 
 def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = None) -> CycleReport:
@@ -158,10 +197,18 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             for ref, fc in challenger.items():
                 if deps.rollout.arm(ref.key) == "challenger":
                     forecasts[ref] = fc
+    with timer.phase("invocations"):
+        try:
+            invocations = invocation_forecasts(deps.policies, history, now, settings.forecast.horizon_s)
+        except Exception as exc:  # noqa: BLE001 - warm pools fall back by their policy
+            errors["invocations"] = str(exc)
+            invocations = {}
     with timer.phase("state"):
         state = observed_state(deps.target.read_state(refs), history)
     with timer.phase("plan"):
-        plan = make_plan(forecasts, state, deps.policies, now, interval_s=settings.loop.interval_s)
+        plan = make_plan(
+            forecasts, state, deps.policies, now, interval_s=settings.loop.interval_s, invocations=invocations
+        )
         shadow_plan = None
         if deps.rollout is not None and deps.rollout.mode == "shadow" and challenger:
             shadow_plan = make_plan(

@@ -1,0 +1,79 @@
+"""The control loop forecasts invocations for functions with a warm pool and plans SetWarmPool."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from actuator.simulated_serverless import SimulatedServerless
+from forecaster.baselines import Naive
+from scaleahead.loop import Deps, invocation_forecasts, run_once
+from scaleahead.policy import Policy, parse_policies
+from scaleahead.settings import Settings
+from scaleahead.traces import load_functions
+from scaleahead.types import Series, SetWarmPool, WorkloadRef
+
+POLICY = """
+apiVersion: scaleahead.io/v1alpha1
+kind: PredictiveScalingPolicy
+metadata: {{name: {name}, namespace: fn}}
+spec:
+  target: {{kind: KnativeService, name: {name}}}
+  demand: {{query: 'sum(rate(invocations{{fn="{name}"}}[1m]))', unit: invocations/min, stepSeconds: 60}}
+  capacityPerReplica: 100
+  workloadClass: function
+  warmPool: {{enabled: true, maxInstances: 1, memoryMbPerInstance: 128}}
+"""
+
+
+class FixedHistory:
+    def __init__(self, series: Mapping[WorkloadRef, Series]) -> None:
+        self.series = series
+
+    def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
+        return {p.workload: self.series[p.workload].before(now) for p in policies if p.workload in self.series}
+
+
+def _setup(n: int = 6) -> tuple[list[Policy], dict[WorkloadRef, Series]]:
+    fns = load_functions("azure-functions-1m")
+    busy = np.argsort(-(fns.counts > 0).sum(axis=1))[:n]  # the most often active functions
+    policies = [parse_policies(POLICY.format(name=f"f{i}"))[0] for i in range(n)]
+    series = {
+        p.workload: Series(p.workload.name, 0.0, 60.0, fns.counts[row].astype(np.float64))
+        for p, row in zip(policies, busy, strict=True)
+    }
+    return policies, series
+
+
+def test_loop_plans_warm_pools_from_invocation_forecasts_without_fallback() -> None:
+    policies, series = _setup()
+    target = SimulatedServerless([p.workload for p in policies], [128.0] * len(policies), 0.0, 60.0)
+    deps = Deps(FixedHistory(series), Naive(), target, None, policies)
+    report = run_once(deps, Settings(), now=600 * 60.0)
+    warm = [a for a in report.plan.actions if isinstance(a, SetWarmPool)]
+    assert len(warm) == len(policies)
+    assert not report.plan.fallbacks
+    assert any(a.to_instances == 1 for a in warm)
+    assert all(a.reason.message for a in warm)
+
+
+def test_a_function_without_history_falls_back_by_its_policy() -> None:
+    policies, series = _setup(2)
+    del series[policies[1].workload]
+    target = SimulatedServerless([p.workload for p in policies], [128.0] * 2, 0.0, 60.0)
+    report = run_once(Deps(FixedHistory(series), Naive(), target, None, policies), Settings(), now=600 * 60.0)
+    assert policies[1].workload in report.plan.fallbacks
+    assert policies[0].workload not in report.plan.fallbacks
+
+
+def test_invocation_forecasts_use_only_history_before_now() -> None:
+    policies, series = _setup(3)
+    now = 700 * 60.0
+    before = invocation_forecasts(policies, series, now, 900.0)
+    changed = {
+        ref: Series(s.name, s.start, s.step_s, np.where(s.times() >= now, 999.0, s.values)) for ref, s in series.items()
+    }
+    after = invocation_forecasts(policies, changed, now, 900.0)
+    for ref in before:
+        np.testing.assert_array_equal(before[ref].probability, after[ref].probability)
