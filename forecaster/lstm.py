@@ -129,6 +129,10 @@ class LSTMForecaster(Forecaster):
         self.report = FitReport()
         #: How many origins of the last call were served by the named per-origin fallback.
         self.last_fallback_origins = 0
+        #: Extra ``pl.Trainer`` arguments, e.g. a DDP strategy (``forecaster.distributed``).
+        self.trainer_kwargs: dict[str, Any] = {}
+        #: The trainer's world size in the last fit (processes x nodes).
+        self.world_size = 1
 
     # -- training -------------------------------------------------------------------------------
     def fit(self, history: Sequence[Series]) -> LSTMForecaster:
@@ -174,18 +178,20 @@ class LSTMForecaster(Forecaster):
         with tempfile.TemporaryDirectory() as tmp:
             ckpt_dir = self.checkpoint_dir or Path(tmp)
             best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_loss", save_top_k=1)
-            trainer = pl.Trainer(
-                max_epochs=cfg.max_epochs,
-                max_time=timedelta(minutes=cfg.max_minutes),
-                callbacks=[EarlyStopping("val_loss", patience=cfg.patience), best],
-                accelerator="cpu",
-                devices=1,
-                logger=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-                num_sanity_val_steps=0,
-                deterministic=True,
-            )
+            trainer_args: dict[str, Any] = {
+                "max_epochs": cfg.max_epochs,
+                "max_time": timedelta(minutes=cfg.max_minutes),
+                "callbacks": [EarlyStopping("val_loss", patience=cfg.patience), best],
+                "accelerator": "cpu",
+                "devices": 1,
+                "logger": False,
+                "enable_progress_bar": False,
+                "enable_model_summary": False,
+                "num_sanity_val_steps": 0,
+                "deterministic": True,
+            }
+            trainer = pl.Trainer(**{**trainer_args, **self.trainer_kwargs})
+            self.world_size = int(trainer.world_size)
             t0 = time.perf_counter()
             with flushed_denormals():
                 trainer.fit(module, datamodule=dm)
@@ -202,7 +208,12 @@ class LSTMForecaster(Forecaster):
             train_s=round(train_s, 2),
             train_windows=len(dm.train),
             val_windows=len(dm.val),
-            val_loss=float(best.best_model_score) if best.best_model_score is not None else float("nan"),
+            val_loss=(
+                float(best.best_model_score)
+                if best.best_model_score is not None
+                # spawned DDP workers: the score comes back in the trainer's callback metrics
+                else float(trainer.callback_metrics.get("val_loss", float("nan")))
+            ),
             calibration={f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.calibration, strict=True)},
         )
         self.meta = {

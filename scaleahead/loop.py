@@ -164,7 +164,15 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             history = {}
     with timer.phase("forecast"):
         forecasts: dict[WorkloadRef, Forecast] = {}
-        items = [(ref, history[ref]) for ref in refs if ref in history]
+        items = []
+        for ref in refs:
+            if ref not in history:
+                continue
+            if not np.isfinite(history[ref].before(now).values).any():
+                # No usable value: one such workload must not send the whole batch one by one.
+                errors[ref.key] = "forecast: no usable history before now"
+                continue
+            items.append((ref, history[ref]))
         if items:
             steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
             try:
@@ -225,10 +233,11 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
             return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan)
         results = apply_plan(plan, deps.target, dry_run=dry)
-    if deps.store is not None and action_ids:
-        changed = [r for r in results if not r.action.is_noop]
-        for aid, res in zip(action_ids, changed, strict=True):
-            deps.store.set_action_state(aid, res.outcome, res.detail, now)
+    with timer.phase("journal"):
+        if deps.store is not None and action_ids:
+            changed = [r for r in results if not r.action.is_noop]
+            updates = [(aid, res.outcome, res.detail) for aid, res in zip(action_ids, changed, strict=True)]
+            deps.store.set_action_states(updates, now)
     return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan)
 
 

@@ -56,12 +56,82 @@ class ActuationSettings(BaseModel):
     lease_duration_s: int = Field(15, ge=1, description="A leader that has not renewed for this long is replaced (s).")
 
 
+class JobSettings(BaseModel):
+    """The daemon's scheduled jobs (cron expressions in UTC, APScheduler's ``CronTrigger`` syntax)."""
+
+    retrain_in_process: bool = Field(
+        True, description="Retrain inside the daemon; false when the retraining CronJob (deploy/) does it instead."
+    )
+    retrain_cron: str = Field(
+        "0 3 * * *", description="When to retrain (cron, UTC): daily at 03:00, a quiet hour for most services."
+    )
+    history_days: float = Field(
+        7.0, gt=0, description="History a retraining fits on (days): a week holds both daily and weekly patterns."
+    )
+    drift_ratio: float = Field(
+        1.5,
+        gt=0,
+        description="Retrain early when the live forecast error (WAPE of the median over matured forecasts) "
+        "exceeds this many times the error the production model scored on held-out history at start-up: "
+        "1.5 leaves room for day-to-day noise.",
+    )
+    drift_threshold: float = Field(
+        1.0,
+        gt=0,
+        description="Absolute live WAPE that triggers retraining when no reference error is known.",
+    )
+    drift_min_forecasts: int = Field(
+        20, ge=1, description="Matured forecasts needed before drift may trigger a retraining (avoids noise)."
+    )
+    drift_cooldown_s: float = Field(
+        3600.0, ge=0, description="Least time between two drift-triggered retrainings (s): one model per hour at most."
+    )
+    error_sample_interval_s: float = Field(
+        300.0, gt=0, description="Keep one forecast per workload per this many seconds to measure live error (s)."
+    )
+    rollout_mode: str = Field(
+        "shadow", description="Mode of the rollout a retrained model enters as challenger (shadow, canary or ab)."
+    )
+    report_cron: str = Field("5 0 * * *", description="When to write the daily accuracy report (cron, UTC).")
+    report_dir: str | None = Field(
+        None,
+        description="Folder for daily accuracy reports (JSON); default: reports/ under --artifacts, else logged only.",
+    )
+    prune_cron: str = Field("30 0 * * *", description="When to prune old records (cron, UTC).")
+    forecast_retention_days: float = Field(
+        14.0, gt=0, description="Stored forecasts older than this are deleted (days): two weeks for comparisons."
+    )
+    plan_retention_days: float = Field(
+        90.0,
+        gt=0,
+        description="Plans and their journaled actions older than this are deleted (days): a quarter of audit.",
+    )
+
+
+class ServerSettings(BaseModel):
+    """The HTTP endpoint with ``/metrics``, ``/healthz`` and ``/readyz``."""
+
+    host: str = Field("0.0.0.0", description="Listen address of the metrics and health endpoint.")  # noqa: S104
+    port: int = Field(8080, ge=0, le=65535, description="Port of the metrics and health endpoint (0: any free port).")
+    stale_after_intervals: float = Field(
+        6.0, gt=0, description="/healthz fails when no tick happened for this many control intervals."
+    )
+
+
+class LogSettings(BaseModel):
+    format: str = Field("json", description="json (one object per line, for log pipelines) or text.")
+    level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
+
+
 class Settings(BaseModel):
     loop: LoopSettings = Field(default_factory=LoopSettings)
     forecast: ForecastSettings = Field(default_factory=ForecastSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
     actuation: ActuationSettings = Field(default_factory=ActuationSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

@@ -1,0 +1,314 @@
+"""``scaleahead bench speed``: how far one process goes (EVALUATION.md section 6).
+
+Medians of several runs of: ``forecast_ms`` (all quantiles, 90 steps) and ``plan_ms`` for N
+workloads, ``cycle_ms`` (one ``run_once``: read history, forecast, plan, persist to SQLite, act on
+an in-memory cluster), ``train_s_per_1000_series_day`` and the process's ``peak_rss_mb``.
+``fetch_s`` needs the Prometheus history source; where it is not in the build the value is
+``null`` and the JSON says why, never an invented number.
+
+The workloads' demand is the real NASA trace (or any trace), each workload a different window of
+it (shifted by whole hours), so every series is real demand and no two are identical.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from forecaster import make_model
+from forecaster.base import Forecaster, horizon_steps_for
+from planner import plan as make_plan
+from scaleahead.loop import Deps, run_once
+from scaleahead.policy import Policy
+from scaleahead.settings import Settings
+from scaleahead.tracesource import InMemoryTarget
+from scaleahead.types import ClusterState, Forecast, Series, WorkloadRef, WorkloadState
+from storage import Store
+
+DAY = 86400.0
+
+
+def policies_for(n: int, step_s: float) -> list[Policy]:
+    """``n`` policies, one Deployment each (built once, validated by the schema)."""
+    base = Policy.model_validate(
+        {
+            "metadata": {"name": "w0", "namespace": "bench"},
+            "spec": {
+                "target": {"name": "w0", "namespace": "bench"},
+                "demand": {"query": "sum(rate(x[1m]))", "stepSeconds": step_s},
+                "capacityPerReplica": 2.0,
+                "maxReplicas": 200,
+            },
+        }
+    )
+    out = []
+    for i in range(n):
+        target = base.spec.target.model_copy(update={"name": f"w{i}"})
+        spec = base.spec.model_copy(update={"target": target})
+        meta = base.metadata.model_copy(update={"name": f"w{i}"})
+        out.append(base.model_copy(update={"spec": spec, "metadata": meta}))
+    return out
+
+
+def workload_series(base: Series, n: int, length: int) -> list[Series]:
+    """``n`` windows of ``length`` steps of one real trace, as views (no copies), shifted by hours."""
+    per_hour = max(1, int(round(3600.0 / base.step_s)))
+    room = len(base) - length
+    if room <= 0:
+        raise ValueError(f"trace {base.name} is shorter than {length} steps")
+    finite = np.isfinite(base.values)
+    out = []
+    for i in range(n):
+        off = (i * per_hour) % room
+        for _ in range(room // per_hour + 1):  # skip windows that end in an outage (all missing)
+            if finite[off + length - per_hour : off + length].any():
+                break
+            off = (off + per_hour) % room
+        out.append(
+            Series(f"{base.name}@{off}", base.start + off * base.step_s, base.step_s, base.values[off : off + length])
+        )
+    return out
+
+
+#: CPU time of this process per measurement (``time.process_time``), by the same keys as the wall
+#: times: on a shared machine it shows this process's own work, free of other processes' load.
+CPU_MS: dict[str, dict[str, float]] = {}
+
+
+#: The LSTM's training in this benchmark: 2 epochs over at most 20,000 windows (the production
+#: default trains up to 30 epochs; training time scales with epochs x windows).
+BENCH_LSTM = {"max_epochs": 2, "max_train_windows": 20000, "patience": 2}
+
+
+def _bench_model(name: str) -> Forecaster:
+    if name == "lstm":
+        from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+        return LSTMForecaster(LSTMConfig(**BENCH_LSTM))  # type: ignore[arg-type]
+    return make_model(name)
+
+
+def _median_ms(fn: Callable[[], object], runs: int, cpu_key: tuple[str, int] | None = None) -> float:
+    times = []
+    cpu = []
+    for _ in range(runs):
+        gc.collect()
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000.0)
+        cpu.append((time.process_time() - c0) * 1000.0)
+    if cpu_key is not None:
+        CPU_MS.setdefault(cpu_key[0], {})[str(cpu_key[1])] = round(statistics.median(cpu), 3)
+    return round(statistics.median(times), 3)
+
+
+class _SeriesHistory:
+    """A history source over prepared series (each workload its own real window)."""
+
+    def __init__(self, by_ref: dict[WorkloadRef, Series], shift: dict[WorkloadRef, float]) -> None:
+        self.by_ref = by_ref
+        self.shift = shift
+
+    def read(self, policies: Sequence[Policy], now: float) -> dict[WorkloadRef, Series]:
+        out = {}
+        for p in policies:
+            s = self.by_ref[p.workload]
+            d = self.shift[p.workload]
+            part = s.between(now + d - 1.1 * DAY, now + d)
+            out[p.workload] = Series(part.name, part.start - d, part.step_s, part.values, part.unit)
+        return out
+
+
+def _forecast_and_plan(
+    trace: Series, fitted: Forecaster, n: int, context: int, h: int, runs: int
+) -> tuple[float, float]:
+    """Median forecast_ms and plan_ms for ``n`` workloads at one origin."""
+    step = trace.step_s
+    windows = workload_series(trace, n, context)
+    origin = windows[0].end  # every window is re-based to end at the same "now"
+    items = [
+        (WorkloadRef("Deployment", "bench", f"w{i}"), Series(s.name, origin - len(s) * step, step, s.values))
+        for i, s in enumerate(windows)
+    ]
+    out: list[Forecast] = []
+
+    def forecast_all() -> None:
+        out[:] = fitted.forecast_many(items, origin, h)
+
+    forecast_ms = _median_ms(forecast_all, runs if n <= 1000 else max(1, runs // 2), ("forecast_ms", n))
+    by_ref = {f.workload: f for f in out}
+    pols = policies_for(n, step)
+    state = ClusterState({r: WorkloadState(r, 3, 3, float(np.nan_to_num(s.values[-1])), origin) for r, s in items})
+
+    def plan_all() -> None:
+        make_plan(by_ref, state, pols, origin, 10.0)
+
+    return forecast_ms, _median_ms(plan_all, runs, ("plan_ms", n))
+
+
+def prometheus_cycle(tsdb: Path, n: int, model: str, runs: int, db_dir: Path) -> dict[str, Any]:
+    """``fetch_s`` and ``cycle_ms`` with history from a real local Prometheus (section 6 exactly).
+
+    Uses the fetch bench's TSDB (``scaleahead.bench.prometheus``: ``n`` real NASA series x 1 day +
+    1 hour, backfilled once with promtool). The first cycle is the cold load (``fetch_s`` is timed
+    separately by ``run_fetch_bench``); the next ``runs`` cycles, 120 s apart so that each also
+    writes its forecasts, read only new points.
+    """
+    from scaleahead.bench.prometheus import bench_policies, ensure_tsdb, free_port, run_fetch_bench
+    from scaleahead.prometheus.backfill import LocalPrometheus
+    from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig
+    from scaleahead.prometheus.history import PrometheusHistory
+
+    fetch = run_fetch_bench(tsdb, n=n, days=1.0, repeats=3)
+    t0, _ = ensure_tsdb(tsdb, n, 1.0)
+    pols = bench_policies(n)
+    start = t0 + DAY
+    walls: list[float] = []
+    cpus: list[float] = []
+    phases: list[dict[str, float]] = []
+    with (
+        LocalPrometheus(tsdb, free_port(), lookback_s=5.0) as server,
+        PrometheusClient(PrometheusConfig(server.url)) as client,
+    ):
+        history = PrometheusHistory(client, window_s=DAY)
+        first = history.read(pols, start)
+        fitted = _bench_model(model).fit([s for s in first.values() if len(s)][:200])
+        store = Store(f"sqlite:///{db_dir / f'prom-cycle{n}.db'}")
+        deps = Deps(history, fitted, InMemoryTarget(default_replicas=3), store, pols)
+        settings = Settings()
+        for k in range(runs + 1):
+            now = start + k * 120.0
+            gc.collect()
+            c0 = time.process_time()
+            t = time.perf_counter()
+            report = run_once(deps, settings, now)
+            wall = (time.perf_counter() - t) * 1000.0
+            if k == 0:
+                continue  # creates the workload rows
+            walls.append(wall)
+            cpus.append((time.process_time() - c0) * 1000.0)
+            phases.append(report.phase_ms)
+        store.close()
+    return {
+        "fetch_s": fetch["fetch_s"],
+        "fetch": {k: v for k, v in fetch.items() if k != "params"},
+        "cycle_ms": round(statistics.median(walls), 3),
+        "cycle_cpu_ms": round(statistics.median(cpus), 3),
+        "cycle_phase_ms": {k: round(statistics.median(p[k] for p in phases), 3) for k in phases[0]},
+    }
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+
+
+def bench_speed(
+    trace: Series,
+    model: str,
+    sizes: Sequence[int] = (1000, 10000),
+    cycle_sizes: Sequence[int] = (1000,),
+    runs: int = 5,
+    train_series: int = 200,
+    db_dir: Path | None = None,
+    tsdb: Path | None = None,
+) -> dict[str, Any]:
+    """Run the measurements; returns the JSON object of EVALUATION.md sections 6 and 7."""
+    step = trace.step_s
+    h = horizon_steps_for(step)
+    context = int(round(1.1 * DAY / step))  # seasonal-naive needs one day back; learned models less
+    fit_part = trace.between(trace.start, trace.start + 3 * DAY)
+    fitted = _bench_model(model).fit([fit_part])
+    result: dict[str, Any] = {
+        "trace": trace.name,
+        "resolution_s": step,
+        "model": fitted.name,
+        "forecast_ms": {},
+        "plan_ms": {},
+        "cycle_ms": {},
+        "cycle_phase_ms": {},
+        "fetch_s": None,
+        "train_s_per_1000_series_day": None,
+        "peak_rss_mb": None,
+        "params": {"runs": runs, "horizon_steps": h, "context_steps": context, "train_series": train_series},
+        "notes": [],
+    }
+    for n in sizes:
+        forecast_ms, plan_ms = _forecast_and_plan(trace, fitted, n, context, h, runs)
+        result["forecast_ms"][str(n)] = forecast_ms
+        result["plan_ms"][str(n)] = plan_ms
+        gc.collect()
+    tmp = Path(tempfile.mkdtemp(prefix="scaleahead-speed-", dir=db_dir))
+    for n in cycle_sizes:
+        pols = policies_for(n, step)
+        per_hour = int(round(3600.0 / step))
+        t_first = trace.start + 1.2 * DAY
+        span_room = trace.end - t_first - runs * 120.0 - DAY
+        traces = {p.workload: trace for p in pols}
+        shift = {p.workload: float((i * per_hour * step) % max(step, span_room)) for i, p in enumerate(pols)}
+        store = Store(f"sqlite:///{tmp / f'cycle{n}.db'}")
+        deps = Deps(_SeriesHistory(traces, shift), fitted, InMemoryTarget(default_replicas=3), store, pols)
+        settings = Settings()
+        phase_runs: list[dict[str, float]] = []
+        walls = []
+        cpus = []
+        no_history = 0
+        for k in range(runs + 1):
+            now = t_first + k * 120.0  # 120 s apart: every cycle also writes its forecasts
+            gc.collect()
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            report = run_once(deps, settings, now)
+            wall = (time.perf_counter() - t0) * 1000.0
+            cpu = (time.process_time() - c0) * 1000.0
+            if k == 0:
+                continue  # the first cycle creates the workload rows; steady state is what counts
+            walls.append(wall)
+            cpus.append(cpu)
+            phase_runs.append(report.phase_ms)
+            no_history = max(no_history, len(report.errors))
+        result["cycle_ms"][str(n)] = round(statistics.median(walls), 3)
+        CPU_MS.setdefault("cycle_ms", {})[str(n)] = round(statistics.median(cpus), 3)
+        if no_history:
+            result["notes"].append(
+                f"cycle {n}: up to {no_history} workloads had no usable history (their window lies in "
+                "an outage of the real trace) and went to their fallback, as in production"
+            )
+        result["cycle_phase_ms"][str(n)] = {
+            k: round(statistics.median(p[k] for p in phase_runs), 3) for k in phase_runs[0]
+        }
+        store.close()
+    if tsdb is None:
+        result["notes"].append(
+            "cycle_ms reads history from in-memory real-trace windows; pass --tsdb DIR for fetch_s and "
+            "a cycle that reads from a real local Prometheus (prometheus_cycle)."
+        )
+    else:
+        for n in cycle_sizes:
+            prom = prometheus_cycle(tsdb, n, model, runs, tmp)
+            result["fetch_s"] = prom["fetch_s"]
+            result.setdefault("prometheus", {})[str(n)] = prom
+            result["notes"].append(
+                f"prometheus.{n}.cycle_ms: the same cycle with history from a real local Prometheus "
+                "(incremental reads after a cold load)"
+            )
+    # Training: the production model fitted on train_series real series of one day each.
+    train = workload_series(trace, train_series, int(round(DAY / step)) + h)
+    t0 = time.perf_counter()
+    _bench_model(model).fit(train)
+    elapsed = time.perf_counter() - t0
+    if model == "lstm":
+        result["params"]["lstm"] = dict(BENCH_LSTM)
+    result["train_s_per_1000_series_day"] = round(elapsed * 1000.0 / train_series, 3)
+    result["peak_rss_mb"] = peak_rss_mb()
+    result["cpu_ms"] = {k: dict(v) for k, v in CPU_MS.items()}
+    CPU_MS.clear()
+    return result

@@ -1,0 +1,492 @@
+"""``scaleahead run`` (the daemon), ``scaleahead retrain`` (the CronJob) and the generators
+``scaleahead crd`` and ``scaleahead config-doc`` (files that must never drift from the schema).
+
+Heavy imports happen inside the commands so ``scaleahead --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from scaleahead.errors import UserError
+
+if TYPE_CHECKING:
+    from scaleahead.loop import HistorySource
+    from scaleahead.policy import Policy
+    from scaleahead.settings import Settings
+    from scaleahead.types import Series
+
+log = logging.getLogger("scaleahead.run")
+
+PoliciesOpt = Annotated[
+    Path,
+    typer.Option(
+        "--policies",
+        help="Policy YAML file, or a folder of *.yaml/*.yml files (e.g. a mounted ConfigMap), "
+        "each holding PredictiveScalingPolicy documents.",
+    ),
+]
+ClusterPoliciesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--policies",
+        help="Policy YAML file or folder of *.yaml files; leave out to read PredictiveScalingPolicy "
+        "objects from the cluster (re-read every 30 s; their status shows each decision).",
+    ),
+]
+HistoryOpt = Annotated[
+    str,
+    typer.Option(
+        "--history",
+        help="Where demand history comes from: 'prometheus' (the URL in SCALEAHEAD_PROMETHEUS__URL) or "
+        "'trace:NAME' to replay a trace (nasa-10s, alibaba-cpu-10s, a series CSV path) as if it were live.",
+    ),
+]
+TargetOpt = Annotated[
+    str,
+    typer.Option("--target", help="What is scaled: 'kubernetes' (in-cluster or kubeconfig) or 'memory' (a dict)."),
+]
+DbOpt = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SCALEAHEAD_DB_URL, else SQLite).")]
+
+
+def load_policy_path(path: Path) -> list[Policy]:
+    """All policies in a file or in the ``*.yaml``/``*.yml`` files of a folder (sorted by name)."""
+    from scaleahead.errors import ConfigError
+    from scaleahead.policy import load_policies
+
+    if path.is_dir():
+        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+        if not files:
+            raise ConfigError(
+                f"Folder {path} holds no *.yaml or *.yml policy file.", "Point --policies at policy files."
+            )
+        policies = [p for f in files for p in load_policies(f)]
+    else:
+        policies = load_policies(path)
+    seen: dict[str, str] = {}
+    for p in policies:
+        key = p.workload.key
+        if key in seen:
+            raise ConfigError(
+                f"Two policies ({seen[key]} and {p.metadata.namespace}/{p.metadata.name}) target {key}.",
+                "Keep one policy per workload.",
+            )
+        seen[key] = f"{p.metadata.namespace}/{p.metadata.name}"
+    return policies
+
+
+def _trace_history(spec: str, window_s: float, offset_s: float) -> HistorySource:
+    from scaleahead.tracesource import TraceHistory
+
+    return TraceHistory(default=_load_trace(spec), window_s=window_s, offset_s=offset_s, scale_spread=0.5)
+
+
+def _load_trace(spec: str) -> Series:
+    from scaleahead.traces import load_series
+
+    name = spec.removeprefix("trace:")
+    if name not in _TRACE_CACHE:
+        _TRACE_CACHE[name] = load_series(name)
+    return _TRACE_CACHE[name]
+
+
+_TRACE_CACHE: dict[str, Series] = {}
+
+
+def _history(
+    spec: str, settings: Settings, window_s: float, offset_s: float, cache_dir: Path | None = None
+) -> HistorySource:
+    if spec.startswith("trace:"):
+        return _trace_history(spec, window_s, offset_s)
+    if spec == "prometheus":
+        from scaleahead.prometheus.history import history_from_settings
+
+        hist = history_from_settings(settings.prometheus, cache_dir=cache_dir)
+        hist.window_s = window_s
+        return hist
+    raise UserError(f"--history {spec!r} is not known.", "Use 'prometheus' or 'trace:NAME'.")
+
+
+def _production_model(name: str, store: Any, settings: Settings, history: list[Any]) -> tuple[Any, int | None]:
+    """The forecaster the loop starts with, and its registry id.
+
+    A learned model is never trained at start-up (that takes minutes and the pod would not be
+    ready): the newest ``champion`` (or ``production``) version of that family in the registry is
+    loaded from its checkpoint. Without one, or when it cannot be loaded, the fallback baseline is
+    fitted on the loop's history, and the log says why. Baselines are fitted on that history.
+    """
+    from forecaster import make_model
+    from forecaster.registry import BASELINES
+
+    if name in BASELINES or name not in ("lstm",):
+        fitted = make_model(name)
+        if history:
+            fitted.fit(history)
+        return fitted, None
+    from forecaster.lstm import load_or_fallback
+
+    versions = [
+        m for m in store.models() if m.family == name and m.status in ("champion", "production") and m.artifact_path
+    ]
+    step = history[0].step_s if history else 10.0
+    path = versions[-1].artifact_path if versions else None
+    model, why = load_or_fallback(path, step, settings.forecast.fallback_model)
+    if why is not None:
+        log.warning(
+            "%s; train one (scaleahead train or train-distributed) and promote it",
+            why,
+            extra={"event": "model_fallback", "reason": why},
+        )
+        if history:
+            model.fit(history)
+        return model, None
+    return model, versions[-1].id
+
+
+def _kube_api(kubeconfig: str | None) -> Any:
+    """The official client: the in-cluster service account when running in a pod, else a kubeconfig."""
+    import os
+
+    from actuator.kubernetes import make_api_client
+
+    in_cluster = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ
+    return make_api_client(kubeconfig, in_cluster=in_cluster)
+
+
+def _policy_updater(target: Any, actuator: Any) -> Any:
+    """Tell the Kubernetes target and the actuator about reloaded policies (modes, bounds)."""
+
+    def update(policies: Any) -> None:
+        by_ref = {p.workload: p for p in policies}
+        if actuator is not None:
+            actuator.policies = by_ref
+        if hasattr(target, "_policies"):
+            target._policies = by_ref  # KubernetesTarget keeps each workload's mode here
+
+    return update
+
+
+class _LeaseLeadership:
+    """The actuator's Lease election seen through the daemon's ``Leadership`` protocol."""
+
+    def __init__(self, elector: Any) -> None:
+        self.elector = elector
+
+    def is_leader(self, now: float) -> bool:
+        return bool(self.elector.is_leader(now))
+
+    def release(self) -> None:
+        import time
+
+        self.elector.release(time.time())
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        policies: ClusterPoliciesOpt = None,
+        history: HistoryOpt = "prometheus",
+        target: TargetOpt = "kubernetes",
+        db: DbOpt = None,
+        once: Annotated[bool, typer.Option("--once", help="Run one cycle, print its summary as JSON, exit.")] = False,
+        model: Annotated[
+            str | None, typer.Option(help="Forecaster (default: settings forecast.model, else its fallback).")
+        ] = None,
+        interval: Annotated[float | None, typer.Option(help="Control interval in seconds (default 10).")] = None,
+        port: Annotated[
+            int | None, typer.Option(help="Port of /metrics, /healthz, /readyz (default 8080; 0: any).")
+        ] = None,
+        no_server: Annotated[bool, typer.Option("--no-server", help="Do not serve /metrics and health.")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and record, apply nothing.")] = False,
+        at: Annotated[
+            str | None,
+            typer.Option(help="With a trace history: the trace time the run starts at (ISO-8601 or epoch s)."),
+        ] = None,
+        virtual: Annotated[
+            bool, typer.Option("--virtual", help="Run on a virtual clock (no waiting): replays and demos.")
+        ] = False,
+        ticks: Annotated[int | None, typer.Option(help="Stop after this many ticks (default: until SIGTERM).")] = None,
+        log_format: Annotated[str | None, typer.Option(help="json or text (default: settings log.format).")] = None,
+        artifacts: Annotated[
+            Path | None, typer.Option(help="Folder for retrained model checkpoints and accuracy reports.")
+        ] = None,
+        kubeconfig: Annotated[
+            str | None, typer.Option(help="Kubeconfig file (default: the in-cluster service account, else ~/.kube).")
+        ] = None,
+        namespace: Annotated[
+            str | None, typer.Option(help="Read policies from this namespace only (default: all).")
+        ] = None,
+        shard: Annotated[
+            str | None, typer.Option(help="INDEX/COUNT: handle only the workloads of this shard (docs/adr/0008).")
+        ] = None,
+    ) -> None:
+        """Run the control loop: every interval read history, forecast, plan, act, record.
+
+        Also serves /metrics, /healthz and /readyz, and runs the scheduled jobs (retraining on a
+        schedule and on forecast drift, the daily accuracy report, pruning). SIGTERM or SIGINT
+        finishes the current cycle and stops. See docs/operations.md.
+        """
+        from forecaster.registry import available_models
+        from scaleahead.cli import parse_time
+        from scaleahead.clock import SystemClock, VirtualClock
+        from scaleahead.daemon import Daemon
+        from scaleahead.loop import Deps
+        from scaleahead.observability import configure_logging, serve
+        from scaleahead.retraining import holdout_wape
+        from scaleahead.settings import Settings
+        from storage import Store
+
+        settings = Settings.from_env()
+        if interval is not None:
+            settings.loop.interval_s = interval
+        if dry_run:
+            settings.actuation.dry_run = True
+        configure_logging(log_format or settings.log.format, settings.log.level)
+        status_sink = None
+        policy_source = None
+        if policies is not None:
+            pols = load_policy_path(policies)
+        else:
+            from actuator.policy_resources import ClusterPolicies, PolicyStatusWriter
+
+            api = _kube_api(kubeconfig)
+            cluster = ClusterPolicies(api, namespace)
+            pols = cluster.load()
+            policy_source = cluster.load
+            status_sink = PolicyStatusWriter(api)
+        if shard is not None:
+            from scaleahead.sharding import owned, parse_shard
+
+            index, count = parse_shard(shard)
+            pols = owned(pols, index, count)
+            if policy_source is not None:
+                unsharded = policy_source
+
+                def policy_source() -> list[Policy]:
+                    return owned(unsharded(), index, count)
+
+        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
+        real_now = SystemClock().now()
+        if at is not None and not history.startswith("trace:"):
+            raise UserError("--at only applies to a trace history.", "Drop --at, or use --history trace:NAME.")
+        start = parse_time(at) if at is not None else None
+        if start is None and history.startswith("trace:"):
+            from scaleahead.traces import split_of
+
+            start = split_of(_load_trace(history)).test_start  # the test period of EVALUATION.md
+        clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
+        offset = 0.0 if (virtual or start is None) else start - real_now
+        window = 2 * 86400.0
+        cache = artifacts / "history-cache" if artifacts else None
+        hist = _history(history, settings, window, offset, cache)
+        training = _history(
+            history,
+            settings,
+            settings.jobs.history_days * 86400.0,
+            offset,
+            artifacts / "training-cache" if artifacts else None,
+        )
+        name = model or settings.forecast.model
+        if name not in available_models():
+            log.warning("model %s is not available; using %s", name, settings.forecast.fallback_model)
+            name = settings.forecast.fallback_model
+        now = clock.now()
+        # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
+        train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
+        forecaster, model_version_id = _production_model(name, store, settings, train_series)
+        reference = None
+        if train_series:
+            reference = holdout_wape(forecaster, train_series, settings.forecast.horizon_s)
+        leadership = None
+        actuator = None
+        if target == "memory":
+            from scaleahead.tracesource import InMemoryTarget
+
+            cluster_target: Any = InMemoryTarget()
+        elif target == "kubernetes":
+            from actuator.applying import Actuator
+            from actuator.kubernetes import KubernetesTarget
+            from actuator.leader import LeaderElector
+            from actuator.safety import SafetyConfig
+
+            a = settings.actuation
+            kube = _kube_api(kubeconfig)
+            cluster_target = KubernetesTarget(kube, pols, timeout_s=a.request_timeout_s)
+            actuator = Actuator(
+                cluster_target,
+                store,
+                pols,
+                SafetyConfig(a.max_plan_age_s, a.paused, a.human_edit_hold_s, a.max_conflict_retries),
+                kill_switch=lambda: cluster_target.kill_switch(a.namespace, a.kill_switch_configmap),
+            )
+            identity = os.environ.get("POD_NAME") or socket.gethostname()
+            leadership = _LeaseLeadership(
+                LeaderElector(kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s)
+            )
+            if not once:
+                for aid, state, why in actuator.reconcile(now):
+                    log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
+        else:
+            raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
+        deps = Deps(hist, forecaster, cluster_target, store, pols, model_version_id=model_version_id, actuator=actuator)
+        daemon = Daemon(
+            deps,
+            settings,
+            clock,
+            leadership=leadership,
+            training_history=training,
+            background_jobs=not virtual and not once,
+            artifact_dir=artifacts / "models" if artifacts else None,
+            report_dir=(
+                Path(settings.jobs.report_dir)
+                if settings.jobs.report_dir
+                else (artifacts / "reports" if artifacts else None)
+            ),
+            reference_error=reference,
+            policy_source=policy_source,
+            on_policies=_policy_updater(cluster_target, actuator),
+            status_sink=status_sink,
+        )
+        server = None
+        if not no_server and not once:
+            server = serve(
+                daemon.metrics, daemon.health, settings.server.host, port if port is not None else settings.server.port
+            )
+            log.info(
+                "serving /metrics, /healthz, /readyz", extra={"event": "listening", "port": server.server_address[1]}
+            )
+        stop = threading.Event()
+
+        def _stop(signum: int, _frame: object) -> None:
+            log.info("signal %d: stopping after this cycle", signum, extra={"event": "signal", "signal": signum})
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        try:
+            if once:
+                result = daemon.tick(clock.now())
+                report = result.report
+                summary: dict[str, Any] = {"role": result.role}
+                if report is not None:
+                    from scaleahead.cli import plan_to_json
+
+                    summary.update(plan_to_json(report.plan, report.plan_id, forecaster.name))
+                    summary["phase_ms"] = {k: round(v, 3) for k, v in report.phase_ms.items()}
+                    summary["errors"] = report.errors
+                    summary["results"] = [
+                        {"target": r.action.target, "outcome": r.outcome, "detail": r.detail} for r in report.results
+                    ]
+                print(json.dumps(summary, indent=2))
+            else:
+                sleep = None if virtual else stop.wait
+                daemon.run(stop.is_set, sleep=sleep, max_ticks=ticks)
+        finally:
+            daemon.shutdown()
+            if server is not None:
+                server.shutdown()
+
+    @app.command()
+    def retrain(
+        policies: ClusterPoliciesOpt = None,
+        history: HistoryOpt = "prometheus",
+        db: DbOpt = None,
+        at: Annotated[
+            str | None, typer.Option(help="With a trace history: the time to retrain at (default: the trace end).")
+        ] = None,
+        artifacts: Annotated[Path | None, typer.Option(help="Folder for the model checkpoint.")] = None,
+        kubeconfig: Annotated[
+            str | None, typer.Option(help="Kubeconfig file, when policies come from the cluster.")
+        ] = None,
+    ) -> None:
+        """Retrain once and register the model as a rollout challenger (what the retraining CronJob runs).
+
+        The new model does not go into production: a rollout is opened per rollout group; promote it
+        with the rollout commands once it has proven itself.
+        """
+        from forecaster import make_model
+        from forecaster.registry import available_models
+        from scaleahead.cli import parse_time
+        from scaleahead.clock import SystemClock
+        from scaleahead.retraining import retrain as do_retrain
+        from scaleahead.settings import Settings
+        from storage import Store
+
+        settings = Settings.from_env()
+        if policies is not None:
+            pols = load_policy_path(policies)
+        else:
+            from actuator.policy_resources import ClusterPolicies
+
+            pols = ClusterPolicies(_kube_api(kubeconfig)).load()
+            if not pols:
+                raise UserError("No PredictiveScalingPolicy objects in the cluster.", "Apply policies first.")
+        store = Store(db or settings.storage.url)
+        if history.startswith("trace:"):
+            from scaleahead.planning import default_at
+            from scaleahead.traces import load_series
+
+            series = load_series(history.removeprefix("trace:"))
+            now = parse_time(at) if at is not None else default_at(series)
+        else:
+            now = SystemClock().now()
+        source = _history(history, settings, settings.jobs.history_days * 86400.0, 0.0)
+        data = source.read(pols, now)
+        champion_name = settings.forecast.model
+        if champion_name not in available_models():
+            champion_name = settings.forecast.fallback_model
+        champion = make_model(champion_name).fit(list(data.values()))
+        result = do_retrain(
+            pols, data, store, settings, now, champion=champion, trigger="cronjob", artifact_dir=artifacts
+        )
+        print(
+            json.dumps(
+                {
+                    "model_version_id": result.model_version_id,
+                    "family": result.family,
+                    "rollouts": list(result.rollout_ids),
+                    "metrics": result.metrics,
+                    "artifact_path": result.artifact_path,
+                },
+                indent=2,
+            )
+        )
+
+    @app.command()
+    def crd(
+        output: Annotated[
+            Path | None, typer.Option(help="Write here (e.g. deploy/base/crd.yaml); default: print.")
+        ] = None,
+    ) -> None:
+        """Generate the PredictiveScalingPolicy CustomResourceDefinition from the policy schema."""
+        from scaleahead.crd import crd_yaml
+
+        text = crd_yaml()
+        if output is None:
+            print(text, end="")
+        else:
+            output.write_text(text, encoding="utf-8")
+
+    @app.command("config-doc")
+    def config_doc(
+        output: Annotated[
+            Path | None, typer.Option(help="Write here (e.g. docs/configuration.md); default: print.")
+        ] = None,
+    ) -> None:
+        """Generate docs/configuration.md (policy fields and process settings) from the schemas."""
+        from scaleahead.configdoc import configuration_markdown
+
+        text = configuration_markdown()
+        if output is None:
+            print(text, end="")
+        else:
+            output.write_text(text, encoding="utf-8")

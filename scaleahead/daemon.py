@@ -1,0 +1,792 @@
+"""The in-cluster daemon behind ``scaleahead run``: the control loop plus its scheduled jobs.
+
+Every ``settings.loop.interval_s`` the leader runs one ``scaleahead.loop.run_once`` cycle over the
+workloads that are not backing off, then updates metrics, the live forecast error and the
+policies' status, and runs the scheduled jobs that are due. Jobs are timed by APScheduler's
+triggers (cron expressions) evaluated on the loop's own clock, so a virtual clock drives the
+whole daemon in tests; in production they run on one worker thread so a long retraining never
+delays a tick.
+
+- Per-workload back-off: a workload whose history, forecast or action failed is not read,
+  forecast or acted on for ``interval * 2^(n-1)`` seconds (capped at ``loop.max_backoff_s``)
+  after its n-th consecutive failure; meanwhile the planner's named fallback is reported for it
+  and the other workloads go on. A whole failed cycle backs the loop off the same way.
+- Jobs: ``retrain`` (on ``jobs.retrain_cron`` and when the live error drifts past
+  ``jobs.drift_threshold``; the new model enters as a rollout challenger), ``accuracy_report``
+  (daily JSON) and ``prune`` (old forecasts and plans).
+- Leadership: only the leader acts and runs jobs; a standby replica serves metrics and waits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from actuator.base import ActionResult, Target
+from scaleahead.clock import Clock
+from scaleahead.errors import ConfigError, DataError
+from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
+from scaleahead.observability import Health, Metrics
+from scaleahead.policy import Policy
+from scaleahead.retraining import RetrainResult, retrain
+from scaleahead.settings import Settings
+from scaleahead.types import Action, ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
+
+log = logging.getLogger("scaleahead.daemon")
+
+
+# -- collaborators ---------------------------------------------------------------------------------
+class Leadership(Protocol):
+    """Leader election (a coordination.k8s.io Lease in cluster): only the leader acts."""
+
+    def is_leader(self, now: float) -> bool:
+        """Acquire or renew as needed; True while this replica may act."""
+        ...
+
+    def release(self) -> None: ...
+
+
+class AlwaysLeader:
+    """A single replica is always the leader."""
+
+    def is_leader(self, now: float) -> bool:
+        return True
+
+    def release(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStatus:
+    """What the ``PredictiveScalingPolicy`` status subresource shows after a cycle."""
+
+    name: str
+    namespace: str
+    workload: str
+    desired_replicas: int
+    current_replicas: int
+    forecast_peak: float | None
+    fallback_mode: str
+    last_reason: str
+    last_reason_code: str
+    updated_at: float
+    model: str
+
+    def to_status(self) -> dict[str, Any]:
+        """The camelCase status object of the CRD (``deploy/base/crd.yaml``)."""
+        doc: dict[str, Any] = {
+            "desiredReplicas": self.desired_replicas,
+            "currentReplicas": self.current_replicas,
+            "fallbackMode": self.fallback_mode,
+            "lastReason": self.last_reason,
+            "lastReasonCode": self.last_reason_code,
+            "lastUpdateTime": datetime.fromtimestamp(self.updated_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "model": self.model,
+        }
+        if self.forecast_peak is not None:
+            doc["forecastPeak"] = round(self.forecast_peak, 6)
+        return doc
+
+
+class StatusSink(Protocol):
+    """Where policy statuses go (the CRs' status subresource in cluster)."""
+
+    def publish(self, statuses: Sequence[PolicyStatus]) -> None: ...
+
+
+# -- per-workload back-off -------------------------------------------------------------------------
+@dataclass
+class Backoff:
+    """Consecutive failures per workload key, and until when each sits out."""
+
+    interval_s: float
+    max_s: float
+    failures: dict[str, int] = field(default_factory=dict)
+    until: dict[str, float] = field(default_factory=dict)
+
+    def failed(self, key: str, now: float) -> float:
+        n = self.failures.get(key, 0) + 1
+        self.failures[key] = n
+        wait = min(self.max_s, self.interval_s * 2.0 ** (n - 1))
+        self.until[key] = now + wait
+        return wait
+
+    def succeeded(self, key: str) -> None:
+        self.failures.pop(key, None)
+        self.until.pop(key, None)
+
+    def blocked(self, key: str, now: float) -> bool:
+        return self.until.get(key, -math.inf) > now
+
+    def remaining(self, key: str, now: float) -> float:
+        return max(0.0, self.until.get(key, now) - now)
+
+
+# -- live forecast error ---------------------------------------------------------------------------
+@dataclass
+class _Pending:
+    origin: float
+    step_s: float
+    median: np.ndarray
+    q90: np.ndarray
+
+
+@dataclass
+class _Daily:
+    abs_err: float = 0.0
+    actual: float = 0.0
+    under_q90: int = 0
+    scored: int = 0
+    forecasts: int = 0
+
+
+class LiveError:
+    """Scores forecasts against the demand observed later: WAPE of the median per workload.
+
+    One forecast per workload per ``sample_interval_s`` is kept; once its horizon has passed and
+    the history covers it, it is scored and dropped. The per-workload error is an exponentially
+    weighted mean (``alpha`` per matured forecast), the overall error the median over workloads.
+    """
+
+    def __init__(self, sample_interval_s: float = 300.0, alpha: float = 0.2) -> None:
+        self.sample_interval_s = sample_interval_s
+        self.alpha = alpha
+        self.pending: dict[WorkloadRef, list[_Pending]] = {}
+        self.last_sample: dict[WorkloadRef, float] = {}
+        self.error: dict[WorkloadRef, float] = {}
+        self.matured = 0
+        self.daily: dict[WorkloadRef, _Daily] = {}
+
+    def observe(
+        self, forecasts: Mapping[WorkloadRef, Forecast], history: Mapping[WorkloadRef, Series], now: float
+    ) -> None:
+        for ref, fc in forecasts.items():
+            last = self.last_sample.get(ref)
+            if last is None or fc.origin - last >= self.sample_interval_s:
+                self.last_sample[ref] = fc.origin
+                self.pending.setdefault(ref, []).append(
+                    _Pending(fc.origin, fc.step_s, np.asarray(fc.quantile(0.5)), np.asarray(fc.quantile(0.9)))
+                )
+        for ref, items in self.pending.items():
+            series = history.get(ref)
+            keep: list[_Pending] = []
+            for p in items:
+                end = p.origin + len(p.median) * p.step_s
+                if end > now or series is None or series.end < end:
+                    if now - end < 86400.0:  # drop what the history will never cover
+                        keep.append(p)
+                    continue
+                actual = series.between(p.origin, end).values
+                if len(actual) != len(p.median):
+                    continue
+                self._score(ref, p, actual)
+            self.pending[ref] = keep
+
+    def _score(self, ref: WorkloadRef, p: _Pending, actual: np.ndarray) -> None:
+        ok = np.isfinite(actual)
+        if ok.sum() < max(1, len(actual) // 2):
+            return
+        err = float(np.abs(p.median[ok] - actual[ok]).sum())
+        tot = float(np.abs(actual[ok]).sum())
+        day = self.daily.setdefault(ref, _Daily())
+        day.abs_err += err
+        day.actual += tot
+        day.under_q90 += int((actual[ok] <= p.q90[ok]).sum())
+        day.scored += int(ok.sum())
+        day.forecasts += 1
+        if tot <= 0:
+            return
+        wape = err / tot
+        prev = self.error.get(ref)
+        self.error[ref] = wape if prev is None else (1 - self.alpha) * prev + self.alpha * wape
+        self.matured += 1
+
+    def overall(self) -> float:
+        return statistics.median(self.error.values()) if self.error else float("nan")
+
+    def reset_drift(self) -> None:
+        """After a retraining: forget the error so drift is measured afresh."""
+        self.error.clear()
+        self.matured = 0
+
+    def take_daily(self) -> dict[str, dict[str, float | int | None]]:
+        """The accumulated per-workload accuracy since the last call, then reset."""
+        out: dict[str, dict[str, float | int | None]] = {}
+        for ref, d in sorted(self.daily.items()):
+            out[ref.key] = {
+                "forecasts": d.forecasts,
+                "steps": d.scored,
+                "mae": d.abs_err / d.scored if d.scored else None,
+                "wape": d.abs_err / d.actual if d.actual > 0 else None,
+                "coverage_q90": d.under_q90 / d.scored if d.scored else None,
+            }
+        self.daily.clear()
+        return out
+
+
+# -- jobs on the loop's clock ----------------------------------------------------------------------
+def _dt(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
+
+
+@dataclass
+class Job:
+    name: str
+    trigger: BaseTrigger
+    func: Callable[[float], object]
+    next_fire: float | None = None
+    runs: int = 0
+    future: Future[object] | None = None
+
+
+class Jobs:
+    """APScheduler triggers evaluated at each tick of the loop's clock (virtual or real).
+
+    Missed fire times (the process was down or busy) coalesce into one run, like APScheduler's
+    ``coalesce=True``. A job still running when it is due again is skipped (``max_instances=1``).
+    """
+
+    def __init__(self, executor: ThreadPoolExecutor | None = None) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.executor = executor
+
+    def add(self, name: str, trigger: BaseTrigger, func: Callable[[float], object], now: float) -> Job:
+        nxt = trigger.get_next_fire_time(None, _dt(now))
+        job = Job(name, trigger, func, nxt.timestamp() if nxt is not None else None)
+        self.jobs[name] = job
+        return job
+
+    def due(self, now: float) -> list[Job]:
+        return [j for j in self.jobs.values() if j.next_fire is not None and j.next_fire <= now]
+
+    def run_due(self, now: float, run: Callable[[Job, float], object]) -> list[str]:
+        ran = []
+        for job in self.due(now):
+            prev = job.next_fire
+            nxt = job.trigger.get_next_fire_time(_dt(prev) if prev is not None else None, _dt(now))
+            while nxt is not None and nxt.timestamp() <= now:
+                nxt = job.trigger.get_next_fire_time(nxt, _dt(now))
+            job.next_fire = nxt.timestamp() if nxt is not None else None
+            if job.future is not None and not job.future.done():
+                log.warning("job %s still running; skipped", job.name, extra={"event": "job_skipped", "job": job.name})
+                continue
+            job.runs += 1
+            ran.append(job.name)
+            if self.executor is not None:
+                job.future = self.executor.submit(run, job, now)
+            else:
+                run(job, now)
+        return ran
+
+    def submit_now(self, name: str, now: float, run: Callable[[Job, float], object]) -> bool:
+        job = self.jobs[name]
+        if job.future is not None and not job.future.done():
+            return False
+        job.runs += 1
+        if self.executor is not None:
+            job.future = self.executor.submit(run, job, now)
+        else:
+            run(job, now)
+        return True
+
+
+def cron(expr: str, what: str) -> CronTrigger:
+    """A UTC cron trigger, or a ConfigError naming the setting."""
+    try:
+        return CronTrigger.from_crontab(expr, timezone=UTC)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{what} {expr!r} is not a cron expression: {exc}.", "Use five fields, e.g. '0 3 * * *' (03:00 UTC)."
+        ) from exc
+
+
+# -- wrappers that let the daemon see what the loop saw --------------------------------------------
+class _CapturingHistory:
+    """Remembers the last history read, for the live error, without reading twice."""
+
+    def __init__(self, inner: HistorySource) -> None:
+        self.inner = inner
+        self.last: Mapping[WorkloadRef, Series] = {}
+        self.blocked: set[str] = set()
+
+    def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
+        self.last = {}
+        wanted = [p for p in policies if p.workload.key not in self.blocked]
+        self.last = self.inner.read(wanted, now) if wanted else {}
+        return self.last
+
+
+class _RememberingTarget:
+    """Adds the daemon's own recent decisions to the state, for scale-down stabilization."""
+
+    def __init__(self, inner: Target, window_s: float) -> None:
+        self.inner = inner
+        self.window_s = window_s
+        self.recent: dict[WorkloadRef, list[tuple[float, int]]] = {}
+        self.last_state: ClusterState = ClusterState()
+        self.blocked: set[str] = set()
+
+    def remember(self, actions: Sequence[Action], now: float) -> None:
+        for a in actions:
+            if isinstance(a, ScaleTo):
+                items = [x for x in self.recent.get(a.workload, []) if now - x[0] <= self.window_s]
+                items.append((now, a.to_replicas))
+                self.recent[a.workload] = items
+
+    def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
+        state = self.inner.read_state(workloads)
+        ws: dict[WorkloadRef, WorkloadState] = {}
+        for ref, s in state.workloads.items():
+            mine = tuple(self.recent.get(ref, ()))
+            ws[ref] = replace(s, recent_desired=tuple(s.recent_desired) + mine) if mine else s
+        self.last_state = ClusterState(ws, state.nodes, state.pods, state.pdbs)
+        return self.last_state
+
+    def apply(self, action: Action) -> Any:
+        if action.target in self.blocked:
+            return ActionResult(action, "skipped", "backing off after errors")
+        return self.inner.apply(action)
+
+
+# -- the daemon ------------------------------------------------------------------------------------
+@dataclass
+class TickResult:
+    now: float
+    role: str  # "leader", "standby" or "error"
+    report: CycleReport | None = None
+    skipped: tuple[str, ...] = ()
+    jobs: tuple[str, ...] = ()
+
+
+class Daemon:
+    """The control loop with per-workload back-off, metrics, health, status and scheduled jobs.
+
+    Args:
+        deps: the loop's collaborators (history, forecaster, target, store, policies).
+        settings: process settings (loop interval, jobs, server).
+        clock: real or virtual.
+        training_history: history for retraining (default: ``deps.history``), usually a longer window.
+        leadership: leader election (default: always the leader).
+        status_sink: where policy statuses go (default: nowhere).
+        background_jobs: run jobs on a worker thread (production) instead of inline (tests).
+        artifact_dir: where retrained model checkpoints go; report_dir: accuracy reports.
+    """
+
+    def __init__(
+        self,
+        deps: Deps,
+        settings: Settings,
+        clock: Clock,
+        *,
+        training_history: HistorySource | None = None,
+        leadership: Leadership | None = None,
+        status_sink: StatusSink | None = None,
+        metrics: Metrics | None = None,
+        background_jobs: bool = False,
+        artifact_dir: Path | None = None,
+        report_dir: Path | None = None,
+        reference_error: float | None = None,
+        policy_source: Callable[[], Sequence[Policy]] | None = None,
+        policy_reload_s: float = 30.0,
+        on_policies: Callable[[Sequence[Policy]], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.history = _CapturingHistory(deps.history)
+        window = max((p.spec.scale_down_stabilization_seconds for p in deps.policies), default=300.0)
+        self.target = _RememberingTarget(deps.target, window)
+        self.deps = deps
+        self.training_history = training_history or deps.history
+        self.leadership: Leadership = leadership or AlwaysLeader()
+        self.status_sink = status_sink
+        self.metrics = metrics or Metrics()
+        self.health = Health(settings.server.stale_after_intervals * settings.loop.interval_s, clock.now)
+        self.backoff = Backoff(settings.loop.interval_s, settings.loop.max_backoff_s)
+        self.live = LiveError(settings.jobs.error_sample_interval_s)
+        self.artifact_dir = artifact_dir
+        self.report_dir = report_dir
+        self.reference_error = reference_error
+        self.retrained: list[RetrainResult] = []
+        self.trial: tuple[int, RetrainResult] | None = None
+        self._rollout_checked = -math.inf
+        self.reports: list[Path] = []
+        self.last_drift_retrain = -math.inf
+        self.cycle_backoff = 0.0
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="scaleahead-job") if background_jobs else None
+        now = clock.now()
+        self.jobs = Jobs(self._executor)
+        j = settings.jobs
+        if j.retrain_in_process:
+            self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
+        self.policy_source = policy_source
+        self.on_policies = on_policies
+        if policy_source is not None:
+            every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
+            self.jobs.add("reload_policies", every, self.reload_policies, now)
+        self.jobs.add("accuracy_report", cron(j.report_cron, "jobs.report_cron"), self.accuracy_report, now)
+        self.jobs.add("prune", cron(j.prune_cron, "jobs.prune_cron"), self.prune, now)
+        self.metrics.workloads.set(len(deps.policies))
+        self.metrics.set_model(deps.forecaster.name, deps.model_version_id)
+        self._by_workload = {p.workload: p for p in deps.policies}
+
+    # -- one tick --------------------------------------------------------------------------------
+    def tick(self, now: float, lateness_s: float = 0.0) -> TickResult:
+        """One control tick at ``now``: a cycle if leader, then due jobs."""
+        self.health.tick(now)
+        if not self.leadership.is_leader(now):
+            self.metrics.leader.set(0)
+            self.metrics.cycles.labels(result="standby").inc()
+            self.health.set_ready(True, "standby: another replica holds the lease")
+            return TickResult(now, "standby")
+        self.metrics.leader.set(1)
+        # A workload backing off is not read, forecast or acted on; the planner's named fallback
+        # still decides for it (shown in metrics and status), but its actions are held back.
+        active = [p for p in self.deps.policies if not self.backoff.blocked(p.workload.key, now)]
+        skipped = tuple(p.workload.key for p in self.deps.policies if self.backoff.blocked(p.workload.key, now))
+        self.history.blocked = self.target.blocked = set(skipped)
+        if self.trial is not None and now - self._rollout_checked >= 60.0:
+            self._rollout_checked = now
+            self.follow_rollout(now)
+        deps = replace(self.deps, history=self.history, target=self.target)
+        t0 = time.perf_counter()
+        report = run_once(deps, self.settings, now)
+        wall = time.perf_counter() - t0
+        self.target.remember(report.plan.actions, now)
+        self._account(report, active, now)
+        self.metrics.observe_cycle(
+            report, lateness_s, {r: s.replicas for r, s in self.target.last_state.workloads.items()}
+        )
+        for ref, series in self.history.last.items():
+            finite = np.flatnonzero(np.isfinite(series.values))
+            if finite.size:
+                self.metrics.observed.labels(workload=ref.key).set(float(series.values[finite[-1]]))
+        for key in skipped:
+            self.metrics.backoff.labels(workload=key).set(self.backoff.remaining(key, now))
+        self.metrics.cycles.labels(result="ok").inc()
+        self.live.observe(report.forecasts, self.history.last, now)
+        self._export_live_error()
+        self._publish_status(report, now)
+        ran = self.jobs.run_due(now, self._run_job)
+        if "retrain" in self.jobs.jobs and self._drifted(now):
+            self.last_drift_retrain = now
+            log.warning(
+                "live forecast error %.3f is above %.3f: retraining",
+                self.live.overall(),
+                self.drift_limit(),
+                extra={"event": "drift", "live_error": self.live.overall()},
+            )
+            if self.jobs.submit_now("retrain", now, lambda job, t: self._retrain(t, "drift")):
+                ran.append("retrain(drift)")
+        self.health.set_ready(True, "leader: cycles running")
+        log.info(
+            "cycle",
+            extra={
+                "event": "cycle",
+                "now": now,
+                "lateness_s": round(lateness_s, 4),
+                "workloads": len(active),
+                "backing_off": len(skipped),
+                "changes": len(report.plan.changes),
+                "fallbacks": len(report.plan.fallbacks),
+                "errors": len(report.errors),
+                "phase_ms": {k: round(v, 2) for k, v in report.phase_ms.items()},
+                "cycle_ms": round(wall * 1000.0, 2),
+                "jobs": ran,
+            },
+        )
+        return TickResult(now, "leader", report, skipped, tuple(ran))
+
+    def _account(self, report: CycleReport, active: Sequence[Policy], now: float) -> None:
+        """Per-workload errors -> back-off; success clears it."""
+        failed: dict[str, str] = {}
+        history_failed = "history" in report.errors
+        seen = self.history.last
+        for p in active:
+            ref = p.workload
+            if ref.key in report.errors:
+                failed[ref.key] = "forecast"
+            elif not history_failed and ref not in seen:
+                failed[ref.key] = "history"
+        for res in report.results:
+            if res.outcome == "failed" and isinstance(res.action, ScaleTo):
+                failed[res.action.workload.key] = "action"
+        for p in active:
+            key = p.workload.key
+            if key in failed:
+                wait = self.backoff.failed(key, now)
+                self.metrics.workload_errors.labels(workload=key, stage=failed[key]).inc()
+                self.metrics.backoff.labels(workload=key).set(wait)
+                log.warning(
+                    "%s failed at %s; backing off %.0f s",
+                    key,
+                    failed[key],
+                    wait,
+                    extra={"event": "backoff", "workload": key, "stage": failed[key], "backoff_s": wait},
+                )
+            elif key in self.backoff.failures:
+                self.backoff.succeeded(key)
+                self.metrics.backoff.labels(workload=key).set(0)
+
+    def _export_live_error(self) -> None:
+        for ref, err in self.live.error.items():
+            self.metrics.live_error.labels(workload=ref.key).set(err)
+        overall = self.live.overall()
+        if math.isfinite(overall):
+            self.metrics.live_error_all.set(overall)
+
+    def _publish_status(self, report: CycleReport, now: float) -> None:
+        if self.status_sink is None:
+            return
+        statuses = []
+        for a in report.plan.actions:
+            if not isinstance(a, ScaleTo) or a.workload not in self._by_workload:
+                continue
+            pol = self._by_workload[a.workload]
+            peak = a.reason.details.get("forecast_peak")
+            statuses.append(
+                PolicyStatus(
+                    pol.metadata.name,
+                    pol.metadata.namespace,
+                    a.workload.key,
+                    a.to_replicas,
+                    a.from_replicas,
+                    float(peak) if isinstance(peak, int | float) else None,
+                    report.plan.fallbacks.get(a.workload, "none"),
+                    a.reason.message,
+                    a.reason.code,
+                    now,
+                    self.deps.forecaster.name,
+                )
+            )
+        try:
+            self.status_sink.publish(statuses)
+        except Exception as exc:  # noqa: BLE001 - status is informative; the loop goes on
+            log.warning("publishing policy status failed: %s", exc, extra={"event": "status_failed"})
+
+    def drift_limit(self) -> float:
+        """Live error above which the model has drifted: ratio x reference, else the absolute threshold."""
+        j = self.settings.jobs
+        ref = self.reference_error
+        if ref is not None and math.isfinite(ref) and ref > 0:
+            return j.drift_ratio * ref
+        return j.drift_threshold
+
+    def _drifted(self, now: float) -> bool:
+        j = self.settings.jobs
+        overall = self.live.overall()
+        return (
+            math.isfinite(overall)
+            and overall > self.drift_limit()
+            and self.live.matured >= j.drift_min_forecasts
+            and now - self.last_drift_retrain >= j.drift_cooldown_s
+        )
+
+    def set_policies(self, policies: Sequence[Policy]) -> None:
+        """Replace the policies (from the cluster); a removed workload's state is forgotten."""
+        self.deps = replace(self.deps, policies=list(policies))
+        self._by_workload = {p.workload: p for p in self.deps.policies}
+        keys = {p.workload.key for p in policies}
+        for key in list(self.backoff.failures):
+            if key not in keys:
+                self.backoff.succeeded(key)
+        self.metrics.workloads.set(len(policies))
+        if self.on_policies is not None:
+            self.on_policies(self.deps.policies)
+
+    def reload_policies(self, now: float) -> int:
+        """Read the policies again (the ``reload_policies`` job); keep the old ones if that fails."""
+        if self.policy_source is None:
+            return len(self.deps.policies)
+        policies = list(self.policy_source())
+        before = {p.workload.key for p in self.deps.policies}
+        after = {p.workload.key for p in policies}
+        if before != after or any(p not in self.deps.policies for p in policies):
+            log.info(
+                "policies changed: %d -> %d",
+                len(before),
+                len(after),
+                extra={
+                    "event": "policies_reloaded",
+                    "added": sorted(after - before),
+                    "removed": sorted(before - after),
+                },
+            )
+        self.set_policies(policies)
+        return len(policies)
+
+    # -- jobs ------------------------------------------------------------------------------------
+    def _run_job(self, job: Job, now: float) -> object:
+        try:
+            out = job.func(now)
+        except Exception as exc:  # noqa: BLE001 - a failed job must not stop the loop
+            self.metrics.jobs.labels(job=job.name, result="error").inc()
+            log.exception("job %s failed: %s", job.name, exc, extra={"event": "job_failed", "job": job.name})
+            return None
+        self.metrics.jobs.labels(job=job.name, result="ok").inc()
+        return out
+
+    def _retrain_scheduled(self, now: float) -> RetrainResult | None:
+        return self._retrain(now, "schedule")
+
+    def _retrain(self, now: float, trigger: str) -> RetrainResult | None:
+        if self.deps.store is None:
+            log.warning("retraining needs a database; skipped", extra={"event": "retrain_skipped"})
+            return None
+        try:
+            history = self.training_history.read(self.deps.policies, now)
+            result = retrain(
+                self.deps.policies,
+                history,
+                self.deps.store,
+                self.settings,
+                now,
+                champion=self.deps.forecaster,
+                champion_label=(
+                    str(self.deps.model_version_id)
+                    if self.deps.model_version_id is not None
+                    else self.deps.forecaster.name
+                ),
+                trigger=trigger,
+                artifact_dir=self.artifact_dir,
+            )
+        except DataError as exc:
+            self.metrics.jobs.labels(job="retrain", result="error").inc()
+            log.warning("retraining skipped: %s", exc, extra={"event": "retrain_skipped"})
+            return None
+        if trigger == "drift":
+            self.metrics.jobs.labels(job="retrain", result="ok").inc()
+        self.retrained.append(result)
+        self.live.reset_drift()
+        if result.rollout_ids and result.model is not None:
+            self.trial = (result.rollout_ids[0], result)
+            self.follow_rollout(now)
+        return result
+
+    def follow_rollout(self, now: float) -> None:
+        """Keep the loop in step with the retrained challenger's rollout (checked every minute).
+
+        Running: the loop forecasts with the challenger for its arm (canary, A/B) or plans with it
+        without acting (shadow, recorded for ``scaleahead rollout evaluate``). Promoted (by
+        ``scaleahead rollout promote`` or a canary's last step): the challenger becomes the
+        production forecaster. Aborted, rolled back or superseded: it is dropped.
+        """
+        if self.trial is None or self.deps.store is None:
+            return
+        from actuator.rollouts import RolloutBook
+
+        rid, result = self.trial
+        rows = [r for r in self.deps.store.rollouts() if r.id == rid]
+        if not rows:
+            return
+        row = rows[0]
+        if row.state == "running":
+            self.deps = replace(
+                self.deps, rollout=RolloutBook(self.deps.store).view(row.group), challenger=result.model
+            )
+            return
+        self.deps = replace(self.deps, rollout=None, challenger=None)
+        self.trial = None
+        if row.state == "promoted" and result.model is not None:
+            self.deps = replace(self.deps, forecaster=result.model, model_version_id=result.model_version_id)
+            self.metrics.set_model(result.model.name, result.model_version_id)
+            wape = result.metrics.get("holdout_wape")
+            if isinstance(wape, float) and wape > 0:
+                self.reference_error = wape
+            log.info(
+                "rollout %d promoted: model %d is now in production",
+                rid,
+                result.model_version_id,
+                extra={"event": "model_promoted", "model_version_id": result.model_version_id},
+            )
+
+    def accuracy_report(self, now: float) -> Path | None:
+        """Write the accuracy of the forecasts that matured since the last report (JSON)."""
+        per = self.live.take_daily()
+        wapes = [float(w) for v in per.values() if isinstance(w := v.get("wape"), float)]
+        doc = {
+            "created_at": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "model": self.deps.forecaster.name,
+            "model_version_id": self.deps.model_version_id,
+            "workloads": per,
+            "median_wape": statistics.median(wapes) if wapes else None,
+        }
+        log.info("accuracy report", extra={"event": "accuracy_report", "median_wape": doc["median_wape"]})
+        if self.report_dir is None:
+            return None
+        self.report_dir.mkdir(parents=True, exist_ok=True)
+        path = self.report_dir / f"accuracy-{_dt(now - 1).strftime('%Y-%m-%d')}.json"
+        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        self.reports.append(path)
+        return path
+
+    def prune(self, now: float) -> dict[str, int]:
+        """Delete forecasts and plans past their retention."""
+        store = self.deps.store
+        if store is None:
+            return {}
+        j = self.settings.jobs
+        forecasts = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
+        plans, actions = store.prune_plans(now - j.plan_retention_days * 86400.0)
+        out = {"forecasts": forecasts, "plans": plans, "actions": actions}
+        log.info("pruned old records", extra={"event": "prune", **out})
+        return out
+
+    # -- the ticker ------------------------------------------------------------------------------
+    def run(
+        self, stop: Callable[[], bool], sleep: Callable[[float], object] | None = None, max_ticks: int | None = None
+    ) -> int:
+        """Tick until ``stop()``; returns the number of ticks. ``sleep`` may wake early on shutdown."""
+        interval = self.settings.loop.interval_s
+        sleeper = sleep or self.clock.sleep
+        next_tick = self.clock.now()
+        ticks = 0
+        while not stop() and (max_ticks is None or ticks < max_ticks):
+            now = self.clock.now()
+            lateness = max(0.0, now - next_tick)
+            if lateness > interval:  # more than a whole interval behind: skip missed ticks, do not burst
+                next_tick = now
+            try:
+                self.tick(now, lateness)
+                self.cycle_backoff = 0.0
+            except Exception as exc:  # noqa: BLE001 - the daemon must keep going
+                self.metrics.cycles.labels(result="error").inc()
+                self.cycle_backoff = min(self.settings.loop.max_backoff_s, max(interval, self.cycle_backoff * 2))
+                self.health.set_ready(False, f"last cycle failed: {type(exc).__name__}: {exc}")
+                log.exception(
+                    "cycle failed; backing off %.0f s",
+                    self.cycle_backoff,
+                    extra={"event": "cycle_failed", "backoff_s": self.cycle_backoff},
+                )
+            ticks += 1
+            next_tick += interval + self.cycle_backoff
+            if stop() or (max_ticks is not None and ticks >= max_ticks):
+                break
+            sleeper(max(0.0, next_tick - self.clock.now()))
+        return ticks
+
+    def shutdown(self) -> None:
+        """Graceful stop: wait for a running job, release the lease, close the store."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            self.leadership.release()
+        except Exception as exc:  # noqa: BLE001 - best effort on the way out
+            log.warning("releasing the lease failed: %s", exc)
+        if self.deps.store is not None:
+            self.deps.store.close()
+        self.health.set_ready(False, "shutting down")
+        log.info("stopped", extra={"event": "stopped"})

@@ -1,0 +1,279 @@
+"""What the daemon tells the outside: Prometheus metrics, health endpoints and JSON logs.
+
+A platform team trusts an autoscaler it can watch. ``Metrics`` turns each ``CycleReport`` into
+gauges and counters (forecast per workload so a Grafana panel can overlay it on the observed
+demand, planned and current replicas, actions by kind and result, fallbacks, phase latencies,
+model version, live forecast error); ``serve`` answers ``/metrics``, ``/healthz`` and
+``/readyz`` on one port; ``JsonFormatter`` writes one JSON object per log line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from scaleahead.types import ScaleTo, WorkloadRef
+
+#: Quantiles exported per workload, and the leads (s after the origin) at which they are exported.
+EXPORTED_QUANTILES = (0.5, 0.9)
+EXPORTED_LEADS_S = (60.0, 300.0, 900.0)
+
+_PHASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """All metrics of one daemon, in their own registry (so tests can run several daemons)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.forecast = Gauge(
+            "scaleahead_forecast",
+            "Forecast demand of a workload, by quantile and lead time (s after the forecast origin). "
+            "Overlay with `offset` equal to the lead on scaleahead_observed_demand.",
+            ["workload", "quantile", "lead_s"],
+            registry=r,
+        )
+        self.forecast_peak = Gauge(
+            "scaleahead_forecast_peak",
+            "The forecast peak the planner provisioned for (policy quantile, over the start-up window).",
+            ["workload"],
+            registry=r,
+        )
+        self.observed = Gauge(
+            "scaleahead_observed_demand",
+            "Latest observed demand of a workload (policy unit).",
+            ["workload"],
+            registry=r,
+        )
+        self.planned = Gauge(
+            "scaleahead_planned_replicas", "Replicas the last plan asked for.", ["workload"], registry=r
+        )
+        self.current = Gauge("scaleahead_current_replicas", "Replicas the cluster reported.", ["workload"], registry=r)
+        self.actions = Counter(
+            "scaleahead_actions",
+            "Actions by kind and result (applied, failed, skipped, dry-run).",
+            ["kind", "result"],
+            registry=r,
+        )
+        self.fallback = Gauge(
+            "scaleahead_fallback_active",
+            "1 while a workload is in a fallback mode (reactive, current, static).",
+            ["workload", "mode"],
+            registry=r,
+        )
+        self.fallbacks = Counter("scaleahead_fallbacks", "Fallback decisions by mode.", ["mode"], registry=r)
+        self.phase = Histogram(
+            "scaleahead_phase_seconds",
+            "Duration of each phase of a control cycle.",
+            ["phase"],
+            buckets=_PHASE_BUCKETS,
+            registry=r,
+        )
+        self.cycle = Histogram(
+            "scaleahead_cycle_seconds", "Duration of a whole control cycle.", buckets=_PHASE_BUCKETS, registry=r
+        )
+        self.lateness = Histogram(
+            "scaleahead_tick_lateness_seconds",
+            "How late a tick started after its scheduled time.",
+            buckets=_PHASE_BUCKETS,
+            registry=r,
+        )
+        self.cycles = Counter(
+            "scaleahead_cycles", "Control cycles by result (ok, error, standby).", ["result"], registry=r
+        )
+        self.last_cycle = Gauge(
+            "scaleahead_last_cycle_timestamp_seconds", "When the last cycle ran (epoch s).", registry=r
+        )
+        self.workload_errors = Counter(
+            "scaleahead_workload_errors",
+            "Per-workload errors (history, forecast, action).",
+            ["workload", "stage"],
+            registry=r,
+        )
+        self.backoff = Gauge(
+            "scaleahead_workload_backoff_seconds",
+            "Remaining back-off of a workload after errors (0: in the loop).",
+            ["workload"],
+            registry=r,
+        )
+        self.model = Gauge(
+            "scaleahead_model_info",
+            "The production forecaster: 1 for its name and version.",
+            ["model", "version"],
+            registry=r,
+        )
+        self.live_error = Gauge(
+            "scaleahead_live_forecast_error",
+            "Live forecast error: WAPE of the median over matured forecasts (exponentially weighted).",
+            ["workload"],
+            registry=r,
+        )
+        self.live_error_all = Gauge(
+            "scaleahead_live_forecast_error_overall", "Median over workloads of the live forecast error.", registry=r
+        )
+        self.jobs = Counter(
+            "scaleahead_job_runs", "Scheduled job runs by job and result.", ["job", "result"], registry=r
+        )
+        self.leader = Gauge("scaleahead_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.workloads = Gauge("scaleahead_workloads", "Workloads under a policy.", registry=r)
+
+    def set_model(self, name: str, version: int | None) -> None:
+        self.model.clear()
+        self.model.labels(model=name, version=str(version) if version is not None else "unregistered").set(1)
+
+    def observe_cycle(self, report: Any, lateness_s: float, state_replicas: Mapping[WorkloadRef, int]) -> None:
+        """Update everything a ``CycleReport`` tells (``report`` is ``scaleahead.loop.CycleReport``)."""
+        self.lateness.observe(max(0.0, lateness_s))
+        total = 0.0
+        for phase, ms in report.phase_ms.items():
+            self.phase.labels(phase=phase).observe(ms / 1000.0)
+            total += ms
+        self.cycle.observe(total / 1000.0)
+        self.last_cycle.set(report.now)
+        for ref, fc in report.forecasts.items():
+            key = ref.key
+            for q in EXPORTED_QUANTILES:
+                values = fc.quantile(q)
+                for lead in EXPORTED_LEADS_S:
+                    i = min(len(values) - 1, max(0, int(lead / fc.step_s) - 1))
+                    self.forecast.labels(workload=key, quantile=f"{q:g}", lead_s=f"{lead:g}").set(float(values[i]))
+        for ref, n in state_replicas.items():
+            self.current.labels(workload=ref.key).set(n)
+        active: dict[str, str] = {ref.key: mode for ref, mode in report.plan.fallbacks.items()}
+        for action in report.plan.actions:
+            if isinstance(action, ScaleTo):
+                key = action.workload.key
+                self.planned.labels(workload=key).set(action.to_replicas)
+                peak = action.reason.details.get("forecast_peak")
+                if isinstance(peak, int | float) and math.isfinite(peak):
+                    self.forecast_peak.labels(workload=key).set(float(peak))
+                for mode in ("reactive", "current", "static"):
+                    self.fallback.labels(workload=key, mode=mode).set(1.0 if active.get(key) == mode else 0.0)
+        for mode in active.values():
+            self.fallbacks.labels(mode=mode).inc()
+        for res in report.results:
+            self.actions.labels(kind=res.action.kind, result=res.outcome).inc()
+
+    def render(self) -> bytes:
+        return bytes(generate_latest(self.registry))
+
+
+@dataclass
+class Health:
+    """Liveness and readiness, updated by the daemon and read by the HTTP handler.
+
+    Live: the loop ticked within ``stale_after_s``. Ready: policies loaded, storage open and one
+    cycle (or, on a standby replica, one leadership check) done.
+    """
+
+    stale_after_s: float
+    now: Callable[[], float]
+    last_tick: float | None = None
+    ready: bool = False
+    reasons: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def tick(self, t: float) -> None:
+        with self.lock:
+            self.last_tick = t
+
+    def set_ready(self, ready: bool, why: str = "") -> None:
+        with self.lock:
+            self.ready = ready
+            if why:
+                self.reasons["ready"] = why
+
+    def liveness(self) -> tuple[bool, str]:
+        with self.lock:
+            if self.last_tick is None:
+                return True, "starting"
+            age = self.now() - self.last_tick
+            if age > self.stale_after_s:
+                return False, f"no control tick for {age:.0f} s (limit {self.stale_after_s:.0f} s)"
+            return True, f"last tick {age:.1f} s ago"
+
+    def readiness(self) -> tuple[bool, str]:
+        with self.lock:
+            return self.ready, self.reasons.get("ready", "ready" if self.ready else "starting")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    metrics: Metrics
+    health: Health
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            body = self.metrics.render()
+            self._send(200, body, CONTENT_TYPE_LATEST)
+        elif path == "/healthz":
+            ok, why = self.health.liveness()
+            self._send(200 if ok else 503, (why + "\n").encode(), "text/plain")
+        elif path == "/readyz":
+            ok, why = self.health.readiness()
+            self._send(200 if ok else 503, (why + "\n").encode(), "text/plain")
+        else:
+            self._send(404, b"not found: try /metrics, /healthz, /readyz\n", "text/plain")
+
+    def _send(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server API
+        logging.getLogger("scaleahead.http").debug(format, *args)
+
+
+def serve(metrics: Metrics, health: Health, host: str, port: int) -> ThreadingHTTPServer:
+    """Start the endpoint in a daemon thread; ``server.server_address`` has the bound port."""
+    handler = type("Handler", (_Handler,), {"metrics": metrics, "health": health})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="scaleahead-http", daemon=True).start()
+    return server
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and any ``extra={...}`` fields."""
+
+    _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in self._STANDARD and not key.startswith("_"):
+                doc[key] = value
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def configure_logging(fmt: str = "json", level: str = "INFO") -> None:
+    """Route all logs to stderr as JSON lines (or plain text)."""
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

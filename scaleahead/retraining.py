@@ -1,0 +1,166 @@
+"""Retraining: fit a new model on recent history and enter it as a rollout challenger.
+
+A retrained model never goes straight into production. It is registered in the model registry
+with status ``challenger`` and the error it and the current champion score on the same held-out
+tail of the history, and a rollout (``Store.create_rollout``, mode from settings) is opened per
+rollout group; the rollout machinery (``scaleahead rollout ...``) promotes or aborts it. Used by
+the daemon's schedule and drift trigger and by ``scaleahead retrain`` (the CronJob).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actuator.rollouts import RolloutBook
+from forecaster import make_model
+from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.registry import available_models
+from scaleahead.errors import DataError
+from scaleahead.policy import Policy
+from scaleahead.settings import Settings
+from scaleahead.types import Series, WorkloadRef
+from storage import Store
+
+log = logging.getLogger("scaleahead.retraining")
+
+#: Share of each series held out to compare challenger and champion.
+HOLDOUT_SHARE = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class RetrainResult:
+    model_version_id: int
+    family: str
+    rollout_ids: tuple[int, ...]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    artifact_path: str = ""
+    #: The fitted challenger, so the daemon can plan with it in its rollout (shadow plans) and
+    #: switch to it once the rollout is promoted.
+    model: Forecaster | None = None
+
+
+def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, share: float = HOLDOUT_SHARE) -> float:
+    """WAPE of the median over origins in the last ``share`` of each series (NaN if none scored)."""
+    abs_err = 0.0
+    total = 0.0
+    for s in series:
+        h = horizon_steps_for(s.step_s, horizon_s)
+        n = len(s)
+        lo = int(n * (1.0 - share))
+        if n - h <= lo:
+            continue
+        origins = np.arange(lo, n - h + 1, max(1, h // 3), dtype=np.int64)
+        pred = model.predict_origins(s, origins, h)[0.5]
+        actual = np.stack([s.values[o : o + h] for o in origins])
+        ok = np.isfinite(actual)
+        abs_err += float(np.abs(pred[ok] - actual[ok]).sum())
+        total += float(np.abs(actual[ok]).sum())
+    return abs_err / total if total > 0 else float("nan")
+
+
+def retrain(
+    policies: Sequence[Policy],
+    history: Mapping[WorkloadRef, Series],
+    store: Store,
+    settings: Settings,
+    now: float,
+    champion: Forecaster | None = None,
+    champion_label: str = "",
+    trigger: str = "schedule",
+    artifact_dir: Path | None = None,
+) -> RetrainResult:
+    """Fit ``settings.forecast.model`` on history before ``now``; register it as a challenger.
+
+    Raises:
+        DataError: no workload has enough history to fit on.
+    """
+    family = settings.forecast.model
+    note = ""
+    if family not in available_models():
+        note = f"model {family!r} is not available in this build; trained {settings.forecast.fallback_model!r}"
+        family = settings.forecast.fallback_model
+    cut = [s.before(now) for s in history.values()]
+    cut = [s for s in cut if len(s) > 0 and np.isfinite(s.values).sum() >= 2]
+    if not cut:
+        raise DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
+    fit_parts = [s.between(s.start, s.start + len(s) * (1.0 - HOLDOUT_SHARE) * s.step_s) for s in cut]
+    model = make_model(family)
+    model.fit(fit_parts)
+    wape_new = holdout_wape(model, cut, settings.forecast.horizon_s)
+    wape_old = holdout_wape(champion, cut, settings.forecast.horizon_s) if champion is not None else float("nan")
+    # The registered model is refitted on everything (the holdout only scored it).
+    model = make_model(family).fit(cut)
+    metrics: dict[str, Any] = {
+        "holdout_wape": None if math.isnan(wape_new) else round(wape_new, 6),
+        "champion_holdout_wape": None if math.isnan(wape_old) else round(wape_old, 6),
+        "series": len(cut),
+        "trigger": trigger,
+    }
+    if note:
+        metrics["note"] = note
+    artifact_path, sha = "", ""
+    save = getattr(model, "save", None)
+    if callable(save) and artifact_dir is not None:
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        path = artifact_dir / f"{family}-{int(now)}.ckpt"
+        save(path)
+        artifact_path = str(path)
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
+    step = cut[0].step_s
+    mid = store.register_model(
+        f"{family}-{stamp}",
+        family,
+        data_source="daemon-history",
+        data_start=min(s.start for s in cut),
+        data_end=max(s.end for s in cut),
+        step_s=step,
+        hyperparams={"horizon_s": settings.forecast.horizon_s},
+        metrics=metrics,
+        artifact_path=artifact_path,
+        artifact_sha256=sha,
+        status="challenger",
+    )
+    groups = sorted({p.spec.rollout_group for p in policies}) or ["default"]
+    book = RolloutBook(store)
+    champion_name = champion_label or (champion.name if champion is not None else "")
+    marker = {"retrained": True, "trigger": trigger, "model_version_id": mid, "family": family}
+    ids: list[int] = []
+    for group in groups:
+        running = book.running(group)
+        if running is not None:
+            if not running.results.get("retrained"):
+                # Someone's own rollout is running: never step on it; the model stays registered.
+                log.warning(
+                    "rollout %d is running in group %s; challenger model %d is registered but not rolled out",
+                    running.id,
+                    group,
+                    mid,
+                    extra={"event": "retrain_not_rolled_out", "group": group, "model_version_id": mid},
+                )
+                continue
+            # A newer retrained model replaces a retrained challenger that is still being tried.
+            store.update_rollout(
+                running.id, now, state="superseded", results={**running.results, "superseded_by_model": mid}
+            )
+        rid = book.start(group, settings.jobs.rollout_mode, champion_name, str(mid), now)  # type: ignore[arg-type]
+        store.update_rollout(rid, now, results=marker)
+        ids.append(rid)
+    rollout_ids = tuple(ids)
+    log.info(
+        "retrained %s as challenger model %d (%s)",
+        family,
+        mid,
+        trigger,
+        extra={"event": "retrain", "model_version_id": mid, "rollouts": list(rollout_ids), **metrics},
+    )
+    return RetrainResult(mid, family, rollout_ids, metrics, artifact_path, model)

@@ -1,0 +1,312 @@
+"""The daemon on a virtual clock: many cycles against SQLite, a real trace and an in-memory cluster."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from daemon_helpers import metric_value
+
+from scaleahead.daemon import Daemon, PolicyStatus
+from scaleahead.observability import serve
+from scaleahead.settings import Settings
+from scaleahead.types import ScaleTo, Series
+
+DAY = 86400.0
+
+
+def test_the_daemon_runs_many_cycles_on_a_virtual_clock_and_records_them(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    daemon, clock, target, store = daemon_factory(n=3)
+    t0 = clock.now()
+    ticks = daemon.run(lambda: False, max_ticks=600)
+    assert ticks == 600
+    # 600 ticks of 10 s: the virtual clock advanced exactly 599 intervals (no sleep after the last).
+    assert clock.now() == pytest.approx(t0 + 599 * 10.0)
+    assert store.count_plans() > 0
+    assert store.count_forecasts() > 0
+    assert target.applied, "the loop scaled something over 100 minutes of real demand"
+    assert metric_value(daemon, "scaleahead_cycles_total", result="ok") == 600
+    assert metric_value(daemon, "scaleahead_phase_seconds_count", phase="forecast") == 600
+    # Every workload got a planned and a current replica count and a forecast at each exported lead.
+    for p in daemon.deps.policies:
+        key = p.workload.key
+        assert metric_value(daemon, "scaleahead_planned_replicas", workload=key) == target.replicas[p.workload]
+        assert metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.9", lead_s="900") >= 0
+    assert daemon.live.matured > 0, "forecasts older than the horizon were scored against later demand"
+
+
+def test_a_failing_workload_backs_off_without_stopping_the_others(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    daemon, clock, target, _ = daemon_factory(n=2)
+    bad, good = (p.workload for p in daemon.deps.policies)
+    target.fail = {bad.key}
+    skipped_at: list[float] = []
+    acted_good = 0
+    for _ in range(60):
+        res = daemon.tick(clock.now())
+        if bad.key in res.skipped:
+            skipped_at.append(res.now)
+        if res.report is not None:
+            acted_good += sum(1 for r in res.report.results if r.action.target == good.key)
+        clock.sleep(10.0)
+    assert acted_good == 60, "the healthy workload was planned in every cycle"
+    assert skipped_at, "the failing workload sat out cycles"
+    # Back-off doubles per consecutive failure: 10, 20, 40, 80, 160 s ... capped at max_backoff_s.
+    assert daemon.backoff.failures[bad.key] >= 4
+    assert metric_value(daemon, "scaleahead_workload_errors_total", workload=bad.key, stage="action") >= 4
+    # Once the error is gone the workload comes back and its back-off is cleared.
+    target.fail = set()
+    for _ in range(40):
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+    assert bad.key not in daemon.backoff.failures
+
+
+def test_a_failed_cycle_backs_off_the_loop_and_it_recovers(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    daemon, clock, target, _ = daemon_factory(n=1)
+    target.fail_reads = True
+    times: list[float] = []
+
+    def stop() -> bool:
+        times.append(clock.now())
+        if len(times) == 6:
+            target.fail_reads = False
+        return len(times) > 12
+
+    daemon.run(stop)
+    gaps = [round(b - a) for a, b in zip(times, times[1:], strict=False)]
+    # The loop checks stop() twice per tick (before and after); tick starts are every other entry.
+    starts = times[::2]
+    tick_gaps = [round(b - a) for a, b in zip(starts, starts[1:], strict=False)]
+    assert tick_gaps[:2] == [20, 30], f"interval + growing back-off after failed cycles, got {gaps}"
+    assert metric_value(daemon, "scaleahead_cycles_total", result="error") >= 2
+    assert metric_value(daemon, "scaleahead_cycles_total", result="ok") >= 1
+    assert daemon.health.readiness()[0]
+
+
+def test_tick_lateness_is_recorded(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    daemon, clock, _, _ = daemon_factory(n=1)
+    inner = daemon.history.inner
+
+    class SlowHistory:
+        def read(self, policies, now):  # type: ignore[no-untyped-def]
+            clock.sleep(25.0)  # a read that takes longer than the interval
+            return inner.read(policies, now)
+
+    daemon.history.inner = SlowHistory()
+    daemon.run(lambda: False, max_ticks=4)
+    assert metric_value(daemon, "scaleahead_tick_lateness_seconds_sum") > 0
+    assert metric_value(daemon, "scaleahead_tick_lateness_seconds_count") == 4
+
+
+def test_scheduled_retraining_registers_a_challenger_rollout_not_production(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.retrain_cron = "0 * * * *"  # every hour
+    daemon, _, _, store = daemon_factory(n=2, settings=settings, reference_error=100.0)  # no drift
+    production = daemon.deps.forecaster
+    daemon.run(lambda: False, max_ticks=400)  # 04:00 to 05:06: the hour marks 04:00 and 05:00
+    assert len(daemon.retrained) == 2, "the hourly retraining ran at each hour mark"
+    result = daemon.retrained[-1]
+    model = store.model(result.model_version_id)
+    assert model.status == "challenger"
+    assert model.metrics["trigger"] == "schedule"
+    assert model.metrics["series"] == 2
+    rollouts = store.rollouts(state="running")
+    assert [r.challenger for r in rollouts] == [str(result.model_version_id)]
+    assert rollouts[0].mode == "shadow"
+    assert rollouts[0].champion == production.name
+    assert rollouts[0].params["salt"] == f"default:{result.model_version_id}", "started via the RolloutBook"
+    assert daemon.deps.forecaster is production, "a retrained model never goes straight into production"
+    assert metric_value(daemon, "scaleahead_job_runs_total", job="retrain", result="ok") >= 1
+
+
+def test_retraining_never_steps_on_a_rollout_someone_else_started(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    from actuator.rollouts import RolloutBook
+
+    settings = Settings()
+    settings.jobs.retrain_cron = "*/10 * * * *"
+    daemon, clock, _, store = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    mine = RolloutBook(store).start("default", "canary", "seasonal_naive", "window_mean", clock.now())
+    daemon.run(lambda: False, max_ticks=100)
+    assert daemon.retrained, "models were still trained and registered"
+    assert [r.id for r in store.rollouts(state="running")] == [mine]
+    assert all(store.model(r.model_version_id).status == "challenger" for r in daemon.retrained)
+
+
+def test_a_newer_challenger_supersedes_a_running_retrained_one(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.retrain_cron = "*/10 * * * *"
+    daemon, _, _, store = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    daemon.run(lambda: False, max_ticks=200)  # 33 minutes: three retrainings
+    assert len(daemon.retrained) >= 3
+    running = store.rollouts(state="running")
+    assert [r.challenger for r in running] == [str(daemon.retrained[-1].model_version_id)]
+    assert len(store.rollouts(state="superseded")) == len(daemon.retrained) - 1
+
+
+def test_live_error_past_the_drift_limit_triggers_a_retraining(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.drift_min_forecasts = 2
+    settings.jobs.error_sample_interval_s = 60.0
+    # A reference error far below anything real: the live error is bound to exceed 1.5 x it.
+    daemon, _, _, store = daemon_factory(n=1, settings=settings, reference_error=0.01)
+    daemon.run(lambda: False, max_ticks=200)  # 33 min: forecasts (15 min horizon) mature and are scored
+    assert daemon.retrained, "drift triggered a retraining"
+    assert daemon.retrained[0].metrics["trigger"] == "drift"
+    assert store.rollouts()[0].results["trigger"] == "drift"
+    assert metric_value(daemon, "scaleahead_live_forecast_error_overall") >= 0
+
+
+def test_no_drift_retraining_while_live_error_is_within_the_limit(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.drift_min_forecasts = 2
+    settings.jobs.error_sample_interval_s = 60.0
+    daemon, _, _, store = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    daemon.run(lambda: False, max_ticks=200)
+    assert daemon.live.matured >= 2
+    assert not daemon.retrained
+    assert store.rollouts() == []
+
+
+def test_the_accuracy_report_is_written_on_its_schedule(daemon_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.report_cron = "*/30 * * * *"
+    daemon, _, _, _ = daemon_factory(n=2, settings=settings, report_dir=tmp_path / "reports")
+    daemon.run(lambda: False, max_ticks=400)
+    assert daemon.reports
+    doc = json.loads(daemon.reports[-1].read_text())
+    assert set(doc["workloads"]) == {p.workload.key for p in daemon.deps.policies}
+    for stats in doc["workloads"].values():
+        assert stats["forecasts"] >= 1
+        assert 0 <= stats["coverage_q90"] <= 1
+        assert stats["wape"] >= 0
+
+
+def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.prune_cron = "*/20 * * * *"
+    settings.jobs.forecast_retention_days = 600 / DAY  # keep 10 minutes
+    settings.jobs.plan_retention_days = 600 / DAY
+    daemon, _, _, store = daemon_factory(n=2, settings=settings)
+    daemon.run(lambda: False, max_ticks=250)
+    assert metric_value(daemon, "scaleahead_job_runs_total", job="prune", result="ok") >= 1
+    oldest = min(f.origin for p in daemon.deps.policies for f in store.forecasts(p.workload))
+    # The last prune ran at a 20-minute mark; nothing older than 10 minutes before it survives.
+    assert daemon.clock.now() - oldest <= 20 * 60 + 10 * 60 + 10
+
+
+def test_a_standby_replica_serves_metrics_but_never_acts(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    class NotLeader:
+        def is_leader(self, now: float) -> bool:
+            return False
+
+        def release(self) -> None:
+            pass
+
+    daemon, _, target, store = daemon_factory(n=2, leadership=NotLeader())
+    daemon.run(lambda: False, max_ticks=30)
+    assert target.applied == []
+    assert target.reads == 0
+    assert store.count_plans() == 0
+    assert metric_value(daemon, "scaleahead_leader") == 0
+    assert metric_value(daemon, "scaleahead_cycles_total", result="standby") == 30
+    assert daemon.health.readiness()[0]
+
+
+def test_policy_status_shows_peak_desired_replicas_reason_and_fallback(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    published: list[list[PolicyStatus]] = []
+
+    class Sink:
+        def publish(self, statuses):  # type: ignore[no-untyped-def]
+            published.append(list(statuses))
+
+    daemon, clock, _, _ = daemon_factory(n=2, status_sink=Sink())
+    daemon.tick(clock.now())
+    (first, second) = published[0]
+    assert first.name == "web0" and first.namespace == "shop"
+    status = first.to_status()
+    assert status["desiredReplicas"] >= 1
+    assert status["forecastPeak"] > 0
+    assert status["fallbackMode"] == "none"
+    assert "forecast" in status["lastReason"]
+    # A workload without history falls back, and the status says which mode is in force.
+    daemon.history.inner = type("Empty", (), {"read": lambda self, p, n: {}})()
+    clock.sleep(10)
+    daemon.tick(clock.now())
+    assert {s.fallback_mode for s in published[-1]} == {"reactive"}
+
+
+def test_metrics_and_health_are_served_over_http(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    daemon, clock, _, _ = daemon_factory(n=1)
+    server = serve(daemon.metrics, daemon.health, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as not_ready:
+            urllib.request.urlopen(base + "/readyz", timeout=5)
+        assert not_ready.value.code == 503
+        daemon.run(lambda: False, max_ticks=3)
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+            body = r.read().decode()
+        assert "scaleahead_planned_replicas{" in body
+        assert "scaleahead_phase_seconds_bucket{" in body
+        assert urllib.request.urlopen(base + "/healthz", timeout=5).status == 200
+        assert urllib.request.urlopen(base + "/readyz", timeout=5).status == 200
+        clock.sleep(10 * 60)  # no tick for 10 minutes: the loop is stuck
+        with pytest.raises(urllib.error.HTTPError) as stuck:
+            urllib.request.urlopen(base + "/healthz", timeout=5)
+        assert stuck.value.code == 503
+    finally:
+        server.shutdown()
+
+
+def test_the_loop_uses_only_history_before_now(daemon_factory, nasa: Series) -> None:  # type: ignore[no-untyped-def]
+    daemon, clock, _, _ = daemon_factory(n=1)
+    daemon.tick(clock.now())
+    seen = next(iter(daemon.history.last.values()))
+    assert seen.end <= clock.now()
+    report = daemon.tick(clock.now() + 10).report
+    assert report is not None
+    assert all(fc.origin >= seen.end for fc in report.forecasts.values())
+    assert isinstance(report.plan.actions[0], ScaleTo)
+
+
+def test_jobs_coalesce_missed_fire_times_into_one_run(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.prune_cron = "* * * * *"
+    daemon: Daemon
+    daemon, clock, _, _ = daemon_factory(n=1, settings=settings)
+    clock.sleep(3600)  # the process was suspended for an hour: 60 missed minutes
+    ran = daemon.jobs.run_due(clock.now(), daemon._run_job)
+    assert ran.count("prune") == 1
+    assert daemon.jobs.jobs["prune"].next_fire == pytest.approx((clock.now() // 60 + 1) * 60)
+
+
+def test_a_retrained_challenger_plans_in_shadow_and_takes_over_once_promoted(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    from actuator.rollouts import RolloutBook
+
+    settings = Settings()
+    settings.jobs.retrain_cron = "5 4 * * *"  # 04:05, five minutes after the start
+    daemon, clock, _, store = daemon_factory(n=2, settings=settings, reference_error=100.0)
+    production = daemon.deps.forecaster
+    daemon.run(lambda: False, max_ticks=40)  # past 04:05
+    (result,) = daemon.retrained
+    assert daemon.deps.rollout is not None and daemon.deps.rollout.mode == "shadow"
+    assert daemon.deps.challenger is result.model
+    report = daemon.tick(clock.now()).report
+    assert report is not None and report.shadow_plan is not None, "the challenger plans without acting"
+    assert daemon.deps.forecaster is production
+    RolloutBook(store).promote("default", clock.now())
+    assert store.model(result.model_version_id).status == "champion"
+    clock.sleep(70)
+    daemon.tick(clock.now())
+    assert daemon.deps.forecaster is result.model, "the promoted challenger is now in production"
+    assert daemon.deps.model_version_id == result.model_version_id
+    assert daemon.deps.rollout is None
+    assert (
+        daemon.metrics.registry.get_sample_value(
+            "scaleahead_model_info", {"model": result.model.name, "version": str(result.model_version_id)}
+        )
+        == 1
+    )

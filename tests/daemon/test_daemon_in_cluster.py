@@ -1,0 +1,156 @@
+"""The daemon end to end on a virtual clock: a real Prometheus (backfilled with promtool from the
+NASA trace), the Kubernetes API emulator (kmock) through the official client with the journaled
+actuator and Lease leader election, and SQLite."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "actuator"))
+
+from kubeemu import DEPLOYMENTS, LEASES, deployment  # noqa: E402
+from kubeemu import kube as kube  # noqa: E402 - the fixture, used by name
+
+from actuator.applying import Actuator  # noqa: E402
+from actuator.kubernetes import KubernetesTarget  # noqa: E402
+from actuator.leader import LeaderElector  # noqa: E402
+from forecaster import make_model  # noqa: E402
+from scaleahead.clock import VirtualClock  # noqa: E402
+from scaleahead.commands.run import _LeaseLeadership  # noqa: E402
+from scaleahead.daemon import Daemon  # noqa: E402
+from scaleahead.loop import Deps  # noqa: E402
+from scaleahead.policy import parse_policies  # noqa: E402
+from scaleahead.prometheus.backfill import LocalPrometheus, create_blocks, write_openmetrics  # noqa: E402
+from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig  # noqa: E402
+from scaleahead.prometheus.history import PrometheusHistory  # noqa: E402
+from scaleahead.settings import Settings  # noqa: E402
+from scaleahead.traces import load_series  # noqa: E402
+from scaleahead.types import Series  # noqa: E402
+from storage import Store  # noqa: E402
+
+DAY = 86400.0
+SPAN = int(1.5 * DAY / 10)  # 1.5 days at 10 s
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
+    """Two workloads of real NASA demand (the second shifted by 6 hours), 1.5 days, in a real Prometheus."""
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.fail("Debian's prometheus package is not installed: run `make test`, which installs it.")
+    s = load_series("nasa-10s")
+    i0 = int(np.flatnonzero(np.isfinite(s.values))[0]) + 8640  # day 2 of the trace: no outage
+    series = []
+    for k, shift in enumerate((0, 2160)):
+        vals = s.values[i0 + shift : i0 + shift + SPAN].copy()
+        series.append(({"workload": f"web{k}"}, Series(f"web{k}", s.start + i0 * 10.0, 10.0, vals)))
+    base = tmp_path_factory.mktemp("prom-daemon")
+    om = base / "demand.om"
+    with om.open("w") as out:
+        write_openmetrics(out, "demand", series)
+    create_blocks(om, base / "tsdb", "24h")
+    server = LocalPrometheus(base / "tsdb", _free_port(), lookback_s=5.0).start()
+    try:
+        yield server.url, s.start + i0 * 10.0
+    finally:
+        server.stop()
+
+
+def _policies() -> list:  # type: ignore[type-arg]
+    docs = [
+        f"""apiVersion: scaleahead.io/v1alpha1
+kind: PredictiveScalingPolicy
+metadata: {{name: web{k}, namespace: shop}}
+spec:
+  target: {{name: web{k}}}
+  demand: {{query: 'demand{{workload="web{k}"}}', unit: req/10s}}
+  capacityPerReplica: 2
+  maxReplicas: 60
+  maxStepUp: 20
+"""
+        for k in range(2)
+    ]
+    return parse_policies("---\n".join(docs))
+
+
+def test_the_daemon_runs_many_cycles_against_prometheus_and_the_kubernetes_api(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url, start = prometheus
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    store = Store(f"sqlite:///{tmp_path / 'daemon.db'}")
+    history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=1.2 * DAY)
+    t0 = start + 1.2 * DAY
+    clock = VirtualClock(t0)
+    api = kube.api_client()
+    target = KubernetesTarget(api, pols)
+    model = make_model("seasonal_naive").fit(list(history.read(pols, t0).values()))
+    actuator = Actuator(target, store, pols)
+    leader = _LeaseLeadership(LeaderElector(api, "scaleahead-system", "pod-a", lease_duration_s=15))
+    deps = Deps(history, model, target, store, pols, actuator=actuator)
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"  # the retraining mechanism, not an LSTM fit
+    settings.jobs.retrain_cron = "*/20 * * * *"
+    daemon = Daemon(deps, settings, clock, leadership=leader, reference_error=100.0)
+
+    ticks = daemon.run(lambda: False, max_ticks=120)  # 20 minutes of 10 s cycles
+    assert ticks == 120
+    reg = daemon.metrics.registry
+    assert reg.get_sample_value("scaleahead_cycles_total", {"result": "ok"}) == 120
+    assert reg.get_sample_value("scaleahead_leader") == 1
+    # History came from Prometheus, strictly before each tick, for both workloads.
+    assert set(daemon.history.last) == {p.workload for p in pols}
+    assert all(s.end <= clock.now() for s in daemon.history.last.values())
+    assert history.errors == {}
+    # Decisions reached the cluster through the journaled actuator.
+    applied = store.actions(state="applied")
+    assert applied, "some scale actions were applied"
+    for p in pols:
+        live = kube.cluster.get(DEPLOYMENTS, "shop", p.spec.target.name)["spec"]["replicas"]
+        assert live == reg.get_sample_value("scaleahead_planned_replicas", {"workload": p.workload.key})
+    # This replica holds the Lease; the scheduled retraining registered a challenger, not production.
+    lease = kube.cluster.get(LEASES, "scaleahead-system", "scaleahead-leader")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "pod-a"
+    assert daemon.retrained and store.model(daemon.retrained[0].model_version_id).status == "challenger"
+    assert store.rollouts(state="running")
+    daemon.shutdown()
+
+
+def test_a_standby_replica_never_writes_to_the_cluster(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url, start = prometheus
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    api = kube.api_client()
+    t0 = start + 1.2 * DAY
+    holder = LeaderElector(api, "scaleahead-system", "pod-a", lease_duration_s=15)
+    assert holder.is_leader(t0)
+    store = Store(f"sqlite:///{tmp_path / 'standby.db'}")
+    history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=1.2 * DAY)
+    target = KubernetesTarget(api, pols)
+    deps = Deps(history, make_model("naive"), target, store, pols, actuator=Actuator(target, store, pols))
+    clock = VirtualClock(t0)
+    standby = _LeaseLeadership(LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15))
+    daemon = Daemon(deps, Settings(), clock, leadership=standby)
+    before = len(kube.cluster.writes())
+    for _ in range(3):  # pod-a keeps renewing; pod-b stays standby
+        assert holder.is_leader(clock.now())
+        daemon.tick(clock.now())
+        clock.sleep(5.0)
+    writes = [w for w in kube.cluster.writes()[before:] if "leases" not in w[1]]
+    assert writes == [], "a standby replica made no write call"
+    assert store.count_plans() == 0
+    assert daemon.metrics.registry.get_sample_value("scaleahead_leader") == 0

@@ -1,0 +1,75 @@
+"""Training the LSTM with Lightning DDP on CPU (gloo) in 2 processes, and its multi-node Job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_two_processes_train_one_lstm_that_forecasts_and_is_a_challenger(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "MASTER_PORT": "29517"}
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "scaleahead.cli", "train-distributed", "--trace", "nasa-10s",
+            "--processes", "2", "--epochs", "1", "--hidden", "8", "--max-train-windows", "1000", "--days", "2",
+            "--out", str(tmp_path / "models"), "--db", db,
+        ],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout[out.stdout.index("{") :])
+    assert doc["world_size"] == 2, "two processes took part"
+    assert "Starting with 2 processes" in out.stderr + out.stdout
+    assert np.isfinite(doc["val_loss"])
+
+    from forecaster.lstm import LSTMForecaster
+    from scaleahead.traces import load_series
+    from scaleahead.types import WorkloadRef
+    from storage import Store
+
+    model = LSTMForecaster.load(doc["checkpoint"])
+    series = load_series("nasa-10s")
+    at = series.start + 20 * 86400.0
+    fc = model.forecast(WorkloadRef("Deployment", "d", "web"), series.before(at), at, 90)
+    assert fc.quantile(0.9).shape == (90,) and np.isfinite(fc.quantile(0.5)).all()
+    registered = Store(db).model(doc["model_version_id"])
+    assert registered.status == "challenger"
+    assert registered.metrics["world_size"] == 2
+
+
+def test_the_multi_node_training_job_validates_and_ranks_nodes_by_completion_index() -> None:
+    import yaml
+
+    path = REPO / "deploy" / "training" / "ddp-job.yaml"
+    res = subprocess.run(
+        [str(Path(sys.executable).parent / "kubernetes-validate"), "--strict", "--quiet", str(path)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    service, job = list(yaml.safe_load_all(path.read_text()))
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == service["metadata"]["name"] and service["spec"]["clusterIP"] == "None"
+    args = pod["containers"][0]["args"]
+    assert "--num-nodes=2" in args and args[0] == "train-distributed"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["MASTER_ADDR"].startswith("scaleahead-train-0.")
+
+
+def test_node_rank_comes_from_the_indexed_job(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from forecaster.distributed import node_rank
+
+    monkeypatch.delenv("NODE_RANK", raising=False)
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "1")
+    assert node_rank() == 1
+    monkeypatch.setenv("NODE_RANK", "0")
+    assert node_rank() == 0

@@ -1,0 +1,40 @@
+"""Which forecaster `scaleahead run` starts with: the registry's LSTM champion, else the fallback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from scaleahead.commands.run import _production_model
+from scaleahead.settings import Settings
+from scaleahead.traces import load_series
+from storage import Store
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _history():  # type: ignore[no-untyped-def]
+    s = load_series("nasa-10s")
+    return [s.between(s.start + 2 * 86400.0, s.start + 4 * 86400.0)]
+
+
+def test_without_a_trained_lstm_the_daemon_starts_on_the_fitted_fallback(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    model, version = _production_model("lstm", store, Settings(), _history())
+    assert model.name == "seasonal_naive"
+    assert version is None
+
+
+def test_the_newest_lstm_champion_is_loaded_not_trained(tmp_path: Path) -> None:
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+    history = _history()
+    trained = LSTMForecaster(LSTMConfig(max_epochs=1, hidden=8, max_train_windows=500, calibrate=False)).fit(history)
+    path = trained.save(tmp_path / "lstm.pt")
+    store = Store(f"sqlite:///{tmp_path / 'b.db'}")
+    store.register_model("lstm-old", "lstm", artifact_path=str(path), status="retired")
+    mid = store.register_model("lstm-now", "lstm", artifact_path=str(path), status="champion")
+    model, version = _production_model("lstm", store, Settings(), history)
+    assert model.name == "lstm"
+    assert version == mid
+    assert model.report.epochs == 0, "loaded from the checkpoint, not fitted again"

@@ -1,0 +1,119 @@
+"""`scaleahead run`, `retrain` and `bench speed` through the real console entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "policy.yaml"
+# The CLI tests run the baseline family (an LSTM fit takes minutes; its loading is tested below).
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "SCALEAHEAD_FORECAST__MODEL": "seasonal_naive"}
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_run_once_prints_one_cycle_with_reasons_and_phase_timings(tmp_path: Path) -> None:
+    out = cli(
+        "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory",
+        "--db", f"sqlite:///{tmp_path / 'a.db'}", "--once", "--virtual",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["role"] == "leader"
+    assert set(doc["phase_ms"]) >= {"history", "forecast", "state", "plan", "record", "act"}
+    assert doc["actions"][0]["reason"]
+    assert doc["results"][0]["outcome"] in ("applied", "skipped")
+
+
+def test_run_with_an_unavailable_source_says_what_to_do(tmp_path: Path) -> None:
+    out = cli(
+        "run", "--policies", str(EXAMPLE), "--history", "carrier-pigeon", "--db", f"sqlite:///{tmp_path / 'b.db'}"
+    )
+    assert out.returncode == 2
+    assert "--history" in out.stderr and "trace:NAME" in out.stderr
+
+
+def test_run_with_a_bad_policy_folder_exits_2(tmp_path: Path) -> None:
+    out = cli("run", "--policies", str(tmp_path), "--history", "trace:nasa-10s", "--target", "memory")
+    assert out.returncode == 2
+    assert "no *.yaml" in out.stderr
+
+
+def test_the_daemon_serves_health_and_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE),
+            "--history", "trace:nasa-10s", "--target", "memory", "--db", f"sqlite:///{tmp_path / 'c.db'}",
+            "--port", str(port), "--interval", "1",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        ready = False
+        while time.monotonic() < deadline and not ready:
+            try:
+                ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.3)
+        assert ready, "the daemon became ready"
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert "scaleahead_leader 1.0" in body
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    events = [rec.get("event") for rec in logs]
+    assert "cycle" in events and "signal" in events
+    assert events[-1] == "stopped", "the last thing it did was stop cleanly"
+    cycle = next(rec for rec in logs if rec.get("event") == "cycle")
+    assert {"time", "level", "logger", "message", "phase_ms", "lateness_s"} <= cycle.keys()
+
+
+def test_retrain_registers_a_challenger_and_opens_a_rollout(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'd.db'}"
+    out = cli("retrain", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--db", db)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["rollouts"]
+    from storage import Store
+
+    store = Store(db)
+    assert store.model(doc["model_version_id"]).status == "challenger"
+    assert store.rollouts()[0].challenger == str(doc["model_version_id"])
+
+
+def test_bench_speed_writes_every_section_6_key(tmp_path: Path) -> None:
+    out = cli(
+        "bench", "speed", "--sizes", "20", "--cycle-sizes", "20", "--runs", "1", "--train-series", "4",
+        "--json", str(tmp_path / "speed.json"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((tmp_path / "speed.json").read_text())
+    assert set(doc) >= {"forecast_ms", "plan_ms", "cycle_ms", "fetch_s", "train_s_per_1000_series_day", "peak_rss_mb"}
+    assert set(doc["forecast_ms"]) == {"20"} and set(doc["cycle_ms"]) == {"20"}
+    assert doc["fetch_s"] is None and any("Prometheus" in n for n in doc["notes"])
+    assert doc["peak_rss_mb"] > 0

@@ -1,0 +1,350 @@
+"""deploy/: every overlay renders and validates offline, the generated files are up to date, RBAC is
+least privilege, the security context is restrictive and the dashboard uses metrics that exist."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from scaleahead.configdoc import configuration_markdown
+from scaleahead.crd import crd, crd_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+OVERLAYS = ["base", "overlays/dev", "overlays/prod"]
+VALIDATE = Path(sys.executable).parent / "kubernetes-validate"
+
+
+def render(overlay: str) -> list[dict[str, Any]]:
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl is needed to render the kustomize overlays (it is on the project's machine image).")
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / overlay)], capture_output=True, text=True, check=True, timeout=60
+    )
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_renders_and_passes_strict_validation(overlay: str) -> None:
+    text = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / overlay)], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    res = subprocess.run(
+        [str(VALIDATE), "--strict", "--quiet", "-"], input=text, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ERROR" not in res.stdout
+    # Only the Prometheus Operator's ServiceMonitor has no bundled schema; nothing else is skipped.
+    skipped = [line for line in res.stdout.splitlines() if "Couldn't find schema" in line]
+    assert all("ServiceMonitor" in line for line in skipped), skipped
+
+
+def test_strict_validation_rejects_an_unknown_field() -> None:
+    bad = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"portz": []}}
+    res = subprocess.run(
+        [str(VALIDATE), "--strict", "--quiet", "-"], input=yaml.safe_dump(bad), capture_output=True, text=True
+    )
+    assert res.returncode != 0
+
+
+def test_the_committed_crd_is_the_generated_one() -> None:
+    assert (DEPLOY / "base" / "crd.yaml").read_text() == crd_yaml(), "run: scaleahead crd --output deploy/base/crd.yaml"
+
+
+def test_the_committed_configuration_doc_is_the_generated_one() -> None:
+    committed = (REPO / "docs" / "configuration.md").read_text()
+    assert committed == configuration_markdown(), "run: scaleahead config-doc --output docs/configuration.md"
+
+
+def test_crd_has_cel_rules_and_a_status_subresource() -> None:
+    version = crd()["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = [r["rule"] for r in spec["x-kubernetes-validations"]]
+    assert any("self.minReplicas" in r and "<=" in r and "self.maxReplicas" in r for r in rules)
+    assert any("staticReplicas" in r for r in rules)
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    assert {"forecastPeak", "desiredReplicas", "lastReason", "fallbackMode"} <= status.keys()
+
+
+def _crd_validator() -> jsonschema.Draft4Validator:
+    # OpenAPI v3.0 (boolean exclusiveMinimum) is JSON schema draft 4 for these keywords.
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return jsonschema.Draft4Validator(schema)
+
+
+def test_the_example_policy_is_valid_under_the_crd_schema() -> None:
+    example = yaml.safe_load((REPO / "examples" / "policy.yaml").read_text())
+    errors = list(_crd_validator().iter_errors(example["spec"]))
+    assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"capacityPerReplica": 0}, "capacityPerReplica"),
+        ({"targetUtilization": 1.5}, "targetUtilization"),
+        ({"fallback": {"mode": "sometimes"}}, "mode"),
+        ({"minReplicas": -1}, "minReplicas"),
+    ],
+)
+def test_the_crd_schema_rejects_what_the_policy_schema_rejects(change: dict[str, Any], field: str) -> None:
+    spec = yaml.safe_load((REPO / "examples" / "policy.yaml").read_text())["spec"]
+    spec.update(change)
+    errors = list(_crd_validator().iter_errors(spec))
+    assert errors, f"{change} should be rejected"
+    assert any(field in "/".join(str(p) for p in e.absolute_path) for e in errors)
+
+
+# -- RBAC ----------------------------------------------------------------------------------------
+#: (api group, resource, verb) the controller needs: the scale targets, HPA floors, Knative
+#: min-scale, pod moves through the Eviction API, its own CRD and status, and the leader Lease.
+EXPECTED_CLUSTER_RULES = {
+    ("apps", "deployments", "get"),
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"),
+    ("apps", "statefulsets", "get"),
+    ("apps", "deployments/scale", "get"),
+    ("apps", "deployments/scale", "patch"),
+    ("apps", "statefulsets/scale", "get"),
+    ("apps", "statefulsets/scale", "patch"),
+    ("autoscaling", "horizontalpodautoscalers", "get"),
+    ("autoscaling", "horizontalpodautoscalers", "patch"),
+    ("serving.knative.dev", "services", "get"),
+    ("serving.knative.dev", "services", "patch"),
+    ("", "pods", "get"),
+    ("", "pods", "create"),
+    ("", "pods/eviction", "create"),
+    ("policy", "poddisruptionbudgets", "list"),
+    ("", "resourcequotas", "list"),
+    ("scaleahead.io", "predictivescalingpolicies", "list"),
+    ("scaleahead.io", "predictivescalingpolicies/status", "patch"),
+}
+EXPECTED_NAMESPACE_RULES = {
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "patch"),
+    ("", "configmaps", "get"),
+}
+#: Rules for objects the typed client reaches through CustomObjectsApi (group and plural are
+#: arguments there, so the scanner cannot name them): Knative Services and our own policies.
+CUSTOM_OBJECT_RULES = {
+    ("serving.knative.dev", "services", "get"),
+    ("serving.knative.dev", "services", "patch"),
+    ("scaleahead.io", "predictivescalingpolicies", "list"),
+    ("scaleahead.io", "predictivescalingpolicies/status", "patch"),
+}
+
+
+def _triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_rbac_grants_exactly_the_expected_verbs_and_nothing_wild() -> None:
+    docs = render("base")
+    roles = {r["metadata"]["name"]: r for r in by_kind(docs, "ClusterRole")}
+    cluster_role, retrain_role = roles["scaleahead"], roles["scaleahead-retrain"]
+    (role,) = by_kind(docs, "Role")
+    assert _triples(retrain_role["rules"]) == {("scaleahead.io", "predictivescalingpolicies", "list")}
+    assert _triples(cluster_role["rules"]) == EXPECTED_CLUSTER_RULES
+    assert _triples(role["rules"]) == EXPECTED_NAMESPACE_RULES
+    for rule in cluster_role["rules"] + role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+    assert not any(r == "secrets" for _, r, _ in _triples(cluster_role["rules"]))
+    assert role["metadata"]["namespace"] == "scaleahead-system"
+
+
+_VERBS = {
+    "read": "get",
+    "get": "get",
+    "list": "list",
+    "patch": "patch",
+    "replace": "update",
+    "create": "create",
+    "delete": "delete",
+}
+
+
+def _api_calls() -> Iterator[tuple[str, str, str, str]]:
+    """(file, group, resource, verb) for every typed Kubernetes client call in the code base.
+
+    The resource and group come from the client method's own request path, so the mapping is the
+    client's, not ours. ``CustomObjectsApi`` calls name their group and plural in arguments and
+    are checked against the literal strings of the calling module.
+    """
+    from kubernetes import client
+
+    apis = {name: getattr(client, name) for name in dir(client) if name.endswith("Api") and name[0].isupper()}
+    methods: dict[str, Any] = {}
+    for api in apis.values():
+        for name in dir(api):
+            if name.startswith("_") and name.endswith("_serialize"):  # kubernetes >= 35: path lives here
+                methods[name.removeprefix("_").removesuffix("_serialize")] = getattr(api, name)
+            elif not name.startswith("_") and name.endswith("_with_http_info"):
+                methods.setdefault(name.removesuffix("_with_http_info"), getattr(api, name))
+    for path in sorted([*REPO.glob("actuator/**/*.py"), *REPO.glob("scaleahead/**/*.py")]):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in methods and "_" in node.attr:
+                src = inspect.getsource(methods[node.attr])
+                m = re.search(r"'(/apis?/[^']+)'", src)
+                if m is None:
+                    continue
+                url = m.group(1)
+                verb = _VERBS.get(node.attr.split("_", 1)[0])
+                if verb is None:
+                    continue
+                if "{group}" in url:  # custom objects: group and plural are arguments
+                    yield str(path), "<custom>", "status" if "status" in node.attr else "", verb
+                    continue
+                parts = [p for p in url.split("/") if p and not p.startswith("{")]
+                group = "" if parts[0] == "api" else parts[1]
+                tail = parts[3:] if parts[0] == "apis" else parts[2:]
+                tail = [p for p in tail if p != "namespaces"]
+                resource = "/".join(tail)
+                yield str(path), group, resource, verb
+
+
+def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
+    allowed = EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES
+    missing = []
+    for path, group, resource, verb in _api_calls():
+        if group == "<custom>":
+            want_status = resource == "status"
+            if not any((r.endswith("/status") == want_status) and v == verb for _, r, v in CUSTOM_OBJECT_RULES):
+                missing.append((path, "custom object", verb))
+        elif (group, resource, verb) not in allowed:
+            missing.append((path, f"{group}/{resource}", verb))
+    assert missing == [], f"API calls without an RBAC rule: {missing}"
+
+
+def test_every_rbac_rule_is_used_by_some_api_call_in_the_code() -> None:
+    calls = set()
+    custom_verbs = set()
+    for _, group, resource, verb in _api_calls():
+        if group == "<custom>":
+            custom_verbs.add((resource == "status", verb))
+        else:
+            calls.add((group, resource, verb))
+    typed = (EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES) - CUSTOM_OBJECT_RULES
+    assert typed - calls == set(), "rules no typed API call needs"
+    for _, resource, verb in CUSTOM_OBJECT_RULES:
+        assert (resource.endswith("/status"), verb) in custom_verbs, f"no custom-object call uses {resource} {verb}"
+
+
+def test_the_api_call_scanner_maps_client_methods_to_rbac_triples(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    fake = tmp_path / "repo"
+    (fake / "actuator").mkdir(parents=True)
+    (fake / "actuator" / "k.py").write_text(
+        "def f(apps, core, co, coord):\n"
+        "    apps.patch_namespaced_deployment_scale('web', 'ns', {})\n"
+        "    core.create_namespaced_pod_eviction('p', 'ns', {})\n"
+        "    coord.replace_namespaced_lease('l', 'ns', {})\n"
+        "    apps.read_namespaced_stateful_set('s', 'ns')\n"
+        "    co.patch_namespaced_custom_object_status('g', 'v', 'ns', 'p', 'n', {})\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", fake)
+    calls = {(g, r, v) for _, g, r, v in _api_calls()}
+    assert calls == {
+        ("apps", "deployments/scale", "patch"),
+        ("", "pods/eviction", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+        ("apps", "statefulsets", "get"),
+        ("<custom>", "status", "patch"),
+    }
+
+
+# -- the pod's security context -------------------------------------------------------------------
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_runs_non_root_read_only_without_capabilities(overlay: str) -> None:
+    docs = render(overlay)
+    pods = [d["spec"]["template"]["spec"] for d in by_kind(docs, "Deployment")]
+    pods += [d["spec"]["jobTemplate"]["spec"]["template"]["spec"] for d in by_kind(docs, "CronJob")]
+    assert pods
+    for pod in pods:
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"]
+
+
+def test_prod_runs_two_replicas_on_postgresql_and_dev_one_on_sqlite() -> None:
+    (prod,) = by_kind(render("overlays/prod"), "Deployment")
+    (dev,) = by_kind(render("overlays/dev"), "Deployment")
+    assert prod["spec"]["replicas"] == 2
+    assert dev["spec"]["replicas"] == 1
+
+    def env(dep: dict[str, Any]) -> dict[str, Any]:
+        return {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert env(prod)["SCALEAHEAD_DB_URL"]["valueFrom"]["secretKeyRef"]["name"] == "scaleahead-db"
+    assert env(dev)["SCALEAHEAD_DB_URL"]["value"].startswith("sqlite:////var/lib/scaleahead/")
+    volumes = {v["name"]: v for v in dev["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["data"] == {"name": "data", "persistentVolumeClaim": {"claimName": "scaleahead-data"}}
+    assert by_kind(render("overlays/dev"), "PersistentVolumeClaim")
+
+
+def test_base_has_every_object_a_platform_team_needs() -> None:
+    kinds = {d["kind"] for d in render("base")}
+    assert {
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "ServiceMonitor",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "CronJob",
+    } <= kinds
+
+
+def test_the_deployment_probes_the_health_endpoints_the_daemon_serves() -> None:
+    (dep,) = by_kind(render("base"), "Deployment")
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["args"][0] == "run"
+    assert not any(a.startswith("--policies") for a in c["args"]), "in a cluster policies are custom resources"
+
+
+# -- the dashboard ------------------------------------------------------------------------------------
+def test_the_grafana_dashboard_only_queries_metrics_the_daemon_exports() -> None:
+    from scaleahead.observability import Metrics
+
+    exported = set()
+    for metric in Metrics().registry.collect():
+        exported.add(metric.name)
+        for sample in metric.samples:
+            exported.add(sample.name)
+    for suffix in ("_total", "_bucket", "_sum", "_count"):
+        exported |= {m + suffix for m in list(exported)}
+    dash = json.loads((DEPLOY / "grafana" / "scaleahead-dashboard.json").read_text())
+    used = set()
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            used |= set(re.findall(r"\bscaleahead_[a-z_0-9]+", target["expr"]))
+    assert used, "the dashboard queries something"
+    assert used <= exported, f"unknown metrics: {used - exported}"
