@@ -52,7 +52,7 @@ separated and the target node's forecast peak after the move.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -321,19 +321,7 @@ class _AntiAffinityIndex:
 
 
 def _relocated(pod: Pod, node: str) -> Pod:
-    return Pod(
-        namespace=pod.namespace,
-        name=pod.name,
-        node=node,
-        cpu_request_m=pod.cpu_request_m,
-        memory_request_mb=pod.memory_request_mb,
-        owner=pod.owner,
-        usage_cpu_m=pod.usage_cpu_m,
-        peak_cpu_m=pod.peak_cpu_m,
-        interference=pod.interference,
-        labels=pod.labels,
-        anti_affinity=pod.anti_affinity,
-    )
+    return replace(pod, node=node)
 
 
 def _fits(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:

@@ -28,7 +28,7 @@ built-in default, ``SetDefaults_*`` leaves them nil and unset resources default 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from planner.rebalance import conflicts, pdb_budgets, pod_key
@@ -123,19 +123,7 @@ class SimCluster:
 
 
 def _on(pod: Pod, node: str) -> Pod:
-    return Pod(
-        namespace=pod.namespace,
-        name=pod.name,
-        node=node,
-        cpu_request_m=pod.cpu_request_m,
-        memory_request_mb=pod.memory_request_mb,
-        owner=pod.owner,
-        usage_cpu_m=pod.usage_cpu_m,
-        peak_cpu_m=pod.peak_cpu_m,
-        interference=pod.interference,
-        labels=pod.labels,
-        anti_affinity=pod.anti_affinity,
-    )
+    return replace(pod, node=node)
 
 
 def _below(used: dict[str, float], alloc: dict[str, float], pct: dict[str, float]) -> bool:
