@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from planner.fairness import Claim, allocate_pools
 from planner.rebalance import plan_moves
-from planner.replicas import decide_replicas
+from planner.batch import decide_replicas_many
 from planner.warm import plan_warm_pools
 from scaleahead.policy import Policy, PolicySpec, WorkloadClass
 from scaleahead.types import (
@@ -60,23 +60,29 @@ def plan(
     """
     actions: list[Action | None] = []
     fallbacks: dict[WorkloadRef, str] = {}
-    specs: dict[WorkloadRef, PolicySpec] = {}
     functions: list[tuple[int, tuple[WorkloadRef, PolicySpec, WorkloadState]]] = []
+    services: list[tuple[WorkloadRef, PolicySpec, WorkloadState, Forecast | None]] = []
+    service_slots: list[int] = []
+    workloads = state.workloads
+    function_class = WorkloadClass.FUNCTION
     for policy in policies:
-        ref = policy.workload
         spec = policy.spec
-        specs[ref] = spec
-        ws = state.workloads.get(ref) or WorkloadState(
-            ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas
-        )
-        if spec.workload_class == WorkloadClass.FUNCTION and spec.warm_pool.enabled:
+        t = spec.target
+        ref = WorkloadRef(t.kind, t.namespace, t.name)  # policy.workload, without the property call
+        ws = workloads.get(ref) or WorkloadState(ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas)
+        if spec.workload_class == function_class and spec.warm_pool.enabled:
             functions.append((len(actions), (ref, spec, ws)))
-            actions.append(None)
-            continue
-        decision = decide_replicas(ref, spec, ws, forecasts.get(ref), now, interval_s)
-        actions.append(decision.action)
-        if decision.fallback:
-            fallbacks[ref] = decision.fallback
+        else:
+            service_slots.append(len(actions))
+            services.append((ref, spec, ws, forecasts.get(ref)))
+        actions.append(None)
+    # Services: the batch path (planner/batch.py), decision for decision the same as
+    # planner.replicas.decide_replicas, with reasons formatted on first read.
+    decided, why = decide_replicas_many(services, now, interval_s)
+    for slot, item, action, fb in zip(service_slots, services, decided, why, strict=True):
+        actions[slot] = action
+        if fb:
+            fallbacks[item[0]] = fb
     notes: list[str] = []
     if functions:
         warm, warm_notes = plan_warm_pools(
@@ -89,6 +95,7 @@ def plan(
                 fallbacks[ref] = d.fallback
     final = [a for a in actions if a is not None]
     if capacity:
+        specs = {p.workload: p.spec for p in policies}
         final, fair_notes = _share_capacity(final, specs, capacity)
         notes.extend(fair_notes)
     if max_moves > 0:
