@@ -12,6 +12,7 @@ counts) are decided by the reference itself. A sentence change must be made in b
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from planner.replicas import _EPS, _clock, _fmt, decide_replicas
 from scaleahead.policy import FallbackMode, PolicySpec
-from scaleahead.types import Forecast, LazyReason, ScaleTo, WorkloadRef, WorkloadState
+from scaleahead.types import Forecast, LazyReason, Reason, ScaleTo, WorkloadRef, WorkloadState
 
 _SPEC = attrgetter(
     "capacity_per_replica",
@@ -31,10 +32,8 @@ _SPEC = attrgetter(
     "max_step_up",
     "max_step_down",
     "forecast_quantile",
-    "fallback.mode",
-    "fallback.static_replicas",
-    "fallback.stale_after_seconds",
 )
+_FALLBACK = attrgetter("mode", "static_replicas", "stale_after_seconds")
 _STATE = attrgetter("replicas", "ready_replicas", "observed_demand", "observed_at")
 
 # Reason codes by number.
@@ -66,6 +65,9 @@ def _window_max(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, argmax: bool = Fa
     rows = v.shape[0]
     if rows == 0:
         return np.zeros(0), np.zeros(0, dtype=np.int64)
+    if rows > 1 and lo.min() == lo.max() and hi.min() == hi.max():
+        w = v[:, int(lo[0]) : int(hi[0])]
+        return w.max(axis=1), (w.argmax(axis=1) if argmax else np.zeros(rows, dtype=np.int64))
     width = int((hi - lo).max())
     cols = lo[:, None] + np.arange(width)[None, :]
     inside = cols < hi[:, None]
@@ -93,6 +95,9 @@ class ReplicaBatch:
         n_items = len(items)
         keys: dict[tuple[Any, ...], int] = {}
         kidx = [0] * n_items
+        fb_keys: dict[int, int] = {}  # by id: every spec (so its fallback) lives as long as the batch
+        fb_list: list[Any] = []
+        fidx = [0] * n_items
         states = [(0, 0, 0.0, 0.0)] * n_items
         origin = [0.0] * n_items
         step = [1.0] * n_items
@@ -110,6 +115,12 @@ class ReplicaBatch:
             if k is None:
                 k = keys[key] = len(keys)
             kidx[i] = k
+            fb = spec.fallback
+            f = fb_keys.get(id(fb))
+            if f is None:
+                f = fb_keys[id(fb)] = len(fb_list)
+                fb_list.append(_FALLBACK(fb))
+            fidx[i] = f
             states[i] = _STATE(ws)
             if ws.recent_desired:
                 recent.append(i)
@@ -121,7 +132,7 @@ class ReplicaBatch:
                 top = qs[tq]
                 if horizon < 0:
                     horizon = arr.shape[0]
-                if arr.shape != (horizon,) or top.shape != (horizon,) or horizon == 0:
+                if len(arr) != horizon or len(top) != horizon or horizon == 0 or arr.ndim != 1 or top.ndim != 1:
                     scalar.append(i)
                     continue
                 has[i] = True
@@ -131,27 +142,33 @@ class ReplicaBatch:
                 qrows.append(arr)
                 trows.append(top)
                 frows.append(i)
-        P = np.array([k[:9] + (k[10] or 0, k[11]) for k in keys], dtype=np.float64).reshape(-1, 11)
-        modes = [k[9] for k in keys]
+        P = np.array(list(keys), dtype=np.float64).reshape(-1, 9)
         ki = np.array(kidx, dtype=np.int64)
-        cap, tu, minr, maxr, startup, stab, up, down, _q, static, stale = (P[ki, j] for j in range(11))
-        mode_r = np.array([m == FallbackMode.REACTIVE for m in modes], dtype=bool)[ki]
-        mode_s = np.array([m == FallbackMode.STATIC for m in modes], dtype=bool)[ki]
-        st = np.array(states, dtype=np.float64).reshape(-1, 4)
+        cap, tu, minr, maxr, startup, stab, up, down, _q = (P[ki, j] for j in range(9))
+        F = np.array([(m == FallbackMode.REACTIVE, m == FallbackMode.STATIC, r or 0, a) for m, r, a in fb_list])
+        fi = np.array(fidx, dtype=np.int64)
+        mode_r, mode_s = F[fi, 0] > 0, F[fi, 1] > 0
+        static, stale = F[fi, 2], F[fi, 3]
+        modes = [m for m, _, _ in fb_list]
+        st = np.fromiter(chain.from_iterable(states), np.float64, count=4 * n_items).reshape(-1, 4)
         cur, ready, obs, obs_at = st[:, 0], st[:, 1], st[:, 2], st[:, 3]
         o = np.array(origin)
         s = np.array(step)
         hasf = np.array(has, dtype=bool)
         n = float(max(horizon, 0))
         fr = np.array(frows, dtype=np.int64)
-        V = np.zeros((n_items, max(horizon, 1)))
-        T = np.zeros((n_items, max(horizon, 1)))
-        if frows:
-            V[fr] = np.stack(qrows)
-            T[fr] = np.stack(trows)
+        width = max(horizon, 1)
+        if len(frows) == n_items:
+            V = np.concatenate(qrows).reshape(n_items, width)
+            T = np.concatenate(trows).reshape(n_items, width)
+        else:
+            V = np.zeros((n_items, width))
+            T = np.zeros((n_items, width))
+            if frows:
+                V[fr] = np.concatenate(qrows).reshape(-1, width)
+                T[fr] = np.concatenate(trows).reshape(-1, width)
         good = np.ones(n_items, dtype=bool)
         good[scalar] = False
-        good[fr] &= np.isfinite(V[fr]).all(axis=1) & np.isfinite(T[fr]).all(axis=1)
         good &= ~hasf | (np.isfinite(o) & np.isfinite(s) & (s > 0))
 
         per = cap * tu
@@ -194,6 +211,8 @@ class ReplicaBatch:
         k = u[~kempty[u]]
         hold_peak[k], _ = _window_max(V[k], klo[k], khi[k])
         top_hold[k], _ = _window_max(T[k], klo[k], khi[k])
+        # Only the windows are read: a non-finite value in one goes to the reference (NaN argmax etc.).
+        good &= ~usable | (np.isfinite(peak) & np.isfinite(top_peak) & np.isfinite(hold_peak) & np.isfinite(top_hold))
         peak_t = o + (lo + peak_i) * s
         need = _rf(peak, per)
         hold = _rf(hold_peak, per)
@@ -274,7 +293,14 @@ class ReplicaBatch:
         code_l = code.tolist()
         good_l = good.tolist()
         use_l = usable.tolist()
-        mode_l = [modes[k_] for k_ in kidx]
+        mode_l = [modes[k_] for k_ in fidx]
+        # The same objects ScaleTo(...) and LazyReason(...) make, set slot by slot (twice as fast).
+        new = object.__new__
+        set_code = Reason.__dict__["code"].__set__
+        set_source, set_row = (LazyReason.__dict__[f].__set__ for f in ("_source", "_row"))
+        set_workload, set_from, set_to, set_reason, set_kind = (
+            ScaleTo.__dict__[f].__set__ for f in ("workload", "from_replicas", "to_replicas", "reason", "kind")
+        )
         actions = self.actions
         fallbacks = self.fallbacks
         for i, (ref, spec, ws, fc) in enumerate(items):
@@ -283,7 +309,17 @@ class ReplicaBatch:
                 actions.append(d.action)
                 fallbacks.append(d.fallback)
                 continue
-            actions.append(ScaleTo(ref, cur_l[i], des_l[i], LazyReason(_CODES[code_l[i]], self, i)))
+            r = new(LazyReason)
+            set_code(r, _CODES[code_l[i]])
+            set_source(r, self)
+            set_row(r, i)
+            a = new(ScaleTo)
+            set_workload(a, ref)
+            set_from(a, cur_l[i])
+            set_to(a, des_l[i])
+            set_reason(a, r)
+            set_kind(a, "ScaleTo")
+            actions.append(a)
             fallbacks.append(None if use_l[i] else mode_l[i].value)
 
     def _columns(self) -> dict[str, list[Any]]:

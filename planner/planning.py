@@ -58,42 +58,43 @@ def plan(
             ``"*"`` (the whole cluster). None: no limit.
         warm_memory_budget_mb: total memory all warm pools may hold together. None: no limit.
     """
-    actions: list[Action | None] = []
     fallbacks: dict[WorkloadRef, str] = {}
     functions: list[tuple[int, tuple[WorkloadRef, PolicySpec, WorkloadState]]] = []
     services: list[tuple[WorkloadRef, PolicySpec, WorkloadState, Forecast | None]] = []
-    service_slots: list[int] = []
     workloads = state.workloads
     function_class = WorkloadClass.FUNCTION
-    for policy in policies:
+    for i, policy in enumerate(policies):
         spec = policy.spec
         t = spec.target
         ref = WorkloadRef(t.kind, t.namespace, t.name)  # policy.workload, without the property call
         ws = workloads.get(ref) or WorkloadState(ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas)
         if spec.workload_class == function_class and spec.warm_pool.enabled:
-            functions.append((len(actions), (ref, spec, ws)))
+            functions.append((i, (ref, spec, ws)))
         else:
-            service_slots.append(len(actions))
             services.append((ref, spec, ws, forecasts.get(ref)))
-        actions.append(None)
     # Services: the batch path (planner/batch.py), decision for decision the same as
     # planner.replicas.decide_replicas, with reasons formatted on first read.
     decided, why = decide_replicas_many(services, now, interval_s)
-    for slot, item, action, fb in zip(service_slots, services, decided, why, strict=True):
-        actions[slot] = action
+    for item, fb in zip(services, why, strict=True):
         if fb:
             fallbacks[item[0]] = fb
     notes: list[str] = []
+    final: list[Action] = list(decided)
     if functions:
         warm, warm_notes = plan_warm_pools(
             [item for _, item in functions], invocations or {}, now, warm_memory_budget_mb
         )
         notes.extend(warm_notes)
-        for (slot, (ref, _, _)), d in zip(functions, warm, strict=True):
-            actions[slot] = d.action
+        # Back into policy order: services keep their order, each function goes to its index.
+        merged: list[Action] = []
+        it = iter(decided)
+        slots = {slot: d.action for (slot, _), d in zip(functions, warm, strict=True)}
+        for i in range(len(policies)):
+            merged.append(slots[i] if i in slots else next(it))
+        final = merged
+        for (_, (ref, _, _)), d in zip(functions, warm, strict=True):
             if d.fallback:
                 fallbacks[ref] = d.fallback
-    final = [a for a in actions if a is not None]
     if capacity:
         specs = {p.workload: p.spec for p in policies}
         final, fair_notes = _share_capacity(final, specs, capacity)
