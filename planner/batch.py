@@ -208,9 +208,9 @@ class ReplicaBatch:
         top_peak[u], _ = _window_max(T[u], lo[u], hi[u])
         hold_peak[u] = peak[u]
         top_hold[u] = top_peak[u]
-        k = u[~kempty[u]]
-        hold_peak[k], _ = _window_max(V[k], klo[k], khi[k])
-        top_hold[k], _ = _window_max(T[k], klo[k], khi[k])
+        kr = u[~kempty[u]]
+        hold_peak[kr], _ = _window_max(V[kr], klo[kr], khi[kr])
+        top_hold[kr], _ = _window_max(T[kr], klo[kr], khi[kr])
         # Only the windows are read: a non-finite value in one goes to the reference (NaN argmax etc.).
         good &= ~usable | (np.isfinite(peak) & np.isfinite(top_peak) & np.isfinite(hold_peak) & np.isfinite(top_hold))
         peak_t = o + (lo + peak_i) * s

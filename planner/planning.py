@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from planner.batch import decide_replicas_many
 from planner.fairness import Claim, allocate_pools
 from planner.rebalance import plan_moves
-from planner.batch import decide_replicas_many
 from planner.warm import plan_warm_pools
 from scaleahead.policy import Policy, PolicySpec, WorkloadClass
 from scaleahead.types import (

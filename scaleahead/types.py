@@ -156,6 +156,8 @@ class LazyReason(Reason):
     """
 
     __slots__ = ("_source", "_row")
+    _source: ReasonSource
+    _row: int
 
     def __init__(self, code: str, source: ReasonSource, row: int) -> None:
         _REASON_CODE.__set__(self, code)

@@ -92,7 +92,9 @@ def _reference(items: list[tuple[Policy, WorkloadState, Forecast | None]]) -> tu
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches())
-def test_the_batch_path_gives_exactly_the_reference_plan(items: list[tuple[Policy, WorkloadState, Forecast | None]]) -> None:
+def test_the_batch_path_gives_exactly_the_reference_plan(
+    items: list[tuple[Policy, WorkloadState, Forecast | None]],
+) -> None:
     forecasts = {p.workload: fc for p, _, fc in items if fc is not None}
     state = ClusterState({p.workload: ws for p, ws, _ in items})
     result = plan(forecasts, state, [p for p, _, _ in items], NOW, 10.0)
