@@ -133,3 +133,16 @@ def test_ten_thousand_identical_services_decide_like_one() -> None:
     want = decide_replicas(policy.workload, policy.spec, ws, fc, NOW).action
     assert actions[0] == want
     assert actions[-1] == want
+
+
+def test_ordinary_services_take_the_batch_path_and_a_nan_forecast_the_reference() -> None:
+    items = []
+    for i, values in enumerate([np.full(90, 30.0), np.full(90, np.nan), np.linspace(0, 90, 90)]):
+        policy = service_policy(f"w{i}")
+        ws = WorkloadState(policy.workload, 2, 2, 25.0, NOW - 5)
+        fc = Forecast(policy.workload, NOW, 10.0, {0.9: values, 0.99: values * 1.5})
+        items.append((policy.workload, policy.spec, ws, fc))
+    actions, _ = decide_replicas_many(items, NOW)
+    assert [type(a.reason) for a in actions] == [LazyReason, Reason, LazyReason]
+    for item, action in zip(items, actions, strict=True):
+        assert repr(action) == repr(decide_replicas(*item, NOW).action)
