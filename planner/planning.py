@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from planner.batch import decide_replicas_many
 from planner.fairness import Claim, allocate_pools
 from planner.rebalance import plan_moves
-from planner.replicas import decide_replicas
 from planner.warm import plan_warm_pools
 from scaleahead.policy import Policy, PolicySpec, WorkloadClass
 from scaleahead.types import (
@@ -58,37 +58,45 @@ def plan(
             ``"*"`` (the whole cluster). None: no limit.
         warm_memory_budget_mb: total memory all warm pools may hold together. None: no limit.
     """
-    actions: list[Action | None] = []
     fallbacks: dict[WorkloadRef, str] = {}
-    specs: dict[WorkloadRef, PolicySpec] = {}
     functions: list[tuple[int, tuple[WorkloadRef, PolicySpec, WorkloadState]]] = []
-    for policy in policies:
-        ref = policy.workload
+    services: list[tuple[WorkloadRef, PolicySpec, WorkloadState, Forecast | None]] = []
+    workloads = state.workloads
+    function_class = WorkloadClass.FUNCTION
+    for i, policy in enumerate(policies):
         spec = policy.spec
-        specs[ref] = spec
-        ws = state.workloads.get(ref) or WorkloadState(
-            ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas
-        )
-        if spec.workload_class == WorkloadClass.FUNCTION and spec.warm_pool.enabled:
-            functions.append((len(actions), (ref, spec, ws)))
-            actions.append(None)
-            continue
-        decision = decide_replicas(ref, spec, ws, forecasts.get(ref), now, interval_s)
-        actions.append(decision.action)
-        if decision.fallback:
-            fallbacks[ref] = decision.fallback
+        t = spec.target
+        ref = WorkloadRef(t.kind, t.namespace, t.name)  # policy.workload, without the property call
+        ws = workloads.get(ref) or WorkloadState(ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas)
+        if spec.workload_class == function_class and spec.warm_pool.enabled:
+            functions.append((i, (ref, spec, ws)))
+        else:
+            services.append((ref, spec, ws, forecasts.get(ref)))
+    # Services: the batch path (planner/batch.py), decision for decision the same as
+    # planner.replicas.decide_replicas, with reasons formatted on first read.
+    decided, why = decide_replicas_many(services, now, interval_s)
+    for item, fb in zip(services, why, strict=True):
+        if fb:
+            fallbacks[item[0]] = fb
     notes: list[str] = []
+    final: list[Action] = list(decided)
     if functions:
         warm, warm_notes = plan_warm_pools(
             [item for _, item in functions], invocations or {}, now, warm_memory_budget_mb
         )
         notes.extend(warm_notes)
-        for (slot, (ref, _, _)), d in zip(functions, warm, strict=True):
-            actions[slot] = d.action
+        # Back into policy order: services keep their order, each function goes to its index.
+        merged: list[Action] = []
+        it = iter(decided)
+        slots = {slot: d.action for (slot, _), d in zip(functions, warm, strict=True)}
+        for i in range(len(policies)):
+            merged.append(slots[i] if i in slots else next(it))
+        final = merged
+        for (_, (ref, _, _)), d in zip(functions, warm, strict=True):
             if d.fallback:
                 fallbacks[ref] = d.fallback
-    final = [a for a in actions if a is not None]
     if capacity:
+        specs = {p.workload: p.spec for p in policies}
         final, fair_notes = _share_capacity(final, specs, capacity)
         notes.extend(fair_notes)
     if max_moves > 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -126,6 +126,74 @@ class Reason:
 
     def __str__(self) -> str:
         return self.message
+
+    def __eq__(self, other: object) -> bool:
+        # By value, also against a LazyReason (the generated __eq__ demands the very same class).
+        if not isinstance(other, Reason):
+            return NotImplemented
+        return (self.code, self.message, self.details) == (other.code, other.message, other.details)
+
+
+class ReasonSource(Protocol):
+    """What a :class:`LazyReason` asks for its sentence and numbers: ``(message, details)`` of row ``i``."""
+
+    def reason_of(self, i: int) -> tuple[str, Mapping[str, float | int | str]]: ...
+
+
+_REASON_MESSAGE = Reason.__dict__["message"]
+_REASON_DETAILS = Reason.__dict__["details"]
+_REASON_CODE = Reason.__dict__["code"]
+
+
+class LazyReason(Reason):
+    """A :class:`Reason` whose ``message`` and ``details`` are made on first read.
+
+    The planner decides thousands of workloads in one batch; formatting every sentence there would
+    cost more than the decisions themselves, and most sentences are read only when the plan is
+    recorded or shown. It reads (and is equal to) a plain ``Reason`` with the same code, message
+    and details; it is still frozen, and pickles/copies as a plain ``Reason``. ``source`` must be
+    immutable once handed over (the planner's batch never changes after the decision).
+    """
+
+    __slots__ = ("_source", "_row")
+    _source: ReasonSource
+    _row: int
+
+    def __init__(self, code: str, source: ReasonSource, row: int) -> None:
+        _REASON_CODE.__set__(self, code)
+        _LAZY_SOURCE.__set__(self, source)
+        _LAZY_ROW.__set__(self, row)
+
+    def _fill(self) -> None:
+        message, details = self._source.reason_of(self._row)
+        _REASON_MESSAGE.__set__(self, message)
+        _REASON_DETAILS.__set__(self, details)
+
+    @property  # type: ignore[override]
+    def message(self) -> str:
+        try:
+            return str(_REASON_MESSAGE.__get__(self, Reason))
+        except AttributeError:
+            self._fill()
+            return str(_REASON_MESSAGE.__get__(self, Reason))
+
+    @property  # type: ignore[override]
+    def details(self) -> Mapping[str, float | int | str]:
+        try:
+            return _REASON_DETAILS.__get__(self, Reason)  # type: ignore[no-any-return]
+        except AttributeError:
+            self._fill()
+            return _REASON_DETAILS.__get__(self, Reason)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"Reason(code={self.code!r}, message={self.message!r}, details={self.details!r})"
+
+    def __reduce__(self) -> tuple[type[Reason], tuple[str, str, dict[str, float | int | str]]]:
+        return (Reason, (self.code, self.message, dict(self.details)))
+
+
+_LAZY_SOURCE = LazyReason.__dict__["_source"]
+_LAZY_ROW = LazyReason.__dict__["_row"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,148 @@
+"""The batch path (planner/batch.py) decides exactly as the scalar reference ``decide_replicas``.
+
+For random batches of services (varied bounds, steps, quantiles, fallback modes, start-up and
+stabilization; missing, stale, short or odd forecasts; NaN or stale observed demand; earlier
+desired counts) every action, target count, reason code, sentence and detail, and every fallback
+of ``planner.plan`` equals what ``decide_replicas`` gives one workload at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from planner_helpers import service_policy
+
+from planner import plan
+from planner.batch import decide_replicas_many
+from planner.replicas import decide_replicas
+from scaleahead.policy import Policy
+from scaleahead.types import ClusterState, Forecast, LazyReason, Reason, ScaleTo, WorkloadState
+
+NOW = 1_000_000.0
+_VALUES = st.one_of(
+    st.floats(0, 2000, allow_nan=False),
+    st.floats(-5, 5, allow_nan=False),
+    st.sampled_from([0.0, 9.999999999, 10.0, 1e6, 1e30, float("nan"), float("inf"), -float("inf")]),
+)
+
+
+@st.composite
+def services(draw: st.DrawFn, i: int) -> tuple[Policy, WorkloadState, Forecast | None]:
+    lo = draw(st.integers(0, 10))
+    hi = draw(st.integers(max(lo, 1), 60))
+    mode = draw(st.sampled_from(["reactive", "current", "static"]))
+    fallback: dict[str, Any] = {"mode": mode, "staleAfterSeconds": draw(st.sampled_from([30.0, 60.0, 600.0]))}
+    if mode == "static" or draw(st.booleans()):
+        fallback["staticReplicas"] = draw(st.integers(0, 70))
+    policy = service_policy(
+        f"w{i}",
+        minReplicas=lo,
+        maxReplicas=hi,
+        maxStepUp=draw(st.integers(1, 20)),
+        maxStepDown=draw(st.integers(1, 20)),
+        scaleDownStabilizationSeconds=draw(st.sampled_from([0, 45, 300])),
+        startupSeconds=draw(st.sampled_from([0.0, 30.0, 60.0, 125.0])),
+        forecastQuantile=draw(st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99])),
+        targetUtilization=draw(st.sampled_from([0.5, 0.8, 1.0])),
+        capacityPerReplica=draw(st.sampled_from([0.5, 2.0, 10.0, 1470.0])),
+        fallback=fallback,
+        demand={"query": "q", "unit": draw(st.sampled_from(["req/s", "CPU %"]))},
+    )
+    history = draw(st.lists(st.tuples(st.integers(0, 600), st.integers(0, 80)), max_size=4))
+    ws = WorkloadState(
+        policy.workload,
+        replicas=draw(st.integers(0, 80)),
+        ready_replicas=draw(st.integers(0, 80)),
+        observed_demand=draw(st.one_of(st.floats(0, 1000), st.just(float("nan")), st.just(float("inf")))),
+        observed_at=NOW - draw(st.sampled_from([0, 5, 45, 200, 10_000])),
+        recent_desired=tuple((NOW - age, n) for age, n in history),
+    )
+    if draw(st.integers(0, 5)) == 0:
+        return policy, ws, None
+    step = draw(st.sampled_from([10.0, 60.0]))
+    n = draw(st.sampled_from([90, 90, 90, 3, 1]))
+    origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3]))
+    keys = draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,)]))
+    base = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)), dtype=np.float64)
+    if draw(st.booleans()):
+        base = np.full(n, draw(st.floats(0, 500)))
+    quantiles = {q: base * (1.0 + q) for q in keys}
+    return policy, ws, Forecast(policy.workload, origin, step, quantiles)
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> list[tuple[Policy, WorkloadState, Forecast | None]]:
+    return [draw(services(i)) for i in range(draw(st.integers(1, 8)))]
+
+
+def _reference(items: list[tuple[Policy, WorkloadState, Forecast | None]]) -> tuple[list[ScaleTo], dict[Any, str]]:
+    actions, fallbacks = [], {}
+    for policy, ws, fc in items:
+        d = decide_replicas(policy.workload, policy.spec, ws, fc, NOW, 10.0)
+        actions.append(d.action)
+        if d.fallback:
+            fallbacks[policy.workload] = d.fallback
+    return actions, fallbacks
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches())
+def test_the_batch_path_gives_exactly_the_reference_plan(
+    items: list[tuple[Policy, WorkloadState, Forecast | None]],
+) -> None:
+    forecasts = {p.workload: fc for p, _, fc in items if fc is not None}
+    state = ClusterState({p.workload: ws for p, ws, _ in items})
+    result = plan(forecasts, state, [p for p, _, _ in items], NOW, 10.0)
+    expected, fallbacks = _reference(items)
+    assert len(result.actions) == len(expected)
+    for got, want in zip(result.actions, expected, strict=True):
+        assert isinstance(got, ScaleTo)
+        assert (got.to_replicas, got.reason.code) == (want.to_replicas, want.reason.code)
+        assert got.reason.message == want.reason.message
+        # repr, so that a NaN forecast peak equals itself
+        assert repr(got) == repr(want).replace("Reason(", "Reason(", 1)
+        assert [type(v) for v in got.reason.details.values()] == [type(v) for v in want.reason.details.values()]
+    assert dict(result.fallbacks) == fallbacks
+
+
+def test_a_lazy_reason_reads_pickles_and_compares_as_a_plain_reason() -> None:
+    policy = service_policy("web")
+    ws = WorkloadState(policy.workload, 2, 2, 55.0, NOW - 5)
+    fc = Forecast(policy.workload, NOW, 10.0, {0.5: np.full(90, 30.0), 0.99: np.full(90, 40.0)})
+    actions, fallbacks = decide_replicas_many([(policy.workload, policy.spec, ws, fc)], NOW)
+    reason = actions[0].reason
+    assert isinstance(reason, LazyReason)
+    want = decide_replicas(policy.workload, policy.spec, ws, fc, NOW).action.reason
+    assert reason == want
+    assert str(reason) == want.message
+    assert type(pickle.loads(pickle.dumps(reason))) is Reason
+    assert copy.deepcopy(reason) == want
+    assert fallbacks == [None]
+
+
+def test_ten_thousand_identical_services_decide_like_one() -> None:
+    policy = service_policy("web", maxReplicas=50)
+    ws = WorkloadState(policy.workload, 3, 3, 42.0, NOW - 5)
+    fc = Forecast(policy.workload, NOW, 10.0, {0.9: np.linspace(10, 200, 90), 0.99: np.linspace(20, 300, 90)})
+    actions, _ = decide_replicas_many([(policy.workload, policy.spec, ws, fc)] * 10_000, NOW)
+    want = decide_replicas(policy.workload, policy.spec, ws, fc, NOW).action
+    assert actions[0] == want
+    assert actions[-1] == want
+
+
+def test_ordinary_services_take_the_batch_path_and_a_nan_forecast_the_reference() -> None:
+    items = []
+    for i, values in enumerate([np.full(90, 30.0), np.full(90, np.nan), np.linspace(0, 90, 90)]):
+        policy = service_policy(f"w{i}")
+        ws = WorkloadState(policy.workload, 2, 2, 25.0, NOW - 5)
+        fc = Forecast(policy.workload, NOW, 10.0, {0.9: values, 0.99: values * 1.5})
+        items.append((policy.workload, policy.spec, ws, fc))
+    actions, _ = decide_replicas_many(items, NOW)
+    assert [type(a.reason) for a in actions] == [LazyReason, Reason, LazyReason]
+    for item, action in zip(items, actions, strict=True):
+        assert repr(action) == repr(decide_replicas(*item, NOW).action)
