@@ -344,10 +344,10 @@ class LSTMForecaster(Forecaster):
             raw = self._raw_predict(inp.seq[use], inp.static[use])
             out[use] = self._finish(raw, inp.scale[use], horizon_steps)
         self.last_fallback_origins = 0
-        for k in np.flatnonzero(~inp.usable):
-            ref, s = items[k]
+        for bad in np.flatnonzero(~inp.usable).tolist():
+            ref, s = items[bad]
             # only values before the origin: ``values[:i]`` (i may lie past the series' end)
-            out[k] = self._naive_rows(s.values, np.array([min(idx[k], len(s))]), horizon_steps, str(ref))[0]
+            out[bad] = self._naive_rows(s.values, np.array([min(idx[bad], len(s))]), horizon_steps, str(ref))[0]
             self.last_fallback_origins += 1
         return [
             Forecast(
