@@ -314,7 +314,14 @@ class LSTMForecaster(Forecaster):
     def forecast_many(
         self, items: Sequence[tuple[WorkloadRef, Series]], origin: float, horizon_steps: int
     ) -> list[Forecast]:
-        """One batched forward pass for all workloads (the per-cycle path of the control loop)."""
+        """One batched forward pass for all workloads (the per-cycle path of the control loop).
+
+        A series with no observed value in any input window (a gap longer than the windows, or a
+        short history that ends in an outage) gets the same named per-origin fallback as in
+        ``predict_origins`` (the last observed value before the origin, ``last_fallback_origins``
+        counts them); the others stay in the one batch. Only a series with no observed value at
+        all before the origin is an error, as in ``forecast``.
+        """
         if not items:
             return []
         spec = self._check(items[0][1], horizon_steps)
@@ -322,19 +329,26 @@ class LSTMForecaster(Forecaster):
         rows = np.empty((len(items), len(rel)))  # [n_series, P]
         times = np.empty(len(items))
         idx = []
-        for k, (ref, s) in enumerate(items):
+        for k, (_, s) in enumerate(items):
             self._check(s, horizon_steps)
             i = s.index_of(origin)
             pos = i + rel
             ok = (pos >= 0) & (pos < min(i, len(s)))
             rows[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan)
-            if not np.isfinite(rows[k]).any():
-                raise DataError(f"No usable history for {ref} in the {spec.lookback_steps} steps before the origin.")
             times[k] = s.start + i * s.step_s
             idx.append(i)
         inp = inputs_from_windows(rows, times, spec)
-        raw = self._raw_predict(inp.seq, inp.static)
-        out = self._finish(raw, inp.scale, horizon_steps)
+        use = np.flatnonzero(inp.usable)
+        out = np.zeros((len(items), horizon_steps, len(self.quantiles)))
+        if len(use):
+            raw = self._raw_predict(inp.seq[use], inp.static[use])
+            out[use] = self._finish(raw, inp.scale[use], horizon_steps)
+        self.last_fallback_origins = 0
+        for bad in np.flatnonzero(~inp.usable).tolist():
+            ref, s = items[bad]
+            # only values before the origin: ``values[:i]`` (i may lie past the series' end)
+            out[bad] = self._naive_rows(s.values, np.array([min(idx[bad], len(s))]), horizon_steps, str(ref))[0]
+            self.last_fallback_origins += 1
         return [
             Forecast(
                 ref, s.start + i * s.step_s, s.step_s, {q: out[k, :, j] for j, q in enumerate(self.quantiles)}, "lstm"
