@@ -6,7 +6,8 @@ floors, stabilization, step limits, bounds) and each reason is a :class:`LazyRea
 sentence is formatted on first read. Decisions, codes, sentences and details are exactly those of
 ``decide_replicas`` (the scalar reference); tests/planner/test_batch.py checks that with hypothesis.
 Rows with unusual input (non-finite forecast values, empty or mismatched horizons, absurd replica
-counts) are decided by the reference itself. A sentence change must be made in both modules.
+counts) are decided by the reference itself. Both paths word their decisions through one
+``planner.replicas.explain``; a change to the rule must be made in both modules.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.replicas import _EPS, _clock, _fmt, decide_replicas
+from planner.replicas import _EPS, Basis, decide_replicas, explain
 from scaleahead.policy import FallbackMode, PolicySpec
 from scaleahead.types import Forecast, LazyReason, Reason, ScaleTo, WorkloadRef, WorkloadState
 
@@ -328,102 +329,30 @@ class ReplicaBatch:
         return self._cols
 
     def reason_of(self, i: int) -> tuple[str, Mapping[str, float | int | str]]:
-        """The sentence and details of row ``i``, exactly as ``decide_replicas`` writes them."""
+        """The sentence and details of row ``i``, worded by ``explain`` as ``decide_replicas`` does."""
         c = self._columns()
         ref, spec, ws, fc = self.items[i]
         now = self.now
-        current = ws.replicas
-        unit = spec.demand.unit
-        per = spec.capacity_per_replica
-        reactive = int(c["reactive"][i])
-        details: dict[str, float | int | str]
+        code = _CODES[c["code"][i]]
+        b = Basis(code, int(c["reactive"][i]), raw=int(c["raw"][i]), top_q=self._top_q[i] if c["usable"][i] else 0.0)
         if not c["usable"][i]:
             if fc is None:
-                why = "no forecast"
+                b.why = "no forecast"
             elif not c["fresh"][i]:
-                why = "stale history"
+                b.why = "stale history"
             elif c["old"][i]:
-                why = f"stale forecast (made {now - fc.origin:.0f} s ago)"
+                b.why = f"stale forecast (made {now - fc.origin:.0f} s ago)"
             else:
-                why = "forecast too short"
-            fallback = spec.fallback.mode.value
-            code = c["code"][i]
-            if code == 0:
-                text = (
-                    f"{why}: fallback reactive, observed {_fmt(ws.observed_demand)} {unit} "
-                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
-                )
-            elif code == 1:
-                text = f"{why}: fallback static {int(spec.fallback.static_replicas or 0)} replicas"
-            else:
-                text = f"{why}: fallback keeps the current {current} replicas"
-            details = {"fallback": fallback, "cause": why}
-            top_q = 0.0
+                b.why = "forecast too short"
         else:
-            q = spec.forecast_quantile
-            code = c["code"][i]
-            peak = c["peak"][i]
-            need = int(c["need"][i])
-            hold = int(c["hold"][i])
-            hold_peak = c["hold_peak"][i]
-            peak_t = c["peak_t"][i]
-            t_keep = c["t_keep"][i]
-            top_q = self._top_q[i]
-            if code == 3:
-                why_now = (
-                    f"above even the p{top_q * 100:g} forecast {_fmt(c['top_peak'][i])} {unit} (the forecast missed)"
-                    if c["missed"][i]
-                    else f"more than the {ws.ready_replicas} ready replicas serve"
-                )
-                text = f"observed {_fmt(ws.observed_demand)} {unit} needs {reactive} replicas now, {why_now}"
-            elif code == 4:
-                text = (
-                    f"p{q * 100:g} forecast {_fmt(peak)} {unit} at {_clock(peak_t)}, "
-                    f"{peak_t - now:.0f} s ahead (start-up {spec.startup_seconds:.0f} s), "
-                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
-                )
-            elif code == 5:
-                text = (
-                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} (start-up "
-                    f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
-                    f"needs {hold}; observed "
-                    f"{_fmt(ws.observed_demand)} {unit} needs {reactive}"
-                )
-            else:
-                text = (
-                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} needs only "
-                    f"{int(c['floor'][i])}, observed {_fmt(ws.observed_demand)} {unit} needs {reactive}, "
-                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
-                )
-            details = {
-                "forecast_peak": peak,
-                "peak_at": peak_t,
-                "quantile": q,
-                "forecast_replicas": need,
-                "hold_replicas": hold,
-                "reactive_replicas": reactive,
-            }
-        desired = int(c["desired"][i])
+            b.peak, b.peak_t, b.need = c["peak"][i], c["peak_t"][i], int(c["need"][i])
+            b.hold_peak, b.t_keep, b.hold = c["hold_peak"][i], c["t_keep"][i], int(c["hold"][i])
+            b.floor, b.top_peak, b.missed = int(c["floor"][i]), c["top_peak"][i], bool(c["missed"][i])
         if c["did_hold"][i]:
-            after = min(current, int(c["held"][i]))
-            text += f"; held at {after} by {spec.scale_down_stabilization_seconds:.0f} s scale-down stabilization"
-            if c["held_note"][i]:
-                text += (
-                    f" (not above the {int(c['held'][i])} that the p{top_q * 100:g} forecast peak "
-                    f"{_fmt(c['top_hold'][i])} {unit} needs in that window)"
-                )
-        if c["step_up"][i]:
-            text += f"; limited to +{spec.max_step_up} per decision"
-        if c["step_down"][i]:
-            text += f"; limited to -{spec.max_step_down} per decision"
-        if c["raised"][i]:
-            text += f"; raised to minReplicas {spec.min_replicas}"
-        if c["capped"][i]:
-            text += f"; capped at maxReplicas {spec.max_replicas}"
-        sentence = (
-            f"scale {ref} {current} -> {desired}: {text}" if desired != current else f"hold {ref} at {current}: {text}"
-        )
-        return sentence, {**details, "raw_desired": int(c["raw"][i])}
+            b.held, b.held_note, b.top_hold = int(c["held"][i]), bool(c["held_note"][i]), c["top_hold"][i]
+        b.step_up, b.step_down = bool(c["step_up"][i]), bool(c["step_down"][i])
+        b.raised, b.capped = bool(c["raised"][i]), bool(c["capped"][i])
+        return explain(ref, spec, ws, now, int(c["desired"][i]), b)
 
 
 def decide_replicas_many(

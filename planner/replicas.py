@@ -56,6 +56,111 @@ def _clock(t: float) -> str:
     return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+@dataclass(slots=True)
+class Basis:
+    """What one replica decision rests on: everything its sentence and details are made of.
+
+    Both the reference ``decide_replicas`` and the batch path (planner/batch.py) fill one in and
+    hand it to ``explain``, so the two can never word a decision differently.
+    """
+
+    code: str
+    reactive: int
+    raw: int = 0
+    why: str = ""
+    peak: float = math.nan
+    peak_t: float = math.nan
+    need: int = 0
+    hold_peak: float = math.nan
+    t_keep: float = math.nan
+    hold: int = 0
+    floor: int = 0
+    top_q: float = 0.0
+    top_peak: float = math.nan
+    missed: bool = False
+    held: int | None = None
+    held_note: bool = False
+    top_hold: float = math.nan
+    step_up: bool = False
+    step_down: bool = False
+    raised: bool = False
+    capped: bool = False
+
+
+def explain(
+    workload: WorkloadRef, spec: PolicySpec, state: WorkloadState, now: float, desired: int, b: Basis
+) -> tuple[str, dict[str, float | int | str]]:
+    """The sentence and details of a replica decision."""
+    current = state.replicas
+    unit = spec.demand.unit
+    per = spec.capacity_per_replica
+    q = spec.forecast_quantile
+    target = f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
+    details: dict[str, float | int | str]
+    if b.code.startswith("fallback_"):
+        if b.code == "fallback_reactive":
+            text = f"{b.why}: fallback reactive, observed {_fmt(state.observed_demand)} {unit} {target}"
+        elif b.code == "fallback_static":
+            text = f"{b.why}: fallback static {int(spec.fallback.static_replicas or 0)} replicas"
+        else:
+            text = f"{b.why}: fallback keeps the current {current} replicas"
+        details = {"fallback": spec.fallback.mode.value, "cause": b.why}
+    else:
+        if b.code == "reactive_floor":
+            why_now = (
+                f"above even the p{b.top_q * 100:g} forecast {_fmt(b.top_peak)} {unit} (the forecast missed)"
+                if b.missed
+                else f"more than the {state.ready_replicas} ready replicas serve"
+            )
+            text = f"observed {_fmt(state.observed_demand)} {unit} needs {b.reactive} replicas now, {why_now}"
+        elif b.code == "forecast":
+            text = (
+                f"p{q * 100:g} forecast {_fmt(b.peak)} {unit} at {_clock(b.peak_t)}, "
+                f"{b.peak_t - now:.0f} s ahead (start-up {spec.startup_seconds:.0f} s), {target}"
+            )
+        elif b.code == "keep_until_replacement":
+            text = (
+                f"p{q * 100:g} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} (start-up "
+                f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
+                f"needs {b.hold}; observed {_fmt(state.observed_demand)} {unit} needs {b.reactive}"
+            )
+        else:
+            text = (
+                f"p{q * 100:g} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} needs only "
+                f"{b.floor}, observed {_fmt(state.observed_demand)} {unit} needs {b.reactive}, {target}"
+            )
+        details = {
+            "forecast_peak": b.peak,
+            "peak_at": b.peak_t,
+            "quantile": q,
+            "forecast_replicas": b.need,
+            "hold_replicas": b.hold,
+            "reactive_replicas": b.reactive,
+        }
+    if b.held is not None:
+        stab = f"{spec.scale_down_stabilization_seconds:.0f} s"
+        text += f"; held at {min(current, b.held)} by {stab} scale-down stabilization"
+        if b.held_note:
+            text += (
+                f" (not above the {b.held} that the p{b.top_q * 100:g} forecast peak "
+                f"{_fmt(b.top_hold)} {unit} needs in that window)"
+            )
+    if b.step_up:
+        text += f"; limited to +{spec.max_step_up} per decision"
+    if b.step_down:
+        text += f"; limited to -{spec.max_step_down} per decision"
+    if b.raised:
+        text += f"; raised to minReplicas {spec.min_replicas}"
+    if b.capped:
+        text += f"; capped at maxReplicas {spec.max_replicas}"
+    sentence = (
+        f"scale {workload} {current} -> {desired}: {text}"
+        if desired != current
+        else f"hold {workload} at {current}: {text}"
+    )
+    return sentence, {**details, "raw_desired": b.raw}
+
+
 def decide_replicas(
     workload: WorkloadRef,
     spec: PolicySpec,
@@ -64,9 +169,8 @@ def decide_replicas(
     now: float,
     interval_s: float = 10.0,
 ) -> ReplicaDecision:
-    """Decide one service's replica count. Pure."""
+    """Decide one service's replica count. Pure. The reference for planner/batch.py."""
     current = state.replicas
-    unit = spec.demand.unit
     per = spec.capacity_per_replica
     observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at)
     fresh = observed_ok and now - state.observed_at <= spec.fallback.stale_after_seconds
@@ -91,20 +195,13 @@ def decide_replicas(
         fallback = spec.fallback.mode.value
         if spec.fallback.mode == FallbackMode.REACTIVE and observed_ok:
             desired = reactive
-            code, text = (
-                "fallback_reactive",
-                (
-                    f"{why}: fallback reactive, observed {_fmt(state.observed_demand)} {unit} "
-                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
-                ),
-            )
+            b = Basis("fallback_reactive", reactive, why=why)
         elif spec.fallback.mode == FallbackMode.STATIC:
             desired = int(spec.fallback.static_replicas or 0)
-            code, text = "fallback_static", f"{why}: fallback static {desired} replicas"
+            b = Basis("fallback_static", reactive, why=why)
         else:
             desired = current
-            code, text = "fallback_current", f"{why}: fallback keeps the current {current} replicas"
-        details: dict[str, float | int | str] = {"fallback": fallback, "cause": why}
+            b = Basis("fallback_current", reactive, why=why)
         stab_cap, top_hold, top_q = spec.max_replicas, math.inf, 0.0
     else:
         q = spec.forecast_quantile
@@ -140,54 +237,27 @@ def decide_replicas(
         # often as the HPA (docs/benchmarks.md).
         missed = observed_ok and state.observed_demand > top_peak
         short_now = observed_ok and state.observed_demand > per * state.ready_replicas
+        floor = 0
         if reactive > need and reactive > current and (missed or short_now):
             desired = reactive
             code = "reactive_floor"
-            why_now = (
-                f"above even the p{top_q * 100:g} forecast {_fmt(top_peak)} {unit} (the forecast missed)"
-                if missed
-                else f"more than the {state.ready_replicas} ready replicas serve"
-            )
-            text = f"observed {_fmt(state.observed_demand)} {unit} needs {reactive} replicas now, {why_now}"
         elif need >= current:
             desired = need
             code = "forecast"
-            text = (
-                f"p{q * 100:g} forecast {_fmt(peak)} {unit} at {_clock(peak_t)}, "
-                f"{peak_t - now:.0f} s ahead (start-up {spec.startup_seconds:.0f} s), "
-                f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
-            )
         else:
             floor = max(need, reactive, hold)
             desired = min(current, floor)
-            if desired == current:
-                code = "keep_until_replacement"
-                text = (
-                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} (start-up "
-                    f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
-                    f"needs {hold}; observed "
-                    f"{_fmt(state.observed_demand)} {unit} needs {reactive}"
-                )
-            else:
-                code = "forecast_down"
-                text = (
-                    f"p{q * 100:g} forecast peak {_fmt(hold_peak)} {unit} until {_clock(t_keep)} needs only "
-                    f"{floor}, observed {_fmt(state.observed_demand)} {unit} needs {reactive}, "
-                    f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
-                )
-        details = {
-            "forecast_peak": peak,
-            "peak_at": peak_t,
-            "quantile": q,
-            "forecast_replicas": need,
-            "hold_replicas": hold,
-            "reactive_replicas": reactive,
-        }
+            code = "keep_until_replacement" if desired == current else "forecast_down"
+        b = Basis(
+            code, reactive, peak=peak, peak_t=peak_t, need=need, hold_peak=hold_peak, t_keep=t_keep,
+            hold=hold, floor=floor, top_q=top_q, top_peak=top_peak, missed=missed,
+        )  # fmt: skip
         # The most the stabilization may hold: what even the top quantile needs until t_keep.
         top_hold = float(top[klo:khi].max()) if khi > klo else top_peak
         stab_cap = replicas_for(top_hold, spec)
 
-    raw = desired
+    b.raw = desired
+    b.top_q = top_q
     # Scale-down stabilization: never below the highest desired count in the window.
     if desired < current and spec.scale_down_stabilization_seconds > 0:
         window_max = max(
@@ -198,31 +268,22 @@ def decide_replicas(
         held = min(window_max, max(desired, stab_cap))
         if held > desired:
             desired = min(current, held)
-            text += f"; held at {desired} by {spec.scale_down_stabilization_seconds:.0f} s scale-down stabilization"
-            if held < min(current, window_max):
-                text += (
-                    f" (not above the {held} that the p{top_q * 100:g} forecast peak "
-                    f"{_fmt(top_hold)} {unit} needs in that window)"
-                )
+            b.held = held
+            b.held_note = held < min(current, window_max)
+            b.top_hold = top_hold
     # Step limits.
     if desired > current + spec.max_step_up:
         desired = current + spec.max_step_up
-        text += f"; limited to +{spec.max_step_up} per decision"
+        b.step_up = True
     if desired < current - spec.max_step_down:
         desired = current - spec.max_step_down
-        text += f"; limited to -{spec.max_step_down} per decision"
+        b.step_down = True
     # Bounds.
     if desired < spec.min_replicas:
         desired = spec.min_replicas
-        text += f"; raised to minReplicas {spec.min_replicas}"
+        b.raised = True
     if desired > spec.max_replicas:
         desired = spec.max_replicas
-        text += f"; capped at maxReplicas {spec.max_replicas}"
-    verb = "scale" if desired != current else "hold"
-    sentence = (
-        f"{verb} {workload} {current} -> {desired}: {text}"
-        if verb == "scale"
-        else f"hold {workload} at {current}: {text}"
-    )
-    details = {**details, "raw_desired": raw}
-    return ReplicaDecision(ScaleTo(workload, current, desired, Reason(code, sentence, details)), fallback)
+        b.capped = True
+    sentence, details = explain(workload, spec, state, now, desired, b)
+    return ReplicaDecision(ScaleTo(workload, current, desired, Reason(b.code, sentence, details)), fallback)
