@@ -129,6 +129,7 @@ EXPECTED_CLUSTER_RULES = {
     ("serving.knative.dev", "services", "get"),
     ("serving.knative.dev", "services", "patch"),
     ("", "pods", "get"),
+    ("", "pods", "list"),
     ("", "pods", "create"),
     ("", "pods/eviction", "create"),
     ("policy", "poddisruptionbudgets", "list"),
