@@ -296,7 +296,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
         shadow_plan = None
         if deps.rollout is not None and deps.rollout.mode == "shadow" and challenger:
-            shadow_plan = make_plan({**forecasts, **challenger}, state, policies, now, interval_s=settings.loop.interval_s)
+            shadow_plan = make_plan(
+                {**forecasts, **challenger}, state, policies, now, interval_s=settings.loop.interval_s
+            )
             if deps.store is not None:
                 deps.store.record_plan(shadow_plan, source="shadow", state="dry-run")
     plan_id = None
