@@ -20,8 +20,8 @@ The rule (docs/planner.md, "Learned start-up delay"):
    and only the operator can waive it. Longer is always taken: planning too late is the failure
    this guards against.
 
-Pure: no clock, no I/O. One estimate costs a few microseconds (plain Python on at most ``window``
-floats), so 1,000 workloads per cycle cost about a millisecond.
+Pure: no clock, no I/O. One estimate is plain Python on the samples (about 10 us for 50); the
+control loop caches estimates per policy while the samples do not change (``StartupBook``).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def estimate_startup(
     cfg = learning if learning is not None else StartupLearning()
     configured = float(configured_seconds)
     cap = cfg.max_seconds
-    valid = [float(x) for x in samples if math.isfinite(x) and 0.0 <= x <= cap]
+    valid = [x for x in samples if 0.0 <= x <= cap]  # NaN compares False, inf exceeds cap
     dropped = len(samples) - len(valid)
     recent = valid[-cfg.window :]
     n = len(recent)

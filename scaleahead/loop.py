@@ -61,7 +61,8 @@ class StartupBook:
         cache: dict[int, tuple[Policy, tuple[float, ...], StartupEstimate, Policy]] = {}
         workloads = state.workloads
         for policy in policies:
-            ws = workloads.get(policy.workload)
+            ref = policy.workload
+            ws = workloads.get(ref)
             samples = ws.startup_samples if ws is not None else ()
             if not samples:
                 out.append(policy)
@@ -81,7 +82,7 @@ class StartupBook:
                     effective = policy.model_copy(update={"spec": spec})
                 entry = (policy, samples, est, effective)
             cache[key] = entry
-            estimates[policy.workload] = entry[2]
+            estimates[ref] = entry[2]
             out.append(entry[3])
         self._cache = cache
         return out, estimates
