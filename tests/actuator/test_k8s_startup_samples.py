@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kubeemu import DEPLOYMENTS, PODS, STATEFULSETS, Fault, deployment
+import numpy as np
+from kubeemu import DEPLOYMENTS, PODS, STATEFULSETS, Fault, deployment, policy
 
 from actuator.kubernetes import KubernetesTarget
+from forecaster import make_model
 from scaleahead.clock import VirtualClock
-from scaleahead.types import WorkloadRef
+from scaleahead.loop import Deps, run_once
+from scaleahead.settings import Settings
+from scaleahead.types import ScaleTo, Series, WorkloadRef
 
 NOW = 1_800_000_000.0
 WEB = WorkloadRef("Deployment", "default", "web")
@@ -99,3 +103,28 @@ def test_a_pod_with_unparseable_timestamps_is_skipped(kube):
     kube.cluster.put(PODS, "default", "bad", bad)
     kube.cluster.put(PODS, "default", "good", pod({"app": "web"}, NOW - 100, 45))
     assert target(kube).read_state([WEB]).workloads[WEB].startup_samples == (45.0,)
+
+
+class SteadyDemand:
+    """Flat demand of 45 req/s in 10 s steps, strictly before ``now``."""
+
+    def read(self, policies, now):
+        return {p.workload: Series("demand", now - 3600.0, 10.0, np.full(360, 45.0)) for p in policies}
+
+
+def test_the_loop_plans_with_the_start_up_delay_read_from_the_clusters_pods(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    for i in range(6):  # six pods that each took 120 s (+ i) to become Ready
+        kube.cluster.put(PODS, "default", f"web-{i}", pod({"app": "web"}, NOW - 1800 + 60 * i, 120 + i))
+    pols = [policy(max_replicas=50)]  # startupSeconds 60 (the default)
+    target = KubernetesTarget(kube.api_client(), pols, clock=VirtualClock(NOW))
+    deps = Deps(SteadyDemand(), make_model("naive"), target, None, pols)
+    report = run_once(deps, Settings(), NOW, dry_run=True)
+    est = report.startup[WEB]
+    assert (est.seconds, est.configured_seconds, est.used) == (125.0, 60.0, 6)
+    assert report.plan.notes == (
+        "default/web: start-up 125 s learned: p90 of the last 6 readiness times (configured 60 s)",
+    )
+    action = report.plan.actions[0]
+    assert isinstance(action, ScaleTo) and action.reason.code == "forecast"
+    assert "(start-up 125 s)" in action.reason.message
