@@ -167,20 +167,29 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         trace: Annotated[str, typer.Option(help="Trace name or series CSV path.")],
         json_path: Annotated[Path, typer.Option("--json", help="Write the points (metrics per setting) here.")],
         plot: Annotated[Path | None, typer.Option(help="Write a PNG: violations vs replica-seconds.")] = None,
-        quantiles: Annotated[str, typer.Option(help="Comma-separated forecastQuantile values.")] = "0.5,0.9,0.99",
+        slo_risks: Annotated[
+            str, typer.Option(help="Comma-separated objective.sloRisk values (the objective's curve).")
+        ] = "30,100,1000,3000",
+        quantiles: Annotated[
+            str, typer.Option(help="Comma-separated fixed forecastQuantile values (instead of the objective).")
+        ] = "0.5,0.9,0.99",
         utilizations: Annotated[
-            str, typer.Option(help="Comma-separated targetUtilization values (at the default quantile).")
+            str, typer.Option(help="Comma-separated targetUtilization values (at the default objective).")
         ] = "0.7,0.9,1.0",
+        bound: Annotated[
+            bool,
+            typer.Option(help="Also draw the rate oracle's curve: what knowing the coming 5-min average would buy."),
+        ] = True,
         capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
         startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
         model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
     ) -> None:
-        """The scaleahead policy's trade-off curve: violations vs cost as its quantile and target vary."""
+        """The scaleahead policy's trade-off curves: violations vs cost as its objective, quantile and target vary."""
         from rich.console import Console
         from rich.table import Table
 
         from scaleahead.bench import replay as rp
-        from scaleahead.policy import PolicySpec
+        from scaleahead.policy import Objective, PolicySpec
         from scaleahead.traces import load_series
 
         def floats(text: str, what: str) -> list[float]:
@@ -189,19 +198,21 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             except ValueError as exc:
                 raise UserError(f"--{what} {text!r} is not a comma-separated list of numbers.", "E.g. 0.5,0.9") from exc
 
+        ws = floats(slo_risks, "slo-risks")
         qs, us = floats(quantiles, "quantiles"), floats(utilizations, "utilizations")
         if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
             raise UserError(f"--capacity {capacity:g} is not a positive number.", "Give a positive capacity.")
         fields = PolicySpec.model_fields
-        default_q = fields["forecast_quantile"].default
         default_u = fields["target_utilization"].default
+        default_w = Objective.model_fields["slo_risk"].default
         settings: list[dict[str, Any]] = [{}]
-        settings += [{"forecastQuantile": q} for q in qs if q != default_q]
+        settings += [{"objective": {"sloRisk": w}} for w in ws if w != default_w]
+        settings += [{"forecastQuantile": q} for q in qs]
         settings += [{"targetUtilization": u} for u in us if u != default_u]
         setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
-        doc = rp.tradeoff(setup, settings, model)
+        doc = rp.tradeoff(setup, settings, model, bound=bound)
         doc["trace"] = trace
-        doc["defaults"] = {"forecastQuantile": default_q, "targetUtilization": default_u}
+        doc["defaults"] = {"objective.sloRisk": default_w, "targetUtilization": default_u}
         json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if plot is not None:
             rp.plot_tradeoff(plot, doc, {})
@@ -210,8 +221,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         for col in ("setting", "violations", "replica-seconds / oracle", "/ hpa"):
             table.add_column(col, no_wrap=True)
         hpa = doc["references"]["hpa"]["replica_seconds"]
-        rows = [("default", p) if not p["settings"] else (str(p["settings"]), p) for p in doc["points"]]
+        rows = []
+        for p in doc["points"]:
+            key, label = rp.setting_label(p["settings"])
+            rows.append((f"{key} {label}" if key else label, p))
         rows += [(name, m) for name, m in doc["references"].items()]
+        rows += [(f"rate oracle, p {b['p']:g}", b) for b in doc.get("rate_oracle", [])]
         for label, m in rows:
             table.add_row(
                 label,
