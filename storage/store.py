@@ -12,7 +12,6 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any

@@ -345,7 +345,13 @@ def test_the_steering_webhook_never_blocks_pods_and_only_sees_controller_owned_p
     assert hook["timeoutSeconds"] <= 5
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["rules"] == [
-        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
     ]
     excluded = next(
         e["values"] for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"
