@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,10 +102,12 @@ def prepare_workloads(
     startup_s: float = 60.0,
     max_steps: int | None = None,
     horizon_s: float = 900.0,
+    capacity: Mapping[str, float] | None = None,
 ) -> tuple[list[_Workload], int, float]:
     """Split, re-base onto one clock, fit both forecasters per workload, forecast every origin.
 
-    Returns the workloads, the number of steps and the common start time.
+    ``capacity``: demand one ready replica serves, per trace name (default EVALUATION.md's p99 of
+    the test period / 40). Returns the workloads, the number of steps and the common start time.
     """
     if len(traces) < 2:
         raise UserError(
@@ -123,13 +125,16 @@ def prepare_workloads(
             "Use traces of one resolution (e.g. several nab-* traces, all 5 min).",
         )
     if max_steps is not None and max_steps < 2:
-        raise UserError(f"--steps {max_steps} is too few to run a rollout.", "Use --steps 200 or more, or leave it out.")
-    setups = [prepare(s, None, startup_s, name=n) for n, s in traces]
+        raise UserError(
+            f"--steps {max_steps} is too few to run a rollout.", "Use --steps 200 or more, or leave it out."
+        )
+    cap = dict(capacity or {})
+    setups = [prepare(s, cap.get(n), startup_s, name=n) for n, s in traces]
     t0 = setups[0].t0
     rebased: list[ReplaySetup] = []
     for (name, s), st in zip(traces, setups, strict=True):
         shifted = Series(s.name, s.start + (t0 - st.t0), s.step_s, s.values, s.unit)
-        rebased.append(prepare(shifted, None, startup_s, name=name))
+        rebased.append(prepare(shifted, cap.get(name), startup_s, name=name))
     n = min(st.demand.size for st in rebased)
     if max_steps is not None:
         n = min(n, max_steps)
@@ -167,7 +172,12 @@ def _outcome(w: _Workload, run: _Run, arm: str, a: int, b: int) -> Outcome:
     """``w``'s measured outcome over test steps ``[a, b)`` (decided at the start of step ``b``)."""
     st = w.setup
     m = compute_metrics(
-        st.demand[a:b], run.desired[w.key][a:b], run.allocated[w.key][a:b], run.ready[w.key][a:b], st.capacity, st.step_s
+        st.demand[a:b],
+        run.desired[w.key][a:b],
+        run.allocated[w.key][a:b],
+        run.ready[w.key][a:b],
+        st.capacity,
+        st.step_s,
     )
     util = m["utilization"]
     return Outcome(w.key, m["violation_fraction"], 1.0 / util if util > 0 else math.inf, _forecast_error(w, arm, a, b))
@@ -223,18 +233,17 @@ def _simulate(
     for k in range(n):
         now = t0 + k * step
         clock.advance_to(now)
-        arms = {w.key: arm_at(k, w) for w in workloads}
-        for tgt, r, arm_of in (
-            (target, run, lambda w: arms[w.key]),
-            (twin, shadow_run, lambda w: "challenger"),
-        ):
-            if r is None:
-                continue
+        live = {w.key: arm_at(k, w) for w in workloads}
+        shadow = dict.fromkeys(live, "challenger")
+        passes: list[tuple[SimulatedService, _Run, dict[str, str]]] = [(target, run, live)]
+        if shadow_run is not None:
+            passes.append((twin, shadow_run, shadow))
+        for tgt, r, arms in passes:
             states = tgt.read_state(refs).workloads
             forecasts: dict[WorkloadRef, Forecast] = {}
             cluster: dict[WorkloadRef, WorkloadState] = {}
             for w in workloads:
-                arm = arm_of(w)
+                arm = arms[w.key]
                 qs = w.forecasts[arm]
                 forecasts[w.ref] = Forecast(w.ref, now, step, {q: qs[q][k] for q in qs}, models[arm])
                 cluster[w.ref] = _state(w, states[w.ref], w.setup.i0 + k)
@@ -245,7 +254,7 @@ def _simulate(
                 r.desired[w.key][k] = wanted.get(w.ref, tgt.replicas(w.ref))
                 r.allocated[w.key][k] = tgt.replicas(w.ref)
                 r.ready[w.key][k] = tgt.ready(w.ref, now)
-                r.arm[w.key][k] = int(arm_of(w) == "challenger")
+                r.arm[w.key][k] = int(arms[w.key] == "challenger")
         if on_step_end is not None:
             on_step_end(k, run)
     return run
@@ -296,6 +305,7 @@ def run_rollout_replay(
     db_url: str | None = None,
     compare: bool = True,
     progress: Callable[[str, int], None] | None = None,
+    capacity: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Run a rollout closed-loop on the simulated cluster; returns the JSON document (with the timeline)."""
     if mode not in MODES:
@@ -304,7 +314,7 @@ def run_rollout_replay(
         raise UserError(f"The champion and the challenger are both {champion!r}.", "Pick two different models.")
     params = params or CanaryParams()
     started = time.perf_counter()
-    workloads, n, t0 = prepare_workloads(traces, champion, challenger, startup_s, max_steps)
+    workloads, n, t0 = prepare_workloads(traces, champion, challenger, startup_s, max_steps, capacity=capacity)
     step = workloads[0].setup.step_s
     window = max(2, int(round(params.window_s / step)))
     if window >= n:
@@ -415,7 +425,11 @@ def run_rollout_replay(
             policies["shadow_challenger"] = _mean(references["shadow_challenger"])
         if compare:
             for arm in ("champion", "challenger"):
-                ref_run = _simulate(workloads, n, t0, lambda k, w, a=arm: a, models)
+
+                def fixed(k: int, w: _Workload, a: str = arm) -> str:
+                    return a
+
+                ref_run = _simulate(workloads, n, t0, fixed, models)
                 references[f"all_{arm}"] = _metrics(workloads, ref_run, n)
                 policies[f"all_{arm}"] = _mean(references[f"all_{arm}"])
                 if progress is not None:

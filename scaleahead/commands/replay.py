@@ -84,9 +84,7 @@ def _rollout_replay(
     except ValueError as exc:
         raise UserError(f"--canary-steps {canary_steps!r} is not a list of numbers.", "E.g. 0.25,0.5,1.0.") from exc
     if not shares or any(not 0 < x <= 1 for x in shares) or list(shares) != sorted(shares) or shares[-1] != 1.0:
-        raise UserError(
-            f"--canary-steps {canary_steps!r} must rise within (0, 1] and end at 1.", "E.g. 0.25,0.5,1.0."
-        )
+        raise UserError(f"--canary-steps {canary_steps!r} must rise within (0, 1] and end at 1.", "E.g. 0.25,0.5,1.0.")
     if not math.isfinite(window_s) or window_s <= 0:
         raise UserError(f"--rollout-window {window_s:g} must be a positive number of seconds.", "E.g. 21600.")
     params = CanaryParams(steps=shares, window_s=window_s)
@@ -249,7 +247,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ("--rollout-db", rollout_db, None),
         ):
             if value != default:
-                raise UserError(f"{name} only applies with --rollout.", f"Add --rollout canary|ab|shadow or drop {name}.")
+                raise UserError(
+                    f"{name} only applies with --rollout.", f"Add --rollout canary|ab|shadow or drop {name}."
+                )
         trace_name = trace[0]
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
