@@ -55,6 +55,7 @@ def _rollout_replay(
     champion: str,
     canary_steps: str,
     window_s: float,
+    margins: tuple[float, float, float],
     split: float,
     steps: int | None,
     db: str | None,
@@ -87,7 +88,15 @@ def _rollout_replay(
         raise UserError(f"--canary-steps {canary_steps!r} must rise within (0, 1] and end at 1.", "E.g. 0.25,0.5,1.0.")
     if not math.isfinite(window_s) or window_s <= 0:
         raise UserError(f"--rollout-window {window_s:g} must be a positive number of seconds.", "E.g. 21600.")
-    params = CanaryParams(steps=shares, window_s=window_s)
+    if any(not math.isfinite(m) for m in margins):
+        raise UserError("The --max-*-increase margins must be finite numbers.", "E.g. --max-cost-increase 0.05.")
+    params = CanaryParams(
+        steps=shares,
+        window_s=window_s,
+        max_violation_increase=margins[0],
+        max_cost_increase=margins[1],
+        max_error_increase=margins[2],
+    )
     series = [(t, load_series(t, column=column)) for t in traces]
     console = Console(stderr=True)
     with console.status("rollout replay: fitting, forecasting, stepping every workload together"):
@@ -194,6 +203,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         rollout_window: Annotated[
             float, typer.Option(help="With --rollout: seconds of outcomes per evaluation (canary decision).")
         ] = 3600.0,
+        max_violation_increase: Annotated[
+            float,
+            typer.Option(
+                help="With --rollout canary: roll back if the challenger's violation fraction is higher by more."
+            ),
+        ] = 0.002,
+        max_cost_increase: Annotated[
+            float,
+            typer.Option(help="With --rollout canary: roll back if its cost per demand is higher by more (relative)."),
+        ] = 0.05,
+        max_error_increase: Annotated[
+            float,
+            typer.Option(help="With --rollout canary: roll back if its forecast error is higher by more (relative)."),
+        ] = 0.05,
         split: Annotated[float, typer.Option(help="With --rollout ab: the challenger's fixed share.")] = 0.5,
         steps: Annotated[
             int | None, typer.Option(help="With --rollout: replay only the first N test steps (default: all).")
@@ -228,6 +251,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 champion,
                 canary_steps,
                 rollout_window,
+                (max_violation_increase, max_cost_increase, max_error_increase),
                 split,
                 steps,
                 rollout_db,

@@ -391,3 +391,30 @@ def test_two_webhook_replicas_racing_for_one_steer_steer_exactly_one_pod(db_url)
     finally:
         for s in stores:
             s.close()
+
+
+# -- the command ----------------------------------------------------------------------------------------
+def test_the_steers_command_lists_steers_and_reports_the_overdue_ones_as_expired(tmp_path):
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = Store(url)
+    old = store.add_steer("default", "ReplicaSet", RS, "p-old", "n2", 1000.0, TTL)  # long overdue
+    store.close()
+    res = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "steers", "--db", url, "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["newly_expired"] == [old]
+    assert doc["steers"][0]["state"] == "expired" and doc["steers"][0]["node"] == "n2"
+    bad = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "steers", "--db", url, "--state", "lost"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "not a steer state" in bad.stderr
