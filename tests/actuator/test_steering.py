@@ -46,6 +46,9 @@ class Clock:
     def __call__(self) -> float:
         return self.t
 
+    def now(self) -> float:  # the daemon's clock interface (scaleahead.clock)
+        return self.t
+
 
 @pytest.fixture
 def store(tmp_path):
@@ -418,3 +421,40 @@ def test_the_steers_command_lists_steers_and_reports_the_overdue_ones_as_expired
         timeout=120,
     )
     assert bad.returncode == 2 and "not a steer state" in bad.stderr
+
+
+# -- the daemon serves it ---------------------------------------------------------------------------------
+def test_the_daemon_serves_the_webhook_with_its_settings_and_runs_on_without_a_certificate(store, certs, caplog):
+    from scaleahead.commands.run import _serve_steering
+    from scaleahead.settings import Settings
+
+    settings = Settings.from_env(
+        {
+            "SCALEAHEAD_WEBHOOK__ENABLED": "true",
+            "SCALEAHEAD_WEBHOOK__HOST": "127.0.0.1",
+            "SCALEAHEAD_WEBHOOK__PORT": "0",
+            "SCALEAHEAD_WEBHOOK__CERT_FILE": str(certs / "tls.crt"),
+            "SCALEAHEAD_WEBHOOK__KEY_FILE": str(certs / "tls.key"),
+            "SCALEAHEAD_WEBHOOK__AFFINITY": "preferred",
+        }
+    )
+    store.add_steer("default", "ReplicaSet", RS, "old", "n2", NOW, TTL)
+    server = _serve_steering(settings, store, Clock(NOW))
+    try:
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        conn = http.client.HTTPSConnection("localhost", server.server_address[1], context=context, timeout=10)
+        conn.request("POST", WEBHOOK_PATH, body=json.dumps(review()).encode())
+        answer = json.loads(conn.getresponse().read())
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    pod = patched(review()["request"]["object"], answer)
+    prefs = pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert prefs[0]["weight"] == 100 and prefs[0]["preference"]["matchFields"][0]["values"] == ["n2"]
+
+    missing = settings.model_copy(deep=True)
+    missing.webhook.cert_file = str(certs / "absent.crt")
+    with caplog.at_level(logging.ERROR, logger="scaleahead.run"):
+        assert _serve_steering(missing, store, Clock(NOW)) is None
+    assert any("pod steering webhook not served" in r.getMessage() for r in caplog.records)
