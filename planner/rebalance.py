@@ -51,8 +51,9 @@ separated and the target node's forecast peak after the move.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import combinations
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +72,10 @@ DEFAULT_MAX_MOVES = 10
 #: Drains are tried for at most this many nodes (fewest pods first), separations and swaps for
 #: at most this many mixed nodes (most pairs first), so planning stays fast on large clusters.
 DEFAULT_MAX_CANDIDATE_NODES = 32
+#: An exchange moves at most this many pods each way between two nodes.
+MAX_EXCHANGE_SIDE = 2
+#: Exchanges between two nodes are safety-checked in gain order until one passes, at most this many.
+MAX_EXCHANGE_TRIALS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,24 +422,44 @@ class _Step:
         return (drain_first, -self.gain / len(self.moves), -self.gain, len(self.moves), self.source, first)
 
 
-def _drain(c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights) -> _Step | None:
+def _drain_orders(pods: list[Pod]) -> list[list[Pod]]:
+    """Orders in which a drain places its pods: largest forecast peak first (the hardest to fit),
+    and the interfering classes first (so they get the nodes where they form no pair)."""
+    by_peak = sorted(pods, key=lambda p: (-pod_peak_cpu_m(p), pod_key(p)))
+    rank = {CPU_BOUND: 0, LATENCY_CRITICAL: 0}
+    classes_first = sorted(by_peak, key=lambda p: rank.get(p.interference, 1))
+    return [by_peak] if classes_first == by_peak else [by_peak, classes_first]
+
+
+def _drain(c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights, may_add_pairs: bool) -> _Step | None:
+    """Every pod of ``node`` placed elsewhere (the order that separates most pairs), or None.
+
+    Unless ``may_add_pairs``, a drain that leaves more interfering pairs than it found is refused:
+    freeing a node never makes interference worse.
+    """
     pods = c.pods[node]
     if not pods or len(pods) > budget or not all(c.movable(p) for p in pods):
         return None
-    trial = c.copy()
-    moves: list[tuple[Pod, str]] = []
-    for pod in sorted(pods, key=lambda p: (-pod_peak_cpu_m(p), pod_key(p))):
-        if not trial.movable(pod):  # a PDB spent by an earlier pod of this drain
-            return None
-        target = _place(trial, pod, frozenset({node}), mpf)
-        if target is None:
-            return None
-        moves.append((pod, target))
-    touched = {node, *(t for _, t in moves)}
-    pairs = sum(_pairs_on(c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in touched) - sum(
-        _pairs_on(trial.count(n, CPU_BOUND), trial.count(n, LATENCY_CRITICAL)) for n in touched
-    )
-    return _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs)
+    best: _Step | None = None
+    for order in _drain_orders(pods):
+        trial = c.copy()
+        moves: list[tuple[Pod, str]] = []
+        for pod in order:
+            target = _place(trial, pod, frozenset({node}), mpf) if trial.movable(pod) else None
+            if target is None:  # no node fits, or a PDB spent by an earlier pod of this drain
+                break
+            moves.append((pod, target))
+        if len(moves) < len(pods):
+            continue
+        touched = {node, *(t for _, t in moves)}
+        pairs = sum(_pairs_on(c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in touched) - sum(
+            _pairs_on(trial.count(n, CPU_BOUND), trial.count(n, LATENCY_CRITICAL)) for n in touched
+        )
+        if pairs < 0 and not may_add_pairs:
+            continue
+        if best is None or pairs > best.pairs_removed:
+            best = _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs)
+    return best
 
 
 def _most_mixed(c: _Cluster, max_nodes: int) -> list[str]:
@@ -465,90 +490,233 @@ def _pairs_on(cpu: int, lat: int) -> int:
     return cpu * lat
 
 
-def _by_peak(p: Pod) -> tuple[float, str]:
-    return (pod_peak_cpu_m(p), pod_key(p))
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """Every set of at most ``MAX_EXCHANGE_SIDE`` movable pods of one node, with their sums as arrays."""
+
+    sets: tuple[tuple[Pod, ...], ...]
+    peak: FloatArray
+    req_cpu: FloatArray
+    req_mem: FloatArray
+    n_cpu: FloatArray
+    n_lat: FloatArray
+    size: FloatArray
+
+    @classmethod
+    def of(cls, c: _Cluster, node: str) -> _Side:
+        pods = [p for p in c.pods[node] if c.movable(p)]
+        sets: list[tuple[Pod, ...]] = [()]
+        for k in range(1, MAX_EXCHANGE_SIDE + 1):
+            sets.extend(combinations(pods, k))
+
+        def total(f: Callable[[Pod], float]) -> FloatArray:
+            return np.array([sum(f(p) for p in s) for s in sets], dtype=np.float64)
+
+        return cls(
+            tuple(sets),
+            total(pod_peak_cpu_m),
+            total(lambda p: p.cpu_request_m),
+            total(lambda p: p.memory_request_mb),
+            total(lambda p: p.interference == CPU_BOUND),
+            total(lambda p: p.interference == LATENCY_CRITICAL),
+            total(lambda p: 1.0),
+        )
 
 
-def _first_swap(
-    c: _Cluster, a: str, b: str, xs: list[Pod], ys: list[Pod], mpf: float
-) -> tuple[tuple[Pod, str], tuple[Pod, str]] | None:
-    """The first (x, y) whose two moves pass filter and safety check one after the other."""
-    cap_a, cap_b = mpf * c.nodes[a].cpu_m, mpf * c.nodes[b].cpu_m
-    for x in xs:
-        px = pod_peak_cpu_m(x)
-        for y in ys:
-            py = pod_peak_cpu_m(y)
-            if c.peak[a] - px + py > cap_a or c.peak[b] - py + px > cap_b:
-                continue
-            for (p1, t1), (p2, t2) in (((x, b), (y, a)), ((y, a), (x, b))):
-                if not (_fits(c, p1, t1, mpf) and _safe(c, p1, t1, mpf)):
-                    continue
-                trial = c.copy()
-                trial.move(p1, t1)
-                if trial.movable(p2) and _fits(trial, p2, t2, mpf) and _safe(trial, p2, t2, mpf):
-                    return (p1, t1), (p2, t2)
+def _exchange_order(
+    c: _Cluster, xs: tuple[Pod, ...], a: str, ys: tuple[Pod, ...], b: str, mpf: float
+) -> tuple[tuple[Pod, str], ...] | None:
+    """The moves of an exchange (``xs`` a -> b, ``ys`` b -> a) in an order the scheduler can follow.
+
+    The end state was checked at the forecast peak by the caller. Here: the pods' PDBs allow every
+    move; anti-affinity holds at every step and at the end; at every step the receiving node's
+    requests fit its allocatable and its *observed* usage stays within ``mpf`` of it (the
+    transient lasts while pods restart, not until the forecast peak). Tries the ``xs`` first, then
+    the ``ys`` first; None if neither order is safe.
+    """
+    spent: dict[tuple[str, str], int] = {}
+    for p in (*xs, *ys):
+        if not c.movable(p):
+            return None
+        key = (p.namespace, p.owner)
+        spent[key] = spent.get(key, 0) + 1
+        left = c.budget.get(key)
+        if left is not None and spent[key] > left:
+            return None
+    for first, second in (((xs, b), (ys, a)), ((ys, a), (xs, b))):
+        here = {a: list(c.pods[a]), b: list(c.pods[b])}
+        order: list[tuple[Pod, str]] = []
+        ok = True
+        for group, dest in (first, second):
+            src = a if dest == b else b
+            for p in group:
+                n = c.nodes[dest]
+                there = here[dest]
+                if (
+                    sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
+                    or sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
+                    or sum(q.usage_cpu_m for q in there) + p.usage_cpu_m > mpf * n.cpu_m + 1e-9
+                    or any(conflicts(p, q) for q in there)
+                ):
+                    ok = False
+                    break
+                here[src] = [q for q in here[src] if pod_key(q) != pod_key(p)]
+                here[dest] = [*there, p]
+                order.append((p, dest))
+            if not ok:
+                break
+        if ok:
+            return tuple(order)
     return None
 
 
-def _swaps(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int) -> list[_Step]:
-    """Two pods of opposite classes exchange nodes, each move checked in turn (either order)."""
+def _exchange_nodes(c: _Cluster, max_nodes: int) -> list[str]:
+    """Nodes an exchange may involve: the mixed ones (most pairs first), then the ones with the most
+    forecast-peak headroom (at most ``max_nodes`` of each)."""
     mixed = _most_mixed(c, max_nodes)
+    others = [n for n in c.nodes if n not in mixed and c.pods[n] and c.nodes[n].schedulable]
+    others.sort(key=lambda n: (-(DEFAULT_MAX_PEAK_FRACTION * c.nodes[n].cpu_m - c.peak[n]), n))
+    return mixed + others[:max_nodes]
+
+
+def _exchanges(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int, budget: int) -> list[_Step]:
+    """For every pair of nodes (one of them mixed), the exchange that removes most pairs per move.
+
+    An exchange moves up to ``MAX_EXCHANGE_SIDE`` pods from ``a`` to ``b`` and up to as many from
+    ``b`` to ``a``; the end state must hold at the forecast peak on both nodes (so two pods of
+    similar size can trade places on two nearly full nodes, which no single move can); the order of
+    the moves is then checked step by step (``_exchange_order``).
+    """
+    nodes = _exchange_nodes(c, max_nodes)
+    mixed = {n for n in nodes if c.count(n, CPU_BOUND) and c.count(n, LATENCY_CRITICAL)}
+    sides = {n: _Side.of(c, n) for n in nodes if c.nodes[n].schedulable}
     steps: list[_Step] = []
-    for a in mixed:
-        for b in mixed:
-            if a == b:
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1 :]:
+            if (a not in mixed and b not in mixed) or a not in sides or b not in sides:
                 continue
-            ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
-            cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
-            # x (cpu-bound) goes a -> b, y (latency-critical) goes b -> a
-            net = ca * la + cb * lb - (ca - 1) * (la + 1) - (cb + 1) * (lb - 1)
-            if net <= 0 or w.pair_separated * net / 2 <= w.move_cost:
-                continue
-            # every swap between a and b gains the same: keep the first that passes, smallest pods first
-            xs = sorted((x for x in c.pods[a] if x.interference == CPU_BOUND and c.movable(x)), key=_by_peak)
-            ys = sorted((y for y in c.pods[b] if y.interference == LATENCY_CRITICAL and c.movable(y)), key=_by_peak)
-            found = _first_swap(c, a, b, xs, ys, mpf)
-            if found is not None:
-                steps.append(_Step("swap", a, found, w.pair_separated * net, net))
+            step = _best_exchange(c, a, sides[a], b, sides[b], mpf, w, budget)
+            if step is not None:
+                steps.append(step)
     return steps
+
+
+def _best_exchange(
+    c: _Cluster, a: str, sa: _Side, b: str, sb: _Side, mpf: float, w: RebalanceWeights, budget: int
+) -> _Step | None:
+    na, nb = c.nodes[a], c.nodes[b]
+    x = np.s_[:, None]  # rows: the set leaving a
+    y = np.s_[None, :]  # columns: the set leaving b
+    moves = sa.size[x] + sb.size[y]
+    ok = (moves >= 1) & (moves <= budget)
+    ok &= c.peak[a] - sa.peak[x] + sb.peak[y] <= mpf * na.cpu_m + 1e-9
+    ok &= c.peak[b] - sb.peak[y] + sa.peak[x] <= mpf * nb.cpu_m + 1e-9
+    ok &= c.req_cpu[a] - sa.req_cpu[x] + sb.req_cpu[y] <= na.cpu_m
+    ok &= c.req_cpu[b] - sb.req_cpu[y] + sa.req_cpu[x] <= nb.cpu_m
+    ok &= c.req_mem[a] - sa.req_mem[x] + sb.req_mem[y] <= na.memory_mb
+    ok &= c.req_mem[b] - sb.req_mem[y] + sa.req_mem[x] <= nb.memory_mb
+    ok &= len(c.pods[a]) - sa.size[x] + sb.size[y] > 0  # a node left empty is a drain's business
+    ok &= len(c.pods[b]) - sb.size[y] + sa.size[x] > 0
+    ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
+    cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
+    ca2 = ca - sa.n_cpu[x] + sb.n_cpu[y]
+    la2 = la - sa.n_lat[x] + sb.n_lat[y]
+    cb2 = cb - sb.n_cpu[y] + sa.n_cpu[x]
+    lb2 = lb - sb.n_lat[y] + sa.n_lat[x]
+    net = ca * la + cb * lb - ca2 * la2 - cb2 * lb2
+    safe_moves = np.maximum(moves, 1)
+    ok &= (net > 0) & (w.pair_separated * net / safe_moves > w.move_cost)
+    rows, cols = np.nonzero(ok)
+    if rows.size == 0:
+        return None
+    per_move = net[rows, cols] / moves[rows, cols]
+    moved_peak = sa.peak[rows] + sb.peak[cols]
+    # most pairs per move, then most pairs, then fewest moves, then the smallest pods
+    ranked = np.lexsort((moved_peak, moves[rows, cols], -net[rows, cols], -per_move))
+    for j in ranked[:MAX_EXCHANGE_TRIALS]:
+        xs, ys = sa.sets[int(rows[j])], sb.sets[int(cols[j])]
+        order = _exchange_order(c, xs, a, ys, b, mpf)
+        if order is None or not _end_state_compatible(c, xs, a, ys, b):
+            continue
+        kind = "separate" if not xs or not ys else ("swap" if len(xs) == len(ys) == 1 else "exchange")
+        pairs = int(net[rows[j], cols[j]])
+        return _Step(kind, a if xs else b, order, w.pair_separated * pairs, pairs)
+    return None
+
+
+def _end_state_compatible(c: _Cluster, xs: tuple[Pod, ...], a: str, ys: tuple[Pod, ...], b: str) -> bool:
+    """Anti-affinity on both nodes once every pod of the exchange has moved."""
+    gone = {pod_key(p) for p in (*xs, *ys)}
+    end_a = [q for q in c.pods[a] if pod_key(q) not in gone] + list(ys)
+    end_b = [q for q in c.pods[b] if pod_key(q) not in gone] + list(xs)
+    return not any(conflicts(p, q) for p in ys for q in end_a) and not any(conflicts(p, q) for p in xs for q in end_b)
 
 
 def _pct(c: _Cluster, node: str) -> int:
     return round(100.0 * c.peak[node] / c.nodes[node].cpu_m)
 
 
+def _gain_sentence(step: _Step, share: float) -> str:
+    parts = [f"{step.source} freed"] if step.kind == "drain" else []
+    if step.pairs_removed or step.kind != "drain":
+        parts.append(f"{step.pairs_removed} interfering pair{'s' if step.pairs_removed != 1 else ''} fewer")
+    n = len(step.moves)
+    moves = f"{n} move{'s' if n != 1 else ''}"
+    return f"expected gain {share:.3g} node-equivalents per move ({' and '.join(parts)} in {moves})"
+
+
 def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePod]:
-    """Apply ``step`` to ``c`` and describe each move in a sentence."""
-    out: list[MovePod] = []
+    """Apply ``step`` to ``c`` and describe each move in a sentence that ends with its expected gain."""
     share = step.gain / len(step.moves)
-    for i, (pod, target) in enumerate(step.moves):
-        src = pod.node
+    two_way = step.kind in ("swap", "exchange")
+    facts: list[tuple[Pod, str, list[Pod], int]] = []
+    for pod, target in step.moves:
         opposite = _OPPOSITE.get(pod.interference)
-        neighbours = [q for q in c.pods[src] if opposite is not None and q.interference == opposite]
+        neighbours = [q for q in c.pods[pod.node] if opposite is not None and q.interference == opposite]
         joined = _created(c, pod, target)
         c.move(pod, target)
+        facts.append((pod, target, neighbours, joined))
+    end_peak = dict(c.peak)  # after the whole step: what an exchange is checked against
+    running = {n: c.peak[n] for n in c.peak}
+    for pod, target in reversed(step.moves):  # peaks after each single move, for drains and separations
+        running[target] -= pod_peak_cpu_m(pod)
+        running[pod.node] += pod_peak_cpu_m(pod)
+    out: list[MovePod] = []
+    for i, (pod, target, neighbours, joined) in enumerate(facts):
+        src = pod.node
+        running[src] -= pod_peak_cpu_m(pod)
+        running[target] += pod_peak_cpu_m(pod)
+        peaks = end_peak if two_way else running
+        opposite = _OPPOSITE.get(pod.interference)
         parts: list[str] = []
         if step.kind == "drain":
             left = len(step.moves) - i - 1
             rest = f"{left} pod{'s' if left != 1 else ''} left to move" if left else "its last pod"
             parts.append(f"frees {src} ({rest})")
-        if step.kind == "swap":
-            parts.append(f"swaps places with {pod_key(step.moves[1 - i][0])}")
+        if two_way:
+            others = [pod_key(p) for p, t in step.moves if t == src]
+            verb = "swaps places with" if step.kind == "swap" else "exchanged for"
+            parts.append(f"{verb} {', '.join(others)}")
         if neighbours:
             names = ", ".join(pod_key(q) for q in neighbours[:3]) + (" ..." if len(neighbours) > 3 else "")
             parts.append(f"separates {pod.interference} {pod_key(pod)} from {opposite} {names}")
         if joined:
             parts.append(f"joins {joined} {opposite} pod{'s' if joined != 1 else ''} on {target}")
-        parts.append(f"{target} peak {_pct(c, target)}% of allocatable after")
+        after = "after the exchange" if two_way else "after"
+        target_pct = 100.0 * peaks[target] / c.nodes[target].cpu_m
+        parts.append(f"{target} peak {round(target_pct)}% of allocatable {after}")
+        parts.append(_gain_sentence(step, share))
         message = f"move {pod_key(pod)} {src} -> {target}: " + ", ".join(parts)
         details: Mapping[str, float | int | str] = {
             "step": step.kind,
+            "step_moves": len(step.moves),
+            "step_pairs_removed": step.pairs_removed,
             "frees_node": src if step.kind == "drain" else "",
             "pods_left_to_move": len(step.moves) - i - 1 if step.kind == "drain" else 0,
             "pairs_separated": len(neighbours),
             "pairs_created": joined,
-            "target_peak_pct_after": round(100.0 * c.peak[target] / c.nodes[target].cpu_m, 1),
-            "source_peak_pct_after": round(100.0 * c.peak[src] / c.nodes[src].cpu_m, 1),
+            "target_peak_pct_after": round(target_pct, 1),
+            "source_peak_pct_after": round(100.0 * peaks[src] / c.nodes[src].cpu_m, 1),
             "gain_node_equivalents": round(share, 4),
             "weight_node_freed": weights.node_freed,
             "weight_pair_separated": weights.pair_separated,
@@ -573,6 +741,7 @@ def plan_moves(
     max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
     weights: RebalanceWeights | None = None,
     max_candidate_nodes: int = DEFAULT_MAX_CANDIDATE_NODES,
+    drains_may_add_pairs: bool = False,
 ) -> tuple[MovePod, ...]:
     """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods.
 
@@ -597,10 +766,13 @@ def plan_moves(
     while len(out) < max_moves:
         budget = max_moves - len(out)
         drainable = sorted((n for n, ps in c.pods.items() if 0 < len(ps) <= budget), key=lambda n: (len(c.pods[n]), n))
-        steps = [s for n in drainable[:max_candidate_nodes] if (s := _drain(c, n, budget, max_peak_fraction, w))]
+        steps = [
+            s
+            for n in drainable[:max_candidate_nodes]
+            if (s := _drain(c, n, budget, max_peak_fraction, w, drains_may_add_pairs))
+        ]
         steps += _separations(c, max_peak_fraction, w, max_candidate_nodes)
-        if budget >= 2:
-            steps += _swaps(c, max_peak_fraction, w, max_candidate_nodes)
+        steps += _exchanges(c, max_peak_fraction, w, max_candidate_nodes, budget)
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
         if not steps:
             break
