@@ -68,7 +68,7 @@ _OPPOSITE = {CPU_BOUND: LATENCY_CRITICAL, LATENCY_CRITICAL: CPU_BOUND}
 #: 0.9 leaves 10 % for a future peak above the forecast one.
 DEFAULT_MAX_PEAK_FRACTION = 0.9
 #: At most this many moves per plan (one plan per control cycle).
-DEFAULT_MAX_MOVES = 10
+DEFAULT_MAX_MOVES = 4
 #: Drains are tried for at most this many nodes (fewest pods first), separations and swaps for
 #: at most this many mixed nodes (most pairs first), so planning stays fast on large clusters.
 DEFAULT_MAX_CANDIDATE_NODES = 32
@@ -410,16 +410,25 @@ def _place(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: fl
 
 @dataclass(frozen=True, slots=True)
 class _Step:
-    kind: str  # "drain", "separate" or "swap"
+    kind: str  # "drain", "separate", "swap" or "exchange"
     source: str
     moves: tuple[tuple[Pod, str], ...]
     gain: float
     pairs_removed: int
+    #: per move, when the moves are not all of ``kind``: (kind, group) where moves of one group
+    #: form one separation, swap or exchange (a drain's repairs)
+    parts: tuple[tuple[str, int], ...] = ()
 
-    def rank(self, drains_first: bool = True) -> tuple[int, float, float, int, str, str]:
+    def part(self, i: int) -> tuple[str, int]:
+        return self.parts[i] if self.parts else (self.kind, 0)
+
+    def rank(self, drains_first: bool = True) -> tuple[int, float, float, int, float, str, str]:
+        """Drains first (if asked), then gain per move, gain, fewest moves, least forecast-peak CPU
+        moved (less disruption, and the headroom of the nodes that stay is kept for later steps)."""
         first = pod_key(self.moves[0][0])
         drain_first = 0 if self.kind == "drain" and drains_first else 1
-        return (drain_first, -self.gain / len(self.moves), -self.gain, len(self.moves), self.source, first)
+        moved = round(sum(pod_peak_cpu_m(p) for p, _ in self.moves), 3)
+        return (drain_first, -self.gain / len(self.moves), -self.gain, len(self.moves), moved, self.source, first)
 
 
 def _drain_orders(pods: list[Pod]) -> list[list[Pod]]:
@@ -431,11 +440,40 @@ def _drain_orders(pods: list[Pod]) -> list[list[Pod]]:
     return [by_peak] if classes_first == by_peak else [by_peak, classes_first]
 
 
-def _drain(c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights, may_add_pairs: bool) -> _Step | None:
+def _repair(
+    trial: _Cluster, debt: int, budget: int, mpf: float, w: RebalanceWeights, max_nodes: int
+) -> tuple[list[tuple[Pod, str]], list[tuple[str, int]], int]:
+    """Separations and exchanges applied to ``trial`` until ``debt`` pairs are removed (or the
+    budget or the candidates run out): what a drain that had to form pairs needs to break even."""
+    moves: list[tuple[Pod, str]] = []
+    parts: list[tuple[str, int]] = []
+    gained = 0
+    group = 1
+    while gained < debt and len(moves) < budget:
+        left = budget - len(moves)
+        steps = _separations(trial, mpf, w, max_nodes) + _exchanges(trial, mpf, w, max_nodes, left)
+        steps = [s for s in steps if len(s.moves) <= left]
+        if not steps:
+            break
+        best = min(steps, key=lambda s: s.rank(drains_first=False))
+        for pod, target in best.moves:
+            trial.move(pod, target)
+            moves.append((pod, target))
+            parts.append((best.kind, group))
+        gained += best.pairs_removed
+        group += 1
+    return moves, parts, gained
+
+
+def _drain(
+    c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights, may_add_pairs: bool, max_nodes: int
+) -> _Step | None:
     """Every pod of ``node`` placed elsewhere (the order that separates most pairs), or None.
 
-    Unless ``may_add_pairs``, a drain that leaves more interfering pairs than it found is refused:
-    freeing a node never makes interference worse.
+    Unless ``may_add_pairs``, a drain must not leave more interfering pairs than it found: each pod
+    already goes to the node where it forms the fewest pairs; if some must still form pairs (every
+    node that fits holds the opposite class), the drain is followed, in the same step, by the
+    separations and exchanges that remove at least as many, within the budget; else it is refused.
     """
     pods = c.pods[node]
     if not pods or len(pods) > budget or not all(c.movable(p) for p in pods):
@@ -455,10 +493,17 @@ def _drain(c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights,
         pairs = sum(_pairs_on(c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in touched) - sum(
             _pairs_on(trial.count(n, CPU_BOUND), trial.count(n, LATENCY_CRITICAL)) for n in touched
         )
+        parts: list[tuple[str, int]] = []
         if pairs < 0 and not may_add_pairs:
-            continue
-        if best is None or pairs > best.pairs_removed:
-            best = _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs)
+            extra, extra_parts, gained = _repair(trial, -pairs, budget - len(moves), mpf, w, max_nodes)
+            if pairs + gained < 0:
+                continue
+            parts = [("drain", 0)] * len(moves) + extra_parts
+            moves += extra
+            pairs += gained
+        step = _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs, tuple(parts))
+        if best is None or (pairs, -len(moves)) > (best.pairs_removed, -len(best.moves)):
+            best = step
     return best
 
 
@@ -668,7 +713,6 @@ def _gain_sentence(step: _Step, share: float) -> str:
 def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePod]:
     """Apply ``step`` to ``c`` and describe each move in a sentence that ends with its expected gain."""
     share = step.gain / len(step.moves)
-    two_way = step.kind in ("swap", "exchange")
     facts: list[tuple[Pod, str, list[Pod], int]] = []
     for pod, target in step.moves:
         opposite = _OPPOSITE.get(pod.interference)
@@ -682,20 +726,25 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
         running[target] -= pod_peak_cpu_m(pod)
         running[pod.node] += pod_peak_cpu_m(pod)
     out: list[MovePod] = []
+    n_drain = sum(1 for i in range(len(step.moves)) if step.part(i)[0] == "drain")
     for i, (pod, target, neighbours, joined) in enumerate(facts):
         src = pod.node
+        kind, group = step.part(i)
+        two_way = kind in ("swap", "exchange")
         running[src] -= pod_peak_cpu_m(pod)
         running[target] += pod_peak_cpu_m(pod)
         peaks = end_peak if two_way else running
         opposite = _OPPOSITE.get(pod.interference)
         parts: list[str] = []
-        if step.kind == "drain":
-            left = len(step.moves) - i - 1
+        if kind == "drain":
+            left = n_drain - i - 1
             rest = f"{left} pod{'s' if left != 1 else ''} left to move" if left else "its last pod"
             parts.append(f"frees {src} ({rest})")
+        elif step.kind == "drain":
+            parts.append(f"so that freeing {step.source} adds no interfering pair")
         if two_way:
-            others = [pod_key(p) for p, t in step.moves if t == src]
-            verb = "swaps places with" if step.kind == "swap" else "exchanged for"
+            others = [pod_key(p) for j, (p, t) in enumerate(step.moves) if t == src and step.part(j)[1] == group]
+            verb = "swaps places with" if kind == "swap" else "exchanged for"
             parts.append(f"{verb} {', '.join(others)}")
         if neighbours:
             names = ", ".join(pod_key(q) for q in neighbours[:3]) + (" ..." if len(neighbours) > 3 else "")
@@ -709,10 +758,11 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
         message = f"move {pod_key(pod)} {src} -> {target}: " + ", ".join(parts)
         details: Mapping[str, float | int | str] = {
             "step": step.kind,
+            "move_kind": kind,
             "step_moves": len(step.moves),
             "step_pairs_removed": step.pairs_removed,
-            "frees_node": src if step.kind == "drain" else "",
-            "pods_left_to_move": len(step.moves) - i - 1 if step.kind == "drain" else 0,
+            "frees_node": step.source if step.kind == "drain" else "",
+            "pods_left_to_move": max(0, n_drain - i - 1) if kind == "drain" else 0,
             "pairs_separated": len(neighbours),
             "pairs_created": joined,
             "target_peak_pct_after": round(target_pct, 1),
@@ -769,7 +819,7 @@ def plan_moves(
         steps = [
             s
             for n in drainable[:max_candidate_nodes]
-            if (s := _drain(c, n, budget, max_peak_fraction, w, drains_may_add_pairs))
+            if (s := _drain(c, n, budget, max_peak_fraction, w, drains_may_add_pairs, max_candidate_nodes))
         ]
         steps += _separations(c, max_peak_fraction, w, max_candidate_nodes)
         steps += _exchanges(c, max_peak_fraction, w, max_candidate_nodes, budget)
