@@ -99,8 +99,11 @@ def pod_key(pod: Pod) -> str:
 
 
 def pod_peak_cpu_m(pod: Pod) -> float:
-    """The forecast peak CPU of a pod; its request or observed usage when no peak is known."""
-    return float(pod.peak_cpu_m) if pod.peak_cpu_m > 0 else float(max(pod.cpu_request_m, pod.usage_cpu_m))
+    """The CPU a receiving node must hold for a pod: the larger of its forecast peak and its observed
+    usage (it must fit now as well as at the peak); its request or usage when no peak is known."""
+    if pod.peak_cpu_m > 0:
+        return float(max(pod.peak_cpu_m, pod.usage_cpu_m))
+    return float(max(pod.cpu_request_m, pod.usage_cpu_m))
 
 
 def interference_pairs(pods: Iterable[Pod]) -> int:
