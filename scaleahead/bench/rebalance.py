@@ -30,7 +30,7 @@ peak (missing data is never zero), and how many pod-steps were so filled is repo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -447,4 +447,30 @@ def tradeoff(
     for b in budgets:
         outcome, _ = run_policy("scaleahead", snap, b, max_peak_fraction, weights)
         rows.append({"max_moves": b, **score(snap, outcome)})
+    return rows
+
+
+def cycles(
+    snap: Snapshot,
+    n_cycles: int = 10,
+    max_moves: int = DEFAULT_MAX_MOVES,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+) -> list[dict[str, float | int]]:
+    """scaleahead run as a controller: one plan per control cycle on the state the previous ones
+    left, ``max_moves`` each, the PDBs' disruption budgets renewed every cycle (the moved pods are
+    Ready again). Per cycle, the metrics of everything done so far against the snapshot; stops
+    early when a cycle proposes nothing. The forecast peaks stay those of the snapshot."""
+    state = snap.state
+    rows: list[dict[str, float | int]] = []
+    total = violations = 0
+    for k in range(1, n_cycles + 1):
+        moves = plan_moves(state, max_moves, max_peak_fraction=max_peak_fraction)
+        if not moves:
+            break
+        outcome = apply_moves(state, moves)
+        total += outcome.moves
+        violations += outcome.pdb_violations
+        pods = tuple(replace(p, node=node) for p in state.pods if (node := outcome.placement[pod_key(p)]) is not None)
+        state = replace(state, pods=pods)
+        rows.append({"cycle": k, **score(snap, Outcome(outcome.placement, total, violations, 0))})
     return rows

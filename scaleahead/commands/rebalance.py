@@ -51,6 +51,7 @@ def _plot(path: Path, result: dict[str, Any], curves: dict[str, list[dict[str, A
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     styles = {
+        "cycles": ("s-", "scaleahead default, one plan per cycle (1..10)"),
         "tradeoff": ("o-", "scaleahead, default weights"),
         "tradeoff_separation_only": ("^--", "scaleahead, node_freed=0"),
     }
@@ -147,13 +148,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         none. Metrics: nodes_freed, moves, interference_pairs_before/after, peak_overcommit,
         pdb_violations (and evictions_refused, pods_pending, max_node_usage_pct). The JSON also
         holds 'targets' (issue 5's rebalancing targets against descheduler_high_node_utilization)
-        and, with --json or --plot, the trade-off curves over the move budget.
+        and, with --json or --plot, the trade-off curves over the move budget ('tradeoff',
+        'tradeoff_separation_only') and 'cycles': the default budget spent once per control
+        cycle for up to 10 cycles, PDB budgets renewed each cycle.
         """
         from rich.console import Console
         from rich.table import Table
 
         from planner.rebalance import RebalanceWeights
-        from scaleahead.bench.rebalance import build_snapshot, run_bench, seed_summary, tradeoff
+        from scaleahead.bench.rebalance import build_snapshot, cycles, run_bench, seed_summary, tradeoff
 
         if seed < 0:
             raise UserError(f"--seed {seed} is negative.", "Use a seed of 0 or more.")
@@ -189,6 +192,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             curves["tradeoff_separation_only"] = [
                 dict(r) for r in tradeoff(snap, max_peak_fraction=max_peak_fraction, weights=separation_only)
             ]
+            curves["cycles"] = [dict(r) for r in cycles(snap, max_moves=max_moves, max_peak_fraction=max_peak_fraction)]
             result.update(curves)
         if seed_list is not None:
             summary = seed_summary(seed_list, max_moves=max_moves, max_peak_fraction=max_peak_fraction)

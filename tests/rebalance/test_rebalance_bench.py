@@ -98,6 +98,9 @@ def test_bench_rebalance_writes_the_evaluation_json_and_a_plot(tmp_path: Path) -
         assert [r["max_moves"] for r in doc[curve]] == list(TRADEOFF_BUDGETS)
         assert all(r["moves"] <= r["max_moves"] and r["peak_overcommit"] == 0 for r in doc[curve])
     assert all(r["nodes_freed"] == 0 for r in doc["tradeoff_separation_only"])
+    cycle_moves = [r["moves"] for r in doc["cycles"]]  # cumulative, at most the budget per cycle
+    assert cycle_moves == sorted(cycle_moves) and cycle_moves[0] == sa["moves"]
+    assert all(r["peak_overcommit"] == 0 and r["pdb_violations"] == 0 for r in doc["cycles"])
     seeds = doc["seeds"]
     assert seeds["seeds"] == [6, 7]
     moves = [seeds["per_seed"][s]["scaleahead"]["moves"] for s in ("6", "7")]
