@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import combinations
+from itertools import combinations, count
 
 import numpy as np
 import numpy.typing as npt
@@ -148,6 +148,9 @@ def pdb_budgets(pdbs: Iterable[PodDisruptionBudget]) -> dict[tuple[str, str], in
     return out
 
 
+_VERSIONS = count()
+
+
 @dataclass(slots=True)
 class _Cluster:
     """A mutable working copy of the cluster: pods per node and the running sums the rules need."""
@@ -162,6 +165,12 @@ class _Cluster:
     arrays: _Arrays
     moved: set[str] = field(default_factory=set)
     _aa: dict[str, _AntiAffinityIndex] = field(default_factory=dict)
+    #: a number per node, new (process-wide) each time its pods change: caches are keyed on it
+    version: dict[str, int] = field(default_factory=dict)
+    #: best exchange per (node, node, their versions); options only shrink as moves are made (PDB
+    #: budgets spent, pods moved), so a cached None stays right and a cached step is re-checked
+    exchange_cache: dict[tuple[str, str, int, int], _Step | None] = field(default_factory=dict)
+    side_cache: dict[tuple[str, int], _Side] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> _Cluster:
@@ -171,6 +180,7 @@ class _Cluster:
             if p.node in pods:
                 pods[p.node].append(p)
         c = cls(nodes, pods, {}, {}, {}, {}, pdb_budgets(state.pdbs), _Arrays.empty(nodes))
+        c.version = {name: next(_VERSIONS) for name in nodes}
         for name, ps in pods.items():
             c.req_cpu[name] = float(sum(p.cpu_request_m for p in ps))
             c.req_mem[name] = float(sum(p.memory_request_mb for p in ps))
@@ -194,6 +204,7 @@ class _Cluster:
             self.arrays.copy(),
             set(self.moved),
             dict(self._aa),
+            dict(self.version),  # a trial starts with empty caches: its PDB budgets will differ
         )
 
     def excluded(self, pod: Pod, node: str) -> bool:
@@ -234,6 +245,8 @@ class _Cluster:
         self.moved.add(pod_key(pod))
         self._aa.pop(src, None)
         self._aa.pop(to, None)
+        self.version[src] = next(_VERSIONS)
+        self.version[to] = next(_VERSIONS)
         for name in (src, to):
             self.arrays.set(
                 name, self.req_cpu[name], self.req_mem[name], self.peak[name], len(self.pods[name]), self.classes[name]
@@ -637,16 +650,38 @@ def _exchanges(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int, bud
     """
     nodes = _exchange_nodes(c, max_nodes)
     mixed = {n for n in nodes if c.count(n, CPU_BOUND) and c.count(n, LATENCY_CRITICAL)}
-    sides = {n: _Side.of(c, n) for n in nodes if c.nodes[n].schedulable}
+    sides: dict[str, _Side] = {}
+    for n in nodes:
+        if c.nodes[n].schedulable:
+            key = (n, c.version[n])
+            if key not in c.side_cache:
+                c.side_cache[key] = _Side.of(c, n)
+            sides[n] = c.side_cache[key]
     steps: list[_Step] = []
     for i, a in enumerate(nodes):
         for b in nodes[i + 1 :]:
             if (a not in mixed and b not in mixed) or a not in sides or b not in sides:
                 continue
-            step = _best_exchange(c, a, sides[a], b, sides[b], mpf, w, budget)
-            if step is not None:
-                steps.append(step)
+            pair = (a, b, c.version[a], c.version[b])
+            cached = c.exchange_cache.get(pair, _MISSING)
+            if cached is _MISSING or (
+                isinstance(cached, _Step) and (len(cached.moves) > budget or not _still_possible(c, cached, mpf))
+            ):
+                cached = c.exchange_cache[pair] = _best_exchange(c, a, sides[a], b, sides[b], mpf, w, budget)
+            if isinstance(cached, _Step):
+                steps.append(cached)
     return steps
+
+
+_MISSING = object()
+
+
+def _still_possible(c: _Cluster, step: _Step, mpf: float) -> bool:
+    """A cached exchange's PDB budgets and pods are still available (the nodes did not change)."""
+    a, b = step.moves[0][0].node, step.moves[0][1]
+    xs = tuple(p for p, t in step.moves if t == b)
+    ys = tuple(p for p, t in step.moves if t == a)
+    return _exchange_order(c, xs, a, ys, b, mpf) is not None
 
 
 def _best_exchange(
