@@ -74,6 +74,9 @@ DEFAULT_MAX_MOVES = 4
 DEFAULT_MAX_CANDIDATE_NODES = 32
 #: An exchange moves at most this many pods each way between two nodes.
 MAX_EXCHANGE_SIDE = 2
+#: Exchanges are searched between pairs of at most this many mixed nodes (most pairs first) and half
+#: as many others (most headroom first): every pair of nodes is a small array computation.
+MAX_EXCHANGE_NODES = 16
 #: Exchanges between two nodes are safety-checked in gain order until one passes, at most this many.
 MAX_EXCHANGE_TRIALS = 20
 
@@ -204,7 +207,11 @@ class _Cluster:
             self.arrays.copy(),
             set(self.moved),
             dict(self._aa),
-            dict(self.version),  # a trial starts with empty caches: its PDB budgets will differ
+            dict(self.version),
+            # a trial can only have fewer options (spent PDB budgets, moved pods, smaller budget):
+            # what this copy cached is right or re-checked there, but not the other way round
+            dict(self.exchange_cache),
+            dict(self.side_cache),
         )
 
     def excluded(self, pod: Pod, node: str) -> bool:
@@ -632,12 +639,12 @@ def _exchange_order(
 
 
 def _exchange_nodes(c: _Cluster, max_nodes: int) -> list[str]:
-    """Nodes an exchange may involve: the mixed ones (most pairs first), then the ones with the most
-    forecast-peak headroom (at most ``max_nodes`` of each)."""
-    mixed = _most_mixed(c, max_nodes)
+    """Nodes an exchange may involve: the mixed ones (most pairs first, at most ``MAX_EXCHANGE_NODES``),
+    then half as many others, those with the most forecast-peak headroom."""
+    mixed = _most_mixed(c, min(max_nodes, MAX_EXCHANGE_NODES))
     others = [n for n in c.nodes if n not in mixed and c.pods[n] and c.nodes[n].schedulable]
     others.sort(key=lambda n: (-(DEFAULT_MAX_PEAK_FRACTION * c.nodes[n].cpu_m - c.peak[n]), n))
-    return mixed + others[:max_nodes]
+    return mixed + others[: min(max_nodes, MAX_EXCHANGE_NODES) // 2]
 
 
 def _exchanges(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int, budget: int) -> list[_Step]:
