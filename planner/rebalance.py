@@ -10,27 +10,29 @@ Pure: no I/O and no clock; the same state always gives the same moves, in the sa
 
 Rules every proposed move set keeps (checked again after each placement, the *safety check*):
 
-- **capacity at the forecast peak**: on a node that receives a pod, the sum of the forecast peak
-  CPU of its pods stays at or below ``max_peak_fraction`` of the node's allocatable CPU, and the
-  sum of CPU and memory *requests* stays within allocatable (the scheduler's own fit rule);
+- **capacity at the forecast peak**: on a node that receives a pod, the sum of its pods' CPU (each
+  at the larger of its forecast peak and its observed usage) stays at or below
+  ``max_peak_fraction`` of the node's allocatable CPU, and the sum of CPU and memory *requests*
+  stays within allocatable (the scheduler's own fit rule);
 - **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods of a PDB's owner move in one plan;
 - **anti-affinity**: a pod never lands next to a pod that one of the two excludes;
-- **interference** is part of the gain, not a filter: a move that puts a cpu-bound pod next to a
-  latency-critical one (or the other way round) costs what a separated pair gains, so a
-  separation is only proposed when it removes more pairs than it creates, and a drain's gain
-  counts the pairs it creates;
+- **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
+  (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
+  ``drains_may_add_pairs``;
 - **bounded**: at most ``max_moves`` moves; pods without an owner (nothing would recreate them)
   and pods on unschedulable or unknown nodes are never moved; empty nodes never receive pods.
 
 Algorithm (greedy, re-evaluated after each chosen step):
 
-1. *Candidates*. For each node with pods, a **drain**: place all its pods elsewhere, largest forecast
-   peak first, each by filter -> score -> safety-check on a scratch copy of the cluster. For each
-   cpu-bound or latency-critical pod sharing a node with the opposite class, a **separation**: move
-   that one pod to the node where it forms the fewest pairs (kept if it removes more than it
-   forms). For a cpu-bound pod on one mixed node and a latency-critical pod on another, a
-   **swap**: the two exchange nodes, each move checked in turn (in either order), kept if it
-   removes pairs.
+1. *Candidates*. For each node with pods, a **drain**: place all its pods elsewhere (two orders
+   tried), each by filter -> score -> safety-check on a scratch copy of the cluster, then repair
+   the pairs it had to form with separations and exchanges. For each cpu-bound or latency-critical
+   pod sharing a node with the opposite class, a **separation**: move that one pod to the node
+   where it forms the fewest pairs (kept if it removes more than it forms). For each pair of nodes
+   (one mixed), an **exchange**: up to ``MAX_EXCHANGE_SIDE`` pods each way (a 1-for-1 exchange is
+   a *swap*), whose *end state* must hold at the forecast peak on both nodes, ordered so that each
+   intermediate state passes the scheduler and stays within the cap at observed usage; of all
+   such sets, the one removing most pairs per move.
 2. *Filter* keeps target nodes that pass every rule above; *score* prefers the node where the pod
    forms the fewest interfering pairs, then the node most full at the forecast peak after the move
    (packs pods onto nodes that stay, the scheduler's MostAllocated idea applied to the forecast
@@ -38,15 +40,17 @@ Algorithm (greedy, re-evaluated after each chosen step):
    anti-affinity on the state after the move.
 3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
    nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
-   precedence), then separations and swaps. Within that order, the candidate with the highest
-   gain per move that fits in the remaining move budget wins; the gain is ``weights.node_freed``
-   for a freed node plus ``weights.pair_separated`` per cpu-bound/latency-critical pair removed
-   (minus per pair created). Repeat until no candidate gains more than ``weights.move_cost`` per
-   move or the budget is spent.
+   precedence), then separations, swaps and exchanges. Within that order, the candidate with the
+   highest gain per move that fits in the remaining move budget wins (then the larger gain, fewer
+   moves, least forecast-peak CPU moved); the gain is ``weights.node_freed`` for a freed node plus
+   ``weights.pair_separated`` per cpu-bound/latency-critical pair removed (minus per pair
+   created). Repeat until no candidate gains more than ``weights.move_cost`` per move or the
+   budget is spent.
 
 ``MovePod.expected_gain`` is the candidate's gain shared evenly over its moves, in *node
 equivalents* (1.0 = one node freed); the reason sentence names the node freed, the pairs
-separated and the target node's forecast peak after the move.
+separated, the target node's forecast peak after the move (after the whole exchange for swaps
+and exchanges) and ends with the expected gain.
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ _OPPOSITE = {CPU_BOUND: LATENCY_CRITICAL, LATENCY_CRITICAL: CPU_BOUND}
 #: A receiving node's forecast-peak CPU stays at or below this share of its allocatable CPU.
 #: 0.9 leaves 10 % for a future peak above the forecast one.
 DEFAULT_MAX_PEAK_FRACTION = 0.9
-#: At most this many moves per plan (one plan per control cycle).
+#: At most this many moves per plan (one plan per control cycle): enough to drain a node of 3-4
+#: pods; the efficient point of the benchmark's trade-off curve (docs/rebalance.md).
 DEFAULT_MAX_MOVES = 4
 #: Drains are tried for at most this many nodes (fewest pods first), separations and swaps for
 #: at most this many mixed nodes (most pairs first), so planning stays fast on large clusters.
@@ -759,12 +764,22 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
     """Apply ``step`` to ``c`` and describe each move in a sentence that ends with its expected gain."""
     share = step.gain / len(step.moves)
     facts: list[tuple[Pod, str, list[Pod], int]] = []
-    for pod, target in step.moves:
+    before = {n: list(c.pods[n]) for n in {*(p.node for p, _ in step.moves), *(t for _, t in step.moves)}}
+    for i, (pod, target) in enumerate(step.moves):
         opposite = _OPPOSITE.get(pod.interference)
-        neighbours = [q for q in c.pods[pod.node] if opposite is not None and q.interference == opposite]
-        joined = _created(c, pod, target)
+        if step.part(i)[0] in ("swap", "exchange"):  # described from before to after the exchange
+            group = step.part(i)[1]
+            mates = {pod_key(p) for j, (p, _) in enumerate(step.moves) if step.part(j)[1] == group}
+            here = [q for q in before[pod.node] if pod_key(q) not in mates]
+        else:
+            here = c.pods[pod.node]
+        neighbours = [q for q in here if opposite is not None and q.interference == opposite]
+        facts.append((pod, target, neighbours, _created(c, pod, target)))
         c.move(pod, target)
-        facts.append((pod, target, neighbours, joined))
+    for i, (pod, target, neighbours, _) in enumerate(facts):
+        if step.part(i)[0] in ("swap", "exchange"):
+            opposite = _OPPOSITE.get(pod.interference)
+            facts[i] = (pod, target, neighbours, 0 if opposite is None else c.count(target, opposite))
     end_peak = dict(c.peak)  # after the whole step: what an exchange is checked against
     running = {n: c.peak[n] for n in c.peak}
     for pod, target in reversed(step.moves):  # peaks after each single move, for drains and separations
@@ -848,7 +863,11 @@ def plan_moves(
             its allocatable CPU.
         weights: what a freed node, a separated pair and a move are worth.
         max_candidate_nodes: drains are evaluated for at most this many nodes (fewest pods first),
-            separations and swaps for at most this many mixed nodes (most pairs first).
+            separations for at most this many mixed nodes (most pairs first); exchanges for at
+            most ``min(max_candidate_nodes, MAX_EXCHANGE_NODES)`` mixed nodes and half as many
+            others.
+        drains_may_add_pairs: allow a drain to leave more interfering pairs than it found (the
+            behaviour before drains were made interference-safe); off by default.
 
     Returns:
         The moves, in the order they should be applied; each with its reason and expected gain.
