@@ -13,8 +13,12 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.rebalance import DEFAULT_MAX_MOVES, DEFAULT_MAX_PEAK_FRACTION
 from scaleahead.errors import UserError
+
+#: planner.rebalance's defaults, repeated so that ``scaleahead --help`` need not import the planner
+#: (a test keeps them equal).
+DEFAULT_MAX_MOVES = 4
+DEFAULT_MAX_PEAK_FRACTION = 0.9
 
 
 def _check_output(path: Path | None, option: str, suffix: str | None = None) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import planner.rebalance as planner_rebalance
+import scaleahead.commands.rebalance as cli_defaults
 from planner.rebalance import interference_pairs
 from scaleahead.bench.rebalance import (
     HOLD_S,
@@ -140,6 +142,11 @@ def test_on_the_default_snapshot_the_default_frees_the_references_nodes_with_hal
     assert sa["interference_pairs_after"] <= sa["interference_pairs_before"]
     assert sa["peak_overcommit"] == 0 and sa["pdb_violations"] == 0
     assert all("expected gain" in m.reason.message for m in moves["scaleahead"])
+
+
+def test_the_command_line_defaults_are_the_planners() -> None:
+    assert cli_defaults.DEFAULT_MAX_MOVES == planner_rebalance.DEFAULT_MAX_MOVES
+    assert cli_defaults.DEFAULT_MAX_PEAK_FRACTION == planner_rebalance.DEFAULT_MAX_PEAK_FRACTION
 
 
 def test_seeds_are_read_as_ranges_and_lists_and_bad_ones_are_refused() -> None:
