@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rebalance_builders import cluster, node, pod
 
 import planner.rebalance as planner_rebalance
 import scaleahead.commands.rebalance as cli_defaults
@@ -19,12 +20,15 @@ from scaleahead.bench.rebalance import (
     POLICIES,
     STEP_S,
     TRADEOFF_BUDGETS,
+    Snapshot,
     build_snapshot,
+    cycles,
     resample,
     run_bench,
 )
 from scaleahead.commands.rebalance import parse_seeds
 from scaleahead.errors import UserError
+from scaleahead.types import PodDisruptionBudget
 
 METRICS = {
     "nodes_freed",
@@ -155,3 +159,26 @@ def test_seeds_are_read_as_ranges_and_lists_and_bad_ones_are_refused() -> None:
     for bad in ("", "a-b", "3,x", "-1"):
         with pytest.raises(UserError):
             parse_seeds(bad)
+
+
+def test_cycles_renew_pdb_budgets_so_a_later_cycle_moves_what_an_earlier_one_could_not() -> None:
+    # two cart pods each share a node with two etl pods; the cart PDB allows one disruption per
+    # plan: the first cycle separates one cart pod, the second the other
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [
+            pod("cart-1", "a", 1000, cls="latency-critical"),
+            pod("etl-1", "a", 2000, cls="cpu-bound", owner=""),
+            pod("etl-2", "a", 2000, cls="cpu-bound", owner=""),
+            pod("cart-2", "b", 1000, cls="latency-critical"),
+            pod("etl-3", "b", 2000, cls="cpu-bound", owner=""),
+            pod("etl-4", "b", 2000, cls="cpu-bound", owner=""),
+            pod("kafka-1", "c", 3000, cls="io-bound", owner=""),
+        ],
+        [PodDisruptionBudget("app", "cart-pdb", "cart", 1)],
+    )
+    future = {f"{p.namespace}/{p.name}": np.full(3, float(p.peak_cpu_m)) for p in state.pods}
+    snap = Snapshot(state, future, 0.0, 0.0, 900.0, 0, ("a", "b", "c"))
+    rows = cycles(snap, n_cycles=5, max_moves=4)
+    assert [(r["cycle"], r["moves"], r["interference_pairs_after"]) for r in rows] == [(1, 1, 2), (2, 2, 0)]
+    assert all(r["pdb_violations"] == 0 and r["peak_overcommit"] == 0 for r in rows)
