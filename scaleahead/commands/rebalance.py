@@ -146,15 +146,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ] = None,
         show_moves: Annotated[bool, typer.Option(help="Print scaleahead's moves with their reasons.")] = True,
     ) -> None:
-        """Rebalancing on a cluster snapshot built from Alibaba 2018 per-machine usage (EVALUATION.md 5b).
+        """Rebalancing on a snapshot built from Alibaba 2018 machine usage (EVALUATION.md 5b).
 
-        Policies: scaleahead, descheduler_low_node_utilization, descheduler_high_node_utilization,
-        none. Metrics: nodes_freed, moves, interference_pairs_before/after, peak_overcommit,
-        pdb_violations (and evictions_refused, pods_pending, max_node_usage_pct). The JSON also
-        holds 'targets' (issue 5's rebalancing targets against descheduler_high_node_utilization)
-        and, with --json or --plot, the trade-off curves over the move budget ('tradeoff',
-        'tradeoff_separation_only') and 'cycles': the default budget spent once per control
-        cycle for up to 10 cycles, PDB budgets renewed each cycle.
+        Policies: scaleahead, descheduler_low_node_utilization,
+        descheduler_high_node_utilization, none. Metrics: nodes_freed, moves,
+        interference_pairs_before/after, peak_overcommit, pdb_violations (and
+        evictions_refused, pods_pending, max_node_usage_pct).
+
+        The JSON also holds 'targets' (issue 5's rebalancing targets against
+        descheduler_high_node_utilization) and, with --json or --plot, the
+        trade-off curves over the move budget ('tradeoff',
+        'tradeoff_separation_only') and 'cycles' (the default budget spent once
+        per control cycle for up to 10 cycles, PDB budgets renewed each cycle).
         """
         from rich.console import Console
         from rich.table import Table
