@@ -11,8 +11,11 @@ Checkpoint format (``torch.save`` of plain dicts, loaded with ``weights_only=Tru
 
 - version 1 (first release): ``hyper_parameters`` (the LightningModule's), ``step_s``,
   ``horizon_s``, ``state_dict`` with Lightning's ``net.`` key prefix; no calibration.
-- version 2 (current): ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
+- version 2: ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
   the bare network, ``calibration`` (spread factor per quantile) and ``meta`` (data span, metrics).
+- version 3 (current): version 2 plus ``prior``, the fitted ridge baseline whose forecast the
+  network corrects (``config.prior == "ridge"``, ``Ridge.state()``), or ``None``. A version-2
+  checkpoint is upgraded with ``prior: None`` and ``config.prior = "none"`` (it had none).
 
 Older versions are upgraded on load (``_upgrade``); newer ones are refused with a message.
 """
@@ -33,14 +36,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from forecaster.base import QUANTILES, Forecaster
-from forecaster.features import FeatureSpec, build_inputs, inputs_from_windows, offsets
+from forecaster.base import QUANTILES, Forecaster, fill_short_gaps_causal
+from forecaster.baselines import Ridge, _last_valid
+from forecaster.features import (
+    FeatureSpec,
+    Inputs,
+    IntArray,
+    Segment,
+    build_inputs,
+    gather,
+    inputs_from_windows,
+    offsets,
+    with_prior,
+)
 from forecaster.net import QuantileLSTM
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef
 
 FORMAT = "scaleahead-lstm"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class CheckpointError(DataError):
@@ -70,6 +84,9 @@ class LSTMConfig:
     horizon_s: float = 900.0
     recent_s: float = 450.0
     long_s: float = 6 * 3600.0
+    #: "ridge": the network corrects the ridge baseline's forecast (a hybrid; net.py), "none": it
+    #: forecasts from its inputs alone. The ridge is fitted on the training span only.
+    prior: str = "none"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LSTMConfig:
@@ -125,6 +142,7 @@ class LSTMForecaster(Forecaster):
         self.spec: FeatureSpec | None = None
         self.net: QuantileLSTM | None = None
         self.calibration = np.ones(len(self.quantiles))
+        self.prior: Ridge | None = None
         self.meta: dict[str, Any] = {}
         self.report = FitReport()
         #: How many origins of the last call were served by the named per-origin fallback.
@@ -156,15 +174,24 @@ class LSTMForecaster(Forecaster):
         _set_threads(cfg.threads)
         pl.seed_everything(cfg.seed, workers=True, verbose=False)
         spec = FeatureSpec(step_s=steps[0], horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        self.spec = spec
+        self.prior = self._fit_prior(usable, spec)
         dm = WindowDataModule(
-            usable, spec, cfg.max_train_windows, cfg.max_val_windows, cfg.val_fraction, cfg.batch_size, cfg.seed
+            usable,
+            spec,
+            cfg.max_train_windows,
+            cfg.max_val_windows,
+            cfg.val_fraction,
+            cfg.batch_size,
+            cfg.seed,
+            prior=self._prior_for if self.prior is not None else None,
         )
         dm.setup()
         assert dm.train is not None
         assert dm.val is not None
         module = QuantileLSTMModule(
             spec.n_seq_features,
-            spec.n_static,
+            self._n_static(spec),
             spec.horizon_steps,
             self.quantiles,
             spec.recent.length,
@@ -174,6 +201,7 @@ class LSTMForecaster(Forecaster):
             cfg.lr,
             cfg.weight_decay,
             cfg.highway,
+            self.prior is not None,
         )
         with tempfile.TemporaryDirectory() as tmp:
             ckpt_dir = self.checkpoint_dir or Path(tmp)
@@ -223,6 +251,65 @@ class LSTMForecaster(Forecaster):
             "fit": asdict(self.report),
         }
         return self
+
+    # -- the hybrid's prior (the ridge baseline) ------------------------------------------------
+    def _fit_prior(self, history: Sequence[Series], spec: FeatureSpec) -> Ridge | None:
+        """The ridge baseline fitted on the training span (before the validation span) of each series."""
+        if self.config.prior == "none":
+            return None
+        if self.config.prior != "ridge":
+            raise UserError(f"Unknown LSTM prior {self.config.prior!r}.", "Use 'ridge' or 'none'.")
+        train = []
+        for s in history:
+            cut = int(len(s) * (1 - self.config.val_fraction))
+            train.append(Series(s.name, s.start, s.step_s, s.values[:cut], s.unit))
+        ridge = Ridge()
+        ridge.fit(train, horizon_steps=spec.horizon_steps)
+        return ridge
+
+    def _prior_for(self, series: Series, origins: IntArray) -> FloatArray:
+        """The prior's point forecasts ``[n, H]`` for origins of one series (``values[:o]`` only)."""
+        assert self.prior is not None
+        assert self.spec is not None
+        filled = fill_short_gaps_causal(series.values)
+        m = self.prior.window_steps(series.step_s)
+        window = gather(filled, origins, Segment(-m, 1, m))  # [n, m]
+        last = _last_valid(filled, origins)
+        times = series.start + origins.astype(np.float64) * series.step_s
+        x = self.prior.features_from_window(window, last, times, series.step_s)
+        return self.prior.point_from_features(x, last, self.spec.horizon_steps)
+
+    def _with_prior(self, inp: Inputs, series: Series, origins: IntArray) -> Inputs:
+        return with_prior(inp, self._prior_for(series, origins)) if self.prior is not None else inp
+
+    def _prior_many(self, items: Sequence[tuple[WorkloadRef, Series]], idx: IntArray, times: FloatArray) -> FloatArray:
+        """``_prior_for`` at one origin index per series, batched: exactly the same numbers."""
+        assert self.prior is not None
+        assert self.spec is not None
+        gap = 3  # fill_short_gaps_causal's max_gap: a window this much longer fills exactly as the whole series
+        m = self.prior.window_steps(self.spec.step_s)
+        rel = np.arange(-(m + gap), 0)
+        w = np.empty((len(items), m + gap))
+        for k, (_, s) in enumerate(items):
+            pos = idx[k] + rel
+            ok = (pos >= 0) & (pos < min(int(idx[k]), len(s)))
+            w[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan) if len(s) else np.nan
+        for _ in range(gap):  # carry the last value into the first `gap` steps of a NaN run, as in the series
+            w[:, 1:] = np.where(np.isnan(w[:, 1:]) & ~np.isnan(w[:, :-1]), w[:, :-1], w[:, 1:])
+        window = w[:, gap:]
+        last = np.full(len(items), np.nan)
+        seen = ~np.isnan(window)
+        has = seen.any(axis=1)
+        last[has] = window[has, m - 1 - np.argmax(seen[has, ::-1], axis=1)]
+        for k in np.flatnonzero(~has).tolist():  # the whole window missing: the last value before it
+            _, s = items[k]
+            before = np.flatnonzero(np.isfinite(s.values[: min(int(idx[k]), len(s))]))
+            last[k] = s.values[before[-1]] if len(before) else np.nan
+        x = self.prior.features_from_window(window, last, times, self.spec.step_s)
+        return self.prior.point_from_features(x, last, self.spec.horizon_steps)
+
+    def _n_static(self, spec: FeatureSpec) -> int:
+        return spec.n_static + (spec.horizon_steps if self.prior is not None else 0)
 
     def _raw_predict(self, seq: np.ndarray, static: np.ndarray) -> FloatArray:
         """Network output in units of scale, ``[n, horizon, n_quantiles]`` (no calibration)."""
@@ -293,7 +380,7 @@ class LSTMForecaster(Forecaster):
         self.last_fallback_origins = 0
         for i in range(0, len(origins), 4096):
             o = origins[i : i + 4096]
-            inp = build_inputs(values, series.start, spec, o)
+            inp = self._with_prior(build_inputs(values, series.start, spec, o), series, o)
             out = self._finish(self._raw_predict(inp.seq, inp.static), inp.scale, horizon_steps)
             if not inp.usable.all():
                 out[~inp.usable] = self._naive_rows(values, o[~inp.usable], horizon_steps, series.name)
@@ -338,6 +425,8 @@ class LSTMForecaster(Forecaster):
             times[k] = s.start + i * s.step_s
             idx.append(i)
         inp = inputs_from_windows(rows, times, spec)
+        if self.prior is not None:
+            inp = with_prior(inp, self._prior_many(items, np.asarray(idx, dtype=np.int64), times))
         use = np.flatnonzero(inp.usable)
         out = np.zeros((len(items), horizon_steps, len(self.quantiles)))
         if len(use):
@@ -363,6 +452,7 @@ class LSTMForecaster(Forecaster):
         cfg = model.config
         torch.manual_seed(cfg.seed)
         model.spec = FeatureSpec(step_s=step_s, horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        model.prior = Ridge() if cfg.prior == "ridge" else None  # unfitted: the last value (same cost)
         model.net = model._network(model.spec).eval()
         return model
 
@@ -370,7 +460,7 @@ class LSTMForecaster(Forecaster):
         cfg = self.config
         return QuantileLSTM(
             spec.n_seq_features,
-            spec.n_static,
+            self._n_static(spec),
             spec.horizon_steps,
             len(self.quantiles),
             spec.recent.length,
@@ -378,6 +468,7 @@ class LSTMForecaster(Forecaster):
             cfg.mlp,
             cfg.dropout,
             cfg.highway,
+            self.prior is not None,
         )
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -395,6 +486,7 @@ class LSTMForecaster(Forecaster):
                 "quantiles": list(self.quantiles),
                 "state_dict": self.net.state_dict(),
                 "calibration": [float(c) for c in self.calibration],
+                "prior": self.prior.state() if self.prior is not None else None,
                 "meta": _plain(self.meta),
             },
             path,
@@ -430,6 +522,7 @@ class LSTMForecaster(Forecaster):
         model = cls(config)
         _set_threads(config.threads)
         model.quantiles = tuple(float(q) for q in ckpt["quantiles"])
+        model.prior = Ridge.from_state(ckpt["prior"]) if ckpt["prior"] is not None else None
         net = model._network(spec)
         try:
             net.load_state_dict(ckpt["state_dict"])
@@ -489,6 +582,15 @@ def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
             "meta": {"upgraded_from": 1},
         }
         version = 2
+    if version == 2:  # no hybrid prior existed yet
+        raw = {
+            **raw,
+            "format_version": 3,
+            "config": {**raw["config"], "prior": "none"},
+            "prior": None,
+            "meta": {"upgraded_from": 2, **raw.get("meta", {})},
+        }
+        version = 3
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format version {version!r}; this scaleahead reads versions 1 to {FORMAT_VERSION}.",
