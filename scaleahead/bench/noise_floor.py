@@ -23,6 +23,12 @@ get *in expectation* if the demand were exactly Poisson around the smoothed rate
 the Poisson distribution, not from the actuals). Real request counts are over-dispersed (bursty
 sessions), so this is a conservative, i.e. low, floor.
 
+A second kind of oracle, ``in_sample_<model>`` (``--in-sample``), answers a different question:
+how well can a model of a given family fit the test period if it is *trained on it* (the whole
+trace, test period included, then scored on the same test origins)? It measures what the model
+family can express at all, not what it can forecast; if even the in-sample fit is not below a
+target ratio, no amount of tuning of that family on the history will get there.
+
 The reported floor is the best (lowest ``wql``) over windows and quantile modes, chosen on the
 test period: that favours the oracle, which is what a floor should do.
 
@@ -43,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from forecaster.base import fill_short_gaps
-from forecaster.registry import BASELINES
+from forecaster.base import Forecaster, fill_short_gaps
+from forecaster.registry import BASELINES, make_model
 from scaleahead.bench import forecast as fb
 from scaleahead.types import FloatArray, Series
 
@@ -155,8 +161,14 @@ def run(
     trace: str,
     windows_s: Sequence[float] = WINDOWS_S,
     log: Callable[[str], None] = lambda _msg: None,
+    in_sample: Sequence[str] = (),
+    make: Callable[[str], Forecaster] = make_model,
 ) -> NoiseFloorResult:
-    """Baselines as in ``bench forecast`` plus the oracle-smoothed diagnostic on the same origins."""
+    """Baselines as in ``bench forecast`` plus the oracle diagnostics on the same origins.
+
+    ``in_sample`` names models to fit on the whole trace (test period included) and score on the
+    test origins (rows ``in_sample_<name>``); they are not part of the floor.
+    """
     bench = fb.run(series, trace, list(BASELINES), log=log)
     h = bench.actual.shape[1]
     actual = bench.actual  # [n, H], NaN = not scored
@@ -189,6 +201,11 @@ def run(
                 best_wql, best_lam = s["wql"], lam
             log(f"{trace}: oracle window {label} {mode}: wql {s['wql']:.4f} mae {s['mae']:.4g}")
     floor = min(oracles, key=lambda k: oracles[k]["wql"])
+    h_steps = bench.actual.shape[1]
+    for name in in_sample:
+        log(f"{trace}: fitting {name} IN SAMPLE (on the whole trace, test period included)")
+        model = make(name).fit([series])
+        oracles[f"in_sample_{name}"] = fb.score(actual, model.predict_origins(series, bench.origins, h_steps), ref_mae)
     if counts and best_lam is not None:
         pin, abs_med = poisson_expected_losses(best_lam, QUANTILES)
         y_sum = float(np.abs(np.where(ok, actual, 0.0)).sum())

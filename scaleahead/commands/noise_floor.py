@@ -32,6 +32,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ],
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the results here.")] = None,
         column: Annotated[str | None, typer.Option("--column", help="Value column of a series CSV.")] = None,
+        in_sample: Annotated[
+            str | None,
+            typer.Option(
+                "--in-sample",
+                help="Comma-separated models (e.g. ridge,lstm) also fitted on the WHOLE trace, test period "
+                "included, and scored on it: what the model family can fit at all (the LSTM takes minutes).",
+            ),
+        ] = None,
     ) -> None:
         """DIAGNOSTIC (peeks at the test period by design): the error no forecaster can remove.
 
@@ -41,13 +49,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         MAE over the best baseline's: if that ratio is above a target, no forecaster can reach it.
         Never a selectable model. See docs/forecaster.md, "Noise floor".
         """
+        from forecaster.registry import available_models, make_model
         from scaleahead.bench import noise_floor as nf
         from scaleahead.traces import load_series
+
+        names = [m.strip() for m in in_sample.split(",") if m.strip()] if in_sample else []
+        unknown = [m for m in names if m not in available_models()]
+        if unknown:
+            raise UserError(f"--in-sample: unknown model(s) {unknown}.", f"Known: {', '.join(available_models())}.")
 
         if json_out is not None and not json_out.parent.is_dir():
             raise UserError(f"--json {json_out}: folder {json_out.parent} does not exist.", "Create it first.")
         series = load_series(trace, column=column)
-        result = nf.run(series, trace, log=lambda m: err.print(m))
+        result = nf.run(series, trace, log=lambda m: err.print(m), in_sample=names, make=make_model)
         best = result.bench.split["best_baseline"]
         table = Table(title=f"noise floor (oracle diagnostic): {trace}, {len(result.bench.origins)} origins")
         for col in ("row", "MAE", "rel_mae", "wql", "coverage_q90"):
@@ -61,7 +75,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         console.print(table)
         ratios = result.ratios()
         console.print(
-            f"floor = {result.floor}; over the best baseline ({best}): "
+            f"floor = {result.floor} (in_sample_* rows are not floors); over the best baseline ({best}): "
             + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items())
         )
         vg = result.variogram

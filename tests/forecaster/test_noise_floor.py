@@ -52,7 +52,7 @@ def test_poisson_quantiles_and_expected_losses_match_sampling() -> None:
 
 def test_on_pure_poisson_demand_the_oracle_floor_matches_the_theory_and_beats_every_baseline() -> None:
     series, rate = poisson_counts()
-    result = nf.run(series, "counts")
+    result = nf.run(series, "counts", in_sample=["ridge"])
     assert result.counts
     best = result.bench.split["best_baseline"]
     floor = result.oracles[result.floor]
@@ -63,6 +63,9 @@ def test_on_pure_poisson_demand_the_oracle_floor_matches_the_theory_and_beats_ev
     assert 0.85 <= floor["coverage_q90"] <= 0.95
     ratios = result.ratios()
     assert ratios["wql"] == pytest.approx(floor["wql"] / result.bench.models[best]["wql"])
+    # the in-sample fit is reported beside the floor, never taken for it
+    assert "in_sample_ridge" in result.oracles
+    assert not result.floor.startswith("in_sample")
     test_rate = float(rate[int(result.bench.origins[0]) :].mean())
     assert result.variogram["nugget"] == pytest.approx(test_rate, rel=0.15)  # Poisson variance = mean rate
 
