@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,11 @@ class ResidualQuantileForecaster(Forecaster):
 
     def min_context(self, step_s: float) -> int:
         return 1
+
+    @property
+    def resid(self) -> dict[float, FloatArray] | None:
+        """Empirical residual quantiles per horizon step, ``{q: [H]}`` (``None`` before ``fit``)."""
+        return self._resid
 
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
         values = fill_short_gaps_causal(series.values)
@@ -206,19 +212,22 @@ class Ridge(ResidualQuantileForecaster):
             pred = np.pad(pred, ((0, 0), (0, horizon_steps - pred.shape[1])), mode="edge")
         return np.asarray(pred[:, :horizon_steps])
 
-    def state(self) -> dict[str, list[float] | list[list[float]] | None]:
-        """The fitted coefficients as plain lists (for a checkpoint that embeds this model)."""
+    def state(self) -> dict[str, Any]:
+        """The fitted coefficients and residual quantiles as plain data (for a checkpoint embedding it)."""
+        resid = {f"{q:g}": r.tolist() for q, r in self._resid.items()} if self._resid is not None else None
         if self._coef is None or self._mu is None or self._sd is None:
-            return {"mu": None, "sd": None, "coef": None}
-        return {"mu": self._mu.tolist(), "sd": self._sd.tolist(), "coef": self._coef.tolist()}
+            return {"mu": None, "sd": None, "coef": None, "resid": resid}
+        return {"mu": self._mu.tolist(), "sd": self._sd.tolist(), "coef": self._coef.tolist(), "resid": resid}
 
     @classmethod
-    def from_state(cls, state: dict[str, list[float] | list[list[float]] | None]) -> Ridge:
+    def from_state(cls, state: dict[str, Any]) -> Ridge:
         model = cls()
         if state.get("coef") is not None:
             model._mu = np.asarray(state["mu"], dtype=np.float64)
             model._sd = np.asarray(state["sd"], dtype=np.float64)
             model._coef = np.asarray(state["coef"], dtype=np.float64)
+        if state.get("resid") is not None:
+            model._resid = {float(q): np.asarray(r, dtype=np.float64) for q, r in state["resid"].items()}
         return model
 
     def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:

@@ -30,6 +30,8 @@ class Windows:
     target: FloatArray  # [n, H] in units of scale
     scale: FloatArray  # [n]
     weight: FloatArray  # [n]
+    origin: IntArray  # [n] origin index into its series
+    series: IntArray  # [n] index of its series (rows are grouped by series, in order)
 
     def __len__(self) -> int:
         return int(self.seq.shape[0])
@@ -70,7 +72,7 @@ def make_windows(
     """
     h = spec.horizon_steps
     parts: list[tuple[np.ndarray, ...]] = []
-    for s, origins in zip(series, origins_per_series, strict=True):
+    for k, (s, origins) in enumerate(zip(series, origins_per_series, strict=True)):
         rows: list[tuple[np.ndarray, ...]] = []
         for i in range(0, len(origins), chunk):
             o = origins[i : i + chunk]
@@ -79,14 +81,14 @@ def make_windows(
                 inp = with_prior(inp, prior(s, o))
             y = targets(s.values, o, h) / inp.scale[:, None]
             keep = inp.usable & (~np.isnan(y)).any(axis=1)
-            rows.append((inp.seq[keep], inp.static[keep], y[keep], inp.scale[keep]))
+            rows.append((inp.seq[keep], inp.static[keep], y[keep], inp.scale[keep], o[keep]))
         if not rows:
             continue
-        seq, static, y, scale = (np.concatenate([r[j] for r in rows]) for j in range(4))
+        seq, static, y, scale, kept = (np.concatenate([r[j] for r in rows]) for j in range(5))
         if len(scale) == 0:
             continue
         weight = scale / scale.mean()  # windows of a busier time count more, as in wql
-        parts.append((seq, static, y, scale, weight))
+        parts.append((seq, static, y, scale, weight, kept.astype(np.int64), np.full(len(kept), k, dtype=np.int64)))
     if not parts:
         return Windows(
             np.zeros((0, spec.recent.length, 2), np.float32),
@@ -94,8 +96,10 @@ def make_windows(
             np.zeros((0, h)),
             np.zeros(0),
             np.zeros(0),
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
         )
-    return Windows(*(np.concatenate([p[j] for p in parts]) for j in range(5)))
+    return Windows(*(np.concatenate([p[j] for p in parts]) for j in range(7)))
 
 
 class WindowDataModule(pl.LightningDataModule):

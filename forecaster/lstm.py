@@ -13,9 +13,12 @@ Checkpoint format (``torch.save`` of plain dicts, loaded with ``weights_only=Tru
   ``horizon_s``, ``state_dict`` with Lightning's ``net.`` key prefix; no calibration.
 - version 2: ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
   the bare network, ``calibration`` (spread factor per quantile) and ``meta`` (data span, metrics).
-- version 3 (current): version 2 plus ``prior``, the fitted ridge baseline whose forecast the
-  network corrects (``config.prior == "ridge"``, ``Ridge.state()``), or ``None``. A version-2
-  checkpoint is upgraded with ``prior: None`` and ``config.prior = "none"`` (it had none).
+- version 3 (current): version 2 plus ``ridge`` (the ridge baseline fitted on the training span,
+  ``Ridge.state()``, or ``None``) and ``blend_weight``. The ridge serves the hybrid input
+  (``config.prior == "ridge"``: the network corrects its forecast) and the quantile blend
+  (``config.blend``: ``w * lstm + (1 - w) * ridge``, ``w = blend_weight`` chosen on the
+  validation span). A version-2 checkpoint is upgraded with ``ridge: None``, ``blend_weight: 1``
+  and ``config.prior = "none"``, ``config.blend = False`` (it had neither).
 
 Older versions are upgraded on load (``_upgrade``); newer ones are refused with a message.
 """
@@ -87,6 +90,9 @@ class LSTMConfig:
     #: "ridge": the network corrects the ridge baseline's forecast (a hybrid; net.py), "none": it
     #: forecasts from its inputs alone. The ridge is fitted on the training span only.
     prior: str = "none"
+    #: Blend the calibrated LSTM quantiles with the ridge baseline's, ``w * lstm + (1 - w) * ridge``,
+    #: ``w`` in 0, 0.1, ..., 1 chosen on the validation span (1 = the LSTM alone).
+    blend: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LSTMConfig:
@@ -128,6 +134,7 @@ class FitReport:
     val_windows: int = 0
     val_loss: float = float("nan")
     calibration: dict[str, float] = field(default_factory=dict)
+    blend_weight: float = 1.0  # the LSTM's weight in the blend with the ridge (1 = no blend)
 
 
 class LSTMForecaster(Forecaster):
@@ -142,7 +149,9 @@ class LSTMForecaster(Forecaster):
         self.spec: FeatureSpec | None = None
         self.net: QuantileLSTM | None = None
         self.calibration = np.ones(len(self.quantiles))
-        self.prior: Ridge | None = None
+        self.ridge: Ridge | None = None
+        #: Weight of the LSTM in the quantile blend with ``ridge`` (1 = no blend).
+        self.blend_weight = 1.0
         self.meta: dict[str, Any] = {}
         self.report = FitReport()
         #: How many origins of the last call were served by the named per-origin fallback.
@@ -175,7 +184,8 @@ class LSTMForecaster(Forecaster):
         pl.seed_everything(cfg.seed, workers=True, verbose=False)
         spec = FeatureSpec(step_s=steps[0], horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
         self.spec = spec
-        self.prior = self._fit_prior(usable, spec)
+        self.ridge = self._fit_ridge(usable, spec)
+        self.blend_weight = 1.0
         dm = WindowDataModule(
             usable,
             spec,
@@ -184,7 +194,7 @@ class LSTMForecaster(Forecaster):
             cfg.val_fraction,
             cfg.batch_size,
             cfg.seed,
-            prior=self._prior_for if self.prior is not None else None,
+            prior=self._prior_for if self._uses_prior else None,
         )
         dm.setup()
         assert dm.train is not None
@@ -201,7 +211,7 @@ class LSTMForecaster(Forecaster):
             cfg.lr,
             cfg.weight_decay,
             cfg.highway,
-            self.prior is not None,
+            self._uses_prior,
         )
         with tempfile.TemporaryDirectory() as tmp:
             ckpt_dir = self.checkpoint_dir or Path(tmp)
@@ -231,6 +241,8 @@ class LSTMForecaster(Forecaster):
         self.calibration = np.ones(len(self.quantiles))
         if cfg.calibrate:
             self.calibration = self._calibrate(dm.val.seq, dm.val.static, dm.val.target)
+        if cfg.blend and self.ridge is not None:
+            self.blend_weight = self._choose_blend_weight(dm.val, usable)
         self.report = FitReport(
             epochs=int(trainer.current_epoch),
             train_s=round(train_s, 2),
@@ -243,6 +255,7 @@ class LSTMForecaster(Forecaster):
                 else float(trainer.callback_metrics.get("val_loss", float("nan")))
             ),
             calibration={f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.calibration, strict=True)},
+            blend_weight=self.blend_weight,
         )
         self.meta = {
             "series": [s.name for s in usable],
@@ -253,12 +266,16 @@ class LSTMForecaster(Forecaster):
         return self
 
     # -- the hybrid's prior (the ridge baseline) ------------------------------------------------
-    def _fit_prior(self, history: Sequence[Series], spec: FeatureSpec) -> Ridge | None:
+    @property
+    def _uses_prior(self) -> bool:
+        return self.config.prior == "ridge"
+
+    def _fit_ridge(self, history: Sequence[Series], spec: FeatureSpec) -> Ridge | None:
         """The ridge baseline fitted on the training span (before the validation span) of each series."""
-        if self.config.prior == "none":
-            return None
-        if self.config.prior != "ridge":
+        if self.config.prior not in ("ridge", "none"):
             raise UserError(f"Unknown LSTM prior {self.config.prior!r}.", "Use 'ridge' or 'none'.")
+        if not self._uses_prior and not self.config.blend:
+            return None
         train = []
         for s in history:
             cut = int(len(s) * (1 - self.config.val_fraction))
@@ -269,25 +286,62 @@ class LSTMForecaster(Forecaster):
 
     def _prior_for(self, series: Series, origins: IntArray) -> FloatArray:
         """The prior's point forecasts ``[n, H]`` for origins of one series (``values[:o]`` only)."""
-        assert self.prior is not None
+        assert self.ridge is not None
         assert self.spec is not None
         filled = fill_short_gaps_causal(series.values)
-        m = self.prior.window_steps(series.step_s)
+        m = self.ridge.window_steps(series.step_s)
         window = gather(filled, origins, Segment(-m, 1, m))  # [n, m]
         last = _last_valid(filled, origins)
         times = series.start + origins.astype(np.float64) * series.step_s
-        x = self.prior.features_from_window(window, last, times, series.step_s)
-        return self.prior.point_from_features(x, last, self.spec.horizon_steps)
+        x = self.ridge.features_from_window(window, last, times, series.step_s)
+        return self.ridge.point_from_features(x, last, self.spec.horizon_steps)
 
     def _with_prior(self, inp: Inputs, series: Series, origins: IntArray) -> Inputs:
-        return with_prior(inp, self._prior_for(series, origins)) if self.prior is not None else inp
+        return with_prior(inp, self._prior_for(series, origins)) if self._uses_prior else inp
+
+    def _ridge_quantiles(self, point: FloatArray) -> FloatArray:
+        """The ridge baseline's quantiles ``[n, H, Q]`` around its point forecasts ``[n, H]``."""
+        assert self.ridge is not None
+        resid = self.ridge.resid or {}
+        h = point.shape[1]
+        cols = []
+        for q in self.quantiles:
+            r = np.asarray(resid.get(q, np.zeros(h)), dtype=np.float64)
+            r = np.pad(r, (0, max(0, h - len(r))), mode="edge")[:h]
+            cols.append(np.maximum(point + r[None, :], 0.0))
+        return np.sort(np.stack(cols, axis=-1), axis=-1)
+
+    def _blend(self, out: FloatArray, point: FloatArray) -> FloatArray:
+        """``w * out + (1 - w) * ridge quantiles`` (both non-negative and non-crossing, so is the blend)."""
+        if self.ridge is None or self.blend_weight >= 1.0:
+            return out
+        w = self.blend_weight
+        return w * out + (1 - w) * self._ridge_quantiles(point)[:, : out.shape[1], :]
+
+    def _choose_blend_weight(self, val: Any, series: Sequence[Series]) -> float:
+        """The LSTM's weight in 0, 0.1, ..., 1 with the lowest validation pinball loss (scaled like wql)."""
+        assert self.ridge is not None
+        lstm = self._finish(self._raw_predict(val.seq, val.static), val.scale, val.target.shape[1])  # [n, H, Q]
+        point = np.concatenate([self._prior_for(s, val.origin[val.series == k]) for k, s in enumerate(series)], axis=0)
+        ridge = self._ridge_quantiles(point)
+        y = val.target * val.scale[:, None]  # [n, H], NaN = missing
+        ok = ~np.isnan(y)
+        yv = np.where(ok, y, 0.0)[..., None]
+        qs = np.asarray(self.quantiles)[None, None, :]
+        best, best_loss = 1.0, np.inf
+        for w in np.round(np.linspace(0.0, 1.0, 11), 1):
+            e = yv - (w * lstm + (1 - w) * ridge)
+            loss = float((np.maximum(qs * e, (qs - 1) * e).sum(-1) * ok).sum())
+            if loss < best_loss - 1e-12 or (w == 1.0 and loss <= best_loss):
+                best, best_loss = float(w), loss
+        return best
 
     def _prior_many(self, items: Sequence[tuple[WorkloadRef, Series]], idx: IntArray, times: FloatArray) -> FloatArray:
         """``_prior_for`` at one origin index per series, batched: exactly the same numbers."""
-        assert self.prior is not None
+        assert self.ridge is not None
         assert self.spec is not None
         gap = 3  # fill_short_gaps_causal's max_gap: a window this much longer fills exactly as the whole series
-        m = self.prior.window_steps(self.spec.step_s)
+        m = self.ridge.window_steps(self.spec.step_s)
         rel = np.arange(-(m + gap), 0)
         w = np.empty((len(items), m + gap))
         for k, (_, s) in enumerate(items):
@@ -305,11 +359,11 @@ class LSTMForecaster(Forecaster):
             _, s = items[k]
             before = np.flatnonzero(np.isfinite(s.values[: min(int(idx[k]), len(s))]))
             last[k] = s.values[before[-1]] if len(before) else np.nan
-        x = self.prior.features_from_window(window, last, times, self.spec.step_s)
-        return self.prior.point_from_features(x, last, self.spec.horizon_steps)
+        x = self.ridge.features_from_window(window, last, times, self.spec.step_s)
+        return self.ridge.point_from_features(x, last, self.spec.horizon_steps)
 
     def _n_static(self, spec: FeatureSpec) -> int:
-        return spec.n_static + (spec.horizon_steps if self.prior is not None else 0)
+        return spec.n_static + (spec.horizon_steps if self._uses_prior else 0)
 
     def _raw_predict(self, seq: np.ndarray, static: np.ndarray) -> FloatArray:
         """Network output in units of scale, ``[n, horizon, n_quantiles]`` (no calibration)."""
@@ -380,8 +434,13 @@ class LSTMForecaster(Forecaster):
         self.last_fallback_origins = 0
         for i in range(0, len(origins), 4096):
             o = origins[i : i + 4096]
-            inp = self._with_prior(build_inputs(values, series.start, spec, o), series, o)
+            inp = build_inputs(values, series.start, spec, o)
+            point = self._prior_for(series, o) if self.ridge is not None else None
+            if self._uses_prior and point is not None:
+                inp = with_prior(inp, point)
             out = self._finish(self._raw_predict(inp.seq, inp.static), inp.scale, horizon_steps)
+            if point is not None:
+                out = self._blend(out, point)
             if not inp.usable.all():
                 out[~inp.usable] = self._naive_rows(values, o[~inp.usable], horizon_steps, series.name)
                 self.last_fallback_origins += int((~inp.usable).sum())
@@ -425,13 +484,16 @@ class LSTMForecaster(Forecaster):
             times[k] = s.start + i * s.step_s
             idx.append(i)
         inp = inputs_from_windows(rows, times, spec)
-        if self.prior is not None:
-            inp = with_prior(inp, self._prior_many(items, np.asarray(idx, dtype=np.int64), times))
+        point = self._prior_many(items, np.asarray(idx, dtype=np.int64), times) if self.ridge is not None else None
+        if self._uses_prior and point is not None:
+            inp = with_prior(inp, point)
         use = np.flatnonzero(inp.usable)
         out = np.zeros((len(items), horizon_steps, len(self.quantiles)))
         if len(use):
             raw = self._raw_predict(inp.seq[use], inp.static[use])
             out[use] = self._finish(raw, inp.scale[use], horizon_steps)
+            if point is not None:
+                out[use] = self._blend(out[use], point[use])
         self.last_fallback_origins = 0
         for bad in np.flatnonzero(~inp.usable).tolist():
             ref, s = items[bad]
@@ -452,7 +514,9 @@ class LSTMForecaster(Forecaster):
         cfg = model.config
         torch.manual_seed(cfg.seed)
         model.spec = FeatureSpec(step_s=step_s, horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
-        model.prior = Ridge() if cfg.prior == "ridge" else None  # unfitted: the last value (same cost)
+        # unfitted: the last value, at the same cost as a fitted one
+        model.ridge = Ridge() if cfg.prior == "ridge" or cfg.blend else None
+        model.blend_weight = 0.5 if cfg.blend else 1.0
         model.net = model._network(model.spec).eval()
         return model
 
@@ -468,7 +532,7 @@ class LSTMForecaster(Forecaster):
             cfg.mlp,
             cfg.dropout,
             cfg.highway,
-            self.prior is not None,
+            self._uses_prior,
         )
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -486,7 +550,8 @@ class LSTMForecaster(Forecaster):
                 "quantiles": list(self.quantiles),
                 "state_dict": self.net.state_dict(),
                 "calibration": [float(c) for c in self.calibration],
-                "prior": self.prior.state() if self.prior is not None else None,
+                "ridge": self.ridge.state() if self.ridge is not None else None,
+                "blend_weight": float(self.blend_weight),
                 "meta": _plain(self.meta),
             },
             path,
@@ -522,7 +587,8 @@ class LSTMForecaster(Forecaster):
         model = cls(config)
         _set_threads(config.threads)
         model.quantiles = tuple(float(q) for q in ckpt["quantiles"])
-        model.prior = Ridge.from_state(ckpt["prior"]) if ckpt["prior"] is not None else None
+        model.ridge = Ridge.from_state(ckpt["ridge"]) if ckpt["ridge"] is not None else None
+        model.blend_weight = float(ckpt["blend_weight"])
         net = model._network(spec)
         try:
             net.load_state_dict(ckpt["state_dict"])
@@ -586,8 +652,9 @@ def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
         raw = {
             **raw,
             "format_version": 3,
-            "config": {**raw["config"], "prior": "none"},
-            "prior": None,
+            "config": {**raw["config"], "prior": "none", "blend": False},
+            "ridge": None,
+            "blend_weight": 1.0,
             "meta": {"upgraded_from": 2, **raw.get("meta", {})},
         }
         version = 3

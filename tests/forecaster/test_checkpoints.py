@@ -53,24 +53,29 @@ GOLDEN_V1_SUM = 3185.3633486583763
 def test_a_checkpoint_of_format_version_2_loads_without_a_prior_and_forecasts_as_its_release_did() -> None:
     assert V2.stat().st_size < 20_000
     model = LSTMForecaster.load(V2, step_s=60.0)
-    assert model.prior is None
+    assert model.ridge is None
+    assert model.blend_weight == 1.0
     assert model.config.prior == "none"
+    assert model.config.blend is False
     assert model.meta["upgraded_from"] == 2
     qs = model.predict_origins(daily_series(days=3.0), np.array([4000]), 15)
     # printed by fixtures/make_v2_checkpoint.py with the format-2 release's own code
     assert sum(qs[q].sum() for q in qs) == pytest.approx(3043.848422534883, rel=1e-4)
 
 
-def test_a_hybrid_checkpoint_keeps_its_ridge_prior_and_forecasts_exactly_the_same(
+def test_a_hybrid_blended_checkpoint_keeps_its_ridge_and_weight_and_forecasts_exactly_the_same(
     tiny_lstm_config, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
-    model = LSTMForecaster(replace(tiny_lstm_config, prior="ridge")).fit([daily_series(days=2.5)])
-    assert model.prior is not None
+    model = LSTMForecaster(replace(tiny_lstm_config, prior="ridge", blend=True)).fit([daily_series(days=2.5)])
+    assert model.ridge is not None
+    assert 0.0 <= model.blend_weight <= 1.0
+    model.blend_weight = 0.3  # whatever validation chose, a blend must survive the round trip
     path = model.save(tmp_path / "hybrid.pt")
     loaded = LSTMForecaster.load(path, step_s=60.0)
-    assert loaded.prior is not None
+    assert loaded.ridge is not None
+    assert loaded.blend_weight == 0.3
     assert loaded.config.prior == "ridge"
     s = daily_series(days=3.0, seed=3)
     origins = np.array([3000, 3500, 4000])

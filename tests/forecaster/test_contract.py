@@ -17,18 +17,21 @@ from scaleahead.types import Series, WorkloadRef
 from tests.forecaster.conftest import daily_series
 
 H = 15  # 15 minutes at 60 s
-#: Every registered model, plus the LSTM with the other setting of its ridge prior (the hybrid).
-MODELS = [*available_models(), "lstm_other_prior"]
+#: Every registered model, plus the LSTM with the other setting of its ridge prior (the hybrid)
+#: and of its ridge quantile blend.
+MODELS = [*available_models(), "lstm_other_prior", "lstm_other_blend"]
 
 
 def build(name: str, config) -> Forecaster:  # type: ignore[no-untyped-def]
-    if name in ("lstm", "lstm_other_prior"):
+    if name in ("lstm", "lstm_other_prior", "lstm_other_blend"):
         from dataclasses import replace
 
         from forecaster.lstm import LSTMForecaster
 
         if name == "lstm_other_prior":
             config = replace(config, prior="none" if config.prior == "ridge" else "ridge")
+        if name == "lstm_other_blend":
+            config = replace(config, blend=not config.blend)
         return LSTMForecaster(config)
     return make_model(name)
 
