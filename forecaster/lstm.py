@@ -91,8 +91,9 @@ class LSTMConfig:
     #: forecasts from its inputs alone. The ridge is fitted on the training span only.
     prior: str = "none"
     #: Blend the calibrated LSTM quantiles with the ridge baseline's, ``w * lstm + (1 - w) * ridge``,
-    #: ``w`` in 0, 0.1, ..., 1 chosen on the validation span (1 = the LSTM alone).
-    blend: bool = False
+    #: ``w`` in 0, 0.1, ..., 1 chosen on the validation span (1 = the LSTM alone). On by default:
+    #: measured wql 0.967 -> 0.965 x ridge on nasa-10s and 1.010 -> 0.965 x on alibaba-cpu-10s.
+    blend: bool = True
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LSTMConfig:
