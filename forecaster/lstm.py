@@ -14,10 +14,11 @@ Checkpoint format (``torch.save`` of plain dicts, loaded with ``weights_only=Tru
 - version 2: ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
   the bare network, ``calibration`` (spread factor per quantile) and ``meta`` (data span, metrics).
 - version 3 (current): version 2 plus ``ridge`` (the ridge baseline fitted on the training span,
-  ``Ridge.state()``, or ``None``) and ``blend_weight``. The ridge serves the hybrid input
+  ``Ridge.state()``, or ``None``), ``blend_weight`` and ``blend_calibration``. The ridge serves the hybrid input
   (``config.prior == "ridge"``: the network corrects its forecast) and the quantile blend
   (``config.blend``: ``w * lstm + (1 - w) * ridge``, ``w = blend_weight`` chosen on the
-  validation span). A version-2 checkpoint is upgraded with ``ridge: None``, ``blend_weight: 1``
+  validation span, then its spread recalibrated there). A version-2 checkpoint is upgraded with
+  ``ridge: None``, ``blend_weight: 1``, ``blend_calibration: 1``
   and ``config.prior = "none"``, ``config.blend = False`` (it had neither).
 
 Older versions are upgraded on load (``_upgrade``); newer ones are refused with a message.
@@ -136,6 +137,7 @@ class FitReport:
     val_loss: float = float("nan")
     calibration: dict[str, float] = field(default_factory=dict)
     blend_weight: float = 1.0  # the LSTM's weight in the blend with the ridge (1 = no blend)
+    blend_calibration: dict[str, float] = field(default_factory=dict)
 
 
 class LSTMForecaster(Forecaster):
@@ -153,6 +155,8 @@ class LSTMForecaster(Forecaster):
         self.ridge: Ridge | None = None
         #: Weight of the LSTM in the quantile blend with ``ridge`` (1 = no blend).
         self.blend_weight = 1.0
+        #: Spread factor per quantile applied to the blend (fitted on the validation span).
+        self.blend_calibration = np.ones(len(self.quantiles))
         self.meta: dict[str, Any] = {}
         self.report = FitReport()
         #: How many origins of the last call were served by the named per-origin fallback.
@@ -187,6 +191,7 @@ class LSTMForecaster(Forecaster):
         self.spec = spec
         self.ridge = self._fit_ridge(usable, spec)
         self.blend_weight = 1.0
+        self.blend_calibration = np.ones(len(self.quantiles))
         dm = WindowDataModule(
             usable,
             spec,
@@ -243,7 +248,7 @@ class LSTMForecaster(Forecaster):
         if cfg.calibrate:
             self.calibration = self._calibrate(dm.val.seq, dm.val.static, dm.val.target)
         if cfg.blend and self.ridge is not None:
-            self.blend_weight = self._choose_blend_weight(dm.val, usable)
+            self.blend_weight, self.blend_calibration = self._choose_blend_weight(dm.val, usable)
         self.report = FitReport(
             epochs=int(trainer.current_epoch),
             train_s=round(train_s, 2),
@@ -257,6 +262,9 @@ class LSTMForecaster(Forecaster):
             ),
             calibration={f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.calibration, strict=True)},
             blend_weight=self.blend_weight,
+            blend_calibration={
+                f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.blend_calibration, strict=True)
+            },
         )
         self.meta = {
             "series": [s.name for s in usable],
@@ -313,14 +321,23 @@ class LSTMForecaster(Forecaster):
         return np.sort(np.stack(cols, axis=-1), axis=-1)
 
     def _blend(self, out: FloatArray, point: FloatArray) -> FloatArray:
-        """``w * out + (1 - w) * ridge quantiles`` (both non-negative and non-crossing, so is the blend)."""
+        """``w * out + (1 - w) * ridge quantiles``, its spread recalibrated (``blend_calibration``).
+
+        The calibration is the last step, as for the LSTM alone: the blend of two calibrated
+        forecasts is not calibrated itself. Non-negative and never crossing.
+        """
         if self.ridge is None or self.blend_weight >= 1.0:
             return out
         w = self.blend_weight
-        return w * out + (1 - w) * self._ridge_quantiles(point)[:, : out.shape[1], :]
+        mix = w * out + (1 - w) * self._ridge_quantiles(point)[:, : out.shape[1], :]
+        mid = self.quantiles.index(0.5)
+        med = mix[..., mid : mid + 1]
+        mix = med + self.blend_calibration[None, None, :] * (mix - med)
+        return np.maximum.accumulate(np.maximum(mix, 0.0), axis=-1)
 
-    def _choose_blend_weight(self, val: Any, series: Sequence[Series]) -> float:
-        """The LSTM's weight in 0, 0.1, ..., 1 with the lowest validation pinball loss (scaled like wql)."""
+    def _choose_blend_weight(self, val: Any, series: Sequence[Series]) -> tuple[float, FloatArray]:
+        """The LSTM's weight in 0, 0.1, ..., 1 with the lowest validation pinball loss (scaled like wql),
+        and the blend's spread factors on the same span (``spread_factors``)."""
         assert self.ridge is not None
         lstm = self._finish(self._raw_predict(val.seq, val.static), val.scale, val.target.shape[1])  # [n, H, Q]
         point = np.concatenate([self._prior_for(s, val.origin[val.series == k]) for k, s in enumerate(series)], axis=0)
@@ -335,7 +352,9 @@ class LSTMForecaster(Forecaster):
             loss = float((np.maximum(qs * e, (qs - 1) * e).sum(-1) * ok).sum())
             if loss < best_loss - 1e-12 or (w == 1.0 and loss <= best_loss):
                 best, best_loss = float(w), loss
-        return best
+        if best >= 1.0:
+            return best, np.ones(len(self.quantiles))
+        return best, spread_factors(best * lstm + (1 - best) * ridge, y, self.quantiles)
 
     def _prior_many(self, items: Sequence[tuple[WorkloadRef, Series]], idx: IntArray, times: FloatArray) -> FloatArray:
         """``_prior_for`` at one origin index per series, batched: exactly the same numbers."""
@@ -384,20 +403,7 @@ class LSTMForecaster(Forecaster):
         ``q' = median + s_q * (q - median)``; ``s_q`` is the empirical quantile of
         ``(y - median) / (q - median)`` over observed validation targets, clipped to [0.25, 4].
         """
-        pred = self._raw_predict(seq, static)  # [n, H, Q]
-        mid = self.quantiles.index(0.5)
-        med = pred[..., mid]
-        out = np.ones(len(self.quantiles))
-        for j, q in enumerate(self.quantiles):
-            if j == mid:
-                continue
-            d = pred[..., j] - med
-            ok = ~np.isnan(target) & (np.abs(d) > 1e-6)
-            if ok.sum() < 50:
-                continue
-            r = (target[ok] - med[ok]) / d[ok]
-            out[j] = np.clip(np.quantile(r, q if q > 0.5 else 1 - q), 0.25, 4.0)
-        return out
+        return spread_factors(self._raw_predict(seq, static), target, self.quantiles)
 
     # -- inference ------------------------------------------------------------------------------
     def _check(self, series: Series, horizon_steps: int) -> FeatureSpec:
@@ -553,6 +559,7 @@ class LSTMForecaster(Forecaster):
                 "calibration": [float(c) for c in self.calibration],
                 "ridge": self.ridge.state() if self.ridge is not None else None,
                 "blend_weight": float(self.blend_weight),
+                "blend_calibration": [float(c) for c in self.blend_calibration],
                 "meta": _plain(self.meta),
             },
             path,
@@ -590,6 +597,7 @@ class LSTMForecaster(Forecaster):
         model.quantiles = tuple(float(q) for q in ckpt["quantiles"])
         model.ridge = Ridge.from_state(ckpt["ridge"]) if ckpt["ridge"] is not None else None
         model.blend_weight = float(ckpt["blend_weight"])
+        model.blend_calibration = np.asarray(ckpt["blend_calibration"], dtype=np.float64)
         net = model._network(spec)
         try:
             net.load_state_dict(ckpt["state_dict"])
@@ -603,6 +611,28 @@ class LSTMForecaster(Forecaster):
         model.calibration = np.asarray(ckpt["calibration"], dtype=np.float64)
         model.meta = dict(ckpt.get("meta", {}))
         return model
+
+
+def spread_factors(pred: FloatArray, target: FloatArray, quantiles: Sequence[float]) -> FloatArray:
+    """Spread factor per quantile so that the coverage of each quantile on ``target`` matches its level.
+
+    ``q' = median + s_q * (q - median)``; ``s_q`` is the empirical quantile of
+    ``(y - median) / (q - median)`` over observed targets, clipped to [0.25, 4]. ``pred`` is
+    ``[n, H, Q]``, ``target`` ``[n, H]`` (NaN = missing), in the same units.
+    """
+    mid = list(quantiles).index(0.5)
+    med = pred[..., mid]
+    out = np.ones(len(quantiles))
+    for j, q in enumerate(quantiles):
+        if j == mid:
+            continue
+        d = pred[..., j] - med
+        ok = ~np.isnan(target) & (np.abs(d) > 1e-6)
+        if ok.sum() < 50:
+            continue
+        r = (target[ok] - med[ok]) / d[ok]
+        out[j] = np.clip(np.quantile(r, q if q > 0.5 else 1 - q), 0.25, 4.0)
+    return out
 
 
 def _plain(obj: Any) -> Any:
@@ -656,6 +686,7 @@ def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
             "config": {**raw["config"], "prior": "none", "blend": False},
             "ridge": None,
             "blend_weight": 1.0,
+            "blend_calibration": [1.0] * len(raw["quantiles"]),
             "meta": {"upgraded_from": 2, **raw.get("meta", {})},
         }
         version = 3

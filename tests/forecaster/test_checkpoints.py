@@ -55,6 +55,7 @@ def test_a_checkpoint_of_format_version_2_loads_without_a_prior_and_forecasts_as
     model = LSTMForecaster.load(V2, step_s=60.0)
     assert model.ridge is None
     assert model.blend_weight == 1.0
+    np.testing.assert_array_equal(model.blend_calibration, np.ones(4))
     assert model.config.prior == "none"
     assert model.config.blend is False
     assert model.meta["upgraded_from"] == 2
@@ -72,10 +73,12 @@ def test_a_hybrid_blended_checkpoint_keeps_its_ridge_and_weight_and_forecasts_ex
     assert model.ridge is not None
     assert 0.0 <= model.blend_weight <= 1.0
     model.blend_weight = 0.3  # whatever validation chose, a blend must survive the round trip
+    model.blend_calibration = np.array([1.2, 1.0, 0.9, 1.1])
     path = model.save(tmp_path / "hybrid.pt")
     loaded = LSTMForecaster.load(path, step_s=60.0)
     assert loaded.ridge is not None
     assert loaded.blend_weight == 0.3
+    np.testing.assert_array_equal(loaded.blend_calibration, [1.2, 1.0, 0.9, 1.1])
     assert loaded.config.prior == "ridge"
     s = daily_series(days=3.0, seed=3)
     origins = np.array([3000, 3500, 4000])
