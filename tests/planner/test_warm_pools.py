@@ -20,7 +20,8 @@ def test_a_likely_call_warms_the_function_and_keeps_it_warm_while_the_forecast_s
     assert (a.from_instances, a.to_instances) == (0, 1)
     assert a.keep_warm_s == 180.0  # three steps at or above 10 %
     assert a.reason.code == "warm_forecast"
-    assert "40 %" in a.reason.message and "keep warm for 3 min" in a.reason.message
+    assert a.reason.message.startswith("pre-warm fns/fn 0 -> 1: 0.40 chance of an invocation in the next minute")
+    assert "keep warm for 3 min" in a.reason.message
     assert d.memory_mb == 200.0
 
 
