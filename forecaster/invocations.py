@@ -14,6 +14,12 @@ about exactly 37 and much about "about 35 to 40"), so the count of its own gaps 
 averaged over the window ``s +- s // smoothing_divisor`` (no smoothing below ``smoothing_divisor``
 minutes, where a timer's exact period matters).
 
+The pooled hazard counts right-censored gaps (Kaplan-Meier): a function idle for ``d`` steps now
+has survived every idle time below ``d``, so it is at risk there even though its gap has not
+ended. Without this the pool only sees the gaps that ended, and over a short history it
+overstates the chance that a long-idle function is called (on the history part of
+azure-functions-1m: 3.5 % forecast against 1.9 % observed at 41 to 80 idle minutes).
+
 Functions with few observed gaps borrow strength from a pooled hazard of functions with a
 similar invocation rate (empirical Bayes shrinkage with ``prior_strength`` pseudo-observations),
 so that a function seen twice does not get a probability of 0 or 1 from two gaps. A function's
@@ -132,10 +138,15 @@ class InvocationForecaster:
         idle = self._t - self._last  # idle steps at the first predicted step
         cols = np.clip(idle[:, None] + np.arange(h)[None, :], 1, self.max_idle + 1)  # [functions, horizon]
         tail = np.cumsum(self._gaps[:, ::-1], axis=1)[:, ::-1]  # gaps of at least s
-        pool_tail = np.cumsum(self._pool[:, ::-1], axis=1)[:, ::-1]
+        groups = self._groups()
+        ongoing = np.zeros_like(self._pool)  # [rate groups, idle bins]: functions idle that long now
+        np.add.at(ongoing, (groups[seen], np.minimum(idle[seen], self.max_idle + 1)), 1.0)
+        survived = np.zeros_like(self._pool)  # ongoing gaps longer than s: at risk at s, not ended
+        survived[:, :-1] = np.cumsum(ongoing[:, ::-1], axis=1)[:, ::-1][:, 1:]
+        pool_tail = np.cumsum(self._pool[:, ::-1], axis=1)[:, ::-1] + survived
         pool_hazard = np.divide(self._pool, pool_tail, out=np.zeros_like(self._pool), where=pool_tail > 0)
         rows = np.arange(self.n)[:, None]
-        prior = pool_hazard[self._groups()[:, None], cols]
+        prior = pool_hazard[groups[:, None], cols]
         own = self._gaps[rows, cols]
         if self.smoothing_divisor > 0:
             last_bin = self.max_idle + 1

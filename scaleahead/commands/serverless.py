@@ -155,34 +155,34 @@ def bench_serverless(
         console.print("tracing the trade-off curves ...")
     points = bench.tradeoff_curves(fns, history, cost_values, sweep_values, peer_curves)
     curve = [
-        (p.value, p.wasted_memory_rel_fixed10, p.cold_start_fraction)
-        for p in points
-        if p.policy == "scaleahead_probability_only"
+        (pt.value, pt.wasted_memory_rel_fixed10, pt.cold_start_fraction)
+        for pt in points
+        if pt.policy == "scaleahead_probability_only"
     ]
     extra: dict[str, object] = {}
     if history_minutes is not None:
         extra["history_minutes"] = history_minutes
     if functions is not None:
         extra["functions"] = functions
-    for label, p in (("durations", durations), ("memory", memory)):
-        if p is not None:
-            extra[label] = str(p)
+    for label, given in (("durations", durations), ("memory", memory)):
+        if given is not None:
+            extra[label] = str(given)
     out = bench.to_json(run, extra)
     if curve:
         out["tradeoff_min_probability"] = [
-            {"min_probability": p, "wasted_memory_rel_fixed10": x, "cold_start_fraction": y} for p, x, y in curve
+            {"min_probability": v, "wasted_memory_rel_fixed10": x, "cold_start_fraction": y} for v, x, y in curve
         ]
     if points:
         out["tradeoff"] = [
             {
-                "policy": p.policy,
-                p.setting: p.value,
-                "cold_start_fraction": p.cold_start_fraction,
-                "wasted_memory_rel_fixed10": p.wasted_memory_rel_fixed10,
-                "cold_starts": p.cold_starts,
+                "policy": pt.policy,
+                pt.setting: pt.value,
+                "cold_start_fraction": pt.cold_start_fraction,
+                "wasted_memory_rel_fixed10": pt.wasted_memory_rel_fixed10,
+                "cold_starts": pt.cold_starts,
             }
-            for p in points
-            if p.policy != "scaleahead_probability_only"
+            for pt in points
+            if pt.policy != "scaleahead_probability_only"
         ]
     if calibration is not None:
         out["calibration"] = {
@@ -202,7 +202,7 @@ def bench_serverless(
     if decisions is not None:
         bench.write_decisions(run, decisions)
     if plot is not None:
-        bench.write_plot(run, plot, curve, [p for p in points if p.policy != "scaleahead_probability_only"])
+        bench.write_plot(run, plot, curve, [pt for pt in points if pt.policy != "scaleahead_probability_only"])
     table = Table(
         title=f"serverless pre-warming on {trace}: {len(fns.names)} functions, {run.test_minutes} test minutes"
     )
@@ -217,12 +217,12 @@ def bench_serverless(
         curves = Table(title="trade-off curves (test period; wasted memory relative to fixed_keepalive_10m)")
         for c in ("policy", "setting", "cold_start_fraction", "cold_starts", "wasted_memory_rel_fixed10"):
             curves.add_column(c, justify="left" if c in ("policy", "setting") else "right")
-        for p in points:
+        for pt in points:
             curves.add_row(
-                p.policy,
-                f"{p.setting} {p.value:g}",
-                f"{p.cold_start_fraction:.5f}",
-                str(p.cold_starts),
-                f"{p.wasted_memory_rel_fixed10:.3f}",
+                pt.policy,
+                f"{pt.setting} {pt.value:g}",
+                f"{pt.cold_start_fraction:.5f}",
+                str(pt.cold_starts),
+                f"{pt.wasted_memory_rel_fixed10:.3f}",
             )
         Console().print(curves)
