@@ -69,7 +69,7 @@ class InvocationForecaster:
         step_s: float = 60.0,
         horizon: int = 15,
         max_idle: int = 1440,
-        prior_strength: float = 1.0,
+        prior_strength: float = 4.0,
         rate_edges: Sequence[float] = RATE_EDGES,
         min_rate_span: int = 60,
         smoothing_divisor: int = 8,

@@ -79,7 +79,7 @@ class Fallback(_Model):
 
 #: Default ``warmPool.coldStartCostMbMinutes``: chosen by ``scaleahead bench serverless --calibrate`` on the
 #: history (first 360 minutes) of azure-functions-1m, never on its test period (docs/serverless.md).
-DEFAULT_COLD_START_COST_MB_MINUTES = 23000.0
+DEFAULT_COLD_START_COST_MB_MINUTES = 9000.0
 
 
 class WarmPool(_Model):
