@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.replicas import _EPS, Basis, decide_replicas, explain
+from planner.replicas import _EPS, Basis, decide_replicas, explain, provision_levels
 from scaleahead.policy import FallbackMode, PolicySpec
 from scaleahead.types import Forecast, LazyReason, Reason, ScaleTo, WorkloadRef, WorkloadState
 
@@ -33,6 +33,8 @@ _SPEC = attrgetter(
     "max_step_up",
     "max_step_down",
     "forecast_quantile",
+    "objective.cost",
+    "objective.slo_risk",
 )
 _FALLBACK = attrgetter("mode", "static_replicas", "stale_after_seconds")
 _STATE = attrgetter("replicas", "ready_replicas", "observed_demand", "observed_at")
@@ -107,6 +109,10 @@ class ReplicaBatch:
         qrows: list[Any] = []
         trows: list[Any] = []
         frows: list[int] = []
+        fixed_q: list[float] = []  # per row of qrows: its fixed quantile, or NaN (the objective's)
+        obj_keys: tuple[float, ...] | None = None  # the quantile levels of objective rows (all the same)
+        obj_rows: list[int] = []  # positions in qrows of the objective rows
+        obj_stack: list[Any] = []
         recent: list[int] = []
         scalar: list[int] = []
         horizon = -1
@@ -128,14 +134,31 @@ class ReplicaBatch:
             if fc is not None:
                 qs = fc.quantiles
                 q = key[8]
-                arr = qs[q] if q in qs else fc.quantile(q)
                 tq = max(qs)
                 top = qs[tq]
+                if q is None:
+                    # The objective's level: every quantile goes into provision_levels below.
+                    levels = tuple(sorted(qs))
+                    if obj_keys is None:
+                        obj_keys = levels
+                    arr = top
+                    rows = [qs[k] for k in levels]
+                    if levels != obj_keys or len(levels) < 2 or any(r.shape != top.shape for r in rows):
+                        scalar.append(i)
+                        continue
+                else:
+                    arr = qs[q] if q in qs else fc.quantile(q)
                 if horizon < 0:
                     horizon = arr.shape[0]
                 if len(arr) != horizon or len(top) != horizon or horizon == 0 or arr.ndim != 1 or top.ndim != 1:
                     scalar.append(i)
                     continue
+                if q is None:
+                    obj_rows.append(len(qrows))
+                    obj_stack.append(rows)
+                    fixed_q.append(np.nan)
+                else:
+                    fixed_q.append(q)
                 has[i] = True
                 origin[i] = fc.origin
                 step[i] = fc.step_s
@@ -143,9 +166,9 @@ class ReplicaBatch:
                 qrows.append(arr)
                 trows.append(top)
                 frows.append(i)
-        P = np.array(list(keys), dtype=np.float64).reshape(-1, 9)
+        P = np.array(list(keys), dtype=np.float64).reshape(-1, 11)
         ki = np.array(kidx, dtype=np.int64)
-        cap, tu, minr, maxr, startup, stab, up, down, _q = (P[ki, j] for j in range(9))
+        cap, tu, minr, maxr, startup, stab, up, down, _q, w_cost, w_slo = (P[ki, j] for j in range(11))
         F = np.array([(m == FallbackMode.REACTIVE, m == FallbackMode.STATIC, r or 0, a) for m, r, a in fb_list])
         fi = np.array(fidx, dtype=np.int64)
         mode_r, mode_s = F[fi, 0] > 0, F[fi, 1] > 0
@@ -159,14 +182,29 @@ class ReplicaBatch:
         n = float(max(horizon, 0))
         fr = np.array(frows, dtype=np.int64)
         width = max(horizon, 1)
+        if frows:
+            Vf = np.concatenate(qrows).reshape(-1, width)
+            Lf = np.repeat(np.array(fixed_q, dtype=np.float64)[:, None], width, axis=1)
+            if obj_rows and obj_keys is not None:
+                # The objective's provisioning levels, for all its rows at once (planner.replicas).
+                orow = np.array(obj_rows, dtype=np.int64)
+                oi = fr[orow]
+                per_o = cap[oi] * tu[oi]
+                with np.errstate(divide="ignore"):
+                    ratio = np.where(w_slo[oi] > 0, w_cost[oi] / w_slo[oi], np.inf)
+                Q = np.concatenate(list(chain.from_iterable(obj_stack))).reshape(len(obj_rows), len(obj_keys), width)
+                Vf[orow], Lf[orow] = provision_levels(obj_keys, Q, per_o, ratio)
         if len(frows) == n_items:
-            V = np.concatenate(qrows).reshape(n_items, width)
+            V = Vf
+            Lv = Lf
             T = np.concatenate(trows).reshape(n_items, width)
         else:
             V = np.zeros((n_items, width))
+            Lv = np.zeros((n_items, width))
             T = np.zeros((n_items, width))
             if frows:
-                V[fr] = np.concatenate(qrows).reshape(-1, width)
+                V[fr] = Vf
+                Lv[fr] = Lf
                 T[fr] = np.concatenate(trows).reshape(-1, width)
         good = np.ones(n_items, dtype=bool)
         good[scalar] = False
@@ -204,17 +242,23 @@ class ReplicaBatch:
         peak_i = np.zeros(n_items, dtype=np.int64)
         top_peak = np.zeros(n_items)
         hold_peak = np.zeros(n_items)
+        hold_i = np.zeros(n_items, dtype=np.int64)
         top_hold = np.full(n_items, np.inf)
         peak[u], peak_i[u] = _window_max(V[u], lo[u], hi[u], argmax=True)
         top_peak[u], _ = _window_max(T[u], lo[u], hi[u])
         hold_peak[u] = peak[u]
+        hold_i[u] = lo[u] + peak_i[u]
         top_hold[u] = top_peak[u]
         kr = u[~kempty[u]]
-        hold_peak[kr], _ = _window_max(V[kr], klo[kr], khi[kr])
+        hold_peak[kr], hold_i[kr] = _window_max(V[kr], klo[kr], khi[kr], argmax=True)
+        hold_i[kr] += klo[kr]
         top_hold[kr], _ = _window_max(T[kr], klo[kr], khi[kr])
         # Only the windows are read: a non-finite value in one goes to the reference (NaN argmax etc.).
         good &= ~usable | (np.isfinite(peak) & np.isfinite(top_peak) & np.isfinite(hold_peak) & np.isfinite(top_hold))
         peak_t = o + (lo + peak_i) * s
+        rows_all = np.arange(n_items)
+        level = Lv[rows_all, np.clip(lo + peak_i, 0, width - 1)]
+        hold_level = Lv[rows_all, np.clip(hold_i, 0, width - 1)]
         need = _rf(peak, per)
         hold = _rf(hold_peak, per)
         with np.errstate(invalid="ignore"):
@@ -268,6 +312,8 @@ class ReplicaBatch:
             "code": code,
             "peak": peak,
             "peak_t": peak_t,
+            "level": level,
+            "hold_level": hold_level,
             "need": need,
             "hold": hold,
             "hold_peak": hold_peak,
@@ -346,6 +392,7 @@ class ReplicaBatch:
                 b.why = "forecast too short"
         else:
             b.peak, b.peak_t, b.need = c["peak"][i], c["peak_t"][i], int(c["need"][i])
+            b.level, b.hold_level = c["level"][i], c["hold_level"][i]
             b.hold_peak, b.t_keep, b.hold = c["hold_peak"][i], c["t_keep"][i], int(c["hold"][i])
             b.floor, b.top_peak, b.missed = int(c["floor"][i]), c["top_peak"][i], bool(c["missed"][i])
         if c["did_hold"][i]:
