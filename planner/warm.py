@@ -1,15 +1,24 @@
 """Warm pools for serverless functions: pre-warm before a likely call, keep warm while one is likely.
 
-A cold start costs latency; a warm instance that nobody calls costs memory. From the forecast
-probability of an invocation in each coming step (``InvocationForecast``), a function gets a warm
-instance for the next step when that probability is at least ``warmPool.minProbability``. The
-same forecast says for how long to keep it warm (the run of coming steps whose probability stays
-at or above the threshold, capped by ``warmPool.keepAliveSeconds``) and, when the function is not
-worth keeping warm now, when to pre-warm it (the first coming step above the threshold).
+A cold start costs latency; a warm instance that nobody calls costs memory. A function is worth
+keeping warm for the next step when the cold starts it expects to avoid are worth more than the
+memory it expects to waste: with ``p`` the forecast probability of an invocation in that step
+(``InvocationForecast``), ``m`` the memory of one instance and ``V`` what the policy says one
+avoided cold start is worth in MB-minutes of idle warm memory (``warmPool.coldStartCostMbMinutes``),
+
+    keep warm  <=>  p * V >= (1 - p) * m  <=>  p >= m / (m + V)   (the *break-even* probability)
+
+so a small function is kept warm on weaker evidence than a large one (every cold start counts the
+same, memory does not). ``warmPool.minProbability`` is a floor under the break-even (0 by default;
+without ``coldStartCostMbMinutes`` it is the whole rule). The same forecast says for how long to
+keep the instance warm (the run of coming steps that stay at or above the threshold, capped by
+``warmPool.keepAliveSeconds``) and, when the function is not worth keeping warm now, when to
+pre-warm it (the first coming step above the threshold).
 
 Memory is bounded twice: per function by ``warmPool.memoryBudgetMb`` (and ``maxInstances``), and
-across functions by an optional total budget, which keeps the instances with the highest
-probability per MB and says in each dropped action's reason that the budget dropped it.
+across functions by an optional total budget, which keeps the instances that avoid the most
+expected cold starts per MB of expected waste (``p / ((1 - p) * m)``) and says in each dropped
+action's reason that the budget dropped it.
 
 Pure: no I/O, no clock (docs/planner.md).
 """
@@ -40,8 +49,38 @@ def _pct(p: float) -> str:
     return f"{p * 100:.1f} %" if p < 0.1 else f"{p * 100:.0f} %"
 
 
+def _chance(p: float) -> str:
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.3f}"
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def break_even_probability(memory_mb: float, cold_start_cost_mb_minutes: float | None) -> float:
+    """Probability of a call at which one warm instance of ``memory_mb`` pays for itself (0 if no cost given).
+
+    At ``p`` the expected cold starts avoided, ``p``, times their worth in MB-minutes equals the
+    expected idle memory, ``(1 - p) * memory_mb``.
+    """
+    if cold_start_cost_mb_minutes is None:
+        return 0.0
+    return memory_mb / (memory_mb + cold_start_cost_mb_minutes)
+
+
+def warm_threshold(spec: PolicySpec) -> float:
+    """The probability a function's next step needs to be kept warm: the break-even, floored by minProbability."""
+    pool = spec.warm_pool
+    return max(
+        pool.min_probability, break_even_probability(pool.memory_mb_per_instance, pool.cold_start_cost_mb_minutes)
+    )
+
+
+def worth_per_mb(probability: float, memory_mb: float) -> float:
+    """Expected cold starts avoided per MB-minute of expected idle memory: ``p / ((1 - p) * m)``."""
+    if not math.isfinite(probability):
+        return math.inf
+    return probability / max((1.0 - probability) * memory_mb, 1e-12)
 
 
 def instance_cap(spec: PolicySpec) -> int:
@@ -64,8 +103,14 @@ def decide_warm_pool(
     pool = spec.warm_pool
     current = state.warm_instances
     cap = instance_cap(spec)
-    threshold = pool.min_probability
+    threshold = warm_threshold(spec)
+    cost = pool.cold_start_cost_mb_minutes
     mem = pool.memory_mb_per_instance
+    rule = (
+        f"the {_pct(threshold)} break-even of {mem:g} MB warm against a cold start worth {cost:,.0f} MB-min"
+        if cost is not None and threshold > pool.min_probability
+        else f"the {_pct(threshold)} minimum"
+    )
     fallback: str | None = None
     stale = forecast is not None and now - forecast.origin > spec.fallback.stale_after_seconds
     too_short = forecast is not None and forecast.origin + forecast.horizon_s <= now
@@ -102,6 +147,7 @@ def decide_warm_pool(
         probs = forecast.probability[k0:]
         p_now = float(probs[0])
         idle = "never invoked before" if not math.isfinite(forecast.idle_s) else f"idle {_minutes(forecast.idle_s)}"
+        step = "minute" if forecast.step_s == 60 else _minutes(forecast.step_s)
         if p_now >= threshold and cap > 0:
             want = min(cap, max(1, current))
             below = np.flatnonzero(probs < threshold)
@@ -109,8 +155,8 @@ def decide_warm_pool(
             keep = min(run * forecast.step_s, pool.keep_alive_seconds)
             code = "warm_forecast"
             text = (
-                f"P(invocation) {_pct(p_now)} in the next {_minutes(forecast.step_s)} ({idle}) is at least "
-                f"{_pct(threshold)}: keep warm for {_minutes(keep)} while the forecast stays above it"
+                f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) is above {rule}; "
+                f"keep warm for {_minutes(keep)} while the forecast stays above it"
             )
         else:
             want = 0
@@ -122,18 +168,20 @@ def decide_warm_pool(
                 k = int(later[0]) + 1
                 code = "prewarm_later"
                 text = (
-                    f"P(invocation) {_pct(p_now)} now ({idle}) is below {_pct(threshold)}; "
+                    f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) is below {rule}; "
                     f"pre-warm in {_minutes(k * forecast.step_s)}, when it reaches {_pct(float(probs[k]))}"
                 )
             else:
                 code = "cold_ok"
                 text = (
-                    f"P(invocation) {_pct(p_now)} now ({idle}) and at most {_pct(float(probs.max()))} over the next "
-                    f"{_minutes(len(probs) * forecast.step_s)}, below {_pct(threshold)}: not worth "
-                    f"{mem:g} MB warm"
+                    f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) and at most "
+                    f"{_pct(float(probs.max()))} over the next {_minutes(len(probs) * forecast.step_s)}, below "
+                    f"{rule}: not worth {mem:g} MB warm"
                 )
         details = {"probability": p_now, "threshold": threshold, "idle_s": forecast.idle_s, "memory_mb": mem}
-    verb = "warm" if want > current else ("cool" if want < current else "hold")
+        if cost is not None:
+            details["cold_start_cost_mb_min"] = cost
+    verb = ("pre-warm" if current == 0 else "warm") if want > current else ("cool" if want < current else "hold")
     sentence = (
         f"hold {workload} at {current} warm: {text}"
         if verb == "hold"
@@ -144,7 +192,10 @@ def decide_warm_pool(
 
 
 def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tuple[list[WarmDecision], list[str]]:
-    """Keep total warm memory within ``budget_mb``: drop the instances least likely to be called per MB.
+    """Keep total warm memory within ``budget_mb``: drop the instances that avoid the fewest cold starts per MB.
+
+    Instances are ranked by expected cold starts avoided per MB-minute of expected idle memory
+    (``worth_per_mb``); a fallback decision without a probability ranks first.
 
     Returns the decisions (in the same order, dropped ones cut to 0 warm instances with the reason
     extended) and notes for the plan.
@@ -154,10 +205,7 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
         return list(decisions), []
     order = sorted(
         (i for i, d in enumerate(decisions) if d.memory_mb > 0),
-        key=lambda i: (
-            -(decisions[i].probability if math.isfinite(decisions[i].probability) else 1.0) / decisions[i].memory_mb,
-            decisions[i].action.workload,
-        ),
+        key=lambda i: (-worth_per_mb(decisions[i].probability, decisions[i].memory_mb), decisions[i].action.workload),
     )
     used = 0.0
     keep: set[int] = set()
@@ -174,7 +222,7 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
             text = (
                 f"cool {a.workload} {a.from_instances} -> 0: wanted {a.to_instances} warm "
                 f"({a.reason.message.split(': ', 1)[-1]}), but the total warm-memory budget of {budget_mb:g} MB "
-                f"went to functions more likely to be called per MB"
+                f"went to functions that avoid more cold starts per MB"
             )
             reason = Reason("warm_budget_cut", text, {**a.reason.details, "budget_mb": budget_mb})
             out.append(replace(d, action=replace(a, to_instances=0, keep_warm_s=0.0, reason=reason), memory_mb=0.0))
@@ -182,7 +230,7 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
             out.append(d)
     notes = [
         f"warm-memory budget {budget_mb:g} MB is short of the {total:g} MB wanted: {dropped} function(s) "
-        f"left cold, keeping {used:g} MB for the most likely calls per MB"
+        f"left cold, keeping {used:g} MB for the most cold starts avoided per MB"
     ]
     return out, notes
 

@@ -77,6 +77,11 @@ class Fallback(_Model):
     )
 
 
+#: Default ``warmPool.coldStartCostMbMinutes``: chosen by ``scaleahead bench serverless --calibrate`` on the
+#: history (first 360 minutes) of azure-functions-1m, never on its test period (docs/serverless.md).
+DEFAULT_COLD_START_COST_MB_MINUTES = 9000.0
+
+
 class WarmPool(_Model):
     """Pre-provisioned (warm) instances for functions, against cold starts."""
 
@@ -85,11 +90,20 @@ class WarmPool(_Model):
     memory_mb_per_instance: float = Field(128.0, gt=0, description="Memory one warm instance holds (MB).")
     memory_budget_mb: float | None = Field(None, gt=0, description="Cap on warm memory for this workload (MB).")
     min_probability: float = Field(
-        0.02,
+        0.0,
         ge=0,
         le=1,
-        description="Keep warm (or pre-warm) when the forecast probability of an invocation in the next step is at "
-        "least this; 0.02 is where scaleahead bench serverless meets its target (docs/serverless.md).",
+        description="Floor on the probability of an invocation in the next step that keeps (or pre-warms) an "
+        "instance; the break-even of coldStartCostMbMinutes decides above it. Without coldStartCostMbMinutes "
+        "this alone is the rule.",
+    )
+    cold_start_cost_mb_minutes: float | None = Field(
+        DEFAULT_COLD_START_COST_MB_MINUTES,
+        gt=0,
+        description="What one avoided cold start is worth, in MB-minutes of idle warm memory: keep warm while "
+        "P(invocation) >= memoryMbPerInstance / (memoryMbPerInstance + this). The default was chosen on the "
+        "history part of azure-functions-1m to spend what a 10-minute keep-alive spends (docs/serverless.md); "
+        "null: minProbability alone decides.",
     )
     keep_alive_seconds: float = Field(600.0, ge=0, description="Longest keep-alive after the last invocation (s).")
 

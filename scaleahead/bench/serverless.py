@@ -6,6 +6,11 @@ policy per function -> ``actuator.base.apply_plan`` -> the simulated serverless 
 (``actuator.simulated_serverless``). The peers (``scaleahead.bench.serverless_peers``) decide
 warm minutes directly. All are scored by one function, ``score``, from the warm matrix and the
 counts, which is also what the ``--decisions`` file holds, so anyone can recompute the metrics.
+
+Trade-off curves (``--sweep-cost``, ``--peer-curves``) and the calibration of the default
+``coldStartCostMbMinutes`` (``--calibrate``, on the history only) use a vectorized copy of the
+planner's rule (``warm_from_probabilities``) on the same forecaster's probabilities; a test checks
+that it decides exactly what the planner path decides.
 """
 
 from __future__ import annotations
@@ -33,9 +38,15 @@ from scaleahead.types import WorkloadRef
 
 POLICIES = ("scaleahead", "fixed_keepalive_10m", "fixed_keepalive_20m", "hybrid_histogram", "oracle")
 BoolMatrix = npt.NDArray[np.bool_]
+FloatMatrix = npt.NDArray[np.float64]
 IntMatrix = npt.NDArray[np.int64]
 #: Default warm-pool threshold of the scaleahead policy: the schema's default (docs/serverless.md).
 DEFAULT_MIN_PROBABILITY = WarmPool.model_fields["min_probability"].default
+#: Default worth of one avoided cold start (MB-minutes) of the scaleahead policy: the schema's default.
+DEFAULT_COLD_START_COST: float | None = WarmPool.model_fields["cold_start_cost_mb_minutes"].default
+#: Keep-alive lengths (minutes) and hybrid-histogram ranges (minutes) of the peers' trade-off curves.
+FIXED_CURVE_MINUTES = (2, 5, 10, 15, 20, 30, 45, 60, 120, 240)
+HYBRID_CURVE_RANGES = (30, 60, 120, 240, 480)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +100,9 @@ def add_relative(metrics: dict[str, dict[str, float | int | None]]) -> None:
         )
 
 
-def function_policies(trace: FunctionsTrace, min_probability: float) -> tuple[list[WorkloadRef], list[Policy]]:
+def function_policies(
+    trace: FunctionsTrace, min_probability: float, cold_start_cost: float | None = DEFAULT_COLD_START_COST
+) -> tuple[list[WorkloadRef], list[Policy]]:
     """One ``workloadClass: function`` policy per function, warm pool on, its memory per instance."""
     refs: list[WorkloadRef] = []
     policies: list[Policy] = []
@@ -108,6 +121,7 @@ def function_policies(trace: FunctionsTrace, min_probability: float) -> tuple[li
                     "maxInstances": 1,
                     "memoryMbPerInstance": float(trace.memory_mb[i]),
                     "minProbability": min_probability,
+                    "coldStartCostMbMinutes": cold_start_cost,
                 },
                 "fallback": {"staleAfterSeconds": 120},
             }
@@ -120,11 +134,15 @@ def function_policies(trace: FunctionsTrace, min_probability: float) -> tuple[li
 
 
 def run_scaleahead(
-    trace: FunctionsTrace, history: int, min_probability: float = DEFAULT_MIN_PROBABILITY, step_s: float = 60.0
+    trace: FunctionsTrace,
+    history: int,
+    min_probability: float = DEFAULT_MIN_PROBABILITY,
+    step_s: float = 60.0,
+    cold_start_cost: float | None = DEFAULT_COLD_START_COST,
 ) -> tuple[BoolMatrix, SimulatedServerless]:
     """The project's policy through the real forecaster, planner and actuator path."""
     counts = trace.counts
-    refs, policies = function_policies(trace, min_probability)
+    refs, policies = function_policies(trace, min_probability, cold_start_cost)
     model = InvocationForecaster(len(refs), step_s=step_s).fit(counts[:, :history])
     sim = SimulatedServerless(refs, trace.memory_mb, start=trace.start + history * step_s, step_s=step_s)
     n_test = counts.shape[1] - history
@@ -141,6 +159,167 @@ def run_scaleahead(
         warm[:, k] = sim.step(column)
         model.observe(column)
     return warm, sim
+
+
+def subset(trace: FunctionsTrace, n: int) -> FunctionsTrace:
+    """``n`` functions evenly spaced over the rows (rows ``i * total // n``), for quick iterations."""
+    total = len(trace.names)
+    if not 1 <= n <= total:
+        raise DataError(
+            f"--functions {n} is not between 1 and the trace's {total} functions.", "Give a count in range."
+        )
+    rows = np.array([i * total // n for i in range(n)], dtype=np.int64)
+    return FunctionsTrace(
+        names=tuple(trace.names[i] for i in rows),
+        apps=tuple(trace.apps[i] for i in rows),
+        start=trace.start,
+        counts=trace.counts[rows],
+        memory_mb=trace.memory_mb[rows],
+        mean_duration_ms=trace.mean_duration_ms[rows],
+    )
+
+
+def probabilities(counts: IntMatrix, start: int, end: int, warm_from: int = 0, step_s: float = 60.0) -> FloatMatrix:
+    """The scaleahead forecaster's P(invocation) for each function and minute in ``[start, end)``.
+
+    The forecaster observes minutes ``[warm_from, start)`` first, then each minute after deciding
+    it, exactly as in ``run_scaleahead`` (column ``k`` uses minutes before ``start + k`` only).
+    """
+    model = InvocationForecaster(counts.shape[0], step_s=step_s, horizon=1).fit(counts[:, warm_from:start])
+    out = np.zeros((counts.shape[0], end - start))
+    for k in range(end - start):
+        out[:, k] = model.predict(1)[:, 0]
+        model.observe(counts[:, start + k])
+    return out
+
+
+def warm_from_probabilities(
+    prob: FloatMatrix,
+    memory_mb: npt.NDArray[np.float64],
+    min_probability: float = DEFAULT_MIN_PROBABILITY,
+    cold_start_cost: float | None = DEFAULT_COLD_START_COST,
+) -> BoolMatrix:
+    """The planner's warm rule (``planner.warm``, one instance at most) for a whole probability matrix."""
+    threshold = np.full(len(memory_mb), min_probability, dtype=np.float64)
+    if cold_start_cost is not None:
+        threshold = np.maximum(threshold, memory_mb / (memory_mb + cold_start_cost))
+    out: BoolMatrix = prob >= threshold[:, None]
+    return out
+
+
+def fixed_keepalive_warm(counts: IntMatrix, history: int, minutes: int) -> BoolMatrix:
+    """Warm matrix of ``FixedKeepAlive(minutes)`` over the test period ``[history, end)``."""
+    return _run_online(FixedKeepAlive(len(counts), minutes), counts, history)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The cold-start cost that spends, over a validation window of the history, what fixed 10 min spends."""
+
+    cold_start_cost_mb_minutes: float
+    warmup_minutes: int
+    validation_minutes: tuple[int, int]
+    wasted_memory_rel_fixed10: float
+    cold_starts: int
+    fixed10_cold_starts: int
+    target_rel: float
+
+
+def calibrate_cost(
+    trace: FunctionsTrace, history: int, warmup: int = 120, target_rel: float = 1.0, step_s: float = 60.0
+) -> Calibration:
+    """Choose ``coldStartCostMbMinutes`` on the history only (minutes before ``history``).
+
+    The forecaster starts empty at minute 0 and runs online; on the validation minutes
+    ``[warmup, history)`` the largest cost (the most warm memory) whose wasted memory is at most
+    ``target_rel`` x that of the fixed 10-minute keep-alive over the same minutes is chosen
+    (bisection in log space, rounded down to two significant digits). Minutes from ``history`` on
+    are never read.
+    """
+    if not 0 < warmup < history:
+        raise DataError(f"warm-up {warmup} must lie inside the {history} minutes of history.", "Give a smaller one.")
+    counts = trace.counts[:, :history]
+    prob = probabilities(counts, warmup, history, step_s=step_s)
+    val = counts[:, warmup:]
+    ref = score(val, fixed_keepalive_warm(counts, warmup, 10), trace.memory_mb)
+    ref_waste = float(ref["wasted_memory_mb_min"] or 0.0)
+
+    def rel(cost: float) -> float:
+        m = score(val, warm_from_probabilities(prob, trace.memory_mb, 0.0, cost), trace.memory_mb)
+        return float(m["wasted_memory_mb_min"] or 0.0) / ref_waste if ref_waste > 0 else math.inf
+
+    lo, hi = 0.0, 7.0  # log10 of the cost in MB-minutes
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if rel(10**mid) <= target_rel else (lo, mid)
+    raw = 10**lo
+    digits = 10 ** (math.floor(math.log10(raw)) - 1)
+    cost = math.floor(raw / digits) * digits
+    m = score(val, warm_from_probabilities(prob, trace.memory_mb, 0.0, cost), trace.memory_mb)
+    return Calibration(
+        cold_start_cost_mb_minutes=float(cost),
+        warmup_minutes=warmup,
+        validation_minutes=(warmup, history),
+        wasted_memory_rel_fixed10=rel(cost),
+        cold_starts=int(m["cold_starts"] or 0),
+        fixed10_cold_starts=int(ref["cold_starts"] or 0),
+        target_rel=target_rel,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    """One point of a trade-off curve: a policy at one setting, scored on the test period."""
+
+    policy: str
+    setting: str
+    value: float
+    cold_start_fraction: float
+    wasted_memory_rel_fixed10: float
+    cold_starts: int
+
+
+def _point(policy: str, setting: str, value: float, m: dict[str, float | int | None], base: float) -> CurvePoint:
+    return CurvePoint(
+        policy,
+        setting,
+        value,
+        float(m["cold_start_fraction"] or 0.0),
+        float(m["wasted_memory_mb_min"] or 0.0) / base if base > 0 else math.nan,
+        int(m["cold_starts"] or 0),
+    )
+
+
+def tradeoff_curves(
+    trace: FunctionsTrace,
+    history: int,
+    costs: Sequence[float] = (),
+    min_probabilities: Sequence[float] = (),
+    peers: bool = False,
+) -> list[CurvePoint]:
+    """Cold starts against wasted memory as each policy's one setting varies (scored like ``score``)."""
+    counts = trace.counts
+    test = counts[:, history:]
+    base = float(score(test, fixed_keepalive_warm(counts, history, 10), trace.memory_mb)["wasted_memory_mb_min"] or 0)
+    points: list[CurvePoint] = []
+    if costs or min_probabilities:
+        prob = probabilities(counts, history, counts.shape[1])
+        for c in costs:
+            w = warm_from_probabilities(prob, trace.memory_mb, 0.0, c)
+            points.append(_point("scaleahead", "cold_start_cost_mb_minutes", c, score(test, w, trace.memory_mb), base))
+        for p in min_probabilities:
+            w = warm_from_probabilities(prob, trace.memory_mb, p, None)
+            points.append(
+                _point("scaleahead_probability_only", "min_probability", p, score(test, w, trace.memory_mb), base)
+            )
+    if peers:
+        for k in FIXED_CURVE_MINUTES:
+            w = fixed_keepalive_warm(counts, history, k)
+            points.append(_point("fixed_keepalive", "minutes", k, score(test, w, trace.memory_mb), base))
+        for r in HYBRID_CURVE_RANGES:
+            w = _run_online(HybridHistogram(trace.apps, range_minutes=r), counts, history)
+            points.append(_point("hybrid_histogram", "range_minutes", r, score(test, w, trace.memory_mb), base))
+    return points
 
 
 def _run_online(peer: FixedKeepAlive | HybridHistogram, counts: IntMatrix, history: int) -> BoolMatrix:
@@ -160,6 +339,7 @@ def run_policies(
     min_probability: float = DEFAULT_MIN_PROBABILITY,
     trace_name: str = "",
     progress: Callable[[str], None] | None = None,
+    cold_start_cost: float | None = DEFAULT_COLD_START_COST,
 ) -> ServerlessRun:
     """Run every policy on the test period ``[history, end)`` and score it."""
     counts = trace.counts
@@ -174,7 +354,7 @@ def run_policies(
         if progress:
             progress(name)
         if name == "scaleahead":
-            warm[name], _ = run_scaleahead(trace, history, min_probability)
+            warm[name], _ = run_scaleahead(trace, history, min_probability, cold_start_cost=cold_start_cost)
         elif name.startswith("fixed_keepalive_"):
             warm[name] = _run_online(
                 FixedKeepAlive(len(counts), int(name.removeprefix("fixed_keepalive_")[:-1])), counts, history
@@ -192,6 +372,8 @@ def run_policies(
     params: dict[str, Any] = {}
     if min_probability != DEFAULT_MIN_PROBABILITY:
         params["min_probability"] = min_probability
+    if cold_start_cost != DEFAULT_COLD_START_COST:
+        params["cold_start_cost_mb_minutes"] = cold_start_cost
     return ServerlessRun(
         trace_name, history, minutes - history, test, warm, metrics, trace.names, trace.memory_mb, params
     )
@@ -233,49 +415,79 @@ def write_decisions(run: ServerlessRun, path: Path) -> None:
                 w.writerows((policy, name, minutes[k], int(inv[k]), int(wf[k])) for k in range(run.test_minutes))
 
 
-def write_plot(run: ServerlessRun, path: Path, curve: Sequence[tuple[float, float, float]] = ()) -> None:
-    """Cold-start share against wasted memory, one point per policy (and the threshold curve, if any)."""
+def write_plot(
+    run: ServerlessRun,
+    path: Path,
+    curve: Sequence[tuple[float, float, float]] = (),
+    curves: Sequence[CurvePoint] = (),
+) -> None:
+    """Cold-start share against wasted memory: one point per policy, the trade-off curves, the default marked.
+
+    ``curve`` is the minProbability sweep ``(threshold, rel memory, cold fraction)``; ``curves`` the
+    points of ``tradeoff_curves`` (scaleahead's cold-start cost, fixed keep-alive, hybrid histogram).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=110)
-    own = run.metrics.get("scaleahead", {})
-    threshold = float(run.params.get("min_probability", DEFAULT_MIN_PROBABILITY))
-    if curve and own.get("wasted_memory_rel_fixed10") is not None and all(c[0] != threshold for c in curve):
-        point = (threshold, float(own["wasted_memory_rel_fixed10"] or 0.0), float(own["cold_start_fraction"] or 0.0))
-        curve = sorted([*curve, point])
+    fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=110)
     if curve:
         xs = [c[1] for c in curve]
         ys = [100 * c[2] for c in curve]
-        ax.plot(xs, ys, "-", color="tab:blue", alpha=0.45, label="scaleahead, minProbability varied")
-        for p, x, y in curve:
+        ax.plot(xs, ys, ":", color="tab:purple", alpha=0.6, marker=".", label="scaleahead, minProbability only")
+    styles = {
+        "scaleahead": ("tab:blue", "o", "scaleahead, coldStartCostMbMinutes varied"),
+        "scaleahead_probability_only": ("tab:purple", ".", "scaleahead, minProbability only"),
+        "fixed_keepalive": ("tab:gray", "s", "fixed keep-alive, minutes varied"),
+        "hybrid_histogram": ("tab:red", "^", "hybrid histogram, range varied"),
+    }
+    for policy, (colour, marker, label) in styles.items():
+        pts = sorted((p for p in curves if p.policy == policy), key=lambda p: p.wasted_memory_rel_fixed10)
+        if not pts:
+            continue
+        xs = [p.wasted_memory_rel_fixed10 for p in pts]
+        ys = [100 * p.cold_start_fraction for p in pts]
+        ax.plot(xs, ys, "-", color=colour, marker=marker, ms=4, alpha=0.55, label=label)
+        for p in pts:
             ax.annotate(
-                f"{p:g}",
-                (x, 100 * y),
-                fontsize=7,
-                color="tab:blue",
-                alpha=0.8,
-                xytext=(-4, 6),
+                f"{p.value:g}",
+                (p.wasted_memory_rel_fixed10, 100 * p.cold_start_fraction),
+                fontsize=6,
+                color=colour,
+                xytext=(3, 4),
                 textcoords="offset points",
             )
     colours = {"scaleahead": "tab:blue", "oracle": "black", "hybrid_histogram": "tab:red"}
     for name, m in run.metrics.items():
         rel = m.get("wasted_memory_rel_fixed10")
         frac = m.get("cold_start_fraction")
-        if rel is None or frac is None:
-            continue
-        ax.scatter([rel], [100 * float(frac)], s=60, color=colours.get(name, "tab:gray"), zorder=3)
-        ax.annotate(name, (float(rel), 100 * float(frac)), xytext=(6, -10), textcoords="offset points", fontsize=9)
+        if rel is None or frac is None or float(frac) <= 0:
+            continue  # the oracle (no cold starts) has no place on the log scale
+        big = name == "scaleahead"
+        ax.scatter(
+            [rel],
+            [100 * float(frac)],
+            s=140 if big else 60,
+            color=colours.get(name, "tab:gray"),
+            zorder=3,
+            marker="*" if big else "o",
+            edgecolors="black" if big else "none",
+        )
+        label = f"{name} (default)" if big else name
+        ax.annotate(label, (float(rel), 100 * float(frac)), xytext=(6, -10), textcoords="offset points", fontsize=9)
+    fixed10 = run.metrics.get("fixed_keepalive_10m", {}).get("cold_start_fraction")
+    if fixed10 is not None:
+        ax.axhline(50 * float(fixed10), color="tab:green", lw=0.8, ls="--", label="target: 0.5 x fixed 10 min cold")
+        ax.axvline(1.0, color="tab:green", lw=0.8, ls=":", label="target: memory <= fixed 10 min")
     ax.set_xlabel("wasted memory, relative to fixed_keepalive_10m")
-    ax.set_ylabel("cold starts, % of invocations")
+    ax.set_ylabel("cold starts, % of invocations (log scale; the oracle has none)")
+    ax.set_yscale("log")
     ax.set_title(
         f"Serverless pre-warming, {run.trace}\n{len(run.names)} functions, {run.test_minutes} test minutes", fontsize=10
     )
     ax.grid(alpha=0.3)
-    if curve:
-        ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -15,6 +15,15 @@ import typer
 from scaleahead.errors import UserError
 
 
+def _numbers(option: str, text: str | None, example: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UserError(f"{option} {text!r} is not a list of numbers.", f"Give e.g. {example}.") from exc
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     del app
     bench_app.command("serverless")(bench_serverless)
@@ -49,9 +58,47 @@ def bench_serverless(
         float | None,
         typer.Option(help="Warm-pool threshold of the scaleahead policy (default: the policy schema's default)."),
     ] = None,
+    cold_start_cost: Annotated[
+        float | None,
+        typer.Option(
+            help="warmPool.coldStartCostMbMinutes of the scaleahead policy: MB-minutes one avoided cold start is "
+            "worth (default: the policy schema's default; 0 = none, minProbability alone decides)."
+        ),
+    ] = None,
     sweep: Annotated[
         str | None,
-        typer.Option(help="Comma-separated minProbability values: also run scaleahead at each (trade-off curve)."),
+        typer.Option(
+            help="Comma-separated minProbability values: scaleahead's curve with minProbability alone deciding "
+            "(no cold-start cost), e.g. 0.005,0.01,0.02."
+        ),
+    ] = None,
+    sweep_cost: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated coldStartCostMbMinutes values: scaleahead's trade-off curve as the cost varies, "
+            "e.g. 2000,4000,8900,20000."
+        ),
+    ] = None,
+    peer_curves: Annotated[
+        bool,
+        typer.Option(
+            help="Also trace the peers' curves: fixed keep-alive of 2 to 240 min, hybrid histogram with a "
+            "30 min to 8 h range."
+        ),
+    ] = False,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            help="Choose coldStartCostMbMinutes on the history only: the largest cost whose wasted memory on "
+            "history minutes [120, history) is at most fixed_keepalive_10m's there (JSON 'calibration')."
+        ),
+    ] = False,
+    functions: Annotated[
+        int | None,
+        typer.Option(
+            help="Use only this many functions, evenly spaced over the rows (quick iterations; the recorded "
+            "numbers use all)."
+        ),
     ] = None,
 ) -> None:
     """Serverless pre-warming: cold starts and wasted memory per policy (EVALUATION.md section 5)."""
@@ -72,50 +119,90 @@ def bench_serverless(
     threshold = bench.DEFAULT_MIN_PROBABILITY if min_probability is None else min_probability
     if not 0.0 <= threshold <= 1.0:
         raise UserError(f"--min-probability {threshold} is not a probability.", "Give a value in [0, 1].")
-    sweep_values: list[float] = []
-    if sweep:
-        try:
-            sweep_values = [float(x) for x in sweep.split(",") if x.strip()]
-        except ValueError as exc:
-            raise UserError(f"--sweep {sweep!r} is not a list of numbers.", "Give e.g. 0.01,0.02,0.05.") from exc
+    cost = bench.DEFAULT_COLD_START_COST if cold_start_cost is None else (cold_start_cost or None)
+    if cost is not None and cost < 0:
+        raise UserError(f"--cold-start-cost {cost} is negative.", "Give MB-minutes > 0, or 0 for none.")
+    sweep_values = _numbers("--sweep", sweep, "0.01,0.02,0.05")
+    if any(not 0.0 <= v <= 1.0 for v in sweep_values):
+        raise UserError(f"--sweep {sweep!r} has a value outside [0, 1].", "Give probabilities, e.g. 0.01,0.02.")
+    cost_values = _numbers("--sweep-cost", sweep_cost, "2000,8900,20000")
+    if any(v <= 0 for v in cost_values):
+        raise UserError(f"--sweep-cost {sweep_cost!r} has a value <= 0.", "Give MB-minutes > 0.")
+    if functions is not None and functions < 1:
+        raise UserError(f"--functions {functions} is not a positive count.", "Give e.g. 200.")
     fns = load_functions(trace, str(durations) if durations else None, str(memory) if memory else None)
+    if functions is not None:
+        fns = bench.subset(fns, functions)
     minutes = fns.counts.shape[1]
     if history_minutes is not None:
         history = history_minutes
     else:
         history = 360 if trace == "azure-functions-1m" else int(minutes * 0.25)
     console = Console(stderr=True)
+    calibration = None
+    if calibrate:
+        console.print("calibrating coldStartCostMbMinutes on the history ...")
+        calibration = bench.calibrate_cost(fns, history)
     run = bench.run_policies(
         fns,
         history,
         min_probability=threshold,
         trace_name=trace,
         progress=lambda name: console.print(f"running {name} ..."),
+        cold_start_cost=cost,
     )
-    curve: list[tuple[float, float, float]] = []
-    base = run.metrics["fixed_keepalive_10m"]["wasted_memory_mb_min"]
-    for level in sweep_values:
-        console.print(f"running scaleahead at minProbability {level:g} ...")
-        warm, _ = bench.run_scaleahead(fns, history, level)
-        m = bench.score(run.counts, warm, fns.memory_mb)
-        rel = float(m["wasted_memory_mb_min"] or 0.0) / float(base) if base else float("nan")
-        curve.append((level, rel, float(m["cold_start_fraction"] or 0.0)))
+    if sweep_values or cost_values or peer_curves:
+        console.print("tracing the trade-off curves ...")
+    points = bench.tradeoff_curves(fns, history, cost_values, sweep_values, peer_curves)
+    curve = [
+        (pt.value, pt.wasted_memory_rel_fixed10, pt.cold_start_fraction)
+        for pt in points
+        if pt.policy == "scaleahead_probability_only"
+    ]
     extra: dict[str, object] = {}
     if history_minutes is not None:
         extra["history_minutes"] = history_minutes
-    for label, p in (("durations", durations), ("memory", memory)):
-        if p is not None:
-            extra[label] = str(p)
+    if functions is not None:
+        extra["functions"] = functions
+    for label, given in (("durations", durations), ("memory", memory)):
+        if given is not None:
+            extra[label] = str(given)
     out = bench.to_json(run, extra)
     if curve:
         out["tradeoff_min_probability"] = [
-            {"min_probability": p, "wasted_memory_rel_fixed10": x, "cold_start_fraction": y} for p, x, y in curve
+            {"min_probability": v, "wasted_memory_rel_fixed10": x, "cold_start_fraction": y} for v, x, y in curve
         ]
+    if points:
+        out["tradeoff"] = [
+            {
+                "policy": pt.policy,
+                pt.setting: pt.value,
+                "cold_start_fraction": pt.cold_start_fraction,
+                "wasted_memory_rel_fixed10": pt.wasted_memory_rel_fixed10,
+                "cold_starts": pt.cold_starts,
+            }
+            for pt in points
+            if pt.policy != "scaleahead_probability_only"
+        ]
+    if calibration is not None:
+        out["calibration"] = {
+            "cold_start_cost_mb_minutes": calibration.cold_start_cost_mb_minutes,
+            "validation_minutes": list(calibration.validation_minutes),
+            "wasted_memory_rel_fixed10": calibration.wasted_memory_rel_fixed10,
+            "cold_starts": calibration.cold_starts,
+            "fixed10_cold_starts": calibration.fixed10_cold_starts,
+        }
+        console.print(
+            f"calibrated coldStartCostMbMinutes on history minutes {calibration.validation_minutes[0]}-"
+            f"{calibration.validation_minutes[1]}: {calibration.cold_start_cost_mb_minutes:g} "
+            f"(wasted memory {calibration.wasted_memory_rel_fixed10:.3f} x fixed 10 min there, "
+            f"{calibration.cold_starts} vs {calibration.fixed10_cold_starts} cold starts)"
+        )
     json_out.write_text(json.dumps(out, indent=2) + "\n")
     if decisions is not None:
         bench.write_decisions(run, decisions)
     if plot is not None:
-        bench.write_plot(run, plot, curve)
+        bench.write_plot(run, plot, curve, [pt for pt in points if pt.policy != "scaleahead_probability_only"])
     table = Table(
         title=f"serverless pre-warming on {trace}: {len(fns.names)} functions, {run.test_minutes} test minutes"
     )
@@ -126,3 +213,16 @@ def bench_serverless(
     for name, m in run.metrics.items():
         table.add_row(name, *("-" if m[c] is None else f"{float(m[c] or 0):.4g}" for c in cols))
     Console().print(table)
+    if points:
+        curves = Table(title="trade-off curves (test period; wasted memory relative to fixed_keepalive_10m)")
+        for c in ("policy", "setting", "cold_start_fraction", "cold_starts", "wasted_memory_rel_fixed10"):
+            curves.add_column(c, justify="left" if c in ("policy", "setting") else "right")
+        for pt in points:
+            curves.add_row(
+                pt.policy,
+                f"{pt.setting} {pt.value:g}",
+                f"{pt.cold_start_fraction:.5f}",
+                str(pt.cold_starts),
+                f"{pt.wasted_memory_rel_fixed10:.3f}",
+            )
+        Console().print(curves)

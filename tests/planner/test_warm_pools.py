@@ -20,7 +20,8 @@ def test_a_likely_call_warms_the_function_and_keeps_it_warm_while_the_forecast_s
     assert (a.from_instances, a.to_instances) == (0, 1)
     assert a.keep_warm_s == 180.0  # three steps at or above 10 %
     assert a.reason.code == "warm_forecast"
-    assert "40 %" in a.reason.message and "keep warm for 3 min" in a.reason.message
+    assert a.reason.message.startswith("pre-warm fns/fn 0 -> 1: 0.40 chance of an invocation in the next minute")
+    assert "keep warm for 3 min" in a.reason.message
     assert d.memory_mb == 200.0
 
 
@@ -123,3 +124,45 @@ def test_plan_gives_services_replicas_and_functions_warm_pools_in_policy_order()
     assert kinds == ["SetWarmPool", "ScaleTo"]
     assert result.actions[1].to_replicas == 6  # type: ignore[union-attr]
     assert result.actions[0].to_instances == 1  # type: ignore[union-attr]
+
+
+def test_a_small_function_is_kept_warm_on_weaker_evidence_than_a_large_one() -> None:
+    small = function_policy("small", memoryMbPerInstance=100, coldStartCostMbMinutes=4900)  # break-even 2 %
+    large = function_policy("large", memoryMbPerInstance=1000, coldStartCostMbMinutes=4900)  # break-even 17 %
+    fc = [0.05] * 5
+    a = decide_warm_pool(small.workload, small.spec, WorkloadState(small.workload, 0, 0),
+                         invocation_forecast(small.workload, NOW, fc), NOW).action  # fmt: skip
+    b = decide_warm_pool(large.workload, large.spec, WorkloadState(large.workload, 0, 0),
+                         invocation_forecast(large.workload, NOW, fc), NOW).action  # fmt: skip
+    assert a.to_instances == 1 and b.to_instances == 0
+    assert "2.0 % break-even of 100 MB warm against a cold start worth 4,900 MB-min" in a.reason.message
+    assert "17 % break-even of 1000 MB" in b.reason.message and "not worth 1000 MB warm" in b.reason.message
+    assert a.reason.details["cold_start_cost_mb_min"] == 4900
+
+
+def test_min_probability_is_a_floor_under_the_break_even() -> None:
+    pol = function_policy(memoryMbPerInstance=100, coldStartCostMbMinutes=9900, minProbability=0.3)  # break-even 1 %
+    ref = pol.workload
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, [0.2] * 5), NOW).action
+    assert a.to_instances == 0 and "below the 30 % minimum" in a.reason.message
+
+
+def test_without_a_cold_start_cost_min_probability_alone_decides() -> None:
+    pol = function_policy(memoryMbPerInstance=5000, coldStartCostMbMinutes=None, minProbability=0.04)
+    ref = pol.workload
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, [0.05] * 5), NOW).action
+    assert a.to_instances == 1 and "above the 5.0 % minimum" not in a.reason.message
+    assert "above the 4.0 % minimum" in a.reason.message
+
+
+def test_a_total_budget_prefers_the_cold_starts_avoided_per_mb_over_the_raw_probability() -> None:
+    cheap = function_policy("cheap", memoryMbPerInstance=100)
+    dear = function_policy("dear", memoryMbPerInstance=400)
+    items = [(p.workload, p.spec, WorkloadState(p.workload, 0, 0)) for p in (cheap, dear)]
+    fcs = {
+        cheap.workload: invocation_forecast(cheap.workload, NOW, [0.3] * 5),  # 0.3 / (0.7 * 100) per MB
+        dear.workload: invocation_forecast(dear.workload, NOW, [0.5] * 5),  # 0.5 / (0.5 * 400) per MB
+    }
+    decisions, _ = plan_warm_pools(items, fcs, NOW, memory_budget_mb=450)
+    assert [d.action.to_instances for d in decisions] == [1, 0]
+    assert "avoid more cold starts per MB" in decisions[1].action.reason.message

@@ -36,3 +36,41 @@ def test_probabilities_are_between_zero_and_one_for_random_traffic() -> None:
 def test_a_busy_function_is_forecast_almost_surely_called_next_minute() -> None:
     counts = np.ones((1, 120), dtype=np.int64)
     assert InvocationForecaster(1).fit(counts).predict()[0, 0] > 0.9
+
+
+def test_a_function_seen_once_is_pooled_with_sparse_functions_not_with_busy_ones() -> None:
+    counts = np.zeros((3, 200), dtype=np.int64)
+    counts[0, :] = 1  # busy
+    counts[1, ::100] = 1  # sparse: every 100 minutes
+    counts[2, 199] = 1  # first seen in the last minute
+    model = InvocationForecaster(3).fit(counts)
+    groups = model._groups()
+    assert groups[2] == groups[1] != groups[0]
+    naive = InvocationForecaster(3, min_rate_span=1).fit(counts)  # one call in one minute: "rate 1"
+    assert naive._groups()[2] == naive._groups()[0]
+    assert naive.predict()[2, 0] > 0.9 > 0.5 > model.predict()[2, 0]
+
+
+def test_a_gap_seen_at_40_minutes_makes_a_call_near_40_likelier_than_far_from_it() -> None:
+    counts = np.zeros((1, 400), dtype=np.int64)
+    counts[0, [0, 40, 80, 120, 160, 200, 240, 280, 320, 360]] = 1
+    smooth = InvocationForecaster(1, horizon=40, smoothing_divisor=8).fit(counts[:, :361]).predict()[0]
+    sharp = InvocationForecaster(1, horizon=40, smoothing_divisor=0).fit(counts[:, :361]).predict()[0]
+    # idle 1 .. 40 after minute 360; idle 37 is near the 40-minute gaps, idle 11 far from them
+    assert smooth[36] > 0.05 and sharp[36] < 0.01
+    assert smooth[10] < 0.01
+    assert sharp[39] > smooth[39] > 0.05  # at exactly 40 the sharp estimate is the surer one
+
+
+def test_functions_still_idle_lower_the_pooled_chance_of_a_call_after_a_long_idle_time() -> None:
+    # Eight sparse functions: gaps of 30 minutes were seen, then all fell silent for 150 minutes.
+    counts = np.zeros((9, 300), dtype=np.int64)
+    counts[:8, [0, 30, 60, 90, 120, 150]] = 1
+    counts[8, [100, 130]] = 1  # one more sparse function, idle since minute 130
+    quiet = InvocationForecaster(9, prior_strength=50.0).fit(counts[:, :160]).predict()[8, 0]  # idle 30
+    long_quiet = InvocationForecaster(9, prior_strength=50.0).fit(counts[:, :300])
+    # At minute 160 the pool says "a call at idle 30 is very likely"; by minute 300 the eight functions have
+    # been idle far longer than 30 without a call, so the same idle time is much less telling.
+    assert quiet > 0.5
+    pool = long_quiet.predict(horizon=1)[8, 0]  # function 8 is now idle 170 minutes
+    assert pool < 0.05
