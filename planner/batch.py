@@ -90,12 +90,13 @@ def _forecast_columns(
             for fc, qs, q in zip(present, fqs, (qcol[i] for i in frows), strict=True)
         ]
     good = np.ones(n_items, dtype=bool)
-    horizon = -1
-    shapes = set(map(_SHAPE, arrs)) | set(map(_SHAPE, tops))
-    if len(shapes) == 1 and len(next(iter(shapes))) == 1 and next(iter(shapes))[0] > 0:
-        horizon = next(iter(shapes))[0]
+    V, T = _stacked(arrs), _stacked(tops)
+    if V is not None and T is not None and V.shape == T.shape:  # every forecast 1-D, of one length
+        horizon = V.shape[1]
         ok_rows = frows
+        V, T = V.reshape(-1), T.reshape(-1)
     else:  # odd shapes: keep the rows shaped like the first forecast, the others go to the reference
+        horizon = -1
         keep = []
         for k, (arr, top) in enumerate(zip(arrs, tops, strict=True)):
             if horizon < 0:
@@ -107,6 +108,9 @@ def _forecast_columns(
         ok_rows = [frows[k] for k in keep]
         arrs = [arrs[k] for k in keep]
         tops = [tops[k] for k in keep]
+        V = T = None
+        if ok_rows:
+            V, T = np.concatenate(arrs), np.concatenate(tops)
     hasf = np.zeros(n_items, dtype=bool)
     hasf[ok_rows] = True
     o = np.zeros(n_items)
@@ -118,16 +122,27 @@ def _forecast_columns(
         s[ok_rows] = os_[1::2]
         top_q[frows] = tqs
     width = max(horizon, 1)
-    if len(ok_rows) == n_items:
-        V = np.concatenate(arrs).reshape(n_items, width)
-        T = np.concatenate(tops).reshape(n_items, width)
+    if len(ok_rows) == n_items and V is not None and T is not None:
+        V, T = V.reshape(n_items, width), T.reshape(n_items, width)
     else:
+        flat_v, flat_t = V, T
         V = np.zeros((n_items, width))
         T = np.zeros((n_items, width))
-        if ok_rows:
-            V[ok_rows] = np.concatenate(arrs).reshape(-1, width)
-            T[ok_rows] = np.concatenate(tops).reshape(-1, width)
+        if ok_rows and flat_v is not None and flat_t is not None:
+            V[ok_rows] = flat_v.reshape(-1, width)
+            T[ok_rows] = flat_t.reshape(-1, width)
     return o, s, hasf, V, T, horizon, good, top_q.tolist()
+
+
+def _stacked(arrays: list[Any]) -> np.ndarray | None:
+    """``arrays`` as the rows of one ``[rows, horizon]`` array, or None unless all are 1-D of one length > 0."""
+    if not arrays:
+        return None
+    try:
+        m = np.array(arrays)
+    except ValueError:  # lengths or dimensions differ
+        return None
+    return m if m.ndim == 2 and m.shape[1] > 0 else None
 
 
 def _scale_actions(
@@ -183,6 +198,12 @@ def _window_max(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, argmax: bool = Fa
     g = np.where(inside, g, -np.inf)
     i = g.argmax(axis=1) if argmax else np.zeros(rows, dtype=np.int64)
     return g.max(axis=1), i
+
+
+def _leading_columns(V: np.ndarray, T: np.ndarray, *ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``V`` and ``T`` without the columns at or past the largest of ``ends`` (views, no copy)."""
+    last = max((int(e.max()) for e in ends if e.size), default=V.shape[1])
+    return V[:, : max(last, 1)], T[:, : max(last, 1)]
 
 
 class ReplicaBatch:
@@ -254,6 +275,7 @@ class ReplicaBatch:
         klo, khi = overlap(np.full(n_items, now), t_keep)
         kempty = khi <= klo
         u = np.flatnonzero(ok)
+        V, T = _leading_columns(V, T, hi[u], khi[u])  # no window reads past them: copy less below
         peak = np.zeros(n_items)
         peak_i = np.zeros(n_items, dtype=np.int64)
         top_peak = np.zeros(n_items)
