@@ -115,18 +115,12 @@ class PolicyTable:
 
     def __init__(self, policies: Sequence[Policy]) -> None:
         self.policies: tuple[Policy, ...] = tuple(policies)
-        self.refs: list[WorkloadRef] = []
-        self.service_index: list[int] = []
-        self.function_index: list[int] = []
+        self.refs: tuple[WorkloadRef, ...] = tuple(p.workload for p in self.policies)
         function = WorkloadClass.FUNCTION
-        for i, policy in enumerate(self.policies):
-            spec = policy.spec
-            self.refs.append(policy.workload)
-            if spec.workload_class == function and spec.warm_pool.enabled:
-                self.function_index.append(i)
-            else:
-                self.service_index.append(i)
-        self.service_refs: list[WorkloadRef] = [self.refs[i] for i in self.service_index]
+        is_function = [p.spec.workload_class == function and p.spec.warm_pool.enabled for p in self.policies]
+        self.service_index: tuple[int, ...] = tuple(i for i, f in enumerate(is_function) if not f)
+        self.function_index: tuple[int, ...] = tuple(i for i, f in enumerate(is_function) if f)
+        self.service_refs: tuple[WorkloadRef, ...] = tuple(self.refs[i] for i in self.service_index)
         self.services = spec_columns([self.policies[i].spec for i in self.service_index])
 
     def matches(self, policies: Sequence[Policy]) -> bool:
