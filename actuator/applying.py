@@ -21,10 +21,11 @@ from datetime import UTC, datetime
 
 from actuator.base import ActionResult, ActuationError, LiveObject, LiveTarget
 from actuator.safety import SafetyConfig, check, desired_value
+from actuator.steering import STEERABLE_OWNERS
 from scaleahead.policy import Policy
 from scaleahead.types import Action, MovePod, Plan, Reason, ScaleTo, SetWarmPool, WorkloadRef
 from storage import Store
-from storage.store import StoredAction
+from storage.store import StoredAction, StoredSteer
 
 log = logging.getLogger("scaleahead.actuator")
 
@@ -55,6 +56,8 @@ class Actuator:
         config: plan age, kill switch, human-edit hold, conflict retries.
         kill_switch: asked before each plan; a non-empty answer pauses all actuation (the reason).
         is_leader: asked before each plan with ``now``; False skips every action.
+        steer_ttl_s: when set (the steering webhook runs), a move of a ReplicaSet/StatefulSet pod
+            first records a steer for its replacement, valid this long (``actuator.steering``).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class Actuator:
         config: SafetyConfig | None = None,
         kill_switch: Callable[[], str] | None = None,
         is_leader: Callable[[float], bool] | None = None,
+        steer_ttl_s: float | None = None,
     ) -> None:
         self.target = target
         self.store = store
@@ -72,6 +76,7 @@ class Actuator:
         self.config = config or SafetyConfig()
         self.kill_switch = kill_switch
         self.is_leader = is_leader
+        self.steer_ttl_s = steer_ttl_s
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -96,6 +101,7 @@ class Actuator:
                 state="dry-run" if dry_run else "planned",
             )
             ids = list(new_ids)
+        self.report_steers(now)
         stop = self._stop_reason(now)
         results: list[ActionResult] = []
         by_action = dict(zip(range(len(changes)), ids, strict=True))
@@ -151,11 +157,19 @@ class Actuator:
                     # Renewed just before each write: no other replica can hold the Lease until
                     # a whole lease duration after this renewal.
                     return ActionResult(action, "skipped", "lost the lease to another scaleahead replica")
+                steer = self._record_steer(action, live, now)
+                if steer:
+                    diff += f"; {steer[1]}"
                 if self.store is not None and not isinstance(action, MovePod):
                     # Write-ahead intent (empty version = outcome unknown): a write that times out
                     # but lands must not look like someone else's edit next cycle.
                     self.store.set_managed_field(live.target, live.field, verdict.value, "", now)
-                new = self.target.write(action, verdict.value, live)
+                try:
+                    new = self.target.write(action, verdict.value, live)
+                except ActuationError:
+                    if steer and self.store is not None:  # not evicted: no replacement to steer
+                        self.store.set_steer_state(steer[0], "cancelled", now)
+                    raise
             except ActuationError as exc:
                 if exc.outcome == "conflict":
                     continue  # read again and re-check
@@ -166,6 +180,41 @@ class Actuator:
         return ActionResult(
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
         )
+
+    # -- steering -------------------------------------------------------------------------------
+    def _record_steer(self, action: Action, live: LiveObject, now: float) -> tuple[int, str] | None:
+        """Before evicting a controller-owned pod: record where its replacement should go."""
+        if not isinstance(action, MovePod) or self.store is None or not self.steer_ttl_s or live.owner is None:
+            return None
+        kind, name = live.owner
+        if kind not in STEERABLE_OWNERS:
+            return None
+        sid = self.store.add_steer(action.namespace, kind, name, action.pod, action.to_node, now, self.steer_ttl_s)
+        return sid, (
+            f"the replacement from {kind} {name} is steered to {action.to_node} "
+            f"(steer {sid}, until {_iso(now + self.steer_ttl_s)})"
+        )
+
+    def report_steers(self, now: float) -> list[StoredSteer]:
+        """Expire steers no new pod consumed in time, log each (a move that did not land), return them."""
+        if self.store is None or not self.steer_ttl_s:
+            return []
+        expired = self.store.expire_steers(now)
+        for st in expired:
+            log.warning(
+                "pod steer %d expired unused: no new pod of %s %s/%s was created by %s, so the move of %s "
+                "to %s was not steered (the controller may not have replaced it yet, or the webhook is not "
+                "reached: see docs/actuator.md#steering)",
+                st.id,
+                st.owner_kind,
+                st.namespace,
+                st.owner_name,
+                _iso(st.expires_at),
+                st.evicted_pod,
+                st.node,
+                extra={"event": "steer_expired", "steer_id": st.id},
+            )
+        return expired
 
     def _human_edit(self, action: Action, live: LiveObject, now: float, record: bool) -> str:
         """A non-empty reason while a human edit of the field is respected."""

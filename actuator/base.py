@@ -51,7 +51,7 @@ class LiveObject:
     ``value`` is the managed field's value (replicas, minReplicas, min-scale; for a pod move, 1
     if the pod still runs on its ``from`` node); ``resource_version`` is the object's version for
     optimistic concurrency; ``facts`` carries what the safety layer checks (HPA maxReplicas, free
-    pod quota, PDB disruptions allowed).
+    pod quota, PDB disruptions allowed); ``owner`` is a pod's controller ``(kind, name)``, if any.
     """
 
     target: str
@@ -59,6 +59,7 @@ class LiveObject:
     value: int
     resource_version: str
     facts: dict[str, int] | None = None
+    owner: tuple[str, str] | None = None
 
     def fact(self, name: str) -> int | None:
         return None if self.facts is None else self.facts.get(name)

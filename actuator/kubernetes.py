@@ -10,8 +10,9 @@ What each action changes (docs/actuator.md has the RBAC table):
   pause pods at a low PriorityClass (the cluster-autoscaler over-provisioning pattern); the
   Deployment is created on first use.
 - ``MovePod``: the Eviction API (a PodDisruptionBudget refusing answers 429: the move is skipped);
-  a bare pod (no controller) is re-created bound to the planned node, a controller-owned pod is
-  re-placed by the scheduler (the plan's node is a hint only, see docs/actuator.md).
+  a bare pod (no controller) is re-created bound to the planned node; the replacement of a
+  ReplicaSet/StatefulSet pod is steered to the planned node by the admission webhook of
+  ``actuator.steering`` (the ``Actuator`` records the steer before the eviction).
 
 Every write carries the ``resourceVersion`` read just before (a merge patch with
 ``metadata.resourceVersion`` is a precondition: 409 if the object changed). Reads use the raw
@@ -30,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from actuator.base import ActionResult, ActuationError, LiveObject
+from actuator.steering import controller_owner
 from scaleahead.policy import Policy
 from scaleahead.types import (
     Action,
@@ -397,7 +399,8 @@ class KubernetesTarget:
             facts["pdb_disruptions_allowed"] = allowed
         owners = (pod.get("metadata") or {}).get("ownerReferences") or []
         facts["has_controller"] = int(any(o.get("controller") for o in owners))
-        return LiveObject(action.target, "spec.nodeName", int(node == action.from_node), _rv(pod), facts)
+        owner = controller_owner(pod)
+        return LiveObject(action.target, "spec.nodeName", int(node == action.from_node), _rv(pod), facts, owner)
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, action: Action, value: int, live: LiveObject) -> LiveObject:
@@ -508,7 +511,7 @@ class KubernetesTarget:
                 "spec": spec,
             }
             self._call(action, self.core.create_namespaced_pod, action.namespace, copy)
-        return LiveObject(live.target, live.field, 0, "", live.facts)
+        return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

@@ -102,10 +102,27 @@ def _mean(outcomes: Sequence[Outcome], metric: str) -> float:
 
 
 def decide_canary(
-    params: CanaryParams, share: float, champion: Sequence[Outcome], challenger: Sequence[Outcome]
+    params: CanaryParams,
+    share: float,
+    champion: Sequence[Outcome],
+    challenger: Sequence[Outcome],
+    reference: Mapping[str, float] | None = None,
 ) -> Decision:
-    """Advance, promote, roll back or wait, from the two arms' outcomes over the window."""
-    if len(champion) < params.min_workloads_per_arm or len(challenger) < params.min_workloads_per_arm:
+    """Advance, promote, roll back or wait, from the two arms' outcomes over the window.
+
+    At a share of 100 % no workload is left on the champion: then the challenger's window is
+    compared with ``reference``, the champion's means (``champion_<metric>``) from the last window
+    that had both arms (``RolloutBook.evaluate`` passes them); without one the canary waits.
+    """
+    using_reference = (
+        share >= 1.0 - 1e-12
+        and not champion
+        and reference is not None
+        and len(challenger) >= params.min_workloads_per_arm
+    )
+    if not using_reference and (
+        len(champion) < params.min_workloads_per_arm or len(challenger) < params.min_workloads_per_arm
+    ):
         return Decision(
             "wait",
             share,
@@ -115,6 +132,9 @@ def decide_canary(
     summary = {
         f"{arm}_{m}": _mean(o, m) for arm, o in (("champion", champion), ("challenger", challenger)) for m in METRICS
     }
+    if using_reference:
+        assert reference is not None
+        summary.update({f"champion_{m}": float(reference.get(f"champion_{m}", float("nan"))) for m in METRICS})
     v0, v1 = summary["champion_violation_fraction"], summary["challenger_violation_fraction"]
     if v1 - v0 > params.max_violation_increase:
         return Decision(
@@ -135,7 +155,8 @@ def decide_canary(
             )
     later = [s for s in params.steps if s > share + 1e-12]
     if not later:
-        return Decision("promote", 1.0, "challenger held up at every step: promoted", summary)
+        against = " (against the champion's last compared window)" if using_reference else ""
+        return Decision("promote", 1.0, f"challenger held up at every step{against}: promoted", summary)
     return Decision(
         "advance", later[0], f"challenger no worse at share {share:.0%}: advancing to {later[0]:.0%}", summary
     )
@@ -296,12 +317,22 @@ class RolloutBook:
                 min_workloads_per_arm=p["min_workloads_per_arm"],
                 window_s=p["window_s"],
             )
-            d = decide_canary(params, rollout.share, champ, chal)
+            reference = next(
+                (
+                    h
+                    for h in reversed(history)
+                    if h.get("champion_workloads", 1) and math.isfinite(h.get("champion_violation_fraction", math.nan))
+                ),
+                None,
+            )
+            d = decide_canary(params, rollout.share, champ, chal, reference)
             entry = {
                 "at": now,
                 "share": rollout.share,
                 "decision": d.action,
                 "reason": d.reason,
+                "champion_workloads": len(champ),
+                "challenger_workloads": len(chal),
                 **d.summary,
             }
             history.append(entry)

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from planner.replicas import _EPS, Basis, decide_replicas, explain
+from planner.replicas import _EPS, Basis, decide_replicas, explain, provision_levels
 from planner.table import SpecColumns, spec_columns
 from scaleahead.policy import PolicySpec
 from scaleahead.types import Forecast, LazyReason, Reason, ScaleTo, WorkloadRef, WorkloadState
@@ -65,75 +65,152 @@ def _state_columns(
     return st[:, 0], st[:, 1], st[:, 2], st[:, 3], recent
 
 
-def _forecast_columns(
-    forecasts: Sequence[Forecast | None], c: SpecColumns
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, list[float]]:
-    """Origins, steps, which rows have one, the planning and top quantiles stacked ``[rows, horizon]``.
+class _Forecasts:
+    """The forecasts of a batch as arrays, one row per service (zeros where a row has none usable).
 
-    Also the horizon, which rows the batch may decide (a forecast whose arrays are empty, not 1-D or
-    of another length than the first one's goes to the reference) and each row's top quantile.
+    ``values`` holds each row's fixed quantile, or for rows whose objective chooses the level
+    (``forecastQuantile`` unset) the top quantile until ``provisioned`` replaces it; ``top`` the top
+    quantile; ``obj_values[k]`` the objective rows' quantile ``obj_keys[k]``. ``good`` is False for
+    rows the batch leaves to the reference (odd shapes or quantile sets).
     """
-    n_items = len(forecasts)
-    frows = list(compress(range(n_items), map(is_not, forecasts, repeat(None))))
-    present = cast(Sequence[Forecast], [forecasts[i] for i in frows] if len(frows) < n_items else forecasts)
-    fqs = list(map(_QUANTILES, present))
-    tqs = list(map(max, fqs))
-    tops: list[Any] = list(map(getitem, fqs, tqs))
-    arrs: list[Any] | None = None
-    if c.quantile is not None:
-        try:
-            arrs = list(map(itemgetter(c.quantile), fqs))
-        except KeyError:
-            arrs = None
-    if arrs is None:
-        qcol = c.forecast_quantile.tolist()
-        arrs = [
-            qs[q] if q in qs else fc.quantile(q)
-            for fc, qs, q in zip(present, fqs, (qcol[i] for i in frows), strict=True)
-        ]
-    good = np.ones(n_items, dtype=bool)
-    V, T = _stacked(arrs), _stacked(tops)
-    if V is not None and T is not None and V.shape == T.shape:  # every forecast 1-D, of one length
-        horizon = V.shape[1]
-        ok_rows = frows
-        V, T = V.reshape(-1), T.reshape(-1)
-    else:  # odd shapes: keep the rows shaped like the first forecast, the others go to the reference
-        horizon = -1
-        keep = []
-        for k, (arr, top) in enumerate(zip(arrs, tops, strict=True)):
-            if horizon < 0:
-                horizon = arr.shape[0]
-            if len(arr) != horizon or len(top) != horizon or horizon == 0 or arr.ndim != 1 or top.ndim != 1:
-                good[frows[k]] = False
-            else:
+
+    __slots__ = (
+        "origin", "step", "has", "values", "top", "fixed_level", "horizon", "good", "top_q",
+        "obj_rows", "obj_keys", "obj_values",
+    )  # fmt: skip
+
+    def __init__(self, forecasts: Sequence[Forecast | None], c: SpecColumns) -> None:
+        n_items = len(forecasts)
+        frows = list(compress(range(n_items), map(is_not, forecasts, repeat(None))))
+        present = cast(Sequence[Forecast], [forecasts[i] for i in frows] if len(frows) < n_items else forecasts)
+        fqs = list(map(_QUANTILES, present))
+        tqs = list(map(max, fqs))
+        tops: list[Any] = list(map(getitem, fqs, tqs))
+        objective = c.objective[frows] if frows else np.zeros(0, dtype=bool)
+        is_obj = objective.tolist()
+        n_obj = sum(is_obj)
+        arrs: list[Any] | None = None
+        if n_obj == len(frows):
+            arrs = tops  # placeholders, replaced by the objective's levels
+        elif n_obj == 0 and c.quantile is not None:
+            try:
+                arrs = list(map(itemgetter(c.quantile), fqs))
+            except KeyError:
+                arrs = None
+        if arrs is None:
+            qcol = c.forecast_quantile.tolist()
+            arrs = [
+                top if ob else (qs[q] if q in qs else fc.quantile(q))
+                for fc, qs, top, ob, q in zip(present, fqs, tops, is_obj, (qcol[i] for i in frows), strict=True)
+            ]
+        self.good = np.ones(n_items, dtype=bool)
+        self.obj_keys: tuple[float, ...] | None = None
+        V, T = _stacked(arrs), _stacked(tops)
+        obj_values: list[np.ndarray] | None = None
+        if V is not None and T is not None and V.shape == T.shape:  # every forecast 1-D, of one length
+            obj_values = [] if n_obj else None
+            if n_obj:  # every objective row must have the same quantiles, each shaped like the top one
+                fobj = fqs if n_obj == len(frows) else list(compress(fqs, is_obj))
+                keys = tuple(sorted(fobj[0]))
+                if len(keys) >= 2 and set(map(len, fobj)) == {len(keys)}:
+                    self.obj_keys = keys
+                    for k in keys[:-1]:
+                        try:
+                            m = _stacked(list(map(itemgetter(k), fobj)))
+                        except KeyError:
+                            m = None
+                        if m is None or m.shape[1] != T.shape[1] or obj_values is None:
+                            obj_values = None
+                            break
+                        obj_values.append(m)
+                else:
+                    obj_values = None
+        if V is not None and T is not None and V.shape == T.shape and (obj_values is not None or not n_obj):
+            horizon = V.shape[1]
+            ok_rows = frows
+            V, T = V.reshape(-1), T.reshape(-1)
+            obj_pos = list(compress(range(len(frows)), is_obj))
+        else:  # odd shapes or quantile sets: the rows unlike the first go to the reference
+            horizon = -1
+            keep: list[int] = []
+            obj_lists: list[list[Any]] = []
+            obj_pos = []
+            self.obj_keys = None
+            for k, (qs, arr, top, ob) in enumerate(zip(fqs, arrs, tops, is_obj, strict=True)):
+                if ob:
+                    levels = tuple(sorted(qs))
+                    if self.obj_keys is None:
+                        self.obj_keys = levels
+                    rows = [qs[x] for x in levels]
+                    if levels != self.obj_keys or len(levels) < 2 or any(r.shape != top.shape for r in rows):
+                        self.good[frows[k]] = False
+                        continue
+                if horizon < 0:
+                    horizon = arr.shape[0]
+                if len(arr) != horizon or len(top) != horizon or horizon == 0 or arr.ndim != 1 or top.ndim != 1:
+                    self.good[frows[k]] = False
+                    continue
+                if ob:
+                    obj_pos.append(len(keep))
+                    obj_lists.append(rows)
                 keep.append(k)
-        ok_rows = [frows[k] for k in keep]
-        arrs = [arrs[k] for k in keep]
-        tops = [tops[k] for k in keep]
-        V = T = None
+            ok_rows = [frows[k] for k in keep]
+            V = T = None
+            if ok_rows:
+                V, T = np.concatenate([arrs[k] for k in keep]), np.concatenate([tops[k] for k in keep])
+            n_keys = len(self.obj_keys or ())
+            obj_values = (
+                [np.concatenate([r[j] for r in obj_lists]).reshape(len(obj_lists), -1) for j in range(n_keys - 1)]
+                if obj_lists
+                else []
+            )
+        width = max(horizon, 1)
+        self.horizon = horizon
+        self.has = np.zeros(n_items, dtype=bool)
+        self.has[ok_rows] = True
+        self.origin = np.zeros(n_items)
+        self.step = np.ones(n_items)
+        top_q = np.zeros(n_items)
+        self.fixed_level = np.zeros(n_items)
         if ok_rows:
-            V, T = np.concatenate(arrs), np.concatenate(tops)
-    hasf = np.zeros(n_items, dtype=bool)
-    hasf[ok_rows] = True
-    o = np.zeros(n_items)
-    s = np.ones(n_items)
-    top_q = np.zeros(n_items)
-    if ok_rows:
-        os_ = np.fromiter(chain.from_iterable(map(_ORIGIN_STEP, (forecasts[i] for i in ok_rows))), np.float64)
-        o[ok_rows] = os_[0::2]
-        s[ok_rows] = os_[1::2]
-        top_q[frows] = tqs
-    width = max(horizon, 1)
-    if len(ok_rows) == n_items and V is not None and T is not None:
-        V, T = V.reshape(n_items, width), T.reshape(n_items, width)
-    else:
-        flat_v, flat_t = V, T
-        V = np.zeros((n_items, width))
-        T = np.zeros((n_items, width))
-        if ok_rows and flat_v is not None and flat_t is not None:
-            V[ok_rows] = flat_v.reshape(-1, width)
-            T[ok_rows] = flat_t.reshape(-1, width)
-    return o, s, hasf, V, T, horizon, good, top_q.tolist()
+            os_ = np.fromiter(chain.from_iterable(map(_ORIGIN_STEP, (forecasts[i] for i in ok_rows))), np.float64)
+            self.origin[ok_rows] = os_[0::2]
+            self.step[ok_rows] = os_[1::2]
+            top_q[frows] = tqs
+            self.fixed_level[ok_rows] = c.forecast_quantile[ok_rows]
+        self.top_q: list[float] = top_q.tolist()
+        self.obj_rows = np.array([ok_rows[k] for k in obj_pos], dtype=np.int64)
+        self.obj_values = obj_values or []
+        if len(ok_rows) == n_items and V is not None and T is not None:
+            self.values, self.top = V.reshape(n_items, width), T.reshape(n_items, width)
+        else:
+            self.values = np.zeros((n_items, width))
+            self.top = np.zeros((n_items, width))
+            if ok_rows and V is not None and T is not None:
+                self.values[ok_rows] = V.reshape(-1, width)
+                self.top[ok_rows] = T.reshape(-1, width)
+
+    def provisioned(
+        self, cols: int, per: np.ndarray, w_cost: np.ndarray, w_slo: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Values to provision for, their quantile levels and the top quantile, in the first ``cols`` columns.
+
+        Fixed-quantile rows keep their quantile; objective rows get ``provision_levels`` (computed
+        only for the columns the windows read: it is step by step, so the rest is never needed).
+        """
+        cols = max(1, min(cols, self.values.shape[1]))
+        V, T = self.values[:, :cols], self.top[:, :cols]
+        Lv = np.repeat(self.fixed_level[:, None], cols, axis=1)
+        oi = self.obj_rows
+        if oi.size and self.obj_keys is not None:
+            # The objective's provisioning levels, for all its rows at once (planner.replicas).
+            per_o = per[oi]
+            with np.errstate(divide="ignore"):
+                ratio = np.where(w_slo[oi] > 0, w_cost[oi] / w_slo[oi], np.inf)
+            Q = np.stack([m[:, :cols] for m in self.obj_values] + [T[oi]], axis=1)
+            V = V.copy()
+            V[oi], Lv[oi] = provision_levels(self.obj_keys, Q, per_o, ratio)
+        return V, Lv, T
 
 
 def _stacked(arrays: list[Any]) -> np.ndarray | None:
@@ -221,10 +298,9 @@ def _window_max(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, argmax: bool = Fa
     return g.max(axis=1), i
 
 
-def _leading_columns(V: np.ndarray, T: np.ndarray, *ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``V`` and ``T`` without the columns at or past the largest of ``ends`` (views, no copy)."""
-    last = max((int(e.max()) for e in ends if e.size), default=V.shape[1])
-    return V[:, : max(last, 1)], T[:, : max(last, 1)]
+def _last_column(*ends: np.ndarray, default: int) -> int:
+    """The end of the furthest window (``default`` when there is none): no column after it is read."""
+    return max((int(e.max()) for e in ends if e.size), default=default)
 
 
 class ReplicaBatch:
@@ -263,8 +339,9 @@ class ReplicaBatch:
         mode_r, mode_s, static, stale = c.fallback_reactive, c.fallback_static, c.static_replicas, c.stale_after_s
         cur, ready, obs, obs_at, recent = _state_columns(states)
         replicas = list(map(_REPLICAS, states))
-        fc = _forecast_columns(self.forecasts, c)
-        o, s, hasf, V, T, horizon, good, self._top_q = fc
+        fc = _Forecasts(self.forecasts, c)
+        o, s, hasf, horizon, good, self._top_q = fc.origin, fc.step, fc.has, fc.horizon, fc.good, fc.top_q
+        w_cost, w_slo = c.cost_weight, c.slo_weight
         n = float(max(horizon, 0))
         good &= ~hasf | (np.isfinite(o) & np.isfinite(s) & (s > 0))
 
@@ -296,22 +373,30 @@ class ReplicaBatch:
         klo, khi = overlap(np.full(n_items, now), t_keep)
         kempty = khi <= klo
         u = np.flatnonzero(ok)
-        V, T = _leading_columns(V, T, hi[u], khi[u])  # no window reads past them: copy less below
+        # The values to provision for (the objective's levels), only in the columns the windows read.
+        V, Lv, T = fc.provisioned(_last_column(hi[u], khi[u], default=max(horizon, 1)), per, w_cost, w_slo)
+        width = V.shape[1]
         peak = np.zeros(n_items)
         peak_i = np.zeros(n_items, dtype=np.int64)
         top_peak = np.zeros(n_items)
         hold_peak = np.zeros(n_items)
+        hold_i = np.zeros(n_items, dtype=np.int64)
         top_hold = np.full(n_items, np.inf)
         peak[u], peak_i[u] = _window_max(V[u], lo[u], hi[u], argmax=True)
         top_peak[u], _ = _window_max(T[u], lo[u], hi[u])
         hold_peak[u] = peak[u]
+        hold_i[u] = lo[u] + peak_i[u]
         top_hold[u] = top_peak[u]
         kr = u[~kempty[u]]
-        hold_peak[kr], _ = _window_max(V[kr], klo[kr], khi[kr])
+        hold_peak[kr], hold_i[kr] = _window_max(V[kr], klo[kr], khi[kr], argmax=True)
+        hold_i[kr] += klo[kr]
         top_hold[kr], _ = _window_max(T[kr], klo[kr], khi[kr])
         # Only the windows are read: a non-finite value in one goes to the reference (NaN argmax etc.).
         good &= ~usable | (np.isfinite(peak) & np.isfinite(top_peak) & np.isfinite(hold_peak) & np.isfinite(top_hold))
         peak_t = o + (lo + peak_i) * s
+        rows_all = np.arange(n_items)
+        level = Lv[rows_all, np.clip(lo + peak_i, 0, width - 1)]
+        hold_level = Lv[rows_all, np.clip(hold_i, 0, width - 1)]
         need = _rf(peak, per)
         hold = _rf(hold_peak, per)
         with np.errstate(invalid="ignore"):
@@ -365,6 +450,8 @@ class ReplicaBatch:
             "code": code,
             "peak": peak,
             "peak_t": peak_t,
+            "level": level,
+            "hold_level": hold_level,
             "need": need,
             "hold": hold,
             "hold_peak": hold_peak,
@@ -433,6 +520,7 @@ class ReplicaBatch:
                 b.why = "forecast too short"
         else:
             b.peak, b.peak_t, b.need = c["peak"][i], c["peak_t"][i], int(c["need"][i])
+            b.level, b.hold_level = c["level"][i], c["hold_level"][i]
             b.hold_peak, b.t_keep, b.hold = c["hold_peak"][i], c["t_keep"][i], int(c["hold"][i])
             b.floor, b.top_peak, b.missed = int(c["floor"][i]), c["top_peak"][i], bool(c["missed"][i])
         if c["did_hold"][i]:

@@ -2,9 +2,13 @@
 
 The rule (docs/planner.md):
 
-1. *Forecast need*: the policy's forecast quantile, at its peak over the window in which a replica
-   asked for now would be ready and serving (``[now + startup, now + startup + interval]``),
-   divided by ``capacityPerReplica * targetUtilization``.
+1. *Forecast need*: the demand level to provision for, at its peak over the window in which a
+   replica asked for now would be ready and serving (``[now + startup, now + startup + interval]``),
+   divided by ``capacityPerReplica * targetUtilization``. The level is chosen by the policy's
+   objective (``provision_levels``): one more replica is added while the forecast probability that
+   it is needed, times the value of a second not short (``objective.sloRisk``), is at least the cost
+   of a replica-second (``objective.cost``). Or, if the policy sets ``forecastQuantile``, that fixed
+   quantile.
 2. *Reactive floor*: what the HPA rule needs for the demand observed now; a forecast alone never
    scales a service in below current need. Demand above even the forecast's top quantile (the
    forecast missed), or above what the ready replicas serve, scales up to that need at once.
@@ -19,8 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from scaleahead.policy import FallbackMode, PolicySpec
-from scaleahead.types import Forecast, Reason, ScaleTo, WorkloadRef, WorkloadState
+from scaleahead.types import FloatArray, Forecast, Reason, ScaleTo, WorkloadRef, WorkloadState
 
 #: Relative slack before rounding up, so float noise (e.g. 4.0000001) does not add a replica.
 _EPS = 1e-9
@@ -40,11 +46,74 @@ def replicas_for(demand: float, spec: PolicySpec) -> int:
     return int(math.ceil(demand / per_replica - _EPS))
 
 
+#: The objective never provisions above this quantile: beyond it the tail is pure extrapolation.
+MAX_LEVEL = 0.9999
+
+
+def provision_levels(
+    levels: tuple[float, ...], q: FloatArray, per: FloatArray, ratio: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """The demand level to provision for at every forecast step, and its quantile level.
+
+    ``q`` is ``[n, K, H]``: forecast values at the ascending quantile ``levels`` (K >= 2), for n
+    services and H steps; ``per`` ``[n]`` is the demand one replica serves at the target utilization
+    and ``ratio`` ``[n]`` is ``objective.cost / objective.sloRisk``.
+
+    The objective per step is ``cost * replicas + sloRisk * P(demand > per * replicas)``, so the
+    k-th replica is worth adding while ``P(demand > per * (k - 1)) - P(demand > per * k) >= ratio``.
+    Between the forecast's quantiles the distribution is taken as piecewise uniform; above the top
+    one as exponential, with the scale ``b`` that passes through the top two quantiles. In that tail
+    the rule is exact: provision up to the level ``1 - p`` with ``p = ratio / (1 - exp(-per / b))``.
+    So a narrow forecast (b small next to one replica) gets a high quantile, since one replica
+    removes most of the risk; a wide one gets a lower quantile, since one replica buys little.
+    ``p`` is kept in ``[1 - MAX_LEVEL, 0.5]``: never below the median, never past ``MAX_LEVEL``.
+    Both paths (``decide_replicas`` and planner/batch.py) call this function, so they agree exactly.
+    """
+    lv = np.asarray(levels, dtype=np.float64)
+    qs = np.maximum.accumulate(q, axis=1)  # never crossing, whatever the model gave
+    top, prev = qs[:, -1, :], qs[:, -2, :]
+    p_top, p_prev = float(lv[-1]), float(lv[-2])
+    per2 = per[:, None]
+    with np.errstate(all="ignore"):
+        b = np.maximum(top - prev, 1e-9 * per2) / math.log((1.0 - p_prev) / (1.0 - p_top))
+        p = np.clip(ratio[:, None] / -np.expm1(-per2 / b), 1.0 - MAX_LEVEL, 0.5)
+        tau = 1.0 - p
+        tail = top + b * np.log((1.0 - p_top) / p)
+        j = np.clip(np.searchsorted(lv, tau), 1, lv.size - 1)
+        lo_q = np.take_along_axis(qs, (j - 1)[:, None, :], axis=1)[:, 0, :]
+        hi_q = np.take_along_axis(qs, j[:, None, :], axis=1)[:, 0, :]
+        lo_p, hi_p = lv[j - 1], lv[j]
+        inner = lo_q + (hi_q - lo_q) * np.clip((tau - lo_p) / (hi_p - lo_p), 0.0, 1.0)
+    x: FloatArray = np.where(tau > p_top, tail, inner)
+    return x, tau
+
+
+def _levels_of(forecast: Forecast, spec: PolicySpec) -> tuple[FloatArray, FloatArray]:
+    """``provision_levels`` for one service (or its fixed ``forecastQuantile``): values and levels."""
+    q = spec.forecast_quantile
+    keys = sorted(forecast.quantiles)
+    if q is not None or len(keys) < 2:
+        level = q if q is not None else keys[0]
+        values = forecast.quantile(level)
+        return values, np.full(values.shape, level)
+    per = spec.capacity_per_replica * spec.target_utilization
+    obj = spec.objective
+    ratio = obj.cost / obj.slo_risk if obj.slo_risk > 0 else math.inf
+    stack = np.stack([forecast.quantiles[k] for k in keys])[None]
+    x, tau = provision_levels(tuple(keys), stack, np.array([per]), np.array([ratio]))
+    return x[0], tau[0]
+
+
 def _overlapping(origin: float, step: float, n: int, t0: float, t1: float) -> tuple[int, int]:
     """Index range ``[lo, hi)`` of the forecast steps that overlap ``[t0, t1)``, within ``[0, n)``."""
     lo = max(0, int(math.floor((t0 - origin) / step + 1e-9)))
     hi = min(n, int(math.ceil((t1 - origin) / step - 1e-9)))
     return lo, hi
+
+
+def pct(level: float) -> str:
+    """A quantile level as people write it: 0.9 -> "p90", 0.99731 -> "p99.7"."""
+    return "p" + f"{level * 100:.3g}".rstrip(".")
 
 
 def _fmt(x: float) -> str:
@@ -70,8 +139,10 @@ class Basis:
     why: str = ""
     peak: float = math.nan
     peak_t: float = math.nan
+    level: float = math.nan
     need: int = 0
     hold_peak: float = math.nan
+    hold_level: float = math.nan
     t_keep: float = math.nan
     hold: int = 0
     floor: int = 0
@@ -87,6 +158,17 @@ class Basis:
     capped: bool = False
 
 
+def _objective(spec: PolicySpec) -> str:
+    """Why the objective chose its level, in words."""
+    obj = spec.objective
+    if obj.slo_risk <= 0:
+        return "the objective weighs only cost, so the median"
+    return (
+        f"where one more replica stops paying for itself, a second short weighing "
+        f"{_fmt(obj.slo_risk / obj.cost) if obj.cost > 0 else 'infinitely many'} replica-seconds"
+    )
+
+
 def explain(
     workload: WorkloadRef, spec: PolicySpec, state: WorkloadState, now: float, desired: int, b: Basis
 ) -> tuple[str, dict[str, float | int | str]]:
@@ -94,7 +176,6 @@ def explain(
     current = state.replicas
     unit = spec.demand.unit
     per = spec.capacity_per_replica
-    q = spec.forecast_quantile
     target = f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
     details: dict[str, float | int | str]
     if b.code.startswith("fallback_"):
@@ -115,24 +196,26 @@ def explain(
             text = f"observed {_fmt(state.observed_demand)} {unit} needs {b.reactive} replicas now, {why_now}"
         elif b.code == "forecast":
             text = (
-                f"p{q * 100:g} forecast {_fmt(b.peak)} {unit} at {_clock(b.peak_t)}, "
+                f"{pct(b.level)} forecast {_fmt(b.peak)} {unit} at {_clock(b.peak_t)}, "
                 f"{b.peak_t - now:.0f} s ahead (start-up {spec.startup_seconds:.0f} s), {target}"
             )
+            if spec.forecast_quantile is None:
+                text += f" ({pct(b.level)}: {_objective(spec)})"
         elif b.code == "keep_until_replacement":
             text = (
-                f"p{q * 100:g} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} (start-up "
+                f"{pct(b.hold_level)} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} (start-up "
                 f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
                 f"needs {b.hold}; observed {_fmt(state.observed_demand)} {unit} needs {b.reactive}"
             )
         else:
             text = (
-                f"p{q * 100:g} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} needs only "
+                f"{pct(b.hold_level)} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} needs only "
                 f"{b.floor}, observed {_fmt(state.observed_demand)} {unit} needs {b.reactive}, {target}"
             )
         details = {
             "forecast_peak": b.peak,
             "peak_at": b.peak_t,
-            "quantile": q,
+            "quantile": b.level,
             "forecast_replicas": b.need,
             "hold_replicas": b.hold,
             "reactive_replicas": b.reactive,
@@ -204,8 +287,7 @@ def decide_replicas(
             b = Basis("fallback_current", reactive, why=why)
         stab_cap, top_hold, top_q = spec.max_replicas, math.inf, 0.0
     else:
-        q = spec.forecast_quantile
-        values = forecast.quantile(q)
+        values, levels = _levels_of(forecast, spec)
         step = forecast.step_s
         n = len(values)
         t_ready = now + spec.startup_seconds
@@ -223,8 +305,13 @@ def decide_replicas(
         peak_i = int(window.argmax())
         peak = float(window[peak_i])
         peak_t = forecast.origin + (lo + peak_i) * step
+        level = float(levels[lo + peak_i])
         need = replicas_for(peak, spec)
-        hold_peak = float(values[klo:khi].max()) if khi > klo else peak
+        if khi > klo:
+            hold_i = klo + int(values[klo:khi].argmax())
+            hold_peak, hold_level = float(values[hold_i]), float(levels[hold_i])
+        else:
+            hold_peak, hold_level = peak, level
         hold = replicas_for(hold_peak, spec)
         # The forecast missed: demand observed now is above even its top quantile for the steps
         # ahead. Then scale to what observed demand needs (a noisy step above the planning
@@ -249,8 +336,8 @@ def decide_replicas(
             desired = min(current, floor)
             code = "keep_until_replacement" if desired == current else "forecast_down"
         b = Basis(
-            code, reactive, peak=peak, peak_t=peak_t, need=need, hold_peak=hold_peak, t_keep=t_keep,
-            hold=hold, floor=floor, top_q=top_q, top_peak=top_peak, missed=missed,
+            code, reactive, peak=peak, peak_t=peak_t, level=level, need=need, hold_peak=hold_peak,
+            hold_level=hold_level, t_keep=t_keep, hold=hold, floor=floor, top_q=top_q, top_peak=top_peak, missed=missed,
         )  # fmt: skip
         # The most the stabilization may hold: what even the top quantile needs until t_keep.
         top_hold = float(top[klo:khi].max()) if khi > klo else top_peak

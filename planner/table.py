@@ -36,6 +36,8 @@ _SPEC = attrgetter(
     "max_step_up",
     "max_step_down",
     "forecast_quantile",
+    "objective.cost",
+    "objective.slo_risk",
 )
 _FALLBACK = attrgetter("mode", "static_replicas", "stale_after_seconds")
 
@@ -45,7 +47,9 @@ class SpecColumns:
     """The spec fields of the replica rule for a list of services, one array element per service.
 
     ``specs[i]`` is the spec of row ``i`` (for wording reasons and for the scalar reference).
-    ``quantile`` is the forecast quantile when every row plans at the same one, else None.
+    ``forecast_quantile`` is NaN where the policy sets none (the objective chooses the level, then
+    ``objective`` is True); ``quantile`` is the fixed quantile when every row plans at the same one,
+    else None. ``cost_weight`` and ``slo_weight`` are the objective's weights.
     ``modes[i]`` is row ``i``'s fallback mode as a string (what ``Plan.fallbacks`` holds).
     """
 
@@ -59,7 +63,10 @@ class SpecColumns:
     max_step_up: FloatArray
     max_step_down: FloatArray
     forecast_quantile: FloatArray
+    objective: BoolArray
     quantile: float | None
+    cost_weight: FloatArray
+    slo_weight: FloatArray
     fallback_reactive: BoolArray
     fallback_static: BoolArray
     static_replicas: FloatArray
@@ -76,7 +83,8 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
             rows[id(spec)] = len(uniq)
             uniq.append(spec)
     idx = np.fromiter((rows[id(s)] for s in specs), np.int64, count=len(specs))
-    params = np.array([_SPEC(s) for s in uniq], dtype=np.float64).reshape(-1, 9)[idx]
+    raw = [_SPEC(s) for s in uniq]
+    params = np.array([[np.nan if v is None else v for v in r] for r in raw], dtype=np.float64).reshape(-1, 11)[idx]
     fb = [_FALLBACK(s.fallback) for s in uniq]
     flags = np.array(
         [(m == FallbackMode.REACTIVE, m == FallbackMode.STATIC, r or 0, a) for m, r, a in fb], dtype=np.float64
@@ -94,7 +102,10 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
         max_step_up=params[:, 6],
         max_step_down=params[:, 7],
         forecast_quantile=params[:, 8],
-        quantile=next(iter(qs)) if len(qs) == 1 else None,
+        objective=np.isnan(params[:, 8]),
+        quantile=next(iter(qs)) if len(qs) == 1 and None not in qs else None,
+        cost_weight=params[:, 9],
+        slo_weight=params[:, 10],
         fallback_reactive=flags[:, 0] > 0,
         fallback_static=flags[:, 1] > 0,
         static_replicas=flags[:, 2],

@@ -97,8 +97,16 @@ class WarmPool(_Model):
 class Objective(_Model):
     """Weights of the planner's single objective (see docs/planner.md)."""
 
-    cost: float = Field(1.0, ge=0, description="Weight of replica-seconds.")
-    slo_risk: float = Field(4.0, ge=0, description="Weight of expected unserved demand.")
+    cost: float = Field(1.0, ge=0, description="Weight of one replica-second.")
+    slo_risk: float = Field(
+        300.0,
+        ge=0,
+        description=(
+            "Weight of one second in which demand exceeds what the ready replicas serve, in the unit of "
+            "cost: at 300 a second short is worth 300 replica-seconds. Sets the forecast quantile "
+            "services are provisioned at, unless forecastQuantile is given."
+        ),
+    )
     churn: float = Field(0.1, ge=0, description="Weight of each scale event.")
     fairness: float = Field(1.0, ge=0, description="Weight of shortfall spread across tenants.")
 
@@ -118,7 +126,12 @@ class PolicySpec(_Model):
     )
     max_step_up: int = Field(100, ge=1, description="Most replicas added in one decision.")
     max_step_down: int = Field(100, ge=1, description="Most replicas removed in one decision.")
-    forecast_quantile: float = Field(0.9, gt=0, lt=1, description="Forecast quantile to provision at.")
+    forecast_quantile: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Provision at this fixed forecast quantile instead of the one the objective chooses.",
+    )
     fallback: Fallback = Field(default_factory=Fallback)  # type: ignore[arg-type]
     workload_class: WorkloadClass = Field(WorkloadClass.SERVICE, description="service or function.")
     warm_pool: WarmPool = Field(default_factory=WarmPool)  # type: ignore[arg-type]
@@ -134,6 +147,8 @@ class PolicySpec(_Model):
             raise ValueError(f"minReplicas ({self.min_replicas}) must not exceed maxReplicas ({self.max_replicas})")
         if self.fallback.mode == FallbackMode.STATIC and self.fallback.static_replicas is None:
             raise ValueError("fallback.mode static needs fallback.staticReplicas")
+        if self.objective.cost <= 0 and self.objective.slo_risk <= 0:
+            raise ValueError("objective.cost and objective.sloRisk are both 0: at least one must be positive")
         return self
 
 

@@ -7,7 +7,7 @@ Every field says its unit and why its default is what it is. Values come from th
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -118,6 +118,31 @@ class ServerSettings(BaseModel):
     )
 
 
+class WebhookSettings(BaseModel):
+    """The mutating admission webhook that steers replacements of moved pods (docs/adr/0009)."""
+
+    enabled: bool = Field(
+        False, description="Serve the pod steering webhook and record steers before moving owned pods."
+    )
+    host: str = Field("0.0.0.0", description="Listen address of the webhook (HTTPS).")  # noqa: S104
+    port: int = Field(8443, ge=0, le=65535, description="Port of the webhook (0: any free port).")
+    cert_file: str = Field(
+        "/etc/scaleahead/webhook/tls.crt", description="TLS certificate the API server trusts (PEM; deploy/README)."
+    )
+    key_file: str = Field("/etc/scaleahead/webhook/tls.key", description="Private key of cert_file (PEM).")
+    affinity: Literal["required", "preferred"] = Field(
+        "required",
+        description="Node affinity given to a steered pod: required pins it (it may wait Pending if the "
+        "node filled up), preferred (weight 100) lets the scheduler fall back to another node.",
+    )
+    steer_ttl_s: float = Field(
+        300.0,
+        gt=0,
+        description="A steer not consumed by a new pod within this time expires and is reported (s); "
+        "controllers replace an evicted pod within seconds.",
+    )
+
+
 class LogSettings(BaseModel):
     format: str = Field("json", description="json (one object per line, for log pipelines) or text.")
     level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
@@ -131,6 +156,7 @@ class Settings(BaseModel):
     actuation: ActuationSettings = Field(default_factory=ActuationSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod

@@ -113,3 +113,26 @@ class ManagedFieldRow(Base):
     written_at: Mapped[float] = mapped_column(Float)
     human_value: Mapped[int | None] = mapped_column(Integer, nullable=True)
     human_seen_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class PodSteerRow(Base):
+    """Where the next pod of a controller should run, recorded before the actuator evicts one of its pods.
+
+    The admission webhook (``actuator.steering``) consumes a ``pending`` steer for the first new
+    pod of the owner (``namespace``, ``owner_kind``, ``owner_name``) created before ``expires_at``
+    and adds a nodeAffinity for ``node``; ``state``: pending -> consumed | expired | cancelled.
+    """
+
+    __tablename__ = "pod_steers"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    owner_kind: Mapped[str] = mapped_column(String(64))
+    owner_name: Mapped[str] = mapped_column(String(253))
+    evicted_pod: Mapped[str] = mapped_column(String(253))
+    node: Mapped[str] = mapped_column(String(253))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    consumed_by: Mapped[str] = mapped_column(String(253), default="")
+    updated_at: Mapped[float] = mapped_column(Float)
+    __table_args__ = (Index("ix_pod_steers_owner_state", "namespace", "owner_kind", "owner_name", "state"),)

@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from storage.schema import (
     ManagedFieldRow,
     ModelVersionRow,
     PlanRow,
+    PodSteerRow,
     RolloutRow,
     WorkloadRow,
 )
@@ -116,6 +117,43 @@ class StoredRollout:
     updated_at: float
     params: dict[str, Any]
     results: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSteer:
+    """A pod steer (``PodSteerRow``): the next new pod of ``owner_kind/owner_name`` goes to ``node``."""
+
+    id: int
+    namespace: str
+    owner_kind: str
+    owner_name: str
+    evicted_pod: str
+    node: str
+    created_at: float
+    expires_at: float
+    state: str
+    consumed_by: str
+    updated_at: float
+
+
+#: Pod steer states.
+STEER_STATES = ("pending", "consumed", "expired", "cancelled")
+
+
+def _steer(r: PodSteerRow) -> StoredSteer:
+    return StoredSteer(
+        r.id,
+        r.namespace,
+        r.owner_kind,
+        r.owner_name,
+        r.evicted_pod,
+        r.node,
+        r.created_at,
+        r.expires_at,
+        r.state,
+        r.consumed_by,
+        r.updated_at,
+    )
 
 
 class Store:
@@ -532,6 +570,96 @@ class Store:
                 )
                 for r in s.scalars(q)
             ]
+
+    # -- pod steers -----------------------------------------------------------------------------
+    def add_steer(
+        self, namespace: str, owner_kind: str, owner_name: str, evicted_pod: str, node: str, now: float, ttl_s: float
+    ) -> int:
+        """Record a pending steer that expires ``ttl_s`` after ``now``; returns its id."""
+        with self.session() as s:
+            row = PodSteerRow(
+                namespace=namespace,
+                owner_kind=owner_kind,
+                owner_name=owner_name,
+                evicted_pod=evicted_pod,
+                node=node,
+                created_at=now,
+                expires_at=now + ttl_s,
+                state="pending",
+                consumed_by="",
+                updated_at=now,
+            )
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def consume_steer(
+        self, namespace: str, owner_kind: str, owner_name: str, pod: str, now: float
+    ) -> StoredSteer | None:
+        """Take the oldest unexpired pending steer of the owner for ``pod``, or None.
+
+        The conditional UPDATE (``state = 'pending'``) makes consumption atomic: of two webhook
+        replicas racing for one steer, exactly one gets it.
+        """
+        for _ in range(3):
+            with self.session() as s:
+                row = s.scalars(
+                    select(PodSteerRow)
+                    .where(
+                        PodSteerRow.namespace == namespace,
+                        PodSteerRow.owner_kind == owner_kind,
+                        PodSteerRow.owner_name == owner_name,
+                        PodSteerRow.state == "pending",
+                        PodSteerRow.expires_at > now,
+                    )
+                    .order_by(PodSteerRow.id)
+                    .limit(1)
+                ).first()
+                if row is None:
+                    return None
+                taken = s.execute(
+                    update(PodSteerRow)
+                    .where(PodSteerRow.id == row.id, PodSteerRow.state == "pending")
+                    .values(state="consumed", consumed_by=pod[:253], updated_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+                if getattr(taken, "rowcount", 0) == 1:
+                    return replace(_steer(row), state="consumed", consumed_by=pod[:253], updated_at=now)
+        return None
+
+    def set_steer_state(self, steer_id: int, state: str, now: float) -> None:
+        """Move a pending steer to ``state`` (e.g. ``cancelled`` when the eviction was refused)."""
+        if state not in STEER_STATES:
+            raise ValueError(f"unknown steer state {state!r}")
+        with self.session() as s:
+            s.execute(
+                update(PodSteerRow)
+                .where(PodSteerRow.id == steer_id, PodSteerRow.state == "pending")
+                .values(state=state, updated_at=now)
+            )
+
+    def expire_steers(self, now: float) -> list[StoredSteer]:
+        """Mark pending steers whose time ran out as ``expired`` and return them (to be reported)."""
+        with self.session() as s:
+            rows = list(
+                s.scalars(
+                    select(PodSteerRow)
+                    .where(PodSteerRow.state == "pending", PodSteerRow.expires_at <= now)
+                    .order_by(PodSteerRow.id)
+                )
+            )
+            for r in rows:
+                r.state = "expired"
+                r.updated_at = now
+            return [_steer(r) for r in rows]
+
+    def steers(self, state: str | None = None, limit: int = 1000) -> list[StoredSteer]:
+        """The newest ``limit`` steers (oldest first), optionally in one state."""
+        with self.session() as s:
+            q = select(PodSteerRow).order_by(PodSteerRow.id.desc()).limit(limit)
+            if state is not None:
+                q = q.where(PodSteerRow.state == state)
+            return [_steer(r) for r in reversed(list(s.scalars(q)))]
 
     # -- retention ------------------------------------------------------------------------------
     def prune_forecasts(self, before: float) -> int:

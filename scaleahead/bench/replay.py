@@ -582,8 +582,13 @@ def tradeoff(
     setup: ReplaySetup,
     settings: Sequence[dict[str, Any]],
     model: str | None = None,
+    bound: bool = True,
 ) -> dict[str, Any]:
-    """The scaleahead policy under several spec settings, with the HPA and the oracle as references."""
+    """The scaleahead policy under several spec settings, with the HPA and the oracle as references.
+
+    With ``bound``, also the rate oracle's curve (``scaleahead.bench.bound``): what knowing the
+    coming demand rate would buy, so a target out of every forecaster's reach shows as such.
+    """
     model_name, note = (model, f"model {model!r} chosen with --model") if model else default_model_name(setup)
     forecaster, _ = fit_model(model_name, setup)
 
@@ -594,7 +599,7 @@ def tradeoff(
     for overrides in settings:
         pol = replay_policy_object(setup, "scaleahead", **overrides)
         points.append({"settings": overrides, **score(run_predictive(setup, forecaster, pol, "scaleahead"))})
-    return {
+    doc: dict[str, Any] = {
         "trace": setup.series.name,
         "resolution_s": setup.step_s,
         "capacity_per_replica": setup.capacity,
@@ -603,43 +608,66 @@ def tradeoff(
         "references": {"hpa": score(run_hpa(setup)), "oracle": score(run_oracle(setup))},
         "points": points,
     }
+    if bound:
+        from scaleahead.bench.bound import rate_oracle_curve
+
+        doc["rate_oracle"] = rate_oracle_curve(setup)
+    return doc
+
+
+def setting_label(settings: dict[str, Any]) -> tuple[str, str]:
+    """The curve a trade-off point belongs to and its label on it (``("", "default")`` for the default)."""
+    if not settings:
+        return "", "default"
+    (key, value), *_ = settings.items()
+    if key == "objective":
+        return "objective.sloRisk", f"{value['sloRisk']:g}"
+    return key, f"{value:g}"
 
 
 def plot_tradeoff(path: Path, doc: dict[str, Any], default: dict[str, Any]) -> None:
-    """Violation fraction against replica-seconds (relative to the oracle), one point per setting."""
+    """Violation fraction against replica-seconds (relative to the oracle), one point per setting.
+
+    The shaded box is where issue 5's targets hold (violations at most half the HPA's, cost at most
+    the HPA's and 1.3 x the oracle's); the grey curve is the rate oracle, when present.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     oracle = doc["references"]["oracle"]["replica_seconds"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for key, marker in (("forecastQuantile", "o-"), ("targetUtilization", "s--")):
-        pts = [p for p in doc["points"] if key in p["settings"] or p["settings"] == default]
-        pts.sort(key=lambda p: p["replica_seconds"])
-        if len(pts) > 1:
-            xs = [p["replica_seconds"] / oracle for p in pts]
-            ys = [p["violation_fraction"] * 100 for p in pts]
-            ax.plot(xs, ys, marker, label=f"scaleahead, {key} varies", alpha=0.8)
-            for p, x, y in zip(pts, xs, ys, strict=True):
-                label = ", ".join(f"{v:g}" for k, v in p["settings"].items() if k == key) or "default"
-                ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    for p in doc["points"]:
-        if p["settings"] == default:
-            ax.plot(
-                p["replica_seconds"] / oracle, p["violation_fraction"] * 100, "k*", ms=12, label="scaleahead default"
-            )
     hpa = doc["references"]["hpa"]
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    x_box = min(1.3, hpa["replica_seconds"] / oracle)
+    ax.fill_between([0.95, x_box], 0, hpa["violation_fraction"] * 50, color="tab:green", alpha=0.12, lw=0,
+                    label="target box")  # fmt: skip
+    curves: dict[str, list[tuple[float, float, str]]] = {}
+    for p in doc["points"]:
+        key, label = setting_label(p["settings"])
+        curves.setdefault(key, []).append((p["replica_seconds"] / oracle, p["violation_fraction"] * 100, label))
+    styles = {"objective.sloRisk": "o-", "forecastQuantile": "s--", "targetUtilization": "^:"}
+    for key, style in styles.items():
+        pts = sorted(curves.get(key, []) + curves.get("", []))
+        if len(pts) > 1:
+            ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], style, label=f"scaleahead, {key} varies", alpha=0.8)
+            for x, y, label in pts:
+                ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for x, y, _ in curves.get("", []):
+        ax.plot(x, y, "k*", ms=12, label="scaleahead default")
+    bound = doc.get("rate_oracle") or []
+    if bound:
+        xs = [b["replica_seconds"] / oracle for b in bound]
+        ys = [b["violation_fraction"] * 100 for b in bound]
+        ax.plot(xs, ys, "-", color="0.45", lw=1.5, label="rate oracle (knows the coming 5-min average)")
     ax.plot(hpa["replica_seconds"] / oracle, hpa["violation_fraction"] * 100, "rX", ms=10, label="hpa")
     ax.plot(1.0, 0.0, "gD", label="oracle")
-    ax.axvline(1.3, color="0.6", lw=0.8, ls=":", label="1.3 x oracle's cost")
-    ax.axhline(hpa["violation_fraction"] * 50, color="tab:red", lw=0.8, ls=":", label="half the hpa's violations")
     ax.set_xlabel("replica-seconds / oracle's")
     ax.set_ylabel("violating steps (%)")
     ax.set_yscale("symlog", linthresh=0.01)
     ax.set_ylim(bottom=0)
     ax.set_title(f"{doc['trace']}: violations vs cost ({doc['params']['scaleahead_model']})", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6.5)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -47,11 +47,115 @@ def _window(setup: Any, start: str | None, hours: float) -> tuple[int, int] | No
     return a, min(n, a + max(1, int(hours * 3600 / setup.step_s)))
 
 
+def _rollout_replay(
+    traces: list[str],
+    json_path: Path,
+    mode: str,
+    challenger: str | None,
+    champion: str,
+    canary_steps: str,
+    window_s: float,
+    margins: tuple[float, float, float],
+    split: float,
+    steps: int | None,
+    db: str | None,
+    compare: bool,
+    startup_s: float,
+    column: str | None,
+) -> None:
+    """``bench replay --rollout``: the closed-loop rollout of ``scaleahead.bench.rollout_loop``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from actuator.rollouts import CanaryParams
+    from forecaster.registry import available_models
+    from scaleahead.bench.rollout_loop import MODES, run_rollout_replay
+    from scaleahead.traces import load_series
+
+    if mode not in MODES:
+        raise UserError(f"--rollout {mode!r} is not a rollout mode.", f"Use one of {', '.join(MODES)}.")
+    if not challenger:
+        raise UserError("--rollout needs --challenger MODEL.", "E.g. --challenger window_mean.")
+    known = available_models()
+    for what, name in (("--champion", champion), ("--challenger", challenger)):
+        if name not in known:
+            raise UserError(f"{what} {name!r} is not a registered model.", f"Known: {', '.join(sorted(known))}.")
+    try:
+        shares = tuple(float(x) for x in canary_steps.split(",") if x.strip())
+    except ValueError as exc:
+        raise UserError(f"--canary-steps {canary_steps!r} is not a list of numbers.", "E.g. 0.25,0.5,1.0.") from exc
+    if not shares or any(not 0 < x <= 1 for x in shares) or list(shares) != sorted(shares) or shares[-1] != 1.0:
+        raise UserError(f"--canary-steps {canary_steps!r} must rise within (0, 1] and end at 1.", "E.g. 0.25,0.5,1.0.")
+    if not math.isfinite(window_s) or window_s <= 0:
+        raise UserError(f"--rollout-window {window_s:g} must be a positive number of seconds.", "E.g. 21600.")
+    if any(not math.isfinite(m) for m in margins):
+        raise UserError("The --max-*-increase margins must be finite numbers.", "E.g. --max-cost-increase 0.05.")
+    params = CanaryParams(
+        steps=shares,
+        window_s=window_s,
+        max_violation_increase=margins[0],
+        max_cost_increase=margins[1],
+        max_error_increase=margins[2],
+    )
+    series = [(t, load_series(t, column=column)) for t in traces]
+    console = Console(stderr=True)
+    with console.status("rollout replay: fitting, forecasting, stepping every workload together"):
+        doc = run_rollout_replay(series, mode, champion, challenger, params, split, startup_s, steps, db, compare)
+    if startup_s != 60.0:
+        doc["params"]["startup_seconds"] = startup_s
+    json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=200)
+    r = doc["rollout"]
+    step_s = doc["resolution_s"]
+    timeline = Table(
+        title=f"{mode} rollout: champion {champion} vs challenger {challenger}, {len(traces)} workloads, "
+        f"{doc['steps']} steps of {step_s:g} s, evaluated every {r['window_steps']} steps"
+    )
+    for col in ("step", "time (h)", "share", "decision", "why", "switched"):
+        timeline.add_column(col, overflow="fold")
+    for e in r["timeline"]:
+        timeline.add_row(
+            str(e["step"]),
+            f"{e['step'] * step_s / 3600:.1f}",
+            f"{e['share']:.0%}" + (f" -> {e['new_share']:.0%}" if e["new_share"] != e["share"] else ""),
+            e["decision"],
+            e["why"],
+            str(len(e["switched"])),
+        )
+    out.print(timeline)
+    table = Table(title="outcomes over the run (mean over workloads; replica-seconds and scale events summed)")
+    table.add_column("run", no_wrap=True)
+    for col in ("violations", "unserved", "replica-seconds", "utilization", "scale events", "challenger steps"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for name, m in doc["policies"].items():
+        table.add_row(
+            name,
+            f"{m['violation_fraction']:.4%}",
+            f"{m['unserved_fraction']:.4%}",
+            f"{m['replica_seconds']:,.0f}",
+            f"{m['utilization']:.3f}",
+            f"{m['scale_events']:,}",
+            f"{m['challenger_steps']:,}",
+        )
+    out.print(table)
+    out.print(
+        f"rollout {r['id']} ended {r['state']} at share {r['final_share']:.0%}; "
+        f"{doc['timing_s']['total']:.1f} s; JSON: {json_path}",
+        soft_wrap=True,
+    )
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("replay")
     def replay(
         trace: Annotated[
-            str, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, ...) or CSV path.")
+            list[str],
+            typer.Option(
+                help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, ...) or CSV path; with --rollout give "
+                "it once per workload."
+            ),
         ],
         json_path: Annotated[Path, typer.Option("--json", help="Write the metrics JSON here (EVALUATION.md s. 7).")],
         decisions: Annotated[
@@ -82,8 +186,95 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ),
         ] = None,
         column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
+        rollout: Annotated[
+            str | None,
+            typer.Option(
+                help="Run a rollout closed-loop instead: canary, ab or shadow, one workload per --trace "
+                "(docs/replay.md, 'Rollouts in the replay')."
+            ),
+        ] = None,
+        challenger: Annotated[str | None, typer.Option(help="With --rollout: the challenger forecaster.")] = None,
+        champion: Annotated[
+            str, typer.Option(help="With --rollout: the champion forecaster (the one running now).")
+        ] = "seasonal_naive",
+        canary_steps: Annotated[
+            str, typer.Option(help="With --rollout canary: the challenger's share steps, comma-separated.")
+        ] = "0.1,0.25,0.5,1.0",
+        rollout_window: Annotated[
+            float, typer.Option(help="With --rollout: seconds of outcomes per evaluation (canary decision).")
+        ] = 3600.0,
+        max_violation_increase: Annotated[
+            float,
+            typer.Option(
+                help="With --rollout canary: roll back if the challenger's violation fraction is higher by more."
+            ),
+        ] = 0.002,
+        max_cost_increase: Annotated[
+            float,
+            typer.Option(help="With --rollout canary: roll back if its cost per demand is higher by more (relative)."),
+        ] = 0.05,
+        max_error_increase: Annotated[
+            float,
+            typer.Option(help="With --rollout canary: roll back if its forecast error is higher by more (relative)."),
+        ] = 0.05,
+        split: Annotated[float, typer.Option(help="With --rollout ab: the challenger's fixed share.")] = 0.5,
+        steps: Annotated[
+            int | None, typer.Option(help="With --rollout: replay only the first N test steps (default: all).")
+        ] = None,
+        rollout_db: Annotated[
+            str | None,
+            typer.Option(help="With --rollout: keep the rollout state in this database (default: a temporary SQLite)."),
+        ] = None,
+        compare: Annotated[
+            bool,
+            typer.Option(help="With --rollout: also run all-champion and all-challenger references in the same loop."),
+        ] = True,
     ) -> None:
-        """Service replay: scaleahead vs the HPA, static peak and the oracle on one trace (EVALUATION.md s. 4)."""
+        """Service replay: scaleahead vs the HPA, static peak and the oracle on one trace (EVALUATION.md s. 4).
+
+        With --rollout canary|ab|shadow --challenger MODEL and several --trace: one simulation of all
+        workloads in which the live rollout state (kept in storage) picks each workload's forecaster
+        at every step and the canary advances, promotes or rolls back from the outcomes measured so
+        far; prints and writes the timeline.
+        """
+        if rollout is not None:
+            if decisions is not None or plot is not None or set_ or model is not None or capacity is not None:
+                raise UserError(
+                    "--decisions, --plot, --set, --model and --capacity do not apply to a --rollout replay.",
+                    "Drop them; the rollout's models are --champion and --challenger.",
+                )
+            _rollout_replay(
+                trace,
+                json_path,
+                rollout,
+                challenger,
+                champion,
+                canary_steps,
+                rollout_window,
+                (max_violation_increase, max_cost_increase, max_error_increase),
+                split,
+                steps,
+                rollout_db,
+                compare,
+                startup_seconds,
+                column,
+            )
+            return
+        if len(trace) != 1:
+            raise UserError(
+                f"--trace was given {len(trace)} times; a replay without --rollout runs one trace.",
+                "Give --trace once, or add --rollout canary|ab|shadow --challenger MODEL for several workloads.",
+            )
+        for name, value, default in (
+            ("--challenger", challenger, None),
+            ("--steps", steps, None),
+            ("--rollout-db", rollout_db, None),
+        ):
+            if value != default:
+                raise UserError(
+                    f"{name} only applies with --rollout.", f"Add --rollout canary|ab|shadow or drop {name}."
+                )
+        trace_name = trace[0]
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
@@ -101,8 +292,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 f"--capacity {capacity:g} is not a positive number: one replica must serve some demand.",
                 "Give the demand one ready replica serves, or leave it out to use p99 of the test period / 40.",
             )
-        series = load_series(trace, column=column)
-        setup = rp.prepare(series, capacity, startup_seconds, name=trace)
+        series = load_series(trace_name, column=column)
+        setup = rp.prepare(series, capacity, startup_seconds, name=trace_name)
         window = _window(setup, plot_start, plot_hours) if plot is not None else None
         from pydantic import ValidationError
 
@@ -124,7 +315,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ) as bar:
             tasks = {n: bar.add_task(n, total=setup.demand.size) for n in names}
             doc, runs = rp.run_replay(setup, names, model, overrides, progress=lambda n, k: bar.advance(tasks[n], k))
-        doc["trace"] = trace
+        doc["trace"] = trace_name
         params = doc.setdefault("params", {})
         if capacity is not None:
             params["capacity"] = capacity
@@ -139,7 +330,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if not out.is_terminal:
             out = Console(width=160)
         table = Table(
-            title=f"{trace}: {setup.demand.size} test steps of {setup.step_s:g} s, c = {setup.capacity:.4g}, "
+            title=f"{trace_name}: {setup.demand.size} test steps of {setup.step_s:g} s, c = {setup.capacity:.4g}, "
             f"start-up {setup.startup_s:g} s"
         )
         table.add_column("policy", no_wrap=True)
@@ -167,20 +358,29 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         trace: Annotated[str, typer.Option(help="Trace name or series CSV path.")],
         json_path: Annotated[Path, typer.Option("--json", help="Write the points (metrics per setting) here.")],
         plot: Annotated[Path | None, typer.Option(help="Write a PNG: violations vs replica-seconds.")] = None,
-        quantiles: Annotated[str, typer.Option(help="Comma-separated forecastQuantile values.")] = "0.5,0.9,0.99",
+        slo_risks: Annotated[
+            str, typer.Option(help="Comma-separated objective.sloRisk values (the objective's curve).")
+        ] = "30,100,1000,3000",
+        quantiles: Annotated[
+            str, typer.Option(help="Comma-separated fixed forecastQuantile values (instead of the objective).")
+        ] = "0.5,0.9,0.99",
         utilizations: Annotated[
-            str, typer.Option(help="Comma-separated targetUtilization values (at the default quantile).")
+            str, typer.Option(help="Comma-separated targetUtilization values (at the default objective).")
         ] = "0.7,0.9,1.0",
+        bound: Annotated[
+            bool,
+            typer.Option(help="Also draw the rate oracle's curve: what knowing the coming 5-min average would buy."),
+        ] = True,
         capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
         startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
         model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
     ) -> None:
-        """The scaleahead policy's trade-off curve: violations vs cost as its quantile and target vary."""
+        """The scaleahead policy's trade-off curves: violations vs cost as its objective, quantile and target vary."""
         from rich.console import Console
         from rich.table import Table
 
         from scaleahead.bench import replay as rp
-        from scaleahead.policy import PolicySpec
+        from scaleahead.policy import Objective, PolicySpec
         from scaleahead.traces import load_series
 
         def floats(text: str, what: str) -> list[float]:
@@ -189,19 +389,21 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             except ValueError as exc:
                 raise UserError(f"--{what} {text!r} is not a comma-separated list of numbers.", "E.g. 0.5,0.9") from exc
 
+        ws = floats(slo_risks, "slo-risks")
         qs, us = floats(quantiles, "quantiles"), floats(utilizations, "utilizations")
         if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
             raise UserError(f"--capacity {capacity:g} is not a positive number.", "Give a positive capacity.")
         fields = PolicySpec.model_fields
-        default_q = fields["forecast_quantile"].default
         default_u = fields["target_utilization"].default
+        default_w = Objective.model_fields["slo_risk"].default
         settings: list[dict[str, Any]] = [{}]
-        settings += [{"forecastQuantile": q} for q in qs if q != default_q]
+        settings += [{"objective": {"sloRisk": w}} for w in ws if w != default_w]
+        settings += [{"forecastQuantile": q} for q in qs]
         settings += [{"targetUtilization": u} for u in us if u != default_u]
         setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
-        doc = rp.tradeoff(setup, settings, model)
+        doc = rp.tradeoff(setup, settings, model, bound=bound)
         doc["trace"] = trace
-        doc["defaults"] = {"forecastQuantile": default_q, "targetUtilization": default_u}
+        doc["defaults"] = {"objective.sloRisk": default_w, "targetUtilization": default_u}
         json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if plot is not None:
             rp.plot_tradeoff(plot, doc, {})
@@ -210,8 +412,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         for col in ("setting", "violations", "replica-seconds / oracle", "/ hpa"):
             table.add_column(col, no_wrap=True)
         hpa = doc["references"]["hpa"]["replica_seconds"]
-        rows = [("default", p) if not p["settings"] else (str(p["settings"]), p) for p in doc["points"]]
+        rows = []
+        for p in doc["points"]:
+            key, label = rp.setting_label(p["settings"])
+            rows.append((f"{key} {label}" if key else label, p))
         rows += [(name, m) for name, m in doc["references"].items()]
+        rows += [(f"rate oracle, p {b['p']:g}", b) for b in doc.get("rate_oracle", [])]
         for label, m in rows:
             table.add_row(
                 label,

@@ -190,6 +190,30 @@ class _LeaseLeadership:
         self.elector.release(time.time())
 
 
+def _serve_steering(settings: Any, store: Any, clock: Any) -> Any:
+    """Start the pod steering webhook (HTTPS) next to the loop; None (logged) if its certificate is missing.
+
+    Not serving is safe: the MutatingWebhookConfiguration's failurePolicy is Ignore, pods are
+    then created unsteered and the steers the actuator records expire and are reported.
+    """
+    from actuator.steering import SteeringWebhook, serve_webhook
+
+    w = settings.webhook
+    try:
+        server = serve_webhook(SteeringWebhook(store, clock.now, w.affinity), w.host, w.port, w.cert_file, w.key_file)
+    except (OSError, ValueError) as exc:
+        log.error(
+            "pod steering webhook not served: %s (certificate %s, key %s); see docs/actuator.md#steering",
+            exc,
+            w.cert_file,
+            w.key_file,
+            extra={"event": "webhook_not_served"},
+        )
+        return None
+    log.info("serving the pod steering webhook", extra={"event": "listening", "port": server.server_address[1]})
+    return server
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command()
     def run(
@@ -327,6 +351,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 pols,
                 SafetyConfig(a.max_plan_age_s, a.paused, a.human_edit_hold_s, a.max_conflict_retries),
                 kill_switch=lambda: cluster_target.kill_switch(a.namespace, a.kill_switch_configmap),
+                steer_ttl_s=settings.webhook.steer_ttl_s if settings.webhook.enabled else None,
             )
             identity = os.environ.get("POD_NAME") or socket.gethostname()
             leadership = _LeaseLeadership(
@@ -364,6 +389,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             log.info(
                 "serving /metrics, /healthz, /readyz", extra={"event": "listening", "port": server.server_address[1]}
             )
+        webhook_server = None
+        if settings.webhook.enabled and not once:
+            webhook_server = _serve_steering(settings, store, clock)
         stop = threading.Event()
 
         def _stop(signum: int, _frame: object) -> None:
@@ -394,6 +422,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             daemon.shutdown()
             if server is not None:
                 server.shutdown()
+            if webhook_server is not None:
+                webhook_server.shutdown()
 
     @app.command()
     def retrain(

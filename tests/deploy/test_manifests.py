@@ -50,9 +50,13 @@ def test_every_overlay_renders_and_passes_strict_validation(overlay: str) -> Non
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ERROR" not in res.stdout
-    # Only the Prometheus Operator's ServiceMonitor has no bundled schema; nothing else is skipped.
+    # Only the Prometheus Operator's ServiceMonitor and cert-manager's Issuer and Certificate (prod's
+    # webhook certificate) have no bundled schema; nothing else is skipped.
     skipped = [line for line in res.stdout.splitlines() if "Couldn't find schema" in line]
-    assert all("ServiceMonitor" in line for line in skipped), skipped
+    assert all(
+        "kind ServiceMonitor " in line or ("cert-manager.io/v1" in line and ("Issuer" in line or "Certificate" in line))
+        for line in skipped
+    ), skipped
 
 
 def test_strict_validation_rejects_an_unknown_field() -> None:
@@ -328,6 +332,91 @@ def test_the_deployment_probes_the_health_endpoints_the_daemon_serves() -> None:
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["args"][0] == "run"
     assert not any(a.startswith("--policies") for a in c["args"]), "in a cluster policies are custom resources"
+
+
+# -- the pod steering webhook -------------------------------------------------------------------------
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_steering_webhook_never_blocks_pods_and_only_sees_controller_owned_pods(overlay: str) -> None:
+    docs = render(overlay)
+    (config,) = by_kind(docs, "MutatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["timeoutSeconds"] <= 5
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    excluded = next(
+        e["values"] for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"
+    )
+    assert {"kube-system", "scaleahead-system"} <= set(excluded)
+    assert any(e["key"] == "scaleahead.io/headroom" for e in hook["objectSelector"]["matchExpressions"])
+    (condition,) = hook["matchConditions"]
+    assert "ReplicaSet" in condition["expression"] and "StatefulSet" in condition["expression"]
+    from actuator.steering import WEBHOOK_PATH
+
+    service_ref = hook["clientConfig"]["service"]
+    assert service_ref["path"] == WEBHOOK_PATH
+    service = next(d for d in by_kind(docs, "Service") if d["metadata"]["name"] == service_ref["name"])
+    assert service["metadata"]["namespace"] == service_ref["namespace"] == "scaleahead-system"
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == service_ref["port"] == 443
+    (dep,) = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert port["targetPort"] in {p["name"] for p in container["ports"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SCALEAHEAD_WEBHOOK__ENABLED"] == "true"
+    container_port = next(p["containerPort"] for p in container["ports"] if p["name"] == port["targetPort"])
+    assert env["SCALEAHEAD_WEBHOOK__PORT"] == str(container_port)
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "webhook-tls")
+    assert env["SCALEAHEAD_WEBHOOK__CERT_FILE"] == mount["mountPath"] + "/tls.crt"
+    volume = next(v for v in pod["volumes"] if v["name"] == "webhook-tls")
+    # A missing Secret must not stop the controller: it then runs without the webhook.
+    assert volume["secret"] == {"secretName": "scaleahead-webhook-tls", "optional": True}
+    (policy,) = by_kind(docs, "NetworkPolicy")[:1]
+    assert any(p["port"] == container_port for rule in policy["spec"]["ingress"] for p in rule.get("ports", []))
+
+
+def test_prod_gets_the_webhook_certificate_from_cert_manager_into_the_mounted_secret() -> None:
+    docs = render("overlays/prod")
+    (cert,) = by_kind(docs, "Certificate")
+    (config,) = by_kind(docs, "MutatingWebhookConfiguration")
+    assert cert["spec"]["secretName"] == "scaleahead-webhook-tls"
+    ns, name = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].split("/")
+    assert (cert["metadata"]["namespace"], cert["metadata"]["name"]) == (ns, name)
+    service = config["webhooks"][0]["clientConfig"]["service"]
+    assert f"{service['name']}.{service['namespace']}.svc" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["issuerRef"]["name"] in {d["metadata"]["name"] for d in by_kind(docs, "Issuer")}
+
+
+def test_the_openssl_script_makes_a_certificate_for_the_webhook_service(tmp_path: Path) -> None:
+    out = subprocess.run(
+        ["sh", str(DEPLOY / "webhook" / "gen-cert.sh"), str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    san = subprocess.run(
+        ["openssl", "x509", "-in", str(tmp_path / "tls.crt"), "-noout", "-ext", "subjectAltName"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "DNS:scaleahead-webhook.scaleahead-system.svc" in san
+    verify = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / "tls.crt")],
+        capture_output=True,
+        text=True,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "create secret tls scaleahead-webhook-tls" in out.stdout
+    assert "scaleahead-pod-steering" in out.stdout
 
 
 # -- the dashboard ------------------------------------------------------------------------------------

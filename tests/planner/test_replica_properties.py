@@ -30,7 +30,9 @@ def policies(draw: st.DrawFn) -> Policy:
         "maxStepUp": draw(st.integers(1, 20)),
         "maxStepDown": draw(st.integers(1, 20)),
         "scaleDownStabilizationSeconds": draw(st.sampled_from([0, 300])),
-        "forecastQuantile": draw(st.sampled_from([0.5, 0.9, 0.99])),
+        # None: the objective chooses the level (planner.replicas.provision_levels).
+        "forecastQuantile": draw(st.sampled_from([None, 0.5, 0.9, 0.99])),
+        "objective": {"sloRisk": draw(st.sampled_from([3.0, 300.0, 1e5]))},
         "targetUtilization": draw(st.sampled_from([0.5, 0.8, 1.0])),
     }
     return service_policy(**spec)

@@ -23,6 +23,7 @@ def policy(**spec: object) -> Policy:
         "startupSeconds": 60.0,
         "scaleDownStabilizationSeconds": 0,
         "maxReplicas": 1000,
+        "forecastQuantile": 0.9,  # the rule's mechanics at a fixed level; the objective: tests/planner
     }
     return Policy.model_validate({"metadata": {"name": "web"}, "spec": {**base, **spec}})
 

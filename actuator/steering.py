@@ -1,0 +1,282 @@
+"""Steering the replacement of an evicted controller-owned pod to the node the plan chose.
+
+Evicting a pod of a ReplicaSet or StatefulSet makes its controller create a new pod, which the
+scheduler places wherever it scores best: often back on the node the move meant to free. So,
+just before the eviction, the actuator records a *steer* in storage (owner, planned node, expiry;
+``Store.add_steer``), and this module's mutating admission webhook, served by the daemon, adds a
+nodeAffinity for the planned node to the first new pod of that owner and consumes the steer
+(``Store.consume_steer``, atomic across replicas). docs/adr/0009-steering-evicted-pods.md says
+why this mechanism and not another.
+
+The webhook never blocks a pod: whatever goes wrong (a malformed review, the database down, an
+unexpected pod shape) it answers ``allowed: true`` without a patch and logs why. The
+MutatingWebhookConfiguration (deploy/base/webhook.yaml) has ``failurePolicy: Ignore`` too, so a
+webhook that is down or slow does not block pods either.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+from storage import Store
+from storage.store import StoredSteer
+
+log = logging.getLogger("scaleahead.steering")
+
+Affinity = Literal["required", "preferred"]
+#: Annotations the webhook puts on a steered pod (so ``kubectl describe`` shows why it is pinned).
+STEERED_TO = "scaleahead.io/steered-to"
+STEER_ID = "scaleahead.io/steer-id"
+#: The controllers whose pods are steered (a bare pod is re-created bound to the node instead).
+STEERABLE_OWNERS = frozenset({"ReplicaSet", "StatefulSet"})
+#: The largest AdmissionReview body read (the API server caps objects at about 1.5 MiB).
+MAX_BODY = 4 * 1024 * 1024
+WEBHOOK_PATH = "/mutate-pods"
+
+
+def controller_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(kind, name)`` of the object's controller ownerReference, or None."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
+            return str(ref["kind"]), str(ref["name"])
+    return None
+
+
+def _escape(key: str) -> str:
+    """A map key as a JSON Pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _add(ops: list[dict[str, Any]], root: Mapping[str, Any], path: list[str], value: Any) -> None:
+    """Add ``value`` at ``path`` under ``root``, creating the missing maps in one operation."""
+    node: Any = root
+    for i, key in enumerate(path[:-1]):
+        child = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(child, Mapping):
+            nested: Any = value
+            for k in reversed(path[i + 1 :]):
+                nested = {k: nested}
+            ops.append({"op": "add", "path": "/" + "/".join(_escape(p) for p in path[: i + 1]), "value": nested})
+            return
+        node = child
+    ops.append({"op": "add", "path": "/" + "/".join(_escape(p) for p in path), "value": value})
+
+
+def affinity_patch(pod: Mapping[str, Any], node: str, affinity: Affinity = "required") -> list[dict[str, Any]]:
+    """JSONPatch operations that make ``pod`` run on ``node`` (by node name, ``matchFields``).
+
+    ``required``: the pod's required node affinity must also hold, so the node requirement is
+    ANDed into each existing ``nodeSelectorTerm`` (terms are ORed: adding a term would widen the
+    choice, not narrow it); with no terms, one term is added. ``preferred``: a preference of
+    weight 100 is appended; the scheduler may still place the pod elsewhere.
+    """
+    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    spec = pod.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    na_path = ["spec", "affinity", "nodeAffinity"]
+    na = (spec.get("affinity") or {}).get("nodeAffinity") if isinstance(spec.get("affinity"), Mapping) else None
+    na = na if isinstance(na, Mapping) else {}
+    ops: list[dict[str, Any]] = []
+    if affinity == "preferred":
+        key = "preferredDuringSchedulingIgnoredDuringExecution"
+        term = {"weight": 100, "preference": {"matchFields": [field]}}
+        if isinstance(na.get(key), list):
+            ops.append({"op": "add", "path": "/" + "/".join([*na_path, key, "-"]), "value": term})
+        else:
+            _add(ops, pod, [*na_path, key], [term])
+        return ops
+    key = "requiredDuringSchedulingIgnoredDuringExecution"
+    required = na.get(key) if isinstance(na.get(key), Mapping) else None
+    terms = required.get("nodeSelectorTerms") if required is not None else None
+    if not isinstance(terms, list) or not terms:
+        _add(ops, pod, [*na_path, key, "nodeSelectorTerms"], [{"matchFields": [field]}])
+        return ops
+    for i, term in enumerate(terms):
+        base = "/" + "/".join([*na_path, key, "nodeSelectorTerms", str(i), "matchFields"])
+        if isinstance(term, Mapping) and isinstance(term.get("matchFields"), list):
+            ops.append({"op": "add", "path": base + "/-", "value": field})
+        else:
+            ops.append({"op": "add", "path": base, "value": [field]})
+    return ops
+
+
+def _annotation_patch(pod: Mapping[str, Any], values: Mapping[str, str]) -> list[dict[str, Any]]:
+    meta = pod.get("metadata")
+    ann = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(ann, Mapping):
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(values)}]
+    return [{"op": "add", "path": f"/metadata/annotations/{_escape(k)}", "value": v} for k, v in values.items()]
+
+
+def _allowed(uid: str, patch: list[dict[str, Any]] | None = None, warning: str = "") -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    if warning:
+        response["warnings"] = [warning]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+class SteeringWebhook:
+    """Answers AdmissionReview v1 requests for pod creations: steered pods get a nodeAffinity.
+
+    Args:
+        store: where the actuator's steers are (the same database as the actuator's).
+        now: the clock (epoch seconds), injected so tests drive expiry.
+        affinity: ``required`` (default) or ``preferred`` node affinity (docs/adr/0009).
+    """
+
+    def __init__(self, store: Store, now: Callable[[], float], affinity: Affinity = "required") -> None:
+        self.store = store
+        self.now = now
+        self.affinity: Affinity = affinity
+        self.counts: dict[str, int] = {"steered": 0, "passed": 0, "errors": 0}
+        self._lock = threading.Lock()
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.counts[what] += 1
+
+    def review(self, body: bytes) -> dict[str, Any]:
+        """The AdmissionReview answer to ``body``; never raises, never refuses a pod."""
+        uid = ""
+        try:
+            review = json.loads(body)
+            request = review.get("request") if isinstance(review, dict) else None
+            if not isinstance(request, dict):
+                raise ValueError("the body is not an AdmissionReview with a request")
+            uid = str(request.get("uid") or "")
+            if not uid:
+                raise ValueError("the AdmissionReview request has no uid")
+            answer = self._review(request, uid)
+        except Exception as exc:  # noqa: BLE001 - the webhook must never block pod creation
+            self._count("errors")
+            log.warning(
+                "pod steering webhook: %s: %s; the pod is allowed unchanged",
+                type(exc).__name__,
+                exc,
+                extra={"event": "webhook_error", "uid": uid},
+            )
+            return _allowed(uid)
+        return answer
+
+    def _review(self, request: Mapping[str, Any], uid: str) -> dict[str, Any]:
+        resource = request.get("resource") or {}
+        if request.get("operation") != "CREATE" or resource.get("resource") != "pods" or resource.get("group"):
+            self._count("passed")
+            return _allowed(uid)
+        pod = request.get("object")
+        if not isinstance(pod, Mapping):
+            raise ValueError("the request has no pod object")
+        owner = controller_owner(pod)
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        if owner is None or owner[0] not in STEERABLE_OWNERS or (spec or {}).get("nodeName"):
+            self._count("passed")
+            return _allowed(uid)
+        if request.get("dryRun"):  # sideEffects: NoneOnDryRun - a dry run must not consume a steer
+            self._count("passed")
+            return _allowed(uid)
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        namespace = str(request.get("namespace") or (meta or {}).get("namespace") or "")
+        name = str((meta or {}).get("name") or request.get("name") or "")
+        pod_id = name or f"{(meta or {}).get('generateName') or ''}* (request {uid})"
+        steer = self.store.consume_steer(namespace, owner[0], owner[1], pod_id, self.now())
+        if steer is None:
+            self._count("passed")
+            return _allowed(uid)
+        patch = affinity_patch(pod, steer.node, self.affinity)
+        patch += _annotation_patch(pod, {STEERED_TO: steer.node, STEER_ID: str(steer.id)})
+        self._count("steered")
+        log.info(
+            "steered new pod %s of %s/%s/%s to node %s (%s affinity; steer %d, evicted %s)",
+            pod_id,
+            owner[0],
+            namespace,
+            owner[1],
+            steer.node,
+            self.affinity,
+            steer.id,
+            steer.evicted_pod,
+            extra={"event": "pod_steered", "steer_id": steer.id, "node": steer.node},
+        )
+        return _allowed(uid, patch)
+
+
+def describe(steer: StoredSteer) -> str:
+    """One line about a steer for reports and logs."""
+    return (
+        f"steer {steer.id}: next pod of {steer.owner_kind} {steer.namespace}/{steer.owner_name} "
+        f"(replacing {steer.evicted_pod}) to node {steer.node}: {steer.state}"
+        + (f" by {steer.consumed_by}" if steer.consumed_by else "")
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    webhook: SteeringWebhook
+    timeout = 10.0  # seconds per connection: a stuck client must not hold a worker thread
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        if self.path.split("?", 1)[0] != WEBHOOK_PATH:
+            self._send(404, b'{"error": "not found"}')
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY:
+            log.warning("pod steering webhook: body length %s refused; the pod is allowed unchanged", length)
+            self._send(200, json.dumps(_allowed("")).encode())
+            return
+        body = self.rfile.read(length)
+        self._send(200, json.dumps(self.webhook.review(body)).encode())
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        if self.path == "/healthz":
+            self._send(200, b'{"ok": true}')
+        else:
+            self._send(404, b'{"error": "not found"}')
+
+    def _send(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server API
+        return None
+
+
+def serve_webhook(
+    webhook: SteeringWebhook,
+    host: str,
+    port: int,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+) -> ThreadingHTTPServer:
+    """Serve ``POST /mutate-pods`` on a background thread: HTTPS with ``cert_file``/``key_file``.
+
+    The API server only calls webhooks over HTTPS; plain HTTP (no certificate) is for tests and
+    for a TLS-terminating sidecar. ``port`` 0 picks a free port (``server.server_address[1]``).
+    """
+    handler = type("SteeringHandler", (_Handler,), {"webhook": webhook})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    if cert_file:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(cert_file, key_file)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, name="scaleahead-webhook", daemon=True).start()
+    return server
