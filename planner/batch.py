@@ -70,13 +70,14 @@ class _Forecasts:
 
     ``values`` holds each row's fixed quantile, or for rows whose objective chooses the level
     (``forecastQuantile`` unset) the top quantile until ``provisioned`` replaces it; ``top`` the top
-    quantile; ``obj_values[k]`` the objective rows' quantile ``obj_keys[k]``. ``good`` is False for
-    rows the batch leaves to the reference (odd shapes or quantile sets).
+    quantile; ``obj_q[k]`` ``[objective rows, horizon]`` the objective rows' quantile ``obj_keys[k]``
+    (ascending, the top one last). ``good`` is False for rows the batch leaves to the reference
+    (odd shapes or quantile sets).
     """
 
     __slots__ = (
         "origin", "step", "has", "values", "top", "fixed_level", "horizon", "good", "top_q",
-        "obj_rows", "obj_keys", "obj_values",
+        "obj_rows", "obj_keys", "obj_q",
     )  # fmt: skip
 
     def __init__(self, forecasts: Sequence[Forecast | None], c: SpecColumns) -> None:
@@ -85,85 +86,53 @@ class _Forecasts:
         present = cast(Sequence[Forecast], [forecasts[i] for i in frows] if len(frows) < n_items else forecasts)
         fqs = list(map(_QUANTILES, present))
         tqs = list(map(max, fqs))
-        tops: list[Any] = list(map(getitem, fqs, tqs))
         objective = c.objective[frows] if frows else np.zeros(0, dtype=bool)
         is_obj = objective.tolist()
         n_obj = sum(is_obj)
-        arrs: list[Any] | None = None
-        if n_obj == len(frows):
-            arrs = tops  # placeholders, replaced by the objective's levels
-        elif n_obj == 0 and c.quantile is not None:
-            try:
-                arrs = list(map(itemgetter(c.quantile), fqs))
-            except KeyError:
-                arrs = None
-        if arrs is None:
-            qcol = c.forecast_quantile.tolist()
-            arrs = [
-                top if ob else (qs[q] if q in qs else fc.quantile(q))
-                for fc, qs, top, ob, q in zip(present, fqs, tops, is_obj, (qcol[i] for i in frows), strict=True)
-            ]
         self.good = np.ones(n_items, dtype=bool)
         self.obj_keys: tuple[float, ...] | None = None
-        V, T = _stacked(arrs), _stacked(tops)
-        obj_values: list[np.ndarray] | None = None
-        if V is not None and T is not None and V.shape == T.shape:  # every forecast 1-D, of one length
-            obj_values = [] if n_obj else None
-            if n_obj:  # every objective row must have the same quantiles, each shaped like the top one
-                fobj = fqs if n_obj == len(frows) else list(compress(fqs, is_obj))
-                keys = tuple(sorted(fobj[0]))
-                if len(keys) >= 2 and set(map(len, fobj)) == {len(keys)}:
+        V = T = Q = None
+        if frows and n_obj == len(frows):
+            # Every row at the objective's level: all quantiles, stacked [rows, K, horizon] at once.
+            keys = tuple(sorted(fqs[0]))
+            if len(keys) >= 2 and set(map(len, fqs)) == {len(keys)}:
+                mats: list[np.ndarray] | None = []
+                for k in keys:  # one np.array call per quantile (of arrays, not tuples: that is 10 x faster)
+                    try:
+                        m = _stacked(list(map(itemgetter(k), fqs)))
+                    except KeyError:
+                        m = None
+                    if m is None or mats is None or (mats and m.shape != mats[0].shape):
+                        mats = None
+                        break
+                    mats.append(m)
+                if mats:
                     self.obj_keys = keys
-                    for k in keys[:-1]:
-                        try:
-                            m = _stacked(list(map(itemgetter(k), fobj)))
-                        except KeyError:
-                            m = None
-                        if m is None or m.shape[1] != T.shape[1] or obj_values is None:
-                            obj_values = None
-                            break
-                        obj_values.append(m)
-                else:
-                    obj_values = None
-        if V is not None and T is not None and V.shape == T.shape and (obj_values is not None or not n_obj):
+                    Q = mats
+                    V = T = mats[-1]  # the top quantile (a placeholder in V until provisioned)
+        elif n_obj == 0:
+            tops = list(map(getitem, fqs, tqs))
+            arrs: list[Any] | None = None
+            if c.quantile is not None:
+                try:
+                    arrs = list(map(itemgetter(c.quantile), fqs))
+                except KeyError:
+                    arrs = None
+            if arrs is None:
+                qcol = c.forecast_quantile.tolist()
+                arrs = [
+                    qs[q] if q in qs else fc.quantile(q)
+                    for fc, qs, q in zip(present, fqs, (qcol[i] for i in frows), strict=True)
+                ]
+            V, T = _stacked(arrs), _stacked(tops)
+            if V is None or T is None or V.shape != T.shape:
+                V = T = None
+        if V is not None and T is not None:  # every forecast 1-D, of one length
             horizon = V.shape[1]
             ok_rows = frows
-            V, T = V.reshape(-1), T.reshape(-1)
-            obj_pos = list(compress(range(len(frows)), is_obj))
-        else:  # odd shapes or quantile sets: the rows unlike the first go to the reference
-            horizon = -1
-            keep: list[int] = []
-            obj_lists: list[list[Any]] = []
-            obj_pos = []
-            self.obj_keys = None
-            for k, (qs, arr, top, ob) in enumerate(zip(fqs, arrs, tops, is_obj, strict=True)):
-                if ob:
-                    levels = tuple(sorted(qs))
-                    if self.obj_keys is None:
-                        self.obj_keys = levels
-                    rows = [qs[x] for x in levels]
-                    if levels != self.obj_keys or len(levels) < 2 or any(r.shape != top.shape for r in rows):
-                        self.good[frows[k]] = False
-                        continue
-                if horizon < 0:
-                    horizon = arr.shape[0]
-                if len(arr) != horizon or len(top) != horizon or horizon == 0 or arr.ndim != 1 or top.ndim != 1:
-                    self.good[frows[k]] = False
-                    continue
-                if ob:
-                    obj_pos.append(len(keep))
-                    obj_lists.append(rows)
-                keep.append(k)
-            ok_rows = [frows[k] for k in keep]
-            V = T = None
-            if ok_rows:
-                V, T = np.concatenate([arrs[k] for k in keep]), np.concatenate([tops[k] for k in keep])
-            n_keys = len(self.obj_keys or ())
-            obj_values = (
-                [np.concatenate([r[j] for r in obj_lists]).reshape(len(obj_lists), -1) for j in range(n_keys - 1)]
-                if obj_lists
-                else []
-            )
+            obj_pos = list(range(len(frows))) if n_obj else []
+        else:  # mixed or odd: row by row, and rows unlike the first go to the reference
+            horizon, ok_rows, obj_pos, V, T, Q = self._row_by_row(present, fqs, tqs, frows, is_obj, c)
         width = max(horizon, 1)
         self.horizon = horizon
         self.has = np.zeros(n_items, dtype=bool)
@@ -179,16 +148,68 @@ class _Forecasts:
             top_q[frows] = tqs
             self.fixed_level[ok_rows] = c.forecast_quantile[ok_rows]
         self.top_q: list[float] = top_q.tolist()
-        self.obj_rows = np.array([ok_rows[k] for k in obj_pos], dtype=np.int64)
-        self.obj_values = obj_values or []
+        self.obj_rows = np.array(ok_rows, dtype=np.int64)[obj_pos] if obj_pos else np.zeros(0, dtype=np.int64)
+        self.obj_q = Q
         if len(ok_rows) == n_items and V is not None and T is not None:
-            self.values, self.top = V.reshape(n_items, width), T.reshape(n_items, width)
+            self.values, self.top = V, T
         else:
             self.values = np.zeros((n_items, width))
             self.top = np.zeros((n_items, width))
             if ok_rows and V is not None and T is not None:
-                self.values[ok_rows] = V.reshape(-1, width)
-                self.top[ok_rows] = T.reshape(-1, width)
+                self.values[ok_rows] = V
+                self.top[ok_rows] = T
+
+    def _row_by_row(
+        self,
+        present: Sequence[Forecast],
+        fqs: list[Mapping[float, Any]],
+        tqs: list[float],
+        frows: list[int],
+        is_obj: list[bool],
+        c: SpecColumns,
+    ) -> tuple[int, list[int], list[int], Any, Any, Any]:
+        """The checks of the gathering loop, one row at a time (mixed quantile settings, odd shapes)."""
+        qcol = c.forecast_quantile.tolist()
+        horizon = -1
+        keep: list[int] = []
+        obj_lists: list[list[Any]] = []
+        obj_pos: list[int] = []
+        self.obj_keys = None
+        arrs: list[Any] = []
+        tops: list[Any] = []
+        for k, (fc, qs, tq, ob) in enumerate(zip(present, fqs, tqs, is_obj, strict=True)):
+            top = qs[tq]
+            if ob:
+                levels = tuple(sorted(qs))
+                if self.obj_keys is None:
+                    self.obj_keys = levels
+                arr = top
+                rows = [qs[x] for x in levels]
+                if levels != self.obj_keys or len(levels) < 2 or any(r.shape != top.shape for r in rows):
+                    self.good[frows[k]] = False
+                    continue
+            else:
+                q = qcol[frows[k]]
+                arr = qs[q] if q in qs else fc.quantile(q)
+            if horizon < 0:
+                horizon = arr.shape[0]
+            if len(arr) != horizon or len(top) != horizon or horizon == 0 or arr.ndim != 1 or top.ndim != 1:
+                self.good[frows[k]] = False
+                continue
+            if ob:
+                obj_pos.append(len(keep))
+                obj_lists.append(rows)
+            keep.append(k)
+            arrs.append(arr)
+            tops.append(top)
+        if not keep:
+            return horizon, [], [], None, None, None
+        V = np.concatenate(arrs).reshape(len(keep), -1)
+        T = np.concatenate(tops).reshape(len(keep), -1)
+        Q = None
+        if obj_lists:
+            Q = [np.array([r[j] for r in obj_lists]).reshape(len(obj_lists), -1) for j in range(len(obj_lists[0]))]
+        return horizon, [frows[k] for k in keep], obj_pos, V, T, Q
 
     def provisioned(
         self, cols: int, per: np.ndarray, w_cost: np.ndarray, w_slo: np.ndarray
@@ -200,16 +221,23 @@ class _Forecasts:
         """
         cols = max(1, min(cols, self.values.shape[1]))
         V, T = self.values[:, :cols], self.top[:, :cols]
-        Lv = np.repeat(self.fixed_level[:, None], cols, axis=1)
         oi = self.obj_rows
-        if oi.size and self.obj_keys is not None:
-            # The objective's provisioning levels, for all its rows at once (planner.replicas).
-            per_o = per[oi]
-            with np.errstate(divide="ignore"):
-                ratio = np.where(w_slo[oi] > 0, w_cost[oi] / w_slo[oi], np.inf)
-            Q = np.stack([m[:, :cols] for m in self.obj_values] + [T[oi]], axis=1)
-            V = V.copy()
-            V[oi], Lv[oi] = provision_levels(self.obj_keys, Q, per_o, ratio)
+        if not (oi.size and self.obj_keys is not None and self.obj_q is not None):
+            return V, np.repeat(self.fixed_level[:, None], cols, axis=1), T
+        # The objective's provisioning levels, for all its rows at once (planner.replicas).
+        every = oi.size == V.shape[0]  # then oi is every row, in order
+        per_o, cost_o, slo_o = (per, w_cost, w_slo) if every else (per[oi], w_cost[oi], w_slo[oi])
+        with np.errstate(divide="ignore"):
+            ratio = np.where(slo_o > 0, cost_o / slo_o, np.inf)
+        # [rows, K, cols] as a view of a [K, rows, cols] stack: the same values, each quantile one
+        # contiguous plane (provision_levels works plane by plane: about 1.5 x faster).
+        q = np.stack([m[:, :cols] for m in self.obj_q]).transpose(1, 0, 2)
+        x, tau = provision_levels(self.obj_keys, q, per_o, ratio)
+        if every:
+            return x, tau, T
+        V = V.copy()
+        Lv = np.repeat(self.fixed_level[:, None], cols, axis=1)
+        V[oi], Lv[oi] = x, tau
         return V, Lv, T
 
 
@@ -221,7 +249,7 @@ def _stacked(arrays: list[Any]) -> np.ndarray | None:
         m = np.array(arrays)
     except ValueError:  # lengths or dimensions differ
         return None
-    return m if m.ndim == 2 and m.shape[1] > 0 else None
+    return m if m.ndim == 2 and m.shape[1] > 0 and m.dtype != object else None
 
 
 def _scale_actions(
