@@ -13,7 +13,7 @@ from planner_helpers import flat_forecast, function_policy, invocation_forecast,
 from planner import plan
 from planner.replicas import decide_replicas
 from planner.table import policy_table
-from scaleahead.types import ClusterState, ScaleTo, SetWarmPool, WorkloadState
+from scaleahead.types import ClusterState, Forecast, LazyReason, ScaleTo, SetWarmPool, WorkloadState
 
 NOW = 1_000_000.0
 
@@ -93,3 +93,24 @@ def test_forecasts_of_different_horizons_go_to_the_reference_and_decide_the_same
     for p, action in zip(policies, result.actions, strict=True):
         want = decide_replicas(p.workload, p.spec, state.workloads[p.workload], forecasts[p.workload], NOW).action
         assert repr(action) == repr(want)
+
+
+def test_services_at_the_objective_level_decide_as_the_reference_in_one_batch_and_mixed_with_fixed_ones() -> None:
+    rng = np.random.default_rng(3)
+    objective = [service_policy(f"o{i}", forecastQuantile=None, maxReplicas=500) for i in range(40)]
+    fixed = [service_policy(f"f{i}", forecastQuantile=0.8, maxReplicas=500) for i in range(10)]
+    for policies in (objective, objective[:20] + fixed + objective[20:]):
+        state = ClusterState(
+            {p.workload: WorkloadState(p.workload, int(rng.integers(0, 30)), 3, 80.0, NOW - 5) for p in policies}
+        )
+        forecasts = {}
+        for p in policies:
+            base = rng.gamma(2.0, 50.0, 90)
+            forecasts[p.workload] = Forecast(
+                p.workload, NOW, 10.0, {0.1: base * 0.6, 0.5: base, 0.9: base * 1.5, 0.99: base * 2.2}
+            )
+        result = plan(forecasts, state, policies, NOW)
+        assert all(isinstance(a.reason, LazyReason) for a in result.actions)  # the batch decided them all
+        for p, action in zip(policies, result.actions, strict=True):
+            want = decide_replicas(p.workload, p.spec, state.workloads[p.workload], forecasts[p.workload], NOW)
+            assert repr(action) == repr(want.action)
