@@ -85,7 +85,7 @@ class _Forecasts:
         frows = list(compress(range(n_items), map(is_not, forecasts, repeat(None))))
         present = cast(Sequence[Forecast], [forecasts[i] for i in frows] if len(frows) < n_items else forecasts)
         fqs = list(map(_QUANTILES, present))
-        tqs = list(map(max, fqs))
+        tqs: list[float] | None = None  # each row's top quantile
         objective = c.objective[frows] if frows else np.zeros(0, dtype=bool)
         is_obj = objective.tolist()
         n_obj = sum(is_obj)
@@ -108,9 +108,11 @@ class _Forecasts:
                     mats.append(m)
                 if mats:
                     self.obj_keys = keys
+                    tqs = [keys[-1]] * len(fqs)  # every row has these quantiles
                     Q = mats
                     V = T = mats[-1]  # the top quantile (a placeholder in V until provisioned)
         elif n_obj == 0:
+            tqs = list(map(max, fqs))
             tops = list(map(getitem, fqs, tqs))
             arrs: list[Any] | None = None
             if c.quantile is not None:
@@ -132,6 +134,7 @@ class _Forecasts:
             ok_rows = frows
             obj_pos = list(range(len(frows))) if n_obj else []
         else:  # mixed or odd: row by row, and rows unlike the first go to the reference
+            tqs = list(map(max, fqs))
             horizon, ok_rows, obj_pos, V, T, Q = self._row_by_row(present, fqs, tqs, frows, is_obj, c)
         width = max(horizon, 1)
         self.horizon = horizon
@@ -145,7 +148,7 @@ class _Forecasts:
             os_ = np.fromiter(chain.from_iterable(map(_ORIGIN_STEP, (forecasts[i] for i in ok_rows))), np.float64)
             self.origin[ok_rows] = os_[0::2]
             self.step[ok_rows] = os_[1::2]
-            top_q[frows] = tqs
+            top_q[frows] = tqs if tqs is not None else list(map(max, fqs))
             self.fixed_level[ok_rows] = c.forecast_quantile[ok_rows]
         self.top_q: list[float] = top_q.tolist()
         self.obj_rows = np.array(ok_rows, dtype=np.int64)[obj_pos] if obj_pos else np.zeros(0, dtype=np.int64)
