@@ -8,6 +8,11 @@ sentence is formatted on first read. Decisions, codes, sentences and details are
 Rows with unusual input (non-finite forecast values, empty or mismatched horizons, absurd replica
 counts) are decided by the reference itself. Both paths word their decisions through one
 ``planner.replicas.explain``; a change to the rule must be made in both modules.
+
+Per plan, only per-plan facts are read row by row, and by ``map`` (which runs in C): states and
+forecasts. What comes from policies is read once per set of policy objects (planner/table.py).
+Objective-chosen levels (``provision_levels``) are computed for all rows at once, and only for the
+steps the windows read.
 """
 
 from __future__ import annotations
