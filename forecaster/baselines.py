@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,11 @@ class ResidualQuantileForecaster(Forecaster):
 
     def min_context(self, step_s: float) -> int:
         return 1
+
+    @property
+    def resid(self) -> dict[float, FloatArray] | None:
+        """Empirical residual quantiles per horizon step, ``{q: [H]}`` (``None`` before ``fit``)."""
+        return self._resid
 
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
         values = fill_short_gaps_causal(series.values)
@@ -161,33 +167,72 @@ class Ridge(ResidualQuantileForecaster):
         self._mu: FloatArray | None = None
         self._sd: FloatArray | None = None
 
+    def window_steps(self, step_s: float) -> int:
+        """How many steps before an origin the features read (the last hour, at least ``n_lags``)."""
+        return max(self.n_lags, int(round(3600.0 / step_s)), 1)
+
     def _features(self, values: FloatArray, origins: np.ndarray, step_s: float, start: float) -> FloatArray:
         from forecaster.features import Segment, gather
 
-        lags = gather(values, origins, Segment(-self.n_lags, 1, self.n_lags))  # [n, n_lags]
+        m = self.window_steps(step_s)
+        window = gather(values, origins, Segment(-m, 1, m))  # [n, m]
+        last = _last_valid(values, origins)
+        return self.features_from_window(window, last, start + origins.astype(np.float64) * step_s, step_s)
+
+    def features_from_window(
+        self, window: FloatArray, last: FloatArray, times: FloatArray, step_s: float
+    ) -> FloatArray:
+        """Features from the ``window_steps`` values before each origin, ``[n, m]`` (NaN = missing).
+
+        ``last`` is the last observed value before each origin (used where the hour is empty),
+        ``times`` the origins' epoch seconds.
+        """
         hour_n = max(1, int(round(3600.0 / step_s)))
         quarter_n = max(1, int(round(900.0 / step_s)))
-        hour = gather(values, origins, Segment(-hour_n, 1, hour_n))
+        lags = window[:, -self.n_lags :]  # [n, n_lags]
+        hour = window[:, -hour_n:]
         seen = ~np.isnan(hour)
         hour_mean = np.where(seen, hour, 0.0).sum(1) / np.maximum(seen.sum(1), 1)
-        hour_mean = np.where(seen.any(1), hour_mean, np.nan_to_num(_last_valid(values, origins)))
+        hour_mean = np.where(seen.any(1), hour_mean, np.nan_to_num(last))
         q = hour[:, -quarter_n:]
         qs = ~np.isnan(q)
         quarter = np.where(qs.any(1), np.where(qs, q, 0.0).sum(1) / np.maximum(qs.sum(1), 1), hour_mean)
         lags = np.where(np.isnan(lags), hour_mean[:, None], lags)
-        t = start + origins.astype(np.float64) * step_s
-        ang = 2 * np.pi * (t % DAY_S) / DAY_S
+        ang = 2 * np.pi * (times % DAY_S) / DAY_S
         tod = [f(k * ang) for k in (1, 2, 3) for f in (np.sin, np.cos)]
         return np.column_stack([lags, quarter, hour_mean, *tod])
 
-    def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
+    def point_from_features(self, x: FloatArray, last: FloatArray, horizon_steps: int) -> FloatArray:
+        """Point forecasts ``[n, horizon_steps]`` from ``features_from_window`` rows."""
         if self._coef is None or self._mu is None or self._sd is None:
-            return np.repeat(np.nan_to_num(_last_valid(values, origins))[:, None], horizon_steps, axis=1)
-        x = (self._features(values, origins, step_s, self._start) - self._mu) / self._sd
-        pred = np.column_stack([x, np.ones(len(x))]) @ self._coef  # [n, H_fit]
+            return np.repeat(np.nan_to_num(last)[:, None], horizon_steps, axis=1)
+        z = (x - self._mu) / self._sd
+        pred = np.column_stack([z, np.ones(len(z))]) @ self._coef  # [n, H_fit]
         if horizon_steps > pred.shape[1]:
             pred = np.pad(pred, ((0, 0), (0, horizon_steps - pred.shape[1])), mode="edge")
         return np.asarray(pred[:, :horizon_steps])
+
+    def state(self) -> dict[str, Any]:
+        """The fitted coefficients and residual quantiles as plain data (for a checkpoint embedding it)."""
+        resid = {f"{q:g}": r.tolist() for q, r in self._resid.items()} if self._resid is not None else None
+        if self._coef is None or self._mu is None or self._sd is None:
+            return {"mu": None, "sd": None, "coef": None, "resid": resid}
+        return {"mu": self._mu.tolist(), "sd": self._sd.tolist(), "coef": self._coef.tolist(), "resid": resid}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Ridge:
+        model = cls()
+        if state.get("coef") is not None:
+            model._mu = np.asarray(state["mu"], dtype=np.float64)
+            model._sd = np.asarray(state["sd"], dtype=np.float64)
+            model._coef = np.asarray(state["coef"], dtype=np.float64)
+        if state.get("resid") is not None:
+            model._resid = {float(q): np.asarray(r, dtype=np.float64) for q, r in state["resid"].items()}
+        return model
+
+    def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
+        x = self._features(values, origins, step_s, self._start)
+        return self.point_from_features(x, _last_valid(values, origins), horizon_steps)
 
     def fit(self, history: Sequence[Series], horizon_steps: int | None = None) -> Forecaster:
         rng = np.random.default_rng(0)

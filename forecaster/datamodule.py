@@ -8,7 +8,7 @@ training windows end (targets included) before it starts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from forecaster.features import FeatureSpec, IntArray, build_inputs, targets
+from forecaster.features import FeatureSpec, IntArray, build_inputs, targets, with_prior
 from scaleahead.errors import DataError
 from scaleahead.types import FloatArray, Series
 
@@ -30,6 +30,8 @@ class Windows:
     target: FloatArray  # [n, H] in units of scale
     scale: FloatArray  # [n]
     weight: FloatArray  # [n]
+    origin: IntArray  # [n] origin index into its series
+    series: IntArray  # [n] index of its series (rows are grouped by series, in order)
 
     def __len__(self) -> int:
         return int(self.seq.shape[0])
@@ -53,36 +55,51 @@ def _origins(n: int, lo: int, hi: int, k: int, rng: np.random.Generator) -> IntA
     return np.sort(rng.choice(np.arange(lo, hi, dtype=np.int64), size=k, replace=False))
 
 
+#: A baseline's point forecasts ``[n, H]`` for origins of a series (``values[:o]`` only).
+PriorFn = Callable[[Series, IntArray], FloatArray]
+
+
 def make_windows(
-    series: Sequence[Series], spec: FeatureSpec, origins_per_series: Sequence[IntArray], chunk: int = 4096
+    series: Sequence[Series],
+    spec: FeatureSpec,
+    origins_per_series: Sequence[IntArray],
+    chunk: int = 4096,
+    prior: PriorFn | None = None,
 ) -> Windows:
-    """Inputs and targets for the given origins of each series (chunked to bound memory)."""
+    """Inputs and targets for the given origins of each series (chunked to bound memory).
+
+    With ``prior``, its forecast is appended to the static inputs (``features.with_prior``).
+    """
     h = spec.horizon_steps
     parts: list[tuple[np.ndarray, ...]] = []
-    for s, origins in zip(series, origins_per_series, strict=True):
+    for k, (s, origins) in enumerate(zip(series, origins_per_series, strict=True)):
         rows: list[tuple[np.ndarray, ...]] = []
         for i in range(0, len(origins), chunk):
             o = origins[i : i + chunk]
             inp = build_inputs(s.values, s.start, spec, o)
+            if prior is not None:
+                inp = with_prior(inp, prior(s, o))
             y = targets(s.values, o, h) / inp.scale[:, None]
             keep = inp.usable & (~np.isnan(y)).any(axis=1)
-            rows.append((inp.seq[keep], inp.static[keep], y[keep], inp.scale[keep]))
+            rows.append((inp.seq[keep], inp.static[keep], y[keep], inp.scale[keep], o[keep]))
         if not rows:
             continue
-        seq, static, y, scale = (np.concatenate([r[j] for r in rows]) for j in range(4))
+        seq, static, y, scale, kept = (np.concatenate([r[j] for r in rows]) for j in range(5))
         if len(scale) == 0:
             continue
         weight = scale / scale.mean()  # windows of a busier time count more, as in wql
-        parts.append((seq, static, y, scale, weight))
+        parts.append((seq, static, y, scale, weight, kept.astype(np.int64), np.full(len(kept), k, dtype=np.int64)))
     if not parts:
         return Windows(
             np.zeros((0, spec.recent.length, 2), np.float32),
-            np.zeros((0, spec.n_static), np.float32),
+            np.zeros((0, spec.n_static + (h if prior is not None else 0)), np.float32),
             np.zeros((0, h)),
             np.zeros(0),
             np.zeros(0),
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
         )
-    return Windows(*(np.concatenate([p[j] for p in parts]) for j in range(5)))
+    return Windows(*(np.concatenate([p[j] for p in parts]) for j in range(7)))
 
 
 class WindowDataModule(pl.LightningDataModule):
@@ -97,8 +114,10 @@ class WindowDataModule(pl.LightningDataModule):
         val_fraction: float = 0.15,
         batch_size: int = 256,
         seed: int = 0,
+        prior: PriorFn | None = None,
     ) -> None:
         super().__init__()
+        self.prior = prior
         self.series = list(series)
         self.spec = spec
         self.max_train_windows = max_train_windows
@@ -123,8 +142,8 @@ class WindowDataModule(pl.LightningDataModule):
             val_start = int(n * (1 - self.val_fraction))
             train_o.append(_origins(n, lo, val_start - h + 1, int(self.max_train_windows * share) + 1, rng))
             val_o.append(_origins(n, max(lo, val_start), n - h + 1, int(self.max_val_windows * share) + 1, rng))
-        self.train = make_windows(self.series, self.spec, train_o)
-        self.val = make_windows(self.series, self.spec, val_o)
+        self.train = make_windows(self.series, self.spec, train_o, prior=self.prior)
+        self.val = make_windows(self.series, self.spec, val_o, prior=self.prior)
         if len(self.train) < 16 or len(self.val) < 4:
             longest = max((len(s) * s.step_s for s in self.series), default=0.0)
             raise DataError(

@@ -190,6 +190,22 @@ def inputs_from_windows(w: FloatArray, times: FloatArray, spec: FeatureSpec) -> 
     return Inputs(seq.astype(np.float32), static.astype(np.float32), scale, usable)
 
 
+#: Bounds of a prior forecast in units of scale (a wild baseline forecast cannot blow up the input).
+PRIOR_MAX = 50.0
+
+
+def with_prior(inp: Inputs, prior: FloatArray) -> Inputs:
+    """``inp`` with a baseline's point forecast ``prior`` ``[n, H]`` appended to ``static``.
+
+    In units of the window's scale, minus 1 (like the recent values), clipped to ``[0, PRIOR_MAX]``
+    before the shift: ``static`` becomes ``[n, n_static + H]`` with the prior last.
+    """
+    p = np.clip(prior / inp.scale[:, None], 0.0, PRIOR_MAX) - 1.0
+    p = np.where(np.isfinite(p), p, 0.0)
+    static = np.concatenate([inp.static, p.astype(np.float32)], axis=1)
+    return Inputs(inp.seq, static, inp.scale, inp.usable)
+
+
 def targets(values: FloatArray, origins: IntArray, horizon_steps: int) -> FloatArray:
     """``values[o : o + horizon]`` per origin, NaN past the end: ``[n, horizon]``."""
     idx = origins[:, None] + np.arange(horizon_steps)[None, :]

@@ -26,11 +26,12 @@ class QuantileLSTMModule(pl.LightningModule):
         lr: float = 3e-3,
         weight_decay: float = 1e-5,
         highway: bool = True,
+        prior: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = QuantileLSTM(
-            n_seq_features, n_static, horizon, len(quantiles), context, hidden, mlp, dropout, highway
+            n_seq_features, n_static, horizon, len(quantiles), context, hidden, mlp, dropout, highway, prior
         )
         self.lr = lr
         self.weight_decay = weight_decay

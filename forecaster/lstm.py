@@ -11,8 +11,15 @@ Checkpoint format (``torch.save`` of plain dicts, loaded with ``weights_only=Tru
 
 - version 1 (first release): ``hyper_parameters`` (the LightningModule's), ``step_s``,
   ``horizon_s``, ``state_dict`` with Lightning's ``net.`` key prefix; no calibration.
-- version 2 (current): ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
+- version 2: ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
   the bare network, ``calibration`` (spread factor per quantile) and ``meta`` (data span, metrics).
+- version 3 (current): version 2 plus ``ridge`` (the ridge baseline fitted on the training span,
+  ``Ridge.state()``, or ``None``), ``blend_weight`` and ``blend_calibration``. The ridge serves the hybrid input
+  (``config.prior == "ridge"``: the network corrects its forecast) and the quantile blend
+  (``config.blend``: ``w * lstm + (1 - w) * ridge``, ``w = blend_weight`` chosen on the
+  validation span, then its spread recalibrated there). A version-2 checkpoint is upgraded with
+  ``ridge: None``, ``blend_weight: 1``, ``blend_calibration: 1``
+  and ``config.prior = "none"``, ``config.blend = False`` (it had neither).
 
 Older versions are upgraded on load (``_upgrade``); newer ones are refused with a message.
 """
@@ -33,14 +40,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from forecaster.base import QUANTILES, Forecaster
-from forecaster.features import FeatureSpec, build_inputs, inputs_from_windows, offsets
+from forecaster.base import QUANTILES, Forecaster, fill_short_gaps_causal
+from forecaster.baselines import Ridge, _last_valid
+from forecaster.features import (
+    FeatureSpec,
+    Inputs,
+    IntArray,
+    Segment,
+    build_inputs,
+    gather,
+    inputs_from_windows,
+    offsets,
+    with_prior,
+)
 from forecaster.net import QuantileLSTM
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef
 
 FORMAT = "scaleahead-lstm"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class CheckpointError(DataError):
@@ -70,6 +88,14 @@ class LSTMConfig:
     horizon_s: float = 900.0
     recent_s: float = 450.0
     long_s: float = 6 * 3600.0
+    #: "ridge": the network corrects the ridge baseline's forecast (a hybrid; net.py), "none": it
+    #: forecasts from its inputs alone. The ridge is fitted on the training span only.
+    prior: str = "none"
+    #: Blend the calibrated LSTM quantiles with the ridge baseline's, ``w * lstm + (1 - w) * ridge``,
+    #: ``w`` in 0, 0.1, ..., 1 chosen on the validation span (1 = the LSTM alone), then the blend's
+    #: spread recalibrated there. Off by default: it lowered wql (alibaba-cpu-10s 1.010 -> 0.974 x
+    #: ridge) but also coverage_q90 (0.878 -> 0.839, below the 0.87-0.93 target); docs/benchmarks.md.
+    blend: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LSTMConfig:
@@ -111,6 +137,8 @@ class FitReport:
     val_windows: int = 0
     val_loss: float = float("nan")
     calibration: dict[str, float] = field(default_factory=dict)
+    blend_weight: float = 1.0  # the LSTM's weight in the blend with the ridge (1 = no blend)
+    blend_calibration: dict[str, float] = field(default_factory=dict)
 
 
 class LSTMForecaster(Forecaster):
@@ -125,6 +153,11 @@ class LSTMForecaster(Forecaster):
         self.spec: FeatureSpec | None = None
         self.net: QuantileLSTM | None = None
         self.calibration = np.ones(len(self.quantiles))
+        self.ridge: Ridge | None = None
+        #: Weight of the LSTM in the quantile blend with ``ridge`` (1 = no blend).
+        self.blend_weight = 1.0
+        #: Spread factor per quantile applied to the blend (fitted on the validation span).
+        self.blend_calibration = np.ones(len(self.quantiles))
         self.meta: dict[str, Any] = {}
         self.report = FitReport()
         #: How many origins of the last call were served by the named per-origin fallback.
@@ -156,15 +189,26 @@ class LSTMForecaster(Forecaster):
         _set_threads(cfg.threads)
         pl.seed_everything(cfg.seed, workers=True, verbose=False)
         spec = FeatureSpec(step_s=steps[0], horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        self.spec = spec
+        self.ridge = self._fit_ridge(usable, spec)
+        self.blend_weight = 1.0
+        self.blend_calibration = np.ones(len(self.quantiles))
         dm = WindowDataModule(
-            usable, spec, cfg.max_train_windows, cfg.max_val_windows, cfg.val_fraction, cfg.batch_size, cfg.seed
+            usable,
+            spec,
+            cfg.max_train_windows,
+            cfg.max_val_windows,
+            cfg.val_fraction,
+            cfg.batch_size,
+            cfg.seed,
+            prior=self._prior_for if self._uses_prior else None,
         )
         dm.setup()
         assert dm.train is not None
         assert dm.val is not None
         module = QuantileLSTMModule(
             spec.n_seq_features,
-            spec.n_static,
+            self._n_static(spec),
             spec.horizon_steps,
             self.quantiles,
             spec.recent.length,
@@ -174,6 +218,7 @@ class LSTMForecaster(Forecaster):
             cfg.lr,
             cfg.weight_decay,
             cfg.highway,
+            self._uses_prior,
         )
         with tempfile.TemporaryDirectory() as tmp:
             ckpt_dir = self.checkpoint_dir or Path(tmp)
@@ -203,6 +248,8 @@ class LSTMForecaster(Forecaster):
         self.calibration = np.ones(len(self.quantiles))
         if cfg.calibrate:
             self.calibration = self._calibrate(dm.val.seq, dm.val.static, dm.val.target)
+        if cfg.blend and self.ridge is not None:
+            self.blend_weight, self.blend_calibration = self._choose_blend_weight(dm.val, usable)
         self.report = FitReport(
             epochs=int(trainer.current_epoch),
             train_s=round(train_s, 2),
@@ -215,6 +262,10 @@ class LSTMForecaster(Forecaster):
                 else float(trainer.callback_metrics.get("val_loss", float("nan")))
             ),
             calibration={f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.calibration, strict=True)},
+            blend_weight=self.blend_weight,
+            blend_calibration={
+                f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.blend_calibration, strict=True)
+            },
         )
         self.meta = {
             "series": [s.name for s in usable],
@@ -223,6 +274,117 @@ class LSTMForecaster(Forecaster):
             "fit": asdict(self.report),
         }
         return self
+
+    # -- the hybrid's prior (the ridge baseline) ------------------------------------------------
+    @property
+    def _uses_prior(self) -> bool:
+        return self.config.prior == "ridge"
+
+    def _fit_ridge(self, history: Sequence[Series], spec: FeatureSpec) -> Ridge | None:
+        """The ridge baseline fitted on the training span (before the validation span) of each series."""
+        if self.config.prior not in ("ridge", "none"):
+            raise UserError(f"Unknown LSTM prior {self.config.prior!r}.", "Use 'ridge' or 'none'.")
+        if not self._uses_prior and not self.config.blend:
+            return None
+        train = []
+        for s in history:
+            cut = int(len(s) * (1 - self.config.val_fraction))
+            train.append(Series(s.name, s.start, s.step_s, s.values[:cut], s.unit))
+        ridge = Ridge()
+        ridge.fit(train, horizon_steps=spec.horizon_steps)
+        return ridge
+
+    def _prior_for(self, series: Series, origins: IntArray) -> FloatArray:
+        """The prior's point forecasts ``[n, H]`` for origins of one series (``values[:o]`` only)."""
+        assert self.ridge is not None
+        assert self.spec is not None
+        filled = fill_short_gaps_causal(series.values)
+        m = self.ridge.window_steps(series.step_s)
+        window = gather(filled, origins, Segment(-m, 1, m))  # [n, m]
+        last = _last_valid(filled, origins)
+        times = series.start + origins.astype(np.float64) * series.step_s
+        x = self.ridge.features_from_window(window, last, times, series.step_s)
+        return self.ridge.point_from_features(x, last, self.spec.horizon_steps)
+
+    def _with_prior(self, inp: Inputs, series: Series, origins: IntArray) -> Inputs:
+        return with_prior(inp, self._prior_for(series, origins)) if self._uses_prior else inp
+
+    def _ridge_quantiles(self, point: FloatArray) -> FloatArray:
+        """The ridge baseline's quantiles ``[n, H, Q]`` around its point forecasts ``[n, H]``."""
+        assert self.ridge is not None
+        resid = self.ridge.resid or {}
+        h = point.shape[1]
+        cols = []
+        for q in self.quantiles:
+            r = np.asarray(resid.get(q, np.zeros(h)), dtype=np.float64)
+            r = np.pad(r, (0, max(0, h - len(r))), mode="edge")[:h]
+            cols.append(np.maximum(point + r[None, :], 0.0))
+        return np.sort(np.stack(cols, axis=-1), axis=-1)
+
+    def _blend(self, out: FloatArray, point: FloatArray) -> FloatArray:
+        """``w * out + (1 - w) * ridge quantiles``, its spread recalibrated (``blend_calibration``).
+
+        The calibration is the last step, as for the LSTM alone: the blend of two calibrated
+        forecasts is not calibrated itself. Non-negative and never crossing.
+        """
+        if self.ridge is None or self.blend_weight >= 1.0:
+            return out
+        w = self.blend_weight
+        mix = w * out + (1 - w) * self._ridge_quantiles(point)[:, : out.shape[1], :]
+        mid = self.quantiles.index(0.5)
+        med = mix[..., mid : mid + 1]
+        mix = med + self.blend_calibration[None, None, :] * (mix - med)
+        return np.maximum.accumulate(np.maximum(mix, 0.0), axis=-1)
+
+    def _choose_blend_weight(self, val: Any, series: Sequence[Series]) -> tuple[float, FloatArray]:
+        """The LSTM's weight in 0, 0.1, ..., 1 with the lowest validation pinball loss (scaled like wql),
+        and the blend's spread factors on the same span (``spread_factors``)."""
+        assert self.ridge is not None
+        lstm = self._finish(self._raw_predict(val.seq, val.static), val.scale, val.target.shape[1])  # [n, H, Q]
+        point = np.concatenate([self._prior_for(s, val.origin[val.series == k]) for k, s in enumerate(series)], axis=0)
+        ridge = self._ridge_quantiles(point)
+        y = val.target * val.scale[:, None]  # [n, H], NaN = missing
+        ok = ~np.isnan(y)
+        yv = np.where(ok, y, 0.0)[..., None]
+        qs = np.asarray(self.quantiles)[None, None, :]
+        best, best_loss = 1.0, np.inf
+        for w in np.round(np.linspace(0.0, 1.0, 11), 1):
+            e = yv - (w * lstm + (1 - w) * ridge)
+            loss = float((np.maximum(qs * e, (qs - 1) * e).sum(-1) * ok).sum())
+            if loss < best_loss - 1e-12 or (w == 1.0 and loss <= best_loss):
+                best, best_loss = float(w), loss
+        if best >= 1.0:
+            return best, np.ones(len(self.quantiles))
+        return best, spread_factors(best * lstm + (1 - best) * ridge, y, self.quantiles)
+
+    def _prior_many(self, items: Sequence[tuple[WorkloadRef, Series]], idx: IntArray, times: FloatArray) -> FloatArray:
+        """``_prior_for`` at one origin index per series, batched: exactly the same numbers."""
+        assert self.ridge is not None
+        assert self.spec is not None
+        gap = 3  # fill_short_gaps_causal's max_gap: a window this much longer fills exactly as the whole series
+        m = self.ridge.window_steps(self.spec.step_s)
+        rel = np.arange(-(m + gap), 0)
+        w = np.empty((len(items), m + gap))
+        for k, (_, s) in enumerate(items):
+            pos = idx[k] + rel
+            ok = (pos >= 0) & (pos < min(int(idx[k]), len(s)))
+            w[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan) if len(s) else np.nan
+        for _ in range(gap):  # carry the last value into the first `gap` steps of a NaN run, as in the series
+            w[:, 1:] = np.where(np.isnan(w[:, 1:]) & ~np.isnan(w[:, :-1]), w[:, :-1], w[:, 1:])
+        window = w[:, gap:]
+        last = np.full(len(items), np.nan)
+        seen = ~np.isnan(window)
+        has = seen.any(axis=1)
+        last[has] = window[has, m - 1 - np.argmax(seen[has, ::-1], axis=1)]
+        for k in np.flatnonzero(~has).tolist():  # the whole window missing: the last value before it
+            _, s = items[k]
+            before = np.flatnonzero(np.isfinite(s.values[: min(int(idx[k]), len(s))]))
+            last[k] = s.values[before[-1]] if len(before) else np.nan
+        x = self.ridge.features_from_window(window, last, times, self.spec.step_s)
+        return self.ridge.point_from_features(x, last, self.spec.horizon_steps)
+
+    def _n_static(self, spec: FeatureSpec) -> int:
+        return spec.n_static + (spec.horizon_steps if self._uses_prior else 0)
 
     def _raw_predict(self, seq: np.ndarray, static: np.ndarray) -> FloatArray:
         """Network output in units of scale, ``[n, horizon, n_quantiles]`` (no calibration)."""
@@ -242,20 +404,7 @@ class LSTMForecaster(Forecaster):
         ``q' = median + s_q * (q - median)``; ``s_q`` is the empirical quantile of
         ``(y - median) / (q - median)`` over observed validation targets, clipped to [0.25, 4].
         """
-        pred = self._raw_predict(seq, static)  # [n, H, Q]
-        mid = self.quantiles.index(0.5)
-        med = pred[..., mid]
-        out = np.ones(len(self.quantiles))
-        for j, q in enumerate(self.quantiles):
-            if j == mid:
-                continue
-            d = pred[..., j] - med
-            ok = ~np.isnan(target) & (np.abs(d) > 1e-6)
-            if ok.sum() < 50:
-                continue
-            r = (target[ok] - med[ok]) / d[ok]
-            out[j] = np.clip(np.quantile(r, q if q > 0.5 else 1 - q), 0.25, 4.0)
-        return out
+        return spread_factors(self._raw_predict(seq, static), target, self.quantiles)
 
     # -- inference ------------------------------------------------------------------------------
     def _check(self, series: Series, horizon_steps: int) -> FeatureSpec:
@@ -294,7 +443,12 @@ class LSTMForecaster(Forecaster):
         for i in range(0, len(origins), 4096):
             o = origins[i : i + 4096]
             inp = build_inputs(values, series.start, spec, o)
+            point = self._prior_for(series, o) if self.ridge is not None else None
+            if self._uses_prior and point is not None:
+                inp = with_prior(inp, point)
             out = self._finish(self._raw_predict(inp.seq, inp.static), inp.scale, horizon_steps)
+            if point is not None:
+                out = self._blend(out, point)
             if not inp.usable.all():
                 out[~inp.usable] = self._naive_rows(values, o[~inp.usable], horizon_steps, series.name)
                 self.last_fallback_origins += int((~inp.usable).sum())
@@ -338,11 +492,16 @@ class LSTMForecaster(Forecaster):
             times[k] = s.start + i * s.step_s
             idx.append(i)
         inp = inputs_from_windows(rows, times, spec)
+        point = self._prior_many(items, np.asarray(idx, dtype=np.int64), times) if self.ridge is not None else None
+        if self._uses_prior and point is not None:
+            inp = with_prior(inp, point)
         use = np.flatnonzero(inp.usable)
         out = np.zeros((len(items), horizon_steps, len(self.quantiles)))
         if len(use):
             raw = self._raw_predict(inp.seq[use], inp.static[use])
             out[use] = self._finish(raw, inp.scale[use], horizon_steps)
+            if point is not None:
+                out[use] = self._blend(out[use], point[use])
         self.last_fallback_origins = 0
         for bad in np.flatnonzero(~inp.usable).tolist():
             ref, s = items[bad]
@@ -363,6 +522,9 @@ class LSTMForecaster(Forecaster):
         cfg = model.config
         torch.manual_seed(cfg.seed)
         model.spec = FeatureSpec(step_s=step_s, horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        # unfitted: the last value, at the same cost as a fitted one
+        model.ridge = Ridge() if cfg.prior == "ridge" or cfg.blend else None
+        model.blend_weight = 0.5 if cfg.blend else 1.0
         model.net = model._network(model.spec).eval()
         return model
 
@@ -370,7 +532,7 @@ class LSTMForecaster(Forecaster):
         cfg = self.config
         return QuantileLSTM(
             spec.n_seq_features,
-            spec.n_static,
+            self._n_static(spec),
             spec.horizon_steps,
             len(self.quantiles),
             spec.recent.length,
@@ -378,6 +540,7 @@ class LSTMForecaster(Forecaster):
             cfg.mlp,
             cfg.dropout,
             cfg.highway,
+            self._uses_prior,
         )
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -395,6 +558,9 @@ class LSTMForecaster(Forecaster):
                 "quantiles": list(self.quantiles),
                 "state_dict": self.net.state_dict(),
                 "calibration": [float(c) for c in self.calibration],
+                "ridge": self.ridge.state() if self.ridge is not None else None,
+                "blend_weight": float(self.blend_weight),
+                "blend_calibration": [float(c) for c in self.blend_calibration],
                 "meta": _plain(self.meta),
             },
             path,
@@ -430,6 +596,9 @@ class LSTMForecaster(Forecaster):
         model = cls(config)
         _set_threads(config.threads)
         model.quantiles = tuple(float(q) for q in ckpt["quantiles"])
+        model.ridge = Ridge.from_state(ckpt["ridge"]) if ckpt["ridge"] is not None else None
+        model.blend_weight = float(ckpt["blend_weight"])
+        model.blend_calibration = np.asarray(ckpt["blend_calibration"], dtype=np.float64)
         net = model._network(spec)
         try:
             net.load_state_dict(ckpt["state_dict"])
@@ -443,6 +612,28 @@ class LSTMForecaster(Forecaster):
         model.calibration = np.asarray(ckpt["calibration"], dtype=np.float64)
         model.meta = dict(ckpt.get("meta", {}))
         return model
+
+
+def spread_factors(pred: FloatArray, target: FloatArray, quantiles: Sequence[float]) -> FloatArray:
+    """Spread factor per quantile so that the coverage of each quantile on ``target`` matches its level.
+
+    ``q' = median + s_q * (q - median)``; ``s_q`` is the empirical quantile of
+    ``(y - median) / (q - median)`` over observed targets, clipped to [0.25, 4]. ``pred`` is
+    ``[n, H, Q]``, ``target`` ``[n, H]`` (NaN = missing), in the same units.
+    """
+    mid = list(quantiles).index(0.5)
+    med = pred[..., mid]
+    out = np.ones(len(quantiles))
+    for j, q in enumerate(quantiles):
+        if j == mid:
+            continue
+        d = pred[..., j] - med
+        ok = ~np.isnan(target) & (np.abs(d) > 1e-6)
+        if ok.sum() < 50:
+            continue
+        r = (target[ok] - med[ok]) / d[ok]
+        out[j] = np.clip(np.quantile(r, q if q > 0.5 else 1 - q), 0.25, 4.0)
+    return out
 
 
 def _plain(obj: Any) -> Any:
@@ -489,6 +680,17 @@ def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
             "meta": {"upgraded_from": 1},
         }
         version = 2
+    if version == 2:  # no hybrid prior existed yet
+        raw = {
+            **raw,
+            "format_version": 3,
+            "config": {**raw["config"], "prior": "none", "blend": False},
+            "ridge": None,
+            "blend_weight": 1.0,
+            "blend_calibration": [1.0] * len(raw["quantiles"]),
+            "meta": {"upgraded_from": 2, **raw.get("meta", {})},
+        }
+        version = 3
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format version {version!r}; this scaleahead reads versions 1 to {FORMAT_VERSION}.",

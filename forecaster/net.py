@@ -9,6 +9,11 @@ A linear "highway" from the last 12 values to the forecast location
 (LSTNet's autoregressive component) lets the network start from what a linear model on lags
 would say; the recurrence and the MLP learn the non-linear corrections and the spread.
 
+With ``prior=True`` (the hybrid, as in ES-RNN) the last ``horizon`` static columns are a
+baseline's point forecast in units of scale minus 1 (``forecaster.lstm``: the ridge baseline's);
+it is added to the lowest quantile's base, so the network learns the *correction* to that
+forecast and the spread around it instead of the level from scratch.
+
 Quantiles never cross by construction: the head gives the lowest quantile and softplus
 increments that are summed up (cumulative), so q_1 <= q_2 <= ... for every step.
 """
@@ -34,8 +39,10 @@ class QuantileLSTM(nn.Module):
         mlp: int = 128,
         dropout: float = 0.1,
         highway: bool = True,
+        prior: bool = False,
     ) -> None:
         super().__init__()
+        self.prior = prior
         self.horizon = horizon
         self.n_quantiles = n_quantiles
         self.lstm = nn.LSTM(n_seq_features, hidden, batch_first=True)
@@ -59,6 +66,8 @@ class QuantileLSTM(nn.Module):
         if self.highway is not None:
             lin = self.highway(seq[:, -self.highway_lags :, 0])  # [batch, horizon] from the last 12 values
             base = base + lin.unsqueeze(-1)
+        if self.prior:
+            base = base + (static[:, -self.horizon :] + 1.0).unsqueeze(-1)  # the baseline's forecast [B, H, 1]
         steps = F.softplus(raw[..., 1:])  # [batch, horizon, n_quantiles - 1], >= 0
         return torch.cumsum(torch.cat([base, steps], dim=-1), dim=-1)  # [batch, horizon, n_quantiles]
 

@@ -10,27 +10,29 @@ Pure: no I/O and no clock; the same state always gives the same moves, in the sa
 
 Rules every proposed move set keeps (checked again after each placement, the *safety check*):
 
-- **capacity at the forecast peak**: on a node that receives a pod, the sum of the forecast peak
-  CPU of its pods stays at or below ``max_peak_fraction`` of the node's allocatable CPU, and the
-  sum of CPU and memory *requests* stays within allocatable (the scheduler's own fit rule);
+- **capacity at the forecast peak**: on a node that receives a pod, the sum of its pods' CPU (each
+  at the larger of its forecast peak and its observed usage) stays at or below
+  ``max_peak_fraction`` of the node's allocatable CPU, and the sum of CPU and memory *requests*
+  stays within allocatable (the scheduler's own fit rule);
 - **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods of a PDB's owner move in one plan;
 - **anti-affinity**: a pod never lands next to a pod that one of the two excludes;
-- **interference** is part of the gain, not a filter: a move that puts a cpu-bound pod next to a
-  latency-critical one (or the other way round) costs what a separated pair gains, so a
-  separation is only proposed when it removes more pairs than it creates, and a drain's gain
-  counts the pairs it creates;
+- **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
+  (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
+  ``drains_may_add_pairs``;
 - **bounded**: at most ``max_moves`` moves; pods without an owner (nothing would recreate them)
   and pods on unschedulable or unknown nodes are never moved; empty nodes never receive pods.
 
 Algorithm (greedy, re-evaluated after each chosen step):
 
-1. *Candidates*. For each node with pods, a **drain**: place all its pods elsewhere, largest forecast
-   peak first, each by filter -> score -> safety-check on a scratch copy of the cluster. For each
-   cpu-bound or latency-critical pod sharing a node with the opposite class, a **separation**: move
-   that one pod to the node where it forms the fewest pairs (kept if it removes more than it
-   forms). For a cpu-bound pod on one mixed node and a latency-critical pod on another, a
-   **swap**: the two exchange nodes, each move checked in turn (in either order), kept if it
-   removes pairs.
+1. *Candidates*. For each node with pods, a **drain**: place all its pods elsewhere (two orders
+   tried), each by filter -> score -> safety-check on a scratch copy of the cluster, then repair
+   the pairs it had to form with separations and exchanges. For each cpu-bound or latency-critical
+   pod sharing a node with the opposite class, a **separation**: move that one pod to the node
+   where it forms the fewest pairs (kept if it removes more than it forms). For each pair of nodes
+   (one mixed), an **exchange**: up to ``MAX_EXCHANGE_SIDE`` pods each way (a 1-for-1 exchange is
+   a *swap*), whose *end state* must hold at the forecast peak on both nodes, ordered so that each
+   intermediate state passes the scheduler and stays within the cap at observed usage; of all
+   such sets, the one removing most pairs per move.
 2. *Filter* keeps target nodes that pass every rule above; *score* prefers the node where the pod
    forms the fewest interfering pairs, then the node most full at the forecast peak after the move
    (packs pods onto nodes that stay, the scheduler's MostAllocated idea applied to the forecast
@@ -38,21 +40,24 @@ Algorithm (greedy, re-evaluated after each chosen step):
    anti-affinity on the state after the move.
 3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
    nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
-   precedence), then separations and swaps. Within that order, the candidate with the highest
-   gain per move that fits in the remaining move budget wins; the gain is ``weights.node_freed``
-   for a freed node plus ``weights.pair_separated`` per cpu-bound/latency-critical pair removed
-   (minus per pair created). Repeat until no candidate gains more than ``weights.move_cost`` per
-   move or the budget is spent.
+   precedence), then separations, swaps and exchanges. Within that order, the candidate with the
+   highest gain per move that fits in the remaining move budget wins (then the larger gain, fewer
+   moves, least forecast-peak CPU moved); the gain is ``weights.node_freed`` for a freed node plus
+   ``weights.pair_separated`` per cpu-bound/latency-critical pair removed (minus per pair
+   created). Repeat until no candidate gains more than ``weights.move_cost`` per move or the
+   budget is spent.
 
 ``MovePod.expected_gain`` is the candidate's gain shared evenly over its moves, in *node
 equivalents* (1.0 = one node freed); the reason sentence names the node freed, the pairs
-separated and the target node's forecast peak after the move.
+separated, the target node's forecast peak after the move (after the whole exchange for swaps
+and exchanges) and ends with the expected gain.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import combinations, count
 
 import numpy as np
 import numpy.typing as npt
@@ -66,11 +71,19 @@ _OPPOSITE = {CPU_BOUND: LATENCY_CRITICAL, LATENCY_CRITICAL: CPU_BOUND}
 #: A receiving node's forecast-peak CPU stays at or below this share of its allocatable CPU.
 #: 0.9 leaves 10 % for a future peak above the forecast one.
 DEFAULT_MAX_PEAK_FRACTION = 0.9
-#: At most this many moves per plan (one plan per control cycle).
-DEFAULT_MAX_MOVES = 10
+#: At most this many moves per plan (one plan per control cycle): enough to drain a node of 3-4
+#: pods; the efficient point of the benchmark's trade-off curve (docs/rebalance.md).
+DEFAULT_MAX_MOVES = 4
 #: Drains are tried for at most this many nodes (fewest pods first), separations and swaps for
 #: at most this many mixed nodes (most pairs first), so planning stays fast on large clusters.
 DEFAULT_MAX_CANDIDATE_NODES = 32
+#: An exchange moves at most this many pods each way between two nodes.
+MAX_EXCHANGE_SIDE = 2
+#: Exchanges are searched between pairs of at most this many mixed nodes (most pairs first) and half
+#: as many others (most headroom first): every pair of nodes is a small array computation.
+MAX_EXCHANGE_NODES = 16
+#: Exchanges between two nodes are safety-checked in gain order until one passes, at most this many.
+MAX_EXCHANGE_TRIALS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +107,11 @@ def pod_key(pod: Pod) -> str:
 
 
 def pod_peak_cpu_m(pod: Pod) -> float:
-    """The forecast peak CPU of a pod; its request or observed usage when no peak is known."""
-    return float(pod.peak_cpu_m) if pod.peak_cpu_m > 0 else float(max(pod.cpu_request_m, pod.usage_cpu_m))
+    """The CPU a receiving node must hold for a pod: the larger of its forecast peak and its observed
+    usage (it must fit now as well as at the peak); its request or usage when no peak is known."""
+    if pod.peak_cpu_m > 0:
+        return float(max(pod.peak_cpu_m, pod.usage_cpu_m))
+    return float(max(pod.cpu_request_m, pod.usage_cpu_m))
 
 
 def interference_pairs(pods: Iterable[Pod]) -> int:
@@ -140,6 +156,9 @@ def pdb_budgets(pdbs: Iterable[PodDisruptionBudget]) -> dict[tuple[str, str], in
     return out
 
 
+_VERSIONS = count()
+
+
 @dataclass(slots=True)
 class _Cluster:
     """A mutable working copy of the cluster: pods per node and the running sums the rules need."""
@@ -154,6 +173,12 @@ class _Cluster:
     arrays: _Arrays
     moved: set[str] = field(default_factory=set)
     _aa: dict[str, _AntiAffinityIndex] = field(default_factory=dict)
+    #: a number per node, new (process-wide) each time its pods change: caches are keyed on it
+    version: dict[str, int] = field(default_factory=dict)
+    #: best exchange per (node, node, their versions); options only shrink as moves are made (PDB
+    #: budgets spent, pods moved), so a cached None stays right and a cached step is re-checked
+    exchange_cache: dict[tuple[str, str, int, int], _Step | None] = field(default_factory=dict)
+    side_cache: dict[tuple[str, int], _Side] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> _Cluster:
@@ -163,6 +188,7 @@ class _Cluster:
             if p.node in pods:
                 pods[p.node].append(p)
         c = cls(nodes, pods, {}, {}, {}, {}, pdb_budgets(state.pdbs), _Arrays.empty(nodes))
+        c.version = {name: next(_VERSIONS) for name in nodes}
         for name, ps in pods.items():
             c.req_cpu[name] = float(sum(p.cpu_request_m for p in ps))
             c.req_mem[name] = float(sum(p.memory_request_mb for p in ps))
@@ -186,6 +212,11 @@ class _Cluster:
             self.arrays.copy(),
             set(self.moved),
             dict(self._aa),
+            dict(self.version),
+            # a trial can only have fewer options (spent PDB budgets, moved pods, smaller budget):
+            # what this copy cached is right or re-checked there, but not the other way round
+            dict(self.exchange_cache),
+            dict(self.side_cache),
         )
 
     def excluded(self, pod: Pod, node: str) -> bool:
@@ -226,6 +257,8 @@ class _Cluster:
         self.moved.add(pod_key(pod))
         self._aa.pop(src, None)
         self._aa.pop(to, None)
+        self.version[src] = next(_VERSIONS)
+        self.version[to] = next(_VERSIONS)
         for name in (src, to):
             self.arrays.set(
                 name, self.req_cpu[name], self.req_mem[name], self.peak[name], len(self.pods[name]), self.classes[name]
@@ -405,36 +438,101 @@ def _place(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: fl
 
 @dataclass(frozen=True, slots=True)
 class _Step:
-    kind: str  # "drain", "separate" or "swap"
+    kind: str  # "drain", "separate", "swap" or "exchange"
     source: str
     moves: tuple[tuple[Pod, str], ...]
     gain: float
     pairs_removed: int
+    #: per move, when the moves are not all of ``kind``: (kind, group) where moves of one group
+    #: form one separation, swap or exchange (a drain's repairs)
+    parts: tuple[tuple[str, int], ...] = ()
 
-    def rank(self, drains_first: bool = True) -> tuple[int, float, float, int, str, str]:
+    def part(self, i: int) -> tuple[str, int]:
+        return self.parts[i] if self.parts else (self.kind, 0)
+
+    def rank(self, drains_first: bool = True) -> tuple[int, float, float, int, float, str, str]:
+        """Drains first (if asked), then gain per move, gain, fewest moves, least forecast-peak CPU
+        moved (less disruption, and the headroom of the nodes that stay is kept for later steps)."""
         first = pod_key(self.moves[0][0])
         drain_first = 0 if self.kind == "drain" and drains_first else 1
-        return (drain_first, -self.gain / len(self.moves), -self.gain, len(self.moves), self.source, first)
+        moved = round(sum(pod_peak_cpu_m(p) for p, _ in self.moves), 3)
+        return (drain_first, -self.gain / len(self.moves), -self.gain, len(self.moves), moved, self.source, first)
 
 
-def _drain(c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights) -> _Step | None:
+def _drain_orders(pods: list[Pod]) -> list[list[Pod]]:
+    """Orders in which a drain places its pods: largest forecast peak first (the hardest to fit),
+    and the interfering classes first (so they get the nodes where they form no pair)."""
+    by_peak = sorted(pods, key=lambda p: (-pod_peak_cpu_m(p), pod_key(p)))
+    rank = {CPU_BOUND: 0, LATENCY_CRITICAL: 0}
+    classes_first = sorted(by_peak, key=lambda p: rank.get(p.interference, 1))
+    return [by_peak] if classes_first == by_peak else [by_peak, classes_first]
+
+
+def _repair(
+    trial: _Cluster, debt: int, budget: int, mpf: float, w: RebalanceWeights, max_nodes: int
+) -> tuple[list[tuple[Pod, str]], list[tuple[str, int]], int]:
+    """Separations and exchanges applied to ``trial`` until ``debt`` pairs are removed (or the
+    budget or the candidates run out): what a drain that had to form pairs needs to break even."""
+    moves: list[tuple[Pod, str]] = []
+    parts: list[tuple[str, int]] = []
+    gained = 0
+    group = 1
+    while gained < debt and len(moves) < budget:
+        left = budget - len(moves)
+        steps = _separations(trial, mpf, w, max_nodes) + _exchanges(trial, mpf, w, max_nodes, left)
+        steps = [s for s in steps if len(s.moves) <= left]
+        if not steps:
+            break
+        best = min(steps, key=lambda s: s.rank(drains_first=False))
+        for pod, target in best.moves:
+            trial.move(pod, target)
+            moves.append((pod, target))
+            parts.append((best.kind, group))
+        gained += best.pairs_removed
+        group += 1
+    return moves, parts, gained
+
+
+def _drain(
+    c: _Cluster, node: str, budget: int, mpf: float, w: RebalanceWeights, may_add_pairs: bool, max_nodes: int
+) -> _Step | None:
+    """Every pod of ``node`` placed elsewhere (the order that separates most pairs), or None.
+
+    Unless ``may_add_pairs``, a drain must not leave more interfering pairs than it found: each pod
+    already goes to the node where it forms the fewest pairs; if some must still form pairs (every
+    node that fits holds the opposite class), the drain is followed, in the same step, by the
+    separations and exchanges that remove at least as many, within the budget; else it is refused.
+    """
     pods = c.pods[node]
     if not pods or len(pods) > budget or not all(c.movable(p) for p in pods):
         return None
-    trial = c.copy()
-    moves: list[tuple[Pod, str]] = []
-    for pod in sorted(pods, key=lambda p: (-pod_peak_cpu_m(p), pod_key(p))):
-        if not trial.movable(pod):  # a PDB spent by an earlier pod of this drain
-            return None
-        target = _place(trial, pod, frozenset({node}), mpf)
-        if target is None:
-            return None
-        moves.append((pod, target))
-    touched = {node, *(t for _, t in moves)}
-    pairs = sum(_pairs_on(c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in touched) - sum(
-        _pairs_on(trial.count(n, CPU_BOUND), trial.count(n, LATENCY_CRITICAL)) for n in touched
-    )
-    return _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs)
+    best: _Step | None = None
+    for order in _drain_orders(pods):
+        trial = c.copy()
+        moves: list[tuple[Pod, str]] = []
+        for pod in order:
+            target = _place(trial, pod, frozenset({node}), mpf) if trial.movable(pod) else None
+            if target is None:  # no node fits, or a PDB spent by an earlier pod of this drain
+                break
+            moves.append((pod, target))
+        if len(moves) < len(pods):
+            continue
+        touched = {node, *(t for _, t in moves)}
+        pairs = sum(_pairs_on(c.count(n, CPU_BOUND), c.count(n, LATENCY_CRITICAL)) for n in touched) - sum(
+            _pairs_on(trial.count(n, CPU_BOUND), trial.count(n, LATENCY_CRITICAL)) for n in touched
+        )
+        parts: list[tuple[str, int]] = []
+        if pairs < 0 and not may_add_pairs:
+            extra, extra_parts, gained = _repair(trial, -pairs, budget - len(moves), mpf, w, max_nodes)
+            if pairs + gained < 0:
+                continue
+            parts = [("drain", 0)] * len(moves) + extra_parts
+            moves += extra
+            pairs += gained
+        step = _Step("drain", node, tuple(moves), w.node_freed + w.pair_separated * pairs, pairs, tuple(parts))
+        if best is None or (pairs, -len(moves)) > (best.pairs_removed, -len(best.moves)):
+            best = step
+    return best
 
 
 def _most_mixed(c: _Cluster, max_nodes: int) -> list[str]:
@@ -465,90 +563,270 @@ def _pairs_on(cpu: int, lat: int) -> int:
     return cpu * lat
 
 
-def _by_peak(p: Pod) -> tuple[float, str]:
-    return (pod_peak_cpu_m(p), pod_key(p))
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """Every set of at most ``MAX_EXCHANGE_SIDE`` movable pods of one node, with their sums as arrays."""
+
+    sets: tuple[tuple[Pod, ...], ...]
+    peak: FloatArray
+    req_cpu: FloatArray
+    req_mem: FloatArray
+    n_cpu: FloatArray
+    n_lat: FloatArray
+    size: FloatArray
+
+    @classmethod
+    def of(cls, c: _Cluster, node: str) -> _Side:
+        pods = [p for p in c.pods[node] if c.movable(p)]
+        sets: list[tuple[Pod, ...]] = [()]
+        for k in range(1, MAX_EXCHANGE_SIDE + 1):
+            sets.extend(combinations(pods, k))
+
+        def total(f: Callable[[Pod], float]) -> FloatArray:
+            return np.array([sum(f(p) for p in s) for s in sets], dtype=np.float64)
+
+        return cls(
+            tuple(sets),
+            total(pod_peak_cpu_m),
+            total(lambda p: p.cpu_request_m),
+            total(lambda p: p.memory_request_mb),
+            total(lambda p: p.interference == CPU_BOUND),
+            total(lambda p: p.interference == LATENCY_CRITICAL),
+            total(lambda p: 1.0),
+        )
 
 
-def _first_swap(
-    c: _Cluster, a: str, b: str, xs: list[Pod], ys: list[Pod], mpf: float
-) -> tuple[tuple[Pod, str], tuple[Pod, str]] | None:
-    """The first (x, y) whose two moves pass filter and safety check one after the other."""
-    cap_a, cap_b = mpf * c.nodes[a].cpu_m, mpf * c.nodes[b].cpu_m
-    for x in xs:
-        px = pod_peak_cpu_m(x)
-        for y in ys:
-            py = pod_peak_cpu_m(y)
-            if c.peak[a] - px + py > cap_a or c.peak[b] - py + px > cap_b:
-                continue
-            for (p1, t1), (p2, t2) in (((x, b), (y, a)), ((y, a), (x, b))):
-                if not (_fits(c, p1, t1, mpf) and _safe(c, p1, t1, mpf)):
-                    continue
-                trial = c.copy()
-                trial.move(p1, t1)
-                if trial.movable(p2) and _fits(trial, p2, t2, mpf) and _safe(trial, p2, t2, mpf):
-                    return (p1, t1), (p2, t2)
+def _exchange_order(
+    c: _Cluster, xs: tuple[Pod, ...], a: str, ys: tuple[Pod, ...], b: str, mpf: float
+) -> tuple[tuple[Pod, str], ...] | None:
+    """The moves of an exchange (``xs`` a -> b, ``ys`` b -> a) in an order the scheduler can follow.
+
+    The end state was checked at the forecast peak by the caller. Here: the pods' PDBs allow every
+    move; anti-affinity holds at every step and at the end; at every step the receiving node's
+    requests fit its allocatable and its *observed* usage stays within ``mpf`` of it (the
+    transient lasts while pods restart, not until the forecast peak). Tries the ``xs`` first, then
+    the ``ys`` first; None if neither order is safe.
+    """
+    spent: dict[tuple[str, str], int] = {}
+    for p in (*xs, *ys):
+        if not c.movable(p):
+            return None
+        key = (p.namespace, p.owner)
+        spent[key] = spent.get(key, 0) + 1
+        left = c.budget.get(key)
+        if left is not None and spent[key] > left:
+            return None
+    for first, second in (((xs, b), (ys, a)), ((ys, a), (xs, b))):
+        here = {a: list(c.pods[a]), b: list(c.pods[b])}
+        order: list[tuple[Pod, str]] = []
+        ok = True
+        for group, dest in (first, second):
+            src = a if dest == b else b
+            for p in group:
+                n = c.nodes[dest]
+                there = here[dest]
+                if (
+                    sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
+                    or sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
+                    or sum(q.usage_cpu_m for q in there) + p.usage_cpu_m > mpf * n.cpu_m + 1e-9
+                    or any(conflicts(p, q) for q in there)
+                ):
+                    ok = False
+                    break
+                here[src] = [q for q in here[src] if pod_key(q) != pod_key(p)]
+                here[dest] = [*there, p]
+                order.append((p, dest))
+            if not ok:
+                break
+        if ok:
+            return tuple(order)
     return None
 
 
-def _swaps(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int) -> list[_Step]:
-    """Two pods of opposite classes exchange nodes, each move checked in turn (either order)."""
-    mixed = _most_mixed(c, max_nodes)
+def _exchange_nodes(c: _Cluster, max_nodes: int) -> list[str]:
+    """Nodes an exchange may involve: the mixed ones (most pairs first, at most ``MAX_EXCHANGE_NODES``),
+    then half as many others, those with the most forecast-peak headroom."""
+    mixed = _most_mixed(c, min(max_nodes, MAX_EXCHANGE_NODES))
+    others = [n for n in c.nodes if n not in mixed and c.pods[n] and c.nodes[n].schedulable]
+    others.sort(key=lambda n: (-(DEFAULT_MAX_PEAK_FRACTION * c.nodes[n].cpu_m - c.peak[n]), n))
+    return mixed + others[: min(max_nodes, MAX_EXCHANGE_NODES) // 2]
+
+
+def _exchanges(c: _Cluster, mpf: float, w: RebalanceWeights, max_nodes: int, budget: int) -> list[_Step]:
+    """For every pair of nodes (one of them mixed), the exchange that removes most pairs per move.
+
+    An exchange moves up to ``MAX_EXCHANGE_SIDE`` pods from ``a`` to ``b`` and up to as many from
+    ``b`` to ``a``; the end state must hold at the forecast peak on both nodes (so two pods of
+    similar size can trade places on two nearly full nodes, which no single move can); the order of
+    the moves is then checked step by step (``_exchange_order``).
+    """
+    nodes = _exchange_nodes(c, max_nodes)
+    mixed = {n for n in nodes if c.count(n, CPU_BOUND) and c.count(n, LATENCY_CRITICAL)}
+    sides: dict[str, _Side] = {}
+    for n in nodes:
+        if c.nodes[n].schedulable:
+            key = (n, c.version[n])
+            if key not in c.side_cache:
+                c.side_cache[key] = _Side.of(c, n)
+            sides[n] = c.side_cache[key]
     steps: list[_Step] = []
-    for a in mixed:
-        for b in mixed:
-            if a == b:
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1 :]:
+            if (a not in mixed and b not in mixed) or a not in sides or b not in sides:
                 continue
-            ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
-            cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
-            # x (cpu-bound) goes a -> b, y (latency-critical) goes b -> a
-            net = ca * la + cb * lb - (ca - 1) * (la + 1) - (cb + 1) * (lb - 1)
-            if net <= 0 or w.pair_separated * net / 2 <= w.move_cost:
-                continue
-            # every swap between a and b gains the same: keep the first that passes, smallest pods first
-            xs = sorted((x for x in c.pods[a] if x.interference == CPU_BOUND and c.movable(x)), key=_by_peak)
-            ys = sorted((y for y in c.pods[b] if y.interference == LATENCY_CRITICAL and c.movable(y)), key=_by_peak)
-            found = _first_swap(c, a, b, xs, ys, mpf)
-            if found is not None:
-                steps.append(_Step("swap", a, found, w.pair_separated * net, net))
+            pair = (a, b, c.version[a], c.version[b])
+            cached = c.exchange_cache.get(pair, _MISSING)
+            if cached is _MISSING or (
+                isinstance(cached, _Step) and (len(cached.moves) > budget or not _still_possible(c, cached, mpf))
+            ):
+                cached = c.exchange_cache[pair] = _best_exchange(c, a, sides[a], b, sides[b], mpf, w, budget)
+            if isinstance(cached, _Step):
+                steps.append(cached)
     return steps
+
+
+_MISSING = object()
+
+
+def _still_possible(c: _Cluster, step: _Step, mpf: float) -> bool:
+    """A cached exchange's PDB budgets and pods are still available (the nodes did not change)."""
+    a, b = step.moves[0][0].node, step.moves[0][1]
+    xs = tuple(p for p, t in step.moves if t == b)
+    ys = tuple(p for p, t in step.moves if t == a)
+    return _exchange_order(c, xs, a, ys, b, mpf) is not None
+
+
+def _best_exchange(
+    c: _Cluster, a: str, sa: _Side, b: str, sb: _Side, mpf: float, w: RebalanceWeights, budget: int
+) -> _Step | None:
+    na, nb = c.nodes[a], c.nodes[b]
+    x = np.s_[:, None]  # rows: the set leaving a
+    y = np.s_[None, :]  # columns: the set leaving b
+    moves = sa.size[x] + sb.size[y]
+    ok = (moves >= 1) & (moves <= budget)
+    ok &= c.peak[a] - sa.peak[x] + sb.peak[y] <= mpf * na.cpu_m + 1e-9
+    ok &= c.peak[b] - sb.peak[y] + sa.peak[x] <= mpf * nb.cpu_m + 1e-9
+    ok &= c.req_cpu[a] - sa.req_cpu[x] + sb.req_cpu[y] <= na.cpu_m
+    ok &= c.req_cpu[b] - sb.req_cpu[y] + sa.req_cpu[x] <= nb.cpu_m
+    ok &= c.req_mem[a] - sa.req_mem[x] + sb.req_mem[y] <= na.memory_mb
+    ok &= c.req_mem[b] - sb.req_mem[y] + sa.req_mem[x] <= nb.memory_mb
+    ok &= len(c.pods[a]) - sa.size[x] + sb.size[y] > 0  # a node left empty is a drain's business
+    ok &= len(c.pods[b]) - sb.size[y] + sa.size[x] > 0
+    ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
+    cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
+    ca2 = ca - sa.n_cpu[x] + sb.n_cpu[y]
+    la2 = la - sa.n_lat[x] + sb.n_lat[y]
+    cb2 = cb - sb.n_cpu[y] + sa.n_cpu[x]
+    lb2 = lb - sb.n_lat[y] + sa.n_lat[x]
+    net = ca * la + cb * lb - ca2 * la2 - cb2 * lb2
+    safe_moves = np.maximum(moves, 1)
+    ok &= (net > 0) & (w.pair_separated * net / safe_moves > w.move_cost)
+    rows, cols = np.nonzero(ok)
+    if rows.size == 0:
+        return None
+    per_move = net[rows, cols] / moves[rows, cols]
+    moved_peak = sa.peak[rows] + sb.peak[cols]
+    # most pairs per move, then most pairs, then fewest moves, then the smallest pods
+    ranked = np.lexsort((moved_peak, moves[rows, cols], -net[rows, cols], -per_move))
+    for j in ranked[:MAX_EXCHANGE_TRIALS]:
+        xs, ys = sa.sets[int(rows[j])], sb.sets[int(cols[j])]
+        order = _exchange_order(c, xs, a, ys, b, mpf)
+        if order is None or not _end_state_compatible(c, xs, a, ys, b):
+            continue
+        kind = "separate" if not xs or not ys else ("swap" if len(xs) == len(ys) == 1 else "exchange")
+        pairs = int(net[rows[j], cols[j]])
+        return _Step(kind, a if xs else b, order, w.pair_separated * pairs, pairs)
+    return None
+
+
+def _end_state_compatible(c: _Cluster, xs: tuple[Pod, ...], a: str, ys: tuple[Pod, ...], b: str) -> bool:
+    """Anti-affinity on both nodes once every pod of the exchange has moved."""
+    gone = {pod_key(p) for p in (*xs, *ys)}
+    end_a = [q for q in c.pods[a] if pod_key(q) not in gone] + list(ys)
+    end_b = [q for q in c.pods[b] if pod_key(q) not in gone] + list(xs)
+    return not any(conflicts(p, q) for p in ys for q in end_a) and not any(conflicts(p, q) for p in xs for q in end_b)
 
 
 def _pct(c: _Cluster, node: str) -> int:
     return round(100.0 * c.peak[node] / c.nodes[node].cpu_m)
 
 
+def _gain_sentence(step: _Step, share: float) -> str:
+    parts = [f"{step.source} freed"] if step.kind == "drain" else []
+    if step.pairs_removed or step.kind != "drain":
+        parts.append(f"{step.pairs_removed} interfering pair{'s' if step.pairs_removed != 1 else ''} fewer")
+    n = len(step.moves)
+    moves = f"{n} move{'s' if n != 1 else ''}"
+    return f"expected gain {share:.3g} node-equivalents per move ({' and '.join(parts)} in {moves})"
+
+
 def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePod]:
-    """Apply ``step`` to ``c`` and describe each move in a sentence."""
-    out: list[MovePod] = []
+    """Apply ``step`` to ``c`` and describe each move in a sentence that ends with its expected gain."""
     share = step.gain / len(step.moves)
+    facts: list[tuple[Pod, str, list[Pod], int]] = []
+    before = {n: list(c.pods[n]) for n in {*(p.node for p, _ in step.moves), *(t for _, t in step.moves)}}
     for i, (pod, target) in enumerate(step.moves):
-        src = pod.node
         opposite = _OPPOSITE.get(pod.interference)
-        neighbours = [q for q in c.pods[src] if opposite is not None and q.interference == opposite]
-        joined = _created(c, pod, target)
+        if step.part(i)[0] in ("swap", "exchange"):  # described from before to after the exchange
+            group = step.part(i)[1]
+            mates = {pod_key(p) for j, (p, _) in enumerate(step.moves) if step.part(j)[1] == group}
+            here = [q for q in before[pod.node] if pod_key(q) not in mates]
+        else:
+            here = c.pods[pod.node]
+        neighbours = [q for q in here if opposite is not None and q.interference == opposite]
+        facts.append((pod, target, neighbours, _created(c, pod, target)))
         c.move(pod, target)
+    for i, (pod, target, neighbours, _) in enumerate(facts):
+        if step.part(i)[0] in ("swap", "exchange"):
+            opposite = _OPPOSITE.get(pod.interference)
+            facts[i] = (pod, target, neighbours, 0 if opposite is None else c.count(target, opposite))
+    end_peak = dict(c.peak)  # after the whole step: what an exchange is checked against
+    running = {n: c.peak[n] for n in c.peak}
+    for pod, target in reversed(step.moves):  # peaks after each single move, for drains and separations
+        running[target] -= pod_peak_cpu_m(pod)
+        running[pod.node] += pod_peak_cpu_m(pod)
+    out: list[MovePod] = []
+    n_drain = sum(1 for i in range(len(step.moves)) if step.part(i)[0] == "drain")
+    for i, (pod, target, neighbours, joined) in enumerate(facts):
+        src = pod.node
+        kind, group = step.part(i)
+        two_way = kind in ("swap", "exchange")
+        running[src] -= pod_peak_cpu_m(pod)
+        running[target] += pod_peak_cpu_m(pod)
+        peaks = end_peak if two_way else running
+        opposite = _OPPOSITE.get(pod.interference)
         parts: list[str] = []
-        if step.kind == "drain":
-            left = len(step.moves) - i - 1
+        if kind == "drain":
+            left = n_drain - i - 1
             rest = f"{left} pod{'s' if left != 1 else ''} left to move" if left else "its last pod"
             parts.append(f"frees {src} ({rest})")
-        if step.kind == "swap":
-            parts.append(f"swaps places with {pod_key(step.moves[1 - i][0])}")
+        elif step.kind == "drain":
+            parts.append(f"so that freeing {step.source} adds no interfering pair")
+        if two_way:
+            others = [pod_key(p) for j, (p, t) in enumerate(step.moves) if t == src and step.part(j)[1] == group]
+            verb = "swaps places with" if kind == "swap" else "exchanged for"
+            parts.append(f"{verb} {', '.join(others)}")
         if neighbours:
             names = ", ".join(pod_key(q) for q in neighbours[:3]) + (" ..." if len(neighbours) > 3 else "")
             parts.append(f"separates {pod.interference} {pod_key(pod)} from {opposite} {names}")
         if joined:
             parts.append(f"joins {joined} {opposite} pod{'s' if joined != 1 else ''} on {target}")
-        parts.append(f"{target} peak {_pct(c, target)}% of allocatable after")
+        after = "after the exchange" if two_way else "after"
+        target_pct = 100.0 * peaks[target] / c.nodes[target].cpu_m
+        parts.append(f"{target} peak {round(target_pct)}% of allocatable {after}")
+        parts.append(_gain_sentence(step, share))
         message = f"move {pod_key(pod)} {src} -> {target}: " + ", ".join(parts)
         details: Mapping[str, float | int | str] = {
             "step": step.kind,
-            "frees_node": src if step.kind == "drain" else "",
-            "pods_left_to_move": len(step.moves) - i - 1 if step.kind == "drain" else 0,
+            "move_kind": kind,
+            "step_moves": len(step.moves),
+            "step_pairs_removed": step.pairs_removed,
+            "frees_node": step.source if step.kind == "drain" else "",
+            "pods_left_to_move": max(0, n_drain - i - 1) if kind == "drain" else 0,
             "pairs_separated": len(neighbours),
             "pairs_created": joined,
-            "target_peak_pct_after": round(100.0 * c.peak[target] / c.nodes[target].cpu_m, 1),
-            "source_peak_pct_after": round(100.0 * c.peak[src] / c.nodes[src].cpu_m, 1),
+            "target_peak_pct_after": round(target_pct, 1),
+            "source_peak_pct_after": round(100.0 * peaks[src] / c.nodes[src].cpu_m, 1),
             "gain_node_equivalents": round(share, 4),
             "weight_node_freed": weights.node_freed,
             "weight_pair_separated": weights.pair_separated,
@@ -573,6 +851,7 @@ def plan_moves(
     max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
     weights: RebalanceWeights | None = None,
     max_candidate_nodes: int = DEFAULT_MAX_CANDIDATE_NODES,
+    drains_may_add_pairs: bool = False,
 ) -> tuple[MovePod, ...]:
     """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods.
 
@@ -584,7 +863,11 @@ def plan_moves(
             its allocatable CPU.
         weights: what a freed node, a separated pair and a move are worth.
         max_candidate_nodes: drains are evaluated for at most this many nodes (fewest pods first),
-            separations and swaps for at most this many mixed nodes (most pairs first).
+            separations for at most this many mixed nodes (most pairs first); exchanges for at
+            most ``min(max_candidate_nodes, MAX_EXCHANGE_NODES)`` mixed nodes and half as many
+            others.
+        drains_may_add_pairs: allow a drain to leave more interfering pairs than it found (the
+            behaviour before drains were made interference-safe); off by default.
 
     Returns:
         The moves, in the order they should be applied; each with its reason and expected gain.
@@ -597,10 +880,13 @@ def plan_moves(
     while len(out) < max_moves:
         budget = max_moves - len(out)
         drainable = sorted((n for n, ps in c.pods.items() if 0 < len(ps) <= budget), key=lambda n: (len(c.pods[n]), n))
-        steps = [s for n in drainable[:max_candidate_nodes] if (s := _drain(c, n, budget, max_peak_fraction, w))]
+        steps = [
+            s
+            for n in drainable[:max_candidate_nodes]
+            if (s := _drain(c, n, budget, max_peak_fraction, w, drains_may_add_pairs, max_candidate_nodes))
+        ]
         steps += _separations(c, max_peak_fraction, w, max_candidate_nodes)
-        if budget >= 2:
-            steps += _swaps(c, max_peak_fraction, w, max_candidate_nodes)
+        steps += _exchanges(c, max_peak_fraction, w, max_candidate_nodes, budget)
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
         if not steps:
             break

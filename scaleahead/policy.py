@@ -99,11 +99,11 @@ class Objective(_Model):
 
     cost: float = Field(1.0, ge=0, description="Weight of one replica-second.")
     slo_risk: float = Field(
-        300.0,
+        70.0,
         ge=0,
         description=(
             "Weight of one second in which demand exceeds what the ready replicas serve, in the unit of "
-            "cost: at 300 a second short is worth 300 replica-seconds. Sets the forecast quantile "
+            "cost: at 70 a second short is worth 70 replica-seconds. Sets the forecast quantile "
             "services are provisioned at, unless forecastQuantile is given."
         ),
     )
@@ -117,12 +117,12 @@ class PolicySpec(_Model):
     capacity_per_replica: float = Field(
         ..., gt=0, description="Demand one ready replica serves at 100 % utilization (demand units)."
     )
-    target_utilization: float = Field(0.8, gt=0, le=1, description="Share of capacity to plan for.")
+    target_utilization: float = Field(0.9, gt=0, le=1, description="Share of capacity to plan for.")
     min_replicas: int = Field(1, ge=0, description="Fewest replicas.")
     max_replicas: int = Field(100, ge=1, description="Most replicas.")
     startup_seconds: float = Field(60.0, ge=0, description="Lead time: a new replica is ready after this (s).")
     scale_down_stabilization_seconds: float = Field(
-        300.0, ge=0, description="Scale down only to the highest desired count over this window (s)."
+        60.0, ge=0, description="Scale down only to the highest desired count over this window (s)."
     )
     max_step_up: int = Field(100, ge=1, description="Most replicas added in one decision.")
     max_step_down: int = Field(100, ge=1, description="Most replicas removed in one decision.")

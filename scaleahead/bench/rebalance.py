@@ -30,7 +30,7 @@ peak (missing data is never zero), and how many pod-steps were so filled is repo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from planner.rebalance import (
     DEFAULT_MAX_MOVES,
     DEFAULT_MAX_PEAK_FRACTION,
     LATENCY_CRITICAL,
+    RebalanceWeights,
     interference_pairs,
     plan_moves,
     pod_key,
@@ -62,6 +63,19 @@ NODE_MEMORY_MB = 384 * 1024
 PODS_PER_NODE = (3, 8)
 DEFAULT_SEED = 7
 POLICIES = ("scaleahead", "descheduler_low_node_utilization", "descheduler_high_node_utilization", "none")
+#: The move budgets of the trade-off curves.
+TRADEOFF_BUDGETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40)
+#: The issue 5 targets are stated against this peer.
+REFERENCE = "descheduler_high_node_utilization"
+#: The metrics summarised over seeds.
+SEED_METRICS = (
+    "nodes_freed",
+    "moves",
+    "interference_pairs_before",
+    "interference_pairs_after",
+    "peak_overcommit",
+    "pdb_violations",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,13 +285,17 @@ def _placement(c: SimCluster, state: ClusterState) -> dict[str, str | None]:
 
 
 def run_policy(
-    name: str, snap: Snapshot, max_moves: int, max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION
+    name: str,
+    snap: Snapshot,
+    max_moves: int,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+    weights: RebalanceWeights | None = None,
 ) -> tuple[Outcome, tuple[MovePod, ...]]:
     state = snap.state
     if name == "none":
         return Outcome({pod_key(p): p.node for p in state.pods}, 0, 0, 0), ()
     if name == "scaleahead":
-        moves = plan_moves(state, max_moves, max_peak_fraction=max_peak_fraction)
+        moves = plan_moves(state, max_moves, max_peak_fraction=max_peak_fraction, weights=weights)
         return apply_moves(state, moves), moves
     c, _pending = run_descheduler(state, "low" if name == "descheduler_low_node_utilization" else "high")
     return Outcome(_placement(c, state), len(c.evicted), 0, c.refused), ()
@@ -371,15 +389,88 @@ def run_bench(
         params["max_peak_fraction"] = max_peak_fraction
     if params:
         result["params"] = params
+    result["targets"] = targets(policies)
     return result, moves
 
 
+def targets(policies: dict[str, dict[str, float | int]]) -> dict[str, Any]:
+    """The issue 5 rebalancing targets, checked against ``REFERENCE``: at least as many nodes freed
+    with at most half its evictions, pairs cut by at least 80 %, no overcommit, no PDB violation."""
+    sa, ref = policies["scaleahead"], policies[REFERENCE]
+    before = int(sa["interference_pairs_before"])
+    cut = 1.0 - float(sa["interference_pairs_after"]) / before if before else 0.0
+    return {
+        "reference": REFERENCE,
+        "nodes_freed_at_least_reference": sa["nodes_freed"] >= ref["nodes_freed"],
+        "evictions_at_most_half_reference": 2 * int(sa["moves"]) <= int(ref["moves"]),
+        "pairs_cut_fraction": round(cut, 4),
+        "pairs_cut_at_least_80pct": cut >= 0.8,
+        "zero_overcommit_and_pdb_violations": sa["peak_overcommit"] == 0 and sa["pdb_violations"] == 0,
+    }
+
+
+def seed_summary(
+    seeds: list[int],
+    max_moves: int = DEFAULT_MAX_MOVES,
+    path: Path | None = None,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+) -> dict[str, Any]:
+    """Every policy on the snapshot of each seed: per-seed metrics, and mean/min/max per metric."""
+    per_seed: dict[str, dict[str, dict[str, float | int]]] = {}
+    met: dict[str, dict[str, Any]] = {}
+    for seed in seeds:
+        snap = build_snapshot(seed, path)
+        rows = {name: score(snap, run_policy(name, snap, max_moves, max_peak_fraction)[0]) for name in POLICIES}
+        per_seed[str(seed)] = rows
+        met[str(seed)] = targets(rows)
+    summary: dict[str, dict[str, dict[str, float]]] = {}
+    for name in POLICIES:
+        summary[name] = {}
+        for m in SEED_METRICS:
+            values = np.array([float(per_seed[str(s)][name][m]) for s in seeds])
+            summary[name][m] = {
+                "mean": round(float(values.mean()), 3),
+                "min": float(values.min()),
+                "max": float(values.max()),
+            }
+    return {"seeds": seeds, "summary": summary, "per_seed": per_seed, "targets": met}
+
+
 def tradeoff(
-    snap: Snapshot, budgets: list[int], max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION
+    snap: Snapshot,
+    budgets: list[int] | tuple[int, ...] = TRADEOFF_BUDGETS,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+    weights: RebalanceWeights | None = None,
 ) -> list[dict[str, float | int]]:
     """scaleahead's metrics as its move budget varies (the trade-off curve)."""
     rows = []
     for b in budgets:
-        outcome, _ = run_policy("scaleahead", snap, b, max_peak_fraction)
+        outcome, _ = run_policy("scaleahead", snap, b, max_peak_fraction, weights)
         rows.append({"max_moves": b, **score(snap, outcome)})
+    return rows
+
+
+def cycles(
+    snap: Snapshot,
+    n_cycles: int = 10,
+    max_moves: int = DEFAULT_MAX_MOVES,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+) -> list[dict[str, float | int]]:
+    """scaleahead run as a controller: one plan per control cycle on the state the previous ones
+    left, ``max_moves`` each, the PDBs' disruption budgets renewed every cycle (the moved pods are
+    Ready again). Per cycle, the metrics of everything done so far against the snapshot; stops
+    early when a cycle proposes nothing. The forecast peaks stay those of the snapshot."""
+    state = snap.state
+    rows: list[dict[str, float | int]] = []
+    total = violations = 0
+    for k in range(1, n_cycles + 1):
+        moves = plan_moves(state, max_moves, max_peak_fraction=max_peak_fraction)
+        if not moves:
+            break
+        outcome = apply_moves(state, moves)
+        total += outcome.moves
+        violations += outcome.pdb_violations
+        pods = tuple(replace(p, node=node) for p in state.pods if (node := outcome.placement[pod_key(p)]) is not None)
+        state = replace(state, pods=pods)
+        rows.append({"cycle": k, **score(snap, Outcome(outcome.placement, total, violations, 0))})
     return rows

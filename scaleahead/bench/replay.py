@@ -381,14 +381,10 @@ def validation_score(metrics: dict[str, float], hpa: dict[str, float]) -> float:
     return max(viol, cost)
 
 
-def validate_models(
-    history: Series, candidates: Sequence[str] = BASELINES, startup_s: float = 60.0, **overrides: Any
-) -> tuple[str, dict[str, float]]:
-    """Choose the model by a replay on the history alone (no peeking at the test period).
+def validation_setup(history: Series, startup_s: float = 60.0) -> ReplaySetup:
+    """The replay of the last ``VALIDATION_DAYS`` of ``history``: fitted on its first 75 %, replayed on the rest.
 
-    The last ``VALIDATION_DAYS`` of ``history`` are split 75/25 like a trace; each candidate is fitted
-    on the first part and replayed with the planner at the shipped policy defaults (plus
-    ``overrides``) on the second part, next to the HPA. The lowest ``validation_score`` wins.
+    Used to choose models and policy defaults without looking at the test period.
     """
     keep = min(len(history), int(VALIDATION_DAYS * 86400 / history.step_s))
     tail = Series(
@@ -398,7 +394,19 @@ def validate_models(
         history.values[len(history) - keep :],
         history.unit,
     )
-    setup = prepare(tail, None, startup_s, history.name)
+    return prepare(tail, None, startup_s, history.name)
+
+
+def validate_models(
+    history: Series, candidates: Sequence[str] = BASELINES, startup_s: float = 60.0, **overrides: Any
+) -> tuple[str, dict[str, float]]:
+    """Choose the model by a replay on the history alone (no peeking at the test period).
+
+    The last ``VALIDATION_DAYS`` of ``history`` are split 75/25 like a trace; each candidate is fitted
+    on the first part and replayed with the planner at the shipped policy defaults (plus
+    ``overrides``) on the second part, next to the HPA. The lowest ``validation_score`` wins.
+    """
+    setup = validation_setup(history, startup_s)
     hpa_run = run_hpa(setup)
     hpa = compute_metrics(setup.demand, hpa_run.desired, hpa_run.allocated, hpa_run.ready, setup.capacity, setup.step_s)
     scores: dict[str, float] = {}

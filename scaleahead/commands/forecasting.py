@@ -74,10 +74,41 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def _lstm_config(epochs: int | None, threads: int | None, seed: int | None, max_minutes: float | None) -> Any:
+PriorOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="LSTM prior: 'ridge' = the network corrects the ridge baseline's forecast (hybrid), "
+        "'none' = it forecasts alone (default: see docs/forecaster.md).",
+    ),
+]
+
+BlendOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--blend/--no-blend",
+        help="Blend the LSTM's quantiles with the ridge's, weight chosen on the validation span "
+        "(default: see docs/forecaster.md).",
+    ),
+]
+
+
+def _lstm_config(
+    epochs: int | None,
+    threads: int | None,
+    seed: int | None,
+    max_minutes: float | None,
+    prior: str | None = None,
+    blend: bool | None = None,
+) -> Any:
     from forecaster.lstm import LSTMConfig
 
     cfg = LSTMConfig()
+    if prior is not None:
+        if prior not in ("ridge", "none"):
+            raise UserError(f"--prior {prior!r} is not known.", "Use --prior ridge or --prior none.")
+        cfg.prior = prior
+    if blend is not None:
+        cfg.blend = blend
     if epochs is not None:
         cfg.max_epochs = epochs
     if threads is not None:
@@ -134,6 +165,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         threads: Annotated[int | None, typer.Option(help="torch threads (default 1).")] = None,
         seed: Annotated[int | None, typer.Option(help="Random seed (default 0).")] = None,
         max_minutes: Annotated[float | None, typer.Option(help="Training time cap in minutes (default 9).")] = None,
+        prior: PriorOpt = None,
+        blend: BlendOpt = None,
     ) -> None:
         """Train the LSTM on a trace and register it (data span, hyperparameters, metrics, artifact).
 
@@ -160,7 +193,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             source = name = trace
         store = Store(db)  # fail on a bad URL before training
         data = train_data[0]
-        cfg = _lstm_config(epochs, threads, seed, max_minutes)
+        cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend)
         err.print(f"training the LSTM on {len(train_data)} series ({len(data)} steps of {data.step_s:g} s)...")
         model = LSTMForecaster(cfg).fit(train_data)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -238,6 +271,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         epochs: Annotated[int | None, typer.Option(help="LSTM maximum epochs (default 30).")] = None,
         threads: Annotated[int | None, typer.Option(help="LSTM torch threads (default 1).")] = None,
         seed: Annotated[int | None, typer.Option(help="LSTM seed (default 0).")] = None,
+        prior: PriorOpt = None,
+        blend: BlendOpt = None,
     ) -> None:
         """Forecast accuracy, EVALUATION.md section 3: 15 min ahead, origins every 5 min of the test period.
 
@@ -257,12 +292,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if unknown:
             raise UserError(f"Unknown model(s) {unknown}.", f"Known: {', '.join(available_models())}.")
         series = load_series(trace, column=column)
-        cfg = _lstm_config(epochs, threads, seed, None)
+        cfg = _lstm_config(epochs, threads, seed, None, prior, blend)
 
         def make(name: str) -> Any:
             return LSTMForecaster(cfg) if name == "lstm" else make_model(name)
 
-        params = _non_defaults(models=models, column=column, epochs=epochs, threads=threads, seed=seed)
+        params = _non_defaults(
+            models=models, column=column, epochs=epochs, threads=threads, seed=seed, prior=prior, blend=blend
+        )
         result = fb.run(series, trace, names, make=make, params=params, log=lambda m: err.print(m))
         table = Table(title=f"forecast accuracy: {trace} ({len(result.origins)} origins, 15 min ahead)")
         for col in ("model", "MAE", "rel_mae", "wql", "coverage_q90", "fit_s"):

@@ -371,6 +371,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             bool,
             typer.Option(help="Also draw the rate oracle's curve: what knowing the coming 5-min average would buy."),
         ] = True,
+        validation: Annotated[
+            bool,
+            typer.Option(
+                help="Run on the history's last 8 days instead of the test period (fit on the first 6, replay "
+                "the last 2): how defaults are chosen without looking at the test period."
+            ),
+        ] = False,
         capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
         startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
         model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
@@ -401,7 +408,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         settings += [{"forecastQuantile": q} for q in qs]
         settings += [{"targetUtilization": u} for u in us if u != default_u]
         setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
+        if validation:
+            history = setup.series.between(setup.split.start, setup.split.test_start)
+            setup = rp.validation_setup(history, startup_seconds)
         doc = rp.tradeoff(setup, settings, model, bound=bound)
+        doc["validation"] = validation
         doc["trace"] = trace
         doc["defaults"] = {"objective.sloRisk": default_w, "targetUtilization": default_u}
         json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -14,6 +14,7 @@ from forecaster.lstm import FORMAT_VERSION, CheckpointError, LSTMForecaster, loa
 from tests.forecaster.conftest import daily_series
 
 V1 = Path(__file__).parent / "fixtures" / "lstm_v1_60s.pt"
+V2 = Path(__file__).parent / "fixtures" / "lstm_v2_60s.pt"
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +48,43 @@ def test_a_checkpoint_of_format_version_1_still_loads_and_forecasts() -> None:
 
 
 GOLDEN_V1_SUM = 3185.3633486583763
+
+
+def test_a_checkpoint_of_format_version_2_loads_without_a_prior_and_forecasts_as_its_release_did() -> None:
+    assert V2.stat().st_size < 20_000
+    model = LSTMForecaster.load(V2, step_s=60.0)
+    assert model.ridge is None
+    assert model.blend_weight == 1.0
+    np.testing.assert_array_equal(model.blend_calibration, np.ones(4))
+    assert model.config.prior == "none"
+    assert model.config.blend is False
+    assert model.meta["upgraded_from"] == 2
+    qs = model.predict_origins(daily_series(days=3.0), np.array([4000]), 15)
+    # printed by fixtures/make_v2_checkpoint.py with the format-2 release's own code
+    assert sum(qs[q].sum() for q in qs) == pytest.approx(3043.848422534883, rel=1e-4)
+
+
+def test_a_hybrid_blended_checkpoint_keeps_its_ridge_and_weight_and_forecasts_exactly_the_same(
+    tiny_lstm_config, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    model = LSTMForecaster(replace(tiny_lstm_config, prior="ridge", blend=True)).fit([daily_series(days=2.5)])
+    assert model.ridge is not None
+    assert 0.0 <= model.blend_weight <= 1.0
+    model.blend_weight = 0.3  # whatever validation chose, a blend must survive the round trip
+    model.blend_calibration = np.array([1.2, 1.0, 0.9, 1.1])
+    path = model.save(tmp_path / "hybrid.pt")
+    loaded = LSTMForecaster.load(path, step_s=60.0)
+    assert loaded.ridge is not None
+    assert loaded.blend_weight == 0.3
+    np.testing.assert_array_equal(loaded.blend_calibration, [1.2, 1.0, 0.9, 1.1])
+    assert loaded.config.prior == "ridge"
+    s = daily_series(days=3.0, seed=3)
+    origins = np.array([3000, 3500, 4000])
+    a, b = model.predict_origins(s, origins, 15), loaded.predict_origins(s, origins, 15)
+    for q in QUANTILES:
+        np.testing.assert_array_equal(a[q], b[q])
 
 
 def test_a_corrupt_checkpoint_is_a_clear_error_and_the_named_fallback_takes_over(tmp_path: Path) -> None:

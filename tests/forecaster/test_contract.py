@@ -17,13 +17,21 @@ from scaleahead.types import Series, WorkloadRef
 from tests.forecaster.conftest import daily_series
 
 H = 15  # 15 minutes at 60 s
-MODELS = available_models()
+#: Every registered model, plus the LSTM with the other setting of its ridge prior (the hybrid)
+#: and of its ridge quantile blend.
+MODELS = [*available_models(), "lstm_other_prior", "lstm_other_blend"]
 
 
 def build(name: str, config) -> Forecaster:  # type: ignore[no-untyped-def]
-    if name == "lstm":
+    if name in ("lstm", "lstm_other_prior", "lstm_other_blend"):
+        from dataclasses import replace
+
         from forecaster.lstm import LSTMForecaster
 
+        if name == "lstm_other_prior":
+            config = replace(config, prior="none" if config.prior == "ridge" else "ridge")
+        if name == "lstm_other_blend":
+            config = replace(config, blend=not config.blend)
         return LSTMForecaster(config)
     return make_model(name)
 
@@ -103,7 +111,7 @@ def test_all_missing_history_is_a_clear_error(fitted: Forecaster) -> None:
 def test_fitting_on_all_missing_history_fails_clearly_or_fits_nothing(name: str, tiny_lstm_config) -> None:  # type: ignore[no-untyped-def]
     model = build(name, tiny_lstm_config)
     s = Series("empty", 1_700_000_000.0, 60.0, np.full(3000, np.nan))
-    if name == "lstm":  # a learned model refuses to train on nothing
+    if name.startswith("lstm"):  # a learned model refuses to train on nothing
         with pytest.raises(DataError, match="all missing"):
             model.fit([s])
         return
@@ -118,7 +126,7 @@ def test_a_constant_series_gives_a_flat_finite_forecast(name: str, tiny_lstm_con
     model = build(name, tiny_lstm_config).fit([s])
     qs = model.predict_origins(s, np.array([1500, 2000]), H)
     assert all(np.isfinite(qs[q]).all() and (qs[q] >= 0).all() for q in QUANTILES)
-    if name != "lstm":  # baselines repeat the constant exactly; the tiny LSTM only approximately
+    if not name.startswith("lstm"):  # baselines repeat the constant exactly; the tiny LSTM only approximately
         np.testing.assert_allclose(qs[0.5], 7.0, rtol=1e-6)
 
 
@@ -126,7 +134,7 @@ def test_a_constant_series_gives_a_flat_finite_forecast(name: str, tiny_lstm_con
 def test_a_series_shorter_than_the_context_is_refused_or_forecast_sensibly(name: str, tiny_lstm_config) -> None:  # type: ignore[no-untyped-def]
     s = Series("short", 1_700_000_000.0, 60.0, np.array([5.0, 6.0, 7.0, 6.0, 5.0]))
     model = build(name, tiny_lstm_config)
-    if name == "lstm":
+    if name.startswith("lstm"):
         with pytest.raises(DataError, match="Too little usable history"):
             model.fit([s])
         return

@@ -21,6 +21,7 @@ def pod(
     ns: str = "app",
     anti: tuple[str, ...] = (),
     mem: int | None = None,
+    usage: float | None = None,
 ) -> Pod:
     return Pod(
         namespace=ns,
@@ -29,7 +30,7 @@ def pod(
         cpu_request_m=cpu,
         memory_request_mb=cpu if mem is None else mem,
         owner=name.rsplit("-", 1)[0] if owner is None else owner,
-        usage_cpu_m=float(cpu),
+        usage_cpu_m=float(cpu if usage is None else usage),
         peak_cpu_m=float(cpu if peak is None else peak),
         interference=cls,  # type: ignore[arg-type]
         labels={"app": name.rsplit("-", 1)[0]},

@@ -8,16 +8,27 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+from rebalance_builders import cluster, node, pod
 
+import planner.rebalance as planner_rebalance
+import scaleahead.commands.rebalance as cli_defaults
 from planner.rebalance import interference_pairs
 from scaleahead.bench.rebalance import (
     HOLD_S,
     NODE_CPU_M,
     POLICIES,
     STEP_S,
+    TRADEOFF_BUDGETS,
+    Snapshot,
     build_snapshot,
+    cycles,
     resample,
+    run_bench,
 )
+from scaleahead.commands.rebalance import parse_seeds
+from scaleahead.errors import UserError
+from scaleahead.types import PodDisruptionBudget
 
 METRICS = {
     "nodes_freed",
@@ -58,7 +69,19 @@ def test_the_snapshot_is_reproducible_from_its_seed_and_uses_only_history_for_th
 def test_bench_rebalance_writes_the_evaluation_json_and_a_plot(tmp_path: Path) -> None:
     out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
     run = subprocess.run(
-        [sys.executable, "-m", "scaleahead.cli", "bench", "rebalance", "--json", str(out_json), "--plot", str(out_png)],
+        [
+            sys.executable,
+            "-m",
+            "scaleahead.cli",
+            "bench",
+            "rebalance",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(out_png),
+            "--seeds",
+            "6-7",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -75,6 +98,21 @@ def test_bench_rebalance_writes_the_evaluation_json_and_a_plot(tmp_path: Path) -
     assert doc["policies"]["none"]["moves"] == 0
     assert out_png.read_bytes()[:4] == b"\x89PNG"
     assert "move " in run.stdout
+    assert doc["targets"]["reference"] == "descheduler_high_node_utilization"
+    assert doc["targets"]["zero_overcommit_and_pdb_violations"] is True
+    for curve in ("tradeoff", "tradeoff_separation_only"):
+        assert [r["max_moves"] for r in doc[curve]] == list(TRADEOFF_BUDGETS)
+        assert all(r["moves"] <= r["max_moves"] and r["peak_overcommit"] == 0 for r in doc[curve])
+    assert all(r["nodes_freed"] == 0 for r in doc["tradeoff_separation_only"])
+    cycle_moves = [r["moves"] for r in doc["cycles"]]  # cumulative, at most the budget per cycle
+    assert cycle_moves == sorted(cycle_moves) and cycle_moves[0] == sa["moves"]
+    assert all(r["peak_overcommit"] == 0 and r["pdb_violations"] == 0 for r in doc["cycles"])
+    seeds = doc["seeds"]
+    assert seeds["seeds"] == [6, 7]
+    moves = [seeds["per_seed"][s]["scaleahead"]["moves"] for s in ("6", "7")]
+    assert seeds["summary"]["scaleahead"]["moves"] == {"mean": sum(moves) / 2, "min": min(moves), "max": max(moves)}
+    assert seeds["per_seed"]["7"]["scaleahead"] == sa
+    assert "seeds where scaleahead frees at least" in run.stdout
 
 
 def test_bench_rebalance_refuses_bad_options_and_writes_nothing(tmp_path: Path) -> None:
@@ -98,3 +136,49 @@ def test_bench_rebalance_refuses_bad_options_and_writes_nothing(tmp_path: Path) 
     assert run.returncode == 2
     assert ".png" in run.stderr + run.stdout
     assert not out_json.exists()
+
+
+def test_on_the_default_snapshot_the_default_frees_the_references_nodes_with_half_its_evictions() -> None:
+    doc, moves = run_bench()
+    sa, ref = doc["policies"]["scaleahead"], doc["policies"]["descheduler_high_node_utilization"]
+    assert sa["nodes_freed"] >= ref["nodes_freed"] >= 1
+    assert 2 * sa["moves"] <= ref["moves"]
+    assert sa["interference_pairs_after"] <= sa["interference_pairs_before"]
+    assert sa["peak_overcommit"] == 0 and sa["pdb_violations"] == 0
+    assert all("expected gain" in m.reason.message for m in moves["scaleahead"])
+
+
+def test_the_command_line_defaults_are_the_planners() -> None:
+    assert cli_defaults.DEFAULT_MAX_MOVES == planner_rebalance.DEFAULT_MAX_MOVES
+    assert cli_defaults.DEFAULT_MAX_PEAK_FRACTION == planner_rebalance.DEFAULT_MAX_PEAK_FRACTION
+
+
+def test_seeds_are_read_as_ranges_and_lists_and_bad_ones_are_refused() -> None:
+    assert parse_seeds("1-3,7") == [1, 2, 3, 7]
+    assert parse_seeds("7, 7") == [7]
+    for bad in ("", "a-b", "3,x", "-1"):
+        with pytest.raises(UserError):
+            parse_seeds(bad)
+
+
+def test_cycles_renew_pdb_budgets_so_a_later_cycle_moves_what_an_earlier_one_could_not() -> None:
+    # two cart pods each share a node with two etl pods; the cart PDB allows one disruption per
+    # plan: the first cycle separates one cart pod, the second the other
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [
+            pod("cart-1", "a", 1000, cls="latency-critical"),
+            pod("etl-1", "a", 2000, cls="cpu-bound", owner=""),
+            pod("etl-2", "a", 2000, cls="cpu-bound", owner=""),
+            pod("cart-2", "b", 1000, cls="latency-critical"),
+            pod("etl-3", "b", 2000, cls="cpu-bound", owner=""),
+            pod("etl-4", "b", 2000, cls="cpu-bound", owner=""),
+            pod("kafka-1", "c", 3000, cls="io-bound", owner=""),
+        ],
+        [PodDisruptionBudget("app", "cart-pdb", "cart", 1)],
+    )
+    future = {f"{p.namespace}/{p.name}": np.full(3, float(p.peak_cpu_m)) for p in state.pods}
+    snap = Snapshot(state, future, 0.0, 0.0, 900.0, 0, ("a", "b", "c"))
+    rows = cycles(snap, n_cycles=5, max_moves=4)
+    assert [(r["cycle"], r["moves"], r["interference_pairs_after"]) for r in rows] == [(1, 1, 2), (2, 2, 0)]
+    assert all(r["pdb_violations"] == 0 and r["peak_overcommit"] == 0 for r in rows)

@@ -8,7 +8,7 @@ from rebalance_builders import cluster, node, pod
 
 from planner import plan
 from planner.rebalance import RebalanceWeights, interference_pairs, plan_moves
-from scaleahead.types import MovePod, PodDisruptionBudget
+from scaleahead.types import MovePod, Pod, PodDisruptionBudget
 
 
 def moves_of(result: tuple[MovePod, ...]) -> list[tuple[str, str, str]]:
@@ -139,28 +139,119 @@ def test_a_swap_makes_two_mixed_nodes_pure_when_no_single_move_can() -> None:
     assert plan_moves(state, max_moves=1, weights=no_drain) == ()
     result = plan_moves(state, max_moves=2, weights=no_drain)
     assert [m.reason.code for m in result] == ["rebalance.swap", "rebalance.swap"]
-    assert {(m.pod, m.to_node) for m in result} == {("etl-1", "b"), ("cart-2", "a")}
-    assert "swaps places with app/cart-2" in result[0].reason.message
+    # etl-1 <-> cart-2 and cart-1 <-> etl-2 are equally good; either leaves two pure nodes
+    assert {(m.pod, m.to_node) for m in result} in (
+        {("etl-1", "b"), ("cart-2", "a")},
+        {("cart-1", "b"), ("etl-2", "a")},
+    )
+    assert f"swaps places with app/{result[1].pod}" in result[0].reason.message
     moved = {m.pod: m.to_node for m in result}
     after = [replace(p, node=moved.get(p.name, p.node)) for p in state.pods]
     assert interference_pairs(after) == 0
 
 
-def test_a_swap_is_not_made_when_the_first_move_would_overfill_its_target() -> None:
-    # each node is at 85 % of its CPU at the forecast peak: the first move of any swap would take
-    # its target above the 90 % cap, even though the end state would fit
+def two_nearly_full_mixed_nodes(usage: float | None) -> list[Pod]:
+    # each node at 85 % of its CPU at the forecast peak: a single move of either mixed pod takes its
+    # target above the 90 % cap; trading cart-1 for etl-2 leaves both nodes exactly as full
+    return [
+        pod("cart-1", "a", 1000, cls="latency-critical", usage=usage),
+        pod("etl-1", "a", 1000, cls="cpu-bound", usage=usage),
+        pod("web-1", "a", 6500, usage=usage),
+        pod("cart-2", "b", 1000, cls="latency-critical", usage=usage),
+        pod("etl-2", "b", 1000, cls="cpu-bound", usage=usage),
+        pod("web-2", "b", 6500, usage=usage),
+    ]
+
+
+def test_two_full_nodes_swap_pods_when_the_end_state_fits_at_the_forecast_peak() -> None:
+    state = cluster([node("a"), node("b")], two_nearly_full_mixed_nodes(usage=600.0))
+    no_drain = RebalanceWeights(node_freed=0.0)
+    result = plan_moves(state, max_moves=2, weights=no_drain)
+    assert [m.reason.code for m in result] == ["rebalance.swap", "rebalance.swap"]
+    assert "peak 85% of allocatable after the exchange" in result[0].reason.message
+    moved = {m.pod: m.to_node for m in result}
+    after = [replace(p, node=moved.get(p.name, p.node)) for p in state.pods]
+    assert interference_pairs(after) == 0
+    assert plan_moves(state, max_moves=1, weights=no_drain) == ()  # one move alone would break the cap
+
+
+def test_a_swap_is_not_made_when_the_observed_usage_would_overfill_a_node_in_between() -> None:
+    # the same nodes, but the pods already use their forecast peak: while the two pods restart, one
+    # node would hold both at 95 % of its CPU
+    state = cluster([node("a"), node("b")], two_nearly_full_mixed_nodes(usage=None))
+    assert plan_moves(state, max_moves=4, weights=RebalanceWeights(node_freed=0.0)) == ()
+
+
+def test_two_latency_critical_pods_are_exchanged_for_one_cpu_bound_pod_when_that_cuts_most_pairs_per_move() -> None:
     state = cluster(
         [node("a"), node("b")],
         [
-            pod("cart-1", "a", 1000, cls="latency-critical"),
-            pod("etl-1", "a", 1000, cls="cpu-bound"),
-            pod("web-1", "a", 6500),
-            pod("cart-2", "b", 1000, cls="latency-critical"),
-            pod("etl-2", "b", 1000, cls="cpu-bound"),
-            pod("web-2", "b", 6500),
+            pod("etl-1", "a", 4000, cls="cpu-bound"),
+            pod("etl-2", "a", 3000, cls="cpu-bound"),
+            pod("cart-1", "a", 500, cls="latency-critical"),
+            pod("shop-1", "a", 500, cls="latency-critical"),
+            pod("api-1", "b", 4000, cls="latency-critical"),
+            pod("api-2", "b", 2500, cls="latency-critical"),
+            pod("train-1", "b", 1000, cls="cpu-bound"),
         ],
     )
-    assert plan_moves(state, max_moves=4, weights=RebalanceWeights(node_freed=0.0)) == ()
+    assert interference_pairs(state.pods) == 6
+    three = plan_moves(state, max_moves=3)
+    assert {m.reason.code for m in three} == {"rebalance.exchange"}
+    assert {(m.pod, m.to_node) for m in three} == {("cart-1", "b"), ("shop-1", "b"), ("train-1", "a")}
+    assert "exchanged for app/train-1" in next(m for m in three if m.pod == "cart-1").reason.message
+    moved = {m.pod: m.to_node for m in three}
+    assert interference_pairs([replace(p, node=moved.get(p.name, p.node)) for p in state.pods]) == 0
+    assert all(
+        "expected gain 0.5 node-equivalents per move (6 interfering pairs fewer in 3 moves)" in m.reason.message
+        for m in three
+    )
+    two = plan_moves(state, max_moves=2)  # the best that fits two moves: a 1-for-1 swap, 3 pairs fewer
+    assert [m.reason.code for m in two] == ["rebalance.swap", "rebalance.swap"]
+
+
+def test_a_drain_puts_a_cpu_bound_pod_on_a_node_without_latency_critical_pods_when_one_fits() -> None:
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [
+            pod("etl-1", "a", 1000, cls="cpu-bound"),
+            pod("cart-1", "b", 6000, cls="latency-critical", owner=""),  # b is fuller: packing alone picks it
+            pod("kafka-1", "c", 4000, cls="io-bound", owner=""),
+        ],
+    )
+    assert moves_of(plan_moves(state, max_moves=1)) == [("etl-1", "a", "c")]
+
+
+def test_a_drain_that_could_only_add_an_interfering_pair_is_refused_unless_allowed() -> None:
+    state = cluster(
+        [node("a"), node("b")],
+        [pod("etl-1", "a", 1000, cls="cpu-bound"), pod("cart-1", "b", 6000, cls="latency-critical", owner="")],
+    )
+    assert plan_moves(state, max_moves=3) == ()
+    allowed = plan_moves(state, max_moves=3, drains_may_add_pairs=True)
+    assert moves_of(allowed) == [("etl-1", "a", "b")]
+    assert "joins 1 latency-critical pod on b" in allowed[0].reason.message
+
+
+def test_a_drain_that_must_form_a_pair_separates_it_again_in_the_same_step() -> None:
+    # etl-1 fits only on b (c is too full for it), where cart-1 is; cart-1 fits on c
+    state = cluster(
+        [node("a"), node("b"), node("c")],
+        [
+            pod("etl-1", "a", 3000, cls="cpu-bound"),
+            pod("cart-1", "b", 1000, cls="latency-critical"),
+            pod("web-1", "b", 3000, owner=""),
+            pod("kafka-1", "c", 7000, cls="io-bound", owner=""),
+        ],
+    )
+    assert plan_moves(state, max_moves=1) == ()  # the drain alone would add a pair
+    result = plan_moves(state, max_moves=2)
+    assert moves_of(result) == [("etl-1", "a", "b"), ("cart-1", "b", "c")]
+    assert [m.reason.code for m in result] == ["rebalance.drain", "rebalance.drain"]
+    assert "so that freeing a adds no interfering pair" in result[1].reason.message
+    assert result[1].reason.details["move_kind"] == "separate"
+    moved = {m.pod: m.to_node for m in result}
+    assert interference_pairs([replace(p, node=moved.get(p.name, p.node)) for p in state.pods]) == 0
 
 
 def test_plan_includes_moves_only_when_asked() -> None:

@@ -8,7 +8,6 @@ varies, and it is computed by the same simulated service and metrics as every re
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from scaleahead.bench.bound import rate_oracle_curve
 from scaleahead.bench.replay import compute_metrics, prepare, run_oracle

@@ -1,0 +1,62 @@
+"""``scaleahead bench replay-tradeoff``: the curves, the default point, the rate oracle, validation mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import cli
+
+
+def test_the_tradeoff_has_the_default_each_curve_the_references_and_the_rate_oracle(
+    alibaba_csv: Path, tmp_path: Path
+) -> None:
+    out, png = tmp_path / "t.json", tmp_path / "t.png"
+    proc = cli(
+        "bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(out), "--plot", str(png),
+        "--model", "naive", "--slo-risks", "10,1000", "--quantiles", "0.9", "--utilizations", "1.0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    settings = [p["settings"] for p in doc["points"]]
+    assert settings == [
+        {},
+        {"objective": {"sloRisk": 10.0}},
+        {"objective": {"sloRisk": 1000.0}},
+        {"forecastQuantile": 0.9},
+        {"targetUtilization": 1.0},
+    ]
+    by = {json.dumps(p["settings"], sort_keys=True): p for p in doc["points"]}
+    cheap, safe = by['{"objective": {"sloRisk": 10.0}}'], by['{"objective": {"sloRisk": 1000.0}}']
+    # More weight on running short buys fewer violations with more replicas.
+    assert safe["replica_seconds"] > cheap["replica_seconds"]
+    assert safe["violation_fraction"] <= cheap["violation_fraction"]
+    assert set(doc["references"]) == {"hpa", "oracle"}
+    bound = doc["rate_oracle"]
+    assert [b["p"] for b in bound] == sorted((b["p"] for b in bound), reverse=True)
+    costs = [b["replica_seconds"] for b in bound]
+    assert costs == sorted(costs)
+    assert all(b["replica_seconds"] >= doc["references"]["oracle"]["replica_seconds"] for b in bound)
+    assert doc["validation"] is False
+    assert png.stat().st_size > 10_000
+    assert "rate oracle, p 0.01" in proc.stdout
+
+
+def test_validation_mode_replays_the_history_not_the_test_period(alibaba_csv: Path, tmp_path: Path) -> None:
+    test_run, val_run = tmp_path / "t.json", tmp_path / "v.json"
+    args = ["--model", "naive", "--slo-risks", "1000", "--quantiles", "", "--utilizations", "", "--no-bound"]
+    assert cli("bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(test_run), *args).returncode == 0
+    proc = cli("bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(val_run), "--validation", *args)
+    assert proc.returncode == 0, proc.stderr
+    t, v = json.loads(test_run.read_text()), json.loads(val_run.read_text())
+    assert v["validation"] is True and "rate_oracle" not in v
+    # A different span: the oracle's cost differs, and the validation span is shorter than the history.
+    assert v["references"]["oracle"]["scored_steps"] != t["references"]["oracle"]["scored_steps"]
+
+
+def test_a_malformed_list_is_one_clear_error_and_nothing_is_written(alibaba_csv: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    proc = cli("bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(out), "--slo-risks", "a,b")
+    assert proc.returncode == 2
+    assert "--slo-risks" in proc.stderr
+    assert not out.exists()
