@@ -37,7 +37,6 @@ _REPLICAS = attrgetter("replicas")
 _RECENT = attrgetter("recent_desired")
 _QUANTILES = attrgetter("quantiles")
 _ORIGIN_STEP = attrgetter("origin", "step_s")
-_SHAPE = attrgetter("shape")
 
 # Reason codes by number.
 _CODES = (
