@@ -17,13 +17,20 @@ What each action changes (docs/actuator.md has the RBAC table):
 Every write carries the ``resourceVersion`` read just before (a merge patch with
 ``metadata.resourceVersion`` is a precondition: 409 if the object changed). Reads use the raw
 JSON so that an object of an unexpected shape is reported, naming the field, instead of crashing.
+
+``read_state`` also reports each Deployment's and StatefulSet's observed readiness times (its
+pods, found through its selector: the Ready condition's ``lastTransitionTime`` minus the pod's
+``creationTimestamp``, for pods created in the last ``sample_window_s``), from which the control
+loop learns the start-up delay (``planner.startup``). One pod list per namespace per read.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client as k8s
@@ -32,6 +39,7 @@ from urllib3.exceptions import HTTPError
 
 from actuator.base import ActionResult, ActuationError, LiveObject
 from actuator.steering import controller_owner
+from scaleahead.clock import Clock, SystemClock
 from scaleahead.policy import Policy
 from scaleahead.types import (
     Action,
@@ -49,6 +57,8 @@ HEADROOM_LABEL = "scaleahead.io/headroom"
 MANAGED_BY = "scaleahead"
 #: Merge patches: supported by built-in kinds and custom resources alike (strategic merge is not).
 MERGE = "application/merge-patch+json"
+
+log = logging.getLogger("scaleahead.actuator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +196,65 @@ def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, s
     return True
 
 
+def _epoch(stamp: Any) -> float | None:
+    """Epoch seconds of an RFC 3339 API timestamp (``2026-12-02T15:00:00Z``), None if absent or bad."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadyPod:
+    """A pod that became Ready: its labels, creation time and readiness time (s)."""
+
+    labels: Mapping[str, str]
+    created: float
+    readiness_s: float
+
+
+def _ready_pod(pod: Mapping[str, Any], since: float) -> _ReadyPod | None:
+    """The pod's readiness sample, if it was created at or after ``since`` and is Ready."""
+    meta = pod.get("metadata") or {}
+    created = _epoch(meta.get("creationTimestamp"))
+    if created is None or created < since:
+        return None
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True":
+            ready = _epoch(cond.get("lastTransitionTime"))
+            if ready is None:
+                return None
+            return _ReadyPod(meta.get("labels") or {}, created, ready - created)
+    return None
+
+
+class _PodIndex:
+    """The Ready pods of one namespace, found by a workload's selector without scanning them all."""
+
+    def __init__(self, pods: Sequence[_ReadyPod]) -> None:
+        self.pods = sorted(pods, key=lambda p: p.created)
+        self._by_key: dict[str, dict[str, list[_ReadyPod]]] = {}
+
+    def samples(self, selector: Mapping[str, Any] | None) -> tuple[float, ...]:
+        """Readiness times of the pods ``selector`` matches, oldest pod first."""
+        if not isinstance(selector, Mapping) or not selector:
+            return ()
+        candidates: Sequence[_ReadyPod] = self.pods
+        match_labels = selector.get("matchLabels") or {}
+        if isinstance(match_labels, Mapping) and match_labels:
+            key, value = next(iter(match_labels.items()))
+            index = self._by_key.get(key)
+            if index is None:
+                index = self._by_key[key] = {}
+                for p in self.pods:  # in creation order, so each bucket is too
+                    if key in p.labels:
+                        index.setdefault(p.labels[key], []).append(p)
+            candidates = index.get(value, [])
+        return tuple(p.readiness_s for p in candidates if _selector_matches(selector, p.labels))
+
+
 class KubernetesTarget:
     """Reads and writes the objects behind a plan's actions through the official client.
 
@@ -194,6 +263,9 @@ class KubernetesTarget:
         policies: the policies, for each workload's mode (``direct``/``floor``) and HPA name.
         headroom: the placeholder pods' spec for ``Headroom`` actions.
         timeout_s: per-request timeout; a timeout fails the action (retried next cycle).
+        clock: "now" for the readiness-time window (default: the system clock, since the API
+            server's timestamps are wall-clock times); tests pass a ``VirtualClock``.
+        sample_window_s: only pods created in this window before now give readiness times (s).
     """
 
     def __init__(
@@ -202,6 +274,8 @@ class KubernetesTarget:
         policies: Sequence[Policy] = (),
         headroom: HeadroomSpec | None = None,
         timeout_s: float = 10.0,
+        clock: Clock | None = None,
+        sample_window_s: float = 3600.0,
     ) -> None:
         self.api = api_client
         self.apps = k8s.AppsV1Api(api_client)
@@ -212,6 +286,8 @@ class KubernetesTarget:
         self.headroom = headroom or HeadroomSpec()
         self.timeout_s = timeout_s
         self._policies: dict[WorkloadRef, Policy] = {p.workload: p for p in policies}
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.sample_window_s = float(sample_window_s)
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -256,6 +332,17 @@ class KubernetesTarget:
                     free = left if free is None else min(free, left)
         return free
 
+    def _ready_pods(self, namespace: str, since: float) -> _PodIndex:
+        """The namespace's pods created since ``since`` that became Ready (empty if unreadable)."""
+        try:
+            data = self._raw(self.core.list_namespaced_pod, namespace)
+        except (ApiException, HTTPError, ActuationError, ValueError) as exc:
+            # Without 'list pods' the loop plans with the configured start-up delay.
+            log.warning("cannot list pods in %s for readiness times: %s", namespace, exc)
+            return _PodIndex([])
+        pods = [p for p in data.get("items") or [] if isinstance(p, Mapping)]
+        return _PodIndex([r for r in (_ready_pod(p, since) for p in pods) if r is not None])
+
     def kill_switch(self, namespace: str, name: str = "scaleahead-kill-switch") -> str:
         """A reason if ConfigMap ``namespace/name`` has ``data.paused: "true"``, else ``""``.
 
@@ -276,8 +363,10 @@ class KubernetesTarget:
 
     # -- Target protocol ------------------------------------------------------------------------
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
-        """Replicas and ready replicas per workload; a workload that cannot be read is left out."""
+        """Replicas, ready replicas and readiness times per workload; one that cannot be read is left out."""
         states: dict[WorkloadRef, WorkloadState] = {}
+        pods: dict[str, _PodIndex] = {}
+        since = self.clock.now() - self.sample_window_s
         for ref in workloads:
             try:
                 if ref.kind == "KnativeService":
@@ -298,7 +387,12 @@ class KubernetesTarget:
                 obj = self._raw(read, ref.name, ref.namespace)
                 spec = _int_field(obj, "spec.replicas", ref.key, default=1)
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
-                states[ref] = WorkloadState(ref, spec, ready)
+                samples: tuple[float, ...] = ()
+                if ref.kind != "Headroom":
+                    if ref.namespace not in pods:
+                        pods[ref.namespace] = self._ready_pods(ref.namespace, since)
+                    samples = pods[ref.namespace].samples((obj.get("spec") or {}).get("selector"))
+                states[ref] = WorkloadState(ref, spec, ready, startup_samples=samples)
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
         return ClusterState(workloads=states)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from scaleahead.policy import API_VERSION, KIND, PolicySpec, policy_json_schema
+from scaleahead.policy import API_VERSION, KIND, PolicySpec, StartupLearning, policy_json_schema
 
 GROUP, VERSION = API_VERSION.split("/")
 PLURAL = "predictivescalingpolicies"
@@ -31,6 +31,8 @@ def _default(field: str) -> Any:
 def cel_rules() -> list[dict[str, str]]:
     """The cross-field rules of ``PolicySpec`` in CEL (defaults applied as pydantic applies them)."""
     lo, hi = _default("min_replicas"), _default("max_replicas")
+    learning = StartupLearning.model_fields
+    n, w = learning["min_samples"].default, learning["window"].default
     return [
         {
             "rule": f"(has(self.minReplicas) ? self.minReplicas : {lo}) "
@@ -43,6 +45,13 @@ def cel_rules() -> list[dict[str, str]]:
             "|| has(self.fallback.staticReplicas)",
             "message": "fallback.mode static needs fallback.staticReplicas",
             "fieldPath": ".fallback",
+        },
+        {
+            "rule": "!has(self.startupLearning) || "
+            f"(has(self.startupLearning.minSamples) ? self.startupLearning.minSamples : {n}) "
+            f"<= (has(self.startupLearning.window) ? self.startupLearning.window : {w})",
+            "message": "startupLearning.minSamples must not exceed startupLearning.window",
+            "fieldPath": ".startupLearning",
         },
     ]
 

@@ -1,7 +1,9 @@
 """The control loop: ``run_once(deps, settings, now) -> CycleReport`` and a ticker around it.
 
-One cycle: history (strictly before ``now``) -> forecast -> read cluster state -> plan -> record
-plan (journal state ``planned``) -> apply -> journal outcome. Each phase is timed. A workload whose
+One cycle: history (strictly before ``now``) -> forecast -> read cluster state -> learn start-up
+delays -> plan -> record plan (journal state ``planned``) -> apply -> journal outcome. A workload
+whose target reports enough readiness times is planned with the learned start-up delay
+(``planner.startup``) instead of its policy's ``startupSeconds``. Each phase is timed. A workload whose
 history or forecast fails falls back by its policy (the planner's named fallback) and the others
 go on. Used by the demo (virtual clock, simulated cluster), ``scaleahead run`` and the tests.
 """
@@ -22,6 +24,7 @@ from actuator.rollouts import RolloutView
 from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
+from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from scaleahead.clock import Clock
 from scaleahead.policy import Policy, WorkloadClass
@@ -36,6 +39,59 @@ class HistorySource(Protocol):
     """Demand history per workload, only values strictly before ``now``."""
 
     def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]: ...
+
+
+class StartupBook:
+    """Policies with their learned start-up delay, cached across cycles.
+
+    Per policy it keeps the last readiness samples, their estimate and the policy copy planned
+    with; a cycle whose samples did not change reuses all three, and a changed estimate with the
+    same delay reuses the copy. So 1,000 workloads cost about a millisecond per cycle, and the
+    planner's per-spec work sees the same spec object from cycle to cycle.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Policy, tuple[float, ...], StartupEstimate, Policy]] = {}
+
+    def apply(
+        self, policies: Sequence[Policy], state: ClusterState
+    ) -> tuple[list[Policy], dict[WorkloadRef, StartupEstimate]]:
+        """The policies to plan with and, per workload with readiness samples, its estimate."""
+        out: list[Policy] = []
+        estimates: dict[WorkloadRef, StartupEstimate] = {}
+        cache: dict[int, tuple[Policy, tuple[float, ...], StartupEstimate, Policy]] = {}
+        workloads = state.workloads
+        for policy in policies:
+            ref = policy.workload
+            ws = workloads.get(ref)
+            samples = ws.startup_samples if ws is not None else ()
+            if not samples:
+                out.append(policy)
+                continue
+            key = id(policy)
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] is policy and hit[1] == samples:
+                entry = hit
+            else:
+                est = estimate_for(policy.spec, samples)
+                if hit is not None and hit[0] is policy and hit[2].seconds == est.seconds:
+                    effective = hit[3]
+                elif est.seconds == policy.spec.startup_seconds:
+                    effective = policy
+                else:
+                    spec = policy.spec.model_copy(update={"startup_seconds": est.seconds})
+                    effective = policy.model_copy(update={"spec": spec})
+                entry = (policy, samples, est, effective)
+            cache[key] = entry
+            estimates[ref] = entry[2]
+            out.append(entry[3])
+        self._cache = cache
+        return out, estimates
+
+
+def startup_notes(estimates: Mapping[WorkloadRef, StartupEstimate]) -> tuple[str, ...]:
+    """One note per workload planned with a start-up delay other than its configured one."""
+    return tuple(f"{ref}: {e.sentence}" for ref, e in estimates.items() if e.seconds != e.configured_seconds)
 
 
 @dataclass
@@ -54,6 +110,8 @@ class Deps:
     #: as a ``shadow`` plan, never applied).
     rollout: RolloutView | None = None
     challenger: Forecaster | None = None
+    #: Learned start-up delays, cached across cycles (``StartupBook``).
+    startup: StartupBook = field(default_factory=StartupBook)
 
 
 @dataclass
@@ -66,6 +124,8 @@ class CycleReport:
     errors: dict[str, str] = field(default_factory=dict)
     plan_id: int | None = None
     shadow_plan: Plan | None = None
+    #: Per workload with readiness samples: the start-up delay planned with and why.
+    startup: dict[WorkloadRef, StartupEstimate] = field(default_factory=dict)
 
 
 class _Timer:
@@ -106,6 +166,7 @@ def observed_state(state: ClusterState, history: Mapping[WorkloadRef, Series]) -
             series.start + (i + 1) * series.step_s,
             ws.warm_instances,
             ws.recent_desired,
+            ws.startup_samples,
         )
     return ClusterState(workloads, state.nodes, state.pods, state.pdbs)
 
@@ -230,14 +291,17 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             invocations = {}
     with timer.phase("state"):
         state = observed_state(deps.target.read_state(refs), history)
+    with timer.phase("startup"):
+        policies, startup = deps.startup.apply(deps.policies, state)
     with timer.phase("plan"):
-        plan = make_plan(
-            forecasts, state, deps.policies, now, interval_s=settings.loop.interval_s, invocations=invocations
-        )
+        plan = make_plan(forecasts, state, policies, now, interval_s=settings.loop.interval_s, invocations=invocations)
+        learned = startup_notes(startup)
+        if learned:
+            plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
         shadow_plan = None
         if deps.rollout is not None and deps.rollout.mode == "shadow" and challenger:
             shadow_plan = make_plan(
-                {**forecasts, **challenger}, state, deps.policies, now, interval_s=settings.loop.interval_s
+                {**forecasts, **challenger}, state, policies, now, interval_s=settings.loop.interval_s
             )
             if deps.store is not None:
                 deps.store.record_plan(shadow_plan, source="shadow", state="dry-run")
@@ -256,14 +320,14 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             dry = True
         if deps.actuator is not None:
             results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
-            return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan)
+            return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup)
         results = apply_plan(plan, deps.target, dry_run=dry)
     with timer.phase("journal"):
         if deps.store is not None and action_ids:
             changed = [r for r in results if not r.action.is_noop]
             updates = [(aid, res.outcome, res.detail) for aid, res in zip(action_ids, changed, strict=True)]
             deps.store.set_action_states(updates, now)
-    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan)
+    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup)
 
 
 def run_forever(

@@ -94,6 +94,38 @@ class WarmPool(_Model):
     keep_alive_seconds: float = Field(600.0, ge=0, description="Longest keep-alive after the last invocation (s).")
 
 
+class StartupLearning(_Model):
+    """Learn the start-up delay from observed readiness times (docs/planner.md, "Learned start-up delay")."""
+
+    enabled: bool = Field(
+        True,
+        description="Plan with the start-up delay observed in the cluster (pod created -> Ready) once minSamples "
+        "readiness times exist; startupSeconds is used until then.",
+    )
+    quantile: float = Field(
+        0.9, gt=0, le=1, description="Quantile of the recent readiness times to plan with (0.9: p90)."
+    )
+    min_samples: int = Field(5, ge=1, description="Fewest readiness times before the learned delay is used.")
+    window: int = Field(50, ge=1, description="Most recent readiness times the quantile is taken over.")
+    max_seconds: float = Field(
+        900.0,
+        gt=0,
+        description="Longest believable start-up (s); a longer readiness time (a flapping or restarted pod) is "
+        "dropped.",
+    )
+    allow_shorter: bool = Field(
+        False,
+        description="Let a learned delay below startupSeconds replace it (false: startupSeconds is a floor; "
+        "a longer learned delay always replaces it).",
+    )
+
+    @model_validator(mode="after")
+    def _check_window(self) -> StartupLearning:
+        if self.min_samples > self.window:
+            raise ValueError(f"minSamples ({self.min_samples}) must not exceed window ({self.window})")
+        return self
+
+
 class Objective(_Model):
     """Weights of the planner's single objective (see docs/planner.md)."""
 
@@ -120,7 +152,13 @@ class PolicySpec(_Model):
     target_utilization: float = Field(0.9, gt=0, le=1, description="Share of capacity to plan for.")
     min_replicas: int = Field(1, ge=0, description="Fewest replicas.")
     max_replicas: int = Field(100, ge=1, description="Most replicas.")
-    startup_seconds: float = Field(60.0, ge=0, description="Lead time: a new replica is ready after this (s).")
+    startup_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="Lead time: a new replica is ready after this (s); replaced by the observed delay when "
+        "startupLearning has enough readiness times.",
+    )
+    startup_learning: StartupLearning = Field(default_factory=StartupLearning)  # type: ignore[arg-type]
     scale_down_stabilization_seconds: float = Field(
         60.0, ge=0, description="Scale down only to the highest desired count over this window (s)."
     )

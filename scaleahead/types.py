@@ -274,7 +274,9 @@ class WorkloadState:
 
     ``observed_demand`` is the latest observed demand (NaN if unknown) measured at
     ``observed_at``; ``recent_desired`` holds ``(time, replicas)`` of earlier decisions, which the
-    planner uses for scale-down stabilization.
+    planner uses for scale-down stabilization. ``startup_samples`` are observed readiness times
+    (s from a replica's pod being created to it becoming Ready), oldest first; the control loop
+    learns the start-up delay from them (``planner.startup``). Empty when the target does not know.
     """
 
     workload: WorkloadRef
@@ -284,6 +286,7 @@ class WorkloadState:
     observed_at: float = float("nan")
     warm_instances: int = 0
     recent_desired: tuple[tuple[float, int], ...] = ()
+    startup_samples: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,7 @@ def test_crd_has_cel_rules_and_a_status_subresource() -> None:
     rules = [r["rule"] for r in spec["x-kubernetes-validations"]]
     assert any("self.minReplicas" in r and "<=" in r and "self.maxReplicas" in r for r in rules)
     assert any("staticReplicas" in r for r in rules)
+    assert any("startupLearning.minSamples" in r and "<=" in r and "startupLearning.window" in r for r in rules)
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert {"forecastPeak", "desiredReplicas", "lastReason", "fallbackMode"} <= status.keys()
 
@@ -106,6 +107,8 @@ def test_the_example_policy_is_valid_under_the_crd_schema() -> None:
         ({"targetUtilization": 1.5}, "targetUtilization"),
         ({"fallback": {"mode": "sometimes"}}, "mode"),
         ({"minReplicas": -1}, "minReplicas"),
+        ({"startupLearning": {"quantile": 0}}, "quantile"),
+        ({"startupLearning": {"minSamples": 0}}, "minSamples"),
     ],
 )
 def test_the_crd_schema_rejects_what_the_policy_schema_rejects(change: dict[str, Any], field: str) -> None:
@@ -133,6 +136,7 @@ EXPECTED_CLUSTER_RULES = {
     ("serving.knative.dev", "services", "get"),
     ("serving.knative.dev", "services", "patch"),
     ("", "pods", "get"),
+    ("", "pods", "list"),
     ("", "pods", "create"),
     ("", "pods/eviction", "create"),
     ("policy", "poddisruptionbudgets", "list"),

@@ -68,3 +68,36 @@ def test_recent_scale_decisions_are_reported_for_stabilization() -> None:
     assert target.read_state([REF]).workloads[REF].recent_desired == ((0.0, 8), (100.0, 5))
     clock.advance_to(350.0)
     assert target.read_state([REF]).workloads[REF].recent_desired == ((100.0, 5),)
+
+
+def test_each_replica_that_became_ready_leaves_its_readiness_time_and_pending_ones_none() -> None:
+    clock = VirtualClock(0.0)
+    target = SimulatedService(clock, startup_s=90.0, initial={REF: 2})
+    scale(target, 5, 0.0)
+    clock.advance_to(89.0)
+    assert target.read_state([REF]).workloads[REF].startup_samples == ()  # none ready yet
+    clock.advance_to(90.0)
+    assert target.read_state([REF]).workloads[REF].startup_samples == (90.0, 90.0, 90.0)
+    # the initial replicas were never seen starting: they leave no sample
+    clock.advance_to(200.0)
+    scale(target, 6, 200.0)
+    target.startup_s = 120.0  # slower start-ups from now on
+    scale(target, 8, 200.0)
+    clock.advance_to(320.0)
+    assert target.read_state([REF]).workloads[REF].startup_samples == (90.0,) * 4 + (120.0,) * 2
+
+
+def test_a_replica_removed_before_it_was_ready_leaves_no_readiness_time() -> None:
+    clock = VirtualClock(0.0)
+    target = SimulatedService(clock, startup_s=60.0, initial={REF: 1}, max_samples=3)
+    scale(target, 4, 0.0)
+    clock.advance_to(30.0)
+    scale(target, 2, 30.0)  # two pending replicas removed, one stays
+    clock.advance_to(100.0)
+    assert target.read_state([REF]).workloads[REF].startup_samples == (60.0,)
+    target.startup_s = 70.0
+    scale(target, 6, 100.0)
+    clock.advance_to(170.0)
+    scale(target, 1, 170.0)  # ready replicas removed after they left their samples
+    # at most max_samples, the newest
+    assert target.read_state([REF]).workloads[REF].startup_samples == (70.0, 70.0, 70.0)
