@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from itertools import compress, repeat
+from operator import is_
+from typing import cast
 
-from planner.batch import decide_replicas_many
+from planner.batch import ReplicaBatch
 from planner.fairness import Claim, allocate_pools
 from planner.rebalance import plan_moves
+from planner.table import policy_table
 from planner.warm import plan_warm_pools
-from scaleahead.policy import Policy, PolicySpec, WorkloadClass
+from scaleahead.policy import Policy, PolicySpec
 from scaleahead.types import (
     Action,
     ClusterState,
@@ -59,25 +63,28 @@ def plan(
         warm_memory_budget_mb: total memory all warm pools may hold together. None: no limit.
     """
     fallbacks: dict[WorkloadRef, str] = {}
-    functions: list[tuple[int, tuple[WorkloadRef, PolicySpec, WorkloadState]]] = []
-    services: list[tuple[WorkloadRef, PolicySpec, WorkloadState, Forecast | None]] = []
+    table = policy_table(policies)  # built once per set of policy objects (planner/table.py)
     workloads = state.workloads
-    function_class = WorkloadClass.FUNCTION
-    for i, policy in enumerate(policies):
-        spec = policy.spec
-        t = spec.target
-        ref = WorkloadRef(t.kind, t.namespace, t.name)  # policy.workload, without the property call
-        ws = workloads.get(ref) or WorkloadState(ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas)
-        if spec.workload_class == function_class and spec.warm_pool.enabled:
-            functions.append((i, (ref, spec, ws)))
-        else:
-            services.append((ref, spec, ws, forecasts.get(ref)))
+    refs = table.service_refs
+    states: list[WorkloadState | None] = list(map(workloads.get, refs))
+    for i in compress(range(len(states)), map(is_, states, repeat(None))):
+        lo = table.services.specs[i].min_replicas
+        states[i] = WorkloadState(refs[i], replicas=lo, ready_replicas=lo)
     # Services: the batch path (planner/batch.py), decision for decision the same as
     # planner.replicas.decide_replicas, with reasons formatted on first read.
-    decided, why = decide_replicas_many(services, now, interval_s)
-    for item, fb in zip(services, why, strict=True):
-        if fb:
-            fallbacks[item[0]] = fb
+    decided: list[ScaleTo] = []
+    if refs:
+        batch = ReplicaBatch(
+            refs, table.services, cast(list[WorkloadState], states), list(map(forecasts.get, refs)), now, interval_s
+        )
+        decided = batch.actions
+        for i, mode in batch.fallback_rows.items():
+            fallbacks[refs[i]] = mode
+    functions: list[tuple[int, tuple[WorkloadRef, PolicySpec, WorkloadState]]] = []
+    for i in table.function_index:
+        ref, spec = table.refs[i], policies[i].spec
+        ws = workloads.get(ref) or WorkloadState(ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas)
+        functions.append((i, (ref, spec, ws)))
     notes: list[str] = []
     final: list[Action] = list(decided)
     if functions:

@@ -50,6 +50,20 @@ def replicas_for(demand: float, spec: PolicySpec) -> int:
 MAX_LEVEL = 0.9999
 
 
+def _running_max(q: FloatArray) -> FloatArray:
+    """``np.maximum.accumulate(q, axis=1)``, the same values, one whole ``[n, H]`` plane at a time.
+
+    numpy's accumulate runs one short loop (K quantiles) per service and step: about 40 ms for
+    10,000 services x 31 steps, most of a plan's budget; K - 1 plane-wide maxima take well under 1 ms.
+    """
+    out = np.empty_like(q)
+    if q.shape[1]:
+        out[:, 0] = q[:, 0]
+    for j in range(1, q.shape[1]):
+        np.maximum(out[:, j - 1], q[:, j], out=out[:, j])
+    return out
+
+
 def provision_levels(
     levels: tuple[float, ...], q: FloatArray, per: FloatArray, ratio: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
@@ -70,7 +84,7 @@ def provision_levels(
     Both paths (``decide_replicas`` and planner/batch.py) call this function, so they agree exactly.
     """
     lv = np.asarray(levels, dtype=np.float64)
-    qs = np.maximum.accumulate(q, axis=1)  # never crossing, whatever the model gave
+    qs = _running_max(q)  # never crossing, whatever the model gave
     top, prev = qs[:, -1, :], qs[:, -2, :]
     p_top, p_prev = float(lv[-1]), float(lv[-2])
     per2 = per[:, None]

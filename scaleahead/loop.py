@@ -25,6 +25,7 @@ from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
 from planner.startup import StartupEstimate, estimate_for
+from planner.table import policy_table
 from scaleahead.clock import Clock
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
@@ -247,7 +248,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     phases: dict[str, float] = {}
     timer = _Timer(phases)
     errors: dict[str, str] = {}
-    refs = [p.workload for p in deps.policies]
+    # The planner's own refs (kept while the policies are): state and forecasts keyed by the very
+    # objects the planner looks them up with find them by identity, without WorkloadRef.__eq__.
+    refs = list(policy_table(deps.policies).refs)
     with timer.phase("history"):
         try:
             history = dict(deps.history.read(deps.policies, now))
