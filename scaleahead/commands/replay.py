@@ -15,6 +15,20 @@ import typer
 
 from scaleahead.errors import UserError
 
+#: The replay metrics every table shows, in this order (``metric_cells``).
+METRIC_COLUMNS = ("violations", "unserved", "replica-seconds", "utilization", "scale events")
+
+
+def metric_cells(m: dict[str, Any]) -> tuple[str, ...]:
+    """One policy's replay metrics as table cells, in the order of ``METRIC_COLUMNS``."""
+    return (
+        f"{m['violation_fraction']:.4%}",
+        f"{m['unserved_fraction']:.4%}",
+        f"{m['replica_seconds']:,.0f}",
+        f"{m['utilization']:.3f}",
+        f"{m['scale_events']:,}",
+    )
+
 
 def _parse_sets(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -127,18 +141,10 @@ def _rollout_replay(
     out.print(timeline)
     table = Table(title="outcomes over the run (mean over workloads; replica-seconds and scale events summed)")
     table.add_column("run", no_wrap=True)
-    for col in ("violations", "unserved", "replica-seconds", "utilization", "scale events", "challenger steps"):
+    for col in (*METRIC_COLUMNS, "challenger steps"):
         table.add_column(col, justify="right", no_wrap=True)
     for name, m in doc["policies"].items():
-        table.add_row(
-            name,
-            f"{m['violation_fraction']:.4%}",
-            f"{m['unserved_fraction']:.4%}",
-            f"{m['replica_seconds']:,.0f}",
-            f"{m['utilization']:.3f}",
-            f"{m['scale_events']:,}",
-            f"{m['challenger_steps']:,}",
-        )
+        table.add_row(name, *metric_cells(m), f"{m['challenger_steps']:,}")
     out.print(table)
     out.print(
         f"rollout {r['id']} ended {r['state']} at share {r['final_share']:.0%}; "
@@ -334,17 +340,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             f"start-up {setup.startup_s:g} s"
         )
         table.add_column("policy", no_wrap=True)
-        for col in ("violations", "unserved", "replica-seconds", "utilization", "scale events"):
+        for col in METRIC_COLUMNS:
             table.add_column(col, justify="right", no_wrap=True)
         for name, m in doc["policies"].items():
-            table.add_row(
-                name,
-                f"{m['violation_fraction']:.4%}",
-                f"{m['unserved_fraction']:.4%}",
-                f"{m['replica_seconds']:,.0f}",
-                f"{m['utilization']:.3f}",
-                f"{m['scale_events']:,}",
-            )
+            table.add_row(name, *metric_cells(m))
         out.print(table)
         out.print(f"scaleahead forecaster: {doc['params']['scaleahead_model_note']}", soft_wrap=True)
         timing = doc["timing_s"]
