@@ -11,6 +11,28 @@ import pkgutil
 
 import typer
 
+from scaleahead.errors import UserError
+
+
+def number_list(option: str, text: str | None, example: str) -> list[float]:
+    """A comma-separated list of numbers from an option, or one clear error naming the option."""
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UserError(
+            f"{option} {text!r} is not a comma-separated list of numbers.", f"Give e.g. {example}."
+        ) from exc
+
+
+def share_steps(option: str, text: str, example: str = "0.25,0.5,1.0") -> tuple[float, ...]:
+    """A canary's share steps: numbers rising within (0, 1] and ending at 1."""
+    shares = tuple(number_list(option, text, example))
+    if not shares or any(not 0 < x <= 1 for x in shares) or list(shares) != sorted(shares) or shares[-1] != 1.0:
+        raise UserError(f"{option} {text!r} must rise within (0, 1] and end at 1.", f"Give e.g. {example}.")
+    return shares
+
 
 def register_all(app: typer.Typer, bench_app: typer.Typer) -> None:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from scaleahead.commands import number_list, share_steps
 from scaleahead.errors import UserError
 
 #: The replay metrics every table shows, in this order (``metric_cells``).
@@ -94,12 +95,7 @@ def _rollout_replay(
     for what, name in (("--champion", champion), ("--challenger", challenger)):
         if name not in known:
             raise UserError(f"{what} {name!r} is not a registered model.", f"Known: {', '.join(sorted(known))}.")
-    try:
-        shares = tuple(float(x) for x in canary_steps.split(",") if x.strip())
-    except ValueError as exc:
-        raise UserError(f"--canary-steps {canary_steps!r} is not a list of numbers.", "E.g. 0.25,0.5,1.0.") from exc
-    if not shares or any(not 0 < x <= 1 for x in shares) or list(shares) != sorted(shares) or shares[-1] != 1.0:
-        raise UserError(f"--canary-steps {canary_steps!r} must rise within (0, 1] and end at 1.", "E.g. 0.25,0.5,1.0.")
+    shares = share_steps("--canary-steps", canary_steps)
     if not math.isfinite(window_s) or window_s <= 0:
         raise UserError(f"--rollout-window {window_s:g} must be a positive number of seconds.", "E.g. 21600.")
     if any(not math.isfinite(m) for m in margins):
@@ -389,14 +385,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.policy import Objective, PolicySpec
         from scaleahead.traces import load_series
 
-        def floats(text: str, what: str) -> list[float]:
-            try:
-                return [float(x) for x in text.split(",") if x.strip()]
-            except ValueError as exc:
-                raise UserError(f"--{what} {text!r} is not a comma-separated list of numbers.", "E.g. 0.5,0.9") from exc
-
-        ws = floats(slo_risks, "slo-risks")
-        qs, us = floats(quantiles, "quantiles"), floats(utilizations, "utilizations")
+        ws = number_list("--slo-risks", slo_risks, "30,100,1000")
+        qs = number_list("--quantiles", quantiles, "0.5,0.9")
+        us = number_list("--utilizations", utilizations, "0.7,0.9")
         if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
             raise UserError(f"--capacity {capacity:g} is not a positive number.", "Give a positive capacity.")
         fields = PolicySpec.model_fields

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from scaleahead.commands import share_steps
 from scaleahead.errors import DataError, UserError
 
 console = Console(highlight=False)
@@ -134,12 +135,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Start a rollout of CHALLENGER against the champion in GROUP."""
         from actuator.rollouts import CanaryParams
 
-        try:
-            shares = tuple(float(s) for s in steps.split(","))
-        except ValueError as exc:
-            raise UserError(f"--steps {steps!r} is not a list of numbers.", "Use e.g. 0.1,0.25,0.5,1.0.") from exc
-        if not shares or any(not 0 < s <= 1 for s in shares) or list(shares) != sorted(shares) or shares[-1] != 1.0:
-            raise UserError(f"--steps {steps!r} must rise from above 0 to 1.0.", "Use e.g. 0.1,0.25,0.5,1.0.")
+        shares = share_steps("--steps", steps, "0.1,0.25,0.5,1.0")
         if mode not in ("canary", "ab", "shadow"):
             raise UserError(f"--mode {mode!r} is unknown.", "Use canary, ab or shadow.")
         book = _book(db)
@@ -185,10 +181,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.bench.rollout import DEFAULT_TRACES, run_rollout_bench
 
         names = [t.strip() for t in traces.split(",") if t.strip()] if traces else list(DEFAULT_TRACES)
-        try:
-            shares = tuple(float(x) for x in steps.split(","))
-        except ValueError as exc:
-            raise UserError(f"--steps {steps!r} is not a list of numbers.", "Use e.g. 0.25,0.5,1.0.") from exc
+        shares = share_steps("--steps", steps)
         doc = run_rollout_bench(names, champion, challenger, CanaryParams(steps=shares), split=split)
         json_path.write_text(json.dumps(doc, indent=2, default=str))
         c = doc["canary"]

@@ -12,16 +12,8 @@ from typing import Annotated
 
 import typer
 
+from scaleahead.commands import number_list
 from scaleahead.errors import UserError
-
-
-def _numbers(option: str, text: str | None, example: str) -> list[float]:
-    if not text:
-        return []
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise UserError(f"{option} {text!r} is not a list of numbers.", f"Give e.g. {example}.") from exc
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -122,10 +114,10 @@ def bench_serverless(
     cost = bench.DEFAULT_COLD_START_COST if cold_start_cost is None else (cold_start_cost or None)
     if cost is not None and cost < 0:
         raise UserError(f"--cold-start-cost {cost} is negative.", "Give MB-minutes > 0, or 0 for none.")
-    sweep_values = _numbers("--sweep", sweep, "0.01,0.02,0.05")
+    sweep_values = number_list("--sweep", sweep, "0.01,0.02,0.05")
     if any(not 0.0 <= v <= 1.0 for v in sweep_values):
         raise UserError(f"--sweep {sweep!r} has a value outside [0, 1].", "Give probabilities, e.g. 0.01,0.02.")
-    cost_values = _numbers("--sweep-cost", sweep_cost, "2000,8900,20000")
+    cost_values = number_list("--sweep-cost", sweep_cost, "2000,8900,20000")
     if any(v <= 0 for v in cost_values):
         raise UserError(f"--sweep-cost {sweep_cost!r} has a value <= 0.", "Give MB-minutes > 0.")
     if functions is not None and functions < 1:
