@@ -27,6 +27,7 @@ from planner import plan as make_plan
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from scaleahead.clock import Clock
+from scaleahead.observed import observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
@@ -147,23 +148,28 @@ class _Phase:
         self.report[self.name] = (time.perf_counter() - self.t0) * 1000.0
 
 
-def observed_state(state: ClusterState, history: Mapping[WorkloadRef, Series]) -> ClusterState:
-    """Attach the latest observed demand (from history) to each workload's state."""
+def observed_state(
+    state: ClusterState, history: Mapping[WorkloadRef, Series], windows: Mapping[WorkloadRef, float] | None = None
+) -> ClusterState:
+    """Attach the observed demand (from history) to each workload's state.
+
+    The demand is the mean over the workload's ``observedWindowSeconds`` (``windows``; the last sample
+    alone when absent) ending at its last finite sample (scaleahead/observed.py).
+    """
     workloads: dict[WorkloadRef, WorkloadState] = dict(state.workloads)
     for ref, ws in state.workloads.items():
         series = history.get(ref)
         if series is None or len(series) == 0:
             continue
-        finite = np.flatnonzero(np.isfinite(series.values))
-        if finite.size == 0:
+        seen = observed_demand(series, (windows or {}).get(ref, 0.0))
+        if seen is None:
             continue
-        i = int(finite[-1])
         workloads[ref] = WorkloadState(
             ref,
             ws.replicas,
             ws.ready_replicas,
-            float(series.values[i]),
-            series.start + (i + 1) * series.step_s,
+            seen[0],
+            seen[1],
             ws.warm_instances,
             ws.recent_desired,
             ws.startup_samples,
@@ -290,7 +296,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             errors["invocations"] = str(exc)
             invocations = {}
     with timer.phase("state"):
-        state = observed_state(deps.target.read_state(refs), history)
+        windows = {p.workload: p.spec.observed_window_seconds for p in deps.policies}
+        state = observed_state(deps.target.read_state(refs), history, windows)
     with timer.phase("startup"):
         policies, startup = deps.startup.apply(deps.policies, state)
     with timer.phase("plan"):

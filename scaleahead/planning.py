@@ -16,6 +16,7 @@ from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
 from planner import plan as make_plan
 from scaleahead.errors import DataError
+from scaleahead.observed import observed_demand
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, Forecast, Plan, Series, WorkloadRef, WorkloadState
 
@@ -65,15 +66,13 @@ def dry_run(
     # Fit on the history before ``at`` (bounded to the last 7 days, enough for daily seasonality).
     fit_part = past.between(max(past.start, at - 7 * DAY_S), at)
     fitted.fit([fit_part])
-    finite = np.flatnonzero(np.isfinite(past.values))
-    last_i = int(finite[-1])
-    observed = float(past.values[last_i])
-    observed_at = past.start + last_i * past.step_s
     forecasts: dict[WorkloadRef, Forecast] = {}
     workloads: dict[WorkloadRef, WorkloadState] = {}
     for policy in policies:
         ref = policy.workload
         spec = policy.spec
+        # check_history guarantees a finite sample, so there is an observed demand.
+        observed, observed_at = observed_demand(past, spec.observed_window_seconds) or (math.nan, at)
         steps = horizon_steps_for(past.step_s)
         with contextlib.suppress(DataError):
             forecasts[ref] = fitted.forecast(ref, past, at, steps)
@@ -89,7 +88,7 @@ def dry_run(
             replicas=replicas,
             ready_replicas=replicas,
             observed_demand=observed,
-            observed_at=observed_at + past.step_s,
+            observed_at=observed_at,
         )
     state = ClusterState(workloads=workloads)
     result = make_plan(forecasts, state, policies, at, interval_s=past.step_s)

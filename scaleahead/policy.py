@@ -176,6 +176,12 @@ class PolicySpec(_Model):
     scale_down_stabilization_seconds: float = Field(
         60.0, ge=0, description="Scale down only to the highest desired count over this window (s)."
     )
+    observed_window_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="The reactive floor reads demand averaged over this last window (s), like the HPA's 60 s "
+        "metric window; 0 = the last sample alone.",
+    )
     max_step_up: int = Field(100, ge=1, description="Most replicas added in one decision.")
     max_step_down: int = Field(100, ge=1, description="Most replicas removed in one decision.")
     forecast_quantile: float | None = Field(

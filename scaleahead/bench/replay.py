@@ -29,6 +29,7 @@ from planner import plan as make_plan
 from scaleahead.bench.peers import Hpa, needs, oracle_replicas, static_peak_replicas
 from scaleahead.clock import VirtualClock
 from scaleahead.errors import DataError, UserError
+from scaleahead.observed import windowed_means
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
 from scaleahead.traces import Split, split_of
@@ -187,6 +188,7 @@ def run_predictive(
     clock = VirtualClock(setup.t0)
     target = SimulatedService(clock, setup.startup_s, {ref: setup.initial_ready})
     last_obs = _last_observed(series.values)
+    seen = windowed_means(series.values, step, policy.spec.observed_window_seconds)
     horizon = horizon_steps_for(step, horizon_s)
     desired = np.zeros(n, dtype=np.int64)
     allocated = np.zeros(n, dtype=np.int64)
@@ -212,7 +214,7 @@ def run_predictive(
                     ref,
                     ws.replicas,
                     ws.ready_replicas,
-                    float(series.values[j]),
+                    float(seen[j]),
                     series.start + (j + 1) * step,
                     ws.warm_instances,
                     ws.recent_desired,

@@ -58,6 +58,7 @@ from scaleahead.bench.replay import (
 )
 from scaleahead.clock import VirtualClock
 from scaleahead.errors import UserError
+from scaleahead.observed import windowed_means
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
 from storage import Store
@@ -77,6 +78,7 @@ class _Workload:
     policy: Policy
     forecasts: dict[str, dict[float, np.ndarray]]  # arm -> quantile -> [n_steps, horizon]
     last_obs: np.ndarray
+    seen: np.ndarray  # demand averaged over the policy's observedWindowSeconds
 
 
 @dataclass
@@ -147,7 +149,17 @@ def prepare_workloads(
         for arm, model_name in (("champion", champion), ("challenger", challenger)):
             model, _ = fit_model(model_name, st)
             fcs[arm] = model.predict_origins(st.series, origins, horizon)
-        workloads.append(_Workload(name, policy.workload, st, policy, fcs, _last_observed(st.series.values)))
+        workloads.append(
+            _Workload(
+                name,
+                policy.workload,
+                st,
+                policy,
+                fcs,
+                _last_observed(st.series.values),
+                windowed_means(st.series.values, st.step_s, policy.spec.observed_window_seconds),
+            )
+        )
     return workloads, n, t0
 
 
@@ -161,7 +173,7 @@ def _state(w: _Workload, ws: WorkloadState, gi: int) -> WorkloadState:
         w.ref,
         ws.replicas,
         ws.ready_replicas,
-        float(s.values[j]),
+        float(w.seen[j]),
         s.start + (j + 1) * s.step_s,
         ws.warm_instances,
         ws.recent_desired,
