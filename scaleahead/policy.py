@@ -145,11 +145,11 @@ class Objective(_Model):
 
     cost: float = Field(1.0, ge=0, description="Weight of one replica-second.")
     slo_risk: float = Field(
-        70.0,
+        80.0,
         ge=0,
         description=(
             "Weight of one second in which demand exceeds what the ready replicas serve, in the unit of "
-            "cost: at 70 a second short is worth 70 replica-seconds. Sets the forecast quantile "
+            "cost: at 80 a second short is worth 80 replica-seconds. Sets the forecast quantile "
             "services are provisioned at, unless forecastQuantile is given."
         ),
     )
