@@ -91,8 +91,12 @@ class PolicyRun:
     last_plan: Plan | None = None
 
 
-def prepare(series: Series, capacity: float | None = None, startup_s: float = 60.0, name: str = "") -> ReplaySetup:
+def prepare(
+    series: Series, capacity: float | None = None, startup_s: float = 60.0, name: str = "", split: Split | None = None
+) -> ReplaySetup:
     """Split the trace, check it is usable, and fix capacity and the initial replicas.
+
+    ``split`` replaces EVALUATION.md's 75/25 split (the long validation replays half a history).
 
     Raises:
         UserError: a capacity or start-up delay that is not positive / not finite.
@@ -106,7 +110,7 @@ def prepare(series: Series, capacity: float | None = None, startup_s: float = 60
         )
     if not math.isfinite(startup_s) or startup_s < 0:
         raise UserError(f"--startup-seconds {startup_s:g} must be zero or positive.", "Use e.g. 60.")
-    split = split_of(series, name)
+    split = split or split_of(series, name)
     i0 = series.index_of(split.test_start)
     demand = series.values[i0:]
     history = series.values[:i0]
@@ -397,6 +401,17 @@ def validation_setup(history: Series, startup_s: float = 60.0) -> ReplaySetup:
         history.unit,
     )
     return prepare(tail, None, startup_s, history.name)
+
+
+def long_validation_setup(history: Series, startup_s: float = 60.0) -> ReplaySetup:
+    """The whole ``history`` as a replay: fitted on its first half, replayed on its second half.
+
+    Longer than ``validation_setup`` (which keeps the last ``VALIDATION_DAYS``): more of the rare
+    events that decide the scores (23 days of nasa-10s instead of 2). Chose the defaults since the
+    evening of 2026-12-02 (docs/planner.md); the test period is never used.
+    """
+    half = history.start + (len(history) // 2) * history.step_s
+    return prepare(history, None, startup_s, history.name, Split(history.start, half, history.end))
 
 
 def validate_models(

@@ -373,6 +373,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "the last 2): how defaults are chosen without looking at the test period."
             ),
         ] = False,
+        long_validation: Annotated[
+            bool,
+            typer.Option(
+                help="Run on the whole history instead of the test period (fit on its first half, replay its "
+                "second half): the long validation that chose the defaults since 2026-12-02."
+            ),
+        ] = False,
         capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
         startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
         model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
@@ -385,6 +392,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.policy import Objective, PolicySpec
         from scaleahead.traces import load_series
 
+        if validation and long_validation:
+            raise UserError(
+                "--validation and --long-validation choose two different spans of the history.", "Give one of them."
+            )
         ws = number_list("--slo-risks", slo_risks, "30,100,1000")
         qs = number_list("--quantiles", quantiles, "0.5,0.9")
         us = number_list("--utilizations", utilizations, "0.7,0.9")
@@ -401,8 +412,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if validation:
             history = setup.series.between(setup.split.start, setup.split.test_start)
             setup = rp.validation_setup(history, startup_seconds)
+        elif long_validation:
+            history = setup.series.between(setup.split.start, setup.split.test_start)
+            setup = rp.long_validation_setup(history, startup_seconds)
         doc = rp.tradeoff(setup, settings, model, bound=bound)
-        doc["validation"] = validation
+        doc["validation"] = validation or long_validation
+        doc["validation_span"] = (
+            "last 8 days of the history: fit on 6, replay 2"
+            if validation
+            else "whole history: fit on the first half, replay the second half"
+            if long_validation
+            else None
+        )
         doc["trace"] = trace
         doc["defaults"] = {"objective.sloRisk": default_w, "targetUtilization": default_u}
         json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

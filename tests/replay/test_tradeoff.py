@@ -60,3 +60,28 @@ def test_a_malformed_list_is_one_clear_error_and_nothing_is_written(alibaba_csv:
     assert proc.returncode == 2
     assert "--slo-risks" in proc.stderr
     assert not out.exists()
+
+
+def test_long_validation_replays_the_second_half_of_the_history(alibaba_csv: Path, tmp_path: Path) -> None:
+    test_run, long_run = tmp_path / "t.json", tmp_path / "l.json"
+    args = ["--model", "naive", "--slo-risks", "1000", "--quantiles", "", "--utilizations", "", "--no-bound"]
+    assert cli("bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(test_run), *args).returncode == 0
+    proc = cli(
+        "bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(long_run), "--long-validation", *args
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    t, lv = json.loads(test_run.read_text()), json.loads(long_run.read_text())
+    assert lv["validation"] is True and lv["validation_span"].startswith("whole history")
+    # The history is 3 x the test period, so its second half is 1.5 x as long.
+    steps_t = t["references"]["oracle"]["scored_steps"]
+    assert abs(lv["references"]["oracle"]["scored_steps"] - 1.5 * steps_t) <= 2
+
+
+def test_both_validation_spans_at_once_is_a_clear_error(alibaba_csv: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    proc = cli(
+        "bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(out), "--validation", "--long-validation"
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "Give one of them" in proc.stderr
+    assert not out.exists()
