@@ -191,10 +191,12 @@ def explain(
     unit = spec.demand.unit
     per = spec.capacity_per_replica
     target = f"at {_fmt(per)} {unit} per replica and {spec.target_utilization:g} target"
+    window = spec.observed_window_seconds
+    seen = f"observed {_fmt(state.observed_demand)} {unit}" + (f" ({window:g} s mean)" if window > 0 else "")
     details: dict[str, float | int | str]
     if b.code.startswith("fallback_"):
         if b.code == "fallback_reactive":
-            text = f"{b.why}: fallback reactive, observed {_fmt(state.observed_demand)} {unit} {target}"
+            text = f"{b.why}: fallback reactive, {seen} {target}"
         elif b.code == "fallback_static":
             text = f"{b.why}: fallback static {int(spec.fallback.static_replicas or 0)} replicas"
         else:
@@ -207,7 +209,7 @@ def explain(
                 if b.missed
                 else f"more than the {state.ready_replicas} ready replicas serve"
             )
-            text = f"observed {_fmt(state.observed_demand)} {unit} needs {b.reactive} replicas now, {why_now}"
+            text = f"{seen} needs {b.reactive} replicas now, {why_now}"
         elif b.code == "forecast":
             text = (
                 f"{pct(b.level)} forecast {_fmt(b.peak)} {unit} at {_clock(b.peak_t)}, "
@@ -219,12 +221,12 @@ def explain(
             text = (
                 f"{pct(b.hold_level)} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} (start-up "
                 f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
-                f"needs {b.hold}; observed {_fmt(state.observed_demand)} {unit} needs {b.reactive}"
+                f"needs {b.hold}; {seen} needs {b.reactive}"
             )
         else:
             text = (
                 f"{pct(b.hold_level)} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} needs only "
-                f"{b.floor}, observed {_fmt(state.observed_demand)} {unit} needs {b.reactive}, {target}"
+                f"{b.floor}, {seen} needs {b.reactive}, {target}"
             )
         details = {
             "forecast_peak": b.peak,

@@ -83,3 +83,23 @@ def test_one_noisy_sample_does_not_buy_replicas_unless_the_window_is_one_sample(
         assert after >= 200.0 / (10.0 * 0.9)  # the reactive floor: the spike's need at once
     else:
         assert after == before
+
+
+@pytest.mark.parametrize(
+    ("window", "says"), [(60.0, "observed 200 demand (60 s mean) needs 23"), (0.0, "observed 200 demand needs 23")]
+)
+def test_the_reason_says_over_which_window_demand_was_observed(window: float, says: str) -> None:
+    from planner.replicas import decide_replicas
+    from scaleahead.types import Forecast
+
+    series = Series("s", 0.0, 10.0, np.full(2000, 100.0), "")
+    setup = rp.prepare(series, capacity=10.0, startup_s=60.0)
+    policy = rp.replay_policy_object(setup, "x", observedWindowSeconds=window)
+    now = 10_000.0
+    flat = {q: np.full(90, 100.0 * (1.0 + 0.05 * i)) for i, q in enumerate((0.1, 0.5, 0.9, 0.99))}
+    state = WorkloadState(policy.workload, 13, 13, 200.0, now)
+    action = decide_replicas(
+        policy.workload, policy.spec, state, Forecast(policy.workload, now, 10.0, flat), now
+    ).action
+    assert action.reason.code == "reactive_floor"
+    assert says in action.reason.message
