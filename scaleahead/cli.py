@@ -208,13 +208,25 @@ def main() -> None:
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(1)
-    except Exception as exc:  # click usage errors
-        import click
+    except _usage_errors() as exc:  # an unknown option or command, a missing or malformed value
+        exc.show()
+        sys.exit(exc.exit_code)
 
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+
+def _usage_errors() -> tuple[type[Any], ...]:
+    """Click's usage-error classes.
+
+    Newer typer releases (0.29 here) vendor click as ``typer._click``; older ones use click itself.
+    Without the vendored class an unknown option printed a Python traceback instead of one line.
+    """
+    import click
+
+    found: list[type[Any]] = [click.exceptions.ClickException]
+    try:
+        from typer._click.exceptions import ClickException as VendoredClickException
+    except ImportError:
+        return tuple(found)
+    return (*found, VendoredClickException)
 
 
 if __name__ == "__main__":

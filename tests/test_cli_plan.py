@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "policy.yaml"
 
@@ -75,3 +77,16 @@ def test_unreachable_database_exits_2(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert "Cannot reach" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(["plan", "--nosuch"], "No such option"), (["nosuch"], "No such command"), (["plan"], "Missing option")],
+)
+def test_a_usage_error_is_one_clear_message_without_a_traceback(args: list[str], says: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 2
+    assert says in proc.stderr
+    assert "Traceback" not in proc.stderr
