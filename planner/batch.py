@@ -464,6 +464,12 @@ class ReplicaBatch:
         did_hold = cond & (held > desired)
         desired = np.where(did_hold, np.minimum(cur, held), desired)
         held_note = did_hold & (held < np.minimum(cur, wmax))
+        # Churn (as decide_replicas): a scale-down must save at least the two scale events it may cost.
+        churn = c.churn_weight
+        saving = (cur - desired) * w_cost * np.maximum(self.interval_s, stab)
+        churn_kept = (desired < cur) & (churn > 0) & (saving < 2.0 * churn)
+        churn_n = np.where(churn_kept, cur - desired, 0)
+        desired = np.where(churn_kept, cur, desired)
         step_up = desired > cur + up
         desired = np.where(step_up, cur + up, desired)
         step_down = desired < cur - down
@@ -496,6 +502,8 @@ class ReplicaBatch:
             "held": held,
             "did_hold": did_hold,
             "held_note": held_note,
+            "churn_n": churn_n,
+            "saving": saving,
             "step_up": step_up,
             "step_down": step_down,
             "raised": raised,
@@ -558,7 +566,9 @@ class ReplicaBatch:
             b.held, b.held_note, b.top_hold = int(c["held"][i]), bool(c["held_note"][i]), c["top_hold"][i]
         b.step_up, b.step_down = bool(c["step_up"][i]), bool(c["step_down"][i])
         b.raised, b.capped = bool(c["raised"][i]), bool(c["capped"][i])
-        return explain(ref, spec, ws, now, int(c["desired"][i]), b)
+        if c["churn_n"][i]:
+            b.churn_kept, b.churn_saving = int(c["churn_n"][i]), c["saving"][i]
+        return explain(ref, spec, ws, now, int(c["desired"][i]), b, self.interval_s)
 
 
 def decide_replicas_many(

@@ -170,6 +170,13 @@ class Basis:
     step_down: bool = False
     raised: bool = False
     capped: bool = False
+    churn_kept: int = 0  # replicas a scale-down would have removed, kept because of objective.churn
+    churn_saving: float = 0.0  # the replica-seconds that scale-down would have saved
+
+
+def churn_window(spec: PolicySpec, interval_s: float) -> float:
+    """Seconds over which a scale-down's saving is counted: the stabilization window, at least one interval."""
+    return max(interval_s, spec.scale_down_stabilization_seconds)
 
 
 def _objective(spec: PolicySpec) -> str:
@@ -184,7 +191,13 @@ def _objective(spec: PolicySpec) -> str:
 
 
 def explain(
-    workload: WorkloadRef, spec: PolicySpec, state: WorkloadState, now: float, desired: int, b: Basis
+    workload: WorkloadRef,
+    spec: PolicySpec,
+    state: WorkloadState,
+    now: float,
+    desired: int,
+    b: Basis,
+    interval_s: float = 10.0,
 ) -> tuple[str, dict[str, float | int | str]]:
     """The sentence and details of a replica decision."""
     current = state.replicas
@@ -244,6 +257,12 @@ def explain(
                 f" (not above the {b.held} that the p{b.top_q * 100:g} forecast peak "
                 f"{_fmt(b.top_hold)} {unit} needs in that window)"
             )
+    if b.churn_kept:
+        text += (
+            f"; not removing {b.churn_kept}: that saves {_fmt(b.churn_saving)} replica-seconds over the next "
+            f"{churn_window(spec, interval_s):.0f} s, less than the two scale events it may cost "
+            f"(objective.churn {_fmt(spec.objective.churn)} each)"
+        )
     if b.step_up:
         text += f"; limited to +{spec.max_step_up} per decision"
     if b.step_down:
@@ -374,6 +393,13 @@ def decide_replicas(
             b.held = held
             b.held_note = held < min(current, window_max)
             b.top_hold = top_hold
+    # Churn: a scale-down must save at least the two scale events it may cost (down now, up again).
+    obj = spec.objective
+    if desired < current and obj.churn > 0:
+        saving = (current - desired) * obj.cost * churn_window(spec, interval_s)
+        if saving < 2.0 * obj.churn:
+            b.churn_kept, b.churn_saving = current - desired, saving
+            desired = current
     # Step limits.
     if desired > current + spec.max_step_up:
         desired = current + spec.max_step_up
@@ -388,5 +414,5 @@ def decide_replicas(
     if desired > spec.max_replicas:
         desired = spec.max_replicas
         b.capped = True
-    sentence, details = explain(workload, spec, state, now, desired, b)
+    sentence, details = explain(workload, spec, state, now, desired, b, interval_s)
     return ReplicaDecision(ScaleTo(workload, current, desired, Reason(b.code, sentence, details)), fallback)

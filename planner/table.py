@@ -38,6 +38,7 @@ _SPEC = attrgetter(
     "forecast_quantile",
     "objective.cost",
     "objective.slo_risk",
+    "objective.churn",
 )
 _FALLBACK = attrgetter("mode", "static_replicas", "stale_after_seconds")
 
@@ -49,7 +50,7 @@ class SpecColumns:
     ``specs[i]`` is the spec of row ``i`` (for wording reasons and for the scalar reference).
     ``forecast_quantile`` is NaN where the policy sets none (the objective chooses the level, then
     ``objective`` is True); ``quantile`` is the fixed quantile when every row plans at the same one,
-    else None. ``cost_weight`` and ``slo_weight`` are the objective's weights.
+    else None. ``cost_weight``, ``slo_weight`` and ``churn_weight`` are the objective's weights.
     ``modes[i]`` is row ``i``'s fallback mode as a string (what ``Plan.fallbacks`` holds).
     """
 
@@ -67,6 +68,7 @@ class SpecColumns:
     quantile: float | None
     cost_weight: FloatArray
     slo_weight: FloatArray
+    churn_weight: FloatArray
     fallback_reactive: BoolArray
     fallback_static: BoolArray
     static_replicas: FloatArray
@@ -84,7 +86,7 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
             uniq.append(spec)
     idx = np.fromiter((rows[id(s)] for s in specs), np.int64, count=len(specs))
     raw = [_SPEC(s) for s in uniq]
-    params = np.array([[np.nan if v is None else v for v in r] for r in raw], dtype=np.float64).reshape(-1, 11)[idx]
+    params = np.array([[np.nan if v is None else v for v in r] for r in raw], dtype=np.float64).reshape(-1, 12)[idx]
     fb = [_FALLBACK(s.fallback) for s in uniq]
     flags = np.array(
         [(m == FallbackMode.REACTIVE, m == FallbackMode.STATIC, r or 0, a) for m, r, a in fb], dtype=np.float64
@@ -106,6 +108,7 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
         quantile=next(iter(qs)) if len(qs) == 1 and None not in qs else None,
         cost_weight=params[:, 9],
         slo_weight=params[:, 10],
+        churn_weight=params[:, 11],
         fallback_reactive=flags[:, 0] > 0,
         fallback_static=flags[:, 1] > 0,
         static_replicas=flags[:, 2],

@@ -153,7 +153,12 @@ class Objective(_Model):
             "services are provisioned at, unless forecastQuantile is given."
         ),
     )
-    churn: float = Field(0.1, ge=0, description="Weight of each scale event.")
+    churn: float = Field(
+        0.1,
+        ge=0,
+        description="Weight of one scale event, in the unit of cost: a scale-down is made only when the "
+        "replica-seconds it saves over the stabilization window are at least two events' weight.",
+    )
     fairness: float = Field(1.0, ge=0, description="Weight of shortfall spread across tenants.")
 
 

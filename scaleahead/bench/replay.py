@@ -141,9 +141,9 @@ def replay_policy_object(setup: ReplaySetup, name: str = "replay", **overrides: 
     """The real ``Policy`` the replay's predictive policies plan with.
 
     Capacity per replica is the replay's ``c`` and start-up is L; the bounds are wide enough never
-    to bind. Everything else is the ``PolicySpec`` default as it ships (forecast quantile 0.9,
-    target utilization 0.8, 300 s scale-down stabilization). ``overrides`` are camelCase spec
-    fields, e.g. ``forecastQuantile=0.99`` (the replay's ``--set``).
+    to bind. Everything else is the ``PolicySpec`` default as it ships (docs/planner.md). ``overrides``
+    are camelCase spec fields, e.g. ``forecastQuantile=0.99`` or ``objective={"sloRisk": 1000}``
+    (the replay's ``--set``).
     """
     spec: dict[str, Any] = {
         "target": {"kind": "Deployment", "namespace": "replay", "name": name},

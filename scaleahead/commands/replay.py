@@ -38,9 +38,18 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise UserError(f"--set {item!r} is not KEY=VALUE.", "Use e.g. --set forecastQuantile=0.99.")
         try:
-            out[key.strip()] = json.loads(value)
+            parsed: Any = json.loads(value)
         except json.JSONDecodeError:
-            out[key.strip()] = value
+            parsed = value
+        # A dotted key sets a field of a nested block: objective.sloRisk=1000 -> {"objective": {"sloRisk": 1000}}.
+        *parents, leaf = [part.strip() for part in key.split(".")]
+        node = out
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise UserError(f"--set {item!r}: {part!r} is set to a value and a block at once.", "Give one of them.")
+            node = child
+        node[leaf] = parsed
     return out
 
 
@@ -184,7 +193,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         set_: Annotated[
             list[str] | None,
             typer.Option(
-                "--set", help="Override a field of the predictive policies' spec, e.g. forecastQuantile=0.99."
+                "--set",
+                help="Override a field of the predictive policies' spec, e.g. forecastQuantile=0.99 or "
+                "objective.sloRisk=1000 (a dot reaches into a block).",
             ),
         ] = None,
         column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,

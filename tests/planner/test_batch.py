@@ -48,7 +48,11 @@ def services(draw: st.DrawFn, i: int) -> tuple[Policy, WorkloadState, Forecast |
         scaleDownStabilizationSeconds=draw(st.sampled_from([0, 45, 300])),
         startupSeconds=draw(st.sampled_from([0.0, 30.0, 60.0, 125.0])),
         forecastQuantile=draw(st.sampled_from([None, None, 0.5, 0.8, 0.9, 0.95, 0.99])),
-        objective={"cost": draw(st.sampled_from([1.0, 1.0, 0.0])), "sloRisk": draw(st.sampled_from([3.0, 300.0, 1e5]))},
+        objective={
+            "cost": draw(st.sampled_from([1.0, 1.0, 0.0])),
+            "sloRisk": draw(st.sampled_from([3.0, 300.0, 1e5])),
+            "churn": draw(st.sampled_from([0.1, 0.0, 30.0, 1e4])),
+        },
         targetUtilization=draw(st.sampled_from([0.5, 0.8, 1.0])),
         capacityPerReplica=draw(st.sampled_from([0.5, 2.0, 10.0, 1470.0])),
         fallback=fallback,

@@ -120,3 +120,47 @@ spec:
 """
     with pytest.raises(ConfigError, match="both 0"):
         parse_policies(text, "policy.yaml")
+
+
+def _flat(ref, level: float) -> Forecast:  # type: ignore[no-untyped-def]
+    one = np.ones(90)
+    return Forecast(ref, NOW, 10.0, {0.5: one * level, 0.9: one * level, 0.99: one * level})
+
+
+def _down(churn: float, current: int, level: float, stabilization: float = 60.0) -> ScaleTo:
+    pol = service_policy(
+        objective={"cost": 1.0, "sloRisk": 80.0, "churn": churn}, scaleDownStabilizationSeconds=stabilization
+    )
+    ws = WorkloadState(pol.workload, current, current, observed_demand=level, observed_at=NOW - 5)
+    action = plan({pol.workload: _flat(pol.workload, level)}, ClusterState({pol.workload: ws}), [pol], NOW).actions[0]
+    assert isinstance(action, ScaleTo)
+    return action
+
+
+def test_a_scale_down_that_saves_less_than_two_scale_events_is_not_made() -> None:
+    # 60 s window: removing 1 of 6 replicas saves 60 replica-seconds, less than 2 x 100.
+    kept = _down(churn=100.0, current=6, level=50.0)
+    assert kept.to_replicas == 6
+    assert "not removing 1: that saves 60 replica-seconds over the next 60 s" in kept.reason.message
+    assert "objective.churn 100 each" in kept.reason.message
+    # Removing 3 of 8 saves 180, still less than 200; removing 4 of 9 saves 240: made.
+    assert _down(churn=100.0, current=8, level=50.0).to_replicas == 8
+    assert _down(churn=100.0, current=9, level=50.0).to_replicas == 5
+
+
+def test_the_default_churn_weight_never_stops_a_scale_down() -> None:
+    for stabilization in (0.0, 60.0, 300.0):
+        action = _down(churn=0.1, current=6, level=50.0, stabilization=stabilization)
+        assert action.to_replicas == 5
+        assert "not removing" not in action.reason.message
+
+
+def test_churn_never_delays_a_scale_up() -> None:
+    assert _down(churn=1e6, current=2, level=50.0).to_replicas == 5
+
+
+def test_max_replicas_is_enforced_whatever_the_churn_weight() -> None:
+    pol = service_policy(objective={"cost": 1.0, "sloRisk": 80.0, "churn": 1e6}, maxReplicas=4)
+    ws = WorkloadState(pol.workload, 6, 6, observed_demand=10.0, observed_at=NOW - 5)
+    action = plan({pol.workload: _flat(pol.workload, 10.0)}, ClusterState({pol.workload: ws}), [pol], NOW).actions[0]
+    assert isinstance(action, ScaleTo) and action.to_replicas == 4
