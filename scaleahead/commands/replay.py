@@ -420,21 +420,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         settings += [{"forecastQuantile": q} for q in qs]
         settings += [{"targetUtilization": u} for u in us if u != default_u]
         setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
-        if validation:
+        span = None
+        if validation or long_validation:
             history = setup.series.between(setup.split.start, setup.split.test_start)
-            setup = rp.validation_setup(history, startup_seconds)
-        elif long_validation:
-            history = setup.series.between(setup.split.start, setup.split.test_start)
-            setup = rp.long_validation_setup(history, startup_seconds)
+            if validation:
+                setup, span = (
+                    rp.validation_setup(history, startup_seconds),
+                    "last 8 days of the history: fit on 6, replay 2",
+                )
+            else:
+                setup = rp.long_validation_setup(history, startup_seconds)
+                span = "whole history: fit on the first half, replay the second half"
         doc = rp.tradeoff(setup, settings, model, bound=bound)
-        doc["validation"] = validation or long_validation
-        doc["validation_span"] = (
-            "last 8 days of the history: fit on 6, replay 2"
-            if validation
-            else "whole history: fit on the first half, replay the second half"
-            if long_validation
-            else None
-        )
+        doc["validation"] = span is not None
+        doc["validation_span"] = span
         doc["trace"] = trace
         doc["defaults"] = {"objective.sloRisk": default_w, "targetUtilization": default_u}
         json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
