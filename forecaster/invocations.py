@@ -137,7 +137,9 @@ class InvocationForecaster:
         seen = self._last >= 0
         idle = self._t - self._last  # idle steps at the first predicted step
         cols = np.clip(idle[:, None] + np.arange(h)[None, :], 1, self.max_idle + 1)  # [functions, horizon]
-        tail = np.cumsum(self._gaps[:, ::-1], axis=1)[:, ::-1]  # gaps of at least s
+        last_bin = self.max_idle + 1
+        cum = np.zeros((self.n, last_bin + 2))  # cum[:, j] = gaps of length < j (exact: counts are integers)
+        np.cumsum(self._gaps, axis=1, out=cum[:, 1:])
         groups = self._groups()
         ongoing = np.zeros_like(self._pool)  # [rate groups, idle bins]: functions idle that long now
         np.add.at(ongoing, (groups[seen], np.minimum(idle[seen], self.max_idle + 1)), 1.0)
@@ -149,14 +151,12 @@ class InvocationForecaster:
         prior = pool_hazard[groups[:, None], cols]
         own = self._gaps[rows, cols]
         if self.smoothing_divisor > 0:
-            last_bin = self.max_idle + 1
             width = cols // self.smoothing_divisor
             lo = np.maximum(cols - width, 1)
             hi = np.minimum(cols + width, last_bin)
-            cum = np.zeros((self.n, last_bin + 2))  # cum[:, j] = gaps of length < j
-            np.cumsum(self._gaps, axis=1, out=cum[:, 1:])
             own = (cum[rows, hi + 1] - cum[rows, lo]) / (hi - lo + 1)
-        p = (own + self.alpha * prior) / (tail[rows, cols] + self.alpha)
+        tail = cum[:, -1:] - cum[rows, cols]  # gaps of at least s
+        p = (own + self.alpha * prior) / (tail + self.alpha)
         p = np.where(seen[:, None], p, 0.0)
         out: FloatArray = np.clip(p, 0.0, 1.0)
         return out
