@@ -88,8 +88,11 @@ class InvocationForecaster:
         self.alpha = prior_strength
         self.edges = np.asarray(rate_edges, dtype=np.float64)
         groups = len(self.edges) + 1
-        # gaps[f, s]: how often function f was next invoked exactly s steps after an invocation.
-        self._gaps = np.zeros((n_functions, max_idle + 2))  # [functions, idle bins]
+        # cum[f, j]: how often function f was next invoked fewer than j steps after an invocation
+        # (idle bins 0 .. max_idle + 1, the last shared by all longer gaps). Kept cumulative so that
+        # ``predict`` reads counts at, within and above an idle time without summing every row.
+        self._cum = np.zeros((n_functions, max_idle + 3))  # [functions, idle bins + 1]
+        self._bins = np.arange(max_idle + 3)
         self._pool = np.zeros((groups, max_idle + 2))  # [rate groups, idle bins]
         self._last = np.full(n_functions, -1, dtype=np.int64)  # step of the last invocation
         self._first = np.full(n_functions, -1, dtype=np.int64)
@@ -115,7 +118,7 @@ class InvocationForecaster:
             idle = np.minimum(self._t - self._last[upd], self.max_idle + 1)
             groups = self._groups()[upd]
             rows = np.nonzero(upd)[0]
-            np.add.at(self._gaps, (rows, idle), 1.0)
+            self._cum[rows] += self._bins[None, :] > idle[:, None]  # rows are distinct
             np.add.at(self._pool, (groups, idle), 1.0)
         self._active += active
         self._first = np.where(active & (self._first < 0), self._t, self._first)
@@ -138,8 +141,7 @@ class InvocationForecaster:
         idle = self._t - self._last  # idle steps at the first predicted step
         cols = np.clip(idle[:, None] + np.arange(h)[None, :], 1, self.max_idle + 1)  # [functions, horizon]
         last_bin = self.max_idle + 1
-        cum = np.zeros((self.n, last_bin + 2))  # cum[:, j] = gaps of length < j (exact: counts are integers)
-        np.cumsum(self._gaps, axis=1, out=cum[:, 1:])
+        cum = self._cum  # cum[:, j] = gaps of length < j (exact: counts are integers)
         groups = self._groups()
         ongoing = np.zeros_like(self._pool)  # [rate groups, idle bins]: functions idle that long now
         np.add.at(ongoing, (groups[seen], np.minimum(idle[seen], self.max_idle + 1)), 1.0)
@@ -149,7 +151,7 @@ class InvocationForecaster:
         pool_hazard = np.divide(self._pool, pool_tail, out=np.zeros_like(self._pool), where=pool_tail > 0)
         rows = np.arange(self.n)[:, None]
         prior = pool_hazard[groups[:, None], cols]
-        own = self._gaps[rows, cols]
+        own = cum[rows, cols + 1] - cum[rows, cols]
         if self.smoothing_divisor > 0:
             width = cols // self.smoothing_divisor
             lo = np.maximum(cols - width, 1)
