@@ -1,7 +1,8 @@
 """The control loop: ``run_once(deps, settings, now) -> CycleReport`` and a ticker around it.
 
 One cycle: history (strictly before ``now``) -> forecast -> read cluster state -> learn start-up
-delays -> plan -> record plan (journal state ``planned``) -> apply -> journal outcome. A workload
+delays -> warm-memory budgets (``scaleahead.warm_budgets``) -> plan -> record plan (journal state
+``planned``) -> apply -> journal outcome. A workload
 whose target reports enough readiness times is planned with the learned start-up delay
 (``planner.startup``) instead of its policy's ``startupSeconds``. Each phase is timed. A workload whose
 history or forecast fails falls back by its policy (the planner's named fallback) and the others
@@ -27,10 +28,11 @@ from planner import plan as make_plan
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from scaleahead.clock import Clock
-from scaleahead.observed import observed_demand
+from scaleahead.observed import aligned_counts, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
+from scaleahead.warm_budgets import WarmBudgetBook
 from storage import Store
 
 log = logging.getLogger("scaleahead.loop")
@@ -113,6 +115,8 @@ class Deps:
     challenger: Forecaster | None = None
     #: Learned start-up delays, cached across cycles (``StartupBook``).
     startup: StartupBook = field(default_factory=StartupBook)
+    #: Warm-memory budgets of function groups, rebuilt once per period (``scaleahead.warm_budgets``).
+    warm_budgets: WarmBudgetBook = field(default_factory=WarmBudgetBook)
 
 
 @dataclass
@@ -203,16 +207,9 @@ def invocation_forecasts(
             by_step.setdefault(past.step_s, []).append((ref, past))
     out: dict[WorkloadRef, InvocationForecast] = {}
     for step, group in by_step.items():
-        window = max(1, int(INVOCATION_WINDOW_S / step))
-        # Align every series on the grid that ends at ``now``: column -1 is the step just before it.
-        counts = np.zeros((len(group), window))
-        for row, (_, past) in enumerate(group):
-            end = past.index_of(now)  # may lie past the series' end when the newest points are missing
-            lo = max(0, end - window)
-            values = past.values[lo:end]
-            counts[row, window - (end - lo) : window - (end - lo) + len(values)] = np.nan_to_num(values)
+        counts = aligned_counts([past for _, past in group], now, step, INVOCATION_WINDOW_S)
         model = InvocationForecaster(len(group), step_s=step, horizon=max(1, int(round(horizon_s / step))))
-        model.fit(counts.astype(np.int64))
+        model.fit(counts)
         out.update(model.forecasts([ref for ref, _ in group], now))
     return out
 
@@ -300,9 +297,15 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         state = observed_state(deps.target.read_state(refs), history, windows)
     with timer.phase("startup"):
         policies, startup = deps.startup.apply(deps.policies, state)
+    budget_notes: tuple[str, ...] = ()
+    with timer.phase("warm_budget"):
+        try:
+            policies, budget_notes = deps.warm_budgets.apply(policies, history, now)
+        except Exception as exc:  # noqa: BLE001 - the policies' own costs stay
+            errors["warm_budget"] = str(exc)
     with timer.phase("plan"):
         plan = make_plan(forecasts, state, policies, now, interval_s=settings.loop.interval_s, invocations=invocations)
-        learned = startup_notes(startup)
+        learned = startup_notes(startup) + budget_notes
         if learned:
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
         shadow_plan = None

@@ -12,8 +12,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from scaleahead.types import FloatArray, Series
+
+IntArray = npt.NDArray[np.int64]
 
 
 def window_steps(step_s: float, window_s: float) -> int:
@@ -56,3 +59,19 @@ def observed_demand(series: Series, window_s: float) -> tuple[float, float] | No
     k = window_steps(series.step_s, window_s)
     tail = series.values[max(0, i - k + 1) : i + 1]
     return float(np.nanmean(tail)), series.start + (i + 1) * series.step_s
+
+
+def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: float, window_s: float) -> IntArray:
+    """Counts ``[series, steps]`` of the last ``window_s`` before ``now`` (missing steps 0), oldest first.
+
+    Every series is aligned on the grid that ends at ``now``: column -1 is the step just before it.
+    """
+    window = max(1, int(window_s / step))
+    counts = np.zeros((len(series), window))
+    for row, past in enumerate(series):
+        end = past.index_of(now)  # may lie past the series' end when the newest points are missing
+        lo = max(0, end - window)
+        values = past.values[lo:end]
+        counts[row, window - (end - lo) : window - (end - lo) + len(values)] = np.nan_to_num(values)
+    out: IntArray = counts.astype(np.int64)
+    return out

@@ -106,6 +106,17 @@ class WarmPool(_Model):
         "null: minProbability alone decides.",
     )
     keep_alive_seconds: float = Field(600.0, ge=0, description="Longest keep-alive after the last invocation (s).")
+    keep_alive_budget_ratio: float | None = Field(
+        1.0,
+        gt=0,
+        description="Warm-memory budget: re-choose coldStartCostMbMinutes every hour (for all functions with the "
+        "same budget at once) so that idle warm memory stays at this multiple of what a fixed keep-alive of "
+        "referenceKeepAliveSeconds would waste on the same invocations; coldStartCostMbMinutes is the cost until "
+        "the first choice (docs/serverless.md, 'Warm-memory budget'). null: coldStartCostMbMinutes is fixed.",
+    )
+    reference_keep_alive_seconds: float = Field(
+        600.0, gt=0, description="The fixed keep-alive keepAliveBudgetRatio is measured against (s)."
+    )
 
 
 class StartupLearning(_Model):

@@ -30,11 +30,13 @@ from actuator.base import apply_plan
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
+from planner.warm_budget import RECALIBRATE_STEPS, with_cold_start_cost
 from scaleahead.bench.serverless_peers import FixedKeepAlive, HybridHistogram, Oracle
 from scaleahead.errors import DataError
 from scaleahead.policy import Policy, PolicySpec, WarmPool
 from scaleahead.traces import FunctionsTrace
 from scaleahead.types import WorkloadRef
+from scaleahead.warm_budgets import WINDOW_S, rebuild
 
 POLICIES = ("scaleahead", "fixed_keepalive_10m", "fixed_keepalive_20m", "hybrid_histogram", "oracle")
 BoolMatrix = npt.NDArray[np.bool_]
@@ -44,6 +46,8 @@ IntMatrix = npt.NDArray[np.int64]
 DEFAULT_MIN_PROBABILITY = WarmPool.model_fields["min_probability"].default
 #: Default worth of one avoided cold start (MB-minutes) of the scaleahead policy: the schema's default.
 DEFAULT_COLD_START_COST: float | None = WarmPool.model_fields["cold_start_cost_mb_minutes"].default
+#: Default warm-memory budget (x the 10-minute keep-alive's waste) of the scaleahead policy: the schema's default.
+DEFAULT_BUDGET_RATIO: float | None = WarmPool.model_fields["keep_alive_budget_ratio"].default
 #: Keep-alive lengths (minutes) and hybrid-histogram ranges (minutes) of the peers' trade-off curves.
 FIXED_CURVE_MINUTES = (2, 5, 10, 15, 20, 30, 45, 60, 120, 240)
 HYBRID_CURVE_RANGES = (30, 60, 120, 240, 480)
@@ -101,7 +105,10 @@ def add_relative(metrics: dict[str, dict[str, float | int | None]]) -> None:
 
 
 def function_policies(
-    trace: FunctionsTrace, min_probability: float, cold_start_cost: float | None = DEFAULT_COLD_START_COST
+    trace: FunctionsTrace,
+    min_probability: float,
+    cold_start_cost: float | None = DEFAULT_COLD_START_COST,
+    keep_alive_budget_ratio: float | None = None,
 ) -> tuple[list[WorkloadRef], list[Policy]]:
     """One ``workloadClass: function`` policy per function, warm pool on, its memory per instance."""
     refs: list[WorkloadRef] = []
@@ -122,6 +129,7 @@ def function_policies(
                     "memoryMbPerInstance": float(trace.memory_mb[i]),
                     "minProbability": min_probability,
                     "coldStartCostMbMinutes": cold_start_cost,
+                    "keepAliveBudgetRatio": keep_alive_budget_ratio,
                 },
                 "fallback": {"staleAfterSeconds": 120},
             }
@@ -139,16 +147,32 @@ def run_scaleahead(
     min_probability: float = DEFAULT_MIN_PROBABILITY,
     step_s: float = 60.0,
     cold_start_cost: float | None = DEFAULT_COLD_START_COST,
+    keep_alive_budget_ratio: float | None = DEFAULT_BUDGET_RATIO,
+    costs_out: list[float] | None = None,
 ) -> tuple[BoolMatrix, SimulatedServerless]:
     """The project's policy through the real forecaster, planner and actuator path."""
     counts = trace.counts
-    refs, policies = function_policies(trace, min_probability, cold_start_cost)
+    refs, policies = function_policies(trace, min_probability, cold_start_cost, keep_alive_budget_ratio)
     model = InvocationForecaster(len(refs), step_s=step_s).fit(counts[:, :history])
     sim = SimulatedServerless(refs, trace.memory_mb, start=trace.start + history * step_s, step_s=step_s)
     n_test = counts.shape[1] - history
     warm = np.zeros((len(refs), n_test), dtype=bool)
+    planned_cost = cold_start_cost
+    costs: list[float] = []
     for k in range(n_test):
         now = sim.now
+        if (
+            keep_alive_budget_ratio is not None
+            and cold_start_cost is not None
+            and (k == 0 or _period_starts(trace, history + k, step_s))
+        ):
+            # the warm-memory budget's cost for this period, rebuilt as the control loop does
+            cost = period_cost(trace, history + k, keep_alive_budget_ratio, cold_start_cost, step_s)
+            if cost != planned_cost:
+                planned_cost = cost
+                policies = [with_cold_start_cost(p, cost) for p in policies]
+        if planned_cost is not None:
+            costs.append(planned_cost)
         forecasts = model.forecasts(refs, now)
         state = sim.read_state(refs)
         result = make_plan({}, state, policies, now, step_s, invocations=forecasts)
@@ -158,6 +182,8 @@ def run_scaleahead(
         column = counts[:, history + k]
         warm[:, k] = sim.step(column)
         model.observe(column)
+    if costs_out is not None:
+        costs_out.extend(costs)
     return warm, sim
 
 
@@ -205,6 +231,46 @@ def warm_from_probabilities(
         threshold = np.maximum(threshold, memory_mb / (memory_mb + cold_start_cost))
     out: BoolMatrix = prob >= threshold[:, None]
     return out
+
+
+def _period_starts(trace: FunctionsTrace, minute: int, step_s: float) -> bool:
+    """Whether ``minute`` starts a warm-budget period (as the loop's ``floor(now / (RECALIBRATE_STEPS x step))``)."""
+    now = trace.start + minute * step_s
+    return math.floor(now / (RECALIBRATE_STEPS * step_s)) != math.floor((now - step_s) / (RECALIBRATE_STEPS * step_s))
+
+
+def period_cost(
+    trace: FunctionsTrace, minute: int, ratio: float, cold_start_cost: float, step_s: float = 60.0
+) -> float:
+    """The budget's cost from ``minute`` on: ``scaleahead.warm_budgets.rebuild`` on the day before it."""
+    day = int(WINDOW_S / step_s)
+    counts = trace.counts[:, max(0, minute - day) : minute]
+    key = (step_s, ratio, 600.0, cold_start_cost)
+    return rebuild(counts, trace.memory_mb.tolist(), step_s, key).cost
+
+
+def budget_warm(
+    trace: FunctionsTrace,
+    history: int,
+    ratio: float,
+    cold_start_cost: float,
+    prob: FloatMatrix | None = None,
+    step_s: float = 60.0,
+) -> BoolMatrix:
+    """The warm-memory budget's decisions over the test period, vectorized (what ``run_scaleahead`` decides).
+
+    ``prob`` is ``probabilities(counts, history, end)`` when already computed; the cost of each period
+    is ``period_cost``, as in ``run_scaleahead``.
+    """
+    counts = trace.counts
+    test_prob = probabilities(counts, history, counts.shape[1], step_s=step_s) if prob is None else prob
+    warm = np.zeros(test_prob.shape, dtype=bool)
+    cost = cold_start_cost
+    for k in range(test_prob.shape[1]):
+        if k == 0 or _period_starts(trace, history + k, step_s):
+            cost = period_cost(trace, history + k, ratio, cold_start_cost, step_s)
+        warm[:, k] = warm_from_probabilities(test_prob[:, k : k + 1], trace.memory_mb, 0.0, cost)[:, 0]
+    return warm
 
 
 def fixed_keepalive_warm(counts: IntMatrix, history: int, minutes: int) -> BoolMatrix:
@@ -296,14 +362,24 @@ def tradeoff_curves(
     costs: Sequence[float] = (),
     min_probabilities: Sequence[float] = (),
     peers: bool = False,
+    budget_ratios: Sequence[float] = (),
+    cold_start_cost: float = DEFAULT_COLD_START_COST or 9000.0,
 ) -> list[CurvePoint]:
-    """Cold starts against wasted memory as each policy's one setting varies (scored like ``score``)."""
+    """Cold starts against wasted memory as each policy's one setting varies (scored like ``score``).
+
+    ``costs``: scaleahead with a fixed ``coldStartCostMbMinutes`` (no budget); ``budget_ratios``: with
+    the warm-memory budget at each ``keepAliveBudgetRatio`` (starting from ``cold_start_cost``).
+    """
     counts = trace.counts
     test = counts[:, history:]
     base = float(score(test, fixed_keepalive_warm(counts, history, 10), trace.memory_mb)["wasted_memory_mb_min"] or 0)
     points: list[CurvePoint] = []
-    if costs or min_probabilities:
+    if costs or min_probabilities or budget_ratios:
         prob = probabilities(counts, history, counts.shape[1])
+        for r in budget_ratios:
+            w = budget_warm(trace, history, r, cold_start_cost, prob)
+            m = score(test, w, trace.memory_mb)
+            points.append(_point("scaleahead_budget", "keep_alive_budget_ratio", r, m, base))
         for c in costs:
             w = warm_from_probabilities(prob, trace.memory_mb, 0.0, c)
             points.append(_point("scaleahead", "cold_start_cost_mb_minutes", c, score(test, w, trace.memory_mb), base))
@@ -340,6 +416,7 @@ def run_policies(
     trace_name: str = "",
     progress: Callable[[str], None] | None = None,
     cold_start_cost: float | None = DEFAULT_COLD_START_COST,
+    keep_alive_budget_ratio: float | None = DEFAULT_BUDGET_RATIO,
 ) -> ServerlessRun:
     """Run every policy on the test period ``[history, end)`` and score it."""
     counts = trace.counts
@@ -350,11 +427,19 @@ def run_policies(
             "Give a longer functions CSV or a smaller --history-minutes.",
         )
     warm: dict[str, BoolMatrix] = {}
+    costs: list[float] = []
     for name in policies:
         if progress:
             progress(name)
         if name == "scaleahead":
-            warm[name], _ = run_scaleahead(trace, history, min_probability, cold_start_cost=cold_start_cost)
+            warm[name], _ = run_scaleahead(
+                trace,
+                history,
+                min_probability,
+                cold_start_cost=cold_start_cost,
+                keep_alive_budget_ratio=keep_alive_budget_ratio,
+                costs_out=costs,
+            )
         elif name.startswith("fixed_keepalive_"):
             warm[name] = _run_online(
                 FixedKeepAlive(len(counts), int(name.removeprefix("fixed_keepalive_")[:-1])), counts, history
@@ -374,6 +459,17 @@ def run_policies(
         params["min_probability"] = min_probability
     if cold_start_cost != DEFAULT_COLD_START_COST:
         params["cold_start_cost_mb_minutes"] = cold_start_cost
+    if keep_alive_budget_ratio != DEFAULT_BUDGET_RATIO:
+        params["keep_alive_budget_ratio"] = keep_alive_budget_ratio
+    if costs:
+        # the cost the warm-memory budget planned each test minute with: first, range and how often it moved
+        params["cold_start_cost_used"] = {
+            "first": costs[0],
+            "last": costs[-1],
+            "min": min(costs),
+            "max": max(costs),
+            "changes": sum(a != b for a, b in zip(costs, costs[1:], strict=False)),
+        }
     return ServerlessRun(
         trace_name, history, minutes - history, test, warm, metrics, trace.names, trace.memory_mb, params
     )
@@ -424,7 +520,8 @@ def write_plot(
     """Cold-start share against wasted memory: one point per policy, the trade-off curves, the default marked.
 
     ``curve`` is the minProbability sweep ``(threshold, rel memory, cold fraction)``; ``curves`` the
-    points of ``tradeoff_curves`` (scaleahead's cold-start cost, fixed keep-alive, hybrid histogram).
+    points of ``tradeoff_curves`` (scaleahead's budget ratio and fixed cold-start cost, fixed keep-alive,
+    hybrid histogram).
     """
     import matplotlib
 
@@ -437,7 +534,8 @@ def write_plot(
         ys = [100 * c[2] for c in curve]
         ax.plot(xs, ys, ":", color="tab:purple", alpha=0.6, marker=".", label="scaleahead, minProbability only")
     styles = {
-        "scaleahead": ("tab:blue", "o", "scaleahead, coldStartCostMbMinutes varied"),
+        "scaleahead": ("tab:cyan", "o", "scaleahead, fixed coldStartCostMbMinutes varied (no budget)"),
+        "scaleahead_budget": ("tab:blue", "D", "scaleahead, keepAliveBudgetRatio varied"),
         "scaleahead_probability_only": ("tab:purple", ".", "scaleahead, minProbability only"),
         "fixed_keepalive": ("tab:gray", "s", "fixed keep-alive, minutes varied"),
         "hybrid_histogram": ("tab:red", "^", "hybrid histogram, range varied"),

@@ -307,6 +307,8 @@ def bench_speed(
                 f"prometheus.{n}.cycle_ms: the same cycle with history from a real local Prometheus "
                 "(incremental reads after a cold load)"
             )
+    # The control loop's hourly warm-memory budget rebuild: the real functions trace's day, all functions.
+    result["warm_budget_rebuild_ms"] = warm_budget_rebuild_ms(max(1, min(runs, 3)))
     # Training: the production model fitted on train_series real series of one day each.
     train = workload_series(trace, train_series, int(round(DAY / step)) + h)
     t0 = time.perf_counter()
@@ -319,3 +321,20 @@ def bench_speed(
     result["cpu_ms"] = {k: dict(v) for k, v in CPU_MS.items()}
     CPU_MS.clear()
     return result
+
+
+def warm_budget_rebuild_ms(runs: int) -> dict[str, float]:
+    """Median ms of one warm-memory budget rebuild (``scaleahead.warm_budgets.rebuild``) over one day.
+
+    What the control loop spends once an hour per budget group: the invocation forecaster run online
+    over the last day of the real azure-functions-1m trace (1,000 functions, 1,440 minutes) and the
+    budget replayed on it. Keyed by the number of functions.
+    """
+    from scaleahead.traces import load_functions
+    from scaleahead.warm_budgets import rebuild
+
+    fns = load_functions("azure-functions-1m")
+    key = (60.0, 1.0, 600.0, 9000.0)
+    n = len(fns.names)
+    ms = _median_ms(lambda: rebuild(fns.counts, fns.memory_mb.tolist(), 60.0, key), runs, ("warm_budget_rebuild_ms", n))
+    return {str(n): ms}

@@ -57,6 +57,14 @@ def bench_serverless(
             "worth (default: the policy schema's default; 0 = none, minProbability alone decides)."
         ),
     ] = None,
+    budget_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="warmPool.keepAliveBudgetRatio of the scaleahead policy: re-choose the cold-start cost every hour "
+            "to keep idle warm memory at this multiple of a 10-minute keep-alive's (default: the policy schema's "
+            "default; 0 = off, the cost stays fixed)."
+        ),
+    ] = None,
     sweep: Annotated[
         str | None,
         typer.Option(
@@ -69,6 +77,13 @@ def bench_serverless(
         typer.Option(
             help="Comma-separated coldStartCostMbMinutes values: scaleahead's trade-off curve as the cost varies, "
             "e.g. 2000,4000,8900,20000."
+        ),
+    ] = None,
+    sweep_budget: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated keepAliveBudgetRatio values: scaleahead's curve with the warm-memory budget, "
+            "e.g. 0.6,0.8,1.0,1.2,1.5 (--sweep-cost gives the curve of fixed costs without a budget)."
         ),
     ] = None,
     peer_curves: Annotated[
@@ -114,12 +129,20 @@ def bench_serverless(
     cost = bench.DEFAULT_COLD_START_COST if cold_start_cost is None else (cold_start_cost or None)
     if cost is not None and cost < 0:
         raise UserError(f"--cold-start-cost {cost} is negative.", "Give MB-minutes > 0, or 0 for none.")
+    ratio = bench.DEFAULT_BUDGET_RATIO if budget_ratio is None else (budget_ratio or None)
+    if ratio is not None and ratio < 0:
+        raise UserError(
+            f"--budget-ratio {ratio} is negative.", "Give a multiple > 0 (1.0: a 10-minute keep-alive's), or 0 for off."
+        )
     sweep_values = number_list("--sweep", sweep, "0.01,0.02,0.05")
     if any(not 0.0 <= v <= 1.0 for v in sweep_values):
         raise UserError(f"--sweep {sweep!r} has a value outside [0, 1].", "Give probabilities, e.g. 0.01,0.02.")
     cost_values = number_list("--sweep-cost", sweep_cost, "2000,8900,20000")
     if any(v <= 0 for v in cost_values):
         raise UserError(f"--sweep-cost {sweep_cost!r} has a value <= 0.", "Give MB-minutes > 0.")
+    budget_values = number_list("--sweep-budget", sweep_budget, "0.8,1.0,1.2")
+    if any(v <= 0 for v in budget_values):
+        raise UserError(f"--sweep-budget {sweep_budget!r} has a value <= 0.", "Give multiples > 0, e.g. 0.8,1.0.")
     if functions is not None and functions < 1:
         raise UserError(f"--functions {functions} is not a positive count.", "Give e.g. 200.")
     fns = load_functions(trace, str(durations) if durations else None, str(memory) if memory else None)
@@ -142,10 +165,12 @@ def bench_serverless(
         trace_name=trace,
         progress=lambda name: console.print(f"running {name} ..."),
         cold_start_cost=cost,
+        keep_alive_budget_ratio=ratio,
     )
-    if sweep_values or cost_values or peer_curves:
+    if sweep_values or cost_values or peer_curves or budget_values:
         console.print("tracing the trade-off curves ...")
-    points = bench.tradeoff_curves(fns, history, cost_values, sweep_values, peer_curves)
+    start_cost = cost or bench.DEFAULT_COLD_START_COST or 9000.0
+    points = bench.tradeoff_curves(fns, history, cost_values, sweep_values, peer_curves, budget_values, start_cost)
     curve = [
         (pt.value, pt.wasted_memory_rel_fixed10, pt.cold_start_fraction)
         for pt in points

@@ -117,3 +117,4 @@ def test_bench_speed_writes_every_section_6_key(tmp_path: Path) -> None:
     assert set(doc["forecast_ms"]) == {"20"} and set(doc["cycle_ms"]) == {"20"}
     assert doc["fetch_s"] is None and any("Prometheus" in n for n in doc["notes"])
     assert doc["peak_rss_mb"] > 0
+    assert doc["warm_budget_rebuild_ms"]["1000"] > 0  # the loop's hourly warm-budget rebuild, 1,000 functions

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import numpy as np
 
 from actuator.simulated_serverless import SimulatedServerless
@@ -13,32 +11,15 @@ from scaleahead.policy import Policy, parse_policies
 from scaleahead.settings import Settings
 from scaleahead.traces import load_functions
 from scaleahead.types import Series, SetWarmPool, WorkloadRef
-
-POLICY = """
-apiVersion: scaleahead.io/v1alpha1
-kind: PredictiveScalingPolicy
-metadata: {{name: {name}, namespace: fn}}
-spec:
-  target: {{kind: KnativeService, name: {name}}}
-  demand: {{query: 'sum(rate(invocations{{fn="{name}"}}[1m]))', unit: invocations/min, stepSeconds: 60}}
-  capacityPerReplica: 100
-  workloadClass: function
-  warmPool: {{enabled: true, maxInstances: 1, memoryMbPerInstance: 128}}
-"""
-
-
-class FixedHistory:
-    def __init__(self, series: Mapping[WorkloadRef, Series]) -> None:
-        self.series = series
-
-    def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
-        return {p.workload: self.series[p.workload].before(now) for p in policies if p.workload in self.series}
+from tests.serverless.conftest import FUNCTION_POLICY, FixedHistory
 
 
 def _setup(n: int = 6) -> tuple[list[Policy], dict[WorkloadRef, Series]]:
     fns = load_functions("azure-functions-1m")
     busy = np.argsort(-(fns.counts > 0).sum(axis=1))[:n]  # the most often active functions
-    policies = [parse_policies(POLICY.format(name=f"f{i}"))[0] for i in range(n)]
+    policies = [
+        parse_policies(FUNCTION_POLICY.format(name=f"f{i}", warm="memoryMbPerInstance: 128"))[0] for i in range(n)
+    ]
     series = {
         p.workload: Series(p.workload.name, 0.0, 60.0, fns.counts[row].astype(np.float64))
         for p, row in zip(policies, busy, strict=True)

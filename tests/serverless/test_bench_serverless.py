@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 
 from scaleahead.bench.serverless import POLICIES, run_policies
 from scaleahead.traces import FunctionsTrace, load_functions
+from tests.serverless.conftest import cli
 
 MINUTES = 120
 HISTORY = 30
@@ -46,15 +45,6 @@ def write_trace(folder: Path, counts: np.ndarray, header: list[str] | None = Non
         for f in range(counts.shape[0]):
             w.writerow([f"owner{f}", f"app{f}", 10, 100 + 50 * f])
     return inv, mem
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "scaleahead.cli", "bench", "serverless", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def recompute(decisions: Path, memory: dict[str, float]) -> dict[str, dict[str, float]]:

@@ -35,7 +35,8 @@ def test_the_vectorized_rule_decides_exactly_what_the_planner_path_decides(
     min_probability: float, cost: float | None
 ) -> None:
     trace = trace_with_memory(make_counts())
-    warm, _ = run_scaleahead(trace, HISTORY, min_probability, cold_start_cost=cost)
+    # a fixed cost (no warm-memory budget): the curves' rule; the budget is tested in test_warm_budget.py
+    warm, _ = run_scaleahead(trace, HISTORY, min_probability, cold_start_cost=cost, keep_alive_budget_ratio=None)
     fast = warm_from_probabilities(
         probabilities(trace.counts, HISTORY, MINUTES), trace.memory_mb, min_probability, cost
     )

@@ -1,0 +1,230 @@
+"""The warm-memory budget: the cold-start cost re-chosen online so warm pools spend what a keep-alive would."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actuator.simulated_serverless import SimulatedServerless
+from forecaster.baselines import Naive
+from planner.warm_budget import RECALIBRATE_STEPS, WarmCostBudget, budget_key, with_cold_start_cost
+from scaleahead.bench.serverless import budget_warm, fixed_keepalive_warm, run_scaleahead, score, subset
+from scaleahead.loop import Deps, run_once
+from scaleahead.policy import Policy, parse_policies
+from scaleahead.settings import Settings
+from scaleahead.traces import FunctionsTrace, load_functions
+from scaleahead.types import Series, SetWarmPool, WorkloadRef
+from scaleahead.warm_budgets import WarmBudgetBook
+from tests.serverless.conftest import FUNCTION_POLICY, FixedHistory, cli
+
+HISTORY = 360
+
+
+@pytest.fixture(scope="module")
+def azure60() -> FunctionsTrace:
+    """60 functions evenly spaced over the real azure-functions-1m day (bench serverless --functions 60)."""
+    return subset(load_functions("azure-functions-1m"), 60)
+
+
+_RUNS: dict[tuple[int, float, float | None], np.ndarray] = {}
+
+
+def planner_path(trace: FunctionsTrace, cost: float, ratio: float | None) -> np.ndarray:
+    """``run_scaleahead`` (forecaster -> planner -> actuator -> simulator), each setting run once per session."""
+    key = (len(trace.names), cost, ratio)
+    if key not in _RUNS:
+        _RUNS[key], _ = run_scaleahead(trace, HISTORY, cold_start_cost=cost, keep_alive_budget_ratio=ratio)
+    return _RUNS[key]
+
+
+def rel_memory(trace: FunctionsTrace, warm: np.ndarray) -> float:
+    test = trace.counts[:, HISTORY:]
+    ref = score(test, fixed_keepalive_warm(trace.counts, HISTORY, 10), trace.memory_mb)["wasted_memory_mb_min"]
+    own = score(test, warm, trace.memory_mb)["wasted_memory_mb_min"]
+    assert ref and own is not None
+    return float(own) / float(ref)
+
+
+@pytest.mark.parametrize("initial", [1000.0, 80000.0])
+def test_the_budget_spends_what_the_keep_alive_spends_whatever_cost_it_starts_from(
+    azure60: FunctionsTrace, initial: float
+) -> None:
+    fixed = planner_path(azure60, initial, None)
+    costs: list[float] = []
+    budgeted, _ = run_scaleahead(
+        azure60, HISTORY, cold_start_cost=initial, keep_alive_budget_ratio=1.0, costs_out=costs
+    )
+    # a fixed cost far from the budget spends far from the keep-alive's memory ...
+    assert abs(rel_memory(azure60, fixed) - 1.0) > 0.3
+    # ... the budget brings the test day to within a few percent of it, and moves the cost to do so
+    assert rel_memory(azure60, budgeted) == pytest.approx(1.0, abs=0.05)
+    assert costs[0] != initial and len(set(costs)) > 3
+
+
+def test_a_smaller_ratio_spends_less_and_pays_in_cold_starts(azure60: FunctionsTrace) -> None:
+    half = planner_path(azure60, 9000.0, 0.5)
+    full = planner_path(azure60, 9000.0, 1.0)
+    assert rel_memory(azure60, half) == pytest.approx(0.5, abs=0.05)
+    test = azure60.counts[:, HISTORY:]
+    cold = [score(test, w, azure60.memory_mb)["cold_starts"] for w in (half, full)]
+    assert cold[0] > cold[1]  # type: ignore[operator]
+
+
+def test_the_vectorized_budget_decides_exactly_what_the_planner_path_decides(azure60: FunctionsTrace) -> None:
+    """The budget's trade-off curve (``budget_warm``) is the policy the planner, actuator and simulator run."""
+    for ratio in (0.5, 1.0):
+        np.testing.assert_array_equal(
+            planner_path(azure60, 9000.0, ratio), budget_warm(azure60, HISTORY, ratio, 9000.0)
+        )
+
+
+def test_the_cost_only_depends_on_recorded_steps(azure60: FunctionsTrace) -> None:
+    """No peeking: two budgets fed the same first steps choose the same costs, whatever comes later."""
+    counts = azure60.counts
+    rng = np.random.default_rng(3)
+    prob = rng.random(counts.shape) * 0.2
+    a = WarmCostBudget(azure60.memory_mb, 9000.0)
+    b = WarmCostBudget(azure60.memory_mb, 9000.0)
+    n = 4 * RECALIBRATE_STEPS
+    seen_a, seen_b = [], []
+    for t in range(n + 2 * RECALIBRATE_STEPS):
+        later = t >= n
+        a.record(prob[:, t], counts[:, t])
+        b.record(prob[:, t] if not later else 1.0 - prob[:, t], counts[:, t] if not later else 5 * counts[:, t] + 1)
+        seen_a.append(a.cost)
+        seen_b.append(b.cost)
+    assert seen_a[:n] == seen_b[:n]
+    assert seen_a != seen_b  # what comes later does change later costs
+
+
+def test_the_policy_cost_holds_until_enough_steps_are_recorded() -> None:
+    budget = WarmCostBudget([100.0, 200.0], 9000.0)
+    for _ in range(RECALIBRATE_STEPS - 1):
+        budget.record(np.array([0.5, 0.01]), np.array([1, 0]))
+    assert budget.cost == 9000.0 and budget.status().calibrations == 0
+    assert "the policy's" in budget.status().sentence()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"memory_mb": [100.0], "initial_cost": 9000.0, "ratio": 0.0}, "ratio > 0"),
+        ({"memory_mb": [100.0], "initial_cost": 0.0}, "initial_cost > 0"),
+        ({"memory_mb": [100.0, math.nan], "initial_cost": 9000.0}, "positive, finite"),
+    ],
+)
+def test_bad_parameters_are_refused_with_what_is_wrong(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        WarmCostBudget(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_step_with_the_wrong_number_of_functions_is_refused() -> None:
+    budget = WarmCostBudget([100.0, 200.0], 9000.0)
+    with pytest.raises(ValueError, match="one value per function"):
+        budget.record(np.array([0.1]), np.array([1, 0]))
+
+
+def test_nan_probabilities_and_counts_count_as_none() -> None:
+    budget = WarmCostBudget([100.0], 9000.0)
+    budget.record(np.array([math.nan]), np.array([math.nan]))
+    assert budget.status().steps == 1
+
+
+# --- the control loop -------------------------------------------------------------------------
+
+
+def loop_setup(ratio: str = "1.0", n: int = 40) -> tuple[list[Policy], dict[WorkloadRef, Series]]:
+    fns = subset(load_functions("azure-functions-1m"), n)
+    policies = [
+        parse_policies(
+            FUNCTION_POLICY.format(
+                name=f"f{i}", warm=f"memoryMbPerInstance: {float(fns.memory_mb[i])}, keepAliveBudgetRatio: {ratio}"
+            )
+        )[0]
+        for i in range(n)
+    ]
+    series = {
+        p.workload: Series(p.workload.name, 0.0, 60.0, fns.counts[i].astype(np.float64)) for i, p in enumerate(policies)
+    }
+    return policies, series
+
+
+def test_the_loop_plans_with_the_budgets_cost_and_says_so() -> None:
+    policies, series = loop_setup()
+    target = SimulatedServerless(
+        [p.workload for p in policies], [p.spec.warm_pool.memory_mb_per_instance for p in policies], 0.0, 60.0
+    )
+    deps = Deps(FixedHistory(series), Naive(), target, None, policies)
+    report = run_once(deps, Settings(), now=720 * 60.0)
+    notes = [n for n in report.plan.notes if "warm-memory budget" in n]
+    assert len(notes) == 1 and "40 functions" in notes[0] and "re-chosen" in notes[0]
+    warm = [a for a in report.plan.actions if isinstance(a, SetWarmPool)]
+    assert len(warm) == 40
+    costs = {
+        a.reason.details.get("cold_start_cost_mb_min") for a in warm if "cold_start_cost_mb_min" in a.reason.details
+    }
+    assert len(costs) == 1 and costs != {9000.0}  # one cost for the group, the budget's
+
+
+def test_the_book_rebuilds_once_per_period_and_only_from_the_past() -> None:
+    policies, series = loop_setup(n=20)
+    book = WarmBudgetBook()
+    now = 720 * 60.0
+    first, _ = book.apply(policies, series, now)
+    again, _ = book.apply(policies, series, now + 60.0)  # same hour: the cached copies
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    future = {
+        ref: Series(s.name, s.start, s.step_s, np.where(s.times() >= now, 50.0, s.values)) for ref, s in series.items()
+    }
+    fresh, _ = WarmBudgetBook().apply(policies, future, now)
+    assert [p.spec.warm_pool.cold_start_cost_mb_minutes for p in fresh] == [
+        p.spec.warm_pool.cold_start_cost_mb_minutes for p in first
+    ]
+
+
+def test_a_policy_without_a_budget_keeps_its_own_cost() -> None:
+    policies, series = loop_setup(ratio="null", n=5)
+    assert budget_key(policies[0], 60.0) is None
+    out, notes = WarmBudgetBook().apply(policies, series, 720 * 60.0)
+    assert notes == () and all(a is b for a, b in zip(out, policies, strict=True))
+
+
+def test_with_cold_start_cost_changes_only_the_cost() -> None:
+    policies, _ = loop_setup(n=1)
+    copy = with_cold_start_cost(policies[0], 1234.0)
+    assert copy.spec.warm_pool.cold_start_cost_mb_minutes == 1234.0
+    assert copy.spec.model_dump(exclude={"warm_pool"}) == policies[0].spec.model_dump(exclude={"warm_pool"})
+    assert policies[0].spec.warm_pool.cold_start_cost_mb_minutes == 9000.0
+
+
+def test_bench_serverless_sweep_budget_gives_the_budget_curve(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    done = cli(
+        "--trace",
+        "azure-functions-1m",
+        "--functions",
+        "50",
+        "--json",
+        str(out),
+        "--sweep-budget",
+        "0.5,1.0",
+        "--sweep-cost",
+        "",
+        "--sweep",
+        "",
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    used = result["params"]["cold_start_cost_used"]  # the default policy runs with the budget
+    assert used["min"] <= used["first"] <= used["max"] and used["changes"] >= 1
+    points = [p for p in result["tradeoff"] if p["policy"] == "scaleahead_budget"]
+    assert [p["keep_alive_budget_ratio"] for p in points] == [0.5, 1.0]
+    assert points[0]["wasted_memory_rel_fixed10"] < points[1]["wasted_memory_rel_fixed10"]
+    assert points[0]["cold_starts"] > points[1]["cold_starts"]
+    bad = cli("--trace", "azure-functions-1m", "--json", str(out), "--budget-ratio", "-1")
+    assert bad.returncode != 0 and "--budget-ratio -1" in bad.stderr and "Traceback" not in bad.stderr
