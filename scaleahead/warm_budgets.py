@@ -8,7 +8,7 @@ on the last day of the group's invocations strictly before the period (after a `
 warm-up of the forecaster), and its final cost is the one planned with until the next period.
 Between periods the result is cached, so a cycle costs nothing; a rebuild costs about one
 invocation forecast per replayed step (``scaleahead bench speed``, ``warm_budget_rebuild_ms``: about
-9 s for 1,000 functions, once an hour). ``scaleahead bench serverless`` calls the same ``rebuild``
+2 s for 1,000 functions, once an hour). ``scaleahead bench serverless`` calls the same ``rebuild``
 at the same period boundaries.
 """
 
