@@ -21,8 +21,8 @@ cost is re-chosen every ``RECALIBRATE_STEPS`` steps, for all functions of the bu
 
 Everything is causal (``record`` adds one finished step; the cost only uses recorded steps) and pure
 (no I/O, no clock). The control loop rebuilds a budget from the last day of history each hour
-(``scaleahead/warm_budgets.py``) and ``scaleahead bench serverless`` keeps one running over the
-history and the test period, so both run this code.
+(``scaleahead/warm_budgets.py``) and ``scaleahead bench serverless`` does the same at the same hour
+boundaries, so both run this code.
 """
 
 from __future__ import annotations
