@@ -74,3 +74,65 @@ def test_functions_still_idle_lower_the_pooled_chance_of_a_call_after_a_long_idl
     assert quiet > 0.5
     pool = long_quiet.predict(horizon=1)[8, 0]  # function 8 is now idle 170 minutes
     assert pool < 0.05
+
+
+def _reference_predict(counts: np.ndarray, h: int, max_idle: int, alpha: float, span_min: int, div: int) -> np.ndarray:
+    """The forecaster's definition, function by function from explicit lists of gaps (slow, obvious)."""
+    from forecaster.invocations import RATE_EDGES
+
+    n, steps = counts.shape
+    cap = max_idle + 1
+    own: list[list[int]] = [[] for _ in range(n)]
+    pooled: list[tuple[int, int]] = []  # (rate group when the gap ended, gap)
+    first, last, active = [-1] * n, [-1] * n, [0] * n
+
+    def group(f: int, t: int) -> int:
+        if first[f] < 0:
+            return 0
+        return int(np.digitize(active[f] / max(t - first[f], span_min), RATE_EDGES))
+
+    for t in range(steps):
+        groups_now = [group(f, t) for f in range(n)]
+        for f in range(n):
+            if counts[f, t] > 0:
+                if last[f] >= 0:
+                    own[f].append(min(t - last[f], cap))
+                    pooled.append((groups_now[f], min(t - last[f], cap)))
+                active[f] += 1
+                first[f] = t if first[f] < 0 else first[f]
+                last[f] = t
+    groups = [group(f, steps) for f in range(n)]
+    out = np.zeros((n, h))
+    for f in range(n):
+        if last[f] < 0:
+            continue
+        for k in range(h):
+            s = min(max(steps - last[f] + k, 1), cap)
+            g = groups[f]
+            ended = sum(1 for gg, x in pooled if gg == g and x == s)
+            at_risk = sum(1 for gg, x in pooled if gg == g and x >= s)
+            # functions of the group idle longer than s now: at risk at s, their gap not ended
+            at_risk += sum(1 for o in range(n) if last[o] >= 0 and groups[o] == g and min(steps - last[o], cap) > s)
+            prior = ended / at_risk if at_risk else 0.0
+            w = s // div if div else 0
+            lo, hi = max(s - w, 1), min(s + w, cap)
+            mine = sum(1 for x in own[f] if lo <= x <= hi) / (hi - lo + 1)
+            tail = sum(1 for x in own[f] if x >= s)
+            out[f, k] = min(max((mine + alpha * prior) / (tail + alpha), 0.0), 1.0)
+    return out
+
+
+def test_predict_matches_the_definition_computed_from_explicit_gaps_on_real_functions() -> None:
+    # The forecaster keeps its gap counts cumulative for speed; this recomputes every probability
+    # from lists of gaps, on 40 real functions of azure-functions-1m over 5 hours.
+    from scaleahead.traces import load_functions
+
+    fns = load_functions("azure-functions-1m")
+    counts = fns.counts[:: len(fns.names) // 40][:40, :300]
+    assert 15 < (counts > 0).any(axis=1).sum() < 40  # called and never-called functions both
+    for max_idle, div in ((1440, 8), (60, 8), (1440, 0)):
+        model = InvocationForecaster(40, horizon=5, max_idle=max_idle, smoothing_divisor=div)
+        for t0, t1 in ((0, 120), (120, 300)):  # online: observe more, forecast again
+            model.fit(counts[:, t0:t1])
+            want = _reference_predict(counts[:, :t1], 5, max_idle, model.alpha, model.min_rate_span, div)
+            np.testing.assert_allclose(model.predict(), want, rtol=1e-12, atol=1e-12)
