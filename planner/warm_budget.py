@@ -212,6 +212,11 @@ def budget_key(policy: Policy, step_s: float) -> tuple[float, float, float, floa
     return (step_s, pool.keep_alive_budget_ratio, pool.reference_keep_alive_seconds, pool.cold_start_cost_mb_minutes)
 
 
+def budget_period(now: float, step_s: float) -> int:
+    """The budget period ``now`` falls in: the cost is re-chosen when this changes (every ``RECALIBRATE_STEPS``)."""
+    return math.floor(now / (RECALIBRATE_STEPS * step_s))
+
+
 def reference_steps(reference_keep_alive_s: float, step_s: float) -> int:
     """The reference keep-alive in whole steps (at least one)."""
     return max(1, int(round(reference_keep_alive_s / step_s)))

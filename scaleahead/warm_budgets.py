@@ -14,7 +14,6 @@ at the same period boundaries.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,10 +21,10 @@ import numpy as np
 
 from forecaster.invocations import InvocationForecaster
 from planner.warm_budget import (
-    RECALIBRATE_STEPS,
     BudgetStatus,
     WarmCostBudget,
     budget_key,
+    budget_period,
     reference_steps,
     with_cold_start_cost,
 )
@@ -97,7 +96,7 @@ class WarmBudgetBook:
         cache: dict[tuple[float, float, float, float], _Entry] = {}
         for key, members in groups.items():
             step = key[0]
-            period = math.floor(now / (RECALIBRATE_STEPS * step))
+            period = budget_period(now, step)
             originals = tuple(p for _, p, _ in members)
             hit = self._cache.get(key)
             if (

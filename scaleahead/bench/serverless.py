@@ -30,7 +30,7 @@ from actuator.base import apply_plan
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
-from planner.warm_budget import RECALIBRATE_STEPS, with_cold_start_cost
+from planner.warm_budget import budget_period, with_cold_start_cost
 from scaleahead.bench.serverless_peers import FixedKeepAlive, HybridHistogram, Oracle
 from scaleahead.errors import DataError
 from scaleahead.policy import Policy, PolicySpec, WarmPool
@@ -48,6 +48,8 @@ DEFAULT_MIN_PROBABILITY = WarmPool.model_fields["min_probability"].default
 DEFAULT_COLD_START_COST: float | None = WarmPool.model_fields["cold_start_cost_mb_minutes"].default
 #: Default warm-memory budget (x the 10-minute keep-alive's waste) of the scaleahead policy: the schema's default.
 DEFAULT_BUDGET_RATIO: float | None = WarmPool.model_fields["keep_alive_budget_ratio"].default
+#: The keep-alive the budget is measured against (s): the schema's default.
+DEFAULT_REFERENCE_KEEP_ALIVE_S: float = WarmPool.model_fields["reference_keep_alive_seconds"].default
 #: Keep-alive lengths (minutes) and hybrid-histogram ranges (minutes) of the peers' trade-off curves.
 FIXED_CURVE_MINUTES = (2, 5, 10, 15, 20, 30, 45, 60, 120, 240)
 HYBRID_CURVE_RANGES = (30, 60, 120, 240, 480)
@@ -234,9 +236,9 @@ def warm_from_probabilities(
 
 
 def _period_starts(trace: FunctionsTrace, minute: int, step_s: float) -> bool:
-    """Whether ``minute`` starts a warm-budget period (as the loop's ``floor(now / (RECALIBRATE_STEPS x step))``)."""
+    """Whether ``minute`` starts a warm-budget period (where the loop's ``budget_period`` changes)."""
     now = trace.start + minute * step_s
-    return math.floor(now / (RECALIBRATE_STEPS * step_s)) != math.floor((now - step_s) / (RECALIBRATE_STEPS * step_s))
+    return budget_period(now, step_s) != budget_period(now - step_s, step_s)
 
 
 def period_cost(
@@ -245,7 +247,7 @@ def period_cost(
     """The budget's cost from ``minute`` on: ``scaleahead.warm_budgets.rebuild`` on the day before it."""
     day = int(WINDOW_S / step_s)
     counts = trace.counts[:, max(0, minute - day) : minute]
-    key = (step_s, ratio, 600.0, cold_start_cost)
+    key = (step_s, ratio, DEFAULT_REFERENCE_KEEP_ALIVE_S, cold_start_cost)
     return rebuild(counts, trace.memory_mb.tolist(), step_s, key).cost
 
 
