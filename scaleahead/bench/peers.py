@@ -5,7 +5,8 @@ the decision time and the simulated cluster's replica counts, and returns a desi
 with a reason. The replay driver turns that into a ``ScaleTo`` and applies it through the same
 ``actuator.base.apply_plan`` as the planner's plans.
 
-- ``Hpa``: the Kubernetes Horizontal Pod Autoscaler algorithm with its documented defaults.
+- ``Hpa``: the Kubernetes Horizontal Pod Autoscaler algorithm with its documented defaults
+  (``planner.reactive``, re-exported here).
 - ``static_peak_replicas``: the peak of the history, provisioned once and never changed.
 - ``oracle_replicas``: perfect foresight, zero violations at the least replica-seconds.
 """
@@ -13,12 +14,13 @@ with a reason. The replay driver turns that into a ``ScaleTo`` and applies it th
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
+from planner.reactive import Hpa, HpaConfig
 from scaleahead.types import FloatArray
+
+__all__ = ["Hpa", "HpaConfig", "need", "needs", "oracle_replicas", "static_peak_replicas"]
 
 #: Relative slack before rounding up, so that float noise (4.0000001) does not add a replica.
 _EPS = 1e-9
@@ -35,140 +37,6 @@ def needs(demand: FloatArray, capacity: float) -> np.ndarray:
     """``need`` for a whole array (missing demand needs nothing)."""
     d = np.nan_to_num(demand, nan=0.0)
     return np.maximum(0, np.ceil(d / capacity - _EPS)).astype(np.int64)
-
-
-@dataclass(frozen=True, slots=True)
-class HpaConfig:
-    """The HPA's defaults (Kubernetes v1.30 docs and ``kube-controller-manager`` flags).
-
-    - ``--horizontal-pod-autoscaler-sync-period`` = 15 s;
-    - ``--horizontal-pod-autoscaler-tolerance`` = 0.1;
-    - default ``behavior.scaleUp``: no stabilization, policies ``Percent 100 / 15 s`` and
-      ``Pods 4 / 15 s``, ``selectPolicy: Max``;
-    - default ``behavior.scaleDown``: stabilization window 300 s, policy ``Percent 100 / 15 s``;
-    - the target (0.7 of one replica's capacity) and the 60 s metric window are EVALUATION.md's.
-    """
-
-    target_utilization: float = 0.7
-    tolerance: float = 0.1
-    sync_s: float = 15.0
-    scale_up_pods: int = 4
-    scale_up_percent: float = 100.0
-    scale_down_stabilization_s: float = 300.0
-    metric_window_s: float = 60.0
-    min_replicas: int = 1
-    max_replicas: int = 100_000
-
-
-class Hpa:
-    """The Kubernetes HPA algorithm (``autoscaling/v2``) for one resource-utilization metric.
-
-    Source: https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/
-    ("Algorithm details", "Configurable scaling behavior", "Default Behavior") and
-    ``pkg/controller/podautoscaler/replica_calculator.go`` (``GetResourceReplicas``) and
-    ``horizontal.go`` (``stabilizeRecommendationWithBehaviors``, ``calculateScaleUpLimitWithScalingRules``).
-
-    Per sync:
-
-    1. Usage ``U`` = mean demand over the metric window / capacity of one replica (in replicas);
-       utilization of the ready pods = ``U / ready``; ``ratio`` = utilization / target.
-    2. Without pending (not yet ready) pods: within the tolerance ``|ratio - 1| <= 0.1`` keep the
-       current count, else ``ceil(ratio * ready)``. With pending pods and ``ratio > 1`` they are
-       counted at 0 % usage (``ratio' = U / (ready + pending) / target``); if ``ratio'`` is within
-       the tolerance or no longer above 1, keep the current count, else ``ceil(ratio' * (ready +
-       pending))``. For a scale-down, pending pods are set aside.
-    3. Stabilization: the recommendation is recorded; a scale-down goes only to the highest
-       recommendation of the last 300 s (scale-up has no window by default).
-    4. Scale-up limit per 15 s period: ``max(current * 2, current + 4)``; scale-down limit 100 %.
-    5. Bounds ``[min_replicas, max_replicas]``.
-
-    Usage is not capped at a replica's capacity (CPU can exceed its request), so a saturated
-    service still shows how far above target it is.
-    """
-
-    def __init__(self, capacity: float, config: HpaConfig | None = None) -> None:
-        if capacity <= 0:
-            raise ValueError("capacity must be > 0")
-        self.capacity = float(capacity)
-        self.config = config or HpaConfig()
-        self._recs: deque[tuple[float, int]] = deque()
-        self._last_sync: float | None = None
-
-    def syncs_due(self, now: float) -> int:
-        """How many sync ticks (every ``sync_s``) fell in ``(last decision, now]`` (1 for the first)."""
-        period = self.config.sync_s
-        if self._last_sync is None:
-            return 1
-        return int(math.floor(now / period + 1e-9) - math.floor(self._last_sync / period + 1e-9))
-
-    def recommend(self, usage: float, ready: int, allocated: int) -> tuple[int, str]:
-        """The replica calculator: a raw recommendation from usage (in replicas) and pod counts."""
-        cfg = self.config
-        current = allocated
-        if ready <= 0:
-            return current, "no ready pod reports a metric: keep the current count"
-        pending = max(0, allocated - ready)
-        ratio = usage / ready / cfg.target_utilization
-        if pending > 0 and ratio > 1.0:
-            pods = ready + pending
-            new_ratio = usage / pods / cfg.target_utilization
-            if abs(1.0 - new_ratio) <= cfg.tolerance or new_ratio < 1.0:
-                return current, (
-                    f"utilization {ratio * cfg.target_utilization:.0%} of ready pods, but counting "
-                    f"{pending} starting pods at 0 % it is within tolerance: keep {current}"
-                )
-            return int(math.ceil(new_ratio * pods - _EPS)), (
-                f"utilization {new_ratio * cfg.target_utilization:.0%} (starting pods at 0 %) "
-                f"vs target {cfg.target_utilization:.0%}"
-            )
-        if abs(1.0 - ratio) <= cfg.tolerance:
-            return current, f"utilization {ratio * cfg.target_utilization:.0%} within tolerance of target: keep"
-        return int(math.ceil(ratio * ready - _EPS)), (
-            f"utilization {ratio * cfg.target_utilization:.0%} of {ready} ready pods vs target "
-            f"{cfg.target_utilization:.0%}"
-        )
-
-    def sync(self, now: float, window_demand: FloatArray, ready: int, allocated: int) -> tuple[int, str]:
-        """One HPA sync at ``now``: demand of the last metric window (NaN = missing) -> desired count."""
-        cfg = self.config
-        finite = window_demand[np.isfinite(window_demand)]
-        current = allocated
-        if finite.size == 0:
-            return current, "no metric in the last window: keep the current count"
-        usage = float(finite.mean()) / self.capacity
-        rec, why = self.recommend(usage, ready, allocated)
-        self._recs.append((now, rec))
-        while self._recs and now - self._recs[0][0] > cfg.scale_down_stabilization_s:
-            self._recs.popleft()
-        desired = current
-        if rec > current:
-            desired = rec
-        elif rec < current:
-            down = max(r for _, r in self._recs)
-            desired = min(current, down)
-            if desired > rec:
-                why += f"; held at {desired} by the 300 s scale-down stabilization"
-        limit = max(int(math.ceil(current * (1 + cfg.scale_up_percent / 100.0))), current + cfg.scale_up_pods)
-        if desired > limit:
-            desired = limit
-            why += f"; limited to {limit} by the scale-up policy"
-        desired = max(cfg.min_replicas, min(cfg.max_replicas, desired))
-        return desired, why
-
-    def decide(self, now: float, window_demand: FloatArray, ready: int, allocated: int) -> tuple[int, str]:
-        """Run every sync due at ``now`` (a step longer than 15 s holds several) on data before ``now``.
-
-        Each sync after the first sees the count the previous one set (no replica becomes ready in
-        between, as the simulated cluster only moves at step boundaries).
-        """
-        n = self.syncs_due(now)
-        self._last_sync = now
-        desired, why = allocated, "between syncs: keep"
-        count = allocated
-        for _ in range(max(0, n)):
-            desired, why = self.sync(now, window_demand, ready, count)
-            count = desired
-        return desired, why
 
 
 def static_peak_replicas(history: FloatArray, capacity: float) -> int:
