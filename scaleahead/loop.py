@@ -1,7 +1,8 @@
 """The control loop: ``run_once(deps, settings, now) -> CycleReport`` and a ticker around it.
 
 One cycle: history (strictly before ``now``) -> forecast -> read cluster state -> learn start-up
-delays -> warm-memory budgets (``scaleahead.warm_budgets``) -> plan -> record plan (journal state
+delays -> warm-memory budgets (``scaleahead.warm_budgets``) -> risk adaptation (``planner.risk``:
+each service's sloRisk against an HPA simulated on the same demand) -> plan -> record plan (journal state
 ``planned``) -> apply -> journal outcome. A workload
 whose target reports enough readiness times is planned with the learned start-up delay
 (``planner.startup``) instead of its policy's ``startupSeconds``. Each phase is timed. A workload whose
@@ -25,6 +26,7 @@ from actuator.rollouts import RolloutView
 from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
+from planner.risk import RiskBook
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from scaleahead.clock import Clock
@@ -117,6 +119,8 @@ class Deps:
     startup: StartupBook = field(default_factory=StartupBook)
     #: Warm-memory budgets of function groups, rebuilt once per period (``scaleahead.warm_budgets``).
     warm_budgets: WarmBudgetBook = field(default_factory=WarmBudgetBook)
+    #: Per service, sloRisk adapted against an HPA simulated on the same demand (``planner.risk``).
+    risk: RiskBook = field(default_factory=RiskBook)
 
 
 @dataclass
@@ -303,9 +307,16 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             policies, budget_notes = deps.warm_budgets.apply(policies, history, now)
         except Exception as exc:  # noqa: BLE001 - the policies' own costs stay
             errors["warm_budget"] = str(exc)
+    risk_notes: tuple[str, ...] = ()
+    with timer.phase("risk"):
+        try:
+            policies, risk_notes = deps.risk.apply(policies, history, state, now)
+        except Exception as exc:  # noqa: BLE001 - the policies' own sloRisk stays
+            log.warning("risk adaptation failed: %s", exc)
+            errors["risk"] = str(exc)
     with timer.phase("plan"):
         plan = make_plan(forecasts, state, policies, now, interval_s=settings.loop.interval_s, invocations=invocations)
-        learned = startup_notes(startup) + budget_notes
+        learned = startup_notes(startup) + budget_notes + risk_notes
         if learned:
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
         shadow_plan = None

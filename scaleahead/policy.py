@@ -151,6 +151,35 @@ class StartupLearning(_Model):
         return self
 
 
+class RiskAdaptation(_Model):
+    """Raise sloRisk while a service runs short more often than a reactive HPA would (docs/planner.md)."""
+
+    enabled: bool = Field(
+        True,
+        description="Once per periodSeconds, compare the last windowSeconds with an HPA simulated on the same observed "
+        "demand: raise sloRisk by stepFactor while the service ran short on more than violationRatio x the HPA's "
+        "short steps and spent at most costRatio x its replica-seconds; lower it back (never below sloRisk) when it "
+        "spent more, or ran short on at most a quarter of that. Services with forecastQuantile are not adapted.",
+    )
+    violation_ratio: float = Field(0.5, ge=0, description="Short steps allowed, as a multiple of the HPA's.")
+    cost_ratio: float = Field(1.0, gt=0, description="Replica-seconds allowed, as a multiple of the HPA's.")
+    reference_utilization: float = Field(
+        0.7, gt=0, le=1, description="Target utilization of the simulated HPA (the usual 70 %)."
+    )
+    window_seconds: float = Field(86400.0, gt=0, description="Past compared at each decision (s).")
+    period_seconds: float = Field(3600.0, gt=0, description="Time between two decisions (s).")
+    step_factor: float = Field(1.25, gt=1, description="sloRisk is multiplied or divided by this per decision.")
+    max_factor: float = Field(64.0, ge=1, description="Highest multiple of sloRisk reached.")
+
+    @model_validator(mode="after")
+    def _check_window(self) -> RiskAdaptation:
+        if self.window_seconds < self.period_seconds:
+            raise ValueError(
+                f"windowSeconds ({self.window_seconds:g}) must be at least periodSeconds ({self.period_seconds:g})"
+            )
+        return self
+
+
 class Objective(_Model):
     """Weights of the planner's single objective (see docs/planner.md)."""
 
@@ -171,6 +200,7 @@ class Objective(_Model):
         "replica-seconds it saves over the stabilization window are at least two events' weight.",
     )
     fairness: float = Field(1.0, ge=0, description="Weight of shortfall spread across tenants.")
+    risk_adaptation: RiskAdaptation = Field(default_factory=RiskAdaptation)  # type: ignore[arg-type]
 
 
 class PolicySpec(_Model):

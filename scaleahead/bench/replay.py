@@ -26,6 +26,7 @@ from actuator.simulated import SimulatedService
 from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.registry import available_models, make_model
 from planner import plan as make_plan
+from planner.risk import RiskBook
 from scaleahead.bench.peers import Hpa, needs, oracle_replicas, static_peak_replicas
 from scaleahead.clock import VirtualClock
 from scaleahead.errors import DataError, UserError
@@ -199,6 +200,10 @@ def run_predictive(
     ready = np.zeros(n, dtype=np.int64)
     fallbacks = 0
     last_plan: Plan | None = None
+    # The loop's risk adaptation (planner.risk), fed the same observations as in a cluster.
+    book = RiskBook()
+    factor = np.ones(n)
+    risk_notes: list[str] = []
     started, cpu = time.perf_counter(), time.process_time()
     for c0 in range(0, n, CHUNK):
         c1 = min(n, c0 + CHUNK)
@@ -223,7 +228,11 @@ def run_predictive(
                     ws.warm_instances,
                     ws.recent_desired,
                 )
-            plan = make_plan({ref: fc}, ClusterState(workloads={ref: ws}), [policy], now, interval_s=step)
+            cluster = ClusterState(workloads={ref: ws})
+            policies, notes = book.apply([policy], {ref: series}, cluster, now)
+            risk_notes.extend(notes)
+            factor[i] = book.factor(ref)
+            plan = make_plan({ref: fc}, cluster, policies, now, interval_s=step)
             apply_plan(plan, target)
             action = plan.actions[0]
             assert isinstance(action, ScaleTo)
@@ -238,6 +247,16 @@ def run_predictive(
         name, desired, allocated, ready, time.perf_counter() - started, time.process_time() - cpu, last_plan=last_plan
     )
     run.info = {"model": forecaster.name, "fallback_steps": fallbacks, "apply_calls": target.calls}
+    if policy.spec.objective.risk_adaptation.enabled:
+        base = policy.spec.objective.slo_risk
+        run.info["slo_risk"] = {
+            "changes": len(risk_notes),
+            "final": float(base * factor[-1]) if n else base,
+            "percentiles_of_steps": {q: float(base * np.percentile(factor, q)) for q in (0, 25, 50, 75, 100)}
+            if n
+            else {},
+            "last_note": risk_notes[-1] if risk_notes else "",
+        }
     return run
 
 
@@ -528,6 +547,8 @@ def run_replay(
         doc["policies"][name] = m
         doc["timing_s"]["replay"][name] = round(run.seconds, 3)
         doc["timing_s"]["replay_cpu"][name] = round(run.cpu_seconds, 3)
+    if "slo_risk" in runs.get("scaleahead", PolicyRun("", np.zeros(0), np.zeros(0), np.zeros(0))).info:
+        doc["params"]["scaleahead_slo_risk"] = runs["scaleahead"].info["slo_risk"]
     doc["timing_s"]["replay_total"] = round(sum(r.seconds for r in runs.values()), 3)
     doc["timing_s"]["replay_cpu_total"] = round(sum(r.cpu_seconds for r in runs.values()), 3)
     return doc, runs
@@ -646,6 +667,8 @@ def setting_label(settings: dict[str, Any]) -> tuple[str, str]:
         return "", "default"
     (key, value), *_ = settings.items()
     if key == "objective":
+        if "sloRisk" not in value:  # only objective.riskAdaptation set: the default point
+            return "", "default"
         return "objective.sloRisk", f"{value['sloRisk']:g}"
     return key, f"{value:g}"
 

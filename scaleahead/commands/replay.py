@@ -394,6 +394,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
         startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
         model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
+        risk_adaptation: Annotated[
+            bool,
+            typer.Option(
+                help="Keep objective.riskAdaptation on at every point (as shipped); --no-risk-adaptation draws "
+                "the fixed objective's curve (each sloRisk as given)."
+            ),
+        ] = True,
     ) -> None:
         """The scaleahead policy's trade-off curves: violations vs cost as its objective, quantile and target vary."""
         from rich.console import Console
@@ -419,6 +426,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         settings += [{"objective": {"sloRisk": w}} for w in ws if w != default_w]
         settings += [{"forecastQuantile": q} for q in qs]
         settings += [{"targetUtilization": u} for u in us if u != default_u]
+        if not risk_adaptation:
+            off = {"riskAdaptation": {"enabled": False}}
+            settings = [{**st, "objective": {**st.get("objective", {}), **off}} for st in settings]
         setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
         span = None
         if validation or long_validation:
@@ -436,6 +446,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         doc["validation_span"] = span
         doc["trace"] = trace
         doc["defaults"] = {"objective.sloRisk": default_w, "targetUtilization": default_u}
+        doc["risk_adaptation"] = risk_adaptation
         json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if plot is not None:
             rp.plot_tradeoff(plot, doc, {})

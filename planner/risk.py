@@ -1,0 +1,306 @@
+"""Risk adaptation: sloRisk raised while a service runs short more often than a reactive HPA would.
+
+The objective's ``sloRisk`` (``planner.replicas``) prices a second short of capacity in
+replica-seconds. One value does not suit every service, nor one service every week: on the
+replay traces nasa-10s is best near 80, while alibaba-cpu-10s's test days need about 1,000 to run
+short half as often as the HPA (docs/benchmarks.md). So, per service, an HPA is simulated on the
+same observed demand (``planner.reactive.Hpa`` with its documented defaults and a 70 % target;
+its replicas ready one start-up delay after they are added, as in the replay) and both are scored
+on the same samples:
+
+- *short*: a sample whose demand exceeds what the ready replicas serve (``capacityPerReplica``
+  each, at 100 %);
+- *spend*: allocated replicas x the sample's duration.
+
+Once per ``periodSeconds`` (on the hour by default), over the last ``windowSeconds``:
+
+1. spend > ``costRatio`` x the HPA's: the factor goes one step down (never below 1), whatever
+   the violations: the adaptation never buys more than the HPA would spend;
+2. else short > ``violationRatio`` x the HPA's short samples: one step up (at most ``maxFactor``);
+3. else short <= a quarter of that: one step down;
+4. else it stays.
+
+The service plans with ``sloRisk x stepFactor ** k``. A constant sloRisk is the efficient choice
+while the forecast's spread is right (it equalizes the marginal risk bought per replica-second
+everywhere); this only moves it when the outcome says the forecast's tail is too thin (more short
+samples than the target) or the price too high (more spend than the HPA), one step per period.
+
+The counts are those observed at the start of each cycle (ready and allocated replicas, before
+the cycle acts), charged to the samples from that cycle to the next. Only samples that ended
+before ``now`` are scored, so no decision uses a later one. The state is kept in memory: after a
+restart a service starts again from its own sloRisk (factor 1) and a fresh simulated HPA.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from planner.reactive import Hpa, HpaConfig
+from scaleahead.policy import Policy, RiskAdaptation, WorkloadClass
+from scaleahead.types import ClusterState, FloatArray, Series, WorkloadRef
+
+#: A window must hold at least this share of a period of scored samples before a decision.
+MIN_SHARE = 0.5
+
+
+class ReferenceHpa:
+    """An HPA on the observed demand, with the replay's replica model (``actuator.simulated``).
+
+    A replica added at ``t`` is ready at ``t + startup_s`` and costs from ``t``; removal is
+    immediate, newest (pending) first. Driven once per cycle by ``step``.
+    """
+
+    def __init__(
+        self, capacity: float, startup_s: float, utilization: float, ready: int, allocated: int, now: float
+    ) -> None:
+        self.hpa = Hpa(capacity, HpaConfig(target_utilization=utilization))
+        self.startup_s = float(startup_s)
+        ready = max(0, int(ready))
+        pending = max(0, int(allocated) - ready)
+        self._ready_at = [now - self.startup_s] * ready + [now + self.startup_s] * pending
+
+    @property
+    def allocated(self) -> int:
+        return len(self._ready_at)
+
+    def ready(self, now: float) -> int:
+        return bisect.bisect_right(self._ready_at, now + 1e-9)
+
+    def step(self, now: float, window_demand: FloatArray) -> int:
+        """The HPA's decision at ``now`` on the demand of its metric window before ``now``; applied at once."""
+        have = len(self._ready_at)
+        want, _ = self.hpa.decide(now, window_demand, self.ready(now), have)
+        if want > have:
+            self._ready_at.extend([now + self.startup_s] * (want - have))
+        elif want < have:
+            del self._ready_at[want:]
+        return want
+
+
+@dataclass(slots=True)
+class Tally:
+    """Short samples and spend of the service and of the simulated HPA over some samples."""
+
+    short: int = 0
+    ref_short: int = 0
+    spend: float = 0.0
+    ref_spend: float = 0.0
+    samples: int = 0
+
+    def add(self, other: Tally) -> None:
+        self.short += other.short
+        self.ref_short += other.ref_short
+        self.spend += other.spend
+        self.ref_spend += other.ref_spend
+        self.samples += other.samples
+
+
+def decide_step(cfg: RiskAdaptation, tally: Tally) -> tuple[int, str]:
+    """The rule of the module docstring: -1, 0 or +1 step, and why (in words)."""
+    if tally.spend > cfg.cost_ratio * tally.ref_spend:
+        return -1, f"it spent more than {cfg.cost_ratio:g} x the HPA's replica-seconds"
+    target = cfg.violation_ratio * tally.ref_short
+    if tally.short > target:
+        return +1, f"it ran short more often than {cfg.violation_ratio:g} x the HPA"
+    if tally.short <= target / 4:
+        return -1, f"it ran short at most a quarter of {cfg.violation_ratio:g} x as often as the HPA"
+    return 0, "within the targets"
+
+
+class RiskAdapter:
+    """One service's adaptation state: the simulated HPA, the tallies per period and the step ``k``."""
+
+    def __init__(
+        self,
+        cfg: RiskAdaptation,
+        capacity: float,
+        startup_s: float,
+        step_s: float,
+        ready: int,
+        allocated: int,
+        now: float,
+    ) -> None:
+        self.cfg = cfg
+        self.capacity = float(capacity)
+        self.step_s = float(step_s)
+        self.reference = ReferenceHpa(capacity, startup_s, cfg.reference_utilization, ready, allocated, now)
+        self.k = 0
+        self.k_max = int(math.floor(math.log(cfg.max_factor) / math.log(cfg.step_factor) + 1e-9))
+        self._metric_samples = max(1, int(round(self.reference.hpa.config.metric_window_s / self.step_s)))
+        # (time, ready, allocated, HPA ready, HPA allocated) observed at the start of each cycle
+        self._obs: deque[tuple[float, int, int, int, int]] = deque()
+        self._next_t: float | None = None  # time of the next sample to score
+        self._periods: dict[int, Tally] = {}
+        self._decided = self._period(now)
+        self._window = max(1, int(round(cfg.window_seconds / cfg.period_seconds)))
+        self.last: Tally | None = None  # the window of the last decision
+
+    @property
+    def factor(self) -> float:
+        return float(self.cfg.step_factor**self.k)
+
+    def _period(self, t: float) -> int:
+        return int(math.floor(t / self.cfg.period_seconds + 1e-9))
+
+    def cycle(self, now: float, past: Series, ready: int, allocated: int) -> tuple[int, str] | None:
+        """One control cycle at ``now`` with the demand observed before it; ``(old k, why)`` when ``k`` changed."""
+        self._score(past)
+        self._obs.append((now, int(ready), int(allocated), self.reference.ready(now), self.reference.allocated))
+        self.reference.step(now, past.values[-self._metric_samples :])
+        return self._decide(now)
+
+    def _score(self, past: Series) -> None:
+        n = len(past)
+        if n == 0:
+            return
+        step = past.step_s
+        if self._next_t is None or not self._obs:
+            # nothing observed yet: samples before the first cycle are not ours to score
+            self._next_t = past.start + n * step
+            return
+        j0 = max(0, int(math.ceil((self._next_t - past.start) / step - 1e-9)))
+        obs = self._obs
+        o = 0
+        cap = self.capacity
+        values = past.values
+        for j in range(j0, n):
+            t = past.start + j * step
+            while o + 1 < len(obs) and obs[o + 1][0] <= t + 1e-9:
+                o += 1
+            if obs[o][0] > t + 1e-9:
+                continue  # before the first observation
+            d = float(values[j])
+            if not math.isfinite(d):
+                continue
+            _, r, a, rr, ra = obs[o]
+            tally = self._periods.get(self._period(t))
+            if tally is None:
+                tally = self._periods[self._period(t)] = Tally()
+            tally.short += d > cap * r + 1e-9 * cap
+            tally.ref_short += d > cap * rr + 1e-9 * cap
+            tally.spend += a * step
+            tally.ref_spend += ra * step
+            tally.samples += 1
+        self._next_t = past.start + n * step
+        while len(obs) > 1 and obs[1][0] <= self._next_t + 1e-9:
+            obs.popleft()
+
+    def _decide(self, now: float) -> tuple[int, str] | None:
+        p = self._period(now)
+        if p <= self._decided:
+            return None
+        self._decided = p
+        lo = p - self._window
+        for q in [q for q in self._periods if q < lo]:
+            del self._periods[q]
+        tally = Tally()
+        for q, t in self._periods.items():
+            if q < p:
+                tally.add(t)
+        if tally.samples * self.step_s < MIN_SHARE * self.cfg.period_seconds:
+            return None
+        self.last = tally
+        move, why = decide_step(self.cfg, tally)
+        old = self.k
+        self.k = min(self.k_max, max(0, self.k + move))
+        return (old, why) if self.k != old else None
+
+
+def with_slo_risk(policy: Policy, slo_risk: float) -> Policy:
+    """A copy of ``policy`` whose ``objective.sloRisk`` is ``slo_risk`` (the rest unchanged)."""
+    spec = policy.spec
+    objective = spec.objective.model_copy(update={"slo_risk": float(slo_risk)})
+    return policy.model_copy(update={"spec": spec.model_copy(update={"objective": objective})})
+
+
+def adapts(policy: Policy) -> bool:
+    """Whether ``policy``'s sloRisk is adapted: an enabled service planned at the objective's level."""
+    spec = policy.spec
+    return (
+        spec.objective.risk_adaptation.enabled
+        and spec.workload_class == WorkloadClass.SERVICE
+        and spec.forecast_quantile is None
+        and spec.objective.slo_risk > 0
+    )
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
+
+
+class RiskBook:
+    """The adapters of all services, kept across cycles (the loop's and the replay's)."""
+
+    def __init__(self) -> None:
+        self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float], RiskAdapter]] = {}
+        self._adapted: dict[WorkloadRef, tuple[Policy, int, Policy]] = {}
+
+    def factor(self, ref: WorkloadRef) -> float:
+        """The current multiple of the policy's sloRisk for ``ref`` (1 when not adapted)."""
+        entry = self._adapters.get(ref)
+        return entry[1].factor if entry else 1.0
+
+    def apply(
+        self, policies: Sequence[Policy], history: Mapping[WorkloadRef, Series], state: ClusterState, now: float
+    ) -> tuple[list[Policy], tuple[str, ...]]:
+        """The policies to plan with (adapted ones with their sloRisk) and a note per change of factor."""
+        out = list(policies)
+        notes: list[str] = []
+        seen: set[WorkloadRef] = set()
+        for i, policy in enumerate(policies):
+            if not adapts(policy):
+                continue
+            ref = policy.workload
+            ws = state.workloads.get(ref)
+            past = history.get(ref)
+            if ws is None or past is None:
+                continue
+            past = past.before(now)
+            spec = policy.spec
+            cfg = spec.objective.risk_adaptation
+            key = (cfg, float(spec.capacity_per_replica), float(past.step_s))
+            seen.add(ref)
+            entry = self._adapters.get(ref)
+            if entry is None or entry[0] != key:
+                cap, startup = spec.capacity_per_replica, spec.startup_seconds
+                adapter = RiskAdapter(cfg, cap, startup, past.step_s, ws.ready_replicas, ws.replicas, now)
+                entry = self._adapters[ref] = (key, adapter)
+            adapter = entry[1]
+            changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas)
+            if changed is not None:
+                notes.append(self._note(ref, policy, adapter, changed))
+            if adapter.k:
+                out[i] = self._policy(ref, policy, adapter)
+        for ref in [r for r in self._adapters if r not in seen]:
+            del self._adapters[ref]
+            self._adapted.pop(ref, None)
+        return out, tuple(notes)
+
+    def _policy(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter) -> Policy:
+        """The adapted policy: the same object while neither the policy nor ``k`` change (plans cache by identity)."""
+        hit = self._adapted.get(ref)
+        if hit is not None and hit[0] is policy and hit[1] == adapter.k:
+            return hit[2]
+        adapted = with_slo_risk(policy, policy.spec.objective.slo_risk * adapter.factor)
+        self._adapted[ref] = (policy, adapter.k, adapted)
+        return adapted
+
+    @staticmethod
+    def _note(ref: WorkloadRef, policy: Policy, adapter: RiskAdapter, changed: tuple[int, str]) -> str:
+        old_k, why = changed
+        cfg = adapter.cfg
+        base = policy.spec.objective.slo_risk
+        t = adapter.last or Tally()
+        hours = t.samples * adapter.step_s / 3600
+        cost = t.spend / t.ref_spend if t.ref_spend > 0 else math.inf
+        return (
+            f"risk adaptation: {ref} sloRisk {_fmt(base * cfg.step_factor**old_k)} -> {_fmt(base * adapter.factor)} "
+            f"(x{adapter.factor:.3g} its own {_fmt(base)}): over the last {hours:.3g} h it ran short on {t.short} of "
+            f"{t.samples} samples and an HPA at {cfg.reference_utilization:.0%} on the same demand on {t.ref_short} "
+            f"(target: at most {cfg.violation_ratio:g} x), at {cost:.3g} x its replica-seconds (limit "
+            f"{cfg.cost_ratio:g} x): {why}"
+        )

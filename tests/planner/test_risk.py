@@ -1,0 +1,186 @@
+"""Risk adaptation (planner.risk): sloRisk raised while a service runs short more often than an HPA would."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from actuator.simulated import SimulatedService
+from forecaster.baselines import Naive
+from planner.risk import ReferenceHpa, RiskAdapter, RiskBook, Tally, decide_step, with_slo_risk
+from scaleahead.bench import replay as rp
+from scaleahead.clock import VirtualClock
+from scaleahead.errors import ConfigError
+from scaleahead.loop import Deps, run_once
+from scaleahead.policy import Policy, RiskAdaptation, parse_policies
+from scaleahead.settings import Settings
+from scaleahead.traces import Split, load_series
+from scaleahead.types import ClusterState, ScaleTo, Series, WorkloadRef, WorkloadState
+from tests.serverless.conftest import FixedHistory
+
+HOUR = 3600.0
+
+
+@pytest.fixture(scope="module")
+def alibaba_day() -> Series:
+    """The first day of the real alibaba-cpu-10s trace."""
+    s = load_series("alibaba-cpu-10s")
+    return s.between(s.start, s.start + 86400.0)
+
+
+def test_the_reference_is_the_replays_hpa_step_for_step(alibaba_day: Series) -> None:
+    s = alibaba_day
+    setup = rp.prepare(s, None, 60.0, "", Split(s.start, s.start + 18 * HOUR, s.end))
+    hpa = rp.run_hpa(setup)
+    ref = ReferenceHpa(setup.capacity, setup.startup_s, 0.7, setup.initial_ready, setup.initial_ready, setup.t0)
+    w = 6  # the HPA's 60 s metric window at 10 s
+    allocated, ready = [], []
+    for i in range(setup.demand.size):
+        now = setup.t0 + i * setup.step_s
+        gi = setup.i0 + i
+        ref.step(now, s.values[max(0, gi - w) : gi])
+        allocated.append(ref.allocated)
+        ready.append(ref.ready(now))
+    assert np.array_equal(allocated, hpa.allocated) and np.array_equal(ready, hpa.ready)
+    assert len(set(allocated)) > 5  # it did scale
+
+
+CFG = RiskAdaptation()
+
+
+@pytest.mark.parametrize(
+    ("tally", "move"),
+    [
+        (Tally(short=50, ref_short=10, spend=1100.0, ref_spend=1000.0, samples=360), -1),  # over cost: down anyway
+        (Tally(short=6, ref_short=10, spend=900.0, ref_spend=1000.0, samples=360), +1),  # short > 0.5 x
+        (Tally(short=5, ref_short=10, spend=900.0, ref_spend=1000.0, samples=360), 0),  # at the target: stay
+        (Tally(short=2, ref_short=10, spend=900.0, ref_spend=1000.0, samples=360), 0),  # above a quarter: stay
+        (Tally(short=1, ref_short=10, spend=900.0, ref_spend=1000.0, samples=360), -1),  # well below: down
+        (Tally(short=1, ref_short=0, spend=900.0, ref_spend=1000.0, samples=360), +1),  # the HPA never short
+        (Tally(short=0, ref_short=0, spend=900.0, ref_spend=1000.0, samples=360), -1),
+    ],
+)
+def test_the_rule(tally: Tally, move: int) -> None:
+    assert decide_step(CFG, tally)[0] == move
+
+
+def _adapter_run(values: np.ndarray, ready: int, future: np.ndarray | None = None) -> list[int]:
+    """k after each 10 s cycle over ``values`` (one sample per cycle), ``ready`` replicas throughout."""
+    adapter = RiskAdapter(CFG, 1.0, 60.0, 10.0, ready, ready, 0.0)
+    full = values if future is None else np.concatenate([values, future])
+    ks = []
+    for i in range(values.size):
+        now = i * 10.0
+        past = Series("w", 0.0, 10.0, full).before(now)
+        adapter.cycle(now, past, ready, ready)
+        ks.append(adapter.k)
+    return ks
+
+
+def test_a_service_short_more_often_than_the_hpa_at_less_cost_is_raised_once_per_period() -> None:
+    # 10 units of demand on 8 ready replicas of 1: always short; the HPA (70 %) adds replicas and is not.
+    ks = _adapter_run(np.full(int(3 * HOUR / 10) + 1, 10.0), ready=8)
+    assert ks[: int(HOUR / 10)] == [0] * int(HOUR / 10)  # no decision within the first period
+    assert ks[int(HOUR / 10)] == 1 and ks[-1] == 3  # one step per period boundary
+    changes = [i for i in range(1, len(ks)) if ks[i] != ks[i - 1]]
+    assert [i * 10.0 % HOUR for i in changes] == [0.0, 0.0, 0.0]
+
+
+def test_a_service_that_spends_more_than_the_hpa_is_never_raised() -> None:
+    # 30 ready replicas for 10 units: never short, 30 replica-s per second against the HPA's about 15.
+    assert set(_adapter_run(np.full(int(3 * HOUR / 10) + 1, 10.0), ready=30)) == {0}
+
+
+def test_decisions_use_only_samples_before_now() -> None:
+    rng = np.random.default_rng(0)
+    values = 8.0 + 4.0 * rng.random(int(4 * HOUR / 10))
+    plain = _adapter_run(values, ready=11)
+    assert plain[-1] > 0
+    assert _adapter_run(values, ready=11, future=np.full(1000, 1e6)) == plain
+
+
+def test_policy_validation_names_the_field() -> None:
+    doc = """
+apiVersion: scaleahead.io/v1alpha1
+kind: PredictiveScalingPolicy
+metadata: {name: web}
+spec:
+  target: {name: web}
+  demand: {query: q}
+  capacityPerReplica: 10
+  objective:
+    riskAdaptation: {windowSeconds: 600, periodSeconds: 3600}
+"""
+    with pytest.raises(ConfigError, match="windowSeconds"):
+        parse_policies(doc)
+    with pytest.raises(ConfigError, match="stepFactor"):
+        parse_policies(doc.replace("windowSeconds: 600, periodSeconds: 3600", "stepFactor: 1"))
+
+
+def service_policy(capacity: float, slo_risk: float, **adaptation: object) -> Policy:
+    return Policy.model_validate(
+        {
+            "metadata": {"name": "cpu", "namespace": "dc"},
+            "spec": {
+                "target": {"name": "cpu", "namespace": "dc"},
+                "demand": {"query": "q", "stepSeconds": 10},
+                "capacityPerReplica": capacity,
+                "maxReplicas": 1000,
+                "objective": {"sloRisk": slo_risk, "riskAdaptation": adaptation},
+            },
+        }
+    )
+
+
+def test_with_slo_risk_changes_only_slo_risk() -> None:
+    p = service_policy(2.0, 80.0)
+    q = with_slo_risk(p, 100.0)
+    assert q.spec.objective.slo_risk == 100.0
+    assert q.spec.model_dump(exclude={"objective"}) == p.spec.model_dump(exclude={"objective"})
+    assert q.spec.objective.model_dump(exclude={"slo_risk"}) == p.spec.objective.model_dump(exclude={"slo_risk"})
+
+
+def _loop(series: Series, policy: Policy, hours: float) -> list[tuple[float, list[str], ScaleTo]]:
+    ref = policy.workload
+    start = series.start + 12 * HOUR
+    clock = VirtualClock(start)
+    target = SimulatedService(clock, 60.0, {ref: 20})
+    deps = Deps(FixedHistory({ref: series}), Naive(), target, None, [policy])
+    out = []
+    for i in range(int(hours * HOUR / 10)):
+        now = start + i * 10.0
+        clock.advance_to(now)
+        report = run_once(deps, Settings(), now)
+        notes = [n for n in report.plan.notes if n.startswith("risk adaptation")]
+        (action,) = [a for a in report.plan.actions if isinstance(a, ScaleTo)]
+        out.append((now, notes, action))
+    return out
+
+
+def test_the_loop_raises_a_service_that_runs_short_and_says_why(alibaba_day: Series) -> None:
+    # sloRisk 3 (about the p67 of the naive forecast) runs this real trace short far more often than an HPA.
+    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    cycles = _loop(alibaba_day, service_policy(capacity, 3.0), hours=1.2)
+    noted = [(now, notes) for now, notes, _ in cycles if notes]
+    assert noted, "no adaptation at the hour"
+    now, (note,) = noted[0]
+    assert now % HOUR == 0.0
+    assert "sloRisk 3 -> 3.75 (x1.25 its own 3)" in note and "ran short on" in note and "HPA at 70%" in note
+    after = [a for t, _, a in cycles if t >= now and "weighing" in a.reason.message]
+    assert after and all("weighing 3.75 replica-seconds" in a.reason.message for a in after)
+
+
+def test_a_disabled_adaptation_changes_nothing(alibaba_day: Series) -> None:
+    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    book = RiskBook()
+    p = service_policy(capacity, 3.0, enabled=False)
+    ref = p.workload
+    ws = WorkloadState(ref, 20, 20, math.nan, math.nan)
+    for i in range(int(1.5 * HOUR / 10)):
+        now = alibaba_day.start + 12 * HOUR + i * 10.0
+        out, notes = book.apply([p], {ref: alibaba_day}, ClusterState(workloads={ref: ws}), now)
+        assert out[0] is p and notes == ()
+    assert book.factor(ref) == 1.0
+    assert WorkloadRef("Deployment", "dc", "cpu") == ref
