@@ -255,15 +255,18 @@ class RiskBook:
             if not adapts(policy):
                 continue
             ref = policy.workload
+            seen.add(ref)  # kept through a cycle without history or state (a Prometheus outage)
             ws = state.workloads.get(ref)
             past = history.get(ref)
-            if ws is None or past is None:
+            if ws is None or past is None:  # nothing to score this cycle: the weight stays as it was
+                held = self._adapters.get(ref)
+                if held is not None and held[1].k:
+                    out[i] = self._policy(ref, policy, held[1])
                 continue
             past = past.before(now)
             spec = policy.spec
             cfg = spec.objective.risk_adaptation
             key = (cfg, float(spec.capacity_per_replica), float(past.step_s))
-            seen.add(ref)
             entry = self._adapters.get(ref)
             if entry is None or entry[0] != key:
                 cap, startup = spec.capacity_per_replica, spec.startup_seconds

@@ -66,14 +66,13 @@ def test_the_rule(tally: Tally, move: int) -> None:
     assert decide_step(CFG, tally)[0] == move
 
 
-def _adapter_run(values: np.ndarray, ready: int, future: np.ndarray | None = None) -> list[int]:
+def _adapter_run(values: np.ndarray, ready: int) -> list[int]:
     """k after each 10 s cycle over ``values`` (one sample per cycle), ``ready`` replicas throughout."""
     adapter = RiskAdapter(CFG, 1.0, 60.0, 10.0, ready, ready, 0.0)
-    full = values if future is None else np.concatenate([values, future])
     ks = []
     for i in range(values.size):
         now = i * 10.0
-        past = Series("w", 0.0, 10.0, full).before(now)
+        past = Series("w", 0.0, 10.0, values).before(now)
         adapter.cycle(now, past, ready, ready)
         ks.append(adapter.k)
     return ks
@@ -93,12 +92,31 @@ def test_a_service_that_spends_more_than_the_hpa_is_never_raised() -> None:
     assert set(_adapter_run(np.full(int(3 * HOUR / 10) + 1, 10.0), ready=30)) == {0}
 
 
-def test_decisions_use_only_samples_before_now() -> None:
-    rng = np.random.default_rng(0)
-    values = 8.0 + 4.0 * rng.random(int(4 * HOUR / 10))
-    plain = _adapter_run(values, ready=11)
-    assert plain[-1] > 0
-    assert _adapter_run(values, ready=11, future=np.full(1000, 1e6)) == plain
+def test_decisions_use_only_samples_before_now(alibaba_day: Series) -> None:
+    """Handed a series with absurd values from ``now`` on, the book decides as if handed only the past."""
+    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    p = service_policy(capacity, 3.0)
+    ref = p.workload
+    start = alibaba_day.start + 12 * HOUR
+    times = alibaba_day.times()
+
+    def factors(with_future: bool) -> list[float]:
+        book = RiskBook()
+        ws = WorkloadState(ref, 25, 25, math.nan, math.nan)
+        out = []
+        for i in range(int(3.1 * HOUR / 10)):
+            now = start + i * 10.0
+            if with_future:
+                series = Series("w", alibaba_day.start, 10.0, np.where(times < now, alibaba_day.values, 1e6))
+            else:
+                series = alibaba_day.before(now)
+            book.apply([p], {ref: series}, ClusterState(workloads={ref: ws}), now)
+            out.append(book.factor(ref))
+        return out
+
+    plain = factors(False)
+    assert plain[-1] > 1.0
+    assert factors(True) == plain
 
 
 def test_policy_validation_names_the_field() -> None:
@@ -184,3 +202,21 @@ def test_a_disabled_adaptation_changes_nothing(alibaba_day: Series) -> None:
         assert out[0] is p and notes == ()
     assert book.factor(ref) == 1.0
     assert WorkloadRef("Deployment", "dc", "cpu") == ref
+
+
+def test_a_cycle_without_history_keeps_the_adaptation(alibaba_day: Series) -> None:
+    """A Prometheus outage (no history for a cycle) must not reset what was learned."""
+    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    p = service_policy(capacity, 3.0)
+    ref = p.workload
+    book = RiskBook()
+    ws = WorkloadState(ref, 20, 20, math.nan, math.nan)
+    start = alibaba_day.start + 12 * HOUR
+    for i in range(int(1.1 * HOUR / 10)):
+        book.apply([p], {ref: alibaba_day}, ClusterState(workloads={ref: ws}), start + i * 10.0)
+    assert book.factor(ref) == 1.25  # 20 replicas run short of this trace more often than an HPA
+    out, _ = book.apply([p], {}, ClusterState(workloads={ref: ws}), start + 1.2 * HOUR)
+    assert out[0].spec.objective.slo_risk == 3.75  # no history this cycle: the weight stays
+    assert book.factor(ref) == 1.25
+    out, _ = book.apply([p], {ref: alibaba_day}, ClusterState(workloads={ref: ws}), start + 1.2 * HOUR + 10)
+    assert out[0].spec.objective.slo_risk == 3.75
