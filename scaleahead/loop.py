@@ -26,7 +26,7 @@ from actuator.rollouts import RolloutView
 from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
-from planner.risk import RiskBook
+from planner.risk import RiskBook, adapts
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from scaleahead.clock import Clock
@@ -135,6 +135,8 @@ class CycleReport:
     shadow_plan: Plan | None = None
     #: Per workload with readiness samples: the start-up delay planned with and why.
     startup: dict[WorkloadRef, StartupEstimate] = field(default_factory=dict)
+    #: Per service with risk adaptation: the objective.sloRisk planned with this cycle (``planner.risk``).
+    slo_risk: dict[WorkloadRef, float] = field(default_factory=dict)
 
 
 class _Timer:
@@ -308,9 +310,11 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         except Exception as exc:  # noqa: BLE001 - the policies' own costs stay
             errors["warm_budget"] = str(exc)
     risk_notes: tuple[str, ...] = ()
+    slo_risk: dict[WorkloadRef, float] = {}
     with timer.phase("risk"):
         try:
             policies, risk_notes = deps.risk.apply(policies, history, state, now)
+            slo_risk = {p.workload: p.spec.objective.slo_risk for p in policies if adapts(p)}
         except Exception as exc:  # noqa: BLE001 - the policies' own sloRisk stays
             log.warning("risk adaptation failed: %s", exc)
             errors["risk"] = str(exc)
@@ -341,14 +345,14 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             dry = True
         if deps.actuator is not None:
             results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
-            return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup)
+            return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk)
         results = apply_plan(plan, deps.target, dry_run=dry)
     with timer.phase("journal"):
         if deps.store is not None and action_ids:
             changed = [r for r in results if not r.action.is_noop]
             updates = [(aid, res.outcome, res.detail) for aid, res in zip(action_ids, changed, strict=True)]
             deps.store.set_action_states(updates, now)
-    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup)
+    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk)
 
 
 def run_forever(

@@ -59,6 +59,12 @@ class Metrics:
             "scaleahead_planned_replicas", "Replicas the last plan asked for.", ["workload"], registry=r
         )
         self.current = Gauge("scaleahead_current_replicas", "Replicas the cluster reported.", ["workload"], registry=r)
+        self.slo_risk = Gauge(
+            "scaleahead_slo_risk",
+            "objective.sloRisk the service was planned with this cycle (raised by the risk adaptation).",
+            ["workload"],
+            registry=r,
+        )
         self.actions = Counter(
             "scaleahead_actions",
             "Actions by kind and result (applied, failed, skipped, dry-run).",
@@ -149,6 +155,8 @@ class Metrics:
                     self.forecast.labels(workload=key, quantile=f"{q:g}", lead_s=f"{lead:g}").set(float(values[i]))
         for ref, n in state_replicas.items():
             self.current.labels(workload=ref.key).set(n)
+        for ref, weight in report.slo_risk.items():
+            self.slo_risk.labels(workload=ref.key).set(weight)
         active: dict[str, str] = {ref.key: mode for ref, mode in report.plan.fallbacks.items()}
         for action in report.plan.actions:
             if isinstance(action, ScaleTo):

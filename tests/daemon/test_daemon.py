@@ -250,6 +250,7 @@ def test_metrics_and_health_are_served_over_http(daemon_factory) -> None:  # typ
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
             body = r.read().decode()
         assert "scaleahead_planned_replicas{" in body
+        assert "scaleahead_slo_risk{" in body  # the weight each service was planned with (risk adaptation)
         assert "scaleahead_phase_seconds_bucket{" in body
         assert urllib.request.urlopen(base + "/healthz", timeout=5).status == 200
         assert urllib.request.urlopen(base + "/readyz", timeout=5).status == 200

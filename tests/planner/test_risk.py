@@ -160,7 +160,7 @@ def test_with_slo_risk_changes_only_slo_risk() -> None:
     assert q.spec.objective.model_dump(exclude={"slo_risk"}) == p.spec.objective.model_dump(exclude={"slo_risk"})
 
 
-def _loop(series: Series, policy: Policy, hours: float) -> list[tuple[float, list[str], ScaleTo]]:
+def _loop(series: Series, policy: Policy, hours: float) -> list[tuple[float, list[str], ScaleTo, float]]:
     ref = policy.workload
     start = series.start + 12 * HOUR
     clock = VirtualClock(start)
@@ -173,7 +173,7 @@ def _loop(series: Series, policy: Policy, hours: float) -> list[tuple[float, lis
         report = run_once(deps, Settings(), now)
         notes = [n for n in report.plan.notes if n.startswith("risk adaptation")]
         (action,) = [a for a in report.plan.actions if isinstance(a, ScaleTo)]
-        out.append((now, notes, action))
+        out.append((now, notes, action, report.slo_risk[ref]))
     return out
 
 
@@ -181,12 +181,13 @@ def test_the_loop_raises_a_service_that_runs_short_and_says_why(alibaba_day: Ser
     # sloRisk 3 (about the p67 of the naive forecast) runs this real trace short far more often than an HPA.
     capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
     cycles = _loop(alibaba_day, service_policy(capacity, 3.0), hours=1.2)
-    noted = [(now, notes) for now, notes, _ in cycles if notes]
+    noted = [(now, notes) for now, notes, _, _ in cycles if notes]
     assert noted, "no adaptation at the hour"
     now, (note,) = noted[0]
     assert now % HOUR == 0.0
     assert "sloRisk 3 -> 3.75 (x1.25 its own 3)" in note and "ran short on" in note and "HPA at 70%" in note
-    after = [a for t, _, a in cycles if t >= now and "weighing" in a.reason.message]
+    assert {w for t, _, _, w in cycles if t < now} == {3.0} and {w for t, _, _, w in cycles if t >= now} == {3.75}
+    after = [a for t, _, a, _ in cycles if t >= now and "weighing" in a.reason.message]
     assert after and all("weighing 3.75 replica-seconds" in a.reason.message for a in after)
 
 
