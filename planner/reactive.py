@@ -112,14 +112,20 @@ class Hpa:
             f"{cfg.target_utilization:.0%}"
         )
 
+    def usage(self, window_demand: FloatArray) -> float | None:
+        """Mean demand of the metric window in replicas (None when the window has no finite value)."""
+        finite = window_demand[np.isfinite(window_demand)]
+        return float(finite.mean()) / self.capacity if finite.size else None
+
     def sync(self, now: float, window_demand: FloatArray, ready: int, allocated: int) -> tuple[int, str]:
         """One HPA sync at ``now``: demand of the last metric window (NaN = missing) -> desired count."""
+        return self._sync(now, self.usage(window_demand), ready, allocated)
+
+    def _sync(self, now: float, usage: float | None, ready: int, allocated: int) -> tuple[int, str]:
         cfg = self.config
-        finite = window_demand[np.isfinite(window_demand)]
         current = allocated
-        if finite.size == 0:
+        if usage is None:
             return current, "no metric in the last window: keep the current count"
-        usage = float(finite.mean()) / self.capacity
         rec, why = self.recommend(usage, ready, allocated)
         self._recs.append((now, rec))
         while self._recs and now - self._recs[0][0] > cfg.scale_down_stabilization_s:
@@ -149,7 +155,8 @@ class Hpa:
         self._last_sync = now
         desired, why = allocated, "between syncs: keep"
         count = allocated
+        usage = self.usage(window_demand) if n > 0 else None  # the same window for every sync due now
         for _ in range(max(0, n)):
-            desired, why = self.sync(now, window_demand, ready, count)
+            desired, why = self._sync(now, usage, ready, count)
             count = desired
         return desired, why
