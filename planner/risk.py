@@ -28,7 +28,8 @@ samples than the target) or the price too high (more spend than the HPA), one st
 The counts are those observed at the start of each cycle (ready and allocated replicas, before
 the cycle acts), charged to the samples from that cycle to the next. Only samples that ended
 before ``now`` are scored, so no decision uses a later one. The state is kept in memory: after a
-restart a service starts again from its own sloRisk (factor 1) and a fresh simulated HPA.
+restart a service starts again from its own sloRisk (factor 1) and a fresh simulated HPA, unless
+the caller ``restore``s the recorded steps (the control loop records them in storage).
 """
 
 from __future__ import annotations
@@ -238,6 +239,16 @@ class RiskBook:
     def __init__(self) -> None:
         self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float], RiskAdapter]] = {}
         self._adapted: dict[WorkloadRef, tuple[Policy, int, Policy]] = {}
+        self._restored: dict[str, int] = {}
+        #: Whether ``restore`` was called (the loop restores once, from storage).
+        self.restored = False
+        #: ``{ref: (k, sloRisk planned with)}`` for the services whose step changed in the last ``apply``.
+        self.changed: dict[WorkloadRef, tuple[int, float]] = {}
+
+    def restore(self, steps: Mapping[str, int]) -> None:
+        """Resume from recorded steps ``{workload key: k}`` (a service starts there instead of at 0)."""
+        self._restored = {key: int(k) for key, k in steps.items() if int(k) > 0}
+        self.restored = True
 
     def factor(self, ref: WorkloadRef) -> float:
         """The current multiple of the policy's sloRisk for ``ref`` (1 when not adapted)."""
@@ -251,6 +262,7 @@ class RiskBook:
         out = list(policies)
         notes: list[str] = []
         seen: set[WorkloadRef] = set()
+        self.changed = {}
         for i, policy in enumerate(policies):
             if not adapts(policy):
                 continue
@@ -271,11 +283,13 @@ class RiskBook:
             if entry is None or entry[0] != key:
                 cap, startup = spec.capacity_per_replica, spec.startup_seconds
                 adapter = RiskAdapter(cfg, cap, startup, past.step_s, ws.ready_replicas, ws.replicas, now)
+                adapter.k = min(adapter.k_max, self._restored.pop(ref.key, 0))
                 entry = self._adapters[ref] = (key, adapter)
             adapter = entry[1]
             changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas)
             if changed is not None:
                 notes.append(self._note(ref, policy, adapter, changed))
+                self.changed[ref] = (adapter.k, spec.objective.slo_risk * adapter.factor)
             if adapter.k:
                 out[i] = self._policy(ref, policy, adapter)
         for ref in [r for r in self._adapters if r not in seen]:

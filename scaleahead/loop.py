@@ -313,8 +313,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     slo_risk: dict[WorkloadRef, float] = {}
     with timer.phase("risk"):
         try:
+            if deps.store is not None and not deps.risk.restored:
+                deps.risk.restore(deps.store.risk_factors())  # resume where the last process left off
             policies, risk_notes = deps.risk.apply(policies, history, state, now)
             slo_risk = {p.workload: p.spec.objective.slo_risk for p in policies if adapts(p)}
+            if deps.store is not None and deps.risk.changed:
+                deps.store.set_risk_factors({r.key: kw for r, kw in deps.risk.changed.items()}, now)
         except Exception as exc:  # noqa: BLE001 - the policies' own sloRisk stays
             log.warning("risk adaptation failed: %s", exc)
             errors["risk"] = str(exc)

@@ -136,3 +136,17 @@ class PodSteerRow(Base):
     consumed_by: Mapped[str] = mapped_column(String(253), default="")
     updated_at: Mapped[float] = mapped_column(Float)
     __table_args__ = (Index("ix_pod_steers_owner_state", "namespace", "owner_kind", "owner_name", "state"),)
+
+
+class RiskFactorRow(Base):
+    """The risk adaptation's step per service (``planner.risk``), so a restart resumes from it.
+
+    ``k``: the service plans with ``sloRisk x stepFactor ** k``; ``slo_risk`` is that weight when it
+    was written (for people reading the table).
+    """
+
+    __tablename__ = "risk_factors"
+    workload: Mapped[str] = mapped_column(String(512), primary_key=True)
+    k: Mapped[int] = mapped_column(Integer)
+    slo_risk: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

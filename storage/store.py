@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -34,6 +34,7 @@ from storage.schema import (
     ModelVersionRow,
     PlanRow,
     PodSteerRow,
+    RiskFactorRow,
     RolloutRow,
     WorkloadRow,
 )
@@ -440,6 +441,28 @@ class Store:
             if r is None:
                 raise KeyError(target)
             r.human_value, r.human_seen_at = value, now
+
+    # -- risk adaptation (planner.risk) -------------------------------------------------------------
+    def risk_factors(self) -> dict[str, int]:
+        """The risk adaptation's step ``k`` per workload key (``Kind/namespace/name``)."""
+        with self.session() as s:
+            return {r.workload: r.k for r in s.scalars(select(RiskFactorRow))}
+
+    def set_risk_factors(self, factors: Mapping[str, tuple[int, float]], now: float) -> None:
+        """Record ``{workload key: (k, sloRisk planned with)}``; ``k`` 0 removes the row (the policy's own weight)."""
+        if not factors:
+            return
+        with self.session() as s:
+            for key, (k, weight) in factors.items():
+                r = s.get(RiskFactorRow, key)
+                if k <= 0:
+                    if r is not None:
+                        s.delete(r)
+                    continue
+                if r is None:
+                    r = RiskFactorRow(workload=key)
+                    s.add(r)
+                r.k, r.slo_risk, r.updated_at = int(k), float(weight), float(now)
 
     def count_plans(self) -> int:
         with self.session() as s:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from scaleahead.policy import Policy, RiskAdaptation, parse_policies
 from scaleahead.settings import Settings
 from scaleahead.traces import Split, load_series
 from scaleahead.types import ClusterState, ScaleTo, Series, WorkloadRef, WorkloadState
+from storage import Store
 from tests.serverless.conftest import FixedHistory
 
 HOUR = 3600.0
@@ -221,3 +223,26 @@ def test_a_cycle_without_history_keeps_the_adaptation(alibaba_day: Series) -> No
     assert book.factor(ref) == 1.25
     out, _ = book.apply([p], {ref: alibaba_day}, ClusterState(workloads={ref: ws}), start + 1.2 * HOUR + 10)
     assert out[0].spec.objective.slo_risk == 3.75
+
+
+def test_a_restarted_loop_resumes_from_the_recorded_step(alibaba_day: Series, tmp_path: Path) -> None:
+    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    policy = service_policy(capacity, 3.0)
+    ref = policy.workload
+    start = alibaba_day.start + 12 * HOUR
+    store = Store(f"sqlite:///{tmp_path / 'risk.db'}")
+
+    def deps(clock: VirtualClock) -> Deps:
+        target = SimulatedService(clock, 60.0, {ref: 20})
+        return Deps(FixedHistory({ref: alibaba_day}), Naive(), target, store, [policy])
+
+    clock = VirtualClock(start)
+    first = deps(clock)
+    for i in range(int(1.05 * HOUR / 10)):
+        clock.advance_to(start + i * 10.0)
+        report = run_once(first, Settings(), clock.now())
+    assert report.slo_risk[ref] == 3.75 and store.risk_factors() == {ref.key: 1}
+    # a new process: a fresh book, the same database
+    report = run_once(deps(clock), Settings(), clock.now() + 10.0)
+    assert report.slo_risk[ref] == 3.75
+    store.close()
