@@ -284,6 +284,8 @@ class RiskBook:
                 cap, startup = spec.capacity_per_replica, spec.startup_seconds
                 adapter = RiskAdapter(cfg, cap, startup, past.step_s, ws.ready_replicas, ws.replicas, now)
                 adapter.k = min(adapter.k_max, self._restored.pop(ref.key, 0))
+                if entry is not None and entry[1].k:  # the policy changed: it starts again from its own weight
+                    self.changed[ref] = (0, spec.objective.slo_risk)
                 entry = self._adapters[ref] = (key, adapter)
             adapter = entry[1]
             changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas)

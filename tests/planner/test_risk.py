@@ -243,6 +243,11 @@ def test_a_restarted_loop_resumes_from_the_recorded_step(alibaba_day: Series, tm
         report = run_once(first, Settings(), clock.now())
     assert report.slo_risk[ref] == 3.75 and store.risk_factors() == {ref.key: 1}
     # a new process: a fresh book, the same database
-    report = run_once(deps(clock), Settings(), clock.now() + 10.0)
+    second = deps(clock)
+    report = run_once(second, Settings(), clock.now() + 10.0)
     assert report.slo_risk[ref] == 3.75
+    # the policy is edited (another capacity): it starts again from its own weight, and the record goes
+    second.policies = [service_policy(capacity * 1.1, 3.0)]
+    report = run_once(second, Settings(), clock.now() + 20.0)
+    assert report.slo_risk[ref] == 3.0 and store.risk_factors() == {}
     store.close()
