@@ -244,6 +244,8 @@ class RiskBook:
         self.restored = False
         #: ``{ref: (k, sloRisk planned with)}`` for the services whose step changed in the last ``apply``.
         self.changed: dict[WorkloadRef, tuple[int, float]] = {}
+        #: Changes not yet recorded by the caller (kept until it clears them after a successful write).
+        self.unsaved: dict[WorkloadRef, tuple[int, float]] = {}
 
     def restore(self, steps: Mapping[str, int]) -> None:
         """Resume from recorded steps ``{workload key: k}`` (a service starts there instead of at 0)."""
@@ -297,6 +299,7 @@ class RiskBook:
         for ref in [r for r in self._adapters if r not in seen]:
             del self._adapters[ref]
             self._adapted.pop(ref, None)
+        self.unsaved.update(self.changed)
         return out, tuple(notes)
 
     def _policy(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter) -> Policy:

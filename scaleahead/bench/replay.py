@@ -547,8 +547,9 @@ def run_replay(
         doc["policies"][name] = m
         doc["timing_s"]["replay"][name] = round(run.seconds, 3)
         doc["timing_s"]["replay_cpu"][name] = round(run.cpu_seconds, 3)
-    if "slo_risk" in runs.get("scaleahead", PolicyRun("", np.zeros(0), np.zeros(0), np.zeros(0))).info:
-        doc["params"]["scaleahead_slo_risk"] = runs["scaleahead"].info["slo_risk"]
+    ours = runs.get("scaleahead")
+    if ours is not None and "slo_risk" in ours.info:
+        doc["params"]["scaleahead_slo_risk"] = ours.info["slo_risk"]
     doc["timing_s"]["replay_total"] = round(sum(r.seconds for r in runs.values()), 3)
     doc["timing_s"]["replay_cpu_total"] = round(sum(r.cpu_seconds for r in runs.values()), 3)
     return doc, runs

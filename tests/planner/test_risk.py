@@ -251,3 +251,32 @@ def test_a_restarted_loop_resumes_from_the_recorded_step(alibaba_day: Series, tm
     report = run_once(second, Settings(), clock.now() + 20.0)
     assert report.slo_risk[ref] == 3.0 and store.risk_factors() == {}
     store.close()
+
+
+def test_a_failed_write_of_the_step_is_retried(alibaba_day: Series, tmp_path: Path) -> None:
+    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    policy = service_policy(capacity, 3.0)
+    ref = policy.workload
+    start = alibaba_day.start + 12 * HOUR
+    store = Store(f"sqlite:///{tmp_path / 'risk.db'}")
+    calls = []
+
+    def failing(factors: object, now: float) -> None:
+        calls.append(now)
+        raise OSError("database is locked")
+
+    real = store.set_risk_factors
+    store.set_risk_factors = failing  # type: ignore[method-assign]
+    clock = VirtualClock(start)
+    deps = Deps(FixedHistory({ref: alibaba_day}), Naive(), SimulatedService(clock, 60.0, {ref: 20}), store, [policy])
+    for i in range(int(1.05 * HOUR / 10)):
+        clock.advance_to(start + i * 10.0)
+        report = run_once(deps, Settings(), clock.now())
+    assert calls and "database is locked" in report.errors["risk"]  # said, retried every cycle since the change
+    assert report.slo_risk[ref] == 3.75  # and planned with what was learned all the same
+    assert store.risk_factors() == {}
+    store.set_risk_factors = real  # type: ignore[method-assign]
+    report = run_once(deps, Settings(), clock.now() + 10.0)
+    assert "risk" not in report.errors and report.slo_risk[ref] == 3.75
+    assert store.risk_factors() == {ref.key: 1}  # the write that had failed is made
+    store.close()
