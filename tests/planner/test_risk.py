@@ -52,6 +52,11 @@ def test_the_reference_is_the_replays_hpa_step_for_step(alibaba_day: Series) -> 
 CFG = RiskAdaptation()
 
 
+def replay_capacity(series: Series) -> float:
+    """The replay's default capacity per replica: p99 of the demand / 40."""
+    return float(np.nanpercentile(series.values, 99)) / 40
+
+
 @pytest.mark.parametrize(
     ("tally", "move"),
     [
@@ -96,7 +101,7 @@ def test_a_service_that_spends_more_than_the_hpa_is_never_raised() -> None:
 
 def test_decisions_use_only_samples_before_now(alibaba_day: Series) -> None:
     """Handed a series with absurd values from ``now`` on, the book decides as if handed only the past."""
-    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    capacity = replay_capacity(alibaba_day)
     p = service_policy(capacity, 3.0)
     ref = p.workload
     start = alibaba_day.start + 12 * HOUR
@@ -181,7 +186,7 @@ def _loop(series: Series, policy: Policy, hours: float) -> list[tuple[float, lis
 
 def test_the_loop_raises_a_service_that_runs_short_and_says_why(alibaba_day: Series) -> None:
     # sloRisk 3 (about the p67 of the naive forecast) runs this real trace short far more often than an HPA.
-    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    capacity = replay_capacity(alibaba_day)
     cycles = _loop(alibaba_day, service_policy(capacity, 3.0), hours=1.2)
     noted = [(now, notes) for now, notes, _, _ in cycles if notes]
     assert noted, "no adaptation at the hour"
@@ -194,7 +199,7 @@ def test_the_loop_raises_a_service_that_runs_short_and_says_why(alibaba_day: Ser
 
 
 def test_a_disabled_adaptation_changes_nothing(alibaba_day: Series) -> None:
-    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    capacity = replay_capacity(alibaba_day)
     book = RiskBook()
     p = service_policy(capacity, 3.0, enabled=False)
     ref = p.workload
@@ -209,7 +214,7 @@ def test_a_disabled_adaptation_changes_nothing(alibaba_day: Series) -> None:
 
 def test_a_cycle_without_history_keeps_the_adaptation(alibaba_day: Series) -> None:
     """A Prometheus outage (no history for a cycle) must not reset what was learned."""
-    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+    capacity = replay_capacity(alibaba_day)
     p = service_policy(capacity, 3.0)
     ref = p.workload
     book = RiskBook()
@@ -225,12 +230,15 @@ def test_a_cycle_without_history_keeps_the_adaptation(alibaba_day: Series) -> No
     assert out[0].spec.objective.slo_risk == 3.75
 
 
-def test_a_restarted_loop_resumes_from_the_recorded_step(alibaba_day: Series, tmp_path: Path) -> None:
-    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
+def _stored(alibaba_day: Series, tmp_path: Path) -> tuple[float, Policy, WorkloadRef, float, Store]:
+    """Capacity, a policy at sloRisk 3 on the real day, its workload, a start at noon and a fresh SQLite store."""
+    capacity = replay_capacity(alibaba_day)
     policy = service_policy(capacity, 3.0)
-    ref = policy.workload
-    start = alibaba_day.start + 12 * HOUR
-    store = Store(f"sqlite:///{tmp_path / 'risk.db'}")
+    return capacity, policy, policy.workload, alibaba_day.start + 12 * HOUR, Store(f"sqlite:///{tmp_path / 'risk.db'}")
+
+
+def test_a_restarted_loop_resumes_from_the_recorded_step(alibaba_day: Series, tmp_path: Path) -> None:
+    capacity, policy, ref, start, store = _stored(alibaba_day, tmp_path)
 
     def deps(clock: VirtualClock) -> Deps:
         target = SimulatedService(clock, 60.0, {ref: 20})
@@ -254,11 +262,7 @@ def test_a_restarted_loop_resumes_from_the_recorded_step(alibaba_day: Series, tm
 
 
 def test_a_failed_write_of_the_step_is_retried(alibaba_day: Series, tmp_path: Path) -> None:
-    capacity = float(np.nanpercentile(alibaba_day.values, 99)) / 40
-    policy = service_policy(capacity, 3.0)
-    ref = policy.workload
-    start = alibaba_day.start + 12 * HOUR
-    store = Store(f"sqlite:///{tmp_path / 'risk.db'}")
+    _, policy, ref, start, store = _stored(alibaba_day, tmp_path)
     calls = []
 
     def failing(factors: object, now: float) -> None:
