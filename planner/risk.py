@@ -242,9 +242,8 @@ class RiskBook:
         self._restored: dict[str, int] = {}
         #: Whether ``restore`` was called (the loop restores once, from storage).
         self.restored = False
-        #: ``{ref: (k, sloRisk planned with)}`` for the services whose step changed in the last ``apply``.
-        self.changed: dict[WorkloadRef, tuple[int, float]] = {}
-        #: Changes not yet recorded by the caller (kept until it clears them after a successful write).
+        #: ``{ref: (k, sloRisk planned with)}`` for the steps changed and not yet recorded by the caller
+        #: (kept until it clears them after a successful write).
         self.unsaved: dict[WorkloadRef, tuple[int, float]] = {}
 
     def restore(self, steps: Mapping[str, int]) -> None:
@@ -264,7 +263,6 @@ class RiskBook:
         out = list(policies)
         notes: list[str] = []
         seen: set[WorkloadRef] = set()
-        self.changed = {}
         for i, policy in enumerate(policies):
             if not adapts(policy):
                 continue
@@ -287,19 +285,18 @@ class RiskBook:
                 adapter = RiskAdapter(cfg, cap, startup, past.step_s, ws.ready_replicas, ws.replicas, now)
                 adapter.k = min(adapter.k_max, self._restored.pop(ref.key, 0))
                 if entry is not None and entry[1].k:  # the policy changed: it starts again from its own weight
-                    self.changed[ref] = (0, spec.objective.slo_risk)
+                    self.unsaved[ref] = (0, spec.objective.slo_risk)
                 entry = self._adapters[ref] = (key, adapter)
             adapter = entry[1]
             changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas)
             if changed is not None:
                 notes.append(self._note(ref, policy, adapter, changed))
-                self.changed[ref] = (adapter.k, spec.objective.slo_risk * adapter.factor)
+                self.unsaved[ref] = (adapter.k, spec.objective.slo_risk * adapter.factor)
             if adapter.k:
                 out[i] = self._policy(ref, policy, adapter)
         for ref in [r for r in self._adapters if r not in seen]:
             del self._adapters[ref]
             self._adapted.pop(ref, None)
-        self.unsaved.update(self.changed)
         return out, tuple(notes)
 
     def _policy(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter) -> Policy:
