@@ -27,13 +27,28 @@ rate is counted over at least ``min_rate_span`` steps since its first call, so a
 seen once is grouped with the sparse functions it most likely is, not with the busiest ones
 (one call over one step would be a rate of 1).
 
+**Recurrence calibration.** The hazard only sees the time since the last call. Many functions also
+recur at the same minute of the hour or half hour without doing so every hour (cron-like timers that
+skip hours, timers with ad-hoc calls in between, which reset the idle time). So ``predict`` passes
+the hazard through a logistic model whose inputs are the hazard's logit, the idle time, how often
+the function was active so far, and for each recurrence period (15, 30 and 60 minutes by default) how
+many and what share of the earlier steps at the same phase (``now - k * period``) had a call. Its
+ten coefficients are fitted by Newton's method on the steps observed in the last day (after a
+``calibration_warmup``), each row from what was known before that step (the hazard predicted then,
+the counts until then) and whether the function was called in it; ``fit`` fits at its end,
+``observe`` refits every hour. Too few calls or non-calls among those rows, or a fit that does not
+converge, leave the hazard as it is (``calibration`` is then ``None``). ``hazard()`` gives the
+uncalibrated probabilities.
+
 Everything is online and causal: ``observe(counts)`` adds one step of counts; ``predict()`` uses
-only what was observed before. It was chosen over simpler rules by ``scaleahead bench
-serverless`` on azure-functions-1m (docs/serverless.md).
+only what was observed before (the calibration is fitted by ``fit`` and kept fixed by ``observe``).
+It was chosen over simpler rules by ``scaleahead bench serverless`` on azure-functions-1m
+(docs/serverless.md).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,6 +58,32 @@ from scaleahead.types import FloatArray, InvocationForecast, WorkloadRef
 
 #: Invocation-rate edges (share of minutes with invocations) of the pooled-hazard groups.
 RATE_EDGES: tuple[float, ...] = (0.005, 0.02, 0.08, 0.3)
+#: Recurrence periods (s) of the calibration: a call at the same minute of the quarter hour, half hour and hour.
+RECURRENCE_PERIODS_S: tuple[float, ...] = (900.0, 1800.0, 3600.0)
+#: Fewest calls (and non-calls) among the calibration rows for a calibration to be fitted.
+MIN_CALIBRATION_EVENTS = 50
+_LOGIT_EPS = 1e-4
+
+
+def _logistic_fit(x: FloatArray, y: FloatArray, iters: int = 50, ridge: float = 1e-3) -> FloatArray | None:
+    """Logistic-regression coefficients (last one the intercept) by Newton's method; None if it fails."""
+    z = np.concatenate([x, np.ones((len(x), 1))], axis=1)
+    w = np.zeros(z.shape[1])
+    eye = ridge * np.eye(len(w))
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -50.0, 50.0)))
+        grad = z.T @ (p - y) + ridge * w
+        hess = (z * (p * (1.0 - p))[:, None]).T @ z + eye
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            return None
+        w = w - step
+        if not np.isfinite(w).all():
+            return None
+        if np.abs(step).max() < 1e-7:
+            return w
+    return None
 
 
 class InvocationForecaster:
@@ -59,6 +100,17 @@ class InvocationForecaster:
             steps; chosen on the history part of azure-functions-1m, docs/serverless.md).
         smoothing_divisor: own gaps at idle time ``s`` are averaged over ``s +- s // this`` steps
             (8, chosen on the same history; 0 turns smoothing off).
+        calibrate: fit the recurrence calibration in ``fit`` (module docstring); False: the hazard alone.
+        recurrence_periods_s: the calibration's recurrence periods (s); periods shorter than two
+            steps are skipped.
+        calibration_warmup: steps observed before calibration rows are recorded (the hazard of
+            the first steps has too little history to be calibrated against).
+        calibration_window: the calibration is fitted on the rows of the last this many steps (a day
+            at 1-minute steps, the control loop's window).
+        recalibrate_steps: ``observe`` refits the calibration every this many steps (an hour at
+            1-minute steps).
+        calibration: fixed coefficients (``calibration`` of a forecaster with the same periods) to
+            use instead of fitting (a replay of the past with the calibration of the whole past).
     """
 
     name = "idle_hazard"
@@ -73,6 +125,12 @@ class InvocationForecaster:
         rate_edges: Sequence[float] = RATE_EDGES,
         min_rate_span: int = 60,
         smoothing_divisor: int = 8,
+        calibrate: bool = True,
+        recurrence_periods_s: Sequence[float] = RECURRENCE_PERIODS_S,
+        calibration_warmup: int = 60,
+        calibration_window: int = 1440,
+        recalibrate_steps: int = 60,
+        calibration: FloatArray | None = None,
     ) -> None:
         if n_functions < 0 or horizon < 1 or max_idle < 1 or min_rate_span < 1 or smoothing_divisor < 0:
             raise ValueError(
@@ -98,20 +156,91 @@ class InvocationForecaster:
         self._first = np.full(n_functions, -1, dtype=np.int64)
         self._active = np.zeros(n_functions)
         self._t = 0  # steps observed so far
+        self.periods = tuple(p for p in (int(round(x / step_s)) for x in recurrence_periods_s) if p >= 2)
+        # hits[i][f, j]: steps at phase j (step index mod periods[i]) at which function f was called;
+        # phase_steps[i][j]: steps observed at phase j
+        self._hits = [np.zeros((n_functions, p)) for p in self.periods]
+        self._phase_steps = [np.zeros(p) for p in self.periods]
+        self.calibrate = calibrate
+        self.calibration_warmup = calibration_warmup
+        n_coef = 3 + 2 * len(self.periods) + 1
+        if calibration is not None:
+            calibration = np.asarray(calibration, dtype=np.float64)
+            if calibration.shape != (n_coef,) or not np.isfinite(calibration).all():
+                raise ValueError(f"calibration needs {n_coef} finite coefficients for periods {self.periods}")
+        self._coef: FloatArray | None = calibration
+        self._fixed = calibration is not None
+        if calibration_window < 1 or recalibrate_steps < 1:
+            raise ValueError("calibration_window >= 1 and recalibrate_steps >= 1 are required")
+        self.recalibrate_steps = recalibrate_steps
+        self._rows: deque[npt.NDArray[np.float32]] = deque(maxlen=calibration_window)
+        self._labels: deque[npt.NDArray[np.bool_]] = deque(maxlen=calibration_window)
+
+    @property
+    def calibration(self) -> FloatArray | None:
+        """The recurrence calibration's coefficients (None: the hazard is used as it is)."""
+        return None if self._coef is None else self._coef.copy()
 
     @property
     def steps_observed(self) -> int:
         return self._t
 
     def fit(self, counts: npt.NDArray[np.int64]) -> InvocationForecaster:
-        """Observe a history ``counts[f, t]`` (invocations per function per step), oldest first."""
+        """Observe a history ``counts[f, t]`` (invocations per function per step), oldest first.
+
+        With ``calibrate`` (and no fixed ``calibration``) the calibration is fitted at the end on
+        the rows recorded so far (``observe``).
+        """
         for t in range(counts.shape[1]):
-            self.observe(counts[:, t])
+            self._observe(counts[:, t], refit=False)
+        if self.calibrate and not self._fixed:
+            self._fit_calibration()
         return self
 
+    def _fit_calibration(self) -> None:
+        self._coef = None
+        if not self._rows:
+            return
+        y = np.concatenate(self._labels)
+        calls = int(y.sum())
+        if min(calls, len(y) - calls) < MIN_CALIBRATION_EVENTS:
+            return
+        x = np.concatenate(self._rows).astype(np.float64)
+        self._coef = _logistic_fit(x, y.astype(np.float64))
+
+    def _features(self, hazard: FloatArray) -> FloatArray:
+        """Calibration inputs ``[functions, horizon, features]`` for the hazard's coming steps."""
+        n, h = hazard.shape
+        k = np.arange(h)
+        p = np.clip(hazard, _LOGIT_EPS, 1.0 - _LOGIT_EPS)
+        idle = np.maximum(self._t - self._last, 0)[:, None] + k[None, :]
+        cols = [np.log(p / (1.0 - p)), np.log1p(idle), np.broadcast_to(np.log1p(self._active)[:, None], (n, h))]
+        for period, hits, steps in zip(self.periods, self._hits, self._phase_steps, strict=True):
+            phase = (self._t + k) % period
+            at = hits[:, phase]  # [functions, horizon]
+            cols.append(np.log1p(at))
+            cols.append(at / np.maximum(steps[phase], 1.0)[None, :])
+        return np.stack(cols, axis=-1)
+
     def observe(self, counts: npt.NDArray[np.int64] | FloatArray) -> None:
-        """Add the counts of the next step (one value per function; NaN = unknown, treated as 0)."""
+        """Add the counts of the next step (one value per function; NaN = unknown, treated as 0).
+
+        With ``calibrate`` (and no fixed ``calibration``) each step after the warm-up also records
+        what was known before it (the hazard then, the recurrence counts) and whether each function
+        seen so far was called; the last ``calibration_window`` steps' rows are kept, and the
+        calibration is refitted on them every ``recalibrate_steps`` steps.
+        """
+        self._observe(counts, refit=True)
+
+    def _observe(self, counts: npt.NDArray[np.int64] | FloatArray, refit: bool) -> None:
         active = np.nan_to_num(np.asarray(counts, dtype=np.float64)) > 0
+        if self.calibrate and not self._fixed and self._t >= self.calibration_warmup:
+            seen = self._last >= 0
+            x = self._features(self.hazard(1))[:, 0, :]
+            self._rows.append(x[seen].astype(np.float32))
+            self._labels.append(active[seen])
+            if refit and (self._t - self.calibration_warmup + 1) % self.recalibrate_steps == 0:
+                self._fit_calibration()
         seen = self._last >= 0
         upd = active & seen
         if upd.any():
@@ -121,6 +250,9 @@ class InvocationForecaster:
             self._cum[rows] += self._bins[None, :] > idle[:, None]  # rows are distinct
             np.add.at(self._pool, (groups, idle), 1.0)
         self._active += active
+        for period, hits, steps in zip(self.periods, self._hits, self._phase_steps, strict=True):
+            hits[:, self._t % period] += active
+            steps[self._t % period] += 1
         self._first = np.where(active & (self._first < 0), self._t, self._first)
         self._last = np.where(active, self._t, self._last)
         self._t += 1
@@ -134,8 +266,21 @@ class InvocationForecaster:
         """Probabilities ``[functions, horizon]`` for the next steps (see ``InvocationForecast``).
 
         Row f, column k: the probability of an invocation in step ``now + k`` given none from the
-        last invocation until then. A function never seen gets 0.
+        last invocation until then: the hazard through the recurrence calibration when one was
+        fitted (or given). A function never seen gets 0.
         """
+        p = self.hazard(horizon)
+        if self._coef is None:
+            return p
+        seen = self._last >= 0
+        z = self._features(p)[seen]
+        logit = z @ self._coef[:-1] + self._coef[-1]
+        out = np.zeros_like(p)
+        out[seen] = 1.0 / (1.0 + np.exp(-np.clip(logit, -50.0, 50.0)))
+        return out
+
+    def hazard(self, horizon: int | None = None) -> FloatArray:
+        """The idle-time hazard ``[functions, horizon]`` alone (``predict`` without the calibration)."""
         h = horizon or self.horizon
         seen = self._last >= 0
         idle = self._t - self._last  # idle steps at the first predicted step

@@ -47,14 +47,18 @@ def rebuild(
     The invocation forecaster observes the first ``WARMUP_STEPS`` steps, then runs online over the
     rest (each step's probability made before the step is seen) while the budget records what the
     rule kept warm at the cost it had then, re-choosing it every ``RECALIBRATE_STEPS``. So the cost
-    planned with is the one that kept the day's idle warm memory at the ratio. Too few steps for a
-    choice: the policy's own cost.
+    planned with is the one that kept the day's idle warm memory at the ratio. The replay uses the
+    recurrence calibration fitted on the whole day (what the live forecaster plans with after it),
+    not one fitted on the warm-up alone. Too few steps for a choice: the policy's own cost.
     """
     _, ratio, reference_s, initial = key
     budget = WarmCostBudget(memory_mb, initial, ratio, reference_steps(reference_s, step_s))
     steps = counts.shape[1]
     warmup = min(WARMUP_STEPS, steps)
-    model = InvocationForecaster(counts.shape[0], step_s=step_s, horizon=1)
+    calibration = InvocationForecaster(counts.shape[0], step_s=step_s, horizon=1).fit(counts).calibration
+    model = InvocationForecaster(
+        counts.shape[0], step_s=step_s, horizon=1, calibrate=calibration is not None, calibration=calibration
+    )
     model.fit(counts[:, :warmup])
     for t in range(warmup, steps):
         budget.record(model.predict(1)[:, 0], counts[:, t])

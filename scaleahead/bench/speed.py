@@ -309,6 +309,8 @@ def bench_speed(
             )
     # The control loop's hourly warm-memory budget rebuild: the real functions trace's day, all functions.
     result["warm_budget_rebuild_ms"] = warm_budget_rebuild_ms(max(1, min(runs, 3)))
+    # The control loop's invocation forecaster: each cycle (calibration reused) and once an hour (refitted).
+    result["invocation_fit_ms"] = invocation_fit_ms(max(1, min(runs, 3)))
     # Training: the production model fitted on train_series real series of one day each.
     train = workload_series(trace, train_series, int(round(DAY / step)) + h)
     t0 = time.perf_counter()
@@ -321,6 +323,33 @@ def bench_speed(
     result["cpu_ms"] = {k: dict(v) for k, v in CPU_MS.items()}
     CPU_MS.clear()
     return result
+
+
+def invocation_fit_ms(runs: int) -> dict[str, dict[str, float]]:
+    """Median ms of the loop's invocation forecaster on one day of the real azure-functions-1m trace.
+
+    ``cycle``: what every cycle spends (the hazard refitted on the day with this hour's calibration
+    reused, and the forecast); ``hourly``: the first cycle of an hour, which also refits the
+    recurrence calibration (``scaleahead.loop.CalibrationBook``); ``hazard_only``: the same without
+    a calibration. Keyed by the number of functions.
+    """
+    from forecaster.invocations import InvocationForecaster
+    from scaleahead.traces import load_functions
+
+    fns = load_functions("azure-functions-1m")
+    n = len(fns.names)
+    counts = fns.counts
+    coef = InvocationForecaster(n, horizon=15).fit(counts).calibration
+
+    def fitted(calibrate: bool, calibration: np.ndarray | None = None) -> None:
+        InvocationForecaster(n, horizon=15, calibrate=calibrate, calibration=calibration).fit(counts).predict()
+
+    out = {
+        "hourly": _median_ms(lambda: fitted(True), runs, ("invocation_fit_ms.hourly", n)),
+        "cycle": _median_ms(lambda: fitted(coef is not None, coef), runs, ("invocation_fit_ms.cycle", n)),
+        "hazard_only": _median_ms(lambda: fitted(False), runs, ("invocation_fit_ms.hazard_only", n)),
+    }
+    return {str(n): out}
 
 
 def warm_budget_rebuild_ms(runs: int) -> dict[str, float]:

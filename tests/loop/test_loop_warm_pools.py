@@ -6,7 +6,9 @@ import numpy as np
 
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.baselines import Naive
-from scaleahead.loop import Deps, invocation_forecasts, run_once
+from forecaster.invocations import InvocationForecaster
+from scaleahead.loop import INVOCATION_WINDOW_S, CalibrationBook, Deps, invocation_forecasts, run_once
+from scaleahead.observed import aligned_counts
 from scaleahead.policy import Policy, parse_policies
 from scaleahead.settings import Settings
 from scaleahead.traces import load_functions
@@ -58,3 +60,57 @@ def test_invocation_forecasts_use_only_history_before_now() -> None:
     after = invocation_forecasts(policies, changed, now, 900.0)
     for ref in before:
         np.testing.assert_array_equal(before[ref].probability, after[ref].probability)
+
+
+def _spread_setup(n: int = 120) -> tuple[list[Policy], dict[WorkloadRef, Series]]:
+    """``n`` real functions evenly spaced over azure-functions-1m: enough calls for a calibration."""
+    fns = load_functions("azure-functions-1m")
+    rows = np.arange(n) * (len(fns.names) // n)
+    policies = [
+        parse_policies(FUNCTION_POLICY.format(name=f"f{i}", warm="memoryMbPerInstance: 128"))[0] for i in range(n)
+    ]
+    series = {
+        p.workload: Series(p.workload.name, 0.0, 60.0, fns.counts[row].astype(np.float64))
+        for p, row in zip(policies, rows, strict=True)
+    }
+    return policies, series
+
+
+def test_the_recurrence_calibration_is_fitted_once_an_hour_and_reused_in_between() -> None:
+    policies, series = _spread_setup()
+    book = CalibrationBook()
+    hour = 3600.0
+    now = 10 * hour + 5 * 60.0
+    first = invocation_forecasts(policies, series, now, 900.0, book)
+    (period, coef), *_ = book._cache.values()
+    assert coef is not None
+    # later in the same hour: the hazard is refitted on the newer history, the coefficients are kept ...
+    later = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0, book)
+    (period2, coef2), *_ = book._cache.values()
+    assert period2 == period
+    np.testing.assert_array_equal(coef2, coef)
+    # ... and the forecasts are what a forecaster given those coefficients makes from that history
+    counts = aligned_counts(
+        [series[p.workload].before(now + 20 * 60.0) for p in policies], now + 20 * 60.0, 60.0, INVOCATION_WINDOW_S
+    )
+    direct = InvocationForecaster(len(policies), horizon=15, calibration=coef).fit(counts).predict()
+    for i, p in enumerate(policies):
+        np.testing.assert_array_equal(later[p.workload].probability, direct[i])
+    assert any(not np.array_equal(first[r].probability, later[r].probability) for r in first)
+    # the next hour refits on the day before it
+    invocation_forecasts(policies, series, 11 * hour, 900.0, book)
+    (period3, coef3), *_ = book._cache.values()
+    assert period3 == period + 1 and not np.array_equal(coef3, coef)
+    # without a book every call fits its own: the same as a fresh book
+    fresh = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0)
+    refit = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0, CalibrationBook())
+    for r in fresh:
+        np.testing.assert_array_equal(fresh[r].probability, refit[r].probability)
+
+
+def test_the_loop_keeps_the_calibration_in_its_deps() -> None:
+    policies, series = _spread_setup(60)
+    target = SimulatedServerless([p.workload for p in policies], [128.0] * len(policies), 0.0, 60.0)
+    deps = Deps(FixedHistory(series), Naive(), target, None, policies)
+    run_once(deps, Settings(), now=600 * 60.0)
+    assert len(deps.invocation_calibrations._cache) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from forecaster.invocations import InvocationForecaster
 from scaleahead.types import WorkloadRef
@@ -48,7 +49,7 @@ def test_a_function_seen_once_is_pooled_with_sparse_functions_not_with_busy_ones
     assert groups[2] == groups[1] != groups[0]
     naive = InvocationForecaster(3, min_rate_span=1).fit(counts)  # one call in one minute: "rate 1"
     assert naive._groups()[2] == naive._groups()[0]
-    assert naive.predict()[2, 0] > 0.9 > 0.5 > model.predict()[2, 0]
+    assert naive.hazard()[2, 0] > 0.9 > 0.5 > model.hazard()[2, 0]
 
 
 def test_a_gap_seen_at_40_minutes_makes_a_call_near_40_likelier_than_far_from_it() -> None:
@@ -135,4 +136,84 @@ def test_predict_matches_the_definition_computed_from_explicit_gaps_on_real_func
         for t0, t1 in ((0, 120), (120, 300)):  # online: observe more, forecast again
             model.fit(counts[:, t0:t1])
             want = _reference_predict(counts[:, :t1], 5, max_idle, model.alpha, model.min_rate_span, div)
-            np.testing.assert_allclose(model.predict(), want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(model.hazard(), want, rtol=1e-12, atol=1e-12)
+
+
+def _log_loss(p: np.ndarray, y: np.ndarray) -> float:
+    q = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-(y * np.log(q) + (1 - y) * np.log(1 - q)).mean())
+
+
+def _online(model: InvocationForecaster, counts: np.ndarray, hazard: bool) -> np.ndarray:
+    """Each step's next-step probability, made before the step is observed."""
+    out = np.zeros(counts.shape)
+    for t in range(counts.shape[1]):
+        out[:, t] = (model.hazard(1) if hazard else model.predict(1))[:, 0]
+        model.observe(counts[:, t])
+    return out
+
+
+def test_a_function_that_recurs_at_the_same_minute_of_the_hour_is_forecast_likelier_then() -> None:
+    # 60 functions, each called at its own minute of the hour in 60 % of the hours and at random 1 % of the
+    # minutes besides: the idle time alone (reset by the random calls) does not see the hourly minute.
+    rng = np.random.default_rng(5)
+    n, hours = 60, 14
+    counts = (rng.random((n, hours * 60)) < 0.01).astype(np.int64)
+    phase = rng.integers(0, 60, size=n)
+    for f in range(n):
+        on = rng.random(hours) < 0.6
+        counts[f, np.arange(hours)[on] * 60 + phase[f]] = 1
+    history, later = counts[:, : 8 * 60], counts[:, 8 * 60 :]
+    model = InvocationForecaster(n).fit(history)
+    assert model.calibration is not None
+    plain = InvocationForecaster(n, calibrate=False).fit(history)
+    assert plain.calibration is None
+    p = _online(model, later, hazard=False)
+    h = _online(plain, later, hazard=True)
+    at_phase = np.zeros(later.shape, dtype=bool)
+    at_phase[np.arange(n)[:, None], (np.arange(6)[None, :] * 60 + phase[:, None])] = True
+    # at each function's minute of the hour the calibrated forecast is higher, elsewhere lower, than the hazard
+    assert p[at_phase].mean() > 2 * h[at_phase].mean()
+    assert p[~at_phase].mean() < h[~at_phase].mean()
+    # and it predicts the hours it never saw better (log loss of the calls in hours 9-14)
+    y = (later > 0).astype(float)
+    assert _log_loss(p, y) < 0.9 * _log_loss(h, y)
+
+
+def test_the_calibration_lowers_the_log_loss_of_real_functions_in_the_hours_after_the_history() -> None:
+    from scaleahead.traces import load_functions
+
+    counts = load_functions("azure-functions-1m").counts
+    model = InvocationForecaster(counts.shape[0], calibrate=True, recalibrate_steps=10**6).fit(counts[:, :360])
+    plain = InvocationForecaster(counts.shape[0], calibrate=False).fit(counts[:, :360])
+    assert model.calibration is not None
+    later = counts[:, 360:600]
+    seen = (counts[:, :360] > 0).any(axis=1)
+    p = _online(model, later, hazard=False)[seen]
+    h = _online(plain, later, hazard=True)[seen]
+    y = (later[seen] > 0).astype(float)
+    assert _log_loss(p, y) < 0.97 * _log_loss(h, y)
+
+
+def test_too_few_calls_leave_the_hazard_uncalibrated() -> None:
+    counts = np.zeros((3, 300), dtype=np.int64)
+    counts[0, ::37] = 1
+    counts[1, ::90] = 1
+    model = InvocationForecaster(3).fit(counts)
+    assert model.calibration is None  # 8 calls after the warm-up: fewer than MIN_CALIBRATION_EVENTS
+    np.testing.assert_array_equal(model.predict(), model.hazard())
+
+
+def test_fixed_coefficients_are_used_as_given_and_checked() -> None:
+    rng = np.random.default_rng(2)
+    counts = (rng.random((30, 400)) < 0.05).astype(np.int64)
+    fitted = InvocationForecaster(30).fit(counts)
+    coef = fitted.calibration
+    assert coef is not None and coef.shape == (3 + 2 * 3 + 1,)
+    reused = InvocationForecaster(30, calibration=coef).fit(counts)
+    np.testing.assert_allclose(reused.predict(), fitted.predict())
+
+    with pytest.raises(ValueError, match="10 finite coefficients"):
+        InvocationForecaster(30, calibration=np.zeros(5))
+    with pytest.raises(ValueError, match="10 finite coefficients"):
+        InvocationForecaster(30, calibration=np.full(10, np.nan))
