@@ -35,7 +35,9 @@ the function was active so far, and for each recurrence period (15, 30 and 60 mi
 many and what share of the earlier steps at the same phase (``now - k * period``) had a call. Its
 ten coefficients are fitted by Newton's method on the steps observed in the last day (after a
 ``calibration_warmup``), each row from what was known before that step (the hazard predicted then,
-the counts until then) and whether the function was called in it; ``fit`` fits at its end,
+the counts until then) and whether the function was called in it (at most ``ROWS_PER_STEP`` calls
+and as many non-calls per step, a seeded sample weighted by what it stands for, so memory does not
+grow with the number of functions); ``fit`` fits at its end,
 ``observe`` refits every hour. Too few calls or non-calls among those rows, or a fit that does not
 converge, leave the hazard as it is (``calibration`` is then ``None``). ``hazard()`` gives the
 uncalibrated probabilities.
@@ -65,15 +67,29 @@ MIN_CALIBRATION_EVENTS = 50
 _LOGIT_EPS = 1e-4
 
 
-def _logistic_fit(x: FloatArray, y: FloatArray, iters: int = 50, ridge: float = 1e-3) -> FloatArray | None:
-    """Logistic-regression coefficients (last one the intercept) by Newton's method; None if it fails."""
+#: Most calibration rows kept per step, for calls and for non-calls each (a seeded sample, weighted by
+#: what it stands for), so a day's rows stay bounded whatever the number of functions.
+ROWS_PER_STEP = 512
+
+
+def _sample(idx: npt.NDArray[np.int64], cap: int, rng: np.random.Generator) -> tuple[npt.NDArray[np.int64], float]:
+    """At most ``cap`` of ``idx`` (sorted) and the weight each kept one carries."""
+    if len(idx) <= cap:
+        return idx, 1.0
+    return np.sort(rng.choice(idx, size=cap, replace=False)), len(idx) / cap
+
+
+def _logistic_fit(
+    x: FloatArray, y: FloatArray, weight: FloatArray, iters: int = 50, ridge: float = 1e-3
+) -> FloatArray | None:
+    """Weighted logistic-regression coefficients (last one the intercept) by Newton's method; None if it fails."""
     z = np.concatenate([x, np.ones((len(x), 1))], axis=1)
     w = np.zeros(z.shape[1])
     eye = ridge * np.eye(len(w))
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -50.0, 50.0)))
-        grad = z.T @ (p - y) + ridge * w
-        hess = (z * (p * (1.0 - p))[:, None]).T @ z + eye
+        grad = z.T @ (weight * (p - y)) + ridge * w
+        hess = (z * (weight * p * (1.0 - p))[:, None]).T @ z + eye
         try:
             step = np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:
@@ -175,6 +191,7 @@ class InvocationForecaster:
         self.recalibrate_steps = recalibrate_steps
         self._rows: deque[npt.NDArray[np.float32]] = deque(maxlen=calibration_window)
         self._labels: deque[npt.NDArray[np.bool_]] = deque(maxlen=calibration_window)
+        self._weights: deque[npt.NDArray[np.float32]] = deque(maxlen=calibration_window)
 
     @property
     def calibration(self) -> FloatArray | None:
@@ -206,7 +223,7 @@ class InvocationForecaster:
         if min(calls, len(y) - calls) < MIN_CALIBRATION_EVENTS:
             return
         x = np.concatenate(self._rows).astype(np.float64)
-        self._coef = _logistic_fit(x, y.astype(np.float64))
+        self._coef = _logistic_fit(x, y.astype(np.float64), np.concatenate(self._weights).astype(np.float64))
 
     def _features(self, hazard: FloatArray) -> FloatArray:
         """Calibration inputs ``[functions, horizon, features]`` for the hazard's coming steps."""
@@ -235,10 +252,15 @@ class InvocationForecaster:
     def _observe(self, counts: npt.NDArray[np.int64] | FloatArray, refit: bool) -> None:
         active = np.nan_to_num(np.asarray(counts, dtype=np.float64)) > 0
         if self.calibrate and not self._fixed and self._t >= self.calibration_warmup:
-            seen = self._last >= 0
-            x = self._features(self.hazard(1))[:, 0, :]
-            self._rows.append(x[seen].astype(np.float32))
-            self._labels.append(active[seen])
+            seen = np.nonzero(self._last >= 0)[0]
+            rng = np.random.default_rng(self._t)  # seeded by the step: the same history, the same rows
+            calls, w_calls = _sample(seen[active[seen]], ROWS_PER_STEP, rng)
+            idle, w_idle = _sample(seen[~active[seen]], ROWS_PER_STEP, rng)
+            keep = np.concatenate([calls, idle])
+            x = self._features(self.hazard(1))[keep, 0, :]
+            self._rows.append(x.astype(np.float32))
+            self._labels.append(active[keep])
+            self._weights.append(np.repeat(np.array([w_calls, w_idle], dtype=np.float32), [len(calls), len(idle)]))
             if refit and (self._t - self.calibration_warmup + 1) % self.recalibrate_steps == 0:
                 self._fit_calibration()
         seen = self._last >= 0

@@ -217,3 +217,20 @@ def test_fixed_coefficients_are_used_as_given_and_checked() -> None:
         InvocationForecaster(30, calibration=np.zeros(5))
     with pytest.raises(ValueError, match="10 finite coefficients"):
         InvocationForecaster(30, calibration=np.full(10, np.nan))
+
+
+def test_calibration_rows_are_bounded_per_step_and_the_weighted_sample_fits_like_all_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import forecaster.invocations as inv
+
+    rng = np.random.default_rng(8)
+    n = 1500
+    counts = (rng.random((n, 300)) < rng.uniform(0.002, 0.6, size=(n, 1))).astype(np.int64)
+    sampled = InvocationForecaster(n).fit(counts)
+    assert max(len(r) for r in sampled._rows) <= 2 * inv.ROWS_PER_STEP < n
+    monkeypatch.setattr(inv, "ROWS_PER_STEP", 10**9)
+    full = InvocationForecaster(n).fit(counts)
+    assert max(len(r) for r in full._rows) > 2 * 512  # every function seen so far
+    a, b = sampled.predict(), full.predict()
+    assert np.abs(a - b).mean() < 0.01 * b.mean()
