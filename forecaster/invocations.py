@@ -252,15 +252,15 @@ class InvocationForecaster:
     def _observe(self, counts: npt.NDArray[np.int64] | FloatArray, refit: bool) -> None:
         active = np.nan_to_num(np.asarray(counts, dtype=np.float64)) > 0
         if self.calibrate and not self._fixed and self._t >= self.calibration_warmup:
-            seen = np.nonzero(self._last >= 0)[0]
+            known = np.nonzero(self._last >= 0)[0]
             rng = np.random.default_rng(self._t)  # seeded by the step: the same history, the same rows
-            calls, w_calls = _sample(seen[active[seen]], ROWS_PER_STEP, rng)
-            idle, w_idle = _sample(seen[~active[seen]], ROWS_PER_STEP, rng)
-            keep = np.concatenate([calls, idle])
+            calls, w_calls = _sample(known[active[known]], ROWS_PER_STEP, rng)
+            quiet, w_quiet = _sample(known[~active[known]], ROWS_PER_STEP, rng)
+            keep = np.concatenate([calls, quiet])
             x = self._features(self.hazard(1))[keep, 0, :]
             self._rows.append(x.astype(np.float32))
             self._labels.append(active[keep])
-            self._weights.append(np.repeat(np.array([w_calls, w_idle], dtype=np.float32), [len(calls), len(idle)]))
+            self._weights.append(np.repeat(np.array([w_calls, w_quiet], dtype=np.float32), [len(calls), len(quiet)]))
             if refit and (self._t - self.calibration_warmup + 1) % self.recalibrate_steps == 0:
                 self._fit_calibration()
         seen = self._last >= 0
