@@ -114,3 +114,17 @@ def test_the_loop_keeps_the_calibration_in_its_deps() -> None:
     deps = Deps(FixedHistory(series), Naive(), target, None, policies)
     run_once(deps, Settings(), now=600 * 60.0)
     assert len(deps.invocation_calibrations._cache) == 1
+
+
+def test_calibrated_invocation_forecasts_use_only_history_before_now() -> None:
+    policies, series = _spread_setup()
+    now = 700 * 60.0
+    book = CalibrationBook()
+    before = invocation_forecasts(policies, series, now, 900.0, book)
+    assert next(iter(book._cache.values()))[1] is not None  # the calibration is in play
+    changed = {
+        ref: Series(s.name, s.start, s.step_s, np.where(s.times() >= now, 999.0, s.values)) for ref, s in series.items()
+    }
+    after = invocation_forecasts(policies, changed, now, 900.0, CalibrationBook())
+    for ref in before:
+        np.testing.assert_array_equal(before[ref].probability, after[ref].probability)

@@ -234,3 +234,30 @@ def test_calibration_rows_are_bounded_per_step_and_the_weighted_sample_fits_like
     assert max(len(r) for r in full._rows) > 2 * 512  # every function seen so far
     a, b = sampled.predict(), full.predict()
     assert np.abs(a - b).mean() < 0.01 * b.mean()
+
+
+def test_online_refits_use_only_steps_already_observed() -> None:
+    # No peeking through the hourly refit: two forecasters fed the same real minutes up to minute 450 and
+    # different ones after it forecast the same up to and including minute 450, with refits at 419 and 479.
+    from scaleahead.traces import load_functions
+
+    counts = load_functions("azure-functions-1m").counts[::5][:, :540]  # 200 functions
+    changed = counts.copy()
+    changed[:, 450:] = np.random.default_rng(4).poisson(1.0, size=changed[:, 450:].shape)
+    a = InvocationForecaster(200, horizon=3).fit(counts[:, :360])
+    b = InvocationForecaster(200, horizon=3).fit(counts[:, :360])
+    first = a.calibration
+    assert first is not None
+    pa, pb = [], []
+    for t in range(360, 540):
+        pa.append(a.predict())
+        pb.append(b.predict())
+        a.observe(counts[:, t])
+        b.observe(changed[:, t])
+        if t == 440:
+            refit = a.calibration
+            assert refit is not None and not np.array_equal(refit, first)  # refitted on the newer minutes
+    for t in range(360, 451):
+        np.testing.assert_array_equal(pa[t - 360], pb[t - 360])
+    assert not np.array_equal(pa[-1], pb[-1])
+    assert not np.array_equal(a.calibration, b.calibration)
