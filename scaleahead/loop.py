@@ -106,7 +106,8 @@ class CalibrationBook:
     The hazard is refitted each cycle on the last day (cheap); fitting the calibration means
     replaying the day step by step (about 2 s for 1,000 functions, ``scaleahead bench speed``), so
     it is done once per budget period (``planner.warm_budget.budget_period``: an hour at 1-minute
-    steps) and a group's coefficients are reused until the next one. Nothing here survives a
+    steps) and a group's coefficients are reused until the next one; the warm-memory budget's
+    hourly replay of the same functions is handed them too (``current``). Nothing here survives a
     restart, nor needs to: the first cycle refits.
     """
 
@@ -129,6 +130,10 @@ class CalibrationBook:
         self._cache = {k: v for k, v in self._cache.items() if v[0] == period}  # groups gone stay gone
         self._cache[key] = (period, model.calibration)
         return model
+
+    def current(self, now: float) -> dict[tuple[float, tuple[WorkloadRef, ...]], np.ndarray | None]:
+        """The calibrations fitted in the period ``now`` falls in, by (step, functions)."""
+        return {key: coef for key, (period, coef) in self._cache.items() if period == budget_period(now, key[0])}
 
 
 @dataclass
@@ -348,7 +353,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     budget_notes: tuple[str, ...] = ()
     with timer.phase("warm_budget"):
         try:
-            policies, budget_notes = deps.warm_budgets.apply(policies, history, now)
+            policies, budget_notes = deps.warm_budgets.apply(
+                policies, history, now, deps.invocation_calibrations.current(now)
+            )
         except Exception as exc:  # noqa: BLE001 - the policies' own costs stay
             errors["warm_budget"] = str(exc)
     risk_notes: tuple[str, ...] = ()

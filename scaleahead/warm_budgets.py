@@ -40,7 +40,12 @@ WINDOW_S = 86400.0
 
 
 def rebuild(
-    counts: np.ndarray, memory_mb: Sequence[float], step_s: float, key: tuple[float, float, float, float]
+    counts: np.ndarray,
+    memory_mb: Sequence[float],
+    step_s: float,
+    key: tuple[float, float, float, float],
+    calibration: np.ndarray | None = None,
+    fit_calibration: bool = True,
 ) -> BudgetStatus:
     """The budget's cost for the coming period from ``counts`` ``[functions, steps]`` (oldest first) before it.
 
@@ -49,13 +54,16 @@ def rebuild(
     rule kept warm at the cost it had then, re-choosing it every ``RECALIBRATE_STEPS``. So the cost
     planned with is the one that kept the day's idle warm memory at the ratio. The replay uses the
     recurrence calibration fitted on the whole day (what the live forecaster plans with after it),
-    not one fitted on the warm-up alone. Too few steps for a choice: the policy's own cost.
+    not one fitted on the warm-up alone; with ``fit_calibration=False`` the given ``calibration``
+    (None: the hazard alone) instead, e.g. the one the control loop's ``CalibrationBook`` already
+    fitted on the same day. Too few steps for a choice: the policy's own cost.
     """
     _, ratio, reference_s, initial = key
     budget = WarmCostBudget(memory_mb, initial, ratio, reference_steps(reference_s, step_s))
     steps = counts.shape[1]
     warmup = min(WARMUP_STEPS, steps)
-    calibration = InvocationForecaster(counts.shape[0], step_s=step_s, horizon=1).fit(counts).calibration
+    if fit_calibration:
+        calibration = InvocationForecaster(counts.shape[0], step_s=step_s, horizon=1).fit(counts).calibration
     model = InvocationForecaster(
         counts.shape[0], step_s=step_s, horizon=1, calibrate=calibration is not None, calibration=calibration
     )
@@ -81,9 +89,18 @@ class WarmBudgetBook:
         self._cache: dict[tuple[float, float, float, float], _Entry] = {}
 
     def apply(
-        self, policies: Sequence[Policy], history: Mapping[WorkloadRef, Series], now: float
+        self,
+        policies: Sequence[Policy],
+        history: Mapping[WorkloadRef, Series],
+        now: float,
+        calibrations: Mapping[tuple[float, tuple[WorkloadRef, ...]], np.ndarray | None] | None = None,
     ) -> tuple[list[Policy], tuple[str, ...]]:
-        """The policies to plan with (budgeted functions with their group's cost) and one note per group."""
+        """The policies to plan with (budgeted functions with their group's cost) and one note per group.
+
+        ``calibrations``: recurrence calibrations already fitted this period on the last day, by
+        (step, functions); a budget group with exactly those functions replays with it instead of
+        fitting its own (the control loop passes ``CalibrationBook.current``).
+        """
         groups: dict[tuple[float, float, float, float], list[tuple[int, Policy, Series]]] = {}
         for i, policy in enumerate(policies):
             if policy.spec.workload_class != WorkloadClass.FUNCTION:
@@ -113,7 +130,11 @@ class WarmBudgetBook:
             else:
                 counts = aligned_counts([past for _, _, past in members], now, step, WINDOW_S)
                 memory = [p.spec.warm_pool.memory_mb_per_instance for p in originals]
-                status = rebuild(counts, memory, step, key)
+                refs = (step, tuple(p.workload for p in originals))
+                if calibrations is not None and refs in calibrations:
+                    status = rebuild(counts, memory, step, key, calibrations[refs], fit_calibration=False)
+                else:
+                    status = rebuild(counts, memory, step, key)
                 effective = tuple(
                     p
                     if status.cost == p.spec.warm_pool.cold_start_cost_mb_minutes

@@ -309,6 +309,8 @@ def bench_speed(
             )
     # The control loop's hourly warm-memory budget rebuild: the real functions trace's day, all functions.
     result["warm_budget_rebuild_ms"] = warm_budget_rebuild_ms(max(1, min(runs, 3)))
+    # The same rebuild as the control loop runs it: handed the calibration its CalibrationBook fitted.
+    result["warm_budget_replay_ms"] = warm_budget_rebuild_ms(max(1, min(runs, 3)), handed=True)
     # The control loop's invocation forecaster: each cycle (calibration reused) and once an hour (refitted).
     result["invocation_fit_ms"] = invocation_fit_ms(max(1, min(runs, 3)))
     # Training: the production model fitted on train_series real series of one day each.
@@ -352,18 +354,30 @@ def invocation_fit_ms(runs: int) -> dict[str, dict[str, float]]:
     return {str(n): out}
 
 
-def warm_budget_rebuild_ms(runs: int) -> dict[str, float]:
+def warm_budget_rebuild_ms(runs: int, handed: bool = False) -> dict[str, float]:
     """Median ms of one warm-memory budget rebuild (``scaleahead.warm_budgets.rebuild``) over one day.
 
-    What the control loop spends once an hour per budget group: the invocation forecaster run online
-    over the last day of the real azure-functions-1m trace (1,000 functions, 1,440 minutes) and the
-    budget replayed on it. Keyed by the number of functions.
+    Once an hour per budget group: the invocation forecaster run online over the last day of the
+    real azure-functions-1m trace (1,000 functions, 1,440 minutes) and the budget replayed on it.
+    Without ``handed`` the rebuild fits the recurrence calibration on the day first (the benchmark's
+    way); with it, it is handed one already fitted (the control loop's way, from its
+    ``CalibrationBook``). Keyed by the number of functions.
     """
+    from forecaster.invocations import InvocationForecaster
     from scaleahead.traces import load_functions
     from scaleahead.warm_budgets import rebuild
 
     fns = load_functions("azure-functions-1m")
     key = (60.0, 1.0, 600.0, 9000.0)
     n = len(fns.names)
-    ms = _median_ms(lambda: rebuild(fns.counts, fns.memory_mb.tolist(), 60.0, key), runs, ("warm_budget_rebuild_ms", n))
+    memory = fns.memory_mb.tolist()
+    if handed:
+        coef = InvocationForecaster(n, horizon=1).fit(fns.counts).calibration
+        ms = _median_ms(
+            lambda: rebuild(fns.counts, memory, 60.0, key, coef, fit_calibration=False),
+            runs,
+            ("warm_budget_replay_ms", n),
+        )
+    else:
+        ms = _median_ms(lambda: rebuild(fns.counts, memory, 60.0, key), runs, ("warm_budget_rebuild_ms", n))
     return {str(n): ms}

@@ -118,5 +118,6 @@ def test_bench_speed_writes_every_section_6_key(tmp_path: Path) -> None:
     assert doc["fetch_s"] is None and any("Prometheus" in n for n in doc["notes"])
     assert doc["peak_rss_mb"] > 0
     assert doc["warm_budget_rebuild_ms"]["1000"] > 0  # the loop's hourly warm-budget rebuild, 1,000 functions
+    assert doc["warm_budget_replay_ms"]["1000"] > 0  # the same, handed the loop's calibration
     assert set(doc["invocation_fit_ms"]["1000"]) == {"cycle", "hourly", "hazard_only"}
     assert all(v > 0 for v in doc["invocation_fit_ms"]["1000"].values())

@@ -186,6 +186,31 @@ def test_the_book_rebuilds_once_per_period_and_only_from_the_past() -> None:
     ]
 
 
+def test_the_loop_hands_the_budget_the_calibration_it_fitted_and_the_budget_is_the_same() -> None:
+    """The budget's replay reuses the hour's recurrence calibration instead of fitting it again."""
+    policies, series = loop_setup(n=60)
+    target = SimulatedServerless(
+        [p.workload for p in policies], [p.spec.warm_pool.memory_mb_per_instance for p in policies], 0.0, 60.0
+    )
+    deps = Deps(FixedHistory(series), Naive(), target, None, policies)
+    now = 720 * 60.0
+    handed = deps.invocation_calibrations
+    run_once(deps, Settings(), now=now)
+    given = handed.current(now)
+    assert len(given) == 1 and next(iter(given.values())) is not None
+    (key, coef), *_ = given.items()
+    assert key == (60.0, tuple(p.workload for p in policies))
+    reused, _ = WarmBudgetBook().apply(policies, series, now, given)
+    fitted, _ = WarmBudgetBook().apply(policies, series, now)
+    costs = [[p.spec.warm_pool.cold_start_cost_mb_minutes for p in ps] for ps in (reused, fitted)]
+    assert costs[0] == costs[1] and costs[0][0] != 9000.0
+    # a different calibration changes the replay (so the one handed over is the one used)
+    other = {key: None}
+    hazard_only, _ = WarmBudgetBook().apply(policies, series, now, other)
+    assert [p.spec.warm_pool.cold_start_cost_mb_minutes for p in hazard_only] != costs[0]
+    assert handed.current(now + 3600.0) == {}  # the next hour refits
+
+
 def test_a_policy_without_a_budget_keeps_its_own_cost() -> None:
     policies, series = loop_setup(ratio="null", n=5)
     assert budget_key(policies[0], 60.0) is None
