@@ -37,13 +37,14 @@ ten coefficients are fitted by Newton's method on the steps observed in the last
 ``calibration_warmup``), each row from what was known before that step (the hazard predicted then,
 the counts until then) and whether the function was called in it (at most ``ROWS_PER_STEP`` calls
 and as many non-calls per step, a seeded sample weighted by what it stands for, so memory does not
-grow with the number of functions); ``fit`` fits at its end,
-``observe`` refits every hour. Too few calls or non-calls among those rows, or a fit that does not
-converge, leave the hazard as it is (``calibration`` is then ``None``). ``hazard()`` gives the
-uncalibrated probabilities.
+grow with the number of functions); ``fit`` fits at its end, ``observe`` refits every hour. A fit
+is only adopted if, fitted without the newest hour's rows, it
+forecasts those rows better (log-loss) than the hazard alone. Too few calls or non-calls, a fit
+that does not converge or one that fails that check leave the hazard as it is (``calibration`` is
+then ``None``). ``hazard()`` gives the uncalibrated probabilities.
 
 Everything is online and causal: ``observe(counts)`` adds one step of counts; ``predict()`` uses
-only what was observed before (the calibration is fitted by ``fit`` and kept fixed by ``observe``).
+only what was observed before (the calibration, too, is fitted on rows of steps already observed).
 It was chosen over simpler rules by ``scaleahead bench serverless`` on azure-functions-1m
 (docs/serverless.md).
 """
@@ -65,6 +66,17 @@ RECURRENCE_PERIODS_S: tuple[float, ...] = (900.0, 1800.0, 3600.0)
 #: Fewest calls (and non-calls) among the calibration rows for a calibration to be fitted.
 MIN_CALIBRATION_EVENTS = 50
 _LOGIT_EPS = 1e-4
+
+
+def _apply(coef: FloatArray, x: FloatArray) -> FloatArray:
+    """The calibrated probabilities of feature rows ``x``."""
+    out: FloatArray = 1.0 / (1.0 + np.exp(-np.clip(x @ coef[:-1] + coef[-1], -50.0, 50.0)))
+    return out
+
+
+def _log_loss(p: FloatArray, y: FloatArray, weight: FloatArray) -> float:
+    q = np.clip(p, 1e-9, 1.0 - 1e-9)
+    return float(-(weight * (y * np.log(q) + (1.0 - y) * np.log(1.0 - q))).sum() / weight.sum())
 
 
 #: Most calibration rows kept per step, for calls and for non-calls each (a seeded sample, weighted by
@@ -185,6 +197,8 @@ class InvocationForecaster:
             if calibration.shape != (n_coef,) or not np.isfinite(calibration).all():
                 raise ValueError(f"calibration needs {n_coef} finite coefficients for periods {self.periods}")
         self._coef: FloatArray | None = calibration
+        #: Held-out log-loss of the hazard and of the calibration at the last fit (None: not checked).
+        self.calibration_check: tuple[float, float] | None = None
         self._fixed = calibration is not None
         if calibration_window < 1 or recalibrate_steps < 1:
             raise ValueError("calibration_window >= 1 and recalibrate_steps >= 1 are required")
@@ -215,15 +229,35 @@ class InvocationForecaster:
         return self
 
     def _fit_calibration(self) -> None:
+        """Fit the calibration on the recorded rows, if it forecasts the newest of them better than the hazard.
+
+        The check: fitted on all but the last ``recalibrate_steps`` steps' rows (at most a quarter
+        of them), the calibration must have a lower (weighted) log-loss than the hazard alone on
+        those held-out newest rows; then it is refitted on all rows. Otherwise the hazard is used.
+        ``calibration_check`` keeps the two held-out log-losses (hazard, calibrated).
+        """
         self._coef = None
+        self.calibration_check = None
         if not self._rows:
             return
-        y = np.concatenate(self._labels)
+        y = np.concatenate(self._labels).astype(np.float64)
         calls = int(y.sum())
         if min(calls, len(y) - calls) < MIN_CALIBRATION_EVENTS:
             return
         x = np.concatenate(self._rows).astype(np.float64)
-        self._coef = _logistic_fit(x, y.astype(np.float64), np.concatenate(self._weights).astype(np.float64))
+        weight = np.concatenate(self._weights).astype(np.float64)
+        held = min(self.recalibrate_steps, len(self._rows) // 4)
+        if held >= 1:
+            cut = len(y) - sum(len(r) for r in list(self._rows)[-held:])
+            older = _logistic_fit(x[:cut], y[:cut], weight[:cut])
+            if older is None:
+                return
+            hazard = _log_loss(1.0 / (1.0 + np.exp(-x[cut:, 0])), y[cut:], weight[cut:])
+            calibrated = _log_loss(_apply(older, x[cut:]), y[cut:], weight[cut:])
+            self.calibration_check = (hazard, calibrated)
+            if not calibrated < hazard:
+                return
+        self._coef = _logistic_fit(x, y, weight)
 
     def _features(self, hazard: FloatArray) -> FloatArray:
         """Calibration inputs ``[functions, horizon, features]`` for the hazard's coming steps."""
@@ -295,10 +329,8 @@ class InvocationForecaster:
         if self._coef is None:
             return p
         seen = self._last >= 0
-        z = self._features(p)[seen]
-        logit = z @ self._coef[:-1] + self._coef[-1]
         out = np.zeros_like(p)
-        out[seen] = 1.0 / (1.0 + np.exp(-np.clip(logit, -50.0, 50.0)))
+        out[seen] = _apply(self._coef, self._features(p)[seen])
         return out
 
     def hazard(self, horizon: int | None = None) -> FloatArray:

@@ -261,3 +261,43 @@ def test_online_refits_use_only_steps_already_observed() -> None:
         np.testing.assert_array_equal(pa[t - 360], pb[t - 360])
     assert not np.array_equal(pa[-1], pb[-1])
     assert not np.array_equal(a.calibration, b.calibration)
+
+
+def test_a_calibration_that_forecasts_the_newest_hour_worse_than_the_hazard_is_not_adopted() -> None:
+    # Rows as the forecaster records them (10 inputs, the first the hazard's logit). In the older steps
+    # input 3 says "called" exactly when a call came; in the newest hour it says the opposite, while the
+    # hazard stays right about the rate. Fitted without the newest hour, the calibration trusts input 3 and
+    # forecasts that hour worse than the hazard: it is not adopted, and the check says why.
+    rng = np.random.default_rng(0)
+    model = InvocationForecaster(1, recalibrate_steps=60)
+
+    def step(flipped: bool) -> None:
+        y = rng.random(200) < 0.2
+        x = np.zeros((200, 10), dtype=np.float32)
+        x[:, 0] = np.log(0.2 / 0.8)
+        x[:, 3] = (~y if flipped else y).astype(np.float32)
+        model._rows.append(x)
+        model._labels.append(y)
+        model._weights.append(np.ones(200, dtype=np.float32))
+
+    for _ in range(300):
+        step(False)
+    model._fit_calibration()
+    assert model.calibration is not None  # the newest hour still agrees with the older ones
+    hazard_loss, calibrated_loss = model.calibration_check or (0.0, 0.0)
+    assert calibrated_loss < hazard_loss
+    for _ in range(60):
+        step(True)
+    model._fit_calibration()
+    assert model.calibration is None
+    hazard_loss, calibrated_loss = model.calibration_check or (0.0, 0.0)
+    assert calibrated_loss > hazard_loss
+
+
+def test_the_calibration_adopted_on_real_functions_passed_its_held_out_check() -> None:
+    from scaleahead.traces import load_functions
+
+    model = InvocationForecaster(1000).fit(load_functions("azure-functions-1m").counts[:, :360])
+    assert model.calibration is not None and model.calibration_check is not None
+    hazard_loss, calibrated_loss = model.calibration_check
+    assert calibrated_loss < 0.95 * hazard_loss
