@@ -38,10 +38,10 @@ ten coefficients are fitted by Newton's method on the steps observed in the last
 the counts until then) and whether the function was called in it (at most ``ROWS_PER_STEP`` calls
 and as many non-calls per step, a seeded sample weighted by what it stands for, so memory does not
 grow with the number of functions); ``fit`` fits at its end, ``observe`` refits every hour. A fit
-is only adopted if, fitted without the newest hour's rows, it
-forecasts those rows better (log-loss) than the hazard alone. Too few calls or non-calls, a fit
-that does not converge or one that fails that check leave the hazard as it is (``calibration`` is
-then ``None``). ``hazard()`` gives the uncalibrated probabilities.
+is only adopted if, fitted without the newest hour's rows, it forecasts those rows better (log-loss)
+than the hazard alone. Too few calls or non-calls, a fit that does not converge or one that fails
+that check leave the hazard as it is (``calibration`` is then ``None``). ``hazard()`` gives the
+uncalibrated probabilities.
 
 Everything is online and causal: ``observe(counts)`` adds one step of counts; ``predict()`` uses
 only what was observed before (the calibration, too, is fitted on rows of steps already observed).
