@@ -70,11 +70,14 @@ class Hpa:
     service still shows how far above target it is.
     """
 
-    def __init__(self, capacity: float, config: HpaConfig | None = None) -> None:
+    def __init__(self, capacity: float, config: HpaConfig | None = None, explain: bool = True) -> None:
         if capacity <= 0:
             raise ValueError("capacity must be > 0")
         self.capacity = float(capacity)
         self.config = config or HpaConfig()
+        #: Whether decisions come with a reason (False: "" and no string formatting, for simulations
+        #: that only need the counts, such as the risk adaptation's reference HPA).
+        self.explain = explain
         self._recs: deque[tuple[float, int]] = deque()
         self._last_sync: float | None = None
 
@@ -89,8 +92,9 @@ class Hpa:
         """The replica calculator: a raw recommendation from usage (in replicas) and pod counts."""
         cfg = self.config
         current = allocated
+        explain = self.explain
         if ready <= 0:
-            return current, "no ready pod reports a metric: keep the current count"
+            return current, "no ready pod reports a metric: keep the current count" if explain else ""
         pending = max(0, allocated - ready)
         ratio = usage / ready / cfg.target_utilization
         if pending > 0 and ratio > 1.0:
@@ -100,16 +104,24 @@ class Hpa:
                 return current, (
                     f"utilization {ratio * cfg.target_utilization:.0%} of ready pods, but counting "
                     f"{pending} starting pods at 0 % it is within tolerance: keep {current}"
+                    if explain
+                    else ""
                 )
             return int(math.ceil(new_ratio * pods - _EPS)), (
                 f"utilization {new_ratio * cfg.target_utilization:.0%} (starting pods at 0 %) "
                 f"vs target {cfg.target_utilization:.0%}"
+                if explain
+                else ""
             )
         if abs(1.0 - ratio) <= cfg.tolerance:
-            return current, f"utilization {ratio * cfg.target_utilization:.0%} within tolerance of target: keep"
+            return current, (
+                f"utilization {ratio * cfg.target_utilization:.0%} within tolerance of target: keep" if explain else ""
+            )
         return int(math.ceil(ratio * ready - _EPS)), (
             f"utilization {ratio * cfg.target_utilization:.0%} of {ready} ready pods vs target "
             f"{cfg.target_utilization:.0%}"
+            if explain
+            else ""
         )
 
     def usage(self, window_demand: FloatArray) -> float | None:
@@ -136,12 +148,13 @@ class Hpa:
         elif rec < current:
             down = max(r for _, r in self._recs)
             desired = min(current, down)
-            if desired > rec:
+            if desired > rec and self.explain:
                 why += f"; held at {desired} by the 300 s scale-down stabilization"
         limit = max(int(math.ceil(current * (1 + cfg.scale_up_percent / 100.0))), current + cfg.scale_up_pods)
         if desired > limit:
             desired = limit
-            why += f"; limited to {limit} by the scale-up policy"
+            if self.explain:
+                why += f"; limited to {limit} by the scale-up policy"
         desired = max(cfg.min_replicas, min(cfg.max_replicas, desired))
         return desired, why
 

@@ -58,7 +58,7 @@ class ReferenceHpa:
     def __init__(
         self, capacity: float, startup_s: float, utilization: float, ready: int, allocated: int, now: float
     ) -> None:
-        self.hpa = Hpa(capacity, HpaConfig(target_utilization=utilization))
+        self.hpa = Hpa(capacity, HpaConfig(target_utilization=utilization), explain=False)  # counts only
         self.startup_s = float(startup_s)
         ready = max(0, int(ready))
         pending = max(0, int(allocated) - ready)

@@ -47,6 +47,9 @@ def test_the_reference_is_the_replays_hpa_step_for_step(alibaba_day: Series) -> 
         ready.append(ref.ready(now))
     assert np.array_equal(allocated, hpa.allocated) and np.array_equal(ready, hpa.ready)
     assert len(set(allocated)) > 5  # it did scale
+    # the reference only needs counts: its HPA formats no reason (the replay's, which explains, decided the same)
+    assert not ref.hpa.explain
+    assert ref.hpa.sync(s.end, s.values[-6:], 3, 3)[1] == ""
 
 
 CFG = RiskAdaptation()
