@@ -16,15 +16,18 @@ from scaleahead.types import Series, SetWarmPool, WorkloadRef
 from tests.serverless.conftest import FUNCTION_POLICY, FixedHistory
 
 
-def _setup(n: int = 6) -> tuple[list[Policy], dict[WorkloadRef, Series]]:
+def _setup(n: int = 6, spread: bool = False) -> tuple[list[Policy], dict[WorkloadRef, Series]]:
+    """``n`` real functions of azure-functions-1m: the most often active ones, or (``spread``) ``n`` evenly
+    spaced over the rows, with enough calls among them for a recurrence calibration."""
     fns = load_functions("azure-functions-1m")
-    busy = np.argsort(-(fns.counts > 0).sum(axis=1))[:n]  # the most often active functions
+    busiest = np.argsort(-(fns.counts > 0).sum(axis=1))[:n]
+    rows = np.arange(n) * (len(fns.names) // n) if spread else busiest
     policies = [
         parse_policies(FUNCTION_POLICY.format(name=f"f{i}", warm="memoryMbPerInstance: 128"))[0] for i in range(n)
     ]
     series = {
         p.workload: Series(p.workload.name, 0.0, 60.0, fns.counts[row].astype(np.float64))
-        for p, row in zip(policies, busy, strict=True)
+        for p, row in zip(policies, rows, strict=True)
     }
     return policies, series
 
@@ -62,22 +65,8 @@ def test_invocation_forecasts_use_only_history_before_now() -> None:
         np.testing.assert_array_equal(before[ref].probability, after[ref].probability)
 
 
-def _spread_setup(n: int = 120) -> tuple[list[Policy], dict[WorkloadRef, Series]]:
-    """``n`` real functions evenly spaced over azure-functions-1m: enough calls for a calibration."""
-    fns = load_functions("azure-functions-1m")
-    rows = np.arange(n) * (len(fns.names) // n)
-    policies = [
-        parse_policies(FUNCTION_POLICY.format(name=f"f{i}", warm="memoryMbPerInstance: 128"))[0] for i in range(n)
-    ]
-    series = {
-        p.workload: Series(p.workload.name, 0.0, 60.0, fns.counts[row].astype(np.float64))
-        for p, row in zip(policies, rows, strict=True)
-    }
-    return policies, series
-
-
 def test_the_recurrence_calibration_is_fitted_once_an_hour_and_reused_in_between() -> None:
-    policies, series = _spread_setup()
+    policies, series = _setup(120, spread=True)
     book = CalibrationBook()
     hour = 3600.0
     now = 10 * hour + 5 * 60.0
@@ -109,7 +98,7 @@ def test_the_recurrence_calibration_is_fitted_once_an_hour_and_reused_in_between
 
 
 def test_the_loop_keeps_the_calibration_in_its_deps() -> None:
-    policies, series = _spread_setup(60)
+    policies, series = _setup(60, spread=True)
     target = SimulatedServerless([p.workload for p in policies], [128.0] * len(policies), 0.0, 60.0)
     deps = Deps(FixedHistory(series), Naive(), target, None, policies)
     run_once(deps, Settings(), now=600 * 60.0)
@@ -117,7 +106,7 @@ def test_the_loop_keeps_the_calibration_in_its_deps() -> None:
 
 
 def test_calibrated_invocation_forecasts_use_only_history_before_now() -> None:
-    policies, series = _spread_setup()
+    policies, series = _setup(120, spread=True)
     now = 700 * 60.0
     book = CalibrationBook()
     before = invocation_forecasts(policies, series, now, 900.0, book)
