@@ -247,8 +247,8 @@ class InvocationForecaster:
         x = np.concatenate(self._rows).astype(np.float64)
         weight = np.concatenate(self._weights).astype(np.float64)
         held = min(self.recalibrate_steps, len(self._rows) // 4)
-        if held >= 1:
-            cut = len(y) - sum(len(r) for r in list(self._rows)[-held:])
+        cut = len(y) - sum(len(r) for r in list(self._rows)[-held:]) if held >= 1 else len(y)
+        if cut < len(y):  # something to hold out
             older = _logistic_fit(x[:cut], y[:cut], weight[:cut])
             if older is None:
                 return

@@ -301,3 +301,23 @@ def test_the_calibration_adopted_on_real_functions_passed_its_held_out_check() -
     assert model.calibration is not None and model.calibration_check is not None
     hazard_loss, calibrated_loss = model.calibration_check
     assert calibrated_loss < 0.95 * hazard_loss
+
+
+def test_newest_steps_without_rows_skip_the_check_without_a_warning() -> None:
+    import warnings
+
+    rng = np.random.default_rng(1)
+    model = InvocationForecaster(1, recalibrate_steps=60)
+    for t in range(300):
+        n = 200 if t < 240 else 0  # no function seen in the newest hour's steps: nothing to hold out
+        y = rng.random(n) < 0.2
+        x = np.zeros((n, 10), dtype=np.float32)
+        x[:, 0] = np.log(0.2 / 0.8)
+        x[:, 3] = y
+        model._rows.append(x)
+        model._labels.append(y)
+        model._weights.append(np.ones(n, dtype=np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model._fit_calibration()
+    assert model.calibration is not None and model.calibration_check is None
