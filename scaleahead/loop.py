@@ -113,6 +113,7 @@ class CalibrationBook:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[float, tuple[WorkloadRef, ...]], tuple[int, np.ndarray | None]] = {}
+        self._notes: dict[tuple[float, tuple[WorkloadRef, ...]], str] = {}
 
     def model(
         self, refs: Sequence[WorkloadRef], counts: np.ndarray, now: float, step: float, horizon: int
@@ -128,12 +129,39 @@ class CalibrationBook:
             ).fit(counts)
         model = InvocationForecaster(len(refs), step_s=step, horizon=horizon).fit(counts)
         self._cache = {k: v for k, v in self._cache.items() if v[0] == period}  # groups gone stay gone
+        self._notes = {k: v for k, v in self._notes.items() if k in self._cache}
         self._cache[key] = (period, model.calibration)
+        self._notes[key] = _calibration_note(len(refs), step, model)
         return model
+
+    def notes(self, now: float) -> tuple[str, ...]:
+        """One sentence per group calibrated in the period ``now`` falls in: in use or not, and why."""
+        return tuple(self._notes[key] for key in self.current(now) if key in self._notes)
 
     def current(self, now: float) -> dict[tuple[float, tuple[WorkloadRef, ...]], np.ndarray | None]:
         """The calibrations fitted in the period ``now`` falls in, by (step, functions)."""
         return {key: coef for key, (period, coef) in self._cache.items() if period == budget_period(now, key[0])}
+
+
+def _calibration_note(n: int, step: float, model: InvocationForecaster) -> str:
+    head = f"invocation forecasts of {n} functions (step {step:g} s)"
+    check = model.calibration_check
+    if model.calibration is not None:
+        held = (
+            f" (newest hour held out: log-loss {check[1]:.4f} against the hazard's {check[0]:.4f})"
+            if check is not None
+            else ""
+        )
+        return f"{head}: recurrence calibration refitted on the last day this hour{held}"
+    if check is not None:
+        return (
+            f"{head}: the idle-time hazard alone this hour; the recurrence calibration forecast the newest "
+            f"hour worse (log-loss {check[1]:.4f} against the hazard's {check[0]:.4f})"
+        )
+    return (
+        f"{head}: the idle-time hazard alone this hour; too few calls (or non-calls) in the last day to fit "
+        "the recurrence calibration, or its fit did not converge"
+    )
 
 
 @dataclass
@@ -374,7 +402,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             errors["risk"] = str(exc)
     with timer.phase("plan"):
         plan = make_plan(forecasts, state, policies, now, interval_s=settings.loop.interval_s, invocations=invocations)
-        learned = startup_notes(startup) + budget_notes + risk_notes
+        learned = startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes
         if learned:
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
         shadow_plan = None

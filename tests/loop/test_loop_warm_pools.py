@@ -7,7 +7,14 @@ import numpy as np
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.baselines import Naive
 from forecaster.invocations import InvocationForecaster
-from scaleahead.loop import INVOCATION_WINDOW_S, CalibrationBook, Deps, invocation_forecasts, run_once
+from scaleahead.loop import (
+    INVOCATION_WINDOW_S,
+    CalibrationBook,
+    Deps,
+    _calibration_note,
+    invocation_forecasts,
+    run_once,
+)
 from scaleahead.observed import aligned_counts
 from scaleahead.policy import Policy, parse_policies
 from scaleahead.settings import Settings
@@ -101,8 +108,20 @@ def test_the_loop_keeps_the_calibration_in_its_deps() -> None:
     policies, series = _setup(60, spread=True)
     target = SimulatedServerless([p.workload for p in policies], [128.0] * len(policies), 0.0, 60.0)
     deps = Deps(FixedHistory(series), Naive(), target, None, policies)
-    run_once(deps, Settings(), now=600 * 60.0)
+    report = run_once(deps, Settings(), now=600 * 60.0)
     assert len(deps.invocation_calibrations._cache) == 1
+    # the plan says the calibration is in use and how it did on the newest hour, held out
+    (note,) = [n for n in report.plan.notes if n.startswith("invocation forecasts")]
+    assert "60 functions" in note and "recurrence calibration refitted" in note and "log-loss" in note
+
+
+def test_the_plan_says_when_the_hazard_is_used_alone() -> None:
+    policies, series = _setup()  # six of the busiest functions: too few minutes without a call to calibrate
+    target = SimulatedServerless([p.workload for p in policies], [128.0] * len(policies), 0.0, 60.0)
+    deps = Deps(FixedHistory(series), Naive(), target, None, policies)
+    report = run_once(deps, Settings(), now=600 * 60.0)
+    (note,) = [n for n in report.plan.notes if n.startswith("invocation forecasts")]
+    assert "hazard alone" in note and "too few calls" in note
 
 
 def test_calibrated_invocation_forecasts_use_only_history_before_now() -> None:
@@ -117,3 +136,11 @@ def test_calibrated_invocation_forecasts_use_only_history_before_now() -> None:
     after = invocation_forecasts(policies, changed, now, 900.0, CalibrationBook())
     for ref in before:
         np.testing.assert_array_equal(before[ref].probability, after[ref].probability)
+
+
+def test_the_note_says_when_the_calibration_lost_to_the_hazard_on_the_newest_hour() -> None:
+    model = InvocationForecaster(3)
+    model.calibration_check = (0.1234, 0.1301)  # what _fit_calibration records when it rejects a fit
+    note = _calibration_note(3, 60.0, model)
+    assert note.startswith("invocation forecasts of 3 functions (step 60 s): the idle-time hazard alone")
+    assert "forecast the newest hour worse (log-loss 0.1301 against the hazard's 0.1234)" in note
