@@ -68,10 +68,14 @@ MIN_CALIBRATION_EVENTS = 50
 _LOGIT_EPS = 1e-4
 
 
+def _sigmoid(z: FloatArray) -> FloatArray:
+    out: FloatArray = 1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0)))
+    return out
+
+
 def _apply(coef: FloatArray, x: FloatArray) -> FloatArray:
     """The calibrated probabilities of feature rows ``x``."""
-    out: FloatArray = 1.0 / (1.0 + np.exp(-np.clip(x @ coef[:-1] + coef[-1], -50.0, 50.0)))
-    return out
+    return _sigmoid(x @ coef[:-1] + coef[-1])
 
 
 def _log_loss(p: FloatArray, y: FloatArray, weight: FloatArray) -> float:
@@ -99,7 +103,7 @@ def _logistic_fit(
     w = np.zeros(z.shape[1])
     eye = ridge * np.eye(len(w))
     for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -50.0, 50.0)))
+        p = _sigmoid(z @ w)
         grad = z.T @ (weight * (p - y)) + ridge * w
         hess = (z * (weight * p * (1.0 - p))[:, None]).T @ z + eye
         try:
@@ -252,7 +256,7 @@ class InvocationForecaster:
             older = _logistic_fit(x[:cut], y[:cut], weight[:cut])
             if older is None:
                 return
-            hazard = _log_loss(1.0 / (1.0 + np.exp(-x[cut:, 0])), y[cut:], weight[cut:])
+            hazard = _log_loss(_sigmoid(x[cut:, 0]), y[cut:], weight[cut:])  # column 0: the hazard's logit
             calibrated = _log_loss(_apply(older, x[cut:]), y[cut:], weight[cut:])
             self.calibration_check = (hazard, calibrated)
             if not calibrated < hazard:

@@ -112,8 +112,8 @@ class CalibrationBook:
     """
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[float, tuple[WorkloadRef, ...]], tuple[int, np.ndarray | None]] = {}
-        self._notes: dict[tuple[float, tuple[WorkloadRef, ...]], str] = {}
+        # (step, functions) -> (period, coefficients or None, the plan note saying which and why)
+        self._cache: dict[tuple[float, tuple[WorkloadRef, ...]], tuple[int, np.ndarray | None, str]] = {}
 
     def model(
         self, refs: Sequence[WorkloadRef], counts: np.ndarray, now: float, step: float, horizon: int
@@ -129,18 +129,16 @@ class CalibrationBook:
             ).fit(counts)
         model = InvocationForecaster(len(refs), step_s=step, horizon=horizon).fit(counts)
         self._cache = {k: v for k, v in self._cache.items() if v[0] == period}  # groups gone stay gone
-        self._notes = {k: v for k, v in self._notes.items() if k in self._cache}
-        self._cache[key] = (period, model.calibration)
-        self._notes[key] = _calibration_note(len(refs), step, model)
+        self._cache[key] = (period, model.calibration, _calibration_note(len(refs), step, model))
         return model
 
     def notes(self, now: float) -> tuple[str, ...]:
         """One sentence per group calibrated in the period ``now`` falls in: in use or not, and why."""
-        return tuple(self._notes[key] for key in self.current(now) if key in self._notes)
+        return tuple(note for key, (period, _, note) in self._cache.items() if period == budget_period(now, key[0]))
 
     def current(self, now: float) -> dict[tuple[float, tuple[WorkloadRef, ...]], np.ndarray | None]:
         """The calibrations fitted in the period ``now`` falls in, by (step, functions)."""
-        return {key: coef for key, (period, coef) in self._cache.items() if period == budget_period(now, key[0])}
+        return {key: coef for key, (period, coef, _) in self._cache.items() if period == budget_period(now, key[0])}
 
 
 def _calibration_note(n: int, step: float, model: InvocationForecaster) -> str:

@@ -130,9 +130,9 @@ class WarmBudgetBook:
             else:
                 counts = aligned_counts([past for _, _, past in members], now, step, WINDOW_S)
                 memory = [p.spec.warm_pool.memory_mb_per_instance for p in originals]
-                refs = (step, tuple(p.workload for p in originals))
-                if calibrations is not None and refs in calibrations:
-                    status = rebuild(counts, memory, step, key, calibrations[refs], fit_calibration=False)
+                group = (step, tuple(p.workload for p in originals))
+                if calibrations is not None and group in calibrations:
+                    status = rebuild(counts, memory, step, key, calibrations[group], fit_calibration=False)
                 else:
                     status = rebuild(counts, memory, step, key)
                 effective = tuple(
