@@ -12,12 +12,13 @@ except the oracle's, which is the point of the oracle.
 
 from __future__ import annotations
 
+import gzip
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -556,11 +557,15 @@ def run_replay(
 
 
 def write_decisions(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun]) -> None:
-    """``policy,timestamp,demand,desired,allocated,ready``: one row per policy and test step."""
+    """``policy,timestamp,demand,desired,allocated,ready``: one row per policy and test step.
+
+    A path ending in ``.gz`` is written gzip-compressed (as ``bench serverless --decisions`` does).
+    """
     times = setup.times()
     demand = ["" if not math.isfinite(x) else repr(float(x)) for x in setup.demand]
     stamps = [f"{t:.0f}" for t in times]
-    with path.open("w", encoding="utf-8") as f:
+    opener: Callable[..., IO[str]] = gzip.open if path.suffix == ".gz" else open  # type: ignore[assignment]
+    with opener(path, "wt", encoding="utf-8") as f:
         f.write("policy,timestamp,demand,desired,allocated,ready\n")
         for name, run in runs.items():
             f.writelines(

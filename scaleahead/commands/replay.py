@@ -170,7 +170,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ],
         json_path: Annotated[Path, typer.Option("--json", help="Write the metrics JSON here (EVALUATION.md s. 7).")],
         decisions: Annotated[
-            Path | None, typer.Option(help="Write policy,timestamp,demand,desired,allocated,ready rows here.")
+            Path | None,
+            typer.Option(help="Write policy,timestamp,demand,desired,allocated,ready rows here (.gz to compress)."),
         ] = None,
         capacity: Annotated[
             float | None, typer.Option(help="Demand one ready replica serves (default: p99 of the test period / 40).")

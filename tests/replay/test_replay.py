@@ -145,6 +145,17 @@ def test_the_predictive_policy_goes_through_the_real_planner_and_actuator(alibab
     assert "replay/x" in reason.message
 
 
+def test_a_decisions_path_ending_in_gz_is_written_compressed(alibaba_two_days: Series, tmp_path: Path) -> None:
+    setup = rp.prepare(alibaba_two_days, None, 60.0)
+    runs = {"hpa": rp.run_hpa(setup)}
+    rp.write_decisions(tmp_path / "d.csv.gz", setup, runs)
+    rp.write_decisions(tmp_path / "d.csv", setup, runs)
+    assert (tmp_path / "d.csv.gz").read_bytes()[:2] == b"\x1f\x8b"  # the gzip magic number
+    packed, plain = pd.read_csv(tmp_path / "d.csv.gz"), pd.read_csv(tmp_path / "d.csv")
+    assert len(plain) == setup.demand.size
+    pd.testing.assert_frame_equal(packed, plain)
+
+
 def test_a_trace_too_short_for_the_split_is_a_clear_error(alibaba_two_days: Series, tmp_path: Path) -> None:
     from tests.replay.conftest import write_series_csv
 
