@@ -80,6 +80,11 @@ class Forecaster(ABC):
     name: str = "forecaster"
     quantiles: tuple[float, ...] = QUANTILES
 
+    @property
+    def needs_fit(self) -> bool:
+        """True while the model cannot forecast until it is fitted (a baseline that has seen no history yet)."""
+        return False
+
     @abstractmethod
     def fit(self, history: Sequence[Series]) -> Forecaster:
         """Fit on the history series (each already cut at the split). Returns self."""

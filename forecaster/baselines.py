@@ -44,6 +44,10 @@ class ResidualQuantileForecaster(Forecaster):
             n = len(values)
             lo = self.min_context(s.step_s)
             if n - h <= lo:
+                # Shorter than the model's context (seasonal-naive: a day): its point forecast falls
+                # back to the last value there, so learn the residuals of that rule instead of none.
+                lo = 1
+            if n - h <= lo:
                 continue
             origins = np.linspace(lo, n - h, num=min(self.max_fit_origins, n - h - lo), dtype=np.int64)
             pred = self.point(values, origins, h, s.step_s)
@@ -60,6 +64,10 @@ class ResidualQuantileForecaster(Forecaster):
         return 1
 
     @property
+    def needs_fit(self) -> bool:
+        return self._resid is None
+
+    @property
     def resid(self) -> dict[float, FloatArray] | None:
         """Empirical residual quantiles per horizon step, ``{q: [H]}`` (``None`` before ``fit``)."""
         return self._resid
@@ -74,15 +82,20 @@ class ResidualQuantileForecaster(Forecaster):
                 f"Series {series.name!r} has no observed value before origin index {first}: nothing to forecast from.",
                 "Check the demand query; missing data is never taken as zero demand.",
             )
+        if self._resid is None:
+            # Without residuals every quantile would equal the point forecast: a certainty the
+            # model never earned, which a planner would act on as if it were real.
+            raise DataError(
+                f"Model {self.name!r} has no forecast uncertainty: no history it was fitted on was longer than "
+                "its forecast horizon, so it never saw its own errors.",
+                "Give more history before the decision time (at least the horizon plus two steps), or fit it first.",
+            )
         pred = self.point(values, origins, horizon_steps, series.step_s)
         out: dict[float, FloatArray] = {}
         for q in self.quantiles:
-            if self._resid is not None:
-                r = self._resid[q]
-                r = np.pad(r, (0, max(0, horizon_steps - len(r))), mode="edge")[:horizon_steps]
-                out[q] = np.maximum(pred + r[None, :], 0.0)
-            else:
-                out[q] = np.maximum(pred, 0.0)
+            r = self._resid[q]
+            r = np.pad(r, (0, max(0, horizon_steps - len(r))), mode="edge")[:horizon_steps]
+            out[q] = np.maximum(pred + r[None, :], 0.0)
         return monotone_quantiles(out)
 
 

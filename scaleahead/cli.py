@@ -156,6 +156,8 @@ def plan(
     console.print(table)
     for ref, mode in result.plan.fallbacks.items():
         console.print(f"[yellow]fallback[/] {ref}: {mode}")
+    for note in result.plan.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> dict[str, Any]:
@@ -181,6 +183,7 @@ def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> 
         "created_at": iso(plan_obj.created_at),
         "model": model,
         "fallbacks": {k.key: v for k, v in plan_obj.fallbacks.items()},
+        "notes": list(plan_obj.notes),
         "actions": actions,
     }
 

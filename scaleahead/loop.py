@@ -349,6 +349,16 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 errors[ref.key] = "forecast: no usable history before now"
                 continue
             items.append((ref, history[ref]))
+        if items and getattr(deps.forecaster, "needs_fit", False):  # duck-typed wrappers have none
+            # A baseline started without history (Prometheus down at start-up): fit it on the first
+            # history there is, strictly before now. If that is still too short, the forecasts fail
+            # below with the reason and the policies' fallbacks apply; the next cycle tries again.
+            deps.forecaster.fit([s.before(now) for _, s in items])
+            log.info(
+                "fitted %s on this cycle's history (it had none at start-up)",
+                deps.forecaster.name,
+                extra={"event": "model_fitted", "model": deps.forecaster.name, "needs_fit": deps.forecaster.needs_fit},
+            )
         if items:
             steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
             forecast_batched(deps.forecaster, items, now, steps, forecasts, errors)

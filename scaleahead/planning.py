@@ -5,7 +5,6 @@ History (a trace cut strictly before ``at``) -> forecast -> plan -> record. Noth
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,14 +67,17 @@ def dry_run(
     fitted.fit([fit_part])
     forecasts: dict[WorkloadRef, Forecast] = {}
     workloads: dict[WorkloadRef, WorkloadState] = {}
+    notes: list[str] = []
     for policy in policies:
         ref = policy.workload
         spec = policy.spec
         # check_history guarantees a finite sample, so there is an observed demand.
         observed, observed_at = observed_demand(past, spec.observed_window_seconds) or (math.nan, at)
         steps = horizon_steps_for(past.step_s)
-        with contextlib.suppress(DataError):
+        try:
             forecasts[ref] = fitted.forecast(ref, past, at, steps)
+        except DataError as exc:  # planned with the policy's fallback; say why there is no forecast
+            notes.append(f"{ref}: no forecast, planned with the {spec.fallback.mode.value} fallback: {exc}")
         per = spec.capacity_per_replica * spec.target_utilization
         now_need = math.ceil(observed / per) if observed > 0 else spec.min_replicas
         replicas = (
@@ -92,4 +94,6 @@ def dry_run(
         )
     state = ClusterState(workloads=workloads)
     result = make_plan(forecasts, state, policies, at, interval_s=past.step_s)
+    if notes:
+        result = Plan(result.created_at, result.actions, result.fallbacks, tuple(notes) + result.notes)
     return DryRun(result, forecasts, at, past, fitted.name)

@@ -140,7 +140,18 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
                 f"{path}: column 'timestamp' has values that are not times ({exc}).",
                 "Use ISO-8601 (2024-01-01T00:00:00Z) or epoch seconds.",
             ) from exc
-    values = pd.to_numeric(frame[col], errors="coerce").to_numpy(np.float64)
+    parsed = pd.to_numeric(frame[col], errors="coerce")
+    # Empty cells and NaN/NA/null are read as missing by read_csv; anything else that is not a
+    # number (a shifted column, a unit pasted into the cell) is an error, not a silent gap.
+    text = parsed.isna() & frame[col].notna()
+    if text.any():
+        first = int(np.flatnonzero(text.to_numpy())[0])
+        raise DataError(
+            f"{path}: column {col!r} has {int(text.sum())} value(s) that are not numbers "
+            f"(first at line {first + 2}: {frame[col].iloc[first]!r}).",
+            "Fix those cells, or leave them empty where the value is missing (missing is never taken as zero).",
+        )
+    values = parsed.to_numpy(np.float64)
     return _regularize(name or path.name, ts, values, step_s=None, unit="")
 
 

@@ -51,6 +51,20 @@ def test_malformed_policy_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     assert not db.exists()
 
 
+def test_too_short_a_history_plans_with_the_fallback_and_says_why(tmp_path: Path) -> None:
+    # Ten minutes at 10 s: shorter than the 15-minute horizon, so no model can know its own errors.
+    csv = tmp_path / "short.csv"
+    csv.write_text("timestamp,value\n" + "".join(f"{1_700_000_000 + 10 * i},{5 + i % 3}\n" for i in range(60)))
+    out = run("plan", "--policy", str(EXAMPLE), "--history", str(csv), "--output", "json", db=tmp_path / "a.db")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["fallbacks"] == {"Deployment/default/web": "reactive"}
+    assert doc["actions"][0]["reason_code"] == "fallback_reactive"
+    (note,) = doc["notes"]
+    assert "default/web: no forecast, planned with the reactive fallback" in note
+    assert "no forecast uncertainty" in note
+
+
 def test_unknown_trace_exits_2(tmp_path: Path) -> None:
     out = run("plan", "--policy", str(EXAMPLE), "--history", "no-such-trace", db=tmp_path / "a.db")
     assert out.returncode == 2

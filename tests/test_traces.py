@@ -56,6 +56,15 @@ def test_gaps_and_empty_cells_stay_missing(tmp_path: Path) -> None:
     assert np.isnan(s.values[1]) and np.isnan(s.values[3]) and s.values[6] == 4
 
 
+def test_a_value_that_is_not_a_number_is_an_error_not_a_silent_gap(tmp_path: Path) -> None:
+    f = tmp_path / "s.csv"
+    f.write_text("timestamp,value\n0,1\n10,NaN\n20,\n30,12 req/s\n40,4\n50,x\n")
+    with pytest.raises(DataError, match=r"2 value\(s\) that are not numbers \(first at line 5: '12 req/s'\)"):
+        load_series(str(f))
+    f.write_text("timestamp,value\n0,1\n10,NaN\n20,\n30,null\n40,4\n")  # the usual spellings of missing
+    assert np.isnan(load_series(str(f)).values[1:4]).all()
+
+
 def test_functions_csv_with_wrong_header_is_an_error(tmp_path: Path) -> None:
     f = tmp_path / "f.csv"
     f.write_text("HashFunction,minute_1\na,1\n")

@@ -139,8 +139,19 @@ def test_a_series_shorter_than_the_context_is_refused_or_forecast_sensibly(name:
             model.fit([s])
         return
     model.fit([s])
-    qs = model.predict_origins(s, np.array([5]), H)
+    # Five points cannot show a 15-step forecast's errors: no quantile may pretend to know them.
+    with pytest.raises(DataError, match="no forecast uncertainty"):
+        model.predict_origins(s, np.array([5]), H)
+
+
+@pytest.mark.parametrize("name", [m for m in available_models() if not m.startswith("lstm")])
+def test_a_history_shorter_than_the_models_context_still_gives_quantiles_with_a_spread(name: str) -> None:
+    # Six hours at 60 s: shorter than seasonal-naive's day, longer than the 15-step horizon.
+    s = daily_series(days=0.25, seed=3)
+    model = make_model(name).fit([s])
+    qs = model.predict_origins(s, np.array([len(s)]), H)
     assert all(np.isfinite(qs[q]).all() and (qs[q] >= 0).all() for q in QUANTILES)
+    assert (qs[max(QUANTILES)] - qs[min(QUANTILES)]).min() > 0
 
 
 @pytest.mark.parametrize("fitted", MODELS, indirect=True)

@@ -168,3 +168,25 @@ def test_an_all_missing_history_is_skipped_before_the_batch(bad_index: int) -> N
     report = run_once(deps, Settings(), now)
     assert counting.batches == [7] and counting.singles == 0
     assert ref not in report.forecasts and "no usable history" in report.errors[ref.key]
+
+
+def test_a_baseline_started_without_history_is_fitted_on_the_first_cycles_history() -> None:
+    policies, series, now = _workloads(4)
+    model = Naive()  # what `scaleahead run` starts with when Prometheus was down at start-up
+    assert model.needs_fit
+    deps = Deps(FixedHistory(series), model, InMemoryTarget(default_replicas=3), None, policies)
+    report = run_once(deps, Settings(), now)
+    assert not model.needs_fit
+    assert set(report.forecasts) == {p.workload for p in policies}
+    fc = report.forecasts[policies[1].workload]
+    assert (fc.quantiles[max(fc.quantiles)] - fc.quantiles[min(fc.quantiles)]).max() > 0  # a real spread
+
+
+def test_a_baseline_given_too_short_a_history_falls_back_and_says_why() -> None:
+    policies, series, now = _workloads(2)
+    short = {ref: s.between(now - 600.0, now) for ref, s in series.items()}  # 10 minutes < the 15-min horizon
+    deps = Deps(FixedHistory(short), Naive(), InMemoryTarget(default_replicas=3), None, policies)
+    report = run_once(deps, Settings(), now)
+    assert not report.forecasts
+    assert set(report.plan.fallbacks) == {p.workload for p in policies}
+    assert "no forecast uncertainty" in report.errors[policies[1].workload.key]
