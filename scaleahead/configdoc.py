@@ -103,6 +103,9 @@ def settings_table() -> str:
     lines = [
         "## Process settings",
         "",
+        "A `SCALEAHEAD_<GROUP>__<FIELD>` variable that names no setting below (a typo) or holds a value of",
+        "the wrong type stops the command with an error naming the variable; it is never ignored.",
+        "",
         "| setting | environment variable | type | default | meaning |",
         "|---|---|---|---|---|",
     ]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from scaleahead.errors import ConfigError
 
 
 class LoopSettings(BaseModel):
@@ -34,6 +36,14 @@ class PrometheusSettings(BaseModel):
     url: str | None = Field(None, description="Base URL of Prometheus (or Thanos, Mimir, VictoriaMetrics).")
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout (s).")
     max_concurrency: int = Field(8, ge=1, description="Parallel range queries.")
+    bearer_token_file: str | None = Field(
+        None, description="File holding a bearer token, re-read on every request (rotated tokens keep working)."
+    )
+    username: str | None = Field(None, description="Basic-auth user (with password_file).")
+    password_file: str | None = Field(None, description="File holding the basic-auth password.")
+    ca_file: str | None = Field(None, description="PEM bundle that verifies the server's certificate.")
+    cert_file: str | None = Field(None, description="Client certificate for mutual TLS (with key_file).")
+    key_file: str | None = Field(None, description="Client key for mutual TLS.")
 
 
 class ActuationSettings(BaseModel):
@@ -164,8 +174,34 @@ class Settings(BaseModel):
         """Defaults overridden by ``SCALEAHEAD_GROUP__FIELD`` environment variables."""
         env = os.environ if environ is None else environ
         data: dict[str, dict[str, Any]] = {}
+        names: dict[tuple[str, str], str] = {}
         for key, value in env.items():
             if key.startswith("SCALEAHEAD_") and "__" in key:
                 group, field = key.removeprefix("SCALEAHEAD_").lower().split("__", 1)
+                groups = cls.model_fields
+                if group not in groups:
+                    raise ConfigError(
+                        f"Unknown setting {key}: there is no settings group {group!r}.",
+                        f"Groups: {', '.join(groups)} (docs/configuration.md lists every SCALEAHEAD_GROUP__FIELD).",
+                    )
+                sub = groups[group].annotation
+                fields = sub.model_fields if isinstance(sub, type) and issubclass(sub, BaseModel) else {}
+                if field not in fields:
+                    raise ConfigError(
+                        f"Unknown setting {key}: group {group!r} has no field {field!r}.",
+                        f"Fields of {group}: {', '.join(fields)} (docs/configuration.md).",
+                    )
                 data.setdefault(group, {})[field] = value
-        return cls.model_validate(data)
+                names[(group, field)] = key
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            lines = []
+            for err in exc.errors():
+                loc = tuple(str(x) for x in err["loc"])
+                key = names.get((loc[0], loc[1]), ".".join(loc)) if len(loc) >= 2 else ".".join(loc)
+                lines.append(f"{key}={err.get('input')!r}: {err['msg']}")
+            raise ConfigError(
+                "Invalid setting(s) from the environment: " + "; ".join(lines) + ".",
+                "Fix or unset the variable (docs/configuration.md gives each field's type and default).",
+            ) from exc

@@ -62,33 +62,22 @@ def make_config(
     import os
 
     from scaleahead.prometheus.client import PrometheusConfig
+    from scaleahead.prometheus.history import credentials
 
     def env(name: str, given: str | None) -> str | None:
         return given if given is not None else os.environ.get(f"SCALEAHEAD_PROMETHEUS__{name}") or None
 
-    bearer_token_file = env("BEARER_TOKEN_FILE", bearer_token_file)
-    username = env("USERNAME", username)
-    password_file = env("PASSWORD_FILE", password_file)
-    ca_file = env("CA_FILE", ca_file)
-    cert_file = env("CERT_FILE", cert_file)
-    key_file = env("KEY_FILE", key_file)
-    password = None
-    if password_file:
-        try:
-            password = Path(password_file).read_text(encoding="utf-8").rstrip("\n")
-        except OSError as exc:
-            raise UserError(f"Cannot read --password-file {password_file}: {exc.strerror}.") from exc
-    for name, path in (("--ca-file", ca_file), ("--cert-file", cert_file), ("--key-file", key_file)):
-        if path and not Path(path).is_file():
-            raise UserError(f"{name} {path} does not exist.", "Check the path.")
+    creds = credentials(
+        env("BEARER_TOKEN_FILE", bearer_token_file),
+        env("USERNAME", username),
+        env("PASSWORD_FILE", password_file),
+        env("CA_FILE", ca_file),
+        env("CERT_FILE", cert_file),
+        env("KEY_FILE", key_file),
+    )
     return PrometheusConfig(
         url,
-        bearer_token_file=bearer_token_file,
-        username=username,
-        password=password,
-        ca_file=ca_file,
-        cert_file=cert_file,
-        key_file=key_file,
+        **creds,
         insecure_skip_verify=insecure,
         timeout_s=timeout,
         max_concurrency=concurrency,

@@ -255,10 +255,51 @@ def history_from_settings(
     """
     if not settings.url:
         raise UserError("No Prometheus URL is configured.", "Set SCALEAHEAD_PROMETHEUS__URL or pass --prometheus URL.")
+    creds = credentials(
+        settings.bearer_token_file,
+        settings.username,
+        settings.password_file,
+        settings.ca_file,
+        settings.cert_file,
+        settings.key_file,
+    )
     cfg = PrometheusConfig(
-        settings.url, timeout_s=settings.timeout_s, max_concurrency=settings.max_concurrency, **config
+        settings.url, timeout_s=settings.timeout_s, max_concurrency=settings.max_concurrency, **{**creds, **config}
     )
     return PrometheusHistory(PrometheusClient(cfg), cache_dir=cache_dir)
+
+
+def credentials(
+    bearer_token_file: str | None = None,
+    username: str | None = None,
+    password_file: str | None = None,
+    ca_file: str | None = None,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+) -> dict[str, Any]:
+    """``PrometheusConfig`` keyword arguments for the given credential files (secrets stay in files).
+
+    The password is read now; the token file is re-read by the client on every request. A password
+    file that cannot be read or a TLS file that does not exist is a ``UserError`` naming it.
+    """
+    password = None
+    if password_file:
+        try:
+            password = Path(password_file).read_text(encoding="utf-8").rstrip("\n")
+        except OSError as exc:
+            raise UserError(f"Cannot read the Prometheus password file {password_file}: {exc.strerror}.") from exc
+    for name, path in (("CA", ca_file), ("client certificate", cert_file), ("client key", key_file)):
+        if path and not Path(path).is_file():
+            raise UserError(f"The Prometheus {name} file {path} does not exist.", "Check the path.")
+    out: dict[str, Any] = {
+        "bearer_token_file": bearer_token_file,
+        "username": username,
+        "password": password,
+        "ca_file": ca_file,
+        "cert_file": cert_file,
+        "key_file": key_file,
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def read_range(

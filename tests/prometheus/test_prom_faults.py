@@ -151,3 +151,31 @@ def test_tls_without_the_ca_bundle_is_a_tls_error_saying_what_to_check(prom, tls
         c.range_series(one_hour(prom))
     assert info.value.kind == "tls"
     assert "default/w01" in info.value.message and "--ca-file" in info.value.message
+
+
+def test_the_control_loops_history_sends_the_credentials_set_in_the_environment(prom, proxy, tmp_path) -> None:
+    from scaleahead.prometheus.history import history_from_settings
+    from scaleahead.settings import Settings
+
+    proxy.state.require_auth = "Bearer s3cret"
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    env = {"SCALEAHEAD_PROMETHEUS__URL": proxy.url, "SCALEAHEAD_PROMETHEUS__BEARER_TOKEN_FILE": str(token)}
+    hist = history_from_settings(Settings.from_env(env).prometheus)
+    got = hist.client.range_series(one_hour(prom))
+    assert np.isfinite(got.values).any()
+    assert proxy.state.seen[-1]["authorization"] == "Bearer s3cret"
+    # Without the variable the same server refuses (the test can fail).
+    bare = history_from_settings(Settings.from_env({"SCALEAHEAD_PROMETHEUS__URL": proxy.url}).prometheus)
+    with pytest.raises(PrometheusError, match="HTTP 401"):
+        bare.client.range_series(one_hour(prom))
+
+
+def test_a_missing_tls_file_in_the_settings_is_a_clear_error(tmp_path) -> None:
+    from scaleahead.errors import UserError
+    from scaleahead.prometheus.history import history_from_settings
+    from scaleahead.settings import PrometheusSettings
+
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(UserError, match=f"The Prometheus CA file {missing} does not exist"):
+        history_from_settings(PrometheusSettings(url="https://prom:9090", ca_file=str(missing)))

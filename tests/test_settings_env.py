@@ -1,0 +1,51 @@
+"""Process settings from ``SCALEAHEAD_GROUP__FIELD`` variables: typos and bad values are clear errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from scaleahead.errors import ConfigError
+from scaleahead.settings import Settings
+
+
+def test_variables_set_their_fields() -> None:
+    s = Settings.from_env({"SCALEAHEAD_FORECAST__HORIZON_S": "600", "SCALEAHEAD_PROMETHEUS__USERNAME": "alice"})
+    assert s.forecast.horizon_s == 600.0 and s.prometheus.username == "alice"
+
+
+def test_a_bad_value_names_the_variable_and_what_it_should_be() -> None:
+    with pytest.raises(ConfigError, match=r"SCALEAHEAD_FORECAST__HORIZON_S='abc': Input should be a valid number"):
+        Settings.from_env({"SCALEAHEAD_FORECAST__HORIZON_S": "abc"})
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("SCALEAHEAD_FORECAST__HORIZONS", "group 'forecast' has no field 'horizons'. Fields of forecast: horizon_s"),
+        ("SCALEAHEAD_FORCAST__MODEL", "there is no settings group 'forcast'. Groups: loop, forecast"),
+    ],
+)
+def test_a_misspelt_variable_is_an_error_not_silently_ignored(key: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        Settings.from_env({key: "1"})
+
+
+def test_variables_without_a_group_are_not_settings() -> None:
+    assert Settings.from_env({"SCALEAHEAD_DB_URL": "sqlite://", "SCALEAHEAD_X": "1"}) == Settings()
+
+
+def test_the_cli_says_what_is_wrong_in_one_line_with_exit_code_2() -> None:
+    env = {"SCALEAHEAD_LOOP__INTERVAL_S": "-5", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "run", "--once", "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "SCALEAHEAD_LOOP__INTERVAL_S='-5': Input should be greater than 0" in proc.stderr
