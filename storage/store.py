@@ -191,13 +191,11 @@ class Store:
             self.upgrade()
 
     # -- schema ---------------------------------------------------------------------------------
-    def upgrade(self, revision: str = "head") -> None:
-        """Migrate the schema to ``revision`` (from empty or from any earlier version)."""
+    @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Turn "cannot connect / cannot write" into a ``UserError`` that says what to check."""
         try:
-            with self.engine.begin() as conn:
-                cfg = _alembic_config()
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, revision)
+            yield
         except OperationalError as exc:
             raise UserError(
                 f"Cannot reach or write the database {self._safe_url()}: {exc.orig}.",
@@ -205,14 +203,21 @@ class Store:
                 "or use the default SQLite database by leaving --db out.",
             ) from exc
 
+    def upgrade(self, revision: str = "head") -> None:
+        """Migrate the schema to ``revision`` (from empty or from any earlier version)."""
+        with self._reachable(), self.engine.begin() as conn:
+            cfg = _alembic_config()
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+
     def downgrade(self, revision: str) -> None:
-        with self.engine.begin() as conn:
+        with self._reachable(), self.engine.begin() as conn:
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, revision)
 
     def current_revision(self) -> str | None:
-        with self.engine.connect() as conn:
+        with self._reachable(), self.engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
 
     @staticmethod

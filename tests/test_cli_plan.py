@@ -93,6 +93,17 @@ def test_unreachable_database_exits_2(tmp_path: Path) -> None:
     assert "Cannot reach" in out.stderr
 
 
+def test_db_upgrade_of_an_unreachable_database_exits_2_without_a_traceback() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "db", "upgrade", "--db", "postgresql+psycopg://x@127.0.0.1:1/x"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "Cannot reach or write the database" in out.stderr and "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [(["plan", "--nosuch"], "No such option"), (["nosuch"], "No such command"), (["plan"], "Missing option")],
