@@ -270,13 +270,26 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
             "Use the Azure Functions 2019 layout: HashFunction,HashOwner,HashApp,minute_1 ... minute_1440.",
         )
     minute_cols.sort(key=lambda c: int(c.removeprefix("minute_")))
-    counts = inv[minute_cols].fillna(0).to_numpy(np.int64)
+    counts = _invocation_counts(inv, minute_cols, inv_path)
     apps = inv["HashApp"].astype(str).to_numpy()
     memory_mb = np.full(len(inv), np.nan)
     if memory:
-        mem = pd.read_csv(memory)
+        try:
+            mem = pd.read_csv(memory)
+        except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
+            raise DataError(f"Cannot read {memory} as CSV: {exc}.", "Check the file.") from exc
         if "AverageAllocatedMb" not in mem.columns or "HashApp" not in mem.columns:
             raise DataError(f"{memory} lacks HashApp/AverageAllocatedMb.", "Use the Azure app memory layout.")
+        mb = pd.to_numeric(mem["AverageAllocatedMb"], errors="coerce")
+        bad = ~(mb > 0) & mem["AverageAllocatedMb"].notna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(
+                f"{memory}: AverageAllocatedMb must be a positive number; line {i + 2} has "
+                f"{mem['AverageAllocatedMb'].astype(str).iloc[i]!r} ({int(bad.sum())} such row(s)).",
+                "Fix those rows, or leave the cell empty (the median of the other apps is used).",
+            )
+        mem = mem.assign(AverageAllocatedMb=mb)
         per_app = mem.groupby("HashApp")["AverageAllocatedMb"].mean()
         fn_per_app = pd.Series(apps).value_counts()
         memory_mb = np.array([per_app.get(a, np.nan) / fn_per_app[a] for a in apps], dtype=np.float64)
@@ -298,6 +311,32 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
         memory_mb=memory_mb,
         mean_duration_ms=mean_ms,
     )
+
+
+def _invocation_counts(inv: pd.DataFrame, minute_cols: list[str], path: Path) -> npt.NDArray[np.int64]:
+    """The ``minute_N`` columns as non-negative integer counts; an empty cell is no invocation.
+
+    The Azure layout writes 0 for an idle minute, so an empty cell is read as 0 (as the trace's
+    own tools do). Anything that is not a non-negative whole number is an error naming the first
+    such cell: a count of -2 or "x" is corrupt data, not a gap to paper over.
+    """
+    raw = inv[minute_cols]
+    if all(pd.api.types.is_numeric_dtype(t) for t in raw.dtypes):
+        values = raw.to_numpy(np.float64)
+    else:  # some column holds text: parse it, and name the first cell that is not a number
+        values = raw.apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
+    bad = (raw.notna().to_numpy() & np.isnan(values)) | (values < 0) | (np.isfinite(values) & (values % 1 != 0))
+    if bad.any():
+        r, c = (int(x[0]) for x in np.nonzero(bad))
+        cell = raw.iat[r, c]
+        shown = repr(cell) if isinstance(cell, str) else f"{float(cell):g}"
+        raise DataError(
+            f"{path}: invocation counts must be whole numbers >= 0; function {inv['HashFunction'].iloc[r]!r} "
+            f"(line {r + 2}) has {shown} in {minute_cols[c]} ({int(bad.sum())} such cell(s)).",
+            "Fix those cells (an idle minute is 0).",
+        )
+    out: npt.NDArray[np.int64] = np.nan_to_num(values, nan=0.0).astype(np.int64)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,29 @@ def test_a_value_that_is_not_a_number_is_an_error_not_a_silent_gap(tmp_path: Pat
     assert np.isnan(load_series(str(f)).values[1:4]).all()
 
 
+@pytest.mark.parametrize(("cell", "shown"), [("x", "'x'"), ("-2", "-2"), ("1.5", "1.5")])
+def test_an_invocation_count_that_is_not_a_whole_number_is_an_error(tmp_path: Path, cell: str, shown: str) -> None:
+    f = tmp_path / "f.csv"
+    f.write_text(f"HashFunction,HashOwner,HashApp,minute_1,minute_2\nfa,o,a,1,0\nfb,o,b,3,{cell}\n")
+    with pytest.raises(DataError, match=f"function 'fb' \\(line 3\\) has {shown} in minute_2"):
+        load_functions(str(f))
+
+
+def test_an_empty_invocation_cell_is_an_idle_minute(tmp_path: Path) -> None:
+    f = tmp_path / "f.csv"
+    f.write_text("HashFunction,HashOwner,HashApp,minute_1,minute_2\nfa,o,a,1,\nfb,o,b,,2\n")
+    assert load_functions(str(f)).counts.tolist() == [[1, 0], [0, 2]]
+
+
+def test_a_memory_that_is_not_a_positive_number_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "f.csv"
+    f.write_text("HashFunction,HashOwner,HashApp,minute_1\nfa,o,a,1\n")
+    m = tmp_path / "m.csv"
+    m.write_text("HashOwner,HashApp,AverageAllocatedMb\no,a,-5\n")
+    with pytest.raises(DataError, match="AverageAllocatedMb must be a positive number; line 2 has '-5'"):
+        load_functions(str(f), memory=str(m))
+
+
 def test_functions_csv_with_wrong_header_is_an_error(tmp_path: Path) -> None:
     f = tmp_path / "f.csv"
     f.write_text("HashFunction,minute_1\na,1\n")
