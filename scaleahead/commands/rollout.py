@@ -139,9 +139,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if mode not in ("canary", "ab", "shadow"):
             raise UserError(f"--mode {mode!r} is unknown.", "Use canary, ab or shadow.")
         book = _book(db)
+        models = book.store.models()
         if champion is None:
-            prod = [m for m in book.store.models() if m.status == "champion"]
+            prod = [m for m in models if m.status == "champion"]
             champion = f"{prod[-1].id}" if prod else "default"
+        # A number names a model version: one the registry does not have is a typo, and promoting
+        # it would record a champion that does not exist. Other names label policies (free-form).
+        known = {str(m.id) for m in models}
+        for option, name in (("--challenger", challenger), ("--champion", champion)):
+            if name.isdigit() and name not in known:
+                raise UserError(
+                    f"{option} {name}: there is no model version {name} in the registry.",
+                    "See `scaleahead models list`; a policy challenger is given by its name.",
+                )
         params = CanaryParams(shares, max_violation_increase, max_cost_increase, max_error_increase)
         rid = book.start(group, mode, champion, challenger, time.time(), canary=params, split=split)  # type: ignore[arg-type]
         _print(book.get(group, rid), output == "json")

@@ -135,7 +135,7 @@ def _cli(*args, db):
 
 def test_the_rollout_cli_starts_evaluates_shows_and_aborts(tmp_path):
     db = tmp_path / "r.db"
-    out = _cli("start", "--challenger", "7", "--mode", "ab", "--group", "web", "--output", "json", db=db)
+    out = _cli("start", "--challenger", "web-v2", "--mode", "ab", "--group", "web", "--output", "json", db=db)
     assert out.returncode == 0, out.output
     assert json.loads(out.stdout)["share"] == 0.5
     csv = tmp_path / "o.csv"
@@ -152,6 +152,19 @@ def test_the_rollout_cli_starts_evaluates_shows_and_aborts(tmp_path):
     assert _cli("abort", "--group", "web", db=db).returncode == 0
     bad = _cli("start", "--challenger", "7", "--mode", "blue-green", db=db)
     assert bad.returncode == 2 and "canary, ab or shadow" in str(bad.exception)
+
+
+def test_a_model_version_the_registry_does_not_have_is_refused_and_nothing_is_recorded(tmp_path):
+    db = tmp_path / "r.db"
+    store = Store(f"sqlite:///{db}")
+    known = store.register_model("lstm-a", "lstm")
+    out = _cli("start", "--challenger", str(known + 998), "--mode", "canary", db=db)
+    assert out.returncode == 2
+    assert f"there is no model version {known + 998} in the registry" in str(out.exception)
+    out = _cli("start", "--challenger", str(known), "--champion", "12345", "--mode", "canary", db=db)
+    assert out.returncode == 2 and "--champion 12345" in str(out.exception)
+    assert store.rollouts() == []
+    assert _cli("start", "--challenger", str(known), "--mode", "canary", db=db).returncode == 0
 
 
 def test_promoting_a_model_rollout_makes_the_challenger_the_registry_champion(tmp_path):
