@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scaleahead import __version__
@@ -155,7 +156,7 @@ def plan(
         table.add_row(a.kind, a.target, frm, to, a.reason.message)
     console.print(table)
     for ref, mode in result.plan.fallbacks.items():
-        console.print(f"[yellow]fallback[/] {ref}: {mode}")
+        console.print(f"[yellow]fallback[/] {escape(str(ref))}: {escape(mode)}")
     for note in result.plan.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
@@ -204,7 +205,8 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+        # The message is text, not markup: "[a-z_]*" or "[0, 1]" in it must print as written.
+        err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -93,6 +93,14 @@ def test_unreachable_database_exits_2(tmp_path: Path) -> None:
     assert "Cannot reach" in out.stderr
 
 
+def test_an_error_message_with_square_brackets_prints_them_as_written(tmp_path: Path) -> None:
+    # The message is text, not rich markup: "[a-zA-Z_:]" used to vanish, leaving "Use *.".
+    args = ["backfill", "--trace", "nasa-10s", "--tsdb", str(tmp_path / "t"), "--metric", "bad metric"]
+    out = subprocess.run([sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "Use [a-zA-Z_:][a-zA-Z0-9_:]*." in " ".join(out.stderr.split())
+
+
 def test_db_upgrade_of_an_unreachable_database_exits_2_without_a_traceback() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "scaleahead.cli", "db", "upgrade", "--db", "postgresql+psycopg://x@127.0.0.1:1/x"],

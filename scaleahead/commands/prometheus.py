@@ -201,6 +201,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         Missing points stay gaps. The served Prometheus listens on 127.0.0.1 only, never scrapes,
         and uses a lookback of half the trace's step so that gaps read back as gaps.
         """
+        from rich.markup import escape
+
         from scaleahead.cli import console, iso, parse_time
         from scaleahead.prometheus.backfill import LocalPrometheus, backfill, check_metric_name, parse_labels
         from scaleahead.traces import load_series
@@ -215,7 +217,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             if len(series) == 0:
                 raise UserError("--start/--end leave no points of the trace.", "Choose a range inside the trace.")
         if tsdb.exists() and any(p.name != "wal" for p in tsdb.iterdir()) and not serve:
-            console.print(f"[yellow]note[/] {tsdb} is not empty; new blocks are added beside the existing ones")
+            note = f"{escape(str(tsdb))} is not empty; new blocks are added beside the existing ones"
+            console.print(f"[yellow]note[/] {note}")
         n = backfill(tsdb, metric, [(label_map, series)])
         matchers = ",".join(f'{k}="{v}"' for k, v in label_map.items())
         selector = f"{metric}{{{matchers}}}" if matchers else metric
