@@ -153,7 +153,7 @@ def plan(
 
     for a in result.plan.actions:
         frm, to = action_endpoints(a)
-        table.add_row(a.kind, a.target, frm, to, a.reason.message)
+        table.add_row(a.kind, a.target, frm, to, escape(a.reason.message))
     console.print(table)
     for ref, mode in result.plan.fallbacks.items():
         console.print(f"[yellow]fallback[/] {escape(str(ref))}: {escape(mode)}")

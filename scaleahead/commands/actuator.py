@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console(highlight=False)
@@ -74,7 +75,7 @@ def apply_once(
     for col in ("kind", "target", "outcome", "detail"):
         table.add_column(col, overflow="fold")
     for r in results:
-        table.add_row(r.action.kind, r.action.target, r.outcome, r.detail)
+        table.add_row(r.action.kind, r.action.target, r.outcome, escape(r.detail))
     console.print(table)
     return list(results)
 
@@ -116,5 +117,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         for col in ("id", "plan", "kind", "target", "from", "to", "state", "outcome"):
             table.add_column(col, overflow="fold")
         for a in Store(db).actions(state=state, limit=limit):
-            table.add_row(str(a.id), str(a.plan_id), a.kind, a.target, a.from_value, a.to_value, a.state, a.outcome)
+            table.add_row(
+                str(a.id), str(a.plan_id), a.kind, a.target, a.from_value, a.to_value, a.state, escape(a.outcome)
+            )
         console.print(table)

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scaleahead.errors import UserError
@@ -306,7 +307,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             table.add_column(col)
         for name, v in result.models.items():
             if "error" in v:
-                table.add_row(name, "error: " + v["error"], "", "", "", "")
+                table.add_row(name, "error: " + escape(v["error"]), "", "", "", "")
                 continue
             table.add_row(
                 name,
