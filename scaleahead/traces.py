@@ -183,6 +183,16 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
     finite = np.isfinite(values)
     if not finite.any():
         raise DataError(f"Trace {name!r} has no numeric values.", "Check the value column.")
+    negative = finite & (values < 0)
+    if negative.any():
+        # Demand (a request rate, CPU usage) is never negative: a negative sample is a broken
+        # query or export (deriv() for rate(), a counter reset subtracted by hand), not demand.
+        first = int(np.flatnonzero(negative)[0])
+        raise DataError(
+            f"Trace {name!r} has {int(negative.sum())} negative value(s) (the first, {values[first]:g}, at "
+            f"timestamp {ts[first]:.0f}); demand is never negative.",
+            "Fix the export (use rate() for counters), or leave those samples empty (missing).",
+        )
     start = float(ts[0])
     idx = np.rint((ts - start) / step_s).astype(np.int64)
     n = int(idx[-1]) + 1

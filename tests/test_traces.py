@@ -88,6 +88,13 @@ def test_a_memory_that_is_not_a_positive_number_is_an_error(tmp_path: Path) -> N
         load_functions(str(f), memory=str(m))
 
 
+def test_a_negative_demand_value_is_an_error_naming_it(tmp_path: Path) -> None:
+    f = tmp_path / "s.csv"
+    f.write_text("timestamp,value\n0,1\n10,-3.5\n20,\n30,-1\n")
+    with pytest.raises(DataError, match=r"2 negative value\(s\) \(the first, -3.5, at timestamp 10\)"):
+        load_series(str(f))
+
+
 def test_functions_csv_with_wrong_header_is_an_error(tmp_path: Path) -> None:
     f = tmp_path / "f.csv"
     f.write_text("HashFunction,minute_1\na,1\n")

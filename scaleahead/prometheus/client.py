@@ -9,8 +9,9 @@ What this module guarantees:
 - a range ``[start, end]`` at ``step`` is evaluated on the grid ``k * step`` (aligned, so incremental
   reads and chunks meet exactly) and split into chunks of at most ``max_points`` points per series
   (Prometheus refuses more than 11,000): consecutive chunks share no point and skip none;
-- points Prometheus did not return stay NaN (missing, never zero); NaN/±Inf values it did return
-  are dropped (made missing) with a warning naming the series;
+- points Prometheus did not return stay NaN (missing, never zero); NaN/±Inf and negative values
+  it did return are dropped (made missing) with a warning naming the series (demand is never
+  negative);
 - a query that returns several series where one is expected is an error naming the workload and
   the query; so is an empty result;
 - 5xx, 429, timeouts and refused/reset connections are retried with exponential back-off; 4xx
@@ -546,6 +547,7 @@ class _Assembly:
         self.values = np.full(n, np.nan)
         self.labels: dict[str, str] | None = None
         self.bad = 0
+        self.negative = 0
         self.points = 0
 
     def add(self, result: Sequence[Any]) -> None:
@@ -579,7 +581,9 @@ class _Assembly:
         ok = (idx >= 0) & (idx < self.n)
         finite = np.isfinite(vs)
         self.bad += int((ok & ~finite).sum())
-        keep = ok & finite
+        negative = finite & (vs < 0)  # demand is never negative: a broken query (deriv() for rate())
+        self.negative += int((ok & negative).sum())
+        keep = ok & finite & ~negative
         self.values[idx[keep]] = vs[keep]
 
     def finish(self, stats: FetchStats) -> Series:
@@ -591,6 +595,15 @@ class _Assembly:
                 req.label,
                 req.query,
                 self.bad,
+                _metric_text(self.labels or {}),
+            )
+        if self.negative:
+            log.warning(
+                "Workload %s, query %r: dropped %d negative value(s) from series %s; they count as missing "
+                "(demand is never negative: use rate() for counters, not deriv() or a hand-made difference).",
+                req.label,
+                req.query,
+                self.negative,
                 _metric_text(self.labels or {}),
             )
         if self.labels is None and not req.allow_empty:

@@ -139,6 +139,19 @@ def test_nan_and_inf_values_are_dropped_with_a_warning_naming_the_series(prom, c
     assert "default/web" in text and "dropped 1000 NaN/Inf" in text and 'workload="web"' in text
 
 
+def test_negative_values_are_dropped_with_a_warning_saying_demand_is_never_negative(prom, caplog) -> None:
+    start = prom.web.start + 2880 * 10
+    # deriv() of a counter across its reset, or a hand-made difference: here simply minus the trace.
+    query = 'nasa_requests{workload="web"} - 1000000'
+    with client(prom.url) as c, caplog.at_level(logging.WARNING, logger="scaleahead.prometheus"):
+        got = c.range_series(RangeRequest("default/web", query, start, start + 999 * 10, 10.0))
+        plain = c.range_series(
+            RangeRequest("default/web", 'nasa_requests{workload="web"}', start, start + 999 * 10, 10.0)
+        )
+    assert np.isnan(got.values).all() and np.isfinite(plain.values).sum() > 900
+    assert "default/web" in caplog.text and "dropped 1000 negative value(s)" in caplog.text
+
+
 def test_a_counter_reset_is_left_to_rate_and_never_gives_negative_demand(prom) -> None:
     r = prom.reset_index
     start = prom.web.start + (r - 100) * 10
