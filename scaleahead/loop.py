@@ -354,10 +354,13 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             # history there is, strictly before now. If that is still too short, the forecasts fail
             # below with the reason and the policies' fallbacks apply; the next cycle tries again.
             deps.forecaster.fit([s.before(now) for _, s in items])
+            done = not deps.forecaster.needs_fit
             log.info(
-                "fitted %s on this cycle's history (it had none at start-up)",
+                "fitted %s on this cycle's history (it had none at start-up)"
+                if done
+                else "%s: still too little history to fit it; the policies' fallbacks apply",
                 deps.forecaster.name,
-                extra={"event": "model_fitted", "model": deps.forecaster.name, "needs_fit": deps.forecaster.needs_fit},
+                extra={"event": "model_fitted" if done else "model_unfitted", "model": deps.forecaster.name},
             )
         if items:
             steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
