@@ -12,13 +12,12 @@ except the oracle's, which is the point of the oracle.
 
 from __future__ import annotations
 
-import gzip
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.registry import available_models, make_model
 from planner import plan as make_plan
 from planner.risk import RiskBook
+from scaleahead.bench import open_text_out
 from scaleahead.bench.peers import Hpa, needs, oracle_replicas, static_peak_replicas
 from scaleahead.clock import VirtualClock
 from scaleahead.errors import DataError, UserError
@@ -564,8 +564,7 @@ def write_decisions(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun]) 
     times = setup.times()
     demand = ["" if not math.isfinite(x) else repr(float(x)) for x in setup.demand]
     stamps = [f"{t:.0f}" for t in times]
-    opener: Callable[..., IO[str]] = gzip.open if path.suffix == ".gz" else open  # type: ignore[assignment]
-    with opener(path, "wt", encoding="utf-8") as f:
+    with open_text_out(path) as f:
         f.write("policy,timestamp,demand,desired,allocated,ready\n")
         for name, run in runs.items():
             f.writelines(

@@ -16,12 +16,11 @@ that it decides exactly what the planner path decides.
 from __future__ import annotations
 
 import csv
-import gzip
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +30,7 @@ from actuator.simulated_serverless import SimulatedServerless
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
 from planner.warm_budget import budget_period, with_cold_start_cost
+from scaleahead.bench import open_text_out
 from scaleahead.bench.serverless_peers import FixedKeepAlive, HybridHistogram, Oracle
 from scaleahead.errors import DataError
 from scaleahead.policy import Policy, PolicySpec, WarmPool
@@ -500,9 +500,8 @@ def to_json(run: ServerlessRun, extra_params: dict[str, Any] | None = None) -> d
 
 def write_decisions(run: ServerlessRun, path: Path) -> None:
     """``policy,function,minute,invocations,warm``; ``minute`` is the trace's 1-based ``minute_N``."""
-    opener: Callable[..., IO[str]] = gzip.open if path.suffix == ".gz" else open  # type: ignore[assignment]
     first = run.history_minutes + 1
-    with opener(path, "wt", newline="") as fh:
+    with open_text_out(path) as fh:
         w = csv.writer(fh)
         w.writerow(["policy", "function", "minute", "invocations", "warm"])
         minutes = [str(first + k) for k in range(run.test_minutes)]
