@@ -183,6 +183,13 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
     finite = np.isfinite(values)
     if not finite.any():
         raise DataError(f"Trace {name!r} has no numeric values.", "Check the value column.")
+    if np.isinf(values).any():
+        first = int(np.flatnonzero(np.isinf(values))[0])
+        raise DataError(
+            f"Trace {name!r} has {int(np.isinf(values).sum())} infinite value(s) (the first at timestamp "
+            f"{ts[first]:.0f}); demand is a finite number.",
+            "Fix the export (a division by zero?), or leave those samples empty (missing).",
+        )
     negative = finite & (values < 0)
     if negative.any():
         # Demand (a request rate, CPU usage) is never negative: a negative sample is a broken
@@ -335,7 +342,9 @@ def _invocation_counts(inv: pd.DataFrame, minute_cols: list[str], path: Path) ->
         values = raw.to_numpy(np.float64)
     else:  # some column holds text: parse it, and name the first cell that is not a number
         values = raw.apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
-    bad = (raw.notna().to_numpy() & np.isnan(values)) | (values < 0) | (np.isfinite(values) & (values % 1 != 0))
+    finite = np.isfinite(values)
+    whole = np.equal(np.floor(values, where=finite, out=values.copy()), values)
+    bad = (raw.notna().to_numpy() & ~finite) | (values < 0) | (finite & ~whole)
     if bad.any():
         r, c = (int(x[0]) for x in np.nonzero(bad))
         cell = raw.iat[r, c]

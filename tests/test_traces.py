@@ -65,7 +65,7 @@ def test_a_value_that_is_not_a_number_is_an_error_not_a_silent_gap(tmp_path: Pat
     assert np.isnan(load_series(str(f)).values[1:4]).all()
 
 
-@pytest.mark.parametrize(("cell", "shown"), [("x", "'x'"), ("-2", "-2"), ("1.5", "1.5")])
+@pytest.mark.parametrize(("cell", "shown"), [("x", "'x'"), ("-2", "-2"), ("1.5", "1.5"), ("inf", "inf")])
 def test_an_invocation_count_that_is_not_a_whole_number_is_an_error(tmp_path: Path, cell: str, shown: str) -> None:
     f = tmp_path / "f.csv"
     f.write_text(f"HashFunction,HashOwner,HashApp,minute_1,minute_2\nfa,o,a,1,0\nfb,o,b,3,{cell}\n")
@@ -92,6 +92,13 @@ def test_a_negative_demand_value_is_an_error_naming_it(tmp_path: Path) -> None:
     f = tmp_path / "s.csv"
     f.write_text("timestamp,value\n0,1\n10,-3.5\n20,\n30,-1\n")
     with pytest.raises(DataError, match=r"2 negative value\(s\) \(the first, -3.5, at timestamp 10\)"):
+        load_series(str(f))
+
+
+def test_an_infinite_demand_value_is_an_error_naming_it(tmp_path: Path) -> None:
+    f = tmp_path / "s.csv"
+    f.write_text("timestamp,value\n0,1\n10,inf\n20,\n")
+    with pytest.raises(DataError, match=r"1 infinite value\(s\) \(the first at timestamp 10\)"):
         load_series(str(f))
 
 
