@@ -53,6 +53,21 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def check_policy(setup: Any, overrides: dict[str, Any], option: str) -> None:
+    """A ``UserError`` naming ``option`` unless ``overrides`` give a valid replay policy."""
+    from pydantic import ValidationError
+
+    from scaleahead.bench import replay as rp
+
+    try:
+        rp.replay_policy_object(setup, "check", **overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'][1:])}: {err['msg']}" for err in exc.errors())
+        raise UserError(
+            f"{option} gives an invalid policy ({problems}).", "See docs/configuration.md for fields and bounds."
+        ) from exc
+
+
 def _window(setup: Any, start: str | None, hours: float) -> tuple[int, int] | None:
     from scaleahead.bench.replay import busiest_window
     from scaleahead.cli import parse_time
@@ -309,15 +324,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         series = load_series(trace_name, column=column)
         setup = rp.prepare(series, capacity, startup_seconds, name=trace_name)
         window = _window(setup, plot_start, plot_hours) if plot is not None else None
-        from pydantic import ValidationError
-
-        try:
-            rp.replay_policy_object(setup, "check", **overrides)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'][1:])}: {err['msg']}" for err in exc.errors())
-            raise UserError(
-                f"--set gives an invalid policy ({problems}).", "See docs/configuration.md for fields and bounds."
-            ) from exc
+        check_policy(setup, overrides, "--set")
         console = Console(stderr=True)
         with Progress(
             TextColumn("{task.description:28s}"),
@@ -442,6 +449,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             else:
                 setup = rp.long_validation_setup(history, startup_seconds)
                 span = "whole history: fit on the first half, replay the second half"
+        for st in settings:  # before the model is fitted: a bad value must not cost minutes first
+            check_policy(setup, st, "--slo-risks/--quantiles/--utilizations")
         doc = rp.tradeoff(setup, settings, model, bound=bound)
         doc["validation"] = span is not None
         doc["validation_span"] = span

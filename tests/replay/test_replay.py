@@ -189,3 +189,20 @@ def test_an_invalid_policy_override_is_a_clear_error(alibaba_csv: Path, tmp_path
     assert proc.returncode == 2
     assert "forecastQuantile" in proc.stderr and "less than 1" in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--quantiles", "0.5,1.5", "forecastQuantile: Input should be less than 1"),
+        ("--utilizations", "1.2", "targetUtilization"),
+    ],
+)
+def test_an_invalid_tradeoff_setting_is_a_clear_error_before_any_fit(
+    alibaba_csv: Path, tmp_path: Path, option: str, value: str, says: str
+) -> None:
+    out = tmp_path / "t.json"
+    proc = cli("bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(out), option, value)
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
