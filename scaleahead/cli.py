@@ -216,6 +216,21 @@ def main() -> None:
     except _usage_errors() as exc:  # an unknown option or command, a missing or malformed value
         exc.show()
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        # A value a command passed on to a schema without checking it first: still one clear
+        # paragraph (the fields and what is wrong with them), never a traceback. (pydantic is not
+        # imported for the CLI itself; if it was never imported, this cannot be its error.)
+        pydantic = sys.modules.get("pydantic")
+        if pydantic is None or not isinstance(exc, pydantic.ValidationError):
+            raise
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
+        err_console.print(
+            f"[bold red]error:[/] {escape(f'invalid {exc.title}: {problems}.')} See docs/configuration.md for "
+            "fields and bounds.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(2)
 
 
 def _usage_errors() -> tuple[type[Any], ...]:

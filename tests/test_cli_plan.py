@@ -101,6 +101,27 @@ def test_an_error_message_with_square_brackets_prints_them_as_written(tmp_path: 
     assert "Use [a-zA-Z_:][a-zA-Z0-9_:]*." in " ".join(out.stderr.split())
 
 
+def test_a_schema_error_that_reaches_the_entry_point_is_one_paragraph(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pydantic import BaseModel
+
+    from scaleahead import cli as cli_module
+
+    class Knob(BaseModel):
+        level: int
+
+    def unchecked(*args: object, **kwargs: object) -> None:  # a command that passed a value on unchecked
+        Knob.model_validate({"level": "high"})
+
+    monkeypatch.setattr(cli_module, "app", unchecked)
+    with pytest.raises(SystemExit) as exit_info:
+        cli_module.main()
+    assert exit_info.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "error: invalid Knob: level: Input should be a valid integer" in err and "Traceback" not in err
+
+
 def test_db_upgrade_of_an_unreachable_database_exits_2_without_a_traceback() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "scaleahead.cli", "db", "upgrade", "--db", "postgresql+psycopg://x@127.0.0.1:1/x"],
