@@ -100,7 +100,9 @@ def plan(
     db: Annotated[str | None, typer.Option(help="SQLAlchemy URL where the plan is recorded.")] = None,
     model: Annotated[str, typer.Option(help="Forecaster to plan with.")] = "seasonal_naive",
     column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
-    current: Annotated[int | None, typer.Option(help="Current replicas (default: what observed demand needs).")] = None,
+    current: Annotated[
+        int | None, typer.Option(min=0, help="Current replicas (default: what observed demand needs).")
+    ] = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="Apply the plan to the cluster (safety layer + journal, docs/actuator.md).")
     ] = False,

@@ -135,7 +135,15 @@ def test_db_upgrade_of_an_unreachable_database_exits_2_without_a_traceback() -> 
 
 @pytest.mark.parametrize(
     ("args", "says"),
-    [(["plan", "--nosuch"], "No such option"), (["nosuch"], "No such command"), (["plan"], "Missing option")],
+    [
+        (["plan", "--nosuch"], "No such option"),
+        (["nosuch"], "No such command"),
+        (["plan"], "Missing option"),
+        (
+            ["plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--current", "-5"],
+            "Invalid value for '--current'",
+        ),
+    ],
 )
 def test_a_usage_error_is_one_clear_message_without_a_traceback(args: list[str], says: str) -> None:
     proc = subprocess.run(
