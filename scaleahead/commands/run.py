@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -271,7 +272,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         settings = Settings.from_env()
         if interval is not None:
+            if not math.isfinite(interval) or interval <= 0:
+                raise UserError(f"--interval {interval:g} is not a positive number of seconds.", "Give e.g. 10.")
             settings.loop.interval_s = interval
+        if ticks is not None and ticks < 1:
+            raise UserError(
+                f"--ticks {ticks} would run no cycle.", "Give at least 1, or leave it out to run until SIGTERM."
+            )
+        if port is not None and not 0 <= port <= 65535:
+            raise UserError(f"--port {port} is not a TCP port.", "Give 0 (any free port) to 65535.")
         if dry_run:
             settings.actuation.dry_run = True
         configure_logging(log_format or settings.log.format, settings.log.level)

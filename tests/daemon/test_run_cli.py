@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "policy.yaml"
 # The CLI tests run the baseline family (an LSTM fit takes minutes; its loading is tested below).
@@ -50,6 +52,26 @@ def test_run_with_an_unavailable_source_says_what_to_do(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert "--history" in out.stderr and "trace:NAME" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        (["--interval", "0"], "--interval 0 is not a positive number of seconds"),
+        (["--interval", "-10"], "--interval -10 is not a positive number of seconds"),
+        (["--ticks", "0"], "--ticks 0 would run no cycle"),
+        (["--port", "70000"], "--port 70000 is not a TCP port"),
+    ],
+)
+def test_run_refuses_an_interval_tick_count_or_port_that_cannot_work(
+    tmp_path: Path, option: list[str], says: str
+) -> None:
+    db = tmp_path / "c.db"
+    out = cli("run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory", "--virtual",
+              "--db", f"sqlite:///{db}", *option)  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
+    assert not db.exists()  # refused before anything was recorded
 
 
 def test_run_with_a_bad_policy_folder_exits_2(tmp_path: Path) -> None:
