@@ -110,13 +110,21 @@ def _lstm_config(
         cfg.prior = prior
     if blend is not None:
         cfg.blend = blend
+    # Checked here, before any data is read or a model built: 0 epochs trained nothing and then failed
+    # deep in checkpointing with a traceback.
     if epochs is not None:
+        if epochs < 1:
+            raise UserError(f"--epochs {epochs} would train nothing.", "Give at least 1 (default 30).")
         cfg.max_epochs = epochs
     if threads is not None:
+        if threads < 1:
+            raise UserError(f"--threads {threads} is not a thread count.", "Give at least 1 (default 1).")
         cfg.threads = threads
     if seed is not None:
         cfg.seed = seed
     if max_minutes is not None:
+        if not max_minutes > 0:
+            raise UserError(f"--max-minutes {max_minutes:g} leaves no time to train.", "Give a positive number.")
         cfg.max_minutes = max_minutes
     return cfg
 

@@ -136,6 +136,24 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        (["--epochs", "0"], "--epochs 0 would train nothing"),
+        (["--threads", "0"], "--threads 0 is not a thread count"),
+        (["--max-minutes", "0"], "--max-minutes 0 leaves no time to train"),
+    ],
+)
+def test_train_refuses_settings_that_cannot_train_and_registers_nothing(
+    csv_trace: Path, tmp_path: Path, option: list[str], says: str
+) -> None:
+    db = tmp_path / "m.db"
+    out = run("train", "--trace", str(csv_trace), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "ck"), *option)
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").iterdir())
+
+
 def test_a_model_that_cannot_train_on_a_short_trace_is_reported_not_dropped() -> None:
     from scaleahead.bench import forecast as fb
 
