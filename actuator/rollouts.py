@@ -173,11 +173,11 @@ def ab_report(champion: Sequence[Outcome], challenger: Sequence[Outcome], confid
     for m in METRICS:
         a = [getattr(o, m) for o in champion if math.isfinite(getattr(o, m))]
         b = [getattr(o, m) for o in challenger if math.isfinite(getattr(o, m))]
-        if not a or not b:
-            continue
+        if len(a) < 2 or len(b) < 2:
+            continue  # one workload shows no spread: an interval from it would claim a certainty it lacks
         ma, mb = fmean(a), fmean(b)
-        va = pvariance(a) * len(a) / (len(a) - 1) if len(a) > 1 else 0.0
-        vb = pvariance(b) * len(b) / (len(b) - 1) if len(b) > 1 else 0.0
+        va = pvariance(a) * len(a) / (len(a) - 1)
+        vb = pvariance(b) * len(b) / (len(b) - 1)
         se = math.sqrt(va / len(a) + vb / len(b))
         d = mb - ma
         out.append(Difference(m, ma, mb, d, d - z * se, d + z * se, len(a), len(b)))
@@ -198,10 +198,10 @@ def shadow_report(
             for a, b in pairs
             if math.isfinite(getattr(a, m)) and math.isfinite(getattr(b, m))
         ]
-        if not ds:
-            continue
+        if len(ds) < 2:
+            continue  # one pair shows no spread (see ab_report)
         diffs = [d for d, _, _ in ds]
-        sd = math.sqrt(pvariance(diffs) * len(diffs) / (len(diffs) - 1)) if len(diffs) > 1 else 0.0
+        sd = math.sqrt(pvariance(diffs) * len(diffs) / (len(diffs) - 1))
         mean = fmean(diffs)
         half = z * sd / math.sqrt(len(diffs))
         out.append(
@@ -344,6 +344,12 @@ class RolloutBook:
             return entry
         report = ab_report(champ, chal) if rollout.mode == "ab" else shadow_report(champ, chal)
         entry = {"at": now, "differences": [asdict(x) | {"significant": x.significant} for x in report]}
+        if not report:
+            need = "two workloads in each arm" if rollout.mode == "ab" else "two workloads outcomes of both arms cover"
+            entry["note"] = (
+                f"nothing to compare: {len(champ)} champion and {len(chal)} challenger outcome(s); "
+                f"a confidence interval needs at least {need}"
+            )
         history.append(entry)
         results.update(last=entry, history=history)
         self.store.update_rollout(rollout.id, now, results=results)

@@ -89,17 +89,29 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
     out = []
     for i, row in enumerate(rows, start=2):
         try:
-            out.append(
-                {
-                    "workload": row["workload"],
-                    "arm": (row.get("arm") or "").strip(),
-                    "violation_fraction": float(row["violation_fraction"]),
-                    "cost_per_demand": float(row["cost_per_demand"]),
-                    "forecast_error": float(row.get("forecast_error") or math.nan),
-                }
-            )
+            v = float(row["violation_fraction"])
+            c = float(row["cost_per_demand"])
+            e = float(row.get("forecast_error") or math.nan)
         except ValueError as exc:
             raise DataError(f"{path}:{i}: {exc}.", "Numbers must be plain decimals.") from exc
+        # A rollout promotes or rolls back on these: a value no measurement can give is refused.
+        wrong = (
+            f"violation_fraction {v:g} is not a share between 0 and 1" if not 0.0 <= v <= 1.0 else
+            f"cost_per_demand {c:g} is not a finite number >= 0" if not (math.isfinite(c) and c >= 0) else
+            f"forecast_error {e:g} is not a finite number >= 0" if not (math.isnan(e) or (math.isfinite(e) and e >= 0))
+            else ""
+        )  # fmt: skip
+        if wrong:
+            raise DataError(f"{path}:{i}: {wrong}.", "Fix the measurement (leave forecast_error empty if unknown).")
+        out.append(
+            {
+                "workload": row["workload"],
+                "arm": (row.get("arm") or "").strip(),
+                "violation_fraction": v,
+                "cost_per_demand": c,
+                "forecast_error": e,
+            }
+        )
     return out
 
 
@@ -240,7 +252,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             print(json.dumps(entry, indent=2, default=str))
             return
         _print(book.get(group, r.id), False)
-        if "differences" in entry:
+        if entry.get("note"):
+            console.print(f"note: {entry['note']}", markup=False)
+        if entry.get("differences"):
             table = Table(title="challenger - champion")
             for col in ("metric", "champion", "challenger", "difference", "95% CI"):
                 table.add_column(col)

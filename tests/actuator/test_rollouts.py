@@ -77,6 +77,41 @@ def test_ab_reports_a_significant_difference_only_when_the_interval_excludes_zer
     assert not rep["forecast_error"].significant  # identical in both arms
 
 
+def test_one_workload_in_an_arm_gives_no_interval_rather_than_a_certain_looking_one():
+    one, many = outcomes("a", 1, 0.02, 2.0), outcomes("b", 5, 0.01, 2.0, seed=2)
+    assert ab_report(one, many) == [] and ab_report(many, one) == []
+    assert {d.metric for d in ab_report(outcomes("a", 2, 0.02, 2.0), many)} >= {"violation_fraction", "cost_per_demand"}
+    single = [Outcome("w", 0.02, 2.0, 1.0)]
+    assert shadow_report(single, [Outcome("w", 0.01, 2.0, 1.0)]) == []
+
+
+def test_an_ab_evaluation_with_nothing_to_compare_says_so(tmp_path):
+    book = RolloutBook(Store(f"sqlite:///{tmp_path / 'r.db'}"))
+    book.start("g", "ab", "1", "2", T0)
+    entry = book.evaluate(book.get("g"), {"champion": outcomes("a", 3, 0.01, 2.0), "challenger": []}, T0 + 1)
+    assert entry["differences"] == []
+    assert entry["note"].startswith("nothing to compare: 3 champion and 0 challenger outcome(s)")
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        ("w1,champion,-0.5,2.0", "violation_fraction -0.5 is not a share between 0 and 1"),
+        ("w1,champion,nan,2.0", "violation_fraction nan is not a share between 0 and 1"),
+        ("w1,champion,0.01,-2", "cost_per_demand -2 is not a finite number >= 0"),
+        ("w1,champion,0.01,2.0,-1", "forecast_error -1 is not a finite number >= 0"),
+    ],
+)
+def test_outcomes_no_measurement_can_give_are_refused(tmp_path, row, says):
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", "ab", "--group", "web", db=db).returncode == 0
+    csv = tmp_path / "o.csv"
+    csv.write_text(f"workload,arm,violation_fraction,cost_per_demand,forecast_error\nw0,challenger,0.01,2.0,1\n{row}\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", db=db)
+    assert out.returncode == 2 and f"o.csv:3: {says}" in str(out.exception)
+    assert "history" not in RolloutBook(Store(f"sqlite:///{db}")).get("web").results  # nothing recorded
+
+
 def test_shadow_pairs_the_same_workloads():
     champ = outcomes("w", 12, 0.02, 2.0, seed=3)
     chal = [Outcome(o.workload, o.violation_fraction - 0.005, o.cost_per_demand, o.forecast_error) for o in champ]
