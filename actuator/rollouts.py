@@ -345,7 +345,7 @@ class RolloutBook:
         report = ab_report(champ, chal) if rollout.mode == "ab" else shadow_report(champ, chal)
         entry = {"at": now, "differences": [asdict(x) | {"significant": x.significant} for x in report]}
         if not report:
-            need = "two workloads in each arm" if rollout.mode == "ab" else "two workloads outcomes of both arms cover"
+            need = "two workloads in each arm" if rollout.mode == "ab" else "two workloads with outcomes in both arms"
             entry["note"] = (
                 f"nothing to compare: {len(champ)} champion and {len(chal)} challenger outcome(s); "
                 f"a confidence interval needs at least {need}"
