@@ -122,6 +122,38 @@ def test_a_schema_error_that_reaches_the_entry_point_is_one_paragraph(
     assert "error: invalid Knob: level: Input should be a valid integer" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["bench", "replay", "--trace", "nasa-10s", "--json", "{missing}/r.json"], "The folder of --json"),
+        (
+            ["bench", "replay", "--trace", "nasa-10s", "--json", "{tmp}/r.json", "--plot", "{tmp}/p.jpg"],
+            "does not end in .png",
+        ),
+        (
+            ["bench", "serverless", "--trace", "azure-functions-1m", "--json", "{missing}/s.json"],
+            "The folder of --json",
+        ),
+        (
+            ["bench", "serverless", "--trace", "azure-functions-1m", "--json", "{tmp}/s.json", "--decisions", "{tmp}"],
+            "is a folder",
+        ),
+        (["bench", "speed", "--json", "{missing}/s.json"], "The folder of --json"),
+        (["bench", "replay-tradeoff", "--trace", "nasa-10s", "--json", "{missing}/t.json"], "The folder of --json"),
+        (["bench", "rollout", "--json", "{missing}/r.json"], "The folder of --json"),
+        (["config-doc", "--output", "{missing}/c.md"], "The folder of --output"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    # A benchmark that ran for minutes used to fail at its last line (a traceback, the results lost).
+    argv = [a.format(tmp=tmp_path, missing=tmp_path / "no-such-folder") for a in args]
+    out = subprocess.run([sys.executable, "-m", "scaleahead.cli", *argv], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
+
+
 def test_db_upgrade_of_an_unreachable_database_exits_2_without_a_traceback() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "scaleahead.cli", "db", "upgrade", "--db", "postgresql+psycopg://x@127.0.0.1:1/x"],

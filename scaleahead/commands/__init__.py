@@ -8,10 +8,27 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import typer
 
 from scaleahead.errors import UserError
+
+
+def check_output(path: Path | None, option: str, suffix: str | None = None) -> None:
+    """A ``UserError`` now, before the work, unless ``path`` can be written where it says.
+
+    A benchmark that ran for minutes must not fail at its last line because the folder of its
+    output does not exist (and lose its results).
+    """
+    if path is None:
+        return
+    if suffix and path.suffix.lower() != suffix:
+        raise UserError(f"{option} {path} does not end in {suffix}.", f"Give a file name ending in {suffix}.")
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a folder.", "Give a file path.")
+    if not path.parent.is_dir():
+        raise UserError(f"The folder of {option} {path} does not exist.", "Create it first or choose another path.")
 
 
 def number_list(option: str, text: str | None, example: str) -> list[float]:

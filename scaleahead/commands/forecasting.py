@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 from scaleahead.types import Series
 
@@ -131,13 +132,6 @@ def _lstm_config(
 
 def _non_defaults(**kwargs: Any) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
-
-
-def _check_writable(path: Path, what: str) -> None:
-    if path.exists() and path.is_dir():
-        raise UserError(f"{what} {path} is a folder.", "Give a file path.")
-    if not path.parent.exists():
-        raise UserError(f"The folder of {what} {path} does not exist.", "Create it or give another path.")
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -295,7 +289,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         for p, what in ((json_out, "--json"), (save_forecasts, "--save-forecasts")):
             if p is not None:
-                _check_writable(p, what)
+                check_output(p, what)
         names = [m.strip() for m in models.split(",")] if models else available_models()
         unknown = [m for m in names if m not in available_models()]
         if unknown:
@@ -410,7 +404,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """
         from scaleahead.bench import report as rp
 
-        _check_writable(out, "--out")
+        check_output(out, "--out")
         if not bench and trace is None:
             raise UserError(
                 "Nothing to report.", "Pass --bench FILE.json, or --trace NAME to compare stored forecasts."

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.cli import console, parse_time
         from scaleahead.prometheus.client import PrometheusClient, RangeRequest
 
+        check_output(output, "--output")
         step_s = parse_duration(step)
         t0, t1 = parse_time(start), parse_time(end)
         if t1 < t0:

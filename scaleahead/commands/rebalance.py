@@ -13,21 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
+from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 
 #: planner.rebalance's defaults, repeated so that ``scaleahead --help`` need not import the planner
 #: (a test keeps them equal).
 DEFAULT_MAX_MOVES = 4
 DEFAULT_MAX_PEAK_FRACTION = 0.9
-
-
-def _check_output(path: Path | None, option: str, suffix: str | None = None) -> None:
-    if path is None:
-        return
-    if suffix and path.suffix.lower() != suffix:
-        raise UserError(f"{option} {path} does not end in {suffix}.", f"Give a file name ending in {suffix}.")
-    if not path.parent.exists():
-        raise UserError(f"The folder of {option} {path} does not exist.", "Create it first or choose another path.")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -172,8 +164,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if max_moves < 0:
             raise UserError(f"--max-moves {max_moves} is negative.", "Use 0 (no moves) or more.")
         seed_list = parse_seeds(seeds) if seeds is not None else None
-        _check_output(json_file, "--json")
-        _check_output(plot, "--plot", ".png")
+        check_output(json_file, "--json")
+        check_output(plot, "--plot", ".png")
         console = Console()
         result, moves = run_bench(seed=seed, max_moves=max_moves, max_peak_fraction=max_peak_fraction)
         table = Table(

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scaleahead.commands import number_list, share_steps
+from scaleahead.commands import check_output, number_list, share_steps
 from scaleahead.errors import UserError
 
 #: The replay metrics every table shows, in this order (``metric_cells``).
@@ -266,6 +266,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         at every step and the canary advances, promotes or rolls back from the outcomes measured so
         far; prints and writes the timeline.
         """
+        check_output(json_path, "--json")
+        check_output(decisions, "--decisions")
+        check_output(plot, "--plot", ".png")
         if rollout is not None:
             if decisions is not None or plot is not None or set_ or model is not None or capacity is not None:
                 raise UserError(
@@ -418,6 +421,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.policy import Objective, PolicySpec
         from scaleahead.traces import load_series
 
+        check_output(json_path, "--json")
+        check_output(plot, "--plot", ".png")
         if validation and long_validation:
             raise UserError(
                 "--validation and --long-validation choose two different spans of the history.", "Give one of them."

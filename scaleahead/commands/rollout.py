@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scaleahead.commands import share_steps
+from scaleahead.commands import check_output, share_steps
 from scaleahead.errors import DataError, UserError
 
 console = Console(highlight=False)
@@ -202,6 +202,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from actuator.rollouts import CanaryParams
         from scaleahead.bench.rollout import DEFAULT_TRACES, run_rollout_bench
 
+        check_output(json_path, "--json")
         names = [t.strip() for t in traces.split(",") if t.strip()] if traces else list(DEFAULT_TRACES)
         shares = share_steps("--steps", steps)
         doc = run_rollout_bench(names, champion, challenger, CanaryParams(steps=shares), split=split)

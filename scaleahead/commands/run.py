@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 
 if TYPE_CHECKING:
@@ -509,6 +510,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Generate the PredictiveScalingPolicy CustomResourceDefinition from the policy schema."""
         from scaleahead.crd import crd_yaml
 
+        check_output(output, "--output")
         text = crd_yaml()
         if output is None:
             print(text, end="")
@@ -524,6 +526,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Generate docs/configuration.md (policy fields and process settings) from the schemas."""
         from scaleahead.configdoc import configuration_markdown
 
+        check_output(output, "--output")
         text = configuration_markdown()
         if output is None:
             print(text, end="")

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from scaleahead.commands import number_list
+from scaleahead.commands import check_output, number_list
 from scaleahead.errors import UserError
 
 
@@ -115,6 +115,9 @@ def bench_serverless(
     from scaleahead.bench import serverless as bench
     from scaleahead.traces import load_functions
 
+    check_output(json_out, "--json")
+    check_output(decisions, "--decisions")
+    check_output(plot, "--plot", ".png")
     for label, p in (("--durations", durations), ("--memory", memory)):
         if p is not None and not p.is_file():
             raise UserError(f"{label} {p} does not exist.", "Give the path of a CSV in the Azure layout.")

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 
 
@@ -56,6 +57,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.settings import Settings
         from scaleahead.traces import load_series
 
+        check_output(json_out, "--json")
         settings = Settings.from_env()
         name = model or settings.forecast.model
         if name not in available_models():
