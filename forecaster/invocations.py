@@ -32,8 +32,9 @@ recur at the same minute of the hour or half hour without doing so every hour (c
 skip hours, timers with ad-hoc calls in between, which reset the idle time). So ``predict`` passes
 the hazard through a logistic model whose inputs are the hazard's logit, the idle time, how often
 the function was active so far, and for each recurrence period (15, 30 and 60 minutes by default) how
-many and what share of the earlier steps at the same phase (``now - k * period``) had a call. Its
-ten coefficients are fitted by Newton's method on the steps observed in the last day (after a
+many and what share of the earlier steps at the same phase (``now - k * period``) had a call, plus
+the squares and the product of the hazard's logit and the log idle time. Its thirteen coefficients
+are fitted by Newton's method on the steps observed in the last day (after a
 ``calibration_warmup``), each row from what was known before that step (the hazard predicted then,
 the counts until then) and whether the function was called in it (at most ``ROWS_PER_STEP`` calls
 and as many non-calls per step, a seeded sample weighted by what it stands for, so memory does not
@@ -66,6 +67,9 @@ RECURRENCE_PERIODS_S: tuple[float, ...] = (900.0, 1800.0, 3600.0)
 #: Fewest calls (and non-calls) among the calibration rows for a calibration to be fitted.
 MIN_CALIBRATION_EVENTS = 50
 _LOGIT_EPS = 1e-4
+#: Calibration inputs besides the recurrence counts: the hazard's logit, the idle time, the activity
+#: so far, and the squares and product of the first two.
+N_BASE_FEATURES = 6
 
 
 def _sigmoid(z: FloatArray) -> FloatArray:
@@ -195,7 +199,7 @@ class InvocationForecaster:
         self._phase_steps = [np.zeros(p) for p in self.periods]
         self.calibrate = calibrate
         self.calibration_warmup = calibration_warmup
-        n_coef = 3 + 2 * len(self.periods) + 1
+        n_coef = N_BASE_FEATURES + 2 * len(self.periods) + 1
         if calibration is not None:
             calibration = np.asarray(calibration, dtype=np.float64)
             if calibration.shape != (n_coef,) or not np.isfinite(calibration).all():
@@ -269,12 +273,16 @@ class InvocationForecaster:
         k = np.arange(h)
         p = np.clip(hazard, _LOGIT_EPS, 1.0 - _LOGIT_EPS)
         idle = np.maximum(self._t - self._last, 0)[:, None] + k[None, :]
-        cols = [np.log(p / (1.0 - p)), np.log1p(idle), np.broadcast_to(np.log1p(self._active)[:, None], (n, h))]
+        logit, log_idle = np.log(p / (1.0 - p)), np.log1p(idle)
+        cols = [logit, log_idle, np.broadcast_to(np.log1p(self._active)[:, None], (n, h))]
         for period, hits, steps in zip(self.periods, self._hits, self._phase_steps, strict=True):
             phase = (self._t + k) % period
             at = hits[:, phase]  # [functions, horizon]
             cols.append(np.log1p(at))
             cols.append(at / np.maximum(steps[phase], 1.0)[None, :])
+        # second-order terms of the hazard and the idle time: how much the hazard is trusted differs
+        # with the idle time (few own gaps at long idle times) and at its extremes
+        cols += [logit * logit, log_idle * log_idle, logit * log_idle]
         return np.stack(cols, axis=-1)
 
     def observe(self, counts: npt.NDArray[np.int64] | FloatArray) -> None:

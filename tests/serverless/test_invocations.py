@@ -209,14 +209,14 @@ def test_fixed_coefficients_are_used_as_given_and_checked() -> None:
     counts = (rng.random((30, 400)) < 0.05).astype(np.int64)
     fitted = InvocationForecaster(30).fit(counts)
     coef = fitted.calibration
-    assert coef is not None and coef.shape == (3 + 2 * 3 + 1,)
+    assert coef is not None and coef.shape == (6 + 2 * 3 + 1,)
     reused = InvocationForecaster(30, calibration=coef).fit(counts)
     np.testing.assert_allclose(reused.predict(), fitted.predict())
 
-    with pytest.raises(ValueError, match="10 finite coefficients"):
+    with pytest.raises(ValueError, match="13 finite coefficients"):
         InvocationForecaster(30, calibration=np.zeros(5))
-    with pytest.raises(ValueError, match="10 finite coefficients"):
-        InvocationForecaster(30, calibration=np.full(10, np.nan))
+    with pytest.raises(ValueError, match="13 finite coefficients"):
+        InvocationForecaster(30, calibration=np.full(13, np.nan))
 
 
 def test_calibration_rows_are_bounded_per_step_and_the_weighted_sample_fits_like_all_rows(
