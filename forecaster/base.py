@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scaleahead.errors import DataError
-from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef
+from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef, batch_forecasts
 
 #: Quantiles every forecaster gives.
 QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9, 0.99)
@@ -74,6 +74,22 @@ def monotone_quantiles(qs: dict[float, FloatArray]) -> dict[float, FloatArray]:
     return {k: stacked[i] for i, k in enumerate(keys)}
 
 
+def padded_history(workload: WorkloadRef, history: Series, origin: float) -> tuple[Series, int]:
+    """``history`` before ``origin``, padded with NaN up to it, and the origin's index in it.
+
+    Raises DataError when nothing usable lies before ``origin``.
+    """
+    past = history.before(origin)
+    if len(past) == 0 or np.isnan(past.values).all():
+        raise DataError(f"No usable history for {workload} before {origin:.0f}.", "Check the demand query.")
+    # Pad the history up to the origin with NaN so that index arithmetic holds.
+    i = past.index_of(origin)
+    values = past.values
+    if i > len(values):
+        values = np.concatenate([values, np.full(i - len(values), np.nan)])
+    return Series(past.name, past.start, past.step_s, values, past.unit), i
+
+
 class Forecaster(ABC):
     """Fit on history, forecast quantiles from any origin using only earlier data."""
 
@@ -104,15 +120,7 @@ class Forecaster(ABC):
 
     def forecast(self, workload: WorkloadRef, history: Series, origin: float, horizon_steps: int) -> Forecast:
         """One forecast made at time ``origin`` from ``history`` (only values before ``origin`` are used)."""
-        past = history.before(origin)
-        if len(past) == 0 or np.isnan(past.values).all():
-            raise DataError(f"No usable history for {workload} before {origin:.0f}.", "Check the demand query.")
-        # Pad the history up to the origin with NaN so that index arithmetic holds.
-        i = past.index_of(origin)
-        values = past.values
-        if i > len(values):
-            values = np.concatenate([values, np.full(i - len(values), np.nan)])
-        padded = Series(past.name, past.start, past.step_s, values, past.unit)
+        padded, i = padded_history(workload, history, origin)
         q = self.predict_origins(padded, np.array([i]), horizon_steps)
         start = padded.start + i * padded.step_s
         return Forecast(workload, start, padded.step_s, {k: v[0] for k, v in q.items()}, self.name)
@@ -120,5 +128,21 @@ class Forecaster(ABC):
     def forecast_many(
         self, items: Sequence[tuple[WorkloadRef, Series]], origin: float, horizon_steps: int
     ) -> list[Forecast]:
-        """Forecasts for many workloads at one origin; learned models override this to batch."""
-        return [self.forecast(w, s, origin, horizon_steps) for w, s in items]
+        """Forecasts for many workloads at one origin, as rows of one read-only batch (``QuantileRows``).
+
+        Each workload is forecast alone and the results gathered into one ``[workloads, K, horizon]``
+        array, which the planner reads without stacking; models that compute many at once override
+        this to build the batch directly.
+        """
+        one = [self.forecast(w, s, origin, horizon_steps) for w, s in items]
+        if not one:
+            return one
+        keys = sorted(one[0].quantiles)
+        if any(sorted(f.quantiles) != keys for f in one):
+            return one
+        q = np.array([[f.quantiles[k] for k in keys] for f in one], dtype=np.float64)
+        if q.ndim != 3:  # horizons differ
+            return one
+        return batch_forecasts(
+            [f.workload for f in one], [f.origin for f in one], [f.step_s for f in one], q, keys, self.name
+        )

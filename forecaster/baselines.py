@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from forecaster.base import Forecaster, fill_short_gaps_causal, monotone_quantiles
+from forecaster.base import Forecaster, fill_short_gaps_causal, padded_history
 from scaleahead.errors import DataError
-from scaleahead.types import FloatArray, Series
+from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef, batch_forecasts
 
 DAY_S = 86400.0
 
@@ -73,6 +73,32 @@ class ResidualQuantileForecaster(Forecaster):
         return self._resid
 
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
+        q = self._quantiles(self._points(series, origins, horizon_steps))
+        return {k: q[:, j, :] for j, k in enumerate(self.quantiles)}
+
+    def forecast_many(
+        self, items: Sequence[tuple[WorkloadRef, Series]], origin: float, horizon_steps: int
+    ) -> list[Forecast]:
+        """Every workload's point forecast, then all their quantiles as one batch (``QuantileRows``).
+
+        The same forecasts as ``forecast`` one by one; a workload without usable history raises
+        DataError as there.
+        """
+        if not items:
+            return []
+        origins: list[float] = []
+        steps: list[float] = []
+        points: list[FloatArray] = []
+        for ref, s in items:
+            padded, i = padded_history(ref, s, origin)
+            points.append(self._points(padded, np.array([i]), horizon_steps)[0])
+            origins.append(padded.start + i * padded.step_s)
+            steps.append(padded.step_s)
+        q = self._quantiles(np.array(points))
+        return batch_forecasts([ref for ref, _ in items], origins, steps, q, self.quantiles, self.name)
+
+    def _points(self, series: Series, origins: np.ndarray, horizon_steps: int) -> FloatArray:
+        """Point forecasts ``[origins, horizon]`` after the checks every forecast passes."""
         values = fill_short_gaps_causal(series.values)
         self._start = series.start
         origins = np.asarray(origins, dtype=np.int64)
@@ -90,13 +116,21 @@ class ResidualQuantileForecaster(Forecaster):
                 "its forecast horizon, so it never saw its own errors.",
                 "Give more history before the decision time (at least the horizon plus two steps), or fit it first.",
             )
-        pred = self.point(values, origins, horizon_steps, series.step_s)
-        out: dict[float, FloatArray] = {}
-        for q in self.quantiles:
-            r = self._resid[q]
-            r = np.pad(r, (0, max(0, horizon_steps - len(r))), mode="edge")[:horizon_steps]
-            out[q] = np.maximum(pred + r[None, :], 0.0)
-        return monotone_quantiles(out)
+        return self.point(values, origins, horizon_steps, series.step_s)
+
+    def _quantiles(self, pred: FloatArray) -> FloatArray:
+        """``[rows, K, horizon]``: point + residual quantile (``self.quantiles`` order), >= 0, never crossing."""
+        assert self._resid is not None  # _points checked
+        h = pred.shape[1]
+        resid = np.stack(
+            [np.pad(self._resid[q], (0, max(0, h - len(self._resid[q]))), mode="edge")[:h] for q in self.quantiles]
+        )  # [K, horizon]
+        out = np.maximum(pred[:, None, :] + resid[None, :, :], 0.0)
+        out.sort(axis=1)  # monotone: quantiles never cross (as monotone_quantiles, all rows at once)
+        if list(self.quantiles) != sorted(self.quantiles):  # sorted values go to ascending levels
+            rank = np.argsort(np.argsort(self.quantiles))
+            out = out[:, rank, :]
+        return out
 
 
 def _last_valid(values: FloatArray, origins: np.ndarray) -> FloatArray:

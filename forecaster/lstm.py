@@ -55,7 +55,7 @@ from forecaster.features import (
 )
 from forecaster.net import QuantileLSTM
 from scaleahead.errors import DataError, UserError
-from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef
+from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef, batch_forecasts
 
 FORMAT = "scaleahead-lstm"
 FORMAT_VERSION = 3
@@ -508,12 +508,15 @@ class LSTMForecaster(Forecaster):
             # only values before the origin: ``values[:i]`` (i may lie past the series' end)
             out[bad] = self._naive_rows(s.values, np.array([min(idx[bad], len(s))]), horizon_steps, str(ref))[0]
             self.last_fallback_origins += 1
-        return [
-            Forecast(
-                ref, s.start + i * s.step_s, s.step_s, {q: out[k, :, j] for j, q in enumerate(self.quantiles)}, "lstm"
-            )
-            for k, ((ref, s), i) in enumerate(zip(items, idx, strict=True))
-        ]
+        # one read-only batch [workloads, K, horizon]; each forecast reads its row (QuantileRows)
+        return batch_forecasts(
+            [ref for ref, _ in items],
+            [s.start + i * s.step_s for (_, s), i in zip(items, idx, strict=True)],
+            [s.step_s for _, s in items],
+            out.transpose(0, 2, 1),
+            self.quantiles,
+            "lstm",
+        )
 
     @classmethod
     def untrained(cls, step_s: float, config: LSTMConfig | None = None) -> LSTMForecaster:

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain, compress, repeat
-from operator import attrgetter, getitem, is_not, itemgetter
+from operator import attrgetter, getitem, is_, is_not, itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -30,13 +30,17 @@ import numpy as np
 from planner.replicas import _EPS, Basis, decide_replicas, explain, provision_levels
 from planner.table import SpecColumns, spec_columns
 from scaleahead.policy import PolicySpec
-from scaleahead.types import Forecast, LazyReason, Reason, ScaleTo, WorkloadRef, WorkloadState
+from scaleahead.types import Forecast, LazyReason, QuantileRows, Reason, ScaleTo, WorkloadRef, WorkloadState
 
 _STATE = attrgetter("replicas", "ready_replicas", "observed_demand", "observed_at")
 _REPLICAS = attrgetter("replicas")
 _RECENT = attrgetter("recent_desired")
 _QUANTILES = attrgetter("quantiles")
 _ORIGIN_STEP = attrgetter("origin", "step_s")
+_BATCH = attrgetter("batch")
+_ROW = attrgetter("row")
+#: Most forecaster batches the planner gathers directly (more: stacked row by row).
+_MAX_BATCHES = 8
 
 # Reason codes by number.
 _CODES = (
@@ -96,7 +100,24 @@ class _Forecasts:
         self.good = np.ones(n_items, dtype=bool)
         self.obj_keys: tuple[float, ...] | None = None
         V = T = Q = None
-        if frows and n_obj == len(frows):
+        shared = _one_batch(fqs) if frows and (n_obj == 0 or n_obj == len(frows)) else None
+        if shared is not None:
+            # Rows of one forecaster batch (QuantileRows): read as it is, nothing stacked.
+            Q, levels = shared
+            tqs = [levels[-1]] * len(fqs)
+            T = Q[:, -1, :]
+            if n_obj:
+                self.obj_keys = levels
+                V = T  # a placeholder until provisioned
+            elif c.quantile is not None and c.quantile in levels:
+                V = Q[:, levels.index(c.quantile), :]
+                Q = None
+            else:  # each row's quantile, or the nearest above it (Forecast.quantile)
+                want = c.forecast_quantile[frows]
+                col = np.minimum(np.searchsorted(np.asarray(levels), want, side="left"), len(levels) - 1)
+                V = Q[np.arange(len(fqs)), col, :]
+                Q = None
+        elif frows and n_obj == len(frows):
             # Every row at the objective's level: all quantiles, stacked [rows, K, horizon] at once.
             keys = tuple(sorted(fqs[0]))
             if len(keys) >= 2 and set(map(len, fqs)) == {len(keys)}:
@@ -242,6 +263,43 @@ class _Forecasts:
         Lv = np.repeat(self.fixed_level[:, None], cols, axis=1)
         V[oi], Lv[oi] = x, tau
         return V, Lv, T
+
+
+def _one_batch(fqs: list[Any]) -> tuple[np.ndarray, tuple[float, ...]] | None:
+    """``([rows, K, horizon], levels)`` when every mapping is a row of a ``QuantileRows`` batch, else None.
+
+    One batch with all its rows in order: the batch itself (no copy). Otherwise (a part of a batch,
+    or a few batches, as when a rollout splits the workloads between two forecasters) each batch's
+    rows are taken in one go. None for plain mappings, more than ``_MAX_BATCHES`` batches, or batches
+    whose quantile levels or horizons differ (the stacking path checks those row by row).
+    """
+    first = fqs[0]
+    if not isinstance(first, QuantileRows) or len(first.levels) < 2:
+        return None
+    try:
+        batches = list(map(_BATCH, fqs))
+    except AttributeError:  # a plain mapping among them
+        return None
+    rows = np.fromiter(map(_ROW, fqs), np.int64, count=len(fqs))
+    batch = first.batch
+    if batch.ndim != 3 or batch.shape[2] == 0:
+        return None
+    if all(map(is_, batches, repeat(batch))):
+        if len(rows) == batch.shape[0] and (rows == np.arange(len(rows))).all():
+            return batch, first.levels
+        return batch[rows], first.levels
+    where: dict[int, list[int]] = {}
+    for i, b in enumerate(map(id, batches)):
+        where.setdefault(b, []).append(i)
+    if len(where) > _MAX_BATCHES:
+        return None
+    out = np.empty((len(fqs), *batch.shape[1:]))
+    for pos in where.values():
+        qr = fqs[pos[0]]
+        if not isinstance(qr, QuantileRows) or qr.levels != first.levels or qr.batch.shape[1:] != batch.shape[1:]:
+            return None
+        out[pos] = qr.batch[rows[pos]]
+    return out, first.levels
 
 
 def _stacked(arrays: list[Any]) -> np.ndarray | None:

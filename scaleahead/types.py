@@ -14,7 +14,7 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -84,6 +84,83 @@ class Series:
         i0 = max(0, int(np.ceil((t0 - self.start) / self.step_s - 1e-9)))
         i1 = max(i0, min(len(self), int(np.ceil((t1 - self.start) / self.step_s - 1e-9))))
         return Series(self.name, self.start + i0 * self.step_s, self.step_s, self.values[i0:i1], self.unit)
+
+
+class QuantileRows(Mapping[float, FloatArray]):
+    """One workload's quantiles as a row of a batch ``[workloads, K, horizon]``: ``{q: batch[row, k]}``.
+
+    A forecaster that forecasts many workloads at once (``forecast_many``) keeps the batch as one
+    read-only array and gives each ``Forecast`` its row, instead of K small arrays per workload.
+    It reads like any ``{q: array}`` mapping; the planner, handed many forecasts of one batch,
+    reads the batch as it is instead of stacking thousands of small arrays (planner/batch.py).
+    ``levels`` (its keys) are ascending and shared by every row of the batch.
+    """
+
+    __slots__ = ("batch", "levels", "row", "_index")
+
+    def __init__(self, batch: FloatArray, levels: tuple[float, ...], row: int, index: Mapping[float, int]) -> None:
+        self.batch = batch
+        self.levels = levels
+        self.row = row
+        self._index = index
+
+    def __getitem__(self, q: float) -> FloatArray:
+        out: FloatArray = self.batch[self.row, self._index[q]]
+        return out
+
+    def __contains__(self, q: object) -> bool:
+        return q in self._index
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self.levels)
+
+    def __len__(self) -> int:
+        return len(self.levels)
+
+    def __repr__(self) -> str:
+        return f"QuantileRows(row {self.row} of {self.batch.shape[0]}, quantiles {list(self.levels)})"
+
+
+def quantile_batch(
+    quantiles: FloatArray, keys: Sequence[float]
+) -> tuple[FloatArray, tuple[float, ...], dict[float, int]]:
+    """``quantiles [workloads, K, horizon]`` (K in the order of ``keys``) as a read-only batch with ascending keys.
+
+    The array is taken over, not copied, when it is already float64, C-contiguous and in ascending
+    key order: it is made read-only, so a forecaster hands over an array it made for the purpose.
+    Raises ValueError unless the array has that shape and the keys are distinct.
+    """
+    order = sorted(range(len(keys)), key=lambda j: keys[j])
+    skeys = tuple(float(keys[j]) for j in order)
+    q = np.asarray(quantiles, dtype=np.float64)
+    if q.ndim != 3 or q.shape[1] != len(skeys) or len(set(skeys)) != len(skeys):
+        raise ValueError(f"a quantile batch needs shape [workloads, {len(skeys)}, horizon] and distinct keys")
+    if order != list(range(len(order))):
+        q = q[:, order, :]
+    batch = np.ascontiguousarray(q)
+    batch.flags.writeable = False
+    return batch, skeys, {k: j for j, k in enumerate(skeys)}
+
+
+def batch_forecasts(
+    workloads: Sequence[WorkloadRef],
+    origins: Sequence[float],
+    steps_s: Sequence[float],
+    quantiles: FloatArray,
+    keys: Sequence[float],
+    model: str = "",
+) -> list[Forecast]:
+    """One ``Forecast`` per workload, each reading its row of one read-only batch (``QuantileRows``).
+
+    ``quantiles[i, k, :]`` is workload ``i``'s forecast at quantile ``keys[k]``.
+    """
+    batch, skeys, index = quantile_batch(quantiles, keys)
+    if not (len(workloads) == len(origins) == len(steps_s) == batch.shape[0]):
+        raise ValueError("one workload, origin and step per row of the quantile batch")
+    return [
+        Forecast(w, o, st, QuantileRows(batch, skeys, i, index), model)
+        for i, (w, o, st) in enumerate(zip(workloads, origins, steps_s, strict=True))
+    ]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -13,7 +13,7 @@ import pytest
 from forecaster import QUANTILES, available_models, make_model
 from forecaster.base import Forecaster
 from scaleahead.errors import DataError, UserError
-from scaleahead.types import Series, WorkloadRef
+from scaleahead.types import QuantileRows, Series, WorkloadRef, batch_forecasts
 from tests.forecaster.conftest import daily_series
 
 H = 15  # 15 minutes at 60 s
@@ -166,6 +166,54 @@ def test_forecast_many_matches_forecasting_each_workload_alone(fitted: Forecaste
         assert fc.origin == one.origin == origin
         for q in QUANTILES:
             np.testing.assert_allclose(fc.quantiles[q], one.quantiles[q], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fitted", MODELS, indirect=True)
+def test_forecast_many_gives_rows_of_one_read_only_batch(fitted: Forecaster) -> None:
+    """What the planner reads without stacking (planner/batch.py): one [workloads, K, horizon] array."""
+    series = [daily_series(days=3.0, seed=k, level=10.0**k) for k in range(3)]
+    origin = series[0].start + int(2.8 * 1440) * 60.0
+    items = [(WorkloadRef("Deployment", "ns", f"w{k}"), s) for k, s in enumerate(series)]
+    many = fitted.forecast_many(items, origin, H)
+    rows = [fc.quantiles for fc in many]
+    assert all(isinstance(r, QuantileRows) for r in rows)
+    batch = rows[0].batch  # type: ignore[attr-defined]
+    assert all(r.batch is batch for r in rows) and [r.row for r in rows] == [0, 1, 2]  # type: ignore[attr-defined]
+    assert batch.shape == (3, len(QUANTILES), H) and list(rows[0]) == sorted(QUANTILES)
+    for k, r in enumerate(rows):
+        for j, q in enumerate(sorted(QUANTILES)):
+            np.testing.assert_array_equal(r[q], batch[k, j])
+    with pytest.raises(ValueError, match="read-only"):
+        rows[1][QUANTILES[0]][0] = 1.0  # a forecast cannot be changed behind the planner's back
+
+
+@pytest.mark.parametrize("fitted", MODELS, indirect=True)
+def test_forecast_many_with_a_series_without_history_is_the_same_clear_error(fitted: Forecaster) -> None:
+    good = daily_series(days=3.0, seed=1, level=10.0)
+    origin = good.start + int(2.8 * 1440) * 60.0
+    empty = Series("gone", good.start, good.step_s, np.full(len(good), np.nan))
+    with pytest.raises(DataError, match=r"(?i)no (usable history|observed value)"):  # the loop splits to isolate it
+        fitted.forecast_many(
+            [(WorkloadRef("Deployment", "ns", "ok"), good), (WorkloadRef("Deployment", "ns", "gone"), empty)], origin, H
+        )
+
+
+def test_quantile_rows_read_like_a_mapping_and_check_their_batch() -> None:
+    refs = [WorkloadRef("Deployment", "ns", n) for n in ("a", "b")]
+    q = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)  # keys given out of order below
+    fcs = batch_forecasts(refs, [0.0, 0.0], [10.0, 10.0], q, (0.5, 0.1, 0.9), "m")
+    b = fcs[1]
+    assert list(b.quantiles) == [0.1, 0.5, 0.9] and len(b.quantiles) == 3 and 0.5 in b.quantiles
+    assert 0.3 not in b.quantiles and b.horizon_steps == 4
+    np.testing.assert_array_equal(b.quantiles[0.5], [12.0, 13.0, 14.0, 15.0])  # keys[0] of row 1
+    np.testing.assert_array_equal(b.quantile(0.3), b.quantiles[0.5])  # the nearest above
+    assert {k: v.tolist() for k, v in b.quantiles.items()}[0.1] == [16.0, 17.0, 18.0, 19.0]
+    with pytest.raises(KeyError):
+        b.quantiles[0.3]
+    with pytest.raises(ValueError, match="shape"):
+        batch_forecasts(refs, [0.0, 0.0], [10.0, 10.0], q[:, :2], (0.5, 0.1, 0.9))
+    with pytest.raises(ValueError, match="one workload"):
+        batch_forecasts(refs[:1], [0.0], [10.0], q, (0.5, 0.1, 0.9))
 
 
 def test_an_unfitted_lstm_says_it_must_be_trained() -> None:

@@ -18,10 +18,20 @@ from hypothesis import strategies as st
 from planner_helpers import service_policy
 
 from planner import plan
-from planner.batch import decide_replicas_many
+from planner.batch import _one_batch, decide_replicas_many
 from planner.replicas import decide_replicas
 from scaleahead.policy import Policy
-from scaleahead.types import ClusterState, Forecast, LazyReason, Reason, ScaleTo, WorkloadState
+from scaleahead.types import (
+    ClusterState,
+    Forecast,
+    LazyReason,
+    QuantileRows,
+    Reason,
+    ScaleTo,
+    WorkloadRef,
+    WorkloadState,
+    batch_forecasts,
+)
 
 NOW = 1_000_000.0
 _VALUES = st.one_of(
@@ -32,7 +42,10 @@ _VALUES = st.one_of(
 
 
 @st.composite
-def services(draw: st.DrawFn, i: int) -> tuple[Policy, WorkloadState, Forecast | None]:
+def services(
+    draw: st.DrawFn, i: int, shared: tuple[float | None, tuple[float, ...], int] | None = None
+) -> tuple[Policy, WorkloadState, Forecast | None]:
+    """One service; ``shared`` fixes its forecastQuantile, forecast quantiles and length (one batch of them)."""
     lo = draw(st.integers(0, 10))
     hi = draw(st.integers(max(lo, 1), 60))
     mode = draw(st.sampled_from(["reactive", "current", "static"]))
@@ -47,7 +60,7 @@ def services(draw: st.DrawFn, i: int) -> tuple[Policy, WorkloadState, Forecast |
         maxStepDown=draw(st.integers(1, 20)),
         scaleDownStabilizationSeconds=draw(st.sampled_from([0, 45, 300])),
         startupSeconds=draw(st.sampled_from([0.0, 30.0, 60.0, 125.0])),
-        forecastQuantile=draw(st.sampled_from([None, None, 0.5, 0.8, 0.9, 0.95, 0.99])),
+        forecastQuantile=shared[0] if shared else draw(st.sampled_from([None, None, 0.5, 0.8, 0.9, 0.95, 0.99])),
         objective={
             "cost": draw(st.sampled_from([1.0, 1.0, 0.0])),
             "sloRisk": draw(st.sampled_from([3.0, 300.0, 1e5])),
@@ -70,9 +83,9 @@ def services(draw: st.DrawFn, i: int) -> tuple[Policy, WorkloadState, Forecast |
     if draw(st.integers(0, 5)) == 0:
         return policy, ws, None
     step = draw(st.sampled_from([10.0, 60.0]))
-    n = draw(st.sampled_from([90, 90, 90, 3, 1]))
+    n = shared[2] if shared else draw(st.sampled_from([90, 90, 90, 3, 1]))
     origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3]))
-    keys = draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,)]))
+    keys = shared[1] if shared else draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,)]))
     base = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)), dtype=np.float64)
     if draw(st.booleans()):
         base = np.full(n, draw(st.floats(0, 500)))
@@ -83,6 +96,17 @@ def services(draw: st.DrawFn, i: int) -> tuple[Policy, WorkloadState, Forecast |
 @st.composite
 def batches(draw: st.DrawFn) -> list[tuple[Policy, WorkloadState, Forecast | None]]:
     return [draw(services(i)) for i in range(draw(st.integers(1, 8)))]
+
+
+@st.composite
+def uniform_batches(draw: st.DrawFn) -> list[tuple[Policy, WorkloadState, Forecast | None]]:
+    """Services with one quantile setting and one forecast shape: what one forecaster batch plans."""
+    shared = (
+        draw(st.sampled_from([None, 0.5, 0.8, 0.9, 0.99])),
+        draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9)])),
+        draw(st.sampled_from([90, 3])),
+    )
+    return [draw(services(i, shared)) for i in range(draw(st.integers(1, 8)))]
 
 
 def _reference(items: list[tuple[Policy, WorkloadState, Forecast | None]]) -> tuple[list[ScaleTo], dict[Any, str]]:
@@ -151,3 +175,55 @@ def test_ordinary_services_take_the_batch_path_and_a_nan_forecast_the_reference(
     assert [type(a.reason) for a in actions] == [LazyReason, Reason, LazyReason]
     for item, action in zip(items, actions, strict=True):
         assert repr(action) == repr(decide_replicas(*item, NOW).action)
+
+
+def _as_forecaster_batches(
+    items: list[tuple[Policy, WorkloadState, Forecast | None]], reverse: bool, parts: int
+) -> dict[WorkloadRef, Forecast]:
+    """The same forecasts as rows of read-only batches (QuantileRows): per quantile set and length,
+    ``parts`` batches (workloads dealt to them in turn, as a rollout splits them between forecasters)."""
+    groups: dict[tuple[tuple[float, ...], int, int], list[Forecast]] = {}
+    for i, (_, _, fc) in enumerate(items):
+        if fc is not None:
+            groups.setdefault((tuple(sorted(fc.quantiles)), fc.horizon_steps, i % parts), []).append(fc)
+    out: dict[WorkloadRef, Forecast] = {}
+    for (keys, _, _), fcs in groups.items():
+        fcs = fcs[::-1] if reverse else fcs
+        q = np.stack([np.stack([fc.quantiles[k] for k in keys]) for fc in fcs])
+        made = batch_forecasts([f.workload for f in fcs], [f.origin for f in fcs], [f.step_s for f in fcs], q, keys)
+        out.update({f.workload: f for f in made})
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(batches(), uniform_batches()), st.booleans(), st.integers(1, 3))
+def test_forecasts_that_are_rows_of_forecaster_batches_plan_exactly_like_plain_ones(
+    items: list[tuple[Policy, WorkloadState, Forecast | None]], reverse: bool, parts: int
+) -> None:
+    forecasts = _as_forecaster_batches(items, reverse, parts)
+    assert all(isinstance(f.quantiles, QuantileRows) for f in forecasts.values())
+    state = ClusterState({p.workload: ws for p, ws, _ in items})
+    result = plan(forecasts, state, [p for p, _, _ in items], NOW, 10.0)
+    expected, fallbacks = _reference(items)  # the plain {q: array} forecasts, one workload at a time
+    for got, want in zip(result.actions, expected, strict=True):
+        assert isinstance(got, ScaleTo)
+        assert repr(got) == repr(want)
+    assert dict(result.fallbacks) == fallbacks
+
+
+def test_the_planner_reads_a_whole_batch_in_order_without_copying_it() -> None:
+    policies = [service_policy(f"w{i}") for i in range(3)]
+    q = np.stack([np.stack([np.full(90, 10.0 * i), np.full(90, 10.0 * i + 5)]) for i in range(3)])
+    fcs = batch_forecasts([p.workload for p in policies], [NOW] * 3, [10.0] * 3, q, (0.5, 0.99))
+    rows = [f.quantiles for f in fcs]
+    got = _one_batch(rows)
+    assert got is not None and got[0] is fcs[0].quantiles.batch and got[1] == (0.5, 0.99)  # type: ignore[attr-defined]
+    # out of order, or a part of it: the rows taken in one go
+    part = _one_batch(rows[::-1])
+    assert part is not None and part[0][0, 0, 0] == 20.0
+    # a plain mapping among them: not one batch
+    assert _one_batch([*rows[:2], {0.5: np.zeros(90), 0.99: np.zeros(90)}]) is None
+    state = ClusterState({p.workload: WorkloadState(p.workload, 2, 2, 25.0, NOW - 5) for p in policies})
+    result = plan({f.workload: f for f in fcs}, state, policies, NOW, 10.0)
+    plain = {f.workload: Forecast(f.workload, f.origin, f.step_s, dict(f.quantiles)) for f in fcs}
+    assert repr(result.actions) == repr(plan(plain, state, policies, NOW, 10.0).actions)
