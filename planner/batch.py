@@ -498,7 +498,10 @@ class ReplicaBatch:
         f_desired = np.where(is_react, reactive, np.where(is_fc, need, down_d))
         f_code = np.where(is_react, 3, np.where(is_fc, 4, np.where(down_d == cur, 5, 6)))
         fb_react = mode_r & observed_ok
-        b_desired = np.where(fb_react, reactive, np.where(mode_s, static, cur))
+        # a stale observation may scale out but not in (decide_replicas)
+        b_desired = np.where(
+            fb_react, np.where(fresh, reactive, np.maximum(cur, reactive)), np.where(mode_s, static, cur)
+        )
         b_code = np.where(fb_react, 0, np.where(mode_s, 1, 2))
         desired = np.where(usable, f_desired, b_desired)
         code = np.where(usable, f_code, b_code)

@@ -210,6 +210,12 @@ def explain(
     if b.code.startswith("fallback_"):
         if b.code == "fallback_reactive":
             text = f"{b.why}: fallback reactive, {seen} {target}"
+            age = now - state.observed_at
+            if age > spec.fallback.stale_after_seconds:
+                text += (
+                    f"; that observation is {age:.0f} s old (staleAfterSeconds "
+                    f"{spec.fallback.stale_after_seconds:g}), so it may scale out but not in"
+                )
         elif b.code == "fallback_static":
             text = f"{b.why}: fallback static {int(spec.fallback.static_replicas or 0)} replicas"
         else:
@@ -312,7 +318,9 @@ def decide_replicas(
             why = "forecast too short"
         fallback = spec.fallback.mode.value
         if spec.fallback.mode == FallbackMode.REACTIVE and observed_ok:
-            desired = reactive
+            # An observation older than staleAfterSeconds may scale out but never in: demand may
+            # have risen since (the HPA, too, does not scale in without fresh metrics).
+            desired = reactive if fresh else max(current, reactive)
             b = Basis("fallback_reactive", reactive, why=why)
         elif spec.fallback.mode == FallbackMode.STATIC:
             desired = int(spec.fallback.static_replicas or 0)

@@ -35,7 +35,7 @@ class _Model(BaseModel):
 class FallbackMode(StrEnum):
     """What to do when the forecast is missing, stale or unusable (KEDA's ``fallback``)."""
 
-    REACTIVE = "reactive"  # the HPA rule on the latest observed demand
+    REACTIVE = "reactive"  # the HPA rule on the latest observed demand (a stale one: scale out, never in)
     CURRENT = "current"  # keep the current replica count
     STATIC = "static"  # a fixed replica count (``fallback.staticReplicas``)
 

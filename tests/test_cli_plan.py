@@ -65,6 +65,20 @@ def test_too_short_a_history_plans_with_the_fallback_and_says_why(tmp_path: Path
     assert "no forecast uncertainty" in note
 
 
+def test_planning_long_after_the_history_ends_does_not_scale_in_on_its_last_observation(tmp_path: Path) -> None:
+    csv = tmp_path / "short.csv"
+    csv.write_text("timestamp,value\n" + "".join(f"{1_700_000_000 + 10 * i},{5 + i % 3}\n" for i in range(60)))
+    common = ("plan", "--policy", str(EXAMPLE), "--history", str(csv), "--current", "20", "--output", "json")
+    at_end = run(*common, "--at", "1700000600", db=tmp_path / "a.db")
+    later = run(*common, "--at", "1700007200", db=tmp_path / "a.db")  # two hours after the last row
+    assert at_end.returncode == 0 and later.returncode == 0, at_end.stderr + later.stderr
+    (a,) = json.loads(at_end.stdout)["actions"]
+    (b,) = json.loads(later.stdout)["actions"]
+    assert int(a["to"]) < 20  # a fresh observation of about 6 req/10s: scale in
+    assert (b["from"], b["to"], b["reason_code"]) == ("20", "20", "fallback_reactive")
+    assert "6600 s old" in b["reason"] and "may scale out but not in" in b["reason"]
+
+
 def test_unknown_trace_exits_2(tmp_path: Path) -> None:
     out = run("plan", "--policy", str(EXAMPLE), "--history", "no-such-trace", db=tmp_path / "a.db")
     assert out.returncode == 2

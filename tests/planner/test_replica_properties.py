@@ -127,6 +127,35 @@ def test_the_reactive_fallback_serves_the_observed_demand() -> None:
     assert action.to_replicas == 9  # 42 / (10 * 0.5) rounded up
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    current=st.integers(0, 60),
+    demand=st.floats(0, 800),
+    age=st.integers(61, 100_000),
+    forecast=st.booleans(),
+)
+def test_the_reactive_fallback_scales_out_but_never_in_on_a_stale_observation(
+    current: int, demand: float, age: int, forecast: bool
+) -> None:
+    pol = service_policy(
+        fallback={"mode": "reactive", "staleAfterSeconds": 60},
+        maxReplicas=80,
+        maxStepUp=100,
+        maxStepDown=100,
+        scaleDownStabilizationSeconds=0,
+        objective={"churn": 0.0},
+    )
+    stale = WorkloadState(pol.workload, current, current, observed_demand=demand, observed_at=NOW - age)
+    fresh = WorkloadState(pol.workload, current, current, observed_demand=demand, observed_at=NOW - 5)
+    fc = flat_forecast(pol.workload, NOW, 100.0) if forecast else None
+    got, fallbacks = decide(pol, stale, fc)
+    want, _ = decide(pol, fresh, None)  # what the same observation asks for while fresh
+    assert fallbacks == {pol.workload: "reactive"}
+    assert got.to_replicas == max(current, want.to_replicas)
+    assert f"{age} s old" in got.reason.message and "may scale out but not in" in got.reason.message
+    assert "s old" not in want.reason.message
+
+
 def test_a_forecast_made_long_ago_triggers_the_named_fallback() -> None:
     pol = service_policy(fallback={"mode": "current"})
     ws = WorkloadState(pol.workload, 4, 4, observed_demand=30.0, observed_at=NOW - 5)
