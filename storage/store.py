@@ -26,7 +26,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from scaleahead.errors import UserError
-from scaleahead.types import Action, Forecast, Plan, WorkloadRef, action_endpoints
+from scaleahead.types import Action, Forecast, Plan, QuantileRows, WorkloadRef, action_endpoints
 from storage.schema import (
     ActionRow,
     ForecastRow,
@@ -273,8 +273,13 @@ class Store:
                 last = stamped.get(wid, self._last_forecast.get(wid))
                 if not force and last is not None and fc.origin - last < self.forecast_interval_s:
                     continue
-                keys = sorted(fc.quantiles)
-                values = np.stack([fc.quantiles[k] for k in keys]).astype(np.float16)
+                qs = fc.quantiles
+                if isinstance(qs, QuantileRows):  # a row of a forecaster batch: already [K, horizon], ascending
+                    keys = list(qs.levels)
+                    values = qs.batch[qs.row].astype(np.float16)
+                else:
+                    keys = sorted(qs)
+                    values = np.stack([qs[k] for k in keys]).astype(np.float16)
                 rows.append(
                     {
                         "workload_id": wid,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scaleahead.errors import UserError
-from scaleahead.types import Forecast, Plan, Reason, ScaleTo, WorkloadRef
+from scaleahead.types import Forecast, Plan, Reason, ScaleTo, WorkloadRef, batch_forecasts
 from storage import Store
 
 WEB = WorkloadRef("Deployment", "default", "web")
@@ -58,6 +58,20 @@ def test_forecasts_round_trip_within_float16_precision(db_url: str) -> None:
     back = store.forecasts(WEB)
     assert [f.origin for f in back] == [1000.0, 1120.0, 1240.0]
     np.testing.assert_allclose(back[0].quantiles[0.9], q[0.9], rtol=1e-3)
+
+
+def test_forecasts_of_a_forecaster_batch_round_trip_like_plain_ones(db_url: str) -> None:
+    store = Store(db_url)
+    refs = [WorkloadRef("Deployment", "default", f"w{i}") for i in range(3)]
+    q = np.stack([np.stack([np.linspace(i, 10 + i, 90) + k for k in range(3)]) for i in range(3)])
+    # quantile keys given out of order: the batch sorts them, and so must what is stored
+    fcs = batch_forecasts(refs, [1000.0] * 3, [10.0] * 3, q, (0.9, 0.1, 0.5), "lstm")
+    assert store.record_forecasts(fcs) == 3
+    for i, ref in enumerate(refs):
+        (back,) = store.forecasts(ref)
+        assert list(back.quantiles) == [0.1, 0.5, 0.9] and back.model == "lstm"
+        np.testing.assert_allclose(back.quantiles[0.9], q[i, 0], rtol=1e-3)  # 0.9 was given first
+        np.testing.assert_allclose(back.quantiles[0.1], q[i, 1], rtol=1e-3)
 
 
 def test_model_registry_and_rollouts(db_url: str) -> None:
