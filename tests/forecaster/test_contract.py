@@ -156,6 +156,7 @@ def test_a_history_shorter_than_the_models_context_still_gives_quantiles_with_a_
 
 @pytest.mark.parametrize("fitted", MODELS, indirect=True)
 def test_forecast_many_matches_forecasting_each_workload_alone(fitted: Forecaster) -> None:
+    """The same forecasts as one by one, given as rows of one read-only batch (planner/batch.py reads it)."""
     series = [daily_series(days=3.0, seed=k, level=10.0**k) for k in range(3)]
     origin = series[0].start + int(2.8 * 1440) * 60.0
     items = [(WorkloadRef("Deployment", "ns", f"w{k}"), s) for k, s in enumerate(series)]
@@ -166,15 +167,7 @@ def test_forecast_many_matches_forecasting_each_workload_alone(fitted: Forecaste
         assert fc.origin == one.origin == origin
         for q in QUANTILES:
             np.testing.assert_allclose(fc.quantiles[q], one.quantiles[q], rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("fitted", MODELS, indirect=True)
-def test_forecast_many_gives_rows_of_one_read_only_batch(fitted: Forecaster) -> None:
-    """What the planner reads without stacking (planner/batch.py): one [workloads, K, horizon] array."""
-    series = [daily_series(days=3.0, seed=k, level=10.0**k) for k in range(3)]
-    origin = series[0].start + int(2.8 * 1440) * 60.0
-    items = [(WorkloadRef("Deployment", "ns", f"w{k}"), s) for k, s in enumerate(series)]
-    many = fitted.forecast_many(items, origin, H)
+    # ... as rows of one read-only [workloads, K, horizon] array, which the planner reads without stacking
     rows = [fc.quantiles for fc in many]
     assert all(isinstance(r, QuantileRows) for r in rows)
     batch = rows[0].batch  # type: ignore[attr-defined]
