@@ -74,7 +74,7 @@ class ResidualQuantileForecaster(Forecaster):
 
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
         q = self._quantiles(self._points(series, origins, horizon_steps))
-        return {k: q[:, j, :] for j, k in enumerate(self.quantiles)}
+        return {k: q[:, j, :] for j, k in enumerate(sorted(self.quantiles))}
 
     def forecast_many(
         self, items: Sequence[tuple[WorkloadRef, Series]], origin: float, horizon_steps: int
@@ -95,7 +95,7 @@ class ResidualQuantileForecaster(Forecaster):
             origins.append(padded.start + i * padded.step_s)
             steps.append(padded.step_s)
         q = self._quantiles(np.array(points))
-        return batch_forecasts([ref for ref, _ in items], origins, steps, q, self.quantiles, self.name)
+        return batch_forecasts([ref for ref, _ in items], origins, steps, q, sorted(self.quantiles), self.name)
 
     def _points(self, series: Series, origins: np.ndarray, horizon_steps: int) -> FloatArray:
         """Point forecasts ``[origins, horizon]`` after the checks every forecast passes."""
@@ -119,17 +119,13 @@ class ResidualQuantileForecaster(Forecaster):
         return self.point(values, origins, horizon_steps, series.step_s)
 
     def _quantiles(self, pred: FloatArray) -> FloatArray:
-        """``[rows, K, horizon]``: point + residual quantile (``self.quantiles`` order), >= 0, never crossing."""
+        """``[rows, K, horizon]``: point + residual quantile (ascending levels), >= 0, never crossing."""
         assert self._resid is not None  # _points checked
         h = pred.shape[1]
-        resid = np.stack(
-            [np.pad(self._resid[q], (0, max(0, h - len(self._resid[q]))), mode="edge")[:h] for q in self.quantiles]
-        )  # [K, horizon]
+        rs = [self._resid[q] for q in sorted(self.quantiles)]
+        resid = np.stack([np.pad(r, (0, max(0, h - len(r))), mode="edge")[:h] for r in rs])  # [K, horizon]
         out = np.maximum(pred[:, None, :] + resid[None, :, :], 0.0)
         out.sort(axis=1)  # monotone: quantiles never cross (as monotone_quantiles, all rows at once)
-        if list(self.quantiles) != sorted(self.quantiles):  # sorted values go to ascending levels
-            rank = np.argsort(np.argsort(self.quantiles))
-            out = out[:, rank, :]
         return out
 
 
