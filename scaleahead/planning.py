@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -20,6 +21,8 @@ from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, Forecast, Plan, Series, WorkloadRef, WorkloadState
 
 DAY_S = 86400.0
+#: Days of history before the decision time the model is fitted on (enough for daily seasonality).
+FIT_DAYS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +65,20 @@ def dry_run(
     at = default_at(series) if at is None else at
     past = check_history(series, at)
     fitted: Forecaster = make_model(model)
-    # Fit on the history before ``at`` (bounded to the last 7 days, enough for daily seasonality).
-    fit_part = past.between(max(past.start, at - 7 * DAY_S), at)
-    fitted.fit([fit_part])
+    # Fit on the history before ``at``, bounded to the last FIT_DAYS days.
+    fit_part = past.between(max(past.start, at - FIT_DAYS * DAY_S), at)
+    # No data in the fit window: the history ends more than FIT_DAYS before ``at``. Say so instead
+    # of the model's complaint about fitting on nothing.
+    too_old: str | None = None
+    if np.isfinite(fit_part.values).any():
+        fitted.fit([fit_part])
+    else:
+        last = default_at(past) - past.step_s
+        too_old = (
+            f"the last sample of the history is at {datetime.fromtimestamp(last, UTC):%Y-%m-%dT%H:%M:%SZ}, "
+            f"{(at - last) / DAY_S:.1f} days before the decision time, and the model is fitted on the "
+            f"{FIT_DAYS} days before it. Choose an --at within the history, or give newer history."
+        )
     forecasts: dict[WorkloadRef, Forecast] = {}
     workloads: dict[WorkloadRef, WorkloadState] = {}
     notes: list[str] = []
@@ -74,10 +88,13 @@ def dry_run(
         # check_history guarantees a finite sample, so there is an observed demand.
         observed, observed_at = observed_demand(past, spec.observed_window_seconds) or (math.nan, at)
         steps = horizon_steps_for(past.step_s)
-        try:
-            forecasts[ref] = fitted.forecast(ref, past, at, steps)
-        except DataError as exc:  # planned with the policy's fallback; say why there is no forecast
-            notes.append(f"{ref}: no forecast, planned with the {spec.fallback.mode.value} fallback: {exc}")
+        if too_old is not None:
+            notes.append(f"{ref}: no forecast, planned with the {spec.fallback.mode.value} fallback: {too_old}")
+        else:
+            try:
+                forecasts[ref] = fitted.forecast(ref, past, at, steps)
+            except DataError as exc:  # planned with the policy's fallback; say why there is no forecast
+                notes.append(f"{ref}: no forecast, planned with the {spec.fallback.mode.value} fallback: {exc}")
         per = spec.capacity_per_replica * spec.target_utilization
         now_need = math.ceil(observed / per) if observed > 0 else spec.min_replicas
         replicas = (

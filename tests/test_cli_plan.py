@@ -79,6 +79,21 @@ def test_planning_long_after_the_history_ends_does_not_scale_in_on_its_last_obse
     assert "6600 s old" in b["reason"] and "may scale out but not in" in b["reason"]
 
 
+def test_planning_after_the_fit_window_says_the_history_is_too_old(tmp_path: Path) -> None:
+    csv = tmp_path / "short.csv"
+    csv.write_text("timestamp,value\n" + "".join(f"{1_700_000_000 + 10 * i},{5 + i % 3}\n" for i in range(200)))
+    ten_days_on = str(1_700_000_000 + 10 * 86400)
+    common = ("plan", "--policy", str(EXAMPLE), "--history", str(csv), "--current", "20", "--output", "json")
+    out = run(*common, "--at", ten_days_on, db=tmp_path / "a.db")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    (note,) = doc["notes"]
+    assert "the last sample of the history is at 2023-11-14T22:46:30Z, 10.0 days before the decision time" in note
+    assert "fitted on the 7 days before it" in note and "no forecast uncertainty" not in note
+    (a,) = doc["actions"]
+    assert (a["to"], a["reason_code"]) == ("20", "fallback_reactive")
+
+
 def test_unknown_trace_exits_2(tmp_path: Path) -> None:
     out = run("plan", "--policy", str(EXAMPLE), "--history", "no-such-trace", db=tmp_path / "a.db")
     assert out.returncode == 2
