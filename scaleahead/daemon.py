@@ -439,6 +439,8 @@ class Daemon:
             self.jobs.add("reload_policies", every, self.reload_policies, now)
         self.jobs.add("accuracy_report", cron(j.report_cron, "jobs.report_cron"), self.accuracy_report, now)
         self.jobs.add("prune", cron(j.prune_cron, "jobs.prune_cron"), self.prune, now)
+        for name in self.jobs.jobs:
+            self.metrics.add_job(name)
         self.metrics.workloads.set(len(deps.policies))
         self.metrics.set_model(deps.forecaster.name, deps.model_version_id)
         self._by_workload = {p.workload: p for p in deps.policies}
@@ -489,7 +491,9 @@ class Daemon:
                 self.drift_limit(),
                 extra={"event": "drift", "live_error": self.live.overall()},
             )
-            if self.jobs.submit_now("retrain", now, lambda job, t: self._retrain(t, "drift")):
+            if self.jobs.submit_now(
+                "retrain", now, lambda job, t: self._record_job(job.name, t, lambda: self._retrain(t, "drift"))
+            ):
                 ran.append("retrain(drift)")
         self.health.set_ready(True, "leader: cycles running")
         log.info(
@@ -630,13 +634,20 @@ class Daemon:
 
     # -- jobs ------------------------------------------------------------------------------------
     def _run_job(self, job: Job, now: float) -> object:
+        return self._record_job(job.name, now, lambda: job.func(now))
+
+    def _record_job(self, name: str, now: float, work: Callable[[], object]) -> object:
+        """Run a job's work and count it once: ok, or error when it raises (the loop goes on)."""
         try:
-            out = job.func(now)
-        except Exception as exc:  # noqa: BLE001 - a failed job must not stop the loop
-            self.metrics.jobs.labels(job=job.name, result="error").inc()
-            log.exception("job %s failed: %s", job.name, exc, extra={"event": "job_failed", "job": job.name})
+            out = work()
+        except DataError:  # the job said why (e.g. retrain_skipped); no traceback
+            self.metrics.job_ended(name, "error", now)
             return None
-        self.metrics.jobs.labels(job=job.name, result="ok").inc()
+        except Exception as exc:  # noqa: BLE001 - a failed job must not stop the loop
+            self.metrics.job_ended(name, "error", now)
+            log.exception("job %s failed: %s", name, exc, extra={"event": "job_failed", "job": name})
+            return None
+        self.metrics.job_ended(name, "ok", now)
         return out
 
     def _retrain_scheduled(self, now: float) -> RetrainResult | None:
@@ -663,12 +674,9 @@ class Daemon:
                 trigger=trigger,
                 artifact_dir=self.artifact_dir,
             )
-        except DataError as exc:
-            self.metrics.jobs.labels(job="retrain", result="error").inc()
+        except DataError as exc:  # counted as a failed run by _record_job
             log.warning("retraining skipped: %s", exc, extra={"event": "retrain_skipped"})
-            return None
-        if trigger == "drift":
-            self.metrics.jobs.labels(job="retrain", result="ok").inc()
+            raise
         self.retrained.append(result)
         self.live.reset_drift()
         if result.rollout_ids and result.model is not None:

@@ -27,6 +27,12 @@ from scaleahead.types import ScaleTo, WorkloadRef
 EXPORTED_QUANTILES = (0.5, 0.9)
 EXPORTED_LEADS_S = (60.0, 300.0, 900.0)
 
+#: Label values of the counters, exported at 0 from the start.
+CYCLE_RESULTS = ("ok", "error", "standby")
+ACTION_KINDS = ("ScaleTo", "SetWarmPool", "MovePod")
+ACTION_RESULTS = ("applied", "failed", "skipped", "dry-run")
+JOB_RESULTS = ("ok", "error")
+
 _PHASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -127,11 +133,40 @@ class Metrics:
         self.live_error_all = Gauge(
             "scaleahead_live_forecast_error_overall", "Median over workloads of the live forecast error.", registry=r
         )
+        # The job's name is ``job_name``, not ``job``: Prometheus owns ``job`` (the scrape job) and
+        # would rename ours to ``exported_job``.
         self.jobs = Counter(
-            "scaleahead_job_runs", "Scheduled job runs by job and result.", ["job", "result"], registry=r
+            "scaleahead_job_runs",
+            "Scheduled job runs by job and result (ok, error).",
+            ["job_name", "result"],
+            registry=r,
+        )
+        self.job_last_run = Gauge(
+            "scaleahead_job_last_run_timestamp_seconds",
+            "When a scheduled job last ended, by job and result (ok, error; epoch s).",
+            ["job_name", "result"],
+            registry=r,
         )
         self.leader = Gauge("scaleahead_leader", "1 while this replica holds the leader lease.", registry=r)
         self.workloads = Gauge("scaleahead_workloads", "Workloads under a policy.", registry=r)
+
+        # Counters a rule takes rate() or increase() of exist from the start at 0, so that the first
+        # error is an increase (a series that appears at 1 has none).
+        for result in CYCLE_RESULTS:
+            self.cycles.labels(result=result)
+        for kind in ACTION_KINDS:
+            for outcome in ACTION_RESULTS:
+                self.actions.labels(kind=kind, result=outcome)
+
+    def add_job(self, name: str) -> None:
+        """Export a scheduled job's run counters at 0 before its first run."""
+        for result in JOB_RESULTS:
+            self.jobs.labels(job_name=name, result=result)
+
+    def job_ended(self, name: str, result: str, now: float) -> None:
+        """Count one run of a job that ended at ``now`` with ``result`` (ok or error)."""
+        self.jobs.labels(job_name=name, result=result).inc()
+        self.job_last_run.labels(job_name=name, result=result).set(now)
 
     def set_model(self, name: str, version: int | None) -> None:
         self.model.clear()

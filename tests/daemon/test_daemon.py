@@ -11,6 +11,7 @@ import pytest
 from daemon_helpers import metric_value
 
 from scaleahead.daemon import Daemon, PolicyStatus
+from scaleahead.errors import DataError
 from scaleahead.observability import serve
 from scaleahead.settings import Settings
 from scaleahead.types import ScaleTo, Series
@@ -119,7 +120,31 @@ def test_scheduled_retraining_registers_a_challenger_rollout_not_production(daem
     assert rollouts[0].champion == production.name
     assert rollouts[0].params["salt"] == f"default:{result.model_version_id}", "started via the RolloutBook"
     assert daemon.deps.forecaster is production, "a retrained model never goes straight into production"
-    assert metric_value(daemon, "scaleahead_job_runs_total", job="retrain", result="ok") >= 1
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="ok") >= 1
+
+
+class _NoTrainingHistory:
+    def read(self, policies: object, now: float) -> object:
+        raise DataError("the training history is empty (test).", "Give history.")
+
+
+def test_a_failed_job_is_counted_once_as_an_error_with_its_time(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.retrain_cron = "0 * * * *"
+    daemon, clock, _, _ = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    daemon.training_history = _NoTrainingHistory()
+    # Exported at 0 before any run, so an alert sees the first failure as an increase.
+    for job in ("retrain", "prune", "accuracy_report"):
+        for result in ("ok", "error"):
+            assert metric_value(daemon, "scaleahead_job_runs_total", job_name=job, result=result) == 0
+    assert metric_value(daemon, "scaleahead_cycles_total", result="error") == 0
+    assert metric_value(daemon, "scaleahead_actions_total", kind="ScaleTo", result="failed") == 0
+    daemon.run(lambda: False, max_ticks=400)  # the hour marks 04:00 and 05:00
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="error") == 2
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="ok") == 0
+    last = metric_value(daemon, "scaleahead_job_last_run_timestamp_seconds", job_name="retrain", result="error")
+    assert last % 3600 == 0 and clock.now() - 3600 < last <= clock.now(), "the 05:00 run"
+    assert daemon.retrained == []
 
 
 def test_retraining_never_steps_on_a_rollout_someone_else_started(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -191,7 +216,7 @@ def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> No
     settings.jobs.plan_retention_days = 600 / DAY
     daemon, _, _, store = daemon_factory(n=2, settings=settings)
     daemon.run(lambda: False, max_ticks=250)
-    assert metric_value(daemon, "scaleahead_job_runs_total", job="prune", result="ok") >= 1
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="prune", result="ok") >= 1
     oldest = min(f.origin for p in daemon.deps.policies for f in store.forecasts(p.workload))
     # The last prune ran at a 20-minute mark; nothing older than 10 minutes before it survives.
     assert daemon.clock.now() - oldest <= 20 * 60 + 10 * 60 + 10
