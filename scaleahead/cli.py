@@ -72,7 +72,9 @@ def version() -> None:
 @db_app.command("upgrade")
 def db_upgrade(
     db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite, see docs/storage.md).")] = None,
-    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+    revision: Annotated[
+        str, typer.Option(help="Target revision: head (the newest), or one of docs/storage.md's revision ids.")
+    ] = "head",
 ) -> None:
     """Migrate the database schema (from empty or from any earlier version)."""
     from storage import Store
@@ -80,7 +82,11 @@ def db_upgrade(
     store = Store(db, upgrade=False)
     before = store.current_revision()
     store.upgrade(revision)
-    console.print(f"database {store._safe_url()}: {before or 'empty'} -> {store.current_revision()}")
+    after = store.current_revision()
+    console.print(f"database {store._safe_url()}: {before or 'empty'} -> {after}")
+    order = Store.revisions()
+    if revision != "head" and after in order and order.index(after) > order.index(revision):
+        console.print(f"note: {after} is newer than {revision}; nothing was changed (upgrade never goes back).")
 
 
 @app.command()

@@ -203,8 +203,21 @@ class Store:
                 "or use the default SQLite database by leaving --db out.",
             ) from exc
 
+    @staticmethod
+    def revisions() -> list[str]:
+        """The schema revisions, oldest first."""
+        return [r.revision for r in reversed(list(ScriptDirectory.from_config(_alembic_config()).walk_revisions()))]
+
     def upgrade(self, revision: str = "head") -> None:
-        """Migrate the schema to ``revision`` (from empty or from any earlier version)."""
+        """Migrate the schema to ``revision`` (from empty or from any earlier version).
+
+        An unknown revision is a ``UserError`` that lists the known ones.
+        """
+        if revision != "head" and revision not in self.revisions():
+            raise UserError(
+                f"Unknown schema revision {revision!r}.",
+                f"Use one of: head, {', '.join(self.revisions())} (docs/storage.md).",
+            )
         with self._reachable(), self.engine.begin() as conn:
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn

@@ -194,6 +194,20 @@ def test_db_upgrade_of_an_unreachable_database_exits_2_without_a_traceback() -> 
     assert "Cannot reach or write the database" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_db_upgrade_to_an_unknown_revision_lists_the_known_ones_and_leaves_the_database_alone(tmp_path: Path) -> None:
+    def upgrade(*extra: str) -> subprocess.CompletedProcess[str]:
+        argv = ["db", "upgrade", "--db", f"sqlite:///{tmp_path / 'a.db'}", *extra]
+        return subprocess.run([sys.executable, "-m", "scaleahead.cli", *argv], capture_output=True, text=True)
+
+    bad = upgrade("--revision", "0003_steers")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "Unknown schema revision '0003_steers'" in bad.stderr and "0003_steer, 0004_risk" in bad.stderr
+    assert "empty -> 0002_actuator" in upgrade("--revision", "0002_actuator").stdout.replace("\n", "")
+    assert "0002_actuator -> 0004_risk" in upgrade().stdout.replace("\n", "")
+    back = upgrade("--revision", "0003_steer")
+    assert back.returncode == 0 and "nothing was changed" in back.stdout.replace("\n", " ")
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -493,7 +493,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ] = "alibaba-cpu-10s-embedded",
         hours: Annotated[float, typer.Option(help="Hours of the test period to replay through the loop.")] = 24.0,
         model: Annotated[
-            str | None, typer.Option(help="Forecaster (default: lstm if it trains fast enough, else seasonal-naive).")
+            str | None,
+            typer.Option(
+                help="Forecaster (default: the settings' model, lstm, if registered, else the best baseline)."
+            ),
         ] = None,
         column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
     ) -> None:

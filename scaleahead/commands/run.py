@@ -37,6 +37,14 @@ PoliciesOpt = Annotated[
         "each holding PredictiveScalingPolicy documents.",
     ),
 ]
+OncePoliciesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--policies",
+        help="Policy YAML file or folder of *.yaml files; leave out to read the PredictiveScalingPolicy "
+        "objects from the cluster once.",
+    ),
+]
 ClusterPoliciesOpt = Annotated[
     Path | None,
     typer.Option(
@@ -437,7 +445,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @app.command()
     def retrain(
-        policies: ClusterPoliciesOpt = None,
+        policies: OncePoliciesOpt = None,
         history: HistoryOpt = "prometheus",
         db: DbOpt = None,
         at: Annotated[
