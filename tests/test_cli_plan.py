@@ -170,6 +170,8 @@ def test_a_schema_error_that_reaches_the_entry_point_is_one_paragraph(
         (["bench", "speed", "--json", "{missing}/s.json"], "The folder of --json"),
         (["bench", "replay-tradeoff", "--trace", "nasa-10s", "--json", "{missing}/t.json"], "The folder of --json"),
         (["bench", "rollout", "--json", "{missing}/r.json"], "The folder of --json"),
+        (["bench", "storage", "--json", "{missing}/s.json"], "The folder of --json"),
+        (["bench", "fetch", "--tsdb", "{tmp}/tsdb", "--json", "{missing}/f.json"], "The folder of --json"),
         (["config-doc", "--output", "{missing}/c.md"], "The folder of --output"),
     ],
 )

@@ -278,6 +278,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.bench.prometheus import run_fetch_bench
         from scaleahead.cli import console
 
+        check_output(json_out, "--json")
         if tsdb is None:
             import os
 

@@ -176,6 +176,7 @@ def _rollout_replay(
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("replay")
     def replay(
+        ctx: typer.Context,
         trace: Annotated[
             list[str],
             typer.Option(
@@ -297,15 +298,27 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 f"--trace was given {len(trace)} times; a replay without --rollout runs one trace.",
                 "Give --trace once, or add --rollout canary|ab|shadow --challenger MODEL for several workloads.",
             )
-        for name, value, default in (
-            ("--challenger", challenger, None),
-            ("--steps", steps, None),
-            ("--rollout-db", rollout_db, None),
-        ):
-            if value != default:
-                raise UserError(
-                    f"{name} only applies with --rollout.", f"Add --rollout canary|ab|shadow or drop {name}."
-                )
+        rollout_only = [
+            "--" + param.replace("_", "-")
+            for param in (
+                "challenger",
+                "champion",
+                "canary_steps",
+                "rollout_window",
+                "max_violation_increase",
+                "max_cost_increase",
+                "max_error_increase",
+                "split",
+                "steps",
+                "rollout_db",
+                "compare",
+            )
+            if getattr(ctx.get_parameter_source(param), "name", "DEFAULT") != "DEFAULT"  # given on the command line
+        ]
+        if rollout_only:
+            given = ", ".join(rollout_only).replace("--compare", "--compare/--no-compare")
+            verb = "applies" if len(rollout_only) == 1 else "apply"
+            raise UserError(f"{given} only {verb} with --rollout.", f"Add --rollout canary|ab|shadow or drop {given}.")
         trace_name = trace[0]
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -449,7 +449,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         history: HistoryOpt = "prometheus",
         db: DbOpt = None,
         at: Annotated[
-            str | None, typer.Option(help="With a trace history: the time to retrain at (default: the trace end).")
+            str | None, typer.Option(help="Retrain as of this time, on the history before it (default: the trace end; now).")
         ] = None,
         artifacts: Annotated[Path | None, typer.Option(help="Folder for the model checkpoint.")] = None,
         kubeconfig: Annotated[
@@ -486,7 +486,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             series = load_series(history.removeprefix("trace:"))
             now = parse_time(at) if at is not None else default_at(series)
         else:
-            now = SystemClock().now()
+            now = parse_time(at) if at is not None else SystemClock().now()
         source = _history(history, settings, settings.jobs.history_days * 86400.0, 0.0)
         data = source.read(pols, now)
         champion_name = settings.forecast.model

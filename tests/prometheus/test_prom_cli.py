@@ -135,3 +135,25 @@ def test_backfill_serve_makes_a_trace_queryable_on_loopback(prom, tmp_path) -> N
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_retrain_from_prometheus_as_of_at_uses_only_history_before_it(prom, tmp_path) -> None:
+    policy = tmp_path / "policy.yaml"
+    text = EXAMPLE.read_text()
+    old = next(line for line in text.splitlines() if line.strip().startswith("query:"))
+    policy.write_text(text.replace(old, '    query: nasa_requests{workload="web"}'))
+    at = prom.web.end - 12 * 3600  # 12 hours before the newest point in Prometheus
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    out = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "retrain", "--policies", str(policy), "--history", "prometheus",
+         "--at", iso(at), "--db", db],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SCALEAHEAD_PROMETHEUS__URL": prom.url, "SCALEAHEAD_FORECAST__MODEL": "seasonal_naive",
+             "SCALEAHEAD_JOBS__HISTORY_DAYS": "1"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    from storage import Store
+
+    model = Store(db).model(json.loads(out.stdout)["model_version_id"])
+    assert model.data_end is not None and model.data_start is not None
+    assert at - 60 <= model.data_end <= at, "trained on the history before --at, not up to now"

@@ -223,7 +223,16 @@ def test_bad_rollout_options_are_clear_errors_and_write_nothing(tmp_path: Path, 
     assert not out.exists()
 
 
-def test_without_rollout_a_challenger_option_is_refused(tmp_path: Path):
-    res = cli("bench", "replay", *_trace_args(NAMES[:1]), "--challenger", "naive", "--json", str(tmp_path / "x.json"))
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--challenger", "naive"], "--challenger only applies with --rollout"),
+        (["--champion", "ridge", "--split", "0.5"], "--champion, --split only apply with --rollout"),
+        (["--no-compare"], "--compare/--no-compare only applies with --rollout"),
+    ],
+)
+def test_without_rollout_a_rollout_option_is_refused(tmp_path: Path, args: list[str], message: str):
+    # --split 0.5 is the default value: given on the command line, it is refused all the same
+    res = cli("bench", "replay", *_trace_args(NAMES[:1]), *args, "--json", str(tmp_path / "x.json"))
     assert res.returncode == 2
-    assert "--challenger only applies with --rollout" in " ".join(res.stderr.split())
+    assert message in " ".join(res.stderr.split())
