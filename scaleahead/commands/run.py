@@ -449,7 +449,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         history: HistoryOpt = "prometheus",
         db: DbOpt = None,
         at: Annotated[
-            str | None, typer.Option(help="Retrain as of this time, on the history before it (default: the trace end; now).")
+            str | None, typer.Option(help="Retrain on the history before this time (default: trace end, or now).")
         ] = None,
         artifacts: Annotated[Path | None, typer.Option(help="Folder for the model checkpoint.")] = None,
         kubeconfig: Annotated[
