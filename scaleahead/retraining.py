@@ -92,6 +92,9 @@ def retrain(
     cut = [s for s in cut if len(s) > 0 and np.isfinite(s.values).sum() >= 2]
     if not cut:
         raise DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
+    # A window that starts with missing data (a new workload, a metric added later) is split into
+    # fit and holdout over the part that has data, not over the window.
+    cut = [s.between(s.start + int(np.flatnonzero(np.isfinite(s.values))[0]) * s.step_s, s.end) for s in cut]
     fit_parts = [s.between(s.start, s.start + len(s) * (1.0 - HOLDOUT_SHARE) * s.step_s) for s in cut]
     model = make_model(family)
     model.fit(fit_parts)
