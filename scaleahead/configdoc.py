@@ -9,7 +9,7 @@ writes it; a test checks the committed file equals the generated one.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -116,7 +116,10 @@ def settings_table() -> str:
         for field, finfo in type(model).model_fields.items():
             env = f"SCALEAHEAD_{group.upper()}__{field.upper()}"
             ann = finfo.annotation
-            tname = getattr(ann, "__name__", str(ann)).replace("typing.", "").replace("|", "or")
+            if get_origin(ann) is Literal:
+                tname = " or ".join(f"`{v}`" for v in get_args(ann))
+            else:
+                tname = getattr(ann, "__name__", str(ann)).replace("typing.", "").replace("|", "or")
             default = json.dumps(getattr(model, field))
             lines.append(f"| `{group}.{field}` | `{env}` | {tname} | `{default}` | {_md(finfo.description or '')} |")
         del info

@@ -47,7 +47,10 @@ class PrometheusSettings(BaseModel):
 
 
 class ActuationSettings(BaseModel):
-    dry_run: bool = Field(False, description="Print what would change; write nothing.")
+    dry_run: bool = Field(
+        False,
+        description="Apply nothing: plans are recorded and each change journaled 'dry-run' with its diff.",
+    )
     paused: bool = Field(False, description="Kill switch: plan and record, but apply nothing.")
     max_plan_age_s: float = Field(30.0, gt=0, description="Refuse to apply a plan older than this (s).")
     human_edit_hold_s: float = Field(
@@ -154,7 +157,9 @@ class WebhookSettings(BaseModel):
 
 
 class LogSettings(BaseModel):
-    format: str = Field("json", description="json (one object per line, for log pipelines) or text.")
+    format: Literal["json", "text"] = Field(
+        "json", description="json (one object per line, for log pipelines) or text."
+    )
     level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
 
 

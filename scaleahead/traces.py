@@ -316,10 +316,17 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
         memory_mb = np.where(np.isnan(memory_mb), np.nanmedian(memory_mb), memory_mb)
     mean_ms = np.full(len(inv), np.nan)
     if durations:
-        dur = pd.read_csv(durations)
-        if "HashFunction" in dur.columns and "Average" in dur.columns:
-            by_fn = dur.drop_duplicates("HashFunction").set_index("HashFunction")["Average"]
-            mean_ms = inv["HashFunction"].map(by_fn).to_numpy(np.float64)
+        try:
+            dur = pd.read_csv(durations)
+        except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
+            raise DataError(f"Cannot read {durations} as CSV: {exc}.", "Check the file.") from exc
+        if "HashFunction" not in dur.columns or "Average" not in dur.columns:
+            raise DataError(
+                f"{durations} lacks HashFunction/Average (its header starts {list(dur.columns)[:5]}).",
+                "Use the Azure function durations layout, or leave --durations out.",
+            )
+        by_fn = dur.drop_duplicates("HashFunction").set_index("HashFunction")["Average"]
+        mean_ms = pd.to_numeric(inv["HashFunction"].map(by_fn), errors="coerce").to_numpy(np.float64)
     return FunctionsTrace(
         names=tuple(inv["HashFunction"].astype(str)),
         apps=tuple(apps),

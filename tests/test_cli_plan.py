@@ -220,8 +220,20 @@ def test_db_upgrade_to_an_unknown_revision_lists_the_known_ones_and_leaves_the_d
             ["plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--current", "-5"],
             "Invalid value for '--current'",
         ),
+        (["actuator", "journal", "--state", "Applied"], "--state 'Applied' is not a journal state"),
+        (["actuator", "journal", "--limit", "0"], "Invalid value for '--limit'"),
+        (
+            ["run", "--once", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory",
+             "--model", "lsmt"],
+            "Unknown model 'lsmt' (--model)",
+        ),
+        (
+            ["run", "--once", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory",
+             "--log-format", "yaml"],
+            "--log-format 'yaml' is not a log format",
+        ),
     ],
-)
+)  # fmt: skip
 def test_a_usage_error_is_one_clear_message_without_a_traceback(args: list[str], says: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=120, check=False

@@ -88,6 +88,20 @@ def test_a_memory_that_is_not_a_positive_number_is_an_error(tmp_path: Path) -> N
         load_functions(str(f), memory=str(m))
 
 
+def test_a_durations_file_without_its_columns_or_unreadable_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "f.csv"
+    f.write_text("HashFunction,HashOwner,HashApp,minute_1\nfa,o,a,1\n")
+    d = tmp_path / "d.csv"
+    d.write_text("HashFunction,Mean\nfa,12\n")
+    with pytest.raises(DataError, match="lacks HashFunction/Average"):
+        load_functions(str(f), durations=str(d))
+    (tmp_path / "d.csv.gz").write_bytes(b"\x1f\x8b not gzip")
+    with pytest.raises(DataError, match="Cannot read"):
+        load_functions(str(f), durations=str(tmp_path / "d.csv.gz"))
+    d.write_text("HashFunction,Average\nfa,12.5\n")
+    assert load_functions(str(f), durations=str(d)).mean_duration_ms.tolist() == [12.5]
+
+
 def test_a_negative_demand_value_is_an_error_naming_it(tmp_path: Path) -> None:
     f = tmp_path / "s.csv"
     f.write_text("timestamp,value\n0,1\n10,-3.5\n20,\n30,-1\n")

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from scaleahead.errors import UserError
+
 console = Console(highlight=False)
 
 
@@ -107,11 +109,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @actuator_app.command("journal")
     def journal(
         db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
-        limit: Annotated[int, typer.Option(help="Newest N actions.")] = 20,
-        state: Annotated[str | None, typer.Option(help="Only this state (planned, applied, failed, skipped).")] = None,
+        limit: Annotated[int, typer.Option(help="Newest N actions.", min=1)] = 20,
+        state: Annotated[
+            str | None, typer.Option(help="Only this state (planned, applied, failed, skipped, dry-run).")
+        ] = None,
     ) -> None:
         """Show the newest journaled actions with their outcome."""
         from storage import Store
+
+        states = ("planned", "applied", "failed", "skipped", "dry-run")
+        if state is not None and state not in states:
+            raise UserError(f"--state {state!r} is not a journal state.", f"Use one of {', '.join(states)}.")
 
         table = Table()
         for col in ("id", "plan", "kind", "target", "from", "to", "state", "outcome"):

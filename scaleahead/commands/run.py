@@ -65,7 +65,12 @@ TargetOpt = Annotated[
     str,
     typer.Option("--target", help="What is scaled: 'kubernetes' (in-cluster or kubeconfig) or 'memory' (a dict)."),
 ]
-DbOpt = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: SCALEAHEAD_DB_URL, else SQLite).")]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="SQLAlchemy URL (default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
+    ),
+]
 
 
 def load_policy_path(path: Path) -> list[Policy]:
@@ -290,6 +295,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         if port is not None and not 0 <= port <= 65535:
             raise UserError(f"--port {port} is not a TCP port.", "Give 0 (any free port) to 65535.")
+        if log_format is not None and log_format not in ("json", "text"):
+            raise UserError(f"--log-format {log_format!r} is not a log format.", "Use json or text.")
+        if (model or settings.forecast.model) not in available_models():
+            raise UserError(
+                f"Unknown model {model or settings.forecast.model!r} ({'--model' if model else 'forecast.model'}).",
+                f"Known models: {', '.join(available_models())}.",
+            )
         if dry_run:
             settings.actuation.dry_run = True
         configure_logging(log_format or settings.log.format, settings.log.level)
@@ -338,9 +350,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             artifacts / "training-cache" if artifacts else None,
         )
         name = model or settings.forecast.model
-        if name not in available_models():
-            log.warning("model %s is not available; using %s", name, settings.forecast.fallback_model)
-            name = settings.forecast.fallback_model
         now = clock.now()
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
