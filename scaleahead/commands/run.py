@@ -350,6 +350,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             artifacts / "training-cache" if artifacts else None,
         )
         name = model or settings.forecast.model
+        if artifacts is None and settings.jobs.retrain_in_process and name == "lstm":
+            log.warning(
+                "retraining %s in process without --artifacts: its models get no checkpoint, so a promoted "
+                "one cannot be loaded after a restart; pass --artifacts DIR",
+                name,
+                extra={"event": "no_artifacts"},
+            )
         now = clock.now()
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
