@@ -169,7 +169,9 @@ class RiskAdaptation(_Model):
     window_seconds: float = Field(86400.0, gt=0, description="Past compared at each decision (s).")
     period_seconds: float = Field(3600.0, gt=0, description="Time between two decisions (s).")
     step_factor: float = Field(1.25, gt=1, description="sloRisk is multiplied or divided by this per decision.")
-    max_factor: float = Field(64.0, ge=1, description="Highest multiple of sloRisk reached.")
+    max_factor: float = Field(
+        64.0, ge=1, description="Cap on the multiple of sloRisk: the highest power of stepFactor not above it."
+    )
 
     @model_validator(mode="after")
     def _check_window(self) -> RiskAdaptation:
@@ -199,7 +201,12 @@ class Objective(_Model):
         description="Weight of one scale event, in the unit of cost: a scale-down is made only when the "
         "replica-seconds it saves over the stabilization window are at least two events' weight.",
     )
-    fairness: float = Field(1.0, ge=0, description="Weight of shortfall spread across tenants.")
+    fairness: float = Field(
+        1.0,
+        ge=0,
+        description="Not read by the planner (kept so existing policies stay valid): sharing under shortage is "
+        "lexicographic, by priority, then weighted max-min across tenants.",
+    )
     risk_adaptation: RiskAdaptation = Field(default_factory=RiskAdaptation)  # type: ignore[arg-type]
 
 
