@@ -141,6 +141,17 @@ class LeaderElector:
         self.last_error = ""
         return True
 
+    def holds(self, now: float, margin_s: float) -> bool:
+        """Whether this replica may write now: held for more than ``margin_s`` more since the last
+        renewal (no API call), else renewed now (``is_leader``).
+
+        The actuator asks before each write; renewing before every write of a large plan would cost
+        two API calls a write. ``margin_s`` covers the write's own duration (a request timeout).
+        """
+        if now + margin_s < self._held_until:
+            return True
+        return self.is_leader(now)
+
     def release(self, now: float) -> None:
         """Give the Lease up (on shutdown) so a follower takes over at once."""
         try:

@@ -22,6 +22,8 @@ from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from scaleahead.loop import HistorySource
     from scaleahead.policy import Policy
     from scaleahead.settings import Settings
@@ -188,6 +190,36 @@ def _policy_updater(target: Any, actuator: Any) -> Any:
             target._policies = by_ref  # KubernetesTarget keeps each workload's mode here
 
     return update
+
+
+def cluster_actuation(
+    kube: Any, store: Any, pols: Sequence[Policy], settings: Settings, clock: Any, identity: str
+) -> tuple[Any, Any, _LeaseLeadership]:
+    """The Kubernetes target, the journaled actuator and the Lease election of ``scaleahead run``.
+
+    The daemon renews the Lease at the start of each tick; the actuator checks it again before each
+    write, on the clock's time then (a cycle may outlast the lease: a slow Prometheus read), and
+    renews it when less than one request timeout is left, so a replica that lost the Lease to
+    another stops before its next write.
+    """
+    from actuator.applying import Actuator
+    from actuator.kubernetes import KubernetesTarget
+    from actuator.leader import LeaderElector
+    from actuator.safety import SafetyConfig
+
+    a = settings.actuation
+    target = KubernetesTarget(kube, pols, timeout_s=a.request_timeout_s)
+    elector = LeaderElector(kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s)
+    actuator = Actuator(
+        target,
+        store,
+        pols,
+        SafetyConfig(a.max_plan_age_s, a.paused, a.human_edit_hold_s, a.max_conflict_retries),
+        kill_switch=lambda: target.kill_switch(a.namespace, a.kill_switch_configmap),
+        steer_ttl_s=settings.webhook.steer_ttl_s if settings.webhook.enabled else None,
+        is_leader=lambda _planned_at: elector.holds(clock.now(), a.request_timeout_s),
+    )
+    return target, actuator, _LeaseLeadership(elector)
 
 
 class _LeaseLeadership:
@@ -371,25 +403,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
             cluster_target: Any = InMemoryTarget()
         elif target == "kubernetes":
-            from actuator.applying import Actuator
-            from actuator.kubernetes import KubernetesTarget
-            from actuator.leader import LeaderElector
-            from actuator.safety import SafetyConfig
-
-            a = settings.actuation
-            kube = _kube_api(kubeconfig)
-            cluster_target = KubernetesTarget(kube, pols, timeout_s=a.request_timeout_s)
-            actuator = Actuator(
-                cluster_target,
-                store,
-                pols,
-                SafetyConfig(a.max_plan_age_s, a.paused, a.human_edit_hold_s, a.max_conflict_retries),
-                kill_switch=lambda: cluster_target.kill_switch(a.namespace, a.kill_switch_configmap),
-                steer_ttl_s=settings.webhook.steer_ttl_s if settings.webhook.enabled else None,
-            )
             identity = os.environ.get("POD_NAME") or socket.gethostname()
-            leadership = _LeaseLeadership(
-                LeaderElector(kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s)
+            cluster_target, actuator, leadership = cluster_actuation(
+                _kube_api(kubeconfig), store, pols, settings, clock, identity
             )
             if not once:
                 for aid, state, why in actuator.reconcile(now):

@@ -134,3 +134,15 @@ def test_a_replica_that_loses_the_lease_mid_plan_stops_before_its_next_write(kub
     assert [x.outcome for x in res] == ["applied", "skipped"]
     assert "lost the lease" in res[1].detail
     assert kube.cluster.get(DEPLOYMENTS, "default", "two")["spec"]["replicas"] == 2
+
+
+def test_holds_asks_the_api_only_when_less_than_the_margin_is_left(kube):
+    a, b = electors(kube)
+    assert a.is_leader(T0)
+    before = len(kube.cluster.calls())
+    assert a.holds(T0 + 4, margin_s=10)  # 11 s of the lease left: no call
+    assert len(kube.cluster.calls()) == before
+    assert a.holds(T0 + 6, margin_s=10)  # 9 s left: renewed (a read and a patch)
+    assert len(kube.cluster.calls()) == before + 2
+    assert b.is_leader(T0 + 6 + 15)  # a stopped renewing; b takes over once it expired
+    assert not a.holds(T0 + 6 + 16, margin_s=10), "the lost lease is noticed at the next write"

@@ -24,7 +24,7 @@ from actuator.kubernetes import KubernetesTarget  # noqa: E402
 from actuator.leader import LeaderElector  # noqa: E402
 from forecaster import make_model  # noqa: E402
 from scaleahead.clock import VirtualClock  # noqa: E402
-from scaleahead.commands.run import _LeaseLeadership  # noqa: E402
+from scaleahead.commands.run import _LeaseLeadership, cluster_actuation  # noqa: E402
 from scaleahead.daemon import Daemon  # noqa: E402
 from scaleahead.loop import Deps  # noqa: E402
 from scaleahead.policy import parse_policies  # noqa: E402
@@ -33,7 +33,7 @@ from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig  # n
 from scaleahead.prometheus.history import PrometheusHistory  # noqa: E402
 from scaleahead.settings import Settings  # noqa: E402
 from scaleahead.traces import load_series  # noqa: E402
-from scaleahead.types import Series  # noqa: E402
+from scaleahead.types import Plan, Reason, ScaleTo, Series  # noqa: E402
 from storage import Store  # noqa: E402
 
 DAY = 86400.0
@@ -96,14 +96,13 @@ def test_the_daemon_runs_many_cycles_against_prometheus_and_the_kubernetes_api(p
     t0 = start + 1.2 * DAY
     clock = VirtualClock(t0)
     api = kube.api_client()
-    target = KubernetesTarget(api, pols)
     model = make_model("seasonal_naive").fit(list(history.read(pols, t0).values()))
-    actuator = Actuator(target, store, pols)
-    leader = _LeaseLeadership(LeaderElector(api, "scaleahead-system", "pod-a", lease_duration_s=15))
-    deps = Deps(history, model, target, store, pols, actuator=actuator)
     settings = Settings()
     settings.forecast.model = "seasonal_naive"  # the retraining mechanism, not an LSTM fit
     settings.jobs.retrain_cron = "*/20 * * * *"
+    settings.actuation.namespace = "scaleahead-system"
+    target, actuator, leader = cluster_actuation(api, store, pols, settings, clock, "pod-a")  # as `scaleahead run`
+    deps = Deps(history, model, target, store, pols, actuator=actuator)
     daemon = Daemon(deps, settings, clock, leadership=leader, reference_error=100.0)
 
     ticks = daemon.run(lambda: False, max_ticks=120)  # 20 minutes of 10 s cycles
@@ -154,3 +153,26 @@ def test_a_standby_replica_never_writes_to_the_cluster(prometheus, kube, tmp_pat
     assert writes == [], "a standby replica made no write call"
     assert store.count_plans() == 0
     assert daemon.metrics.registry.get_sample_value("scaleahead_leader") == 0
+
+
+def test_a_leader_whose_lease_was_taken_during_a_cycle_writes_nothing(kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A cycle that outlasts the Lease (a slow history read): another replica takes over meanwhile.
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    api = kube.api_client()
+    settings = Settings()
+    settings.actuation.namespace = "scaleahead-system"
+    t0 = 1_700_000_000.0
+    clock = VirtualClock(t0)
+    target, actuator, leader = cluster_actuation(api, None, pols, settings, clock, "pod-a")
+    assert leader.is_leader(t0)  # the tick's check
+    clock.sleep(20.0)  # the cycle took 20 s: longer than the 15 s lease
+    assert LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15).is_leader(clock.now())
+    before = len(kube.cluster.writes())
+    plan = Plan(t0, tuple(ScaleTo(p.workload, 2, 5, Reason("test", "test", {})) for p in pols), {}, ())
+    results = actuator.apply_plan(plan, t0)
+    assert [r.outcome for r in results] == ["skipped"] * len(pols)
+    assert all("lease" in r.detail or "leader" in r.detail for r in results), [r.detail for r in results]
+    assert [w for w in kube.cluster.writes()[before:] if "leases" not in w[1]] == []
+    assert all(kube.cluster.get(DEPLOYMENTS, "shop", p.spec.target.name)["spec"]["replicas"] == 2 for p in pols)
