@@ -781,6 +781,7 @@ class Daemon:
                 )
             ticks += 1
             next_tick += interval + self.cycle_backoff
+            self.health.schedule(next_tick)
             if stop() or (max_ticks is not None and ticks >= max_ticks):
                 break
             sleeper(max(0.0, next_tick - self.clock.now()))

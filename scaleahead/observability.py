@@ -215,13 +215,16 @@ class Metrics:
 class Health:
     """Liveness and readiness, updated by the daemon and read by the HTTP handler.
 
-    Live: the loop ticked within ``stale_after_s``. Ready: policies loaded, storage open and one
-    cycle (or, on a standby replica, one leadership check) done.
+    Live: the loop ticked within ``stale_after_s`` of its last tick or, while it backs off after a
+    failed cycle, of the tick it scheduled (a deliberate wait of up to ``loop.max_backoff_s`` is not
+    a hang). Ready: policies loaded, storage open and one cycle (or, on a standby replica, one
+    leadership check) done.
     """
 
     stale_after_s: float
     now: Callable[[], float]
     last_tick: float | None = None
+    next_tick: float | None = None
     ready: bool = False
     reasons: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -229,6 +232,11 @@ class Health:
     def tick(self, t: float) -> None:
         with self.lock:
             self.last_tick = t
+
+    def schedule(self, t: float) -> None:
+        """The loop's next tick is due at ``t``: it is not late before then."""
+        with self.lock:
+            self.next_tick = t
 
     def set_ready(self, ready: bool, why: str = "") -> None:
         with self.lock:
@@ -240,9 +248,14 @@ class Health:
         with self.lock:
             if self.last_tick is None:
                 return True, "starting"
-            age = self.now() - self.last_tick
-            if age > self.stale_after_s:
+            now = self.now()
+            age = now - self.last_tick
+            late = now - max(self.last_tick, self.next_tick if self.next_tick is not None else self.last_tick)
+            if late > self.stale_after_s:
                 return False, f"no control tick for {age:.0f} s (limit {self.stale_after_s:.0f} s)"
+            nxt = self.next_tick
+            if nxt is not None and nxt - now > self.stale_after_s:
+                return True, f"last tick {age:.1f} s ago; the next in {nxt - now:.0f} s (backing off after a failure)"
             return True, f"last tick {age:.1f} s ago"
 
     def readiness(self) -> tuple[bool, str]:

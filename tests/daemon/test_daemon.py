@@ -87,6 +87,28 @@ def test_a_failed_cycle_backs_off_the_loop_and_it_recovers(daemon_factory) -> No
     assert daemon.health.readiness()[0]
 
 
+def test_a_long_back_off_is_not_a_hang_to_the_liveness_probe(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # The database or API down for minutes: the back-off grows past the probe's 60 s, but the loop
+    # is waiting on purpose, so /healthz stays 200 (the probe restarting it would not help).
+    daemon, clock, target, _ = daemon_factory(n=1)
+    target.fail_reads = True
+    live: list[bool] = []
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        for _ in range(int(seconds // 5)):
+            clock.sleep(5.0)
+            live.append(daemon.health.liveness()[0])
+        clock.sleep(seconds % 5)
+
+    daemon.run(lambda: False, sleep=sleep, max_ticks=7)
+    assert max(waits) > daemon.health.stale_after_s, f"the back-off outgrew the probe's limit: {waits}"
+    assert live and all(live)
+    clock.sleep(daemon.health.stale_after_s + max(waits) + 1)  # and a loop that stops ticking is still caught
+    assert not daemon.health.liveness()[0]
+
+
 def test_tick_lateness_is_recorded(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     daemon, clock, _, _ = daemon_factory(n=1)
     inner = daemon.history.inner
