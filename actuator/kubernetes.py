@@ -117,17 +117,23 @@ def _verb_resource(fn: Any) -> tuple[str, str]:
 
 
 def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str) -> ActuationError:
-    """Turn a client exception into a skip/fail/conflict that names the object and the fix."""
+    """Turn a client exception into a skip/fail/conflict that names the object and the fix.
+
+    An error someone must fix (403, 404, 422) or that may pass (5xx, no answer) is ``failed``: it
+    is journaled so, counts in ``scaleahead_actions_total{result="failed"}`` and backs the workload
+    off. Only a refusal that is the cluster working as meant (429: a PodDisruptionBudget allows no
+    eviction now) is ``skipped``.
+    """
     if isinstance(exc, ApiException):
         status = exc.status or 0
         if status == 404:
             return ActuationError(
-                "skipped",
+                "failed",
                 f"{target} does not exist (404). Create it, or fix the policy's spec.target (kind, namespace, name).",
             )
         if status == 403:
             return ActuationError(
-                "skipped",
+                "failed",
                 f"RBAC forbids '{verb}' on {resource} in namespace {namespace} for {target} (403). "
                 "Grant it to scaleahead's service account (docs/actuator.md, 'RBAC needed').",
             )
@@ -138,7 +144,7 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
                 "skipped", f"{target}: eviction refused (429), a PodDisruptionBudget allows no disruption now"
             )
         if status == 422:
-            return ActuationError("skipped", f"{target}: the API server rejected the change (422): {exc.reason}")
+            return ActuationError("failed", f"{target}: the API server rejected the change (422): {exc.reason}")
         return ActuationError("failed", f"{target}: API server error {status} {exc.reason}; retried next cycle")
     if isinstance(exc, HTTPError):
         return ActuationError("failed", f"{target}: no answer from the API server ({type(exc).__name__}); retried")

@@ -72,11 +72,11 @@ def test_plan_apply_dry_run_prints_the_diff_and_writes_nothing(kube, tmp_path):
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 1
 
 
-def test_plan_apply_to_a_missing_deployment_is_skipped_with_the_fix(kube, tmp_path):
+def test_plan_apply_to_a_missing_deployment_fails_with_the_fix(kube, tmp_path):
     out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url)))
     assert out.exit_code == 0, out.output
     res = json.loads(out.stdout)["results"][0]
-    assert res["outcome"] == "skipped"
+    assert res["outcome"] == "failed"
     assert "Deployment/default/web does not exist (404)" in res["detail"]
 
 

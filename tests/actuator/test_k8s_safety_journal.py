@@ -72,7 +72,7 @@ def test_the_journal_records_planned_then_the_outcome_with_its_reason(kube, stor
     assert rows["Deployment/default/web"].state == "applied"
     assert rows["Deployment/default/web"].outcome == "Deployment/default/web spec.replicas: 2 -> 4"
     gone = rows["Deployment/default/gone"]
-    assert gone.state == "skipped"
+    assert gone.state == "failed"
     assert "Deployment/default/gone does not exist (404)" in gone.outcome
     assert "fix the policy's spec.target" in gone.outcome
 
@@ -136,11 +136,11 @@ def test_a_timeout_fails_the_action_quickly_and_the_next_cycle_applies_it(kube, 
     assert second[0].outcome == "applied"
 
 
-def test_rbac_forbidding_the_verb_skips_the_action_naming_the_object_and_the_fix(kube, store):
+def test_rbac_forbidding_the_verb_fails_the_action_naming_the_object_and_the_fix(kube, store):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=403))
     res = actuator(kube, store).apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
-    assert res[0].outcome == "skipped"
+    assert res[0].outcome == "failed"
     assert "RBAC forbids 'patch' on deployments/scale in namespace default" in res[0].detail
     assert "Deployment/default/web" in res[0].detail and "RBAC needed" in res[0].detail
 

@@ -166,19 +166,19 @@ def test_read_state_reports_replicas_ready_replicas_and_warm_instances(kube):
     assert gone not in state.workloads
 
 
-def test_the_plain_target_protocol_applies_one_action_and_skips_a_missing_object(kube):
+def test_the_plain_target_protocol_applies_one_action_and_fails_on_a_missing_object(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     target = KubernetesTarget(kube.api_client(), [policy()])
     assert target.apply(scale("Deployment", "web", 2, 3)).outcome == "applied"
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 3
     missing = target.apply(scale("Deployment", "nope", 1, 3))
-    assert missing.outcome == "skipped" and "does not exist (404)" in missing.detail
+    assert missing.outcome == "failed" and "does not exist (404)" in missing.detail
 
 
-def test_a_missing_hpa_in_floor_mode_is_named_in_the_skip_reason(kube):
+def test_a_missing_hpa_in_floor_mode_is_named_in_the_failure(kube):
     pol = policy(mode="floor", hpa="web-hpa")
     res = make(kube, [pol]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 6),)), NOW)
-    assert res[0].outcome == "skipped"
+    assert res[0].outcome == "failed"
     assert "HorizontalPodAutoscaler/default/web-hpa does not exist (404)" in res[0].detail
 
 
@@ -187,5 +187,5 @@ def test_rbac_forbidding_a_read_names_the_get_verb_and_the_resource(kube):
     kube.cluster.faults.append(Fault("GET", "/services/fn", status=403))
     action = SetWarmPool(WorkloadRef("KnativeService", "default", "fn"), 0, 2, 600.0, R)
     res = make(kube, [policy("fn", kind="KnativeService")]).apply_plan(Plan(NOW, (action,)), NOW)
-    assert res[0].outcome == "skipped"
+    assert res[0].outcome == "failed"
     assert "RBAC forbids 'get' on services.serving.knative.dev in namespace default" in res[0].detail
