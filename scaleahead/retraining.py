@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -110,14 +111,18 @@ def retrain(
     }
     if note:
         metrics["note"] = note
-    artifact_path, sha = "", ""
+    artifact_path, sha, artifact = "", "", None
     save = getattr(model, "save", None)
-    if callable(save) and artifact_dir is not None:
-        artifact_dir.mkdir(parents=True, exist_ok=True)
-        path = artifact_dir / f"{family}-{int(now)}.ckpt"
-        save(path)
-        artifact_path = str(path)
-        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    if callable(save):
+        # The checkpoint goes into the database with the version (any replica, any restart can load
+        # it); with ``artifact_dir`` a copy stays there too.
+        with tempfile.TemporaryDirectory(prefix="scaleahead-retrain-") as tmp:
+            path = (artifact_dir or Path(tmp)) / f"{family}-{int(now)}.ckpt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save(path)
+            artifact = path.read_bytes()
+        sha = hashlib.sha256(artifact).hexdigest()
+        artifact_path = str(path) if artifact_dir is not None else ""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
     step = cut[0].step_s
     mid = store.register_model(
@@ -131,6 +136,7 @@ def retrain(
         metrics=metrics,
         artifact_path=artifact_path,
         artifact_sha256=sha,
+        artifact=artifact,
         status="challenger",
     )
     groups = sorted({p.spec.rollout_group for p in policies}) or ["default"]

@@ -40,6 +40,16 @@ class ModelVersionRow(Base):
     artifact_sha256: Mapped[str] = mapped_column(String(64), default="")
 
 
+class ModelArtifactRow(Base):
+    """A model version's checkpoint file, so that every replica (and a restarted pod, whose
+    ``--artifacts`` folder may be an emptyDir) can load the model the registry says is in use."""
+
+    __tablename__ = "model_artifacts"
+    model_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    sha256: Mapped[str] = mapped_column(String(64))
+
+
 class ForecastRow(Base):
     """One stored forecast: quantile values as float16 bytes, ``[n_quantiles, horizon_steps]``."""
 

@@ -7,6 +7,7 @@ forecast, at most one per workload per ``forecast_interval_s`` (docs/storage.md)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,12 +26,13 @@ from sqlalchemy import Engine, create_engine, delete, event, func, insert, selec
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from scaleahead.errors import UserError
+from scaleahead.errors import DataError, UserError
 from scaleahead.types import Action, Forecast, Plan, QuantileRows, WorkloadRef, action_endpoints
 from storage.schema import (
     ActionRow,
     ForecastRow,
     ManagedFieldRow,
+    ModelArtifactRow,
     ModelVersionRow,
     PlanRow,
     PodSteerRow,
@@ -506,7 +508,15 @@ class Store:
         artifact_path: str = "",
         artifact_sha256: str = "",
         status: str = "candidate",
+        artifact: bytes | None = None,
     ) -> int:
+        """Register a model version; ``artifact`` (its checkpoint's bytes) is stored with it, so that
+        any replica can load it (``model_artifact``) whatever happened to ``artifact_path``."""
+        if artifact is not None:
+            digest = hashlib.sha256(artifact).hexdigest()
+            if artifact_sha256 and artifact_sha256 != digest:
+                raise ValueError("artifact_sha256 does not match the artifact's bytes")
+            artifact_sha256 = digest
         with self.session() as s:
             row = ModelVersionRow(
                 name=name,
@@ -524,7 +534,29 @@ class Store:
             )
             s.add(row)
             s.flush()
+            if artifact is not None:
+                s.add(ModelArtifactRow(model_id=row.id, data=artifact, sha256=artifact_sha256))
             return row.id
+
+    def models_with_artifacts(self) -> set[int]:
+        """Ids of the model versions whose checkpoint is stored in the database."""
+        with self.session() as s:
+            return set(s.scalars(select(ModelArtifactRow.model_id)))
+
+    def model_artifact(self, model_id: int) -> bytes | None:
+        """The checkpoint bytes stored with a model version (None: none stored), checked against
+        their SHA-256; a mismatch is a ``DataError`` (a corrupt row must not be loaded)."""
+        with self.session() as s:
+            row = s.get(ModelArtifactRow, model_id)
+            if row is None:
+                return None
+            data = bytes(row.data)
+            if hashlib.sha256(data).hexdigest() != row.sha256:
+                raise DataError(
+                    f"The stored checkpoint of model version {model_id} does not match its SHA-256.",
+                    "Retrain or re-register the model (scaleahead train, scaleahead retrain).",
+                )
+            return data
 
     def set_model_status(self, model_id: int, status: str) -> None:
         with self.session() as s:

@@ -83,6 +83,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             metrics={**report, "world_size": model.world_size},
             artifact_path=str(path),
             artifact_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+            artifact=path.read_bytes(),
             status="challenger",
         )
         print(

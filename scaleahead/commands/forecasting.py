@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from scaleahead.commands import check_output
-from scaleahead.errors import UserError
+from scaleahead.errors import DataError, UserError
 from scaleahead.types import Series
 
 console = Console()
@@ -215,6 +215,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             metrics=metrics,
             artifact_path=str(path),
             artifact_sha256=sha256_of(path),
+            artifact=path.read_bytes(),
         )
         console.print(
             f"model {mid} registered: {path} ({metrics['epochs']} epochs, {metrics['train_s']:.0f} s, "
@@ -251,11 +252,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Show one model version as JSON, and whether its artifact is intact."""
         from storage import Store
 
-        m = Store(db).model(model_id)
+        store = Store(db)
+        m = store.model(model_id)
         data = _model_json(m)
         path = Path(m.artifact_path)
         if m.artifact_path:
             data["artifact_ok"] = path.is_file() and sha256_of(path) == m.artifact_sha256
+        if model_id in store.models_with_artifacts():
+            try:
+                data["stored_artifact_bytes"] = len(store.model_artifact(model_id) or b"")
+                data["stored_artifact_ok"] = True
+            except DataError:
+                data["stored_artifact_ok"] = False
         print(json.dumps(data, indent=2))
 
     @bench_app.command("forecast")

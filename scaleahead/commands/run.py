@@ -12,6 +12,7 @@ import math
 import os
 import signal
 import socket
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -151,12 +152,24 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
         return fitted, None
     from forecaster.lstm import load_or_fallback
 
+    stored = store.models_with_artifacts()
     versions = [
-        m for m in store.models() if m.family == name and m.status in ("champion", "production") and m.artifact_path
+        m
+        for m in store.models()
+        if m.family == name and m.status in ("champion", "production") and (m.id in stored or m.artifact_path)
     ]
     step = history[0].step_s if history else 10.0
-    path = versions[-1].artifact_path if versions else None
-    model, why = load_or_fallback(path, step, settings.forecast.fallback_model)
+    with tempfile.TemporaryDirectory(prefix="scaleahead-model-") as tmp:
+        path = None
+        if versions:
+            # The checkpoint stored in the database (any replica, any restart), else the file.
+            data = store.model_artifact(versions[-1].id) if versions[-1].id in stored else None
+            if data is not None:
+                path = str(Path(tmp) / "model.ckpt")
+                Path(path).write_bytes(data)
+            else:
+                path = versions[-1].artifact_path
+        model, why = load_or_fallback(path, step, settings.forecast.fallback_model)
     if why is not None:
         log.warning(
             "%s; train one (scaleahead train or train-distributed) and promote it",
@@ -382,13 +395,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             artifacts / "training-cache" if artifacts else None,
         )
         name = model or settings.forecast.model
-        if artifacts is None and settings.jobs.retrain_in_process and name == "lstm":
-            log.warning(
-                "retraining %s in process without --artifacts: its models get no checkpoint, so a promoted "
-                "one cannot be loaded after a restart; pass --artifacts DIR",
-                name,
-                extra={"event": "no_artifacts"},
-            )
         now = clock.now()
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 from conftest import DAY, make_policies
 
+from forecaster.baselines import SeasonalNaive
+from forecaster.registry import register
 from scaleahead.retraining import retrain
 from scaleahead.settings import Settings
 from scaleahead.types import Series
@@ -26,3 +28,36 @@ def test_a_window_that_starts_missing_is_split_over_the_part_with_data(nasa: Ser
     model = store.model(result.model_version_id)
     assert model.metrics["holdout_wape"] is not None and model.metrics["holdout_wape"] > 0
     assert model.data_start == late.start + 2.5 * DAY, "the registered span starts at the first observation"
+
+
+class _Savable(SeasonalNaive):
+    """A baseline with a checkpoint file, standing in for the LSTM (which takes minutes to train)."""
+
+    name = "savable_test"
+
+    def save(self, path: Path) -> Path:
+        path.write_bytes(b"checkpoint of " + self.name.encode())
+        return path
+
+
+def test_a_retrained_checkpoint_is_stored_with_its_version_with_or_without_artifacts(
+    nasa: Series, tmp_path: Path
+) -> None:
+    (policy,) = make_policies(1)
+    settings = Settings()
+    settings.forecast.model = "savable_test"
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    register("savable_test", _Savable)
+    try:
+        bare = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end)
+        kept = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end, artifact_dir=tmp_path / "a")
+    finally:
+        from forecaster.registry import _FACTORIES
+
+        _FACTORIES.pop("savable_test")
+    assert bare.artifact_path == "" and not list(tmp_path.glob("savable*"))
+    assert Path(kept.artifact_path).parent == tmp_path / "a"
+    for r in (bare, kept):
+        data = store.model_artifact(r.model_version_id)
+        assert data is not None and data.startswith(b"checkpoint of ")
+    assert store.model_artifact(kept.model_version_id) == Path(kept.artifact_path).read_bytes()

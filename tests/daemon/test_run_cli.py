@@ -46,17 +46,6 @@ def test_run_once_prints_one_cycle_with_reasons_and_phase_timings(tmp_path: Path
     assert doc["results"][0]["outcome"] in ("applied", "skipped")
 
 
-def test_lstm_retrained_in_process_without_artifacts_is_warned_about(tmp_path: Path) -> None:
-    common = ("run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory", "--once",
-              "--virtual", "--model", "lstm", "--db", f"sqlite:///{tmp_path / 'a.db'}")  # fmt: skip
-    bare = cli(*common)
-    kept = cli(*common, "--artifacts", str(tmp_path / "art"))
-    assert bare.returncode == 0 and kept.returncode == 0, bare.stderr + kept.stderr
-    # its retrained models would get no checkpoint, so a promoted one could not be loaded after a restart
-    assert '"event": "no_artifacts"' in bare.stderr
-    assert "no_artifacts" not in kept.stderr
-
-
 def test_run_with_an_unavailable_source_says_what_to_do(tmp_path: Path) -> None:
     out = cli(
         "run", "--policies", str(EXAMPLE), "--history", "carrier-pigeon", "--db", f"sqlite:///{tmp_path / 'b.db'}"
