@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import ssl
 import threading
 from collections.abc import Callable, Mapping
@@ -258,25 +259,83 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
 
+class ReloadingTLS:
+    """The webhook's TLS context, reloaded when its certificate or key file changes.
+
+    cert-manager renews the certificate (and the kubelet updates the mounted Secret) while the pod
+    runs; a context loaded once would serve the old one until it expires, and pods would then be
+    created unsteered (failurePolicy Ignore). ``reload_if_changed`` re-reads both files when their
+    modification time or size changed; new connections use the new pair, open ones finish as they
+    are. A pair that cannot be loaded (half written) keeps the old one and is tried again.
+    """
+
+    def __init__(self, cert_file: str, key_file: str | None) -> None:
+        self.cert_file = cert_file
+        self.key_file = key_file or cert_file
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._stamp = self._files_stamp()
+        self.context.load_cert_chain(self.cert_file, self.key_file)
+        self.reloads = 0
+
+    def _files_stamp(self) -> tuple[tuple[int, int], ...]:
+        return tuple((st.st_mtime_ns, st.st_size) for st in (os.stat(f) for f in (self.cert_file, self.key_file)))
+
+    def reload_if_changed(self) -> bool:
+        """Load the files again if they changed since the last load; True if a new pair is in use."""
+        try:
+            stamp = self._files_stamp()
+            if stamp == self._stamp:
+                return False
+            self.context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            log.warning("webhook certificate not reloaded: %s", exc, extra={"event": "webhook_cert_error"})
+            return False
+        self._stamp = stamp
+        self.reloads += 1
+        log.info("webhook certificate reloaded", extra={"event": "webhook_cert_reloaded"})
+        return True
+
+
+class WebhookServer(ThreadingHTTPServer):
+    """The webhook's server; ``shutdown`` also stops its certificate watcher."""
+
+    tls: ReloadingTLS | None = None
+    stopped: threading.Event
+
+    def shutdown(self) -> None:
+        self.stopped.set()
+        super().shutdown()
+
+
 def serve_webhook(
     webhook: SteeringWebhook,
     host: str,
     port: int,
     cert_file: str | None = None,
     key_file: str | None = None,
-) -> ThreadingHTTPServer:
+    reload_s: float = 60.0,
+) -> WebhookServer:
     """Serve ``POST /mutate-pods`` on a background thread: HTTPS with ``cert_file``/``key_file``.
 
     The API server only calls webhooks over HTTPS; plain HTTP (no certificate) is for tests and
     for a TLS-terminating sidecar. ``port`` 0 picks a free port (``server.server_address[1]``).
+    With a certificate, a thread checks the files every ``reload_s`` seconds and reloads a renewed
+    pair (``ReloadingTLS``; ``server.tls``).
     """
     handler = type("SteeringHandler", (_Handler,), {"webhook": webhook})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = WebhookServer((host, port), handler)
     server.daemon_threads = True
+    server.stopped = threading.Event()
     if cert_file:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(cert_file, key_file)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        tls = ReloadingTLS(cert_file, key_file)
+        server.socket = tls.context.wrap_socket(server.socket, server_side=True)
+        server.tls = tls
+
+        def watch() -> None:
+            while not server.stopped.wait(reload_s):
+                tls.reload_if_changed()
+
+        threading.Thread(target=watch, name="scaleahead-webhook-cert", daemon=True).start()
     threading.Thread(target=server.serve_forever, name="scaleahead-webhook", daemon=True).start()
     return server

@@ -12,6 +12,7 @@ import math
 import os
 import signal
 import socket
+import ssl
 import tempfile
 import threading
 from pathlib import Path
@@ -23,7 +24,7 @@ from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from scaleahead.loop import HistorySource
     from scaleahead.policy import Policy
@@ -250,26 +251,67 @@ class _LeaseLeadership:
         self.elector.release(time.time())
 
 
-def _serve_steering(settings: Any, store: Any, clock: Any) -> Any:
-    """Start the pod steering webhook (HTTPS) next to the loop; None (logged) if its certificate is missing.
+class _DeferredWebhook:
+    """The webhook while its certificate cannot be loaded yet (the Secret not mounted or not made
+    yet: gen-cert.sh in dev, cert-manager still issuing): tries again every ``every_s`` seconds."""
 
-    Not serving is safe: the MutatingWebhookConfiguration's failurePolicy is Ignore, pods are
-    then created unsteered and the steers the actuator records expire and are reported.
+    def __init__(self, start: Callable[[], Any], every_s: float) -> None:
+        self._start = start
+        self.server: Any = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._loop, args=(every_s,), name="scaleahead-webhook-wait", daemon=True).start()
+
+    def _loop(self, every_s: float) -> None:
+        while not self._stop.wait(every_s) and not self.try_start():
+            pass
+
+    def try_start(self) -> bool:
+        if self.server is not None:
+            return True
+        try:
+            self.server = self._start()
+        except (OSError, ValueError, ssl.SSLError):
+            return False
+        log.info(
+            "serving the pod steering webhook (its certificate is there now)",
+            extra={"event": "listening", "port": self.server.server_address[1]},
+        )
+        return True
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        if self.server is not None:
+            self.server.shutdown()
+
+
+def _serve_steering(settings: Any, store: Any, clock: Any, retry_s: float = 60.0) -> Any:
+    """Start the pod steering webhook (HTTPS) next to the loop.
+
+    A certificate that cannot be loaded yet is logged and tried again every ``retry_s`` seconds
+    (``_DeferredWebhook``); a renewed one is reloaded while serving (``ReloadingTLS``). Not serving
+    is safe: the MutatingWebhookConfiguration's failurePolicy is Ignore, pods are then created
+    unsteered and the steers the actuator records expire and are reported.
     """
     from actuator.steering import SteeringWebhook, serve_webhook
 
     w = settings.webhook
+
+    def start() -> Any:
+        return serve_webhook(SteeringWebhook(store, clock.now, w.affinity), w.host, w.port, w.cert_file, w.key_file)
+
     try:
-        server = serve_webhook(SteeringWebhook(store, clock.now, w.affinity), w.host, w.port, w.cert_file, w.key_file)
-    except (OSError, ValueError) as exc:
+        server = start()
+    except (OSError, ValueError, ssl.SSLError) as exc:
         log.error(
-            "pod steering webhook not served: %s (certificate %s, key %s); see docs/actuator.md#steering",
+            "pod steering webhook not served yet: %s (certificate %s, key %s); trying again every %g s; "
+            "see docs/actuator.md#steering",
             exc,
             w.cert_file,
             w.key_file,
+            retry_s,
             extra={"event": "webhook_not_served"},
         )
-        return None
+        return _DeferredWebhook(start, retry_s)
     log.info("serving the pod steering webhook", extra={"event": "listening", "port": server.server_address[1]})
     return server
 

@@ -13,6 +13,8 @@ import copy
 import http.client
 import json
 import logging
+import shutil
+import socket
 import ssl
 import subprocess
 import threading
@@ -453,8 +455,50 @@ def test_the_daemon_serves_the_webhook_with_its_settings_and_runs_on_without_a_c
     prefs = pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert prefs[0]["weight"] == 100 and prefs[0]["preference"]["matchFields"][0]["values"] == ["n2"]
 
-    missing = settings.model_copy(deep=True)
-    missing.webhook.cert_file = str(certs / "absent.crt")
+
+def _handshake(port: int, ca: Path) -> None:
+    context = ssl.create_default_context(cafile=str(ca))
+    with (
+        socket.create_connection(("localhost", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost"),
+    ):
+        pass
+
+
+def test_a_certificate_that_comes_later_is_served_then_and_a_renewed_one_is_reloaded(
+    store, certs, tmp_path_factory, caplog
+):
+    from scaleahead.commands.run import _serve_steering
+    from scaleahead.settings import Settings
+
+    mounted = tmp_path_factory.mktemp("mounted")  # the Secret's volume, empty at first
+    settings = Settings.from_env(
+        {
+            "SCALEAHEAD_WEBHOOK__ENABLED": "true",
+            "SCALEAHEAD_WEBHOOK__HOST": "127.0.0.1",
+            "SCALEAHEAD_WEBHOOK__PORT": "0",
+            "SCALEAHEAD_WEBHOOK__CERT_FILE": str(mounted / "tls.crt"),
+            "SCALEAHEAD_WEBHOOK__KEY_FILE": str(mounted / "tls.key"),
+        }
+    )
     with caplog.at_level(logging.ERROR, logger="scaleahead.run"):
-        assert _serve_steering(missing, store, Clock(NOW)) is None
-    assert any("pod steering webhook not served" in r.getMessage() for r in caplog.records)
+        pending = _serve_steering(settings, store, Clock(NOW), retry_s=3600)
+    assert pending.server is None and not pending.try_start()
+    assert any("not served yet" in r.getMessage() for r in caplog.records)
+    for name in ("tls.crt", "tls.key"):
+        shutil.copy(certs / name, mounted / name)
+    assert pending.try_start()  # what its retry thread does every retry_s
+    port = pending.server.server_address[1]
+    try:
+        _handshake(port, certs / "ca.crt")
+        renewed = tmp_path_factory.mktemp("renewed")
+        subprocess.run(["sh", str(REPO / "deploy" / "webhook" / "gen-cert.sh"), str(renewed), "localhost"], check=True)
+        for name in ("tls.crt", "tls.key"):
+            shutil.copy(renewed / name, mounted / name)
+        assert pending.server.tls.reload_if_changed()  # what its watcher does every 60 s
+        assert not pending.server.tls.reload_if_changed(), "unchanged files are not reloaded"
+        _handshake(port, renewed / "ca.crt")
+        with pytest.raises(ssl.SSLCertVerificationError):
+            _handshake(port, certs / "ca.crt")
+    finally:
+        pending.shutdown()
