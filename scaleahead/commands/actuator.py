@@ -96,12 +96,38 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             Path | None, typer.Option(help="Kubeconfig (default: $KUBECONFIG, ~/.kube/config).")
         ] = None,
         db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
+        policies: Annotated[
+            Path | None,
+            typer.Option(
+                "--policies",
+                help="Policy file or folder (each workload's mode: direct or floor); default: the "
+                "PredictiveScalingPolicy objects in the cluster.",
+            ),
+        ] = None,
     ) -> None:
         """Mark journal actions left 'planned' by a crash as applied or skipped, from the live objects."""
         from storage import Store
 
         store = Store(db)
-        done = build_actuator([], store, kubeconfig).reconcile(time.time())
+        if policies is not None:
+            from scaleahead.commands.run import load_policy_path
+
+            pols: list[Any] = list(load_policy_path(policies))
+        else:
+            from kubernetes.client.exceptions import ApiException
+
+            from actuator.kubernetes import make_api_client
+            from actuator.policy_resources import ClusterPolicies
+
+            try:
+                pols = list(ClusterPolicies(make_api_client(str(kubeconfig) if kubeconfig else None)).load())
+            except (ApiException, OSError) as exc:
+                why = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
+                raise UserError(
+                    f"Cannot list the PredictiveScalingPolicy objects of the cluster ({why}).",
+                    "Give them with --policies FILE|DIR (they say which workloads are in mode floor).",
+                ) from exc
+        done = build_actuator(pols, store, kubeconfig).reconcile(time.time())
         for aid, state, why in done:
             console.print(f"action {aid} -> {state}: {why}", markup=False)
         console.print(f"{len(done)} action(s) reconciled")

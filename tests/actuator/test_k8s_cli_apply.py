@@ -86,3 +86,28 @@ def test_plan_apply_with_a_bad_kubeconfig_fails_with_a_user_error_naming_the_fil
     out = here(*args(tmp_path, bad))
     assert isinstance(out.exception, UserError)  # main() prints it as one paragraph, exit code 2
     assert "nope.yaml" in out.exception.message and "--kubeconfig" in out.exception.message
+
+
+def test_reconcile_checks_a_floor_mode_action_against_the_hpa_of_its_policy(kube, tmp_path):
+    from kubeemu import HPAS
+
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(HPAS, "default", "web-hpa", {"spec": {"minReplicas": 4, "maxReplicas": 10}})  # the floor landed
+    policy = tmp_path / "floor.yaml"
+    text = EXAMPLE.read_text().replace("mode: direct", "mode: floor").replace("# hpaName: web ", "hpaName: web-hpa ")
+    policy.write_text(text)
+    db = f"sqlite:///{tmp_path / 'j.db'}"
+    store = Store(db)
+    ref = WorkloadRef("Deployment", "default", "web")
+    store.record_plan(Plan(1.7e9, (ScaleTo(ref, 2, 4, Reason("t", "t", {})),)), source="loop", state="planned")
+    store.close()
+    k = str(kubeconfig(tmp_path, kube.url))
+    unlisted = here("actuator", "reconcile", "--kubeconfig", k, "--db", db)  # the emulator has no policy CRD
+    assert isinstance(unlisted.exception, UserError) and "(HTTP 404 Not Found)" in str(unlisted.exception)
+    assert "--policies" in str(unlisted.exception) and [a.state for a in Store(db).actions()] == ["planned"]
+    out = here("actuator", "reconcile", "--kubeconfig", k, "--db", db, "--policies", str(policy))
+    assert out.exit_code == 0, out.output
+    assert "-> applied" in out.output, out.output  # read from the HPA's minReplicas, not the Deployment's 2
+    assert [a.state for a in Store(db).actions()] == ["applied"]
