@@ -45,6 +45,9 @@ from scaleahead.types import (
     Action,
     ClusterState,
     MovePod,
+    Node,
+    Pod,
+    PodDisruptionBudget,
     ScaleTo,
     SetWarmPool,
     WorkloadRef,
@@ -52,6 +55,40 @@ from scaleahead.types import (
 )
 
 MIN_SCALE = "autoscaling.knative.dev/min-scale"
+#: Pod label naming its interference class for rebalancing (cpu-bound, io-bound, latency-critical).
+INTERFERENCE_LABEL = "scaleahead.io/interference"
+_INTERFERENCE = ("cpu-bound", "io-bound", "latency-critical")
+_MEMORY_UNITS = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 10**3, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+}  # fmt: skip
+
+
+def _matches(match: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """A ``matchLabels`` selector against a pod's labels (policy/v1: an empty selector selects every pod)."""
+    return all(labels.get(k) == v for k, v in match.items())
+
+
+def cpu_millis(quantity: Any) -> int:
+    """A CPU quantity (``"250m"``, ``"2"``, ``"1.5"``, ``2``) in millicores; missing: 0."""
+    if quantity is None or quantity == "":
+        return 0
+    text = str(quantity)
+    if text.endswith("m"):
+        return int(float(text[:-1]))
+    return int(round(float(text) * 1000))
+
+
+def memory_mb(quantity: Any) -> int:
+    """A memory quantity (``"512Mi"``, ``"1G"``, ``"1073741824"``) in MiB; missing: 0."""
+    if quantity is None or quantity == "":
+        return 0
+    text = str(quantity)
+    for unit in sorted(_MEMORY_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * _MEMORY_UNITS[unit] / 2**20)
+    return int(float(text) / 2**20)
+
+
 KNATIVE = ("serving.knative.dev", "v1", "services")
 HEADROOM_LABEL = "scaleahead.io/headroom"
 MANAGED_BY = "scaleahead"
@@ -272,6 +309,8 @@ class KubernetesTarget:
         clock: "now" for the readiness-time window (default: the system clock, since the API
             server's timestamps are wall-clock times); tests pass a ``VirtualClock``.
         sample_window_s: only pods created in this window before now give readiness times (s).
+        placement: ``read_state`` also reads nodes, pods and PDBs (``read_placement``), for
+            rebalancing moves.
     """
 
     def __init__(
@@ -282,8 +321,10 @@ class KubernetesTarget:
         timeout_s: float = 10.0,
         clock: Clock | None = None,
         sample_window_s: float = 3600.0,
+        placement: bool = False,
     ) -> None:
         self.api = api_client
+        self.placement = placement  # read nodes, pods and PDBs too (rebalancing, ``loop.max_moves``)
         self.apps = k8s.AppsV1Api(api_client)
         self.core = k8s.CoreV1Api(api_client)
         self.autoscaling = k8s.AutoscalingV2Api(api_client)
@@ -367,6 +408,65 @@ class KubernetesTarget:
             return f"ConfigMap {namespace}/{name} has paused=true"
         return ""
 
+    # -- placement (rebalancing) ----------------------------------------------------------------
+    def read_placement(self) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...]]:
+        """Nodes (allocatable), running pods (requests, owner, labels, interference class, required
+        anti-affinity) and PodDisruptionBudgets (per owner of the pods they select), for
+        ``planner.rebalance``. A pod's usage is taken as its requests (no metrics are read), so the
+        planner's "forecast peak" of a pod is at least what it asked for.
+        """
+        nodes = []
+        for item in self._raw(self.core.list_node).get("items") or []:
+            meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
+            alloc = status.get("allocatable") or {}
+            nodes.append(
+                Node(
+                    str(meta.get("name", "")),
+                    cpu_millis(alloc.get("cpu")),
+                    memory_mb(alloc.get("memory")),
+                    dict(meta.get("labels") or {}),
+                    schedulable=not spec.get("unschedulable", False),
+                )
+            )
+        pods = []
+        for item in self._raw(self.core.list_pod_for_all_namespaces).get("items") or []:
+            meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+            phase = (item.get("status") or {}).get("phase", "Running")
+            if not spec.get("nodeName") or phase != "Running" or meta.get("deletionTimestamp"):
+                continue
+            requests = [((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []]
+            owner = controller_owner(item)
+            labels = dict(meta.get("labels") or {})
+            cls = labels.get(INTERFERENCE_LABEL, "none")
+            anti = (spec.get("affinity") or {}).get("podAntiAffinity") or {}
+            rules = tuple(
+                f"{k}={v}"
+                for term in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+                for k, v in ((term.get("labelSelector") or {}).get("matchLabels") or {}).items()
+            )
+            pods.append(
+                Pod(
+                    str(meta.get("namespace", "")),
+                    str(meta.get("name", "")),
+                    str(spec["nodeName"]),
+                    sum(cpu_millis(r.get("cpu")) for r in requests),
+                    sum(memory_mb(r.get("memory")) for r in requests),
+                    owner=owner[1] if owner and owner[0] in ("ReplicaSet", "StatefulSet") else "",
+                    interference=cls if cls in _INTERFERENCE else "none",  # type: ignore[arg-type]
+                    labels=labels,
+                    anti_affinity=rules,
+                )
+            )
+        pdbs = []
+        for item in self._raw(self.policy.list_pod_disruption_budget_for_all_namespaces).get("items") or []:
+            meta = item.get("metadata") or {}
+            ns = str(meta.get("namespace", ""))
+            match = dict(((item.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+            allowed = int((item.get("status") or {}).get("disruptionsAllowed", 0))
+            covered = {p.owner for p in pods if p.namespace == ns and p.owner and _matches(match, p.labels)}
+            pdbs += [PodDisruptionBudget(ns, str(meta.get("name", "")), o, allowed) for o in sorted(covered)]
+        return tuple(nodes), tuple(pods), tuple(pdbs)
+
     # -- Target protocol ------------------------------------------------------------------------
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
         """Replicas, ready replicas and readiness times per workload; one that cannot be read is left out."""
@@ -401,7 +501,15 @@ class KubernetesTarget:
                 states[ref] = WorkloadState(ref, spec, ready, startup_samples=samples)
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
-        return ClusterState(workloads=states)
+        if not self.placement:
+            return ClusterState(workloads=states)
+        try:
+            nodes, placed, pdbs = self.read_placement()
+        except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
+            # No placement read: no moves this cycle (the planner proposes none without nodes).
+            log.warning("cannot read nodes, pods and PDBs for rebalancing: %s", exc, extra={"event": "placement"})
+            return ClusterState(workloads=states)
+        return ClusterState(states, nodes, placed, pdbs)
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""

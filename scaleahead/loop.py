@@ -13,6 +13,7 @@ go on. Used by the demo (virtual clock, simulated cluster), ``scaleahead run`` a
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -323,6 +324,13 @@ def forecast_batched(
         )
 
 
+def rebalance_due(now: float, settings: Settings) -> bool:
+    """Whether the plan at ``now`` may carry rebalancing moves: the first cycle of each
+    ``loop.rebalance_interval_s`` period (stateless, so a restart does not move twice)."""
+    period, step = settings.loop.rebalance_interval_s, settings.loop.interval_s
+    return math.floor(now / period) != math.floor((now - step) / period)
+
+
 def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = None) -> CycleReport:
     """One control cycle at time ``now`` (virtual or real). Never reads the clock for decisions."""
     phases: dict[str, float] = {}
@@ -412,7 +420,15 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             log.warning("risk adaptation failed: %s", exc)
             errors["risk"] = str(exc)
     with timer.phase("plan"):
-        plan = make_plan(forecasts, state, policies, now, interval_s=settings.loop.interval_s, invocations=invocations)
+        plan = make_plan(
+            forecasts,
+            state,
+            policies,
+            now,
+            interval_s=settings.loop.interval_s,
+            max_moves=settings.loop.max_moves if state.nodes and rebalance_due(now, settings) else 0,
+            invocations=invocations,
+        )
         learned = startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes
         if learned:
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)

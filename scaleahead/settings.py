@@ -17,6 +17,15 @@ from scaleahead.errors import ConfigError
 class LoopSettings(BaseModel):
     interval_s: float = Field(10.0, gt=0, description="Control interval (s): the native resolution of demand.")
     max_backoff_s: float = Field(300.0, gt=0, description="Longest per-workload back-off after errors (s).")
+    max_moves: int = Field(
+        0,
+        ge=0,
+        description="Rebalancing pod moves per plan (0: off). Above 0 the loop also reads nodes, pods and "
+        "PDBs (RBAC: nodes list) and proposes moves once per rebalance_interval_s (docs/rebalance.md).",
+    )
+    rebalance_interval_s: float = Field(
+        300.0, gt=0, description="Time between two plans with rebalancing moves (s), when max_moves is above 0."
+    )
 
 
 class ForecastSettings(BaseModel):

@@ -31,6 +31,7 @@ PDBS = kmock.resource("policy", "v1", "poddisruptionbudgets")
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
 CONFIGMAPS = kmock.resource("", "v1", "configmaps")
 QUOTAS = kmock.resource("", "v1", "resourcequotas")
+NODES = kmock.resource("", "v1", "nodes")
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Cluster(kmock.KubernetesEmulator):
         """Declare every resource the actuator uses, so that an empty list answers 200, as in Kubernetes."""
         for res in (DEPLOYMENTS, STATEFULSETS, HPAS, KSVC, PODS, PDBS, LEASES, CONFIGMAPS, QUOTAS):
             self.resources[res] = kmock.ResourceInfo(namespaced=True)
+        self.resources[NODES] = kmock.ResourceInfo(namespaced=False)
 
     def _next_rv(self) -> str:
         self.rv += 1

@@ -33,7 +33,7 @@ from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig  # n
 from scaleahead.prometheus.history import PrometheusHistory  # noqa: E402
 from scaleahead.settings import Settings  # noqa: E402
 from scaleahead.traces import load_series  # noqa: E402
-from scaleahead.types import Plan, Reason, ScaleTo, Series  # noqa: E402
+from scaleahead.types import MovePod, Plan, Reason, ScaleTo, Series  # noqa: E402
 from storage import Store  # noqa: E402
 
 DAY = 86400.0
@@ -176,3 +176,34 @@ def test_a_leader_whose_lease_was_taken_during_a_cycle_writes_nothing(kube, tmp_
     assert all("lease" in r.detail or "leader" in r.detail for r in results), [r.detail for r in results]
     assert [w for w in kube.cluster.writes()[before:] if "leases" not in w[1]] == []
     assert all(kube.cluster.get(DEPLOYMENTS, "shop", p.spec.target.name)["spec"]["replicas"] == 2 for p in pols)
+
+
+def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(REPO / "tests" / "actuator"))
+    from kubeemu import PODS
+    from test_k8s_placement import fragmented
+
+    url, start = prometheus
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    fragmented(kube)  # three nodes; n3 holds one pod that fits elsewhere
+    store = Store(f"sqlite:///{tmp_path / 'moves.db'}")
+    history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=1.2 * DAY)
+    t0 = start + 1.2 * DAY
+    clock = VirtualClock(t0 - t0 % 300 + 300 - 30)  # 30 s before a rebalance period starts
+    model = make_model("seasonal_naive").fit(list(history.read(pols, clock.now()).values()))
+    settings = Settings()
+    settings.actuation.namespace = "scaleahead-system"
+    settings.loop.max_moves = 4
+    target, actuator, leader = cluster_actuation(kube.api_client(), store, pols, settings, clock, "pod-a")
+    daemon = Daemon(Deps(history, model, target, store, pols, actuator=actuator), settings, clock, leadership=leader)
+    moves_per_tick = []
+    for _ in range(40):  # 400 s: the cycles of one period boundary
+        result = daemon.tick(clock.now())
+        assert result.report is not None
+        moves_per_tick.append(sum(isinstance(a, MovePod) for a in result.report.plan.actions))
+        clock.sleep(10.0)
+    assert moves_per_tick[3] > 0 and sum(1 for m in moves_per_tick if m) == 1, moves_per_tick
+    assert kube.cluster.get(PODS, "shop", "cart-1") is None, "evicted: its ReplicaSet re-creates it elsewhere"
+    assert {a.kind for a in store.actions(state="applied")} >= {"MovePod"}

@@ -143,6 +143,7 @@ EXPECTED_CLUSTER_RULES = {
     ("", "pods", "create"),
     ("", "pods/eviction", "create"),
     ("policy", "poddisruptionbudgets", "list"),
+    ("", "nodes", "list"),
     ("", "resourcequotas", "list"),
     ("scaleahead.io", "predictivescalingpolicies", "list"),
     ("scaleahead.io", "predictivescalingpolicies/status", "patch"),

@@ -1,0 +1,106 @@
+"""Rebalancing in a cluster: nodes, pods and PDBs read through the official client (the emulator),
+planned into moves by the planner and carried out by the actuator as evictions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubeemu import NODES, PDBS, PODS
+
+from actuator.applying import Actuator
+from actuator.kubernetes import KubernetesTarget, cpu_millis, memory_mb
+from planner import plan as make_plan
+from scaleahead.types import MovePod
+
+NOW = 1_700_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("quantity", "millis"), [("250m", 250), ("2", 2000), ("1.5", 1500), (4, 4000), (None, 0), ("", 0)]
+)
+def test_cpu_quantities_in_millicores(quantity: Any, millis: int) -> None:
+    assert cpu_millis(quantity) == millis
+
+
+@pytest.mark.parametrize(
+    ("quantity", "mb"), [("512Mi", 512), ("2Gi", 2048), ("1G", 953), ("1048576", 1), ("64Ki", 0), (None, 0)]
+)
+def test_memory_quantities_in_mib(quantity: Any, mb: int) -> None:
+    assert memory_mb(quantity) == mb
+
+
+def node(cpu: str, unschedulable: bool = False) -> dict[str, Any]:
+    return {"spec": {"unschedulable": unschedulable}, "status": {"allocatable": {"cpu": cpu, "memory": "16Gi"}}}
+
+
+def pod(node_name: str, owner: str, cpu: str, cls: str | None = None, **extra: Any) -> dict[str, Any]:
+    labels = {"app": owner} | ({"scaleahead.io/interference": cls} if cls else {})
+    return {
+        "metadata": {
+            "labels": labels,
+            "ownerReferences": [{"kind": "ReplicaSet", "name": f"{owner}-rs", "controller": True, "uid": "u"}],
+        },
+        "spec": {"nodeName": node_name, "containers": [{"resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
+        | extra,
+        "status": {"phase": "Running"},
+    }
+
+
+def fragmented(kube: Any) -> None:
+    """Three 4-core nodes; n3 holds one small pod that fits on n1."""
+    for name in ("n1", "n2", "n3"):
+        kube.cluster.put(NODES, None, name, node("4"))
+    kube.cluster.put(PODS, "shop", "web-1", pod("n1", "web", "1", "latency-critical"))
+    kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical"))
+    kube.cluster.put(PODS, "shop", "batch-1", pod("n2", "batch", "1500m", "cpu-bound"))
+    kube.cluster.put(PODS, "shop", "cart-1", pod("n3", "cart", "500m"))
+    kube.cluster.put(
+        PDBS,
+        "shop",
+        "web-pdb",
+        {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}},
+    )
+
+
+def test_nodes_pods_and_pdbs_are_read_for_the_planner(kube) -> None:
+    fragmented(kube)
+    kube.cluster.put(NODES, None, "n4", node("8", unschedulable=True))
+    pending = pod("", "web", "1")  # not scheduled yet: not placed, never moved
+    kube.cluster.put(PODS, "shop", "web-3", pending)
+    nodes, pods, pdbs = KubernetesTarget(kube.api_client()).read_placement()
+    assert {(n.name, n.cpu_m, n.memory_mb, n.schedulable) for n in nodes} == {
+        ("n1", 4000, 16384, True), ("n2", 4000, 16384, True), ("n3", 4000, 16384, True), ("n4", 8000, 16384, False)
+    }  # fmt: skip
+    by_name = {p.name: p for p in pods}
+    assert set(by_name) == {"web-1", "web-2", "batch-1", "cart-1"}
+    assert (by_name["batch-1"].node, by_name["batch-1"].cpu_request_m, by_name["batch-1"].owner) == (
+        "n2",
+        1500,
+        "batch-rs",
+    )
+    assert by_name["batch-1"].interference == "cpu-bound" and by_name["cart-1"].interference == "none"
+    assert [(b.namespace, b.owner, b.disruptions_allowed) for b in pdbs] == [("shop", "web-rs", 1)]
+
+
+def test_read_state_carries_the_placement_only_when_asked(kube) -> None:
+    fragmented(kube)
+    assert KubernetesTarget(kube.api_client()).read_state([]).nodes == ()
+    state = KubernetesTarget(kube.api_client(), placement=True).read_state([])
+    assert len(state.nodes) == 3 and len(state.pods) == 4
+
+
+def test_a_planned_move_is_carried_out_as_an_eviction(kube) -> None:
+    fragmented(kube)
+    target = KubernetesTarget(kube.api_client(), placement=True)
+    state = target.read_state([])
+    plan = make_plan({}, state, [], NOW, max_moves=4)
+    moves = [a for a in plan.actions if isinstance(a, MovePod)]
+    moved = {m.pod: (m.from_node, m.to_node) for m in moves}
+    assert moved["cart-1"][0] == "n3", "n3's one small pod goes: a node freed"
+    assert moved["web-2"] == ("n2", "n1"), "the latency-critical pod leaves the cpu-bound one"
+    assert all(m.reason.message for m in moves)
+    results = Actuator(target, None, []).apply_plan(plan, NOW)
+    assert [r.outcome for r in results if isinstance(r.action, MovePod)] == ["applied"] * len(moves)
+    evictions = [w for w in kube.cluster.writes() if w[1].endswith("/eviction")]
+    assert len(evictions) == len(moves)
