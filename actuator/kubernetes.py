@@ -69,12 +69,14 @@ def _matches(match: Mapping[str, str], labels: Mapping[str, str]) -> bool:
 
 
 def cpu_millis(quantity: Any) -> int:
-    """A CPU quantity (``"250m"``, ``"2"``, ``"1.5"``, ``2``) in millicores; missing: 0."""
+    """A CPU quantity (``"250m"``, ``"2"``, ``"1.5"``, ``2``; the metrics API's ``"123456789n"`` and
+    ``"5000u"``) in millicores; missing: 0."""
     if quantity is None or quantity == "":
         return 0
     text = str(quantity)
-    if text.endswith("m"):
-        return int(float(text[:-1]))
+    for suffix, per_milli in (("n", 1e6), ("u", 1e3), ("m", 1.0)):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) / per_milli)
     return int(round(float(text) * 1000))
 
 
@@ -410,10 +412,13 @@ class KubernetesTarget:
 
     # -- placement (rebalancing) ----------------------------------------------------------------
     def read_placement(self) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...]]:
-        """Nodes (allocatable), running pods (requests, owner, labels, interference class, required
-        anti-affinity) and PodDisruptionBudgets (per owner of the pods they select), for
-        ``planner.rebalance``. A pod's usage is taken as its requests (no metrics are read), so the
-        planner's "forecast peak" of a pod is at least what it asked for.
+        """Nodes (allocatable), running pods (requests, observed CPU usage, owner, labels,
+        interference class, required anti-affinity) and PodDisruptionBudgets (per owner of the pods
+        they select), for ``planner.rebalance``.
+
+        A pod's usage comes from the metrics API (``metrics.k8s.io`` PodMetrics, metrics-server)
+        when the cluster serves it; the planner then places a pod by the larger of its requests and
+        its usage. Without the metrics API, usage is left at 0 and requests alone count.
         """
         nodes = []
         for item in self._raw(self.core.list_node).get("items") or []:
@@ -428,6 +433,7 @@ class KubernetesTarget:
                     schedulable=not spec.get("unschedulable", False),
                 )
             )
+        usage = self._pod_usage()
         pods = []
         for item in self._raw(self.core.list_pod_for_all_namespaces).get("items") or []:
             meta, spec = item.get("metadata") or {}, item.get("spec") or {}
@@ -452,6 +458,7 @@ class KubernetesTarget:
                     sum(cpu_millis(r.get("cpu")) for r in requests),
                     sum(memory_mb(r.get("memory")) for r in requests),
                     owner=owner[1] if owner and owner[0] in ("ReplicaSet", "StatefulSet") else "",
+                    usage_cpu_m=usage.get((str(meta.get("namespace", "")), str(meta.get("name", ""))), 0.0),
                     interference=cls if cls in _INTERFERENCE else "none",  # type: ignore[arg-type]
                     labels=labels,
                     anti_affinity=rules,
@@ -466,6 +473,23 @@ class KubernetesTarget:
             covered = {p.owner for p in pods if p.namespace == ns and p.owner and _matches(match, p.labels)}
             pdbs += [PodDisruptionBudget(ns, str(meta.get("name", "")), o, allowed) for o in sorted(covered)]
         return tuple(nodes), tuple(pods), tuple(pdbs)
+
+    def _pod_usage(self) -> dict[tuple[str, str], float]:
+        """CPU usage (millicores) per (namespace, pod) from the metrics API; {} when it is not served."""
+        try:
+            doc = self._raw(self.custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "pods")
+        except (ApiException, HTTPError, ActuationError) as exc:
+            log.info("no pod metrics (metrics.k8s.io): %s; rebalancing places pods by their requests", exc)
+            return {}
+        out: dict[tuple[str, str], float] = {}
+        for item in doc.get("items") or []:
+            meta = item.get("metadata") or {}
+            try:
+                cpu = sum(cpu_millis((c.get("usage") or {}).get("cpu")) for c in item.get("containers") or [])
+            except ValueError:
+                continue
+            out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = float(cpu)
+        return out
 
     # -- Target protocol ------------------------------------------------------------------------
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:

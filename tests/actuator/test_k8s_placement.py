@@ -6,18 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubeemu import NODES, PDBS, PODS
+from kubeemu import NODES, PDBS, POD_METRICS, PODS, Fault
 
 from actuator.applying import Actuator
 from actuator.kubernetes import KubernetesTarget, cpu_millis, memory_mb
 from planner import plan as make_plan
+from planner.rebalance import pod_peak_cpu_m
 from scaleahead.types import MovePod
 
 NOW = 1_700_000_000.0
 
 
 @pytest.mark.parametrize(
-    ("quantity", "millis"), [("250m", 250), ("2", 2000), ("1.5", 1500), (4, 4000), (None, 0), ("", 0)]
+    ("quantity", "millis"),
+    [("250m", 250), ("2", 2000), ("1.5", 1500), (4, 4000), (None, 0), ("", 0), ("2500000000n", 2500), ("5000u", 5)],
 )
 def test_cpu_quantities_in_millicores(quantity: Any, millis: int) -> None:
     assert cpu_millis(quantity) == millis
@@ -68,7 +70,9 @@ def test_nodes_pods_and_pdbs_are_read_for_the_planner(kube) -> None:
     kube.cluster.put(NODES, None, "n4", node("8", unschedulable=True))
     pending = pod("", "web", "1")  # not scheduled yet: not placed, never moved
     kube.cluster.put(PODS, "shop", "web-3", pending)
+    kube.cluster.faults.append(Fault("GET", "/apis/metrics.k8s.io", status=404))  # no metrics-server
     nodes, pods, pdbs = KubernetesTarget(kube.api_client()).read_placement()
+    assert all(p.usage_cpu_m == 0 for p in pods), "without the metrics API, requests alone count"
     assert {(n.name, n.cpu_m, n.memory_mb, n.schedulable) for n in nodes} == {
         ("n1", 4000, 16384, True), ("n2", 4000, 16384, True), ("n3", 4000, 16384, True), ("n4", 8000, 16384, False)
     }  # fmt: skip
@@ -104,3 +108,13 @@ def test_a_planned_move_is_carried_out_as_an_eviction(kube) -> None:
     assert [r.outcome for r in results if isinstance(r.action, MovePod)] == ["applied"] * len(moves)
     evictions = [w for w in kube.cluster.writes() if w[1].endswith("/eviction")]
     assert len(evictions) == len(moves)
+
+
+def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:
+    fragmented(kube)
+    usage = {"containers": [{"name": "c", "usage": {"cpu": "2500000000n", "memory": "100Mi"}}]}
+    kube.cluster.put(POD_METRICS, "shop", "batch-1", usage)  # batch-1 uses more than its 1.5 cores request
+    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    by_name = {p.name: p for p in pods}
+    assert by_name["batch-1"].usage_cpu_m == 2500 and by_name["web-1"].usage_cpu_m == 0
+    assert pod_peak_cpu_m(by_name["batch-1"]) == 2500, "placed by its usage, not its request"

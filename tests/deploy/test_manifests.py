@@ -144,6 +144,7 @@ EXPECTED_CLUSTER_RULES = {
     ("", "pods/eviction", "create"),
     ("policy", "poddisruptionbudgets", "list"),
     ("", "nodes", "list"),
+    ("metrics.k8s.io", "pods", "list"),
     ("", "resourcequotas", "list"),
     ("scaleahead.io", "predictivescalingpolicies", "list"),
     ("scaleahead.io", "predictivescalingpolicies/status", "patch"),
@@ -161,6 +162,7 @@ CUSTOM_OBJECT_RULES = {
     ("serving.knative.dev", "services", "patch"),
     ("scaleahead.io", "predictivescalingpolicies", "list"),
     ("scaleahead.io", "predictivescalingpolicies/status", "patch"),
+    ("metrics.k8s.io", "pods", "list"),
 }
 
 
