@@ -55,7 +55,8 @@ and exchanges) and ends with the expected gain.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations, count
 
@@ -104,6 +105,32 @@ class RebalanceWeights:
 
 def pod_key(pod: Pod) -> str:
     return f"{pod.namespace}/{pod.name}"
+
+
+#: Bounds of the demand ratio a pod's CPU is scaled by (``with_forecast_peaks``): a forecast far
+#: below now never shrinks a pod below what it uses, and a wild one does not make it unplaceable.
+PEAK_RATIO_BOUNDS = (1.0, 4.0)
+
+
+def with_forecast_peaks(pods: Sequence[Pod], ratios: Mapping[tuple[str, str], float]) -> tuple[Pod, ...]:
+    """Pods with ``peak_cpu_m`` = their usage (at least their request) times their workload's
+    forecast demand ratio (forecast peak over the horizon / demand observed now), clipped to
+    ``PEAK_RATIO_BOUNDS``. ``ratios`` is keyed by ``(namespace, workload name)``; a pod whose owner
+    is ``<name>`` (StatefulSet) or ``<name>-<hash>`` (a Deployment's ReplicaSet) takes that
+    workload's ratio. Pods of no known workload keep ``peak_cpu_m`` as it is. Pure.
+    """
+    lo, hi = PEAK_RATIO_BOUNDS
+    out = []
+    for pod in pods:
+        ratio = ratios.get((pod.namespace, pod.owner))
+        if ratio is None and "-" in pod.owner:
+            ratio = ratios.get((pod.namespace, pod.owner.rsplit("-", 1)[0]))
+        if ratio is None or not math.isfinite(ratio):
+            out.append(pod)
+            continue
+        base = max(float(pod.cpu_request_m), pod.usage_cpu_m)
+        out.append(replace(pod, peak_cpu_m=base * min(max(ratio, lo), hi)))
+    return tuple(out)
 
 
 def pod_peak_cpu_m(pod: Pod) -> float:

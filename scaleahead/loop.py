@@ -16,7 +16,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -27,6 +27,7 @@ from actuator.rollouts import RolloutView
 from forecaster.base import Forecaster, horizon_steps_for
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
+from planner.rebalance import with_forecast_peaks
 from planner.risk import RiskBook, adapts
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
@@ -324,6 +325,20 @@ def forecast_batched(
         )
 
 
+def with_forecast_peaks_of(state: ClusterState, forecasts: Mapping[WorkloadRef, Forecast]) -> ClusterState:
+    """The state with each pod's CPU peak from its workload's forecast: the p90 peak over the
+    horizon over the demand observed now (``planner.rebalance.with_forecast_peaks``)."""
+    ratios: dict[tuple[str, str], float] = {}
+    for ref, fc in forecasts.items():
+        ws = state.workloads.get(ref)
+        if ws is None or not math.isfinite(ws.observed_demand) or ws.observed_demand <= 0:
+            continue
+        peak = float(np.nanmax(fc.quantile(0.9))) if len(fc.quantile(0.9)) else math.nan
+        if math.isfinite(peak):
+            ratios[ref.namespace, ref.name] = peak / ws.observed_demand
+    return replace(state, pods=with_forecast_peaks(state.pods, ratios))
+
+
 def rebalance_due(now: float, settings: Settings) -> bool:
     """Whether the plan at ``now`` may carry rebalancing moves: the first cycle of each
     ``loop.rebalance_interval_s`` period (stateless, so a restart does not move twice)."""
@@ -420,13 +435,14 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             log.warning("risk adaptation failed: %s", exc)
             errors["risk"] = str(exc)
     with timer.phase("plan"):
+        moves = settings.loop.max_moves if state.nodes and rebalance_due(now, settings) else 0
         plan = make_plan(
             forecasts,
-            state,
+            with_forecast_peaks_of(state, forecasts) if moves else state,
             policies,
             now,
             interval_s=settings.loop.interval_s,
-            max_moves=settings.loop.max_moves if state.nodes and rebalance_due(now, settings) else 0,
+            max_moves=moves,
             invocations=invocations,
         )
         learned = startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes
