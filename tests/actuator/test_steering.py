@@ -426,20 +426,24 @@ def test_the_steers_command_lists_steers_and_reports_the_overdue_ones_as_expired
 
 
 # -- the daemon serves it ---------------------------------------------------------------------------------
-def test_the_daemon_serves_the_webhook_with_its_settings_and_runs_on_without_a_certificate(store, certs, caplog):
-    from scaleahead.commands.run import _serve_steering
+def webhook_settings(folder: Path, **extra: str) -> Any:
+    """Settings serving the webhook on a free loopback port with the certificate in ``folder``."""
     from scaleahead.settings import Settings
 
-    settings = Settings.from_env(
-        {
-            "SCALEAHEAD_WEBHOOK__ENABLED": "true",
-            "SCALEAHEAD_WEBHOOK__HOST": "127.0.0.1",
-            "SCALEAHEAD_WEBHOOK__PORT": "0",
-            "SCALEAHEAD_WEBHOOK__CERT_FILE": str(certs / "tls.crt"),
-            "SCALEAHEAD_WEBHOOK__KEY_FILE": str(certs / "tls.key"),
-            "SCALEAHEAD_WEBHOOK__AFFINITY": "preferred",
-        }
-    )
+    env = {
+        "SCALEAHEAD_WEBHOOK__ENABLED": "true",
+        "SCALEAHEAD_WEBHOOK__HOST": "127.0.0.1",
+        "SCALEAHEAD_WEBHOOK__PORT": "0",
+        "SCALEAHEAD_WEBHOOK__CERT_FILE": str(folder / "tls.crt"),
+        "SCALEAHEAD_WEBHOOK__KEY_FILE": str(folder / "tls.key"),
+    }
+    return Settings.from_env(env | {f"SCALEAHEAD_WEBHOOK__{k.upper()}": v for k, v in extra.items()})
+
+
+def test_the_daemon_serves_the_webhook_with_its_settings(store, certs):
+    from scaleahead.commands.run import _serve_steering
+
+    settings = webhook_settings(certs, affinity="preferred")
     store.add_steer("default", "ReplicaSet", RS, "old", "n2", NOW, TTL)
     server = _serve_steering(settings, store, Clock(NOW))
     try:
@@ -469,18 +473,9 @@ def test_a_certificate_that_comes_later_is_served_then_and_a_renewed_one_is_relo
     store, certs, tmp_path_factory, caplog
 ):
     from scaleahead.commands.run import _serve_steering
-    from scaleahead.settings import Settings
 
     mounted = tmp_path_factory.mktemp("mounted")  # the Secret's volume, empty at first
-    settings = Settings.from_env(
-        {
-            "SCALEAHEAD_WEBHOOK__ENABLED": "true",
-            "SCALEAHEAD_WEBHOOK__HOST": "127.0.0.1",
-            "SCALEAHEAD_WEBHOOK__PORT": "0",
-            "SCALEAHEAD_WEBHOOK__CERT_FILE": str(mounted / "tls.crt"),
-            "SCALEAHEAD_WEBHOOK__KEY_FILE": str(mounted / "tls.key"),
-        }
-    )
+    settings = webhook_settings(mounted)
     with caplog.at_level(logging.ERROR, logger="scaleahead.run"):
         pending = _serve_steering(settings, store, Clock(NOW), retry_s=3600)
     assert pending.server is None and not pending.try_start()
