@@ -333,7 +333,8 @@ def with_forecast_peaks_of(state: ClusterState, forecasts: Mapping[WorkloadRef, 
         ws = state.workloads.get(ref)
         if ws is None or not math.isfinite(ws.observed_demand) or ws.observed_demand <= 0:
             continue
-        peak = float(np.nanmax(fc.quantile(0.9))) if len(fc.quantile(0.9)) else math.nan
+        p90 = fc.quantile(0.9)
+        peak = float(np.nanmax(p90)) if len(p90) and np.isfinite(p90).any() else math.nan
         if math.isfinite(peak):
             ratios[ref.namespace, ref.name] = peak / ws.observed_demand
     return replace(state, pods=with_forecast_peaks(state.pods, ratios))
