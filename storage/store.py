@@ -565,6 +565,25 @@ class Store:
                 raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
             row.status = status
 
+    def make_champion(self, model_id: int) -> list[int]:
+        """Make a version the champion of its family, in one transaction: every other ``champion``
+        or ``production`` version of that family becomes ``retired``. Returns the retired ids."""
+        with self.session() as s:
+            row = s.get(ModelVersionRow, model_id)
+            if row is None:
+                raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
+            others = s.scalars(
+                select(ModelVersionRow).where(
+                    ModelVersionRow.family == row.family,
+                    ModelVersionRow.id != model_id,
+                    ModelVersionRow.status.in_(("champion", "production")),
+                )
+            ).all()
+            for other in others:
+                other.status = "retired"
+            row.status = "champion"
+            return [o.id for o in others]
+
     def models(self) -> list[ModelVersion]:
         with self.session() as s:
             return [_model(r) for r in s.scalars(select(ModelVersionRow).order_by(ModelVersionRow.id))]

@@ -59,3 +59,29 @@ def test_a_restarted_daemon_loads_the_champion_from_the_database_when_its_file_i
     model, mid = _production_model("lstm", store, Settings(), history)
     assert (mid, model.name) == (kept, "lstm")
     assert gone < kept
+
+
+def test_models_promote_makes_a_version_champion_and_rolls_back_the_same_way(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    store = Store(db)
+    data = FIXTURE.read_bytes()
+    old = store.register_model("lstm-old", "lstm", artifact=data, status="champion")
+    new = store.register_model("lstm-new", "lstm", artifact=data, status="challenger")
+    bare = store.register_model("lstm-bare", "lstm", status="challenger")
+    other = store.register_model("ridge", "ridge", status="champion")  # another family: untouched
+
+    def promote(mid: int) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "scaleahead.cli", "models", "promote", str(mid), "--db", db]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+    assert promote(new).returncode == 0
+    assert [store.model(m).status for m in (old, new, other)] == ["retired", "champion", "champion"]
+    back = promote(old)  # the rollback of a promoted model
+    assert back.returncode == 0 and f"retired: {new}" in " ".join(back.stdout.split())
+    assert [store.model(m).status for m in (old, new)] == ["champion", "retired"]
+    refused = promote(bare)
+    assert refused.returncode == 2 and "has no checkpoint" in refused.stderr
+    assert store.model(bare).status == "challenger" and store.model(old).status == "champion"

@@ -247,6 +247,29 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         console.print(table)
 
+    @models_app.command("promote")
+    def models_promote(model_id: Annotated[int, typer.Argument(help="Model version id.")], db: DbOpt = None) -> None:
+        """Make a model version the champion of its family (the others retired): also how a promoted
+        model is rolled back. A running daemon loads it at its next start (docs/operations.md)."""
+        from storage import Store
+
+        store = Store(db)
+        m = store.model(model_id)
+        if (
+            m.family in ("lstm",)
+            and model_id not in store.models_with_artifacts()
+            and not Path(m.artifact_path).is_file()
+        ):
+            raise UserError(
+                f"Model version {model_id} has no checkpoint, in the database or at {m.artifact_path or '(no path)'}.",
+                "Promote a version that has one (scaleahead models show ID).",
+            )
+        retired = store.make_champion(model_id)
+        console.print(
+            f"model {model_id} ({m.family}) is the champion; retired: {', '.join(map(str, retired)) or 'none'}. "
+            "Restart the daemon to load it (kubectl -n scaleahead-system rollout restart deploy/scaleahead)."
+        )
+
     @models_app.command("show")
     def models_show(model_id: Annotated[int, typer.Argument(help="Model version id.")], db: DbOpt = None) -> None:
         """Show one model version as JSON, and whether its artifact is intact."""
