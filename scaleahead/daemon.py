@@ -38,11 +38,11 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from actuator.base import ActionResult, Target
 from scaleahead.clock import Clock
-from scaleahead.errors import ConfigError, DataError
+from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
 from scaleahead.observability import Health, Metrics
 from scaleahead.policy import Policy
-from scaleahead.retraining import RetrainResult, retrain
+from scaleahead.retraining import RetrainResult, load_model_version, retrain
 from scaleahead.settings import Settings
 from scaleahead.types import Action, ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
 
@@ -423,6 +423,7 @@ class Daemon:
         self.retrained: list[RetrainResult] = []
         self.trial: tuple[int, RetrainResult] | None = None
         self._rollout_checked = -math.inf
+        self._unfollowed: set[int] = set()  # rollouts whose challenger could not be loaded
         self.reports: list[Path] = []
         self.last_drift_retrain = -math.inf
         self.cycle_backoff = 0.0
@@ -460,7 +461,7 @@ class Daemon:
         active = [p for p in self.deps.policies if not self.backoff.blocked(p.workload.key, now)]
         skipped = tuple(p.workload.key for p in self.deps.policies if self.backoff.blocked(p.workload.key, now))
         self.history.blocked = self.target.blocked = set(skipped)
-        if self.trial is not None and now - self._rollout_checked >= 60.0:
+        if now - self._rollout_checked >= 60.0:
             self._rollout_checked = now
             self.follow_rollout(now)
         deps = replace(self.deps, history=self.history, target=self.target)
@@ -692,10 +693,14 @@ class Daemon:
         ``scaleahead rollout promote`` or a canary's last step): the challenger becomes the
         production forecaster. Aborted, rolled back or superseded: it is dropped.
         """
-        if self.trial is None or self.deps.store is None:
+        if self.deps.store is None:
             return
         from actuator.rollouts import RolloutBook
 
+        if self.trial is None:
+            self.trial = self._adopt_rollout(now)
+            if self.trial is None:
+                return
         rid, result = self.trial
         rows = [r for r in self.deps.store.rollouts() if r.id == rid]
         if not rows:
@@ -720,6 +725,43 @@ class Daemon:
                 result.model_version_id,
                 extra={"event": "model_promoted", "model_version_id": result.model_version_id},
             )
+
+    def _adopt_rollout(self, now: float) -> tuple[int, RetrainResult] | None:
+        """A running rollout someone else started (the retraining CronJob, ``scaleahead rollout
+        start``) whose challenger is a registered model version: load that model and follow it like
+        one of ours. Only the first rollout group (by name) is followed (one production forecaster).
+        A version that cannot be loaded is logged once and left alone."""
+        from actuator.rollouts import RolloutBook
+
+        store = self.deps.store
+        groups = sorted({p.spec.rollout_group for p in self.deps.policies})
+        if store is None or not groups:
+            return None
+        row = RolloutBook(store).running(groups[0])
+        if row is None or not row.challenger.isdigit() or row.id in self._unfollowed:
+            return None
+        mid = int(row.challenger)
+        history = [s for s in self.history.last.values() if len(s) > 0]
+        try:
+            model = load_model_version(store, mid, history[0].step_s if history else 10.0, history)
+        except (DataError, UserError) as exc:
+            self._unfollowed.add(row.id)
+            log.warning(
+                "rollout %d: challenger model %d cannot be loaded (%s); not planned with",
+                row.id,
+                mid,
+                exc,
+                extra={"event": "rollout_not_followed", "rollout": row.id},
+            )
+            return None
+        log.info(
+            "following rollout %d (%s) of model %d, started outside this process",
+            row.id,
+            row.mode,
+            mid,
+            extra={"event": "rollout_followed", "rollout": row.id, "model_version_id": mid},
+        )
+        return row.id, RetrainResult(mid, store.model(mid).family, (row.id,), {}, "", model)
 
     def accuracy_report(self, now: float) -> Path | None:
         """Write the accuracy of the forecasts that matured since the last report (JSON)."""

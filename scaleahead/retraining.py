@@ -68,6 +68,33 @@ def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, 
     return abs_err / total if total > 0 else float("nan")
 
 
+def load_model_version(store: Store, model_id: int, step_s: float, history: Sequence[Series]) -> Forecaster:
+    """The forecaster of a registered model version: an ``lstm`` from the checkpoint stored with it
+    (or its file), a baseline family fitted on ``history``. A ``DataError`` says why it cannot."""
+    m = store.model(model_id)
+    if m.family == "lstm":
+        from forecaster.lstm import CheckpointError, LSTMForecaster
+
+        data = store.model_artifact(model_id)
+        with tempfile.TemporaryDirectory(prefix="scaleahead-model-") as tmp:
+            path = Path(tmp) / "model.ckpt"
+            if data is not None:
+                path.write_bytes(data)
+            elif m.artifact_path and Path(m.artifact_path).is_file():
+                path = Path(m.artifact_path)
+            else:
+                raise DataError(f"Model version {model_id} has no checkpoint.", "Retrain or register it with one.")
+            try:
+                return LSTMForecaster.load(path, step_s=step_s)
+            except CheckpointError as exc:
+                raise DataError(f"Model version {model_id}: {exc.message}", "Retrain it.") from exc
+    if m.family not in available_models():
+        raise DataError(f"Model version {model_id} is of an unknown family {m.family!r}.", "Retrain it.")
+    if not history:
+        raise DataError(f"No history to fit model version {model_id} ({m.family}) on.", "Wait for history.")
+    return make_model(m.family).fit(list(history))
+
+
 def retrain(
     policies: Sequence[Policy],
     history: Mapping[WorkloadRef, Series],

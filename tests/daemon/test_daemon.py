@@ -358,3 +358,28 @@ def test_a_retrained_challenger_plans_in_shadow_and_takes_over_once_promoted(dae
         )
         == 1
     )
+
+
+def test_a_rollout_started_outside_the_daemon_is_followed_and_its_promotion_taken(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # What the retraining CronJob does: register a model version and open a rollout of it.
+    from actuator.rollouts import RolloutBook
+
+    daemon, clock, _, store = daemon_factory(n=2, reference_error=100.0)
+    mid = store.register_model("window_mean-cron", "window_mean", status="challenger")
+    broken = store.register_model("lstm-cron", "lstm", status="challenger")  # no checkpoint anywhere
+    book = RolloutBook(store)
+    bad = book.start("default", "canary", "seasonal_naive", str(broken), clock.now())
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.trial is None and daemon.deps.challenger is None, "an unloadable challenger is not planned with"
+    book.abort("default", clock.now())
+    rid = book.start("default", "canary", "seasonal_naive", str(mid), clock.now())
+    assert rid != bad
+    daemon.run(lambda: False, max_ticks=8)  # the next minute's check adopts it
+    assert daemon.trial is not None and daemon.trial[0] == rid
+    assert daemon.deps.challenger is not None and daemon.deps.challenger.name == "window_mean"
+    assert daemon.deps.rollout is not None
+    book.promote("default", clock.now())
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.forecaster.name == "window_mean" and daemon.deps.model_version_id == mid
+    assert daemon.trial is None and daemon.deps.challenger is None
+    assert metric_value(daemon, "scaleahead_model_info", model="window_mean", version=str(mid)) == 1

@@ -5,14 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from conftest import DAY, make_policies
 
 from forecaster.baselines import SeasonalNaive
 from forecaster.registry import register
+from scaleahead.policy import Policy, parse_policies
 from scaleahead.retraining import retrain
 from scaleahead.settings import Settings
 from scaleahead.types import Series
 from storage import Store
+
+DAY = 86400.0
+
+
+def one_policy() -> Policy:
+    text = (
+        "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\nmetadata: {name: web, namespace: shop}\n"
+        "spec:\n  target: {name: web}\n  demand: {query: 'sum(rate(x[1m]))'}\n  capacityPerReplica: 2\n"
+    )
+    return parse_policies(text)[0]
 
 
 def test_a_window_that_starts_missing_is_split_over_the_part_with_data(nasa: Series, tmp_path: Path) -> None:
@@ -20,7 +30,7 @@ def test_a_window_that_starts_missing_is_split_over_the_part_with_data(nasa: Ser
     values = nasa.values.copy()
     values[: int(2.5 * DAY / nasa.step_s)] = np.nan
     late = Series(nasa.name, nasa.start, nasa.step_s, values)
-    (policy,) = make_policies(1)
+    policy = one_policy()
     settings = Settings()
     settings.forecast.model = "seasonal_naive"
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
@@ -43,7 +53,7 @@ class _Savable(SeasonalNaive):
 def test_a_retrained_checkpoint_is_stored_with_its_version_with_or_without_artifacts(
     nasa: Series, tmp_path: Path
 ) -> None:
-    (policy,) = make_policies(1)
+    policy = one_policy()
     settings = Settings()
     settings.forecast.model = "savable_test"
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
