@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import ssl
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -151,7 +150,8 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
         if history:
             fitted.fit(history)
         return fitted, None
-    from forecaster.lstm import load_or_fallback
+    from scaleahead.errors import DataError
+    from scaleahead.retraining import load_model_version
 
     stored = store.models_with_artifacts()
     versions = [
@@ -160,27 +160,22 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
         if m.family == name and m.status in ("champion", "production") and (m.id in stored or m.artifact_path)
     ]
     step = history[0].step_s if history else 10.0
-    with tempfile.TemporaryDirectory(prefix="scaleahead-model-") as tmp:
-        path = None
-        if versions:
-            # The checkpoint stored in the database (any replica, any restart), else the file.
-            data = store.model_artifact(versions[-1].id) if versions[-1].id in stored else None
-            if data is not None:
-                path = str(Path(tmp) / "model.ckpt")
-                Path(path).write_bytes(data)
-            else:
-                path = versions[-1].artifact_path
-        model, why = load_or_fallback(path, step, settings.forecast.fallback_model)
-    if why is not None:
-        log.warning(
-            "%s; train one (scaleahead train or train-distributed) and promote it",
-            why,
-            extra={"event": "model_fallback", "reason": why},
-        )
-        if history:
-            model.fit(history)
-        return model, None
-    return model, versions[-1].id
+    fallback = settings.forecast.fallback_model
+    why = f"no LSTM checkpoint configured; using fallback {fallback!r}"
+    if versions:
+        try:  # the checkpoint stored in the database (any replica, any restart), else the file
+            return load_model_version(store, versions[-1].id, step, history), versions[-1].id
+        except DataError as exc:
+            why = f"{exc.what} Fallback: {fallback!r}."
+    log.warning(
+        "%s; train one (scaleahead train or train-distributed) and promote it",
+        why,
+        extra={"event": "model_fallback", "reason": why},
+    )
+    model = make_model(fallback)
+    if history:
+        model.fit(history)
+    return model, None
 
 
 def _kube_api(kubeconfig: str | None) -> Any:
