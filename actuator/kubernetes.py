@@ -324,9 +324,11 @@ class KubernetesTarget:
         clock: Clock | None = None,
         sample_window_s: float = 3600.0,
         placement: bool = False,
+        quotas: bool = True,
     ) -> None:
         self.api = api_client
         self.placement = placement  # read nodes, pods and PDBs too (rebalancing, ``loop.max_moves``)
+        self.quotas = quotas  # read the managed namespaces' pod quotas (fair sharing under shortage)
         self.apps = k8s.AppsV1Api(api_client)
         self.core = k8s.CoreV1Api(api_client)
         self.autoscaling = k8s.AutoscalingV2Api(api_client)
@@ -496,6 +498,7 @@ class KubernetesTarget:
         """Replicas, ready replicas and readiness times per workload; one that cannot be read is left out."""
         states: dict[WorkloadRef, WorkloadState] = {}
         pods: dict[str, _PodIndex] = {}
+        pods_now: dict[str, int] = {}  # per namespace, the pods the workloads read there have now
         since = self.clock.now() - self.sample_window_s
         for ref in workloads:
             try:
@@ -517,6 +520,8 @@ class KubernetesTarget:
                 obj = self._raw(read, ref.name, ref.namespace)
                 spec = _int_field(obj, "spec.replicas", ref.key, default=1)
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
+                have = _int_field(obj, "status.replicas", ref.key, default=0)
+                pods_now[ref.namespace] = pods_now.get(ref.namespace, 0) + max(have, 0)
                 samples: tuple[float, ...] = ()
                 if ref.kind != "Headroom":
                     if ref.namespace not in pods:
@@ -525,15 +530,32 @@ class KubernetesTarget:
                 states[ref] = WorkloadState(ref, spec, ready, startup_samples=samples)
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
+        quotas = self._pod_quotas(pods_now) if self.quotas else {}
         if not self.placement:
-            return ClusterState(workloads=states)
+            return ClusterState(workloads=states, pod_quotas=quotas)
         try:
             nodes, placed, pdbs = self.read_placement()
         except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
             # No placement read: no moves this cycle (the planner proposes none without nodes).
             log.warning("cannot read nodes, pods and PDBs for rebalancing: %s", exc, extra={"event": "placement"})
-            return ClusterState(workloads=states)
-        return ClusterState(states, nodes, placed, pdbs)
+            return ClusterState(workloads=states, pod_quotas=quotas)
+        return ClusterState(states, nodes, placed, pdbs, quotas)
+
+    def _pod_quotas(self, pods_now: Mapping[str, int]) -> dict[str, int]:
+        """Per namespace with a pod quota: the pods its managed workloads may hold together.
+
+        ``hard - used`` (the smallest over the namespace's quotas on ``pods`` / ``count/pods``; a
+        quota already over its limit counts as 0 free, since Kubernetes removes no running pod for
+        it) plus the pods those workloads have now (``status.replicas``). A namespace whose quotas
+        cannot be read is left out: the planner then shares nothing there and the API server's
+        quota admission still refuses pods beyond the limit.
+        """
+        out: dict[str, int] = {}
+        for ns in sorted(pods_now):
+            free = self._quota_free_pods(ns)
+            if free is not None:
+                out[ns] = max(free, 0) + pods_now[ns]
+        return out
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""

@@ -3,6 +3,6 @@
 No I/O and no clock: ``now`` is an argument. Every action carries a reason.
 """
 
-from planner.planning import plan
+from planner.planning import plan, share_capacity
 
-__all__ = ["plan"]
+__all__ = ["plan", "share_capacity"]

@@ -323,7 +323,7 @@ def _scale_actions(
     """
     n = len(refs)
     new = object.__new__
-    with _gc_paused():
+    with gc_paused():
         reasons = list(map(new, repeat(LazyReason, n)))
         _consume(map(_SET_CODE, reasons, codes))
         _consume(map(_SET_SOURCE, reasons, repeat(source, n)))
@@ -338,7 +338,7 @@ def _scale_actions(
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while many objects are made (none of them is garbage yet).
 
     Python runs a young-generation collection every 700 new container objects, and each one

@@ -1,7 +1,8 @@
 """Fairness under shortage: who gets replicas when capacity or quota cannot cover every forecast.
 
-When the replicas the per-workload decisions ask for exceed a capacity (a tenant's quota or the
-cluster's total), they are allocated in two rounds, each by *priority first*, then by *weighted
+When the replicas the per-workload decisions ask for exceed a capacity (a tenant's quota, a
+namespace's pod quota or the cluster's total; ``allocate_pools`` applies them in that order), they
+are allocated in two rounds, each by *priority first*, then by *weighted
 max-min across tenants* within a priority, then weighted max-min across the workloads of a tenant:
 
 1. floors: every workload's ``minReplicas`` (or less, if it asks for less);
@@ -144,13 +145,13 @@ def _round(claims: Sequence[Claim], amounts: Sequence[int], capacity: int) -> tu
     return out, left, causes
 
 
-def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster") -> list[Grant]:
+def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster capacity") -> list[Grant]:
     """Allocate ``capacity`` units among ``claims``: floors first, then the rest; never more than asked.
 
     Args:
         claims: what each workload asks for.
         capacity: units (replicas) to share; negative counts as zero.
-        pool: name of the capacity, used in the reasons ("cluster", "tenant shop quota").
+        pool: name of the capacity, used in the reasons ("cluster capacity", "tenant shop quota").
 
     Returns:
         One grant per claim, in the same order; ``sum(granted) <= max(capacity, 0)``.
@@ -174,45 +175,80 @@ def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster") -> l
             cause = causes_a.get(i) or causes_b.get(i) or "capacity exhausted"
             stage = "even its minReplicas did not fit: " if i in causes_a else ""
             why = (
-                f"{pool} capacity {cap} is short of the {total} wanted; tenant {c.tenant} "
+                f"{pool} {cap} is short of the {total} wanted; tenant {c.tenant} "
                 f"(priority {c.priority}, weight {c.weight:g}) got {got} of {wants[i]}: {stage}{cause}"
             )
         grants.append(Grant(c, got, why))
     return grants
 
 
-def allocate_pools(claims: Sequence[Claim], capacity: Mapping[str, int]) -> tuple[list[Grant], list[str]]:
-    """Apply tenant quotas (keys = tenant names), then the cluster capacity (key ``"*"``).
+def _share_pool(
+    claims: Sequence[Claim], grants: list[Grant], idx: Sequence[int], cap: int, pool: str
+) -> tuple[int, list[int]]:
+    """Share ``cap`` among the claims ``idx`` as they stand after earlier pools; returns (wanted, cut)."""
+    reduced = [
+        Claim(
+            claims[i].workload,
+            claims[i].tenant,
+            claims[i].priority,
+            claims[i].weight,
+            grants[i].granted,
+            min(claims[i].floor, grants[i].granted),
+        )
+        for i in idx
+    ]
+    wanted = sum(r.want for r in reduced)
+    cut = []
+    for i, r, g in zip(idx, reduced, allocate(reduced, cap, pool=pool), strict=True):
+        if g.granted < r.want:
+            grants[i] = Grant(claims[i], g.granted, "; ".join(x for x in (grants[i].why, g.why) if x))
+            cut.append(i)
+    return wanted, cut
+
+
+def allocate_pools(
+    claims: Sequence[Claim],
+    capacity: Mapping[str, int],
+    namespace_pods: Mapping[str, int] | None = None,
+) -> tuple[list[Grant], list[str]]:
+    """Apply tenant quotas (``capacity`` keys = tenant names), namespace pod quotas, then the cluster.
+
+    ``capacity["*"]`` is the cluster's replicas; ``namespace_pods`` maps a namespace to the pods its
+    ResourceQuotas let the claims' workloads in it hold together (``ClusterState.pod_quotas``).
+    Each pool is shared among what its members were granted by the pools before it.
 
     Returns the grants (same order as ``claims``) and notes naming every capacity that was short.
     """
     grants = [Grant(c, max(c.want, 0)) for c in claims]
     notes: list[str] = []
+    by_tenant_idx: dict[str, list[int]] = defaultdict(list)
+    by_namespace_idx: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(claims):
+        by_tenant_idx[c.tenant].append(i)
+        by_namespace_idx[c.workload.namespace].append(i)
     for tenant, quota in sorted((k, v) for k, v in capacity.items() if k != CLUSTER):
-        idx = [i for i, c in enumerate(claims) if c.tenant == tenant]
+        idx = by_tenant_idx.get(tenant, [])
         if not idx:
             continue
-        sub = allocate([claims[i] for i in idx], quota, pool=f"tenant {tenant} quota")
-        for i, g in zip(idx, sub, strict=True):
-            grants[i] = g
-        wanted = sum(max(claims[i].want, 0) for i in idx)
+        wanted, cut = _share_pool(claims, grants, idx, quota, f"tenant {tenant} quota")
         if wanted > quota:
             notes.append(
                 f"tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
-                f"{sum(1 for g in sub if g.short > 0)} of them get less"
+                f"{len(cut)} of them get less"
+            )
+    for ns, pods in sorted((namespace_pods or {}).items()):
+        idx = by_namespace_idx.get(ns, [])
+        if not idx:
+            continue
+        wanted, cut = _share_pool(claims, grants, idx, pods, f"namespace {ns} pod quota")
+        if wanted > pods:
+            notes.append(
+                f"namespace {ns}'s pod quota leaves room for {pods} pods of its {len(idx)} managed workloads, "
+                f"short of the {wanted} replicas they want: {len(cut)} of them get less"
             )
     if CLUSTER in capacity:
         cap = capacity[CLUSTER]
-        reduced = [
-            Claim(c.workload, c.tenant, c.priority, c.weight, g.granted, min(c.floor, g.granted))
-            for c, g in zip(claims, grants, strict=True)
-        ]
-        sub = allocate(reduced, cap, pool="cluster")
-        wanted = sum(r.want for r in reduced)
-        for i, g in enumerate(sub):
-            if g.granted < reduced[i].want:
-                why = "; ".join(x for x in (grants[i].why, g.why) if x)
-                grants[i] = Grant(claims[i], g.granted, why)
+        wanted, _ = _share_pool(claims, grants, range(len(claims)), cap, "cluster capacity")
         if wanted > cap:
             by_tenant: dict[str, list[int]] = defaultdict(lambda: [0, 0])
             for c, g in zip(claims, grants, strict=True):

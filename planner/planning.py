@@ -1,8 +1,9 @@
 """The planner entry point: ``plan(forecasts, state, policies, now) -> Plan``.
 
 Per workload: services get a replica decision (``planner.replicas``), functions with a warm pool a
-warm-pool decision (``planner.warm``). Then, when a capacity is given, replicas are shared under
-shortage by priority and weighted max-min across tenants (``planner.fairness``).
+warm-pool decision (``planner.warm``). Then, when a capacity is given or a namespace has a pod
+quota, replicas are shared under shortage by priority and weighted max-min across tenants
+(``planner.fairness``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from itertools import compress, repeat
 from operator import is_
 from typing import cast
 
-from planner.batch import ReplicaBatch
-from planner.fairness import Claim, allocate_pools
+from planner.batch import ReplicaBatch, gc_paused
+from planner.fairness import CLUSTER, Claim, Grant, allocate_pools
 from planner.rebalance import plan_moves
 from planner.table import policy_table
 from planner.warm import plan_warm_pools
@@ -24,8 +25,8 @@ from scaleahead.types import (
     ClusterState,
     Forecast,
     InvocationForecast,
+    LazyReason,
     Plan,
-    Reason,
     ScaleTo,
     WorkloadRef,
     WorkloadState,
@@ -59,7 +60,8 @@ def plan(
         invocations: invocation-probability forecasts of functions (``workloadClass: function``
             with ``warmPool.enabled``); a missing one triggers the policy's fallback.
         capacity: replicas available under shortage: keys are tenant names (a tenant's quota) and
-            ``"*"`` (the whole cluster). None: no limit.
+            ``"*"`` (the whole cluster). None: no limit. The namespaces' pod quotas
+            (``state.pod_quotas``) are shared the same way, after the tenant quotas.
         warm_memory_budget_mb: total memory all warm pools may hold together. None: no limit.
     """
     fallbacks: dict[WorkloadRef, str] = {}
@@ -102,39 +104,107 @@ def plan(
         for (_, (ref, _, _)), d in zip(functions, warm, strict=True):
             if d.fallback:
                 fallbacks[ref] = d.fallback
-    if capacity:
-        specs = {p.workload: p.spec for p in policies}
-        final, fair_notes = _share_capacity(final, specs, capacity)
+    if capacity or state.pod_quotas:
+        specs = [p.spec for p in table.policies]  # ``final`` is in policy order, one action each
+        final, fair_notes = _share_capacity(final, specs, capacity or {}, state.pod_quotas)
         notes.extend(fair_notes)
     if max_moves > 0:
         final.extend(plan_moves(state, max_moves))
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
 
 
+def share_capacity(
+    plan_: Plan,
+    policies: Sequence[Policy],
+    capacity: Mapping[str, int],
+    namespace_pods: Mapping[str, int] | None = None,
+) -> Plan:
+    """Share ``capacity`` (and namespace pod quotas) among a finished plan's replica decisions.
+
+    What ``plan(..., capacity=...)`` does at its end, for plans made in parts (``scaleahead plan
+    --prometheus`` plans each demand query on its own, then merges).
+    """
+    table = policy_table(policies)
+    by_ref = dict(zip(table.refs, (p.spec for p in table.policies), strict=True))
+    specs = [by_ref.get(a.workload) if isinstance(a, ScaleTo) else None for a in plan_.actions]
+    actions, notes = _share_capacity(list(plan_.actions), specs, capacity, namespace_pods or {})
+    return replace(plan_, actions=tuple(actions), notes=plan_.notes + tuple(notes))
+
+
+class _SharedReasons:
+    """The ``fair_share`` sentences of one plan, made on first read (``LazyReason``): a short quota
+    can cut thousands of decisions, and formatting each cut's sentence (with the sentence of the
+    decision it cuts) would cost more than the sharing."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[ScaleTo, Grant]] = []
+
+    def reason_of(self, i: int) -> tuple[str, Mapping[str, float | int | str]]:
+        a, g = self.rows[i]
+        if g.granted != a.from_replicas:
+            head = f"scale {a.workload} {a.from_replicas} -> {g.granted}"
+        else:
+            head = f"hold {a.workload} at {a.from_replicas}"
+        text = f"{head}: wanted {a.to_replicas} ({a.reason.message}); under shortage {g.why}"
+        return text, {**a.reason.details, "wanted": a.to_replicas, "granted": g.granted}
+
+
 def _share_capacity(
-    actions: list[Action], specs: Mapping[WorkloadRef, PolicySpec], capacity: Mapping[str, int]
+    actions: list[Action],
+    specs: Sequence[PolicySpec | None],
+    capacity: Mapping[str, int],
+    namespace_pods: Mapping[str, int],
 ) -> tuple[list[Action], list[str]]:
-    """Cut replica decisions to the capacity, explaining every cut in the action's reason."""
-    slots = [i for i, a in enumerate(actions) if isinstance(a, ScaleTo)]
+    """Cut replica decisions to the capacity, explaining every cut in the action's reason.
+
+    ``specs[i]`` is the policy of ``actions[i]`` (None: not shared, e.g. a workload without one).
+    """
+    slots = [i for i, a in enumerate(actions) if isinstance(a, ScaleTo) and specs[i] is not None]
+    # Most cycles no pool is short: tell that from three sums before building any claim.
+    by_tenant: dict[str, int] = {}
+    by_namespace: dict[str, int] = {}
+    total = 0
+    for i in slots:
+        a = cast(ScaleTo, actions[i])
+        want = max(a.to_replicas, 0)
+        tenant = cast(PolicySpec, specs[i]).tenant
+        by_tenant[tenant] = by_tenant.get(tenant, 0) + want
+        ns = a.workload.namespace
+        by_namespace[ns] = by_namespace.get(ns, 0) + want
+        total += want
+    short = (
+        any(by_tenant.get(t, 0) > q for t, q in capacity.items() if t != CLUSTER)
+        or any(by_namespace.get(ns, 0) > q for ns, q in namespace_pods.items())
+        or (CLUSTER in capacity and total > capacity[CLUSTER])
+    )
+    if not short:
+        return actions, []
+    with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
+        return _cut_to_shares(actions, specs, slots, capacity, namespace_pods)
+
+
+def _cut_to_shares(
+    actions: list[Action],
+    specs: Sequence[PolicySpec | None],
+    slots: Sequence[int],
+    capacity: Mapping[str, int],
+    namespace_pods: Mapping[str, int],
+) -> tuple[list[Action], list[str]]:
     claims = []
     for i in slots:
-        a = actions[i]
-        assert isinstance(a, ScaleTo)
-        spec = specs[a.workload]
+        a = cast(ScaleTo, actions[i])
+        spec = cast(PolicySpec, specs[i])
         claims.append(Claim(a.workload, spec.tenant, spec.priority, spec.weight, a.to_replicas, spec.min_replicas))
-    grants, notes = allocate_pools(claims, capacity)
+    grants, notes = allocate_pools(claims, capacity, namespace_pods)
     out = list(actions)
+    reasons = _SharedReasons()
     for i, g in zip(slots, grants, strict=True):
-        a = out[i]
-        assert isinstance(a, ScaleTo)
+        a = cast(ScaleTo, out[i])
         if g.granted < a.to_replicas:
-            verb = "scale" if g.granted != a.from_replicas else "hold"
-            head = (
-                f"{verb} {a.workload} {a.from_replicas} -> {g.granted}"
-                if verb == "scale"
-                else f"hold {a.workload} at {a.from_replicas}"
+            out[i] = ScaleTo(
+                a.workload, a.from_replicas, g.granted, LazyReason("fair_share", reasons, len(reasons.rows))
             )
-            text = f"{head}: wanted {a.to_replicas} ({a.reason.message}); under shortage {g.why}"
-            details = {**a.reason.details, "wanted": a.to_replicas, "granted": g.granted}
-            out[i] = replace(a, to_replicas=g.granted, reason=Reason("fair_share", text, details))
+            reasons.rows.append((a, g))
     return out, notes

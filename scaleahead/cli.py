@@ -5,6 +5,7 @@ Errors a person can fix (``UserError``) print one paragraph and exit with code 2
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from datetime import UTC, datetime
@@ -118,6 +119,13 @@ def plan(
     diff_only: Annotated[
         bool, typer.Option("--dry-run", help="With --apply: print the diff of what would change; write nothing.")
     ] = False,
+    capacity: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="TENANT=REPLICAS, or *=REPLICAS for all services together (repeatable): replicas to share "
+            "under shortage, by priority then weighted max-min (docs/planner.md)."
+        ),
+    ] = None,
 ) -> None:
     """Dry-run planning: forecast from history, plan, record the plan, print actions with reasons.
 
@@ -135,6 +143,7 @@ def plan(
     if (history is None) == (prometheus is None):
         raise UserError("Give exactly one of --history and --prometheus.", "See scaleahead plan --help.")
     policies = load_policies(policy)
+    shares = parse_capacity(capacity or [])
     when = parse_time(at) if at is not None else None
     series = load_series(history, column=column) if history is not None else None
     if series is None:  # read Prometheus before opening the store: a failed read writes nothing
@@ -145,6 +154,10 @@ def plan(
     store = Store(db)  # opened before planning so a bad URL fails before any work
     if series is not None:
         result = dry_run(policies, series, when, model=model, current_replicas=current)
+    if shares:
+        from planner import share_capacity
+
+        result = dataclasses.replace(result, plan=share_capacity(result.plan, policies, shares))
     if apply:  # the actuator journals the plan itself (planned -> applied/failed/skipped)
         from scaleahead.commands.actuator import apply_once
 
@@ -167,6 +180,24 @@ def plan(
         console.print(f"[yellow]fallback[/] {escape(str(ref))}: {escape(mode)}")
     for note in result.plan.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def parse_capacity(items: list[str]) -> dict[str, int]:
+    """``["shop=40", "*=200"]`` -> ``{"shop": 40, "*": 200}``; anything else is a ``UserError``."""
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, count = item.partition("=")
+        try:
+            value = int(count.strip())
+        except ValueError:
+            value = -1
+        if not sep or not name.strip() or value < 0:
+            raise UserError(
+                f"--capacity {item!r} is not TENANT=REPLICAS with a whole number of replicas of at least 0.",
+                "For example --capacity shop=40 --capacity '*=200' ('*': all services together).",
+            )
+        out[name.strip()] = value
+    return out
 
 
 def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> dict[str, Any]:

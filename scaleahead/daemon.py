@@ -353,7 +353,7 @@ class _RememberingTarget:
         for ref, s in state.workloads.items():
             mine = tuple(self.recent.get(ref, ()))
             ws[ref] = replace(s, recent_desired=tuple(s.recent_desired) + mine) if mine else s
-        self.last_state = ClusterState(ws, state.nodes, state.pods, state.pdbs)
+        self.last_state = replace(state, workloads=ws)
         return self.last_state
 
     def apply(self, action: Action) -> Any:

@@ -251,7 +251,7 @@ def observed_state(
             ws.recent_desired,
             ws.startup_samples,
         )
-    return ClusterState(workloads, state.nodes, state.pods, state.pdbs)
+    return replace(state, workloads=workloads)
 
 
 #: History the invocation forecaster sees each cycle: one day, enough for daily timers.
@@ -445,6 +445,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             interval_s=settings.loop.interval_s,
             max_moves=moves,
             invocations=invocations,
+            capacity=settings.loop.capacity or None,
         )
         learned = startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes
         if learned:
@@ -452,7 +453,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         shadow_plan = None
         if deps.rollout is not None and deps.rollout.mode == "shadow" and challenger:
             shadow_plan = make_plan(
-                {**forecasts, **challenger}, state, policies, now, interval_s=settings.loop.interval_s
+                {**forecasts, **challenger},
+                state,
+                policies,
+                now,
+                interval_s=settings.loop.interval_s,
+                capacity=settings.loop.capacity or None,
             )
             if deps.store is not None:
                 deps.store.record_plan(shadow_plan, source="shadow", state="dry-run")

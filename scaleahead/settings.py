@@ -6,10 +6,11 @@ Every field says its unit and why its default is what it is. Values come from th
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from scaleahead.errors import ConfigError
 
@@ -26,6 +27,34 @@ class LoopSettings(BaseModel):
     rebalance_interval_s: float = Field(
         300.0, gt=0, description="Time between two plans with rebalancing moves (s), when max_moves is above 0."
     )
+    capacity: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="Replicas to share under shortage: a tenant's name (spec.tenant) -> the most replicas its "
+        "services may hold together, '*' -> all services together; as an environment variable shop=40,*=200 "
+        "or a JSON object. Empty: no limit (docs/planner.md).",
+    )
+    namespace_quotas: bool = Field(
+        True,
+        description="Read each managed namespace's ResourceQuota on pods every cycle and share what it allows "
+        "among the namespace's services by priority and weight, instead of first come, first served.",
+    )
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity_from_text(cls, value: Any) -> Any:
+        """``shop=40,*=200`` (as an environment variable can give it) or a JSON object."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("{"):
+            return json.loads(text)
+        out: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, count = part.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"{part!r} is not TENANT=REPLICAS (for example shop=40,*=200)")
+            out[name.strip()] = count.strip()
+        return out
 
 
 class ForecastSettings(BaseModel):
@@ -214,6 +243,7 @@ class Settings(BaseModel):
             for err in exc.errors():
                 loc = tuple(str(x) for x in err["loc"])
                 key = names.get((loc[0], loc[1]), ".".join(loc)) if len(loc) >= 2 else ".".join(loc)
+                key += "".join(f"[{x}]" for x in loc[2:]) if (loc[0], loc[1]) in names else ""
                 lines.append(f"{key}={err.get('input')!r}: {err['msg']}")
             raise ConfigError(
                 "Invalid setting(s) from the environment: " + "; ".join(lines) + ".",

@@ -408,6 +408,10 @@ class ClusterState:
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
+    #: Per namespace, how many pods the namespace's ResourceQuotas (``pods`` / ``count/pods``) let
+    #: the managed workloads read in it hold together: ``hard - used`` (the smallest over the
+    #: quotas) plus the pods those workloads have now. Only namespaces with such a quota appear.
+    pod_quotas: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -241,3 +241,19 @@ def test_a_usage_error_is_one_clear_message_without_a_traceback(args: list[str],
     assert proc.returncode == 2
     assert says in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_plan_with_a_capacity_shares_it_and_says_why(tmp_path: Path) -> None:
+    free = run("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--output", "json", db=tmp_path / "c.db")
+    wanted = json.loads(free.stdout)["actions"][0]["to"]
+    out = run(
+        "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--output", "json",
+        "--capacity", "*=5", db=tmp_path / "c.db",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    (action,) = doc["actions"]
+    assert int(wanted) > 5 and action["to"] == "5" and action["reason_code"] == "fair_share"
+    assert f"wanted {wanted}" in action["reason"] and any("cluster capacity 5 is short" in n for n in doc["notes"])
+    bad = run("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--capacity", "shop", db=tmp_path / "c.db")
+    assert bad.returncode == 2 and "is not TENANT=REPLICAS" in bad.stderr

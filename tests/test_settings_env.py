@@ -49,3 +49,15 @@ def test_the_cli_says_what_is_wrong_in_one_line_with_exit_code_2() -> None:
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "SCALEAHEAD_LOOP__INTERVAL_S='-5': Input should be greater than 0" in proc.stderr
+
+
+def test_the_capacity_to_share_comes_as_tenant_equals_replicas_or_json() -> None:
+    s = Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop=40, *=200"})
+    assert s.loop.capacity == {"shop": 40, "*": 200}
+    assert Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": '{"blog": 3}'}).loop.capacity == {"blog": 3}
+    with pytest.raises(ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY='shop': .*not TENANT=REPLICAS"):
+        Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop"})
+    with pytest.raises(
+        ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY\[shop\]='-1': Input should be greater than or equal to 0"
+    ):
+        Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop=-1"})

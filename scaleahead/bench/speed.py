@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from scaleahead.loop import Deps, run_once
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
 from scaleahead.tracesource import InMemoryTarget
-from scaleahead.types import ClusterState, Forecast, Series, WorkloadRef, WorkloadState
+from scaleahead.types import ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
 from storage import Store
 
 DAY = 86400.0
@@ -132,8 +133,11 @@ class _SeriesHistory:
 
 def _forecast_and_plan(
     trace: Series, fitted: Forecaster, n: int, context: int, h: int, runs: int
-) -> tuple[float, float, float]:
-    """Median forecast_ms and plan_ms for ``n`` workloads at one origin, and the first plan's ms."""
+) -> tuple[float, float, float, float, float]:
+    """Median forecast_ms and plan_ms for ``n`` workloads at one origin, the first plan's ms, and
+    the median plan_ms when the workloads' namespace has a pod quota with room for what they want
+    (``plan_quota_ms``: the sums that tell nothing is short) and one 10 % short of it
+    (``plan_shared_ms``: every decision then goes through ``planner.fairness``)."""
     step = trace.step_s
     windows = workload_series(trace, n, context)
     origin = windows[0].end  # every window is re-based to end at the same "now"
@@ -157,7 +161,19 @@ def _forecast_and_plan(
     # The first plan with these policy objects also reads them into the planner's policy table
     # (planner/table.py), kept for the next plans: what a cycle pays once after policies change.
     first_ms = _median_ms(plan_all, 1, ("plan_first_ms", n))
-    return forecast_ms, _median_ms(plan_all, runs, ("plan_ms", n)), first_ms
+    plan_ms = _median_ms(plan_all, runs, ("plan_ms", n))
+    wanted = sum(a.to_replicas for a in make_plan(by_ref, state, pols, origin, 10.0).actions if isinstance(a, ScaleTo))
+    roomy = replace(state, pod_quotas={"bench": wanted})
+    short = replace(state, pod_quotas={"bench": int(0.9 * wanted)})
+
+    def plan_quota() -> None:
+        make_plan(by_ref, roomy, pols, origin, 10.0)
+
+    def plan_shared() -> None:
+        make_plan(by_ref, short, pols, origin, 10.0)
+
+    quota_ms = _median_ms(plan_quota, runs, ("plan_quota_ms", n))
+    return forecast_ms, plan_ms, first_ms, quota_ms, _median_ms(plan_shared, runs, ("plan_shared_ms", n))
 
 
 def prometheus_cycle(tsdb: Path, n: int, model: str, runs: int, db_dir: Path) -> dict[str, Any]:
@@ -239,6 +255,8 @@ def bench_speed(
         "forecast_ms": {},
         "plan_ms": {},
         "plan_first_ms": {},
+        "plan_quota_ms": {},
+        "plan_shared_ms": {},
         "cycle_ms": {},
         "cycle_phase_ms": {},
         "fetch_s": None,
@@ -248,10 +266,12 @@ def bench_speed(
         "notes": [],
     }
     for n in sizes:
-        forecast_ms, plan_ms, first_ms = _forecast_and_plan(trace, fitted, n, context, h, runs)
+        forecast_ms, plan_ms, first_ms, quota_ms, shared_ms = _forecast_and_plan(trace, fitted, n, context, h, runs)
         result["forecast_ms"][str(n)] = forecast_ms
         result["plan_ms"][str(n)] = plan_ms
         result["plan_first_ms"][str(n)] = first_ms
+        result["plan_quota_ms"][str(n)] = quota_ms
+        result["plan_shared_ms"][str(n)] = shared_ms
         gc.collect()
     tmp = Path(tempfile.mkdtemp(prefix="scaleahead-speed-", dir=db_dir))
     for n in cycle_sizes:

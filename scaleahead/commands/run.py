@@ -217,7 +217,13 @@ def cluster_actuation(
     from actuator.safety import SafetyConfig
 
     a = settings.actuation
-    target = KubernetesTarget(kube, pols, timeout_s=a.request_timeout_s, placement=settings.loop.max_moves > 0)
+    target = KubernetesTarget(
+        kube,
+        pols,
+        timeout_s=a.request_timeout_s,
+        placement=settings.loop.max_moves > 0,
+        quotas=settings.loop.namespace_quotas,
+    )
     elector = LeaderElector(kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s)
     actuator = Actuator(
         target,

@@ -117,3 +117,45 @@ def test_run_forever_reconciles_the_journal_before_its_first_cycle(kube, tmp_pat
     row = next(a for a in store.actions() if a.id == ids[0])
     assert row.state == "skipped" and "not applied before the restart" in row.outcome
     assert len(cycles) == 1
+
+
+def test_a_short_namespace_pod_quota_is_shared_between_its_workloads_by_the_planner(kube, tmp_path):
+    from kubeemu import QUOTAS
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2, labels={"app": "web"}))
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2, labels={"app": "api"}))
+    # 12 pods allowed, 4 used (both deployments' pods): the managed workloads may hold 12 together.
+    quota = {"spec": {"hard": {"pods": "12"}}, "status": {"hard": {"pods": "12"}, "used": {"pods": "4"}}}
+    kube.cluster.put(QUOTAS, "default", "pods", quota)
+    pols = [policy("web", max_replicas=50), policy("api", max_replicas=50)]
+    store = Store(f"sqlite:///{tmp_path / 'quota.db'}")
+    target = KubernetesTarget(kube.api_client(), pols)
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
+    deps = Deps(RisingDemand(), model, target, store, pols, actuator=Actuator(target, store, pols))
+    report = run_once(deps, Settings(), T0)
+    # Each wants more than 10 replicas; the planner shares the 12 pods equally (equal weights and
+    # priorities) instead of letting the first write take the 8 free ones.
+    assert [r.outcome for r in report.results] == ["applied", "applied"], report.results
+    assert [kube.cluster.get(DEPLOYMENTS, "default", n)["spec"]["replicas"] for n in ("web", "api")] == [6, 6]
+    rows = store.actions(plan_id=report.plan_id)
+    assert all("namespace default pod quota 12 is short of the" in r.reason for r in rows), rows
+    assert "got 6 of" in rows[0].reason
+    # Without reading quotas (loop.namespace_quotas false) nothing is shared: each is planned alone.
+    alone = KubernetesTarget(kube.api_client(), pols, quotas=False)
+    assert alone.read_state([p.workload for p in pols]).pod_quotas == {}
+
+
+def test_the_loop_shares_the_configured_capacity_among_the_services(kube, tmp_path):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2, labels={"app": "web"}))
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2, labels={"app": "api"}))
+    pols = [policy("web", max_replicas=50), policy("api", max_replicas=50)]
+    target = KubernetesTarget(kube.api_client(), pols)
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
+    deps = Deps(RisingDemand(), model, target, None, pols, actuator=Actuator(target, None, pols))
+    settings = Settings.model_validate({"loop": {"capacity": {"*": 9}}})
+    report = run_once(deps, settings, T0)
+    # 1 + 1 floors, then 7 split 3.5 / 3.5: the half unit goes to the first by name (api).
+    assert [kube.cluster.get(DEPLOYMENTS, "default", n)["spec"]["replicas"] for n in ("web", "api")] == [4, 5]
+    assert any("cluster capacity 9 is short of the" in n for n in report.plan.notes)

@@ -189,3 +189,32 @@ def test_rbac_forbidding_a_read_names_the_get_verb_and_the_resource(kube):
     res = make(kube, [policy("fn", kind="KnativeService")]).apply_plan(Plan(NOW, (action,)), NOW)
     assert res[0].outcome == "failed"
     assert "RBAC forbids 'get' on services.serving.knative.dev in namespace default" in res[0].detail
+
+
+def test_read_state_reports_what_the_namespace_pod_quotas_leave_the_managed_workloads(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(3))
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2) | {"status": {"replicas": 1}})
+    kube.cluster.put(DEPLOYMENTS, "other", "batch", deployment(4))
+    kube.cluster.put(DEPLOYMENTS, "full", "db", deployment(5))
+    pods = {"spec": {"hard": {"pods": "20"}}, "status": {"hard": {"pods": "20"}, "used": {"pods": "9"}}}
+    counted = {"status": {"hard": {"count/pods": "15", "cpu": "8"}, "used": {"count/pods": "12"}}}
+    over = {"status": {"hard": {"pods": "4"}, "used": {"pods": "6"}}}  # lowered below what runs
+    cpu_only = {"status": {"hard": {"cpu": "8"}, "used": {"cpu": "2"}}}
+    kube.cluster.put(QUOTAS, "default", "pods", pods)
+    kube.cluster.put(QUOTAS, "default", "counted", counted)
+    kube.cluster.put(QUOTAS, "full", "over", over)
+    kube.cluster.put(QUOTAS, "other", "cpu", cpu_only)
+    refs = [
+        WorkloadRef("Deployment", "default", "web"),
+        WorkloadRef("Deployment", "default", "api"),
+        WorkloadRef("Deployment", "other", "batch"),
+        WorkloadRef("Deployment", "full", "db"),
+    ]
+    state = KubernetesTarget(kube.api_client(), []).read_state(refs)
+    # default: the tighter quota leaves 3 free, plus the 3 + 1 pods web and api have (status.replicas);
+    # full: over its limit, 0 free plus db's 5; other: no quota on pods, so no entry.
+    assert state.pod_quotas == {"default": 7, "full": 5}
+    # Quotas that cannot be read (here: 403) leave the namespace out; the workloads are still read.
+    kube.cluster.faults.append(Fault("GET", "/namespaces/default/resourcequotas", status=403, times=5))
+    state = KubernetesTarget(kube.api_client(), []).read_state(refs)
+    assert state.pod_quotas == {"full": 5} and len(state.workloads) == 4

@@ -136,3 +136,71 @@ def test_equal_weights_one_priority_no_floors_is_integer_max_min(wants: list[int
     for i, g in enumerate(got):
         if g < wants[i]:  # a short tenant has at least as much as any other, less one unit of rounding
             assert all(g >= other - 1 for other in got)
+
+
+def test_a_namespace_pod_quota_is_shared_by_priority_then_weight_and_each_cut_is_explained() -> None:
+    gold = service_policy("checkout", tenant="gold", weight=3)
+    bronze = service_policy("search", tenant="bronze", weight=1)
+    other = service_policy("batch", target={"name": "batch", "namespace": "jobs"})
+    refs = [gold.workload, bronze.workload, other.workload]
+    workloads = {r: WorkloadState(r, 2, 2, observed_demand=5, observed_at=NOW - 10) for r in refs}
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in refs}  # each wants 10 replicas
+    free = plan(forecasts, ClusterState(workloads), [gold, bronze, other], NOW)
+    assert [a.to_replicas for a in free.actions if isinstance(a, ScaleTo)] == [10, 10, 10]
+    short = plan(forecasts, ClusterState(workloads, pod_quotas={"shop": 12}), [gold, bronze, other], NOW)
+    a_gold, a_bronze, a_other = short.actions
+    assert isinstance(a_gold, ScaleTo) and isinstance(a_bronze, ScaleTo) and isinstance(a_other, ScaleTo)
+    # minReplicas 1 each first, then the other 10 pods 3:1 (7.5 and 2.5: the half unit goes to the
+    # first tenant by name); the namespace without a quota is not touched.
+    assert (a_gold.to_replicas, a_bronze.to_replicas, a_other.to_replicas) == (8, 4, 10)
+    assert a_bronze.reason.code == "fair_share" and a_other.reason.code != "fair_share"
+    assert "namespace shop pod quota 12 is short of the 20 wanted" in a_bronze.reason.message
+    assert "got 4 of 10" in a_bronze.reason.message
+    assert any("namespace shop's pod quota leaves room for 12 pods" in n for n in short.notes)
+    # A higher priority is served first.
+    urgent = service_policy("search", tenant="bronze", priority=5)
+    first = plan(forecasts, ClusterState(workloads, pod_quotas={"shop": 12}), [gold, urgent, other], NOW)
+    assert [a.to_replicas for a in first.actions if isinstance(a, ScaleTo)] == [2, 10, 10]
+
+
+def test_tenant_quota_then_namespace_quota_then_cluster_each_cut_what_is_left() -> None:
+    claims = [claim("a", "shop", 10), claim("b", "shop", 10), claim("c", "blog", 10)]
+    # Namespaces here are the tenant names (claim()); the shop namespace allows 6 of the 8 its quota gave.
+    grants, notes = allocate_pools(claims, {"shop": 8, CLUSTER: 13}, {"shop": 6, "empty": 3})
+    assert [g.granted for g in grants] == [3, 3, 7]
+    assert "tenant shop quota 8" in grants[0].why and "namespace shop pod quota 6" in grants[0].why
+    assert len(notes) == 3 and "namespace shop's pod quota" in notes[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    raw=claims_strategy,
+    quotas=st.dictionaries(st.sampled_from(["t1", "t2", "t3", "t4"]), st.integers(0, 60), max_size=4),
+    namespaces=st.dictionaries(st.sampled_from(["t1", "t2", "t3", "t4"]), st.integers(0, 60), max_size=4),
+    cluster=st.none() | st.integers(0, 150),
+)
+def test_every_pool_holds_and_a_claim_is_cut_only_by_a_pool_that_is_short(
+    raw: list[tuple[str, int, float, int, int]],
+    quotas: dict[str, int],
+    namespaces: dict[str, int],
+    cluster: int | None,
+) -> None:
+    claims = [claim(f"w{i}", t, want, prio, w, floor) for i, (t, prio, w, want, floor) in enumerate(raw)]
+    capacity = dict(quotas) | ({} if cluster is None else {CLUSTER: cluster})
+    grants, _ = allocate_pools(claims, capacity, namespaces)
+    assert all(0 <= g.granted <= g.claim.want for g in grants)
+    for t, q in quotas.items():
+        assert sum(g.granted for g in grants if g.claim.tenant == t) <= q
+    for ns, q in namespaces.items():
+        assert sum(g.granted for g in grants if g.claim.workload.namespace == ns) <= q
+    if cluster is not None:
+        assert sum(g.granted for g in grants) <= cluster
+    for g in grants:
+        if g.granted < g.claim.want:
+            t, ns = g.claim.tenant, g.claim.workload.namespace
+            shorts = [
+                t in quotas and sum(c.want for c in claims if c.tenant == t) > quotas[t],
+                ns in namespaces and sum(c.want for c in claims if c.workload.namespace == ns) > namespaces[ns],
+                cluster is not None and sum(c.want for c in claims) > cluster,
+            ]
+            assert any(shorts) and g.why
