@@ -41,6 +41,7 @@ class Claim:
     weight: float
     want: int
     floor: int = 0
+    fairness: float = 1.0  # the policy's objective.fairness: inequality aversion (alpha_fill)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,18 +69,61 @@ def water_fill(demands: Sequence[float], weights: Sequence[float], capacity: flo
     order = sorted(range(len(demands)), key=lambda i: demands[i] / weights[i])
     shares = [0.0] * len(demands)
     left = float(max(capacity, 0.0))
-    wsum = sum(weights)
+    # The weights not yet served, summed from the end: exact enough even when they span many
+    # orders of magnitude (alpha_fill's weights can), where subtracting would leave 0 or less.
+    suffix = [0.0] * (len(order) + 1)
+    for pos in range(len(order) - 1, -1, -1):
+        suffix[pos] = suffix[pos + 1] + weights[order[pos]]
     for pos, i in enumerate(order):
+        wsum = suffix[pos]
         level = left / wsum if wsum > 0 else 0.0
         if demands[i] <= level * weights[i]:
             shares[i] = float(demands[i])
             left -= demands[i]
-            wsum -= weights[i]
         else:
             for j in order[pos:]:
                 shares[j] = level * weights[j]
             break
     return shares
+
+
+def alpha_fill(demands: Sequence[float], weights: Sequence[float], capacity: float, alpha: float) -> list[float]:
+    """Weighted alpha-fair shares: maximize ``sum(w * U(x))`` with ``U(x) = x^(1-alpha) / (1-alpha)``
+    (``log x`` at alpha 1), ``0 <= x <= demand``, ``sum(x) = min(capacity, sum(demand))``.
+
+    With linear shares the optimum is ``x = min(demand, level * w^(1/alpha))`` (KKT: ``w x^-alpha``
+    is the same for everyone below their demand), so it is :func:`water_fill` with the weights
+    raised to ``1/alpha`` (Mo and Walrand 2000):
+
+    - ``alpha = 1`` (the default): shares in proportion to the weights (weighted max-min);
+    - ``alpha -> inf``: equal shares whatever the weights (max-min);
+    - ``alpha = 0``: all to the highest weight first, then the next (the weight as a soft priority;
+      equal weights share equally, the limit of small alpha; so is any alpha up to 1e-6).
+    """
+    if len(demands) != len(weights):
+        raise ValueError("demands and weights differ in length")
+    if any(w <= 0 for w in weights):
+        raise ValueError("weights must be positive")
+    if alpha < 0 or math.isnan(alpha):
+        raise ValueError("alpha must be at least 0")
+    if alpha == 1.0:
+        return water_fill(demands, weights, capacity)
+    if alpha <= 1e-6:  # 0, or so close that w^(1/alpha) overflows: the limit, tier by tier
+        shares = [0.0] * len(demands)
+        left = float(max(capacity, 0.0))
+        for w in sorted(set(weights), reverse=True):
+            tier = [i for i, x in enumerate(weights) if x == w]
+            got = water_fill([demands[i] for i in tier], [1.0] * len(tier), left)
+            for i, g in zip(tier, got, strict=True):
+                shares[i] = g
+            left -= sum(got)
+            if left <= 0:
+                break
+        return shares
+    logs = [math.log(w) / alpha for w in weights]
+    top = max(logs)
+    # Ratios beyond e^700 are not representable: such weights count as tied at the bottom.
+    return water_fill(demands, [math.exp(max(x - top, -700.0)) for x in logs], capacity)
 
 
 def _integer_shares(demands: Sequence[int], shares: Sequence[float], capacity: int, names: Sequence[str]) -> list[int]:
@@ -98,28 +142,31 @@ def _integer_shares(demands: Sequence[int], shares: Sequence[float], capacity: i
     return base
 
 
-def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int) -> list[int]:
-    """Weighted max-min across tenants, then across each tenant's workloads, for one priority."""
+def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int, alpha: float) -> list[int]:
+    """Alpha-fair shares across tenants, then across each tenant's workloads, for one priority."""
     tenants: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(claims):
         tenants[c.tenant].append(i)
     names = sorted(tenants)
     t_demand = [sum(amounts[i] for i in tenants[t]) for t in names]
     t_weight = [sum(claims[i].weight for i in tenants[t]) / len(tenants[t]) for t in names]
-    t_share = _integer_shares(t_demand, water_fill(t_demand, t_weight, capacity), capacity, names)
+    t_share = _integer_shares(t_demand, alpha_fill(t_demand, t_weight, capacity, alpha), capacity, names)
     out = [0] * len(claims)
     for t, share in zip(names, t_share, strict=True):
         idx = tenants[t]
         d = [amounts[i] for i in idx]
         w = [claims[i].weight for i in idx]
-        got = _integer_shares(d, water_fill(d, w, share), share, [str(claims[i].workload) for i in idx])
+        got = _integer_shares(d, alpha_fill(d, w, share, alpha), share, [str(claims[i].workload) for i in idx])
         for i, g in zip(idx, got, strict=True):
             out[i] = g
     return out
 
 
-def _round(claims: Sequence[Claim], amounts: Sequence[int], capacity: int) -> tuple[list[int], int, dict[int, str]]:
+def _round(
+    claims: Sequence[Claim], amounts: Sequence[int], capacity: int, alpha: float
+) -> tuple[list[int], int, dict[int, str]]:
     """Serve ``amounts`` by priority (highest first); returns grants, capacity left, cut causes."""
+    share = "weighted max-min share" if alpha == 1.0 else f"alpha-fair share (objective.fairness {alpha:g})"
     out = [0] * len(claims)
     causes: dict[int, str] = {}
     left = capacity
@@ -136,11 +183,11 @@ def _round(claims: Sequence[Claim], amounts: Sequence[int], capacity: int) -> tu
                 if amounts[i] > 0:
                     causes[i] = f"higher priorities than {prio} took all of it"
             continue
-        got = _fill_level([claims[i] for i in idx], [amounts[i] for i in idx], left)
+        got = _fill_level([claims[i] for i in idx], [amounts[i] for i in idx], left, alpha)
         for i, g in zip(idx, got, strict=True):
             out[i] = g
             if g < amounts[i]:
-                causes[i] = f"weighted max-min share among the {len(idx)} priority-{prio} workloads of the {left} left"
+                causes[i] = f"{share} among the {len(idx)} priority-{prio} workloads of the {left} left"
         left -= sum(got)
     return out, left, causes
 
@@ -155,6 +202,10 @@ def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster capaci
 
     Returns:
         One grant per claim, in the same order; ``sum(granted) <= max(capacity, 0)``.
+
+    Within a priority the shares are alpha-fair (:func:`alpha_fill`) with the largest
+    ``fairness`` among the claims: the most inequality-averse policy sets how the pool is shared,
+    so no policy can make another tenant's share depend more on the weights than it asked for.
     """
     cap = max(int(capacity), 0)
     wants = [max(c.want, 0) for c in claims]
@@ -162,11 +213,12 @@ def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster capaci
     if total <= cap:
         return [Grant(c, w) for c, w in zip(claims, wants, strict=True)]
     floors = [min(max(c.floor, 0), w) for c, w in zip(claims, wants, strict=True)]
-    first, left, causes_a = _round(claims, floors, cap)
+    alpha = max((c.fairness for c in claims), default=1.0)
+    first, left, causes_a = _round(claims, floors, cap, alpha)
     rest = [w - f for w, f in zip(wants, first, strict=True)]
     # Claims whose floor was cut get nothing more in the second round.
     rest = [0 if first[i] < floors[i] else r for i, r in enumerate(rest)]
-    second, _, causes_b = _round(claims, rest, left)
+    second, _, causes_b = _round(claims, rest, left, alpha)
     grants = []
     for i, c in enumerate(claims):
         got = first[i] + second[i]
@@ -194,6 +246,7 @@ def _share_pool(
             claims[i].weight,
             grants[i].granted,
             min(claims[i].floor, grants[i].granted),
+            claims[i].fairness,
         )
         for i in idx
     ]
@@ -204,6 +257,17 @@ def _share_pool(
             grants[i] = Grant(claims[i], g.granted, "; ".join(x for x in (grants[i].why, g.why) if x))
             cut.append(i)
     return wanted, cut
+
+
+def _mixed_fairness(claims: Sequence[Claim], idx: Sequence[int]) -> str:
+    """A note's tail when a pool's policies disagree on objective.fairness (the largest is used)."""
+    values = {claims[i].fairness for i in idx}
+    if len(values) < 2:
+        return ""
+    return (
+        f" (their policies' objective.fairness range from {min(values):g} to {max(values):g}: shared at "
+        f"{max(values):g}, the most even)"
+    )
 
 
 def allocate_pools(
@@ -234,7 +298,7 @@ def allocate_pools(
         if wanted > quota:
             notes.append(
                 f"tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
-                f"{len(cut)} of them get less"
+                f"{len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
     for ns, pods in sorted((namespace_pods or {}).items()):
         idx = by_namespace_idx.get(ns, [])
@@ -244,7 +308,7 @@ def allocate_pools(
         if wanted > pods:
             notes.append(
                 f"namespace {ns}'s pod quota leaves room for {pods} pods of its {len(idx)} managed workloads, "
-                f"short of the {wanted} replicas they want: {len(cut)} of them get less"
+                f"short of the {wanted} replicas they want: {len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
     if CLUSTER in capacity:
         cap = capacity[CLUSTER]
@@ -257,5 +321,6 @@ def allocate_pools(
             parts = ", ".join(f"{t} {got}/{want}" for t, (got, want) in sorted(by_tenant.items()))
             notes.append(
                 f"cluster capacity {cap} is short of the {wanted} replicas wanted; got/wanted by tenant: {parts}"
+                f"{_mixed_fairness(claims, range(len(claims)))}"
             )
     return grants, notes

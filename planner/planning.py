@@ -196,7 +196,17 @@ def _cut_to_shares(
     for i in slots:
         a = cast(ScaleTo, actions[i])
         spec = cast(PolicySpec, specs[i])
-        claims.append(Claim(a.workload, spec.tenant, spec.priority, spec.weight, a.to_replicas, spec.min_replicas))
+        claims.append(
+            Claim(
+                a.workload,
+                spec.tenant,
+                spec.priority,
+                spec.weight,
+                a.to_replicas,
+                spec.min_replicas,
+                spec.objective.fairness,
+            )
+        )
     grants, notes = allocate_pools(claims, capacity, namespace_pods)
     out = list(actions)
     reasons = _SharedReasons()

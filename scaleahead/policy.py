@@ -204,8 +204,10 @@ class Objective(_Model):
     fairness: float = Field(
         1.0,
         ge=0,
-        description="Not read by the planner (kept so existing policies stay valid): sharing under shortage is "
-        "lexicographic, by priority, then weighted max-min across tenants.",
+        description="Inequality aversion (alpha) of sharing under shortage, within a priority: 1 shares in "
+        "proportion to the weights (weighted max-min), higher evens the shares out whatever the weights (max-min "
+        "as it grows), 0 serves the highest weight first. A shared capacity uses the largest among its "
+        "workloads' policies.",
     )
     risk_adaptation: RiskAdaptation = Field(default_factory=RiskAdaptation)  # type: ignore[arg-type]
 

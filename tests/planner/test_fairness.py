@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_helpers import flat_forecast, service_policy
 
 from planner import plan
-from planner.fairness import CLUSTER, Claim, allocate, allocate_pools, water_fill
+from planner.fairness import CLUSTER, Claim, allocate, allocate_pools, alpha_fill, water_fill
 from scaleahead.types import ClusterState, ScaleTo, WorkloadRef, WorkloadState
 
 NOW = 1_000_000.0
 
 
-def claim(name: str, tenant: str, want: int, priority: int = 0, weight: float = 1.0, floor: int = 0) -> Claim:
-    return Claim(WorkloadRef("Deployment", tenant, name), tenant, priority, weight, want, floor)
+def claim(
+    name: str, tenant: str, want: int, priority: int = 0, weight: float = 1.0, floor: int = 0, fairness: float = 1.0
+) -> Claim:
+    return Claim(WorkloadRef("Deployment", tenant, name), tenant, priority, weight, want, floor, fairness)
 
 
 def test_enough_capacity_grants_everything() -> None:
@@ -204,3 +210,84 @@ def test_every_pool_holds_and_a_claim_is_cut_only_by_a_pool_that_is_short(
                 cluster is not None and sum(c.want for c in claims) > cluster,
             ]
             assert any(shorts) and g.why
+
+
+shares_strategy = st.lists(
+    st.tuples(st.floats(0.0, 50.0), st.sampled_from([0.25, 0.5, 1.0, 2.0, 3.0, 8.0])), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=shares_strategy, capacity=st.floats(0.0, 200.0), alpha=st.sampled_from([0.3, 0.5, 1.0, 2.0, 5.0]))
+def test_alpha_fair_shares_meet_the_optimality_conditions(
+    raw: list[tuple[float, float]], capacity: float, alpha: float
+) -> None:
+    demands, weights = [d for d, _ in raw], [w for _, w in raw]
+    x = alpha_fill(demands, weights, capacity, alpha)
+    assert all(-1e-9 <= xi <= d + 1e-9 for xi, d in zip(x, demands, strict=True))
+    assert sum(x) == pytest.approx(min(capacity, sum(demands)), abs=1e-6)
+    if sum(demands) <= capacity:
+        return
+    # KKT of max sum(w * U_alpha(x)): the marginal w * x^-alpha is the same for all below their
+    # demand, and no smaller for those at it (they would take more at that price).
+    below = [w * xi**-alpha for xi, d, w in zip(x, demands, weights, strict=True) if 1e-9 < xi < d - 1e-9]
+    at_cap = [w * d**-alpha for xi, d, w in zip(x, demands, weights, strict=True) if d > 1e-9 and xi >= d - 1e-9]
+    if below:
+        assert max(below) == pytest.approx(min(below), rel=1e-6)
+        assert all(m >= min(below) * (1 - 1e-6) for m in at_cap)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=shares_strategy, capacity=st.floats(0.0, 200.0))
+def test_more_fairness_moves_shares_from_the_heavier_weights_to_the_lighter(
+    raw: list[tuple[float, float]], capacity: float
+) -> None:
+    demands, weights = [d for d, _ in raw], [w for _, w in raw]
+    heavy = max(range(len(raw)), key=lambda i: weights[i])
+    light = min(range(len(raw)), key=lambda i: weights[i])
+    runs = [alpha_fill(demands, weights, capacity, a) for a in (0.0, 0.5, 1.0, 2.0, 8.0, math.inf)]
+    assert all(a >= b - 1e-6 for a, b in itertools.pairwise(r[heavy] for r in runs))
+    assert all(a <= b + 1e-6 for a, b in itertools.pairwise(r[light] for r in runs))
+
+
+def test_fairness_zero_serves_the_heaviest_weight_first_and_infinity_ignores_the_weights() -> None:
+    assert alpha_fill([10, 10, 10], [3, 1, 1], 14, 0.0) == [10.0, 2.0, 2.0]
+    assert alpha_fill([10, 10, 10], [3, 1, 1], 15, 1.0) == pytest.approx([9.0, 3.0, 3.0])
+    assert alpha_fill([10, 10, 10], [3, 1, 1], 15, math.inf) == pytest.approx([5.0, 5.0, 5.0])
+    assert alpha_fill([10, 10], [4, 1], 9, 2.0) == pytest.approx([6.0, 3.0])  # 4^(1/2) : 1
+    with pytest.raises(ValueError, match="alpha"):
+        alpha_fill([1], [1], 1, -1.0)
+
+
+def test_a_pool_is_shared_at_the_largest_fairness_of_its_policies_and_the_reason_says_which() -> None:
+    gold = [claim("a", "gold", 20, weight=3, fairness=0.0), claim("b", "bronze", 20, weight=1, fairness=0.0)]
+    assert [g.granted for g in allocate(gold, 20)] == [20, 0]
+    assert "alpha-fair share (objective.fairness 0)" in allocate(gold, 20)[1].why
+    mixed = [claim("a", "gold", 20, weight=3, fairness=0.0), claim("b", "bronze", 20, weight=1, fairness=1.0)]
+    grants, notes = allocate_pools(mixed, {CLUSTER: 20})
+    assert [g.granted for g in grants] == [15, 5]  # at 1: in proportion to the weights
+    assert "weighted max-min share" in grants[1].why
+    assert "objective.fairness range from 0 to 1: shared at 1" in notes[0]
+
+
+def test_plan_reads_objective_fairness() -> None:
+    gold = service_policy("checkout", tenant="gold", weight=4, objective={"fairness": 2.0})
+    bronze = service_policy("search", tenant="bronze", weight=1, objective={"fairness": 2.0})
+    refs = [gold.workload, bronze.workload]
+    state = ClusterState({r: WorkloadState(r, 1, 1, observed_demand=5, observed_at=NOW - 10) for r in refs})
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in refs}  # each wants 10 replicas
+    shared = plan(forecasts, state, [gold, bronze], NOW, capacity={CLUSTER: 11})
+    # minReplicas 1 each, then 9 split 2:1 (the weights' square roots at fairness 2).
+    assert [a.to_replicas for a in shared.actions if isinstance(a, ScaleTo)] == [7, 4]
+    assert "objective.fairness 2" in shared.actions[1].reason.message
+
+
+@pytest.mark.parametrize(
+    ("fairness", "split"), [(0.0, [10, 2]), (0.5, [10, 2]), (1.0, [9, 3]), (2.0, [8, 4]), (100.0, [6, 6])]
+)
+def test_the_fairness_table_of_docs_planner_md(fairness: float, split: list[int]) -> None:
+    claims = [
+        claim("a", "gold", 10, weight=3, fairness=fairness),
+        claim("b", "bronze", 10, weight=1, fairness=fairness),
+    ]
+    assert [g.granted for g in allocate(claims, 12)] == split
