@@ -424,6 +424,7 @@ class Daemon:
         self.trial: tuple[int, RetrainResult] | None = None
         self._rollout_checked = -math.inf
         self._unfollowed: set[int] = set()  # rollouts whose challenger could not be loaded
+        self._unloadable: set[int] = set()  # champion versions that could not be loaded
         self.reports: list[Path] = []
         self.last_drift_retrain = -math.inf
         self.cycle_backoff = 0.0
@@ -464,6 +465,7 @@ class Daemon:
         if now - self._rollout_checked >= 60.0:
             self._rollout_checked = now
             self.follow_rollout(now)
+            self.follow_champion(now)
         deps = replace(self.deps, history=self.history, target=self.target)
         t0 = time.perf_counter()
         report = run_once(deps, self.settings, now)
@@ -726,6 +728,58 @@ class Daemon:
                 extra={"event": "model_promoted", "model_version_id": result.model_version_id},
             )
 
+    def follow_champion(self, now: float) -> None:
+        """Switch production to the registry's champion when it changes (checked every minute).
+
+        The champion of the production model's family (``forecast.model`` until a version is in
+        production) is the newest version with status ``champion`` (or ``production``). It changes
+        without this process: a rollout of another rollout group promoted, ``scaleahead models
+        promote ID`` (a rollback), or another replica. The version is loaded as at start-up (an
+        ``lstm`` from its stored checkpoint, a baseline fitted on the loop's history); one that
+        cannot be loaded is logged once and production stays as it is.
+        """
+        store = self.deps.store
+        if store is None:
+            return
+        current = self.deps.model_version_id
+        try:
+            family = store.model(current).family if current is not None else self.settings.forecast.model
+        except UserError:  # the version was deleted from the registry: keep what runs
+            return
+        champions = [m for m in store.models() if m.family == family and m.status in ("champion", "production")]
+        if not champions or champions[-1].id == current or champions[-1].id in self._unloadable:
+            return
+        newest = champions[-1]
+        was = str(current) if current is not None else self.deps.forecaster.name
+        history = [s for s in self.history.last.values() if len(s) > 0]
+        if not history and newest.family != "lstm":
+            return  # a baseline is fitted on the loop's history: the next check, after a cycle
+        try:
+            model = load_model_version(store, newest.id, history[0].step_s if history else 10.0, history)
+        except (DataError, UserError) as exc:
+            self._unloadable.add(newest.id)
+            log.warning(
+                "model %d is the champion of %s in the registry but cannot be loaded (%s); production stays %s",
+                newest.id,
+                family,
+                exc,
+                was,
+                extra={"event": "champion_not_loaded", "model_version_id": newest.id},
+            )
+            return
+        self.deps = replace(self.deps, forecaster=model, model_version_id=newest.id)
+        self.metrics.set_model(model.name, newest.id)
+        wape = newest.metrics.get("holdout_wape")
+        if isinstance(wape, float) and wape > 0:
+            self.reference_error = wape
+        log.info(
+            "model %d is the champion of %s in the registry: now in production (was %s)",
+            newest.id,
+            family,
+            was,
+            extra={"event": "model_changed", "model_version_id": newest.id},
+        )
+
     def _adopt_rollout(self, now: float) -> tuple[int, RetrainResult] | None:
         """A running rollout someone else started (the retraining CronJob, ``scaleahead rollout
         start``) whose challenger is a registered model version: load that model and follow it like
@@ -743,6 +797,8 @@ class Daemon:
         mid = int(row.challenger)
         history = [s for s in self.history.last.values() if len(s) > 0]
         try:
+            if not history and store.model(mid).family != "lstm":
+                return None  # a baseline is fitted on the loop's history: the next check, after a cycle
             model = load_model_version(store, mid, history[0].step_s if history else 10.0, history)
         except (DataError, UserError) as exc:
             self._unfollowed.add(row.id)

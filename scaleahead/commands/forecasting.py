@@ -267,7 +267,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         retired = store.make_champion(model_id)
         console.print(
             f"model {model_id} ({m.family}) is the champion; retired: {', '.join(map(str, retired)) or 'none'}. "
-            "Restart the daemon to load it (kubectl -n scaleahead-system rollout restart deploy/scaleahead)."
+            f"A running daemon planning with a {m.family} version (or with forecast.model {m.family}) switches "
+            "to it within a minute (log event model_changed)."
         )
 
     @models_app.command("show")

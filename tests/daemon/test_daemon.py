@@ -383,3 +383,50 @@ def test_a_rollout_started_outside_the_daemon_is_followed_and_its_promotion_take
     assert daemon.deps.forecaster.name == "window_mean" and daemon.deps.model_version_id == mid
     assert daemon.trial is None and daemon.deps.challenger is None
     assert metric_value(daemon, "scaleahead_model_info", model="window_mean", version=str(mid)) == 1
+
+
+def test_production_follows_the_registry_champion_and_a_rollback(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # The champion changes without the daemon: another group's rollout promoted, or
+    # `scaleahead models promote ID` (a rollback). Production follows within a minute.
+    daemon, _, _, store = daemon_factory(n=2, reference_error=100.0)
+    first = store.register_model("seasonal_naive-a", "seasonal_naive", status="champion")
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.model_version_id == first and daemon.deps.forecaster.name == "seasonal_naive"
+    second = store.register_model("seasonal_naive-b", "seasonal_naive", status="challenger")
+    store.set_model_status(second, "champion")  # what a promoted rollout of another group does
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.model_version_id == second
+    assert metric_value(daemon, "scaleahead_model_info", model="seasonal_naive", version=str(second)) == 1
+    store.make_champion(first)  # the rollback
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.model_version_id == first
+    assert metric_value(daemon, "scaleahead_model_info", model="seasonal_naive", version=str(first)) == 1
+    # Another family's champion is not the family this daemon plans with.
+    store.register_model("window_mean-x", "window_mean", status="champion")
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.model_version_id == first
+
+
+def test_a_champion_that_cannot_be_loaded_is_logged_once_and_production_stays(daemon_factory, caplog) -> None:  # type: ignore[no-untyped-def]
+    daemon, _, _, store = daemon_factory(n=2, reference_error=100.0)
+    daemon.settings.forecast.model = "lstm"  # no version in production yet: the family to follow
+    production = daemon.deps.forecaster
+    broken = store.register_model("lstm-x", "lstm", status="champion")  # no checkpoint anywhere
+    with caplog.at_level("WARNING", logger="scaleahead"):
+        daemon.run(lambda: False, max_ticks=20)  # three minute checks
+    assert daemon.deps.forecaster is production and daemon.deps.model_version_id is None
+    said = [r for r in caplog.records if getattr(r, "event", "") == "champion_not_loaded"]
+    assert len(said) == 1 and f"model {broken} is the champion of lstm" in said[0].getMessage()
+
+
+def test_a_rollout_running_before_the_first_cycle_is_adopted_once_there_is_history(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # A restart: the rollout of a baseline family was running already. At the first check there
+    # is no history to fit it on yet; that is no reason to give up on it.
+    from actuator.rollouts import RolloutBook
+
+    daemon, clock, _, store = daemon_factory(n=2, reference_error=100.0)
+    mid = store.register_model("window_mean-cron", "window_mean", status="challenger")
+    rid = RolloutBook(store).start("default", "canary", "seasonal_naive", str(mid), clock.now())
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.trial is not None and daemon.trial[0] == rid and rid not in daemon._unfollowed
+    assert daemon.deps.challenger is not None and daemon.deps.challenger.name == "window_mean"
