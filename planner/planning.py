@@ -162,18 +162,23 @@ def _share_capacity(
     ``specs[i]`` is the policy of ``actions[i]`` (None: not shared, e.g. a workload without one).
     """
     slots = [i for i, a in enumerate(actions) if isinstance(a, ScaleTo) and specs[i] is not None]
-    # Most cycles no pool is short: tell that from three sums before building any claim.
-    by_tenant: dict[str, int] = {}
-    by_namespace: dict[str, int] = {}
+    # Most cycles no pool is short: tell that from the sums the pools need before building any
+    # claim (a plain loop: this runs every cycle a namespace has a pod quota).
+    by_tenant: dict[str, int] = dict.fromkeys((t for t in capacity if t != CLUSTER), 0)
+    by_namespace: dict[str, int] = dict.fromkeys(namespace_pods, 0)
     total = 0
     for i in slots:
         a = cast(ScaleTo, actions[i])
-        want = max(a.to_replicas, 0)
-        tenant = cast(PolicySpec, specs[i]).tenant
-        by_tenant[tenant] = by_tenant.get(tenant, 0) + want
-        ns = a.workload.namespace
-        by_namespace[ns] = by_namespace.get(ns, 0) + want
+        want = a.to_replicas if a.to_replicas > 0 else 0
         total += want
+        if by_namespace:
+            ns = a.workload.namespace
+            if ns in by_namespace:
+                by_namespace[ns] += want
+        if by_tenant:
+            tenant = cast(PolicySpec, specs[i]).tenant
+            if tenant in by_tenant:
+                by_tenant[tenant] += want
     short = (
         any(by_tenant.get(t, 0) > q for t, q in capacity.items() if t != CLUSTER)
         or any(by_namespace.get(ns, 0) > q for ns, q in namespace_pods.items())
