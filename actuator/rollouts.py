@@ -233,6 +233,11 @@ class RolloutView:
     mode: Mode
     share: float
     salt: str
+    group: str | None = None  # the rollout group (spec.rolloutGroup) it covers; None: every workload
+
+    def covers(self, rollout_group: str) -> bool:
+        """Whether a workload of policies in ``rollout_group`` takes part in this rollout."""
+        return self.group is None or self.group == rollout_group
 
     def arm(self, workload: str) -> Arm:
         """The arm whose forecasts drive ``workload`` (shadow: the champion acts everywhere)."""
@@ -291,7 +296,7 @@ class RolloutBook:
         r = self.running(group)
         if r is None:
             return None
-        return RolloutView(r.mode, r.share, str(r.params.get("salt", "")))  # type: ignore[arg-type]
+        return RolloutView(r.mode, r.share, str(r.params.get("salt", "")), group)  # type: ignore[arg-type]
 
     def arm(self, rollout: StoredRollout, workload: str) -> Arm:
         """Which arm acts for ``workload`` (shadow: always the champion)."""

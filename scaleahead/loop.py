@@ -365,7 +365,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     with timer.phase("forecast"):
         forecasts: dict[WorkloadRef, Forecast] = {}
         items = []
-        for ref in refs:
+        item_policies: list[Policy] = []
+        for ref, pol in zip(refs, policy_table(deps.policies).policies, strict=True):
             if ref not in history:
                 continue
             if not np.isfinite(history[ref].before(now).values).any():
@@ -373,6 +374,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 errors[ref.key] = "forecast: no usable history before now"
                 continue
             items.append((ref, history[ref]))
+            item_policies.append(pol)
         if items and getattr(deps.forecaster, "needs_fit", False):  # duck-typed wrappers have none
             # A baseline started without history (Prometheus down at start-up): fit it on the first
             # history there is, strictly before now. If that is still too short, the forecasts fail
@@ -390,15 +392,22 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
             forecast_batched(deps.forecaster, items, now, steps, forecasts, errors)
     challenger: dict[WorkloadRef, Forecast] = {}
-    if deps.rollout is not None and deps.challenger is not None and items:
+    rollout = deps.rollout
+    # Only the workloads of the rollout's group take part (spec.rolloutGroup).
+    members = (
+        [(ref, s) for (ref, s), p in zip(items, item_policies, strict=True) if rollout.covers(p.spec.rollout_group)]
+        if rollout is not None and deps.challenger is not None
+        else []
+    )
+    if rollout is not None and deps.challenger is not None and members:
         with timer.phase("challenger"):
             # batched like the champion's; where it fails, the champion's forecast stays
             challenger_errors: dict[str, str] = {}
-            forecast_batched(deps.challenger, items, now, steps, challenger, challenger_errors)
+            forecast_batched(deps.challenger, members, now, steps, challenger, challenger_errors)
             errors.update({f"challenger:{key}": why for key, why in challenger_errors.items()})
-        if deps.rollout.mode != "shadow":
+        if rollout.mode != "shadow":
             for ref, fc in challenger.items():
-                if deps.rollout.arm(ref.key) == "challenger":
+                if rollout.arm(ref.key) == "challenger":
                     forecasts[ref] = fc
     with timer.phase("invocations"):
         try:

@@ -159,3 +159,31 @@ def test_the_loop_shares_the_configured_capacity_among_the_services(kube, tmp_pa
     # 1 + 1 floors, then 7 split 3.5 / 3.5: the half unit goes to the first by name (api).
     assert [kube.cluster.get(DEPLOYMENTS, "default", n)["spec"]["replicas"] for n in ("web", "api")] == [4, 5]
     assert any("cluster capacity 9 is short of the" in n for n in report.plan.notes)
+
+
+def test_a_rollout_drives_only_the_workloads_of_its_rollout_group(kube, tmp_path):
+    from actuator.rollouts import RolloutView
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2, labels={"app": "web"}))
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2, labels={"app": "api"}))
+    web = policy("web", max_replicas=100)
+    api = policy("api", max_replicas=100)
+    api = api.model_copy(update={"spec": api.spec.model_copy(update={"rollout_group": "edge"})})
+    pols = [web, api]
+    target = KubernetesTarget(kube.api_client(), pols)
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[web.workload]])
+
+    def cycle(view):
+        deps = Deps(
+            RisingDemand(), model, target, None, pols, actuator=Actuator(target, None, pols),
+            rollout=view, challenger=Scaled(model, 2.0),
+        )  # fmt: skip
+        return {a.workload.name: a.to_replicas for a in run_once(deps, Settings(), T0, dry_run=True).plan.actions}
+
+    champion = cycle(RolloutView("canary", 0.0, "s", "edge"))
+    edge = cycle(RolloutView("canary", 1.0, "s", "edge"))  # every workload of group edge: the challenger
+    assert edge["api"] > champion["api"], "the group's workload plans with the challenger"
+    assert edge["web"] == champion["web"], "a workload of another group is not part of the rollout"
+    everyone = cycle(RolloutView("canary", 1.0, "s"))  # no group: every workload
+    assert everyone["web"] > champion["web"]
