@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from apscheduler.triggers.base import BaseTrigger
@@ -45,6 +45,10 @@ from scaleahead.policy import Policy
 from scaleahead.retraining import RetrainResult, load_model_version, retrain
 from scaleahead.settings import Settings
 from scaleahead.types import Action, ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
+
+if TYPE_CHECKING:
+    from actuator.rollouts import RolloutView
+    from forecaster.base import Forecaster
 
 log = logging.getLogger("scaleahead.daemon")
 
@@ -421,7 +425,8 @@ class Daemon:
         self.report_dir = report_dir
         self.reference_error = reference_error
         self.retrained: list[RetrainResult] = []
-        self.trial: tuple[int, RetrainResult] | None = None
+        #: Per rollout group, the running rollout followed and its challenger: (rollout id, model).
+        self.trials: dict[str, tuple[int, RetrainResult]] = {}
         self._rollout_checked = -math.inf
         self._unfollowed: set[int] = set()  # rollouts whose challenger could not be loaded
         self._unloadable: set[int] = set()  # champion versions that could not be loaded
@@ -683,50 +688,70 @@ class Daemon:
         self.retrained.append(result)
         self.live.reset_drift()
         if result.rollout_ids and result.model is not None:
-            self.trial = (result.rollout_ids[0], result)
+            ids = set(result.rollout_ids)
+            for row in self.deps.store.rollouts():
+                if row.id in ids:
+                    self.trials[row.group] = (row.id, result)
             self.follow_rollout(now)
         return result
 
+    @property
+    def trial(self) -> tuple[int, RetrainResult] | None:
+        """The followed rollout of the first rollout group (by name) that has one."""
+        return self.trials[min(self.trials)] if self.trials else None
+
     def follow_rollout(self, now: float) -> None:
-        """Keep the loop in step with the retrained challenger's rollout (checked every minute).
+        """Keep the loop in step with the running rollouts, one per rollout group (checked every minute).
 
         Running: the loop forecasts with the challenger for its arm (canary, A/B) or plans with it
-        without acting (shadow, recorded for ``scaleahead rollout evaluate``). Promoted (by
-        ``scaleahead rollout promote`` or a canary's last step): the challenger becomes the
-        production forecaster. Aborted, rolled back or superseded: it is dropped.
+        without acting (shadow, recorded for ``scaleahead rollout evaluate``), for the workloads of
+        that group only. Promoted (by ``scaleahead rollout promote`` or a canary's last step): the
+        challenger becomes the production forecaster (of every group: there is one champion).
+        Aborted, rolled back or superseded: it is dropped. A group without a followed rollout adopts
+        one started outside this process (``_adopt_rollout``).
         """
-        if self.deps.store is None:
+        store = self.deps.store
+        if store is None:
             return
         from actuator.rollouts import RolloutBook
 
-        if self.trial is None:
-            self.trial = self._adopt_rollout(now)
-            if self.trial is None:
-                return
-        rid, result = self.trial
-        rows = [r for r in self.deps.store.rollouts() if r.id == rid]
-        if not rows:
+        book = RolloutBook(store)
+        for group in sorted({p.spec.rollout_group for p in self.deps.policies}):
+            if group not in self.trials:
+                adopted = self._adopt_rollout(now, group)
+                if adopted is not None:
+                    self.trials[group] = adopted
+        if not self.trials:
+            if self.deps.trials or self.deps.rollout is not None:
+                self.deps = replace(self.deps, rollout=None, challenger=None, trials=())
             return
-        row = rows[0]
-        if row.state == "running":
-            self.deps = replace(
-                self.deps, rollout=RolloutBook(self.deps.store).view(row.group), challenger=result.model
-            )
-            return
-        self.deps = replace(self.deps, rollout=None, challenger=None)
-        self.trial = None
-        if row.state == "promoted" and result.model is not None:
-            self.deps = replace(self.deps, forecaster=result.model, model_version_id=result.model_version_id)
-            self.metrics.set_model(result.model.name, result.model_version_id)
-            wape = result.metrics.get("holdout_wape")
-            if isinstance(wape, float) and wape > 0:
-                self.reference_error = wape
-            log.info(
-                "rollout %d promoted: model %d is now in production",
-                rid,
-                result.model_version_id,
-                extra={"event": "model_promoted", "model_version_id": result.model_version_id},
-            )
+        rows = {r.id: r for r in store.rollouts()}
+        running: list[tuple[RolloutView, Forecaster]] = []
+        for group, (rid, result) in sorted(self.trials.items()):
+            row = rows.get(rid)
+            if row is None:
+                continue
+            if row.state == "running":
+                view = book.view(group)
+                if view is not None and result.model is not None:
+                    running.append((view, result.model))
+                continue
+            del self.trials[group]
+            if row.state == "promoted" and result.model is not None:
+                if self.deps.model_version_id == result.model_version_id:
+                    continue  # the same version promoted in another group already
+                self.deps = replace(self.deps, forecaster=result.model, model_version_id=result.model_version_id)
+                self.metrics.set_model(result.model.name, result.model_version_id)
+                wape = result.metrics.get("holdout_wape")
+                if isinstance(wape, float) and wape > 0:
+                    self.reference_error = wape
+                log.info(
+                    "rollout %d promoted: model %d is now in production",
+                    rid,
+                    result.model_version_id,
+                    extra={"event": "model_promoted", "model_version_id": result.model_version_id},
+                )
+        self.deps = replace(self.deps, rollout=None, challenger=None, trials=tuple(running))
 
     def follow_champion(self, now: float) -> None:
         """Switch production to the registry's champion when it changes (checked every minute).
@@ -780,18 +805,16 @@ class Daemon:
             extra={"event": "model_changed", "model_version_id": newest.id},
         )
 
-    def _adopt_rollout(self, now: float) -> tuple[int, RetrainResult] | None:
-        """A running rollout someone else started (the retraining CronJob, ``scaleahead rollout
-        start``) whose challenger is a registered model version: load that model and follow it like
-        one of ours. Only the first rollout group (by name) is followed (one production forecaster).
-        A version that cannot be loaded is logged once and left alone."""
+    def _adopt_rollout(self, now: float, group: str) -> tuple[int, RetrainResult] | None:
+        """A running rollout of ``group`` someone else started (the retraining CronJob, ``scaleahead
+        rollout start``) whose challenger is a registered model version: load that model and follow
+        it like one of ours. A version that cannot be loaded is logged once and left alone."""
         from actuator.rollouts import RolloutBook
 
         store = self.deps.store
-        groups = sorted({p.spec.rollout_group for p in self.deps.policies})
-        if store is None or not groups:
+        if store is None:
             return None
-        row = RolloutBook(store).running(groups[0])
+        row = RolloutBook(store).running(group)
         if row is None or not row.challenger.isdigit() or row.id in self._unfollowed:
             return None
         mid = int(row.challenger)

@@ -180,6 +180,10 @@ class Deps:
     #: as a ``shadow`` plan, never applied).
     rollout: RolloutView | None = None
     challenger: Forecaster | None = None
+    #: Further running rollouts, one per other rollout group: ``(view, challenger)`` each, used
+    #: like ``rollout``/``challenger`` for the workloads of its group (the daemon follows one per
+    #: group here).
+    trials: tuple[tuple[RolloutView, Forecaster], ...] = ()
     #: Learned start-up delays, cached across cycles (``StartupBook``).
     startup: StartupBook = field(default_factory=StartupBook)
     #: Warm-memory budgets of function groups, rebuilt once per period (``scaleahead.warm_budgets``).
@@ -221,8 +225,8 @@ class _Phase:
     def __enter__(self) -> None:
         self.t0 = time.perf_counter()
 
-    def __exit__(self, *exc: object) -> None:
-        self.report[self.name] = (time.perf_counter() - self.t0) * 1000.0
+    def __exit__(self, *exc: object) -> None:  # a phase entered twice (one per rollout) adds up
+        self.report[self.name] = self.report.get(self.name, 0.0) + (time.perf_counter() - self.t0) * 1000.0
 
 
 def observed_state(
@@ -391,24 +395,28 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         if items:
             steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
             forecast_batched(deps.forecaster, items, now, steps, forecasts, errors)
-    challenger: dict[WorkloadRef, Forecast] = {}
-    rollout = deps.rollout
-    # Only the workloads of the rollout's group take part (spec.rolloutGroup).
-    members = (
-        [(ref, s) for (ref, s), p in zip(items, item_policies, strict=True) if rollout.covers(p.spec.rollout_group)]
-        if rollout is not None and deps.challenger is not None
-        else []
-    )
-    if rollout is not None and deps.challenger is not None and members:
+    shadow: dict[WorkloadRef, Forecast] = {}
+    running = [(deps.rollout, deps.challenger)] if deps.rollout is not None and deps.challenger is not None else []
+    running += list(deps.trials)
+    for rollout, model in running:
+        # Only the workloads of the rollout's group take part (spec.rolloutGroup).
+        members = [
+            (ref, s) for (ref, s), p in zip(items, item_policies, strict=True) if rollout.covers(p.spec.rollout_group)
+        ]
+        if not members:
+            continue
+        challenger: dict[WorkloadRef, Forecast] = {}
         with timer.phase("challenger"):
             # batched like the champion's; where it fails, the champion's forecast stays
             challenger_errors: dict[str, str] = {}
-            forecast_batched(deps.challenger, members, now, steps, challenger, challenger_errors)
+            forecast_batched(model, members, now, steps, challenger, challenger_errors)
             errors.update({f"challenger:{key}": why for key, why in challenger_errors.items()})
-        if rollout.mode != "shadow":
-            for ref, fc in challenger.items():
-                if rollout.arm(ref.key) == "challenger":
-                    forecasts[ref] = fc
+        if rollout.mode == "shadow":
+            shadow.update(challenger)
+            continue
+        for ref, fc in challenger.items():
+            if rollout.arm(ref.key) == "challenger":
+                forecasts[ref] = fc
     with timer.phase("invocations"):
         try:
             invocations = invocation_forecasts(
@@ -460,9 +468,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         if learned:
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
         shadow_plan = None
-        if deps.rollout is not None and deps.rollout.mode == "shadow" and challenger:
+        if shadow:
             shadow_plan = make_plan(
-                {**forecasts, **challenger},
+                {**forecasts, **shadow},
                 state,
                 policies,
                 now,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,9 +31,11 @@ def nasa() -> Series:
     return s.between(s.start, s.start + 4 * DAY)
 
 
-def make_policies(n: int = 2) -> list[Policy]:
+def make_policies(n: int = 2, groups: Sequence[str] = ()) -> list[Policy]:
+    """``n`` policies; with ``groups``, policy ``i`` is in rollout group ``groups[i % len(groups)]``."""
     docs = []
     for i in range(n):
+        group = f"\n  rolloutGroup: {groups[i % len(groups)]}" if groups else ""
         docs.append(
             f"""
 apiVersion: scaleahead.io/v1alpha1
@@ -44,7 +46,7 @@ spec:
   demand: {{query: 'sum(rate(http_requests_total{{deployment="web{i}"}}[1m]))', unit: req/10s}}
   capacityPerReplica: 2
   maxReplicas: 60
-  maxStepUp: 20
+  maxStepUp: 20{group}
 """
         )
     return parse_policies("---".join(docs))
@@ -58,10 +60,14 @@ def daemon_factory(nasa: Series, tmp_path: Path) -> DaemonFactory:
     """Builds a daemon on a virtual clock at day 3 of the trace, SQLite, an in-memory cluster."""
 
     def build(
-        n: int = 2, settings: Settings | None = None, db_url: str | None = None, **kwargs: object
+        n: int = 2,
+        settings: Settings | None = None,
+        db_url: str | None = None,
+        groups: Sequence[str] = (),
+        **kwargs: object,
     ) -> tuple[Daemon, VirtualClock, InMemoryTarget, Store]:
         t0 = nasa.start + 3 * DAY
-        policies = make_policies(n)
+        policies = make_policies(n, groups)
         history = TraceHistory(default=nasa, window_s=1.2 * DAY, scale_spread=0.5)
         training = TraceHistory(default=nasa, window_s=3 * DAY, scale_spread=0.5)
         forecaster = make_model("seasonal_naive").fit([nasa.between(nasa.start, t0)])

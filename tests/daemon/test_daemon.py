@@ -340,8 +340,8 @@ def test_a_retrained_challenger_plans_in_shadow_and_takes_over_once_promoted(dae
     production = daemon.deps.forecaster
     daemon.run(lambda: False, max_ticks=40)  # past 04:05
     (result,) = daemon.retrained
-    assert daemon.deps.rollout is not None and daemon.deps.rollout.mode == "shadow"
-    assert daemon.deps.challenger is result.model
+    ((view, challenger),) = daemon.deps.trials
+    assert view.mode == "shadow" and view.group == "default" and challenger is result.model
     report = daemon.tick(clock.now()).report
     assert report is not None and report.shadow_plan is not None, "the challenger plans without acting"
     assert daemon.deps.forecaster is production
@@ -351,7 +351,7 @@ def test_a_retrained_challenger_plans_in_shadow_and_takes_over_once_promoted(dae
     daemon.tick(clock.now())
     assert daemon.deps.forecaster is result.model, "the promoted challenger is now in production"
     assert daemon.deps.model_version_id == result.model_version_id
-    assert daemon.deps.rollout is None
+    assert daemon.deps.trials == ()
     assert (
         daemon.metrics.registry.get_sample_value(
             "scaleahead_model_info", {"model": result.model.name, "version": str(result.model_version_id)}
@@ -370,18 +370,18 @@ def test_a_rollout_started_outside_the_daemon_is_followed_and_its_promotion_take
     book = RolloutBook(store)
     bad = book.start("default", "canary", "seasonal_naive", str(broken), clock.now())
     daemon.run(lambda: False, max_ticks=8)
-    assert daemon.trial is None and daemon.deps.challenger is None, "an unloadable challenger is not planned with"
+    assert daemon.trial is None and daemon.deps.trials == (), "an unloadable challenger is not planned with"
     book.abort("default", clock.now())
     rid = book.start("default", "canary", "seasonal_naive", str(mid), clock.now())
     assert rid != bad
     daemon.run(lambda: False, max_ticks=8)  # the next minute's check adopts it
     assert daemon.trial is not None and daemon.trial[0] == rid
-    assert daemon.deps.challenger is not None and daemon.deps.challenger.name == "window_mean"
-    assert daemon.deps.rollout is not None
+    ((view, challenger),) = daemon.deps.trials
+    assert challenger.name == "window_mean" and view.mode == "canary"
     book.promote("default", clock.now())
     daemon.run(lambda: False, max_ticks=8)
     assert daemon.deps.forecaster.name == "window_mean" and daemon.deps.model_version_id == mid
-    assert daemon.trial is None and daemon.deps.challenger is None
+    assert daemon.trial is None and daemon.deps.trials == ()
     assert metric_value(daemon, "scaleahead_model_info", model="window_mean", version=str(mid)) == 1
 
 
@@ -429,4 +429,30 @@ def test_a_rollout_running_before_the_first_cycle_is_adopted_once_there_is_histo
     rid = RolloutBook(store).start("default", "canary", "seasonal_naive", str(mid), clock.now())
     daemon.run(lambda: False, max_ticks=8)
     assert daemon.trial is not None and daemon.trial[0] == rid and rid not in daemon._unfollowed
-    assert daemon.deps.challenger is not None and daemon.deps.challenger.name == "window_mean"
+    assert [c.name for _, c in daemon.deps.trials] == ["window_mean"]
+
+
+def test_each_rollout_group_follows_its_own_rollout_and_a_promotion_in_any_reaches_production(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    from actuator.rollouts import CanaryParams, RolloutBook
+
+    daemon, clock, _, store = daemon_factory(n=4, groups=("blue", "green"), reference_error=100.0)
+    book = RolloutBook(store)
+    everyone = CanaryParams(steps=(1.0,))  # the whole group on the challenger: arms are known
+    blue = store.register_model("window_mean-blue", "window_mean", status="challenger")
+    green = store.register_model("naive-green", "naive", status="challenger")
+    book.start("blue", "canary", "seasonal_naive", str(blue), clock.now(), canary=everyone)
+    book.start("green", "canary", "seasonal_naive", str(green), clock.now(), canary=everyone)
+    daemon.run(lambda: False, max_ticks=8)
+    assert sorted((v.group, c.name) for v, c in daemon.deps.trials) == [("blue", "window_mean"), ("green", "naive")]
+    report = daemon.tick(clock.now()).report
+    assert report is not None
+    by_group = {p.workload: p.spec.rollout_group for p in daemon.deps.policies}
+    models = {(by_group[ref], fc.model) for ref, fc in report.forecasts.items()}
+    assert models == {("blue", "window_mean"), ("green", "naive")}, models
+    # Green's rollout is promoted: its model is production (the champion) for every group;
+    # blue's rollout goes on.
+    book.promote("green", clock.now())
+    clock.sleep(70)
+    daemon.run(lambda: False, max_ticks=2)
+    assert daemon.deps.model_version_id == green and daemon.deps.forecaster.name == "naive"
+    assert [(v.group, c.name) for v, c in daemon.deps.trials] == [("blue", "window_mean")]
