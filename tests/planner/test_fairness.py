@@ -291,3 +291,18 @@ def test_the_fairness_table_of_docs_planner_md(fairness: float, split: list[int]
         claim("b", "bronze", 10, weight=1, fairness=fairness),
     ]
     assert [g.granted for g in allocate(claims, 12)] == split
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=claims_strategy, capacity=st.integers(-5, 150), fairness=st.sampled_from([0.0, 0.3, 2.0, 8.0, math.inf]))
+def test_at_any_fairness_allocations_hold_the_capacity_the_wants_and_the_priorities(
+    raw: list[tuple[str, int, float, int, int]], capacity: int, fairness: float
+) -> None:
+    claims = [claim(f"w{i}", t, want, prio, w, floor, fairness) for i, (t, prio, w, want, floor) in enumerate(raw)]
+    grants = allocate(claims, capacity)
+    total = sum(g.granted for g in grants)
+    assert all(0 <= g.granted <= g.claim.want for g in grants)
+    assert total == min(max(capacity, 0), sum(c.want for c in claims))  # work-conserving, never over
+    for g in grants:
+        if g.granted < min(g.claim.floor, g.claim.want):  # its floor was cut: no lower priority got anything
+            assert all(h.granted == 0 for h in grants if h.claim.priority < g.claim.priority)
