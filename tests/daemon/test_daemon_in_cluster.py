@@ -207,3 +207,21 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
     assert moves_per_tick[3] > 0 and sum(1 for m in moves_per_tick if m) == 1, moves_per_tick
     assert kube.cluster.get(PODS, "shop", "cart-1") is None, "evicted: its ReplicaSet re-creates it elsewhere"
     assert {a.kind for a in store.actions(state="applied")} >= {"MovePod"}
+
+
+def test_the_run_command_target_reads_namespace_pod_quotas_unless_turned_off(kube) -> None:  # type: ignore[no-untyped-def]
+    from kubeemu import QUOTAS
+
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    quota = {"status": {"hard": {"pods": "20"}, "used": {"pods": str(2 * len(pols) + 3)}}}
+    kube.cluster.put(QUOTAS, "shop", "pods", quota)
+    settings = Settings()
+    clock = VirtualClock(1_700_000_000.0)
+    refs = [p.workload for p in pols]
+    target, _, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
+    assert target.read_state(refs).pod_quotas == {"shop": 20 - 3}  # what the other 3 pods leave
+    settings.loop.namespace_quotas = False
+    target, _, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
+    assert target.read_state(refs).pod_quotas == {}
