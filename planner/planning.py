@@ -2,8 +2,8 @@
 
 Per workload: services get a replica decision (``planner.replicas``), functions with a warm pool a
 warm-pool decision (``planner.warm``). Then, when a capacity is given or a namespace has a pod
-quota, replicas are shared under shortage by priority and weighted max-min across tenants
-(``planner.fairness``).
+quota, replicas are shared under shortage by priority, then alpha-fair by weight across tenants
+(``objective.fairness``; ``planner.fairness``).
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def plan(
         list[str] | None,
         typer.Option(
             help="TENANT=REPLICAS, or *=REPLICAS for all services together (repeatable): replicas to share "
-            "under shortage, by priority then weighted max-min (docs/planner.md)."
+            "under shortage, by priority, then by weight as the policies' objective.fairness says (docs/planner.md)."
         ),
     ] = None,
 ) -> None:
