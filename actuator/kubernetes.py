@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -89,6 +89,45 @@ def memory_mb(quantity: Any) -> int:
         if text.endswith(unit):
             return int(float(text[: -len(unit)]) * _MEMORY_UNITS[unit] / 2**20)
     return int(float(text) / 2**20)
+
+
+#: ResourceQuota keys on what a pod of a workload asks for: key -> (requests|limits, cpu|memory).
+#: ``cpu`` and ``memory`` mean the requests (Kubernetes' own shorthand).
+_RESOURCE_QUOTA_KEYS = {
+    "cpu": "requests.cpu",
+    "requests.cpu": "requests.cpu",
+    "memory": "requests.memory",
+    "requests.memory": "requests.memory",
+    "limits.cpu": "limits.cpu",
+    "limits.memory": "limits.memory",
+}
+
+
+def _quantity(resource: str, value: Any) -> int:
+    """A quota or container quantity in millicores (cpu) or MiB (memory)."""
+    return cpu_millis(value) if resource.endswith("cpu") else memory_mb(value)
+
+
+def pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
+    """What one pod of a pod template counts against ResourceQuotas: ``requests.cpu`` (m),
+    ``requests.memory`` (MiB), ``limits.cpu``, ``limits.memory``: the sum over its containers, at
+    least its largest init container (a container's request defaults to its limit)."""
+    spec = template.get("spec") or {}
+    out: dict[str, int] = {}
+    for kind in ("requests", "limits"):
+        for res in ("cpu", "memory"):
+
+            def one(c: Mapping[str, Any], kind: str = kind, res: str = res) -> int:
+                r = c.get("resources") or {}
+                value = (r.get(kind) or {}).get(res)
+                if value in (None, "") and kind == "requests":
+                    value = (r.get("limits") or {}).get(res)
+                return _quantity(res, value)
+
+            main = sum(one(c) for c in spec.get("containers") or [])
+            init = max((one(c) for c in spec.get("initContainers") or []), default=0)
+            out[f"{kind}.{res}"] = max(main, init)
+    return out
 
 
 KNATIVE = ("serving.knative.dev", "v1", "services")
@@ -366,22 +405,46 @@ class KubernetesTarget:
             raise _error(exc, target or action.target, verb, resource, ns) from exc
 
     def _quota_free_pods(self, namespace: str) -> int | None:
+        """Pods the namespace's quotas on pod counts still allow (None: no such quota, or unreadable)."""
+        return self._quota_room(namespace)[0]
+
+    def _quota_room(
+        self, namespace: str, shape: Callable[[], Mapping[str, int]] | None = None
+    ) -> tuple[int | None, tuple[str, ...]]:
+        """Pods the namespace's ResourceQuotas still allow, and the quota keys that bind.
+
+        Quotas on ``pods`` / ``count/pods`` count pods. With ``shape`` (what one pod of the workload
+        asks for, ``pod_shape``; called only when a quota on CPU or memory exists), quotas on
+        ``requests.cpu`` / ``cpu``, ``requests.memory`` / ``memory``, ``limits.cpu`` and
+        ``limits.memory`` count how many such pods fit in what is left. A pod that asks for none of
+        a quota's resource is not limited by it here (the API server decides). None: no quota, or
+        the quotas cannot be read (the API server's quota admission still refuses pods beyond them).
+        """
         try:
             data = self._raw(self.core.list_namespaced_resource_quota, namespace)
         except (ApiException, HTTPError):
-            return None  # no permission or no answer: quota is then enforced by the API server itself
-        free: int | None = None
+            return None, ()  # no permission or no answer: quota is then enforced by the API server itself
+        limits: list[tuple[int, str]] = []
+        per_pod: Mapping[str, int] | None = None
         for rq in data.get("items") or []:
             hard = (rq.get("status") or {}).get("hard") or (rq.get("spec") or {}).get("hard") or {}
             used = (rq.get("status") or {}).get("used") or {}
-            for key in ("pods", "count/pods"):
-                if key in hard:
-                    try:
-                        left = int(hard[key]) - int(used.get(key, 0))
-                    except (TypeError, ValueError):
-                        continue
-                    free = left if free is None else min(free, left)
-        return free
+            for key, limit in hard.items():
+                try:
+                    if key in ("pods", "count/pods"):
+                        limits.append((int(limit) - int(used.get(key, 0)), key))
+                    elif key in _RESOURCE_QUOTA_KEYS and shape is not None:
+                        per_pod = shape() if per_pod is None else per_pod
+                        need = per_pod.get(_RESOURCE_QUOTA_KEYS[key], 0)
+                        if need > 0:
+                            left = _quantity(key, limit) - _quantity(key, used.get(key, 0))
+                            limits.append((left // need, key))
+                except (TypeError, ValueError):
+                    continue
+        if not limits:
+            return None, ()
+        free = min(n for n, _ in limits)
+        return free, tuple(sorted({key for n, key in limits if n == free}))
 
     def _ready_pods(self, namespace: str, since: float) -> _PodIndex:
         """The namespace's pods created since ``since`` that became Ready (empty if unreadable)."""
@@ -630,10 +693,21 @@ class KubernetesTarget:
         value = _int_field(obj, "spec.replicas", ref.key, default=0)
         facts: dict[str, int] = {}
         if isinstance(action, ScaleTo) and action.to_replicas > value:
-            free = self._quota_free_pods(ref.namespace)
+            free, binding = self._quota_room(ref.namespace, lambda: self._pod_shape(action, ref))
             if free is not None:
                 facts["quota_pods_free"] = free
+                facts.update({f"quota_limited_by:{key}": 1 for key in binding})
         return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts)
+
+    def _pod_shape(self, action: Action, ref: WorkloadRef) -> dict[str, int]:
+        """What one pod of ``ref`` asks for (``pod_shape`` of its pod template)."""
+        read = (
+            self.apps.read_namespaced_stateful_set
+            if ref.kind == "StatefulSet"
+            else self.apps.read_namespaced_deployment
+        )
+        obj = self._call(action, read, ref.name, ref.namespace)
+        return pod_shape((obj.get("spec") or {}).get("template") or {})
 
     def _live_pod(self, action: MovePod) -> LiveObject:
         pod = self._call(action, self.core.read_namespaced_pod, action.pod, action.namespace)

@@ -103,11 +103,18 @@ def check(
             return Verdict(
                 "skip",
                 live.value,
-                f"the namespace's ResourceQuota allows no more pods ({live.target} stays at {live.value})",
+                f"the namespace's {_quota_name(live)} allows no more pods ({live.target} stays at {live.value})",
             )
         if want - live.value > free:
-            notes.append(f"limited by the namespace's pod quota ({free} more pods allowed)")
+            notes.append(f"limited by the namespace's {_quota_name(live)} ({free} more pods allowed)")
             want = live.value + free
     if want == live.value:
         return Verdict("noop", want, f"{live.field} is already {want}", tuple(notes))
     return Verdict("apply", want, "", tuple(notes))
+
+
+def _quota_name(live: LiveObject) -> str:
+    """Which quota binds: "pod quota", or "ResourceQuota on requests.cpu" (the keys that bind)."""
+    keys = sorted(k.split(":", 1)[1] for k in (live.facts or {}) if k.startswith("quota_limited_by:"))
+    resources = [k for k in keys if k not in ("pods", "count/pods")]
+    return f"ResourceQuota on {' and '.join(resources)}" if resources else "pod quota"

@@ -218,3 +218,54 @@ def test_read_state_reports_what_the_namespace_pod_quotas_leave_the_managed_work
     kube.cluster.faults.append(Fault("GET", "/namespaces/default/resourcequotas", status=403, times=5))
     state = KubernetesTarget(kube.api_client(), []).read_state(refs)
     assert state.pod_quotas == {"full": 5} and len(state.workloads) == 4
+
+
+def test_a_scale_up_is_limited_by_the_cpu_and_memory_the_namespace_quota_leaves(kube):
+    web = deployment(2)
+    web["spec"]["template"]["spec"]["containers"] = [
+        {"name": "app", "image": "x", "resources": {"requests": {"cpu": "400m", "memory": "256Mi"}}},
+        {"name": "sidecar", "image": "y", "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}},
+    ]  # one pod asks for 500m and 320Mi (the sidecar's request defaults to its limit)
+    kube.cluster.put(DEPLOYMENTS, "default", "web", web)
+    cpu = {"status": {"hard": {"requests.cpu": "4", "pods": "50"}, "used": {"requests.cpu": "2500m", "pods": "5"}}}
+    kube.cluster.put(QUOTAS, "default", "cpu", cpu)  # 1500m left: 3 more pods
+    res = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 9),)), NOW)
+    assert res[0].outcome == "applied"
+    assert "limited by the namespace's ResourceQuota on requests.cpu (3 more pods allowed)" in res[0].detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5
+    # A memory quota in a second ResourceQuota binds tighter: 400Mi left is 1 pod of 320Mi, while
+    # the CPU's 1000m left would take 2 pods of 500m.
+    mem = {"status": {"hard": {"memory": "2Gi"}, "used": {"memory": "1648Mi"}}}
+    kube.cluster.put(QUOTAS, "default", "mem", mem)
+    cpu["status"]["used"]["requests.cpu"] = "3"
+    kube.cluster.put(QUOTAS, "default", "cpu", cpu)
+    res = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 5, 9),)), NOW)
+    assert "ResourceQuota on memory (1 more pods allowed)" in res[0].detail, res[0].detail  # its key as written
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 6
+    kube.cluster.put(QUOTAS, "default", "mem", {"status": {"hard": {"memory": "2Gi"}, "used": {"memory": "0"}}})
+    # Nothing left of the CPU: the scale-up is skipped, and says which quota.
+    cpu["status"]["used"]["requests.cpu"] = "4"
+    kube.cluster.put(QUOTAS, "default", "cpu", cpu)
+    res = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 6, 9),)), NOW)
+    assert res[0].outcome == "skipped"
+    assert "ResourceQuota on requests.cpu allows no more pods" in res[0].detail
+
+
+def test_pod_shape_sums_containers_and_takes_at_least_the_largest_init_container():
+    from actuator.kubernetes import pod_shape
+
+    template = {
+        "spec": {
+            "containers": [
+                {"resources": {"requests": {"cpu": "250m", "memory": "128Mi"}, "limits": {"cpu": "1"}}},
+                {"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}},
+            ],
+            "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+        }
+    }
+    assert pod_shape(template) == {
+        "requests.cpu": 2000,  # the init container's 2 cores outweigh 250m + 500m
+        "requests.memory": 1152,
+        "limits.cpu": 1500,
+        "limits.memory": 1024,
+    }
