@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -404,9 +404,33 @@ class KubernetesTarget:
         except Exception as exc:  # noqa: BLE001 - mapped to skip/fail/conflict or re-raised
             raise _error(exc, target or action.target, verb, resource, ns) from exc
 
-    def _quota_free_pods(self, namespace: str) -> int | None:
-        """Pods the namespace's quotas on pod counts still allow (None: no such quota, or unreadable)."""
-        return self._quota_room(namespace)[0]
+    def _quota_left(self, namespace: str) -> dict[str, int] | None:
+        """What the namespace's ResourceQuotas leave: ``pods`` (quotas on ``pods`` / ``count/pods``)
+        and ``requests.cpu`` (m), ``requests.memory`` (MiB), ``limits.cpu``, ``limits.memory`` (``cpu``
+        and ``memory`` are the requests), the smallest over the quotas (negative when a quota is
+        over its limit). None: no permission or no answer; the API server's quota admission still
+        refuses pods beyond the quotas."""
+        try:
+            data = self._raw(self.core.list_namespaced_resource_quota, namespace)
+        except (ApiException, HTTPError):
+            return None
+        left: dict[str, int] = {}
+        for rq in data.get("items") or []:
+            hard = (rq.get("status") or {}).get("hard") or (rq.get("spec") or {}).get("hard") or {}
+            used = (rq.get("status") or {}).get("used") or {}
+            for key, limit in hard.items():
+                norm = "pods" if key in ("pods", "count/pods") else _RESOURCE_QUOTA_KEYS.get(key)
+                if norm is None:
+                    continue
+                try:
+                    if norm == "pods":
+                        room = int(limit) - int(used.get(key, 0))
+                    else:
+                        room = _quantity(norm, limit) - _quantity(norm, used.get(key, 0))
+                except (TypeError, ValueError):
+                    continue
+                left[norm] = min(left.get(norm, room), room)
+        return left
 
     def _quota_room(
         self, namespace: str, shape: Callable[[], Mapping[str, int]] | None = None
@@ -414,33 +438,19 @@ class KubernetesTarget:
         """Pods the namespace's ResourceQuotas still allow, and the quota keys that bind.
 
         Quotas on ``pods`` / ``count/pods`` count pods. With ``shape`` (what one pod of the workload
-        asks for, ``pod_shape``; called only when a quota on CPU or memory exists), quotas on
-        ``requests.cpu`` / ``cpu``, ``requests.memory`` / ``memory``, ``limits.cpu`` and
-        ``limits.memory`` count how many such pods fit in what is left. A pod that asks for none of
-        a quota's resource is not limited by it here (the API server decides). None: no quota, or
-        the quotas cannot be read (the API server's quota admission still refuses pods beyond them).
+        asks for, ``pod_shape``; called only when a quota on CPU or memory exists), quotas on CPU
+        and memory count how many such pods fit in what is left; a pod that asks for none of a
+        quota's resource is not limited by it here (the API server decides). None: no such quota,
+        or the quotas cannot be read.
         """
-        try:
-            data = self._raw(self.core.list_namespaced_resource_quota, namespace)
-        except (ApiException, HTTPError):
-            return None, ()  # no permission or no answer: quota is then enforced by the API server itself
-        limits: list[tuple[int, str]] = []
-        per_pod: Mapping[str, int] | None = None
-        for rq in data.get("items") or []:
-            hard = (rq.get("status") or {}).get("hard") or (rq.get("spec") or {}).get("hard") or {}
-            used = (rq.get("status") or {}).get("used") or {}
-            for key, limit in hard.items():
-                try:
-                    if key in ("pods", "count/pods"):
-                        limits.append((int(limit) - int(used.get(key, 0)), key))
-                    elif key in _RESOURCE_QUOTA_KEYS and shape is not None:
-                        per_pod = shape() if per_pod is None else per_pod
-                        need = per_pod.get(_RESOURCE_QUOTA_KEYS[key], 0)
-                        if need > 0:
-                            left = _quantity(key, limit) - _quantity(key, used.get(key, 0))
-                            limits.append((left // need, key))
-                except (TypeError, ValueError):
-                    continue
+        left = self._quota_left(namespace)
+        if not left:
+            return None, ()
+        limits = [(left["pods"], "pods")] if "pods" in left else []
+        resources = [k for k in left if k != "pods"]
+        if resources and shape is not None:
+            per_pod = shape()
+            limits += [(left[k] // per_pod[k], k) for k in resources if per_pod.get(k, 0) > 0]
         if not limits:
             return None, ()
         free = min(n for n, _ in limits)
@@ -562,6 +572,8 @@ class KubernetesTarget:
         states: dict[WorkloadRef, WorkloadState] = {}
         pods: dict[str, _PodIndex] = {}
         pods_now: dict[str, int] = {}  # per namespace, the pods the workloads read there have now
+        asked_now: dict[str, dict[str, int]] = {}  # ... and what those pods ask for (pod_shape)
+        shapes: dict[WorkloadRef, dict[str, int]] = {}
         since = self.clock.now() - self.sample_window_s
         for ref in workloads:
             try:
@@ -585,6 +597,10 @@ class KubernetesTarget:
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
                 have = _int_field(obj, "status.replicas", ref.key, default=0)
                 pods_now[ref.namespace] = pods_now.get(ref.namespace, 0) + max(have, 0)
+                shape = shapes[ref] = pod_shape((obj.get("spec") or {}).get("template") or {})
+                asked = asked_now.setdefault(ref.namespace, {})
+                for key, amount in shape.items():
+                    asked[key] = asked.get(key, 0) + max(have, 0) * amount
                 samples: tuple[float, ...] = ()
                 if ref.kind != "Headroom":
                     if ref.namespace not in pods:
@@ -593,32 +609,44 @@ class KubernetesTarget:
                 states[ref] = WorkloadState(ref, spec, ready, startup_samples=samples)
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
-        quotas = self._pod_quotas(pods_now) if self.quotas else {}
+        pod_quotas, resource_quotas = self._namespace_quotas(pods_now, asked_now) if self.quotas else ({}, {})
+        state = ClusterState(
+            workloads=states, pod_quotas=pod_quotas, resource_quotas=resource_quotas, pod_shapes=shapes
+        )
         if not self.placement:
-            return ClusterState(workloads=states, pod_quotas=quotas)
+            return state
         try:
             nodes, placed, pdbs = self.read_placement()
         except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
             # No placement read: no moves this cycle (the planner proposes none without nodes).
             log.warning("cannot read nodes, pods and PDBs for rebalancing: %s", exc, extra={"event": "placement"})
-            return ClusterState(workloads=states, pod_quotas=quotas)
-        return ClusterState(states, nodes, placed, pdbs, quotas)
+            return state
+        return replace(state, nodes=nodes, pods=placed, pdbs=pdbs)
 
-    def _pod_quotas(self, pods_now: Mapping[str, int]) -> dict[str, int]:
-        """Per namespace with a pod quota: the pods its managed workloads may hold together.
+    def _namespace_quotas(
+        self, pods_now: Mapping[str, int], asked_now: Mapping[str, Mapping[str, int]]
+    ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """Per namespace with quotas: the pods, and the CPU and memory, its managed workloads may
+        hold together (``ClusterState.pod_quotas``, ``ClusterState.resource_quotas``).
 
-        ``hard - used`` (the smallest over the namespace's quotas on ``pods`` / ``count/pods``; a
-        quota already over its limit counts as 0 free, since Kubernetes removes no running pod for
-        it) plus the pods those workloads have now (``status.replicas``). A namespace whose quotas
-        cannot be read is left out: the planner then shares nothing there and the API server's
-        quota admission still refuses pods beyond the limit.
+        What the quotas leave (``_quota_left``; 0 when a quota is already over its limit, since
+        Kubernetes removes no running pod for it) plus what those workloads' pods have or ask for
+        now (``status.replicas``, times ``pod_shape``). A namespace whose quotas cannot be read is
+        left out: the planner then shares nothing there.
         """
-        out: dict[str, int] = {}
+        pods: dict[str, int] = {}
+        resources: dict[str, dict[str, int]] = {}
         for ns in sorted(pods_now):
-            free = self._quota_free_pods(ns)
-            if free is not None:
-                out[ns] = max(free, 0) + pods_now[ns]
-        return out
+            left = self._quota_left(ns)
+            if not left:
+                continue
+            if "pods" in left:
+                pods[ns] = max(left["pods"], 0) + pods_now[ns]
+            mine = asked_now.get(ns, {})
+            amounts = {k: max(v, 0) + mine.get(k, 0) for k, v in left.items() if k != "pods"}
+            if amounts:
+                resources[ns] = amounts
+        return pods, resources
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""

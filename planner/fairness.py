@@ -42,6 +42,9 @@ class Claim:
     want: int
     floor: int = 0
     fairness: float = 1.0  # the policy's objective.fairness: inequality aversion (alpha_fill)
+    #: What one replica counts against ResourceQuotas ("requests.cpu" in millicores,
+    #: "requests.memory" in MiB, "limits.cpu", "limits.memory"); None: unknown.
+    shape: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,17 +165,59 @@ def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int, 
     return out
 
 
+def _fill_level_units(
+    claims: Sequence[Claim], amounts: Sequence[int], costs: Sequence[int], capacity: int, alpha: float
+) -> list[int]:
+    """:func:`_fill_level` when a replica of claim ``i`` takes ``costs[i]`` units of the capacity
+    (millicores, MiB): the shares are alpha-fair in units, then whole replicas; the units left by
+    rounding down go, one replica at a time, to the largest fractions whose replica still fits,
+    pass after pass until none fits."""
+    tenants: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(claims):
+        tenants[c.tenant].append(i)
+    names = sorted(tenants)
+    t_demand = [float(sum(amounts[i] * costs[i] for i in tenants[t])) for t in names]
+    t_weight = [sum(claims[i].weight for i in tenants[t]) / len(tenants[t]) for t in names]
+    share = [0.0] * len(claims)
+    for t, units in zip(names, alpha_fill(t_demand, t_weight, capacity, alpha), strict=True):
+        idx = tenants[t]
+        got = alpha_fill([float(amounts[i] * costs[i]) for i in idx], [claims[i].weight for i in idx], units, alpha)
+        for i, g in zip(idx, got, strict=True):
+            share[i] = g / costs[i]
+    out = [min(a, int(math.floor(s + 1e-9))) for a, s in zip(amounts, share, strict=True)]
+    left = capacity - sum(o * c for o, c in zip(out, costs, strict=True))
+    order = sorted(
+        (i for i in range(len(out)) if out[i] < amounts[i]),
+        key=lambda i: (-(share[i] - out[i]), str(claims[i].workload)),
+    )
+    while order:  # pass after pass, until no short claim's next replica fits in what is left
+        for i in order:
+            if costs[i] <= left:
+                out[i] += 1
+                left -= costs[i]
+        order = [i for i in order if out[i] < amounts[i] and costs[i] <= left]
+    return out
+
+
 def _round(
-    claims: Sequence[Claim], amounts: Sequence[int], capacity: int, alpha: float
+    claims: Sequence[Claim],
+    amounts: Sequence[int],
+    capacity: int,
+    alpha: float,
+    costs: Sequence[int] | None = None,
+    unit: str = "",
 ) -> tuple[list[int], int, dict[int, str]]:
-    """Serve ``amounts`` by priority (highest first); returns grants, capacity left, cut causes."""
+    """Serve ``amounts`` by priority (highest first); returns grants, capacity left, cut causes.
+
+    With ``costs``, a replica of claim ``i`` takes ``costs[i]`` units of ``capacity``."""
+    cost = costs or [1] * len(claims)
     share = "weighted max-min share" if alpha == 1.0 else f"alpha-fair share (objective.fairness {alpha:g})"
     out = [0] * len(claims)
     causes: dict[int, str] = {}
     left = capacity
     for prio in sorted({c.priority for c in claims}, reverse=True):
         idx = [i for i, c in enumerate(claims) if c.priority == prio]
-        need = sum(amounts[i] for i in idx)
+        need = sum(amounts[i] * cost[i] for i in idx)
         if need <= left:
             for i in idx:
                 out[i] = amounts[i]
@@ -183,22 +228,34 @@ def _round(
                 if amounts[i] > 0:
                     causes[i] = f"higher priorities than {prio} took all of it"
             continue
-        got = _fill_level([claims[i] for i in idx], [amounts[i] for i in idx], left, alpha)
+        sub = [claims[i] for i in idx]
+        if costs is None:
+            got = _fill_level(sub, [amounts[i] for i in idx], left, alpha)
+        else:
+            got = _fill_level_units(sub, [amounts[i] for i in idx], [cost[i] for i in idx], left, alpha)
         for i, g in zip(idx, got, strict=True):
             out[i] = g
             if g < amounts[i]:
-                causes[i] = f"{share} among the {len(idx)} priority-{prio} workloads of the {left} left"
-        left -= sum(got)
+                causes[i] = f"{share} among the {len(idx)} priority-{prio} workloads of the {left}{unit} left"
+        left -= sum(g * cost[i] for i, g in zip(idx, got, strict=True))
     return out, left, causes
 
 
-def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster capacity") -> list[Grant]:
+def allocate(
+    claims: Sequence[Claim],
+    capacity: int,
+    pool: str = "cluster capacity",
+    costs: Sequence[int] | None = None,
+    unit: str = "",
+) -> list[Grant]:
     """Allocate ``capacity`` units among ``claims``: floors first, then the rest; never more than asked.
 
     Args:
-        claims: what each workload asks for.
-        capacity: units (replicas) to share; negative counts as zero.
+        claims: what each workload asks for (replicas).
+        capacity: units to share (replicas, or with ``costs`` millicores, MiB); negative counts as zero.
         pool: name of the capacity, used in the reasons ("cluster capacity", "tenant shop quota").
+        costs: units one replica of each claim takes (all positive); None: one replica is one unit.
+        unit: the units' suffix in the reasons ("m", "Mi").
 
     Returns:
         One grant per claim, in the same order; ``sum(granted) <= max(capacity, 0)``.
@@ -209,16 +266,18 @@ def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster capaci
     """
     cap = max(int(capacity), 0)
     wants = [max(c.want, 0) for c in claims]
-    total = sum(wants)
+    if costs is not None and any(c <= 0 for c in costs):
+        raise ValueError("costs must be positive")
+    total = sum(w * c for w, c in zip(wants, costs, strict=True)) if costs is not None else sum(wants)
     if total <= cap:
         return [Grant(c, w) for c, w in zip(claims, wants, strict=True)]
     floors = [min(max(c.floor, 0), w) for c, w in zip(claims, wants, strict=True)]
     alpha = max((c.fairness for c in claims), default=1.0)
-    first, left, causes_a = _round(claims, floors, cap, alpha)
+    first, left, causes_a = _round(claims, floors, cap, alpha, costs, unit)
     rest = [w - f for w, f in zip(wants, first, strict=True)]
     # Claims whose floor was cut get nothing more in the second round.
     rest = [0 if first[i] < floors[i] else r for i, r in enumerate(rest)]
-    second, _, causes_b = _round(claims, rest, left, alpha)
+    second, _, causes_b = _round(claims, rest, left, alpha, costs, unit)
     grants = []
     for i, c in enumerate(claims):
         got = first[i] + second[i]
@@ -227,7 +286,7 @@ def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster capaci
             cause = causes_a.get(i) or causes_b.get(i) or "capacity exhausted"
             stage = "even its minReplicas did not fit: " if i in causes_a else ""
             why = (
-                f"{pool} {cap} is short of the {total} wanted; tenant {c.tenant} "
+                f"{pool} {cap}{unit} is short of the {total}{unit} wanted; tenant {c.tenant} "
                 f"(priority {c.priority}, weight {c.weight:g}) got {got} of {wants[i]}: {stage}{cause}"
             )
         grants.append(Grant(c, got, why))
@@ -235,9 +294,18 @@ def allocate(claims: Sequence[Claim], capacity: int, pool: str = "cluster capaci
 
 
 def _share_pool(
-    claims: Sequence[Claim], grants: list[Grant], idx: Sequence[int], cap: int, pool: str
+    claims: Sequence[Claim],
+    grants: list[Grant],
+    idx: Sequence[int],
+    cap: int,
+    pool: str,
+    key: str | None = None,
+    unit: str = "",
 ) -> tuple[int, list[int]]:
-    """Share ``cap`` among the claims ``idx`` as they stand after earlier pools; returns (wanted, cut)."""
+    """Share ``cap`` among the claims ``idx`` as they stand after earlier pools; returns (wanted, cut).
+
+    With ``key`` (a ResourceQuota resource) the capacity is in that resource's units and a replica
+    of claim ``i`` takes ``claims[i].shape[key]`` of it (every claim in ``idx`` must ask for some)."""
     reduced = [
         Claim(
             claims[i].workload,
@@ -247,12 +315,14 @@ def _share_pool(
             grants[i].granted,
             min(claims[i].floor, grants[i].granted),
             claims[i].fairness,
+            claims[i].shape,
         )
         for i in idx
     ]
-    wanted = sum(r.want for r in reduced)
+    costs = None if key is None else [(c.shape or {})[key] for c in reduced]
+    wanted = sum(r.want * (1 if costs is None else costs[n]) for n, r in enumerate(reduced))
     cut = []
-    for i, r, g in zip(idx, reduced, allocate(reduced, cap, pool=pool), strict=True):
+    for i, r, g in zip(idx, reduced, allocate(reduced, cap, pool=pool, costs=costs, unit=unit), strict=True):
         if g.granted < r.want:
             grants[i] = Grant(claims[i], g.granted, "; ".join(x for x in (grants[i].why, g.why) if x))
             cut.append(i)
@@ -274,12 +344,17 @@ def allocate_pools(
     claims: Sequence[Claim],
     capacity: Mapping[str, int],
     namespace_pods: Mapping[str, int] | None = None,
+    namespace_resources: Mapping[str, Mapping[str, int]] | None = None,
 ) -> tuple[list[Grant], list[str]]:
-    """Apply tenant quotas (``capacity`` keys = tenant names), namespace pod quotas, then the cluster.
+    """Apply tenant quotas (``capacity`` keys = tenant names), namespace pod quotas, namespace
+    CPU and memory quotas, then the cluster.
 
     ``capacity["*"]`` is the cluster's replicas; ``namespace_pods`` maps a namespace to the pods its
-    ResourceQuotas let the claims' workloads in it hold together (``ClusterState.pod_quotas``).
-    Each pool is shared among what its members were granted by the pools before it.
+    ResourceQuotas let the claims' workloads in it hold together (``ClusterState.pod_quotas``);
+    ``namespace_resources`` maps a namespace to ``{"requests.cpu": millicores, ...}`` they may hold
+    together (``ClusterState.resource_quotas``), shared in those units among the claims whose
+    ``shape`` asks for that resource. Each pool is shared among what its members were granted by
+    the pools before it.
 
     Returns the grants (same order as ``claims``) and notes naming every capacity that was short.
     """
@@ -310,6 +385,19 @@ def allocate_pools(
                 f"namespace {ns}'s pod quota leaves room for {pods} pods of its {len(idx)} managed workloads, "
                 f"short of the {wanted} replicas they want: {len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
+    for ns, amounts in sorted((namespace_resources or {}).items()):
+        for key, amount in sorted(amounts.items()):
+            idx = [i for i in by_namespace_idx.get(ns, []) if (claims[i].shape or {}).get(key, 0) > 0]
+            if not idx:
+                continue
+            unit = "m" if key.endswith("cpu") else "Mi"
+            wanted, cut = _share_pool(claims, grants, idx, amount, f"namespace {ns} quota on {key}", key, unit)
+            if wanted > amount:
+                notes.append(
+                    f"namespace {ns}'s quota on {key} leaves {amount}{unit} for its {len(idx)} managed workloads, "
+                    f"short of the {wanted}{unit} their replicas ask for: {len(cut)} of them get less"
+                    f"{_mixed_fairness(claims, idx)}"
+                )
     if CLUSTER in capacity:
         cap = capacity[CLUSTER]
         wanted, _ = _share_pool(claims, grants, range(len(claims)), cap, "cluster capacity")

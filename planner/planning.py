@@ -104,9 +104,11 @@ def plan(
         for (_, (ref, _, _)), d in zip(functions, warm, strict=True):
             if d.fallback:
                 fallbacks[ref] = d.fallback
-    if capacity or state.pod_quotas:
+    if capacity or state.pod_quotas or state.resource_quotas:
         specs = [p.spec for p in table.policies]  # ``final`` is in policy order, one action each
-        final, fair_notes = _share_capacity(final, specs, capacity or {}, state.pod_quotas)
+        final, fair_notes = _share_capacity(
+            final, specs, capacity or {}, state.pod_quotas, state.resource_quotas, state.pod_shapes
+        )
         notes.extend(fair_notes)
     if max_moves > 0:
         final.extend(plan_moves(state, max_moves))
@@ -120,6 +122,7 @@ def share_capacity(
     namespace_pods: Mapping[str, int] | None = None,
 ) -> Plan:
     """Share ``capacity`` (and namespace pod quotas) among a finished plan's replica decisions.
+    (Quotas on CPU and memory need the pods' shapes: ``plan`` shares them from its ``state``.)
 
     What ``plan(..., capacity=...)`` does at its end, for plans made in parts (``scaleahead plan
     --prometheus`` plans each demand query on its own, then merges).
@@ -127,7 +130,7 @@ def share_capacity(
     table = policy_table(policies)
     by_ref = dict(zip(table.refs, (p.spec for p in table.policies), strict=True))
     specs = [by_ref.get(a.workload) if isinstance(a, ScaleTo) else None for a in plan_.actions]
-    actions, notes = _share_capacity(list(plan_.actions), specs, capacity, namespace_pods or {})
+    actions, notes = _share_capacity(list(plan_.actions), specs, capacity, namespace_pods or {}, {}, {})
     return replace(plan_, actions=tuple(actions), notes=plan_.notes + tuple(notes))
 
 
@@ -156,6 +159,8 @@ def _share_capacity(
     specs: Sequence[PolicySpec | None],
     capacity: Mapping[str, int],
     namespace_pods: Mapping[str, int],
+    namespace_resources: Mapping[str, Mapping[str, int]],
+    shapes: Mapping[WorkloadRef, Mapping[str, int]],
 ) -> tuple[list[Action], list[str]]:
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
 
@@ -166,6 +171,9 @@ def _share_capacity(
     # claim (a plain loop: this runs every cycle a namespace has a pod quota).
     by_tenant: dict[str, int] = dict.fromkeys((t for t in capacity if t != CLUSTER), 0)
     by_namespace: dict[str, int] = dict.fromkeys(namespace_pods, 0)
+    by_resource: dict[tuple[str, str], int] = {
+        (ns, k): 0 for ns, amounts in namespace_resources.items() for k in amounts
+    }
     total = 0
     for i in slots:
         a = cast(ScaleTo, actions[i])
@@ -179,15 +187,20 @@ def _share_capacity(
             tenant = cast(PolicySpec, specs[i]).tenant
             if tenant in by_tenant:
                 by_tenant[tenant] += want
+        if by_resource and a.workload.namespace in namespace_resources:
+            for key, amount in shapes.get(a.workload, {}).items():
+                if (a.workload.namespace, key) in by_resource:
+                    by_resource[(a.workload.namespace, key)] += want * amount
     short = (
         any(by_tenant.get(t, 0) > q for t, q in capacity.items() if t != CLUSTER)
         or any(by_namespace.get(ns, 0) > q for ns, q in namespace_pods.items())
         or (CLUSTER in capacity and total > capacity[CLUSTER])
+        or any(v > namespace_resources[ns][k] for (ns, k), v in by_resource.items())
     )
     if not short:
         return actions, []
     with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
-        return _cut_to_shares(actions, specs, slots, capacity, namespace_pods)
+        return _cut_to_shares(actions, specs, slots, capacity, namespace_pods, namespace_resources, shapes)
 
 
 def _cut_to_shares(
@@ -196,6 +209,8 @@ def _cut_to_shares(
     slots: Sequence[int],
     capacity: Mapping[str, int],
     namespace_pods: Mapping[str, int],
+    namespace_resources: Mapping[str, Mapping[str, int]],
+    shapes: Mapping[WorkloadRef, Mapping[str, int]],
 ) -> tuple[list[Action], list[str]]:
     claims = []
     for i in slots:
@@ -210,9 +225,10 @@ def _cut_to_shares(
                 a.to_replicas,
                 spec.min_replicas,
                 spec.objective.fairness,
+                shapes.get(a.workload),
             )
         )
-    grants, notes = allocate_pools(claims, capacity, namespace_pods)
+    grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources)
     out = list(actions)
     reasons = _SharedReasons()
     for i, g in zip(slots, grants, strict=True):

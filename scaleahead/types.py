@@ -412,6 +412,13 @@ class ClusterState:
     #: the managed workloads read in it hold together: ``hard - used`` (the smallest over the
     #: quotas) plus the pods those workloads have now. Only namespaces with such a quota appear.
     pod_quotas: Mapping[str, int] = field(default_factory=dict)
+    #: Per namespace, the same for its ResourceQuotas on CPU and memory: ``{"requests.cpu":
+    #: millicores, "requests.memory": MiB, "limits.cpu": ..., "limits.memory": ...}`` the managed
+    #: workloads read in it may hold together (what is left plus what their pods ask for now).
+    resource_quotas: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: Per managed Deployment or StatefulSet, what one of its pods counts against those quotas
+    #: (``actuator.kubernetes.pod_shape``).
+    pod_shapes: Mapping[WorkloadRef, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,3 +187,30 @@ def test_a_rollout_drives_only_the_workloads_of_its_rollout_group(kube, tmp_path
     assert edge["web"] == champion["web"], "a workload of another group is not part of the rollout"
     everyone = cycle(RolloutView("canary", 1.0, "s"))  # no group: every workload
     assert everyone["web"] > champion["web"]
+
+
+def test_a_short_namespace_cpu_quota_is_shared_in_millicores(kube, tmp_path):
+    from kubeemu import QUOTAS
+
+    sizes = {"web": "1", "api": "250m"}  # what one pod of each asks for
+    for name, cpu in sizes.items():
+        obj = deployment(2, labels={"app": name})
+        obj["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+        kube.cluster.put(DEPLOYMENTS, "default", name, obj)
+    # 2 pods of 1 core + 2 of 250m = 2500m used of 6 cores: the managed workloads may hold 6000m.
+    quota = {"status": {"hard": {"requests.cpu": "6"}, "used": {"requests.cpu": "2500m"}}}
+    kube.cluster.put(QUOTAS, "default", "cpu", quota)
+    pols = [policy("web", max_replicas=50), policy("api", max_replicas=50)]
+    target = KubernetesTarget(kube.api_client(), pols)
+    state = target.read_state([p.workload for p in pols])
+    assert state.resource_quotas == {"default": {"requests.cpu": 6000}} and state.pod_quotas == {}
+    assert state.pod_shapes[pols[1].workload]["requests.cpu"] == 250
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
+    deps = Deps(RisingDemand(), model, target, None, pols, actuator=Actuator(target, None, pols))
+    report = run_once(deps, Settings(), T0, dry_run=True)
+    got = {a.workload.name: a.to_replicas for a in report.plan.actions}
+    # Each wants more than 10 replicas; the 6000m are shared evenly in millicores (3 cores each):
+    # 3 replicas of web, 12 of api, instead of web taking them first by its larger replicas.
+    assert got == {"web": 3, "api": 12}, got
+    assert any("namespace default's quota on requests.cpu leaves 6000m" in n for n in report.plan.notes)

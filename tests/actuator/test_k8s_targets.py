@@ -240,7 +240,9 @@ def test_a_scale_up_is_limited_by_the_cpu_and_memory_the_namespace_quota_leaves(
     cpu["status"]["used"]["requests.cpu"] = "3"
     kube.cluster.put(QUOTAS, "default", "cpu", cpu)
     res = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 5, 9),)), NOW)
-    assert "ResourceQuota on memory (1 more pods allowed)" in res[0].detail, res[0].detail  # its key as written
+    assert "ResourceQuota on requests.memory (1 more pods allowed)" in res[0].detail, res[
+        0
+    ].detail  # "memory" is the requests
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 6
     kube.cluster.put(QUOTAS, "default", "mem", {"status": {"hard": {"memory": "2Gi"}, "used": {"memory": "0"}}})
     # Nothing left of the CPU: the scale-up is skipped, and says which quota.

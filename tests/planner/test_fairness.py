@@ -306,3 +306,57 @@ def test_at_any_fairness_allocations_hold_the_capacity_the_wants_and_the_priorit
     for g in grants:
         if g.granted < min(g.claim.floor, g.claim.want):  # its floor was cut: no lower priority got anything
             assert all(h.granted == 0 for h in grants if h.claim.priority < g.claim.priority)
+
+
+def test_a_cpu_quota_is_shared_in_millicores_then_whole_replicas() -> None:
+    big = claim("big", "t1", 10)  # 500m a replica
+    small = claim("small", "t2", 10)  # 250m a replica
+    grants = allocate([big, small], 3000, pool="namespace q quota on requests.cpu", costs=[500, 250], unit="m")
+    assert [g.granted for g in grants] == [3, 6]  # 1500m each
+    assert "namespace q quota on requests.cpu 3000m is short of the 7500m wanted" in grants[0].why
+    # 3100m: 1550m each is 3.1 and 6.2 replicas; the 100m left buys no further replica of either.
+    assert [g.granted for g in allocate([big, small], 3100, costs=[500, 250])] == [3, 6]
+    # 3250m: 1625m each is 3.25 / 6.5; the 250m left go to the larger fraction, which fits.
+    assert [g.granted for g in allocate([big, small], 3250, costs=[500, 250])] == [3, 7]
+
+
+def test_plan_shares_a_namespace_cpu_quota_by_what_each_replica_asks_for() -> None:
+    web = service_policy("web", tenant="a")
+    api = service_policy("api", tenant="b")
+    refs = [web.workload, api.workload]
+    workloads = {r: WorkloadState(r, 2, 2, observed_demand=5, observed_at=NOW - 10) for r in refs}
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in refs}  # each wants 10 replicas
+    shapes = {web.workload: {"requests.cpu": 1000, "requests.memory": 512}, api.workload: {"requests.cpu": 250}}
+    state = ClusterState(workloads, resource_quotas={"shop": {"requests.cpu": 6000}}, pod_shapes=shapes)
+    shared = plan(forecasts, state, [web, api], NOW)
+    # minReplicas 1 each (1250m), then the 4750m left evenly: api's other 9 need only 2250m, so web
+    # gets 2500m, 2 replicas of 1000m; the 500m left cannot buy web's next one. web 3, api 10.
+    got = {a.workload.name: a.to_replicas for a in shared.actions if isinstance(a, ScaleTo)}
+    assert got["api"] == 10 and got["web"] == 3, got
+    assert sum(got[n] * shapes[r]["requests.cpu"] for n, r in zip(("web", "api"), refs, strict=True)) <= 6000
+    cut = next(a for a in shared.actions if isinstance(a, ScaleTo) and a.workload.name == "web")
+    assert cut.reason.code == "fair_share" and "namespace shop quota on requests.cpu 6000m" in cut.reason.message
+    assert any("namespace shop's quota on requests.cpu leaves 6000m" in n for n in shared.notes)
+    # Memory has no quota here; the namespace's pods are not limited.
+    assert plan(forecasts, ClusterState(workloads, pod_shapes=shapes), [web, api], NOW).notes == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    raw=claims_strategy,
+    costs=st.lists(st.sampled_from([100, 250, 500, 1000, 1500]), min_size=12, max_size=12),
+    capacity=st.integers(-500, 20000),
+    fairness=st.sampled_from([0.0, 1.0, 2.0]),
+)
+def test_shares_in_units_hold_the_capacity_the_wants_and_leave_less_than_any_missing_replica(
+    raw: list[tuple[str, int, float, int, int]], costs: list[int], capacity: int, fairness: float
+) -> None:
+    claims = [claim(f"w{i}", t, want, prio, w, floor, fairness) for i, (t, prio, w, want, floor) in enumerate(raw)]
+    cost = costs[: len(claims)]
+    grants = allocate(claims, capacity, costs=cost, unit="m")
+    used = sum(g.granted * c for g, c in zip(grants, cost, strict=True))
+    assert used <= max(capacity, 0)
+    assert all(0 <= g.granted <= g.claim.want for g in grants)
+    left = max(capacity, 0) - used
+    # Nearly work-conserving: no short claim's next replica would still fit in what is left.
+    assert all(c > left for g, c in zip(grants, cost, strict=True) if g.granted < g.claim.want)
