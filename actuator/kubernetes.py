@@ -368,6 +368,7 @@ class KubernetesTarget:
         self.api = api_client
         self.placement = placement  # read nodes, pods and PDBs too (rebalancing, ``loop.max_moves``)
         self.quotas = quotas  # read the managed namespaces' pod quotas (fair sharing under shortage)
+        self._shapes: dict[WorkloadRef, dict[str, int]] = {}  # pod_shape per workload, from read_state
         self.apps = k8s.AppsV1Api(api_client)
         self.core = k8s.CoreV1Api(api_client)
         self.autoscaling = k8s.AutoscalingV2Api(api_client)
@@ -609,6 +610,7 @@ class KubernetesTarget:
                 states[ref] = WorkloadState(ref, spec, ready, startup_samples=samples)
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
+        self._shapes = shapes
         pod_quotas, resource_quotas = self._namespace_quotas(pods_now, asked_now) if self.quotas else ({}, {})
         state = ClusterState(
             workloads=states, pod_quotas=pod_quotas, resource_quotas=resource_quotas, pod_shapes=shapes
@@ -728,7 +730,10 @@ class KubernetesTarget:
         return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts)
 
     def _pod_shape(self, action: Action, ref: WorkloadRef) -> dict[str, int]:
-        """What one pod of ``ref`` asks for (``pod_shape`` of its pod template)."""
+        """What one pod of ``ref`` asks for (``pod_shape`` of its pod template): as this cycle's
+        ``read_state`` saw it, else read now."""
+        if ref in self._shapes:
+            return self._shapes[ref]
         read = (
             self.apps.read_namespaced_stateful_set
             if ref.kind == "StatefulSet"

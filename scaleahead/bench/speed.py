@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +134,13 @@ class _SeriesHistory:
 
 def _forecast_and_plan(
     trace: Series, fitted: Forecaster, n: int, context: int, h: int, runs: int
-) -> tuple[float, float, float, float, float]:
+) -> tuple[float, float, float, dict[str, float]]:
     """Median forecast_ms and plan_ms for ``n`` workloads at one origin, the first plan's ms, and
-    the median plan_ms when the workloads' namespace has a pod quota with room for what they want
-    (``plan_quota_ms``: the sums that tell nothing is short) and one 10 % short of it
-    (``plan_shared_ms``: every decision then goes through ``planner.fairness``)."""
+    the median plan_ms when the workloads' namespace has a quota: on pods, with room for what they
+    want (``plan_quota_ms``: the sums that tell nothing is short) or 10 % short of it
+    (``plan_shared_ms``: every decision then goes through ``planner.fairness``); on
+    ``requests.cpu`` with pods of 250m, 500m or 1 core (``plan_cpu_quota_ms``,
+    ``plan_cpu_shared_ms``: shared in millicores)."""
     step = trace.step_s
     windows = workload_series(trace, n, context)
     origin = windows[0].end  # every window is re-based to end at the same "now"
@@ -166,14 +169,24 @@ def _forecast_and_plan(
     roomy = replace(state, pod_quotas={"bench": wanted})
     short = replace(state, pod_quotas={"bench": int(0.9 * wanted)})
 
-    def plan_quota() -> None:
-        make_plan(by_ref, roomy, pols, origin, 10.0)
-
-    def plan_shared() -> None:
-        make_plan(by_ref, short, pols, origin, 10.0)
-
-    quota_ms = _median_ms(plan_quota, runs, ("plan_quota_ms", n))
-    return forecast_ms, plan_ms, first_ms, quota_ms, _median_ms(plan_shared, runs, ("plan_shared_ms", n))
+    sizes = (250, 500, 1000)
+    shapes = {r: {"requests.cpu": sizes[i % 3]} for i, (r, _) in enumerate(items)}
+    wanted_m = sum(
+        a.to_replicas * sizes[i % 3]
+        for i, a in enumerate(make_plan(by_ref, state, pols, origin, 10.0).actions)
+        if isinstance(a, ScaleTo)
+    )
+    cpu_roomy = replace(state, resource_quotas={"bench": {"requests.cpu": wanted_m}}, pod_shapes=shapes)
+    cpu_short = replace(cpu_roomy, resource_quotas={"bench": {"requests.cpu": int(0.9 * wanted_m)}})
+    extra: dict[str, float] = {}
+    for key, st in (
+        ("plan_quota_ms", roomy),
+        ("plan_shared_ms", short),
+        ("plan_cpu_quota_ms", cpu_roomy),
+        ("plan_cpu_shared_ms", cpu_short),
+    ):
+        extra[key] = _median_ms(partial(make_plan, by_ref, st, pols, origin, 10.0), runs, (key, n))
+    return forecast_ms, plan_ms, first_ms, extra
 
 
 def prometheus_cycle(tsdb: Path, n: int, model: str, runs: int, db_dir: Path) -> dict[str, Any]:
@@ -257,6 +270,8 @@ def bench_speed(
         "plan_first_ms": {},
         "plan_quota_ms": {},
         "plan_shared_ms": {},
+        "plan_cpu_quota_ms": {},
+        "plan_cpu_shared_ms": {},
         "cycle_ms": {},
         "cycle_phase_ms": {},
         "fetch_s": None,
@@ -266,12 +281,12 @@ def bench_speed(
         "notes": [],
     }
     for n in sizes:
-        forecast_ms, plan_ms, first_ms, quota_ms, shared_ms = _forecast_and_plan(trace, fitted, n, context, h, runs)
+        forecast_ms, plan_ms, first_ms, extra = _forecast_and_plan(trace, fitted, n, context, h, runs)
         result["forecast_ms"][str(n)] = forecast_ms
         result["plan_ms"][str(n)] = plan_ms
         result["plan_first_ms"][str(n)] = first_ms
-        result["plan_quota_ms"][str(n)] = quota_ms
-        result["plan_shared_ms"][str(n)] = shared_ms
+        for key, ms in extra.items():
+            result[key][str(n)] = ms
         gc.collect()
     tmp = Path(tempfile.mkdtemp(prefix="scaleahead-speed-", dir=db_dir))
     for n in cycle_sizes:

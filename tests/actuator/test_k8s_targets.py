@@ -271,3 +271,17 @@ def test_pod_shape_sums_containers_and_takes_at_least_the_largest_init_container
         "limits.cpu": 1500,
         "limits.memory": 1024,
     }
+
+
+def test_the_pod_size_read_by_read_state_spares_the_scale_up_a_read_of_the_template(kube):
+    web = deployment(2)
+    web["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m"}}
+    kube.cluster.put(DEPLOYMENTS, "default", "web", web)
+    kube.cluster.put(QUOTAS, "default", "cpu", {"status": {"hard": {"cpu": "2"}, "used": {"cpu": "1"}}})
+    actuator = make(kube, [policy()])
+    actuator.target.read_state([WorkloadRef("Deployment", "default", "web")])
+    before = len(kube.cluster.calls())
+    res = actuator.apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 9),)), NOW)
+    assert "ResourceQuota on requests.cpu (2 more pods allowed)" in res[0].detail
+    gets = [p for m, p in kube.cluster.calls()[before:] if m == "GET" and p.endswith("/deployments/web")]
+    assert gets == [], "the template was not read again"

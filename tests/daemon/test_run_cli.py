@@ -137,7 +137,8 @@ def test_bench_speed_writes_every_section_6_key(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "speed.json").read_text())
     assert set(doc) >= {"forecast_ms", "plan_ms", "cycle_ms", "fetch_s", "train_s_per_1000_series_day", "peak_rss_mb"}
     assert set(doc["forecast_ms"]) == {"20"} and set(doc["cycle_ms"]) == {"20"}
-    assert doc["plan_quota_ms"]["20"] > 0 and doc["plan_shared_ms"]["20"] > 0  # a namespace pod quota, room / short
+    for key in ("plan_quota_ms", "plan_shared_ms", "plan_cpu_quota_ms", "plan_cpu_shared_ms"):
+        assert doc[key]["20"] > 0, key  # a namespace quota on pods or CPU, with room or short
     assert doc["fetch_s"] is None and any("Prometheus" in n for n in doc["notes"])
     assert doc["peak_rss_mb"] > 0
     assert doc["warm_budget_rebuild_ms"]["1000"] > 0  # the loop's hourly warm-budget rebuild, 1,000 functions
