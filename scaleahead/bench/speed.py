@@ -30,6 +30,7 @@ import numpy as np
 from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
 from planner import plan as make_plan
+from planner.table import policy_table
 from scaleahead.loop import Deps, run_once
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
@@ -170,7 +171,9 @@ def _forecast_and_plan(
     short = replace(state, pod_quotas={"bench": int(0.9 * wanted)})
 
     sizes = (250, 500, 1000)
-    shapes = {r: {"requests.cpu": sizes[i % 3]} for i, (r, _) in enumerate(items)}
+    # Keyed by the planner's own refs, as the control loop's state reader keys them (it reads the
+    # cluster with ``policy_table(policies).refs``): looked up by identity.
+    shapes = {r: {"requests.cpu": sizes[i % 3]} for i, r in enumerate(policy_table(pols).refs)}
     wanted_m = sum(
         a.to_replicas * sizes[i % 3]
         for i, a in enumerate(make_plan(by_ref, state, pols, origin, 10.0).actions)
