@@ -367,7 +367,7 @@ class KubernetesTarget:
     ) -> None:
         self.api = api_client
         self.placement = placement  # read nodes, pods and PDBs too (rebalancing, ``loop.max_moves``)
-        self.quotas = quotas  # read the managed namespaces' pod quotas (fair sharing under shortage)
+        self.quotas = quotas  # read the managed namespaces' quotas (fair sharing under shortage)
         self._shapes: dict[WorkloadRef, dict[str, int]] = {}  # pod_shape per workload, from read_state
         self.apps = k8s.AppsV1Api(api_client)
         self.core = k8s.CoreV1Api(api_client)

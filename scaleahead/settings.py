@@ -35,8 +35,9 @@ class LoopSettings(BaseModel):
     )
     namespace_quotas: bool = Field(
         True,
-        description="Read each managed namespace's ResourceQuota on pods every cycle and share what it allows "
-        "among the namespace's services by priority and weight, instead of first come, first served.",
+        description="Read each managed namespace's ResourceQuotas on pods, CPU and memory every cycle and share "
+        "what they allow among the namespace's services by priority and weight, instead of first come, "
+        "first served.",
     )
 
     @field_validator("capacity", mode="before")
