@@ -740,11 +740,7 @@ class Daemon:
             if row.state == "promoted" and result.model is not None:
                 if self.deps.model_version_id == result.model_version_id:
                     continue  # the same version promoted in another group already
-                self.deps = replace(self.deps, forecaster=result.model, model_version_id=result.model_version_id)
-                self.metrics.set_model(result.model.name, result.model_version_id)
-                wape = result.metrics.get("holdout_wape")
-                if isinstance(wape, float) and wape > 0:
-                    self.reference_error = wape
+                self._to_production(result.model, result.model_version_id, result.metrics.get("holdout_wape"))
                 log.info(
                     "rollout %d promoted: model %d is now in production",
                     rid,
@@ -776,11 +772,8 @@ class Daemon:
             return
         newest = champions[-1]
         was = str(current) if current is not None else self.deps.forecaster.name
-        history = [s for s in self.history.last.values() if len(s) > 0]
-        if not history and newest.family != "lstm":
-            return  # a baseline is fitted on the loop's history: the next check, after a cycle
         try:
-            model = load_model_version(store, newest.id, history[0].step_s if history else 10.0, history)
+            model = self._load_version(store, newest.id)
         except (DataError, UserError) as exc:
             self._unloadable.add(newest.id)
             log.warning(
@@ -792,11 +785,9 @@ class Daemon:
                 extra={"event": "champion_not_loaded", "model_version_id": newest.id},
             )
             return
-        self.deps = replace(self.deps, forecaster=model, model_version_id=newest.id)
-        self.metrics.set_model(model.name, newest.id)
-        wape = newest.metrics.get("holdout_wape")
-        if isinstance(wape, float) and wape > 0:
-            self.reference_error = wape
+        if model is None:
+            return  # a baseline waits for the loop's history: the next check, after a cycle
+        self._to_production(model, newest.id, newest.metrics.get("holdout_wape"))
         log.info(
             "model %d is the champion of %s in the registry: now in production (was %s)",
             newest.id,
@@ -804,6 +795,22 @@ class Daemon:
             was,
             extra={"event": "model_changed", "model_version_id": newest.id},
         )
+
+    def _load_version(self, store: Any, model_id: int) -> Forecaster | None:
+        """A registered version's forecaster (``load_model_version``), or None while a baseline has
+        no history yet to be fitted on (after a restart the first check comes before the first
+        cycle). Raises ``DataError`` / ``UserError`` when it cannot be loaded."""
+        history = [s for s in self.history.last.values() if len(s) > 0]
+        if not history and store.model(model_id).family != "lstm":
+            return None
+        return load_model_version(store, model_id, history[0].step_s if history else 10.0, history)
+
+    def _to_production(self, model: Forecaster, model_version_id: int, holdout_wape: object) -> None:
+        """Plan with ``model`` from now on (every group), and measure drift against its error."""
+        self.deps = replace(self.deps, forecaster=model, model_version_id=model_version_id)
+        self.metrics.set_model(model.name, model_version_id)
+        if isinstance(holdout_wape, float) and holdout_wape > 0:
+            self.reference_error = holdout_wape
 
     def _adopt_rollout(self, now: float, group: str) -> tuple[int, RetrainResult] | None:
         """A running rollout of ``group`` someone else started (the retraining CronJob, ``scaleahead
@@ -818,11 +825,8 @@ class Daemon:
         if row is None or not row.challenger.isdigit() or row.id in self._unfollowed:
             return None
         mid = int(row.challenger)
-        history = [s for s in self.history.last.values() if len(s) > 0]
         try:
-            if not history and store.model(mid).family != "lstm":
-                return None  # a baseline is fitted on the loop's history: the next check, after a cycle
-            model = load_model_version(store, mid, history[0].step_s if history else 10.0, history)
+            model = self._load_version(store, mid)
         except (DataError, UserError) as exc:
             self._unfollowed.add(row.id)
             log.warning(
@@ -833,6 +837,8 @@ class Daemon:
                 extra={"event": "rollout_not_followed", "rollout": row.id},
             )
             return None
+        if model is None:
+            return None  # a baseline waits for the loop's history: the next check, after a cycle
         log.info(
             "following rollout %d (%s) of model %d, started outside this process",
             row.id,
