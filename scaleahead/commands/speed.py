@@ -45,9 +45,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """forecast_ms, plan_ms, cycle_ms, train_s_per_1000_series_day and peak_rss_mb of one process.
 
-        Also warm_budget_rebuild_ms: one hourly warm-memory budget rebuild for 1,000 functions (and
-        warm_budget_replay_ms: the same handed the loop's calibration), and
-        invocation_fit_ms: the loop's invocation forecaster on that day (cycle, hourly, hazard_only).
+        Also plan_first_ms (the first plan with new policy objects); plan_quota_ms, plan_shared_ms,
+        plan_cpu_quota_ms and plan_cpu_shared_ms (the plan with a namespace quota on pods or on
+        requests.cpu, with room or 10 % short); warm_budget_rebuild_ms: one hourly warm-memory
+        budget rebuild for 1,000 functions (and warm_budget_replay_ms: the same handed the loop's
+        calibration), and invocation_fit_ms: the loop's invocation forecaster on that day (cycle,
+        hourly, hazard_only).
         """
         import os
 
