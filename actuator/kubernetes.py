@@ -130,6 +130,32 @@ def pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+#: Knative's queue-proxy sidecar, in every pod of a Knative Service: its per-Service resource
+#: annotations, and the CPU it requests without them (Knative Serving's ``config-deployment``
+#: default ``queue-sidecar-cpu-request``; it sets no other request or limit by default).
+QUEUE_SIDECAR = "queue.sidecar.serving.knative.dev/"
+QUEUE_SIDECAR_CPU_REQUEST_M = 25
+
+
+def knative_pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
+    """What one pod of a Knative Service's revision template counts against ResourceQuotas: its
+    containers (``pod_shape``) plus the queue-proxy sidecar Knative adds, from the template's
+    ``queue.sidecar.serving.knative.dev/{cpu,memory}-resource-{request,limit}`` annotations, else
+    Knative's default request of 25m CPU."""
+    shape = pod_shape(template)
+    ann = (template.get("metadata") or {}).get("annotations") or {}
+    for kind, word in (("requests", "request"), ("limits", "limit")):
+        for res in ("cpu", "memory"):
+            value = ann.get(f"{QUEUE_SIDECAR}{res}-resource-{word}")
+            if value in (None, "") and kind == "requests":
+                if res == "cpu":
+                    value = ann.get(f"{QUEUE_SIDECAR}cpu-resource-limit") or f"{QUEUE_SIDECAR_CPU_REQUEST_M}m"
+                else:
+                    value = ann.get(f"{QUEUE_SIDECAR}memory-resource-limit")
+            shape[f"{kind}.{res}"] += _quantity(res, value)
+    return shape
+
+
 KNATIVE = ("serving.knative.dev", "v1", "services")
 HEADROOM_LABEL = "scaleahead.io/headroom"
 MANAGED_BY = "scaleahead"
@@ -582,9 +608,15 @@ class KubernetesTarget:
                     obj = self._raw(
                         self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
                     )
-                    ann = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
-                    warm = int((ann.get("annotations") or {}).get(MIN_SCALE, 0))
+                    template = (obj.get("spec") or {}).get("template") or {}
+                    warm = int(((template.get("metadata") or {}).get("annotations") or {}).get(MIN_SCALE, 0))
                     states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
+                    # The warm instances are pods in the namespace, under its quotas like any other.
+                    pods_now[ref.namespace] = pods_now.get(ref.namespace, 0) + max(warm, 0)
+                    shape = shapes[ref] = knative_pod_shape(template)
+                    asked = asked_now.setdefault(ref.namespace, {})
+                    for key, amount in shape.items():
+                        asked[key] = asked.get(key, 0) + max(warm, 0) * amount
                     continue
                 read = {
                     "Deployment": self.apps.read_namespaced_deployment,
@@ -684,7 +716,14 @@ class KubernetesTarget:
             )
             field = f"spec.template.metadata.annotations[{MIN_SCALE}]"
             value = _int_field(obj, field, ref.key, default=0)
-            return LiveObject(ref.key, field, value, _rv(obj))
+            room: dict[str, int] = {}
+            if isinstance(action, SetWarmPool) and action.to_instances > value:
+                template = (obj.get("spec") or {}).get("template") or {}
+                free, binding = self._quota_room(ref.namespace, lambda: knative_pod_shape(template))
+                if free is not None:
+                    room["quota_pods_free"] = free
+                    room.update({f"quota_limited_by:{key}": 1 for key in binding})
+            return LiveObject(ref.key, field, value, _rv(obj), room)
         if ref.kind == "Headroom":
             try:
                 obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace)

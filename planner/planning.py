@@ -28,6 +28,7 @@ from scaleahead.types import (
     LazyReason,
     Plan,
     ScaleTo,
+    SetWarmPool,
     WorkloadRef,
     WorkloadState,
 )
@@ -129,7 +130,7 @@ def share_capacity(
     """
     table = policy_table(policies)
     by_ref = dict(zip(table.refs, (p.spec for p in table.policies), strict=True))
-    specs = [by_ref.get(a.workload) if isinstance(a, ScaleTo) else None for a in plan_.actions]
+    specs = [by_ref.get(a.workload) if isinstance(a, (ScaleTo, SetWarmPool)) else None for a in plan_.actions]
     actions, notes = _share_capacity(list(plan_.actions), specs, capacity, namespace_pods or {}, {}, {})
     return replace(plan_, actions=tuple(actions), notes=plan_.notes + tuple(notes))
 
@@ -142,16 +143,26 @@ class _SharedReasons:
     __slots__ = ("rows",)
 
     def __init__(self) -> None:
-        self.rows: list[tuple[ScaleTo, Grant]] = []
+        self.rows: list[tuple[ScaleTo | SetWarmPool, Grant]] = []
 
     def reason_of(self, i: int) -> tuple[str, Mapping[str, float | int | str]]:
         a, g = self.rows[i]
-        if g.granted != a.from_replicas:
-            head = f"scale {a.workload} {a.from_replicas} -> {g.granted}"
+        now, wanted = _now_and_wanted(a)
+        if isinstance(a, SetWarmPool):
+            head = f"keep {g.granted} warm instances of {a.workload} (has {now})"
+        elif g.granted != now:
+            head = f"scale {a.workload} {now} -> {g.granted}"
         else:
-            head = f"hold {a.workload} at {a.from_replicas}"
-        text = f"{head}: wanted {a.to_replicas} ({a.reason.message}); under shortage {g.why}"
-        return text, {**a.reason.details, "wanted": a.to_replicas, "granted": g.granted}
+            head = f"hold {a.workload} at {now}"
+        text = f"{head}: wanted {wanted} ({a.reason.message}); under shortage {g.why}"
+        return text, {**a.reason.details, "wanted": wanted, "granted": g.granted}
+
+
+def _now_and_wanted(a: ScaleTo | SetWarmPool) -> tuple[int, int]:
+    """(what the workload has, what the decision wants): replicas, or a function's warm instances."""
+    if isinstance(a, SetWarmPool):
+        return a.from_instances, a.to_instances
+    return a.from_replicas, a.to_replicas
 
 
 def _share_capacity(
@@ -165,8 +176,10 @@ def _share_capacity(
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
 
     ``specs[i]`` is the policy of ``actions[i]`` (None: not shared, e.g. a workload without one).
+    A function's warm instances (``SetWarmPool``) are pods too: they share every pool with the
+    services' replicas, by the same priorities and weights, with no floor.
     """
-    slots = [i for i, a in enumerate(actions) if isinstance(a, ScaleTo) and specs[i] is not None]
+    slots = [i for i, a in enumerate(actions) if isinstance(a, (ScaleTo, SetWarmPool)) and specs[i] is not None]
     # Most cycles no pool is short: tell that from the sums the pools need before building any
     # claim (a plain loop: this runs every cycle a namespace has a pod quota).
     by_tenant: dict[str, int] = dict.fromkeys((t for t in capacity if t != CLUSTER), 0)
@@ -176,8 +189,10 @@ def _share_capacity(
     }
     total = 0
     for i in slots:
-        a = cast(ScaleTo, actions[i])
-        want = a.to_replicas if a.to_replicas > 0 else 0
+        a = cast("ScaleTo | SetWarmPool", actions[i])
+        want = a.to_instances if isinstance(a, SetWarmPool) else a.to_replicas
+        if want < 0:
+            want = 0
         total += want
         if by_namespace:
             ns = a.workload.namespace
@@ -214,16 +229,17 @@ def _cut_to_shares(
 ) -> tuple[list[Action], list[str]]:
     claims = []
     for i in slots:
-        a = cast(ScaleTo, actions[i])
+        a = cast("ScaleTo | SetWarmPool", actions[i])
         spec = cast(PolicySpec, specs[i])
+        warm = isinstance(a, SetWarmPool)
         claims.append(
             Claim(
                 a.workload,
                 spec.tenant,
                 spec.priority,
                 spec.weight,
-                a.to_replicas,
-                spec.min_replicas,
+                _now_and_wanted(a)[1],
+                0 if warm else spec.min_replicas,
                 spec.objective.fairness,
                 shapes.get(a.workload),
             )
@@ -232,10 +248,12 @@ def _cut_to_shares(
     out = list(actions)
     reasons = _SharedReasons()
     for i, g in zip(slots, grants, strict=True):
-        a = cast(ScaleTo, out[i])
-        if g.granted < a.to_replicas:
-            out[i] = ScaleTo(
-                a.workload, a.from_replicas, g.granted, LazyReason("fair_share", reasons, len(reasons.rows))
-            )
+        a = cast("ScaleTo | SetWarmPool", out[i])
+        if g.granted < _now_and_wanted(a)[1]:
+            why = LazyReason("fair_share", reasons, len(reasons.rows))
+            if isinstance(a, SetWarmPool):
+                out[i] = SetWarmPool(a.workload, a.from_instances, g.granted, a.keep_warm_s, why)
+            else:
+                out[i] = ScaleTo(a.workload, a.from_replicas, g.granted, why)
             reasons.rows.append((a, g))
     return out, notes

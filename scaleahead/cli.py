@@ -122,8 +122,9 @@ def plan(
     capacity: Annotated[
         list[str] | None,
         typer.Option(
-            help="TENANT=REPLICAS, or *=REPLICAS for all services together (repeatable): replicas to share "
-            "under shortage, by priority, then by weight as the policies' objective.fairness says (docs/planner.md)."
+            help="TENANT=REPLICAS, or *=REPLICAS for all workloads together (repeatable): replicas (and warm "
+            "instances) to share under shortage, by priority, then by weight as the policies' "
+            "objective.fairness says (docs/planner.md)."
         ),
     ] = None,
 ) -> None:

@@ -29,15 +29,15 @@ class LoopSettings(BaseModel):
     )
     capacity: dict[str, Annotated[int, Field(ge=0)]] = Field(
         default_factory=dict,
-        description="Replicas to share under shortage: a tenant's name (spec.tenant) -> the most replicas its "
-        "services may hold together, '*' -> all services together; as an environment variable shop=40,*=200 "
-        "or a JSON object. Empty: no limit (docs/planner.md).",
+        description="Replicas to share under shortage: a tenant's name (spec.tenant) -> the most replicas (and "
+        "warm-pool instances) its workloads may hold together, '*' -> all workloads together; as an environment "
+        "variable shop=40,*=200 or a JSON object. Empty: no limit (docs/planner.md).",
     )
     namespace_quotas: bool = Field(
         True,
         description="Read each managed namespace's ResourceQuotas on pods, CPU and memory every cycle and share "
-        "what they allow among the namespace's services by priority and weight, instead of first come, "
-        "first served.",
+        "what they allow among the namespace's services and warm pools by priority and weight, instead of "
+        "first come, first served.",
     )
 
     @field_validator("capacity", mode="before")

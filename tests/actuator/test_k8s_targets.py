@@ -285,3 +285,51 @@ def test_the_pod_size_read_by_read_state_spares_the_scale_up_a_read_of_the_templ
     assert "ResourceQuota on requests.cpu (2 more pods allowed)" in res[0].detail
     gets = [p for m, p in kube.cluster.calls()[before:] if m == "GET" and p.endswith("/deployments/web")]
     assert gets == [], "the template was not read again"
+
+
+def test_knative_warm_instances_count_in_the_namespace_quotas_with_their_queue_proxy(kube):
+    template = {
+        "metadata": {"annotations": {MIN_SCALE: "2"}},
+        "spec": {"containers": [{"image": "fn", "resources": {"requests": {"cpu": "200m", "memory": "128Mi"}}}]},
+    }
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": template}})
+    sidecar = "queue.sidecar.serving.knative.dev/"
+    ann = {MIN_SCALE: "1", f"{sidecar}cpu-resource-request": "50m", f"{sidecar}memory-resource-limit": "64Mi"}
+    sized = {"metadata": {"annotations": ann}, "spec": {"containers": [{"image": "g"}]}}
+    kube.cluster.put(KSVC, "default", "fn2", {"spec": {"template": sized}})
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(3))
+    used = {"pods": "8", "requests.cpu": "1"}
+    kube.cluster.put(QUOTAS, "default", "q", {"status": {"hard": {"pods": "10", "requests.cpu": "2"}, "used": used}})
+    fn, fn2, web = (
+        WorkloadRef("KnativeService", "default", "fn"),
+        WorkloadRef("KnativeService", "default", "fn2"),
+        WorkloadRef("Deployment", "default", "web"),
+    )
+    state = KubernetesTarget(kube.api_client(), []).read_state([fn, fn2, web])
+    # The container's 200m plus Knative's default 25m for its queue-proxy; fn2's sidecar from its
+    # annotations (a memory request defaults to the limit, as for any container).
+    assert state.pod_shapes[fn] == {"requests.cpu": 225, "requests.memory": 128, "limits.cpu": 0, "limits.memory": 0}
+    assert state.pod_shapes[fn2] == {"requests.cpu": 50, "requests.memory": 64, "limits.cpu": 0, "limits.memory": 64}
+    # 2 pods left, plus web's 3 and the 2 + 1 warm instances the functions hold now.
+    assert state.pod_quotas == {"default": 8}
+    # 1000m left, plus the 2 x 225m and 1 x 50m the warm instances ask for (web asks for none).
+    assert state.resource_quotas == {"default": {"requests.cpu": 1500}}
+
+
+def test_a_warm_pool_increase_is_limited_by_the_namespace_quota(kube):
+    template = {"spec": {"containers": [{"image": "fn", "resources": {"requests": {"cpu": "475m"}}}]}}
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": template}})
+    quota = {"status": {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "3"}}}  # 2 pods of 500m
+    kube.cluster.put(QUOTAS, "default", "q", quota)
+    pol = policy("fn", kind="KnativeService")
+    warm = pol.spec.warm_pool.model_copy(update={"enabled": True, "max_instances": 5})
+    pol = pol.model_copy(update={"spec": pol.spec.model_copy(update={"warm_pool": warm})})
+    action = SetWarmPool(WorkloadRef("KnativeService", "default", "fn"), 0, 5, 600.0, R)
+    res = make(kube, [pol]).apply_plan(Plan(NOW, (action,)), NOW)
+    assert res[0].outcome == "applied", res
+    assert "limited by the namespace's ResourceQuota on requests.cpu (2 more pods allowed)" in res[0].detail
+    ann = kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"]
+    assert ann[MIN_SCALE] == "2"
+    kube.cluster.put(QUOTAS, "default", "q", {"status": {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "4"}}})
+    res = make(kube, [pol]).apply_plan(Plan(NOW, (SetWarmPool(action.workload, 2, 3, 600.0, R),)), NOW)
+    assert res[0].outcome == "skipped" and "ResourceQuota on requests.cpu allows no more pods" in res[0].detail

@@ -360,3 +360,38 @@ def test_shares_in_units_hold_the_capacity_the_wants_and_leave_less_than_any_mis
     left = max(capacity, 0) - used
     # Nearly work-conserving: no short claim's next replica would still fit in what is left.
     assert all(c > left for g, c in zip(grants, cost, strict=True) if g.granted < g.claim.want)
+
+
+def test_warm_instances_of_functions_share_a_namespace_pod_quota_with_the_services() -> None:
+    from planner_helpers import function_policy, invocation_forecast
+
+    from scaleahead.types import SetWarmPool
+
+    def retenant(pol, tenant: str, priority: int = 0):
+        return pol.model_copy(update={"spec": pol.spec.model_copy(update={"tenant": tenant, "priority": priority})})
+
+    api = service_policy("api", tenant="a", target={"name": "api", "namespace": "fns"})
+    f1, f2 = (retenant(function_policy(n), "b") for n in ("f1", "f2"))
+    refs = [api.workload, f1.workload, f2.workload]
+    workloads = {api.workload: WorkloadState(api.workload, 2, 2, observed_demand=5, observed_at=NOW - 10)}
+    workloads |= {r: WorkloadState(r, 0, 0, warm_instances=0) for r in refs[1:]}
+    forecasts = {api.workload: flat_forecast(api.workload, NOW, 100.0)}  # wants 10 replicas
+    calls = {r: invocation_forecast(r, NOW, [0.9] * 15) for r in refs[1:]}  # each wants 1 warm instance
+
+    def shared(pods: int, pols):
+        p = plan(forecasts, ClusterState(workloads, pod_quotas={"fns": pods}), pols, NOW, invocations=calls)
+        return p, {a.workload.name: a.to_instances if isinstance(a, SetWarmPool) else a.to_replicas for a in p.actions}
+
+    roomy, got = shared(20, [api, f1, f2])
+    assert got == {"api": 10, "f1": 1, "f2": 1} and not any("quota" in n for n in roomy.notes)
+    # 3 pods: api's minReplicas first, then tenants a and b get one pod each; b's goes to f1 (by name).
+    short, got = shared(3, [api, f1, f2])
+    assert got == {"api": 2, "f1": 1, "f2": 0}, got
+    cut = next(a for a in short.actions if a.workload.name == "f2")
+    assert isinstance(cut, SetWarmPool) and cut.reason.code == "fair_share"
+    assert cut.reason.message.startswith("keep 0 warm instances of fns/f2 (has 0): wanted 1 (pre-warm fns/f2 0 -> 1: ")
+    assert "namespace fns pod quota 3 is short of the 12 wanted" in cut.reason.message
+    assert any("namespace fns's pod quota leaves room for 3 pods of its 3 managed workloads" in n for n in short.notes)
+    # The functions' policies at a higher priority: their warm instances come first.
+    _, got = shared(3, [api, retenant(f1, "b", 5), retenant(f2, "b", 5)])
+    assert got == {"api": 1, "f1": 1, "f2": 1}, got
