@@ -250,7 +250,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @models_app.command("promote")
     def models_promote(model_id: Annotated[int, typer.Argument(help="Model version id.")], db: DbOpt = None) -> None:
         """Make a model version the champion of its family (the others retired): also how a promoted
-        model is rolled back. A running daemon loads it at its next start (docs/operations.md)."""
+        model is rolled back. A running daemon that plans with that family switches to it within a
+        minute (docs/operations.md)."""
         from storage import Store
 
         store = Store(db)
