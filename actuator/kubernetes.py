@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from kubernetes import client as k8s
@@ -38,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from actuator.base import ActionResult, ActuationError, LiveObject
+from actuator.quota_scopes import quota_applies
 from actuator.steering import controller_owner
 from scaleahead.clock import Clock, SystemClock
 from scaleahead.policy import Policy
@@ -137,23 +139,28 @@ QUEUE_SIDECAR = "queue.sidecar.serving.knative.dev/"
 QUEUE_SIDECAR_CPU_REQUEST_M = 25
 
 
-def knative_pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
-    """What one pod of a Knative Service's revision template counts against ResourceQuotas: its
-    containers (``pod_shape``) plus the queue-proxy sidecar Knative adds, from the template's
-    ``queue.sidecar.serving.knative.dev/{cpu,memory}-resource-{request,limit}`` annotations, else
-    Knative's default request of 25m CPU."""
-    shape = pod_shape(template)
+def knative_pod_template(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A Knative Service's revision template as its pods will be: with the queue-proxy sidecar
+    Knative adds, sized by the template's ``queue.sidecar.serving.knative.dev/{cpu,memory}-resource-
+    {request,limit}`` annotations, else Knative's default request of 25m CPU."""
     ann = (template.get("metadata") or {}).get("annotations") or {}
+    resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for kind, word in (("requests", "request"), ("limits", "limit")):
         for res in ("cpu", "memory"):
             value = ann.get(f"{QUEUE_SIDECAR}{res}-resource-{word}")
-            if value in (None, "") and kind == "requests":
-                if res == "cpu":
-                    value = ann.get(f"{QUEUE_SIDECAR}cpu-resource-limit") or f"{QUEUE_SIDECAR_CPU_REQUEST_M}m"
-                else:
-                    value = ann.get(f"{QUEUE_SIDECAR}memory-resource-limit")
-            shape[f"{kind}.{res}"] += _quantity(res, value)
-    return shape
+            if value not in (None, ""):
+                resources[kind][res] = str(value)
+    if not resources["requests"].get("cpu") and not resources["limits"].get("cpu"):
+        resources["requests"]["cpu"] = f"{QUEUE_SIDECAR_CPU_REQUEST_M}m"
+    spec = dict(template.get("spec") or {})
+    spec["containers"] = [*(spec.get("containers") or []), {"name": "queue-proxy", "resources": resources}]
+    return {**template, "spec": spec}
+
+
+def knative_pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
+    """What one pod of a Knative Service's revision template counts against ResourceQuotas: its
+    containers and the queue-proxy sidecar (``knative_pod_template``, ``pod_shape``)."""
+    return pod_shape(knative_pod_template(template))
 
 
 KNATIVE = ("serving.knative.dev", "v1", "services")
@@ -394,7 +401,7 @@ class KubernetesTarget:
         self.api = api_client
         self.placement = placement  # read nodes, pods and PDBs too (rebalancing, ``loop.max_moves``)
         self.quotas = quotas  # read the managed namespaces' quotas (fair sharing under shortage)
-        self._shapes: dict[WorkloadRef, dict[str, int]] = {}  # pod_shape per workload, from read_state
+        self._templates: dict[WorkloadRef, Mapping[str, Any]] = {}  # pod template per workload, from read_state
         self.apps = k8s.AppsV1Api(api_client)
         self.core = k8s.CoreV1Api(api_client)
         self.autoscaling = k8s.AutoscalingV2Api(api_client)
@@ -431,18 +438,30 @@ class KubernetesTarget:
         except Exception as exc:  # noqa: BLE001 - mapped to skip/fail/conflict or re-raised
             raise _error(exc, target or action.target, verb, resource, ns) from exc
 
-    def _quota_left(self, namespace: str) -> dict[str, int] | None:
+    def _quota_left(
+        self, namespace: str, templates: Callable[[], Sequence[Mapping[str, Any]]] | None = None
+    ) -> dict[str, int] | None:
         """What the namespace's ResourceQuotas leave: ``pods`` (quotas on ``pods`` / ``count/pods``)
         and ``requests.cpu`` (m), ``requests.memory`` (MiB), ``limits.cpu``, ``limits.memory`` (``cpu``
         and ``memory`` are the requests), the smallest over the quotas (negative when a quota is
         over its limit). None: no permission or no answer; the API server's quota admission still
-        refuses pods beyond the quotas."""
+        refuses pods beyond the quotas.
+
+        A quota with scopes counts only if it applies to a pod of one of ``templates`` (called only
+        when such a quota exists; ``actuator.quota_scopes``); without ``templates``, every quota counts.
+        """
         try:
             data = self._raw(self.core.list_namespaced_resource_quota, namespace)
         except (ApiException, HTTPError):
             return None
         left: dict[str, int] = {}
+        pods: Sequence[Mapping[str, Any]] | None = None
         for rq in data.get("items") or []:
+            spec = rq.get("spec") or {}
+            if templates is not None and (spec.get("scopes") or spec.get("scopeSelector")):
+                pods = templates() if pods is None else pods
+                if not any(quota_applies(rq, t) for t in pods):
+                    continue
             hard = (rq.get("status") or {}).get("hard") or (rq.get("spec") or {}).get("hard") or {}
             used = (rq.get("status") or {}).get("used") or {}
             for key, limit in hard.items():
@@ -460,23 +479,31 @@ class KubernetesTarget:
         return left
 
     def _quota_room(
-        self, namespace: str, shape: Callable[[], Mapping[str, int]] | None = None
+        self, namespace: str, template: Callable[[], Mapping[str, Any]] | None = None
     ) -> tuple[int | None, tuple[str, ...]]:
         """Pods the namespace's ResourceQuotas still allow, and the quota keys that bind.
 
-        Quotas on ``pods`` / ``count/pods`` count pods. With ``shape`` (what one pod of the workload
-        asks for, ``pod_shape``; called only when a quota on CPU or memory exists), quotas on CPU
-        and memory count how many such pods fit in what is left; a pod that asks for none of a
-        quota's resource is not limited by it here (the API server decides). None: no such quota,
-        or the quotas cannot be read.
+        Quotas on ``pods`` / ``count/pods`` count pods. With ``template`` (the workload's pod
+        template; called only when a quota on CPU or memory, or one with scopes, exists), quotas on
+        CPU and memory count how many pods of it (``pod_shape``) fit in what is left, and a quota
+        whose scopes do not apply to its pods does not count; a pod that asks for none of a quota's
+        resource is not limited by it here (the API server decides). None: no such quota, or the
+        quotas cannot be read.
         """
-        left = self._quota_left(namespace)
+        seen: list[Mapping[str, Any]] = []
+
+        def pod() -> Mapping[str, Any]:
+            if not seen and template is not None:
+                seen.append(template())
+            return seen[0]
+
+        left = self._quota_left(namespace, None if template is None else lambda: [pod()])
         if not left:
             return None, ()
         limits = [(left["pods"], "pods")] if "pods" in left else []
         resources = [k for k in left if k != "pods"]
-        if resources and shape is not None:
-            per_pod = shape()
+        if resources and template is not None:
+            per_pod = pod_shape(pod())
             limits += [(left[k] // per_pod[k], k) for k in resources if per_pod.get(k, 0) > 0]
         if not limits:
             return None, ()
@@ -601,6 +628,7 @@ class KubernetesTarget:
         pods_now: dict[str, int] = {}  # per namespace, the pods the workloads read there have now
         asked_now: dict[str, dict[str, int]] = {}  # ... and what those pods ask for (pod_shape)
         shapes: dict[WorkloadRef, dict[str, int]] = {}
+        templates: dict[WorkloadRef, Mapping[str, Any]] = {}  # what the workloads' pods look like
         since = self.clock.now() - self.sample_window_s
         for ref in workloads:
             try:
@@ -613,7 +641,8 @@ class KubernetesTarget:
                     states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
                     # The warm instances are pods in the namespace, under its quotas like any other.
                     pods_now[ref.namespace] = pods_now.get(ref.namespace, 0) + max(warm, 0)
-                    shape = shapes[ref] = knative_pod_shape(template)
+                    templates[ref] = knative_pod_template(template)
+                    shape = shapes[ref] = pod_shape(templates[ref])
                     asked = asked_now.setdefault(ref.namespace, {})
                     for key, amount in shape.items():
                         asked[key] = asked.get(key, 0) + max(warm, 0) * amount
@@ -630,7 +659,8 @@ class KubernetesTarget:
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
                 have = _int_field(obj, "status.replicas", ref.key, default=0)
                 pods_now[ref.namespace] = pods_now.get(ref.namespace, 0) + max(have, 0)
-                shape = shapes[ref] = pod_shape((obj.get("spec") or {}).get("template") or {})
+                templates[ref] = (obj.get("spec") or {}).get("template") or {}
+                shape = shapes[ref] = pod_shape(templates[ref])
                 asked = asked_now.setdefault(ref.namespace, {})
                 for key, amount in shape.items():
                     asked[key] = asked.get(key, 0) + max(have, 0) * amount
@@ -642,8 +672,10 @@ class KubernetesTarget:
                 states[ref] = WorkloadState(ref, spec, ready, startup_samples=samples)
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
-        self._shapes = shapes
-        pod_quotas, resource_quotas = self._namespace_quotas(pods_now, asked_now) if self.quotas else ({}, {})
+        self._templates = templates
+        pod_quotas, resource_quotas = (
+            self._namespace_quotas(pods_now, asked_now, templates) if self.quotas else ({}, {})
+        )
         state = ClusterState(
             workloads=states, pod_quotas=pod_quotas, resource_quotas=resource_quotas, pod_shapes=shapes
         )
@@ -658,7 +690,10 @@ class KubernetesTarget:
         return replace(state, nodes=nodes, pods=placed, pdbs=pdbs)
 
     def _namespace_quotas(
-        self, pods_now: Mapping[str, int], asked_now: Mapping[str, Mapping[str, int]]
+        self,
+        pods_now: Mapping[str, int],
+        asked_now: Mapping[str, Mapping[str, int]],
+        templates: Mapping[WorkloadRef, Mapping[str, Any]],
     ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
         """Per namespace with quotas: the pods, and the CPU and memory, its managed workloads may
         hold together (``ClusterState.pod_quotas``, ``ClusterState.resource_quotas``).
@@ -666,12 +701,16 @@ class KubernetesTarget:
         What the quotas leave (``_quota_left``; 0 when a quota is already over its limit, since
         Kubernetes removes no running pod for it) plus what those workloads' pods have or ask for
         now (``status.replicas``, times ``pod_shape``). A namespace whose quotas cannot be read is
-        left out: the planner then shares nothing there.
+        left out: the planner then shares nothing there. A quota with scopes counts when it applies
+        to the pods of at least one of the namespace's managed workloads (then as if it applied to
+        all of them: conservative); one that applies to none of them (e.g. a ban on best-effort pods)
+        does not count.
         """
         pods: dict[str, int] = {}
         resources: dict[str, dict[str, int]] = {}
         for ns in sorted(pods_now):
-            left = self._quota_left(ns)
+            here = [t for ref, t in templates.items() if ref.namespace == ns]
+            left = self._quota_left(ns, partial(list, here))
             if not left:
                 continue
             if "pods" in left:
@@ -719,7 +758,7 @@ class KubernetesTarget:
             room: dict[str, int] = {}
             if isinstance(action, SetWarmPool) and action.to_instances > value:
                 template = (obj.get("spec") or {}).get("template") or {}
-                free, binding = self._quota_room(ref.namespace, lambda: knative_pod_shape(template))
+                free, binding = self._quota_room(ref.namespace, lambda: knative_pod_template(template))
                 if free is not None:
                     room["quota_pods_free"] = free
                     room.update({f"quota_limited_by:{key}": 1 for key in binding})
@@ -762,24 +801,24 @@ class KubernetesTarget:
         value = _int_field(obj, "spec.replicas", ref.key, default=0)
         facts: dict[str, int] = {}
         if isinstance(action, ScaleTo) and action.to_replicas > value:
-            free, binding = self._quota_room(ref.namespace, lambda: self._pod_shape(action, ref))
+            free, binding = self._quota_room(ref.namespace, lambda: self._pod_template(action, ref))
             if free is not None:
                 facts["quota_pods_free"] = free
                 facts.update({f"quota_limited_by:{key}": 1 for key in binding})
         return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts)
 
-    def _pod_shape(self, action: Action, ref: WorkloadRef) -> dict[str, int]:
-        """What one pod of ``ref`` asks for (``pod_shape`` of its pod template): as this cycle's
-        ``read_state`` saw it, else read now."""
-        if ref in self._shapes:
-            return self._shapes[ref]
+    def _pod_template(self, action: Action, ref: WorkloadRef) -> Mapping[str, Any]:
+        """The pod template of ``ref``: as this cycle's ``read_state`` saw it, else read now."""
+        if ref in self._templates:
+            return self._templates[ref]
         read = (
             self.apps.read_namespaced_stateful_set
             if ref.kind == "StatefulSet"
             else self.apps.read_namespaced_deployment
         )
         obj = self._call(action, read, ref.name, ref.namespace)
-        return pod_shape((obj.get("spec") or {}).get("template") or {})
+        template: Mapping[str, Any] = (obj.get("spec") or {}).get("template") or {}
+        return template
 
     def _live_pod(self, action: MovePod) -> LiveObject:
         pod = self._call(action, self.core.read_namespaced_pod, action.pod, action.namespace)
