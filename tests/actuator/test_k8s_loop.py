@@ -214,3 +214,45 @@ def test_a_short_namespace_cpu_quota_is_shared_in_millicores(kube, tmp_path):
     # 3 replicas of web, 12 of api, instead of web taking them first by its larger replicas.
     assert got == {"web": 3, "api": 12}, got
     assert any("namespace default's quota on requests.cpu leaves 6000m" in n for n in report.plan.notes)
+
+
+def test_a_functions_warm_instances_share_the_namespace_pod_quota_with_a_service(kube, tmp_path):
+    from kubeemu import KSVC, QUOTAS
+
+    from actuator.kubernetes import MIN_SCALE
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2, labels={"app": "web"}))
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "0"}}}}})
+    # 3 pods allowed, web's 2 used: the managed workloads may hold 3 together.
+    quota = {"spec": {"hard": {"pods": "3"}}, "status": {"hard": {"pods": "3"}, "used": {"pods": "2"}}}
+    kube.cluster.put(QUOTAS, "default", "pods", quota)
+    web = policy("web", max_replicas=50)
+    fn = policy("fn", kind="KnativeService", warm_max=1)
+    demand = fn.spec.demand.model_copy(update={"step_seconds": 60, "unit": "invocations/min"})
+    fn = fn.model_copy(update={"spec": fn.spec.model_copy(update={"workload_class": "function", "demand": demand})})
+
+    class Calls(RisingDemand):
+        """web rises; fn is called every minute of the last day."""
+
+        def read(self, policies, now):
+            out = super().read(policies, now)
+            out[fn.workload] = Series("demand", now - 1440 * 60.0, 60.0, np.ones(1440))
+            return out
+
+    target = KubernetesTarget(kube.api_client(), [web, fn])
+    model = make_model("naive")
+    model.fit([RisingDemand().read([web], T0)[web.workload]])
+    store = Store(f"sqlite:///{tmp_path / 'warm.db'}")
+    deps = Deps(Calls(), model, target, store, [web, fn], actuator=Actuator(target, store, [web, fn]))
+    report = run_once(deps, Settings(), T0)
+    # web wants more than 10 replicas, fn one warm instance: after web's minReplicas, the 2 pods
+    # left are shared one each (equal priorities and weights), instead of web taking all 3 and the
+    # warm pool's pod being refused by the quota.
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 2
+    ann = kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"]
+    assert ann[MIN_SCALE] == "1", report.results
+    held = next(a for a in report.plan.actions if a.workload == web.workload)
+    assert held.reason.message.startswith("hold default/web at 2: wanted "), held.reason.message
+    assert "namespace default pod quota 3 is short of the" in held.reason.message
+    assert [r.state for r in store.actions(plan_id=report.plan_id)] == ["applied"]  # the warm pool's
+    assert any("pod quota leaves room for 3 pods of its 2 managed workloads" in n for n in report.plan.notes)
