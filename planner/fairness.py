@@ -345,6 +345,7 @@ def allocate_pools(
     capacity: Mapping[str, int],
     namespace_pods: Mapping[str, int] | None = None,
     namespace_resources: Mapping[str, Mapping[str, int]] | None = None,
+    outside: frozenset[WorkloadRef] = frozenset(),
 ) -> tuple[list[Grant], list[str]]:
     """Apply tenant quotas (``capacity`` keys = tenant names), namespace pod quotas, namespace
     CPU and memory quotas, then the cluster.
@@ -354,7 +355,8 @@ def allocate_pools(
     ``namespace_resources`` maps a namespace to ``{"requests.cpu": millicores, ...}`` they may hold
     together (``ClusterState.resource_quotas``), shared in those units among the claims whose
     ``shape`` asks for that resource. Each pool is shared among what its members were granted by
-    the pools before it.
+    the pools before it. Claims of the workloads in ``outside`` are in no namespace pool (their
+    state was not read, so the namespace's capacity does not hold their pods).
 
     Returns the grants (same order as ``claims``) and notes naming every capacity that was short.
     """
@@ -364,7 +366,8 @@ def allocate_pools(
     by_namespace_idx: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(claims):
         by_tenant_idx[c.tenant].append(i)
-        by_namespace_idx[c.workload.namespace].append(i)
+        if not outside or c.workload not in outside:
+            by_namespace_idx[c.workload.namespace].append(i)
     for tenant, quota in sorted((k, v) for k, v in capacity.items() if k != CLUSTER):
         idx = by_tenant_idx.get(tenant, [])
         if not idx:

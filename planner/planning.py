@@ -108,7 +108,7 @@ def plan(
     if capacity or state.pod_quotas or state.resource_quotas:
         specs = [p.spec for p in table.policies]  # ``final`` is in policy order, one action each
         final, fair_notes = _share_capacity(
-            final, specs, capacity or {}, state.pod_quotas, state.resource_quotas, state.pod_shapes
+            final, specs, capacity or {}, state.pod_quotas, state.resource_quotas, state.pod_shapes, workloads
         )
         notes.extend(fair_notes)
     if max_moves > 0:
@@ -172,8 +172,13 @@ def _share_capacity(
     namespace_pods: Mapping[str, int],
     namespace_resources: Mapping[str, Mapping[str, int]],
     shapes: Mapping[WorkloadRef, Mapping[str, int]],
+    read: Mapping[WorkloadRef, WorkloadState] | None = None,
 ) -> tuple[list[Action], list[str]]:
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
+
+    With ``read`` (the workloads whose state was read this cycle), a workload missing from it is
+    left out of the namespace quotas: the quota's ``used`` already holds its pods, which the
+    reader could not add back to what the quota leaves, so its claim would count them twice.
 
     ``specs[i]`` is the policy of ``actions[i]`` (None: not shared, e.g. a workload without one).
     A function's warm instances (``SetWarmPool``) are pods too: they share every pool with the
@@ -188,20 +193,25 @@ def _share_capacity(
         (ns, k): 0 for ns, amounts in namespace_resources.items() for k in amounts
     }
     total = 0
+    outside: frozenset[WorkloadRef] = frozenset()
+    if read is not None and (namespace_pods or namespace_resources):
+        outside = frozenset(w for w in (actions[i].workload for i in slots) if w not in read)  # type: ignore[union-attr]
     for i in slots:
         a = cast("ScaleTo | SetWarmPool", actions[i])
         want = a.to_instances if isinstance(a, SetWarmPool) else a.to_replicas
         if want < 0:
             want = 0
         total += want
-        if by_namespace:
-            ns = a.workload.namespace
-            if ns in by_namespace:
-                by_namespace[ns] += want
         if by_tenant:
             tenant = cast(PolicySpec, specs[i]).tenant
             if tenant in by_tenant:
                 by_tenant[tenant] += want
+        if outside and a.workload in outside:
+            continue
+        if by_namespace:
+            ns = a.workload.namespace
+            if ns in by_namespace:
+                by_namespace[ns] += want
         if by_resource and a.workload.namespace in namespace_resources:
             for key, amount in shapes.get(a.workload, {}).items():
                 if (a.workload.namespace, key) in by_resource:
@@ -215,7 +225,7 @@ def _share_capacity(
     if not short:
         return actions, []
     with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
-        return _cut_to_shares(actions, specs, slots, capacity, namespace_pods, namespace_resources, shapes)
+        return _cut_to_shares(actions, specs, slots, capacity, namespace_pods, namespace_resources, shapes, outside)
 
 
 def _cut_to_shares(
@@ -226,6 +236,7 @@ def _cut_to_shares(
     namespace_pods: Mapping[str, int],
     namespace_resources: Mapping[str, Mapping[str, int]],
     shapes: Mapping[WorkloadRef, Mapping[str, int]],
+    outside: frozenset[WorkloadRef] = frozenset(),
 ) -> tuple[list[Action], list[str]]:
     claims = []
     for i in slots:
@@ -244,7 +255,7 @@ def _cut_to_shares(
                 shapes.get(a.workload),
             )
         )
-    grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources)
+    grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources, outside)
     out = list(actions)
     reasons = _SharedReasons()
     for i, g in zip(slots, grants, strict=True):

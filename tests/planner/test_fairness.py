@@ -395,3 +395,23 @@ def test_warm_instances_of_functions_share_a_namespace_pod_quota_with_the_servic
     # The functions' policies at a higher priority: their warm instances come first.
     _, got = shared(3, [api, retenant(f1, "b", 5), retenant(f2, "b", 5)])
     assert got == {"api": 1, "f1": 1, "f2": 1}, got
+
+
+def test_a_workload_whose_state_was_not_read_is_left_out_of_its_namespace_quota() -> None:
+    gold = service_policy("checkout", tenant="gold")
+    bronze = service_policy("search", tenant="bronze")
+    refs = [gold.workload, bronze.workload]
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in refs}  # each wants 10 replicas
+    both = {r: WorkloadState(r, 2, 2, observed_demand=5, observed_at=NOW - 10) for r in refs}
+    shared = plan(forecasts, ClusterState(both, pod_quotas={"shop": 10}), [gold, bronze], NOW)
+    assert [a.to_replicas for a in shared.actions if isinstance(a, ScaleTo)] == [5, 5]
+    # search's state could not be read (its decision: the fallback holds it at minReplicas 1). The
+    # quota's 10 (what is left plus checkout's 2 pods) does not hold search's pods, which are in
+    # the quota's used; as a claim it would count them twice and cut checkout to 9.
+    unread = {gold.workload: both[gold.workload]}
+    alone = plan(forecasts, ClusterState(unread, pod_quotas={"shop": 10}), [gold, bronze], NOW)
+    assert [a.to_replicas for a in alone.actions if isinstance(a, ScaleTo)] == [10, 1]
+    assert alone.notes == ()
+    # A tenant quota from the settings still counts it (it does not depend on what was read).
+    capped = plan(forecasts, ClusterState(unread), [gold, bronze], NOW, capacity={"gold": 8, "bronze": 0})
+    assert [a.to_replicas for a in capped.actions if isinstance(a, ScaleTo)] == [8, 0]
