@@ -9,17 +9,26 @@ A policy file is a Kubernetes-style object::
 
 A file may hold several documents (``---``). Field names are camelCase, as in the CRD. Errors
 name the file, the line and the field (``ConfigError``).
+
+Numbers are checked as a person means them: an integer field takes an integer (not ``true`` nor
+``"3"``), a number field takes an integer or a float (not a boolean nor a string), and neither takes
+``.inf`` or ``.nan``. A key repeated in one mapping and a workload targeted by two policies are
+errors, not a silent "last one wins". ``1e3`` is a number, as in JSON and YAML 1.2 (PyYAML alone
+reads it as a string).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from scaleahead.errors import ConfigError
 from scaleahead.types import WorkloadRef
@@ -28,8 +37,57 @@ API_VERSION: Literal["scaleahead.io/v1alpha1"] = "scaleahead.io/v1alpha1"
 KIND: Literal["PredictiveScalingPolicy"] = "PredictiveScalingPolicy"
 
 
+#: Longest ``startupSeconds`` (s): a day. Longer is a typo (``1e12``) rather than a start-up, and any
+#: start-up beyond the forecast horizon (``forecast.horizon_s``) already plans on the fallback.
+MAX_STARTUP_SECONDS = 86400.0
+
+
+def _spelt(value: Any) -> str:
+    """``value`` as it was written in YAML (``true``, ``'3'``), for error messages."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def _no_bool_or_text(kind: str) -> BeforeValidator:
+    """Reject the booleans and strings pydantic would otherwise coerce to ``kind`` (1, 3.0 pass)."""
+    article = "an" if kind[0] in "aeiou" else "a"
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise PydanticCustomError(
+                f"{kind}_type", f"Input should be {article} {kind}, not the boolean {{value}}", {"value": _spelt(value)}
+            )
+        if isinstance(value, str | bytes):
+            hint = ""
+            try:
+                float(value)
+                hint = " (write it without quotes)"
+            except ValueError:
+                pass
+            raise PydanticCustomError(
+                f"{kind}_type",
+                f"Input should be {article} {kind}, not the string {{value}}{hint}",
+                {"value": _spelt(value)},
+            )
+        return value
+
+    return BeforeValidator(check)
+
+
+#: An integer field: ``3`` (or ``3.0``), never ``true`` nor ``"3"``.
+Int = Annotated[int, _no_bool_or_text("integer")]
+#: A number field: an integer or a float, never a boolean nor a string; ``.inf``/``.nan`` are
+#: rejected by ``allow_inf_nan=False`` on the models.
+Float = Annotated[float, _no_bool_or_text("number")]
+#: ``Int`` or null (the check wraps the union, so bounds still reach the JSON schema and the CRD).
+OptInt = Annotated[int | None, _no_bool_or_text("integer")]
+#: ``Float`` or null.
+OptFloat = Annotated[float | None, _no_bool_or_text("number")]
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, allow_inf_nan=False
+    )
 
 
 class FallbackMode(StrEnum):
@@ -45,8 +103,23 @@ class WorkloadClass(StrEnum):
     FUNCTION = "function"
 
 
+FLOOR_NEEDS_HPA = "mode floor needs target.hpaName: the HPA whose minReplicas scaleahead raises"
+
+
 class Target(_Model):
     """The scaled object."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.mode) || self.mode != 'floor' || has(self.hpaName)",
+                    "message": FLOOR_NEEDS_HPA,
+                    "fieldPath": ".hpaName",
+                }
+            ]
+        }
+    )
 
     kind: Literal["Deployment", "StatefulSet", "KnativeService"] = Field(
         "Deployment", description="Kind of the scaled object."
@@ -58,7 +131,15 @@ class Target(_Model):
         description="direct: set replicas through the scale subresource; floor: set minReplicas of "
         "the HPA named by hpaName, leaving the HPA to handle the unforeseen.",
     )
-    hpa_name: str | None = Field(None, description="HPA whose minReplicas is the floor (mode floor).")
+    hpa_name: str | None = Field(
+        None, min_length=1, description="HPA whose minReplicas is the floor; required in mode floor."
+    )
+
+    @model_validator(mode="after")
+    def _check_floor(self) -> Target:
+        if self.mode == "floor" and self.hpa_name is None:
+            raise ValueError(f"{FLOOR_NEEDS_HPA} (in the same namespace as {self.kind} {self.name})")
+        return self
 
 
 class Demand(_Model):
@@ -66,13 +147,13 @@ class Demand(_Model):
 
     query: str = Field(..., min_length=1, description="PromQL giving one series of demand.")
     unit: str = Field("req/s", description="Unit of the query's value, used in reasons.")
-    step_seconds: float = Field(10.0, gt=0, description="Resolution of history and forecasts (s).")
+    step_seconds: Float = Field(10.0, gt=0, description="Resolution of history and forecasts (s).")
 
 
 class Fallback(_Model):
     mode: FallbackMode = Field(FallbackMode.REACTIVE, description="Fallback mode when the forecast is unusable.")
-    static_replicas: int | None = Field(None, ge=0, description="Replicas in mode static.")
-    stale_after_seconds: float = Field(
+    static_replicas: OptInt = Field(None, ge=0, description="Replicas in mode static.")
+    stale_after_seconds: Float = Field(
         60.0, gt=0, description="History whose newest point is older than this is stale (s)."
     )
 
@@ -86,10 +167,10 @@ class WarmPool(_Model):
     """Pre-provisioned (warm) instances for functions, against cold starts."""
 
     enabled: bool = Field(False, description="Manage a warm pool for this workload.")
-    max_instances: int = Field(1, ge=0, description="Most warm instances to keep.")
-    memory_mb_per_instance: float = Field(128.0, gt=0, description="Memory one warm instance holds (MB).")
-    memory_budget_mb: float | None = Field(None, gt=0, description="Cap on warm memory for this workload (MB).")
-    min_probability: float = Field(
+    max_instances: Int = Field(1, ge=0, description="Most warm instances to keep.")
+    memory_mb_per_instance: Float = Field(128.0, gt=0, description="Memory one warm instance holds (MB).")
+    memory_budget_mb: OptFloat = Field(None, gt=0, description="Cap on warm memory for this workload (MB).")
+    min_probability: Float = Field(
         0.0,
         ge=0,
         le=1,
@@ -97,7 +178,7 @@ class WarmPool(_Model):
         "instance; the break-even of coldStartCostMbMinutes decides above it. Without coldStartCostMbMinutes "
         "this alone is the rule.",
     )
-    cold_start_cost_mb_minutes: float | None = Field(
+    cold_start_cost_mb_minutes: OptFloat = Field(
         DEFAULT_COLD_START_COST_MB_MINUTES,
         gt=0,
         description="What one avoided cold start is worth, in MB-minutes of idle warm memory: keep warm while "
@@ -105,8 +186,8 @@ class WarmPool(_Model):
         "history part of azure-functions-1m to spend what a 10-minute keep-alive spends (docs/serverless.md); "
         "null: minProbability alone decides.",
     )
-    keep_alive_seconds: float = Field(600.0, ge=0, description="Longest keep-alive after the last invocation (s).")
-    keep_alive_budget_ratio: float | None = Field(
+    keep_alive_seconds: Float = Field(600.0, ge=0, description="Longest keep-alive after the last invocation (s).")
+    keep_alive_budget_ratio: OptFloat = Field(
         1.0,
         gt=0,
         description="Warm-memory budget: re-choose coldStartCostMbMinutes every hour (for all functions with the "
@@ -114,7 +195,7 @@ class WarmPool(_Model):
         "referenceKeepAliveSeconds would waste on the same invocations; coldStartCostMbMinutes is the cost until "
         "the first choice (docs/serverless.md, 'Warm-memory budget'). null: coldStartCostMbMinutes is fixed.",
     )
-    reference_keep_alive_seconds: float = Field(
+    reference_keep_alive_seconds: Float = Field(
         600.0, gt=0, description="The fixed keep-alive keepAliveBudgetRatio is measured against (s)."
     )
 
@@ -127,12 +208,12 @@ class StartupLearning(_Model):
         description="Plan with the start-up delay observed in the cluster (pod created -> Ready) once minSamples "
         "readiness times exist; startupSeconds is used until then.",
     )
-    quantile: float = Field(
+    quantile: Float = Field(
         0.9, gt=0, le=1, description="Quantile of the recent readiness times to plan with (0.9: p90)."
     )
-    min_samples: int = Field(5, ge=1, description="Fewest readiness times before the learned delay is used.")
-    window: int = Field(50, ge=1, description="Most recent readiness times the quantile is taken over.")
-    max_seconds: float = Field(
+    min_samples: Int = Field(5, ge=1, description="Fewest readiness times before the learned delay is used.")
+    window: Int = Field(50, ge=1, description="Most recent readiness times the quantile is taken over.")
+    max_seconds: Float = Field(
         900.0,
         gt=0,
         description="Longest believable start-up (s); a longer readiness time (a flapping or restarted pod) is "
@@ -161,15 +242,15 @@ class RiskAdaptation(_Model):
         "short steps and spent at most costRatio x its replica-seconds; lower it back (never below sloRisk) when it "
         "spent more, or ran short on at most a quarter of that. Services with forecastQuantile are not adapted.",
     )
-    violation_ratio: float = Field(0.5, ge=0, description="Short steps allowed, as a multiple of the HPA's.")
-    cost_ratio: float = Field(1.0, gt=0, description="Replica-seconds allowed, as a multiple of the HPA's.")
-    reference_utilization: float = Field(
+    violation_ratio: Float = Field(0.5, ge=0, description="Short steps allowed, as a multiple of the HPA's.")
+    cost_ratio: Float = Field(1.0, gt=0, description="Replica-seconds allowed, as a multiple of the HPA's.")
+    reference_utilization: Float = Field(
         0.7, gt=0, le=1, description="Target utilization of the simulated HPA (the usual 70 %)."
     )
-    window_seconds: float = Field(86400.0, gt=0, description="Past compared at each decision (s).")
-    period_seconds: float = Field(3600.0, gt=0, description="Time between two decisions (s).")
-    step_factor: float = Field(1.25, gt=1, description="sloRisk is multiplied or divided by this per decision.")
-    max_factor: float = Field(
+    window_seconds: Float = Field(86400.0, gt=0, description="Past compared at each decision (s).")
+    period_seconds: Float = Field(3600.0, gt=0, description="Time between two decisions (s).")
+    step_factor: Float = Field(1.25, gt=1, description="sloRisk is multiplied or divided by this per decision.")
+    max_factor: Float = Field(
         64.0, ge=1, description="Cap on the multiple of sloRisk: the highest power of stepFactor not above it."
     )
 
@@ -185,8 +266,8 @@ class RiskAdaptation(_Model):
 class Objective(_Model):
     """Weights of the planner's single objective (see docs/planner.md)."""
 
-    cost: float = Field(1.0, ge=0, description="Weight of one replica-second.")
-    slo_risk: float = Field(
+    cost: Float = Field(1.0, ge=0, description="Weight of one replica-second.")
+    slo_risk: Float = Field(
         80.0,
         ge=0,
         description=(
@@ -195,13 +276,13 @@ class Objective(_Model):
             "services are provisioned at, unless forecastQuantile is given."
         ),
     )
-    churn: float = Field(
+    churn: Float = Field(
         0.1,
         ge=0,
         description="Weight of one scale event, in the unit of cost: a scale-down is made only when the "
         "replica-seconds it saves over the stabilization window are at least two events' weight.",
     )
-    fairness: float = Field(
+    fairness: Float = Field(
         1.0,
         ge=0,
         description="Inequality aversion (alpha) of sharing under shortage, within a priority: 1 shares in "
@@ -215,31 +296,33 @@ class Objective(_Model):
 class PolicySpec(_Model):
     target: Target
     demand: Demand
-    capacity_per_replica: float = Field(
+    capacity_per_replica: Float = Field(
         ..., gt=0, description="Demand one ready replica serves at 100 % utilization (demand units)."
     )
-    target_utilization: float = Field(0.9, gt=0, le=1, description="Share of capacity to plan for.")
-    min_replicas: int = Field(1, ge=0, description="Fewest replicas.")
-    max_replicas: int = Field(100, ge=1, description="Most replicas.")
-    startup_seconds: float = Field(
+    target_utilization: Float = Field(0.9, gt=0, le=1, description="Share of capacity to plan for.")
+    min_replicas: Int = Field(1, ge=0, description="Fewest replicas.")
+    max_replicas: Int = Field(100, ge=1, description="Most replicas.")
+    startup_seconds: Float = Field(
         60.0,
         ge=0,
-        description="Lead time: a new replica is ready after this (s); replaced by the observed delay when "
-        "startupLearning has enough readiness times.",
+        le=MAX_STARTUP_SECONDS,
+        description="Lead time: a new replica is ready after this (s), at most a day; replaced by the observed "
+        "delay when startupLearning has enough readiness times. The forecast must reach this far ahead "
+        "(forecast.horizon_s, 900 s by default): beyond it every decision is the fallback ('forecast too short').",
     )
     startup_learning: StartupLearning = Field(default_factory=StartupLearning)  # type: ignore[arg-type]
-    scale_down_stabilization_seconds: float = Field(
+    scale_down_stabilization_seconds: Float = Field(
         60.0, ge=0, description="Scale down only to the highest desired count over this window (s)."
     )
-    observed_window_seconds: float = Field(
+    observed_window_seconds: Float = Field(
         60.0,
         ge=0,
         description="The reactive floor reads demand averaged over this last window (s), like the HPA's 60 s "
         "metric window; 0 = the last sample alone.",
     )
-    max_step_up: int = Field(100, ge=1, description="Most replicas added in one decision.")
-    max_step_down: int = Field(100, ge=1, description="Most replicas removed in one decision.")
-    forecast_quantile: float | None = Field(
+    max_step_up: Int = Field(100, ge=1, description="Most replicas added in one decision.")
+    max_step_down: Int = Field(100, ge=1, description="Most replicas removed in one decision.")
+    forecast_quantile: OptFloat = Field(
         None,
         gt=0,
         lt=1,
@@ -250,8 +333,8 @@ class PolicySpec(_Model):
     warm_pool: WarmPool = Field(default_factory=WarmPool)  # type: ignore[arg-type]
     rollout_group: str = Field("default", description="Rollouts of models and policies act per group.")
     tenant: str = Field("default", description="Tenant for fair sharing under shortage.")
-    priority: int = Field(0, description="Higher priority is served first under shortage.")
-    weight: float = Field(1.0, gt=0, description="Share weight within a priority under shortage.")
+    priority: Int = Field(0, description="Higher priority is served first under shortage.")
+    weight: Float = Field(1.0, gt=0, description="Share weight within a priority under shortage.")
     objective: Objective = Field(default_factory=Objective)  # type: ignore[arg-type]
 
     @model_validator(mode="after")
@@ -285,6 +368,36 @@ class Policy(_Model):
         return WorkloadRef(t.kind, t.namespace, t.name)
 
 
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    """A key written twice in one mapping (PyYAML would keep the last one)."""
+
+    def __init__(self, key: str, first: yaml.Mark, second: yaml.Mark) -> None:
+        super().__init__(None, None, f"key {key!r} appears twice in one mapping", second)
+        self.key, self.first, self.second = key, first, second
+
+
+class _PolicyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects duplicate keys and reads ``1e3`` as a number (YAML 1.2, JSON)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[tuple[str, str], yaml.Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merged keys (<<: *anchor) may be overridden: that is what merging means
+            ident = (key_node.tag, key_node.value)
+            if ident in seen:
+                raise _DuplicateKey(key_node.value, seen[ident].start_mark, key_node.start_mark)
+            seen[ident] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+_PolicyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
     """The 1-based line of the YAML node at pydantic location ``loc`` (deepest one found)."""
     line = node.start_mark.line + 1 if node is not None else None
@@ -306,10 +419,26 @@ def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
 
 
 def parse_policies(text: str, source: str = "<string>") -> list[Policy]:
-    """Parse one or more policy documents; raise ``ConfigError`` naming file, line and field."""
+    """Parse one or more policy documents; raise ``ConfigError`` naming file, line and field.
+
+    Two documents targeting the same workload are an error naming both (each would plan for it).
+    """
+    located = _parse_located(text, source)
+    check_unique_targets(located)
+    return [policy for policy, _ in located]
+
+
+def _parse_located(text: str, source: str) -> list[tuple[Policy, str]]:
+    """The policies of ``text`` with where each one's target is written (``file:line``)."""
     try:
-        nodes = list(yaml.compose_all(text))
-        docs = list(yaml.safe_load_all(text))
+        nodes = list(yaml.compose_all(text, Loader=_PolicyLoader))
+        docs = list(yaml.load_all(text, Loader=_PolicyLoader))  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"{source}:{exc.second.line + 1}: key {exc.key!r} appears twice in one mapping (lines "
+            f"{exc.first.line + 1} and {exc.second.line + 1}); YAML would silently keep the last one.",
+            "Keep one of them.",
+        ) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -317,7 +446,7 @@ def parse_policies(text: str, source: str = "<string>") -> list[Policy]:
             f"{where}: not valid YAML ({getattr(exc, 'problem', exc)}).",
             "Fix the syntax (indentation, quotes, colons); see examples/policy.yaml.",
         ) from exc
-    policies: list[Policy] = []
+    policies: list[tuple[Policy, str]] = []
     for node, doc in zip(nodes, docs, strict=True):
         if doc is None:
             continue
@@ -326,7 +455,7 @@ def parse_policies(text: str, source: str = "<string>") -> list[Policy]:
                 f"{source}: a policy document must be a mapping, got {type(doc).__name__}.", "See examples/policy.yaml."
             )
         try:
-            policies.append(Policy.model_validate(_defaults_from_metadata(doc)))
+            policy = Policy.model_validate(_defaults_from_metadata(doc))
         except ValidationError as exc:
             lines = []
             for err in exc.errors():
@@ -339,9 +468,30 @@ def parse_policies(text: str, source: str = "<string>") -> list[Policy]:
                 "Fix these fields; examples/policy.yaml shows every field with a comment, "
                 "and docs/configuration.md lists types, defaults and bounds.",
             ) from exc
+        policies.append((policy, f"{source}:{_line_of(node, ('spec', 'target'))}"))
     if not policies:
         raise ConfigError(f"{source}: no policy found in the file.", "See examples/policy.yaml.")
     return policies
+
+
+def check_unique_targets(located: Iterable[tuple[Policy, str]]) -> None:
+    """Raise ``ConfigError`` when two policies target one workload, naming both and where they are.
+
+    Args:
+        located: each policy with where it is written (``file:line``).
+    """
+    seen: dict[str, tuple[Policy, str]] = {}
+    for policy, where in located:
+        key = policy.workload.key
+        if key in seen:
+            first, first_where = seen[key]
+            raise ConfigError(
+                f"Two policies target {key}: {first.metadata.namespace}/{first.metadata.name} ({first_where}) and "
+                f"{policy.metadata.namespace}/{policy.metadata.name} ({where}); each would plan for it and undo "
+                "the other's actions.",
+                "Keep one policy per workload.",
+            )
+        seen[key] = (policy, where)
 
 
 def _defaults_from_metadata(doc: dict[str, Any]) -> dict[str, Any]:
@@ -355,13 +505,33 @@ def _defaults_from_metadata(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def load_policies(path: str | Path) -> list[Policy]:
-    p = Path(path)
+def _read(p: Path) -> str:
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"Policy file {p} is not UTF-8 text (undecodable byte at offset {exc.start}).",
+            "Point at a YAML policy file (examples/policy.yaml), saved as UTF-8.",
+        ) from exc
     except OSError as exc:
         raise ConfigError(f"Cannot read policy file {p}: {exc.strerror}.", "Check the path.") from exc
-    return parse_policies(text, str(p))
+
+
+def load_policies(path: str | Path) -> list[Policy]:
+    """The policies of one file; two targeting the same workload are an error naming both lines."""
+    p = Path(path)
+    return parse_policies(_read(p), str(p))
+
+
+def load_policy_files(paths: Sequence[str | Path]) -> list[Policy]:
+    """The policies of several files loaded together (``run --policies DIR``), in order.
+
+    Like ``load_policies``, but a workload targeted twice anywhere among them is an error naming
+    both files and lines.
+    """
+    located = [item for path in paths for item in _parse_located(_read(Path(path)), str(path))]
+    check_unique_targets(located)
+    return [policy for policy, _ in located]
 
 
 def policy_json_schema() -> dict[str, Any]:

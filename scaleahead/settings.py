@@ -7,6 +7,7 @@ Every field says its unit and why its default is what it is. Values come from th
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Annotated, Any, Literal
 
@@ -199,7 +200,18 @@ class LogSettings(BaseModel):
     format: Literal["json", "text"] = Field(
         "json", description="json (one object per line, for log pipelines) or text."
     )
-    level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
+    level: str = Field(
+        "INFO", description="Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case; Python logging's names)."
+    )
+
+    @field_validator("level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        """One of Python logging's level names (``logging.getLevelNamesMapping``), upper-cased."""
+        name = value.strip().upper()
+        if name not in logging.getLevelNamesMapping():
+            raise ValueError(f"{value!r} is not a log level: use DEBUG, INFO, WARNING, ERROR or CRITICAL (any case)")
+        return name
 
 
 class Settings(BaseModel):

@@ -79,7 +79,7 @@ DbOpt = Annotated[
 def load_policy_path(path: Path) -> list[Policy]:
     """All policies in a file or in the ``*.yaml``/``*.yml`` files of a folder (sorted by name)."""
     from scaleahead.errors import ConfigError
-    from scaleahead.policy import load_policies
+    from scaleahead.policy import load_policy_files
 
     if path.is_dir():
         files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
@@ -87,19 +87,8 @@ def load_policy_path(path: Path) -> list[Policy]:
             raise ConfigError(
                 f"Folder {path} holds no *.yaml or *.yml policy file.", "Point --policies at policy files."
             )
-        policies = [p for f in files for p in load_policies(f)]
-    else:
-        policies = load_policies(path)
-    seen: dict[str, str] = {}
-    for p in policies:
-        key = p.workload.key
-        if key in seen:
-            raise ConfigError(
-                f"Two policies ({seen[key]} and {p.metadata.namespace}/{p.metadata.name}) target {key}.",
-                "Keep one policy per workload.",
-            )
-        seen[key] = f"{p.metadata.namespace}/{p.metadata.name}"
-    return policies
+        return load_policy_files(files)
+    return load_policy_files([path])
 
 
 def _trace_history(spec: str, window_s: float, offset_s: float) -> HistorySource:
@@ -416,7 +405,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 def policy_source() -> list[Policy]:
                     return owned(unsharded(), index, count)
 
-        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
         real_now = SystemClock().now()
         if at is not None and not history.startswith("trace:"):
             raise UserError("--at only applies to a trace history.", "Drop --at, or use --history trace:NAME.")
@@ -425,6 +413,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             from scaleahead.traces import split_of
 
             start = split_of(_load_trace(history)).test_start  # the test period of EVALUATION.md
+        # Opened after the options and the trace are checked: a bad one creates no database.
+        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
         clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
         offset = 0.0 if (virtual or start is None) else start - real_now
         window = 2 * 86400.0
@@ -559,7 +549,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             pols = ClusterPolicies(_kube_api(kubeconfig)).load()
             if not pols:
                 raise UserError("No PredictiveScalingPolicy objects in the cluster.", "Apply policies first.")
-        store = Store(db or settings.storage.url)
         if history.startswith("trace:"):
             from scaleahead.planning import default_at
             from scaleahead.traces import load_series
@@ -568,6 +557,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             now = parse_time(at) if at is not None else default_at(series)
         else:
             now = parse_time(at) if at is not None else SystemClock().now()
+        store = Store(db or settings.storage.url)  # after the options: a bad one creates no database
         source = _history(history, settings, settings.jobs.history_days * 86400.0, 0.0)
         data = source.read(pols, now)
         champion_name = settings.forecast.model
