@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -22,14 +23,16 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, update
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import Action, Forecast, Plan, QuantileRows, WorkloadRef, action_endpoints
 from storage.schema import (
     ActionRow,
+    Base,
     ForecastRow,
     ManagedFieldRow,
     ModelArtifactRow,
@@ -48,7 +51,14 @@ ACTION_STATES = ("planned", "applied", "failed", "skipped", "dry-run")
 
 
 def default_db_url() -> str:
-    """``$SCALEAHEAD_DB_URL``, else SQLite at ``$XDG_DATA_HOME/scaleahead/scaleahead.db``."""
+    """The database of every command without ``--db``, as the daemon (``run``) resolves it: the
+    settings' ``storage.url`` (``$SCALEAHEAD_STORAGE__URL``), else ``$SCALEAHEAD_DB_URL``, else SQLite
+    at ``$XDG_DATA_HOME/scaleahead/scaleahead.db``."""
+    from scaleahead.settings import Settings
+
+    configured = Settings.from_env().storage.url
+    if configured:
+        return configured
     env = os.environ.get("SCALEAHEAD_DB_URL")
     if env:
         return env
@@ -160,25 +170,27 @@ def _steer(r: PodSteerRow) -> StoredSteer:
 
 
 class Store:
-    """Records and reads scaleahead's state in SQLite or PostgreSQL."""
+    """Records and reads scaleahead's state in SQLite or PostgreSQL.
 
-    def __init__(self, url: str | None = None, upgrade: bool = True, forecast_interval_s: float = 120.0) -> None:
+    ``create=False`` is for commands that only read (or change existing rows): a SQLite file that
+    does not exist, or has no tables, is then a ``UserError`` instead of a new, empty database.
+    Whatever ``create`` says, a SQLite file that is not a database, is damaged, or holds other
+    tables but no scaleahead schema version is refused before anything is written (docs/storage.md).
+    """
+
+    def __init__(
+        self, url: str | None = None, upgrade: bool = True, forecast_interval_s: float = 120.0, create: bool = True
+    ) -> None:
         self.url = url or default_db_url()
+        self.create = create
         self.forecast_interval_s = forecast_interval_s
         self._last_forecast: dict[int, float] = {}
         #: Workload key -> row id. Rows are never deleted or re-keyed, so the cache cannot go stale
         #: (a rolled-back insert is not cached: the id is stored only after a successful flush).
         self._workload_ids: dict[str, int] = {}
-        if self.url.startswith("sqlite:///"):
-            path = Path(self.url.removeprefix("sqlite:///"))
-            if str(path) not in ("", ":memory:"):
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise UserError(
-                        f"Cannot create the folder for database {self.url}: {exc.strerror}.",
-                        "Pass a writable --db URL or set SCALEAHEAD_DB_URL.",
-                    ) from exc
+        path = _sqlite_file(self.url)
+        if path is not None:
+            self._check_sqlite_file(path)
         try:
             self.engine: Engine = create_engine(self.url, future=True)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
@@ -193,6 +205,101 @@ class Store:
             self.upgrade()
 
     # -- schema ---------------------------------------------------------------------------------
+    def _check_sqlite_file(self, path: Path) -> None:
+        """Refuse a SQLite file that is not scaleahead's before SQLAlchemy opens it (its connect hook
+        switches the file to WAL, a write): read it read-only first. A missing file is created
+        (folder included) only if ``self.create``."""
+        try:
+            exists, is_dir = path.exists(), path.is_dir()
+        except OSError:  # e.g. a folder we may not look into: the connection below says what is wrong
+            return
+        if is_dir:
+            raise UserError(f"The database {self.url} is a folder, not a SQLite file.", "Point --db at a file.")
+        if not exists:
+            if not self.create:
+                raise self._no_database(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(
+                    f"Cannot create the folder for database {self.url}: {exc.strerror}.",
+                    "Pass a writable --db URL or set SCALEAHEAD_DB_URL.",
+                ) from exc
+            return
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return  # cannot open it even read-only: the engine's connection reports why
+        try:
+            names = [str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        except sqlite3.OperationalError:
+            return  # locked, unreadable folder...: transient or environmental, reported by the engine
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+            raise self._unreadable(exc) from exc
+        finally:
+            conn.close()
+        tables = {n for n in names if not n.startswith("sqlite_")}
+        if not tables and not self.create:
+            raise self._no_database(path, "the file has no tables")
+        self._check_tables(tables, sqlite=True)
+
+    def _no_database(self, path: Path, why: str = "") -> UserError:
+        return UserError(
+            f"No scaleahead database at {path}{f' ({why})' if why else ''}.",
+            f"Create it with `scaleahead db upgrade --db {self.url}` or check the path; nothing was created.",
+        )
+
+    def _unreadable(self, why: object) -> UserError:
+        return UserError(
+            f"{self.url} is not a readable SQLite database ({why}).",
+            "Restore it from a backup or point --db at another file; nothing was written.",
+        )
+
+    def _check_tables(self, tables: set[str], sqlite: bool) -> None:
+        """Without ``alembic_version``, refuse scaleahead tables (a partial or hand-made schema: which
+        migrations ran is unknown), and in SQLite any table (another program's file)."""
+        if "alembic_version" in tables:
+            return
+        shown = self._safe_url() if hasattr(self, "engine") else self.url
+        ours = sorted(tables & set(Base.metadata.tables))
+        if ours:
+            raise UserError(
+                f"The database {shown} has scaleahead tables ({_few(ours)}) but no schema version (no "
+                "alembic_version table), so which migrations ran is unknown.",
+                "Restore it from a backup, or point --db at another database; nothing was written.",
+            )
+        if tables and sqlite:
+            raise UserError(
+                f"{shown} is not a scaleahead database: it has tables ({_few(sorted(tables))}) but no scaleahead "
+                "schema version (no alembic_version table).",
+                "Point --db at scaleahead's database, or at a new file to start one; nothing was written.",
+            )
+
+    def _corrupt(self, exc: DatabaseError) -> bool:
+        """SQLite's "not a database" / "malformed" (a plain DatabaseError: not locked, not missing)."""
+        return type(exc) is DatabaseError and self.engine.dialect.name == "sqlite"
+
+    def _check_schema(self, conn: Any) -> None:
+        """Before migrating: the database is empty, or scaleahead's at a revision this code knows.
+
+        A PostgreSQL database may hold other applications' tables (normal); only scaleahead tables
+        without ``alembic_version`` (a partial or hand-made schema) are refused there. A SQLite file
+        is scaleahead's alone: any table without ``alembic_version`` is refused.
+        """
+        tables = set(sa_inspect(conn).get_table_names())
+        if "alembic_version" in tables:
+            current = MigrationContext.configure(conn).get_current_revision()
+            known = self.revisions()
+            if current is not None and current not in known:
+                raise UserError(
+                    f"The database {self._safe_url()} is at schema revision {current!r}, which this version "
+                    f"of scaleahead does not know (it knows {', '.join(known)}).",
+                    "It was written by a newer scaleahead (upgrade scaleahead) or by another application "
+                    "that uses Alembic (point --db at scaleahead's own database); nothing was written.",
+                )
+            return
+        self._check_tables(tables, sqlite=self.engine.dialect.name == "sqlite")
+
     @contextmanager
     def _reachable(self) -> Iterator[None]:
         """Turn "cannot connect / cannot write" into a ``UserError`` that says what to check."""
@@ -204,6 +311,10 @@ class Store:
                 "Check that the server is running and the URL (host, port, user, database) is right, "
                 "or use the default SQLite database by leaving --db out.",
             ) from exc
+        except DatabaseError as exc:
+            if self._corrupt(exc):
+                raise self._unreadable(exc.orig) from exc
+            raise
 
     @staticmethod
     def revisions() -> list[str]:
@@ -221,6 +332,7 @@ class Store:
                 f"Use one of: head, {', '.join(self.revisions())} (docs/storage.md).",
             )
         with self._reachable(), self.engine.begin() as conn:
+            self._check_schema(conn)
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
@@ -244,8 +356,15 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with self._session.begin() as s:
-            yield s
+        """One transaction. A SQLite file found damaged mid-way is a ``UserError``; other errors
+        (locked, server gone: the daemon's loop retries those) pass through unchanged."""
+        try:
+            with self._session.begin() as s:
+                yield s
+        except DatabaseError as exc:
+            if self._corrupt(exc):
+                raise self._unreadable(exc.orig) from exc
+            raise
 
     def close(self) -> None:
         self.engine.dispose()
@@ -812,6 +931,23 @@ def _model(r: ModelVersionRow) -> ModelVersion:
         r.artifact_path,
         r.artifact_sha256,
     )
+
+
+def _few(names: Sequence[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None: another database, in-memory, a ``file:`` URI, or unparsable)."""
+    try:
+        u = make_url(url)
+    except (SQLAlchemyError, ValueError):
+        return None  # create_engine says what is wrong with it
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    if u.database.startswith("file:") or "uri" in u.query:
+        return None
+    return Path(u.database)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -95,7 +95,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         kubeconfig: Annotated[
             Path | None, typer.Option(help="Kubeconfig (default: $KUBECONFIG, ~/.kube/config).")
         ] = None,
-        db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                help="SQLAlchemy URL of the scaleahead database "
+                "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
+            ),
+        ] = None,
         policies: Annotated[
             Path | None,
             typer.Option(
@@ -134,7 +140,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @actuator_app.command("journal")
     def journal(
-        db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                help="SQLAlchemy URL of the scaleahead database "
+                "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
+            ),
+        ] = None,
         limit: Annotated[int, typer.Option(help="Newest N actions.", min=1)] = 20,
         state: Annotated[
             str | None, typer.Option(help="Only this state (planned, applied, failed, skipped, dry-run).")
@@ -150,7 +162,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         table = Table()
         for col in ("id", "plan", "kind", "target", "from", "to", "state", "outcome"):
             table.add_column(col, overflow="fold")
-        for a in Store(db).actions(state=state, limit=limit):
+        for a in Store(db, create=False).actions(state=state, limit=limit):
             table.add_row(
                 str(a.id), str(a.plan_id), a.kind, a.target, a.from_value, a.to_value, a.state, escape(a.outcome)
             )

@@ -24,15 +24,57 @@ from scaleahead.errors import DataError, UserError
 
 console = Console(highlight=False)
 
-DbOption = Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        help="SQLAlchemy URL of the scaleahead database "
+        "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
+    ),
+]
 GroupOption = Annotated[str, typer.Option(help="Rollout group (policies' spec.rolloutGroup).")]
 
 
-def _book(db: str | None) -> Any:
+#: The canary's rollback margins (option, lowest, highest, what it is): finite, in these ranges.
+MARGINS = (
+    ("--max-violation-increase", 0.0, 1.0, "an added share of violating steps"),
+    ("--max-cost-increase", 0.0, 1.0, "a relative increase (0.05 = 5 %)"),
+    ("--max-error-increase", 0.0, 1.0, "a relative increase (0.05 = 5 %)"),
+)
+
+
+def _book(db: str | None, create: bool = False) -> Any:
+    """The rollouts of ``db``; only ``rollout start`` creates a database that does not exist."""
     from actuator.rollouts import RolloutBook
     from storage import Store
 
-    return RolloutBook(Store(db))
+    return RolloutBook(Store(db, create=create))
+
+
+def check_margins(*values: float) -> None:
+    """A ``UserError`` unless every rollback margin is a finite number in its range (``MARGINS``):
+    a NaN margin never triggers a rollback, and a negative one rolls back a challenger that is better."""
+    for (option, low, high, what), value in zip(MARGINS, values, strict=True):
+        if not (math.isfinite(value) and low <= value <= high):
+            raise UserError(
+                f"{option} {value:g} is not {what} between {low:g} and {high:g}.",
+                f"Give a number from {low:g} to {high:g} (see scaleahead rollout start --help); nothing was started.",
+            )
+
+
+def finite_json(doc: Any) -> Any:
+    """A copy of ``doc`` with every non-finite float replaced by None (JSON null)."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: finite_json(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [finite_json(v) for v in doc]
+    return doc
+
+
+def json_text(doc: Any) -> str:
+    """``doc`` as indented JSON; NaN and infinities (not JSON) become null."""
+    return json.dumps(finite_json(doc), indent=2, default=str, allow_nan=False)
 
 
 def _show(r: Any) -> dict[str, Any]:
@@ -54,7 +96,7 @@ def _show(r: Any) -> dict[str, Any]:
 def _print(r: Any, as_json: bool) -> None:
     doc = _show(r)
     if as_json:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc))
         return
     console.print(
         f"rollout {r.id} [{r.state}] group {r.group}: {r.mode}, champion {r.champion} vs challenger "
@@ -133,13 +175,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         split: Annotated[float, typer.Option(help="Challenger share in mode ab.")] = 0.5,
         steps: Annotated[str, typer.Option(help="Canary share steps, comma-separated.")] = "0.1,0.25,0.5,1.0",
         max_violation_increase: Annotated[
-            float, typer.Option(help="Canary: most extra share of violating steps before rollback.")
+            float, typer.Option(help="Canary: most extra share of violating steps before rollback (0 to 1).")
         ] = 0.002,
         max_cost_increase: Annotated[
-            float, typer.Option(help="Canary: most relative extra cost per unit of demand before rollback.")
+            float,
+            typer.Option(
+                help="Canary: most relative extra cost per unit of demand before rollback (0 to 1; 0.05 = 5 %)."
+            ),
         ] = 0.05,
         max_error_increase: Annotated[
-            float, typer.Option(help="Canary: most relative extra forecast error before rollback.")
+            float, typer.Option(help="Canary: most relative extra forecast error before rollback (0 to 1; 0.05 = 5 %).")
         ] = 0.05,
         db: DbOption = None,
         output: Annotated[str, typer.Option(help="table or json.")] = "table",
@@ -150,7 +195,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         shares = share_steps("--steps", steps, "0.1,0.25,0.5,1.0")
         if mode not in ("canary", "ab", "shadow"):
             raise UserError(f"--mode {mode!r} is unknown.", "Use canary, ab or shadow.")
-        book = _book(db)
+        if not (math.isfinite(split) and 0.0 < split < 1.0):
+            raise UserError(f"--split {split:g} is not a share strictly between 0 and 1.", "Use e.g. --split 0.5.")
+        check_margins(max_violation_increase, max_cost_increase, max_error_increase)
+        book = _book(db, create=True)
         models = book.store.models()
         if champion is None:
             prod = [m for m in models if m.status == "champion"]
@@ -250,7 +298,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         entry = book.evaluate(r, arms, time.time())  # type: ignore[arg-type]
         if output == "json":
-            print(json.dumps(entry, indent=2, default=str))
+            print(json_text(entry))
             return
         _print(book.get(group, r.id), False)
         if entry.get("note"):

@@ -20,7 +20,13 @@ from scaleahead.errors import UserError
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("steers")
     def steers(
-        db: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the scaleahead database.")] = None,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                help="SQLAlchemy URL of the scaleahead database "
+                "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
+            ),
+        ] = None,
         state: Annotated[
             str | None, typer.Option(help="Only steers in this state: pending, consumed, expired or cancelled.")
         ] = None,
@@ -38,7 +44,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(f"--output {output!r} is not known.", "Use text or json.")
         if limit < 1:
             raise UserError(f"--limit {limit} must be at least 1.", "E.g. --limit 50.")
-        store = Store(db)
+        store = Store(db, create=False)  # nothing to list in a database that does not exist
         try:
             expired = store.expire_steers(time.time())
             rows = store.steers(state=state, limit=limit)

@@ -61,6 +61,9 @@ def test_train_registers_the_model_with_span_hyperparameters_metrics_and_artifac
 
 
 def test_showing_an_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
+    from storage import Store
+
+    Store(f"sqlite:///{tmp_path / 'e.db'}").close()  # an empty registry (a missing file is its own error)
     out = run("models", "show", "7", "--db", f"sqlite:///{tmp_path / 'e.db'}")
     assert out.returncode == 2
     assert "No model version 7" in out.stderr

@@ -1,0 +1,318 @@
+"""Bad databases and bad options given to the storage-backed commands, through the real CLI.
+
+A damaged SQLite file, another program's SQLite file, a path with no database, the storage URL of
+the settings, rollout margins no canary can use, NaN in JSON output, and a damaged checkpoint
+given to ``models promote``: each is one clear paragraph and exit code 2, with nothing written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text, update
+
+from scaleahead.errors import UserError
+from storage import Store
+from storage.schema import ModelArtifactRow
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``scaleahead ARGS`` in a fresh process, without any database setting of this environment."""
+    base = {k: v for k, v in os.environ.items() if k not in ("SCALEAHEAD_STORAGE__URL", "SCALEAHEAD_DB_URL")}
+    return subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **(env or {})},
+    )
+
+
+def url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def refused(out: subprocess.CompletedProcess[str], says: str) -> None:
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert says in " ".join(out.stderr.split()), out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def no_json_constants(token: str) -> None:
+    raise AssertionError(f"invalid JSON constant {token}")
+
+
+# The commands that open the database, with what they need to get that far.
+READERS = [
+    ["models", "list"],
+    ["models", "show", "1"],
+    ["models", "promote", "1"],
+    ["rollout", "status"],
+    ["actuator", "journal"],
+    ["steers"],
+]
+WRITERS = [
+    ["db", "upgrade"],
+    ["rollout", "start", "--challenger", "web-v2", "--mode", "ab"],
+]
+
+
+# -- 1. a damaged SQLite file -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("damaged")
+    garbage = folder / "garbage.db"
+    garbage.write_bytes(bytes(range(256)) * 20)  # 5,120 bytes without a SQLite header
+    good = folder / "good.db"
+    store = Store(url(good))
+    for i in range(200):
+        store.register_model(f"m{i}", "ridge", hyperparams={"pad": "x" * 500})
+    store.close()  # the last connection checkpoints the WAL into the file
+    truncated = folder / "truncated.db"
+    truncated.write_bytes(good.read_bytes()[:8192])  # its schema pages, not its tables' pages
+    return {"garbage": garbage, "truncated": truncated}
+
+
+@pytest.mark.parametrize("args", READERS + WRITERS, ids=" ".join)
+def test_a_file_that_is_not_a_database_is_refused_by_every_command_and_left_as_it_was(
+    damaged: dict[str, Path], args: list[str]
+) -> None:
+    before = damaged["garbage"].read_bytes()
+    out = cli(*args, "--db", url(damaged["garbage"]))
+    refused(out, f"{url(damaged['garbage'])} is not a readable SQLite database (file is not a database)")
+    assert "Restore it from a backup" in out.stderr
+    assert damaged["garbage"].read_bytes() == before
+
+
+@pytest.mark.parametrize("args", [["models", "list"], ["db", "upgrade"]], ids=" ".join)
+def test_a_truncated_database_is_refused_as_malformed(damaged: dict[str, Path], args: list[str]) -> None:
+    before = damaged["truncated"].read_bytes()
+    refused(cli(*args, "--db", url(damaged["truncated"])), "(database disk image is malformed)")
+    assert damaged["truncated"].read_bytes() == before
+
+
+def test_a_damaged_file_is_a_user_error_of_the_store_itself(damaged: dict[str, Path]) -> None:
+    for path in damaged.values():
+        with pytest.raises(UserError, match="is not a readable SQLite database"):
+            Store(url(path))
+
+
+def test_a_database_found_damaged_in_a_later_query_is_a_user_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = Store(url(path))
+    store.register_model("m", "ridge")
+    store.engine.dispose()  # the last connection checkpoints the WAL into the file
+    raw = bytearray(path.read_bytes())
+    raw[4096:] = b"\xff" * (len(raw) - 4096)  # every page but the schema's, under the open store
+    path.write_bytes(bytes(raw))
+    with pytest.raises(UserError, match="is not a readable SQLite database .database disk image is malformed"):
+        store.models()
+
+
+def test_an_unreachable_server_keeps_its_own_message() -> None:
+    out = cli("models", "list", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none")
+    refused(out, "Cannot reach or write the database")
+
+
+# -- 2. read-only commands create no database ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [*READERS, ["rollout", "promote"], ["rollout", "abort"], ["rollout", "evaluate", "--outcomes", "o.csv"]],
+    ids=" ".join,
+)
+def test_a_command_that_only_reads_refuses_a_path_without_a_database_and_creates_nothing(
+    tmp_path: Path, args: list[str]
+) -> None:
+    (tmp_path / "o.csv").write_text("workload,arm,violation_fraction,cost_per_demand\nw,champion,0.1,1\n")
+    args = [str(tmp_path / a) if a == "o.csv" else a for a in args]
+    missing = tmp_path / "nodir" / "x.db"
+    out = cli(*args, "--db", url(missing))
+    refused(out, f"No scaleahead database at {missing}")
+    assert f"scaleahead db upgrade --db {url(missing)}" in " ".join(out.stderr.split())
+    assert not missing.parent.exists()
+
+
+def test_an_empty_file_is_no_database_for_a_reader_and_stays_empty(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    refused(cli("models", "list", "--db", url(empty)), f"No scaleahead database at {empty} (the file has no tables)")
+    assert empty.stat().st_size == 0
+
+
+@pytest.mark.parametrize("args", WRITERS, ids=" ".join)
+def test_commands_that_create_the_database_still_do(tmp_path: Path, args: list[str]) -> None:
+    new = tmp_path / "new" / "x.db"
+    out = cli(*args, "--db", url(new))
+    assert out.returncode == 0, out.stderr
+    assert new.is_file() and Store(url(new)).current_revision() == Store.head_revision()
+
+
+# -- 3. another program's database ----------------------------------------------------------------------
+@pytest.fixture
+def foreign(tmp_path: Path) -> Path:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE foo (x INTEGER)")
+        conn.execute("INSERT INTO foo VALUES (1)")
+    return path
+
+
+def _sqlite_state(path: Path) -> tuple[list[str], str, bytes]:
+    with sqlite3.connect(path) as conn:
+        tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    return tables, mode, path.read_bytes()
+
+
+@pytest.mark.parametrize("args", READERS + WRITERS, ids=" ".join)
+def test_a_sqlite_file_of_another_program_gets_no_scaleahead_tables(foreign: Path, args: list[str]) -> None:
+    before = _sqlite_state(foreign)
+    out = cli(*args, "--db", url(foreign))
+    refused(out, f"{url(foreign)} is not a scaleahead database: it has tables (foo) but no scaleahead schema version")
+    assert _sqlite_state(foreign) == before == (["foo"], "delete", before[2])
+
+
+def test_postgresql_shared_with_other_tables_is_fine_but_a_partial_schema_or_unknown_revision_is_not(
+    db_url: str,
+) -> None:
+    from sqlalchemy import create_engine
+
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE foo (x INTEGER)"))
+    if db_url.startswith("sqlite"):
+        with pytest.raises(UserError, match=r"not a scaleahead database: it has tables \(foo\)"):
+            Store(db_url)
+        with engine.begin() as conn:
+            conn.execute(text("DROP TABLE foo"))
+    else:
+        Store(db_url).close()  # another application's tables: scaleahead's are added beside them
+    store = Store(db_url)
+    assert store.current_revision() == Store.head_revision()
+    store.close()
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+    with pytest.raises(UserError, match="at schema revision '9999_future', which this version of scaleahead"):
+        Store(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE alembic_version"))
+    with pytest.raises(UserError, match=r"has scaleahead tables \(actions, .*\) but no schema version"):
+        Store(db_url)
+    engine.dispose()
+
+
+# -- 4. the settings' storage URL, as `run` reads it ---------------------------------------------------
+def test_without_db_the_commands_use_the_storage_url_of_the_settings_like_run(tmp_path: Path) -> None:
+    configured, legacy = tmp_path / "configured.db", tmp_path / "legacy.db"
+    Store(url(configured)).register_model("from-settings", "ridge")
+    Store(url(legacy)).register_model("from-db-url", "ridge")
+    env = {
+        "SCALEAHEAD_STORAGE__URL": url(configured),
+        "SCALEAHEAD_DB_URL": url(legacy),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+    }
+    out = cli("models", "list", "--output", "json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert [m["name"] for m in json.loads(out.stdout)] == ["from-settings"]
+    out = cli("rollout", "start", "--challenger", "1", "--mode", "shadow", env=env)
+    assert out.returncode == 0, out.stderr
+    assert [r.challenger for r in Store(url(configured)).rollouts()] == ["1"]
+    legacy_only = {k: v for k, v in env.items() if k != "SCALEAHEAD_STORAGE__URL"}
+    assert [m["name"] for m in json.loads(cli("models", "list", "--output", "json", env=legacy_only).stdout)] == [
+        "from-db-url"
+    ]
+    assert not (tmp_path / "xdg").exists()
+
+
+# -- 5. rollout margins and JSON without NaN ---------------------------------------------------------------
+@pytest.mark.parametrize("value", ["nan", "-1", "inf", "1.5"])
+@pytest.mark.parametrize("option", ["--max-violation-increase", "--max-cost-increase", "--max-error-increase"])
+def test_a_rollback_margin_that_is_not_finite_or_out_of_range_starts_nothing(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    db = url(tmp_path / "r.db")
+    store = Store(db)
+    mid = store.register_model("lstm-b", "lstm")
+    out = cli("rollout", "start", "--challenger", str(mid), "--mode", "canary", option, value, "--db", db)
+    refused(out, f"{option} {value} is not ")
+    assert "between 0 and 1" in out.stderr and "nothing was started" in out.stderr
+    assert store.rollouts() == []
+
+
+def test_an_ab_split_that_is_not_a_number_starts_nothing(tmp_path: Path) -> None:
+    out = cli(
+        "rollout", "start", "--challenger", "p2", "--mode", "ab", "--split", "nan", "--db", url(tmp_path / "r.db")
+    )
+    refused(out, "--split nan is not a share strictly between 0 and 1")
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_json_output_of_rows_holding_nan_is_valid_json_with_null(tmp_path: Path) -> None:
+    db = url(tmp_path / "r.db")
+    store = Store(db)
+    store.register_model("ridge-a", "ridge", metrics={"val_loss": float("nan"), "mae": 1.5})
+    params = {"steps": [0.1, 1.0], "max_cost_increase": float("nan"), "max_error_increase": float("inf")}
+    rid = store.create_rollout("default", "canary", "1", "2", now=5.0, share=0.1, params=params)
+    store.update_rollout(
+        rid, 6.0, results={"last": {"decision": "wait", "reason": "r", "summary": {"x": float("nan")}}}
+    )
+    status = cli("rollout", "status", "--output", "json", "--db", db)
+    assert status.returncode == 0, status.stderr
+    doc = json.loads(status.stdout, parse_constant=no_json_constants)
+    assert doc["params"]["max_cost_increase"] is None and doc["params"]["max_error_increase"] is None
+    assert doc["last"]["summary"] == {"x": None}
+    listed = json.loads(cli("models", "list", "--output", "json", "--db", db).stdout, parse_constant=no_json_constants)
+    assert listed[0]["metrics"] == {"val_loss": None, "mae": 1.5}
+    shown = json.loads(cli("models", "show", "1", "--db", db).stdout, parse_constant=no_json_constants)
+    assert shown["metrics"]["val_loss"] is None
+
+
+# -- 6. promoting a version whose checkpoint is damaged ----------------------------------------------------
+def _lstm(store: Store, folder: Path, name: str, stored: bool) -> tuple[int, Path]:
+    data = f"checkpoint of {name}".encode() * 100
+    path = folder / f"{name}.pt"
+    path.write_bytes(data)
+    mid = store.register_model(
+        name,
+        "lstm",
+        artifact_path=str(path),
+        artifact_sha256=hashlib.sha256(data).hexdigest(),
+        artifact=data if stored else None,
+        status="challenger",
+    )
+    return mid, path
+
+
+def test_promote_refuses_a_damaged_checkpoint_file_unless_the_stored_copy_is_intact(tmp_path: Path) -> None:
+    db = url(tmp_path / "p.db")
+    store = Store(db)
+    champion, _ = _lstm(store, tmp_path, "lstm-old", stored=True)
+    store.make_champion(champion)
+    file_only, file_only_path = _lstm(store, tmp_path, "lstm-file", stored=False)
+    both, both_path = _lstm(store, tmp_path, "lstm-both", stored=True)
+    file_only_path.write_bytes(b"tampered")
+    both_path.write_bytes(b"tampered")
+
+    out = cli("models", "promote", str(file_only), "--db", db)
+    refused(out, f"its checkpoint file {file_only_path} does not match the SHA-256 recorded at training")
+    assert "no copy is stored in the database" in " ".join(out.stderr.split())
+    assert store.model(file_only).status == "challenger" and store.model(champion).status == "champion"
+
+    out = cli("models", "promote", str(both), "--db", db)
+    assert out.returncode == 0, out.stderr
+    assert "the daemon loads the intact copy stored in the database" in " ".join(out.stdout.split())
+    assert store.model(both).status == "champion"
+
+    intact, _ = _lstm(store, tmp_path, "lstm-bad-row", stored=True)
+    with store.session() as s:
+        s.execute(update(ModelArtifactRow).where(ModelArtifactRow.model_id == intact).values(data=b"cut"))
+    out = cli("models", "promote", str(intact), "--db", db)
+    refused(out, "the checkpoint stored in the database does not match its SHA-256")
+    assert "is intact" in out.stderr and store.model(intact).status == "challenger"
