@@ -30,12 +30,12 @@ import logging
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -585,36 +585,82 @@ class LSTMForecaster(Forecaster):
             raw = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unpickling failure means the file is unusable
             raise CheckpointError(
-                f"LSTM checkpoint {path} is corrupt or not a checkpoint ({type(exc).__name__}).",
-                "Retrain with `scaleahead train`; the fallback model is used meanwhile.",
+                f"LSTM checkpoint {path} is corrupt or not a checkpoint ({type(exc).__name__}).", RETRAIN
             ) from exc
         ckpt = _upgrade(raw, path)
-        spec = FeatureSpec(**ckpt["spec"])
+        missing = [k for k in CHECKPOINT_KEYS if k not in ckpt]
+        if missing:
+            raise CheckpointError(
+                f"LSTM checkpoint {path} lacks {', '.join(repr(k) for k in missing)}: it is incomplete or was not "
+                "written by `scaleahead train`.",
+                RETRAIN,
+            )
+        spec = _field(path, ckpt, "spec", lambda v: FeatureSpec(**v))
         if step_s is not None and abs(spec.step_s - step_s) > 1e-6:
             raise CheckpointError(
                 f"LSTM checkpoint {path} was trained at {spec.step_s:g} s resolution; the series are at {step_s:g} s.",
-                "Train a model at this resolution; the fallback model is used meanwhile.",
+                "Train a model at this resolution (scaleahead train).",
             )
-        config = LSTMConfig.from_dict(ckpt["config"])
+        config = _field(path, ckpt, "config", LSTMConfig.from_dict)
+        quantiles = _field(path, ckpt, "quantiles", _quantile_levels)
+        per_quantile = (len(quantiles),)
         model = cls(config)
         _set_threads(config.threads)
-        model.quantiles = tuple(float(q) for q in ckpt["quantiles"])
-        model.ridge = Ridge.from_state(ckpt["ridge"]) if ckpt["ridge"] is not None else None
-        model.blend_weight = float(ckpt["blend_weight"])
-        model.blend_calibration = np.asarray(ckpt["blend_calibration"], dtype=np.float64)
-        net = model._network(spec)
+        model.quantiles = quantiles
+        model.ridge = _field(path, ckpt, "ridge", lambda v: Ridge.from_state(v) if v is not None else None)
+        model.blend_weight = _field(path, ckpt, "blend_weight", float)
+        model.blend_calibration = _field(path, ckpt, "blend_calibration", lambda v: _floats(v, per_quantile))
         try:
+            net = model._network(spec)
             net.load_state_dict(ckpt["state_dict"])
-        except (RuntimeError, KeyError) as exc:
+        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(
                 f"LSTM checkpoint {path} does not match the network it declares: {str(exc).splitlines()[0]}",
-                "Retrain with `scaleahead train`.",
+                RETRAIN,
             ) from exc
         model.spec = spec
         model.net = net.eval()
-        model.calibration = np.asarray(ckpt["calibration"], dtype=np.float64)
-        model.meta = dict(ckpt.get("meta", {}))
+        model.calibration = _field(path, ckpt, "calibration", lambda v: _floats(v, per_quantile))
+        model.meta = _field(path, ckpt, "meta", dict) if "meta" in ckpt else {}
         return model
+
+
+RETRAIN = "Retrain with `scaleahead train`."
+#: What a checkpoint of the current format holds (``meta`` is optional).
+CHECKPOINT_KEYS = (
+    "spec",
+    "config",
+    "quantiles",
+    "state_dict",
+    "calibration",
+    "ridge",
+    "blend_weight",
+    "blend_calibration",
+)
+_T = TypeVar("_T")
+
+
+def _field(path: Path, ckpt: dict[str, Any], key: str, read: Callable[[Any], _T]) -> _T:
+    """``read(ckpt[key])``, with a value of the wrong shape as a ``CheckpointError`` naming the key."""
+    try:
+        return read(ckpt[key])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"LSTM checkpoint {path} has a malformed {key!r} ({text}).", RETRAIN) from exc
+
+
+def _quantile_levels(value: Any) -> tuple[float, ...]:
+    levels = tuple(float(q) for q in value)
+    if 0.5 not in levels or any(not 0 < q < 1 for q in levels):
+        raise ValueError(f"quantile levels {list(levels)} must lie in (0, 1) and include the median 0.5")
+    return levels
+
+
+def _floats(value: Any, shape: tuple[int, ...]) -> FloatArray:
+    out = np.asarray(value, dtype=np.float64)
+    if out.shape != shape:
+        raise ValueError(f"expected {shape[0]} numbers, one per quantile, got shape {out.shape}")
+    return out
 
 
 def spread_factors(pred: FloatArray, target: FloatArray, quantiles: Sequence[float]) -> FloatArray:
@@ -667,6 +713,17 @@ def _upgrade(raw: Any, path: Path) -> dict[str, Any]:
     """Bring a checkpoint of any known version to the current layout."""
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a scaleahead LSTM checkpoint.", "Give a file written by `train`.")
+    try:
+        return _upgraded(raw, path)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(
+            f"LSTM checkpoint {path} (format version {raw.get('format_version')!r}) lacks or has a malformed "
+            f"field ({type(exc).__name__}: {exc}).",
+            RETRAIN,
+        ) from exc
+
+
+def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     version = raw.get("format_version")
     if version == 1:
         hp = raw["hyper_parameters"]

@@ -43,21 +43,29 @@ class Output(StrEnum):
     json = "json"
 
 
-def parse_time(text: str) -> float:
-    """ISO-8601 (UTC if no zone) or epoch seconds."""
+def parse_time(text: str, option: str = "--at") -> float:
+    """ISO-8601 (UTC if no zone) or epoch seconds, between 1900 and 9999; ``option`` names it in errors.
+
+    NaN, infinity and times past year 9999 (an epoch in milliseconds) are a ``UserError`` here,
+    before anything is read or written: they used to be stored in a plan and fail when printed.
+    """
+    from scaleahead.traces import time_problem
+
+    how = "Use ISO-8601 (1995-08-20T14:00:00Z) or epoch seconds, between 1900 and 9999."
     try:
-        return float(text)
+        t = float(text)
     except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise UserError(
-            f"--at {text!r} is not a time.", "Use ISO-8601 (1995-08-20T14:00:00Z) or epoch seconds."
-        ) from exc
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+        try:
+            dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise UserError(f"{option} {text!r} is not a time.", how) from exc
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        t = dt.timestamp()
+    problem = time_problem(t)
+    if problem is not None:
+        raise UserError(f"{option} {text!r} {problem}.", how)
+    return t
 
 
 def iso(t: float) -> str:
@@ -72,7 +80,12 @@ def version() -> None:
 
 @db_app.command("upgrade")
 def db_upgrade(
-    db: Annotated[str | None, typer.Option(help="SQLAlchemy URL (default: SQLite, see docs/storage.md).")] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL (default: $SCALEAHEAD_STORAGE__URL as for run, else SQLite; docs/storage.md)."
+        ),
+    ] = None,
     revision: Annotated[
         str, typer.Option(help="Target revision: head (the newest), or one of docs/storage.md's revision ids.")
     ] = "head",
@@ -143,8 +156,15 @@ def plan(
 
     if (history is None) == (prometheus is None):
         raise UserError("Give exactly one of --history and --prometheus.", "See scaleahead plan --help.")
+    if diff_only and not apply:
+        raise UserError(
+            "--dry-run only goes with --apply: without --apply, plan changes nothing in the cluster anyway.",
+            "Add --apply to print the diff the plan would make, or drop --dry-run.",
+        )
     policies = load_policies(policy)
     shares = parse_capacity(capacity or [])
+    tenants = {p.spec.tenant for p in policies}
+    unknown_tenants = sorted(t for t in shares if t != "*" and t not in tenants)
     when = parse_time(at) if at is not None else None
     series = load_series(history, column=column) if history is not None else None
     if series is None:  # read Prometheus before opening the store: a failed read writes nothing
@@ -159,6 +179,13 @@ def plan(
         from planner import share_capacity
 
         result = dataclasses.replace(result, plan=share_capacity(result.plan, policies, shares))
+    if unknown_tenants:  # a typo would otherwise share nothing, silently
+        note = (
+            f"--capacity names tenant(s) {', '.join(unknown_tenants)} that no policy has (the policies' tenants: "
+            f"{', '.join(sorted(tenants))}); that capacity was not applied"
+        )
+        err_console.print(f"[yellow]warning[/] {escape(note)}.", highlight=False, soft_wrap=True)
+        result = dataclasses.replace(result, plan=dataclasses.replace(result.plan, notes=(*result.plan.notes, note)))
     if apply:  # the actuator journals the plan itself (planned -> applied/failed/skipped)
         from scaleahead.commands.actuator import apply_once
 

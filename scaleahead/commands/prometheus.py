@@ -7,6 +7,7 @@ trace. Composition root: wires the Prometheus adapter to the trace loader and th
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,9 +38,16 @@ def parse_duration(text: str, option: str = "--step") -> float:
         if not parts or "".join(a + b for a, b in parts) != text:
             raise UserError(f"{option} {text!r} is not a duration.", "Write e.g. 10s, 1m, 1h30m or seconds.") from None
         value = sum(float(a) * _UNITS[b] for a, b in parts)
-    if value <= 0:
-        raise UserError(f"{option} must be positive, got {text!r}.")
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{option} must be a positive, finite duration, got {text!r}.", "Write e.g. 10s, 1m or 1h30m.")
     return value
+
+
+def check_timeout(timeout: float, option: str = "--timeout") -> float:
+    """A request timeout in seconds: a finite number above 0, else a ``UserError`` naming ``option``."""
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise UserError(f"{option} {timeout:g} is not a positive, finite number of seconds.", f"Give e.g. {option} 30.")
+    return timeout
 
 
 def make_config(
@@ -172,8 +180,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.prometheus.client import PrometheusClient, RangeRequest
 
         check_output(output, "--output")
+        check_timeout(timeout)
         step_s = parse_duration(step)
-        t0, t1 = parse_time(start), parse_time(end)
+        t0, t1 = parse_time(start, "--start"), parse_time(end, "--end")
         if t1 < t0:
             raise UserError(f"--end ({end}) is before --start ({start}).", "Swap them.")
         cfg = make_config(
@@ -211,11 +220,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         check_metric_name(metric)
         label_map = parse_labels(labels)
+        t0 = parse_time(start, "--start") if start else None
+        t1 = parse_time(end, "--end") if end else None
         series = load_series(trace, column=column)
-        if start or end:
-            series = series.between(
-                parse_time(start) if start else series.start, parse_time(end) if end else series.end
-            )
+        if t0 is not None or t1 is not None:
+            series = series.between(series.start if t0 is None else t0, series.end if t1 is None else t1)
             if len(series) == 0:
                 raise UserError("--start/--end leave no points of the trace.", "Choose a range inside the trace.")
         if tsdb.exists() and any(p.name != "wal" for p in tsdb.iterdir()) and not serve:

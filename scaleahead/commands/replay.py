@@ -76,7 +76,7 @@ def _window(setup: Any, start: str | None, hours: float) -> tuple[int, int] | No
         raise UserError(f"--plot-hours {hours:g} must be positive.", "Use e.g. --plot-hours 6.")
     if start is None:
         return busiest_window(setup, hours)
-    t = parse_time(start)
+    t = parse_time(start, "--plot-start")
     a = int(math.floor((t - setup.t0) / setup.step_s))
     n = setup.demand.size
     if a < 0 or a >= n:
@@ -270,6 +270,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_output(json_path, "--json")
         check_output(decisions, "--decisions")
         check_output(plot, "--plot", ".png")
+        if plot_start is not None:  # a time that is no time fails now, not after the trace is read
+            from scaleahead.cli import parse_time
+
+            parse_time(plot_start, "--plot-start")
         if rollout is not None:
             if decisions is not None or plot is not None or set_ or model is not None or capacity is not None:
                 raise UserError(

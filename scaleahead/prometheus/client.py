@@ -133,6 +133,13 @@ class PrometheusConfig:
             raise UserError("Give either a bearer token or basic auth for Prometheus, not both.")
         if self.key_file and not self.cert_file:
             raise UserError("A client key needs its certificate (cert_file).")
+        if not math.isfinite(self.timeout_s) or self.timeout_s <= 0:
+            raise UserError(
+                f"The Prometheus request timeout {self.timeout_s:g} s is not a positive, finite number.",
+                "Give a timeout in seconds above 0, e.g. 30.",
+            )
+        if self.max_concurrency < 1:
+            raise UserError(f"The Prometheus concurrency {self.max_concurrency} must be at least 1.", "E.g. 8.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,10 +376,11 @@ class PrometheusClient:
                 query=query,
                 kind="query",
             )
-        if status == 404:
+        if status in (404, 405, 501):  # no such path, or a server that does not take POST: not the Prometheus API
             raise PrometheusError(
-                f"{url} does not exist (HTTP 404).",
-                "Check the URL: it is the server's base, e.g. http://prometheus:9090 (with any path prefix).",
+                f"{url} answered HTTP {status} ({detail}): {self.base} does not look like a Prometheus HTTP API.",
+                "Check the URL: it is the server's base, e.g. http://prometheus:9090, with any path prefix the "
+                "server is behind (http://host/prometheus) but without /api/v1 or /graph.",
                 workload=label,
                 query=query,
                 kind="url",
@@ -410,6 +418,21 @@ class PrometheusClient:
                 query=query,
                 kind="query",
             )
+        for item in result:
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("metric", {}), dict)
+                or not isinstance(item.get("values", []), list)
+            ):
+                raise PrometheusError(
+                    f"{self.base} answered with a malformed range vector: a series is {_excerpt(item)}, not "
+                    '{"metric": {...}, "values": [[time, "value"], ...]}.',
+                    "Check that the URL points at a Prometheus-compatible API (and any proxy in between passes its "
+                    "answers through unchanged).",
+                    workload=label,
+                    query=query,
+                    kind="data",
+                )
         return result
 
     def range_series(self, req: RangeRequest) -> Series:
@@ -575,7 +598,18 @@ class _Assembly:
                 kind="data",
             )
         self.labels = metric
-        ts, vs = _decode_values(result[0].get("values") or ())
+        try:
+            ts, vs = _decode_values(result[0].get("values") or ())
+        except (TypeError, ValueError, IndexError, KeyError) as exc:
+            raise PrometheusError(
+                f'the answer has a malformed sample ({exc}); Prometheus sends [time, "value"] pairs with '
+                'numeric times and values as strings ("12.5", "NaN", "+Inf").',
+                "Check that the URL points at a Prometheus-compatible API (and any proxy in between passes its "
+                "answers through unchanged).",
+                workload=req.label,
+                query=req.query,
+                kind="data",
+            ) from exc
         self.points += len(ts)
         idx = np.rint((ts - self.first) / req.step_s).astype(np.int64)
         ok = (idx >= 0) & (idx < self.n)
@@ -631,8 +665,20 @@ def _decode_values(values: Sequence[Any]) -> tuple[FloatArray, FloatArray]:
     if not values:
         empty = np.empty(0, dtype=np.float64)
         return empty, empty
-    ts = np.fromiter((p[0] for p in values), dtype=np.float64, count=len(values))
-    vs = np.array([p[1] for p in values], dtype=np.float64)
+    try:
+        ts = np.fromiter((p[0] for p in values), dtype=np.float64, count=len(values))
+        vs = np.array([p[1] for p in values], dtype=np.float64)
+    except (TypeError, ValueError, IndexError, KeyError):
+        for i, p in enumerate(values):  # find the first bad sample to name it (only on the error path)
+            try:
+                if isinstance(p, str | bytes) or len(p) != 2:
+                    raise ValueError
+                float(p[0]), float(p[1])
+            except (TypeError, ValueError, IndexError, KeyError):
+                raise ValueError(f"sample {i} is {_excerpt(p)}") from None
+        raise
+    if ts.ndim != 1 or vs.ndim != 1:
+        raise ValueError(f"a sample is {_excerpt(values[0])}")
     return ts, vs
 
 
@@ -652,6 +698,15 @@ def _metric_text(metric: Mapping[str, str]) -> str:
     return f"{name}{{{labels}}}"
 
 
+def _excerpt(value: Any) -> str:
+    """A JSON value as short text for an error message."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _short(exc: BaseException) -> str:
     text = str(getattr(exc, "reason", None) or exc)
     return text if len(text) < 200 else text[:197] + "..."
@@ -665,6 +720,11 @@ def _error_detail(body: bytes) -> str:
     except ValueError:
         pass
     text = body.decode("utf-8", "replace").strip()
+    if text.startswith("<"):  # an HTML error page (a web server or proxy, not Prometheus): its words
+        import re
+
+        text = re.sub(r"<(head|style|script)\b.*?</\1>", " ", text, flags=re.IGNORECASE | re.DOTALL)
+        text = " ".join(re.sub(r"<[^>]*>", " ", text).split())
     return text[:200] or "empty body"
 
 

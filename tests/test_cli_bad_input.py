@@ -1,0 +1,394 @@
+"""Bad input to the CLI: one clear paragraph, exit code 2, nothing written (never a traceback).
+
+Each case drives the real entry point (``scaleahead.cli.main``, what the console script runs) with
+the input of an audit finding; without its fix each one raised a Python exception instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import math
+import sys
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from forecaster.lstm import CheckpointError, LSTMForecaster
+from scaleahead.cli import main
+from scaleahead.errors import DataError
+from scaleahead.traces import load_functions
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "policy.yaml"
+V2 = REPO / "tests" / "forecaster" / "fixtures" / "lstm_v2_60s.pt"
+T0 = 1_700_000_000
+
+
+class Cli:
+    """Runs ``scaleahead ARGS`` in this process: exit code, stdout, stderr on one line."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        self.monkeypatch, self.capsys = monkeypatch, capsys
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        self.monkeypatch.setattr(sys, "argv", ["scaleahead", *args])
+        code: Any = 0
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code
+        out = self.capsys.readouterr()
+        return int(code or 0), out.out, " ".join(out.err.split())
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(monkeypatch, capsys)
+
+
+def series_csv(path: Path, n: int = 400, step: int = 10, scale: int = 1) -> Path:
+    rows = [f"{(T0 + step * i) * scale},{20 + 10 * math.sin(i / 30):.3f}" for i in range(n)]
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def assert_refused(result: tuple[int, str, str], *says: str) -> None:
+    code, _, err = result
+    assert code == 2, err
+    assert "error: " in err and "Traceback" not in err
+    for text in says:
+        assert text in err, err
+
+
+# -- 1. time options --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("at", "says"),
+    [
+        ("nan", "--at 'nan' is not a finite number"),
+        ("inf", "--at 'inf' is not a finite number"),
+        ("1e20", "--at '1e20' is outside the years 1900 to 9999"),
+        ("1700000000000", "looks like milliseconds since the epoch: divide by 1000"),
+    ],
+)
+def test_a_decision_time_that_is_no_time_is_refused_before_a_plan_is_stored(
+    cli: Cli, tmp_path: Path, at: str, says: str
+) -> None:
+    # nan crashed in the planner; 1e20 stored a plan dated 1e20, then failed to print it.
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "s.csv")
+    result = cli("plan", "--policy", str(EXAMPLE), "--history", str(trace), "--at", at, "--db", f"sqlite:///{db}")
+    assert_refused(result, says)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "retrain"])
+def test_run_and_retrain_refuse_a_bad_time_before_creating_their_database(
+    cli: Cli, tmp_path: Path, command: str
+) -> None:
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "s.csv")
+    args = [
+        command,
+        "--policies",
+        str(EXAMPLE),
+        "--history",
+        f"trace:{trace}",
+        "--at",
+        "nan",
+        "--db",
+        f"sqlite:///{db}",
+    ]
+    if command == "run":
+        args += ["--once", "--target", "memory", "--no-server"]
+    assert_refused(cli(*args), "--at 'nan' is not a finite number")
+    assert not db.exists()
+
+
+def test_a_bad_time_names_the_option_it_was_given_to(cli: Cli, tmp_path: Path) -> None:
+    trace = series_csv(tmp_path / "s.csv")
+    common = ("bench", "replay", "--trace", str(trace), "--json", str(tmp_path / "r.json"))
+    assert_refused(
+        cli(*common, "--plot", str(tmp_path / "p.png"), "--plot-start", "garbage"),
+        "--plot-start 'garbage' is not a time",
+    )
+    history = ("history", "--prometheus", "http://127.0.0.1:1", "--query", "up", "--output", str(tmp_path / "h.csv"))
+    assert_refused(cli(*history, "--start", "nan", "--end", str(T0)), "--start 'nan' is not a finite number")
+    assert_refused(cli(*history, "--start", str(T0), "--end", "inf"), "--end 'inf' is not a finite number")
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "h.csv").exists()
+
+
+# -- 2. and 3. series CSVs ----------------------------------------------------------------------
+
+
+def test_a_series_in_epoch_milliseconds_is_refused_with_the_fix(cli: Cli, tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "ms.csv", scale=1000)
+    result = cli("plan", "--policy", str(EXAMPLE), "--history", str(trace), "--db", f"sqlite:///{db}")
+    assert_refused(result, "ms.csv: column 'timestamp'", "line 2", "divide by 1000")
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda p: p.write_bytes(b""), id="empty"),
+        pytest.param(lambda p: p.write_bytes(b"timestamp,value\n\xff\xfe\x00\x01,2\n"), id="not-utf8"),
+    ],
+)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--policy", str(EXAMPLE), "--history", "{f}", "--db", "{db}"],
+        ["bench", "replay", "--trace", "{f}", "--json", "{tmp}/r.json"],
+        ["train", "--trace", "{f}", "--db", "{db}", "--out", "{tmp}/models"],
+        ["backfill", "--trace", "{f}", "--tsdb", "{tmp}/tsdb", "--metric", "m"],
+        ["run", "--once", "--policies", str(EXAMPLE), "--history", "trace:{f}", "--target", "memory", "--db", "{db}"],
+        ["demo", "--trace", "{f}"],
+    ],
+    ids=["plan", "bench-replay", "train", "backfill", "run", "demo"],
+)
+def test_an_empty_or_binary_csv_is_one_clear_error(
+    cli: Cli, tmp_path: Path, make: Callable[[Path], None], argv: list[str]
+) -> None:
+    f = tmp_path / "t.csv"
+    make(f)
+    args = [a.format(f=f, db=f"sqlite:///{tmp_path / 'a.db'}", tmp=tmp_path) for a in argv]
+    assert_refused(cli(*args), f"series CSV {f} is")
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "tsdb").exists()
+
+
+# -- 4. and 5. Prometheus ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A local HTTP server in a thread (the fake Prometheus), stopped at the end of the block."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Malformed(http.server.BaseHTTPRequestHandler):
+    """A query_range endpoint whose answers are JSON of the right envelope but a broken matrix."""
+
+    mode = "text"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        start, end, step = (float(form[k][0]) for k in ("start", "end", "step"))
+        points = [[start + i * step, "abc"] for i in range(int((end - start) / step) + 1)]
+        values: Any = points if self.mode == "text" else "oops"
+        body = json.dumps(
+            {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(params=["text", "oops"])
+def malformed(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    handler = type("Handler", (_Malformed,), {"mode": request.param})
+    with serve(handler) as url:
+        yield url, request.param
+
+
+def test_a_malformed_prometheus_answer_names_the_query_and_what_was_wrong(
+    cli: Cli, tmp_path: Path, malformed: tuple[str, str]
+) -> None:
+    url, mode = malformed
+    says = "malformed sample (sample 0 is [" if mode == "text" else 'a series is {"metric": {}, "values": "oops"}'
+    out = tmp_path / "h.csv"
+    history = cli(
+        "history", "--prometheus", url, "--query", "sum(up)", "--start", str(T0), "--end", str(T0 + 600),
+        "--output", str(out),
+    )  # fmt: skip
+    assert_refused(history, "query 'sum(up)'", says)
+    assert not out.exists()
+    db = tmp_path / "a.db"
+    plan = cli("plan", "--policy", str(EXAMPLE), "--prometheus", url, "--at", str(T0), "--db", f"sqlite:///{db}")
+    assert_refused(plan, "sum(rate(http_requests_total", says)
+    assert not db.exists()
+
+
+def test_a_plain_web_server_in_place_of_prometheus_is_named_as_not_the_api(cli: Cli, tmp_path: Path) -> None:
+    # python -m http.server answers the API's POST with 501: that is not a server in trouble.
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with serve(Quiet) as url:
+        result = cli(
+            "history", "--prometheus", url, "--query", "up", "--start", str(T0), "--end", str(T0 + 60),
+            "--output", str(tmp_path / "h.csv"),
+        )  # fmt: skip
+        assert_refused(result, "answered HTTP 501", "does not look like a Prometheus HTTP API", "path prefix")
+        assert "health" not in result[2]
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--timeout", "-1"], "--timeout -1 is not a positive, finite number of seconds"),
+        (["--timeout", "nan"], "--timeout nan is not a positive, finite number of seconds"),
+        (["--step", "inf"], "--step must be a positive, finite duration, got 'inf'"),
+    ],
+)
+def test_a_timeout_or_step_that_is_not_positive_and_finite_is_refused(
+    cli: Cli, tmp_path: Path, extra: list[str], says: str
+) -> None:
+    result = cli(
+        "history", "--prometheus", "http://127.0.0.1:1", "--query", "up", "--start", str(T0), "--end", str(T0 + 60),
+        "--output", str(tmp_path / "h.csv"), *extra,
+    )  # fmt: skip
+    assert_refused(result, says)
+
+
+# -- 6. report --------------------------------------------------------------------------------
+
+
+def test_report_with_a_workload_that_is_not_a_key_is_refused_before_the_store_is_opened(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "s.csv")
+    result = cli(
+        "report", "--out", str(tmp_path / "r.html"), "--trace", str(trace), "--db", f"sqlite:///{db}",
+        "--workload", "bogus",
+    )  # fmt: skip
+    assert_refused(result, "--workload 'bogus' is not a workload key Kind/namespace/name")
+    assert not db.exists() and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ({"models": {"x": "y"}, "trace": "t"}, "field 'resolution_s' is not a positive number"),
+        ({"models": [1, 2], "trace": "t", "resolution_s": 10}, "field 'models' is not an object"),
+        ({"models": {"x": "y"}, "trace": "t", "resolution_s": 10}, "field 'models.x' is not an object"),
+        (
+            {"models": {"x": {"mae": "NaN", "wql": 1}}, "trace": "t", "resolution_s": 10},
+            "field 'models.x.mae' is not a",
+        ),
+        ({"models": {}, "trace": 5, "resolution_s": 10}, "field 'trace' is not a trace name"),
+    ],
+)
+def test_a_bench_json_of_the_wrong_shape_is_named(cli: Cli, tmp_path: Path, doc: dict[str, Any], says: str) -> None:
+    js = tmp_path / "b.json"
+    js.write_text(json.dumps(doc))
+    assert_refused(cli("report", "--out", str(tmp_path / "r.html"), "--bench", str(js)), f"{js}: {says}")
+    assert not (tmp_path / "r.html").exists()
+
+
+# -- 7. functions CSVs ------------------------------------------------------------------------
+
+HEADER = "HashFunction,HashOwner,HashApp,minute_1,minute_2,minute_3\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (HEADER + "fa,o,a,1,0,2\nfb,o,b,3,NaN,1\n", "function 'fb' (line 3) has 'NaN' in minute_2"),
+        (HEADER.replace("minute_3", "minute_500x") + "fa,o,a,1,0,2\n", "column 'minute_500x' is not minute_N"),
+        (HEADER.replace("minute_3", "minute_1") + "fa,o,a,1,0,2\n", "column 'minute_1.1' is not minute_N"),
+        (HEADER + "fa,o,a,1,0,2\nfb,o,b,3\n", "line 3 has 4 cells but the header has 6"),
+        ("", "functions CSV"),
+    ],
+    ids=["nan-cell", "bad-minute-column", "repeated-minute-column", "short-row", "empty-file"],
+)
+def test_a_functions_csv_with_a_bad_cell_header_or_row_is_refused(
+    cli: Cli, tmp_path: Path, text: str, says: str
+) -> None:
+    f = tmp_path / "fn.csv"
+    f.write_text(text)
+    assert_refused(cli("bench", "serverless", "--trace", str(f), "--json", str(tmp_path / "s.json")), says)
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_an_empty_cell_inside_a_row_is_still_an_idle_minute(tmp_path: Path) -> None:
+    f = tmp_path / "fn.csv"
+    f.write_text(HEADER + "fa,o,a,1,,2\nfb,o,b,,,\n")
+    assert load_functions(str(f)).counts.tolist() == [[1, 0, 2], [0, 0, 0]]
+    f.write_text(HEADER + "fa,o,a,1,0,NaN\n")
+    with pytest.raises(DataError, match="has 'NaN' in minute_3"):
+        load_functions(str(f))
+
+
+# -- 8. checkpoints ---------------------------------------------------------------------------
+
+
+def test_a_checkpoint_missing_its_keys_is_a_checkpoint_error_for_the_bench(cli: Cli, tmp_path: Path) -> None:
+    ckpt = tmp_path / "v3missing.pt"
+    torch.save({"format": "scaleahead-lstm", "format_version": 3}, ckpt)
+    result = cli("bench", "forecast-speed", "--checkpoint", str(ckpt), "--series", "1", "--repeats", "1")
+    assert_refused(result, f"LSTM checkpoint {ckpt} lacks 'spec', 'config'", "Retrain with `scaleahead train`")
+    assert "fallback" not in result[2]  # a benchmark has no fallback model: that wording is the daemon's
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("quantiles", "abc", "malformed 'quantiles'"),
+        ("quantiles", [0.1, 0.9], "malformed 'quantiles'"),
+        ("calibration", [1.0], "malformed 'calibration'"),
+        ("spec", 7, "malformed 'spec'"),
+        ("state_dict", None, "does not match the network"),
+    ],
+)
+def test_a_checkpoint_with_a_malformed_key_names_it(tmp_path: Path, key: str, value: Any, says: str) -> None:
+    ckpt = torch.load(V2, weights_only=True)
+    ckpt[key] = value
+    path = tmp_path / "bad.pt"
+    torch.save(ckpt, path)
+    with pytest.raises(CheckpointError, match=says):
+        LSTMForecaster.load(path)
+
+
+def test_a_version_2_checkpoint_without_its_config_is_a_checkpoint_error(tmp_path: Path) -> None:
+    ckpt = torch.load(V2, weights_only=True)
+    del ckpt["config"]
+    torch.save(ckpt, tmp_path / "v2.pt")
+    with pytest.raises(CheckpointError, match="format version 2.*lacks or has a malformed field"):
+        LSTMForecaster.load(tmp_path / "v2.pt")
+
+
+# -- 9. plan options that were silently ignored -----------------------------------------------
+
+
+def test_plan_dry_run_without_apply_is_refused(cli: Cli, tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "s.csv")
+    result = cli("plan", "--policy", str(EXAMPLE), "--history", str(trace), "--dry-run", "--db", f"sqlite:///{db}")
+    assert_refused(result, "--dry-run only goes with --apply")
+    assert not db.exists()
+
+
+def test_plan_capacity_for_a_tenant_no_policy_has_is_named_in_a_warning_and_a_note(cli: Cli, tmp_path: Path) -> None:
+    trace = series_csv(tmp_path / "s.csv")
+    code, out, err = cli(
+        "plan", "--policy", str(EXAMPLE), "--history", str(trace), "--capacity", "nosuchtenant=3",
+        "--output", "json", "--db", f"sqlite:///{tmp_path / 'a.db'}",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "warning" in err and "nosuchtenant" in err
+    (note,) = [n for n in json.loads(out)["notes"] if "nosuchtenant" in n]
+    assert "no policy has" in note and "default" in note
