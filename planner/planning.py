@@ -108,7 +108,14 @@ def plan(
     if capacity or state.pod_quotas or state.resource_quotas:
         specs = [p.spec for p in table.policies]  # ``final`` is in policy order, one action each
         final, fair_notes = _share_capacity(
-            final, specs, capacity or {}, state.pod_quotas, state.resource_quotas, state.pod_shapes, workloads
+            final,
+            specs,
+            capacity or {},
+            state.pod_quotas,
+            state.resource_quotas,
+            state.pod_shapes,
+            workloads,
+            table.ref_set,
         )
         notes.extend(fair_notes)
     if max_moves > 0:
@@ -173,12 +180,15 @@ def _share_capacity(
     namespace_resources: Mapping[str, Mapping[str, int]],
     shapes: Mapping[WorkloadRef, Mapping[str, int]],
     read: Mapping[WorkloadRef, WorkloadState] | None = None,
+    planned: frozenset[WorkloadRef] = frozenset(),
 ) -> tuple[list[Action], list[str]]:
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
 
     With ``read`` (the workloads whose state was read this cycle), a workload missing from it is
     left out of the namespace quotas: the quota's ``used`` already holds its pods, which the
     reader could not add back to what the quota leaves, so its claim would count them twice.
+    ``planned``: every workload of the plan's policies (``PolicyTable.ref_set``, built once per
+    policy set), so that the unread ones are one set difference.
 
     ``specs[i]`` is the policy of ``actions[i]`` (None: not shared, e.g. a workload without one).
     A function's warm instances (``SetWarmPool``) are pods too: they share every pool with the
@@ -195,7 +205,7 @@ def _share_capacity(
     total = 0
     outside: frozenset[WorkloadRef] = frozenset()
     if read is not None and (namespace_pods or namespace_resources):
-        outside = frozenset(w for w in (actions[i].workload for i in slots) if w not in read)  # type: ignore[union-attr]
+        outside = planned.difference(read.keys())
     for i in slots:
         a = cast("ScaleTo | SetWarmPool", actions[i])
         want = a.to_instances if isinstance(a, SetWarmPool) else a.to_replicas

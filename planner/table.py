@@ -122,14 +122,15 @@ class PolicyTable:
 
     ``refs[i]`` is policy ``i``'s workload. Services (every workload but warm-pool functions) are
     the policies at ``service_index``, with their workloads ``service_refs`` and rule fields
-    ``services``; warm-pool functions are at ``function_index``.
+    ``services``; warm-pool functions are at ``function_index``. ``ref_set``: every workload.
     """
 
-    __slots__ = ("policies", "refs", "service_index", "service_refs", "services", "function_index")
+    __slots__ = ("policies", "refs", "ref_set", "service_index", "service_refs", "services", "function_index")
 
     def __init__(self, policies: Sequence[Policy]) -> None:
         self.policies: tuple[Policy, ...] = tuple(policies)
         self.refs: tuple[WorkloadRef, ...] = tuple(p.workload for p in self.policies)
+        self.ref_set: frozenset[WorkloadRef] = frozenset(self.refs)
         function = WorkloadClass.FUNCTION
         is_function = [p.spec.workload_class == function and p.spec.warm_pool.enabled for p in self.policies]
         self.service_index: tuple[int, ...] = tuple(i for i, f in enumerate(is_function) if not f)

@@ -157,7 +157,16 @@ def _forecast_and_plan(
     forecast_ms = _median_ms(forecast_all, runs if n <= 1000 else max(1, runs // 2), ("forecast_ms", n))
     by_ref = {f.workload: f for f in out}
     pols = policies_for(n, step)
-    state = ClusterState({r: WorkloadState(r, 3, 3, float(np.nan_to_num(s.values[-1])), origin) for r, s in items})
+    # Keyed by the planner's own refs, as the control loop's state reader keys them (it reads the
+    # cluster with ``policy_table(policies).refs``): dict lookups then end on identity.
+    refs = policy_table(pols).refs
+    assert list(refs) == [r for r, _ in items]
+    state = ClusterState(
+        {
+            r: WorkloadState(r, 3, 3, float(np.nan_to_num(s.values[-1])), origin)
+            for r, (_, s) in zip(refs, items, strict=True)
+        }
+    )
 
     def plan_all() -> None:
         make_plan(by_ref, state, pols, origin, 10.0)
@@ -171,9 +180,7 @@ def _forecast_and_plan(
     short = replace(state, pod_quotas={"bench": int(0.9 * wanted)})
 
     sizes = (250, 500, 1000)
-    # Keyed by the planner's own refs, as the control loop's state reader keys them (it reads the
-    # cluster with ``policy_table(policies).refs``): looked up by identity.
-    shapes = {r: {"requests.cpu": sizes[i % 3]} for i, r in enumerate(policy_table(pols).refs)}
+    shapes = {r: {"requests.cpu": sizes[i % 3]} for i, r in enumerate(refs)}  # by the planner's refs too
     wanted_m = sum(
         a.to_replicas * sizes[i % 3]
         for i, a in enumerate(make_plan(by_ref, state, pols, origin, 10.0).actions)
