@@ -195,17 +195,39 @@ def _share_capacity(
     services' replicas, by the same priorities and weights, with no floor.
     """
     slots = [i for i, a in enumerate(actions) if isinstance(a, (ScaleTo, SetWarmPool)) and specs[i] is not None]
+    pools = (capacity, namespace_pods, namespace_resources, shapes)
     # Most cycles no pool is short: tell that from the sums the pools need before building any
-    # claim (a plain loop: this runs every cycle a namespace has a pod quota).
+    # claim. Leaving unread workloads out only lowers those sums, so they are looked for (a hash
+    # of every workload) only when a pool looks short.
+    if not _is_short(actions, specs, slots, *pools):
+        return actions, []
+    outside: frozenset[WorkloadRef] = frozenset()
+    if read is not None and (namespace_pods or namespace_resources):
+        outside = planned.difference(read.keys())
+        if outside and not _is_short(actions, specs, slots, *pools, outside):
+            return actions, []
+    with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
+        return _cut_to_shares(actions, specs, slots, *pools, outside)
+
+
+def _is_short(
+    actions: list[Action],
+    specs: Sequence[PolicySpec | None],
+    slots: Sequence[int],
+    capacity: Mapping[str, int],
+    namespace_pods: Mapping[str, int],
+    namespace_resources: Mapping[str, Mapping[str, int]],
+    shapes: Mapping[WorkloadRef, Mapping[str, int]],
+    outside: frozenset[WorkloadRef] = frozenset(),
+) -> bool:
+    """Whether the decisions at ``slots`` want more than some pool holds (a plain loop: this runs
+    every cycle a namespace has a quota). ``outside``: workloads in no namespace pool."""
     by_tenant: dict[str, int] = dict.fromkeys((t for t in capacity if t != CLUSTER), 0)
     by_namespace: dict[str, int] = dict.fromkeys(namespace_pods, 0)
     by_resource: dict[tuple[str, str], int] = {
         (ns, k): 0 for ns, amounts in namespace_resources.items() for k in amounts
     }
     total = 0
-    outside: frozenset[WorkloadRef] = frozenset()
-    if read is not None and (namespace_pods or namespace_resources):
-        outside = planned.difference(read.keys())
     for i in slots:
         a = cast("ScaleTo | SetWarmPool", actions[i])
         want = a.to_instances if isinstance(a, SetWarmPool) else a.to_replicas
@@ -226,16 +248,12 @@ def _share_capacity(
             for key, amount in shapes.get(a.workload, {}).items():
                 if (a.workload.namespace, key) in by_resource:
                     by_resource[(a.workload.namespace, key)] += want * amount
-    short = (
+    return (
         any(by_tenant.get(t, 0) > q for t, q in capacity.items() if t != CLUSTER)
         or any(by_namespace.get(ns, 0) > q for ns, q in namespace_pods.items())
         or (CLUSTER in capacity and total > capacity[CLUSTER])
         or any(v > namespace_resources[ns][k] for (ns, k), v in by_resource.items())
     )
-    if not short:
-        return actions, []
-    with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
-        return _cut_to_shares(actions, specs, slots, capacity, namespace_pods, namespace_resources, shapes, outside)
 
 
 def _cut_to_shares(
