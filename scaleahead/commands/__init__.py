@@ -9,10 +9,22 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from scaleahead.errors import UserError
+
+#: ``--db`` of every command that opens the store: resolved as the daemon resolves it
+#: (``storage.store.default_db_url``).
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="SQLAlchemy URL of the scaleahead database (default: SCALEAHEAD_STORAGE__URL, else "
+        "SCALEAHEAD_DB_URL, else SQLite; docs/storage.md).",
+    ),
+]
 
 
 def check_output(path: Path | None, option: str, suffix: str | None = None) -> None:

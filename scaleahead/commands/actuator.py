@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from scaleahead.commands import DbOpt
 from scaleahead.errors import UserError
 
 console = Console(highlight=False)
@@ -95,13 +96,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         kubeconfig: Annotated[
             Path | None, typer.Option(help="Kubeconfig (default: $KUBECONFIG, ~/.kube/config).")
         ] = None,
-        db: Annotated[
-            str | None,
-            typer.Option(
-                help="SQLAlchemy URL of the scaleahead database "
-                "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
-            ),
-        ] = None,
+        db: DbOpt = None,
         policies: Annotated[
             Path | None,
             typer.Option(
@@ -140,13 +135,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @actuator_app.command("journal")
     def journal(
-        db: Annotated[
-            str | None,
-            typer.Option(
-                help="SQLAlchemy URL of the scaleahead database "
-                "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
-            ),
-        ] = None,
+        db: DbOpt = None,
         limit: Annotated[int, typer.Option(help="Newest N actions.", min=1)] = 20,
         state: Annotated[
             str | None, typer.Option(help="Only this state (planned, applied, failed, skipped, dry-run).")

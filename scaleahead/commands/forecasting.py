@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleahead.commands import check_output
+from scaleahead.commands import DbOpt, check_output
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import Series
 
@@ -31,13 +31,6 @@ TraceOpt = Annotated[
     typer.Option(
         "--trace",
         help="Trace name (nasa-10s, alibaba-cpu-10s, worldcup-1m, nab-<stem>) or the path of a series CSV.",
-    ),
-]
-DbOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        help="SQLAlchemy URL of the store (default: $SCALEAHEAD_STORAGE__URL as for run, else SQLite; docs/storage.md)",
     ),
 ]
 ColumnOpt = Annotated[str | None, typer.Option("--column", help="Value column of a series CSV.")]

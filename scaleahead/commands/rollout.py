@@ -19,18 +19,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scaleahead.commands import check_output, share_steps
+from scaleahead.commands import DbOpt, check_output, share_steps
 from scaleahead.errors import DataError, UserError
 
 console = Console(highlight=False)
 
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        help="SQLAlchemy URL of the scaleahead database "
-        "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
-    ),
-]
 GroupOption = Annotated[str, typer.Option(help="Rollout group (policies' spec.rolloutGroup).")]
 
 
@@ -186,7 +179,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         max_error_increase: Annotated[
             float, typer.Option(help="Canary: most relative extra forecast error before rollback (0 to 1; 0.05 = 5 %).")
         ] = 0.05,
-        db: DbOption = None,
+        db: DbOpt = None,
         output: Annotated[str, typer.Option(help="table or json.")] = "table",
     ) -> None:
         """Start a rollout of CHALLENGER against the champion in GROUP."""
@@ -219,19 +212,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @rollout_app.command("status")
     def status(
         group: GroupOption = "default",
-        db: DbOption = None,
+        db: DbOpt = None,
         output: Annotated[str, typer.Option(help="table or json.")] = "table",
     ) -> None:
         """Show the newest rollout of GROUP: mode, state, share and the last comparison."""
         _print(_book(db).get(group), output == "json")
 
     @rollout_app.command("promote")
-    def promote(group: GroupOption = "default", db: DbOption = None) -> None:
+    def promote(group: GroupOption = "default", db: DbOpt = None) -> None:
         """Make the challenger of GROUP's running rollout the champion for every workload."""
         _print(_book(db).promote(group, time.time()), False)
 
     @rollout_app.command("abort")
-    def abort(group: GroupOption = "default", db: DbOption = None) -> None:
+    def abort(group: GroupOption = "default", db: DbOpt = None) -> None:
         """Stop GROUP's running rollout; every workload goes back to the champion."""
         _print(_book(db).abort(group, time.time()), False)
 
@@ -277,7 +270,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             Path, typer.Option(help="CSV: workload,arm,violation_fraction,cost_per_demand[,forecast_error].")
         ],
         group: GroupOption = "default",
-        db: DbOption = None,
+        db: DbOpt = None,
         output: Annotated[str, typer.Option(help="table or json.")] = "table",
     ) -> None:
         """Compare measured outcomes of the two arms; a canary advances, promotes or rolls back."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from scaleahead.commands import check_output
+from scaleahead.commands import DbOpt, check_output
 from scaleahead.errors import UserError
 
 if TYPE_CHECKING:
@@ -67,12 +67,6 @@ HistoryOpt = Annotated[
 TargetOpt = Annotated[
     str,
     typer.Option("--target", help="What is scaled: 'kubernetes' (in-cluster or kubeconfig) or 'memory' (a dict)."),
-]
-DbOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db", help="SQLAlchemy URL (default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
-    ),
 ]
 
 

@@ -14,19 +14,14 @@ from typing import Annotated
 
 import typer
 
+from scaleahead.commands import DbOpt
 from scaleahead.errors import UserError
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("steers")
     def steers(
-        db: Annotated[
-            str | None,
-            typer.Option(
-                help="SQLAlchemy URL of the scaleahead database "
-                "(default: SCALEAHEAD_STORAGE__URL, else SCALEAHEAD_DB_URL, else SQLite)."
-            ),
-        ] = None,
+        db: DbOpt = None,
         state: Annotated[
             str | None, typer.Option(help="Only steers in this state: pending, consumed, expired or cancelled.")
         ] = None,
