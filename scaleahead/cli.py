@@ -107,7 +107,11 @@ def db_upgrade(
 def plan(
     policy: Annotated[Path, typer.Option(help="Policy YAML file (examples/policy.yaml).")],
     history: Annotated[
-        str | None, typer.Option(help="Trace name (nasa-10s, alibaba-cpu-10s, ...) or series CSV path.")
+        str | None,
+        typer.Option(
+            help="Trace name (nasa-10s, alibaba-cpu-10s, ...) or series CSV path, at the policy's "
+            "demand.stepSeconds (not resampled: another step is an error)."
+        ),
     ] = None,
     prometheus: Annotated[
         str | None,
@@ -149,7 +153,7 @@ def plan(
     then the plan goes through the safety layer and the journal to the cluster of --kubeconfig
     (--apply --dry-run prints the diff of what would change and writes nothing to the cluster).
     """
-    from scaleahead.planning import dry_run
+    from scaleahead.planning import check_history_step, dry_run
     from scaleahead.policy import load_policies
     from scaleahead.traces import load_series
     from storage import Store
@@ -167,6 +171,8 @@ def plan(
     unknown_tenants = sorted(t for t in shares if t != "*" and t not in tenants)
     when = parse_time(at) if at is not None else None
     series = load_series(history, column=column) if history is not None else None
+    if series is not None:  # before the store is opened: a mismatch creates no database
+        check_history_step(policies, series, str(history))
     if series is None:  # read Prometheus before opening the store: a failed read writes nothing
         from scaleahead.commands.prometheus import dry_run_from_prometheus, make_config
 

@@ -87,6 +87,10 @@ def policy_table() -> str:
     lines = [
         "## Policy (`spec` of a PredictiveScalingPolicy)",
         "",
+        "Types are strict: an integer field takes a whole number and a number field an integer or a float",
+        "(neither takes a boolean, a quoted string, `.inf` nor `.nan`); a boolean field takes `true` or",
+        '`false` only (`"yes"`, `"true"`, `1` or null is an error naming the file, line and field).',
+        "",
         "| field | type | required | default | bounds | meaning |",
         "|---|---|---|---|---|---|",
         *_rows(schema, defs, ""),

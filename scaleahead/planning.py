@@ -54,6 +54,38 @@ def check_history(series: Series, at: float) -> Series:
     return past
 
 
+#: Relative difference between a history's step and a policy's ``demand.stepSeconds`` still taken
+#: as the same step (the step of a series CSV is the median spacing of its timestamps).
+STEP_TOLERANCE = 0.01
+
+
+def check_history_step(policies: Sequence[Policy], series: Series, source: str) -> None:
+    """A ``DataError`` naming every policy whose ``demand.stepSeconds`` is not the step of ``series``.
+
+    History from a trace or a series CSV is planned at its own step (the median spacing of its
+    timestamps), never resampled: a policy written for another step would be silently planned at
+    the trace's, and demand counted per step (requests per 60 s) read as if per the policy's step.
+    ``source`` names the history in the message (a trace name or a path).
+    """
+    step = series.step_s
+    off = [p for p in policies if not math.isclose(p.spec.demand.step_seconds, step, rel_tol=STEP_TOLERANCE)]
+    if not off:
+        return
+    names = "; ".join(
+        f"{p.metadata.namespace}/{p.metadata.name} has demand.stepSeconds {p.spec.demand.step_seconds:g}"
+        for p in off[:5]
+    ) + (f" (and {len(off) - 5} more policies)" if len(off) > 5 else "")
+    want = off[0].spec.demand.step_seconds
+    raise DataError(
+        f"Policy {names}, but the history {source} is at {step:g} s steps (the median spacing of its "
+        f"timestamps). It is not resampled: the plan would be made at {step:g} s, ignoring the policy's "
+        "step, and demand counted per step would be read against capacityPerReplica in the wrong unit.",
+        f"Set demand.stepSeconds: {step:g} in the policy (with capacityPerReplica in the history's unit) "
+        f"to plan at the history's step, or give a history sampled every {want:g} s "
+        f"(e.g. scaleahead history --step {want:g}s).",
+    )
+
+
 def dry_run(
     policies: Sequence[Policy],
     series: Series,
@@ -62,6 +94,7 @@ def dry_run(
     current_replicas: int | None = None,
 ) -> DryRun:
     """Forecast and plan every policy's workload from one demand series at time ``at``."""
+    check_history_step(policies, series, repr(series.name))
     at = default_at(series) if at is None else at
     past = check_history(series, at)
     fitted: Forecaster = make_model(model)

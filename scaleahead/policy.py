@@ -12,9 +12,11 @@ name the file, the line and the field (``ConfigError``).
 
 Numbers are checked as a person means them: an integer field takes an integer (not ``true`` nor
 ``"3"``), a number field takes an integer or a float (not a boolean nor a string), and neither takes
-``.inf`` or ``.nan``. A key repeated in one mapping and a workload targeted by two policies are
-errors, not a silent "last one wins". ``1e3`` is a number, as in JSON and YAML 1.2 (PyYAML alone
-reads it as a string).
+``.inf`` or ``.nan``. A boolean field takes ``true`` or ``false`` only (not ``"yes"``, ``"true"``,
+``1`` nor null); an unquoted ``yes``/``on``/``no``/``off`` is a YAML 1.1 boolean, read as one by the
+YAML parser before any field sees it. A key repeated in one mapping and a workload targeted by two
+policies are errors, not a silent "last one wins". ``1e3`` is a number, as in JSON and YAML 1.2
+(PyYAML alone reads it as a string).
 """
 
 from __future__ import annotations
@@ -84,6 +86,35 @@ OptInt = Annotated[int | None, _no_bool_or_text("integer")]
 OptFloat = Annotated[float | None, _no_bool_or_text("number")]
 
 
+def _what(value: Any) -> str:
+    """``value`` named as written in YAML: ``the string 'yes'``, ``the integer 1``, ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, str | bytes):
+        return f"the string {value!r}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value!r}"
+    return {"dict": "a mapping", "list": "a list"}.get(type(value).__name__, f"a {type(value).__name__}")
+
+
+def _only_bool(value: Any) -> Any:
+    """Reject what pydantic's lax mode would take as a boolean (``"yes"``, ``"on"``, ``1``, ``"true"``)."""
+    if isinstance(value, bool):
+        return value
+    raise PydanticCustomError(
+        "bool_type",
+        "Input should be true or false, not {value} (write true or false without quotes)",
+        {"value": _what(value)},
+    )
+
+
+#: A boolean field: YAML ``true`` or ``false`` (a JSON boolean in the custom resource), never a
+#: string, a number or null.
+Bool = Annotated[bool, BeforeValidator(_only_bool)]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, allow_inf_nan=False
@@ -147,7 +178,13 @@ class Demand(_Model):
 
     query: str = Field(..., min_length=1, description="PromQL giving one series of demand.")
     unit: str = Field("req/s", description="Unit of the query's value, used in reasons.")
-    step_seconds: Float = Field(10.0, gt=0, description="Resolution of history and forecasts (s).")
+    step_seconds: Float = Field(
+        10.0,
+        gt=0,
+        description="Resolution of history and forecasts (s): the step of the Prometheus query. A trace or "
+        "series CSV given as history (plan --history, run --history trace:) must be at this step: it is not "
+        "resampled, and another step is an error.",
+    )
 
 
 class Fallback(_Model):
@@ -166,7 +203,7 @@ DEFAULT_COLD_START_COST_MB_MINUTES = 9000.0
 class WarmPool(_Model):
     """Pre-provisioned (warm) instances for functions, against cold starts."""
 
-    enabled: bool = Field(False, description="Manage a warm pool for this workload.")
+    enabled: Bool = Field(False, description="Manage a warm pool for this workload.")
     max_instances: Int = Field(1, ge=0, description="Most warm instances to keep.")
     memory_mb_per_instance: Float = Field(128.0, gt=0, description="Memory one warm instance holds (MB).")
     memory_budget_mb: OptFloat = Field(None, gt=0, description="Cap on warm memory for this workload (MB).")
@@ -203,7 +240,7 @@ class WarmPool(_Model):
 class StartupLearning(_Model):
     """Learn the start-up delay from observed readiness times (docs/planner.md, "Learned start-up delay")."""
 
-    enabled: bool = Field(
+    enabled: Bool = Field(
         True,
         description="Plan with the start-up delay observed in the cluster (pod created -> Ready) once minSamples "
         "readiness times exist; startupSeconds is used until then.",
@@ -219,7 +256,7 @@ class StartupLearning(_Model):
         description="Longest believable start-up (s); a longer readiness time (a flapping or restarted pod) is "
         "dropped.",
     )
-    allow_shorter: bool = Field(
+    allow_shorter: Bool = Field(
         False,
         description="Let a learned delay below startupSeconds replace it (false: startupSeconds is a floor; "
         "a longer learned delay always replaces it).",
@@ -235,7 +272,7 @@ class StartupLearning(_Model):
 class RiskAdaptation(_Model):
     """Raise sloRisk while a service runs short more often than a reactive HPA would (docs/planner.md)."""
 
-    enabled: bool = Field(
+    enabled: Bool = Field(
         True,
         description="Once per periodSeconds, compare the last windowSeconds with an HPA simulated on the same observed "
         "demand: raise sloRisk by stepFactor while the service ran short on more than violationRatio x the HPA's "

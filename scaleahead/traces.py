@@ -347,13 +347,7 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
             f"(its header starts {list(inv.columns)[:5]}).",
             "Use the Azure Functions 2019 layout: HashFunction,HashOwner,HashApp,minute_1 ... minute_1440.",
         )
-    odd = [c for c in minute_cols if not re.fullmatch(r"minute_[1-9][0-9]*", c)]
-    if odd:
-        raise DataError(
-            f"{inv_path}: column {odd[0]!r} is not minute_N with N a whole number from 1 "
-            f"({len(odd)} such column(s); a repeated name is read as minute_N.1).",
-            f"Fix the header. {layout}",
-        )
+    _check_minute_columns(inv_path, minute_cols, layout)
     minute_cols.sort(key=lambda c: int(c.removeprefix("minute_")))
     _check_row_lengths(inv_path, len(inv.columns))
     counts = _invocation_counts(inv, minute_cols, inv_path)
@@ -398,6 +392,53 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
         memory_mb=memory_mb,
         mean_duration_ms=mean_ms,
     )
+
+
+#: How the ``minute_N`` columns are read, said in every error about them.
+MINUTE_RULE = (
+    "minute_1 is the first minute of the trace and minute_N the N-th (the numbers only order the columns: "
+    "the layout has no dates), so the columns must be minute_1 ... minute_M with none missing or repeated; "
+    "a missing or extra column would shift every later minute"
+)
+
+
+def _check_minute_columns(path: Path, minute_cols: list[str], layout: str) -> None:
+    """A ``DataError`` unless the ``minute_N`` columns are exactly minute_1 ... minute_M (any order).
+
+    pandas renames a repeated header ``minute_2`` to ``minute_2.1``, ``minute_2.2``: those are
+    reported as the repeated column, as written in the file.
+    """
+    written = set(minute_cols)
+    repeats: dict[str, int] = {}
+    odd = []
+    for c in minute_cols:
+        copy = re.fullmatch(r"(minute_[1-9][0-9]*)\.[1-9][0-9]*", c)
+        if copy is not None and copy.group(1) in written:
+            repeats[copy.group(1)] = repeats.get(copy.group(1), 1) + 1
+        elif not re.fullmatch(r"minute_[1-9][0-9]*", c):
+            odd.append(c)
+    if repeats:
+        shown = ", ".join(f"column {c} appears {k} times" for c, k in list(repeats.items())[:5])
+        more = f" (and {len(repeats) - 5} more repeated columns)" if len(repeats) > 5 else ""
+        raise DataError(
+            f"{path}: {shown}{more}; {MINUTE_RULE}.",
+            f"Keep one column per minute. {layout}",
+        )
+    if odd:
+        raise DataError(
+            f"{path}: column {odd[0]!r} is not minute_N with N a whole number from 1 ({len(odd)} such column(s)).",
+            f"Fix the header. {layout}",
+        )
+    numbers = {int(c.removeprefix("minute_")) for c in minute_cols}
+    last = max(numbers)
+    missing = [n for n in range(1, last + 1) if n not in numbers]
+    if missing:
+        names = ", ".join(f"minute_{n}" for n in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        noun, verb = ("column", "is") if len(missing) == 1 else ("columns", "are")
+        raise DataError(
+            f"{path}: {noun} {names} ({len(missing)} of minute_1 ... minute_{last}) {verb} missing; {MINUTE_RULE}.",
+            f"Add the missing columns (0 for an idle minute), or number a slice of a day from minute_1. {layout}",
+        )
 
 
 def _check_row_lengths(path: Path, width: int) -> None:

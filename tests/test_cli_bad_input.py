@@ -309,7 +309,7 @@ HEADER = "HashFunction,HashOwner,HashApp,minute_1,minute_2,minute_3\n"
     [
         (HEADER + "fa,o,a,1,0,2\nfb,o,b,3,NaN,1\n", "function 'fb' (line 3) has 'NaN' in minute_2"),
         (HEADER.replace("minute_3", "minute_500x") + "fa,o,a,1,0,2\n", "column 'minute_500x' is not minute_N"),
-        (HEADER.replace("minute_3", "minute_1") + "fa,o,a,1,0,2\n", "column 'minute_1.1' is not minute_N"),
+        (HEADER.replace("minute_3", "minute_1") + "fa,o,a,1,0,2\n", "column minute_1 appears 2 times"),
         (HEADER + "fa,o,a,1,0,2\nfb,o,b,3\n", "line 3 has 4 cells but the header has 6"),
         ("", "functions CSV"),
     ],

@@ -426,7 +426,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Forecast accuracy report: fans vs actuals, MAE by step, calibration, per-workload table.
 
         From a benchmark run (--bench [--forecasts]) and/or from forecasts stored in the database
-        during operation compared with a trace (--trace [--db] [--workload]).
+        during operation compared with a trace (--trace [--db] [--workload]). The database is only
+        read: a missing one is an error, never created.
         """
         from scaleahead.bench import report as rp
 
@@ -449,7 +450,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
             given = [rp.workload_ref(w) for w in workload or []]  # checked before anything is opened
             actual = load_series(trace, column=column)
-            store = Store(db)
+            store = Store(db, create=False)  # it only reads: a missing database is an error, never created
             refs = given or store.workloads()
             found = 0
             for ref in refs:

@@ -61,7 +61,8 @@ HistoryOpt = Annotated[
     typer.Option(
         "--history",
         help="Where demand history comes from: 'prometheus' (the URL in SCALEAHEAD_PROMETHEUS__URL) or "
-        "'trace:NAME' to replay a trace (nasa-10s, alibaba-cpu-10s, a series CSV path) as if it were live.",
+        "'trace:NAME' to replay a trace (nasa-10s, alibaba-cpu-10s, a series CSV path) as if it were live; "
+        "it must be at the policies' demand.stepSeconds.",
     ),
 ]
 TargetOpt = Annotated[
@@ -403,6 +404,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if at is not None and not history.startswith("trace:"):
             raise UserError("--at only applies to a trace history.", "Drop --at, or use --history trace:NAME.")
         start = parse_time(at) if at is not None else None
+        if history.startswith("trace:"):
+            from scaleahead.planning import check_history_step
+
+            check_history_step(pols, _load_trace(history), history.removeprefix("trace:"))
         if start is None and history.startswith("trace:"):
             from scaleahead.traces import split_of
 
@@ -544,10 +549,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             if not pols:
                 raise UserError("No PredictiveScalingPolicy objects in the cluster.", "Apply policies first.")
         if history.startswith("trace:"):
-            from scaleahead.planning import default_at
+            from scaleahead.planning import check_history_step, default_at
             from scaleahead.traces import load_series
 
             series = load_series(history.removeprefix("trace:"))
+            check_history_step(pols, series, history.removeprefix("trace:"))
             now = parse_time(at) if at is not None else default_at(series)
         else:
             now = parse_time(at) if at is not None else SystemClock().now()
