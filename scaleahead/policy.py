@@ -91,11 +91,11 @@ def _what(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, str | bytes):
-        return f"the string {value!r}"
+        return f"the string {_spelt(value)}"
     if isinstance(value, int):
         return f"the integer {value}"
     if isinstance(value, float):
-        return f"the number {value!r}"
+        return f"the number {_spelt(value)}"
     return {"dict": "a mapping", "list": "a list"}.get(type(value).__name__, f"a {type(value).__name__}")
 
 
