@@ -6,12 +6,18 @@ pydantic schema as the YAML files). ``ClusterPolicies`` lists them through the o
 patches their status subresource with the last decision (forecast peak, desired replicas, reason,
 fallback mode), but only when something a person would notice changed, or at most once per
 ``refresh_s``, so a thousand policies do not mean a hundred writes a second.
+
+Every status carries an ``Accepted`` condition: ``True`` for a policy that is planned, ``False``
+(with the reason: an invalid spec, a second policy for the same target, or one that the caller's
+check refuses) for a skipped one, so ``kubectl get pspol`` shows why a workload is not scaled.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -24,17 +30,53 @@ GROUP, VERSION = API_VERSION.split("/")
 PLURAL = "predictivescalingpolicies"
 #: Status fields whose change is worth a write at once; the rest refresh every ``refresh_s``.
 _SALIENT = ("desiredReplicas", "currentReplicas", "fallbackMode", "lastReasonCode", "model")
+#: The condition every status carries: is the policy planned?
+ACCEPTED = "Accepted"
+#: Fields of a planned policy's status that a skipped one clears (a JSON merge patch removes a null).
+_DECISION_FIELDS = ("desiredReplicas", "currentReplicas", "forecastPeak", "fallbackMode", "model")
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A policy object that is not planned, and why (its status says so)."""
+
+    name: str
+    namespace: str
+    reason: str  # condition reason, CamelCase: InvalidSpec, DuplicateTarget, Refused
+    message: str
+    updated_at: float = 0.0
+
+    def to_status(self) -> dict[str, Any]:
+        doc: dict[str, Any] = dict.fromkeys(_DECISION_FIELDS)
+        doc.update(
+            lastReason=f"not planned: {self.message}",
+            lastReasonCode="policy_rejected",
+            lastUpdateTime=_stamp(self.updated_at),
+        )
+        return doc
 
 
 class ClusterPolicies:
-    """Lists PredictiveScalingPolicy objects (all namespaces, or one) as validated ``Policy``."""
+    """Lists PredictiveScalingPolicy objects (all namespaces, or one) as validated ``Policy``.
 
-    def __init__(self, api: Any, namespace: str | None = None) -> None:
+    ``check`` (optional) refuses a valid policy that this process cannot plan: it returns why, or
+    None. Skipped objects are in ``invalid`` (name -> why) and ``rejected`` after each ``load``.
+    """
+
+    def __init__(
+        self, api: Any, namespace: str | None = None, check: Callable[[Policy], str | None] | None = None
+    ) -> None:
         from kubernetes import client
 
         self.custom = client.CustomObjectsApi(api)
         self.namespace = namespace
+        self.check = check
         self.invalid: dict[str, str] = {}
+        self.rejected: list[Rejected] = []
 
     def load(self) -> list[Policy]:
         if self.namespace is None:
@@ -44,10 +86,19 @@ class ClusterPolicies:
         doc: dict[str, Any] = raw if isinstance(raw, dict) else {}
         policies: list[Policy] = []
         self.invalid = {}
-        seen: set[str] = set()
+        self.rejected = []
+        seen: dict[str, str] = {}  # workload key -> the object that targets it
         for item in doc.get("items", []):
             meta = item.get("metadata", {})
             name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+
+            def reject(reason: str, why: str, hint: str, meta: dict[str, Any] = meta, name: str = name) -> None:
+                self.invalid[name] = why
+                if meta.get("name"):
+                    self.rejected.append(
+                        Rejected(str(meta["name"]), str(meta.get("namespace", "default")), reason, f"{why}. {hint}")
+                    )
+
             obj: dict[str, Any] = {
                 "apiVersion": item.get("apiVersion", API_VERSION),
                 "kind": item.get("kind", "PredictiveScalingPolicy"),
@@ -61,14 +112,26 @@ class ClusterPolicies:
                 policy = Policy.model_validate(obj)
             except ValidationError as exc:
                 why = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-                self.invalid[name] = why
+                reject(
+                    "InvalidSpec", f"invalid spec: {why}", "Fix the object (kubectl edit); see docs/configuration.md."
+                )
                 log.warning("policy %s is invalid and skipped: %s", name, why, extra={"event": "policy_invalid"})
                 continue
-            if policy.workload.key in seen:
-                self.invalid[name] = f"another policy already targets {policy.workload.key}"
+            key = policy.workload.key
+            if key in seen:
+                reject(
+                    "DuplicateTarget",
+                    f"another policy, {seen[key]}, already targets {key}",
+                    "Keep one policy per workload: delete this one or point it at another target.",
+                )
                 log.warning("policy %s duplicates a target and is skipped", name, extra={"event": "policy_invalid"})
                 continue
-            seen.add(policy.workload.key)
+            refused = self.check(policy) if self.check is not None else None
+            if refused is not None:
+                reject("Refused", refused, "Change the policy as said, or the process's history source.")
+                log.warning("policy %s is refused: %s", name, refused, extra={"event": "policy_invalid"})
+                continue
+            seen[key] = name
             policies.append(policy)
         return policies
 
@@ -84,7 +147,12 @@ class StatusLike(Protocol):
 
 
 class PolicyStatusWriter:
-    """Patches ``status`` of each policy object when it changed (or every ``refresh_s``)."""
+    """Patches ``status`` of each policy object when it changed (or every ``refresh_s``).
+
+    Each status gets the ``Accepted`` condition: ``True`` (reason ``Planned``) for a decision,
+    ``False`` for a ``Rejected`` object, with the reason and message; its ``lastTransitionTime`` is
+    when this writer first saw the current state (since the process started, at the earliest).
+    """
 
     def __init__(self, api: Any, refresh_s: float = 60.0) -> None:
         from kubernetes import client
@@ -92,14 +160,35 @@ class PolicyStatusWriter:
         self.custom = client.CustomObjectsApi(api)
         self.refresh_s = refresh_s
         self._last: dict[tuple[str, str], tuple[tuple[Any, ...], float]] = {}
+        self._since: dict[tuple[str, str], tuple[bool, float]] = {}  # accepted?, since when
         self.writes = 0
+
+    def _condition(self, key: tuple[str, str], st: StatusLike, t: float) -> dict[str, str]:
+        accepted = not isinstance(st, Rejected)
+        state = self._since.get(key)
+        if state is None or state[0] != accepted:
+            state = (accepted, t)
+            self._since[key] = state
+        if isinstance(st, Rejected):
+            reason, message = st.reason, st.message
+        else:
+            reason, message = "Planned", "scaleahead reads this policy and plans its workload every cycle."
+        return {
+            "type": ACCEPTED,
+            "status": "True" if accepted else "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": _stamp(state[1]),
+        }
 
     def publish(self, statuses: Sequence[StatusLike], now: float | None = None) -> None:
         for st in statuses:
             status = st.to_status()
             t = now if now is not None else float(getattr(st, "updated_at", 0.0))
             key = (st.namespace, st.name)
-            salient = tuple(status.get(k) for k in _SALIENT)
+            condition = self._condition(key, st, t)
+            status["conditions"] = [condition]
+            salient = (*(status.get(k) for k in _SALIENT), condition["status"], condition["message"])
             last = self._last.get(key)
             if last is not None and last[0] == salient and t - last[1] < self.refresh_s:
                 continue
@@ -112,3 +201,17 @@ class PolicyStatusWriter:
                 continue
             self.writes += 1
             self._last[key] = (salient, t)
+
+
+def publishing_rejections(
+    policies: ClusterPolicies, writer: PolicyStatusWriter, now: Callable[[], float]
+) -> Callable[[], list[Policy]]:
+    """``policies.load`` that also writes each skipped object's status (``Accepted`` False) at ``now()``."""
+
+    def load() -> list[Policy]:
+        out = policies.load()
+        t = now()
+        writer.publish([replace(r, updated_at=t) for r in policies.rejected], now=t)
+        return out
+
+    return load

@@ -135,6 +135,24 @@ def status_schema() -> dict[str, Any]:
             "lastReasonCode": {"type": "string", "description": "Machine-readable code of the last reason."},
             "lastUpdateTime": {"type": "string", "format": "date-time", "description": "When the status was written."},
             "model": {"type": "string", "description": "The forecaster that made the forecast."},
+            "conditions": {
+                "type": "array",
+                "description": "Accepted: True while the policy is planned; False (reason InvalidSpec, "
+                "DuplicateTarget or Refused, with a message) while it is skipped.",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+                "items": {
+                    "type": "object",
+                    "required": ["type", "status"],
+                    "properties": {
+                        "type": {"type": "string"},
+                        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                        "reason": {"type": "string"},
+                        "message": {"type": "string"},
+                        "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    },
+                },
+            },
         },
     }
 
@@ -167,6 +185,11 @@ def crd() -> dict[str, Any]:
                         {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
                         {"name": "Current", "type": "integer", "jsonPath": ".status.currentReplicas"},
                         {"name": "Fallback", "type": "string", "jsonPath": ".status.fallbackMode"},
+                        {
+                            "name": "Accepted",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="Accepted")].status',
+                        },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {

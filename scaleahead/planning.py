@@ -59,6 +59,22 @@ def check_history(series: Series, at: float) -> Series:
 STEP_TOLERANCE = 0.01
 
 
+def step_mismatch(policy: Policy, series: Series, source: str) -> str | None:
+    """Why ``policy`` cannot be planned from ``series`` (its step differs), or None.
+
+    The per-policy form of ``check_history_step``, for policies read from the cluster: one such
+    policy is skipped (its status says why), the others are planned.
+    """
+    want, step = policy.spec.demand.step_seconds, series.step_s
+    if math.isclose(want, step, rel_tol=STEP_TOLERANCE):
+        return None
+    return (
+        f"demand.stepSeconds is {want:g} but the history {source} is at {step:g} s steps; it is not "
+        f"resampled. Set demand.stepSeconds: {step:g} (with capacityPerReplica in the history's unit), "
+        f"or run with a history sampled every {want:g} s"
+    )
+
+
 def check_history_step(policies: Sequence[Policy], series: Series, source: str) -> None:
     """A ``DataError`` naming every policy whose ``demand.stepSeconds`` is not the step of ``series``.
 
@@ -68,7 +84,7 @@ def check_history_step(policies: Sequence[Policy], series: Series, source: str) 
     ``source`` names the history in the message (a trace name or a path).
     """
     step = series.step_s
-    off = [p for p in policies if not math.isclose(p.spec.demand.step_seconds, step, rel_tol=STEP_TOLERANCE)]
+    off = [p for p in policies if step_mismatch(p, series, source) is not None]
     if not off:
         return
     names = "; ".join(

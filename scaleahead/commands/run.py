@@ -377,21 +377,38 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if dry_run:
             settings.actuation.dry_run = True
         configure_logging(log_format or settings.log.format, settings.log.level)
+        from scaleahead.sharding import owned, parse_shard
+
         status_sink = None
         policy_source = None
+        rejected_at_start: list[Any] = []
         if policies is not None:
             pols = load_policy_path(policies)
         else:
             from actuator.policy_resources import ClusterPolicies, PolicyStatusWriter
 
-            api = _kube_api(kubeconfig)
-            cluster = ClusterPolicies(api, namespace)
-            pols = cluster.load()
-            policy_source = cluster.load
-            status_sink = PolicyStatusWriter(api)
-        if shard is not None:
-            from scaleahead.sharding import owned, parse_shard
+            check = None
+            if history.startswith("trace:"):  # a policy at another step than the trace's is skipped
+                from scaleahead.planning import step_mismatch
 
+                trace = _load_trace(history)
+                source_name = history.removeprefix("trace:")
+
+                def check(p: Policy) -> str | None:
+                    return step_mismatch(p, trace, source_name)
+
+            api = _kube_api(kubeconfig)
+            cluster = ClusterPolicies(api, namespace, check=check)
+            pols = cluster.load()
+            writer = PolicyStatusWriter(api)
+            status_sink = writer
+            policy_source = cluster.load
+            if shard is None or parse_shard(shard)[0] == 0:  # one shard says why objects are skipped
+                from actuator.policy_resources import publishing_rejections
+
+                rejected_at_start = cluster.rejected
+                policy_source = publishing_rejections(cluster, writer, lambda: clock.now())
+        if shard is not None:
             index, count = parse_shard(shard)
             pols = owned(pols, index, count)
             if policy_source is not None:
@@ -404,7 +421,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if at is not None and not history.startswith("trace:"):
             raise UserError("--at only applies to a trace history.", "Drop --at, or use --history trace:NAME.")
         start = parse_time(at) if at is not None else None
-        if history.startswith("trace:"):
+        if history.startswith("trace:") and policy_source is None:  # cluster policies: checked one by one
             from scaleahead.planning import check_history_step
 
             check_history_step(pols, _load_trace(history), history.removeprefix("trace:"))
@@ -415,6 +432,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         # Opened after the options and the trace are checked: a bad one creates no database.
         store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
         clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
+        if rejected_at_start and status_sink is not None:
+            from dataclasses import replace
+
+            t0 = clock.now()
+            status_sink.publish([replace(r, updated_at=t0) for r in rejected_at_start], now=t0)
         offset = 0.0 if (virtual or start is None) else start - real_now
         window = 2 * 86400.0
         cache = artifacts / "history-cache" if artifacts else None

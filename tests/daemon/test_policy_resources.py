@@ -131,3 +131,99 @@ def test_the_daemon_reloads_policies_from_the_cluster_and_writes_their_status(cl
     assert {p.metadata.name for p in daemon.deps.policies} == {"web0", "web1"}
     daemon.run(lambda: False, max_ticks=2)
     assert "status" in co.get_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, "web1")
+
+
+def _accepted(co: Any, name: str) -> dict[str, Any]:
+    status = co.get_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, name).get("status") or {}
+    found = [c for c in status.get("conditions", []) if c["type"] == "Accepted"]
+    assert len(found) == 1, f"one Accepted condition in {status}"
+    return {**found[0], "_status": status}
+
+
+def test_skipped_policies_say_why_in_their_status_and_a_fixed_one_is_accepted(cluster, daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """An invalid object and a second policy for a planned target get Accepted False with the reason;
+    fixing the invalid one flips it to True and its stale decision fields are gone."""
+    from actuator.policy_resources import publishing_rejections
+
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, _cr("web0", maxReplicas=60))
+    dup = _cr("web0", maxReplicas=60)
+    dup["metadata"]["name"] = "web0-copy"
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, dup)
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, _cr("web1", minReplicas=9, maxReplicas=3))
+    source = ClusterPolicies(api)
+    writer = PolicyStatusWriter(api)
+    clocks: list[Any] = []
+    load = publishing_rejections(source, writer, lambda: clocks[0].now())
+    daemon, clock, _, _ = daemon_factory(n=2, status_sink=writer, policy_source=load, policy_reload_s=30.0)
+    clocks.append(clock)
+    daemon.reload_policies(clock.now())
+    assert {p.metadata.name for p in daemon.deps.policies} == {"web0"}
+    daemon.run(lambda: False, max_ticks=2)
+
+    ok = _accepted(co, "web0")
+    assert ok["status"] == "True" and ok["reason"] == "Planned" and ok["_status"]["desiredReplicas"] >= 1
+    copy = _accepted(co, "web0-copy")
+    assert copy["status"] == "False" and copy["reason"] == "DuplicateTarget"
+    assert "shop/web0" in copy["message"] and "Deployment/shop/web0" in copy["message"]
+    assert copy["_status"]["lastReasonCode"] == "policy_rejected"
+    bad = _accepted(co, "web1")
+    assert bad["status"] == "False" and bad["reason"] == "InvalidSpec" and "minReplicas" in bad["message"]
+    assert "desiredReplicas" not in bad["_status"], "a skipped policy shows no decision"
+    since = bad["lastTransitionTime"]
+
+    co.patch_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, "web1", {"spec": {"minReplicas": 1}})
+    daemon.run(lambda: False, max_ticks=5)  # past the 30 s reload, then a cycle plans it
+    assert {p.metadata.name for p in daemon.deps.policies} == {"web0", "web1"}
+    fixed = _accepted(co, "web1")
+    assert fixed["status"] == "True" and fixed["_status"]["lastReasonCode"] != "policy_rejected"
+    assert fixed["lastTransitionTime"] > since and fixed["_status"]["desiredReplicas"] >= 1
+
+
+def test_a_policy_refused_by_the_check_is_skipped_and_the_others_are_read(cluster) -> None:  # type: ignore[no-untyped-def]
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, _cr("web"))
+    co.create_namespaced_custom_object(
+        GROUP, VERSION, "shop", PLURAL, _cr("slow", demand={"query": "q", "stepSeconds": 60})
+    )
+    source = ClusterPolicies(api, check=lambda p: "too slow" if p.spec.demand.step_seconds == 60 else None)
+    assert [p.metadata.name for p in source.load()] == ["web"]
+    assert [(r.name, r.reason) for r in source.rejected] == [("slow", "Refused")]
+    assert source.invalid["shop/slow"] == "too slow"
+
+
+def test_run_with_cluster_policies_and_a_trace_skips_a_policy_at_another_step(cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``scaleahead run`` end to end: the 60 s policy cannot be planned from a 10 s trace; the 10 s one is."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from scaleahead.cli import app
+
+    em, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(
+        GROUP, VERSION, "shop", PLURAL, _cr("web", demand={"query": "q", "stepSeconds": 10})
+    )
+    co.create_namespaced_custom_object(
+        GROUP, VERSION, "shop", PLURAL, _cr("slow", demand={"query": "q", "stepSeconds": 60})
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: emu, cluster: {{server: '{em.url}'}}}}]\n"
+        "users: [{name: me, user: {token: test}}]\n"
+        "contexts: [{name: emu, context: {cluster: emu, user: me}}]\ncurrent-context: emu\n"
+    )
+    argv = ["run", "--once", "--virtual", "--no-server", "--history", "trace:nasa-10s", "--target", "memory"]
+    argv += ["--kubeconfig", str(kubeconfig), "--db", f"sqlite:///{tmp_path / 'r.db'}", "--model", "seasonal_naive"]
+    out = CliRunner().invoke(app, argv)
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout[out.stdout.index("{") :])
+    assert [a["target"] for a in summary["actions"]] == ["Deployment/shop/web"]
+    slow = _accepted(co, "slow")
+    assert slow["status"] == "False" and slow["reason"] == "Refused"
+    assert "stepSeconds is 60" in slow["message"] and "nasa-10s is at 10 s steps" in slow["message"]
+    assert _accepted(co, "web")["status"] == "True"
