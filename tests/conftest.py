@@ -10,9 +10,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +98,28 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class Cli:
+    """Runs ``scaleahead ARGS`` in this process: exit code, stdout, stderr on one line."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        self.monkeypatch, self.capsys = monkeypatch, capsys
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        from scaleahead.cli import main
+
+        self.monkeypatch.setattr(sys, "argv", ["scaleahead", *args])
+        code: Any = 0
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code
+        out = self.capsys.readouterr()
+        return int(code or 0), out.out, " ".join(out.err.split())
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """``scaleahead`` run in this process (``Cli``)."""
+    return Cli(monkeypatch, capsys)

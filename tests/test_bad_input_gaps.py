@@ -17,7 +17,6 @@ import copy
 import json
 import logging
 import math
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,36 +25,14 @@ from typing import Any
 import pytest
 import yaml
 
-from scaleahead.cli import main
 from scaleahead.errors import ConfigError, DataError
 from scaleahead.policy import load_policies, parse_policies, policy_json_schema
 from scaleahead.traces import load_functions
+from tests.conftest import Cli
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "policy.yaml"
 T0 = 1_700_000_000
-
-
-class Cli:
-    """Runs ``scaleahead ARGS`` in this process: exit code, stdout, stderr on one line."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-        self.monkeypatch, self.capsys = monkeypatch, capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        self.monkeypatch.setattr(sys, "argv", ["scaleahead", *args])
-        code: Any = 0
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code
-        out = self.capsys.readouterr()
-        return int(code or 0), out.out, " ".join(out.err.split())
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(monkeypatch, capsys)
 
 
 def _drop_stale_log_handlers() -> None:

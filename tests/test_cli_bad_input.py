@@ -10,7 +10,6 @@ import contextlib
 import http.server
 import json
 import math
-import sys
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -21,36 +20,14 @@ import pytest
 import torch
 
 from forecaster.lstm import CheckpointError, LSTMForecaster
-from scaleahead.cli import main
 from scaleahead.errors import DataError
 from scaleahead.traces import load_functions
+from tests.conftest import Cli
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "policy.yaml"
 V2 = REPO / "tests" / "forecaster" / "fixtures" / "lstm_v2_60s.pt"
 T0 = 1_700_000_000
-
-
-class Cli:
-    """Runs ``scaleahead ARGS`` in this process: exit code, stdout, stderr on one line."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-        self.monkeypatch, self.capsys = monkeypatch, capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        self.monkeypatch.setattr(sys, "argv", ["scaleahead", *args])
-        code: Any = 0
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code
-        out = self.capsys.readouterr()
-        return int(code or 0), out.out, " ".join(out.err.split())
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(monkeypatch, capsys)
 
 
 def series_csv(path: Path, n: int = 400, step: int = 10, scale: int = 1) -> Path:
