@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -276,6 +277,12 @@ _register_commands()
 def main() -> None:
     """Entry point: run the app, turning ``UserError`` into one paragraph and exit code 2."""
     try:
+        if any(k.startswith("SCALEAHEAD_") and "__" in k for k in os.environ):
+            # Every command, also one that needs no setting (--db given, demo, crd): a typo or a
+            # wrong value in a SCALEAHEAD_GROUP__FIELD variable is an error, never ignored.
+            from scaleahead.settings import Settings
+
+            Settings.from_env()
         app(standalone_mode=False)
     except UserError as exc:
         # The message is text, not markup: "[a-z_]*" or "[0, 1]" in it must print as written.

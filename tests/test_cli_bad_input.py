@@ -369,3 +369,47 @@ def test_plan_capacity_for_a_tenant_no_policy_has_is_named_in_a_warning_and_a_no
     assert "warning" in err and "nosuchtenant" in err
     (note,) = [n for n in json.loads(out)["notes"] if "nosuchtenant" in n]
     assert "no policy has" in note and "default" in note
+
+
+def test_a_settings_typo_is_refused_even_when_the_command_needs_no_setting(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --db given: the command reads no setting, but the typo still stops it (and creates nothing).
+    monkeypatch.setenv("SCALEAHEAD_LOOP__INTERVALS", "5")
+    db = tmp_path / "a.db"
+    code, _, err = cli("models", "list", "--db", f"sqlite:///{db}")
+    assert code == 2 and "SCALEAHEAD_LOOP__INTERVALS" in err and "interval_s" in err
+    assert not db.exists()
+    monkeypatch.delenv("SCALEAHEAD_LOOP__INTERVALS")
+    monkeypatch.setenv("SCALEAHEAD_LOG__FORMAT", "xml")
+    code, _, err = cli("crd")
+    assert code == 2 and "SCALEAHEAD_LOG__FORMAT" in err
+
+
+@pytest.mark.parametrize("argv", [["models", "list"], ["rollout", "status"]])
+def test_an_unknown_output_format_is_refused(cli: Cli, tmp_path: Path, argv: list[str]) -> None:
+    db = tmp_path / "a.db"
+    assert cli("db", "upgrade", "--db", f"sqlite:///{db}")[0] == 0
+    code, _, err = cli(*argv, "--db", f"sqlite:///{db}", "--output", "yaml")
+    assert code == 2 and "'yaml' is not known: use table or json" in err
+    if argv[0] == "models":
+        code, out, _ = cli(*argv, "--db", f"sqlite:///{db}", "--output", "json")
+        assert code == 0 and out.strip().startswith("[")
+
+
+def test_the_default_model_follows_the_forecast_model_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scaleahead.bench.replay import default_model_name
+
+    monkeypatch.setenv("SCALEAHEAD_FORECAST__MODEL", "window_mean")
+    assert default_model_name()[0] == "window_mean"
+    monkeypatch.delenv("SCALEAHEAD_FORECAST__MODEL")
+    assert default_model_name()[0] == "lstm"
+
+
+def test_run_without_a_prometheus_url_names_the_setting_and_no_option_it_lacks(cli: Cli, tmp_path: Path) -> None:
+    code, _, err = cli(
+        "run", "--once", "--no-server", "--target", "memory", "--policies", str(EXAMPLE),
+        "--db", f"sqlite:///{tmp_path / 'a.db'}",
+    )  # fmt: skip
+    assert code == 2 and "SCALEAHEAD_PROMETHEUS__URL" in err and "--history trace:NAME" in err
+    assert "or pass --prometheus" not in err

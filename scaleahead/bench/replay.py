@@ -461,7 +461,7 @@ def default_model_name(setup: ReplaySetup | None = None, settings: Settings | No
     The best baseline is chosen on the history (``best_baseline``); without a setup it is
     ``settings.forecast.fallback_model``.
     """
-    settings = settings or Settings()
+    settings = settings or Settings.from_env()
     wanted = settings.forecast.model
     if wanted in available_models():
         return wanted, f"default model {wanted!r}"

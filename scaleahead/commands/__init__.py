@@ -27,6 +27,16 @@ DbOpt = Annotated[
 ]
 
 
+def _table_or_json(value: str) -> str:
+    if value not in ("table", "json"):
+        raise typer.BadParameter(f"{value!r} is not known: use table or json.")
+    return value
+
+
+#: ``--output`` of the listing commands: table (default) or json, anything else refused.
+OutputOpt = Annotated[str, typer.Option(help="table or json.", callback=_table_or_json)]
+
+
 def check_output(path: Path | None, option: str, suffix: str | None = None) -> None:
     """A ``UserError`` now, before the work, unless ``path`` can be written where it says.
 

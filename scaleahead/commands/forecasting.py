@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleahead.commands import DbOpt, check_output
+from scaleahead.commands import DbOpt, OutputOpt, check_output
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import Series
 
@@ -220,7 +220,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
 
     @models_app.command("list")
-    def models_list(db: DbOpt = None, output: Annotated[str, typer.Option(help="table or json.")] = "table") -> None:
+    def models_list(db: DbOpt = None, output: OutputOpt = "table") -> None:
         """List registered model versions."""
         from scaleahead.commands.rollout import json_text
         from storage import Store

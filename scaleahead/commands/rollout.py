@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scaleahead.commands import DbOpt, check_output, share_steps
+from scaleahead.commands import DbOpt, OutputOpt, check_output, share_steps
 from scaleahead.errors import DataError, UserError
 
 console = Console(highlight=False)
@@ -180,7 +180,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             float, typer.Option(help="Canary: most relative extra forecast error before rollback (0 to 1; 0.05 = 5 %).")
         ] = 0.05,
         db: DbOpt = None,
-        output: Annotated[str, typer.Option(help="table or json.")] = "table",
+        output: OutputOpt = "table",
     ) -> None:
         """Start a rollout of CHALLENGER against the champion in GROUP."""
         from actuator.rollouts import CanaryParams
@@ -213,7 +213,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def status(
         group: GroupOption = "default",
         db: DbOpt = None,
-        output: Annotated[str, typer.Option(help="table or json.")] = "table",
+        output: OutputOpt = "table",
     ) -> None:
         """Show the newest rollout of GROUP: mode, state, share and the last comparison."""
         _print(_book(db).get(group), output == "json")
@@ -271,7 +271,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ],
         group: GroupOption = "default",
         db: DbOpt = None,
-        output: Annotated[str, typer.Option(help="table or json.")] = "table",
+        output: OutputOpt = "table",
     ) -> None:
         """Compare measured outcomes of the two arms; a canary advances, promotes or rolls back."""
         from actuator.rollouts import Outcome

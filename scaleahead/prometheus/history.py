@@ -254,7 +254,10 @@ def history_from_settings(
     Extra keyword arguments go to ``PrometheusConfig`` (credentials, TLS files).
     """
     if not settings.url:
-        raise UserError("No Prometheus URL is configured.", "Set SCALEAHEAD_PROMETHEUS__URL or pass --prometheus URL.")
+        raise UserError(
+            "No Prometheus URL is configured.",
+            "Set SCALEAHEAD_PROMETHEUS__URL (plan also takes --prometheus URL), or use --history trace:NAME.",
+        )
     creds = credentials(
         settings.bearer_token_file,
         settings.username,
