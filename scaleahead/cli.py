@@ -106,7 +106,10 @@ def db_upgrade(
 
 @app.command()
 def plan(
-    policy: Annotated[Path, typer.Option(help="Policy YAML file (examples/policy.yaml).")],
+    policy: Annotated[
+        list[Path],
+        typer.Option(help="Policy YAML file (examples/policy.yaml); repeat it to plan the policies of several files."),
+    ],
     history: Annotated[
         str | None,
         typer.Option(
@@ -155,7 +158,7 @@ def plan(
     (--apply --dry-run prints the diff of what would change and writes nothing to the cluster).
     """
     from scaleahead.planning import check_history_step, dry_run
-    from scaleahead.policy import load_policies
+    from scaleahead.policy import load_policy_files
     from scaleahead.traces import load_series
     from storage import Store
 
@@ -166,7 +169,7 @@ def plan(
             "--dry-run only goes with --apply: without --apply, plan changes nothing in the cluster anyway.",
             "Add --apply to print the diff the plan would make, or drop --dry-run.",
         )
-    policies = load_policies(policy)
+    policies = load_policy_files(policy)  # several files: a workload targeted twice is an error
     shares = parse_capacity(capacity or [])
     tenants = {p.spec.tenant for p in policies}
     unknown_tenants = sorted(t for t in shares if t != "*" and t not in tenants)
@@ -174,6 +177,13 @@ def plan(
     series = load_series(history, column=column) if history is not None else None
     if series is not None:  # before the store is opened: a mismatch creates no database
         check_history_step(policies, series, str(history))
+        from scaleahead.planning import check_history, default_at
+
+        check_history(series, default_at(series) if when is None else when)  # --at before the data, ...
+    if apply:  # an unreadable kubeconfig is refused before the store is opened
+        from actuator.kubernetes import make_api_client
+
+        make_api_client(str(kubeconfig) if kubeconfig else None)
     if series is None:  # read Prometheus before opening the store: a failed read writes nothing
         from scaleahead.commands.prometheus import dry_run_from_prometheus, make_config
 

@@ -177,12 +177,19 @@ def run_demo(trace: str, hours: float, model: str | None, column: str | None) ->
         result = simulate(trace, hours, model, column, on_step=step)
     s = result.setup
     out.print(f"forecaster: {result.model_note}; fitted in {result.fit_s:.1f} s.", soft_wrap=True)
+    replayed_h = result.steps * s.step_s / 3600
+    if replayed_h < hours * 0.999:
+        out.print(
+            f"[yellow]note[/]: the trace's test period holds only {replayed_h:.3g} h; replayed all of it, "
+            f"not the {hours:g} h asked for.",
+            soft_wrap=True,
+        )
     out.print(
         f"{result.steps:,} cycles of {s.step_s:g} s in {result.loop_s:.1f} s; "
         f"{result.plans_recorded:,} plans recorded; capacity {s.capacity:.4g} {s.series.unit or 'demand'} "
         f"per replica, start-up {s.startup_s:g} s."
     )
-    table = Table(title="same day, same simulated service")
+    table = Table(title="same period, same simulated service")
     for col in ("policy", "SLO violations (steps)", "unserved demand", "replica-hours", "utilization"):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for name, m in result.metrics.items():

@@ -413,3 +413,46 @@ def test_run_without_a_prometheus_url_names_the_setting_and_no_option_it_lacks(c
     )  # fmt: skip
     assert code == 2 and "SCALEAHEAD_PROMETHEUS__URL" in err and "--history trace:NAME" in err
     assert "or pass --prometheus" not in err
+
+
+def test_refusals_of_plan_and_run_options_create_no_database(cli: Cli, tmp_path: Path) -> None:
+    """--at before the data, --apply with an unreadable kubeconfig, an unknown --target: exit 2 and no file."""
+    trace = series_csv(tmp_path / "s.csv")
+    cases = [
+        (["plan", "--policy", str(EXAMPLE), "--history", str(trace), "--at", "1990-01-01"], "no data before"),
+        (
+            ["plan", "--policy", str(EXAMPLE), "--history", str(trace), "--apply", "--kubeconfig", str(tmp_path / "k")],
+            "kubeconfig",
+        ),
+        (["run", "--once", "--no-server", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "foo"],
+         "--target 'foo' is not known"),
+    ]  # fmt: skip
+    for i, (argv, says) in enumerate(cases):
+        db = tmp_path / f"db{i}.db"
+        code, _, err = cli(*argv, "--db", f"sqlite:///{db}")
+        assert code == 2 and says in err, err
+        assert not db.exists(), argv
+
+
+def test_plan_takes_the_policies_of_every_repeated_policy_option(cli: Cli, tmp_path: Path) -> None:
+    api = tmp_path / "api.yaml"
+    api.write_text(EXAMPLE.read_text().replace("  name: web\n", "  name: api\n"))
+    code, out, err = cli(
+        "plan", "--policy", str(EXAMPLE), "--policy", str(api), "--history", "nasa-10s", "--output", "json",
+        "--db", f"sqlite:///{tmp_path / 'a.db'}",
+    )  # fmt: skip
+    assert code == 0, err
+    targets = {a["target"] for a in json.loads(out)["actions"] if a["kind"] == "ScaleTo"}
+    assert {t.rsplit("/", 1)[-1] for t in targets} >= {"web", "api"}
+    code, _, err = cli("plan", "--policy", str(EXAMPLE), "--policy", str(EXAMPLE), "--history", "nasa-10s")
+    assert code == 2 and "Two policies target Deployment/default/web" in err, err
+
+
+def test_models_show_says_null_for_a_version_without_an_artifact_file(cli: Cli, tmp_path: Path) -> None:
+    from storage import Store
+
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    mid = Store(url).register_model("seasonal_naive", "seasonal_naive")
+    code, out, err = cli("models", "show", str(mid), "--db", url)
+    assert code == 0, err
+    assert json.loads(out)["artifact_ok"] is None

@@ -274,8 +274,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         m = store.model(model_id)
         data = _model_json(m)
         path = Path(m.artifact_path)
-        if m.artifact_path:
-            data["artifact_ok"] = path.is_file() and sha256_of(path) == m.artifact_sha256
+        # null: the version names no artifact file to check
+        data["artifact_ok"] = (path.is_file() and sha256_of(path) == m.artifact_sha256) if m.artifact_path else None
         if model_id in store.models_with_artifacts():
             try:
                 data["stored_artifact_bytes"] = len(store.model_artifact(model_id) or b"")

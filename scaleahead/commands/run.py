@@ -374,6 +374,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 f"Unknown model {model or settings.forecast.model!r} ({'--model' if model else 'forecast.model'}).",
                 f"Known models: {', '.join(available_models())}.",
             )
+        if target not in ("kubernetes", "memory"):
+            raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
         if dry_run:
             settings.actuation.dry_run = True
         configure_logging(log_format or settings.log.format, settings.log.level)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -41,3 +42,14 @@ def test_demo_rejects_non_positive_hours() -> None:
     proc = cli("demo", "--hours", "0")
     assert proc.returncode == 2
     assert "--hours" in proc.stderr
+
+
+def test_a_demo_asked_for_more_hours_than_the_test_period_says_so(tmp_path: Path) -> None:
+    t0 = 1_700_000_000
+    rows = [f"{t0 + 60 * i},{50 + 30 * math.sin(i / 200):.3f}" for i in range(4 * 1440)]  # 4 days at 60 s
+    (tmp_path / "s.csv").write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    proc = cli("demo", "--trace", str(tmp_path / "s.csv"), "--hours", "48", "--model", "seasonal_naive")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "holds only 24 h; replayed all of it, not the 48 h asked for" in text
+    assert "1,440 cycles of 60 s" in text
