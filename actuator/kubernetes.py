@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
@@ -190,6 +191,11 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
     from scaleahead.errors import UserError
 
     cfg = k8s.Configuration()
+    if kubeconfig and not in_cluster and not Path(kubeconfig).expanduser().is_file():
+        raise UserError(
+            f"The kubeconfig {kubeconfig} does not exist (or is not a file).",
+            "Pass --kubeconfig with an existing file (or leave it out: $KUBECONFIG, then ~/.kube/config).",
+        )
     try:
         if in_cluster:
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
@@ -199,7 +205,8 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
             )
     except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise UserError(
-            f"Cannot load Kubernetes credentials from {kubeconfig or 'the default kubeconfig'}: {exc}.",
+            f"Cannot load Kubernetes credentials from {kubeconfig or 'the default kubeconfig'}: "
+            f"{str(exc).rstrip('.')}.",
             "Pass --kubeconfig FILE with a valid cluster, user and context (or run in the cluster).",
         ) from exc
     cfg.retries = 0

@@ -422,7 +422,7 @@ def test_refusals_of_plan_and_run_options_create_no_database(cli: Cli, tmp_path:
         (["plan", "--policy", str(EXAMPLE), "--history", str(trace), "--at", "1990-01-01"], "no data before"),
         (
             ["plan", "--policy", str(EXAMPLE), "--history", str(trace), "--apply", "--kubeconfig", str(tmp_path / "k")],
-            "kubeconfig",
+            "The kubeconfig " + str(tmp_path / "k") + " does not exist",
         ),
         (["run", "--once", "--no-server", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "foo"],
          "--target 'foo' is not known"),
