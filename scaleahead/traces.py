@@ -138,6 +138,11 @@ def load_series(name_or_path: str, column: str | None = None) -> Series:
     Raises:
         DataError: unknown name, unreadable file, non-monotonic timestamps, no usable values.
     """
+    if column is not None and name_or_path in ("nasa-10s", "worldcup-1m", "azure-functions-1m"):
+        raise DataError(
+            f"Trace {name_or_path!r} has one demand series; a column ({column!r}) cannot be chosen from it.",
+            "Leave --column out; it chooses the value column of alibaba-cpu-10s, nab-* traces and series CSVs.",
+        )
     if name_or_path == "nasa-10s":
         return _load_nasa(_named_path(name_or_path))
     if name_or_path == "alibaba-cpu-10s":

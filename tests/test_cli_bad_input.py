@@ -456,3 +456,12 @@ def test_models_show_says_null_for_a_version_without_an_artifact_file(cli: Cli, 
     code, out, err = cli("models", "show", str(mid), "--db", url)
     assert code == 0, err
     assert json.loads(out)["artifact_ok"] is None
+
+
+def test_a_column_for_a_trace_with_one_series_is_refused(cli: Cli, tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    code, _, err = cli(
+        "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--column", "foo", "--db", f"sqlite:///{db}"
+    )
+    assert code == 2 and "'nasa-10s' has one demand series" in err and "Leave --column out" in err
+    assert not db.exists()
