@@ -202,6 +202,10 @@ class PolicyStatusWriter:
             self.writes += 1
             self._last[key] = (salient, t)
 
+    def publish_rejected(self, rejected: Sequence[Rejected], now: float) -> None:
+        """The status of each skipped object (``Accepted`` False), written at ``now``."""
+        self.publish([replace(r, updated_at=now) for r in rejected], now=now)
+
 
 def publishing_rejections(
     policies: ClusterPolicies, writer: PolicyStatusWriter, now: Callable[[], float]
@@ -210,8 +214,7 @@ def publishing_rejections(
 
     def load() -> list[Policy]:
         out = policies.load()
-        t = now()
-        writer.publish([replace(r, updated_at=t) for r in policies.rejected], now=t)
+        writer.publish_rejected(policies.rejected, now())
         return out
 
     return load

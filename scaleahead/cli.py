@@ -180,10 +180,11 @@ def plan(
         from scaleahead.planning import check_history, default_at
 
         check_history(series, default_at(series) if when is None else when)  # --at before the data, ...
-    if apply:  # an unreadable kubeconfig is refused before the store is opened
+    api = None
+    if apply:  # the client is made before the store is opened: an unreadable kubeconfig creates no database
         from actuator.kubernetes import make_api_client
 
-        make_api_client(str(kubeconfig) if kubeconfig else None)
+        api = make_api_client(str(kubeconfig) if kubeconfig else None)
     if series is None:  # read Prometheus before opening the store: a failed read writes nothing
         from scaleahead.commands.prometheus import dry_run_from_prometheus, make_config
 
@@ -206,7 +207,7 @@ def plan(
     if apply:  # the actuator journals the plan itself (planned -> applied/failed/skipped)
         from scaleahead.commands.actuator import apply_once
 
-        apply_once(result.plan, policies, store, kubeconfig, dry_run=diff_only, as_json=output == Output.json)
+        apply_once(result.plan, policies, store, kubeconfig, dry_run=diff_only, as_json=output == Output.json, api=api)
         return
     plan_id, _ = store.record_plan(result.plan, source="cli-plan", state="dry-run")
     if output == Output.json:

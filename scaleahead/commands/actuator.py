@@ -31,8 +31,10 @@ def build_actuator(
     context: str | None = None,
     in_cluster: bool = False,
     leader_identity: str | None = None,
+    api: Any = None,
 ) -> Any:
-    """An ``Actuator`` on the cluster of ``kubeconfig`` with the settings from the environment."""
+    """An ``Actuator`` on the cluster of ``kubeconfig`` (or of ``api``, a client already made from it)
+    with the settings from the environment."""
     from actuator.applying import Actuator
     from actuator.kubernetes import KubernetesTarget, make_api_client
     from actuator.leader import LeaderElector
@@ -40,7 +42,7 @@ def build_actuator(
     from scaleahead.settings import Settings
 
     s = Settings.from_env().actuation
-    api = make_api_client(str(kubeconfig) if kubeconfig else None, context, in_cluster)
+    api = api if api is not None else make_api_client(str(kubeconfig) if kubeconfig else None, context, in_cluster)
     target = KubernetesTarget(api, policies, timeout_s=s.request_timeout_s)
     config = SafetyConfig(s.max_plan_age_s, s.paused, s.human_edit_hold_s, s.max_conflict_retries)
     leader = None
@@ -57,13 +59,19 @@ def build_actuator(
 
 
 def apply_once(
-    plan: Any, policies: Sequence[Any], store: Any, kubeconfig: Path | None, dry_run: bool, as_json: bool
+    plan: Any,
+    policies: Sequence[Any],
+    store: Any,
+    kubeconfig: Path | None,
+    dry_run: bool,
+    as_json: bool,
+    api: Any = None,
 ) -> list[Any]:
     """``scaleahead plan --apply``: reconcile the journal, then apply one plan made just now."""
     from scaleahead.types import Plan
 
     now = time.time()
-    act = build_actuator(policies, store, kubeconfig)
+    act = build_actuator(policies, store, kubeconfig, api=api)
     if not dry_run:
         for aid, state, why in act.reconcile(now):
             console.print(f"journal: action {aid} -> {state}: {why}", markup=False)

@@ -383,7 +383,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         status_sink = None
         policy_source = None
-        rejected_at_start: list[Any] = []
+        rejected_at_start: list[Any] = []  # published once the clock exists
+        writer = None
         if policies is not None:
             pols = load_policy_path(policies)
         else:
@@ -434,11 +435,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         # Opened after the options and the trace are checked: a bad one creates no database.
         store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
         clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
-        if rejected_at_start and status_sink is not None:
-            from dataclasses import replace
-
-            t0 = clock.now()
-            status_sink.publish([replace(r, updated_at=t0) for r in rejected_at_start], now=t0)
+        if rejected_at_start and writer is not None:
+            writer.publish_rejected(rejected_at_start, clock.now())
         offset = 0.0 if (virtual or start is None) else start - real_now
         window = 2 * 86400.0
         cache = artifacts / "history-cache" if artifacts else None
