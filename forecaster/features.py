@@ -13,7 +13,10 @@ For an origin ``o`` (index of the first forecast step) only ``values[:o]`` is re
 - ``static``: a coarse summary of the last ``long_s`` (bucket means and observed shares), the same
   around one day and one week back (``[-seasonal_before_s, +seasonal_after_s)`` of the lagged
   time, so the model sees what happened over the horizon a day/week ago), calendar features of
-  the origin (time of day, day of week as sin/cos) and the log of the scale.
+  the origin (time of day, day of week as sin/cos) and the log of the scale; with
+  ``clock_period_s`` (off at 0) also the origin's phase within that period as a one-hot, so the
+  model can learn which of the coming steps fall on a clock mark (jobs started by cron or a batch
+  scheduler every 5 minutes, say: docs/forecaster.md, "Clock phase").
 - ``scale``: per-series-and-origin scale (mean of the last hour, else of the long window, else of
   the seasonal windows); everything the model sees and predicts is divided by it, so one model
   serves series of any magnitude. An origin with no observation in any window is ``usable=False``.
@@ -62,6 +65,8 @@ class FeatureSpec:
     seasonal_after_s: float = 900.0
     seasonal_bucket_s: float = 150.0
     scale_s: float = 3600.0
+    #: One-hot of the origin's phase within this period (s) among the static inputs; 0 = none.
+    clock_period_s: float = 0.0
 
     def steps(self, seconds: float) -> int:
         return max(1, int(round(seconds / self.step_s)))
@@ -91,8 +96,13 @@ class FeatureSpec:
         return (self.recent, self.long, self.seasonal(DAY_S), self.seasonal(WEEK_S))
 
     @property
+    def clock_phases(self) -> int:
+        """Phases of the clock input (``clock_period_s`` in steps), 0 without one."""
+        return self.steps(self.clock_period_s) if self.clock_period_s > 0 else 0
+
+    @property
     def n_static(self) -> int:
-        return 2 * (self.long.n_buckets + 2 * self.seasonal(DAY_S).n_buckets) + 5
+        return 2 * (self.long.n_buckets + 2 * self.seasonal(DAY_S).n_buckets) + 5 + self.clock_phases
 
     @property
     def n_seq_features(self) -> int:
@@ -186,8 +196,17 @@ def inputs_from_windows(w: FloatArray, times: FloatArray, spec: FeatureSpec) -> 
     tod = 2 * np.pi * (times % DAY_S) / DAY_S
     dow = 2 * np.pi * (((times // DAY_S) + 3) % 7) / 7  # epoch day 0 was a Thursday; Monday = 0
     parts.append(np.stack([np.sin(tod), np.cos(tod), np.sin(dow), np.cos(dow), np.log10(scale + 1.0) / 5], axis=1))
+    if spec.clock_phases:
+        parts.append(clock_one_hot(times, spec))
     static = np.concatenate(parts, axis=1)  # [n, n_static]
     return Inputs(seq.astype(np.float32), static.astype(np.float32), scale, usable)
+
+
+def clock_one_hot(times: FloatArray, spec: FeatureSpec) -> FloatArray:
+    """``[n, clock_phases]``: 1 at the origin's step within ``clock_period_s`` (epoch-aligned, UTC)."""
+    k = spec.clock_phases
+    phase = np.floor(np.mod(times, spec.clock_period_s) / spec.step_s + 1e-6).astype(np.int64) % k
+    return np.eye(k, dtype=np.float64)[phase]
 
 
 #: Bounds of a prior forecast in units of scale (a wild baseline forecast cannot blow up the input).

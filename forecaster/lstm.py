@@ -27,6 +27,7 @@ Older versions are upgraded on load (``_upgrade``); newer ones are refused with 
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import time
 import warnings
@@ -96,11 +97,41 @@ class LSTMConfig:
     #: spread recalibrated there. Off by default: it lowered wql (alibaba-cpu-10s 1.010 -> 0.974 x
     #: ridge) but also coverage_q90 (0.878 -> 0.839, below the 0.87-0.93 target); docs/benchmarks.md.
     blend: bool = False
+    #: The origin's phase within this period (s) as an input, for demand that jumps at clock marks
+    #: (cron, batch schedulers); 0 = off (features.py; docs/forecaster.md, "Clock phase").
+    clock_period_s: float = 0.0
+
+    def feature_spec(self, step_s: float) -> FeatureSpec:
+        """The input windows of this configuration at resolution ``step_s``."""
+        return FeatureSpec(
+            step_s=step_s,
+            horizon_s=self.horizon_s,
+            recent_s=self.recent_s,
+            long_s=self.long_s,
+            clock_period_s=self.clock_period_s,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LSTMConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+#: Most phases a clock input may have (a 1-hour period at 10 s).
+MAX_CLOCK_PHASES = 360
+
+
+def check_clock_period(period_s: float, step_s: float) -> None:
+    """Refuse a clock period that is not 0 or a whole number (2 to ``MAX_CLOCK_PHASES``) of steps."""
+    if period_s == 0:
+        return
+    phases = period_s / step_s if math.isfinite(period_s) and period_s > 0 else 0.0
+    if not (2 <= round(phases) <= MAX_CLOCK_PHASES and abs(phases - round(phases)) < 1e-6):
+        raise UserError(
+            f"Clock period {period_s:g} s is not a whole number of the series' {step_s:g} s steps between 2 and "
+            f"{MAX_CLOCK_PHASES}.",
+            f"Give 0 (off) or a multiple of {step_s:g} s such as 300 (5-minute marks).",
+        )
 
 
 def _quiet_lightning() -> None:
@@ -185,10 +216,11 @@ class LSTMForecaster(Forecaster):
                 "Train one model per resolution.",
             )
         cfg = self.config
+        check_clock_period(cfg.clock_period_s, steps[0])
         _quiet_lightning()
         _set_threads(cfg.threads)
         pl.seed_everything(cfg.seed, workers=True, verbose=False)
-        spec = FeatureSpec(step_s=steps[0], horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        spec = cfg.feature_spec(steps[0])
         self.spec = spec
         self.ridge = self._fit_ridge(usable, spec)
         self.blend_weight = 1.0
@@ -524,7 +556,7 @@ class LSTMForecaster(Forecaster):
         model = cls(config)
         cfg = model.config
         torch.manual_seed(cfg.seed)
-        model.spec = FeatureSpec(step_s=step_s, horizon_s=cfg.horizon_s, recent_s=cfg.recent_s, long_s=cfg.long_s)
+        model.spec = cfg.feature_spec(step_s)
         # unfitted: the last value, at the same cost as a fitted one
         model.ridge = Ridge() if cfg.prior == "ridge" or cfg.blend else None
         model.blend_weight = 0.5 if cfg.blend else 1.0

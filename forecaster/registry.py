@@ -19,14 +19,29 @@ def _lstm() -> Forecaster:
     return LSTMForecaster()
 
 
+#: The clock period of ``lstm_clock`` (s): 5-minute marks, where cron-started jobs cluster.
+CLOCK_PERIOD_S = 300.0
+
+
+def _lstm_clock() -> Forecaster:
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+    return LSTMForecaster(LSTMConfig(clock_period_s=CLOCK_PERIOD_S))
+
+
 _FACTORIES: dict[str, Callable[[], Forecaster]] = {
     "naive": Naive,
     "seasonal_naive": SeasonalNaive,
     "window_mean": WindowMean,
     "ridge": Ridge,
     "lstm": _lstm,
+    "lstm_clock": _lstm_clock,
     **CALIBRATED,
 }
+
+#: Learned models: trained by `scaleahead train` and loaded from a checkpoint (which holds their
+#: configuration), never fitted when a process starts.
+LEARNED = ("lstm", "lstm_clock")
 
 #: Models that need no training beyond residual statistics (usable as named fallbacks).
 BASELINES = ("naive", "seasonal_naive", "window_mean", "ridge")

@@ -37,6 +37,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from actuator.base import ActionResult, Target
+from forecaster.registry import LEARNED
 from scaleahead.clock import Clock
 from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
@@ -801,7 +802,7 @@ class Daemon:
         no history yet to be fitted on (after a restart the first check comes before the first
         cycle). Raises ``DataError`` / ``UserError`` when it cannot be loaded."""
         history = [s for s in self.history.last.values() if len(s) > 0]
-        if not history and store.model(model_id).family != "lstm":
+        if not history and store.model(model_id).family not in LEARNED:
             return None
         return load_model_version(store, model_id, history[0].step_s if history else 10.0, history)
 

@@ -24,7 +24,7 @@ import numpy as np
 from actuator.rollouts import RolloutBook
 from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
-from forecaster.registry import available_models
+from forecaster.registry import LEARNED, available_models
 from scaleahead.errors import DataError
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
@@ -72,7 +72,7 @@ def load_model_version(store: Store, model_id: int, step_s: float, history: Sequ
     """The forecaster of a registered model version: an ``lstm`` from the checkpoint stored with it
     (or its file), a baseline family fitted on ``history``. A ``DataError`` says why it cannot."""
     m = store.model(model_id)
-    if m.family == "lstm":
+    if m.family in LEARNED:
         from forecaster.lstm import CheckpointError, LSTMForecaster
 
         data = store.model_artifact(model_id)

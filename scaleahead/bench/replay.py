@@ -391,6 +391,7 @@ def best_baseline(
 
 #: Tail of the history the validation replay uses: the first 75 % fits, the last 25 % is replayed.
 VALIDATION_DAYS = 8.0
+DAY_S = 86400.0
 
 
 def validation_score(metrics: dict[str, float], hpa: dict[str, float]) -> float:
@@ -432,6 +433,30 @@ def long_validation_setup(history: Series, startup_s: float = 60.0) -> ReplaySet
     """
     half = history.start + (len(history) // 2) * history.step_s
     return prepare(history, None, startup_s, history.name, Split(history.start, half, history.end))
+
+
+def rolling_validation_setup(history: Series, day: int, startup_s: float = 60.0) -> ReplaySetup:
+    """One day of ``history`` as a replay: the ``day``-th last (1 = the day before the test period),
+    fitted on everything before it (a rolling-origin validation: run day 1, 2, 3 and add them up).
+
+    Like the test, the model sees all the history before the replayed day; unlike the long
+    validation (fit on the first half), the fit has the newest patterns.
+
+    Raises:
+        UserError: ``day`` below 1, or leaving less than two days of history before it.
+    """
+    end = history.start + len(history) * history.step_s
+    test_start = end - day * DAY_S
+    span_s = end - history.start + history.step_s  # a history one step short of whole days counts them whole
+    last = math.floor((span_s - 2 * DAY_S) / DAY_S)
+    if not 1 <= day <= last:
+        raise UserError(
+            f"--rolling-day {day}: the history has {span_s / DAY_S:.1f} days; the day must be at least 1 and leave "
+            "two days before it to fit on.",
+            f"Give a day from 1 to {last}." if last >= 1 else "Use a trace with at least three days of history.",
+        )
+    span = history.between(history.start, test_start + DAY_S)
+    return prepare(span, None, startup_s, history.name, Split(history.start, test_start, test_start + DAY_S))
 
 
 def validate_models(

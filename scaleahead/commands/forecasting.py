@@ -98,10 +98,12 @@ def _lstm_config(
     max_minutes: float | None,
     prior: str | None = None,
     blend: bool | None = None,
+    model: str = "lstm",
 ) -> Any:
     from forecaster.lstm import LSTMConfig
+    from forecaster.registry import CLOCK_PERIOD_S
 
-    cfg = LSTMConfig()
+    cfg = LSTMConfig(clock_period_s=CLOCK_PERIOD_S if model == "lstm_clock" else 0.0)
     if prior is not None:
         if prior not in ("ridge", "none"):
             raise UserError(f"--prior {prior!r} is not known.", "Use --prior ridge or --prior none.")
@@ -167,6 +169,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         max_minutes: Annotated[float | None, typer.Option(help="Training time cap in minutes (default 9).")] = None,
         prior: PriorOpt = None,
         blend: BlendOpt = None,
+        model_name: Annotated[
+            str,
+            typer.Option(
+                "--model",
+                help="lstm, or lstm_clock: the LSTM also given the forecast origin's phase within 5 minutes, "
+                'for demand that jumps at clock marks (docs/forecaster.md, "Clock phase").',
+            ),
+        ] = "lstm",
     ) -> None:
         """Train the LSTM on a trace and register it (data span, hyperparameters, metrics, artifact).
 
@@ -174,11 +184,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         By default only the history split (first 75 %) is used, so `bench forecast` stays fair.
         """
         from forecaster.lstm import LSTMForecaster
+        from forecaster.registry import LEARNED
         from scaleahead.traces import load_series, split_of
         from storage import Store
 
         if (trace is None) == (prometheus is None):
             raise UserError("Give exactly one of --trace and --prometheus.", "See scaleahead train --help.")
+        if model_name not in LEARNED:
+            raise UserError(f"--model {model_name!r} is not a learned model.", f"Use one of {', '.join(LEARNED)}.")
         if out.exists() and not out.is_dir():
             raise UserError(f"--out {out} is a file.", "Give a folder.")
         if prometheus is not None:
@@ -193,17 +206,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             source = name = trace
         store = Store(db)  # fail on a bad URL before training
         data = train_data[0]
-        cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend)
+        cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend, model_name)
         err.print(f"training the LSTM on {len(train_data)} series ({len(data)} steps of {data.step_s:g} s)...")
         model = LSTMForecaster(cfg).fit(train_data)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(name).name)
         out.mkdir(parents=True, exist_ok=True)
-        path = model.save(out / f"lstm-{safe}-{stamp}.pt").resolve()
+        stem = model_name.replace("_", "-")
+        path = model.save(out / f"{stem}-{safe}-{stamp}.pt").resolve()
         metrics = asdict(model.report)
         mid = store.register_model(
-            f"lstm-{safe}",
-            "lstm",
+            f"{stem}-{safe}",
+            model_name,
             data_source=source,
             data_start=min(d.start for d in train_data),
             data_end=max(d.end for d in train_data),
@@ -250,11 +264,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Make a model version the champion of its family (the others retired): also how a promoted
         model is rolled back. A running daemon that plans with that family switches to it within a
         minute (docs/operations.md)."""
+        from forecaster.registry import LEARNED
         from storage import Store
 
         store = Store(db, create=False)
         m = store.model(model_id)
-        note = _promotable_checkpoint(store, m) if m.family in ("lstm",) else ""
+        note = _promotable_checkpoint(store, m) if m.family in LEARNED else ""
         retired = store.make_champion(model_id)
         console.print(
             f"model {model_id} ({m.family}) is the champion; retired: {', '.join(map(str, retired)) or 'none'}. "
@@ -321,10 +336,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if unknown:
             raise UserError(f"Unknown model(s) {unknown}.", f"Known: {', '.join(available_models())}.")
         series = load_series(trace, column=column)
-        cfg = _lstm_config(epochs, threads, seed, None, prior, blend)
+        cfgs = {m: _lstm_config(epochs, threads, seed, None, prior, blend, m) for m in ("lstm", "lstm_clock")}
 
         def make(name: str) -> Any:
-            return LSTMForecaster(cfg) if name == "lstm" else make_model(name)
+            return LSTMForecaster(cfgs[name]) if name in cfgs else make_model(name)
 
         params = _non_defaults(
             models=models, column=column, epochs=epochs, threads=threads, seed=seed, prior=prior, blend=blend

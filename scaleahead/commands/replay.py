@@ -419,6 +419,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "second half): the long validation that chose the defaults since 2026-12-02."
             ),
         ] = False,
+        rolling_day: Annotated[
+            int | None,
+            typer.Option(
+                help="Run on one day of the history instead of the test period: the K-th last (1 = the day before "
+                "the test period), fitted on everything before it (rolling-origin validation; run K = 1, 2, 3 and "
+                "add the days up).",
+                metavar="K",
+            ),
+        ] = None,
         capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
         startup_seconds: Annotated[float, typer.Option(help="Start-up delay L (s).")] = 60.0,
         model: Annotated[str | None, typer.Option(help="Forecaster (default as in bench replay).")] = None,
@@ -440,10 +449,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         check_output(json_path, "--json")
         check_output(plot, "--plot", ".png")
-        if validation and long_validation:
-            raise UserError(
-                "--validation and --long-validation choose two different spans of the history.", "Give one of them."
-            )
+        spans = [o for o, on in (("--validation", validation), ("--long-validation", long_validation),
+                                  ("--rolling-day", rolling_day is not None)) if on]  # fmt: skip
+        if len(spans) > 1:
+            raise UserError(f"{' and '.join(spans)} choose different spans of the history.", "Give one of them.")
         ws = number_list("--slo-risks", slo_risks, "30,100,1000")
         qs = number_list("--quantiles", quantiles, "0.5,0.9")
         us = number_list("--utilizations", utilizations, "0.7,0.9")
@@ -461,9 +470,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             settings = [{**st, "objective": {**st.get("objective", {}), **off}} for st in settings]
         setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
         span = None
-        if validation or long_validation:
+        if spans:
             history = setup.series.between(setup.split.start, setup.split.test_start)
-            if validation:
+            if rolling_day is not None:
+                setup = rp.rolling_validation_setup(history, rolling_day, startup_seconds)
+                span = f"day {rolling_day} before the test period: fit on the history before it, replay that day"
+            elif validation:
                 setup, span = (
                     rp.validation_setup(history, startup_seconds),
                     "last 8 days of the history: fit on 6, replay 2",

@@ -127,9 +127,9 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
     fitted on the loop's history, and the log says why. Baselines are fitted on that history.
     """
     from forecaster import make_model
-    from forecaster.registry import BASELINES
+    from forecaster.registry import BASELINES, LEARNED
 
-    if name in BASELINES or name not in ("lstm",):
+    if name in BASELINES or name not in LEARNED:
         fitted = make_model(name)
         if history:
             fitted.fit(history)

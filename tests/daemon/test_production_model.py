@@ -38,3 +38,18 @@ def test_the_newest_lstm_champion_is_loaded_not_trained(tmp_path: Path) -> None:
     assert model.name == "lstm"
     assert version == mid
     assert model.report.epochs == 0, "loaded from the checkpoint, not fitted again"
+
+
+def test_an_lstm_clock_champion_is_loaded_with_its_clock_not_trained(tmp_path: Path) -> None:
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+    history = _history()
+    cfg = LSTMConfig(max_epochs=1, hidden=8, max_train_windows=500, calibrate=False, clock_period_s=300.0)
+    path = LSTMForecaster(cfg).fit(history).save(tmp_path / "clock.pt")
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    store.register_model("lstm-plain", "lstm", artifact_path=str(path), status="champion")
+    mid = store.register_model("lstm-clock-now", "lstm_clock", artifact_path=str(path), status="champion")
+    model, version = _production_model("lstm_clock", store, Settings(), history)
+    assert version == mid
+    assert isinstance(model, LSTMForecaster) and model.report.epochs == 0, "loaded, not fitted again"
+    assert model.spec is not None and model.spec.clock_period_s == 300.0

@@ -60,6 +60,18 @@ def test_train_registers_the_model_with_span_hyperparameters_metrics_and_artifac
     assert json.loads(run("models", "show", "1", "--db", db).stdout)["artifact_ok"] is False
 
 
+@pytest.mark.slow
+def test_train_model_lstm_clock_registers_a_clock_family_with_its_period(csv_trace: Path, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    args = ("--db", db, "--out", str(tmp_path / "m"), "--epochs", "1", "--model", "lstm_clock")
+    out = run("train", "--trace", str(csv_trace), *args)
+    assert out.returncode == 0, out.stderr
+    m = json.loads(run("models", "list", "--db", db, "--output", "json").stdout)[0]
+    assert m["family"] == "lstm_clock" and m["name"].startswith("lstm-clock-")
+    assert m["hyperparams"]["clock_period_s"] == 300.0
+    assert Path(m["artifact_path"]).name.startswith("lstm-clock-")
+
+
 def test_showing_an_unknown_model_is_a_clear_error(tmp_path: Path) -> None:
     from storage import Store
 
@@ -145,6 +157,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         (["--epochs", "0"], "--epochs 0 would train nothing"),
         (["--threads", "0"], "--threads 0 is not a thread count"),
         (["--max-minutes", "0"], "--max-minutes 0 leaves no time to train"),
+        (["--model", "ridge"], "--model 'ridge' is not a learned model"),
     ],
 )
 def test_train_refuses_settings_that_cannot_train_and_registers_nothing(

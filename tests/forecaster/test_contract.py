@@ -23,10 +23,14 @@ MODELS = [*available_models(), "lstm_other_prior", "lstm_other_blend"]
 
 
 def build(name: str, config) -> Forecaster:  # type: ignore[no-untyped-def]
-    if name in ("lstm", "lstm_other_prior", "lstm_other_blend"):
+    if name in ("lstm", "lstm_clock", "lstm_other_prior", "lstm_other_blend"):
         from dataclasses import replace
 
         from forecaster.lstm import LSTMForecaster
+        from forecaster.registry import CLOCK_PERIOD_S
+
+        if name == "lstm_clock":
+            config = replace(config, clock_period_s=CLOCK_PERIOD_S)
 
         if name == "lstm_other_prior":
             config = replace(config, prior="none" if config.prior == "ridge" else "ridge")

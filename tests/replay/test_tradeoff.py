@@ -85,3 +85,30 @@ def test_both_validation_spans_at_once_is_a_clear_error(alibaba_csv: Path, tmp_p
     assert proc.returncode == 2
     assert "Give one of them" in proc.stderr
     assert not out.exists()
+
+
+def test_a_rolling_day_replays_one_day_of_the_history_fitted_on_all_before_it(tmp_path: Path) -> None:
+    args = ["--model", "naive", "--slo-risks", "", "--quantiles", "", "--utilizations", "", "--no-bound"]
+    docs = {}
+    for day in (1, 2):
+        out = tmp_path / f"d{day}.json"
+        trace = ("--trace", "alibaba-cpu-10s", "--json", str(out))
+        proc = cli("bench", "replay-tradeoff", *trace, "--rolling-day", str(day), *args)
+        assert proc.returncode == 0, proc.stderr
+        docs[day] = json.loads(out.read_text())
+    for day, doc in docs.items():
+        assert doc["validation"] is True and doc["validation_span"].startswith(f"day {day} before the test period")
+        assert doc["references"]["oracle"]["scored_steps"] == 8640  # one day of 10 s steps
+    # different days: the HPA on the same rule spends differently
+    assert docs[1]["references"]["hpa"]["replica_seconds"] != docs[2]["references"]["hpa"]["replica_seconds"]
+
+
+def test_a_rolling_day_without_two_days_before_it_is_a_clear_error(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    proc = cli("bench", "replay-tradeoff", "--trace", "alibaba-cpu-10s", "--json", str(out), "--rolling-day", "5")
+    assert proc.returncode == 2
+    assert "the history has 6.0 days" in proc.stderr and "from 1 to 4" in proc.stderr
+    assert not out.exists()
+    proc = cli("bench", "replay-tradeoff", "--trace", "alibaba-cpu-10s", "--json", str(out), "--rolling-day", "1",
+               "--long-validation")  # fmt: skip
+    assert proc.returncode == 2 and "Give one of them" in proc.stderr

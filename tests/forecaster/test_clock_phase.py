@@ -1,0 +1,107 @@
+"""The clock-phase input of the LSTM (``lstm_clock``): demand that jumps at clock marks."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forecaster.features import FeatureSpec, build_inputs, clock_one_hot
+from forecaster.lstm import LSTMConfig, LSTMForecaster
+from forecaster.registry import CLOCK_PERIOD_S, LEARNED, make_model
+from scaleahead.errors import UserError
+from scaleahead.types import Series
+from tests.forecaster.conftest import START
+
+
+def test_the_one_hot_marks_the_origins_step_within_the_period() -> None:
+    spec = FeatureSpec(step_s=10.0, clock_period_s=300.0)
+    assert spec.clock_phases == 30
+    times = START + np.array([0.0, 10.0, 290.0, 300.0, 610.0])
+    hot = clock_one_hot(times, spec)
+    assert hot.shape == (5, 30)
+    assert (hot.sum(axis=1) == 1).all()
+    assert list(hot.argmax(axis=1)) == [0, 1, 29, 0, 1]
+
+
+def test_without_a_clock_period_the_inputs_are_those_of_earlier_releases() -> None:
+    plain, clock = FeatureSpec(step_s=60.0), FeatureSpec(step_s=60.0, clock_period_s=300.0)
+    assert plain.clock_phases == 0 and clock.clock_phases == 5
+    assert clock.n_static == plain.n_static + 5
+    values = np.arange(3000, dtype=float)
+    origins = np.array([1500, 2000], dtype=np.int64)
+    a, b = build_inputs(values, START, plain, origins), build_inputs(values, START, clock, origins)
+    assert a.static.shape[1] == plain.n_static and b.static.shape[1] == clock.n_static
+    np.testing.assert_array_equal(b.static[:, : plain.n_static], a.static)
+    assert list(b.static[:, plain.n_static :].argmax(axis=1)) == [0, 0]  # 1500 and 2000 min are 5-min marks
+
+
+@pytest.mark.parametrize("period", [15.0, 10.0, -300.0, float("nan"), 36010.0])
+def test_a_period_that_is_not_a_whole_number_of_steps_is_refused_before_training(period: float) -> None:
+    series = Series("s", START, 10.0, np.ones(5000), "req")
+    with pytest.raises(UserError, match="Clock period"):
+        LSTMForecaster(LSTMConfig(clock_period_s=period, max_epochs=1)).fit([series])
+
+
+def cron_series(days: float, seed: int) -> Series:
+    """10 s demand at a level of 10 with bursts to 25 of 30-60 s that start only on 5-minute marks (one in ten)."""
+    rng = np.random.default_rng(seed)
+    n = int(days * 86400 / 10)
+    v = 10.0 + rng.normal(0, 0.3, n)
+    for mark in range(0, n, 30):
+        if rng.random() < 0.3:
+            v[mark : mark + int(rng.integers(3, 7))] += 15.0
+    return Series("cron", START, 10.0, v, "req")
+
+
+@pytest.fixture(scope="module")
+def fitted(tiny_lstm_config: LSTMConfig) -> dict[str, LSTMForecaster]:
+    # The production network's size and 10 epochs at a higher rate: about 20 s each (the tiny config
+    # of the other tests does not learn a phase effect).
+    cfg = replace(
+        tiny_lstm_config, hidden=32, mlp=128, lr=1e-2, max_epochs=10, patience=10, max_train_windows=10000,
+        max_val_windows=800,
+    )  # fmt: skip
+    history = [cron_series(3.0, seed=1)]
+    return {
+        "lstm": LSTMForecaster(cfg).fit(history),
+        "lstm_clock": LSTMForecaster(replace(cfg, clock_period_s=CLOCK_PERIOD_S)).fit(history),
+    }
+
+
+@pytest.mark.slow
+def test_with_the_clock_the_p90_rises_after_the_marks_and_not_before_them(fitted: dict[str, LSTMForecaster]) -> None:
+    """Bursts start only on 5-minute marks: the clock model learns where in the next 90 steps they can
+    start; the plain model cannot tell, so its p90 is flat over the phase."""
+    series = cron_series(1.0, seed=2)
+    origins = np.arange(2000, 8000, 7, dtype=np.int64)  # every phase
+    lift = {}
+    for name, model in fitted.items():
+        p90 = model.predict_origins(series, origins, 90)[0.9]  # [n, 90]
+        phase = np.mod(origins[:, None] + np.arange(90)[None, :], 30)  # step within 300 s (START is midnight)
+        lift[name] = float(p90[phase <= 2].mean() - p90[(phase >= 25) & (phase <= 27)].mean())
+    assert lift["lstm_clock"] > 1.0, lift  # 10 % of a level of 10
+    assert lift["lstm_clock"] > 3 * abs(lift["lstm"]) + 0.5, lift
+
+
+@pytest.mark.slow
+def test_a_clock_checkpoint_keeps_its_period_and_forecasts_the_same(
+    fitted: dict[str, LSTMForecaster], tmp_path: Path
+) -> None:
+    model = fitted["lstm_clock"]
+    loaded = LSTMForecaster.load(model.save(tmp_path / "c.pt"), step_s=10.0)
+    assert loaded.spec is not None and loaded.spec.clock_period_s == CLOCK_PERIOD_S
+    assert loaded.config.clock_period_s == CLOCK_PERIOD_S
+    series = cron_series(1.0, seed=3)
+    origins = np.array([3000, 3007], dtype=np.int64)
+    a, b = model.predict_origins(series, origins, 90), loaded.predict_origins(series, origins, 90)
+    for q in a:
+        np.testing.assert_allclose(a[q], b[q], rtol=1e-6)
+
+
+def test_lstm_clock_is_a_learned_model_with_a_5_minute_period() -> None:
+    assert "lstm_clock" in LEARNED
+    model = make_model("lstm_clock")
+    assert isinstance(model, LSTMForecaster) and model.config.clock_period_s == 300.0
