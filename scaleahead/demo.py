@@ -153,6 +153,9 @@ def simulate(
 
 def run_demo(trace: str, hours: float, model: str | None, column: str | None) -> DemoResult:
     """``scaleahead demo``: simulate with a progress bar, then print the summary and the last plan."""
+    from scaleahead.traces import check_trace
+
+    check_trace(trace)
     out = Console()
     out.print(
         f"[bold]scaleahead demo[/]: replaying {hours:g} h of [cyan]{trace}[/] through the real control loop "

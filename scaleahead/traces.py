@@ -132,6 +132,13 @@ def _named_path(name: str) -> Path:
     return path
 
 
+def check_trace(name_or_path: str) -> None:
+    """Raise the loader's ``DataError`` now for an unknown trace name or a missing trace file (cheap:
+    nothing is read), so a command can refuse before it prints or starts anything."""
+    if name_or_path != EMBEDDED_TRACE and not Path(name_or_path).is_file():
+        _named_path(name_or_path)
+
+
 def load_series(name_or_path: str, column: str | None = None) -> Series:
     """Load a named trace or a series CSV as a regular ``Series``.
 

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from scaleahead.bench import replay as rp
 from scaleahead.demo import simulate
@@ -42,6 +43,14 @@ def test_demo_rejects_non_positive_hours() -> None:
     proc = cli("demo", "--hours", "0")
     assert proc.returncode == 2
     assert "--hours" in proc.stderr
+
+
+@pytest.mark.parametrize("trace", ["nope", "nab-nope", "/no/such/file.csv"])
+def test_an_unknown_trace_is_refused_before_the_demo_starts(trace: str) -> None:
+    proc = cli("demo", "--trace", trace)
+    assert proc.returncode == 2
+    assert "Unknown" in proc.stderr or "neither" in proc.stderr
+    assert "replaying" not in proc.stdout  # no banner for a demo that never starts
 
 
 def test_a_demo_asked_for_more_hours_than_the_test_period_says_so(tmp_path: Path) -> None:
