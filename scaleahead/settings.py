@@ -61,7 +61,11 @@ class LoopSettings(BaseModel):
 
 class ForecastSettings(BaseModel):
     horizon_s: float = Field(900.0, gt=0, description="Forecast horizon (s): 15 min covers start-up plus slack.")
-    model: str = Field("lstm", description="Forecaster to use; falls back to fallback_model if unusable.")
+    model: str = Field(
+        "lstm",
+        description="Forecaster to use: lstm, lstm_clock (the LSTM also given the 5-minute clock phase) or a "
+        "baseline (docs/forecaster.md); falls back to fallback_model if unusable.",
+    )
     fallback_model: str = Field("seasonal_naive", description="Named fallback forecaster (best baseline).")
 
 
