@@ -31,7 +31,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +103,28 @@ _RESOURCE_QUOTA_KEYS = {
     "limits.cpu": "limits.cpu",
     "limits.memory": "limits.memory",
 }
+
+
+def _rooms(rq: Mapping[str, Any]) -> dict[str, int]:
+    """What one ResourceQuota leaves, ``hard - used`` per normalized key (``pods``, ``requests.cpu``
+    in millicores, ``requests.memory`` in MiB, ...; negative when over its limit). Keys it does not
+    know and values it cannot read are left out."""
+    hard = (rq.get("status") or {}).get("hard") or (rq.get("spec") or {}).get("hard") or {}
+    used = (rq.get("status") or {}).get("used") or {}
+    out: dict[str, int] = {}
+    for key, limit in hard.items():
+        norm = "pods" if key in ("pods", "count/pods") else _RESOURCE_QUOTA_KEYS.get(key)
+        if norm is None:
+            continue
+        try:
+            if norm == "pods":
+                room = int(limit) - int(used.get(key, 0))
+            else:
+                room = _quantity(norm, limit) - _quantity(norm, used.get(key, 0))
+        except (TypeError, ValueError):
+            continue
+        out[norm] = min(out.get(norm, room), room)
+    return out
 
 
 def _quantity(resource: str, value: Any) -> int:
@@ -469,19 +490,7 @@ class KubernetesTarget:
                 pods = templates() if pods is None else pods
                 if not any(quota_applies(rq, t) for t in pods):
                     continue
-            hard = (rq.get("status") or {}).get("hard") or (rq.get("spec") or {}).get("hard") or {}
-            used = (rq.get("status") or {}).get("used") or {}
-            for key, limit in hard.items():
-                norm = "pods" if key in ("pods", "count/pods") else _RESOURCE_QUOTA_KEYS.get(key)
-                if norm is None:
-                    continue
-                try:
-                    if norm == "pods":
-                        room = int(limit) - int(used.get(key, 0))
-                    else:
-                        room = _quantity(norm, limit) - _quantity(norm, used.get(key, 0))
-                except (TypeError, ValueError):
-                    continue
+            for norm, room in _rooms(rq).items():
                 left[norm] = min(left.get(norm, room), room)
         return left
 
@@ -632,8 +641,8 @@ class KubernetesTarget:
         """Replicas, ready replicas and readiness times per workload; one that cannot be read is left out."""
         states: dict[WorkloadRef, WorkloadState] = {}
         pods: dict[str, _PodIndex] = {}
-        pods_now: dict[str, int] = {}  # per namespace, the pods the workloads read there have now
-        asked_now: dict[str, dict[str, int]] = {}  # ... and what those pods ask for (pod_shape)
+        pods_now: dict[WorkloadRef, int] = {}  # per workload read, the pods it has now
+        asked_now: dict[WorkloadRef, dict[str, int]] = {}  # ... and what those pods ask for (pod_shape)
         shapes: dict[WorkloadRef, dict[str, int]] = {}
         templates: dict[WorkloadRef, Mapping[str, Any]] = {}  # what the workloads' pods look like
         since = self.clock.now() - self.sample_window_s
@@ -647,12 +656,10 @@ class KubernetesTarget:
                     warm = int(((template.get("metadata") or {}).get("annotations") or {}).get(MIN_SCALE, 0))
                     states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
                     # The warm instances are pods in the namespace, under its quotas like any other.
-                    pods_now[ref.namespace] = pods_now.get(ref.namespace, 0) + max(warm, 0)
+                    pods_now[ref] = max(warm, 0)
                     templates[ref] = knative_pod_template(template)
                     shape = shapes[ref] = pod_shape(templates[ref])
-                    asked = asked_now.setdefault(ref.namespace, {})
-                    for key, amount in shape.items():
-                        asked[key] = asked.get(key, 0) + max(warm, 0) * amount
+                    asked_now[ref] = {key: max(warm, 0) * amount for key, amount in shape.items()}
                     continue
                 read = {
                     "Deployment": self.apps.read_namespaced_deployment,
@@ -665,12 +672,10 @@ class KubernetesTarget:
                 spec = _int_field(obj, "spec.replicas", ref.key, default=1)
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
                 have = _int_field(obj, "status.replicas", ref.key, default=0)
-                pods_now[ref.namespace] = pods_now.get(ref.namespace, 0) + max(have, 0)
+                pods_now[ref] = max(have, 0)
                 templates[ref] = (obj.get("spec") or {}).get("template") or {}
                 shape = shapes[ref] = pod_shape(templates[ref])
-                asked = asked_now.setdefault(ref.namespace, {})
-                for key, amount in shape.items():
-                    asked[key] = asked.get(key, 0) + max(have, 0) * amount
+                asked_now[ref] = {key: max(have, 0) * amount for key, amount in shape.items()}
                 samples: tuple[float, ...] = ()
                 if ref.kind != "Headroom":
                     if ref.namespace not in pods:
@@ -680,11 +685,15 @@ class KubernetesTarget:
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
         self._templates = templates
-        pod_quotas, resource_quotas = (
-            self._namespace_quotas(pods_now, asked_now, templates) if self.quotas else ({}, {})
+        pod_quotas, resource_quotas, members = (
+            self._namespace_quotas(pods_now, asked_now, templates) if self.quotas else ({}, {}, {})
         )
         state = ClusterState(
-            workloads=states, pod_quotas=pod_quotas, resource_quotas=resource_quotas, pod_shapes=shapes
+            workloads=states,
+            pod_quotas=pod_quotas,
+            resource_quotas=resource_quotas,
+            pod_shapes=shapes,
+            quota_members=members,
         )
         if not self.placement:
             return state
@@ -698,35 +707,66 @@ class KubernetesTarget:
 
     def _namespace_quotas(
         self,
-        pods_now: Mapping[str, int],
-        asked_now: Mapping[str, Mapping[str, int]],
+        pods_now: Mapping[WorkloadRef, int],
+        asked_now: Mapping[WorkloadRef, Mapping[str, int]],
         templates: Mapping[WorkloadRef, Mapping[str, Any]],
-    ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-        """Per namespace with quotas: the pods, and the CPU and memory, its managed workloads may
-        hold together (``ClusterState.pod_quotas``, ``ClusterState.resource_quotas``).
+    ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, frozenset[WorkloadRef]]]:
+        """The pools the namespaces' ResourceQuotas make of the managed workloads read
+        (``ClusterState.pod_quotas``, ``resource_quotas``, ``quota_members``).
 
-        What the quotas leave (``_quota_left``; 0 when a quota is already over its limit, since
-        Kubernetes removes no running pod for it) plus what those workloads' pods have or ask for
-        now (``status.replicas``, times ``pod_shape``). A namespace whose quotas cannot be read is
-        left out: the planner then shares nothing there. A quota with scopes counts when it applies
-        to the pods of at least one of the namespace's managed workloads (then as if it applied to
-        all of them: conservative); one that applies to none of them (e.g. a ban on best-effort pods)
-        does not count.
+        A pool holds what its quotas leave (``hard - used``; 0 when a quota is already over its
+        limit, since Kubernetes removes no running pod for it) plus what its workloads' pods have or
+        ask for now (``status.replicas``, times ``pod_shape``). Quotas without scopes, and scoped
+        ones that count the pods of every managed workload in the namespace, make the namespace's
+        pool (key: the namespace; the smallest room over them). A scoped quota that counts the pods
+        of only some of them (``actuator.quota_scopes``: e.g. ``PriorityClass In [high]``) is a pool
+        of its own, key ``namespace/quota-name``, shared among those workloads only; one that counts
+        none of them (e.g. a ban on best-effort pods) is no pool. A namespace whose quotas cannot be
+        read is left out: the planner then shares nothing there.
         """
         pods: dict[str, int] = {}
         resources: dict[str, dict[str, int]] = {}
-        for ns in sorted(pods_now):
-            here = [t for ref, t in templates.items() if ref.namespace == ns]
-            left = self._quota_left(ns, partial(list, here))
-            if not left:
-                continue
+        members: dict[str, frozenset[WorkloadRef]] = {}
+
+        def add_pool(key: str, left: Mapping[str, int], refs: Sequence[WorkloadRef]) -> None:
             if "pods" in left:
-                pods[ns] = max(left["pods"], 0) + pods_now[ns]
-            mine = asked_now.get(ns, {})
-            amounts = {k: max(v, 0) + mine.get(k, 0) for k, v in left.items() if k != "pods"}
+                pods[key] = max(left["pods"], 0) + sum(pods_now.get(r, 0) for r in refs)
+            amounts = {
+                k: max(v, 0) + sum((asked_now.get(r) or {}).get(k, 0) for r in refs)
+                for k, v in left.items()
+                if k != "pods"
+            }
             if amounts:
-                resources[ns] = amounts
-        return pods, resources
+                resources[key] = amounts
+
+        for ns in sorted({ref.namespace for ref in pods_now}):
+            here = sorted((ref for ref in pods_now if ref.namespace == ns), key=lambda r: r.key)
+            try:
+                quotas = self._raw(self.core.list_namespaced_resource_quota, ns).get("items") or []
+            except (ApiException, HTTPError, ActuationError):
+                continue
+            shared: dict[str, int] = {}
+            for rq in quotas:
+                spec = rq.get("spec") or {}
+                room = _rooms(rq)
+                if not room:
+                    continue
+                if spec.get("scopes") or spec.get("scopeSelector"):
+                    refs = [r for r in here if quota_applies(rq, templates.get(r) or {})]
+                    if not refs:
+                        continue
+                    if len(refs) < len(here):
+                        name = str((rq.get("metadata") or {}).get("name") or "unnamed")
+                        key = f"{ns}/{name}"
+                        add_pool(key, room, refs)
+                        if key in pods or key in resources:
+                            members[key] = frozenset(refs)
+                        continue
+                for k, v in room.items():
+                    shared[k] = min(shared.get(k, v), v)
+            if shared:
+                add_pool(ns, shared, here)
+        return pods, resources, members
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""

@@ -346,6 +346,7 @@ def allocate_pools(
     namespace_pods: Mapping[str, int] | None = None,
     namespace_resources: Mapping[str, Mapping[str, int]] | None = None,
     outside: frozenset[WorkloadRef] = frozenset(),
+    members: Mapping[str, frozenset[WorkloadRef]] | None = None,
 ) -> tuple[list[Grant], list[str]]:
     """Apply tenant quotas (``capacity`` keys = tenant names), namespace pod quotas, namespace
     CPU and memory quotas, then the cluster.
@@ -356,7 +357,9 @@ def allocate_pools(
     together (``ClusterState.resource_quotas``), shared in those units among the claims whose
     ``shape`` asks for that resource. Each pool is shared among what its members were granted by
     the pools before it. Claims of the workloads in ``outside`` are in no namespace pool (their
-    state was not read, so the namespace's capacity does not hold their pods).
+    state was not read, so the namespace's capacity does not hold their pods). A key of
+    ``namespace_pods`` / ``namespace_resources`` found in ``members`` (``namespace/quota-name``) is
+    the pool of a scoped ResourceQuota, shared among those workloads only (``ClusterState.quota_members``).
 
     Returns the grants (same order as ``claims``) and notes naming every capacity that was short.
     """
@@ -378,26 +381,49 @@ def allocate_pools(
                 f"tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
                 f"{len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
-    for ns, pods in sorted((namespace_pods or {}).items()):
-        idx = by_namespace_idx.get(ns, [])
+    members = members or {}
+
+    def pool_idx(pool: str) -> list[int]:
+        if pool not in members:
+            return by_namespace_idx.get(pool, [])
+        refs = members[pool]
+        return [i for i, c in enumerate(claims) if c.workload in refs and c.workload not in outside]
+
+    def quota_on(pool: str, key: str) -> str:
+        """How a pool's quota on ``key`` is named in reasons and notes."""
+        return f"quota {pool} on {key}" if pool in members else f"namespace {pool}'s quota on {key}"
+
+    # A scoped quota's pool first: its cuts leave room in the namespace's pool for the others.
+    def first_scoped(item: tuple[str, object]) -> tuple[bool, str]:
+        return item[0] not in members, item[0]
+
+    for ns, pods in sorted((namespace_pods or {}).items(), key=first_scoped):
+        idx = pool_idx(ns)
         if not idx:
             continue
-        wanted, cut = _share_pool(claims, grants, idx, pods, f"namespace {ns} pod quota")
+        what = f"quota {ns} on pods" if ns in members else f"namespace {ns} pod quota"
+        wanted, cut = _share_pool(claims, grants, idx, pods, what)
         if wanted > pods:
+            head = (
+                f"quota {ns} on pods leaves room for {pods} pods of the {len(idx)} managed workloads its scopes select"
+                if ns in members
+                else f"namespace {ns}'s pod quota leaves room for {pods} pods of its {len(idx)} managed workloads"
+            )
             notes.append(
-                f"namespace {ns}'s pod quota leaves room for {pods} pods of its {len(idx)} managed workloads, "
+                f"{head}, "
                 f"short of the {wanted} replicas they want: {len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
-    for ns, amounts in sorted((namespace_resources or {}).items()):
+    for ns, amounts in sorted((namespace_resources or {}).items(), key=first_scoped):
         for key, amount in sorted(amounts.items()):
-            idx = [i for i in by_namespace_idx.get(ns, []) if (claims[i].shape or {}).get(key, 0) > 0]
+            idx = [i for i in pool_idx(ns) if (claims[i].shape or {}).get(key, 0) > 0]
             if not idx:
                 continue
             unit = "m" if key.endswith("cpu") else "Mi"
-            wanted, cut = _share_pool(claims, grants, idx, amount, f"namespace {ns} quota on {key}", key, unit)
+            label = f"quota {ns} on {key}" if ns in members else f"namespace {ns} quota on {key}"
+            wanted, cut = _share_pool(claims, grants, idx, amount, label, key, unit)
             if wanted > amount:
                 notes.append(
-                    f"namespace {ns}'s quota on {key} leaves {amount}{unit} for its {len(idx)} managed workloads, "
+                    f"{quota_on(ns, key)} leaves {amount}{unit} for its {len(idx)} managed workloads, "
                     f"short of the {wanted}{unit} their replicas ask for: {len(cut)} of them get less"
                     f"{_mixed_fairness(claims, idx)}"
                 )

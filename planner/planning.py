@@ -116,6 +116,7 @@ def plan(
             state.pod_shapes,
             workloads,
             table.ref_set,
+            state.quota_members,
         )
         notes.extend(fair_notes)
     if max_moves > 0:
@@ -181,6 +182,7 @@ def _share_capacity(
     shapes: Mapping[WorkloadRef, Mapping[str, int]],
     read: Mapping[WorkloadRef, WorkloadState] | None = None,
     planned: frozenset[WorkloadRef] = frozenset(),
+    members: Mapping[str, frozenset[WorkloadRef]] | None = None,
 ) -> tuple[list[Action], list[str]]:
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
 
@@ -192,10 +194,12 @@ def _share_capacity(
 
     ``specs[i]`` is the policy of ``actions[i]`` (None: not shared, e.g. a workload without one).
     A function's warm instances (``SetWarmPool``) are pods too: they share every pool with the
-    services' replicas, by the same priorities and weights, with no floor.
+    services' replicas, by the same priorities and weights, with no floor. ``members``: the pools
+    of ``namespace_pods`` / ``namespace_resources`` that are not a whole namespace
+    (``ClusterState.quota_members``).
     """
     slots = [i for i, a in enumerate(actions) if isinstance(a, (ScaleTo, SetWarmPool)) and specs[i] is not None]
-    pools = (capacity, namespace_pods, namespace_resources, shapes)
+    pools = (capacity, namespace_pods, namespace_resources, shapes, members or {})
     # Most cycles no pool is short: tell that from the sums the pools need before building any
     # claim. Leaving unread workloads out only lowers those sums, so they are looked for (a hash
     # of every workload) only when a pool looks short.
@@ -218,10 +222,12 @@ def _is_short(
     namespace_pods: Mapping[str, int],
     namespace_resources: Mapping[str, Mapping[str, int]],
     shapes: Mapping[WorkloadRef, Mapping[str, int]],
+    members: Mapping[str, frozenset[WorkloadRef]],
     outside: frozenset[WorkloadRef] = frozenset(),
 ) -> bool:
     """Whether the decisions at ``slots`` want more than some pool holds (a plain loop: this runs
     every cycle a namespace has a quota). ``outside``: workloads in no namespace pool."""
+    scoped = _scoped_pools(members)
     by_tenant: dict[str, int] = dict.fromkeys((t for t in capacity if t != CLUSTER), 0)
     by_namespace: dict[str, int] = dict.fromkeys(namespace_pods, 0)
     by_resource: dict[tuple[str, str], int] = {
@@ -248,12 +254,28 @@ def _is_short(
             for key, amount in shapes.get(a.workload, {}).items():
                 if (a.workload.namespace, key) in by_resource:
                     by_resource[(a.workload.namespace, key)] += want * amount
+        if scoped and a.workload in scoped:
+            for pool in scoped[a.workload]:
+                if pool in by_namespace:
+                    by_namespace[pool] += want
+                for key, amount in shapes.get(a.workload, {}).items():
+                    if (pool, key) in by_resource:
+                        by_resource[(pool, key)] += want * amount
     return (
         any(by_tenant.get(t, 0) > q for t, q in capacity.items() if t != CLUSTER)
         or any(by_namespace.get(ns, 0) > q for ns, q in namespace_pods.items())
         or (CLUSTER in capacity and total > capacity[CLUSTER])
         or any(v > namespace_resources[ns][k] for (ns, k), v in by_resource.items())
     )
+
+
+def _scoped_pools(members: Mapping[str, frozenset[WorkloadRef]]) -> dict[WorkloadRef, list[str]]:
+    """Each workload's pools that are not a whole namespace (``members`` inverted)."""
+    out: dict[WorkloadRef, list[str]] = {}
+    for pool, refs in members.items():
+        for ref in refs:
+            out.setdefault(ref, []).append(pool)
+    return out
 
 
 def _cut_to_shares(
@@ -264,6 +286,7 @@ def _cut_to_shares(
     namespace_pods: Mapping[str, int],
     namespace_resources: Mapping[str, Mapping[str, int]],
     shapes: Mapping[WorkloadRef, Mapping[str, int]],
+    members: Mapping[str, frozenset[WorkloadRef]],
     outside: frozenset[WorkloadRef] = frozenset(),
 ) -> tuple[list[Action], list[str]]:
     claims = []
@@ -283,7 +306,7 @@ def _cut_to_shares(
                 shapes.get(a.workload),
             )
         )
-    grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources, outside)
+    grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources, outside, members)
     out = list(actions)
     reasons = _SharedReasons()
     for i, g in zip(slots, grants, strict=True):

@@ -419,6 +419,11 @@ class ClusterState:
     #: Per managed Deployment or StatefulSet, what one of its pods counts against those quotas
     #: (``actuator.kubernetes.pod_shape``).
     pod_shapes: Mapping[WorkloadRef, Mapping[str, int]] = field(default_factory=dict)
+    #: Pools of ``pod_quotas`` / ``resource_quotas`` that are not a whole namespace: a ResourceQuota
+    #: whose scopes count the pods of only some of the namespace's managed workloads, keyed
+    #: ``namespace/quota-name``, and those workloads. A key without ``/`` is a namespace: every
+    #: managed workload read in it.
+    quota_members: Mapping[str, frozenset[WorkloadRef]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

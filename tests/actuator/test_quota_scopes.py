@@ -103,9 +103,24 @@ def test_a_quota_whose_scopes_do_not_select_the_workloads_pods_neither_limits_no
     api = WorkloadRef("Deployment", "default", "api")
     res = act.apply_plan(Plan(NOW, (ScaleTo(api, 1, 3, Reason("t", "t")),)), NOW)
     assert res[0].outcome == "skipped" and "pod quota allows no more pods" in res[0].detail, res
-    # The namespace's pool: the "high" quota applies to one of its managed workloads (api), so it
-    # counts for both (conservative): 0 left plus the 2 + 1 pods they have.
-    assert KubernetesTarget(kube.api_client(), []).read_state([web, api]).pod_quotas == {"default": 3}
+    # Two pools: the namespace's (the unscoped quota: 2 left plus web's 2 and api's 1 pods) and the
+    # "high" quota's, which counts api's pods only (0 left plus api's 1); web is not in it.
+    state = KubernetesTarget(kube.api_client(), []).read_state([web, api])
+    assert state.pod_quotas == {"default": 2 + 3, "default/high": 0 + 1}
+    assert state.quota_members == {"default/high": frozenset({api})}
+    # Planned with both pools: api is held at its 1 pod by its quota, web is not held back by it.
+    from planner.fairness import Claim, allocate_pools
+
+    claims = [Claim(web, "t", 0, 1.0, 4, 1), Claim(api, "t", 0, 1.0, 3, 1)]
+    grants, notes = allocate_pools(claims, {}, state.pod_quotas, {}, members=state.quota_members)
+    assert [g.granted for g in grants] == [4, 1]
+    assert notes == [
+        "quota default/high on pods leaves room for 1 pods of the 1 managed workloads its scopes select, short of "
+        "the 3 replicas they want: 1 of them get less"
+    ]
+    # A scoped quota that selects every managed workload of the namespace is the namespace's pool.
+    state = KubernetesTarget(kube.api_client(), []).read_state([api])
+    assert state.pod_quotas == {"default": 1} and state.quota_members == {}
 
 
 def test_knative_pods_are_not_best_effort_because_of_their_queue_proxy(kube):

@@ -169,6 +169,34 @@ def test_a_namespace_pod_quota_is_shared_by_priority_then_weight_and_each_cut_is
     assert [a.to_replicas for a in first.actions if isinstance(a, ScaleTo)] == [2, 10, 10]
 
 
+def test_a_scoped_quota_pool_cuts_only_the_workloads_its_scopes_select() -> None:
+    gold = service_policy("checkout", tenant="gold")
+    bronze = service_policy("search", tenant="bronze")
+    refs = [gold.workload, bronze.workload]
+    workloads = {r: WorkloadState(r, 2, 2, observed_demand=5, observed_at=NOW - 10) for r in refs}
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in refs}  # each wants 10 replicas
+    # A quota for the "high" PriorityClass (4 pods) counts only checkout's pods; the namespace's
+    # own quota (16) counts both.
+    state = ClusterState(
+        workloads, pod_quotas={"shop": 16, "shop/high": 4}, quota_members={"shop/high": frozenset({gold.workload})}
+    )
+    p = plan(forecasts, state, [gold, bronze], NOW)
+    a_gold, a_bronze = p.actions
+    assert isinstance(a_gold, ScaleTo) and isinstance(a_bronze, ScaleTo)
+    # checkout is held to 4 by its scoped quota; search gets its 10 of what is left of the 16
+    # (the scoped pool is applied first, so checkout's cut is room for search).
+    assert (a_gold.to_replicas, a_bronze.to_replicas) == (4, 10)
+    assert a_gold.reason.code == "fair_share" and "quota shop/high on pods 4" in a_gold.reason.message
+    assert a_bronze.reason.code != "fair_share"
+    assert p.notes == (
+        "quota shop/high on pods leaves room for 4 pods of the 1 managed workloads its scopes select, short of "
+        "the 10 replicas they want: 1 of them get less",
+    )
+    # The same numbers as one namespace pool (before scopes were told apart): search was cut too.
+    merged = plan(forecasts, ClusterState(workloads, pod_quotas={"shop": 4}), [gold, bronze], NOW)
+    assert [a.to_replicas for a in merged.actions if isinstance(a, ScaleTo)] == [2, 2]
+
+
 def test_tenant_quota_then_namespace_quota_then_cluster_each_cut_what_is_left() -> None:
     claims = [claim("a", "shop", 10), claim("b", "shop", 10), claim("c", "blog", 10)]
     # Namespaces here are the tenant names (claim()); the shop namespace allows 6 of the 8 its quota gave.
