@@ -23,7 +23,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -534,13 +534,28 @@ class Store:
                 raise KeyError(action_id)
             row.state, row.outcome, row.updated_at = state, outcome, now
 
-    def actions(self, plan_id: int | None = None, state: str | None = None, limit: int = 1000) -> list[StoredAction]:
+    def actions(
+        self,
+        plan_id: int | None = None,
+        state: str | None = None,
+        limit: int = 1000,
+        target: str | None = None,
+        since: float | None = None,
+    ) -> list[StoredAction]:
+        """The newest ``limit`` journaled actions, newest first; optionally of one plan, one state,
+        one ``target`` (the action's full target, ``Deployment/shop/checkout``, or its trailing
+        ``shop/checkout``), or last updated at or after ``since`` (epoch s)."""
         with self.session() as s:
             q = select(ActionRow).order_by(ActionRow.id.desc()).limit(limit)
             if plan_id is not None:
                 q = q.where(ActionRow.plan_id == plan_id)
             if state is not None:
                 q = q.where(ActionRow.state == state)
+            if target is not None:
+                tail = target.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                q = q.where(or_(ActionRow.target == target, ActionRow.target.like(f"%/{tail}", escape="\\")))
+            if since is not None:
+                q = q.where(ActionRow.updated_at >= since)
             return [
                 StoredAction(
                     r.id,

@@ -257,3 +257,31 @@ def test_plan_with_a_capacity_shares_it_and_says_why(tmp_path: Path) -> None:
     assert f"wanted {wanted}" in action["reason"] and any("cluster capacity 5 is short" in n for n in doc["notes"])
     bad = run("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--capacity", "shop", db=tmp_path / "c.db")
     assert bad.returncode == 2 and "is not TENANT=REPLICAS" in bad.stderr
+
+
+def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+    from storage import Store
+
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    store = Store(url)
+    web, api = WorkloadRef("Deployment", "shop", "web"), WorkloadRef("Deployment", "shop", "api")
+    for t, ref, to in ((1000.0, web, 4), (1010.0, api, 3), (1020.0, web, 6)):
+        why = Reason("forecast", f"scale {ref.namespace}/{ref.name} 2 -> {to}: p90 forecast")
+        _, (aid,) = store.record_plan(Plan(t, (ScaleTo(ref, 2, to, why),)), "test")
+        store.set_action_state(aid, "applied", "ok", t)
+    code, out, err = cli("actuator", "journal", "--db", url, "--workload", "shop/web", "--output", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["to"], r["updated_at"]) for r in rows] == [("6", "1970-01-01T00:17:00Z"), ("4", "1970-01-01T00:16:40Z")]
+    assert rows[0]["reason"] == "scale shop/web 2 -> 6: p90 forecast" and rows[0]["reason_code"] == "forecast"
+    code, out, err = cli("actuator", "journal", "--db", url, "--since", "1970-01-01T00:16:45Z", "--output", "json")
+    assert code == 0, err
+    assert [r["target"] for r in json.loads(out)] == ["Deployment/shop/web", "Deployment/shop/api"]
+    code, out, err = cli("actuator", "journal", "--db", url, "--reasons")
+    assert code == 0, err
+    assert out.splitlines()[0].count("┳") == 9  # ten columns: the reason is the last
+    code, out, err = cli("actuator", "journal", "--db", url, "--workload", "web")
+    assert code == 2 and "is not NAMESPACE/NAME" in err
+    code, out, err = cli("actuator", "journal", "--db", url, "--since", "yesterday")
+    assert code == 2 and "--since 'yesterday' is not a time" in err

@@ -93,3 +93,20 @@ def test_measured_forecast_storage_is_under_a_megabyte_per_workload_day() -> Non
     from scaleahead.commands.storage import measure_forecast_bytes
 
     assert 100_000 < measure_forecast_bytes(workloads=1) < 1_000_000
+
+
+def test_the_journal_filters_by_workload_and_time(db_url: str) -> None:
+    store = Store(db_url)
+    api = WorkloadRef("Deployment", "default", "api")
+    odd = WorkloadRef("Deployment", "default", "x-web")  # ends like web's name but is another workload
+    for t, ref in ((1000.0, WEB), (2000.0, api), (3000.0, WEB), (4000.0, odd)):
+        _, (aid,) = store.record_plan(Plan(t, (ScaleTo(ref, 1, 2, Reason("forecast", f"scale {ref}")),)), "test")
+        store.set_action_state(aid, "applied", "ok", t)
+    assert [a.updated_at for a in store.actions(target="default/web")] == [3000.0, 1000.0]
+    assert [a.updated_at for a in store.actions(target="Deployment/default/web")] == [3000.0, 1000.0]
+    assert [a.updated_at for a in store.actions(target="default/web", since=2000.0)] == [3000.0]
+    assert [a.target for a in store.actions(since=2000.0, limit=2)] == [
+        "Deployment/default/x-web",
+        "Deployment/default/web",
+    ]
+    assert store.actions(target="default/w_b") == [] and store.actions(target="default/%") == []  # no wildcards

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleahead.commands import DbOpt
+from scaleahead.commands import DbOpt, OutputOpt
 from scaleahead.errors import UserError
 
 console = Console(highlight=False)
@@ -148,19 +148,67 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         state: Annotated[
             str | None, typer.Option(help="Only this state (planned, applied, failed, skipped, dry-run).")
         ] = None,
+        workload: Annotated[
+            str | None,
+            typer.Option(
+                help="Only the actions on this workload: NAMESPACE/NAME, or the full target KIND/NAMESPACE/NAME.",
+                metavar="NS/NAME",
+            ),
+        ] = None,
+        since: Annotated[
+            str | None,
+            typer.Option(
+                help="Only actions last updated at or after this time (ISO-8601, UTC if no zone, or epoch s)."
+            ),
+        ] = None,
+        reasons: Annotated[bool, typer.Option("--reasons", help="Add each action's reason (the sentence).")] = False,
+        output: OutputOpt = "table",
     ) -> None:
-        """Show the newest journaled actions with their outcome."""
+        """Show the newest journaled actions with their outcome (and, with --reasons, why)."""
+        from scaleahead.cli import iso, parse_time
+        from scaleahead.commands.rollout import json_text
         from storage import Store
 
         states = ("planned", "applied", "failed", "skipped", "dry-run")
         if state is not None and state not in states:
             raise UserError(f"--state {state!r} is not a journal state.", f"Use one of {', '.join(states)}.")
-
-        table = Table()
-        for col in ("id", "plan", "kind", "target", "from", "to", "state", "outcome"):
-            table.add_column(col, overflow="fold")
-        for a in Store(db, create=False).actions(state=state, limit=limit):
-            table.add_row(
-                str(a.id), str(a.plan_id), a.kind, a.target, a.from_value, a.to_value, a.state, escape(a.outcome)
+        if workload is not None and (workload.count("/") not in (1, 2) or "" in workload.split("/")):
+            raise UserError(
+                f"--workload {workload!r} is not NAMESPACE/NAME or KIND/NAMESPACE/NAME.",
+                "For example --workload shop/checkout or --workload Deployment/shop/checkout.",
             )
+        after = parse_time(since, "--since") if since is not None else None
+        rows = Store(db, create=False).actions(state=state, limit=limit, target=workload, since=after)
+        if output == "json":
+            print(
+                json_text(
+                    [
+                        {
+                            "id": a.id,
+                            "plan_id": a.plan_id,
+                            "kind": a.kind,
+                            "target": a.target,
+                            "from": a.from_value,
+                            "to": a.to_value,
+                            "state": a.state,
+                            "outcome": a.outcome,
+                            "reason_code": a.reason_code,
+                            "reason": a.reason,
+                            "updated_at": iso(a.updated_at),
+                        }
+                        for a in rows
+                    ]
+                )
+            )
+            return
+        table = Table()
+        cols = ["id", "plan", "updated", "kind", "target", "from", "to", "state", "outcome"]
+        for col in [*cols, *(["reason"] if reasons else [])]:
+            table.add_column(col, overflow="fold")
+        for a in rows:
+            cells = [str(a.id), str(a.plan_id), iso(a.updated_at), a.kind, a.target, a.from_value, a.to_value]
+            cells += [a.state, escape(a.outcome)]
+            table.add_row(*cells, *([escape(a.reason)] if reasons else []))
         console.print(table)
+        if not rows and (workload or since or state):
+            console.print("no journaled action matches (the filters are exact; --workload shop/checkout)")
