@@ -197,6 +197,42 @@ def test_a_scoped_quota_pool_cuts_only_the_workloads_its_scopes_select() -> None
     assert [a.to_replicas for a in merged.actions if isinstance(a, ScaleTo)] == [2, 2]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    raw=claims_strategy,
+    namespace_pods=st.integers(0, 120),
+    scoped=st.lists(st.tuples(st.integers(0, 60), st.sets(st.integers(0, 11), min_size=1)), max_size=3),
+)
+def test_with_scoped_quota_pools_no_pool_is_overfilled_and_the_workloads_outside_them_are_not_cut_by_them(
+    raw: list[tuple[str, int, float, int, int]], namespace_pods: int, scoped: list[tuple[int, set[int]]]
+) -> None:
+    # every claim in one namespace "ns"; scoped pools select some of them
+    claims = [
+        Claim(WorkloadRef("Deployment", "ns", f"w{i}"), t, prio, w, want, 0)
+        for i, (t, prio, w, want, _) in enumerate(raw)
+    ]
+    pods = {"ns": namespace_pods}
+    members = {}
+    for k, (room, picks) in enumerate(scoped):
+        refs = frozenset(claims[i].workload for i in picks if i < len(claims))
+        if refs:
+            pods[f"ns/q{k}"] = room
+            members[f"ns/q{k}"] = refs
+    grants, _ = allocate_pools(claims, {}, pods, {}, members=members)
+    assert all(0 <= g.granted <= g.claim.want for g in grants)
+    assert sum(g.granted for g in grants) <= namespace_pods
+    for key, refs in members.items():
+        assert sum(g.granted for g in grants if g.claim.workload in refs) <= pods[key]
+    # the same claims without the scoped pools: a workload in none of them gets no less with them
+    # than without, unless the namespace's pool was short anyway
+    alone, _ = allocate_pools(claims, {}, {"ns": namespace_pods}, {})
+    in_some = frozenset().union(*members.values()) if members else frozenset()
+    if sum(c.want for c in claims) <= namespace_pods:
+        for g, a in zip(grants, alone, strict=True):
+            if g.claim.workload not in in_some:
+                assert g.granted == a.granted == g.claim.want
+
+
 def test_tenant_quota_then_namespace_quota_then_cluster_each_cut_what_is_left() -> None:
     claims = [claim("a", "shop", 10), claim("b", "shop", 10), claim("c", "blog", 10)]
     # Namespaces here are the tenant names (claim()); the shop namespace allows 6 of the 8 its quota gave.
