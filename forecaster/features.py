@@ -209,6 +209,41 @@ def clock_one_hot(times: FloatArray, spec: FeatureSpec) -> FloatArray:
     return np.eye(k, dtype=np.float64)[phase]
 
 
+@dataclass(frozen=True, slots=True)
+class ClockRises:
+    """How often a series' sudden rises start on a clock mark (``clock_rises``)."""
+
+    rises: int  # steps whose value is above ``rise`` x the step before
+    on_mark: int  # of them, how many start exactly on a multiple of ``period_s`` (UTC)
+    chance: float  # the share of steps that are on a mark: what ``on_mark / rises`` would be by chance
+
+    @property
+    def lift(self) -> float:
+        """``on_mark / rises`` over ``chance`` (1: no clock effect); 0 without rises."""
+        return self.on_mark / self.rises / self.chance if self.rises and self.chance > 0 else 0.0
+
+    def suggests_clock(self, min_on_mark: int = 10, min_lift: float = 3.0) -> bool:
+        """Enough rises on marks, and at least ``min_lift`` times as often as by chance."""
+        return self.on_mark >= min_on_mark and self.lift >= min_lift
+
+
+def clock_rises(
+    values: FloatArray, start: float, step_s: float, period_s: float = 300.0, rise: float = 1.2
+) -> ClockRises:
+    """Count the steps whose value rises above ``rise`` x the one before, and those of them that start
+    on a ``period_s`` mark: demand started by cron or a batch scheduler jumps there (the ``lstm_clock``
+    model's input). Missing values and a zero before are not rises."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) < 2 or period_s < 2 * step_s:
+        return ClockRises(0, 0, step_s / period_s if period_s > 0 else 0.0)
+    prev, cur = v[:-1], v[1:]
+    ok = np.isfinite(prev) & np.isfinite(cur) & (prev > 0)
+    up = np.flatnonzero(ok & (cur > rise * np.where(ok, prev, 0.0))) + 1
+    times = start + up * step_s
+    on = np.isclose(np.mod(times, period_s), 0.0, atol=1e-6) | np.isclose(np.mod(times, period_s), period_s, atol=1e-6)
+    return ClockRises(int(len(up)), int(on.sum()), step_s / period_s)
+
+
 #: Bounds of a prior forecast in units of scale (a wild baseline forecast cannot blow up the input).
 PRIOR_MAX = 50.0
 

@@ -129,6 +129,24 @@ def _lstm_config(
     return cfg
 
 
+def _clock_hint(series: list[Any]) -> None:
+    """Say so when the training data's sudden rises cluster on 5-minute marks (``lstm_clock``)."""
+    from forecaster.features import clock_rises
+    from forecaster.registry import CLOCK_PERIOD_S
+
+    for s in series:
+        c = clock_rises(s.values, s.start, s.step_s, CLOCK_PERIOD_S)
+        if c.suggests_clock():
+            err.print(
+                f"note: {c.on_mark} of the {c.rises} sudden rises (above x1.2 in one step) of {s.name} start on a "
+                f"5-minute mark, {c.lift:.1f}x as often as by chance: demand started on the clock (cron, batch "
+                'schedulers). --model lstm_clock gives the LSTM that phase (docs/forecaster.md, "Clock phase").',
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
 def _non_defaults(**kwargs: Any) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
 
@@ -207,6 +225,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         store = Store(db)  # fail on a bad URL before training
         data = train_data[0]
         cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend, model_name)
+        if model_name == "lstm":
+            _clock_hint(train_data)
         err.print(f"training the LSTM on {len(train_data)} series ({len(data)} steps of {data.step_s:g} s)...")
         model = LSTMForecaster(cfg).fit(train_data)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

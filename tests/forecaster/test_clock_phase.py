@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forecaster.features import FeatureSpec, build_inputs, clock_one_hot
+from forecaster.features import FeatureSpec, build_inputs, clock_one_hot, clock_rises
 from forecaster.lstm import LSTMConfig, LSTMForecaster
 from forecaster.registry import CLOCK_PERIOD_S, LEARNED, make_model
 from scaleahead.errors import UserError
@@ -105,3 +105,42 @@ def test_lstm_clock_is_a_learned_model_with_a_5_minute_period() -> None:
     assert "lstm_clock" in LEARNED
     model = make_model("lstm_clock")
     assert isinstance(model, LSTMForecaster) and model.config.clock_period_s == 300.0
+
+
+def test_clock_rises_finds_bursts_that_start_on_marks_and_not_noise() -> None:
+    cron = cron_series(2.0, seed=4)
+    c = clock_rises(cron.values, cron.start, cron.step_s)
+    assert c.chance == pytest.approx(10 / 300)
+    assert c.rises > 100 and c.on_mark == c.rises and c.suggests_clock()  # every burst starts on a mark
+    shifted = clock_rises(cron.values, cron.start + 10.0, cron.step_s)  # the same bursts 10 s off the marks
+    assert shifted.on_mark == 0 and not shifted.suggests_clock()
+    noise = Series("noise", START, 10.0, 10 + np.random.default_rng(0).exponential(2.0, 20000), "req")
+    n = clock_rises(noise.values, noise.start, noise.step_s)
+    assert n.rises > 1000 and 0.5 < n.lift < 1.5 and not n.suggests_clock()
+    assert clock_rises(np.array([np.nan, 1.0, 0.0, 5.0]), START, 10.0).rises == 0  # NaN or zero before: no rise
+
+
+@pytest.mark.parametrize(("trace", "clock"), [("alibaba-cpu-10s", True), ("nasa-10s", False), ("worldcup-1m", False)])
+def test_on_the_real_traces_histories_only_alibaba_rises_on_the_clock(trace: str, clock: bool) -> None:
+    from scaleahead.traces import load_series, split_of
+
+    s = load_series(trace)
+    sp = split_of(s, trace)
+    h = s.between(sp.start, sp.test_start)
+    assert clock_rises(h.values, h.start, h.step_s).suggests_clock() is clock
+
+
+@pytest.mark.slow
+def test_train_notes_a_clock_effect_in_the_data_and_names_lstm_clock(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    s = cron_series(3.0, seed=5)
+    csv = tmp_path / "cron.csv"
+    csv.write_text("timestamp,value\n" + "".join(f"{int(t)},{v:.3f}\n" for t, v in zip(s.times(), s.values)))
+    args = ["train", "--trace", str(csv), "--db", f"sqlite:///{tmp_path / 'm.db'}", "--out", str(tmp_path / "m")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args, "--epochs", "1"], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "start on a 5-minute mark" in proc.stderr and "--model lstm_clock" in proc.stderr
