@@ -59,7 +59,11 @@ from scaleahead.errors import DataError, UserError
 from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef, batch_forecasts
 
 FORMAT = "scaleahead-lstm"
-FORMAT_VERSION = 3
+#: Version 4 is version 3 plus ``spec.clock_period_s`` (the clock input, ``lstm_clock``). A checkpoint
+#: without a clock is still written as version 3, so that earlier releases keep loading it (they
+#: reject a spec key they do not know); one with a clock is version 4, which they refuse with
+#: "upgrade scaleahead" instead of reading it wrong.
+FORMAT_VERSION = 4
 
 
 class CheckpointError(DataError):
@@ -127,7 +131,7 @@ def check_clock_period(period_s: float, step_s: float) -> None:
         return
     phases = period_s / step_s if math.isfinite(period_s) and period_s > 0 else 0.0
     if not (2 <= round(phases) <= MAX_CLOCK_PHASES and abs(phases - round(phases)) < 1e-6):
-        raise UserError(
+        raise DataError(
             f"Clock period {period_s:g} s is not a whole number of the series' {step_s:g} s steps between 2 and "
             f"{MAX_CLOCK_PHASES}.",
             f"Give 0 (off) or a multiple of {step_s:g} s such as 300 (5-minute marks).",
@@ -179,6 +183,8 @@ class LSTMForecaster(Forecaster):
 
     def __init__(self, config: LSTMConfig | None = None, checkpoint_dir: str | Path | None = None) -> None:
         self.config = config or LSTMConfig()
+        # the registry's name of this configuration (stored forecasts, metrics, logs)
+        self.name = "lstm_clock" if self.config.clock_period_s > 0 else "lstm"
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.quantiles = QUANTILES
         self.spec: FeatureSpec | None = None
@@ -547,7 +553,7 @@ class LSTMForecaster(Forecaster):
             [s.step_s for _, s in items],
             out.transpose(0, 2, 1),
             self.quantiles,
-            "lstm",
+            self.name,
         )
 
     @classmethod
@@ -584,11 +590,15 @@ class LSTMForecaster(Forecaster):
             raise UserError("Nothing to save: the LSTM has not been trained.", "Call fit first.")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        spec = self.spec.to_dict()
+        clock = bool(spec.get("clock_period_s"))
+        if not clock:
+            spec.pop("clock_period_s", None)
         torch.save(
             {
                 "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "spec": self.spec.to_dict(),
+                "format_version": FORMAT_VERSION if clock else 3,
+                "spec": spec,
                 "config": asdict(self.config),
                 "quantiles": list(self.quantiles),
                 "state_dict": self.net.state_dict(),
@@ -783,6 +793,9 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "meta": {"upgraded_from": 2, **raw.get("meta", {})},
         }
         version = 3
+    if version == 3:  # no clock input existed yet: the spec's clock_period_s defaults to 0
+        raw = {**raw, "format_version": 4}
+        version = 4
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format version {version!r}; this scaleahead reads versions 1 to {FORMAT_VERSION}.",

@@ -393,14 +393,12 @@ def allocate_pools(
         """How a pool's quota on ``key`` is named in reasons and notes."""
         return f"quota {pool} on {key}" if pool in members else f"namespace {pool}'s quota on {key}"
 
-    # A scoped quota's pool first: its cuts leave room in the namespace's pool for the others.
-    def first_scoped(item: tuple[str, object]) -> tuple[bool, str]:
-        return item[0] not in members, item[0]
-
-    for ns, pods in sorted((namespace_pods or {}).items(), key=first_scoped):
+    # Every scoped quota's pools (pods, then CPU and memory) before the namespaces': a scoped cut
+    # leaves room in the namespace's pools for the workloads it does not select.
+    def share_pods(ns: str, pods: int) -> None:
         idx = pool_idx(ns)
         if not idx:
-            continue
+            return
         what = f"quota {ns} on pods" if ns in members else f"namespace {ns} pod quota"
         wanted, cut = _share_pool(claims, grants, idx, pods, what)
         if wanted > pods:
@@ -413,7 +411,8 @@ def allocate_pools(
                 f"{head}, "
                 f"short of the {wanted} replicas they want: {len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
-    for ns, amounts in sorted((namespace_resources or {}).items(), key=first_scoped):
+
+    def share_resources(ns: str, amounts: Mapping[str, int]) -> None:
         for key, amount in sorted(amounts.items()):
             idx = [i for i in pool_idx(ns) if (claims[i].shape or {}).get(key, 0) > 0]
             if not idx:
@@ -427,6 +426,14 @@ def allocate_pools(
                     f"short of the {wanted}{unit} their replicas ask for: {len(cut)} of them get less"
                     f"{_mixed_fairness(claims, idx)}"
                 )
+
+    for scoped in (True, False):
+        for ns, pods in sorted((namespace_pods or {}).items()):
+            if (ns in members) is scoped:
+                share_pods(ns, pods)
+        for ns, amounts in sorted((namespace_resources or {}).items()):
+            if (ns in members) is scoped:
+                share_resources(ns, amounts)
     if CLUSTER in capacity:
         cap = capacity[CLUSTER]
         wanted, _ = _share_pool(claims, grants, range(len(claims)), cap, "cluster capacity")

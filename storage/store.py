@@ -23,7 +23,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, or_, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -70,6 +70,11 @@ def _alembic_config() -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
+
+
+#: The kinds of an action's target (``Kind/namespace/name``): the workloads a policy can target,
+#: the Headroom a policy's spare capacity is, and a moved pod.
+TARGET_KINDS = ("Deployment", "StatefulSet", "KnativeService", "Headroom", "Pod")
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,17 +548,16 @@ class Store:
         since: float | None = None,
     ) -> list[StoredAction]:
         """The newest ``limit`` journaled actions, newest first; optionally of one plan, one state,
-        one ``target`` (the action's full target, ``Deployment/shop/checkout``, or its trailing
-        ``shop/checkout``), or last updated at or after ``since`` (epoch s)."""
+        one ``target`` (the action's full target, ``Deployment/shop/checkout``, or ``shop/checkout``
+        for any of ``TARGET_KINDS``), or last updated at or after ``since`` (epoch s)."""
         with self.session() as s:
             q = select(ActionRow).order_by(ActionRow.id.desc()).limit(limit)
             if plan_id is not None:
                 q = q.where(ActionRow.plan_id == plan_id)
             if state is not None:
                 q = q.where(ActionRow.state == state)
-            if target is not None:
-                tail = target.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-                q = q.where(or_(ActionRow.target == target, ActionRow.target.like(f"%/{tail}", escape="\\")))
+            if target is not None:  # exact, case-sensitive on every database (no LIKE: SQLite's ignores case)
+                q = q.where(ActionRow.target.in_([target, *(f"{kind}/{target}" for kind in TARGET_KINDS)]))
             if since is not None:
                 q = q.where(ActionRow.updated_at >= since)
             return [

@@ -110,3 +110,4 @@ def test_the_journal_filters_by_workload_and_time(db_url: str) -> None:
         "Deployment/default/web",
     ]
     assert store.actions(target="default/w_b") == [] and store.actions(target="default/%") == []  # no wildcards
+    assert store.actions(target="Default/Web") == []  # exact, also on SQLite

@@ -29,6 +29,7 @@ import numpy as np
 
 from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.registry import CLOCK_PERIOD_S, LEARNED
 from planner import plan as make_plan
 from planner.table import policy_table
 from scaleahead.loop import Deps, run_once
@@ -94,10 +95,11 @@ BENCH_LSTM = {"max_epochs": 2, "max_train_windows": 20000, "patience": 2}
 
 
 def _bench_model(name: str) -> Forecaster:
-    if name == "lstm":
+    if name in LEARNED:
         from forecaster.lstm import LSTMConfig, LSTMForecaster
 
-        return LSTMForecaster(LSTMConfig(**BENCH_LSTM))  # type: ignore[arg-type]
+        clock = CLOCK_PERIOD_S if name == "lstm_clock" else 0.0
+        return LSTMForecaster(LSTMConfig(**BENCH_LSTM, clock_period_s=clock))  # type: ignore[arg-type]
     return make_model(name)
 
 
@@ -363,8 +365,8 @@ def bench_speed(
     t0 = time.perf_counter()
     _bench_model(model).fit(train)
     elapsed = time.perf_counter() - t0
-    if model == "lstm":
-        result["params"]["lstm"] = dict(BENCH_LSTM)
+    if model in LEARNED:
+        result["params"][model] = dict(BENCH_LSTM)
     result["train_s_per_1000_series_day"] = round(elapsed * 1000.0 / train_series, 3)
     result["peak_rss_mb"] = peak_rss_mb()
     result["cpu_ms"] = {k: dict(v) for k, v in CPU_MS.items()}

@@ -53,7 +53,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         MAE over the best baseline's: if that ratio is above a target, no forecaster can reach it.
         Never a selectable model. See docs/forecaster.md, "Noise floor".
         """
-        from forecaster.registry import available_models, make_model
+        from forecaster.registry import CLOCK_PERIOD_S, LEARNED, available_models, make_model
         from scaleahead.bench import noise_floor as nf
         from scaleahead.traces import load_series
 
@@ -67,12 +67,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         series = load_series(trace, column=column)
 
         def make(name: str) -> Any:
-            if name != "lstm":
+            if name not in LEARNED:
                 return make_model(name)
             from forecaster.lstm import LSTMConfig, LSTMForecaster
 
             # in sample: train on all but the last 2 % (the early-stopping span) of the whole trace
-            return LSTMForecaster(LSTMConfig(val_fraction=IN_SAMPLE_VAL_FRACTION))
+            clock = CLOCK_PERIOD_S if name == "lstm_clock" else 0.0
+            return LSTMForecaster(LSTMConfig(val_fraction=IN_SAMPLE_VAL_FRACTION, clock_period_s=clock))
 
         result = nf.run(series, trace, log=lambda m: err.print(m), in_sample=names, make=make)
         best = result.bench.split["best_baseline"]

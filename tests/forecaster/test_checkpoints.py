@@ -15,6 +15,11 @@ from tests.forecaster.conftest import daily_series
 
 V1 = Path(__file__).parent / "fixtures" / "lstm_v1_60s.pt"
 V2 = Path(__file__).parent / "fixtures" / "lstm_v2_60s.pt"
+#: FeatureSpec's fields in the releases of checkpoint format 3 (before the clock input).
+V3_SPEC_KEYS = (
+    "step_s", "horizon_s", "recent_s", "min_recent_steps", "long_s", "long_bucket_s", "seasonal_before_s",
+    "seasonal_after_s", "seasonal_bucket_s", "scale_s",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +35,11 @@ def test_a_saved_checkpoint_loads_and_forecasts_exactly_the_same(trained: LSTMFo
     a, b = trained.predict_origins(s, origins, 15), loaded.predict_origins(s, origins, 15)
     for q in QUANTILES:
         np.testing.assert_array_equal(a[q], b[q])
-    assert torch.load(path, weights_only=True)["format_version"] == FORMAT_VERSION
+    # Without a clock input it is written as format 3, spec without the clock's key, so that the
+    # releases before the clock (which reject a spec key they do not know) still load it.
+    raw = torch.load(path, weights_only=True)
+    assert raw["format_version"] == 3 and FORMAT_VERSION == 4
+    assert set(raw["spec"]) == set(V3_SPEC_KEYS)
     assert loaded.meta["fit"]["epochs"] >= 1
 
 

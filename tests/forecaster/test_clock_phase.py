@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from forecaster.features import FeatureSpec, build_inputs, clock_one_hot, clock_rises
 from forecaster.lstm import LSTMConfig, LSTMForecaster
 from forecaster.registry import CLOCK_PERIOD_S, LEARNED, make_model
-from scaleahead.errors import UserError
+from scaleahead.errors import DataError
 from scaleahead.types import Series
 from tests.forecaster.conftest import START
 
@@ -41,7 +42,7 @@ def test_without_a_clock_period_the_inputs_are_those_of_earlier_releases() -> No
 @pytest.mark.parametrize("period", [15.0, 10.0, -300.0, float("nan"), 36010.0])
 def test_a_period_that_is_not_a_whole_number_of_steps_is_refused_before_training(period: float) -> None:
     series = Series("s", START, 10.0, np.ones(5000), "req")
-    with pytest.raises(UserError, match="Clock period"):
+    with pytest.raises(DataError, match="Clock period"):
         LSTMForecaster(LSTMConfig(clock_period_s=period, max_epochs=1)).fit([series])
 
 
@@ -91,7 +92,10 @@ def test_a_clock_checkpoint_keeps_its_period_and_forecasts_the_same(
     fitted: dict[str, LSTMForecaster], tmp_path: Path
 ) -> None:
     model = fitted["lstm_clock"]
-    loaded = LSTMForecaster.load(model.save(tmp_path / "c.pt"), step_s=10.0)
+    path = model.save(tmp_path / "c.pt")
+    assert torch.load(path, weights_only=True)["format_version"] == 4  # earlier releases refuse it by version
+    loaded = LSTMForecaster.load(path, step_s=10.0)
+    assert loaded.name == model.name == "lstm_clock"
     assert loaded.spec is not None and loaded.spec.clock_period_s == CLOCK_PERIOD_S
     assert loaded.config.clock_period_s == CLOCK_PERIOD_S
     series = cron_series(1.0, seed=3)
@@ -105,6 +109,7 @@ def test_lstm_clock_is_a_learned_model_with_a_5_minute_period() -> None:
     assert "lstm_clock" in LEARNED
     model = make_model("lstm_clock")
     assert isinstance(model, LSTMForecaster) and model.config.clock_period_s == 300.0
+    assert model.name == "lstm_clock" and make_model("lstm").name == "lstm"
 
 
 def test_clock_rises_finds_bursts_that_start_on_marks_and_not_noise() -> None:

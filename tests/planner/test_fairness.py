@@ -192,6 +192,13 @@ def test_a_scoped_quota_pool_cuts_only_the_workloads_its_scopes_select() -> None
         "quota shop/high on pods leaves room for 4 pods of the 1 managed workloads its scopes select, short of "
         "the 10 replicas they want: 1 of them get less",
     )
+    # A scoped quota on CPU is applied before the namespace's pod quota too: 400m at 100m a replica
+    # holds checkout to 4, and search gets its 10 of the 16 pods.
+    claims = [Claim(r, "t", 0, 1.0, 10, 0, 1.0, {"requests.cpu": 100}) for r in refs]
+    grants, _ = allocate_pools(
+        claims, {}, {"shop": 16}, {"shop/high": {"requests.cpu": 400}}, members={"shop/high": frozenset({refs[0]})}
+    )
+    assert [g.granted for g in grants] == [4, 10]
     # The same numbers as one namespace pool (before scopes were told apart): search was cut too.
     merged = plan(forecasts, ClusterState(workloads, pod_quotas={"shop": 4}), [gold, bronze], NOW)
     assert [a.to_replicas for a in merged.actions if isinstance(a, ScaleTo)] == [2, 2]
