@@ -95,6 +95,25 @@ def load_model_version(store: Store, model_id: int, step_s: float, history: Sequ
     return make_model(m.family).fit(list(history))
 
 
+def clock_hint(series: Sequence[Series], remedy: str = "forecast.model lstm_clock") -> str:
+    """A sentence when some of ``series`` rise on 5-minute marks far more often than by chance
+    (``forecaster.features.clock_rises``): the ``lstm_clock`` model's case. Empty otherwise."""
+    from forecaster.features import clock_rises
+    from forecaster.registry import CLOCK_PERIOD_S
+
+    found = [(s.name, clock_rises(s.values, s.start, s.step_s, CLOCK_PERIOD_S)) for s in series]
+    hits = [(name, c) for name, c in found if c.suggests_clock()]
+    if not hits:
+        return ""
+    listed = ", ".join(f"{name} ({c.on_mark} of {c.rises}, {c.lift:.1f}x chance)" for name, c in hits[:5])
+    more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+    return (
+        f"{len(hits)} of {len(found)} series start their sudden rises (above x1.2 in one step) on 5-minute marks "
+        f"far more often than by chance: {listed}{more}. {remedy} gives the LSTM that phase "
+        '(docs/forecaster.md, "Clock phase").'
+    )
+
+
 def retrain(
     policies: Sequence[Policy],
     history: Mapping[WorkloadRef, Series],
@@ -138,6 +157,10 @@ def retrain(
     }
     if note:
         metrics["note"] = note
+    if family == "lstm":
+        hint = clock_hint(cut)
+        if hint:
+            metrics["clock_hint"] = hint
     artifact_path, sha, artifact = "", "", None
     save = getattr(model, "save", None)
     if callable(save):

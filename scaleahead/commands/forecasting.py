@@ -131,20 +131,11 @@ def _lstm_config(
 
 def _clock_hint(series: list[Any]) -> None:
     """Say so when the training data's sudden rises cluster on 5-minute marks (``lstm_clock``)."""
-    from forecaster.features import clock_rises
-    from forecaster.registry import CLOCK_PERIOD_S
+    from scaleahead.retraining import clock_hint
 
-    for s in series:
-        c = clock_rises(s.values, s.start, s.step_s, CLOCK_PERIOD_S)
-        if c.suggests_clock():
-            err.print(
-                f"note: {c.on_mark} of the {c.rises} sudden rises (above x1.2 in one step) of {s.name} start on a "
-                f"5-minute mark, {c.lift:.1f}x as often as by chance: demand started on the clock (cron, batch "
-                'schedulers). --model lstm_clock gives the LSTM that phase (docs/forecaster.md, "Clock phase").',
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
+    hint = clock_hint(series, remedy="--model lstm_clock")
+    if hint:
+        err.print(f"note: {hint}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _non_defaults(**kwargs: Any) -> dict[str, Any]:

@@ -71,3 +71,23 @@ def test_a_retrained_checkpoint_is_stored_with_its_version_with_or_without_artif
         data = store.model_artifact(r.model_version_id)
         assert data is not None and data.startswith(b"checkpoint of ")
     assert store.model_artifact(kept.model_version_id) == Path(kept.artifact_path).read_bytes()
+
+
+def test_retraining_the_lstm_on_demand_that_rises_on_the_clock_names_lstm_clock(nasa: Series, tmp_path: Path) -> None:
+    from forecaster.registry import _FACTORIES
+    from tests.forecaster.test_clock_phase import cron_series
+
+    policy = one_policy()
+    settings = Settings()  # forecast.model lstm; a stand-in that trains in a second
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    real = _FACTORIES["lstm"]
+    register("lstm", _Savable)
+    try:
+        cron = cron_series(3.0, seed=6)
+        on_clock = retrain([policy], {policy.workload: cron}, store, settings, now=cron.end)
+        plain = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end)
+    finally:
+        register("lstm", real)
+    hint = store.model(on_clock.model_version_id).metrics["clock_hint"]
+    assert hint.startswith("1 of 1 series start their sudden rises") and "forecast.model lstm_clock" in hint
+    assert "clock_hint" not in store.model(plain.model_version_id).metrics

@@ -148,4 +148,4 @@ def test_train_notes_a_clock_effect_in_the_data_and_names_lstm_clock(tmp_path: P
         [sys.executable, "-m", "scaleahead.cli", *args, "--epochs", "1"], capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr
-    assert "start on a 5-minute mark" in proc.stderr and "--model lstm_clock" in proc.stderr
+    assert "on 5-minute marks" in proc.stderr and "--model lstm_clock gives the LSTM" in proc.stderr
