@@ -239,8 +239,9 @@ def clock_rises(
     prev, cur = v[:-1], v[1:]
     ok = np.isfinite(prev) & np.isfinite(cur) & (prev > 0)
     up = np.flatnonzero(ok & (cur > rise * np.where(ok, prev, 0.0))) + 1
-    times = start + up * step_s
-    on = np.isclose(np.mod(times, period_s), 0.0, atol=1e-6) | np.isclose(np.mod(times, period_s), period_s, atol=1e-6)
+    # the step whose phase (as clock_one_hot counts it) is 0: the mark, also on a grid not aligned to it
+    phase = np.floor(np.mod(start + up * step_s, period_s) / step_s + 1e-6).astype(np.int64)
+    on = phase % max(1, int(round(period_s / step_s))) == 0
     return ClockRises(int(len(up)), int(on.sum()), step_s / period_s)
 
 

@@ -119,6 +119,8 @@ def test_clock_rises_finds_bursts_that_start_on_marks_and_not_noise() -> None:
     assert c.rises > 100 and c.on_mark == c.rises and c.suggests_clock()  # every burst starts on a mark
     shifted = clock_rises(cron.values, cron.start + 10.0, cron.step_s)  # the same bursts 10 s off the marks
     assert shifted.on_mark == 0 and not shifted.suggests_clock()
+    grid = clock_rises(cron.values, cron.start + 3.0, cron.step_s)  # a grid 3 s off the marks: same buckets
+    assert grid.on_mark == c.on_mark
     noise = Series("noise", START, 10.0, 10 + np.random.default_rng(0).exponential(2.0, 20000), "req")
     n = clock_rises(noise.values, noise.start, noise.step_s)
     assert n.rises > 1000 and 0.5 < n.lift < 1.5 and not n.suggests_clock()
