@@ -214,7 +214,7 @@ class ClockRises:
     """How often a series' sudden rises start on a clock mark (``clock_rises``)."""
 
     rises: int  # steps whose value is above ``rise`` x the step before
-    on_mark: int  # of them, how many start exactly on a multiple of ``period_s`` (UTC)
+    on_mark: int  # of them, how many start on a mark: the step of phase 0 within ``period_s`` (``clock_one_hot``)
     chance: float  # the share of steps that are on a mark: what ``on_mark / rises`` would be by chance
 
     @property

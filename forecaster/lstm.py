@@ -13,13 +13,16 @@ Checkpoint format (``torch.save`` of plain dicts, loaded with ``weights_only=Tru
   ``horizon_s``, ``state_dict`` with Lightning's ``net.`` key prefix; no calibration.
 - version 2: ``spec`` (all window lengths), ``config``, ``quantiles``, ``state_dict`` of
   the bare network, ``calibration`` (spread factor per quantile) and ``meta`` (data span, metrics).
-- version 3 (current): version 2 plus ``ridge`` (the ridge baseline fitted on the training span,
+- version 3: version 2 plus ``ridge`` (the ridge baseline fitted on the training span,
   ``Ridge.state()``, or ``None``), ``blend_weight`` and ``blend_calibration``. The ridge serves the hybrid input
   (``config.prior == "ridge"``: the network corrects its forecast) and the quantile blend
   (``config.blend``: ``w * lstm + (1 - w) * ridge``, ``w = blend_weight`` chosen on the
   validation span, then its spread recalibrated there). A version-2 checkpoint is upgraded with
   ``ridge: None``, ``blend_weight: 1``, ``blend_calibration: 1``
   and ``config.prior = "none"``, ``config.blend = False`` (it had neither).
+- version 4 (current): version 3 plus ``spec.clock_period_s`` (the clock input of ``lstm_clock``).
+  Only a model with a clock is written as version 4; one without is written as version 3 (its
+  spec without that key), which releases before the clock input still load.
 
 Older versions are upgraded on load (``_upgrade``); newer ones are refused with a message.
 """

@@ -1,7 +1,7 @@
 """Names of the available forecasters, so CLI and benchmarks can build any of them by name.
 
-The LSTM is registered lazily: importing this module (or ``forecaster``) does not import torch;
-only ``make_model("lstm")`` does.
+The LSTMs (``lstm``, ``lstm_clock``) are registered lazily: importing this module (or
+``forecaster``) does not import torch; only ``make_model`` of one of them does.
 """
 
 from __future__ import annotations

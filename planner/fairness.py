@@ -1,7 +1,8 @@
 """Fairness under shortage: who gets replicas when capacity or quota cannot cover every forecast.
 
 When the replicas the per-workload decisions ask for exceed a capacity (a tenant's quota, a
-namespace's pod quota or the cluster's total; ``allocate_pools`` applies them in that order), they
+namespace's pod quota or the cluster's total; ``allocate_pools`` applies them in that order, a
+scoped quota's pools before the namespaces'), they
 are allocated in two rounds, each by *priority first*, then by *weighted
 max-min across tenants* within a priority, then weighted max-min across the workloads of a tenant:
 
@@ -348,8 +349,8 @@ def allocate_pools(
     outside: frozenset[WorkloadRef] = frozenset(),
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
 ) -> tuple[list[Grant], list[str]]:
-    """Apply tenant quotas (``capacity`` keys = tenant names), namespace pod quotas, namespace
-    CPU and memory quotas, then the cluster.
+    """Apply tenant quotas (``capacity`` keys = tenant names), the pod, CPU and memory quotas of
+    scoped ResourceQuotas (``members``), then of namespaces, then the cluster.
 
     ``capacity["*"]`` is the cluster's replicas; ``namespace_pods`` maps a namespace to the pods its
     ResourceQuotas let the claims' workloads in it hold together (``ClusterState.pod_quotas``);

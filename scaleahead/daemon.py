@@ -757,7 +757,7 @@ class Daemon:
         production) is the newest version with status ``champion`` (or ``production``). It changes
         without this process: a rollout of another rollout group promoted, ``scaleahead models
         promote ID`` (a rollback), or another replica. The version is loaded as at start-up (an
-        ``lstm`` from its stored checkpoint, a baseline fitted on the loop's history); one that
+        learned model from its stored checkpoint, a baseline fitted on the loop's history); one that
         cannot be loaded is logged once and production stays as it is.
         """
         store = self.deps.store

@@ -69,7 +69,7 @@ def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, 
 
 
 def load_model_version(store: Store, model_id: int, step_s: float, history: Sequence[Series]) -> Forecaster:
-    """The forecaster of a registered model version: an ``lstm`` from the checkpoint stored with it
+    """The forecaster of a registered model version: a learned one (``LEARNED``) from the checkpoint stored with it
     (or its file), a baseline family fitted on ``history``. A ``DataError`` says why it cannot."""
     m = store.model(model_id)
     if m.family in LEARNED:

@@ -37,8 +37,8 @@ class LoopSettings(BaseModel):
     namespace_quotas: bool = Field(
         True,
         description="Read each managed namespace's ResourceQuotas on pods, CPU and memory every cycle and share "
-        "what they allow among the namespace's services and warm pools by priority and weight, instead of "
-        "first come, first served.",
+        "what they allow among the namespace's services and warm pools (a scoped quota: among those it selects) "
+        "by priority and weight, instead of first come, first served.",
     )
 
     @field_validator("capacity", mode="before")

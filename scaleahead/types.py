@@ -410,7 +410,8 @@ class ClusterState:
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     #: Per namespace, how many pods the namespace's ResourceQuotas (``pods`` / ``count/pods``) let
     #: the managed workloads read in it hold together: ``hard - used`` (the smallest over the
-    #: quotas) plus the pods those workloads have now. Only namespaces with such a quota appear.
+    #: quotas) plus the pods those workloads have now. Only namespaces with such a quota appear;
+    #: a quota whose scopes select only some of them is keyed ``namespace/quota-name`` (``quota_members``).
     pod_quotas: Mapping[str, int] = field(default_factory=dict)
     #: Per namespace, the same for its ResourceQuotas on CPU and memory: ``{"requests.cpu":
     #: millicores, "requests.memory": MiB, "limits.cpu": ..., "limits.memory": ...}`` the managed

@@ -167,7 +167,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             str | None, typer.Option(help="End of the Prometheus range (ISO-8601 or epoch s; default: now).")
         ] = None,
         db: DbOpt = None,
-        out: Annotated[Path, typer.Option(help="Folder for the checkpoint (lstm-<trace>-<time>.pt).")] = Path("models"),
+        out: Annotated[
+            Path,
+            typer.Option(
+                help="Folder for the checkpoint (lstm-<trace>-<time>.pt; lstm-clock-... with --model lstm_clock)."
+            ),
+        ] = Path("models"),
         column: ColumnOpt = None,
         whole: Annotated[
             bool, typer.Option("--whole/--history", help="Train on the whole trace, or only its history split (75 %).")
@@ -494,9 +499,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
 
 def _promotable_checkpoint(store: Any, m: Any) -> str:
-    """Refuse (``UserError``) an lstm version the daemon could not load: its checkpoint stored in the
-    database is what it loads (a damaged one is never loaded), else the file, which must match the
-    SHA-256 recorded at training. Returns a note when the file is damaged but the stored copy is intact."""
+    """Refuse (``UserError``) a learned (lstm, lstm_clock) version the daemon could not load: its
+    checkpoint stored in the database is what it loads (a damaged one is never loaded), else the
+    file, which must match the SHA-256 recorded at training. Returns a note when the file is damaged
+    but the stored copy is intact."""
     path = Path(m.artifact_path) if m.artifact_path else None
     file_ok: bool | None = None  # None: no file
     if path is not None and path.is_file():

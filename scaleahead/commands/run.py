@@ -152,8 +152,9 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
         except DataError as exc:
             why = f"{exc.what} Fallback: {fallback!r}."
     log.warning(
-        "%s; train one (scaleahead train or train-distributed) and promote it",
+        "%s; train one (scaleahead train --model %s, or train-distributed for lstm) and promote it",
         why,
+        name,
         extra={"event": "model_fallback", "reason": why},
     )
     model = make_model(fallback)
