@@ -435,12 +435,15 @@ def long_validation_setup(history: Series, startup_s: float = 60.0) -> ReplaySet
     return prepare(history, None, startup_s, history.name, Split(history.start, half, history.end))
 
 
-def rolling_validation_setup(history: Series, day: int, startup_s: float = 60.0) -> ReplaySetup:
+def rolling_validation_setup(
+    history: Series, day: int, startup_s: float = 60.0, capacity: float | None = None
+) -> ReplaySetup:
     """One day of ``history`` as a replay: the ``day``-th last (1 = the day before the test period),
     fitted on everything before it (a rolling-origin validation: run day 1, 2, 3 and add them up).
 
     Like the test, the model sees all the history before the replayed day; unlike the long
-    validation (fit on the first half), the fit has the newest patterns.
+    validation (fit on the first half), the fit has the newest patterns. ``capacity``: the demand
+    one replica serves (default: p99 of that day / 40; ``rolling_capacity`` for several days).
 
     Raises:
         UserError: ``day`` below 1, or leaving less than two days of history before it.
@@ -456,7 +459,41 @@ def rolling_validation_setup(history: Series, day: int, startup_s: float = 60.0)
             f"Give a day from 1 to {last}." if last >= 1 else "Use a trace with at least three days of history.",
         )
     span = history.between(history.start, test_start + DAY_S)
-    return prepare(span, None, startup_s, history.name, Split(history.start, test_start, test_start + DAY_S))
+    return prepare(span, capacity, startup_s, history.name, Split(history.start, test_start, test_start + DAY_S))
+
+
+def rolling_capacity(history: Series, days: Sequence[int]) -> float | None:
+    """p99 / 40 of the demand of the history's ``days``-th last days together: one capacity per
+    replica for a multi-day rolling validation, so its replica-seconds add up (None: no demand)."""
+    end = history.start + len(history) * history.step_s
+    parts = [history.between(end - d * DAY_S, end - (d - 1) * DAY_S).values for d in days]
+    values = np.concatenate(parts) if parts else np.array([])
+    finite = values[np.isfinite(values)]
+    if finite.size == 0 or np.percentile(finite, 99) <= 0:
+        return None
+    return float(np.percentile(finite, 99)) / 40.0
+
+
+def combine_days(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One ``tradeoff`` document from those of several replayed days (same settings, same capacity):
+    short steps, scored steps, replica-seconds and scale events added up, the violation fraction
+    recomputed (demand-weighted metrics, ``unserved_fraction`` and ``utilization``, are left out)."""
+
+    def add(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        scored = sum(int(r["scored_steps"]) for r in rows)
+        out: dict[str, Any] = {"scored_steps": scored}
+        short = sum(float(r["violation_fraction"]) * int(r["scored_steps"]) for r in rows)
+        out["violation_fraction"] = short / scored if scored else 0.0
+        for key in ("replica_seconds", "scale_events"):
+            if all(key in r for r in rows):
+                out[key] = sum(r[key] for r in rows)
+        return out
+
+    first = docs[0]
+    points = [{"settings": p["settings"], **add([d["points"][i] for d in docs])} for i, p in enumerate(first["points"])]
+    refs = {name: add([d["references"][name] for d in docs]) for name in first["references"]}
+    return {**{k: v for k, v in first.items() if k not in ("points", "references", "rate_oracle")},
+            "points": points, "references": refs}  # fmt: skip
 
 
 def validate_models(

@@ -173,6 +173,22 @@ def _rollout_replay(
     )
 
 
+def day_range(text: str) -> list[int]:
+    """``--rolling-day``: ``K`` or ``A-B`` (A <= B) as the list of days; anything else is a ``UserError``."""
+    first, sep, last = text.strip().partition("-")
+    try:
+        lo = int(first)
+        hi = int(last) if sep else lo
+    except ValueError:
+        lo, hi = 0, -1
+    if lo < 1 or hi < lo:
+        raise UserError(
+            f"--rolling-day {text!r} is not a day K or a range A-B of days (1 = the day before the test period).",
+            "For example --rolling-day 1 or --rolling-day 1-3.",
+        )
+    return list(range(lo, hi + 1))
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("replay")
     def replay(
@@ -420,12 +436,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ),
         ] = False,
         rolling_day: Annotated[
-            int | None,
+            str | None,
             typer.Option(
-                help="Run on one day of the history instead of the test period: the K-th last (1 = the day before "
-                "the test period), fitted on everything before it (rolling-origin validation; run K = 1, 2, 3 and "
-                "add the days up).",
-                metavar="K",
+                help="Run on days of the history instead of the test period: the K-th last (1 = the day before "
+                "the test period), each fitted on everything before it (rolling-origin validation); K or a range "
+                "A-B (e.g. 1-3) replays those days at one capacity per replica and adds them up.",
+                metavar="K|A-B",
             ),
         ] = None,
         capacity: Annotated[float | None, typer.Option(help="Demand one ready replica serves.")] = None,
@@ -453,6 +469,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                                   ("--rolling-day", rolling_day is not None)) if on]  # fmt: skip
         if len(spans) > 1:
             raise UserError(f"{' and '.join(spans)} choose different spans of the history.", "Give one of them.")
+        days = day_range(rolling_day) if rolling_day is not None else []
         ws = number_list("--slo-risks", slo_risks, "30,100,1000")
         qs = number_list("--quantiles", quantiles, "0.5,0.9")
         us = number_list("--utilizations", utilizations, "0.7,0.9")
@@ -470,11 +487,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             settings = [{**st, "objective": {**st.get("objective", {}), **off}} for st in settings]
         setup = rp.prepare(load_series(trace), capacity, startup_seconds, name=trace)
         span = None
+        day_setups = []
         if spans:
             history = setup.series.between(setup.split.start, setup.split.test_start)
-            if rolling_day is not None:
-                setup = rp.rolling_validation_setup(history, rolling_day, startup_seconds)
-                span = f"day {rolling_day} before the test period: fit on the history before it, replay that day"
+            if days:
+                cap = rp.rolling_capacity(history, days) if len(days) > 1 else None
+                day_setups = [rp.rolling_validation_setup(history, d, startup_seconds, cap) for d in days]
+                setup = day_setups[0]
+                which = f"day {days[0]}" if len(days) == 1 else f"days {days[0]}-{days[-1]}"
+                span = f"{which} before the test period: each fitted on the history before it, replayed, added up"
             elif validation:
                 setup, span = (
                     rp.validation_setup(history, startup_seconds),
@@ -485,7 +506,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 span = "whole history: fit on the first half, replay the second half"
         for st in settings:  # before the model is fitted: a bad value must not cost minutes first
             check_policy(setup, st, "--slo-risks/--quantiles/--utilizations")
-        doc = rp.tradeoff(setup, settings, model, bound=bound)
+        if len(day_setups) > 1:
+            per_day = {d: rp.tradeoff(s, settings, model, bound=False) for d, s in zip(days, day_setups, strict=True)}
+            doc = rp.combine_days(list(per_day.values()))
+            doc["days"] = {str(d): {"points": v["points"], "references": v["references"]} for d, v in per_day.items()}
+        else:
+            doc = rp.tradeoff(setup, settings, model, bound=bound)
         doc["validation"] = span is not None
         doc["validation_span"] = span
         doc["trace"] = trace

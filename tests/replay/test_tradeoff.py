@@ -112,3 +112,27 @@ def test_a_rolling_day_without_two_days_before_it_is_a_clear_error(tmp_path: Pat
     proc = cli("bench", "replay-tradeoff", "--trace", "alibaba-cpu-10s", "--json", str(out), "--rolling-day", "1",
                "--long-validation")  # fmt: skip
     assert proc.returncode == 2 and "Give one of them" in proc.stderr
+
+
+def test_a_range_of_rolling_days_adds_the_days_up_at_one_capacity(tmp_path: Path) -> None:
+    args = ["--model", "naive", "--slo-risks", "", "--quantiles", "", "--utilizations", "", "--no-bound"]
+    out = tmp_path / "r.json"
+    proc = cli(
+        "bench", "replay-tradeoff", "--trace", "alibaba-cpu-10s", "--json", str(out), "--rolling-day", "1-2", *args
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["validation_span"].startswith("days 1-2 before the test period")
+    assert set(doc["days"]) == {"1", "2"}
+    for name in ("hpa", "oracle"):
+        total = doc["references"][name]
+        parts = [doc["days"][d]["references"][name] for d in ("1", "2")]
+        assert total["scored_steps"] == sum(p["scored_steps"] for p in parts) == 2 * 8640
+        assert total["replica_seconds"] == sum(p["replica_seconds"] for p in parts)
+        short = sum(round(p["violation_fraction"] * p["scored_steps"]) for p in parts)
+        assert round(total["violation_fraction"] * total["scored_steps"]) == short
+    (point,) = doc["points"]
+    assert point["scored_steps"] == 2 * 8640
+    for bad in ("0", "3-1", "1-x", "-2"):
+        proc = cli("bench", "replay-tradeoff", "--trace", "alibaba-cpu-10s", "--json", str(out), "--rolling-day", bad)
+        assert proc.returncode == 2 and "--rolling-day" in proc.stderr and "Traceback" not in proc.stderr, bad
