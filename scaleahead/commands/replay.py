@@ -494,8 +494,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 cap = rp.rolling_capacity(history, days) if len(days) > 1 else None
                 day_setups = [rp.rolling_validation_setup(history, d, startup_seconds, cap) for d in days]
                 setup = day_setups[0]
-                which = f"day {days[0]}" if len(days) == 1 else f"days {days[0]}-{days[-1]}"
-                span = f"{which} before the test period: each fitted on the history before it, replayed, added up"
+                span = (
+                    f"day {days[0]} before the test period: fit on the history before it, replay that day"
+                    if len(days) == 1
+                    else f"days {days[0]}-{days[-1]} before the test period: each fitted on the history before it, "
+                    "replayed at one capacity per replica, added up"
+                )
             elif validation:
                 setup, span = (
                     rp.validation_setup(history, startup_seconds),
