@@ -35,6 +35,7 @@ from scaleahead.types import Forecast, LazyReason, QuantileRows, Reason, ScaleTo
 _STATE = attrgetter("replicas", "ready_replicas", "observed_demand", "observed_at")
 _REPLICAS = attrgetter("replicas")
 _RECENT = attrgetter("recent_desired")
+_TREND = attrgetter("observed_trend")
 _QUANTILES = attrgetter("quantiles")
 _ORIGIN_STEP = attrgetter("origin", "step_s")
 _BATCH = attrgetter("batch")
@@ -51,6 +52,7 @@ _CODES = (
     "forecast",
     "keep_until_replacement",
     "forecast_down",
+    "ramp_floor",
 )
 _CODE_NAMES = np.array(_CODES, dtype=object)
 #: Replica counts at or above this go to the reference (Python ints do not overflow; int64 does).
@@ -497,6 +499,26 @@ class ReplicaBatch:
         down_d = np.minimum(cur, floor)
         f_desired = np.where(is_react, reactive, np.where(is_fc, need, down_d))
         f_code = np.where(is_react, 3, np.where(is_fc, 4, np.where(down_d == cur, 5, 6)))
+        # Ramp floor (replicas.ramp_floor), read only for the rows whose state has a trend.
+        ramp_t = now + startup + self.interval_s
+        ramp = np.zeros(n_items)
+        ramp_demand = np.full(n_items, np.nan)
+        trends = list(map(_TREND, states))
+        trows: Any = slice(None)  # every row has a trend (the control loop's usual case): no gather
+        if any(map(is_, trends, repeat(None))):
+            trows = np.fromiter(compress(range(n_items), map(is_not, trends, repeat(None))), np.int64)
+            trends = [trends[i] for i in trows.tolist()]
+        if trends:
+            # A Trend is a tuple (level, slope, t_stat, at, window_s): read as one flat run of floats.
+            tr = np.fromiter(chain.from_iterable(trends), np.float64, count=5 * len(trends)).reshape(-1, 5)
+            with np.errstate(all="ignore"):
+                on = (c.ramp_window_s[trows] > 0) & (tr[:, 1] > 0) & (tr[:, 2] >= c.ramp_min_t[trows])
+                dem = tr[:, 0] + tr[:, 1] * np.maximum(0.0, ramp_t[trows] - tr[:, 3])
+            ramp[trows] = np.where(on, _rf(dem, per[trows]), 0.0)
+            ramp_demand[trows] = np.where(on, dem, np.nan)
+        is_ramp = ramp > f_desired
+        f_desired = np.where(is_ramp, ramp, f_desired)
+        f_code = np.where(is_ramp, 7, f_code)
         fb_react = mode_r & observed_ok
         # a stale observation may scale out but not in (decide_replicas)
         b_desired = np.where(
@@ -571,6 +593,9 @@ class ReplicaBatch:
             "capped": capped,
             "desired": desired,
             "origin": o,
+            "ramp": ramp,
+            "ramp_demand": ramp_demand,
+            "ramp_t": ramp_t,
         }
         self._emit(code, desired, replicas, usable, good)
 
@@ -623,6 +648,8 @@ class ReplicaBatch:
             b.level, b.hold_level = c["level"][i], c["hold_level"][i]
             b.hold_peak, b.t_keep, b.hold = c["hold_peak"][i], c["t_keep"][i], int(c["hold"][i])
             b.floor, b.top_peak, b.missed = int(c["floor"][i]), c["top_peak"][i], bool(c["missed"][i])
+            if code == "ramp_floor":
+                b.ramp, b.ramp_demand, b.ramp_t = int(c["ramp"][i]), c["ramp_demand"][i], c["ramp_t"][i]
         if c["did_hold"][i]:
             b.held, b.held_note, b.top_hold = int(c["held"][i]), bool(c["held_note"][i]), c["top_hold"][i]
         b.step_up, b.step_down = bool(c["step_up"][i]), bool(c["step_down"][i])

@@ -12,6 +12,9 @@ The rule (docs/planner.md):
 2. *Reactive floor*: what the HPA rule needs for the demand observed now; a forecast alone never
    scales a service in below current need. Demand above even the forecast's top quantile (the
    forecast missed), or above what the ready replicas serve, scales up to that need at once.
+   *Ramp floor*: while the observed demand of the last ``rampFloor.windowSeconds`` rises along a
+   significant straight line (t statistic at least ``rampFloor.minTStat``), never below what that
+   line reaches when a replica asked for now would be ready (``now + startup + interval``).
 3. Scale-down stabilization (highest desired count over the window, but with a forecast never more
    than the top quantile needs over the window), step limits, min/max.
 
@@ -172,6 +175,25 @@ class Basis:
     capped: bool = False
     churn_kept: int = 0  # replicas a scale-down would have removed, kept because of objective.churn
     churn_saving: float = 0.0  # the replica-seconds that scale-down would have saved
+    ramp: int = 0  # replicas the ramp floor asked for (when it decided)
+    ramp_demand: float = math.nan  # where the observed rise leads by ramp_t
+    ramp_t: float = math.nan  # when a replica asked for now is ready and serving
+
+
+def ramp_floor(spec: PolicySpec, state: WorkloadState, now: float, interval_s: float) -> tuple[int, float, float]:
+    """The ramp floor: ``(replicas, demand, at)``; ``(0, nan, at)`` when the demand is not rising steadily.
+
+    ``demand`` is where the line fitted to the observed demand (``state.observed_trend``) leads at
+    ``at = now + startup + interval``, the end of the window a replica asked for now would serve;
+    counted only when the line rises with a t statistic of at least ``rampFloor.minTStat``.
+    """
+    at = now + spec.startup_seconds + interval_s
+    tr = state.observed_trend
+    rf = spec.ramp_floor
+    if tr is None or rf.window_seconds <= 0 or not tr.slope > 0 or not tr.t_stat >= rf.min_t_stat:
+        return 0, math.nan, at
+    demand = tr.level + tr.slope * max(0.0, at - tr.at)
+    return replicas_for(demand, spec), demand, at
 
 
 def churn_window(spec: PolicySpec, interval_s: float) -> float:
@@ -236,6 +258,17 @@ def explain(
             )
             if spec.forecast_quantile is None:
                 text += f" ({pct(b.level)}: {_objective(spec)})"
+        elif b.code == "ramp_floor":
+            tr = state.observed_trend
+            assert tr is not None  # the ramp floor decides only with a trend
+            per_min = tr.slope * 60.0
+            rel = f" ({per_min / tr.level:.1%})" if tr.level > 0 else ""
+            text = (
+                f"observed demand rose {_fmt(per_min)} {unit} a minute{rel} over the last {tr.window_s:g} s "
+                f"(a fitted straight line, t = {_fmt(tr.t_stat)} >= {spec.ramp_floor.min_t_stat:g}); at that pace "
+                f"{_fmt(b.ramp_demand)} {unit} at {_clock(b.ramp_t)}, when a replica started now is ready (start-up "
+                f"{spec.startup_seconds:.0f} s), needs {b.ramp} {target}; the {pct(b.level)} forecast needs {b.need}"
+            )
         elif b.code == "keep_until_replacement":
             text = (
                 f"{pct(b.hold_level)} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} (start-up "
@@ -255,6 +288,9 @@ def explain(
             "hold_replicas": b.hold,
             "reactive_replicas": b.reactive,
         }
+        if b.code == "ramp_floor":
+            details["ramp_replicas"] = b.ramp
+            details["ramp_demand"] = b.ramp_demand
     if b.held is not None:
         stab = f"{spec.scale_down_stabilization_seconds:.0f} s"
         text += f"; held at {min(current, b.held)} by {stab} scale-down stabilization"
@@ -378,10 +414,15 @@ def decide_replicas(
             floor = max(need, reactive, hold)
             desired = min(current, floor)
             code = "keep_until_replacement" if desired == current else "forecast_down"
+        ramp, ramp_demand, ramp_t = ramp_floor(spec, state, now, interval_s)
+        if ramp > desired:
+            desired, code = ramp, "ramp_floor"
         b = Basis(
             code, reactive, peak=peak, peak_t=peak_t, level=level, need=need, hold_peak=hold_peak,
             hold_level=hold_level, t_keep=t_keep, hold=hold, floor=floor, top_q=top_q, top_peak=top_peak, missed=missed,
         )  # fmt: skip
+        if code == "ramp_floor":
+            b.ramp, b.ramp_demand, b.ramp_t = ramp, ramp_demand, ramp_t
         # The most the stabilization may hold: what even the top quantile needs until t_keep.
         top_hold = float(top[klo:khi].max()) if khi > klo else top_peak
         stab_cap = replicas_for(top_hold, spec)

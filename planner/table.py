@@ -39,6 +39,8 @@ _SPEC = attrgetter(
     "objective.cost",
     "objective.slo_risk",
     "objective.churn",
+    "ramp_floor.window_seconds",
+    "ramp_floor.min_t_stat",
 )
 _FALLBACK = attrgetter("mode", "static_replicas", "stale_after_seconds")
 
@@ -50,7 +52,8 @@ class SpecColumns:
     ``specs[i]`` is the spec of row ``i`` (for wording reasons and for the scalar reference).
     ``forecast_quantile`` is NaN where the policy sets none (the objective chooses the level, then
     ``objective`` is True); ``quantile`` is the fixed quantile when every row plans at the same one,
-    else None. ``cost_weight``, ``slo_weight`` and ``churn_weight`` are the objective's weights.
+    else None. ``cost_weight``, ``slo_weight`` and ``churn_weight`` are the objective's weights;
+    ``ramp_window_s`` and ``ramp_min_t`` the ramp floor's window and t statistic.
     ``modes[i]`` is row ``i``'s fallback mode as a string (what ``Plan.fallbacks`` holds).
     """
 
@@ -69,6 +72,8 @@ class SpecColumns:
     cost_weight: FloatArray
     slo_weight: FloatArray
     churn_weight: FloatArray
+    ramp_window_s: FloatArray
+    ramp_min_t: FloatArray
     fallback_reactive: BoolArray
     fallback_static: BoolArray
     static_replicas: FloatArray
@@ -86,7 +91,7 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
             uniq.append(spec)
     idx = np.fromiter((rows[id(s)] for s in specs), np.int64, count=len(specs))
     raw = [_SPEC(s) for s in uniq]
-    params = np.array([[np.nan if v is None else v for v in r] for r in raw], dtype=np.float64).reshape(-1, 12)[idx]
+    params = np.array([[np.nan if v is None else v for v in r] for r in raw], dtype=np.float64).reshape(-1, 14)[idx]
     fb = [_FALLBACK(s.fallback) for s in uniq]
     flags = np.array(
         [(m == FallbackMode.REACTIVE, m == FallbackMode.STATIC, r or 0, a) for m, r, a in fb], dtype=np.float64
@@ -109,6 +114,8 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
         cost_weight=params[:, 9],
         slo_weight=params[:, 10],
         churn_weight=params[:, 11],
+        ramp_window_s=params[:, 12],
+        ramp_min_t=params[:, 13],
         fallback_reactive=flags[:, 0] > 0,
         fallback_static=flags[:, 1] > 0,
         static_replicas=flags[:, 2],

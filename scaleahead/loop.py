@@ -33,7 +33,7 @@ from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from planner.warm_budget import budget_period
 from scaleahead.clock import Clock
-from scaleahead.observed import aligned_counts, observed_demand
+from scaleahead.observed import aligned_counts, demand_trend, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
@@ -230,12 +230,17 @@ class _Phase:
 
 
 def observed_state(
-    state: ClusterState, history: Mapping[WorkloadRef, Series], windows: Mapping[WorkloadRef, float] | None = None
+    state: ClusterState,
+    history: Mapping[WorkloadRef, Series],
+    windows: Mapping[WorkloadRef, float] | None = None,
+    ramps: Mapping[WorkloadRef, float] | None = None,
 ) -> ClusterState:
     """Attach the observed demand (from history) to each workload's state.
 
     The demand is the mean over the workload's ``observedWindowSeconds`` (``windows``; the last sample
-    alone when absent) ending at its last finite sample (scaleahead/observed.py).
+    alone when absent) ending at its last finite sample, and its trend the line fitted over the
+    workload's ``rampFloor.windowSeconds`` (``ramps``; none when absent or 0) ending there
+    (scaleahead/observed.py).
     """
     workloads: dict[WorkloadRef, WorkloadState] = dict(state.workloads)
     for ref, ws in state.workloads.items():
@@ -254,6 +259,7 @@ def observed_state(
             ws.warm_instances,
             ws.recent_desired,
             ws.startup_samples,
+            demand_trend(series, (ramps or {}).get(ref, 0.0)),
         )
     return replace(state, workloads=workloads)
 
@@ -427,7 +433,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             invocations = {}
     with timer.phase("state"):
         windows = {p.workload: p.spec.observed_window_seconds for p in deps.policies}
-        state = observed_state(deps.target.read_state(refs), history, windows)
+        ramps = {p.workload: p.spec.ramp_floor.window_seconds for p in deps.policies}
+        state = observed_state(deps.target.read_state(refs), history, windows, ramps)
     with timer.phase("startup"):
         policies, startup = deps.startup.apply(deps.policies, state)
     budget_notes: tuple[str, ...] = ()

@@ -5,6 +5,10 @@ reactive rule needs for the load observed now. Like the Kubernetes HPA, which re
 averaged over the last 60 s, it reads the demand averaged over the policy's
 ``observedWindowSeconds``: at 10 s resolution one noisy sample is not a change of load, and
 reacting to it bought replicas that arrived after the spike had gone (docs/planner.md).
+
+The ramp floor reads a second summary of the same samples: the straight line fitted to the
+demand of the last ``rampFloor.windowSeconds`` (``demand_trend``, ``rolling_trends``), whose slope
+and significance say whether demand is rising steadily (docs/planner.md, "Ramp floor").
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from scaleahead.types import FloatArray, Series
+from scaleahead.types import FloatArray, Series, Trend
 
 IntArray = npt.NDArray[np.int64]
 
@@ -59,6 +63,113 @@ def observed_demand(series: Series, window_s: float) -> tuple[float, float] | No
     k = window_steps(series.step_s, window_s)
     tail = series.values[max(0, i - k + 1) : i + 1]
     return float(np.nanmean(tail)), series.start + (i + 1) * series.step_s
+
+
+#: Fewest finite samples a trend is fitted to (two always fit a line exactly).
+MIN_TREND_SAMPLES = 3
+#: Rows of the sliding windows fitted at once by ``rolling_trends`` (bounds its memory).
+_TREND_CHUNK = 65536
+
+
+def _line_fits(windows: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Least-squares lines through the finite values of each row of ``windows`` ``[rows, k]``.
+
+    Column ``p`` is the sample at position ``p`` (in steps, oldest first). Returns, per row, the
+    line's value at position ``k`` (the end of the last column's step), its slope per step and the
+    slope's t statistic (slope / standard error; ``inf`` for a rising perfect line). All three are NaN
+    for a row with fewer than ``MIN_TREND_SAMPLES`` finite values; the t statistic is NaN for a flat
+    perfect line.
+    """
+    k = windows.shape[1]
+    m = np.isfinite(windows)
+    y = np.where(m, windows, 0.0)
+    p = np.arange(k, dtype=np.float64)
+    n = m.sum(axis=1).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mp = (m * p).sum(axis=1) / n
+        my = y.sum(axis=1) / n
+        dp = np.where(m, p - mp[:, None], 0.0)
+        dy = np.where(m, y - my[:, None], 0.0)
+        sxx = (dp * dp).sum(axis=1)
+        sxy = (dp * dy).sum(axis=1)
+        syy = (dy * dy).sum(axis=1)
+        slope = sxy / sxx
+        sse = np.maximum(syy - slope * sxy, 0.0)
+        se = np.sqrt(sse / (n - 2) / sxx)
+        t = np.where(se > 0, slope / se, np.where(slope > 0, np.inf, np.where(slope < 0, -np.inf, np.nan)))
+        level = my + slope * (k - mp)
+    bad = (n < MIN_TREND_SAMPLES) | ~(sxx > 0)
+    nan = np.full(windows.shape[0], np.nan)
+    return np.where(bad, nan, level), np.where(bad, nan, slope), np.where(bad, nan, t)
+
+
+def rolling_trends(values: FloatArray, step_s: float, window_s: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """For each index i, the line fitted to the finite values among ``values[i - k + 1 .. i]``.
+
+    ``k = window_steps(step_s, window_s)``. Returns ``(level, slope, t_stat)`` arrays: the line's
+    value at the end of step i, its rise per second and the slope's t statistic; NaN where
+    ``values[i]`` is missing or the window has fewer than ``MIN_TREND_SAMPLES`` finite values (as
+    ``windowed_means``, so "the last finite sample" keeps its meaning). The same numbers as
+    ``demand_trend`` on the series cut after i.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    k = window_steps(step_s, window_s)
+    level = np.full(v.size, np.nan)
+    slope = np.full(v.size, np.nan)
+    t = np.full(v.size, np.nan)
+    if v.size == 0:
+        return level, slope, t
+    padded = np.concatenate((np.full(k - 1, np.nan), v))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, k)
+    for c0 in range(0, v.size, _TREND_CHUNK):
+        c1 = min(v.size, c0 + _TREND_CHUNK)
+        level[c0:c1], slope[c0:c1], t[c0:c1] = _line_fits(windows[c0:c1])
+    missing = ~np.isfinite(v)
+    level[missing] = slope[missing] = t[missing] = np.nan
+    return level, slope / step_s, t
+
+
+class RollingTrends:
+    """``rolling_trends`` of a whole series, read as :class:`Trend` objects (the replays' states)."""
+
+    def __init__(self, series: Series, window_s: float) -> None:
+        self.series = series
+        self.window_s = window_s if math.isfinite(window_s) and window_s > 0 else 0.0
+        if self.window_s > 0:
+            self.level, self.slope, self.t_stat = rolling_trends(series.values, series.step_s, self.window_s)
+
+    def at(self, j: int) -> Trend | None:
+        """The trend of the window ending at sample ``j`` (as ``demand_trend`` of the series cut after it)."""
+        if self.window_s <= 0 or j < 0:
+            return None
+        slope = float(self.slope[j])
+        if not math.isfinite(slope):
+            return None
+        s = self.series
+        return Trend(float(self.level[j]), slope, float(self.t_stat[j]), s.start + (j + 1) * s.step_s, self.window_s)
+
+
+def demand_trend(series: Series, window_s: float) -> Trend | None:
+    """The line fitted to the series' finite samples of the ``window_s`` ending at its last finite one.
+
+    None when ``window_s`` is 0 (the ramp floor is off), the series has no finite value, or the
+    window holds fewer than ``MIN_TREND_SAMPLES`` finite samples.
+    """
+    if not math.isfinite(window_s) or window_s <= 0:
+        return None
+    finite = np.flatnonzero(np.isfinite(series.values))
+    if finite.size == 0:
+        return None
+    i = int(finite[-1])
+    k = window_steps(series.step_s, window_s)
+    tail = series.values[max(0, i - k + 1) : i + 1].astype(np.float64)
+    row = np.concatenate((np.full(k - tail.size, np.nan), tail))[None, :]
+    level, slope, t = _line_fits(row)
+    if not math.isfinite(float(slope[0])):
+        return None
+    return Trend(
+        float(level[0]), float(slope[0]) / series.step_s, float(t[0]), series.start + (i + 1) * series.step_s, window_s
+    )
 
 
 def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: float, window_s: float) -> IntArray:

@@ -16,7 +16,7 @@ from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
 from planner import plan as make_plan
 from scaleahead.errors import DataError
-from scaleahead.observed import observed_demand
+from scaleahead.observed import demand_trend, observed_demand
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, Forecast, Plan, Series, WorkloadRef, WorkloadState
 
@@ -157,6 +157,7 @@ def dry_run(
             ready_replicas=replicas,
             observed_demand=observed,
             observed_at=observed_at,
+            observed_trend=demand_trend(past, spec.ramp_floor.window_seconds),
         )
     state = ClusterState(workloads=workloads)
     result = make_plan(forecasts, state, policies, at, interval_s=past.step_s)

@@ -300,6 +300,23 @@ class RiskAdaptation(_Model):
         return self
 
 
+class RampFloor(_Model):
+    """Never below what a steady rise of the observed demand needs when a replica started now is ready."""
+
+    window_seconds: Float = Field(
+        300.0,
+        ge=0,
+        description="Fit a straight line to the observed demand of this last window (s); while it rises "
+        "significantly, provision for where it leads by the time a replica started now is ready "
+        "(now + startup + one interval). 0 turns the ramp floor off.",
+    )
+    min_t_stat: Float = Field(
+        3.0,
+        gt=0,
+        description="How significant the rise must be: the fitted slope over its standard error (a t statistic).",
+    )
+
+
 class Objective(_Model):
     """Weights of the planner's single objective (see docs/planner.md)."""
 
@@ -357,6 +374,7 @@ class PolicySpec(_Model):
         description="The reactive floor reads demand averaged over this last window (s), like the HPA's 60 s "
         "metric window; 0 = the last sample alone.",
     )
+    ramp_floor: RampFloor = Field(default_factory=RampFloor)  # type: ignore[arg-type]
     max_step_up: Int = Field(100, ge=1, description="Most replicas added in one decision.")
     max_step_down: Int = Field(100, ge=1, description="Most replicas removed in one decision.")
     forecast_quantile: OptFloat = Field(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -345,6 +345,22 @@ def action_endpoints(action: Action) -> tuple[str, str]:
     return action.from_node, action.to_node
 
 
+class Trend(NamedTuple):
+    """A straight line fitted by least squares to the observed demand of a recent window.
+
+    ``level`` is the line's value at ``at`` (the end of the last sample's step), ``slope`` its rise
+    per second, ``t_stat`` the slope over its standard error (``inf`` for a perfect line), and
+    ``window_s`` the window it was fitted on (scaleahead/observed.py, ``demand_trend``). The
+    planner's ramp floor reads it (docs/planner.md, "Ramp floor").
+    """
+
+    level: float
+    slope: float
+    t_stat: float
+    at: float
+    window_s: float
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadState:
     """What the cluster says about one workload now.
@@ -354,6 +370,8 @@ class WorkloadState:
     planner uses for scale-down stabilization. ``startup_samples`` are observed readiness times
     (s from a replica's pod being created to it becoming Ready), oldest first; the control loop
     learns the start-up delay from them (``planner.startup``). Empty when the target does not know.
+    ``observed_trend`` is the line fitted to the observed demand of the policy's ramp-floor window
+    (None: not measured, or fewer than three samples).
     """
 
     workload: WorkloadRef
@@ -364,6 +382,7 @@ class WorkloadState:
     warm_instances: int = 0
     recent_desired: tuple[tuple[float, int], ...] = ()
     startup_samples: tuple[float, ...] = ()
+    observed_trend: Trend | None = None
 
 
 @dataclass(frozen=True, slots=True)

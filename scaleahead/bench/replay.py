@@ -31,7 +31,7 @@ from scaleahead.bench import open_text_out
 from scaleahead.bench.peers import Hpa, needs, oracle_replicas, static_peak_replicas
 from scaleahead.clock import VirtualClock
 from scaleahead.errors import DataError, UserError
-from scaleahead.observed import windowed_means
+from scaleahead.observed import RollingTrends, windowed_means
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
 from scaleahead.traces import Split, split_of
@@ -195,6 +195,7 @@ def run_predictive(
     target = SimulatedService(clock, setup.startup_s, {ref: setup.initial_ready})
     last_obs = _last_observed(series.values)
     seen = windowed_means(series.values, step, policy.spec.observed_window_seconds)
+    trends = RollingTrends(series, policy.spec.ramp_floor.window_seconds)
     horizon = horizon_steps_for(step, horizon_s)
     desired = np.zeros(n, dtype=np.int64)
     allocated = np.zeros(n, dtype=np.int64)
@@ -228,6 +229,8 @@ def run_predictive(
                     series.start + (j + 1) * step,
                     ws.warm_instances,
                     ws.recent_desired,
+                    ws.startup_samples,
+                    trends.at(j),
                 )
             cluster = ClusterState(workloads={ref: ws})
             policies, notes = book.apply([policy], {ref: series}, cluster, now)

@@ -58,7 +58,7 @@ from scaleahead.bench.replay import (
 )
 from scaleahead.clock import VirtualClock
 from scaleahead.errors import UserError
-from scaleahead.observed import windowed_means
+from scaleahead.observed import RollingTrends, windowed_means
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
 from storage import Store
@@ -79,6 +79,7 @@ class _Workload:
     forecasts: dict[str, dict[float, np.ndarray]]  # arm -> quantile -> [n_steps, horizon]
     last_obs: np.ndarray
     seen: np.ndarray  # demand averaged over the policy's observedWindowSeconds
+    trends: RollingTrends  # lines fitted over the policy's rampFloor.windowSeconds
 
 
 @dataclass
@@ -158,6 +159,7 @@ def prepare_workloads(
                 fcs,
                 _last_observed(st.series.values),
                 windowed_means(st.series.values, st.step_s, policy.spec.observed_window_seconds),
+                RollingTrends(st.series, policy.spec.ramp_floor.window_seconds),
             )
         )
     return workloads, n, t0
@@ -177,6 +179,8 @@ def _state(w: _Workload, ws: WorkloadState, gi: int) -> WorkloadState:
         s.start + (j + 1) * s.step_s,
         ws.warm_instances,
         ws.recent_desired,
+        ws.startup_samples,
+        w.trends.at(j),
     )
 
 

@@ -28,6 +28,7 @@ from scaleahead.types import (
     QuantileRows,
     Reason,
     ScaleTo,
+    Trend,
     WorkloadRef,
     WorkloadState,
     batch_forecasts,
@@ -38,6 +39,16 @@ _VALUES = st.one_of(
     st.floats(0, 2000, allow_nan=False),
     st.floats(-5, 5, allow_nan=False),
     st.sampled_from([0.0, 9.999999999, 10.0, 1e6, 1e30, float("nan"), float("inf"), -float("inf")]),
+)
+
+
+_TRENDS = st.builds(
+    Trend,
+    level=st.one_of(st.floats(-10, 2000), st.sampled_from([float("nan"), 1e30])),
+    slope=st.sampled_from([-1.0, 0.0, 0.01, 0.5, 5.0, 1e20, float("nan")]),
+    t_stat=st.sampled_from([float("nan"), -2.0, 0.5, 2.9999, 3.0, 10.0, float("inf")]),
+    at=st.sampled_from([NOW, NOW - 10.0, NOW - 300.0, NOW + 5.0]),
+    window_s=st.just(300.0),
 )
 
 
@@ -70,6 +81,10 @@ def services(
         capacityPerReplica=draw(st.sampled_from([0.5, 2.0, 10.0, 1470.0])),
         fallback=fallback,
         demand={"query": "q", "unit": draw(st.sampled_from(["req/s", "CPU %"]))},
+        rampFloor={
+            "windowSeconds": draw(st.sampled_from([0.0, 300.0, 300.0])),
+            "minTStat": draw(st.sampled_from([0.5, 3.0])),
+        },
     )
     history = draw(st.lists(st.tuples(st.integers(0, 600), st.integers(0, 80)), max_size=4))
     ws = WorkloadState(
@@ -79,6 +94,7 @@ def services(
         observed_demand=draw(st.one_of(st.floats(0, 1000), st.just(float("nan")), st.just(float("inf")))),
         observed_at=NOW - draw(st.sampled_from([0, 5, 45, 200, 10_000])),
         recent_desired=tuple((NOW - age, n) for age, n in history),
+        observed_trend=draw(st.one_of(st.none(), _TRENDS)),
     )
     if draw(st.integers(0, 5)) == 0:
         return policy, ws, None

@@ -141,7 +141,7 @@ def test_the_predictive_policy_goes_through_the_real_planner_and_actuator(alibab
     assert run.info["apply_calls"] == int((np.diff(np.concatenate(([setup.initial_ready], run.desired))) != 0).sum())
     assert run.last_plan is not None
     reason = run.last_plan.actions[0].reason
-    assert reason.code in {"forecast", "reactive_floor", "keep_until_replacement", "forecast_down"}
+    assert reason.code in {"forecast", "reactive_floor", "keep_until_replacement", "forecast_down", "ramp_floor"}
     assert "replay/x" in reason.message
 
 
