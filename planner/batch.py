@@ -509,10 +509,11 @@ class ReplicaBatch:
             trows = np.fromiter(compress(range(n_items), map(is_not, trends, repeat(None))), np.int64)
             trends = [trends[i] for i in trows.tolist()]
         if trends:
-            # A Trend is a tuple (level, slope, t_stat, at, window_s): read as one flat run of floats.
-            tr = np.fromiter(chain.from_iterable(trends), np.float64, count=5 * len(trends)).reshape(-1, 5)
+            # A Trend is a tuple (level, slope, t_stat, at, window_s, samples): one flat run of floats.
+            tr = np.fromiter(chain.from_iterable(trends), np.float64, count=6 * len(trends)).reshape(-1, 6)
             with np.errstate(all="ignore"):
                 on = (c.ramp_window_s[trows] > 0) & (tr[:, 1] > 0) & (tr[:, 2] >= c.ramp_min_t[trows])
+                on &= np.isfinite(tr[:, 0]) & np.isfinite(tr[:, 3])
                 dem = tr[:, 0] + tr[:, 1] * np.maximum(0.0, ramp_t[trows] - tr[:, 3])
             ramp[trows] = np.where(on, _rf(dem, per[trows]), 0.0)
             ramp_demand[trows] = np.where(on, dem, np.nan)

@@ -190,7 +190,14 @@ def ramp_floor(spec: PolicySpec, state: WorkloadState, now: float, interval_s: f
     at = now + spec.startup_seconds + interval_s
     tr = state.observed_trend
     rf = spec.ramp_floor
-    if tr is None or rf.window_seconds <= 0 or not tr.slope > 0 or not tr.t_stat >= rf.min_t_stat:
+    if (
+        tr is None
+        or rf.window_seconds <= 0
+        or not tr.slope > 0
+        or not tr.t_stat >= rf.min_t_stat
+        or not math.isfinite(tr.level)
+        or not math.isfinite(tr.at)
+    ):
         return 0, math.nan, at
     demand = tr.level + tr.slope * max(0.0, at - tr.at)
     return replicas_for(demand, spec), demand, at
@@ -262,12 +269,16 @@ def explain(
             tr = state.observed_trend
             assert tr is not None  # the ramp floor decides only with a trend
             per_min = tr.slope * 60.0
+            rate = _fmt(per_min) if per_min >= 0.01 else f"{per_min:.2g}"
             rel = f" ({per_min / tr.level:.1%})" if tr.level > 0 else ""
+            min_t = spec.ramp_floor.min_t_stat
+            fit = "a perfect straight line" if math.isinf(tr.t_stat) else f"t = {_fmt(tr.t_stat)} >= {min_t:g}"
             text = (
-                f"observed demand rose {_fmt(per_min)} {unit} a minute{rel} over the last {tr.window_s:g} s "
-                f"(a fitted straight line, t = {_fmt(tr.t_stat)} >= {spec.ramp_floor.min_t_stat:g}); at that pace "
-                f"{_fmt(b.ramp_demand)} {unit} at {_clock(b.ramp_t)}, when a replica started now is ready (start-up "
-                f"{spec.startup_seconds:.0f} s), needs {b.ramp} {target}; the {pct(b.level)} forecast needs {b.need}"
+                f"observed demand rose {rate} {unit} a minute{rel} over the last {tr.window_s:g} s "
+                f"({tr.samples} samples, {fit}); at that pace "
+                f"{_fmt(b.ramp_demand)} {unit} by {_clock(b.ramp_t)}, the end of the first interval a replica "
+                f"asked for now serves (start-up {spec.startup_seconds:.0f} s), needs {b.ramp} {target}; "
+                f"the {pct(b.level)} forecast needs {b.need}, {seen} needs {b.reactive}"
             )
         elif b.code == "keep_until_replacement":
             text = (

@@ -33,7 +33,7 @@ from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from planner.warm_budget import budget_period
 from scaleahead.clock import Clock
-from scaleahead.observed import aligned_counts, demand_trend, observed_demand
+from scaleahead.observed import aligned_counts, demand_trends, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
@@ -243,13 +243,17 @@ def observed_state(
     (scaleahead/observed.py).
     """
     workloads: dict[WorkloadRef, WorkloadState] = dict(state.workloads)
+    seen_at: list[tuple[WorkloadRef, WorkloadState, Series, tuple[float, float]]] = []
     for ref, ws in state.workloads.items():
         series = history.get(ref)
         if series is None or len(series) == 0:
             continue
         seen = observed_demand(series, (windows or {}).get(ref, 0.0))
-        if seen is None:
-            continue
+        if seen is not None:
+            seen_at.append((ref, ws, series, seen))
+    # Every trend in one least-squares pass per window length.
+    trends = demand_trends([(series, (ramps or {}).get(ref, 0.0)) for ref, _, series, _ in seen_at])
+    for (ref, ws, _, seen), trend in zip(seen_at, trends, strict=True):
         workloads[ref] = WorkloadState(
             ref,
             ws.replicas,
@@ -259,7 +263,7 @@ def observed_state(
             ws.warm_instances,
             ws.recent_desired,
             ws.startup_samples,
-            demand_trend(series, (ramps or {}).get(ref, 0.0)),
+            trend,
         )
     return replace(state, workloads=workloads)
 

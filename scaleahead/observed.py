@@ -14,6 +14,7 @@ and significance say whether demand is rising steadily (docs/planner.md, "Ramp f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -51,15 +52,23 @@ def windowed_means(values: FloatArray, step_s: float, window_s: float) -> FloatA
     return out
 
 
+def last_finite(values: FloatArray) -> int:
+    """Index of the last finite value (-1 if none); the usual case, a finite last value, costs no scan."""
+    n = len(values)
+    if n and math.isfinite(values[n - 1]):
+        return n - 1
+    finite = np.flatnonzero(np.isfinite(values))
+    return int(finite[-1]) if finite.size else -1
+
+
 def observed_demand(series: Series, window_s: float) -> tuple[float, float] | None:
     """``(demand, observed_at)`` at the series' last finite sample, averaged over ``window_s``.
 
     ``observed_at`` is the end of that sample's step. None when the series has no finite value.
     """
-    finite = np.flatnonzero(np.isfinite(series.values))
-    if finite.size == 0:
+    i = last_finite(series.values)
+    if i < 0:
         return None
-    i = int(finite[-1])
     k = window_steps(series.step_s, window_s)
     tail = series.values[max(0, i - k + 1) : i + 1]
     return float(np.nanmean(tail)), series.start + (i + 1) * series.step_s
@@ -67,25 +76,25 @@ def observed_demand(series: Series, window_s: float) -> tuple[float, float] | No
 
 #: Fewest finite samples a trend is fitted to (two always fit a line exactly).
 MIN_TREND_SAMPLES = 3
-#: Rows of the sliding windows fitted at once by ``rolling_trends`` (bounds its memory).
-_TREND_CHUNK = 65536
+#: Cells (rows x window) of the sliding windows fitted at once by ``rolling_trends`` (bounds its memory).
+_TREND_CELLS = 1 << 21
 
 
-def _line_fits(windows: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _line_fits(windows: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Least-squares lines through the finite values of each row of ``windows`` ``[rows, k]``.
 
     Column ``p`` is the sample at position ``p`` (in steps, oldest first). Returns, per row, the
-    line's value at position ``k`` (the end of the last column's step), its slope per step and the
-    slope's t statistic (slope / standard error; ``inf`` for a rising perfect line). All three are NaN
-    for a row with fewer than ``MIN_TREND_SAMPLES`` finite values; the t statistic is NaN for a flat
-    perfect line.
+    line's value at position ``k`` (the end of the last column's step), its slope per step, the
+    slope's t statistic (slope / standard error; ``inf`` for a rising perfect line, NaN or about 0
+    for a flat one) and the number of samples fitted. The first three are NaN for a row with fewer
+    than ``MIN_TREND_SAMPLES`` finite values or values so large that the sums overflow.
     """
     k = windows.shape[1]
     m = np.isfinite(windows)
     y = np.where(m, windows, 0.0)
     p = np.arange(k, dtype=np.float64)
     n = m.sum(axis=1).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mp = (m * p).sum(axis=1) / n
         my = y.sum(axis=1) / n
         dp = np.where(m, p - mp[:, None], 0.0)
@@ -98,9 +107,9 @@ def _line_fits(windows: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]
         se = np.sqrt(sse / (n - 2) / sxx)
         t = np.where(se > 0, slope / se, np.where(slope > 0, np.inf, np.where(slope < 0, -np.inf, np.nan)))
         level = my + slope * (k - mp)
-    bad = (n < MIN_TREND_SAMPLES) | ~(sxx > 0)
+    bad = (n < MIN_TREND_SAMPLES) | ~(sxx > 0) | ~np.isfinite(syy) | ~np.isfinite(level)
     nan = np.full(windows.shape[0], np.nan)
-    return np.where(bad, nan, level), np.where(bad, nan, slope), np.where(bad, nan, t)
+    return np.where(bad, nan, level), np.where(bad, nan, slope), np.where(bad, nan, t), n
 
 
 def rolling_trends(values: FloatArray, step_s: float, window_s: float) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -121,9 +130,10 @@ def rolling_trends(values: FloatArray, step_s: float, window_s: float) -> tuple[
         return level, slope, t
     padded = np.concatenate((np.full(k - 1, np.nan), v))
     windows = np.lib.stride_tricks.sliding_window_view(padded, k)
-    for c0 in range(0, v.size, _TREND_CHUNK):
-        c1 = min(v.size, c0 + _TREND_CHUNK)
-        level[c0:c1], slope[c0:c1], t[c0:c1] = _line_fits(windows[c0:c1])
+    rows = max(1, _TREND_CELLS // k)
+    for c0 in range(0, v.size, rows):
+        c1 = min(v.size, c0 + rows)
+        level[c0:c1], slope[c0:c1], t[c0:c1], _ = _line_fits(windows[c0:c1])
     missing = ~np.isfinite(v)
     level[missing] = slope[missing] = t[missing] = np.nan
     return level, slope / step_s, t
@@ -137,6 +147,11 @@ class RollingTrends:
         self.window_s = window_s if math.isfinite(window_s) and window_s > 0 else 0.0
         if self.window_s > 0:
             self.level, self.slope, self.t_stat = rolling_trends(series.values, series.step_s, self.window_s)
+            k = window_steps(series.step_s, self.window_s)
+            finite = np.isfinite(series.values)
+            counts = np.concatenate(([0], np.cumsum(finite)))
+            idx = np.arange(finite.size)
+            self.samples = counts[idx + 1] - counts[np.maximum(0, idx - k + 1)]
 
     def at(self, j: int) -> Trend | None:
         """The trend of the window ending at sample ``j`` (as ``demand_trend`` of the series cut after it)."""
@@ -146,7 +161,43 @@ class RollingTrends:
         if not math.isfinite(slope):
             return None
         s = self.series
-        return Trend(float(self.level[j]), slope, float(self.t_stat[j]), s.start + (j + 1) * s.step_s, self.window_s)
+        return Trend(
+            float(self.level[j]),
+            slope,
+            float(self.t_stat[j]),
+            s.start + (j + 1) * s.step_s,
+            self.window_s,
+            int(self.samples[j]),
+        )
+
+
+def demand_trends(items: Sequence[tuple[Series, float]]) -> list[Trend | None]:
+    """``demand_trend`` of many ``(series, window_s)`` at once: one least-squares pass per window length.
+
+    The control loop's cycle fits every service's trend this way (a pass for one series costs about
+    as much as for a thousand).
+    """
+    out: list[Trend | None] = [None] * len(items)
+    groups: dict[int, list[tuple[int, FloatArray, float, float, float]]] = {}
+    for idx, (series, window_s) in enumerate(items):
+        if not math.isfinite(window_s) or window_s <= 0:
+            continue
+        i = last_finite(series.values)
+        if i < 0:
+            continue
+        k = window_steps(series.step_s, window_s)
+        tail = np.asarray(series.values[max(0, i - k + 1) : i + 1], dtype=np.float64)
+        at = series.start + (i + 1) * series.step_s
+        groups.setdefault(k, []).append((idx, tail, at, series.step_s, window_s))
+    for k, rows in groups.items():
+        block = np.full((len(rows), k), np.nan)
+        for r, (_, tail, _, _, _) in enumerate(rows):
+            block[r, k - tail.size :] = tail
+        level, slope, t, n = _line_fits(block)
+        for r, (idx, _, at, step_s, window_s) in enumerate(rows):
+            if math.isfinite(slope[r]):
+                out[idx] = Trend(float(level[r]), float(slope[r]) / step_s, float(t[r]), at, window_s, int(n[r]))
+    return out
 
 
 def demand_trend(series: Series, window_s: float) -> Trend | None:
@@ -155,21 +206,7 @@ def demand_trend(series: Series, window_s: float) -> Trend | None:
     None when ``window_s`` is 0 (the ramp floor is off), the series has no finite value, or the
     window holds fewer than ``MIN_TREND_SAMPLES`` finite samples.
     """
-    if not math.isfinite(window_s) or window_s <= 0:
-        return None
-    finite = np.flatnonzero(np.isfinite(series.values))
-    if finite.size == 0:
-        return None
-    i = int(finite[-1])
-    k = window_steps(series.step_s, window_s)
-    tail = series.values[max(0, i - k + 1) : i + 1].astype(np.float64)
-    row = np.concatenate((np.full(k - tail.size, np.nan), tail))[None, :]
-    level, slope, t = _line_fits(row)
-    if not math.isfinite(float(slope[0])):
-        return None
-    return Trend(
-        float(level[0]), float(slope[0]) / series.step_s, float(t[0]), series.start + (i + 1) * series.step_s, window_s
-    )
+    return demand_trends([(series, window_s)])[0]
 
 
 def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: float, window_s: float) -> IntArray:

@@ -307,8 +307,9 @@ class RampFloor(_Model):
         300.0,
         ge=0,
         description="Fit a straight line to the observed demand of this last window (s); while it rises "
-        "significantly, provision for where it leads by the time a replica started now is ready "
-        "(now + startup + one interval). 0 turns the ramp floor off.",
+        "significantly, provision for where it leads by the end of the first interval a replica asked for now "
+        "serves (now + startup + one interval). 0 turns the ramp floor off; a window of fewer than 3 samples "
+        "(e.g. the default 300 s at 5-minute steps) fits no line.",
     )
     min_t_stat: Float = Field(
         3.0,
@@ -400,6 +401,12 @@ class PolicySpec(_Model):
             raise ValueError("fallback.mode static needs fallback.staticReplicas")
         if self.objective.cost <= 0 and self.objective.slo_risk <= 0:
             raise ValueError("objective.cost and objective.sloRisk are both 0: at least one must be positive")
+        window, step = self.ramp_floor.window_seconds, self.demand.step_seconds
+        if "window_seconds" in self.ramp_floor.model_fields_set and 0 < window < 3 * step:
+            raise ValueError(
+                f"rampFloor.windowSeconds ({window:g}) holds fewer than 3 samples at demand.stepSeconds {step:g}, "
+                f"so no line could be fitted: give 0 (off) or at least {3 * step:g}"
+            )
         return self
 
 

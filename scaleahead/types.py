@@ -349,9 +349,10 @@ class Trend(NamedTuple):
     """A straight line fitted by least squares to the observed demand of a recent window.
 
     ``level`` is the line's value at ``at`` (the end of the last sample's step), ``slope`` its rise
-    per second, ``t_stat`` the slope over its standard error (``inf`` for a perfect line), and
-    ``window_s`` the window it was fitted on (scaleahead/observed.py, ``demand_trend``). The
-    planner's ramp floor reads it (docs/planner.md, "Ramp floor").
+    per second, ``t_stat`` the slope over its standard error (``inf`` for a perfect line),
+    ``window_s`` the window it was fitted on and ``samples`` how many finite samples it held
+    (scaleahead/observed.py, ``demand_trend``). The planner's ramp floor reads it (docs/planner.md,
+    "Ramp floor"); a tuple, so the batch planner reads thousands in one pass.
     """
 
     level: float
@@ -359,6 +360,7 @@ class Trend(NamedTuple):
     t_stat: float
     at: float
     window_s: float
+    samples: int = 0
 
 
 @dataclass(frozen=True, slots=True)

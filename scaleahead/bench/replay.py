@@ -694,16 +694,27 @@ def plot(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun], window: tup
     plt.close(fig)
 
 
+def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` over ``base``, block by block (``{"objective": {...}}`` merges into base's block)."""
+    out = dict(base)
+    for key, value in overrides.items():
+        old = out.get(key)
+        out[key] = merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
 def tradeoff(
     setup: ReplaySetup,
     settings: Sequence[dict[str, Any]],
     model: str | None = None,
     bound: bool = True,
+    base: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The scaleahead policy under several spec settings, with the HPA and the oracle as references.
 
-    With ``bound``, also the rate oracle's curve (``scaleahead.bench.bound``): what knowing the
-    coming demand rate would buy, so a target out of every forecaster's reach shows as such.
+    ``base`` (``--set``) overrides the spec at every point, each point's setting on top of it. With
+    ``bound``, also the rate oracle's curve (``scaleahead.bench.bound``): what knowing the coming
+    demand rate would buy, so a target out of every forecaster's reach shows as such.
     """
     model_name, note = (model, f"model {model!r} chosen with --model") if model else default_model_name(setup)
     forecaster, _ = fit_model(model_name, setup)
@@ -713,14 +724,14 @@ def tradeoff(
 
     points = []
     for overrides in settings:
-        pol = replay_policy_object(setup, "scaleahead", **overrides)
+        pol = replay_policy_object(setup, "scaleahead", **merged(base or {}, overrides))
         points.append({"settings": overrides, **score(run_predictive(setup, forecaster, pol, "scaleahead"))})
     doc: dict[str, Any] = {
         "trace": setup.series.name,
         "resolution_s": setup.step_s,
         "capacity_per_replica": setup.capacity,
         "startup_s": setup.startup_s,
-        "params": {"scaleahead_model": model_name, "scaleahead_model_note": note},
+        "params": {"scaleahead_model": model_name, "scaleahead_model_note": note, "set": base or {}},
         "references": {"hpa": score(run_hpa(setup)), "oracle": score(run_oracle(setup))},
         "points": points,
     }

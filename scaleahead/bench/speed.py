@@ -33,7 +33,7 @@ from forecaster.registry import CLOCK_PERIOD_S, LEARNED
 from planner import plan as make_plan
 from planner.table import policy_table
 from scaleahead.loop import Deps, run_once
-from scaleahead.observed import demand_trend
+from scaleahead.observed import demand_trends
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
 from scaleahead.tracesource import InMemoryTarget
@@ -165,13 +165,11 @@ def _forecast_and_plan(
     refs = policy_table(pols).refs
     assert list(refs) == [r for r, _ in items]
     # Each state with the trend its ramp floor reads (scaleahead/observed.py), as the loop gives it.
-    ramp_window = pols[0].spec.ramp_floor.window_seconds
+    trends = demand_trends([(s, p.spec.ramp_floor.window_seconds) for p, (_, s) in zip(pols, items, strict=True)])
     state = ClusterState(
         {
-            r: WorkloadState(
-                r, 3, 3, float(np.nan_to_num(s.values[-1])), origin, observed_trend=demand_trend(s, ramp_window)
-            )
-            for r, (_, s) in zip(refs, items, strict=True)
+            r: WorkloadState(r, 3, 3, float(np.nan_to_num(s.values[-1])), origin, observed_trend=tr)
+            for r, (_, s), tr in zip(refs, items, trends, strict=True)
         }
     )
 

@@ -454,6 +454,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "the fixed objective's curve (each sloRisk as given)."
             ),
         ] = True,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--set",
+                help="Override a field of the policy at every point, e.g. rampFloor.windowSeconds=0 (a dot reaches "
+                "into a block); each point's setting applies on top.",
+            ),
+        ] = None,
     ) -> None:
         """The scaleahead policy's trade-off curves: violations vs cost as its objective, quantile and target vary."""
         from rich.console import Console
@@ -508,14 +516,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             else:
                 setup = rp.long_validation_setup(history, startup_seconds)
                 span = "whole history: fit on the first half, replay the second half"
+        base = _parse_sets(set_ or [])
+        check_policy(setup, base, "--set")
         for st in settings:  # before the model is fitted: a bad value must not cost minutes first
-            check_policy(setup, st, "--slo-risks/--quantiles/--utilizations")
+            check_policy(setup, rp.merged(base, st), "--slo-risks/--quantiles/--utilizations")
         if len(day_setups) > 1:
-            per_day = {d: rp.tradeoff(s, settings, model, bound=False) for d, s in zip(days, day_setups, strict=True)}
+            pairs = zip(days, day_setups, strict=True)
+            per_day = {d: rp.tradeoff(s, settings, model, bound=False, base=base) for d, s in pairs}
             doc = rp.combine_days(list(per_day.values()))
             doc["days"] = {str(d): {"points": v["points"], "references": v["references"]} for d, v in per_day.items()}
         else:
-            doc = rp.tradeoff(setup, settings, model, bound=bound)
+            doc = rp.tradeoff(setup, settings, model, bound=bound, base=base)
         doc["validation"] = span is not None
         doc["validation_span"] = span
         doc["trace"] = trace

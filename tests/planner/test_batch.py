@@ -44,11 +44,12 @@ _VALUES = st.one_of(
 
 _TRENDS = st.builds(
     Trend,
-    level=st.one_of(st.floats(-10, 2000), st.sampled_from([float("nan"), 1e30])),
-    slope=st.sampled_from([-1.0, 0.0, 0.01, 0.5, 5.0, 1e20, float("nan")]),
+    level=st.one_of(st.floats(-10, 2000), st.sampled_from([float("nan"), 1e30, float("inf"), -float("inf")])),
+    slope=st.sampled_from([-1.0, 0.0, 0.01, 0.5, 5.0, 1e20, float("nan"), float("inf")]),
     t_stat=st.sampled_from([float("nan"), -2.0, 0.5, 2.9999, 3.0, 10.0, float("inf")]),
-    at=st.sampled_from([NOW, NOW - 10.0, NOW - 300.0, NOW + 5.0]),
+    at=st.sampled_from([NOW, NOW - 10.0, NOW - 300.0, NOW + 5.0, float("nan"), float("inf"), -float("inf")]),
     window_s=st.just(300.0),
+    samples=st.sampled_from([3, 30]),
 )
 
 

@@ -22,7 +22,7 @@ from planner import plan
 from planner.replicas import decide_replicas
 from scaleahead.bench import replay as rp
 from scaleahead.loop import observed_state
-from scaleahead.observed import RollingTrends, demand_trend, rolling_trends
+from scaleahead.observed import RollingTrends, demand_trend, demand_trends, rolling_trends
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, FloatArray, ScaleTo, Series, Trend, WorkloadRef, WorkloadState
 
@@ -42,6 +42,25 @@ def test_a_perfect_rising_line_is_fitted_exactly_and_is_infinitely_significant()
     assert tr.at == 400.0
     assert tr.t_stat == math.inf
     assert tr.window_s == 300.0
+    assert tr.samples == 30
+
+
+def test_many_series_are_fitted_at_once_as_one_by_one() -> None:
+    rng = np.random.default_rng(8)
+    items = []
+    for i in range(12):
+        values = rng.normal(100.0, 10.0, 50) + rng.uniform(-3, 3) * np.arange(50)
+        values[rng.integers(0, 50, 5)] = NAN
+        items.append((Series(f"s{i}", 100.0 * i, (10.0, 60.0)[i % 2], values, ""), (0.0, 120.0, 300.0)[i % 3]))
+    items.append((Series("empty", 0.0, 10.0, np.full(5, NAN), ""), 300.0))
+    got = demand_trends(items)
+    assert got == [demand_trend(s, w) for s, w in items]
+    assert sum(g is not None for g in got) >= 6
+
+
+def test_values_too_large_to_sum_give_no_line() -> None:
+    values = np.array([1.0, 2.0, 3.0, 1e200, 5.0])
+    assert demand_trend(Series("s", 0.0, 10.0, values, ""), 60.0) is None
 
 
 def test_noise_without_a_rise_is_not_significant_and_a_noisy_rise_is() -> None:
@@ -141,13 +160,13 @@ def _decide(policy: Policy, ws: WorkloadState, forecast_level: float = 100.0) ->
 def test_a_steady_rise_scales_out_to_where_it_leads_when_new_replicas_are_ready() -> None:
     policy = _policy()
     # 100 now, +1 per second, t = 12: at now + 60 s start-up + 10 s interval it reaches 170 -> 17.
-    action = _decide(policy, _state(Trend(100.0, 1.0, 12.0, NOW, 300.0)))
+    action = _decide(policy, _state(Trend(100.0, 1.0, 12.0, NOW, 300.0, 30)))
     assert action.to_replicas == 17
     assert action.reason.code == "ramp_floor"
     text = action.reason.message
-    assert "observed demand rose 60 req/s a minute (60.0%) over the last 300 s" in text
-    assert "t = 12 >= 3" in text
-    assert "170 req/s at" in text and "needs 17" in text and "the p90 forecast needs 10" in text
+    assert "observed demand rose 60 req/s a minute (60.0%) over the last 300 s (30 samples, t = 12 >= 3)" in text
+    assert "170 req/s by" in text and "needs 17" in text
+    assert "the p90 forecast needs 10, observed 100 req/s (60 s mean) needs 10" in text
     assert action.reason.details["ramp_replicas"] == 17
     assert action.reason.details["ramp_demand"] == pytest.approx(170.0)
 
@@ -155,12 +174,14 @@ def test_a_steady_rise_scales_out_to_where_it_leads_when_new_replicas_are_ready(
 @pytest.mark.parametrize(
     ("trend", "spec"),
     [
-        (Trend(100.0, 1.0, 2.9, NOW, 300.0), {}),  # not significant
-        (Trend(100.0, -1.0, -12.0, NOW, 300.0), {}),  # falling
-        (Trend(100.0, 0.0, NAN, NOW, 300.0), {}),  # flat
+        (Trend(100.0, 1.0, 2.9, NOW, 300.0, 30), {}),  # not significant
+        (Trend(100.0, -1.0, -12.0, NOW, 300.0, 30), {}),  # falling
+        (Trend(100.0, 0.0, NAN, NOW, 300.0, 30), {}),  # flat
+        (Trend(100.0, 1.0, 12.0, NAN, 300.0, 30), {}),  # no time
+        (Trend(NAN, 1.0, 12.0, NOW, 300.0, 30), {}),  # no level
         (None, {}),  # not measured
-        (Trend(100.0, 1.0, 12.0, NOW, 300.0), {"rampFloor": {"windowSeconds": 0}}),  # turned off
-        (Trend(100.0, 1.0, 12.0, NOW, 300.0), {"rampFloor": {"minTStat": 20}}),  # stricter
+        (Trend(100.0, 1.0, 12.0, NOW, 300.0, 30), {"rampFloor": {"windowSeconds": 0}}),  # turned off
+        (Trend(100.0, 1.0, 12.0, NOW, 300.0, 30), {"rampFloor": {"minTStat": 20}}),  # stricter
     ],
 )
 def test_no_floor_without_a_significant_rise_or_when_turned_off(trend: Trend | None, spec: dict[str, object]) -> None:
@@ -170,20 +191,20 @@ def test_no_floor_without_a_significant_rise_or_when_turned_off(trend: Trend | N
 
 
 def test_the_ramp_floor_holds_a_scale_down_the_forecast_asks_for() -> None:
-    action = _decide(_policy(), _state(Trend(100.0, 1.0, 12.0, NOW, 300.0), replicas=25), forecast_level=50.0)
+    action = _decide(_policy(), _state(Trend(100.0, 1.0, 12.0, NOW, 300.0, 30), replicas=25), forecast_level=50.0)
     assert action.to_replicas == 17
     assert action.reason.code == "ramp_floor"
 
 
 def test_an_older_trend_is_extrapolated_from_its_own_time() -> None:
     # Fitted 30 s ago at 100: at now + 70 s the line is at 200.
-    action = _decide(_policy(), _state(Trend(100.0, 1.0, 12.0, NOW - 30.0, 300.0)))
+    action = _decide(_policy(), _state(Trend(100.0, 1.0, 12.0, NOW - 30.0, 300.0, 30)))
     assert action.to_replicas == 20
 
 
 def test_the_fallback_is_not_changed_by_a_trend() -> None:
     policy = _policy()
-    ws = _state(Trend(100.0, 1.0, 12.0, NOW, 300.0))
+    ws = _state(Trend(100.0, 1.0, 12.0, NOW, 300.0, 30))
     d = decide_replicas(policy.workload, policy.spec, ws, None, NOW, 10.0)
     assert d.fallback == "reactive"
     assert d.action.to_replicas == 10
@@ -213,6 +234,20 @@ def test_policy_rejects_a_negative_window_or_a_non_positive_t() -> None:
         _policy(rampFloor={"windowSeconds": -1})
     with pytest.raises(ValidationError, match="minTStat"):
         _policy(rampFloor={"minTStat": 0})
+
+
+def test_policy_rejects_a_window_of_fewer_than_three_samples() -> None:
+    with pytest.raises(ValidationError, match=r"rampFloor.windowSeconds \(120\) holds fewer than 3 samples"):
+        _policy(rampFloor={"windowSeconds": 120}, demand={"query": "q", "stepSeconds": 60})
+    _policy(rampFloor={"windowSeconds": 180}, demand={"query": "q", "stepSeconds": 60})
+    _policy(rampFloor={"windowSeconds": 0}, demand={"query": "q", "stepSeconds": 60})
+    # The default 300 s at 5-minute steps is accepted and fits no line (documented).
+    _policy(demand={"query": "q", "stepSeconds": 300})
+
+
+def test_a_perfect_line_is_named_so_in_the_reason() -> None:
+    action = _decide(_policy(), _state(Trend(100.0, 1.0, math.inf, NOW, 300.0, 30)))
+    assert "(30 samples, a perfect straight line)" in action.reason.message
 
 
 # -- in the replay ----------------------------------------------------------------------------------

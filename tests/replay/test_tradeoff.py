@@ -136,3 +136,31 @@ def test_a_range_of_rolling_days_adds_the_days_up_at_one_capacity(tmp_path: Path
     for bad in ("0", "3-1", "1-x", "-2"):
         proc = cli("bench", "replay-tradeoff", "--trace", "alibaba-cpu-10s", "--json", str(out), "--rolling-day", bad)
         assert proc.returncode == 2 and "--rolling-day" in proc.stderr and "Traceback" not in proc.stderr, bad
+
+
+def test_set_overrides_the_policy_at_every_point_under_each_points_setting(alibaba_csv: Path, tmp_path: Path) -> None:
+    plain, wide = tmp_path / "p.json", tmp_path / "w.json"
+    args = ["--model", "naive", "--slo-risks", "1000", "--quantiles", "", "--utilizations", "", "--no-bound"]
+    assert cli("bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(plain), *args).returncode == 0
+    proc = cli(
+        "bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(wide), *args,
+        "--set", "targetUtilization=0.5", "--set", "objective.riskAdaptation.enabled=false",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    p, w = json.loads(plain.read_text()), json.loads(wide.read_text())
+    assert w["params"]["set"] == {"targetUtilization": 0.5, "objective": {"riskAdaptation": {"enabled": False}}}
+    assert [pt["settings"] for pt in w["points"]] == [pt["settings"] for pt in p["points"]]
+    for before, after in zip(p["points"], w["points"], strict=True):
+        # Half the target utilization: every point, the sloRisk 1000 one included, pays more.
+        assert after["replica_seconds"] > 1.3 * before["replica_seconds"]
+    assert w["references"] == p["references"]
+
+
+def test_a_bad_set_is_one_clear_error_before_fitting(alibaba_csv: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    proc = cli(
+        "bench", "replay-tradeoff", "--trace", str(alibaba_csv), "--json", str(out), "--set", "rampFloor.minTStat=0"
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "--set" in proc.stderr and "minTStat" in proc.stderr
+    assert not out.exists()
