@@ -14,7 +14,8 @@ The rule (docs/planner.md):
    forecast missed), or above what the ready replicas serve, scales up to that need at once.
    *Ramp floor*: while the observed demand of the last ``rampFloor.windowSeconds`` rises along a
    significant straight line (t statistic at least ``rampFloor.minTStat``), never below what that
-   line reaches when a replica asked for now would be ready (``now + startup + interval``).
+   line reaches by the end of the first interval a replica asked for now serves
+   (``now + startup + interval``).
 3. Scale-down stabilization (highest desired count over the window, but with a forecast never more
    than the top quantile needs over the window), step limits, min/max.
 
@@ -177,7 +178,7 @@ class Basis:
     churn_saving: float = 0.0  # the replica-seconds that scale-down would have saved
     ramp: int = 0  # replicas the ramp floor asked for (when it decided)
     ramp_demand: float = math.nan  # where the observed rise leads by ramp_t
-    ramp_t: float = math.nan  # when a replica asked for now is ready and serving
+    ramp_t: float = math.nan  # the end of the first interval a replica asked for now serves
 
 
 def ramp_floor(spec: PolicySpec, state: WorkloadState, now: float, interval_s: float) -> tuple[int, float, float]:
