@@ -8,7 +8,6 @@ replica asked for now would be ready (docs/planner.md, "Ramp floor").
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -17,14 +16,12 @@ from hypothesis import strategies as st
 from planner_helpers import flat_forecast, service_policy
 from pydantic import ValidationError
 
-from forecaster.base import Forecaster
 from planner import plan
 from planner.replicas import decide_replicas
-from scaleahead.bench import replay as rp
 from scaleahead.loop import observed_state
 from scaleahead.observed import RollingTrends, demand_trend, demand_trends, rolling_trends
 from scaleahead.policy import Policy
-from scaleahead.types import ClusterState, FloatArray, ScaleTo, Series, Trend, WorkloadRef, WorkloadState
+from scaleahead.types import ClusterState, ScaleTo, Series, Trend, WorkloadRef, WorkloadState
 
 NOW = 1_000_000.0
 NAN = float("nan")
@@ -248,41 +245,3 @@ def test_policy_rejects_a_window_of_fewer_than_three_samples() -> None:
 def test_a_perfect_line_is_named_so_in_the_reason() -> None:
     action = _decide(_policy(), _state(Trend(100.0, 1.0, math.inf, NOW, 300.0, 30)))
     assert "(30 samples, a perfect straight line)" in action.reason.message
-
-
-# -- in the replay ----------------------------------------------------------------------------------
-
-
-class _Flat(Forecaster):
-    """The baseline level at every quantile: a forecast that never sees the ramp coming."""
-
-    name = "flat"
-
-    def __init__(self, level: float) -> None:
-        self.level = level
-
-    def fit(self, history: Sequence[Series]) -> Forecaster:
-        return self
-
-    def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
-        shape = (len(origins), horizon_steps)
-        return {q: np.full(shape, self.level * (1.0 + 0.05 * i)) for i, q in enumerate((0.1, 0.5, 0.9, 0.99))}
-
-
-def test_a_ramp_the_forecast_misses_runs_short_less_with_the_floor() -> None:
-    rng = np.random.default_rng(5)
-    values = 100.0 + rng.normal(0.0, 3.0, 3000)
-    start = 2400  # in the test period: +8 % a minute for 40 minutes, then level
-    values[start:] *= 1.08 ** np.minimum(np.arange(3000 - start), 40)
-    series = Series("ramp", 0.0, 60.0, values, "req/s")
-    setup = rp.prepare(series, capacity=10.0, startup_s=60.0)
-    short = {}
-    for window in (0.0, 300.0):
-        policy = rp.replay_policy_object(setup, "x", rampFloor={"windowSeconds": window})
-        run = rp.run_predictive(setup, _Flat(100.0), policy, "x")
-        m = rp.compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
-        short[window] = m["violation_fraction"]
-    # The reactive floor alone lags a start-up behind the rise (28 of the 600 test steps short);
-    # the ramp floor provisions for where the rise leads (4).
-    assert short[0.0] > 0.03
-    assert short[300.0] < short[0.0] / 4
