@@ -247,11 +247,11 @@ def parse_capacity(items: list[str]) -> dict[str, int]:
 
 
 def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> dict[str, Any]:
-    from scaleahead.types import action_endpoints
+    from scaleahead.types import action_endpoint_values
 
     actions = []
     for a in plan_obj.actions:
-        frm, to = action_endpoints(a)
+        frm, to = action_endpoint_values(a)
         actions.append(
             {
                 "kind": a.kind,

@@ -345,6 +345,27 @@ def action_endpoints(action: Action) -> tuple[str, str]:
     return action.from_node, action.to_node
 
 
+def action_endpoint_values(action: Action) -> tuple[int | str, int | str]:
+    """The ``from`` and ``to`` of an action as JSON values: replica and instance counts as numbers,
+    nodes as names."""
+    if isinstance(action, ScaleTo):
+        return action.from_replicas, action.to_replicas
+    if isinstance(action, SetWarmPool):
+        return action.from_instances, action.to_instances
+    return action.from_node, action.to_node
+
+
+def endpoint_value(kind: str, text: str) -> int | str:
+    """A stored ``from``/``to`` (text in the journal) as its JSON value: a count for ``ScaleTo`` and
+    ``SetWarmPool``, the text otherwise (a node name, or a count that was stored unreadable)."""
+    if kind in ("ScaleTo", "SetWarmPool"):
+        try:
+            return int(text)
+        except ValueError:
+            return text
+    return text
+
+
 class Trend(NamedTuple):
     """A straight line fitted by least squares to the observed demand of a recent window.
 

@@ -74,8 +74,8 @@ def test_planning_long_after_the_history_ends_does_not_scale_in_on_its_last_obse
     assert at_end.returncode == 0 and later.returncode == 0, at_end.stderr + later.stderr
     (a,) = json.loads(at_end.stdout)["actions"]
     (b,) = json.loads(later.stdout)["actions"]
-    assert int(a["to"]) < 20  # a fresh observation of about 6 req/10s: scale in
-    assert (b["from"], b["to"], b["reason_code"]) == ("20", "20", "fallback_reactive")
+    assert isinstance(a["to"], int) and a["to"] < 20  # a fresh observation of about 6 req/10s: scale in
+    assert (b["from"], b["to"], b["reason_code"]) == (20, 20, "fallback_reactive")
     assert "6600 s old" in b["reason"] and "may scale out but not in" in b["reason"]
 
 
@@ -91,7 +91,7 @@ def test_planning_after_the_fit_window_says_the_history_is_too_old(tmp_path: Pat
     assert "the last sample of the history is at 2023-11-14T22:46:30Z, 10.0 days before the decision time" in note
     assert "fitted on the 7 days before it" in note and "no forecast uncertainty" not in note
     (a,) = doc["actions"]
-    assert (a["to"], a["reason_code"]) == ("20", "fallback_reactive")
+    assert (a["to"], a["reason_code"]) == (20, "fallback_reactive")
 
 
 def test_unknown_trace_exits_2(tmp_path: Path) -> None:
@@ -253,7 +253,7 @@ def test_plan_with_a_capacity_shares_it_and_says_why(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     (action,) = doc["actions"]
-    assert int(wanted) > 5 and action["to"] == "5" and action["reason_code"] == "fair_share"
+    assert wanted > 5 and action["to"] == 5 and action["reason_code"] == "fair_share"
     assert f"wanted {wanted}" in action["reason"] and any("cluster capacity 5 is short" in n for n in doc["notes"])
     bad = run("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--capacity", "shop", db=tmp_path / "c.db")
     assert bad.returncode == 2 and "is not TENANT=REPLICAS" in bad.stderr
@@ -273,7 +273,7 @@ def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Pa
     code, out, err = cli("actuator", "journal", "--db", url, "--workload", "shop/web", "--output", "json")
     assert code == 0, err
     rows = json.loads(out)
-    assert [(r["to"], r["updated_at"]) for r in rows] == [("6", "1970-01-01T00:17:00Z"), ("4", "1970-01-01T00:16:40Z")]
+    assert [(r["to"], r["updated_at"]) for r in rows] == [(6, "1970-01-01T00:17:00Z"), (4, "1970-01-01T00:16:40Z")]
     assert rows[0]["reason"] == "scale shop/web 2 -> 6: p90 forecast" and rows[0]["reason_code"] == "forecast"
     code, out, err = cli("actuator", "journal", "--db", url, "--since", "1970-01-01T00:16:45Z", "--output", "json")
     assert code == 0, err
@@ -285,3 +285,31 @@ def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Pa
     assert code == 2 and "is not NAMESPACE/NAME" in err
     code, out, err = cli("actuator", "journal", "--db", url, "--since", "yesterday")
     assert code == 2 and "--since 'yesterday' is not a time" in err
+
+
+def test_json_endpoints_are_counts_for_scaling_and_names_for_moves(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    from scaleahead.cli import plan_to_json
+    from scaleahead.types import MovePod, Plan, Reason, ScaleTo, SetWarmPool, WorkloadRef
+    from storage import Store
+
+    why = Reason("test", "because")
+    fn = WorkloadRef("Deployment", "fns", "resize")
+    plan = Plan(
+        1000.0,
+        (
+            ScaleTo(WorkloadRef("Deployment", "shop", "web"), 3, 21, why),
+            SetWarmPool(fn, 0, 1, 360.0, why),
+            MovePod("shop", "web-1", "node-07", "node-02", why),
+        ),
+    )
+    doc = plan_to_json(plan, 1, "seasonal_naive")
+    assert [(a["from"], a["to"]) for a in doc["actions"]] == [(3, 21), (0, 1), ("node-07", "node-02")]
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    Store(url).record_plan(plan, "test")
+    code, out, err = cli("actuator", "journal", "--db", url, "--output", "json")
+    assert code == 0, err
+    assert sorted((r["kind"], r["from"], r["to"]) for r in json.loads(out)) == [
+        ("MovePod", "node-07", "node-02"),
+        ("ScaleTo", 3, 21),
+        ("SetWarmPool", 0, 1),
+    ]

@@ -167,6 +167,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Show the newest journaled actions with their outcome (and, with --reasons, why)."""
         from scaleahead.cli import iso, parse_time
         from scaleahead.commands.rollout import json_text
+        from scaleahead.types import endpoint_value
         from storage import Store
 
         states = ("planned", "applied", "failed", "skipped", "dry-run")
@@ -188,8 +189,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                             "plan_id": a.plan_id,
                             "kind": a.kind,
                             "target": a.target,
-                            "from": a.from_value,
-                            "to": a.to_value,
+                            "from": endpoint_value(a.kind, a.from_value),
+                            "to": endpoint_value(a.kind, a.to_value),
                             "state": a.state,
                             "outcome": a.outcome,
                             "reason_code": a.reason_code,
