@@ -95,11 +95,15 @@ class _Forecasts:
         frows = list(compress(range(n_items), map(is_not, forecasts, repeat(None))))
         present = cast(Sequence[Forecast], [forecasts[i] for i in frows] if len(frows) < n_items else forecasts)
         fqs = list(map(_QUANTILES, present))
+        self.good = np.ones(n_items, dtype=bool)
+        if frows and not all(map(len, fqs)):  # a forecast without quantiles: the reference falls back
+            keep = [k for k, qs in enumerate(fqs) if len(qs)]
+            self.good[[frows[k] for k, qs in enumerate(fqs) if not len(qs)]] = False
+            frows, present, fqs = [frows[k] for k in keep], [present[k] for k in keep], [fqs[k] for k in keep]
         tqs: list[float] | None = None  # each row's top quantile
         objective = c.objective[frows] if frows else np.zeros(0, dtype=bool)
         is_obj = objective.tolist()
         n_obj = sum(is_obj)
-        self.good = np.ones(n_items, dtype=bool)
         self.obj_keys: tuple[float, ...] | None = None
         V = T = Q = None
         shared = _one_batch(fqs) if frows and (n_obj == 0 or n_obj == len(frows)) else None
@@ -173,6 +177,15 @@ class _Forecasts:
             self.step[ok_rows] = os_[1::2]
             top_q[frows] = tqs if tqs is not None else list(map(max, fqs))
             self.fixed_level[ok_rows] = c.forecast_quantile[ok_rows]
+            if n_obj < len(frows) and not (shared is not None and c.quantile in shared[1]):
+                # A fixed quantile the forecast lacks is read at the nearest level above it
+                # (Forecast.quantile): named by the level read.
+                rows = np.asarray(ok_rows, dtype=np.int64)
+                for i in rows[~c.objective[rows]].tolist():
+                    fc = cast(Forecast, forecasts[i])
+                    q = float(self.fixed_level[i])
+                    if q not in fc.quantiles:
+                        self.fixed_level[i] = fc.quantile_key(q)
         self.top_q: list[float] = top_q.tolist()
         self.obj_rows = np.array(ok_rows, dtype=np.int64)[obj_pos] if obj_pos else np.zeros(0, dtype=np.int64)
         self.obj_q = Q

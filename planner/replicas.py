@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -103,7 +104,8 @@ def provision_levels(
         lo_p, hi_p = lv[j - 1], lv[j]
         inner = lo_q + (hi_q - lo_q) * np.clip((tau - lo_p) / (hi_p - lo_p), 0.0, 1.0)
     x: FloatArray = np.where(tau > p_top, tail, inner)
-    return x, tau
+    # Below the lowest quantile the value is the lowest quantile's: named by its level.
+    return x, np.maximum(tau, lv[0])
 
 
 def _levels_of(forecast: Forecast, spec: PolicySpec) -> tuple[FloatArray, FloatArray]:
@@ -111,8 +113,8 @@ def _levels_of(forecast: Forecast, spec: PolicySpec) -> tuple[FloatArray, FloatA
     q = spec.forecast_quantile
     keys = sorted(forecast.quantiles)
     if q is not None or len(keys) < 2:
-        level = q if q is not None else keys[0]
-        values = forecast.quantile(level)
+        level = forecast.quantile_key(q) if q is not None else keys[0]  # the level read, named as such
+        values = forecast.quantiles[level]
         return values, np.full(values.shape, level)
     per = spec.capacity_per_replica * spec.target_utilization
     obj = spec.objective
@@ -266,6 +268,9 @@ def explain(
             )
             if spec.forecast_quantile is None:
                 text += f" ({pct(b.level)}: {_objective(spec)})"
+            elif b.level != spec.forecast_quantile:
+                where = "the nearest above it" if b.level > spec.forecast_quantile else "its top one"
+                text += f" (the forecast has no {pct(spec.forecast_quantile)}: {where})"
         elif b.code == "ramp_floor":
             tr = state.observed_trend
             assert tr is not None  # the ramp floor decides only with a trend
@@ -306,7 +311,9 @@ def explain(
     if b.held is not None:
         stab = f"{spec.scale_down_stabilization_seconds:.0f} s"
         text += f"; held at {min(current, b.held)} by {stab} scale-down stabilization"
-        if b.held_note:
+        if b.held_note and not math.isfinite(b.top_hold):  # a fallback: no forecast capped it
+            text += f" (not above maxReplicas {spec.max_replicas})"
+        elif b.held_note:
             text += (
                 f" (not above the {b.held} that the p{b.top_q * 100:g} forecast peak "
                 f"{_fmt(b.top_hold)} {unit} needs in that window)"
@@ -333,6 +340,56 @@ def explain(
     return sentence, {**details, "raw_desired": b.raw}
 
 
+class _Windows(NamedTuple):
+    """What one usable forecast says over the windows a decision reads (``_windows``)."""
+
+    peak: float  # the provisioned level's peak over [now + startup, + interval]
+    peak_t: float
+    level: float
+    hold_peak: float  # its peak over [now, t_keep]
+    hold_level: float
+    t_keep: float
+    top_q: float
+    top_peak: float  # the top quantile's peak over the first window
+    top_hold: float  # and over the second
+
+
+def _windows(forecast: Forecast, spec: PolicySpec, now: float, interval_s: float) -> _Windows:
+    """The forecast's peaks over the steps a replica asked for now would serve and the steps the
+    replicas we have must serve (a forecast-based scale-down stabilization)."""
+    values, levels = _levels_of(forecast, spec)
+    step = forecast.step_s
+    n = len(values)
+    t_ready = now + spec.startup_seconds
+    t_end = t_ready + interval_s
+    # Steps a replica asked for now would serve: those overlapping [now + startup, + interval].
+    lo, hi = _overlapping(forecast.origin, step, n, t_ready, t_end)
+    if lo >= hi:
+        lo, hi = n - 1, n
+    # Steps the replicas we have must serve: a replica removed now cannot be back before
+    # now + startup, so we never remove one that the forecast needs before then, nor one it
+    # needs within the scale-down stabilization window.
+    t_keep = max(t_end, now + spec.scale_down_stabilization_seconds)
+    klo, khi = _overlapping(forecast.origin, step, n, now, t_keep)
+    window = values[lo:hi]
+    peak_i = int(window.argmax())
+    peak = float(window[peak_i])
+    level = float(levels[lo + peak_i])
+    if khi > klo:
+        hold_i = klo + int(values[klo:khi].argmax())
+        hold_peak, hold_level = float(values[hold_i]), float(levels[hold_i])
+    else:
+        hold_peak, hold_level = peak, level
+    top_q = max(forecast.quantiles)
+    top = forecast.quantiles[top_q]
+    top_peak = float(top[lo:hi].max())
+    # The most the stabilization may hold: what even the top quantile needs until t_keep.
+    top_hold = float(top[klo:khi].max()) if khi > klo else top_peak
+    return _Windows(
+        peak, forecast.origin + (lo + peak_i) * step, level, hold_peak, hold_level, t_keep, top_q, top_peak, top_hold
+    )
+
+
 def decide_replicas(
     workload: WorkloadRef,
     spec: PolicySpec,
@@ -349,21 +406,23 @@ def decide_replicas(
     reactive = replicas_for(state.observed_demand, spec) if observed_ok else 0
 
     fallback: str | None = None
-    old_forecast = forecast is not None and now - forecast.origin > spec.fallback.stale_after_seconds
-    if (
-        forecast is None
-        or not fresh
-        or old_forecast
-        or forecast.origin + forecast.horizon_s < now + spec.startup_seconds
-    ):
-        if forecast is None:
-            why = "no forecast"
-        elif not fresh:
-            why = "stale history"
-        elif old_forecast:
-            why = f"stale forecast (made {now - forecast.origin:.0f} s ago)"
-        else:
-            why = "forecast too short"
+    why = ""
+    win: _Windows | None = None
+    if forecast is None:
+        why = "no forecast"
+    elif not forecast.quantiles:
+        why = "empty forecast (no quantiles)"
+    elif not fresh:
+        why = "stale history"
+    elif now - forecast.origin > spec.fallback.stale_after_seconds:
+        why = f"stale forecast (made {now - forecast.origin:.0f} s ago)"
+    elif forecast.origin + forecast.horizon_s < now + spec.startup_seconds:
+        why = "forecast too short"
+    else:
+        win = _windows(forecast, spec, now, interval_s)
+        if not all(map(math.isfinite, (win.peak, win.hold_peak, win.top_peak, win.top_hold))):
+            why, win = "forecast not finite (NaN or infinite values in the steps it must cover)", None
+    if win is None:
         fallback = spec.fallback.mode.value
         if spec.fallback.mode == FallbackMode.REACTIVE and observed_ok:
             # An observation older than staleAfterSeconds may scale out but never in: demand may
@@ -378,38 +437,12 @@ def decide_replicas(
             b = Basis("fallback_current", reactive, why=why)
         stab_cap, top_hold, top_q = spec.max_replicas, math.inf, 0.0
     else:
-        values, levels = _levels_of(forecast, spec)
-        step = forecast.step_s
-        n = len(values)
-        t_ready = now + spec.startup_seconds
-        t_end = t_ready + interval_s
-        # Steps a replica asked for now would serve: those overlapping [now + startup, + interval].
-        lo, hi = _overlapping(forecast.origin, step, n, t_ready, t_end)
-        if lo >= hi:
-            lo, hi = n - 1, n
-        # Steps the replicas we have must serve: a replica removed now cannot be back before
-        # now + startup, so we never remove one that the forecast needs before then, nor one it
-        # needs within the scale-down stabilization window (a forecast-based stabilization).
-        t_keep = max(t_end, now + spec.scale_down_stabilization_seconds)
-        klo, khi = _overlapping(forecast.origin, step, n, now, t_keep)
-        window = values[lo:hi]
-        peak_i = int(window.argmax())
-        peak = float(window[peak_i])
-        peak_t = forecast.origin + (lo + peak_i) * step
-        level = float(levels[lo + peak_i])
-        need = replicas_for(peak, spec)
-        if khi > klo:
-            hold_i = klo + int(values[klo:khi].argmax())
-            hold_peak, hold_level = float(values[hold_i]), float(levels[hold_i])
-        else:
-            hold_peak, hold_level = peak, level
-        hold = replicas_for(hold_peak, spec)
+        need = replicas_for(win.peak, spec)
+        hold = replicas_for(win.hold_peak, spec)
+        top_q, top_peak = win.top_q, win.top_peak
         # The forecast missed: demand observed now is above even its top quantile for the steps
         # ahead. Then scale to what observed demand needs (a noisy step above the planning
         # quantile alone does not: that is what the quantile allows for).
-        top_q = max(forecast.quantiles)
-        top = forecast.quantiles[top_q]
-        top_peak = float(top[lo:hi].max())
         # Also when observed demand is more than the ready replicas serve: without this safety net
         # a biased forecast with a wide band (seasonal-naive on worldcup-1m) ran short 46 x as
         # often as the HPA (docs/benchmarks.md).
@@ -430,13 +463,13 @@ def decide_replicas(
         if ramp > desired:
             desired, code = ramp, "ramp_floor"
         b = Basis(
-            code, reactive, peak=peak, peak_t=peak_t, level=level, need=need, hold_peak=hold_peak,
-            hold_level=hold_level, t_keep=t_keep, hold=hold, floor=floor, top_q=top_q, top_peak=top_peak, missed=missed,
+            code, reactive, peak=win.peak, peak_t=win.peak_t, level=win.level, need=need, hold_peak=win.hold_peak,
+            hold_level=win.hold_level, t_keep=win.t_keep, hold=hold, floor=floor, top_q=top_q, top_peak=top_peak,
+            missed=missed,
         )  # fmt: skip
         if code == "ramp_floor":
             b.ramp, b.ramp_demand, b.ramp_t = ramp, ramp_demand, ramp_t
-        # The most the stabilization may hold: what even the top quantile needs until t_keep.
-        top_hold = float(top[klo:khi].max()) if khi > klo else top_peak
+        top_hold = win.top_hold
         stab_cap = replicas_for(top_hold, spec)
 
     b.raw = desired

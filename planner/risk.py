@@ -265,6 +265,13 @@ class RiskBook:
         seen: set[WorkloadRef] = set()
         for i, policy in enumerate(policies):
             if not adapts(policy):
+                # Adaptation turned off (or a fixed forecastQuantile, or sloRisk 0): the service plans
+                # with its own weight and its stored step goes, so a restart does not bring it back.
+                ref = policy.workload
+                entry = self._adapters.pop(ref, None)
+                self._adapted.pop(ref, None)
+                if self._restored.pop(ref.key, 0) > 0 or (entry is not None and entry[1].k):
+                    self.unsaved[ref] = (0, policy.spec.objective.slo_risk)
                 continue
             ref = policy.workload
             seen.add(ref)  # kept through a cycle without history or state (a Prometheus outage)

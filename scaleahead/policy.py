@@ -42,6 +42,8 @@ KIND: Literal["PredictiveScalingPolicy"] = "PredictiveScalingPolicy"
 #: Longest ``startupSeconds`` (s): a day. Longer is a typo (``1e12``) rather than a start-up, and any
 #: start-up beyond the forecast horizon (``forecast.horizon_s``) already plans on the fallback.
 MAX_STARTUP_SECONDS = 86400.0
+#: Replica and instance counts are int32 in the Kubernetes API (and far beyond any cluster).
+MAX_INT32 = 2**31 - 1
 
 
 def _spelt(value: Any) -> str:
@@ -189,7 +191,7 @@ class Demand(_Model):
 
 class Fallback(_Model):
     mode: FallbackMode = Field(FallbackMode.REACTIVE, description="Fallback mode when the forecast is unusable.")
-    static_replicas: OptInt = Field(None, ge=0, description="Replicas in mode static.")
+    static_replicas: OptInt = Field(None, ge=0, le=MAX_INT32, description="Replicas in mode static.")
     stale_after_seconds: Float = Field(
         60.0, gt=0, description="History whose newest point is older than this is stale (s)."
     )
@@ -204,7 +206,7 @@ class WarmPool(_Model):
     """Pre-provisioned (warm) instances for functions, against cold starts."""
 
     enabled: Bool = Field(False, description="Manage a warm pool for this workload.")
-    max_instances: Int = Field(1, ge=0, description="Most warm instances to keep.")
+    max_instances: Int = Field(1, ge=0, le=MAX_INT32, description="Most warm instances to keep.")
     memory_mb_per_instance: Float = Field(128.0, gt=0, description="Memory one warm instance holds (MB).")
     memory_budget_mb: OptFloat = Field(None, gt=0, description="Cap on warm memory for this workload (MB).")
     min_probability: Float = Field(
@@ -355,8 +357,8 @@ class PolicySpec(_Model):
         ..., gt=0, description="Demand one ready replica serves at 100 % utilization (demand units)."
     )
     target_utilization: Float = Field(0.9, gt=0, le=1, description="Share of capacity to plan for.")
-    min_replicas: Int = Field(1, ge=0, description="Fewest replicas.")
-    max_replicas: Int = Field(100, ge=1, description="Most replicas.")
+    min_replicas: Int = Field(1, ge=0, le=MAX_INT32, description="Fewest replicas.")
+    max_replicas: Int = Field(100, ge=1, le=MAX_INT32, description="Most replicas.")
     startup_seconds: Float = Field(
         60.0,
         ge=0,
@@ -376,8 +378,8 @@ class PolicySpec(_Model):
         "metric window; 0 = the last sample alone.",
     )
     ramp_floor: RampFloor = Field(default_factory=RampFloor)  # type: ignore[arg-type]
-    max_step_up: Int = Field(100, ge=1, description="Most replicas added in one decision.")
-    max_step_down: Int = Field(100, ge=1, description="Most replicas removed in one decision.")
+    max_step_up: Int = Field(100, ge=1, le=MAX_INT32, description="Most replicas added in one decision.")
+    max_step_down: Int = Field(100, ge=1, le=MAX_INT32, description="Most replicas removed in one decision.")
     forecast_quantile: OptFloat = Field(
         None,
         gt=0,

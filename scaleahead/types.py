@@ -175,7 +175,7 @@ class Forecast:
 
     @property
     def horizon_steps(self) -> int:
-        return int(next(iter(self.quantiles.values())).shape[0])
+        return int(next(iter(self.quantiles.values())).shape[0]) if self.quantiles else 0
 
     @property
     def horizon_s(self) -> float:
@@ -183,11 +183,14 @@ class Forecast:
 
     def quantile(self, q: float) -> FloatArray:
         """The forecast at quantile ``q``; the nearest available quantile at or above it."""
+        return self.quantiles[self.quantile_key(q)]
+
+    def quantile_key(self, q: float) -> float:
+        """The level ``quantile(q)`` reads: ``q`` itself, else the nearest above it, else the top one."""
         if q in self.quantiles:
-            return self.quantiles[q]
-        above = sorted(k for k in self.quantiles if k >= q)
-        key = above[0] if above else max(self.quantiles)
-        return self.quantiles[key]
+            return q
+        above = [k for k in self.quantiles if k >= q]
+        return min(above) if above else max(self.quantiles)
 
     def times(self) -> FloatArray:
         return self.origin + np.arange(self.horizon_steps, dtype=np.float64) * self.step_s

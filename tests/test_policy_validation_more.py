@@ -281,6 +281,22 @@ def test_the_crd_schema_bounds_startup_seconds_too() -> None:
     assert any("startupSeconds" in "/".join(str(p) for p in e.absolute_path) for e in errors)
 
 
+# -- replica counts are Kubernetes int32s ------------------------------------------------------------------
+@pytest.mark.parametrize("field", ["maxReplicas", "minReplicas", "maxStepUp", "maxStepDown"])
+def test_replica_counts_above_int32_are_rejected_by_the_policy_and_the_crd(field: str) -> None:
+    spec = _example()["spec"]
+    spec[field] = 2**31
+    with pytest.raises(ConfigError, match=f"field 'spec.{field}': Input should be less than or equal to 2147483647"):
+        parse_policies(yaml.safe_dump({**_example(), "spec": spec}), "p.yaml")
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    errors = list(jsonschema.Draft4Validator(schema).iter_errors(spec))
+    assert [e.absolute_path[-1] for e in errors] == [field]
+    spec[field] = 2**31 - 1
+    spec["maxReplicas"] = 2**31 - 1
+    (policy,) = parse_policies(yaml.safe_dump({**_example(), "spec": spec}), "p.yaml")
+    assert policy.spec.max_replicas == 2**31 - 1
+
+
 # -- a file that is not text ----------------------------------------------------------------------------
 def test_a_binary_file_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "p.yaml"

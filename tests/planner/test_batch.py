@@ -1,7 +1,7 @@
 """The batch path (planner/batch.py) decides exactly as the scalar reference ``decide_replicas``.
 
 For random batches of services (varied bounds, steps, quantiles, fallback modes, start-up and
-stabilization; missing, stale, short or odd forecasts; NaN or stale observed demand; earlier
+stabilization; missing, stale, short, empty or odd forecasts; NaN or stale observed demand; earlier
 desired counts) every action, target count, reason code, sentence and detail, and every fallback
 of ``planner.plan`` equals what ``decide_replicas`` gives one workload at a time.
 """
@@ -102,7 +102,7 @@ def services(
     step = draw(st.sampled_from([10.0, 60.0]))
     n = shared[2] if shared else draw(st.sampled_from([90, 90, 90, 3, 1]))
     origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3]))
-    keys = shared[1] if shared else draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,)]))
+    keys = shared[1] if shared else draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,), ()]))
     base = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)), dtype=np.float64)
     if draw(st.booleans()):
         base = np.full(n, draw(st.floats(0, 500)))
@@ -200,10 +200,12 @@ def _as_forecaster_batches(
     """The same forecasts as rows of read-only batches (QuantileRows): per quantile set and length,
     ``parts`` batches (workloads dealt to them in turn, as a rollout splits them between forecasters)."""
     groups: dict[tuple[tuple[float, ...], int, int], list[Forecast]] = {}
-    for i, (_, _, fc) in enumerate(items):
-        if fc is not None:
-            groups.setdefault((tuple(sorted(fc.quantiles)), fc.horizon_steps, i % parts), []).append(fc)
     out: dict[WorkloadRef, Forecast] = {}
+    for i, (_, _, fc) in enumerate(items):
+        if fc is not None and not fc.quantiles:
+            out[fc.workload] = fc  # no batch holds a forecast without quantiles
+        elif fc is not None:
+            groups.setdefault((tuple(sorted(fc.quantiles)), fc.horizon_steps, i % parts), []).append(fc)
     for (keys, _, _), fcs in groups.items():
         fcs = fcs[::-1] if reverse else fcs
         q = np.stack([np.stack([fc.quantiles[k] for k in keys]) for fc in fcs])
@@ -218,7 +220,7 @@ def test_forecasts_that_are_rows_of_forecaster_batches_plan_exactly_like_plain_o
     items: list[tuple[Policy, WorkloadState, Forecast | None]], reverse: bool, parts: int
 ) -> None:
     forecasts = _as_forecaster_batches(items, reverse, parts)
-    assert all(isinstance(f.quantiles, QuantileRows) for f in forecasts.values())
+    assert all(isinstance(f.quantiles, QuantileRows) for f in forecasts.values() if f.quantiles)
     state = ClusterState({p.workload: ws for p, ws, _ in items})
     result = plan(forecasts, state, [p for p, _, _ in items], NOW, 10.0)
     expected, fallbacks = _reference(items)  # the plain {q: array} forecasts, one workload at a time

@@ -264,6 +264,32 @@ def test_a_restarted_loop_resumes_from_the_recorded_step(alibaba_day: Series, tm
     store.close()
 
 
+def test_turning_the_adaptation_off_removes_the_recorded_step(alibaba_day: Series, tmp_path: Path) -> None:
+    capacity, policy, ref, start, store = _stored(alibaba_day, tmp_path)
+
+    def deps(clock: VirtualClock, p: Policy) -> Deps:
+        return Deps(FixedHistory({ref: alibaba_day}), Naive(), SimulatedService(clock, 60.0, {ref: 20}), store, [p])
+
+    clock = VirtualClock(start)
+    first = deps(clock, policy)
+    for i in range(int(1.05 * HOUR / 10)):
+        clock.advance_to(start + i * 10.0)
+        report = run_once(first, Settings(), clock.now())
+    assert report.slo_risk[ref] == 3.75 and store.risk_factors() == {ref.key: 1}
+    # switched off in the running loop: its own weight now, and the record goes
+    first.policies = [service_policy(capacity, 3.0, enabled=False)]
+    run_once(first, Settings(), clock.now() + 10.0)
+    assert store.risk_factors() == {}
+    # switched on again after a restart: from its own weight, not the old step
+    report = run_once(deps(clock, policy), Settings(), clock.now() + 20.0)
+    assert report.slo_risk[ref] == 3.0
+    # and a restart that finds the adaptation off also removes a step recorded before it
+    store.set_risk_factors({ref.key: (2, 4.6875)}, clock.now())
+    run_once(deps(clock, service_policy(capacity, 3.0, enabled=False)), Settings(), clock.now() + 30.0)
+    assert store.risk_factors() == {}
+    store.close()
+
+
 def test_a_failed_write_of_the_step_is_retried(alibaba_day: Series, tmp_path: Path) -> None:
     _, policy, ref, start, store = _stored(alibaba_day, tmp_path)
     calls = []

@@ -1,0 +1,91 @@
+"""A forecast the planner cannot use falls back, by name, in both paths; reasons name what was read.
+
+A NaN or infinite value in the steps a decision reads, or a forecast with no quantiles at all, is
+not demand of zero: the workload is planned by its fallback (docs/planner.md), and the scale-down
+stabilization still holds what the window asked for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from planner_helpers import service_policy
+
+from planner.batch import decide_replicas_many
+from planner.replicas import decide_replicas
+from scaleahead.types import Forecast, WorkloadState
+
+NOW = 1_000_000.0
+
+
+def _both(policy, ws, fc):  # type: ignore[no-untyped-def]
+    """(scalar decision, batch action, batch fallback); the batch plans a clean service beside it."""
+    clean = Forecast(policy.workload, NOW, 10.0, {0.9: np.full(90, 30.0), 0.99: np.full(90, 40.0)})
+    d = decide_replicas(policy.workload, policy.spec, ws, fc, NOW)
+    actions, fallbacks = decide_replicas_many(
+        [(policy.workload, policy.spec, ws, fc), (policy.workload, policy.spec, ws, clean)], NOW
+    )
+    assert fallbacks[1] is None and not actions[1].reason.code.startswith("fallback")
+    return d, actions[0], fallbacks[0]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_value_in_the_read_steps_falls_back_and_keeps_the_stabilization(bad: float) -> None:
+    policy = service_policy("web", minReplicas=1, scaleDownStabilizationSeconds=60)
+    ws = WorkloadState(policy.workload, 10, 10, 35.0, NOW - 5, recent_desired=((NOW - 20, 10),))
+    p99 = np.full(90, 850.0)
+    p99[2] = bad  # 20 s ahead: inside the stabilization window
+    fc = Forecast(policy.workload, NOW, 10.0, {0.9: np.full(90, 300.0), 0.99: p99})
+    d, action, fallback = _both(policy, ws, fc)
+    assert d.fallback == fallback == "reactive"
+    assert d.action == action and action.reason.code == "fallback_reactive"
+    assert action.to_replicas == 10  # held by the window, not scaled in to the 4 the observation needs
+    assert action.reason.message.startswith("hold shop/web at 10: forecast not finite (NaN or infinite values")
+    # The same value far beyond the steps read changes nothing.
+    p99[2], p99[80] = 850.0, bad
+    d, action, fallback = _both(policy, ws, Forecast(policy.workload, NOW, 10.0, {0.9: np.full(90, 300.0), 0.99: p99}))
+    assert d.fallback is fallback is None and action.reason.code == "forecast" and action.to_replicas == 30
+
+
+def test_a_forecast_without_quantiles_falls_back_without_failing_the_batch() -> None:
+    policy = service_policy("web", fallback={"mode": "current"})
+    ws = WorkloadState(policy.workload, 7, 7, 35.0, NOW - 5)
+    d, action, fallback = _both(policy, ws, Forecast(policy.workload, NOW, 10.0, {}))
+    assert d.fallback == fallback == "current" and d.action == action
+    assert action.to_replicas == 7
+    assert action.reason.message.startswith("hold shop/web at 7: empty forecast (no quantiles)")
+
+
+def test_a_fallback_held_above_max_replicas_names_the_bound_not_a_forecast() -> None:
+    policy = service_policy("web", maxReplicas=100, scaleDownStabilizationSeconds=60)
+    ws = WorkloadState(policy.workload, 150, 150, 35.0, NOW - 5, recent_desired=((NOW - 30, 150),))
+    d = decide_replicas(policy.workload, policy.spec, ws, None, NOW)
+    (action,), _ = decide_replicas_many([(policy.workload, policy.spec, ws, None)], NOW)
+    assert d.action == action and action.to_replicas == 100
+    assert action.reason.message.endswith("held at 100 by 60 s scale-down stabilization (not above maxReplicas 100)")
+    assert "forecast peak" not in action.reason.message
+
+
+def test_reasons_name_the_quantile_level_that_was_read() -> None:
+    fc_keys = {0.9: np.full(90, 100.0), 0.99: np.full(90, 150.0)}
+    cases = [
+        # the objective asks for less than the lowest quantile: the lowest one is read, and named
+        ({"forecastQuantile": None, "objective": {"cost": 1, "sloRisk": 1}}, 10, "p90 forecast 100 req/s", "(p90: "),
+        # a fixed level the forecast lacks: the nearest above it
+        ({"forecastQuantile": 0.95}, 15, "p99 forecast 150 req/s", "(the forecast has no p95: the nearest above it)"),
+        # above every level: the top one
+        ({"forecastQuantile": 0.999}, 15, "p99 forecast 150 req/s", "(the forecast has no p99.9: its top one)"),
+        # a level it has: nothing added
+        ({"forecastQuantile": 0.9}, 10, "p90 forecast 100 req/s", "and 1 target"),
+    ]
+    for spec, replicas, said, tail in cases:
+        policy = service_policy("web", **spec)
+        ws = WorkloadState(policy.workload, 5, 5, 35.0, NOW - 5)
+        fc = Forecast(policy.workload, NOW, 10.0, fc_keys)
+        d = decide_replicas(policy.workload, policy.spec, ws, fc, NOW)
+        actions, _ = decide_replicas_many([(policy.workload, policy.spec, ws, fc)] * 2, NOW)
+        assert d.action == actions[0] == actions[1]
+        message = d.action.reason.message
+        assert d.action.to_replicas == replicas and said in message, message
+        assert d.action.reason.details["quantile"] == float(said[1:3]) / 100
+        assert (tail in message) if tail.startswith("(p90") else message.endswith(tail), message
