@@ -607,6 +607,10 @@ class KubernetesTarget:
                     interference=cls if cls in _INTERFERENCE else "none",  # type: ignore[arg-type]
                     labels=labels,
                     anti_affinity=rules,
+                    # a DaemonSet's pod or a static (mirror) pod: bound to its node, never moved, and
+                    # no reason to keep the node (kubectl drain --ignore-daemonsets, cluster autoscaler)
+                    node_bound=(owner is not None and owner[0] == "DaemonSet")
+                    or "kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
                 )
             )
         pdbs = []

@@ -207,10 +207,12 @@ def _round(
     alpha: float,
     costs: Sequence[int] | None = None,
     unit: str = "",
+    before: bool = False,
 ) -> tuple[list[int], int, dict[int, str]]:
     """Serve ``amounts`` by priority (highest first); returns grants, capacity left, cut causes.
 
-    With ``costs``, a replica of claim ``i`` takes ``costs[i]`` units of ``capacity``."""
+    With ``costs``, a replica of claim ``i`` takes ``costs[i]`` units of ``capacity``. ``before``:
+    a round before this one (the minReplicas round) took some of the capacity."""
     cost = costs or [1] * len(claims)
     share = "weighted max-min share" if alpha == 1.0 else f"alpha-fair share (objective.fairness {alpha:g})"
     out = [0] * len(claims)
@@ -225,9 +227,12 @@ def _round(
             left -= need
             continue
         if left <= 0:
+            takers = [f"higher priorities than {prio}"] if left < capacity else []
+            if before:  # this round comes after the minReplicas round
+                takers.insert(0, "the minReplicas of every workload (served first)")
             for i in idx:
                 if amounts[i] > 0:
-                    causes[i] = f"higher priorities than {prio} took all of it"
+                    causes[i] = f"{' and '.join(takers)} took all of it" if takers else "there is none to share"
             continue
         sub = [claims[i] for i in idx]
         if costs is None:
@@ -278,7 +283,11 @@ def allocate(
     rest = [w - f for w, f in zip(wants, first, strict=True)]
     # Claims whose floor was cut get nothing more in the second round.
     rest = [0 if first[i] < floors[i] else r for i, r in enumerate(rest)]
-    second, _, causes_b = _round(claims, rest, left, alpha, costs, unit)
+    second, _, causes_b = _round(claims, rest, left, alpha, costs, unit, before=left < cap)
+    # A tenant's weight at a priority is the mean of its workloads' there (as _fill_level shares).
+    weights: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for c in claims:
+        weights[(c.tenant, c.priority)].append(c.weight)
     grants = []
     for i, c in enumerate(claims):
         got = first[i] + second[i]
@@ -286,9 +295,12 @@ def allocate(
         if got < wants[i]:
             cause = causes_a.get(i) or causes_b.get(i) or "capacity exhausted"
             stage = "even its minReplicas did not fit: " if i in causes_a else ""
+            ws = weights[(c.tenant, c.priority)]
+            tenant_w = sum(ws) / len(ws)
+            own = f", this workload's {c.weight:g}" if len(ws) > 1 and c.weight != tenant_w else ""
             why = (
                 f"{pool} {cap}{unit} is short of the {total}{unit} wanted; tenant {c.tenant} "
-                f"(priority {c.priority}, weight {c.weight:g}) got {got} of {wants[i]}: {stage}{cause}"
+                f"(priority {c.priority}, weight {tenant_w:g}{own}) got {got} of {wants[i]}: {stage}{cause}"
             )
         grants.append(Grant(c, got, why))
     return grants

@@ -14,13 +14,17 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
   at the larger of its forecast peak and its observed usage) stays at or below
   ``max_peak_fraction`` of the node's allocatable CPU, and the sum of CPU and memory *requests*
   stays within allocatable (the scheduler's own fit rule);
-- **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods of a PDB's owner move in one plan;
+- **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods covered by a PDB move in one plan,
+  counted over every owner it covers (``PdbBudgets``);
 - **anti-affinity**: a pod never lands next to a pod that one of the two excludes;
 - **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
   (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
   ``drains_may_add_pairs``;
 - **bounded**: at most ``max_moves`` moves; pods without an owner (nothing would recreate them)
-  and pods on unschedulable or unknown nodes are never moved; empty nodes never receive pods.
+  and pods on unschedulable or unknown nodes are never moved; empty nodes never receive pods;
+  node-bound pods (a DaemonSet's, mirror pods) stay where they are, count in their node's sums
+  and do not keep a node from being freed; a node reporting no allocatable CPU or memory is
+  treated as cordoned.
 
 Algorithm (greedy, re-evaluated after each chosen step):
 
@@ -175,12 +179,76 @@ def conflicts(a: Pod, b: Pod) -> bool:
 
 
 def pdb_budgets(pdbs: Iterable[PodDisruptionBudget]) -> dict[tuple[str, str], int]:
-    """Remaining disruptions per (namespace, owner); the tightest PDB wins if several cover one."""
+    """Remaining disruptions per (namespace, owner); the tightest PDB wins if several cover one.
+
+    One owner's view only: a PDB that covers several owners allows its disruptions to all of them
+    together, which ``PdbBudgets`` keeps (the planner and the benchmark's Eviction API use that).
+    """
     out: dict[tuple[str, str], int] = {}
     for pdb in pdbs:
         key = (pdb.namespace, pdb.owner)
         out[key] = min(out.get(key, pdb.disruptions_allowed), max(0, pdb.disruptions_allowed))
     return out
+
+
+def _pdb_key(pdb: PodDisruptionBudget) -> tuple[str, str]:
+    # A PodDisruptionBudget entry per owner it covers (actuator/kubernetes.py), named after its PDB;
+    # an unnamed one stands for its owner alone.
+    return (pdb.namespace, pdb.name or f"owner:{pdb.owner}")
+
+
+@dataclass(slots=True)
+class PdbBudgets:
+    """Disruptions left per PodDisruptionBudget, shared by every owner it covers.
+
+    A PDB over two ReplicaSets (a Deployment mid-rollout, or a ``tier=frontend`` selector over two
+    Deployments) with one disruption allowed lets one pod of either move, not one of each: each
+    move spends one from every PDB that covers its pod's owner.
+    """
+
+    left_by_pdb: dict[tuple[str, str], int]
+    covering: dict[tuple[str, str], tuple[tuple[str, str], ...]]
+
+    @classmethod
+    def of(cls, pdbs: Iterable[PodDisruptionBudget]) -> PdbBudgets:
+        left: dict[tuple[str, str], int] = {}
+        covering: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for pdb in pdbs:
+            key = _pdb_key(pdb)
+            allowed = max(0, pdb.disruptions_allowed)
+            left[key] = min(left.get(key, allowed), allowed)
+            keys = covering.setdefault((pdb.namespace, pdb.owner), [])
+            if key not in keys:
+                keys.append(key)
+        return cls(left, {owner: tuple(keys) for owner, keys in covering.items()})
+
+    def copy(self) -> PdbBudgets:
+        return PdbBudgets(dict(self.left_by_pdb), self.covering)  # covering is never changed
+
+    def left(self, pod: Pod) -> int | None:
+        """Disruptions left for ``pod`` (the tightest of its PDBs); None when no PDB covers it."""
+        keys = self.covering.get((pod.namespace, pod.owner))
+        return min(self.left_by_pdb[k] for k in keys) if keys else None
+
+    def spend(self, pod: Pod, force: bool = False) -> bool:
+        """Spend one disruption of each PDB covering ``pod``; False (and nothing spent) if one has none
+        left, unless ``force`` (a deletion, which PDBs do not stop: the budget goes below 0)."""
+        keys = self.covering.get((pod.namespace, pod.owner), ())
+        if not force and any(self.left_by_pdb[k] <= 0 for k in keys):
+            return False
+        for k in keys:
+            self.left_by_pdb[k] -= 1
+        return True
+
+    def allow(self, pods: Iterable[Pod]) -> bool:
+        """Whether the PDBs allow all of ``pods`` to move together."""
+        spent: dict[tuple[str, str], int] = {}
+        for p in pods:
+            for k in self.covering.get((p.namespace, p.owner), ()):
+                spent[k] = spent.get(k, 0) + 1
+                if spent[k] > self.left_by_pdb[k]:
+                    return False
+        return True
 
 
 _VERSIONS = count()
@@ -196,7 +264,7 @@ class _Cluster:
     req_mem: dict[str, float]
     peak: dict[str, float]
     classes: dict[str, dict[str, int]]
-    budget: dict[tuple[str, str], int]
+    budget: PdbBudgets
     arrays: _Arrays
     moved: set[str] = field(default_factory=set)
     _aa: dict[str, _AntiAffinityIndex] = field(default_factory=dict)
@@ -206,20 +274,40 @@ class _Cluster:
     #: budgets spent, pods moved), so a cached None stays right and a cached step is re-checked
     exchange_cache: dict[tuple[str, str, int, int], _Step | None] = field(default_factory=dict)
     side_cache: dict[tuple[str, int], _Side] = field(default_factory=dict)
+    #: per node, what its node-bound pods (DaemonSet, mirror) use: CPU and memory requests, forecast
+    #: peak and observed CPU. They stay where they are and are not in ``pods``: a node with only
+    #: them counts as free (as the cluster autoscaler and ``kubectl drain --ignore-daemonsets`` see it)
+    base: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> _Cluster:
-        nodes = {n.name: n for n in sorted(state.nodes, key=lambda n: n.name)}
+        # A node that reports no allocatable CPU or memory (status not filled in yet) receives no pods
+        # and its pods stay, as on a cordoned node.
+        nodes = {
+            n.name: n if n.cpu_m > 0 and n.memory_mb > 0 else replace(n, schedulable=False)
+            for n in sorted(state.nodes, key=lambda n: n.name)
+        }
         pods: dict[str, list[Pod]] = {n: [] for n in nodes}
+        bound: dict[str, list[Pod]] = {n: [] for n in nodes}
         for p in sorted(state.pods, key=pod_key):
             if p.node in pods:
-                pods[p.node].append(p)
-        c = cls(nodes, pods, {}, {}, {}, {}, pdb_budgets(state.pdbs), _Arrays.empty(nodes))
+                (bound if p.node_bound else pods)[p.node].append(p)
+        c = cls(nodes, pods, {}, {}, {}, {}, PdbBudgets.of(state.pdbs), _Arrays.empty(nodes))
         c.version = {name: next(_VERSIONS) for name in nodes}
+        c.base = {
+            name: (
+                float(sum(p.cpu_request_m for p in ps)),
+                float(sum(p.memory_request_mb for p in ps)),
+                float(sum(pod_peak_cpu_m(p) for p in ps)),
+                float(sum(p.usage_cpu_m for p in ps if math.isfinite(p.usage_cpu_m))),
+            )
+            for name, ps in bound.items()
+        }
         for name, ps in pods.items():
-            c.req_cpu[name] = float(sum(p.cpu_request_m for p in ps))
-            c.req_mem[name] = float(sum(p.memory_request_mb for p in ps))
-            c.peak[name] = sum(pod_peak_cpu_m(p) for p in ps)
+            b_cpu, b_mem, b_peak, _ = c.base[name]
+            c.req_cpu[name] = b_cpu + float(sum(p.cpu_request_m for p in ps))
+            c.req_mem[name] = b_mem + float(sum(p.memory_request_mb for p in ps))
+            c.peak[name] = b_peak + sum(pod_peak_cpu_m(p) for p in ps)
             counts: dict[str, int] = {}
             for p in ps:
                 counts[p.interference] = counts.get(p.interference, 0) + 1
@@ -235,7 +323,7 @@ class _Cluster:
             dict(self.req_mem),
             dict(self.peak),
             dict(self.classes),  # likewise
-            dict(self.budget),
+            self.budget.copy(),
             self.arrays.copy(),
             set(self.moved),
             dict(self._aa),
@@ -244,6 +332,7 @@ class _Cluster:
             # what this copy cached is right or re-checked there, but not the other way round
             dict(self.exchange_cache),
             dict(self.side_cache),
+            self.base,  # never mutated
         )
 
     def excluded(self, pod: Pod, node: str) -> bool:
@@ -257,10 +346,11 @@ class _Cluster:
         return self.classes[node].get(cls_, 0)
 
     def budget_left(self, pod: Pod) -> int | None:
-        return self.budget.get((pod.namespace, pod.owner))
+        return self.budget.left(pod)
 
     def movable(self, pod: Pod) -> bool:
-        if not pod.owner or pod_key(pod) in self.moved:
+        # pods on a cordoned node are left to whoever cordoned it (an upgrade or an operator's drain)
+        if not pod.owner or pod_key(pod) in self.moved or not self.nodes[pod.node].schedulable:
             return False
         left = self.budget_left(pod)
         return left is None or left > 0
@@ -278,9 +368,7 @@ class _Cluster:
             counts = dict(self.classes[name])
             counts[pod.interference] = counts.get(pod.interference, 0) + int(sign)
             self.classes[name] = counts
-        key = (pod.namespace, pod.owner)
-        if key in self.budget:
-            self.budget[key] -= 1
+        self.budget.spend(pod)  # the callers checked that it may move
         self.moved.add(pod_key(pod))
         self._aa.pop(src, None)
         self._aa.pop(to, None)
@@ -408,9 +496,13 @@ def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
     and the pods there exclude each other in no direction."""
     n = c.nodes[node]
     here = [*c.pods[node], pod]
-    if sum(pod_peak_cpu_m(p) for p in here) > max_peak_fraction * n.cpu_m + 1e-9:
+    b_cpu, b_mem, b_peak, _ = c.base[node]
+    if b_peak + sum(pod_peak_cpu_m(p) for p in here) > max_peak_fraction * n.cpu_m + 1e-9:
         return False
-    if sum(p.cpu_request_m for p in here) > n.cpu_m or sum(p.memory_request_mb for p in here) > n.memory_mb:
+    if (
+        b_cpu + sum(p.cpu_request_m for p in here) > n.cpu_m
+        or b_mem + sum(p.memory_request_mb for p in here) > n.memory_mb
+    ):
         return False
     left = c.budget_left(pod)
     if left is not None and left < 1:
@@ -634,15 +726,8 @@ def _exchange_order(
     transient lasts while pods restart, not until the forecast peak). Tries the ``xs`` first, then
     the ``ys`` first; None if neither order is safe.
     """
-    spent: dict[tuple[str, str], int] = {}
-    for p in (*xs, *ys):
-        if not c.movable(p):
-            return None
-        key = (p.namespace, p.owner)
-        spent[key] = spent.get(key, 0) + 1
-        left = c.budget.get(key)
-        if left is not None and spent[key] > left:
-            return None
+    if not all(c.movable(p) for p in (*xs, *ys)) or not c.budget.allow((*xs, *ys)):
+        return None
     for first, second in (((xs, b), (ys, a)), ((ys, a), (xs, b))):
         here = {a: list(c.pods[a]), b: list(c.pods[b])}
         order: list[tuple[Pod, str]] = []
@@ -652,10 +737,11 @@ def _exchange_order(
             for p in group:
                 n = c.nodes[dest]
                 there = here[dest]
+                b_cpu, b_mem, _, b_use = c.base[dest]
                 if (
-                    sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
-                    or sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
-                    or sum(q.usage_cpu_m for q in there) + p.usage_cpu_m > mpf * n.cpu_m + 1e-9
+                    b_cpu + sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
+                    or b_mem + sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
+                    or b_use + sum(q.usage_cpu_m for q in there) + p.usage_cpu_m > mpf * n.cpu_m + 1e-9
                     or any(conflicts(p, q) for q in there)
                 ):
                     ok = False
@@ -791,13 +877,17 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
     """Apply ``step`` to ``c`` and describe each move in a sentence that ends with its expected gain."""
     share = step.gain / len(step.moves)
     facts: list[tuple[Pod, str, list[Pod], int]] = []
-    before = {n: list(c.pods[n]) for n in {*(p.node for p, _ in step.moves), *(t for _, t in step.moves)}}
+    #: per swap or exchange, its nodes as they were just before it (after the drain moves before it)
+    before: dict[int, dict[str, list[Pod]]] = {}
     for i, (pod, target) in enumerate(step.moves):
         opposite = _OPPOSITE.get(pod.interference)
         if step.part(i)[0] in ("swap", "exchange"):  # described from before to after the exchange
             group = step.part(i)[1]
-            mates = {pod_key(p) for j, (p, _) in enumerate(step.moves) if step.part(j)[1] == group}
-            here = [q for q in before[pod.node] if pod_key(q) not in mates]
+            members = [(p, t) for j, (p, t) in enumerate(step.moves) if step.part(j)[1] == group]
+            if group not in before:
+                before[group] = {n: list(c.pods[n]) for m in members for n in (m[0].node, m[1])}
+            mates = {pod_key(p) for p, _ in members}
+            here = [q for q in before[group][pod.node] if pod_key(q) not in mates]
         else:
             here = c.pods[pod.node]
         neighbours = [q for q in here if opposite is not None and q.interference == opposite]

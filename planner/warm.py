@@ -138,6 +138,8 @@ def decide_warm_pool(
         else:
             want = min(current, cap)
             text = f"{why}: fallback keeps the current {current} warm instances"
+            if want < current:
+                text = f"{why}: fallback keeps the current warm instances, {want} of {current} within the cap"
         keep = pool.keep_alive_seconds if want > 0 else 0.0
         details: dict[str, float | int | str] = {"fallback": fallback, "cause": why}
         code = f"fallback_{fallback}"
@@ -163,7 +165,12 @@ def decide_warm_pool(
             keep = 0.0
             later = np.flatnonzero(probs[1:] >= threshold)
             if cap == 0:
-                code, text = "warm_no_budget", "the memory budget allows no warm instance"
+                code = "warm_no_budget"
+                text = (
+                    "maxInstances 0 allows no warm instance"
+                    if pool.max_instances <= 0
+                    else f"the memory budget of {pool.memory_budget_mb:g} MB allows no warm instance of {mem:g} MB"
+                )
             elif later.size:
                 k = int(later[0]) + 1
                 code = "prewarm_later"

@@ -435,6 +435,9 @@ class Pod:
     interference: Literal["cpu-bound", "io-bound", "latency-critical", "none"] = "none"
     labels: Mapping[str, str] = field(default_factory=dict)
     anti_affinity: tuple[str, ...] = ()
+    #: Bound to its node (a DaemonSet's or a mirror pod): never moved, and it does not keep its node
+    #: from being freed (the cluster autoscaler and ``kubectl drain --ignore-daemonsets`` ignore it).
+    node_bound: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from planner.rebalance import conflicts, pdb_budgets, pod_key
+from planner.rebalance import PdbBudgets, conflicts, pod_key
 from scaleahead.types import ClusterState, Node, Pod
 
 #: The kubelet's default ``maxPods``: the pod capacity of a node for the "pods" resource.
@@ -58,7 +58,7 @@ class SimCluster:
 
     nodes: dict[str, Node]
     pods: dict[str, list[Pod]]
-    budgets: dict[tuple[str, str], int]
+    budgets: PdbBudgets
     refused: int = 0
     evicted: list[Pod] = field(default_factory=list)
 
@@ -69,7 +69,7 @@ class SimCluster:
         for p in sorted(state.pods, key=pod_key):
             if p.node in pods:
                 pods[p.node].append(p)
-        return cls(nodes, pods, pdb_budgets(state.pdbs))
+        return cls(nodes, pods, PdbBudgets.of(state.pdbs))
 
     def usage(self, node: str) -> dict[str, float]:
         out = dict.fromkeys(_RESOURCES, 0.0)
@@ -79,13 +79,10 @@ class SimCluster:
         return out
 
     def evict(self, pod: Pod) -> bool:
-        """The Eviction API: refuses (False) when a PDB of the pod's owner allows no disruption."""
-        key = (pod.namespace, pod.owner)
-        if key in self.budgets and self.budgets[key] <= 0:
+        """The Eviction API: refuses (False) when a PDB covering the pod allows no disruption."""
+        if not self.budgets.spend(pod):
             self.refused += 1
             return False
-        if key in self.budgets:
-            self.budgets[key] -= 1
         self.pods[pod.node] = [p for p in self.pods[pod.node] if pod_key(p) != pod_key(pod)]
         self.evicted.append(pod)
         return True

@@ -246,7 +246,7 @@ def apply_moves(state: ClusterState, moves: tuple[MovePod, ...]) -> Outcome:
     scheduler (LeastAllocated) place it."""
     c = SimCluster.of(state)
     by_key = {pod_key(p): p for p in state.pods}
-    budgets = dict(c.budgets)
+    budgets = c.budgets.copy()
     violations = 0
     done = 0
     for m in moves:
@@ -254,11 +254,10 @@ def apply_moves(state: ClusterState, moves: tuple[MovePod, ...]) -> Outcome:
         if pod is None or m.is_noop:
             continue
         pod = _current(c, pod)
-        key = (pod.namespace, pod.owner)
-        if key in budgets:
-            if budgets[key] <= 0:
-                violations += 1
-            budgets[key] -= 1
+        left = budgets.left(pod)
+        if left is not None and left <= 0:
+            violations += 1
+        budgets.spend(pod, force=True)
         c.pods[pod.node] = [p for p in c.pods[pod.node] if pod_key(p) != pod_key(pod)]
         done += 1
         if m.to_node in c.nodes and c.fits(pod, m.to_node):

@@ -118,3 +118,25 @@ def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:
     by_name = {p.name: p for p in pods}
     assert by_name["batch-1"].usage_cpu_m == 2500 and by_name["web-1"].usage_cpu_m == 0
     assert pod_peak_cpu_m(by_name["batch-1"]) == 2500, "placed by its usage, not its request"
+
+
+def test_daemonset_and_mirror_pods_are_node_bound_and_do_not_block_a_drain(kube) -> None:
+    fragmented(kube)
+    for name in ("n1", "n2", "n3"):  # kube-proxy everywhere, and a static pod on n3
+        proxy = pod(name, "kube-proxy", "100m")
+        proxy["metadata"]["ownerReferences"][0].update(kind="DaemonSet", name="kube-proxy")
+        kube.cluster.put(PODS, "kube-system", f"kube-proxy-{name}", proxy)
+    static = pod("n3", "etcd", "100m")
+    static["metadata"].update(ownerReferences=[], annotations={"kubernetes.io/config.mirror": "abc"})
+    kube.cluster.put(PODS, "kube-system", "etcd-n3", static)
+    target = KubernetesTarget(kube.api_client(), placement=True)
+    _, pods, _ = target.read_placement()
+    bound = {p.name for p in pods if p.node_bound}
+    assert bound == {"kube-proxy-n1", "kube-proxy-n2", "kube-proxy-n3", "etcd-n3"}
+    assert all(p.owner == "" for p in pods if p.node_bound)
+    plan = make_plan({}, target.read_state([]), [], NOW, max_moves=4)
+    moved = {m.pod: (m.from_node, m.to_node) for m in plan.actions if isinstance(m, MovePod)}
+    assert moved["cart-1"][0] == "n3" and "frees n3" in next(
+        m.reason.message for m in plan.actions if isinstance(m, MovePod) and m.pod == "cart-1"
+    ), "n3 is freed although its kube-proxy and static pod stay"
+    assert not {"kube-proxy-n1", "kube-proxy-n2", "kube-proxy-n3", "etcd-n3"} & set(moved)

@@ -486,3 +486,38 @@ def test_a_workload_whose_state_was_not_read_is_left_out_of_its_namespace_quota(
     # A tenant quota from the settings still counts it (it does not depend on what was read).
     capped = plan(forecasts, ClusterState(unread), [gold, bronze], NOW, capacity={"gold": 8, "bronze": 0})
     assert [a.to_replicas for a in capped.actions if isinstance(a, ScaleTo)] == [8, 0]
+
+
+def test_a_cut_names_who_took_the_capacity() -> None:
+    def ref(name: str) -> WorkloadRef:
+        return WorkloadRef("Deployment", "a", name)
+
+    # the low-priority workload's minReplicas, served first, leave nothing for the high one
+    high, low = Claim(ref("high"), "gold", 1, 1.0, 4, 0), Claim(ref("low"), "bronze", 0, 1.0, 5, 5)
+    g_high, g_low = allocate([high, low], 5)
+    assert (g_high.granted, g_low.granted) == (0, 5)
+    assert g_high.why.endswith("got 0 of 4: the minReplicas of every workload (served first) took all of it")
+    # a higher priority takes what the floors left
+    top = Claim(ref("top"), "gold", 2, 1.0, 3, 0)
+    grants = allocate([top, Claim(ref("mid"), "silver", 1, 1.0, 4, 0), low], 8)
+    assert [g.granted for g in grants] == [3, 0, 5]
+    assert grants[1].why.endswith(
+        "the minReplicas of every workload (served first) and higher priorities than 1 took all of it"
+    )
+    # no floors, a higher priority alone
+    grants = allocate([Claim(ref("top"), "gold", 2, 1.0, 3, 0), Claim(ref("mid"), "silver", 1, 1.0, 4, 0)], 3)
+    assert grants[1].why.endswith("got 0 of 4: higher priorities than 1 took all of it")
+    assert allocate([Claim(ref("mid"), "silver", 1, 1.0, 4, 0)], 0)[0].why.endswith("there is none to share")
+
+
+def test_a_cut_names_the_tenant_weight_it_was_shared_by() -> None:
+    claims = [
+        Claim(WorkloadRef("Deployment", "a", "w1"), "t", 0, 1.0, 10),
+        Claim(WorkloadRef("Deployment", "a", "w3"), "t", 0, 3.0, 10),
+        Claim(WorkloadRef("Deployment", "a", "u"), "u", 0, 1.0, 20),
+    ]
+    g1, g3, gu = allocate(claims, 12)
+    assert (g1.granted + g3.granted, gu.granted) == (8, 4)  # tenant t at the mean weight 2, u at 1
+    assert "tenant t (priority 0, weight 2, this workload's 1) got 2 of 10" in g1.why
+    assert "tenant t (priority 0, weight 2, this workload's 3) got 6 of 10" in g3.why
+    assert "tenant u (priority 0, weight 1) got 4 of 20" in gu.why

@@ -59,6 +59,22 @@ def test_the_per_function_memory_budget_caps_warm_instances() -> None:
     small = function_policy(memoryBudgetMb=100)
     a = decide_warm_pool(small.workload, small.spec, WorkloadState(small.workload, 0, 0), fc, NOW).action
     assert a.to_instances == 0 and a.reason.code == "warm_no_budget"
+    assert a.reason.message.endswith("the memory budget of 100 MB allows no warm instance of 200 MB")
+    none = function_policy(maxInstances=0)
+    a = decide_warm_pool(none.workload, none.spec, WorkloadState(none.workload, 0, 0), fc, NOW).action
+    assert a.to_instances == 0 and a.reason.message.endswith("maxInstances 0 allows no warm instance")
+
+
+def test_the_current_fallback_says_what_the_cap_leaves_of_the_warm_instances() -> None:
+    pol = function_policy(maxInstances=1, fallback={"mode": "current"})
+    ref = pol.workload
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=3), None, NOW).action
+    assert a.to_instances == 1
+    assert a.reason.message == (
+        "cool fns/fn 3 -> 1: no invocation forecast: fallback keeps the current warm instances, 1 of 3 within the cap"
+    )
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=1), None, NOW).action
+    assert a.reason.message.endswith("fallback keeps the current 1 warm instances")
 
 
 def test_a_total_memory_budget_keeps_the_most_likely_calls_per_mb_and_explains_the_cut() -> None:

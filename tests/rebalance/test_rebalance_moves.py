@@ -260,3 +260,51 @@ def test_plan_includes_moves_only_when_asked() -> None:
     asked = plan({}, state, [], now=0.0, max_moves=3)
     assert [type(a).__name__ for a in asked.actions] == ["MovePod"]
     assert asked.changes == asked.actions
+
+
+def test_one_pdb_over_two_owners_allows_its_disruptions_to_both_together() -> None:
+    # web-pdb covers both ReplicaSets of a Deployment mid-rollout: one disruption in all
+    pods = [pod("web-1", "a", 200, owner="web-aaa"), pod("web-2", "a", 200, owner="web-bbb")]
+    pods += [pod(f"x-{i}", "b", 200, owner="") for i in range(3)]  # bare pods: b stays
+    shared = [PodDisruptionBudget("app", "web-pdb", "web-aaa", 1), PodDisruptionBudget("app", "web-pdb", "web-bbb", 1)]
+    assert plan_moves(cluster([node("a"), node("b")], pods, shared), max_moves=4) == ()  # a needs 2 disruptions
+    two = [replace(p, disruptions_allowed=2) for p in shared]
+    assert len(plan_moves(cluster([node("a"), node("b")], pods, two), max_moves=4)) == 2
+    # two PDBs of their own (one per owner) allow one each: the drain goes ahead
+    own = [PodDisruptionBudget("app", f"{o}-pdb", o, 1) for o in ("web-aaa", "web-bbb")]
+    assert len(plan_moves(cluster([node("a"), node("b")], pods, own), max_moves=4)) == 2
+
+
+def test_node_bound_pods_stay_and_do_not_keep_their_node_from_being_freed() -> None:
+    ds = [replace(pod(f"proxy-{n}", n, 300, owner="", ns="kube-system"), node_bound=True) for n in ("a", "b")]
+    state = cluster([node("a"), node("b", cpu_m=2000)], [pod("web-1", "a", 500), pod("db-1", "b", 600, owner=""), *ds])
+    result = plan_moves(state, max_moves=4)
+    assert moves_of(result) == [("web-1", "a", "b")]
+    assert "frees a (its last pod)" in result[0].reason.message
+    # what is bound to b counts: 600 + 300 + 1000 is above 0.9 x 2000, though 600 + 1000 is not
+    bigger = [pod("web-1", "a", 1000), pod("db-1", "b", 600, owner="")]
+    assert plan_moves(cluster([node("a"), node("b", cpu_m=2000)], [*bigger, *ds]), max_moves=4) == ()
+    assert len(plan_moves(cluster([node("a"), node("b", cpu_m=2000)], bigger), max_moves=4)) == 1
+
+
+def test_nodes_without_allocatable_or_cordoned_neither_receive_nor_give_pods() -> None:
+    pods = [pod("web-1", "z", 100), pod("db-1", "a", 1000, owner=""), pod("api-1", "c", 100)]
+    state = cluster([node("z", cpu_m=0), node("a"), node("c", schedulable=False)], pods)
+    assert plan_moves(state, max_moves=4) == ()
+    # with allocatable reported and the cordon lifted, both drain onto a
+    fixed = cluster([node("z"), node("a"), node("c")], pods)
+    assert sorted(moves_of(plan_moves(fixed, max_moves=4))) == [("api-1", "c", "a"), ("web-1", "z", "a")]
+
+
+def test_a_drains_repair_swap_names_the_pair_it_separates() -> None:
+    # draining d puts cpu-bound p next to latency-critical l on x; l then swaps places with n on z
+    pods = [pod("p-1", "d", 1000, cls="cpu-bound"), pod("l-1", "x", 500, cls="latency-critical")]
+    pods += [pod("f-1", "x", 500), pod("n-1", "z", 500), pod("f-2", "z", 2700)]
+    result = plan_moves(cluster([node("d", 4000), node("x", 4000), node("z", 4000)], pods), max_moves=4)
+    assert sorted(moves_of(result)) == [("l-1", "x", "z"), ("n-1", "z", "x"), ("p-1", "d", "x")]
+    (swap,) = [m for m in result if m.pod == "l-1"]
+    assert swap.reason.details["move_kind"] == "swap" and swap.reason.details["pairs_separated"] == 1
+    assert "separates latency-critical app/l-1 from cpu-bound app/p-1" in swap.reason.message
+    assert sum(int(m.reason.details["pairs_created"]) for m in result) == sum(
+        int(m.reason.details["pairs_separated"]) for m in result
+    )  # the drain forms one pair and its repair removes it
