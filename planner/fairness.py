@@ -285,9 +285,11 @@ def allocate(
     rest = [0 if first[i] < floors[i] else r for i, r in enumerate(rest)]
     second, _, causes_b = _round(claims, rest, left, alpha, costs, unit, before=left < cap)
     # A tenant's weight at a priority is the mean of its workloads' there (as _fill_level shares).
-    weights: dict[tuple[str, int], list[float]] = defaultdict(list)
+    sums: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])  # workloads, their weights summed
     for c in claims:
-        weights[(c.tenant, c.priority)].append(c.weight)
+        acc = sums[(c.tenant, c.priority)]
+        acc[0] += 1
+        acc[1] += c.weight
     grants = []
     for i, c in enumerate(claims):
         got = first[i] + second[i]
@@ -295,9 +297,9 @@ def allocate(
         if got < wants[i]:
             cause = causes_a.get(i) or causes_b.get(i) or "capacity exhausted"
             stage = "even its minReplicas did not fit: " if i in causes_a else ""
-            ws = weights[(c.tenant, c.priority)]
-            tenant_w = sum(ws) / len(ws)
-            own = f", this workload's {c.weight:g}" if len(ws) > 1 and c.weight != tenant_w else ""
+            n, total_w = sums[(c.tenant, c.priority)]
+            tenant_w = total_w / n
+            own = f", this workload's {c.weight:g}" if n > 1 and c.weight != tenant_w else ""
             why = (
                 f"{pool} {cap}{unit} is short of the {total}{unit} wanted; tenant {c.tenant} "
                 f"(priority {c.priority}, weight {tenant_w:g}{own}) got {got} of {wants[i]}: {stage}{cause}"
