@@ -412,6 +412,8 @@ def decide_replicas(
         why = "no forecast"
     elif not forecast.quantiles:
         why = "empty forecast (no quantiles)"
+    elif not (math.isfinite(forecast.origin) and math.isfinite(forecast.step_s) and forecast.step_s > 0):
+        why = f"forecast without a valid time (origin {forecast.origin}, step {forecast.step_s} s)"
     elif not fresh:
         why = "stale history"
     elif now - forecast.origin > spec.fallback.stale_after_seconds:

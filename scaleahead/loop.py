@@ -339,6 +339,25 @@ def forecast_batched(
         )
 
 
+def forecast_by_step(
+    forecaster: Forecaster,
+    items: Sequence[tuple[WorkloadRef, Series]],
+    now: float,
+    horizon_s: float,
+    forecasts: dict[WorkloadRef, Forecast],
+    errors: dict[str, str],
+) -> int:
+    """``forecast_batched`` per step size: each series forecast ``horizon_s`` ahead in its own steps
+    (a 60 s series 15 steps, a 10 s one 90), one batch per step size; returns the calls."""
+    groups: dict[float, list[tuple[WorkloadRef, Series]]] = {}
+    for item in items:
+        groups.setdefault(item[1].step_s, []).append(item)
+    return sum(
+        forecast_batched(forecaster, group, now, horizon_steps_for(step, horizon_s), forecasts, errors)
+        for step, group in groups.items()
+    )
+
+
 def with_forecast_peaks_of(state: ClusterState, forecasts: Mapping[WorkloadRef, Forecast]) -> ClusterState:
     """The state with each pod's CPU peak from its workload's forecast: the p90 peak over the
     horizon over the demand observed now (``planner.rebalance.with_forecast_peaks``)."""
@@ -381,8 +400,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         items = []
         item_policies: list[Policy] = []
         for ref, pol in zip(refs, policy_table(deps.policies).policies, strict=True):
-            if ref not in history:
-                continue
+            if ref not in history or (pol.spec.workload_class == WorkloadClass.FUNCTION and pol.spec.warm_pool.enabled):
+                continue  # a warm-pool function is planned from its invocation forecast (below)
             if not np.isfinite(history[ref].before(now).values).any():
                 # No usable value: one such workload must not send the whole batch one by one.
                 errors[ref.key] = "forecast: no usable history before now"
@@ -393,7 +412,11 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             # A baseline started without history (Prometheus down at start-up): fit it on the first
             # history there is, strictly before now. If that is still too short, the forecasts fail
             # below with the reason and the policies' fallbacks apply; the next cycle tries again.
-            deps.forecaster.fit([s.before(now) for _, s in items])
+            try:
+                deps.forecaster.fit([s.before(now) for _, s in items])
+            except Exception as exc:  # noqa: BLE001 - unfitted: the forecasts fail and the fallbacks apply
+                log.warning("fitting %s on this cycle's history failed: %s", deps.forecaster.name, exc)
+                errors["forecast_fit"] = f"fitting {deps.forecaster.name} on this cycle's history failed: {exc}"
             done = not deps.forecaster.needs_fit
             log.info(
                 "fitted %s on this cycle's history (it had none at start-up)"
@@ -403,8 +426,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 extra={"event": "model_fitted" if done else "model_unfitted", "model": deps.forecaster.name},
             )
         if items:
-            steps = horizon_steps_for(items[0][1].step_s, settings.forecast.horizon_s)
-            forecast_batched(deps.forecaster, items, now, steps, forecasts, errors)
+            forecast_by_step(deps.forecaster, items, now, settings.forecast.horizon_s, forecasts, errors)
     shadow: dict[WorkloadRef, Forecast] = {}
     running = [(deps.rollout, deps.challenger)] if deps.rollout is not None and deps.challenger is not None else []
     running += list(deps.trials)
@@ -419,7 +441,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         with timer.phase("challenger"):
             # batched like the champion's; where it fails, the champion's forecast stays
             challenger_errors: dict[str, str] = {}
-            forecast_batched(model, members, now, steps, challenger, challenger_errors)
+            forecast_by_step(model, members, now, settings.forecast.horizon_s, challenger, challenger_errors)
             errors.update({f"challenger:{key}": why for key, why in challenger_errors.items()})
         if rollout.mode == "shadow":
             shadow.update(challenger)
@@ -541,4 +563,7 @@ def run_forever(
             log.exception("cycle failed")
             backoff = min(settings.loop.max_backoff_s, max(interval, backoff * 2))
         next_tick += interval + backoff
-        clock.sleep(max(0.0, next_tick - clock.now()))
+        now = clock.now()
+        if next_tick < now:  # a late cycle: skip the ticks it missed instead of running them back to back
+            next_tick += math.ceil((now - next_tick) / interval) * interval
+        clock.sleep(max(0.0, next_tick - now))

@@ -89,3 +89,13 @@ def test_reasons_name_the_quantile_level_that_was_read() -> None:
         assert d.action.to_replicas == replicas and said in message, message
         assert d.action.reason.details["quantile"] == float(said[1:3]) / 100
         assert (tail in message) if tail.startswith("(p90") else message.endswith(tail), message
+
+
+def test_a_forecast_without_a_valid_time_falls_back_without_failing_the_batch() -> None:
+    policy = service_policy("web", fallback={"mode": "current"})
+    ws = WorkloadState(policy.workload, 7, 7, 35.0, NOW - 5)
+    for origin, step in ((float("nan"), 10.0), (NOW, 0.0), (NOW, float("inf"))):
+        fc = Forecast(policy.workload, origin, step, {0.9: np.full(90, 30.0), 0.99: np.full(90, 40.0)})
+        d, action, fallback = _both(policy, ws, fc)
+        assert d.fallback == fallback == "current" and d.action == action and action.to_replicas == 7
+        assert "forecast without a valid time" in action.reason.message
