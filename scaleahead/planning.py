@@ -40,9 +40,14 @@ def default_at(series: Series) -> float:
     return series.start + (int(finite[-1]) + 1) * series.step_s
 
 
-def check_history(series: Series, at: float) -> Series:
-    """The usable history strictly before ``at``, or a DataError that says why there is none."""
-    past = series.before(at)
+def check_history(series: Series, at: float, known_at_end: bool = True) -> Series:
+    """The usable history before ``at``, or a DataError that says why there is none.
+
+    ``known_at_end``: a sample covers its step from its timestamp on and is known when the step ends
+    (traces and series CSVs: at ``--at`` 10:00:05 the 10 s sample stamped 10:00:00 is not known yet);
+    False for points known at their timestamp (Prometheus evaluations).
+    """
+    past = series.known_by(at) if known_at_end else series.before(at)
     if len(past) == 0:
         raise DataError(
             f"Trace {series.name!r} has no data before --at {at:.0f} (it starts at {series.start:.0f}).",
@@ -108,11 +113,13 @@ def dry_run(
     at: float | None = None,
     model: str = "seasonal_naive",
     current_replicas: int | None = None,
+    known_at_end: bool = True,
 ) -> DryRun:
-    """Forecast and plan every policy's workload from one demand series at time ``at``."""
+    """Forecast and plan every policy's workload from one demand series at time ``at``, from the
+    samples known by then (``check_history``)."""
     check_history_step(policies, series, repr(series.name))
     at = default_at(series) if at is None else at
-    past = check_history(series, at)
+    past = check_history(series, at, known_at_end)
     fitted: Forecaster = make_model(model)
     # Fit on the history before ``at``, bounded to the last FIT_DAYS days.
     fit_part = past.between(max(past.start, at - FIT_DAYS * DAY_S), at)

@@ -235,6 +235,12 @@ def _epoch_s(times: pd.Series) -> FloatArray:
     return seconds
 
 
+#: A series is put on a grid of its step: at most this many grid steps per sample (a history that
+#: is 99 % gap is a timestamp out of place, not a trace) and at most this many in all (800 MB).
+MAX_GRID_PER_SAMPLE = 100
+MAX_GRID_STEPS = 100_000_000
+
+
 def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | None, unit: str) -> Series:
     """Put irregular samples on a regular grid; gaps become NaN, never zero."""
     if len(ts) < 2:
@@ -275,6 +281,16 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
             "Fix the export (use rate() for counters), or leave those samples empty (missing).",
         )
     start = float(ts[0])
+    steps = (float(ts[-1]) - start) / step_s + 1.0
+    if steps > max(MAX_GRID_PER_SAMPLE * len(ts), 10_000) or steps > MAX_GRID_STEPS:
+        gaps = np.diff(ts)
+        g = int(np.argmax(gaps))
+        raise DataError(
+            f"Trace {name!r} has {len(ts)} samples at {step_s:g} s steps spread over {steps:,.0f} steps: the "
+            f"largest gap is {gaps[g]:,.0f} s, from timestamp {ts[g]:.0f} to {ts[g + 1]:.0f}. A timestamp out of "
+            "place (another unit, a year 9999)?",
+            "Fix or drop the samples far from the rest, or give the series in pieces.",
+        )
     idx = np.rint((ts - start) / step_s).astype(np.int64)
     n = int(idx[-1]) + 1
     grid = np.full(n, np.nan)

@@ -79,6 +79,12 @@ class Series:
         n = max(0, min(len(self), int(np.ceil((t - self.start) / self.step_s - 1e-9))))
         return Series(self.name, self.start, self.step_s, self.values[:n], self.unit)
 
+    def known_by(self, t: float) -> Series:
+        """The samples whose step has ended by time ``t`` (a sample covers its step from its
+        timestamp on and is known when the step ends); ``before(t)`` on the step grid."""
+        n = max(0, min(len(self), int(np.floor((t - self.start) / self.step_s + 1e-9))))
+        return Series(self.name, self.start, self.step_s, self.values[:n], self.unit)
+
     def between(self, t0: float, t1: float) -> Series:
         """Steps whose start lies in ``[t0, t1)``."""
         i0 = max(0, int(np.ceil((t0 - self.start) / self.step_s - 1e-9)))

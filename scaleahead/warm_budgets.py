@@ -124,7 +124,8 @@ class WarmBudgetBook:
                 hit is not None
                 and hit.period == period
                 and len(hit.originals) == len(originals)
-                and all(a is b for a, b in zip(hit.originals, originals, strict=True))
+                # equal, not only the same objects: the daemon re-reads its policies every 30 s
+                and all(a is b or a == b for a, b in zip(hit.originals, originals, strict=True))
             ):
                 entry = hit
             else:

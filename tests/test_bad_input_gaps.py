@@ -331,3 +331,13 @@ def test_run_and_retrain_refuse_a_trace_at_another_step_before_creating_their_da
         args += ["--once", "--target", "memory", "--no-server"]
     assert_refused(cli(*args), "default/web has demand.stepSeconds 10", f"the history {trace} is at 60 s steps")
     assert not db.exists()
+
+
+def test_a_timestamp_far_from_the_rest_is_refused_before_the_grid_is_made(cli: Cli, tmp_path: Path) -> None:
+    trace = series_csv(tmp_path / "s.csv", n=3 * 1440, step=10)
+    with trace.open("a") as f:
+        f.write("253402214399,20\n")  # 9999-12-31: a 1.8 TiB grid at 10 s steps
+    db = tmp_path / "a.db"
+    result = cli("plan", "--policy", str(EXAMPLE), "--history", str(trace), "--db", f"sqlite:///{db}")
+    assert_refused(result, "the largest gap is", "to 253402214399", "A timestamp out of place")
+    assert not db.exists()

@@ -313,3 +313,24 @@ def test_json_endpoints_are_counts_for_scaling_and_names_for_moves(tmp_path: Pat
         ("ScaleTo", 3, 21),
         ("SetWarmPool", 0, 1),
     ]
+
+
+def test_a_decision_between_two_samples_uses_only_the_samples_whose_step_has_ended() -> None:
+    import numpy as np
+
+    from scaleahead.planning import dry_run
+    from scaleahead.policy import load_policies
+    from scaleahead.types import Series
+
+    (policy,) = load_policies(EXAMPLE)
+    values = np.full(2000, 20.0)
+    values[1500] = 200.0  # the 10 s step from t = 15000 to 15010
+    series = Series("spike", 0.0, 10.0, values)
+    on_grid = dry_run([policy], series, 15000.0)
+    between = dry_run([policy], series, 15005.0)  # the spike's step has not ended: not known yet
+    after = dry_run([policy], series, 15010.0)
+    details = [r.plan.actions[0].reason.details["reactive_replicas"] for r in (on_grid, between, after)]
+    assert details[0] == details[1] < details[2]
+    assert between.history.end == on_grid.history.end == 15000.0 and after.history.end == 15010.0  # step ends
+    # Prometheus points are known at their timestamp: the newest one is read
+    assert dry_run([policy], series, 15005.0, known_at_end=False).history.end == 15010.0

@@ -128,7 +128,7 @@ def dry_run_from_prometheus(
     for key, res in zip(keys, results, strict=True):
         if isinstance(res, PrometheusError):
             raise res
-        runs.append(dry_run(groups[key], res, when, model=model, current_replicas=current_replicas))
+        runs.append(dry_run(groups[key], res, when, model=model, current_replicas=current_replicas, known_at_end=False))
     first = runs[0]
     merged = Plan(
         when,

@@ -177,6 +177,14 @@ def test_the_book_rebuilds_once_per_period_and_only_from_the_past() -> None:
     first, _ = book.apply(policies, series, now)
     again, _ = book.apply(policies, series, now + 60.0)  # same hour: the cached copies
     assert all(a is b for a, b in zip(first, again, strict=True))
+    # the daemon re-reads its policies every 30 s: equal copies are the same policies, no rebuild
+    # (a rebuild from later data would choose another cost within the hour)
+    later = {ref: s for ref, s in series.items()}
+    later = {
+        ref: Series(s.name, s.start, s.step_s, np.where(s.times() >= now, 50.0, s.values)) for ref, s in later.items()
+    }
+    copies, _ = book.apply([p.model_copy(deep=True) for p in policies], later, now + 1800.0)
+    assert all(a is b for a, b in zip(first, copies, strict=True))
     future = {
         ref: Series(s.name, s.start, s.step_s, np.where(s.times() >= now, 50.0, s.values)) for ref, s in series.items()
     }
