@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from actuator.base import ActionResult, ActuationError, LiveObject, LiveTarget
@@ -44,6 +45,26 @@ def action_from_journal(row: StoredAction) -> Action:
     if row.kind == "SetWarmPool":
         return SetWarmPool(ref, int(row.from_value), int(row.to_value), 0.0, reason)
     return ScaleTo(ref, int(row.from_value), int(row.to_value), reason)
+
+
+#: Prefix of a managed field's version while a write is pending: ``intent:<value>:<version before>``.
+INTENT = "intent:"
+
+
+def intent_version(value: int, before_version: str) -> str:
+    """The version recorded with a pending write of ``value`` over a field at ``before_version``."""
+    return f"{INTENT}{value}:{before_version}"[:64]  # the column's width (a longer version is cut)
+
+
+def parse_intent(version: str) -> tuple[int, str] | None:
+    """``(value being written, version before the write)`` of a pending write's record, else None."""
+    if not version.startswith(INTENT):
+        return None
+    value, _, before = version[len(INTENT) :].partition(":")
+    try:
+        return int(value), before
+    except ValueError:
+        return None
 
 
 class Actuator:
@@ -161,9 +182,12 @@ class Actuator:
                 if steer:
                     diff += f"; {steer[1]}"
                 if self.store is not None and not isinstance(action, MovePod):
-                    # Write-ahead intent (empty version = outcome unknown): a write that times out
-                    # but lands must not look like someone else's edit next cycle.
-                    self.store.set_managed_field(live.target, live.field, verdict.value, "", now)
+                    # Write-ahead intent: the value about to be written, with the field's value and
+                    # version now. A write that times out but lands must not look like someone else's
+                    # edit next cycle; one that does not land (a 409, a 500) must not hide one.
+                    self.store.set_managed_field(
+                        live.target, live.field, live.value, intent_version(verdict.value, live.resource_version), now
+                    )
                 try:
                     new = self.target.write(action, verdict.value, live)
                 except ActuationError:
@@ -222,11 +246,25 @@ class Actuator:
             return ""
         mf = self.store.managed_field(live.target)
         if mf is not None and mf.resource_version == "":
-            # Our last write's outcome is unknown (timeout, crash): no claim about anyone's edit.
-            # If the live object shows it, it landed: confirm it with the live version.
+            # An intent written before intents carried the field's previous value: its outcome is
+            # unknown (timeout, crash), so no claim about anyone's edit. If the live object shows
+            # it, it landed: confirm it with the live version.
             if live.value == mf.value and record:
                 self.store.set_managed_field(live.target, live.field, live.value, live.resource_version, mf.written_at)
             return ""
+        pending = parse_intent(mf.resource_version) if mf is not None else None
+        if mf is not None and pending is not None:
+            intended, before_version = pending
+            if live.value == intended:  # it landed: confirm it with the live version
+                if record:
+                    version = live.resource_version
+                    self.store.set_managed_field(live.target, live.field, intended, version, mf.written_at)
+                return ""
+            # It did not land (or was changed since): the field as it was before the write is the
+            # baseline, and a value other than that is someone else's edit.
+            if record:
+                self.store.set_managed_field(live.target, live.field, mf.value, before_version, mf.written_at)
+            mf = replace(mf, resource_version=before_version, human_value=None, human_seen_at=None)
         if mf is None or live.value == mf.value or live.resource_version == mf.resource_version:
             return ""
         seen = mf.human_seen_at
@@ -268,7 +306,14 @@ class Actuator:
                 msg = exc.message if isinstance(exc, ActuationError) else str(exc)
                 state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
             else:
-                moved = not live.value if isinstance(action, MovePod) else live.value == desired_value(action)
+                # What was written may be less than the plan's value (a step limit, a bound): the
+                # actuator's record of the field says what it wrote since the action was journaled.
+                written = {desired_value(action)}
+                mf = None if isinstance(action, MovePod) else self.store.managed_field(live.target)
+                if mf is not None and mf.written_at >= row.updated_at:
+                    pending = parse_intent(mf.resource_version)
+                    written.add(pending[0] if pending is not None else mf.value)
+                moved = not live.value if isinstance(action, MovePod) else live.value in written
                 if moved:
                     state = "applied"
                     reason = f"reconciled after restart: the live object shows the change ({live.field}={live.value})"

@@ -15,7 +15,14 @@ from typing import Any
 
 import yaml
 
-from scaleahead.policy import API_VERSION, KIND, PolicySpec, StartupLearning, policy_json_schema
+from scaleahead.policy import (
+    API_VERSION,
+    KIND,
+    WARM_POOL_NEEDS_KNATIVE,
+    PolicySpec,
+    StartupLearning,
+    policy_json_schema,
+)
 
 GROUP, VERSION = API_VERSION.split("/")
 PLURAL = "predictivescalingpolicies"
@@ -52,6 +59,13 @@ def cel_rules() -> list[dict[str, str]]:
             f"<= (has(self.startupLearning.window) ? self.startupLearning.window : {w})",
             "message": "startupLearning.minSamples must not exceed startupLearning.window",
             "fieldPath": ".startupLearning",
+        },
+        {
+            "rule": "!has(self.workloadClass) || self.workloadClass != 'function' || !has(self.warmPool) "
+            "|| !has(self.warmPool.enabled) || !self.warmPool.enabled "
+            "|| (has(self.target.kind) && self.target.kind == 'KnativeService')",
+            "message": WARM_POOL_NEEDS_KNATIVE,
+            "fieldPath": ".target.kind",
         },
     ]
 

@@ -136,6 +136,10 @@ class WorkloadClass(StrEnum):
     FUNCTION = "function"
 
 
+WARM_POOL_NEEDS_KNATIVE = (
+    "a function's warm pool is a Knative Service's min-scale: workloadClass function with warmPool.enabled "
+    "needs target.kind KnativeService (for a Deployment, leave warmPool off and it is scaled as a service)"
+)
 FLOOR_NEEDS_HPA = "mode floor needs target.hpaName: the HPA whose minReplicas scaleahead raises"
 
 
@@ -403,6 +407,12 @@ class PolicySpec(_Model):
             raise ValueError("fallback.mode static needs fallback.staticReplicas")
         if self.objective.cost <= 0 and self.objective.slo_risk <= 0:
             raise ValueError("objective.cost and objective.sloRisk are both 0: at least one must be positive")
+        if (
+            self.workload_class == WorkloadClass.FUNCTION
+            and self.warm_pool.enabled
+            and self.target.kind != "KnativeService"
+        ):
+            raise ValueError(f"{WARM_POOL_NEEDS_KNATIVE} (target.kind is {self.target.kind})")
         window, step = self.ramp_floor.window_seconds, self.demand.step_seconds
         if "window_seconds" in self.ramp_floor.model_fields_set and 0 < window < 3 * step:
             raise ValueError(

@@ -100,6 +100,21 @@ def test_the_crd_carries_the_floor_rule_for_the_api_server() -> None:
     assert any("floor" in r["rule"] and "has(self.hpaName)" in r["rule"] for r in rules)
 
 
+def test_a_functions_warm_pool_needs_a_knative_service_in_the_policy_and_the_crd() -> None:
+    spec = _example()["spec"]
+    spec.update(workloadClass="function", warmPool={"enabled": True, "memoryMbPerInstance": 128})
+    with pytest.raises(ConfigError, match=r"needs target.kind KnativeService .* \(target.kind is Deployment\)"):
+        parse_policies(yaml.safe_dump({**_example(), "spec": spec}), "p.yaml")
+    rules = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"]
+    assert any("warmPool.enabled" in r["rule"] and "KnativeService" in r["rule"] for r in rules)
+    spec["target"] = {**spec["target"], "kind": "KnativeService"}
+    (policy,) = parse_policies(yaml.safe_dump({**_example(), "spec": spec}), "p.yaml")
+    assert policy.spec.warm_pool.enabled
+    spec["target"]["kind"] = "Deployment"
+    spec["warmPool"]["enabled"] = False  # a function without a warm pool is scaled as a service
+    assert parse_policies(yaml.safe_dump({**_example(), "spec": spec}), "p.yaml")
+
+
 # -- 3. a key written twice --------------------------------------------------------------------------
 def test_a_repeated_key_is_rejected_with_both_lines() -> None:
     text = EXAMPLE.read_text().replace("  minReplicas: 1\n", "  minReplicas: 1\n  minReplicas: 40\n")

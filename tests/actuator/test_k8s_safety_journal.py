@@ -247,3 +247,52 @@ def test_a_write_that_timed_out_but_landed_is_not_mistaken_for_a_human_edit(kube
     kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 1}})
     held = act.apply_plan(Plan(NOW + 20, (scale(1, 6),)), NOW + 20)
     assert held[0].outcome == "skipped" and "human edit" in held[0].detail
+
+
+def test_a_human_edit_that_causes_a_409_is_respected_not_overwritten_on_the_retry(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store, human_edit_hold_s=600)
+    assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "applied"
+    real_write = act.target.write
+    edits: list[int] = []
+
+    def racing_write(action, value, live):  # kubectl scale --replicas=1 lands between our GET and PATCH
+        if not edits:
+            edits.append(1)
+            kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 1}})
+        return real_write(action, value, live)
+
+    act.target.write = racing_write
+    result = act.apply_plan(Plan(NOW + 10, (scale(4, 8),)), NOW + 10)[0]
+    assert result.outcome == "skipped" and "was set to 1 by someone else (scaleahead had set 4)" in result.detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 1
+
+
+def test_a_human_edit_after_a_failed_write_is_respected(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store, human_edit_hold_s=600)
+    assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "applied"
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=500))
+    assert act.apply_plan(Plan(NOW + 10, (scale(4, 8),)), NOW + 10)[0].outcome == "failed"
+    kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 1}})  # kubectl scale
+    held = act.apply_plan(Plan(NOW + 20, (scale(4, 8),)), NOW + 20)[0]
+    assert held.outcome == "skipped" and "was set to 1 by someone else" in held.detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 1
+    # without an edit, a write that failed is simply made again
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2))
+    act = actuator(kube, store, [policy(), policy("api")], human_edit_hold_s=600)
+    assert act.apply_plan(Plan(NOW, (scale(2, 4, "api"),)), NOW)[0].outcome == "applied"
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/api/scale", status=500))
+    assert act.apply_plan(Plan(NOW + 10, (scale(4, 8, "api"),)), NOW + 10)[0].outcome == "failed"
+    assert act.apply_plan(Plan(NOW + 20, (scale(4, 8, "api"),)), NOW + 20)[0].outcome == "applied"
+
+
+def test_reconcile_counts_a_write_the_step_limit_reduced_as_applied(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    pols = [policy(max_step_up=2)]
+    action = scale(2, 10)
+    (aid,) = store.record_plan(Plan(NOW, (action,)), source="loop", state="planned")[1]
+    res = actuator(kube, store, pols)._apply_one(action, NOW, NOW, False)  # written, then the process dies
+    assert res.outcome == "applied" and kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
+    done = {i: (state, why) for i, state, why in actuator(kube, store, pols).reconcile(NOW + 60)}
+    assert done[aid][0] == "applied" and "spec.replicas=4" in done[aid][1]
