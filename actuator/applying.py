@@ -305,6 +305,8 @@ class Actuator:
             except (ActuationError, ValueError) as exc:
                 msg = exc.message if isinstance(exc, ActuationError) else str(exc)
                 state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
+                if row.kind == "MovePod" and isinstance(exc, ActuationError) and exc.status == 404:
+                    state, reason = "applied", "reconciled after restart: the pod is gone (evicted before the restart)"
             else:
                 # What was written may be less than the plan's value (a step limit, a bound): the
                 # actuator's record of the field says what it wrote since the action was journaled.

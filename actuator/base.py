@@ -73,10 +73,14 @@ class ActuationError(Exception):
     cycle tries again. ``conflict``: the object changed under us (409): read again and re-check.
     """
 
-    def __init__(self, outcome: Literal["skipped", "failed", "conflict"], message: str) -> None:
+    def __init__(
+        self, outcome: Literal["skipped", "failed", "conflict"], message: str, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.outcome = outcome
         self.message = message
+        #: The API server's HTTP status, when it answered (404: the object does not exist).
+        self.status = status
 
 
 class LiveTarget(Target, Protocol):

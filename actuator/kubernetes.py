@@ -269,6 +269,7 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
             return ActuationError(
                 "failed",
                 f"{target} does not exist (404). Create it, or fix the policy's spec.target (kind, namespace, name).",
+                404,
             )
         if status == 403:
             return ActuationError(
@@ -984,8 +985,10 @@ class KubernetesTarget:
             "kind": "Eviction",
             "metadata": {"name": action.pod, "namespace": action.namespace},
         }
-        self._call(action, self.core.create_namespaced_pod_eviction, action.pod, action.namespace, eviction)
+        copy_name = f"{action.pod[:240]}-moved"
         if bare is not None:
+            # The copy first, then the eviction: if the copy cannot be made, nothing was evicted and
+            # the move is retried; a bare pod is never left deleted with no copy.
             meta = bare.get("metadata") or {}
             spec = dict(bare.get("spec") or {})
             spec["nodeName"] = action.to_node
@@ -993,14 +996,29 @@ class KubernetesTarget:
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {
-                    "name": f"{action.pod[:240]}-moved",
+                    "name": copy_name,
                     "namespace": action.namespace,
                     "labels": meta.get("labels") or {},
                     "annotations": {**(meta.get("annotations") or {}), "scaleahead.io/moved-from": action.from_node},
                 },
                 "spec": spec,
             }
-            self._call(action, self.core.create_namespaced_pod, action.namespace, copy)
+            try:
+                self._call(action, self.core.create_namespaced_pod, action.namespace, copy)
+            except ActuationError as exc:
+                if exc.outcome != "conflict":  # 409: the copy exists already (an earlier attempt)
+                    raise
+        try:
+            self._call(action, self.core.create_namespaced_pod_eviction, action.pod, action.namespace, eviction)
+        except ActuationError:
+            if bare is not None:  # not evicted: take the copy back, so the pod does not run twice
+                try:
+                    self._call(action, self.core.delete_namespaced_pod, copy_name, action.namespace)
+                except ActuationError as exc:
+                    log.warning(
+                        "could not delete the copy %s/%s after a failed eviction: %s", action.namespace, copy_name, exc
+                    )
+            raise
         return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
 
 

@@ -142,11 +142,13 @@ def simulate(
     loop_s = time.perf_counter() - started
     assert report is not None
     metrics = {
-        "scaleahead": compute_metrics(setup.demand, desired, allocated, ready, setup.capacity, setup.step_s),
+        "scaleahead": compute_metrics(
+            setup.demand, desired, allocated, ready, setup.capacity, setup.step_s, setup.initial_ready
+        ),
     }
     for name, run in (("hpa", run_hpa(setup)), ("oracle", run_oracle(setup))):
         metrics[name] = compute_metrics(
-            setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s
+            setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s, setup.initial_ready
         )
     return DemoResult(setup, steps, model_name, note, metrics, report, last_change, plans, loop_s, fit_s)
 

@@ -328,10 +328,21 @@ def run_oracle(setup: ReplaySetup, progress: Callable[[int], None] | None = None
 
 
 def compute_metrics(
-    demand: np.ndarray, desired: np.ndarray, allocated: np.ndarray, ready: np.ndarray, capacity: float, step_s: float
+    demand: np.ndarray,
+    desired: np.ndarray,
+    allocated: np.ndarray,
+    ready: np.ndarray,
+    capacity: float,
+    step_s: float,
+    initial: int | None = None,
 ) -> dict[str, float]:
-    """The metrics of EVALUATION.md section 4, over scored (non-missing) steps."""
+    """The metrics of EVALUATION.md section 4, over scored (non-missing) steps.
+
+    ``scale_events``: scored steps whose desired count differs from the step before (the first
+    step's from ``initial``, the replicas every policy starts with; None: not counted).
+    """
     scored = np.isfinite(demand)
+    before = np.concatenate([desired[:1] if initial is None else [initial], desired[:-1]])
     d = demand[scored]
     r = ready[scored].astype(np.float64)
     a = allocated[scored].astype(np.float64)
@@ -344,7 +355,7 @@ def compute_metrics(
         "unserved_fraction": float(np.maximum(0.0, d - served_cap).sum()) / total if total > 0 else 0.0,
         "replica_seconds": float(a.sum() * step_s),
         "utilization": total / alloc_cap if alloc_cap > 0 else 0.0,
-        "scale_events": int((np.diff(desired) != 0).sum()),
+        "scale_events": int(((desired != before) & scored).sum()),
         "scored_steps": int(scored.sum()),
     }
 
@@ -510,12 +521,22 @@ def validate_models(
     """
     setup = validation_setup(history, startup_s)
     hpa_run = run_hpa(setup)
-    hpa = compute_metrics(setup.demand, hpa_run.desired, hpa_run.allocated, hpa_run.ready, setup.capacity, setup.step_s)
+    hpa = compute_metrics(
+        setup.demand,
+        hpa_run.desired,
+        hpa_run.allocated,
+        hpa_run.ready,
+        setup.capacity,
+        setup.step_s,
+        setup.initial_ready,
+    )
     scores: dict[str, float] = {}
     for name in candidates:
         model, _ = fit_model(name, setup)
         run = run_predictive(setup, model, replay_policy_object(setup, "validation", **overrides), name)
-        m = compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+        m = compute_metrics(
+            setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s, setup.initial_ready
+        )
         scores[name] = validation_score(m, hpa)
     return min(scores, key=lambda k: scores[k]), scores
 
@@ -609,7 +630,9 @@ def run_replay(
         "timing_s": {"fit": fit_s, "replay": {}, "replay_cpu": {}},
     }
     for name, run in runs.items():
-        m = compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+        m = compute_metrics(
+            setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s, setup.initial_ready
+        )
         doc["policies"][name] = m
         doc["timing_s"]["replay"][name] = round(run.seconds, 3)
         doc["timing_s"]["replay_cpu"][name] = round(run.cpu_seconds, 3)
@@ -672,8 +695,9 @@ def plot(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun], window: tup
         ax.step(times, alloc, where="post", color="tab:blue", lw=0.6, alpha=0.35, label="allocated capacity")
         short = np.isfinite(demand) & (demand > cap + 1e-9)
         ax.fill_between(times, cap, np.where(short, demand, cap), step=None, color="tab:red", alpha=0.5, lw=0)
+        start = int(run.desired[a - 1]) if a > 0 else setup.initial_ready
         m = compute_metrics(
-            setup.demand[a:b], run.desired[a:b], run.allocated[a:b], run.ready[a:b], setup.capacity, setup.step_s
+            setup.demand[a:b], run.desired[a:b], run.allocated[a:b], run.ready[a:b], setup.capacity, setup.step_s, start
         )
         ax.set_title(
             f"{name}: {m['violation_fraction']:.1%} of steps short (red), "
@@ -720,7 +744,9 @@ def tradeoff(
     forecaster, _ = fit_model(model_name, setup)
 
     def score(run: PolicyRun) -> dict[str, float]:
-        return compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+        return compute_metrics(
+            setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s, setup.initial_ready
+        )
 
     points = []
     for overrides in settings:

@@ -137,6 +137,8 @@ def _rollout_replay(
         doc = run_rollout_replay(series, mode, champion, challenger, params, split, startup_s, steps, db, compare)
     if startup_s != 60.0:
         doc["params"]["startup_seconds"] = startup_s
+    if column is not None:
+        doc["params"]["column"] = column
     json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     out = Console()
     if not out.is_terminal:
@@ -378,6 +380,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             params["capacity"] = capacity
         if startup_seconds != 60.0:
             params["startup_seconds"] = startup_seconds
+        if column is not None:
+            params["column"] = column
         json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if decisions is not None:
             rp.write_decisions(decisions, setup, runs)

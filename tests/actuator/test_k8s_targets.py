@@ -333,3 +333,33 @@ def test_a_warm_pool_increase_is_limited_by_the_namespace_quota(kube):
     kube.cluster.put(QUOTAS, "default", "q", {"status": {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "4"}}})
     res = make(kube, [pol]).apply_plan(Plan(NOW, (SetWarmPool(action.workload, 2, 3, 600.0, R),)), NOW)
     assert res[0].outcome == "skipped" and "ResourceQuota on requests.cpu allows no more pods" in res[0].detail
+
+
+def test_a_bare_pod_is_copied_before_it_is_evicted_so_a_failure_never_loses_it(kube, tmp_path):
+    from storage import Store
+
+    kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=False))
+    move = MovePod("default", "p1", "n1", "n2", R)
+    # the copy cannot be made: nothing is evicted, the move is retried
+    kube.cluster.faults.append(Fault("POST", "/namespaces/default/pods", status=500))
+    res = make(kube, []).apply_plan(Plan(NOW, (move,)), NOW)
+    assert res[0].outcome == "failed"
+    assert kube.cluster.get(PODS, "default", "p1") is not None
+    assert not [w for w in kube.cluster.writes() if w[1].endswith("/eviction")]
+    # the eviction is refused after the copy was made: the copy goes again, the pod stays
+    kube.cluster.faults.append(Fault("POST", "/eviction", status=429))
+    res = make(kube, []).apply_plan(Plan(NOW + 10, (move,)), NOW + 10)
+    assert res[0].outcome == "skipped" and "eviction refused (429)" in res[0].detail
+    assert kube.cluster.get(PODS, "default", "p1") is not None
+    assert kube.cluster.get(PODS, "default", "p1-moved") is None
+    # and then it goes through
+    assert make(kube, []).apply_plan(Plan(NOW + 20, (move,)), NOW + 20)[0].outcome == "applied"
+    assert kube.cluster.get(PODS, "default", "p1") is None
+    assert kube.cluster.get(PODS, "default", "p1-moved")["spec"]["nodeName"] == "n2"
+    # a planned move whose pod is gone when the journal is reconciled after a restart was applied
+    store = Store(f"sqlite:///{tmp_path / 'j.db'}")
+    (aid,) = store.record_plan(Plan(NOW, (move,)), source="loop", state="planned")[1]
+    target = KubernetesTarget(kube.api_client(), [], timeout_s=2.0)
+    done = {i: (state, why) for i, state, why in Actuator(target, store, []).reconcile(NOW + 30)}
+    assert done[aid] == ("applied", "reconciled after restart: the pod is gone (evicted before the restart)")
+    store.close()

@@ -230,3 +230,26 @@ def test_bench_rollout_runs_canary_ab_and_shadow_on_the_simulated_cluster(tmp_pa
     assert doc["shadow"]["workloads"] == 3
     for d in doc["shadow"]["differences"]:
         assert d["low"] <= d["difference"] <= d["high"]
+
+
+def test_a_canary_step_needs_a_whole_window_of_outcomes_before_it_decides(db_url):
+    book = RolloutBook(Store(db_url))
+    book.start("web", "canary", "3", "7", T0, CanaryParams(steps=(0.1, 0.5, 1.0), window_s=3600.0))
+    good = {"champion": outcomes("a", 8, 0.01, 2.0), "challenger": outcomes("b", 2, 0.01, 2.0)}
+    quick = [book.evaluate(book.get("web"), good, T0 + s)["decision"] for s in (1, 2, 3, 4)]
+    assert quick == ["wait"] * 4 and book.get("web").share == 0.1
+    assert "for 4 s of the 3600 s window" in book.get("web").results["last"]["reason"]
+    assert book.evaluate(book.get("web"), good, T0 + 3600)["decision"] == "advance"
+    assert book.evaluate(book.get("web"), good, T0 + 3700)["decision"] == "wait"  # the new share's window
+    assert book.evaluate(book.get("web"), good, T0 + 7200)["decision"] == "advance"
+    assert book.get("web").share == 1.0
+
+
+def test_a_canary_with_no_workload_in_the_challenger_arm_takes_the_next_step(db_url):
+    book = RolloutBook(Store(db_url))
+    book.start("web", "canary", "3", "7", T0, CanaryParams(steps=(0.1, 0.5, 1.0)))
+    only_champion = {"champion": outcomes("a", 3, 0.01, 2.0), "challenger": []}
+    entry = book.evaluate(book.get("web"), only_champion, T0 + 3600)
+    assert entry["decision"] == "advance" and book.get("web").share == 0.5
+    assert "no workload is in the challenger arm at 10%" in entry["reason"]
+

@@ -141,6 +141,7 @@ EXPECTED_CLUSTER_RULES = {
     ("", "pods", "get"),
     ("", "pods", "list"),
     ("", "pods", "create"),
+    ("", "pods", "delete"),
     ("", "pods/eviction", "create"),
     ("policy", "poddisruptionbudgets", "list"),
     ("", "nodes", "list"),

@@ -34,7 +34,9 @@ def test_the_demo_records_plans_in_sqlite_and_decides_like_the_batched_replay(tm
     model = rp.make_model("naive")
     model.fit([setup.series.between(fit_from, setup.split.test_start)])
     run = rp.run_predictive(setup, model, rp.replay_policy_object(setup, "demo"), "scaleahead")
-    again = rp.compute_metrics(setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s)
+    again = rp.compute_metrics(
+        setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s, setup.initial_ready
+    )
     assert again == result.metrics["scaleahead"]
     assert np.isfinite(result.metrics["hpa"]["replica_seconds"])
 

@@ -40,9 +40,11 @@ def replay_run(alibaba_csv: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     return {"doc": json.loads(paths["json"].read_text()), "stdout": proc.stdout, **paths}
 
 
-def recompute(rows: pd.DataFrame, capacity: float, step_s: float) -> dict[str, float]:
-    """EVALUATION.md section 4, written again from the decisions file alone."""
+def recompute(rows: pd.DataFrame, capacity: float, step_s: float, initial: int) -> dict[str, float]:
+    """EVALUATION.md section 4, written again from the decisions file (and the replicas every policy
+    starts with: a change at the first step is a scale event too)."""
     scored = rows[rows["demand"].notna()]
+    changed = rows["desired"].diff().fillna(rows["desired"].iloc[0] - initial) != 0
     d, r, a = scored["demand"], scored["ready"], scored["allocated"]
     short = (d - capacity * r).clip(lower=0)
     return {
@@ -50,7 +52,7 @@ def recompute(rows: pd.DataFrame, capacity: float, step_s: float) -> dict[str, f
         "unserved_fraction": float(short.sum() / d.sum()),
         "replica_seconds": float(a.sum() * step_s),
         "utilization": float(d.sum() / (capacity * a).sum()),
-        "scale_events": int((rows["desired"].diff().fillna(0) != 0).sum()),
+        "scale_events": int((changed & rows["demand"].notna()).sum()),
     }
 
 
@@ -60,7 +62,9 @@ def test_metrics_recomputed_from_the_decisions_file_match_the_json(replay_run: d
     assert list(rows.columns) == ["policy", "timestamp", "demand", "desired", "allocated", "ready"]
     assert set(rows["policy"]) == set(rp.POLICIES) == set(doc["policies"])
     for name, group in rows.groupby("policy"):
-        again = recompute(group.sort_values("timestamp"), doc["capacity_per_replica"], doc["resolution_s"])
+        again = recompute(
+            group.sort_values("timestamp"), doc["capacity_per_replica"], doc["resolution_s"], doc["initial_ready"]
+        )
         for metric, value in again.items():
             assert doc["policies"][name][metric] == pytest.approx(value, rel=1e-9, abs=1e-12), (name, metric)
 
@@ -206,3 +210,25 @@ def test_an_invalid_tradeoff_setting_is_a_clear_error_before_any_fit(
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_scale_events_count_scored_steps_and_the_first_step_against_the_start() -> None:
+    demand = np.array([5.0, np.nan, 5.0, 5.0])
+    desired = np.array([4, 6, 6, 3])
+    ones = np.ones(4, dtype=np.int64)
+    assert rp.compute_metrics(demand, desired, ones, ones, 10.0, 10.0, initial=2)["scale_events"] == 2  # 2->4, 6->3
+    assert rp.compute_metrics(demand, desired, ones, ones, 10.0, 10.0, initial=4)["scale_events"] == 1
+    assert rp.compute_metrics(demand, desired, ones, ones, 10.0, 10.0)["scale_events"] == 1  # no start given
+
+
+def test_a_value_column_is_recorded_as_a_param(alibaba_two_days: Series, tmp_path: Path) -> None:
+    path = tmp_path / "two.csv"
+    pd.DataFrame(
+        {"timestamp": alibaba_two_days.times(), "cpu": alibaba_two_days.values, "other": alibaba_two_days.values * 2}
+    ).to_csv(path, index=False)
+    out = tmp_path / "r.json"
+    proc = cli(
+        "bench", "replay", "--trace", str(path), "--column", "other", "--policies", "hpa,oracle", "--json", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["params"]["column"] == "other"
