@@ -252,4 +252,3 @@ def test_a_canary_with_no_workload_in_the_challenger_arm_takes_the_next_step(db_
     entry = book.evaluate(book.get("web"), only_champion, T0 + 3600)
     assert entry["decision"] == "advance" and book.get("web").share == 0.5
     assert "no workload is in the challenger arm at 10%" in entry["reason"]
-
