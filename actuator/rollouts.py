@@ -364,9 +364,10 @@ class RolloutBook:
             history.append(entry)
             results.update(last=entry, history=history)
             state = {"promote": "promoted", "rollback": "rolled-back"}.get(d.action, "running")
-            self.store.update_rollout(rollout.id, now, state=state, share=d.share, results=results)
             if state == "promoted":
-                self._registry_promote(rollout)
+                self._promote(rollout, now, results)
+            else:
+                self.store.update_rollout(rollout.id, now, state=state, share=d.share, results=results)
             return entry
         report = ab_report(champ, chal) if rollout.mode == "ab" else shadow_report(champ, chal)
         entry = {"at": now, "differences": [asdict(x) | {"significant": x.significant} for x in report]}
@@ -383,17 +384,16 @@ class RolloutBook:
 
     def promote(self, group: str, now: float) -> StoredRollout:
         r = self._require_running(group)
-        self.store.update_rollout(r.id, now, state="promoted", share=1.0)
-        self._registry_promote(r)
+        self._promote(r, now)
         return self.get(group)
 
-    def _registry_promote(self, rollout: StoredRollout) -> None:
-        """When champion/challenger are model version ids: challenger -> champion, champion -> retired."""
+    def _promote(self, rollout: StoredRollout, now: float, results: dict[str, Any] | None = None) -> None:
+        """Promoted, in one transaction with the registry when champion/challenger are model version
+        ids: challenger -> champion, champion -> retired."""
         known = {str(m.id) for m in self.store.models()}
-        if rollout.challenger in known:
-            self.store.set_model_status(int(rollout.challenger), "champion")
-            if rollout.champion in known:
-                self.store.set_model_status(int(rollout.champion), "retired")
+        challenger = int(rollout.challenger) if rollout.challenger in known else None
+        champion = int(rollout.champion) if challenger is not None and rollout.champion in known else None
+        self.store.promote_rollout(rollout.id, now, challenger, champion, results)
 
     def abort(self, group: str, now: float) -> StoredRollout:
         r = self._require_running(group)

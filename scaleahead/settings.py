@@ -146,7 +146,7 @@ class JobSettings(BaseModel):
     error_sample_interval_s: float = Field(
         300.0, gt=0, description="Keep one forecast per workload per this many seconds to measure live error (s)."
     )
-    rollout_mode: str = Field(
+    rollout_mode: Literal["shadow", "canary", "ab"] = Field(
         "shadow", description="Mode of the rollout a retrained model enters as challenger (shadow, canary or ab)."
     )
     report_cron: str = Field("5 0 * * *", description="When to write the daily accuracy report (cron, UTC).")

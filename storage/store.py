@@ -366,8 +366,11 @@ class Store:
         try:
             with self._session.begin() as s:
                 yield s
-        except DatabaseError as exc:
-            if self._corrupt(exc):
+        except BaseException as exc:
+            # Rolled back: a workload id cached in this transaction names no row (and on SQLite the
+            # next new workload may get it). Forget the cache; it is read again on next use.
+            self._workload_ids.clear()
+            if isinstance(exc, DatabaseError) and self._corrupt(exc):
                 raise self._unreadable(exc.orig) from exc
             raise
 
@@ -392,7 +395,7 @@ class Store:
             )
             s.add(row)
             s.flush()
-        self._workload_ids[ref.key] = row.id
+        self._workload_ids[ref.key] = row.id  # forgotten if this transaction rolls back (session)
         return row.id
 
     def workloads(self) -> list[WorkloadRef]:
@@ -760,6 +763,32 @@ class Store:
             s.add(row)
             s.flush()
             return row.id
+
+    def promote_rollout(
+        self,
+        rollout_id: int,
+        now: float,
+        challenger_model: int | None,
+        champion_model: int | None,
+        results: dict[str, Any] | None = None,
+    ) -> None:
+        """Mark a rollout promoted and, when its arms are model versions, make the challenger the
+        champion and retire the old one: one transaction, so the rollout and the registry never
+        disagree (a promotion half-recorded would be undone by the daemon following the registry)."""
+        with self.session() as s:
+            row = s.get(RolloutRow, rollout_id)
+            if row is None:
+                raise UserError(f"No rollout {rollout_id}.", "See `scaleahead rollout status`.")
+            row.state, row.share, row.updated_at = "promoted", 1.0, now
+            if results is not None:
+                row.results = results
+            if challenger_model is not None:
+                new = s.get(ModelVersionRow, challenger_model)
+                if new is not None:
+                    new.status = "champion"
+                    old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
+                    if old is not None:
+                        old.status = "retired"
 
     def update_rollout(
         self,

@@ -61,3 +61,10 @@ def test_the_capacity_to_share_comes_as_tenant_equals_replicas_or_json() -> None
         ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY\[shop\]='-1': Input should be greater than or equal to 0"
     ):
         Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop=-1"})
+
+
+def test_an_unknown_rollout_mode_for_retrained_models_is_refused_at_start() -> None:
+    # checked when the setting is read, not after a retraining has trained and registered a model
+    with pytest.raises(ConfigError, match="SCALEAHEAD_JOBS__ROLLOUT_MODE='Canary': Input should be 'shadow', 'canary'"):
+        Settings.from_env({"SCALEAHEAD_JOBS__ROLLOUT_MODE": "Canary"})
+    assert Settings.from_env({"SCALEAHEAD_JOBS__ROLLOUT_MODE": "canary"}).jobs.rollout_mode == "canary"

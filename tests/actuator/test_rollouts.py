@@ -252,3 +252,28 @@ def test_a_canary_with_no_workload_in_the_challenger_arm_takes_the_next_step(db_
     entry = book.evaluate(book.get("web"), only_champion, T0 + 3600)
     assert entry["decision"] == "advance" and book.get("web").share == 0.5
     assert "no workload is in the challenger arm at 10%" in entry["reason"]
+
+
+def test_a_promotion_that_fails_in_the_registry_leaves_the_rollout_running_to_retry(db_url):
+    from sqlalchemy import event
+    from sqlalchemy.exc import OperationalError
+
+    store = Store(db_url)
+    old = store.register_model("old", "ridge", status="champion")
+    new = store.register_model("new", "ridge", status="challenger")
+    book = RolloutBook(store)
+    book.start("default", "shadow", str(old), str(new), T0)
+    fail = [True]
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def locked(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if fail[0] and statement.startswith("UPDATE model_versions"):
+            fail[0] = False
+            raise OperationalError(statement, params, Exception("database is locked"))
+
+    with pytest.raises(OperationalError):
+        book.promote("default", T0 + 10)
+    assert book.get("default").state == "running"  # nothing half-recorded
+    assert {m.id: m.status for m in store.models()} == {old: "champion", new: "challenger"}
+    assert book.promote("default", T0 + 20).state == "promoted"
+    assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
