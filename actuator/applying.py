@@ -98,6 +98,9 @@ class Actuator:
         self.kill_switch = kill_switch
         self.is_leader = is_leader
         self.steer_ttl_s = steer_ttl_s
+        #: Action targets (``Kind/namespace/name``) whose actions are held back this cycle: the
+        #: daemon's workloads backing off after errors (skipped, not written).
+        self.held: frozenset[str] = frozenset()
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -135,6 +138,8 @@ class Actuator:
             i += 1
             if stop:
                 res = ActionResult(action, "skipped", stop)
+            elif action.target in self.held:
+                res = ActionResult(action, "skipped", "backing off after errors")
             else:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
             results.append(res)

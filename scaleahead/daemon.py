@@ -102,8 +102,8 @@ class PolicyStatus:
             "lastUpdateTime": datetime.fromtimestamp(self.updated_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "model": self.model,
         }
-        if self.forecast_peak is not None:
-            doc["forecastPeak"] = round(self.forecast_peak, 6)
+        # null (a merge patch removes it) when this decision had no forecast: not the last one's peak
+        doc["forecastPeak"] = round(self.forecast_peak, 6) if self.forecast_peak is not None else None
         return doc
 
 
@@ -346,10 +346,14 @@ class _RememberingTarget:
         self.blocked: set[str] = set()
 
     def remember(self, actions: Sequence[Action], now: float) -> None:
+        """Keep each decision's count *before* stabilization (the HPA keeps its raw recommendations):
+        a held count remembered as a decision would renew the hold every cycle, and without a
+        forecast to cap it (a fallback) the workload would never scale down."""
         for a in actions:
             if isinstance(a, ScaleTo):
+                raw = a.reason.details.get("raw_desired", a.to_replicas)
                 items = [x for x in self.recent.get(a.workload, []) if now - x[0] <= self.window_s]
-                items.append((now, a.to_replicas))
+                items.append((now, int(raw) if isinstance(raw, int | float) else a.to_replicas))
                 self.recent[a.workload] = items
 
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
@@ -441,6 +445,7 @@ class Daemon:
         if j.retrain_in_process:
             self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
         self.policy_source = policy_source
+        self._leading = False  # whether the last tick led (a new leader reads the policies first)
         self.on_policies = on_policies
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
@@ -458,16 +463,28 @@ class Daemon:
         """One control tick at ``now``: a cycle if leader, then due jobs."""
         self.health.tick(now)
         if not self.leadership.is_leader(now):
+            self._leading = False
             self.metrics.leader.set(0)
             self.metrics.cycles.labels(result="standby").inc()
             self.health.set_ready(True, "standby: another replica holds the lease")
             return TickResult(now, "standby")
+        if not self._leading:
+            # Just became the leader: a standby runs no jobs, so its policies may be days old.
+            # Read them before the first cycle acts on them.
+            self._leading = True
+            if self.policy_source is not None:
+                try:
+                    self.reload_policies(now)
+                except Exception as exc:  # noqa: BLE001 - the policies read last stay
+                    log.warning("reading the policies on becoming the leader failed: %s", exc)
         self.metrics.leader.set(1)
         # A workload backing off is not read, forecast or acted on; the planner's named fallback
         # still decides for it (shown in metrics and status), but its actions are held back.
         active = [p for p in self.deps.policies if not self.backoff.blocked(p.workload.key, now)]
         skipped = tuple(p.workload.key for p in self.deps.policies if self.backoff.blocked(p.workload.key, now))
         self.history.blocked = self.target.blocked = set(skipped)
+        if self.deps.actuator is not None:  # the actuator writes without going through self.target
+            self.deps.actuator.held = frozenset(skipped)
         if now - self._rollout_checked >= 60.0:
             self._rollout_checked = now
             self.follow_rollout(now)
@@ -610,12 +627,19 @@ class Daemon:
 
     def set_policies(self, policies: Sequence[Policy]) -> None:
         """Replace the policies (from the cluster); a removed workload's state is forgotten."""
+        gone = {p.workload.key for p in self.deps.policies} - {p.workload.key for p in policies}
         self.deps = replace(self.deps, policies=list(policies))
         self._by_workload = {p.workload: p for p in self.deps.policies}
         keys = {p.workload.key for p in policies}
         for key in list(self.backoff.failures):
             if key not in keys:
                 self.backoff.succeeded(key)
+        # the stabilization memory spans the longest window of the policies now in force
+        self.target.window_s = max((p.spec.scale_down_stabilization_seconds for p in policies), default=300.0)
+        for ref in [r for r in self.target.recent if r.key not in keys]:
+            del self.target.recent[ref]
+        if gone:
+            self.metrics.forget(gone)  # its gauges would otherwise stay (and alert) until a restart
         self.metrics.workloads.set(len(policies))
         if self.on_policies is not None:
             self.on_policies(self.deps.policies)

@@ -9,6 +9,7 @@ model version, live forecast error); ``serve`` answers ``/metrics``, ``/healthz`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -200,6 +201,8 @@ class Metrics:
                 peak = action.reason.details.get("forecast_peak")
                 if isinstance(peak, int | float) and math.isfinite(peak):
                     self.forecast_peak.labels(workload=key).set(float(peak))
+                else:  # a fallback: no peak now, not the last one's
+                    _remove(self.forecast_peak, key)
                 for mode in ("reactive", "current", "static"):
                     self.fallback.labels(workload=key, mode=mode).set(1.0 if active.get(key) == mode else 0.0)
         for mode in active.values():
@@ -207,8 +210,26 @@ class Metrics:
         for res in report.results:
             self.actions.labels(kind=res.action.kind, result=res.outcome).inc()
 
+    def forget(self, workloads: set[str]) -> None:
+        """Drop every per-workload series of ``workloads`` (their policies were removed)."""
+        for gauge in (
+            self.forecast, self.forecast_peak, self.observed, self.planned, self.current, self.slo_risk,
+            self.fallback, self.backoff, self.live_error,
+        ):  # fmt: skip
+            names = list(gauge._labelnames)
+            for metric in gauge.collect():
+                for sample in metric.samples:
+                    if sample.labels.get("workload") in workloads:
+                        with contextlib.suppress(KeyError):
+                            gauge.remove(*(sample.labels[n] for n in names))
+
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
 
 
 @dataclass

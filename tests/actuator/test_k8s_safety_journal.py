@@ -296,3 +296,14 @@ def test_reconcile_counts_a_write_the_step_limit_reduced_as_applied(kube, store)
     assert res.outcome == "applied" and kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
     done = {i: (state, why) for i, state, why in actuator(kube, store, pols).reconcile(NOW + 60)}
     assert done[aid][0] == "applied" and "spec.replicas=4" in done[aid][1]
+
+
+def test_actions_of_a_workload_held_back_are_skipped_without_a_call(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    act = actuator(kube, store)
+    act.held = frozenset({"Deployment/default/web"})  # the daemon's workloads backing off
+    (res,) = act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
+    assert res.outcome == "skipped" and res.detail == "backing off after errors"
+    assert kube.cluster.writes() == []
+    act.held = frozenset()
+    assert act.apply_plan(Plan(NOW + 10, (scale(2, 4),)), NOW + 10)[0].outcome == "applied"

@@ -1,0 +1,79 @@
+"""Daemon behaviour fixed after a review on 2026-12-04: fallback scale-downs, a new leader's
+policies, the stabilization window on reload, gauges of removed policies, a fallback's status."""
+
+from __future__ import annotations
+
+from scaleahead.daemon import PolicyStatus
+from scaleahead.types import ScaleTo
+from tests.daemon.conftest import DaemonFactory, make_policies
+
+
+def _slow_start(policy):  # type: ignore[no-untyped-def]
+    # a start-up past the 900 s horizon: every decision is the reactive fallback ("forecast too short")
+    return policy.model_copy(update={"spec": policy.spec.model_copy(update={"startup_seconds": 1200.0})})
+
+
+def test_a_workload_on_its_fallback_still_scales_down(daemon_factory: DaemonFactory) -> None:
+    daemon, clock, target, _ = daemon_factory(n=1)
+    daemon.set_policies([_slow_start(daemon.deps.policies[0])])
+    codes = set()
+    for _ in range(3 * 360):  # 3 hours of 10 s ticks
+        report = daemon.tick(clock.now()).report
+        assert report is not None
+        codes.add(report.plan.actions[0].reason.code)
+        clock.sleep(10.0)
+    assert codes == {"fallback_reactive"}
+    downs = [a for a in target.applied if isinstance(a, ScaleTo) and a.to_replicas < a.from_replicas]
+    assert downs, "a held count was remembered as a decision and renewed the hold every cycle"
+
+
+def test_reloaded_policies_set_the_stabilization_memory_and_removed_ones_leave_no_gauges(
+    daemon_factory: DaemonFactory,
+) -> None:
+    daemon, clock, _, _ = daemon_factory(n=2)
+    for _ in range(3):
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+    web0, web1 = daemon.deps.policies
+    assert b'workload="Deployment/shop/web1"' in daemon.metrics.render()
+    longer = web0.model_copy(update={"spec": web0.spec.model_copy(update={"scale_down_stabilization_seconds": 600.0})})
+    daemon.set_policies([longer])
+    assert daemon.target.window_s == 600.0
+    assert b'workload="Deployment/shop/web1"' not in daemon.metrics.render()
+    assert b'workload="Deployment/shop/web0"' in daemon.metrics.render()
+
+
+class _Flip:
+    """Standby for the first ``n`` ticks, then the leader."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def is_leader(self, now: float) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+    def release(self) -> None:
+        return None
+
+
+def test_a_standby_that_becomes_the_leader_reads_the_policies_before_it_acts(daemon_factory: DaemonFactory) -> None:
+    current = {"policies": make_policies(2)}
+    daemon, clock, target, _ = daemon_factory(
+        n=2, leadership=_Flip(3), policy_source=lambda: current["policies"], policy_reload_s=30.0
+    )
+    for _ in range(3):
+        assert daemon.tick(clock.now()).role == "standby"
+        clock.sleep(10.0)
+    current["policies"] = make_policies(1)  # web1's policy was deleted while this replica stood by
+    report = daemon.tick(clock.now()).report
+    assert report is not None
+    assert [a.workload.name for a in report.plan.actions] == ["web0"]
+    assert all(a.workload.name == "web0" for a in target.applied)
+
+
+def test_a_fallback_status_clears_the_forecast_peak() -> None:
+    status = PolicyStatus(
+        "web0", "shop", "Deployment/shop/web0", 4, 4, None, "reactive", "fallback", "fallback_reactive", 0.0, "m"
+    )
+    assert status.to_status()["forecastPeak"] is None  # a merge patch removes the last forecast's peak
