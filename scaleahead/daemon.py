@@ -381,6 +381,10 @@ class TickResult:
     jobs: tuple[str, ...] = ()
 
 
+#: A champion that could not be loaded is tried again after this long (s).
+UNLOADABLE_RETRY_S = 600.0
+
+
 class Daemon:
     """The control loop with per-workload back-off, metrics, health, status and scheduled jobs.
 
@@ -434,7 +438,9 @@ class Daemon:
         self.trials: dict[str, tuple[int, RetrainResult]] = {}
         self._rollout_checked = -math.inf
         self._unfollowed: set[int] = set()  # rollouts whose challenger could not be loaded
-        self._unloadable: set[int] = set()  # champion versions that could not be loaded
+        #: champion versions that could not be loaded, and when: tried again after UNLOADABLE_RETRY_S
+        #: (a 60 s checkpoint refused at a start-up without history, assumed 10 s, loads once it comes)
+        self._unloadable: dict[int, float] = {}
         self.reports: list[Path] = []
         self.last_drift_retrain = -math.inf
         self.cycle_backoff = 0.0
@@ -782,7 +788,8 @@ class Daemon:
         without this process: a rollout of another rollout group promoted, ``scaleahead models
         promote ID`` (a rollback), or another replica. The version is loaded as at start-up (an
         learned model from its stored checkpoint, a baseline fitted on the loop's history); one that
-        cannot be loaded is logged once and production stays as it is.
+        cannot be loaded is logged, production stays as it is, and it is tried again after
+        ``UNLOADABLE_RETRY_S`` (the history it is checked against may have arrived since).
         """
         store = self.deps.store
         if store is None:
@@ -793,14 +800,17 @@ class Daemon:
         except UserError:  # the version was deleted from the registry: keep what runs
             return
         champions = [m for m in store.models() if m.family == family and m.status in ("champion", "production")]
-        if not champions or champions[-1].id == current or champions[-1].id in self._unloadable:
+        failed_at = self._unloadable.get(champions[-1].id) if champions else None
+        if not champions or champions[-1].id == current or (
+            failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S
+        ):
             return
         newest = champions[-1]
         was = str(current) if current is not None else self.deps.forecaster.name
         try:
             model = self._load_version(store, newest.id)
         except (DataError, UserError) as exc:
-            self._unloadable.add(newest.id)
+            self._unloadable[newest.id] = now
             log.warning(
                 "model %d is the champion of %s in the registry but cannot be loaded (%s); production stays %s",
                 newest.id,

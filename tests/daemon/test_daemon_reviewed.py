@@ -77,3 +77,25 @@ def test_a_fallback_status_clears_the_forecast_peak() -> None:
         "web0", "shop", "Deployment/shop/web0", 4, 4, None, "reactive", "fallback", "fallback_reactive", 0.0, "m"
     )
     assert status.to_status()["forecastPeak"] is None  # a merge patch removes the last forecast's peak
+
+
+def test_a_champion_that_could_not_be_loaded_is_tried_again_later(daemon_factory: DaemonFactory) -> None:
+    from scaleahead.daemon import UNLOADABLE_RETRY_S
+    from scaleahead.errors import DataError
+
+    daemon, clock, _, store = daemon_factory(n=2, reference_error=100.0)
+    champion = store.register_model("seasonal_naive-a", "seasonal_naive", status="champion")
+    real, calls = daemon._load_version, []
+
+    def first_fails(s, model_id):  # type: ignore[no-untyped-def]
+        calls.append(model_id)
+        if len(calls) == 1:  # e.g. a 60 s checkpoint checked before any history, at 10 s
+            raise DataError("trained at 60 s resolution; the series are at 10 s")
+        return real(s, model_id)
+
+    daemon._load_version = first_fails  # type: ignore[method-assign]
+    daemon.run(lambda: False, max_ticks=20)
+    assert daemon.deps.model_version_id is None and calls == [champion]
+    clock.sleep(UNLOADABLE_RETRY_S)
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.model_version_id == champion
