@@ -641,6 +641,10 @@ class LSTMForecaster(Forecaster):
                 RETRAIN,
             )
         spec = _field(path, ckpt, "spec", lambda v: FeatureSpec(**v))
+        if not isinstance(spec.step_s, int | float) or not math.isfinite(spec.step_s) or spec.step_s <= 0:
+            raise CheckpointError(
+                f"LSTM checkpoint {path} has no valid resolution (spec.step_s is {spec.step_s!r}).", RETRAIN
+            )
         if step_s is not None and abs(spec.step_s - step_s) > 1e-6:
             raise CheckpointError(
                 f"LSTM checkpoint {path} was trained at {spec.step_s:g} s resolution; the series are at {step_s:g} s.",
@@ -649,6 +653,10 @@ class LSTMForecaster(Forecaster):
         config = _field(path, ckpt, "config", LSTMConfig.from_dict)
         quantiles = _field(path, ckpt, "quantiles", _quantile_levels)
         per_quantile = (len(quantiles),)
+        if not isinstance(config.threads, int) or isinstance(config.threads, bool):
+            raise CheckpointError(
+                f"LSTM checkpoint {path} has no valid thread count (config.threads is {config.threads!r}).", RETRAIN
+            )
         model = cls(config)
         _set_threads(config.threads)
         model.quantiles = quantiles

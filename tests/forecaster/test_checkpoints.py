@@ -108,6 +108,25 @@ def test_a_corrupt_checkpoint_is_a_clear_error_and_the_named_fallback_takes_over
     assert "seasonal_naive" in why
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "says"),
+    [
+        (("spec", "step_s"), "60", "no valid resolution (spec.step_s is '60')"),
+        (("spec", "step_s"), None, "no valid resolution (spec.step_s is None)"),
+        (("config", "threads"), "2", "no valid thread count (config.threads is '2')"),
+    ],
+)
+def test_a_hand_edited_checkpoint_field_falls_back_instead_of_raising(
+    tmp_path: Path, path: tuple[str, str], value: object, says: str
+) -> None:
+    raw = torch.load(V2, weights_only=True)
+    raw[path[0]][path[1]] = value
+    edited = tmp_path / "edited.pt"
+    torch.save(raw, edited)
+    model, why = load_or_fallback(edited, step_s=60.0, fallback="seasonal_naive")
+    assert isinstance(model, SeasonalNaive) and why is not None and says in why
+
+
 def test_a_checkpoint_trained_at_another_resolution_falls_back_with_a_message() -> None:
     with pytest.raises(CheckpointError, match="60 s resolution.*10 s"):
         LSTMForecaster.load(V1, step_s=10.0)
