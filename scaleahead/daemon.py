@@ -801,8 +801,10 @@ class Daemon:
             return
         champions = [m for m in store.models() if m.family == family and m.status in ("champion", "production")]
         failed_at = self._unloadable.get(champions[-1].id) if champions else None
-        if not champions or champions[-1].id == current or (
-            failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S
+        if (
+            not champions
+            or champions[-1].id == current
+            or (failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S)
         ):
             return
         newest = champions[-1]
