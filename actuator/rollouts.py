@@ -333,22 +333,12 @@ class RolloutBook:
             # The share in force since the last advance (or the start): outcomes must cover a whole
             # window of it, else a canary could run through every step in as many quick calls.
             since = next((h["at"] for h in reversed(history) if h.get("decision") == "advance"), rollout.started_at)
-            nxt = [x for x in params.steps if x > rollout.share + 1e-12]
             if now - since < params.window_s - 1e-6:
                 d = Decision(
                     "wait",
                     rollout.share,
                     f"the challenger has run at {rollout.share:.0%} for {now - since:.0f} s of the "
                     f"{params.window_s:.0f} s window; a shorter time does not decide",
-                )
-            elif champ and not chal and nxt and rollout.share < 1.0:
-                # No workload landed in the challenger arm at this share (a small group): nothing
-                # ran on the challenger, so nothing is at risk in taking the next step.
-                d = Decision(
-                    "advance",
-                    nxt[0],
-                    f"no workload is in the challenger arm at {rollout.share:.0%} ({len(champ)} champion): "
-                    f"advanced to {nxt[0]:.0%}",
                 )
             else:
                 d = decide_canary(params, rollout.share, champ, chal, reference)
@@ -390,9 +380,8 @@ class RolloutBook:
     def _promote(self, rollout: StoredRollout, now: float, results: dict[str, Any] | None = None) -> None:
         """Promoted, in one transaction with the registry when champion/challenger are model version
         ids: challenger -> champion, champion -> retired."""
-        known = {str(m.id) for m in self.store.models()}
-        challenger = int(rollout.challenger) if rollout.challenger in known else None
-        champion = int(rollout.champion) if challenger is not None and rollout.champion in known else None
+        challenger = int(rollout.challenger) if rollout.challenger.isdigit() else None
+        champion = int(rollout.champion) if challenger is not None and rollout.champion.isdigit() else None
         self.store.promote_rollout(rollout.id, now, challenger, champion, results)
 
     def abort(self, group: str, now: float) -> StoredRollout:

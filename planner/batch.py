@@ -106,6 +106,9 @@ class _Forecasts:
         n_obj = sum(is_obj)
         self.obj_keys: tuple[float, ...] | None = None
         V = T = Q = None
+        # The level each fixed-quantile row reads when it is not its forecastQuantile (the nearest
+        # above, Forecast.quantile): None when every row reads its own; "rows" to look row by row.
+        read: np.ndarray | str | None = None
         shared = _one_batch(fqs) if frows and (n_obj == 0 or n_obj == len(frows)) else None
         if shared is not None:
             # Rows of one forecaster batch (QuantileRows): read as it is, nothing stacked.
@@ -123,6 +126,7 @@ class _Forecasts:
                 col = np.minimum(np.searchsorted(np.asarray(levels), want, side="left"), len(levels) - 1)
                 V = Q[np.arange(len(fqs)), col, :]
                 Q = None
+                read = np.asarray(levels)[col]
         elif frows and n_obj == len(frows):
             # Every row at the objective's level: all quantiles, stacked [rows, K, horizon] at once.
             keys = tuple(sorted(fqs[0]))
@@ -149,10 +153,12 @@ class _Forecasts:
                     arrs = None
             if arrs is None:
                 qcol = c.forecast_quantile.tolist()
-                arrs = [
-                    qs[q] if q in qs else fc.quantile(q)
+                read_keys = [
+                    q if q in qs else fc.quantile_key(q)
                     for fc, qs, q in zip(present, fqs, (qcol[i] for i in frows), strict=True)
                 ]
+                arrs = list(map(getitem, fqs, read_keys))
+                read = np.asarray(read_keys, dtype=np.float64)
             V, T = _stacked(arrs), _stacked(tops)
             if V is None or T is None or V.shape != T.shape:
                 V = T = None
@@ -161,6 +167,7 @@ class _Forecasts:
             ok_rows = frows
             obj_pos = list(range(len(frows))) if n_obj else []
         else:  # mixed or odd: row by row, and rows unlike the first go to the reference
+            read = "rows" if n_obj < len(frows) else None
             tqs = list(map(max, fqs))
             horizon, ok_rows, obj_pos, V, T, Q = self._row_by_row(present, fqs, tqs, frows, is_obj, c)
         width = max(horizon, 1)
@@ -177,9 +184,9 @@ class _Forecasts:
             self.step[ok_rows] = os_[1::2]
             top_q[frows] = tqs if tqs is not None else list(map(max, fqs))
             self.fixed_level[ok_rows] = c.forecast_quantile[ok_rows]
-            if n_obj < len(frows) and not (shared is not None and c.quantile in shared[1]):
-                # A fixed quantile the forecast lacks is read at the nearest level above it
-                # (Forecast.quantile): named by the level read.
+            if isinstance(read, np.ndarray):  # named by the level read (every row fixed: ok_rows is frows)
+                self.fixed_level[ok_rows] = read
+            elif read == "rows":
                 rows = np.asarray(ok_rows, dtype=np.int64)
                 for i in rows[~c.objective[rows]].tolist():
                     fc = cast(Forecast, forecasts[i])

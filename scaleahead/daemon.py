@@ -381,6 +381,11 @@ class TickResult:
     jobs: tuple[str, ...] = ()
 
 
+def _stabilization_window(policies: Sequence[Policy]) -> float:
+    """How long the daemon remembers decisions: the longest scale-down stabilization in force."""
+    return max((p.spec.scale_down_stabilization_seconds for p in policies), default=300.0)
+
+
 #: A champion that could not be loaded is tried again after this long (s).
 UNLOADABLE_RETRY_S = 600.0
 
@@ -420,8 +425,7 @@ class Daemon:
         self.settings = settings
         self.clock = clock
         self.history = _CapturingHistory(deps.history)
-        window = max((p.spec.scale_down_stabilization_seconds for p in deps.policies), default=300.0)
-        self.target = _RememberingTarget(deps.target, window)
+        self.target = _RememberingTarget(deps.target, _stabilization_window(deps.policies))
         self.deps = deps
         self.training_history = training_history or deps.history
         self.leadership: Leadership = leadership or AlwaysLeader()
@@ -451,7 +455,7 @@ class Daemon:
         if j.retrain_in_process:
             self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
         self.policy_source = policy_source
-        self._leading = False  # whether the last tick led (a new leader reads the policies first)
+        self._leading = True  # whether the last tick led (a standby that becomes the leader reads the policies first)
         self.on_policies = on_policies
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
@@ -641,7 +645,7 @@ class Daemon:
             if key not in keys:
                 self.backoff.succeeded(key)
         # the stabilization memory spans the longest window of the policies now in force
-        self.target.window_s = max((p.spec.scale_down_stabilization_seconds for p in policies), default=300.0)
+        self.target.window_s = _stabilization_window(policies)
         for ref in [r for r in self.target.recent if r.key not in keys]:
             del self.target.recent[ref]
         if gone:

@@ -414,18 +414,19 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             # below with the reason and the policies' fallbacks apply; the next cycle tries again.
             try:
                 deps.forecaster.fit([s.before(now) for _, s in items])
-            except Exception as exc:  # noqa: BLE001 - unfitted: the forecasts fail and the fallbacks apply
+            except Exception as exc:  # noqa: BLE001 - unfitted: no forecasts, the fallbacks apply
                 log.warning("fitting %s on this cycle's history failed: %s", deps.forecaster.name, exc)
                 errors["forecast_fit"] = f"fitting {deps.forecaster.name} on this cycle's history failed: {exc}"
-            done = not deps.forecaster.needs_fit
-            log.info(
-                "fitted %s on this cycle's history (it had none at start-up)"
-                if done
-                else "%s: still too little history to fit it; the policies' fallbacks apply",
-                deps.forecaster.name,
-                extra={"event": "model_fitted" if done else "model_unfitted", "model": deps.forecaster.name},
-            )
-        if items:
+            else:
+                done = not deps.forecaster.needs_fit
+                log.info(
+                    "fitted %s on this cycle's history (it had none at start-up)"
+                    if done
+                    else "%s: still too little history to fit it; the policies' fallbacks apply",
+                    deps.forecaster.name,
+                    extra={"event": "model_fitted" if done else "model_unfitted", "model": deps.forecaster.name},
+                )
+        if items and "forecast_fit" not in errors:  # an unfitted model would fail every series, one by one
             forecast_by_step(deps.forecaster, items, now, settings.forecast.horizon_s, forecasts, errors)
     shadow: dict[WorkloadRef, Forecast] = {}
     running = [(deps.rollout, deps.challenger)] if deps.rollout is not None and deps.challenger is not None else []

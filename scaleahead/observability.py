@@ -220,8 +220,7 @@ class Metrics:
             for metric in gauge.collect():
                 for sample in metric.samples:
                     if sample.labels.get("workload") in workloads:
-                        with contextlib.suppress(KeyError):
-                            gauge.remove(*(sample.labels[n] for n in names))
+                        _remove(gauge, *(sample.labels[n] for n in names))
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -211,7 +211,7 @@ def retrain(
             store.update_rollout(
                 running.id, now, state="superseded", results={**running.results, "superseded_by_model": mid}
             )
-        rid = book.start(group, settings.jobs.rollout_mode, champion_name, str(mid), now)  # type: ignore[arg-type]
+        rid = book.start(group, settings.jobs.rollout_mode, champion_name, str(mid), now)
         store.update_rollout(rid, now, results=marker)
         ids.append(rid)
     rollout_ids = tuple(ids)

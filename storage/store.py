@@ -710,20 +710,24 @@ class Store:
         """Make a version the champion of its family, in one transaction: every other ``champion``
         or ``production`` version of that family becomes ``retired``. Returns the retired ids."""
         with self.session() as s:
-            row = s.get(ModelVersionRow, model_id)
-            if row is None:
-                raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
-            others = s.scalars(
-                select(ModelVersionRow).where(
-                    ModelVersionRow.family == row.family,
-                    ModelVersionRow.id != model_id,
-                    ModelVersionRow.status.in_(("champion", "production")),
-                )
-            ).all()
-            for other in others:
-                other.status = "retired"
-            row.status = "champion"
-            return [o.id for o in others]
+            return self._make_champion(s, model_id)
+
+    @staticmethod
+    def _make_champion(s: Session, model_id: int) -> list[int]:
+        row = s.get(ModelVersionRow, model_id)
+        if row is None:
+            raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
+        others = s.scalars(
+            select(ModelVersionRow).where(
+                ModelVersionRow.family == row.family,
+                ModelVersionRow.id != model_id,
+                ModelVersionRow.status.in_(("champion", "production")),
+            )
+        ).all()
+        for other in others:
+            other.status = "retired"
+        row.status = "champion"
+        return [o.id for o in others]
 
     def models(self) -> list[ModelVersion]:
         with self.session() as s:
@@ -782,13 +786,11 @@ class Store:
             row.state, row.share, row.updated_at = "promoted", 1.0, now
             if results is not None:
                 row.results = results
-            if challenger_model is not None:
-                new = s.get(ModelVersionRow, challenger_model)
-                if new is not None:
-                    new.status = "champion"
-                    old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
-                    if old is not None:
-                        old.status = "retired"
+            if challenger_model is not None and s.get(ModelVersionRow, challenger_model) is not None:
+                self._make_champion(s, challenger_model)  # its family's other champions retire
+                old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
+                if old is not None and old.status in ("champion", "production"):
+                    old.status = "retired"  # the rollout's champion, of another family
 
     def update_rollout(
         self,

@@ -245,15 +245,6 @@ def test_a_canary_step_needs_a_whole_window_of_outcomes_before_it_decides(db_url
     assert book.get("web").share == 1.0
 
 
-def test_a_canary_with_no_workload_in_the_challenger_arm_takes_the_next_step(db_url):
-    book = RolloutBook(Store(db_url))
-    book.start("web", "canary", "3", "7", T0, CanaryParams(steps=(0.1, 0.5, 1.0)))
-    only_champion = {"champion": outcomes("a", 3, 0.01, 2.0), "challenger": []}
-    entry = book.evaluate(book.get("web"), only_champion, T0 + 3600)
-    assert entry["decision"] == "advance" and book.get("web").share == 0.5
-    assert "no workload is in the challenger arm at 10%" in entry["reason"]
-
-
 def test_a_promotion_that_fails_in_the_registry_leaves_the_rollout_running_to_retry(db_url):
     from sqlalchemy import event
     from sqlalchemy.exc import OperationalError
@@ -276,4 +267,15 @@ def test_a_promotion_that_fails_in_the_registry_leaves_the_rollout_running_to_re
     assert book.get("default").state == "running"  # nothing half-recorded
     assert {m.id: m.status for m in store.models()} == {old: "champion", new: "challenger"}
     assert book.promote("default", T0 + 20).state == "promoted"
+    assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
+
+
+def test_promoting_a_rollout_whose_champion_is_named_retires_the_familys_champion(db_url):
+    # retraining starts its rollouts with the champion's name, not a version id
+    store = Store(db_url)
+    old = store.register_model("ridge-a", "ridge", status="champion")
+    new = store.register_model("ridge-b", "ridge", status="challenger")
+    book = RolloutBook(store)
+    book.start("default", "shadow", "ridge", str(new), T0)
+    assert book.promote("default", T0 + 10).state == "promoted"
     assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
