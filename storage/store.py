@@ -337,6 +337,11 @@ class Store:
                 f"Use one of: head, {', '.join(self.revisions())} (docs/storage.md).",
             )
         with self._reachable(), self.engine.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                # pysqlite runs DDL outside a transaction unless one is open: open it, so that a
+                # migration failing part-way leaves the schema as it was (PostgreSQL's DDL is
+                # transactional already), not half-made and failing every later start.
+                conn.exec_driver_sql("BEGIN")
             self._check_schema(conn)
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn

@@ -347,3 +347,29 @@ def test_a_write_that_fails_after_adding_a_workload_leaves_no_stale_workload_id(
     assert [f.origin for f in store.forecasts(WorkloadRef("Deployment", "shop", "new"))] == [2000.0]
     assert [f.origin for f in store.forecasts(WorkloadRef("Deployment", "shop", "d"))] == [3000.0]
     store.close()
+
+
+def test_a_migration_that_fails_part_way_on_sqlite_leaves_the_schema_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from alembic.operations import Operations
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    store = Store(url, upgrade=False)
+    store.upgrade("0002_actuator")
+    store.close()
+
+    def killed(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("killed mid-migration")
+
+    with monkeypatch.context() as m:
+        m.setattr(Operations, "create_index", killed)  # 0003 creates its table, then fails at its index
+        with pytest.raises(RuntimeError, match="killed mid-migration"):
+            Store(url)
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+        assert "pod_steers" not in tables  # rolled back with the failed migration
+        assert list(conn.execute("select version_num from alembic_version")) == [("0002_actuator",)]
+    again = Store(url)  # was: "table pod_steers already exists", at every start
+    assert again.current_revision() == Store.head_revision()
+    again.close()
