@@ -311,6 +311,18 @@ def main() -> None:
         # A value a command passed on to a schema without checking it first: still one clear
         # paragraph (the fields and what is wrong with them), never a traceback. (pydantic is not
         # imported for the CLI itself; if it was never imported, this cannot be its error.)
+        sa_exc = sys.modules.get("sqlalchemy.exc")
+        if sa_exc is not None and isinstance(exc, sa_exc.OperationalError):
+            # Outside the store's own checks (a write while another process holds the SQLite lock):
+            # still one paragraph, never a traceback.
+            err_console.print(
+                f"[bold red]error:[/] {escape(f'the database could not be read or written: {exc.orig}.')} "
+                "Another writer may hold it (the control loop), or its server is down: try again, or check "
+                "--db.",
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
         pydantic = sys.modules.get("pydantic")
         if pydantic is None or not isinstance(exc, pydantic.ValidationError):
             raise

@@ -373,3 +373,20 @@ def test_a_migration_that_fails_part_way_on_sqlite_leaves_the_schema_as_it_was(
     again = Store(url)  # was: "table pod_steers already exists", at every start
     assert again.current_revision() == Store.head_revision()
     again.close()
+
+
+def test_a_write_command_on_a_locked_database_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "lock.db"
+    store = Store(f"sqlite:///{path}")
+    store.register_model("m", "ridge", status="champion")
+    second = store.register_model("n", "ridge")
+    store.close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer (the control loop) holds the lock
+    try:
+        proc = cli("models", "promote", str(second), "--db", f"sqlite:///{path}")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "error: the database could not be read or written: database is locked." in proc.stderr
