@@ -355,6 +355,10 @@ def _mixed_fairness(claims: Sequence[Claim], idx: Sequence[int]) -> str:
     )
 
 
+#: Passes of ``allocate_pools`` at most: a later pool's cuts handed back to the tenant quotas.
+RESHARE_PASSES = 8
+
+
 def allocate_pools(
     claims: Sequence[Claim],
     capacity: Mapping[str, int],
@@ -363,6 +367,62 @@ def allocate_pools(
     outside: frozenset[WorkloadRef] = frozenset(),
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
 ) -> tuple[list[Grant], list[str]]:
+    """``_allocate_pools_once``, and what a later pool cut handed back to the tenant quotas.
+
+    The pools are applied in one order (tenant quotas first). When a later pool (a namespace
+    quota, the cluster) cuts a workload below what its tenant quota granted it, that share of the
+    tenant's quota would go unused while another workload of the tenant was cut by it; so the
+    pools are applied again with the cut workloads held at what they got (their reasons kept),
+    at most ``RESHARE_PASSES`` times. Grants never exceed any pool either way.
+    """
+    tenants = {t: q for t, q in capacity.items() if t != CLUSTER}
+    grants, notes, first = _allocate_pools_once(claims, capacity, namespace_pods, namespace_resources, outside, members)
+    if not tenants or not (namespace_pods or namespace_resources or CLUSTER in capacity):
+        return grants, notes
+    wants = [max(c.want, 0) for c in claims]
+    held: dict[int, Grant] = {}
+    for _ in range(RESHARE_PASSES - 1):
+        used: dict[str, int] = defaultdict(int)
+        for c, g in zip(claims, grants, strict=True):
+            used[c.tenant] += g.granted
+        slack = {t for t, q in tenants.items() if used[t] < q}
+        later = [i for i, c in enumerate(claims) if c.tenant in slack and grants[i].granted < first[i]]
+        # a workload of such a tenant that its quota cut and no later pool did: it could use the slack
+        starved = any(
+            c.tenant in slack and first[i] < wants[i] and grants[i].granted == first[i] for i, c in enumerate(claims)
+        )
+        if not later or not starved:
+            break
+        for i in later:
+            held[i] = grants[i]
+        capped = [
+            Claim(c.workload, c.tenant, c.priority, c.weight, held[i].granted, c.floor, c.fairness, c.shape)
+            if i in held
+            else c
+            for i, c in enumerate(claims)
+        ]
+        again, more, first = _allocate_pools_once(
+            capped, capacity, namespace_pods, namespace_resources, outside, members
+        )
+        grants = [
+            Grant(claims[i], g.granted, "; ".join(x for x in (held[i].why, g.why) if x))
+            if i in held
+            else Grant(claims[i], g.granted, g.why)
+            for i, g in enumerate(again)
+        ]
+        # The later pools' notes stand (what they cut is held); the tenant quotas were shared again.
+        notes = list(dict.fromkeys([*(n for n in notes if not n.startswith("tenant ")), *more]))
+    return grants, notes
+
+
+def _allocate_pools_once(
+    claims: Sequence[Claim],
+    capacity: Mapping[str, int],
+    namespace_pods: Mapping[str, int] | None = None,
+    namespace_resources: Mapping[str, Mapping[str, int]] | None = None,
+    outside: frozenset[WorkloadRef] = frozenset(),
+    members: Mapping[str, frozenset[WorkloadRef]] | None = None,
+) -> tuple[list[Grant], list[str], list[int]]:
     """Apply tenant quotas (``capacity`` keys = tenant names), the pod, CPU and memory quotas of
     scoped ResourceQuotas (``members``), then of namespaces, then the cluster.
 
@@ -376,7 +436,8 @@ def allocate_pools(
     ``namespace_pods`` / ``namespace_resources`` found in ``members`` (``namespace/quota-name``) is
     the pool of a scoped ResourceQuota, shared among those workloads only (``ClusterState.quota_members``).
 
-    Returns the grants (same order as ``claims``) and notes naming every capacity that was short.
+    Returns the grants (same order as ``claims``), notes naming every capacity that was short, and
+    what each claim held after the tenant quotas.
     """
     grants = [Grant(c, max(c.want, 0)) for c in claims]
     notes: list[str] = []
@@ -396,6 +457,7 @@ def allocate_pools(
                 f"tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
                 f"{len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
+    after_tenants = [g.granted for g in grants]
     members = members or {}
 
     def pool_idx(pool: str) -> list[int]:
@@ -462,4 +524,4 @@ def allocate_pools(
                 f"cluster capacity {cap} is short of the {wanted} replicas wanted; got/wanted by tenant: {parts}"
                 f"{_mixed_fairness(claims, range(len(claims)))}"
             )
-    return grants, notes
+    return grants, notes, after_tenants

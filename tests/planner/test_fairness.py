@@ -521,3 +521,17 @@ def test_a_cut_names_the_tenant_weight_it_was_shared_by() -> None:
     assert "tenant t (priority 0, weight 2, this workload's 1) got 2 of 10" in g1.why
     assert "tenant t (priority 0, weight 2, this workload's 3) got 6 of 10" in g3.why
     assert "tenant u (priority 0, weight 1) got 4 of 20" in gu.why
+
+
+def test_a_tenant_share_a_namespace_quota_cuts_goes_to_the_tenants_other_workloads() -> None:
+    # tenant x may hold 3; hi (namespace b, priority 1) takes them, but namespace b allows no pod
+    hi = Claim(WorkloadRef("Deployment", "b", "hi"), "x", 1, 1.0, 8)
+    lo = Claim(WorkloadRef("Deployment", "a", "lo"), "x", 0, 1.0, 1)
+    grants, notes = allocate_pools([hi, lo], {"x": 3}, namespace_pods={"b": 0})
+    assert [g.granted for g in grants] == [0, 1]  # was [0, 0]: the tenant's 3 went unused
+    assert "namespace b pod quota 0 is short of the 3 wanted" in grants[0].why
+    assert grants[1].why == ""
+    assert notes == [
+        "namespace b's pod quota leaves room for 0 pods of its 1 managed workloads, short of the 3 replicas "
+        "they want: 1 of them get less"
+    ]
