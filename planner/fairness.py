@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scaleahead.types import WorkloadRef
 
@@ -395,12 +395,7 @@ def allocate_pools(
             break
         for i in later:
             held[i] = grants[i]
-        capped = [
-            Claim(c.workload, c.tenant, c.priority, c.weight, held[i].granted, c.floor, c.fairness, c.shape)
-            if i in held
-            else c
-            for i, c in enumerate(claims)
-        ]
+        capped = [replace(c, want=held[i].granted) if i in held else c for i, c in enumerate(claims)]
         again, more, first = _allocate_pools_once(
             capped, capacity, namespace_pods, namespace_resources, outside, members
         )

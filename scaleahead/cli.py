@@ -308,9 +308,6 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:
-        # A value a command passed on to a schema without checking it first: still one clear
-        # paragraph (the fields and what is wrong with them), never a traceback. (pydantic is not
-        # imported for the CLI itself; if it was never imported, this cannot be its error.)
         sa_exc = sys.modules.get("sqlalchemy.exc")
         if sa_exc is not None and isinstance(exc, sa_exc.OperationalError):
             # Outside the store's own checks (a write while another process holds the SQLite lock):
@@ -323,6 +320,9 @@ def main() -> None:
                 soft_wrap=True,
             )
             sys.exit(2)
+        # A value a command passed on to a schema without checking it first: still one clear
+        # paragraph (the fields and what is wrong with them), never a traceback. (pydantic is not
+        # imported for the CLI itself; if it was never imported, this cannot be its error.)
         pydantic = sys.modules.get("pydantic")
         if pydantic is None or not isinstance(exc, pydantic.ValidationError):
             raise

@@ -123,3 +123,18 @@ class Cli:
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
     """``scaleahead`` run in this process (``Cli``)."""
     return Cli(monkeypatch, capsys)
+
+
+def fail_once(engine: Any, statement_prefix: str, message: str) -> None:
+    """Make the next SQL statement of ``engine`` that starts with ``statement_prefix`` raise an
+    ``OperationalError`` (``message``), once: a transient database failure in the middle of a write."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import OperationalError
+
+    armed = [True]
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _once(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if armed[0] and statement.startswith(statement_prefix):
+            armed[0] = False
+            raise OperationalError(statement, params, Exception(message))

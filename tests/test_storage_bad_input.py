@@ -320,10 +320,10 @@ def test_promote_refuses_a_damaged_checkpoint_file_unless_the_stored_copy_is_int
 
 def test_a_write_that_fails_after_adding_a_workload_leaves_no_stale_workload_id(tmp_path: Path) -> None:
     import numpy as np
-    from sqlalchemy import event
     from sqlalchemy.exc import OperationalError
 
     from scaleahead.types import Forecast, WorkloadRef
+    from tests.conftest import fail_once
 
     store = Store(f"sqlite:///{tmp_path / 'w.db'}")
 
@@ -332,13 +332,7 @@ def test_a_write_that_fails_after_adding_a_workload_leaves_no_stale_workload_id(
         return Forecast(ref, t, 10.0, {q: np.full(90, 100.0) for q in (0.1, 0.5, 0.9)}, "m")
 
     store.record_forecasts([fc("a", 0.0)])
-    fail = [True]
-
-    @event.listens_for(store.engine, "before_cursor_execute")
-    def once(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        if fail[0] and statement.startswith("INSERT INTO forecasts"):
-            fail[0] = False
-            raise OperationalError(statement, params, Exception("disk I/O error"))
+    fail_once(store.engine, "INSERT INTO forecasts", "disk I/O error")
 
     with pytest.raises(OperationalError):
         store.record_forecasts([fc("new", 1000.0)])  # the workload row is rolled back with it

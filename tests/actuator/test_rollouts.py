@@ -246,21 +246,16 @@ def test_a_canary_step_needs_a_whole_window_of_outcomes_before_it_decides(db_url
 
 
 def test_a_promotion_that_fails_in_the_registry_leaves_the_rollout_running_to_retry(db_url):
-    from sqlalchemy import event
     from sqlalchemy.exc import OperationalError
+
+    from tests.conftest import fail_once
 
     store = Store(db_url)
     old = store.register_model("old", "ridge", status="champion")
     new = store.register_model("new", "ridge", status="challenger")
     book = RolloutBook(store)
     book.start("default", "shadow", str(old), str(new), T0)
-    fail = [True]
-
-    @event.listens_for(store.engine, "before_cursor_execute")
-    def locked(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        if fail[0] and statement.startswith("UPDATE model_versions"):
-            fail[0] = False
-            raise OperationalError(statement, params, Exception("database is locked"))
+    fail_once(store.engine, "UPDATE model_versions", "database is locked")
 
     with pytest.raises(OperationalError):
         book.promote("default", T0 + 10)
