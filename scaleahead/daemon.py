@@ -910,14 +910,33 @@ class Daemon:
         return path
 
     def prune(self, now: float) -> dict[str, int]:
-        """Delete forecasts and plans past their retention."""
+        """Delete records past their retention: forecasts; plans with their actions; pod steers no
+        longer pending (after the plans' retention); and the checkpoints of model versions no one
+        can need (``Store.prune_model_checkpoints``), with their files in the artifact folder."""
         store = self.deps.store
         if store is None:
             return {}
         j = self.settings.jobs
         forecasts = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
         plans, actions = store.prune_plans(now - j.plan_retention_days * 86400.0)
-        out = {"forecasts": forecasts, "plans": plans, "actions": actions}
+        steers = store.prune_steers(now - j.plan_retention_days * 86400.0)
+        pruned = store.prune_model_checkpoints(now - j.model_retention_days * 86400.0, j.keep_retired_models, now)
+        files = 0
+        if self.artifact_dir is not None and pruned:
+            folder = self.artifact_dir.resolve()
+            for mid in pruned:
+                path = store.model(mid).artifact_path
+                if path and Path(path).resolve().parent == folder and Path(path).is_file():
+                    Path(path).unlink()
+                    files += 1
+        out = {
+            "forecasts": forecasts,
+            "plans": plans,
+            "actions": actions,
+            "steers": steers,
+            "checkpoints": len(pruned),
+            "checkpoint_files": files,
+        }
         log.info("pruned old records", extra={"event": "prune", **out})
         return out
 

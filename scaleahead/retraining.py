@@ -83,7 +83,9 @@ def load_model_version(store: Store, model_id: int, step_s: float, history: Sequ
             elif m.artifact_path and Path(m.artifact_path).is_file():
                 path = Path(m.artifact_path)
             else:
-                raise DataError(f"Model version {model_id} has no checkpoint.", "Retrain or register it with one.")
+                raise DataError(
+                    f"Model version {model_id} has no checkpoint{m.pruned_note}.", "Retrain or register it with one."
+                )
             try:
                 return LSTMForecaster.load(path, step_s=step_s)
             except CheckpointError as exc:

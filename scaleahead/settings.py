@@ -163,6 +163,19 @@ class JobSettings(BaseModel):
         gt=0,
         description="Plans and their journaled actions older than this are deleted (days): a quarter of audit.",
     )
+    model_retention_days: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Stored checkpoints of model versions older than this are deleted (days), unless the version is a "
+            "champion, an arm of a running rollout or one of the newest keep_retired_models former champions."
+        ),
+    )
+    keep_retired_models: int = Field(
+        3,
+        ge=0,
+        description="Former champions per model family that keep their checkpoint whatever their age (rollbacks).",
+    )
 
 
 class ServerSettings(BaseModel):

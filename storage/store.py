@@ -93,6 +93,16 @@ class ModelVersion:
     artifact_path: str
     artifact_sha256: str
 
+    @property
+    def pruned_note(self) -> str:
+        """Empty, or why the version has no stored checkpoint any more: `` (its checkpoint was
+        pruned on DATE: jobs.model_retention_days)``."""
+        at = self.metrics.get("checkpoint_pruned_at")
+        if not isinstance(at, int | float):
+            return ""
+        day = datetime.fromtimestamp(float(at), UTC).strftime("%Y-%m-%d")
+        return f" (its checkpoint was pruned on {day}: jobs.model_retention_days)"
+
 
 @dataclass(frozen=True, slots=True)
 class StoredAction:
@@ -961,6 +971,58 @@ class Store:
                 n_plans += int(getattr(s.execute(delete(PlanRow).where(PlanRow.id.in_(chunk))), "rowcount", 0) or 0)
             return n_plans, n_actions
 
+    def prune_model_checkpoints(self, before: float, keep_retired: int, now: float) -> list[int]:
+        """Delete the stored checkpoints (``model_artifacts``) no one can need any more; returns the version ids.
+
+        Kept, whatever their age: a version that is ``champion`` or ``production``, an arm of a
+        running rollout (its id as the rollout's champion or challenger), and the newest
+        ``keep_retired`` ``retired`` versions (former champions) of each family, the targets of a
+        rollback (``scaleahead models promote ID``). Others created before ``before`` (epoch s), in
+        practice the challengers that lost their rollout, lose their checkpoint. The version rows
+        stay (name, metrics, data window) and record ``checkpoint_pruned_at`` = ``now`` in their
+        metrics; the checkpoint file a version names is not touched here (``Daemon.prune``
+        deletes the ones in its own artifact folder).
+        """
+        cutoff = datetime.fromtimestamp(before, UTC)
+        with self.session() as s:
+            arms = {
+                a
+                for r in s.execute(
+                    select(RolloutRow.champion, RolloutRow.challenger).where(RolloutRow.state == "running")
+                )
+                for a in r
+            }
+            stored = set(s.scalars(select(ModelArtifactRow.model_id)))
+            rows = list(s.scalars(select(ModelVersionRow).order_by(ModelVersionRow.id.desc())))
+            retired_seen: dict[str, int] = {}
+            pruned: list[int] = []
+            for r in rows:
+                if r.status == "retired":
+                    retired_seen[r.family] = retired_seen.get(r.family, 0) + 1
+                    if retired_seen[r.family] <= keep_retired:
+                        continue
+                if (
+                    r.id not in stored
+                    or r.status in ("champion", "production")
+                    or str(r.id) in arms
+                    or _aware(r.created_at) >= cutoff
+                ):
+                    continue
+                pruned.append(r.id)
+                r.metrics = {**(r.metrics or {}), "checkpoint_pruned_at": now}
+            for i in range(0, len(pruned), 500):
+                s.execute(delete(ModelArtifactRow).where(ModelArtifactRow.model_id.in_(pruned[i : i + 500])))
+            return sorted(pruned)
+
+    def prune_steers(self, before: float) -> int:
+        """Delete pod steers that are no longer pending (consumed, expired, cancelled) and were last
+        changed before ``before`` (epoch s). Returns the count."""
+        with self.session() as s:
+            result = s.execute(
+                delete(PodSteerRow).where(PodSteerRow.state != "pending", PodSteerRow.updated_at < before)
+            )
+            return int(getattr(result, "rowcount", 0) or 0)
+
     def count_forecasts(self) -> int:
         with self.session() as s:
             return int(s.scalar(select(func.count()).select_from(ForecastRow)) or 0)
@@ -986,6 +1048,11 @@ def _model(r: ModelVersionRow) -> ModelVersion:
         r.artifact_path,
         r.artifact_sha256,
     )
+
+
+def _aware(t: datetime) -> datetime:
+    """``t`` with its zone: SQLite gives back the UTC time it stored without one."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 def _few(names: Sequence[str]) -> str:

@@ -529,7 +529,8 @@ def _promotable_checkpoint(store: Any, m: Any) -> str:
         return ""
     if file_ok is None:
         raise UserError(
-            f"Model version {m.id} has no checkpoint, in the database or at {m.artifact_path or '(no path)'}.",
+            f"Model version {m.id} has no checkpoint, in the database or at {m.artifact_path or '(no path)'}"
+            f"{m.pruned_note}.",
             "Promote a version that has one (scaleahead models show ID).",
         )
     if file_ok is False:

@@ -244,6 +244,32 @@ def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> No
     assert daemon.clock.now() - oldest <= 20 * 60 + 10 * 60 + 10
 
 
+def test_pruning_deletes_unneeded_checkpoints_and_only_their_files_in_the_artifact_folder(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path
+) -> None:
+    import time
+
+    folder = tmp_path / "artifacts"
+    daemon, _, _, store = daemon_factory(n=1, artifact_dir=folder)
+    folder.mkdir()
+    elsewhere = tmp_path / "trained-by-hand.ckpt"
+    ids = {}
+    for name, status, path in (
+        ("champion", "champion", folder / "lstm-1.ckpt"),
+        ("lost", "challenger", folder / "lstm-2.ckpt"),
+        ("by-hand", "candidate", elsewhere),
+    ):
+        path.write_bytes(b"checkpoint " + name.encode())
+        ids[name] = store.register_model(
+            name, "lstm", status=status, artifact_path=str(path), artifact=path.read_bytes()
+        )
+    out = daemon.prune(time.time() + 40 * DAY)  # every version is older than model_retention_days (30)
+    assert out["checkpoints"] == 2 and out["checkpoint_files"] == 1
+    assert store.models_with_artifacts() == {ids["champion"]}
+    assert (folder / "lstm-1.ckpt").is_file() and not (folder / "lstm-2.ckpt").exists()
+    assert elsewhere.is_file(), "a file outside the daemon's artifact folder is not the daemon's to delete"
+
+
 def test_a_standby_replica_serves_metrics_but_never_acts(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     class NotLeader:
         def is_leader(self, now: float) -> bool:
