@@ -920,7 +920,12 @@ class Daemon:
         forecasts = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
         plans, actions = store.prune_plans(now - j.plan_retention_days * 86400.0)
         steers = store.prune_steers(now - j.plan_retention_days * 86400.0)
-        pruned = store.prune_model_checkpoints(now - j.model_retention_days * 86400.0, j.keep_retired_models, now)
+        in_use = [r.model_version_id for _, r in self.trials.values()]
+        if self.deps.model_version_id is not None:
+            in_use.append(self.deps.model_version_id)
+        pruned = store.prune_model_checkpoints(
+            now - j.model_retention_days * 86400.0, j.keep_retired_models, now, in_use=in_use
+        )
         files = 0
         if self.artifact_dir is not None and pruned:
             folder = self.artifact_dir.resolve()

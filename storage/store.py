@@ -971,13 +971,15 @@ class Store:
                 n_plans += int(getattr(s.execute(delete(PlanRow).where(PlanRow.id.in_(chunk))), "rowcount", 0) or 0)
             return n_plans, n_actions
 
-    def prune_model_checkpoints(self, before: float, keep_retired: int, now: float) -> list[int]:
+    def prune_model_checkpoints(
+        self, before: float, keep_retired: int, now: float, in_use: Sequence[int] = ()
+    ) -> list[int]:
         """Delete the stored checkpoints (``model_artifacts``) no one can need any more; returns the version ids.
 
         Kept, whatever their age: a version that is ``champion`` or ``production``, an arm of a
         running rollout (its id as the rollout's champion or challenger), and the newest
         ``keep_retired`` ``retired`` versions (former champions) of each family, the targets of a
-        rollback (``scaleahead models promote ID``). Others created before ``before`` (epoch s), in
+        rollback (``scaleahead models promote ID``), and the versions ``in_use`` (what the caller runs). Others created before ``before`` (epoch s), in
         practice the challengers that lost their rollout, lose their checkpoint. The version rows
         stay (name, metrics, data window) and record ``checkpoint_pruned_at`` = ``now`` in their
         metrics; the checkpoint file a version names is not touched here (``Daemon.prune``
@@ -1005,6 +1007,7 @@ class Store:
                     r.id not in stored
                     or r.status in ("champion", "production")
                     or str(r.id) in arms
+                    or r.id in in_use
                     or _aware(r.created_at) >= cutoff
                 ):
                     continue

@@ -66,8 +66,11 @@ def test_only_checkpoints_no_one_can_need_are_pruned(db_url: str) -> None:
         assert store.model(mid).metrics["checkpoint_pruned_at"] == now
         assert store.model_artifact(mid) is None
     assert store.model(champion).pruned_note == ""
+    # What the caller runs is kept too.
+    extra = version("running-here", "challenger", 50)
+    assert store.prune_model_checkpoints(now - 30 * DAY, keep_retired=3, now=now, in_use=[extra]) == []
     # Nothing left to prune: a second run is a no-op.
-    assert store.prune_model_checkpoints(now - 30 * DAY, keep_retired=3, now=now) == []
+    assert store.prune_model_checkpoints(now - 30 * DAY, keep_retired=3, now=now) == [extra]
 
     # A pruned version says so when loaded (the daemon) or promoted (a rollback).
     day = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
