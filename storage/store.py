@@ -979,8 +979,9 @@ class Store:
         Kept, whatever their age: a version that is ``champion`` or ``production``, an arm of a
         running rollout (its id as the rollout's champion or challenger), and the newest
         ``keep_retired`` ``retired`` versions (former champions) of each family, the targets of a
-        rollback (``scaleahead models promote ID``), and the versions ``in_use`` (what the caller runs). Others created before ``before`` (epoch s), in
-        practice the challengers that lost their rollout, lose their checkpoint. The version rows
+        rollback (``scaleahead models promote ID``), and the versions ``in_use`` (what the caller
+        runs). Others created before ``before`` (epoch s), in practice the challengers that lost
+        their rollout, lose their checkpoint. The version rows
         stay (name, metrics, data window) and record ``checkpoint_pruned_at`` = ``now`` in their
         metrics; the checkpoint file a version names is not touched here (``Daemon.prune``
         deletes the ones in its own artifact folder).
