@@ -90,6 +90,22 @@ def padded_history(workload: WorkloadRef, history: Series, origin: float) -> tup
     return Series(past.name, past.start, past.step_s, values, past.unit), i
 
 
+def common_cut(series: Sequence[Series], fraction: float) -> list[int]:
+    """Per series, the index of one time cut shared by all: the last ``fraction`` of the span the
+    series cover together is after it. A per-series cut (the last ``fraction`` of each) would put a
+    shorter, newer series' training windows inside a longer one's validation span: a global model
+    would be validated on the period it was trained on. Series of one resolution (the first's step);
+    with one series, or series of equal span, it is ``int(len * (1 - fraction))``."""
+    if not series:
+        return []
+    step = series[0].step_s
+    g0 = min(s.start for s in series)
+    offs = [int(round((s.start - g0) / step)) for s in series]
+    total = max(o + len(s) for o, s in zip(offs, series, strict=True))
+    cut = int(total * (1.0 - fraction))
+    return [min(max(cut - o, 0), len(s)) for o, s in zip(offs, series, strict=True)]
+
+
 class Forecaster(ABC):
     """Fit on history, forecast quantiles from any origin using only earlier data."""
 

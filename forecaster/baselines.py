@@ -50,6 +50,12 @@ class ResidualQuantileForecaster(Forecaster):
             if n - h <= lo:
                 continue
             origins = np.linspace(lo, n - h, num=min(self.max_fit_origins, n - h - lo), dtype=np.int64)
+            # Only origins with an observed value before them: before the first one (a workload
+            # added later, a metric that starts inside the window) a point forecast is a made-up 0,
+            # and its error (the whole demand level) would widen every quantile.
+            origins = origins[np.isfinite(_last_valid(values, origins))]
+            if origins.size == 0:
+                continue
             pred = self.point(values, origins, h, s.step_s)
             actual = np.stack([values[o : o + h] for o in origins])
             resid_rows.append(actual - pred)

@@ -48,6 +48,11 @@ class LevelCalibrated(Forecaster):
         self._centers: FloatArray | None = None  # [n_bins] median level per bin
         self._resid: dict[float, FloatArray] = {}  # q -> [n_bins, horizon]
 
+    @property
+    def needs_fit(self) -> bool:
+        """As the wrapped model: a baseline started without history is fitted by the loop's first cycle."""
+        return self.base.needs_fit
+
     def fit(self, history: Sequence[Series]) -> Forecaster:
         self.base.fit(history)
         levels, resids = [], []

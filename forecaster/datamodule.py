@@ -16,6 +16,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from forecaster.base import common_cut
 from forecaster.features import FeatureSpec, IntArray, build_inputs, targets, with_prior
 from scaleahead.errors import DataError
 from scaleahead.types import FloatArray, Series
@@ -136,10 +137,9 @@ class WindowDataModule(pl.LightningDataModule):
         lo = self.spec.recent.length
         total = sum(len(s) for s in self.series)
         train_o, val_o = [], []
-        for s in self.series:
+        for s, val_start in zip(self.series, common_cut(self.series, self.val_fraction), strict=True):
             n = len(s)
             share = n / max(total, 1)
-            val_start = int(n * (1 - self.val_fraction))
             train_o.append(_origins(n, lo, val_start - h + 1, int(self.max_train_windows * share) + 1, rng))
             val_o.append(_origins(n, max(lo, val_start), n - h + 1, int(self.max_val_windows * share) + 1, rng))
         self.train = make_windows(self.series, self.spec, train_o, prior=self.prior)

@@ -57,6 +57,11 @@ class QuantileLSTMModule(pl.LightningModule):
     def test_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
         return self._common_step(batch, "test")
 
+    def on_fit_start(self) -> None:
+        # Denormal flushing is per-thread CPU state: set it here too, so that the processes DDP
+        # spawns (forecaster.distributed) train with it like the caller (lstm.flushed_denormals).
+        torch.set_flush_denormal(True)
+
     def configure_optimizers(self) -> Any:
         opt = torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=1)

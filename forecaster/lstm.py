@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import tempfile
 import time
 import warnings
@@ -44,7 +45,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from forecaster.base import QUANTILES, Forecaster, fill_short_gaps_causal
+from forecaster.base import QUANTILES, Forecaster, common_cut, fill_short_gaps_causal
 from forecaster.baselines import Ridge, _last_valid
 from forecaster.features import (
     FeatureSpec,
@@ -152,8 +153,10 @@ def _quiet_lightning() -> None:
 def flushed_denormals() -> Iterator[None]:
     """Flush denormal floats to zero inside the block only.
 
-    Denormals make CPU LSTM backward passes 6-7x slower, but the flag is process-wide CPU state:
-    left on, it breaks other code in the process (hypothesis refuses to run), so it is restored.
+    Denormals make CPU LSTM backward passes 6-7x slower, but the flag is CPU state of the calling
+    thread: left on, it breaks other code on that thread (hypothesis refuses to run), so it is
+    restored. Threads that already exist (torch's intra-op pool with ``threads`` > 1) keep theirs;
+    processes DDP spawns set it themselves (``QuantileLSTMModule.on_fit_start``).
     """
     torch.set_flush_denormal(True)
     try:
@@ -215,7 +218,7 @@ class LSTMForecaster(Forecaster):
         from forecaster.datamodule import WindowDataModule
         from forecaster.lightning_module import QuantileLSTMModule
 
-        usable = [s for s in history if len(s) and np.isfinite(s.values).any()]
+        usable = [_finite(s) for s in history if len(s) and np.isfinite(s.values).any()]
         if not usable:
             raise DataError("Every history series is empty or all missing (NaN).", "Check the demand data.")
         steps = sorted({s.step_s for s in usable})
@@ -327,10 +330,10 @@ class LSTMForecaster(Forecaster):
             raise UserError(f"Unknown LSTM prior {self.config.prior!r}.", "Use 'ridge' or 'none'.")
         if not self._uses_prior and not self.config.blend:
             return None
-        train = []
-        for s in history:
-            cut = int(len(s) * (1 - self.config.val_fraction))
-            train.append(Series(s.name, s.start, s.step_s, s.values[:cut], s.unit))
+        train = [
+            Series(s.name, s.start, s.step_s, s.values[:cut], s.unit)
+            for s, cut in zip(history, common_cut(history, self.config.val_fraction), strict=True)
+        ]
         ridge = Ridge()
         ridge.fit(train, horizon_steps=spec.horizon_steps)
         return ridge
@@ -410,6 +413,7 @@ class LSTMForecaster(Forecaster):
             pos = idx[k] + rel
             ok = (pos >= 0) & (pos < min(int(idx[k]), len(s)))
             w[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan) if len(s) else np.nan
+        w[np.isinf(w)] = np.nan
         for _ in range(gap):  # carry the last value into the first `gap` steps of a NaN run, as in the series
             w[:, 1:] = np.where(np.isnan(w[:, 1:]) & ~np.isnan(w[:, :-1]), w[:, :-1], w[:, 1:])
         window = w[:, gap:]
@@ -476,6 +480,7 @@ class LSTMForecaster(Forecaster):
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
         spec = self._check(series, horizon_steps)
         origins = np.asarray(origins, dtype=np.int64)
+        series = _finite(series)
         values = series.values
         if not np.isfinite(values[: int(origins.max()) if len(origins) else 0]).any():
             raise DataError(f"Series {series.name!r} has no observed value before the origins.", "Check the data.")
@@ -532,6 +537,7 @@ class LSTMForecaster(Forecaster):
             rows[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan)
             times[k] = s.start + i * s.step_s
             idx.append(i)
+        rows[np.isinf(rows)] = np.nan  # an infinite sample is a missing one (it would make every quantile NaN)
         inp = inputs_from_windows(rows, times, spec)
         point = self._prior_many(items, np.asarray(idx, dtype=np.int64), times) if self.ridge is not None else None
         if self._uses_prior and point is not None:
@@ -657,12 +663,24 @@ class LSTMForecaster(Forecaster):
             raise CheckpointError(
                 f"LSTM checkpoint {path} has no valid thread count (config.threads is {config.threads!r}).", RETRAIN
             )
+        try:
+            declared = config.feature_spec(spec.step_s)
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"LSTM checkpoint {path} has a malformed 'config' ({exc}).", RETRAIN) from exc
+        if declared != spec:
+            changed = [k for k in asdict(spec) if getattr(spec, k) != getattr(declared, k)]
+            raise CheckpointError(
+                f"LSTM checkpoint {path}: its input windows (spec) differ from its config's in {', '.join(changed)}: "
+                "it was edited or damaged.",
+                RETRAIN,
+            )
         model = cls(config)
-        _set_threads(config.threads)
+        # A training setting, not the reader's: never more threads than this machine has.
+        _set_threads(min(config.threads, os.cpu_count() or 1))
         model.quantiles = quantiles
         model.ridge = _field(path, ckpt, "ridge", lambda v: Ridge.from_state(v) if v is not None else None)
-        model.blend_weight = _field(path, ckpt, "blend_weight", float)
-        model.blend_calibration = _field(path, ckpt, "blend_calibration", lambda v: _floats(v, per_quantile))
+        model.blend_weight = _field(path, ckpt, "blend_weight", _weight)
+        model.blend_calibration = _field(path, ckpt, "blend_calibration", lambda v: _factors(v, per_quantile))
         try:
             net = model._network(spec)
             net.load_state_dict(ckpt["state_dict"])
@@ -671,9 +689,14 @@ class LSTMForecaster(Forecaster):
                 f"LSTM checkpoint {path} does not match the network it declares: {str(exc).splitlines()[0]}",
                 RETRAIN,
             ) from exc
+        bad = [k for k, t in net.state_dict().items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+        if bad:
+            raise CheckpointError(
+                f"LSTM checkpoint {path} has NaN or infinite weights in {', '.join(bad[:3])}: it is damaged.", RETRAIN
+            )
         model.spec = spec
         model.net = net.eval()
-        model.calibration = _field(path, ckpt, "calibration", lambda v: _floats(v, per_quantile))
+        model.calibration = _field(path, ckpt, "calibration", lambda v: _factors(v, per_quantile))
         model.meta = _field(path, ckpt, "meta", dict) if "meta" in ckpt else {}
         return model
 
@@ -706,7 +729,33 @@ def _quantile_levels(value: Any) -> tuple[float, ...]:
     levels = tuple(float(q) for q in value)
     if 0.5 not in levels or any(not 0 < q < 1 for q in levels):
         raise ValueError(f"quantile levels {list(levels)} must lie in (0, 1) and include the median 0.5")
+    if any(b <= a for a, b in zip(levels, levels[1:], strict=False)):
+        raise ValueError(f"quantile levels {list(levels)} must be distinct and increasing")
     return levels
+
+
+def _weight(value: Any) -> float:
+    w = float(value)
+    if not 0.0 <= w <= 1.0:  # also NaN
+        raise ValueError(f"the blend weight {w} must lie in [0, 1]")
+    return w
+
+
+def _factors(value: Any, shape: tuple[int, ...]) -> FloatArray:
+    """Spread factors, one per quantile: ``spread_factors`` makes them in [0.25, 4] (1: none)."""
+    out = _floats(value, shape)
+    if not np.all((out >= 0.25 - 1e-9) & (out <= 4.0 + 1e-9)):  # also NaN and inf
+        raise ValueError(f"spread factors {out.tolist()} must lie in [0.25, 4]")
+    return out
+
+
+def _finite(series: Series) -> Series:
+    """``series`` with infinite samples as missing (NaN), as every input window reads them."""
+    if not np.isinf(series.values).any():
+        return series
+    return Series(
+        series.name, series.start, series.step_s, np.where(np.isinf(series.values), np.nan, series.values), series.unit
+    )
 
 
 def _floats(value: Any, shape: tuple[int, ...]) -> FloatArray:

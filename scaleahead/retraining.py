@@ -23,7 +23,7 @@ import numpy as np
 
 from actuator.rollouts import RolloutBook
 from forecaster import make_model
-from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.base import Forecaster, common_cut, horizon_steps_for
 from forecaster.registry import LEARNED, available_models
 from scaleahead.errors import DataError
 from scaleahead.policy import Policy
@@ -53,10 +53,9 @@ def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, 
     """WAPE of the median over origins in the last ``share`` of each series (NaN if none scored)."""
     abs_err = 0.0
     total = 0.0
-    for s in series:
+    for s, lo in zip(series, _holdout_starts(series, share), strict=True):
         h = horizon_steps_for(s.step_s, horizon_s)
         n = len(s)
-        lo = int(n * (1.0 - share))
         if n - h <= lo:
             continue
         origins = np.arange(lo, n - h + 1, max(1, h // 3), dtype=np.int64)
@@ -66,6 +65,16 @@ def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, 
         abs_err += float(np.abs(pred[ok] - actual[ok]).sum())
         total += float(np.abs(actual[ok]).sum())
     return abs_err / total if total > 0 else float("nan")
+
+
+def _holdout_starts(series: Sequence[Series], share: float) -> list[int]:
+    """Per series, where the held-out tail starts: one time cut for the series of each resolution."""
+    starts = [0] * len(series)
+    for step in {s.step_s for s in series}:
+        ks = [k for k, s in enumerate(series) if s.step_s == step]
+        for k, i in zip(ks, common_cut([series[k] for k in ks], share), strict=True):
+            starts[k] = i
+    return starts
 
 
 def load_model_version(store: Store, model_id: int, step_s: float, history: Sequence[Series]) -> Forecaster:
@@ -82,6 +91,12 @@ def load_model_version(store: Store, model_id: int, step_s: float, history: Sequ
                 path.write_bytes(data)
             elif m.artifact_path and Path(m.artifact_path).is_file():
                 path = Path(m.artifact_path)
+                if m.artifact_sha256 and hashlib.sha256(path.read_bytes()).hexdigest() != m.artifact_sha256:
+                    raise DataError(
+                        f"Model version {model_id}: its checkpoint file {path} does not match the SHA-256 recorded "
+                        "at training (changed or damaged since).",
+                        "Restore the file, or retrain and promote the new version.",
+                    )
             else:
                 raise DataError(
                     f"Model version {model_id} has no checkpoint{m.pruned_note}.", "Retrain or register it with one."
@@ -144,7 +159,12 @@ def retrain(
     # A window that starts with missing data (a new workload, a metric added later) is split into
     # fit and holdout over the part that has data, not over the window.
     cut = [s.between(s.start + int(np.flatnonzero(np.isfinite(s.values))[0]) * s.step_s, s.end) for s in cut]
-    fit_parts = [s.between(s.start, s.start + len(s) * (1.0 - HOLDOUT_SHARE) * s.step_s) for s in cut]
+    # One time cut for all: a newer, shorter series' fit part must not overlap a longer one's holdout.
+    fit_parts = [
+        Series(s.name, s.start, s.step_s, s.values[:i], s.unit)
+        for s, i in zip(cut, _holdout_starts(cut, HOLDOUT_SHARE), strict=True)
+    ]
+    fit_parts = [s for s in fit_parts if len(s) > 0]
     model = make_model(family)
     model.fit(fit_parts)
     wape_new = holdout_wape(model, cut, settings.forecast.horizon_s)

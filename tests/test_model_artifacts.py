@@ -85,3 +85,21 @@ def test_models_promote_makes_a_version_champion_and_rolls_back_the_same_way(tmp
     refused = promote(bare)
     assert refused.returncode == 2 and "has no checkpoint" in refused.stderr
     assert store.model(bare).status == "challenger" and store.model(old).status == "champion"
+
+
+def test_a_checkpoint_file_changed_since_training_is_not_loaded(tmp_path: Path) -> None:
+    from scaleahead.retraining import load_model_version
+
+    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+    path = tmp_path / "model.pt"
+    path.write_bytes(FIXTURE.read_bytes())
+    mid = store.register_model(
+        "lstm-file", "lstm", artifact_path=str(path), artifact_sha256=hashlib.sha256(path.read_bytes()).hexdigest()
+    )
+    assert load_model_version(store, mid, 60.0, []).name.startswith("lstm")
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF  # one flipped byte in the tensors: torch would load it
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match="does not match the SHA-256 recorded at training"):
+        load_model_version(store, mid, 60.0, [])
+    store.close()
