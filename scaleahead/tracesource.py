@@ -1,7 +1,7 @@
 """Sources and targets for running the daemon without a cluster: replayed traces and a memory.
 
 ``TraceHistory`` serves a real trace as if it were Prometheus: each read returns the window of
-the trace strictly before ``now`` (shifted by ``offset_s`` so a 1995 trace can drive a 2026
+the trace whose steps have ended by ``now`` (shifted by ``offset_s`` so a 1995 trace can drive a 2026
 clock). ``InMemoryTarget`` keeps replica counts in a dict. Together they let ``scaleahead run
 --history trace:NAME --target memory``, the daemon tests and ``scaleahead bench speed`` exercise
 the whole control loop; the Prometheus source and the Kubernetes target plug into the same
@@ -58,7 +58,8 @@ class TraceHistory:
                 scale = 1.0 + self.scale_spread * (i % 7) / 6.0
             if src is None:
                 continue
-            part = src.between(t - self.window_s, t)
+            # Only the steps that have ended by t: a trace bucket is known when it ends (Series.known_by).
+            part = src.known_by(t).between(t - self.window_s, t)
             if len(part) == 0:
                 continue
             values = part.values * scale if scale != 1.0 else part.values

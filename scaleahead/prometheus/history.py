@@ -12,14 +12,18 @@ the cache copies its buffer first (copy on write). A workload whose read fails i
 out of the result, its error kept in ``errors`` (naming workload, query and what to check) and
 logged; the others go on, and the loop's planner falls back for the missing one.
 
-Cache layout (``cache_dir``): per (server URL, query, step), ``<key>.json`` with the grid start and
-``<key>.f64``, the values as raw little-endian float64 (NaN = missing) from that start. A cycle
-writes only the changed tail of each file; when the file reaches 1.25 windows, the prefix
-that fell out of the window is dropped (the file is rewritten once).
+Cache layout (``cache_dir``): per (server URL, query, step), ``<key>.json`` with the step and
+format, and ``<key>.f64``: the grid start, then the values, as raw little-endian float64 (NaN =
+missing). A cycle writes only the changed tail of the data file; when it reaches 1.25 windows,
+the prefix that fell out of the window is dropped (the file is rewritten once, under a temporary
+name and renamed: start and values change together, so a crash never pairs values with another
+start). A cache that cannot be written (a full disk) is logged and dropped for that query; the
+history read from Prometheus is still returned.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -40,6 +44,8 @@ from scaleahead.types import FloatArray, Series, WorkloadRef
 log = logging.getLogger("scaleahead.prometheus")
 
 DAY_S = 86400.0
+#: The cache's format: 2 keeps the grid start as the data file's first number (1 kept it in the JSON file).
+CACHE_FORMAT = 2
 
 
 @dataclass
@@ -214,18 +220,30 @@ class PrometheusHistory:
             return
         meta_path, data_path = self._paths(key)
         data = entry.values.astype("<f8", copy=False)
-        if full or not data_path.exists():
+        try:
+            if not full and data_path.exists():
+                with data_path.open("r+b") as f:
+                    f.seek((1 + from_index) * 8)
+                    f.write(data[from_index:].tobytes())
+                return
+            meta = {"step_s": entry.step_s, "format": CACHE_FORMAT}
+            if not meta_path.exists() or json.loads(meta_path.read_text()) != meta:
+                meta_tmp = meta_path.with_suffix(".jsontmp")
+                meta_tmp.write_text(json.dumps(meta))
+                meta_tmp.replace(meta_path)
             tmp = data_path.with_suffix(".tmp")
-            tmp.write_bytes(data.tobytes())
-            tmp.replace(data_path)
-            meta = {"start": entry.start, "step_s": entry.step_s, "format": 1}
-            meta_tmp = meta_path.with_suffix(".jsontmp")
-            meta_tmp.write_text(json.dumps(meta))
-            meta_tmp.replace(meta_path)
-            return
-        with data_path.open("r+b") as f:
-            f.seek(from_index * 8)
-            f.write(data[from_index:].tobytes())
+            tmp.write_bytes(np.array([entry.start], dtype="<f8").tobytes() + data.tobytes())
+            tmp.replace(data_path)  # start and values in one rename
+        except (OSError, ValueError) as exc:
+            log.warning(
+                "cannot write the history cache %s (%s): this query's history is kept in memory only until "
+                "a write succeeds; free space in or fix the cache folder",
+                data_path,
+                exc,
+            )
+            for path in (data_path, data_path.with_suffix(".tmp")):
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)  # never leave a half-written file to be loaded
 
     def _load(self, key: str, step_s: float) -> _Entry | None:
         if self.cache_dir is None:
@@ -233,15 +251,18 @@ class PrometheusHistory:
         meta_path, data_path = self._paths(key)
         try:
             meta = json.loads(meta_path.read_text())
-            values = np.fromfile(data_path, dtype="<f8").astype(np.float64)
+            raw = np.fromfile(data_path, dtype="<f8").astype(np.float64)
         except (OSError, ValueError):
             return None
-        if meta.get("format") != 1 or float(meta.get("step_s", -1)) != step_s:
+        if meta.get("format") != CACHE_FORMAT or float(meta.get("step_s", -1)) != step_s or len(raw) < 1:
+            return None  # another format (1 kept the start in the JSON file), step or an empty file: read afresh
+        start, values = float(raw[0]), raw[1:]
+        if not math.isfinite(start):
             return None
         window_n = max(1, int(round(self.window_s / step_s)))
         buf = np.full(max(_capacity(window_n), len(values)), np.nan)
         buf[: len(values)] = values
-        entry = _Entry(float(meta["start"]), step_s, buf, len(values))
+        entry = _Entry(start, step_s, buf, len(values))
         self._entries[key] = entry
         return entry
 

@@ -67,7 +67,44 @@ def test_a_long_run_of_cycles_keeps_the_window_and_the_cache_file_bounded(prom, 
         now += 10
     np.testing.assert_array_equal(got.values, w.between(now - 10 - 600, now - 10).values)
     sizes = [f.stat().st_size for f in tmp_path.glob("*.f64")]
-    assert sizes and max(sizes) <= (60 + 64) * 8  # the window plus its headroom, never the whole run
+    assert sizes and max(sizes) <= (1 + 60 + 64) * 8  # start, the window plus its headroom, never the whole run
+    # After the compactions (the grid start moved), a restart reads the same history as a fresh read.
+    restarted = source(prom.url, window_s=600, cache_dir=tmp_path).read([p], now)[p.workload]
+    fresh = source(prom.url, window_s=600).read([p], now)[p.workload]
+    assert restarted.start == fresh.start
+    np.testing.assert_array_equal(restarted.values, fresh.values)
+
+
+def test_a_cache_of_the_old_format_is_read_afresh_not_misread(prom, make_policy, tmp_path) -> None:
+    import json
+
+    p = make_policy("w04", 'nasa_requests{workload="w04"}')
+    now = prom.workers["w04"].start + HOUR
+    hist = source(prom.url, cache_dir=tmp_path)
+    hist.read([p], now)
+    (meta,) = tmp_path.glob("*.json")
+    # Format 1 kept the start in the JSON file: a compaction torn between its two renames paired
+    # the new values with the old start. Such a file is never loaded.
+    meta.write_text(json.dumps({"start": 0.0, "step_s": 10.0, "format": 1}))
+    again = source(prom.url, cache_dir=tmp_path)
+    got = again.read([p], now)[p.workload]
+    np.testing.assert_array_equal(got.values, source(prom.url).read([p], now)[p.workload].values)
+    assert again.client.stats.points >= 350  # the whole hour there is, read afresh (not 3 + 0 new points)
+
+
+def test_a_cache_that_cannot_be_written_loses_no_history(prom, make_policy, tmp_path, caplog) -> None:
+    p = make_policy("w06", 'nasa_requests{workload="w06"}')
+    now = prom.workers["w06"].start + HOUR
+    hist = source(prom.url, cache_dir=tmp_path)
+    key = hist._key(p.spec.demand.query, p.spec.demand.step_seconds)
+    (tmp_path / f"{key}.tmp").mkdir()  # the data file's temporary name cannot be written (as on a full disk)
+    with caplog.at_level("WARNING", logger="scaleahead.prometheus"):
+        got = hist.read([p], now)
+    assert p.workload in got and not hist.errors
+    np.testing.assert_array_equal(got[p.workload].values, source(prom.url).read([p], now)[p.workload].values)
+    assert "cannot write the history cache" in caplog.text
+    assert not (tmp_path / f"{key}.f64").exists()
+    assert p.workload in hist.read([p], now + 10), "the next cycle goes on from memory"
 
 
 def test_one_failing_workload_does_not_stop_the_others(prom, make_policy) -> None:
