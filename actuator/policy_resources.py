@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from scaleahead.errors import UserError
 from scaleahead.policy import API_VERSION, Policy
 
 log = logging.getLogger("scaleahead.actuator.policies")
@@ -79,10 +80,32 @@ class ClusterPolicies:
         self.rejected: list[Rejected] = []
 
     def load(self) -> list[Policy]:
-        if self.namespace is None:
-            raw = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
-        else:
-            raw = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)
+        """The valid policies; a list that fails (no CRD, RBAC, an unreachable API server) is a
+        ``UserError`` that says which and what to do."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        where = "the cluster" if self.namespace is None else f"namespace {self.namespace}"
+        try:
+            if self.namespace is None:
+                raw = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+            else:
+                raw = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)
+        except ApiException as exc:
+            hint = {
+                404: "Is the CRD installed (kubectl apply -f deploy/base/crd.yaml)?",
+                403: "The service account may not list them: check the ClusterRole (deploy/base/rbac.yaml).",
+                401: "The credentials were refused: check the kubeconfig or the service account token.",
+            }.get(int(exc.status or 0), "Check the API server.") + " Or give the policies with --policies FILE|DIR."
+            raise UserError(
+                f"Cannot list the PredictiveScalingPolicy objects of {where}: HTTP {exc.status} {exc.reason}.", hint
+            ) from exc
+        except (HTTPError, OSError) as exc:
+            raise UserError(
+                f"Cannot list the PredictiveScalingPolicy objects of {where}: the API server did not answer "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}).",
+                "Check the kubeconfig's server address and the network; or give the policies with --policies FILE|DIR.",
+            ) from exc
         doc: dict[str, Any] = raw if isinstance(raw, dict) else {}
         policies: list[Policy] = []
         self.invalid = {}

@@ -294,7 +294,15 @@ def main() -> None:
             from scaleahead.settings import Settings
 
             Settings.from_env()
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            # Click returns, not raises, an exit code in this mode: Ctrl-C (130) must not end in 0.
+            if rc == 130:
+                err_console.print("interrupted")
+            sys.exit(rc)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
     except UserError as exc:
         # The message is text, not markup: "[a-z_]*" or "[0, 1]" in it must print as written.
         err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)

@@ -558,7 +558,7 @@ class Daemon:
         for p in active:
             ref = p.workload
             if ref.key in report.errors:
-                failed[ref.key] = "forecast"
+                failed[ref.key] = "history" if report.errors[ref.key].startswith("history:") else "forecast"
             elif not history_failed and ref not in seen:
                 failed[ref.key] = "history"
         for res in report.results:

@@ -395,6 +395,11 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             log.warning("history read failed: %s", exc)
             errors["history"] = str(exc)
             history = {}
+        else:
+            # A source that reads per workload (Prometheus) keeps the failed ones' reasons: report them.
+            for ref, msg in (getattr(deps.history, "errors", None) or {}).items():
+                if ref not in history:
+                    errors[getattr(ref, "key", str(ref))] = f"history: {msg}"
     with timer.phase("forecast"):
         forecasts: dict[WorkloadRef, Forecast] = {}
         items = []

@@ -465,3 +465,32 @@ def test_a_column_for_a_trace_with_one_series_is_refused(cli: Cli, tmp_path: Pat
     )
     assert code == 2 and "'nasa-10s' has one demand series" in err and "Leave --column out" in err
     assert not db.exists()
+
+
+def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "serverless.json"
+    proc = subprocess.Popen(  # a command of minutes (`run` stops gracefully on SIGINT, exit 0, by design)
+        [sys.executable, "-m", "scaleahead.cli", "bench", "serverless", "--trace", "azure-functions-1m"]
+        + ["--json", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = ""
+    while "running" not in seen:  # inside the command, past the imports and the trace's loading
+        line = proc.stderr.readline()
+        assert line, f"the command ended before it ran: {seen}"
+        seen += line
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    err = seen + err
+    assert proc.returncode == 130, err  # was 0: a script's `&&` went on as if it had succeeded
+    assert "interrupted" in err
+    assert not out.exists()

@@ -22,6 +22,7 @@ from scaleahead.commands import DbOpt, OutputOpt
 from scaleahead.errors import UserError
 
 console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
 
 
 def build_actuator(
@@ -80,14 +81,22 @@ def apply_once(
     results = act.apply_plan(fresh, now, dry_run=dry_run, source="cli-plan")
     if as_json:
         print(json.dumps({"dry_run": dry_run, "results": [result_json(r) for r in results]}, indent=2))
-        return list(results)
-    title = "what would change (dry run: nothing written)" if dry_run else "applied to the cluster"
-    table = Table(title=title)
-    for col in ("kind", "target", "outcome", "detail"):
-        table.add_column(col, overflow="fold")
-    for r in results:
-        table.add_row(r.action.kind, r.action.target, r.outcome, escape(r.detail))
-    console.print(table)
+    else:
+        title = "what would change (dry run: nothing written)" if dry_run else "outcome per action"
+        table = Table(title=title)
+        for col in ("kind", "target", "outcome", "detail"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            table.add_row(r.action.kind, r.action.target, r.outcome, escape(r.detail))
+        console.print(table)
+    counts = {o: sum(r.outcome == o for r in results) for o in ("applied", "failed", "skipped", "dry-run")}
+    unseen = [r for r in results if r.outcome == "skipped" and "cannot read ConfigMap" in r.detail]
+    err_console.print(", ".join(f"{n} {o}" for o, n in counts.items() if n) or "no actions", highlight=False)
+    if counts["failed"] or unseen:
+        # Exit 1: a script must not go on as if the plan had been applied.
+        why = f"{counts['failed']} action(s) failed" if counts["failed"] else "the kill switch could not be read"
+        err_console.print(f"not everything was applied: {why} (see the detail column; scaleahead actuator journal)")
+        raise typer.Exit(1)
     return list(results)
 
 
@@ -123,19 +132,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
             pols: list[Any] = list(load_policy_path(policies))
         else:
-            from kubernetes.client.exceptions import ApiException
-
             from actuator.kubernetes import make_api_client
             from actuator.policy_resources import ClusterPolicies
 
-            try:
-                pols = list(ClusterPolicies(make_api_client(str(kubeconfig) if kubeconfig else None)).load())
-            except (ApiException, OSError) as exc:
-                why = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
-                raise UserError(
-                    f"Cannot list the PredictiveScalingPolicy objects of the cluster ({why}).",
-                    "Give them with --policies FILE|DIR (they say which workloads are in mode floor).",
-                ) from exc
+            # A list that fails is a UserError (HTTP status or the unreachable server, and what to do).
+            pols = list(ClusterPolicies(make_api_client(str(kubeconfig) if kubeconfig else None)).load())
         done = build_actuator(pols, store, kubeconfig).reconcile(time.time())
         for aid, state, why in done:
             console.print(f"action {aid} -> {state}: {why}", markup=False)

@@ -74,10 +74,26 @@ def test_plan_apply_dry_run_prints_the_diff_and_writes_nothing(kube, tmp_path):
 
 def test_plan_apply_to_a_missing_deployment_fails_with_the_fix(kube, tmp_path):
     out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url)))
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 1, out.output  # was 0: a script went on as if the plan had been applied
     res = json.loads(out.stdout)["results"][0]
     assert res["outcome"] == "failed"
     assert "Deployment/default/web does not exist (404)" in res["detail"]
+    assert "1 failed" in out.stderr and "not everything was applied" in out.stderr
+
+
+def test_plan_apply_that_cannot_see_the_kill_switch_applies_nothing_and_exits_1(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # an API server that is not there
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    out = CliRunner().invoke(
+        app, args(tmp_path, kubeconfig(tmp_path, url)), env={**ENV, "SCALEAHEAD_ACTUATION__REQUEST_TIMEOUT_S": "2"}
+    )
+    assert out.exit_code == 1, out.output
+    res = json.loads(out.stdout)["results"][0]
+    assert res["outcome"] == "skipped" and "cannot read ConfigMap" in res["detail"]
+    assert "the kill switch could not be read" in out.stderr
 
 
 def test_plan_apply_with_a_bad_kubeconfig_fails_with_a_user_error_naming_the_file(tmp_path):
@@ -105,7 +121,7 @@ def test_reconcile_checks_a_floor_mode_action_against_the_hpa_of_its_policy(kube
     store.close()
     k = str(kubeconfig(tmp_path, kube.url))
     unlisted = here("actuator", "reconcile", "--kubeconfig", k, "--db", db)  # the emulator has no policy CRD
-    assert isinstance(unlisted.exception, UserError) and "(HTTP 404 Not Found)" in str(unlisted.exception)
+    assert isinstance(unlisted.exception, UserError) and "HTTP 404 Not Found" in str(unlisted.exception)
     assert "--policies" in str(unlisted.exception) and [a.state for a in Store(db).actions()] == ["planned"]
     out = here("actuator", "reconcile", "--kubeconfig", k, "--db", db, "--policies", str(policy))
     assert out.exit_code == 0, out.output

@@ -227,3 +227,67 @@ def test_run_with_cluster_policies_and_a_trace_skips_a_policy_at_another_step(cl
     assert slow["status"] == "False" and slow["reason"] == "Refused"
     assert "stepSeconds is 60" in slow["message"] and "nasa-10s is at 10 s steps" in slow["message"]
     assert _accepted(co, "web")["status"] == "True"
+
+
+def _kubeconfig(path, server: str):  # type: ignore[no-untyped-def]
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: me, user: {token: test}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: me}}]\ncurrent-context: c\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("answer", ["404", "unreachable"])
+def test_cluster_policies_that_cannot_be_listed_are_one_error_paragraph(tmp_path, answer: str) -> None:  # type: ignore[no-untyped-def]
+    """``run``, ``retrain`` and ``actuator reconcile`` without --policies: exit 2 and what to do, no traceback."""
+    import http.server
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the handler's protocol
+            body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = None
+    if answer == "404":
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url, says = f"http://127.0.0.1:{server.server_address[1]}", "HTTP 404"
+    else:
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            url, says = f"http://127.0.0.1:{s.getsockname()[1]}", "did not answer"
+    kc = _kubeconfig(tmp_path / "kc", url)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    env = {**__import__("os").environ, "SCALEAHEAD_ACTUATION__REQUEST_TIMEOUT_S": "2"}
+    try:
+        for argv in (
+            ["run", "--once", "--virtual", "--no-server", "--history", "trace:nasa-10s", "--target", "memory"],
+            ["retrain", "--history", "trace:nasa-10s"],
+            ["actuator", "reconcile"],
+        ):
+            out = subprocess.run(
+                [sys.executable, "-m", "scaleahead.cli", *argv, "--kubeconfig", str(kc), "--db", db],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=env,
+            )
+            assert out.returncode == 2, (argv, out.stderr[-2000:])
+            assert "Cannot list the PredictiveScalingPolicy objects" in out.stderr and says in out.stderr
+            assert "Traceback" not in out.stderr
+    finally:
+        if server is not None:
+            server.shutdown()

@@ -159,6 +159,9 @@ def test_a_control_cycle_forecasts_from_prometheus_and_falls_back_for_a_broken_q
     assert set(report.forecasts) == {good.workload}
     assert bad.workload in report.plan.fallbacks and good.workload not in report.plan.fallbacks
     assert "default/typo" in hist.errors[bad.workload]
+    # ... and the cycle's report says so (`run --once` printed "errors": {} before)
+    assert report.errors[bad.workload.key].startswith("history: ") and "default/typo" in report.errors[bad.workload.key]
+    assert good.workload.key not in report.errors
 
 
 def test_history_from_settings_without_a_url_says_how_to_set_one() -> None:
