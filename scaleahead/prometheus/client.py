@@ -210,6 +210,11 @@ class PrometheusClient:
         self.base = config.url.rstrip("/")
         self.stats = FetchStats()
         self._sleep = sleep
+        #: Queries that timed out when read alone: never batched again by this client.
+        self.slow_queries: set[str] = set()
+        #: Queries per batch: ``config.batch_size``, halved after a batch of fast queries timed out.
+        self.batch_limit = config.batch_size
+        self._lock = threading.Lock()
         kwargs: dict[str, Any] = {"maxsize": max(1, config.max_concurrency), "block": True, "retries": False}
         if self.base.startswith("https://"):
             if config.insecure_skip_verify:
@@ -257,10 +262,12 @@ class PrometheusClient:
         headers.update(cfg.headers)
         return headers
 
-    def _post(self, path: str, fields: Mapping[str, str], label: str, query: str) -> dict[str, Any]:
-        """One API call with retries; returns the decoded ``data`` object."""
+    def _post(
+        self, path: str, fields: Mapping[str, str], label: str, query: str, retries: int | None = None
+    ) -> dict[str, Any]:
+        """One API call with retries (``config.retries`` unless given); returns the decoded ``data`` object."""
         url = f"{self.base}{path}"
-        attempts = max(0, self.config.retries) + 1
+        attempts = max(0, self.config.retries if retries is None else retries) + 1
         last: PrometheusError | None = None
         for attempt in range(attempts):
             if attempt:
@@ -405,10 +412,12 @@ class PrometheusClient:
 
     # -- range queries --------------------------------------------------------------------------
 
-    def query_range_raw(self, query: str, start: float, end: float, step_s: float, label: str = "") -> list[Any]:
+    def query_range_raw(
+        self, query: str, start: float, end: float, step_s: float, label: str = "", retries: int | None = None
+    ) -> list[Any]:
         """The ``result`` list of one ``query_range`` call (no chunking)."""
         fields = {"query": query, "start": _fmt(start), "end": _fmt(end), "step": _fmt(step_s)}
-        data = self._post("/api/v1/query_range", fields, label, query)
+        data = self._post("/api/v1/query_range", fields, label, query, retries)
         result = data.get("result")
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise PrometheusError(
@@ -450,17 +459,48 @@ class PrometheusClient:
         ``label_replace(Q, tag, "i", "", "")`` adds label ``tag="i"`` to every series of query
         ``i``; ``or`` unions them (their label sets differ by the tag, so nothing is dropped). A
         query that does not parse on its own fails the whole batch: then each is read alone, so
-        the error names the right workload.
+        the error names the right workload. A batch that times out is not tried again whole (one
+        slow query, or the batch's own cost, would fail every query in it): each query is read
+        alone, with its retries, and one that times out alone is read alone from then on
+        (``slow_queries``), so the next cycles' batches hold only the fast ones. A 5xx answer gets
+        the batch retried whole (an overloaded server is not sent one request per query).
         """
         head = reqs[0]
         first, n = grid(head.start, head.end, head.step_s)
         query = _balanced_or([f'label_replace({r.query}, "{BATCH_TAG}", "{i}", "", "")' for i, r in enumerate(reqs)])
         label = f"{head.label} and {len(reqs) - 1} other(s)"
+        end = first + (n - 1) * head.step_s
         try:
-            result = self.query_range_raw(query, first, first + (n - 1) * head.step_s, head.step_s, label)
+            try:  # a timeout is not retried whole: the batch may be what is slow
+                result = self.query_range_raw(query, first, end, head.step_s, label, retries=0)
+            except PrometheusError as exc:
+                if exc.kind not in ("server", "broken"):
+                    raise
+                # An overloaded server (5xx) gets the batch again, not one request per query.
+                self.stats.add(retries=1)
+                self._sleep(self.config.backoff_s)
+                result = self.query_range_raw(
+                    query, first, end, head.step_s, label, retries=max(0, self.config.retries - 1)
+                )
         except PrometheusError as exc:
-            if exc.kind in ("query", "data"):
-                return [self._one(r) for r in reqs]
+            if exc.kind in ("query", "data", "timeout"):
+                out = [self._one(r) for r in reqs]
+                slow = [
+                    r.query
+                    for r, got in zip(reqs, out, strict=True)
+                    if isinstance(got, PrometheusError) and got.kind == "timeout"
+                ]
+                if exc.kind == "timeout":
+                    with self._lock:
+                        self.slow_queries.update(slow)
+                        if not slow:  # each alone was fast: the batch itself is too big for the timeout
+                            self.batch_limit = max(1, min(self.batch_limit, len(reqs) // 2))
+                            log.info(
+                                "a batch of %d queries timed out: batches of at most %d from now on",
+                                len(reqs),
+                                self.batch_limit,
+                            )
+                return out
             return [exc.for_request(r.label, r.query) for r in reqs]
         parts: list[list[Any]] = [[] for _ in reqs]
         for item in result:
@@ -500,12 +540,12 @@ class PrometheusClient:
         groups: dict[tuple[float, int, float], list[int]] = {}
         for i, r in enumerate(requests):
             first, n = grid(r.start, r.end, r.step_s)
-            if self.config.batch_size > 1 and 0 < n <= self.config.batch_points:
+            if self.batch_limit > 1 and 0 < n <= self.config.batch_points and r.query not in self.slow_queries:
                 groups.setdefault((first, n, r.step_s), []).append(i)
             else:
                 tasks.append([i])
         for idx in groups.values():
-            size = self.config.batch_size
+            size = self.batch_limit
             tasks.extend(idx[k : k + size] for k in range(0, len(idx), size))
         abort: list[PrometheusError] = []
 

@@ -23,6 +23,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -129,6 +130,9 @@ class ProxyState:
     delay_s: float = 0.0
     fail_first: int = 0
     fail_status: int = 503
+    #: A request whose (decoded) body contains this text waits ``slow_delay_s`` (one slow query).
+    slow_marker: str | None = None
+    slow_delay_s: float = 0.0
     seen: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -156,6 +160,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if st.delay_s:
             time.sleep(st.delay_s)
+        if st.slow_marker and body and st.slow_marker in urllib.parse.unquote_plus(body.decode()):
+            time.sleep(st.slow_delay_s)
         req = urllib.request.Request(st.upstream + self.path, data=body, method=self.command)
         for k in ("Content-Type", "Accept-Encoding", "Accept"):
             if self.headers.get(k):

@@ -179,3 +179,38 @@ def test_a_missing_tls_file_in_the_settings_is_a_clear_error(tmp_path) -> None:
     missing = tmp_path / "ca.pem"
     with pytest.raises(UserError, match=f"The Prometheus CA file {missing} does not exist"):
         history_from_settings(PrometheusSettings(url="https://prom:9090", ca_file=str(missing)))
+
+
+def test_one_slow_query_in_a_batch_fails_only_itself_and_is_read_alone_from_then_on(prom, proxy) -> None:
+    names = sorted(prom.workers)
+    slow = names[0]
+    proxy.state.slow_marker = f'workload="{slow}"'
+    proxy.state.slow_delay_s = 1.0
+    t0 = prom.workers[slow].start + 600
+    reqs = [RangeRequest(f"default/{k}", f'nasa_requests{{workload="{k}"}}', t0, t0 + 300, 10.0) for k in names]
+    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=1)
+    with PrometheusClient(cfg) as c:
+        got = c.fetch_many(reqs)
+        # Before: the batch's timeout was copied to every query in it, cycle after cycle.
+        assert isinstance(got[0], PrometheusError) and got[0].kind == "timeout" and f"default/{slow}" in got[0].message
+        for k, g in zip(names[1:], got[1:], strict=True):
+            assert not isinstance(g, PrometheusError), g.message
+            np.testing.assert_array_equal(g.values, prom.workers[k].between(t0, t0 + 310).values)
+        assert c.slow_queries == {reqs[0].query}
+        proxy.state.seen.clear()
+        again = c.fetch_many(reqs)  # the fast ones in one batch, the slow one alone (with its retry)
+        assert all(not isinstance(g, PrometheusError) for g in again[1:])
+        assert len(proxy.state.seen) == 1 + 2
+
+
+def test_a_batch_slower_than_the_timeout_whose_queries_are_fast_alone_is_halved(prom, proxy) -> None:
+    names = sorted(prom.workers)
+    proxy.state.slow_marker = " or "  # only a batched query (an `or` of label_replace calls) is slow
+    proxy.state.slow_delay_s = 1.0
+    t0 = prom.workers[names[0]].start + 600
+    reqs = [RangeRequest(f"default/{k}", f'nasa_requests{{workload="{k}"}}', t0, t0 + 300, 10.0) for k in names]
+    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=1, batch_size=8)
+    with PrometheusClient(cfg) as c:
+        got = c.fetch_many(reqs)
+        assert all(not isinstance(g, PrometheusError) for g in got)  # each read alone
+        assert c.slow_queries == set() and c.batch_limit == len(names) // 2
