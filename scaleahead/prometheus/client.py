@@ -484,10 +484,10 @@ class PrometheusClient:
                 )
         except PrometheusError as exc:
             if exc.kind in ("query", "data", "timeout"):
-                out = [self._one(r) for r in reqs]
+                alone = [self._one(r) for r in reqs]
                 slow = [
                     r.query
-                    for r, got in zip(reqs, out, strict=True)
+                    for r, got in zip(reqs, alone, strict=True)
                     if isinstance(got, PrometheusError) and got.kind == "timeout"
                 ]
                 if exc.kind == "timeout":
@@ -500,7 +500,7 @@ class PrometheusClient:
                                 len(reqs),
                                 self.batch_limit,
                             )
-                return out
+                return alone
             return [exc.for_request(r.label, r.query) for r in reqs]
         parts: list[list[Any]] = [[] for _ in reqs]
         for item in result:
