@@ -88,6 +88,13 @@ class PrometheusSettings(BaseModel):
     ca_file: str | None = Field(None, description="PEM bundle that verifies the server's certificate.")
     cert_file: str | None = Field(None, description="Client certificate for mutual TLS (with key_file).")
     key_file: str | None = Field(None, description="Client key for mutual TLS.")
+    accept_partial: bool = Field(
+        False,
+        description=(
+            "Use answers that warn they may be partial (Thanos with a store down, a failed remote read) as if "
+            "complete; off, such an answer fails its workloads' read and the planner falls back."
+        ),
+    )
 
 
 class ActuationSettings(BaseModel):

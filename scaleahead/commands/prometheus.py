@@ -90,6 +90,7 @@ def make_config(
         insecure_skip_verify=insecure,
         timeout_s=timeout,
         max_concurrency=concurrency,
+        accept_partial=os.environ.get("SCALEAHEAD_PROMETHEUS__ACCEPT_PARTIAL", "").strip().lower() in ("1", "true"),
     )
 
 

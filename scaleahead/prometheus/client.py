@@ -61,8 +61,9 @@ class PrometheusError(UserError):
     """A range query that failed, with the workload, the query and what to check.
 
     ``kind`` says what failed: ``connect``, ``tls``, ``auth``, ``url`` (the server as a whole: the
-    other workloads' reads are not attempted), ``timeout``, ``server``, ``broken`` (maybe
-    transient), ``query`` (the PromQL itself) or ``data`` (the result: empty, several series).
+    other workloads' reads are not attempted), ``timeout``, ``server``, ``broken``, ``partial`` (an
+    answer warned to be partial; maybe transient), ``query`` (the PromQL itself) or ``data`` (the
+    result: empty, several series).
     """
 
     #: Kinds that hold for every query to this server: stop reading the others.
@@ -120,6 +121,7 @@ class PrometheusConfig:
     compress: bool = False
     batch_size: int = 50
     batch_points: int = 360
+    accept_partial: bool = False
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
@@ -362,8 +364,24 @@ class PrometheusClient:
                     query=query,
                     kind="url",
                 )
-            for warning in doc.get("warnings") or ():
+            warnings = [str(w) for w in doc.get("warnings") or ()]
+            for warning in warnings:
                 log.warning("Workload %s, query %r: Prometheus warns: %s", label, query, warning)
+            # PromQL's own annotations ("PromQL warning: ...", "PromQL info: ...") are about the
+            # query; any other warning says the answer may be partial (a Thanos store or a remote
+            # read that failed): its low values would read as real demand and be cached.
+            partial = [w for w in warnings if not w.startswith("PromQL ")]
+            if partial and not self.config.accept_partial:
+                raise PrometheusError(
+                    f"{self.base} answered with a warning that the data may be partial: {partial[0][:300]}",
+                    "Fix the source it names (a store or remote read that is down); until then the planner "
+                    "falls back for this workload. To use such answers anyway, set "
+                    "SCALEAHEAD_PROMETHEUS__ACCEPT_PARTIAL=true.",
+                    workload=label,
+                    query=query,
+                    kind="partial",
+                    retryable=True,
+                )
             return data
         detail = _error_detail(body)
         if status in (401, 403):
@@ -417,6 +435,8 @@ class PrometheusClient:
     ) -> list[Any]:
         """The ``result`` list of one ``query_range`` call (no chunking)."""
         fields = {"query": query, "start": _fmt(start), "end": _fmt(end), "step": _fmt(step_s)}
+        if not self.config.accept_partial:
+            fields["partial_response"] = "false"  # Thanos: an error instead of a partial answer
         data = self._post("/api/v1/query_range", fields, label, query, retries)
         result = data.get("result")
         if data.get("resultType") != "matrix" or not isinstance(result, list):

@@ -288,7 +288,11 @@ def history_from_settings(
         settings.key_file,
     )
     cfg = PrometheusConfig(
-        settings.url, timeout_s=settings.timeout_s, max_concurrency=settings.max_concurrency, **{**creds, **config}
+        settings.url,
+        timeout_s=settings.timeout_s,
+        max_concurrency=settings.max_concurrency,
+        accept_partial=settings.accept_partial,
+        **{**creds, **config},
     )
     return PrometheusHistory(PrometheusClient(cfg), cache_dir=cache_dir)
 

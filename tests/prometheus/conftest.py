@@ -16,6 +16,7 @@ the headers it saw; a policy factory.
 from __future__ import annotations
 
 import http.server
+import json
 import shutil
 import socket
 import ssl
@@ -133,6 +134,8 @@ class ProxyState:
     #: A request whose (decoded) body contains this text waits ``slow_delay_s`` (one slow query).
     slow_marker: str | None = None
     slow_delay_s: float = 0.0
+    #: Added to each JSON answer's "warnings" (as Thanos does for a partial answer).
+    warning: str | None = None
     seen: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -168,7 +171,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 req.add_header(k, self.headers[k])
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
-                self._reply(resp.status, resp.read(), resp.headers.get("Content-Encoding"))
+                answer = resp.read()
+                if st.warning is not None and not resp.headers.get("Content-Encoding"):
+                    doc = json.loads(answer)
+                    doc["warnings"] = [*doc.get("warnings", []), st.warning]
+                    answer = json.dumps(doc).encode()
+                self._reply(resp.status, answer, resp.headers.get("Content-Encoding"))
         except urllib.error.HTTPError as exc:
             self._reply(exc.code, exc.read())
 

@@ -214,3 +214,21 @@ def test_a_batch_slower_than_the_timeout_whose_queries_are_fast_alone_is_halved(
         got = c.fetch_many(reqs)
         assert all(not isinstance(g, PrometheusError) for g in got)  # each read alone
         assert c.slow_queries == set() and c.batch_limit == len(names) // 2
+
+
+def test_an_answer_warned_to_be_partial_is_not_used_as_demand(prom, proxy, make_policy) -> None:
+    from scaleahead.prometheus.history import PrometheusHistory
+
+    p = make_policy("w02", 'nasa_requests{workload="w02"}')
+    now = prom.workers["w02"].start + 3600
+    proxy.state.warning = "partial response: store 10.0.0.7:10901 unavailable"
+    hist = PrometheusHistory(PrometheusClient(PrometheusConfig(proxy.url, retries=1, backoff_s=0.01)))
+    assert hist.read([p], now) == {}
+    assert "may be partial" in hist.errors[p.workload] and "store 10.0.0.7:10901" in hist.errors[p.workload]
+    assert "ACCEPT_PARTIAL" in hist.errors[p.workload]
+    proxy.state.warning = "PromQL info: metric might not be a counter"  # PromQL's own note: used
+    got = hist.read([p], now)[p.workload]
+    np.testing.assert_array_equal(got.values[-360:], prom.workers["w02"].between(now - 3600, now).values)
+    proxy.state.warning = "partial response: store down"
+    accepting = PrometheusHistory(PrometheusClient(PrometheusConfig(proxy.url, accept_partial=True)))
+    assert p.workload in accepting.read([p], now)
