@@ -110,7 +110,7 @@ def dry_run_from_prometheus(
 
     from scaleahead.planning import DryRun, dry_run
     from scaleahead.prometheus.client import PrometheusClient, PrometheusError, RangeRequest
-    from scaleahead.prometheus.history import last_point_before
+    from scaleahead.prometheus.history import as_steps, last_point_known
     from scaleahead.types import Plan
 
     when = time.time() if at is None else at
@@ -121,7 +121,7 @@ def dry_run_from_prometheus(
     with PrometheusClient(config) as client:
         reqs = []
         for query, step in keys:
-            last = last_point_before(when, step)
+            last = last_point_known(when, step)
             label = ", ".join(str(p.workload) for p in groups[(query, step)])
             reqs.append(RangeRequest(label, query, last + step - PLAN_WINDOW_S, last, step))
         results = client.fetch_many(reqs)
@@ -129,7 +129,8 @@ def dry_run_from_prometheus(
     for key, res in zip(keys, results, strict=True):
         if isinstance(res, PrometheusError):
             raise res
-        runs.append(dry_run(groups[key], res, when, model=model, current_replicas=current_replicas, known_at_end=False))
+        # The point at T is the step [T - step, T), known when it ends, as a trace's (as_steps).
+        runs.append(dry_run(groups[key], as_steps(res), when, model=model, current_replicas=current_replicas))
     first = runs[0]
     merged = Plan(
         when,
@@ -174,11 +175,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Dump a range of a PromQL query as a series CSV (the format of EVALUATION.md).
 
-        Long ranges are read in chunks under Prometheus' 11,000-points limit; gaps are written as
+        Each row is a step stamped at its start, as in the traces: the row at ``t`` is the point
+        Prometheus has at ``t + step`` (a point is known at its timestamp, so it is the step that
+        ends there; ``scaleahead backfill`` writes a trace's steps that way). Long ranges are read in chunks under Prometheus' 11,000-points limit; gaps are written as
         empty cells. The file is written only if the whole read succeeds.
         """
         from scaleahead.cli import console, parse_time
         from scaleahead.prometheus.client import PrometheusClient, RangeRequest
+        from scaleahead.prometheus.history import as_steps
 
         check_output(output, "--output")
         check_timeout(timeout)
@@ -190,7 +194,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             prometheus, bearer_token_file, username, password_file, ca_file, cert_file, key_file, insecure, timeout
         )
         with PrometheusClient(cfg) as client:
-            series = client.range_series(RangeRequest("(history)", query, t0, t1, step_s))
+            # A row is a step, stamped at its start; the Prometheus point at T is the step that ends at T.
+            series = as_steps(client.range_series(RangeRequest("(history)", query, t0 + step_s, t1 + step_s, step_s)))
         n = write_series_csv(output, series)
         console.print(
             f"wrote {output}: {len(series)} points ({n} present) at {step_s:g} s, {client.stats.requests} request(s)"

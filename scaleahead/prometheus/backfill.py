@@ -67,6 +67,10 @@ def write_openmetrics(
 ) -> int:
     """Write one gauge family in OpenMetrics text; NaN points are left out.
 
+    A series' step ``[t, t + step)`` is written at ``t + step``, when it is known: read back, the
+    point at ``T`` is the step that ended at ``T`` (``history.as_steps``), as the control loop reads
+    every Prometheus point, so a replay through Prometheus never sees a step before it ends.
+
     Several families go in one file by writing all but the last with ``eof=False``.
 
     Returns:
@@ -80,7 +84,8 @@ def write_openmetrics(
         keep = np.flatnonzero(np.isfinite(s.values))
         if keep.size == 0:
             continue
-        times = s.start + keep * s.step_s
+        # A step is known when it ends: its sample is stamped there (a point at T is the step [T - step, T)).
+        times = s.start + (keep + 1) * s.step_s
         vals = s.values[keep]
         # repr() round-trips floats exactly; integral values print without a fraction.
         lines = [

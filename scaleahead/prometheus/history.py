@@ -6,7 +6,9 @@ the points after the newest one it holds, plus ``overlap_steps`` points before i
 points may still be changing while scrapes and rule evaluations catch up). With ``cache_dir`` the
 history is kept on disk, so a restarted loop reads only what happened while it was down.
 
-Only points strictly before ``now`` are returned (no peeking). Returned series are read-only views
+Only points at or before ``now`` are returned (a point is known at its timestamp), each as the
+``Series`` step that ends at it (``as_steps``: the point at ``T`` is the step ``[T - step, T)``), so
+no step is returned before it has ended (no peeking). Returned series are read-only views
 of the cache, never changed afterwards: a cycle only appends, and when a re-read point changed,
 the cache copies its buffer first (copy on write). A workload whose read fails is left
 out of the result, its error kept in ``errors`` (naming workload, query and what to check) and
@@ -80,6 +82,19 @@ def last_point_before(now: float, step_s: float) -> float:
     return (math.ceil(now / step_s - 1e-9) - 1) * step_s
 
 
+def last_point_known(now: float, step_s: float) -> float:
+    """The newest grid point at or before ``now``: a Prometheus point is known at its timestamp."""
+    return math.floor(now / step_s + 1e-9) * step_s
+
+
+def as_steps(series: Series) -> Series:
+    """Prometheus points as the steps of a ``Series``: the point at ``T`` is known at ``T``, so it
+    is the step ``[T - step, T)`` (a ``Series`` step, like a trace's bucket, is known when it ends).
+    Read this way, the newest point is the one that ends at the read's time, the planner counts its
+    age from ``T`` (not ``T + step``) and a forecast made at ``now`` takes it as input."""
+    return Series(series.name, series.start - series.step_s, series.step_s, series.values, series.unit)
+
+
 class PrometheusHistory:
     """A ``scaleahead.loop.HistorySource`` over Prometheus with incremental reads.
 
@@ -110,7 +125,7 @@ class PrometheusHistory:
     # -- the HistorySource protocol -------------------------------------------------------------
 
     def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
-        """History strictly before ``now`` for every policy whose read succeeds."""
+        """The steps known by ``now`` (``as_steps``) for every policy whose read succeeds."""
         self.errors = {}
         plans: dict[str, RangeRequest] = {}
         wanted: list[tuple[Policy, str]] = []
@@ -144,12 +159,13 @@ class PrometheusHistory:
             if entry is None:
                 continue
             step = policy.spec.demand.step_seconds
-            t_last = last_point_before(now, step)
+            t_last = last_point_known(now, step)
             i0 = max(0, int(round((t_last + step - self.window_s - entry.start) / step)))
             i1 = max(i0, min(entry.n, int(round((t_last - entry.start) / step)) + 1))
             view = entry.buf[i0:i1]  # no copy: the buffer is only appended to, or copied on write
             view.flags.writeable = False
-            out[ref] = Series(ref.key, entry.start + i0 * step, step, view, policy.spec.demand.unit)
+            # The point at T is the step [T - step, T) (as_steps): the window is the steps known by now.
+            out[ref] = Series(ref.key, entry.start + (i0 - 1) * step, step, view, policy.spec.demand.unit)
         return out
 
     # -- planning what to fetch -----------------------------------------------------------------
@@ -162,7 +178,7 @@ class PrometheusHistory:
         return key
 
     def _plan(self, key: str, label: str, query: str, step_s: float, now: float) -> RangeRequest | None:
-        t_last = last_point_before(now, step_s)
+        t_last = last_point_known(now, step_s)
         w_start = t_last + step_s - self.window_s
         entry = self._entries.get(key) or self._load(key, step_s)
         if entry is not None and (entry.end < w_start or entry.start > w_start + 1e-6):
@@ -355,5 +371,5 @@ def read_range(
         if isinstance(res, PrometheusError):
             errors[p.workload] = res.message if str(p.workload) in res.message else f"{p.workload}: {res.message}"
         else:
-            series[p.workload] = Series(p.workload.key, res.start, res.step_s, res.values, d.unit)
+            series[p.workload] = as_steps(Series(p.workload.key, res.start, res.step_s, res.values, d.unit))
     return series, errors

@@ -1,6 +1,8 @@
 """A real Prometheus over a TSDB backfilled (with promtool) from a slice of the nasa-10s trace.
 
-The server starts once per session on a free loopback port. What it holds (``Backfilled``):
+The server starts once per session on a free loopback port. What it holds (``Backfilled``; each
+value is the point at its own time: ``web.values[i]`` is at ``web.start + i * 10``; the control
+loop reads the point at ``T`` as the step ``[T - 10, T)``, ``history.as_steps``):
 
 - ``nasa_requests{workload="web"}``: 2 days of nasa-10s (1995-08-11 to 08-13), whose first 8 hours
   are the trace's real outage (missing data);
@@ -95,14 +97,23 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
     web, workers, counter, reset = _nasa_slices()
     base = tmp_path_factory.mktemp("prom")
     om = base / "nasa.om"
+
+    def at_own_times(s: Series) -> Series:
+        # write_openmetrics stamps a step at its end; the tests want each value at the slice's own
+        # time (``web.values[i]`` is the point at ``web.start + i * 10``), so the steps end there.
+        return Series(s.name, s.start - s.step_s, s.step_s, s.values, s.unit)
+
     with om.open("w") as out:
         write_openmetrics(
             out,
             "nasa_requests",
-            [({"workload": "web"}, web), *(({"workload": k}, v) for k, v in workers.items())],
+            [
+                ({"workload": "web"}, at_own_times(web)),
+                *(({"workload": k}, at_own_times(v)) for k, v in workers.items()),
+            ],
             eof=False,
         )
-        write_openmetrics(out, "nasa_requests_total", [({"workload": "web"}, counter)])
+        write_openmetrics(out, "nasa_requests_total", [({"workload": "web"}, at_own_times(counter))])
     tsdb = base / "tsdb"
     create_blocks(om, tsdb, "24h")
     server = LocalPrometheus(tsdb, free_port(), lookback_s=5.0).start()

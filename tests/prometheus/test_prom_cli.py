@@ -33,13 +33,14 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 def test_history_writes_the_range_as_a_series_csv_that_loads_back_equal(prom, tmp_path) -> None:
     out = tmp_path / "web.csv"
+    # A row is the step that ends at its point: the point at web.start is the row at web.start - 10.
     r = cli(
         "history", "--prometheus", prom.url, "--query", 'nasa_requests{workload="web"}',
-        "--start", iso(prom.web.start), "--end", iso(prom.web.end - 10), "--step", "10s", "--output", str(out),
+        "--start", iso(prom.web.start - 10), "--end", iso(prom.web.end - 20), "--step", "10s", "--output", str(out),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     back = load_series(str(out))
-    assert back.start == prom.web.start and back.step_s == 10.0
+    assert back.start == prom.web.start - 10 and back.step_s == 10.0
     np.testing.assert_array_equal(back.values, prom.web.values)
     assert out.read_text().splitlines()[1].endswith(",")  # the outage: empty cells, not zeros
 
@@ -122,8 +123,8 @@ def test_backfill_serve_makes_a_trace_queryable_on_loopback(prom, tmp_path) -> N
                 assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
-            got = c.range_series(
-                RangeRequest("demo", 'demo_requests{app="demo",env="test"}', w.start, w.end - 10, 10.0)
+            got = c.range_series(  # each step is stamped where it ends, when it is known
+                RangeRequest("demo", 'demo_requests{app="demo",env="test"}', w.start + 10, w.end, 10.0)
             )
         np.testing.assert_array_equal(got.values, w.values)
     finally:

@@ -15,14 +15,21 @@ def source(url: str, window_s: float = 2 * HOUR, cache_dir=None, **kw: object) -
     return PrometheusHistory(PrometheusClient(PrometheusConfig(url, **kw)), window_s=window_s, cache_dir=cache_dir)  # type: ignore[arg-type]
 
 
-def test_history_holds_only_points_strictly_before_now(prom, make_policy) -> None:
+def test_history_holds_the_steps_known_by_now(prom, make_policy) -> None:
     p = make_policy("web", 'nasa_requests{workload="web"}')
-    now = prom.web.start + 5000 * 10  # exactly on a point: that point is not history yet
+    # A point is known at its timestamp: it is the step that ends there (history.as_steps).
+    now = prom.web.start + 5000 * 10  # exactly on a point: that point is known, as the step ending now
     got = source(prom.url).read([p], now)[p.workload]
     assert got.end == now and got.start == now - 2 * HOUR
-    np.testing.assert_array_equal(got.values, prom.web.values[5000 - 720 : 5000])
+    np.testing.assert_array_equal(got.values, prom.web.values[5001 - 720 : 5001])
     later = source(prom.url).read([p], now + 9.5)[p.workload]
-    assert later.end == now + 10 and later.values[-1] == prom.web.values[5000]
+    assert later.end == now and later.values[-1] == prom.web.values[5000]  # the next point is not there yet
+    earlier = source(prom.url).read([p], now - 0.5)[p.workload]
+    assert earlier.end == now - 10 and earlier.values[-1] == prom.web.values[4999]  # no peeking
+    # The planner counts the newest step's age from its point's time, not a step later.
+    from scaleahead.observed import observed_demand
+
+    assert observed_demand(later, 10.0) == (prom.web.values[5000], now)
 
 
 def test_each_cycle_after_the_first_reads_only_the_new_points(prom, make_policy) -> None:
@@ -54,7 +61,8 @@ def test_history_survives_a_restart_without_a_full_re_read(prom, make_policy, tm
     for ref, s in got.items():
         np.testing.assert_array_equal(s.values, fresh[ref].values)
         w = prom.workers[ref.name]
-        np.testing.assert_array_equal(s.values, w.between(now + 120 - 2 * HOUR, now + 120).values)
+        # the points at or before now + 120 (each is the step that ends at it)
+        np.testing.assert_array_equal(s.values, w.between(now + 130 - 2 * HOUR, now + 130).values)
 
 
 def test_a_long_run_of_cycles_keeps_the_window_and_the_cache_file_bounded(prom, make_policy, tmp_path) -> None:
@@ -65,7 +73,7 @@ def test_a_long_run_of_cycles_keeps_the_window_and_the_cache_file_bounded(prom, 
     for _ in range(200):  # 200 cycles of 10 s: the cached run wraps around several times
         got = hist.read([p], now)[p.workload]
         now += 10
-    np.testing.assert_array_equal(got.values, w.between(now - 10 - 600, now - 10).values)
+    np.testing.assert_array_equal(got.values, w.between(now - 600, now).values)  # the points at or before now - 10
     sizes = [f.stat().st_size for f in tmp_path.glob("*.f64")]
     assert sizes and max(sizes) <= (1 + 60 + 64) * 8  # start, the window plus its headroom, never the whole run
     # After the compactions (the grid start moved), a restart reads the same history as a fresh read.
