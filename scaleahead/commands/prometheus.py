@@ -177,7 +177,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         Each row is a step stamped at its start, as in the traces: the row at ``t`` is the point
         Prometheus has at ``t + step`` (a point is known at its timestamp, so it is the step that
-        ends there; ``scaleahead backfill`` writes a trace's steps that way). Long ranges are read in chunks under Prometheus' 11,000-points limit; gaps are written as
+        ends there; ``scaleahead backfill`` writes a trace's steps that way). Long ranges are read
+        in chunks under Prometheus' 11,000-points limit; gaps are written as
         empty cells. The file is written only if the whole read succeeds.
         """
         from scaleahead.cli import console, parse_time
