@@ -288,7 +288,7 @@ _register_commands()
 def main() -> None:
     """Entry point: run the app, turning ``UserError`` into one paragraph and exit code 2."""
     try:
-        if any(k.startswith("SCALEAHEAD_") and "__" in k for k in os.environ):
+        if any(k.startswith("SCALEAHEAD_") for k in os.environ):
             # Every command, also one that needs no setting (--db given, demo, crd): a typo or a
             # wrong value in a SCALEAHEAD_GROUP__FIELD variable is an error, never ignored.
             from scaleahead.settings import Settings

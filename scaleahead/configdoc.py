@@ -108,8 +108,10 @@ def settings_table() -> str:
     lines = [
         "## Process settings",
         "",
-        "A `SCALEAHEAD_<GROUP>__<FIELD>` variable that names no setting below (a typo) or holds a value of",
-        "the wrong type stops the command with an error naming the variable; it is never ignored.",
+        "A `SCALEAHEAD_<GROUP>__<FIELD>` variable that names no setting below (a typo), a group variable",
+        "one underscore short (`SCALEAHEAD_ACTUATION_DRY_RUN`), or one that holds a value of the wrong type,",
+        "an infinite or NaN number or a malformed cron expression stops the command with an error naming",
+        "the variable; it is never ignored.",
         "",
         "| setting | environment variable | type | default | meaning |",
         "|---|---|---|---|---|",

@@ -11,12 +11,17 @@ import logging
 import os
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scaleahead.errors import ConfigError
 
+#: No setting may be infinite or NaN: ``SCALEAHEAD_LOOP__INTERVAL_S=inf`` passed every ``gt=0`` check
+#: and failed every cycle.
+_NO_INF_NAN = ConfigDict(allow_inf_nan=False)
+
 
 class LoopSettings(BaseModel):
+    model_config = _NO_INF_NAN
     interval_s: float = Field(10.0, gt=0, description="Control interval (s): the native resolution of demand.")
     max_backoff_s: float = Field(300.0, gt=0, description="Longest per-workload back-off after errors (s).")
     max_moves: int = Field(
@@ -60,6 +65,7 @@ class LoopSettings(BaseModel):
 
 
 class ForecastSettings(BaseModel):
+    model_config = _NO_INF_NAN
     horizon_s: float = Field(900.0, gt=0, description="Forecast horizon (s): 15 min covers start-up plus slack.")
     model: str = Field(
         "lstm",
@@ -70,6 +76,7 @@ class ForecastSettings(BaseModel):
 
 
 class StorageSettings(BaseModel):
+    model_config = _NO_INF_NAN
     url: str | None = Field(None, description="SQLAlchemy URL; default SQLite under $XDG_DATA_HOME/scaleahead.")
     forecast_interval_s: float = Field(
         120.0, gt=0, description="Store at most one forecast per workload per this many seconds (keeps ~0.6 MB/day)."
@@ -77,6 +84,7 @@ class StorageSettings(BaseModel):
 
 
 class PrometheusSettings(BaseModel):
+    model_config = _NO_INF_NAN
     url: str | None = Field(None, description="Base URL of Prometheus (or Thanos, Mimir, VictoriaMetrics).")
     timeout_s: float = Field(30.0, gt=0, description="Per-request timeout (s).")
     max_concurrency: int = Field(8, ge=1, description="Parallel range queries.")
@@ -98,6 +106,7 @@ class PrometheusSettings(BaseModel):
 
 
 class ActuationSettings(BaseModel):
+    model_config = _NO_INF_NAN
     dry_run: bool = Field(
         False,
         description="Apply nothing: plans are recorded and each change journaled 'dry-run' with its diff.",
@@ -123,6 +132,7 @@ class ActuationSettings(BaseModel):
 class JobSettings(BaseModel):
     """The daemon's scheduled jobs (cron expressions in UTC, APScheduler's ``CronTrigger`` syntax)."""
 
+    model_config = _NO_INF_NAN
     retrain_in_process: bool = Field(
         True, description="Retrain inside the daemon; false when the retraining CronJob (deploy/) does it instead."
     )
@@ -162,6 +172,22 @@ class JobSettings(BaseModel):
         description="Folder for daily accuracy reports (JSON); default: reports/ under --artifacts, else logged only.",
     )
     prune_cron: str = Field("30 0 * * *", description="When to prune old records (cron, UTC).")
+
+    @field_validator("retrain_cron", "report_cron", "prune_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        # Checked with the settings (at start, before any database or history is touched), with
+        # the parser the scheduler uses.
+        from datetime import UTC
+
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value, timezone=UTC)
+        except ValueError as exc:
+            raise ValueError(f"not a cron expression ({exc}); use five fields, e.g. '0 3 * * *' (03:00 UTC)") from exc
+        return value
+
     forecast_retention_days: float = Field(
         14.0, gt=0, description="Stored forecasts older than this are deleted (days): two weeks for comparisons."
     )
@@ -188,6 +214,7 @@ class JobSettings(BaseModel):
 class ServerSettings(BaseModel):
     """The HTTP endpoint with ``/metrics``, ``/healthz`` and ``/readyz``."""
 
+    model_config = _NO_INF_NAN
     host: str = Field("0.0.0.0", description="Listen address of the metrics and health endpoint.")  # noqa: S104
     port: int = Field(8080, ge=0, le=65535, description="Port of the metrics and health endpoint (0: any free port).")
     stale_after_intervals: float = Field(
@@ -198,6 +225,7 @@ class ServerSettings(BaseModel):
 class WebhookSettings(BaseModel):
     """The mutating admission webhook that steers replacements of moved pods (docs/adr/0009)."""
 
+    model_config = _NO_INF_NAN
     enabled: bool = Field(
         False, description="Serve the pod steering webhook and record steers before moving owned pods."
     )
@@ -221,6 +249,7 @@ class WebhookSettings(BaseModel):
 
 
 class LogSettings(BaseModel):
+    model_config = _NO_INF_NAN
     format: Literal["json", "text"] = Field(
         "json", description="json (one object per line, for log pipelines) or text."
     )
@@ -256,6 +285,15 @@ class Settings(BaseModel):
         data: dict[str, dict[str, Any]] = {}
         names: dict[tuple[str, str], str] = {}
         for key, value in env.items():
+            if key.startswith("SCALEAHEAD_") and "__" not in key:
+                head = key.removeprefix("SCALEAHEAD_").lower()
+                group = next((g for g in cls.model_fields if head.startswith(g + "_")), None)
+                if group is not None:  # SCALEAHEAD_ACTUATION_DRY_RUN: one underscore short, never ignored
+                    field = head.removeprefix(group + "_").upper()
+                    raise ConfigError(
+                        f"Unknown setting {key}: a group and its field are joined by two underscores.",
+                        f"Did you mean SCALEAHEAD_{group.upper()}__{field}? (docs/configuration.md)",
+                    )
             if key.startswith("SCALEAHEAD_") and "__" in key:
                 group, field = key.removeprefix("SCALEAHEAD_").lower().split("__", 1)
                 groups = cls.model_fields

@@ -68,3 +68,27 @@ def test_an_unknown_rollout_mode_for_retrained_models_is_refused_at_start() -> N
     with pytest.raises(ConfigError, match="SCALEAHEAD_JOBS__ROLLOUT_MODE='Canary': Input should be 'shadow', 'canary'"):
         Settings.from_env({"SCALEAHEAD_JOBS__ROLLOUT_MODE": "Canary"})
     assert Settings.from_env({"SCALEAHEAD_JOBS__ROLLOUT_MODE": "canary"}).jobs.rollout_mode == "canary"
+
+
+def test_a_group_variable_one_underscore_short_is_an_error_with_the_right_name() -> None:
+    # Before, SCALEAHEAD_ACTUATION_DRY_RUN=true was ignored and the plan was applied.
+    with pytest.raises(ConfigError, match=r"Did you mean SCALEAHEAD_ACTUATION__DRY_RUN\?"):
+        Settings.from_env({"SCALEAHEAD_ACTUATION_DRY_RUN": "true"})
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity"])
+def test_no_setting_may_be_infinite_or_nan(value: str) -> None:
+    with pytest.raises(ConfigError, match="SCALEAHEAD_LOOP__INTERVAL_S=.*finite number"):
+        Settings.from_env({"SCALEAHEAD_LOOP__INTERVAL_S": value})
+
+
+def test_a_bad_cron_expression_is_refused_with_the_settings() -> None:
+    with pytest.raises(ConfigError, match=r"SCALEAHEAD_JOBS__PRUNE_CRON='every night'.*not a cron expression"):
+        Settings.from_env({"SCALEAHEAD_JOBS__PRUNE_CRON": "every night"})
+    assert Settings.from_env({"SCALEAHEAD_JOBS__PRUNE_CRON": "*/20 * * * *"}).jobs.prune_cron == "*/20 * * * *"
+
+
+def test_a_single_underscore_typo_stops_a_command_that_reads_no_setting() -> None:
+    env = {"SCALEAHEAD_ACTUATION_PAUSED": "true", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "scaleahead.cli", "version"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "SCALEAHEAD_ACTUATION__PAUSED" in proc.stderr
