@@ -494,3 +494,28 @@ def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None
     assert proc.returncode == 130, err  # was 0: a script's `&&` went on as if it had succeeded
     assert "interrupted" in err
     assert not out.exists()
+
+
+def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_the_work(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from scaleahead.commands import check_folder, check_output
+    from scaleahead.errors import UserError
+
+    # /proc cannot be written even by root (as a read-only mount or a full disk): refused at once.
+    with pytest.raises(UserError, match="cannot be written"):
+        check_output(Path("/proc/scaleahead.json"), "--json")
+    with pytest.raises(UserError, match="--out /proc/models cannot be created"):
+        check_folder(Path("/proc/models"), "--out")
+    check_folder(tmp_path / "new" / "models", "--out")  # made, and writable
+    assert (tmp_path / "new" / "models").is_dir() and not list((tmp_path / "new" / "models").iterdir())
+    proc = subprocess.run(  # before: 27 s of training, then a PermissionError traceback
+        [sys.executable, "-m", "scaleahead.cli", "train", "--trace", "nasa-10s", "--out", "/proc/models"]
+        + ["--db", f"sqlite:///{tmp_path / 'm.db'}", "--epochs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "--out /proc/models cannot be created" in proc.stderr
+    assert "training" not in proc.stderr and "Traceback" not in proc.stderr

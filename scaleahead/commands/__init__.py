@@ -7,7 +7,9 @@ and, for benchmarks, to the ``bench`` group. ``scaleahead.cli`` calls every modu
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -51,6 +53,32 @@ def check_output(path: Path | None, option: str, suffix: str | None = None) -> N
         raise UserError(f"{option} {path} is a folder.", "Give a file path.")
     if not path.parent.is_dir():
         raise UserError(f"The folder of {option} {path} does not exist.", "Create it first or choose another path.")
+    _check_writable(path.parent, option, path)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"{option} {path} cannot be written (no permission).", "Choose another path.")
+
+
+def check_folder(path: Path, option: str) -> None:
+    """A ``UserError`` now, before the work, unless ``path`` is (or can be made) a folder we can write in."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path} is a file.", "Give a folder.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{option} {path} cannot be created ({exc.strerror}).", "Choose another folder.") from exc
+    _check_writable(path, option, path)
+
+
+def _check_writable(folder: Path, option: str, path: Path) -> None:
+    # A file made and removed in the folder: the one test that also holds for root on a read-only
+    # filesystem, /sys or a full disk.
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".scaleahead-write-test-"):
+            pass
+    except OSError as exc:
+        raise UserError(
+            f"{option} {path} cannot be written: {folder} is not writable ({exc.strerror}).", "Choose another path."
+        ) from exc
 
 
 def number_list(option: str, text: str | None, example: str) -> list[float]:

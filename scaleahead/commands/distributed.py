@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from scaleahead.commands import check_folder
 from scaleahead.errors import UserError
 
 
@@ -53,6 +54,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         os.environ["NODE_RANK"] = str(rank)
         if rank >= num_nodes:
             raise UserError(f"Node rank {rank} is not below --num-nodes {num_nodes}.", "Set NODE_RANK correctly.")
+        store = None
+        if rank == 0:  # node 0 saves and registers: a bad --out or --db fails now, not after training
+            check_folder(out, "--out")
+            store = Store(db)
         series = load_series(trace)
         sp = split_of(series, trace)
         data = series.between(sp.start, sp.test_start)
@@ -72,7 +77,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         import hashlib
 
         report = asdict(model.report)
-        mid = Store(db).register_model(
+        assert store is not None
+        mid = store.register_model(
             "lstm-ddp",
             "lstm",
             data_source=trace,

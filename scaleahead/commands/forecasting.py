@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleahead.commands import DbOpt, OutputOpt, check_output
+from scaleahead.commands import DbOpt, OutputOpt, check_folder, check_output
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import Series
 
@@ -206,8 +206,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError("Give exactly one of --trace and --prometheus.", "See scaleahead train --help.")
         if model_name not in LEARNED:
             raise UserError(f"--model {model_name!r} is not a learned model.", f"Use one of {', '.join(LEARNED)}.")
-        if out.exists() and not out.is_dir():
-            raise UserError(f"--out {out} is a file.", "Give a folder.")
+        check_folder(out, "--out")  # before minutes of training
         if prometheus is not None:
             train_data = _prometheus_training_data(prometheus, policy, days, end)
             source = f"{prometheus} ({len(train_data)} series)"
