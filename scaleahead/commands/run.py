@@ -554,7 +554,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         The new model does not go into production: a rollout is opened per rollout group; promote it
         with the rollout commands once it has proven itself.
         """
-        from forecaster import make_model
         from forecaster.registry import available_models
         from scaleahead.cli import parse_time
         from scaleahead.clock import SystemClock
@@ -586,9 +585,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         champion_name = settings.forecast.model
         if champion_name not in available_models():
             champion_name = settings.forecast.fallback_model
-        champion = make_model(champion_name).fit(list(data.values()))
+        # The champion is what production runs: the registry's newest champion of the family (a
+        # learned one from its checkpoint), not a model trained here (retrain scores a fitted
+        # family out of sample on its own).
+        champion, champion_id = _production_model(champion_name, store, settings, list(data.values()))
         result = do_retrain(
-            pols, data, store, settings, now, champion=champion, trigger="cronjob", artifact_dir=artifacts
+            pols,
+            data,
+            store,
+            settings,
+            now,
+            champion=champion,
+            champion_label=str(champion_id) if champion_id is not None else champion.name,
+            trigger="cronjob",
+            artifact_dir=artifacts,
         )
         print(
             json.dumps(

@@ -91,3 +91,19 @@ def test_retraining_the_lstm_on_demand_that_rises_on_the_clock_names_lstm_clock(
     hint = store.model(on_clock.model_version_id).metrics["clock_hint"]
     assert hint.startswith("1 of 1 series start their sudden rises") and "forecast.model lstm_clock" in hint
     assert "clock_hint" not in store.model(plain.model_version_id).metrics
+
+
+def test_a_fitted_champion_is_scored_out_of_sample_as_the_challenger_is(nasa: Series, tmp_path: Path) -> None:
+    from forecaster import make_model
+
+    policy = one_policy()
+    settings = Settings()
+    settings.forecast.model = "ridge"
+    history = nasa.between(nasa.end - 4 * DAY, nasa.end)
+    # Production's ridge was fitted on everything, the holdout included: scored as it is, its error
+    # would be in-sample. Retraining scores a fresh one fitted on the fit part, like the challenger.
+    champion = make_model("ridge").fit([history])
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    result = retrain([policy], {policy.workload: history}, store, settings, now=history.end, champion=champion)
+    m = result.metrics
+    assert m["holdout_wape"] is not None and m["champion_holdout_wape"] == m["holdout_wape"]
