@@ -94,6 +94,11 @@ def db_upgrade(
     """Migrate the database schema (from empty or from any earlier version)."""
     from storage import Store
 
+    if revision != "head" and revision not in Store.revisions():  # before a database file is made
+        raise UserError(
+            f"Unknown schema revision {revision!r}.",
+            f"Use one of: head, {', '.join(Store.revisions())} (docs/storage.md).",
+        )
     store = Store(db, upgrade=False)
     before = store.current_revision()
     store.upgrade(revision)

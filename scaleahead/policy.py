@@ -513,6 +513,11 @@ def _parse_located(text: str, source: str) -> list[tuple[Policy, str]]:
             f"{exc.first.line + 1} and {exc.second.line + 1}); YAML would silently keep the last one.",
             "Keep one of them.",
         ) from exc
+    except RecursionError as exc:
+        raise ConfigError(
+            f"{source}: the YAML is nested too deeply to be a policy (thousands of levels).",
+            "A policy nests a few levels; check the file.",
+        ) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source

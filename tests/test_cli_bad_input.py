@@ -519,3 +519,20 @@ def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_the_work
     )
     assert proc.returncode == 2 and "--out /proc/models cannot be created" in proc.stderr
     assert "training" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unknown_schema_revision_or_a_tsdb_that_is_a_file_creates_nothing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "scaleahead.cli", *argv], capture_output=True, text=True)
+
+    db = tmp_path / "up.db"
+    out = cli("db", "upgrade", "--db", f"sqlite:///{db}", "--revision", "bogus")
+    assert out.returncode == 2 and "Unknown schema revision 'bogus'" in out.stderr
+    assert not db.exists()  # was left behind as an empty file
+    afile = tmp_path / "tsdb"
+    afile.write_text("")
+    out = cli("backfill", "--trace", "nasa-10s", "--tsdb", str(afile), "--metric", "x")
+    assert out.returncode == 2 and "is a file" in out.stderr and "Traceback" not in out.stderr

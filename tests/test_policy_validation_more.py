@@ -332,3 +332,11 @@ def test_run_policies_folder_names_both_files_of_a_workload_targeted_twice(tmp_p
     assert str(tmp_path / "a.yaml") in err.value.message and str(tmp_path / "b.yml") in err.value.message
     (tmp_path / "b.yml").unlink()
     assert [p.workload.name for p in load_policy_path(tmp_path)] == ["web"]
+
+
+def test_yaml_nested_thousands_deep_is_a_config_error_not_a_recursion_traceback() -> None:
+    from scaleahead.errors import ConfigError
+    from scaleahead.policy import parse_policies
+
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        parse_policies("a: " + "[" * 5000 + "]" * 5000, "deep.yaml")

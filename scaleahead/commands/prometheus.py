@@ -226,6 +226,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.traces import load_series
 
         check_metric_name(metric)
+        if tsdb.exists() and not tsdb.is_dir():
+            raise UserError(f"--tsdb {tsdb} is a file.", "Give a folder (it is created if missing).")
         label_map = parse_labels(labels)
         t0 = parse_time(start, "--start") if start else None
         t1 = parse_time(end, "--end") if end else None
