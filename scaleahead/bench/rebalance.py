@@ -46,6 +46,7 @@ from planner.rebalance import (
     interference_pairs,
     plan_moves,
     pod_key,
+    with_forecast_peaks,
 )
 from scaleahead.bench.descheduler import SimCluster, run_descheduler
 from scaleahead.errors import DataError
@@ -159,8 +160,14 @@ def load_machines(path: Path) -> tuple[dict[str, FloatArray], int]:
     return out, n_steps
 
 
-def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None) -> Snapshot:
-    """The reproducible cluster snapshot of the module docstring."""
+def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None, peak_ratio: float | None = None) -> Snapshot:
+    """The reproducible cluster snapshot of the module docstring.
+
+    Each pod's forecast peak is its history's maximum (a long-horizon peak). With ``peak_ratio``
+    it is what the control loop computes instead (``planner.rebalance.with_forecast_peaks``: the
+    larger of request and usage, times the workload's forecast ratio, here the same ``peak_ratio``
+    for every workload): how the shipped loop's peaks place pods against the 2-day future.
+    """
     machines, n_steps = load_machines(path or trace_path())
     split = int(np.floor(HISTORY_FRACTION * n_steps))
     last_hour = slice(split - 3600 // STEP_S, split)
@@ -211,6 +218,8 @@ def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None) -> Snapsh
         for o in OWNERS
         if o.disruptions_allowed is not None and counters.get(o.name, 0) > 0
     )
+    if peak_ratio is not None:
+        pods = list(with_forecast_peaks(pods, {(o.namespace, o.name): peak_ratio for o in OWNERS}))
     return Snapshot(
         ClusterState(nodes=tuple(nodes), pods=tuple(pods), pdbs=pdbs),
         future,
@@ -347,9 +356,10 @@ def run_bench(
     path: Path | None = None,
     max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
     on_policy: Callable[[str], None] | None = None,
+    peak_ratio: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, tuple[MovePod, ...]]]:
     """Run every policy on the snapshot; returns the EVALUATION.md section 7 object and the moves."""
-    snap = build_snapshot(seed, path)
+    snap = build_snapshot(seed, path, peak_ratio)
     policies: dict[str, dict[str, float | int]] = {}
     moves: dict[str, tuple[MovePod, ...]] = {}
     for name in POLICIES:
@@ -386,6 +396,8 @@ def run_bench(
         params["max_moves"] = max_moves
     if max_peak_fraction != DEFAULT_MAX_PEAK_FRACTION:
         params["max_peak_fraction"] = max_peak_fraction
+    if peak_ratio is not None:
+        params["peak_ratio"] = peak_ratio
     if params:
         result["params"] = params
     result["targets"] = targets(policies)
@@ -413,12 +425,13 @@ def seed_summary(
     max_moves: int = DEFAULT_MAX_MOVES,
     path: Path | None = None,
     max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+    peak_ratio: float | None = None,
 ) -> dict[str, Any]:
     """Every policy on the snapshot of each seed: per-seed metrics, and mean/min/max per metric."""
     per_seed: dict[str, dict[str, dict[str, float | int]]] = {}
     met: dict[str, dict[str, Any]] = {}
     for seed in seeds:
-        snap = build_snapshot(seed, path)
+        snap = build_snapshot(seed, path, peak_ratio)
         rows = {name: score(snap, run_policy(name, snap, max_moves, max_peak_fraction)[0]) for name in POLICIES}
         per_seed[str(seed)] = rows
         met[str(seed)] = targets(rows)

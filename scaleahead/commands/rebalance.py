@@ -137,6 +137,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ),
         ] = None,
         show_moves: Annotated[bool, typer.Option(help="Print scaleahead's moves with their reasons.")] = True,
+        peak_ratio: Annotated[
+            float | None,
+            typer.Option(
+                "--peak-ratio",
+                help="Give pods the control loop's forecast peak (the larger of request and usage, times this "
+                "forecast ratio for every workload) instead of their history's maximum.",
+            ),
+        ] = None,
     ) -> None:
         """Rebalancing on a snapshot built from Alibaba 2018 machine usage (EVALUATION.md 5b).
 
@@ -163,11 +171,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(f"--max-peak-fraction {max_peak_fraction} is outside (0, 1].", "Use a share such as 0.9.")
         if max_moves < 0:
             raise UserError(f"--max-moves {max_moves} is negative.", "Use 0 (no moves) or more.")
+        if peak_ratio is not None and not 1.0 <= peak_ratio <= 4.0:
+            raise UserError(f"--peak-ratio {peak_ratio} is outside [1, 4].", "The loop clips its ratio to [1, 4].")
         seed_list = parse_seeds(seeds) if seeds is not None else None
         check_output(json_file, "--json")
         check_output(plot, "--plot", ".png")
         console = Console()
-        result, moves = run_bench(seed=seed, max_moves=max_moves, max_peak_fraction=max_peak_fraction)
+        result, moves = run_bench(
+            seed=seed, max_moves=max_moves, max_peak_fraction=max_peak_fraction, peak_ratio=peak_ratio
+        )
         table = Table(
             title=f"scaleahead bench rebalance (seed {seed}, {result['snapshot']['nodes']} nodes, "
             f"{result['snapshot']['pods']} pods)"
@@ -185,7 +197,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 console.print(f"  {mv.reason.message}", markup=False)
         curves: dict[str, list[dict[str, Any]]] = {}
         if plot is not None or json_file is not None:
-            snap = build_snapshot(seed)
+            snap = build_snapshot(seed, peak_ratio=peak_ratio)
             curves["tradeoff"] = [dict(r) for r in tradeoff(snap, max_peak_fraction=max_peak_fraction)]
             separation_only = RebalanceWeights(node_freed=0.0)
             curves["tradeoff_separation_only"] = [
@@ -194,7 +206,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             curves["cycles"] = [dict(r) for r in cycles(snap, max_moves=max_moves, max_peak_fraction=max_peak_fraction)]
             result.update(curves)
         if seed_list is not None:
-            summary = seed_summary(seed_list, max_moves=max_moves, max_peak_fraction=max_peak_fraction)
+            summary = seed_summary(
+                seed_list, max_moves=max_moves, max_peak_fraction=max_peak_fraction, peak_ratio=peak_ratio
+            )
             console.print(_seed_table(summary))
             met = summary["targets"].values()
             both = sum(1 for t in met if t["nodes_freed_at_least_reference"] and t["evictions_at_most_half_reference"])

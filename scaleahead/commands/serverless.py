@@ -43,7 +43,8 @@ def bench_serverless(
     history_minutes: Annotated[
         int | None,
         typer.Option(
-            help="Minutes of history before the test period (default: 360 for azure-functions-1m, else 25 %)."
+            help="Minutes of history before the test period (default: 360 for azure-functions-1m, else the "
+            "first 75 % of the minutes, EVALUATION.md section 2)."
         ),
     ] = None,
     min_probability: Annotated[
@@ -155,7 +156,7 @@ def bench_serverless(
     if history_minutes is not None:
         history = history_minutes
     else:
-        history = 360 if trace == "azure-functions-1m" else int(minutes * 0.25)
+        history = 360 if trace == "azure-functions-1m" else int(minutes * 0.75)  # EVALUATION.md 2
     console = Console(stderr=True)
     calibration = None
     if calibrate:

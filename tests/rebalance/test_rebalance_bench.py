@@ -182,3 +182,11 @@ def test_cycles_renew_pdb_budgets_so_a_later_cycle_moves_what_an_earlier_one_cou
     rows = cycles(snap, n_cycles=5, max_moves=4)
     assert [(r["cycle"], r["moves"], r["interference_pairs_after"]) for r in rows] == [(1, 1, 2), (2, 2, 0)]
     assert all(r["pdb_violations"] == 0 and r["peak_overcommit"] == 0 for r in rows)
+
+
+def test_peak_ratio_gives_pods_the_control_loops_forecast_peak() -> None:
+    base, loop_like = build_snapshot(7), build_snapshot(7, peak_ratio=1.2)
+    assert [p.name for p in base.state.pods] == [p.name for p in loop_like.state.pods]
+    for a, b in zip(base.state.pods, loop_like.state.pods, strict=True):
+        assert b.peak_cpu_m == max(float(a.cpu_request_m), a.usage_cpu_m) * 1.2  # with_forecast_peaks
+    assert all((base.future_usage[k] == loop_like.future_usage[k]).all() for k in base.future_usage)  # scored alike
