@@ -117,9 +117,9 @@ PEAK_RATIO_BOUNDS = (1.0, 4.0)
 
 
 def with_forecast_peaks(pods: Sequence[Pod], ratios: Mapping[tuple[str, str], float]) -> tuple[Pod, ...]:
-    """Pods with ``peak_cpu_m`` = their usage (at least their request) times their workload's
-    forecast demand ratio (forecast peak over the horizon / demand observed now), clipped to
-    ``PEAK_RATIO_BOUNDS``. ``ratios`` is keyed by ``(namespace, workload name)``; a pod whose owner
+    """Pods with ``peak_cpu_m`` = their usage (their request when no usage is known) times their
+    workload's demand ratio (its peak ahead / demand observed now), clipped to
+    ``PEAK_RATIO_BOUNDS``, and never below their request. ``ratios`` is keyed by ``(namespace, workload name)``; a pod whose owner
     is ``<name>`` (StatefulSet) or ``<name>-<hash>`` (a Deployment's ReplicaSet) takes that
     workload's ratio. Pods of no known workload keep ``peak_cpu_m`` as it is. Pure.
     """
@@ -132,8 +132,11 @@ def with_forecast_peaks(pods: Sequence[Pod], ratios: Mapping[tuple[str, str], fl
         if ratio is None or not math.isfinite(ratio):
             out.append(pod)
             continue
-        base = max(float(pod.cpu_request_m), pod.usage_cpu_m)
-        out.append(replace(pod, peak_cpu_m=base * min(max(ratio, lo), hi)))
+        # The pod's usage at the peak, never below its request; a pod with no usage reading (no
+        # metrics API) scales its request. (Scaling the larger of the two overstated a pod whose
+        # request is above its use: a 24-hour ratio on a P90 request made every node look full.)
+        use = pod.usage_cpu_m if pod.usage_cpu_m > 0 else float(pod.cpu_request_m)
+        out.append(replace(pod, peak_cpu_m=max(float(pod.cpu_request_m), use * min(max(ratio, lo), hi))))
     return tuple(out)
 
 

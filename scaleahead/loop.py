@@ -358,9 +358,22 @@ def forecast_by_step(
     )
 
 
-def with_forecast_peaks_of(state: ClusterState, forecasts: Mapping[WorkloadRef, Forecast]) -> ClusterState:
-    """The state with each pod's CPU peak from its workload's forecast: the p90 peak over the
-    horizon over the demand observed now (``planner.rebalance.with_forecast_peaks``)."""
+#: How far back a pod's placement peak looks in its workload's demand (s). A move outlasts the
+#: forecast's 15 minutes (the pod stays where it was put), so it must hold at the day's peak too:
+#: with the 15-minute peak alone the default overcommitted on 4 of 8 seeds of ``bench rebalance``
+#: (docs/benchmarks.md, "Rebalancing with the loop's peaks").
+PLACEMENT_LOOKBACK_S = 86400.0
+
+
+def with_forecast_peaks_of(
+    state: ClusterState,
+    forecasts: Mapping[WorkloadRef, Forecast],
+    history: Mapping[WorkloadRef, Series] | None = None,
+    lookback_s: float = PLACEMENT_LOOKBACK_S,
+) -> ClusterState:
+    """The state with each pod's CPU peak from its workload's demand: the larger of the p90 peak
+    over the forecast horizon and the highest demand of the last ``lookback_s`` of ``history``,
+    over the demand observed now (``planner.rebalance.with_forecast_peaks``)."""
     ratios: dict[tuple[str, str], float] = {}
     for ref, fc in forecasts.items():
         ws = state.workloads.get(ref)
@@ -368,6 +381,12 @@ def with_forecast_peaks_of(state: ClusterState, forecasts: Mapping[WorkloadRef, 
             continue
         p90 = fc.quantile(0.9)
         peak = float(np.nanmax(p90)) if len(p90) and np.isfinite(p90).any() else math.nan
+        past = history.get(ref) if history is not None else None
+        if past is not None and len(past):
+            tail = past.values[-max(1, int(round(lookback_s / past.step_s))) :]
+            seen = tail[np.isfinite(tail)]
+            if seen.size:
+                peak = max(peak, float(seen.max())) if math.isfinite(peak) else float(seen.max())
         if math.isfinite(peak):
             ratios[ref.namespace, ref.name] = peak / ws.observed_demand
     return replace(state, pods=with_forecast_peaks(state.pods, ratios))
@@ -495,7 +514,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         moves = settings.loop.max_moves if state.nodes and rebalance_due(now, settings) else 0
         plan = make_plan(
             forecasts,
-            with_forecast_peaks_of(state, forecasts) if moves else state,
+            with_forecast_peaks_of(state, forecasts, history) if moves else state,
             policies,
             now,
             interval_s=settings.loop.interval_s,

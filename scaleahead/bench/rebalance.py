@@ -29,6 +29,7 @@ peak (missing data is never zero), and how many pod-steps were so filled is repo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -160,13 +161,21 @@ def load_machines(path: Path) -> tuple[dict[str, FloatArray], int]:
     return out, n_steps
 
 
-def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None, peak_ratio: float | None = None) -> Snapshot:
+def build_snapshot(
+    seed: int = DEFAULT_SEED,
+    path: Path | None = None,
+    peak_ratio: float | None = None,
+    peak_lookback_s: float | None = None,
+) -> Snapshot:
     """The reproducible cluster snapshot of the module docstring.
 
     Each pod's forecast peak is its history's maximum (a long-horizon peak). With ``peak_ratio``
-    it is what the control loop computes instead (``planner.rebalance.with_forecast_peaks``: the
-    larger of request and usage, times the workload's forecast ratio, here the same ``peak_ratio``
-    for every workload): how the shipped loop's peaks place pods against the 2-day future.
+    or ``peak_lookback_s`` it is what the control loop computes instead
+    (``scaleahead.loop.with_forecast_peaks_of``, through ``planner.rebalance.with_forecast_peaks``:
+    the larger of request and usage, times a ratio over the usage now): the forecast ratio
+    ``peak_ratio`` (1 if not given; the same for every pod), or, when larger, the highest usage of
+    the pod's last ``peak_lookback_s`` of history over its usage now (the loop's
+    ``PLACEMENT_LOOKBACK_S``, a day, on its workload's demand).
     """
     machines, n_steps = load_machines(path or trace_path())
     split = int(np.floor(HISTORY_FRACTION * n_steps))
@@ -176,6 +185,7 @@ def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None, peak_rati
     pods: list[Pod] = []
     future: dict[str, FloatArray] = {}
     counters: dict[str, int] = {}
+    recent_max: dict[str, float] = {}  # pod key -> its highest usage over the last peak_lookback_s
     kept = [m for m, cpu in machines.items() if np.any(~np.isnan(cpu[last_hour]))]
     for i, machine in enumerate(kept):
         node = f"node-{i + 1:02d}"
@@ -194,6 +204,11 @@ def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None, peak_rati
             series = share * usage_m
             hist = series[:split]
             peak = float(np.nanmax(hist))
+            if peak_lookback_s is not None:
+                tail = hist[-max(1, int(round(peak_lookback_s / STEP_S))) :]
+                recent_max[f"{owner.namespace}/{name}"] = (
+                    float(np.nanmax(tail)) if np.isfinite(tail).any() else math.nan
+                )
             req_m = int(np.ceil(float(np.nanpercentile(hist, 90)) / 10.0) * 10)
             pods.append(
                 Pod(
@@ -218,8 +233,16 @@ def build_snapshot(seed: int = DEFAULT_SEED, path: Path | None = None, peak_rati
         for o in OWNERS
         if o.disruptions_allowed is not None and counters.get(o.name, 0) > 0
     )
-    if peak_ratio is not None:
-        pods = list(with_forecast_peaks(pods, {(o.namespace, o.name): peak_ratio for o in OWNERS}))
+    if peak_ratio is not None or peak_lookback_s is not None:
+        loop_pods = []
+        for pod in pods:
+            ratio = peak_ratio or 1.0
+            recent = recent_max.get(pod_key(pod), math.nan)
+            if math.isfinite(recent) and pod.usage_cpu_m > 0:
+                ratio = max(ratio, recent / pod.usage_cpu_m)
+            (placed,) = with_forecast_peaks([pod], {(pod.namespace, pod.owner): ratio})
+            loop_pods.append(placed)
+        pods = loop_pods
     return Snapshot(
         ClusterState(nodes=tuple(nodes), pods=tuple(pods), pdbs=pdbs),
         future,
@@ -357,9 +380,10 @@ def run_bench(
     max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
     on_policy: Callable[[str], None] | None = None,
     peak_ratio: float | None = None,
+    peak_lookback_s: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, tuple[MovePod, ...]]]:
     """Run every policy on the snapshot; returns the EVALUATION.md section 7 object and the moves."""
-    snap = build_snapshot(seed, path, peak_ratio)
+    snap = build_snapshot(seed, path, peak_ratio, peak_lookback_s)
     policies: dict[str, dict[str, float | int]] = {}
     moves: dict[str, tuple[MovePod, ...]] = {}
     for name in POLICIES:
@@ -398,6 +422,8 @@ def run_bench(
         params["max_peak_fraction"] = max_peak_fraction
     if peak_ratio is not None:
         params["peak_ratio"] = peak_ratio
+    if peak_lookback_s is not None:
+        params["peak_lookback_s"] = peak_lookback_s
     if params:
         result["params"] = params
     result["targets"] = targets(policies)
@@ -426,12 +452,13 @@ def seed_summary(
     path: Path | None = None,
     max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
     peak_ratio: float | None = None,
+    peak_lookback_s: float | None = None,
 ) -> dict[str, Any]:
     """Every policy on the snapshot of each seed: per-seed metrics, and mean/min/max per metric."""
     per_seed: dict[str, dict[str, dict[str, float | int]]] = {}
     met: dict[str, dict[str, Any]] = {}
     for seed in seeds:
-        snap = build_snapshot(seed, path, peak_ratio)
+        snap = build_snapshot(seed, path, peak_ratio, peak_lookback_s)
         rows = {name: score(snap, run_policy(name, snap, max_moves, max_peak_fraction)[0]) for name in POLICIES}
         per_seed[str(seed)] = rows
         met[str(seed)] = targets(rows)

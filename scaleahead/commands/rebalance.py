@@ -145,6 +145,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "forecast ratio for every workload) instead of their history's maximum.",
             ),
         ] = None,
+        peak_lookback_hours: Annotated[
+            float | None,
+            typer.Option(
+                "--peak-lookback-hours",
+                help="With the loop's peak: also the pod's highest usage over this many hours of history "
+                "(the loop looks back 24 h on its workload's demand), when above the forecast ratio.",
+            ),
+        ] = None,
     ) -> None:
         """Rebalancing on a snapshot built from Alibaba 2018 machine usage (EVALUATION.md 5b).
 
@@ -173,12 +181,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(f"--max-moves {max_moves} is negative.", "Use 0 (no moves) or more.")
         if peak_ratio is not None and not 1.0 <= peak_ratio <= 4.0:
             raise UserError(f"--peak-ratio {peak_ratio} is outside [1, 4].", "The loop clips its ratio to [1, 4].")
+        if peak_lookback_hours is not None and not 0 < peak_lookback_hours <= 144:
+            raise UserError(f"--peak-lookback-hours {peak_lookback_hours} is outside (0, 144].", "Use e.g. 24.")
+        lookback_s = peak_lookback_hours * 3600.0 if peak_lookback_hours is not None else None
         seed_list = parse_seeds(seeds) if seeds is not None else None
         check_output(json_file, "--json")
         check_output(plot, "--plot", ".png")
         console = Console()
         result, moves = run_bench(
-            seed=seed, max_moves=max_moves, max_peak_fraction=max_peak_fraction, peak_ratio=peak_ratio
+            seed=seed,
+            max_moves=max_moves,
+            max_peak_fraction=max_peak_fraction,
+            peak_ratio=peak_ratio,
+            peak_lookback_s=lookback_s,
         )
         table = Table(
             title=f"scaleahead bench rebalance (seed {seed}, {result['snapshot']['nodes']} nodes, "
@@ -197,7 +212,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 console.print(f"  {mv.reason.message}", markup=False)
         curves: dict[str, list[dict[str, Any]]] = {}
         if plot is not None or json_file is not None:
-            snap = build_snapshot(seed, peak_ratio=peak_ratio)
+            snap = build_snapshot(seed, peak_ratio=peak_ratio, peak_lookback_s=lookback_s)
             curves["tradeoff"] = [dict(r) for r in tradeoff(snap, max_peak_fraction=max_peak_fraction)]
             separation_only = RebalanceWeights(node_freed=0.0)
             curves["tradeoff_separation_only"] = [
@@ -207,7 +222,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             result.update(curves)
         if seed_list is not None:
             summary = seed_summary(
-                seed_list, max_moves=max_moves, max_peak_fraction=max_peak_fraction, peak_ratio=peak_ratio
+                seed_list,
+                max_moves=max_moves,
+                max_peak_fraction=max_peak_fraction,
+                peak_ratio=peak_ratio,
+                peak_lookback_s=lookback_s,
             )
             console.print(_seed_table(summary))
             met = summary["targets"].values()

@@ -47,3 +47,30 @@ def test_the_loop_takes_the_ratio_from_the_p90_peak_over_the_observed_demand() -
     )
     (out,) = with_forecast_peaks_of(state, {ref: fc}).pods
     assert out.peak_cpu_m == pytest.approx(400 * 30.0 / 15.0)
+
+
+def test_a_pod_is_placed_at_its_usage_at_the_peak_never_below_its_request() -> None:
+    low, high = pod("web-1", "web-5d8f9c", request=1000, usage=300), pod("web-2", "web-5d8f9c", request=100, usage=300)
+    out = {p.name: p.peak_cpu_m for p in with_forecast_peaks((low, high), {("shop", "web"): 2.0})}
+    # Before: the larger of request and usage times the ratio, 2000 m for a pod that uses 300 m.
+    assert out == {"web-1": 1000.0, "web-2": 600.0}
+
+
+def test_the_loop_also_looks_a_day_back_in_the_workloads_demand() -> None:
+    from scaleahead.types import Series
+
+    ref = WorkloadRef("Deployment", "shop", "web")
+    fc = Forecast(ref, 0.0, 10.0, {0.5: np.full(90, 10.0), 0.9: np.full(90, 12.0), 0.99: np.full(90, 14.0)}, "t")
+    state = ClusterState(
+        {ref: WorkloadState(ref, 2, 2, observed_demand=10.0, observed_at=0.0)},
+        pods=(pod("web-1", "web-5d8f9c", request=100, usage=200),),
+    )
+    day = np.full(8640, 10.0)
+    day[3000] = 30.0  # this morning's peak: three times now
+    old = np.full(8640, 10.0)
+    old[100] = 80.0  # yesterday's is out of the lookback
+    history = {ref: Series("web", -2 * 86400.0, 10.0, np.concatenate([old, day]))}
+    (only_forecast,) = with_forecast_peaks_of(state, {ref: fc}).pods
+    (with_day,) = with_forecast_peaks_of(state, {ref: fc}, history).pods
+    assert only_forecast.peak_cpu_m == pytest.approx(200 * 1.2)
+    assert with_day.peak_cpu_m == pytest.approx(200 * 3.0)

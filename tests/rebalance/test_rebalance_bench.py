@@ -188,5 +188,5 @@ def test_peak_ratio_gives_pods_the_control_loops_forecast_peak() -> None:
     base, loop_like = build_snapshot(7), build_snapshot(7, peak_ratio=1.2)
     assert [p.name for p in base.state.pods] == [p.name for p in loop_like.state.pods]
     for a, b in zip(base.state.pods, loop_like.state.pods, strict=True):
-        assert b.peak_cpu_m == max(float(a.cpu_request_m), a.usage_cpu_m) * 1.2  # with_forecast_peaks
+        assert b.peak_cpu_m == max(float(a.cpu_request_m), a.usage_cpu_m * 1.2)  # with_forecast_peaks
     assert all((base.future_usage[k] == loop_like.future_usage[k]).all() for k in base.future_usage)  # scored alike
