@@ -119,9 +119,10 @@ PEAK_RATIO_BOUNDS = (1.0, 4.0)
 def with_forecast_peaks(pods: Sequence[Pod], ratios: Mapping[tuple[str, str], float]) -> tuple[Pod, ...]:
     """Pods with ``peak_cpu_m`` = their usage (their request when no usage is known) times their
     workload's demand ratio (its peak ahead / demand observed now), clipped to
-    ``PEAK_RATIO_BOUNDS``, and never below their request. ``ratios`` is keyed by ``(namespace, workload name)``; a pod whose owner
-    is ``<name>`` (StatefulSet) or ``<name>-<hash>`` (a Deployment's ReplicaSet) takes that
-    workload's ratio. Pods of no known workload keep ``peak_cpu_m`` as it is. Pure.
+    ``PEAK_RATIO_BOUNDS``, and never below their request. ``ratios`` is keyed by
+    ``(namespace, workload name)``; a pod whose owner is ``<name>`` (StatefulSet) or
+    ``<name>-<hash>`` (a Deployment's ReplicaSet) takes that workload's ratio. Pods of no known
+    workload keep ``peak_cpu_m`` as it is. Pure.
     """
     lo, hi = PEAK_RATIO_BOUNDS
     out = []

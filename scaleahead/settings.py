@@ -24,6 +24,14 @@ class LoopSettings(BaseModel):
     model_config = _NO_INF_NAN
     interval_s: float = Field(10.0, gt=0, description="Control interval (s): the native resolution of demand.")
     max_backoff_s: float = Field(300.0, gt=0, description="Longest per-workload back-off after errors (s).")
+    history_days: float = Field(
+        2.0,
+        gt=0,
+        le=30,
+        description="History the loop reads and keeps per workload (days): 2 holds the daily pattern. The LSTM "
+        "also reads the half hour around one week back, which only 7.02 days or more give it (it is trained with "
+        "it; about 3.5x the history memory); shorter, that input is missing at every forecast (docs/forecaster.md).",
+    )
     max_moves: int = Field(
         0,
         ge=0,

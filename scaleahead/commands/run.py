@@ -118,6 +118,23 @@ def _history(
     raise UserError(f"--history {spec!r} is not known.", "Use 'prometheus' or 'trace:NAME'.")
 
 
+def history_short_for(forecaster: Any, history_days: float) -> str:
+    """Empty, or a warning when a learned forecaster reads further back than the loop's history."""
+    spec = getattr(forecaster, "spec", None)  # a learned model's input windows
+    if spec is None:
+        return ""
+    from forecaster.features import offsets
+
+    reach_s = -float(offsets(spec).min()) * spec.step_s
+    if history_days * 86400.0 >= reach_s:
+        return ""
+    return (
+        f"the forecaster reads {reach_s / 86400.0:.2f} days back but loop.history_days is {history_days:g}: its "
+        "oldest input (a week back) is missing at every forecast, though it was trained with it; set "
+        f"SCALEAHEAD_LOOP__HISTORY_DAYS={math.ceil(reach_s / 864.0) / 100.0:.2f} to give it (docs/forecaster.md)"
+    )
+
+
 def _production_model(name: str, store: Any, settings: Settings, history: list[Any]) -> tuple[Any, int | None]:
     """The forecaster the loop starts with, and its registry id.
 
@@ -439,7 +456,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if rejected_at_start and writer is not None:
             writer.publish_rejected(rejected_at_start, clock.now())
         offset = 0.0 if (virtual or start is None) else start - real_now
-        window = 2 * 86400.0
+        window = settings.loop.history_days * 86400.0
         cache = artifacts / "history-cache" if artifacts else None
         hist = _history(history, settings, window, offset, cache)
         training = _history(
@@ -454,6 +471,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
         forecaster, model_version_id = _production_model(name, store, settings, train_series)
+        short = history_short_for(forecaster, settings.loop.history_days)
+        if short:
+            log.warning(short, extra={"event": "history_short_for_model"})
         reference = None
         if train_series:
             reference = holdout_wape(forecaster, train_series, settings.forecast.horizon_s)

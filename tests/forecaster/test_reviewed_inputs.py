@@ -163,3 +163,13 @@ def test_a_checkpoint_never_sets_more_threads_than_the_machine_has(tmp_path: Pat
         assert torch.get_num_threads() <= (os.cpu_count() or 1)
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_loop_says_when_its_history_is_shorter_than_what_the_lstm_reads() -> None:
+    from forecaster.baselines import SeasonalNaive
+    from scaleahead.commands.run import history_short_for
+
+    model = LSTMForecaster.load(V2, step_s=60.0)
+    assert "SCALEAHEAD_LOOP__HISTORY_DAYS=7.02" in history_short_for(model, 2.0)
+    assert history_short_for(model, 7.02) == ""
+    assert history_short_for(SeasonalNaive(), 2.0) == ""
