@@ -464,13 +464,13 @@ class PrometheusClient:
                 )
         return result
 
-    def range_series(self, req: RangeRequest) -> Series:
+    def range_series(self, req: RangeRequest, retries: int | None = None) -> Series:
         """One series on the aligned grid of ``req``, chunked, with missing points as NaN."""
         first, n = grid(req.start, req.end, req.step_s)
         part = _Assembly(req, first, n)
         with paused_gc():
             for c0, c1 in chunks(first, n, req.step_s, self.config.max_points):
-                part.add(self.query_range_raw(req.query, c0, c1, req.step_s, req.label))
+                part.add(self.query_range_raw(req.query, c0, c1, req.step_s, req.label, retries))
         return part.finish(self.stats)
 
     def _range_batch(self, reqs: Sequence[RangeRequest]) -> list[Series | PrometheusError]:
@@ -504,7 +504,8 @@ class PrometheusClient:
                 )
         except PrometheusError as exc:
             if exc.kind in ("query", "data", "timeout"):
-                alone = [self._one(r) for r in reqs]
+                # After a timed-out batch each query is tried once (the batch was a first attempt).
+                alone = [self._one(r, 0 if exc.kind == "timeout" else None) for r in reqs]
                 slow = [
                     r.query
                     for r, got in zip(reqs, alone, strict=True)
@@ -540,9 +541,13 @@ class PrometheusClient:
                 out.append(exc)
         return out
 
-    def _one(self, req: RangeRequest) -> Series | PrometheusError:
+    def _one(self, req: RangeRequest, retries: int | None = None) -> Series | PrometheusError:
+        # A query known to time out is tried once a read, not 4 times: a cycle waits one timeout for
+        # it at most (the loop then backs that workload off), never minutes.
+        if retries is None and req.query in self.slow_queries:
+            retries = 0
         try:
-            return self.range_series(req)
+            return self.range_series(req, retries)
         except PrometheusError as exc:
             return exc
 
