@@ -667,7 +667,10 @@ class LSTMForecaster(Forecaster):
             declared = config.feature_spec(spec.step_s)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"LSTM checkpoint {path} has a malformed 'config' ({exc}).", RETRAIN) from exc
-        if declared != spec:
+        # Formats 1 and 2 (upgraded on load) did not keep every window setting in their config:
+        # their spec is the only record, so only checkpoints of format 3 on are checked against it.
+        original = raw.get("format_version") if isinstance(raw, dict) else None
+        if isinstance(original, int) and original >= 3 and declared != spec:
             changed = [k for k in asdict(spec) if getattr(spec, k) != getattr(declared, k)]
             raise CheckpointError(
                 f"LSTM checkpoint {path}: its input windows (spec) differ from its config's in {', '.join(changed)}: "

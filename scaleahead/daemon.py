@@ -327,11 +327,18 @@ class _CapturingHistory:
         self.inner = inner
         self.last: Mapping[WorkloadRef, Series] = {}
         self.blocked: set[str] = set()
+        #: The last read's per-workload errors from the wrapped source (Prometheus), for the report;
+        #: never those of workloads this read left out (backing off).
+        self.errors: dict[WorkloadRef, str] = {}
 
     def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
         self.last = {}
+        self.errors = {}
         wanted = [p for p in policies if p.workload.key not in self.blocked]
         self.last = self.inner.read(wanted, now) if wanted else {}
+        if wanted:
+            keys = {p.workload for p in wanted}
+            self.errors = {r: m for r, m in (getattr(self.inner, "errors", None) or {}).items() if r in keys}
         return self.last
 
 

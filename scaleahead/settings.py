@@ -9,11 +9,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scaleahead.errors import ConfigError
+
+#: The variables Kubernetes sets for a Service ``scaleahead-<name>`` in the pod's namespace (service
+#: links: ``SCALEAHEAD_WEBHOOK_SERVICE_HOST``, ``SCALEAHEAD_WEBHOOK_PORT``, ...): never settings.
+_SERVICE_LINK = re.compile(
+    r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_[A-Z]+)?)?)$"
+)
 
 #: No setting may be infinite or NaN: ``SCALEAHEAD_LOOP__INTERVAL_S=inf`` passed every ``gt=0`` check
 #: and failed every cycle.
@@ -293,15 +300,20 @@ class Settings(BaseModel):
         data: dict[str, dict[str, Any]] = {}
         names: dict[tuple[str, str], str] = {}
         for key, value in env.items():
-            if key.startswith("SCALEAHEAD_") and "__" not in key:
+            if key.startswith("SCALEAHEAD_") and "__" not in key and not _SERVICE_LINK.match(key):
+                # SCALEAHEAD_ACTUATION_DRY_RUN: a real setting one underscore short, never ignored. Only
+                # real group and field names: Kubernetes gives pods SCALEAHEAD_WEBHOOK_SERVICE_HOST and
+                # the like for the Services of the namespace (service links), which are not settings.
                 head = key.removeprefix("SCALEAHEAD_").lower()
-                group = next((g for g in cls.model_fields if head.startswith(g + "_")), None)
-                if group is not None:  # SCALEAHEAD_ACTUATION_DRY_RUN: one underscore short, never ignored
-                    field = head.removeprefix(group + "_").upper()
-                    raise ConfigError(
-                        f"Unknown setting {key}: a group and its field are joined by two underscores.",
-                        f"Did you mean SCALEAHEAD_{group.upper()}__{field}? (docs/configuration.md)",
-                    )
+                for group, info in cls.model_fields.items():
+                    sub = info.annotation
+                    fields = sub.model_fields if isinstance(sub, type) and issubclass(sub, BaseModel) else {}
+                    if head.startswith(group + "_") and head.removeprefix(group + "_") in fields:
+                        raise ConfigError(
+                            f"Unknown setting {key}: a group and its field are joined by two underscores.",
+                            f"Did you mean SCALEAHEAD_{group.upper()}__{head.removeprefix(group + '_').upper()}? "
+                            "(docs/configuration.md)",
+                        )
             if key.startswith("SCALEAHEAD_") and "__" in key:
                 group, field = key.removeprefix("SCALEAHEAD_").lower().split("__", 1)
                 groups = cls.model_fields

@@ -76,6 +76,18 @@ def test_a_group_variable_one_underscore_short_is_an_error_with_the_right_name()
         Settings.from_env({"SCALEAHEAD_ACTUATION_DRY_RUN": "true"})
 
 
+def test_kubernetes_service_link_variables_are_not_settings() -> None:
+    # Kubernetes sets these in every pod of the namespace of the Service scaleahead-webhook.
+    links = {
+        "SCALEAHEAD_WEBHOOK_SERVICE_HOST": "10.96.0.12",
+        "SCALEAHEAD_WEBHOOK_SERVICE_PORT": "443",
+        "SCALEAHEAD_WEBHOOK_PORT": "tcp://10.96.0.12:443",
+        "SCALEAHEAD_WEBHOOK_PORT_443_TCP": "tcp://10.96.0.12:443",
+        "SCALEAHEAD_WEBHOOK_PORT_443_TCP_ADDR": "10.96.0.12",
+    }
+    assert Settings.from_env(links) == Settings()
+
+
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity"])
 def test_no_setting_may_be_infinite_or_nan(value: str) -> None:
     with pytest.raises(ConfigError, match="SCALEAHEAD_LOOP__INTERVAL_S=.*finite number"):

@@ -172,7 +172,7 @@ def build_snapshot(
     Each pod's forecast peak is its history's maximum (a long-horizon peak). With ``peak_ratio``
     or ``peak_lookback_s`` it is what the control loop computes instead
     (``scaleahead.loop.with_forecast_peaks_of``, through ``planner.rebalance.with_forecast_peaks``:
-    the larger of request and usage, times a ratio over the usage now): the forecast ratio
+    the usage times a ratio, never below the request): the forecast ratio
     ``peak_ratio`` (1 if not given; the same for every pod), or, when larger, the highest usage of
     the pod's last ``peak_lookback_s`` of history over its usage now (the loop's
     ``PLACEMENT_LOOKBACK_S``, a day, on its workload's demand).

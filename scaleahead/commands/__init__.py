@@ -53,9 +53,11 @@ def check_output(path: Path | None, option: str, suffix: str | None = None) -> N
         raise UserError(f"{option} {path} is a folder.", "Give a file path.")
     if not path.parent.is_dir():
         raise UserError(f"The folder of {option} {path} does not exist.", "Create it first or choose another path.")
+    if path.exists():  # written in place: the file must be writable, not its folder (/dev/stdout)
+        if not os.access(path, os.W_OK):
+            raise UserError(f"{option} {path} cannot be written (no permission).", "Choose another path.")
+        return
     _check_writable(path.parent, option, path)
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UserError(f"{option} {path} cannot be written (no permission).", "Choose another path.")
 
 
 def check_folder(path: Path, option: str) -> None:

@@ -72,6 +72,7 @@ def make_config(
 
     from scaleahead.prometheus.client import PrometheusConfig
     from scaleahead.prometheus.history import credentials
+    from scaleahead.settings import Settings
 
     def env(name: str, given: str | None) -> str | None:
         return given if given is not None else os.environ.get(f"SCALEAHEAD_PROMETHEUS__{name}") or None
@@ -90,7 +91,7 @@ def make_config(
         insecure_skip_verify=insecure,
         timeout_s=timeout,
         max_concurrency=concurrency,
-        accept_partial=os.environ.get("SCALEAHEAD_PROMETHEUS__ACCEPT_PARTIAL", "").strip().lower() in ("1", "true"),
+        accept_partial=Settings.from_env().prometheus.accept_partial,  # as the control loop reads it
     )
 
 

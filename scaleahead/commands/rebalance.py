@@ -141,8 +141,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--peak-ratio",
-                help="Give pods the control loop's forecast peak (the larger of request and usage, times this "
-                "forecast ratio for every workload) instead of their history's maximum.",
+                help="Give pods the control loop's forecast peak instead of their history's maximum: their "
+                "usage times this forecast ratio (the same for every workload), never below their request.",
             ),
         ] = None,
         peak_lookback_hours: Annotated[

@@ -53,6 +53,8 @@ log = logging.getLogger("scaleahead.prometheus")
 #: Prometheus refuses a range query with more than this many points per series.
 PROMETHEUS_MAX_POINTS = 11_000
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+#: Reads a query that timed out alone is then read alone, without retries, before it is batched again.
+SLOW_READS = 30
 #: Label that tags each query's series in a batched request.
 BATCH_TAG = "scaleahead_batch_index"
 
@@ -212,9 +214,11 @@ class PrometheusClient:
         self.base = config.url.rstrip("/")
         self.stats = FetchStats()
         self._sleep = sleep
-        #: Queries that timed out when read alone: never batched again by this client.
-        self.slow_queries: set[str] = set()
-        #: Queries per batch: ``config.batch_size``, halved after a batch of fast queries timed out.
+        #: Queries read alone, and for how many more reads: 1 after their batch timed out (batched
+        #: again once read fine alone), ``SLOW_READS`` after they timed out alone too.
+        self._alone: dict[str, int] = {}
+        #: Queries per batch: ``config.batch_size``, halved when a batch times out, one more after
+        #: each batch of that size that goes through.
         self.batch_limit = config.batch_size
         self._lock = threading.Lock()
         kwargs: dict[str, Any] = {"maxsize": max(1, config.max_concurrency), "block": True, "retries": False}
@@ -230,6 +234,12 @@ class PrometheusClient:
                 kwargs["cert_file"] = config.cert_file
                 kwargs["key_file"] = config.key_file
         self._pool = urllib3.PoolManager(**kwargs)
+
+    @property
+    def alone(self) -> dict[str, int]:
+        """Queries read alone (not batched), and for how many more reads (a copy)."""
+        with self._lock:
+            return dict(self._alone)
 
     def close(self) -> None:
         self._pool.clear()
@@ -479,11 +489,12 @@ class PrometheusClient:
         ``label_replace(Q, tag, "i", "", "")`` adds label ``tag="i"`` to every series of query
         ``i``; ``or`` unions them (their label sets differ by the tag, so nothing is dropped). A
         query that does not parse on its own fails the whole batch: then each is read alone, so
-        the error names the right workload. A batch that times out is not tried again whole (one
-        slow query, or the batch's own cost, would fail every query in it): each query is read
-        alone, with its retries, and one that times out alone is read alone from then on
-        (``slow_queries``), so the next cycles' batches hold only the fast ones. A 5xx answer gets
-        the batch retried whole (an overloaded server is not sent one request per query).
+        the error names the right workload. A batch that times out fails its queries for this
+        read, without a retry (one slow query, or the batch's own cost, would fail it again): on
+        the next read each is read alone, in parallel, once; one that is fast alone is batched
+        again, one that times out alone too stays alone for ``SLOW_READS`` reads (``alone``), and
+        the batch size is halved (it grows back by one per batch that goes through). A 5xx answer
+        gets the batch retried whole (an overloaded server is not sent one request per query).
         """
         head = reqs[0]
         first, n = grid(head.start, head.end, head.step_s)
@@ -503,26 +514,25 @@ class PrometheusClient:
                     query, first, end, head.step_s, label, retries=max(0, self.config.retries - 1)
                 )
         except PrometheusError as exc:
-            if exc.kind in ("query", "data", "timeout"):
-                # After a timed-out batch each query is tried once (the batch was a first attempt).
-                alone = [self._one(r, 0 if exc.kind == "timeout" else None) for r in reqs]
-                slow = [
-                    r.query
-                    for r, got in zip(reqs, alone, strict=True)
-                    if isinstance(got, PrometheusError) and got.kind == "timeout"
-                ]
-                if exc.kind == "timeout":
-                    with self._lock:
-                        self.slow_queries.update(slow)
-                        if not slow:  # each alone was fast: the batch itself is too big for the timeout
-                            self.batch_limit = max(1, min(self.batch_limit, len(reqs) // 2))
-                            log.info(
-                                "a batch of %d queries timed out: batches of at most %d from now on",
-                                len(reqs),
-                                self.batch_limit,
-                            )
-                return alone
+            if exc.kind == "timeout":
+                # Not retried, and not read query by query now (one after another that could take a
+                # timeout each): each is read alone, in parallel, on the next read; this one fails.
+                with self._lock:
+                    for r in reqs:
+                        self._alone[r.query] = max(self._alone.get(r.query, 0), 1)
+                    self.batch_limit = max(1, min(self.batch_limit, len(reqs) // 2))
+                log.info(
+                    "a batch of %d queries timed out: each is read alone next time, batches of at most %d",
+                    len(reqs),
+                    self.batch_limit,
+                )
+                return [exc.for_request(r.label, r.query) for r in reqs]
+            if exc.kind in ("query", "data"):
+                return [self._one(r) for r in reqs]
             return [exc.for_request(r.label, r.query) for r in reqs]
+        with self._lock:  # a batch as big as allowed went through: allow one more, up to batch_size
+            if len(reqs) >= self.batch_limit:
+                self.batch_limit = min(self.config.batch_size, self.batch_limit + 1)
         parts: list[list[Any]] = [[] for _ in reqs]
         for item in result:
             metric = item.get("metric", {})
@@ -542,14 +552,25 @@ class PrometheusClient:
         return out
 
     def _one(self, req: RangeRequest, retries: int | None = None) -> Series | PrometheusError:
-        # A query known to time out is tried once a read, not 4 times: a cycle waits one timeout for
-        # it at most (the loop then backs that workload off), never minutes.
-        if retries is None and req.query in self.slow_queries:
+        # A query read alone after a timeout is tried once a read, not 4 times: a read waits one
+        # timeout for it at most (the loop then backs that workload off), never minutes.
+        with self._lock:
+            alone = self._alone.get(req.query, 0)
+        if retries is None and alone:
             retries = 0
         try:
-            return self.range_series(req, retries)
+            got: Series | PrometheusError = self.range_series(req, retries)
         except PrometheusError as exc:
-            return exc
+            got = exc
+        if alone:
+            with self._lock:
+                if isinstance(got, PrometheusError) and got.kind == "timeout":
+                    self._alone[req.query] = SLOW_READS  # slow alone too: alone for a while
+                elif alone <= 1:
+                    self._alone.pop(req.query, None)  # fast alone: batched again
+                else:
+                    self._alone[req.query] = alone - 1
+        return got
 
     def fetch_many(self, requests: Sequence[RangeRequest]) -> list[Series | PrometheusError]:
         """Read many series in parallel (at most ``max_concurrency`` requests at a time), in order.
@@ -565,7 +586,7 @@ class PrometheusClient:
         groups: dict[tuple[float, int, float], list[int]] = {}
         for i, r in enumerate(requests):
             first, n = grid(r.start, r.end, r.step_s)
-            if self.batch_limit > 1 and 0 < n <= self.config.batch_points and r.query not in self.slow_queries:
+            if self.batch_limit > 1 and 0 < n <= self.config.batch_points and r.query not in self._alone:
                 groups.setdefault((first, n, r.step_s), []).append(i)
             else:
                 tasks.append([i])

@@ -349,7 +349,9 @@ def credentials(
 def read_range(
     client: PrometheusClient, policies: Sequence[Policy], start: float, end: float
 ) -> tuple[dict[WorkloadRef, Series], dict[WorkloadRef, str]]:
-    """Each policy's demand over ``[start, end)`` (e.g. for training), read in parallel and chunked.
+    """Each policy's demand from the Prometheus points in ``[start, end)`` (e.g. for training), read
+    in parallel and chunked, as ``Series`` steps (``as_steps``: each point is the step that ends
+    at it, so the series starts one step before ``start``).
 
     Returns:
         the series of the workloads that could be read, and an error message per workload that

@@ -99,3 +99,36 @@ def test_a_champion_that_could_not_be_loaded_is_tried_again_later(daemon_factory
     clock.sleep(UNLOADABLE_RETRY_S)
     daemon.run(lambda: False, max_ticks=8)
     assert daemon.deps.model_version_id == champion
+
+
+class _OneFails:
+    """A per-workload source (like PrometheusHistory): the first policy's read fails, named in ``errors``."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner = inner
+        self.errors: dict = {}  # type: ignore[type-arg]
+        self.asked: list[set[str]] = []
+
+    def read(self, policies, now):  # type: ignore[no-untyped-def]
+        self.asked.append({p.workload.key for p in policies})
+        got = dict(self.inner.read(policies, now))
+        bad = policies[0].workload if policies else None
+        self.errors = {bad: "query failed: HTTP 422"} if bad is not None and bad.key.endswith("/web0") else {}
+        got.pop(bad, None) if self.errors else None
+        return got
+
+
+def test_a_workloads_failed_history_read_reaches_the_report_and_backs_off_once(daemon_factory: DaemonFactory) -> None:
+    daemon, clock, _, _ = daemon_factory(n=2)
+    source = _OneFails(daemon.history.inner)
+    daemon.history.inner = source
+    first = daemon.tick(clock.now())
+    failing = daemon.deps.policies[0].workload.key
+    assert first.report is not None and first.report.errors[failing] == "history: query failed: HTTP 422"
+    assert failing in daemon.backoff.failures
+    failures = daemon.backoff.failures[failing]
+    clock.advance_to(clock.now() + 5.0)
+    second = daemon.tick(clock.now())  # backing off (10 s): not read, and not reported again
+    assert failing not in source.asked[-1]
+    assert second.report is not None and failing not in second.report.errors
+    assert daemon.backoff.failures[failing] == failures

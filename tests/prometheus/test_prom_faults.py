@@ -182,27 +182,42 @@ def test_a_missing_tls_file_in_the_settings_is_a_clear_error(tmp_path) -> None:
 
 
 def test_one_slow_query_in_a_batch_fails_only_itself_and_is_read_alone_from_then_on(prom, proxy) -> None:
+    from scaleahead.prometheus.client import SLOW_READS
+
     names = sorted(prom.workers)
     slow = names[0]
     proxy.state.slow_marker = f'workload="{slow}"'
     proxy.state.slow_delay_s = 1.0
     t0 = prom.workers[slow].start + 600
     reqs = [RangeRequest(f"default/{k}", f'nasa_requests{{workload="{k}"}}', t0, t0 + 300, 10.0) for k in names]
-    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=1)
+    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=4)
     with PrometheusClient(cfg) as c:
-        got = c.fetch_many(reqs)
-        # Before: the batch's timeout was copied to every query in it, cycle after cycle. Now: the
-        # batch (no retry), then each query once: a cycle waits 2 timeouts, not 4 x 2 plus back-off.
-        assert len(proxy.state.seen) == 1 + len(names)
-        assert isinstance(got[0], PrometheusError) and got[0].kind == "timeout" and f"default/{slow}" in got[0].message
-        for k, g in zip(names[1:], got[1:], strict=True):
+        # The batch times out: one request, no retry (before: 4 attempts, and then the same again
+        # every cycle, every workload of the batch failed); each query is read alone next time.
+        first = c.fetch_many(reqs)
+        assert all(isinstance(g, PrometheusError) and g.kind == "timeout" for g in first)
+        assert len(proxy.state.seen) == 1 and c.alone == {r.query: 1 for r in reqs}
+        proxy.state.seen.clear()
+        second = c.fetch_many(reqs)  # each alone, in parallel, once: only the slow one fails
+        assert len(proxy.state.seen) == len(names)
+        assert isinstance(second[0], PrometheusError) and second[0].kind == "timeout"
+        assert f"default/{slow}" in second[0].message
+        for k, g in zip(names[1:], second[1:], strict=True):
             assert not isinstance(g, PrometheusError), g.message
             np.testing.assert_array_equal(g.values, prom.workers[k].between(t0, t0 + 310).values)
-        assert c.slow_queries == {reqs[0].query}
+        assert c.alone == {reqs[0].query: SLOW_READS}
         proxy.state.seen.clear()
-        again = c.fetch_many(reqs)  # the fast ones in one batch, the slow one alone, tried once
-        assert all(not isinstance(g, PrometheusError) for g in again[1:])
-        assert len(proxy.state.seen) == 1 + 1
+        third = c.fetch_many(reqs)  # the fast ones batched again (at most 4: halved), the slow one alone, once
+        assert all(not isinstance(g, PrometheusError) for g in third[1:])
+        assert c.batch_limit >= 4 and len(proxy.state.seen) == 2 + 1
+        assert c.alone == {reqs[0].query: SLOW_READS}  # timed out alone again: alone for SLOW_READS more
+        proxy.state.slow_marker = None  # it recovers: batched again after SLOW_READS reads alone
+        for _ in range(SLOW_READS):
+            c.fetch_many(reqs)
+        assert c.alone == {}
+        proxy.state.seen.clear()
+        assert all(not isinstance(g, PrometheusError) for g in c.fetch_many(reqs))
+        assert len(proxy.state.seen) == 1
 
 
 def test_a_batch_slower_than_the_timeout_whose_queries_are_fast_alone_is_halved(prom, proxy) -> None:
@@ -211,11 +226,16 @@ def test_a_batch_slower_than_the_timeout_whose_queries_are_fast_alone_is_halved(
     proxy.state.slow_delay_s = 1.0
     t0 = prom.workers[names[0]].start + 600
     reqs = [RangeRequest(f"default/{k}", f'nasa_requests{{workload="{k}"}}', t0, t0 + 300, 10.0) for k in names]
-    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=1, batch_size=8)
+    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=4, batch_size=8)
     with PrometheusClient(cfg) as c:
-        got = c.fetch_many(reqs)
-        assert all(not isinstance(g, PrometheusError) for g in got)  # each read alone
-        assert c.slow_queries == set() and c.batch_limit == len(names) // 2
+        c.fetch_many(reqs)
+        assert c.batch_limit == len(names) // 2
+        got = c.fetch_many(reqs)  # each alone: fast
+        assert all(not isinstance(g, PrometheusError) for g in got) and c.alone == {}
+        proxy.state.slow_marker = None  # the server is quick again: the batches grow back
+        for _ in range(8):
+            assert all(not isinstance(g, PrometheusError) for g in c.fetch_many(reqs))
+        assert c.batch_limit == 8
 
 
 def test_an_answer_warned_to_be_partial_is_not_used_as_demand(prom, proxy, make_policy) -> None:
