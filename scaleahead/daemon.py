@@ -727,6 +727,12 @@ class Daemon:
         except DataError as exc:  # counted as a failed run by _record_job
             log.warning("retraining skipped: %s", exc, extra={"event": "retrain_skipped"})
             raise
+        finally:
+            # The training window (a week of every workload: ~600 MB for 1,000 at 10 s) is read once
+            # a day; between retrainings its source need not hold it (its disk cache, if any, stays).
+            release = getattr(self.training_history, "release", None)
+            if self.training_history is not self.deps.history and callable(release):
+                release()
         self.retrained.append(result)
         self.live.reset_drift()
         if result.rollout_ids and result.model is not None:

@@ -168,6 +168,12 @@ class PrometheusHistory:
             out[ref] = Series(ref.key, entry.start + (i0 - 1) * step, step, view, policy.spec.demand.unit)
         return out
 
+    def release(self) -> None:
+        """Drop the in-memory copies of the history (series returned earlier stay valid: each holds
+        its buffer). The next read loads it from the disk cache, if there is one, and reads only
+        what is new; without one, it reads the window again."""
+        self._entries.clear()
+
     # -- planning what to fetch -----------------------------------------------------------------
 
     def _key(self, query: str, step_s: float) -> str:

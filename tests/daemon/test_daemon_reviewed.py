@@ -132,3 +132,21 @@ def test_a_workloads_failed_history_read_reaches_the_report_and_backs_off_once(d
     assert failing not in source.asked[-1]
     assert second.report is not None and failing not in second.report.errors
     assert daemon.backoff.failures[failing] == failures
+
+
+def test_the_training_window_is_released_after_a_retraining(daemon_factory: DaemonFactory) -> None:
+    class Releasing:
+        def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+            self.inner, self.released = inner, 0
+
+        def read(self, policies, now):  # type: ignore[no-untyped-def]
+            return self.inner.read(policies, now)
+
+        def release(self) -> None:
+            self.released += 1
+
+    daemon, clock, _, _ = daemon_factory(n=1)
+    training = Releasing(daemon.training_history)
+    daemon.training_history = training
+    assert daemon._retrain(clock.now(), "test") is not None
+    assert training.released == 1

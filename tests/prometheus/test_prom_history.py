@@ -216,3 +216,19 @@ def test_read_range_gives_each_workload_its_history_for_training(prom, make_poli
         series, errors = read_range(c, [good, bad], prom.web.start, prom.web.end)
     np.testing.assert_array_equal(series[good.workload].values, prom.web.values)
     assert set(errors) == {bad.workload} and "default/gone" in errors[bad.workload]
+
+
+def test_a_released_history_reads_from_its_disk_cache_only_what_is_new(prom, make_policy, tmp_path) -> None:
+    policies = [make_policy(k, f'nasa_requests{{workload="{k}"}}') for k in prom.workers]
+    now = prom.workers["w01"].start + 3 * HOUR
+    hist = source(prom.url, cache_dir=tmp_path)
+    kept = hist.read(policies, now)
+    hist.release()  # as the daemon does after a retraining: nothing held in memory
+    assert hist._entries == {}
+    before = hist.client.stats.points
+    again = hist.read(policies, now + 120)
+    assert hist.client.stats.points - before <= 8 * 15  # from the disk cache: 12 new + 3 overlap each
+    fresh = source(prom.url).read(policies, now + 120)
+    for ref, s in again.items():
+        np.testing.assert_array_equal(s.values, fresh[ref].values)
+    assert all(len(s) for s in kept.values())  # what was returned before stays valid
