@@ -433,16 +433,17 @@ class Store:
                 qs = fc.quantiles
                 if isinstance(qs, QuantileRows):  # a row of a forecaster batch: already [K, horizon], ascending
                     keys = list(qs.levels)
-                    values = qs.batch[qs.row].astype(np.float16)
+                    raw = qs.batch[qs.row]
                 else:
                     keys = sorted(qs)
-                    values = np.stack([qs[k] for k in keys]).astype(np.float16)
+                    raw = np.stack([qs[k] for k in keys])
+                values, prefix = _compact(raw)
                 rows.append(
                     {
                         "workload_id": wid,
                         "origin": fc.origin,
                         "step_s": fc.step_s,
-                        "quantiles": ",".join(f"{k:g}" for k in keys),
+                        "quantiles": prefix + ",".join(f"{k:g}" for k in keys),
                         "model": fc.model,
                         "model_version_id": model_version_id,
                         "values_f16": values.tobytes(),
@@ -466,8 +467,10 @@ class Store:
             )
             out = []
             for r in rows:
-                keys = [float(k) for k in r.quantiles.split(",")]
-                arr = np.frombuffer(r.values_f16, dtype=np.float16).reshape(len(keys), -1).astype(np.float64)
+                wide = r.quantiles.startswith(F32_PREFIX)
+                keys = [float(k) for k in r.quantiles.removeprefix(F32_PREFIX).split(",")]
+                dtype = np.float32 if wide else np.float16
+                arr = np.frombuffer(r.values_f16, dtype=dtype).reshape(len(keys), -1).astype(np.float64)
                 out.append(Forecast(ref, r.origin, r.step_s, {k: arr[i] for i, k in enumerate(keys)}, r.model))
             return out
 
@@ -1052,6 +1055,23 @@ def _model(r: ModelVersionRow) -> ModelVersion:
         r.artifact_path,
         r.artifact_sha256,
     )
+
+
+#: Marks a stored forecast whose values are float32 (its ``quantiles`` field starts with it).
+F32_PREFIX = "f32:"
+#: The largest float16: a forecast with a value above it (10,000 req/s per 10 s step) is stored as
+#: float32, not as inf.
+F16_MAX = float(np.finfo(np.float16).max)
+
+
+def _compact(values: Any) -> tuple[Any, str]:
+    """``[K, horizon]`` as float16 (3 significant digits, half the bytes), or as float32 with
+    ``F32_PREFIX`` when a finite value does not fit float16 (it would be stored as inf)."""
+    arr = np.asarray(values, dtype=np.float64)
+    finite = arr[np.isfinite(arr)]
+    if finite.size and float(np.abs(finite).max()) > F16_MAX:
+        return arr.astype(np.float32), F32_PREFIX
+    return arr.astype(np.float16), ""
 
 
 def _aware(t: datetime) -> datetime:

@@ -60,6 +60,19 @@ def test_forecasts_round_trip_within_float16_precision(db_url: str) -> None:
     np.testing.assert_allclose(back[0].quantiles[0.9], q[0.9], rtol=1e-3)
 
 
+def test_forecasts_above_the_float16_range_are_stored_wide_not_as_infinity(db_url: str) -> None:
+    store = Store(db_url, forecast_interval_s=0)
+    big = {0.5: np.linspace(60_000, 150_000, 90), 0.9: np.linspace(70_000, 170_000, 90)}
+    small = {0.5: np.linspace(1, 11, 90), 0.9: np.linspace(2, 12, 90)}
+    store.record_forecasts([Forecast(WEB, 1000.0, 10.0, big, "naive"), Forecast(WEB, 1010.0, 10.0, small, "naive")])
+    wide, narrow = store.forecasts(WEB)
+    for q in big:  # before: every value above 65,504 came back as inf
+        assert np.isfinite(wide.quantiles[q]).all()
+        np.testing.assert_allclose(wide.quantiles[q], big[q], rtol=1e-6)
+        np.testing.assert_allclose(narrow.quantiles[q], small[q], rtol=1e-3)  # still float16
+    store.close()
+
+
 def test_forecasts_of_a_forecaster_batch_round_trip_like_plain_ones(db_url: str) -> None:
     store = Store(db_url)
     refs = [WorkloadRef("Deployment", "default", f"w{i}") for i in range(3)]

@@ -147,8 +147,8 @@ def workload_ref(key: str) -> WorkloadRef:
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise DataError(
             f"--workload {key!r} is not a workload key Kind/namespace/name.",
-            "Give e.g. --workload Deployment/default/web, or leave --workload out to report every workload "
-            "with stored forecasts.",
+            "Give e.g. --workload Deployment/default/web (it may be left out when the database holds the "
+            "forecasts of one workload only).",
         )
     return WorkloadRef(*parts)
 
@@ -157,6 +157,17 @@ def from_stored(workload: str, stored: Sequence[Forecast], actual: Series) -> Sc
     """Forecasts recorded during operation, against the actual demand series."""
     if not stored:
         raise DataError(f"No stored forecasts for {workload}.", "Run the control loop first, or check --workload.")
+    # A forecast with an infinite value (stored as float16 before values above 65,504 were kept as
+    # float32) would score inf and count as covered: left out, and said so.
+    finite = [fc for fc in stored if all(np.isfinite(np.asarray(v)).all() for v in fc.quantiles.values())]
+    if not finite:
+        raise DataError(
+            f"Every stored forecast of {workload} has an infinite value ({len(stored)}): they were stored "
+            "before values above 65,504 were kept.",
+            "Report on forecasts stored since.",
+        )
+    left_out = len(stored) - len(finite)
+    stored = finite
     step = stored[0].step_s
     if abs(step - actual.step_s) > 1e-6:
         raise DataError(
@@ -182,7 +193,10 @@ def from_stored(workload: str, stored: Sequence[Forecast], actual: Series) -> Sc
     main = max(by_model, key=lambda m: len(by_model[m]))
     rows = by_model[main]
     forecasts = {main: {q: np.stack([stored[i].quantiles[q][:h] for i in rows]) for q in stored[rows[0]].quantiles}}
-    return Scored(workload, step, times[rows], act[rows], forecasts, "stored forecasts")
+    source = "stored forecasts"
+    if left_out:
+        source += f" ({left_out} with infinite values, stored before values above 65,504 were kept, left out)"
+    return Scored(workload, step, times[rows], act[rows], forecasts, source)
 
 
 def _num(v: Any, fmt: str) -> str:

@@ -482,11 +482,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             actual = load_series(trace, column=column)
             store = Store(db, create=False)  # it only reads: a missing database is an error, never created
             refs = given or store.workloads()
+            stored_by = {ref: store.forecasts(ref) for ref in refs}
+            stored_by = {ref: fcs for ref, fcs in stored_by.items() if fcs}
+            if not given and len(stored_by) > 1:
+                # One trace is one workload's demand: scoring the others against it would show
+                # another service's error (before, every stored workload was scored against it).
+                keys = [r.key for r in stored_by]
+                raise UserError(
+                    f"{store._safe_url()} holds forecasts of {len(keys)} workloads ({', '.join(keys[:5])}"
+                    f"{' ...' if len(keys) > 5 else ''}), and --trace {trace} is the demand of one.",
+                    "Name that workload with --workload KIND/NS/NAME.",
+                )
             found = 0
-            for ref in refs:
-                stored = store.forecasts(ref)
-                if not stored:
-                    continue
+            for ref, stored in stored_by.items():
                 sc = rp.from_stored(ref.key, stored, actual)
                 scored.append(sc)
                 summaries.append(rp.summary_of(sc))

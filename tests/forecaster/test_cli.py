@@ -138,6 +138,15 @@ def test_report_compares_forecasts_stored_during_operation_with_the_actual_trace
     assert "Deployment/shop/web" in html
     assert "window_mean" in html
     assert html.count("data:image/png;base64,") >= 3
+    # A second workload's forecasts: one trace is one workload's demand, so it must be named.
+    other = WorkloadRef("Deployment", "shop", "api")
+    store.record_forecasts([model.forecast(other, s, s.start + 86400 + k * 600.0, 15) for k in range(5)], force=True)
+    both = run("report", "--db", db, "--trace", str(csv_trace), "--out", str(tmp_path / "both.html"))
+    assert both.returncode == 2 and "holds forecasts of 2 workloads" in both.stderr and "--workload" in both.stderr
+    named = run(
+        "report", "--db", db, "--trace", str(csv_trace), "--workload", "Deployment/shop/web", "--out", str(html_path)
+    )
+    assert named.returncode == 0, named.stderr
 
 
 @pytest.mark.slow
