@@ -176,6 +176,13 @@ class LiveError:
         self.matured = 0
         self.daily: dict[WorkloadRef, _Daily] = {}
 
+    def forget(self, keys: set[str]) -> None:
+        """Drop everything kept for the workloads ``keys`` (their policies were removed)."""
+        tables: tuple[dict[WorkloadRef, Any], ...] = (self.pending, self.last_sample, self.error, self.daily)
+        for table in tables:
+            for ref in [r for r in table if r.key in keys]:
+                del table[ref]
+
     def observe(
         self, forecasts: Mapping[WorkloadRef, Forecast], history: Mapping[WorkloadRef, Series], now: float
     ) -> None:
@@ -657,6 +664,7 @@ class Daemon:
             del self.target.recent[ref]
         if gone:
             self.metrics.forget(gone)  # its gauges would otherwise stay (and alert) until a restart
+            self.live.forget(gone)  # and its error would come back, frozen, in the gauge and the median
         self.metrics.workloads.set(len(policies))
         if self.on_policies is not None:
             self.on_policies(self.deps.policies)

@@ -150,3 +150,19 @@ def test_the_training_window_is_released_after_a_retraining(daemon_factory: Daem
     daemon.training_history = training
     assert daemon._retrain(clock.now(), "test") is not None
     assert training.released == 1
+
+
+def test_a_removed_workloads_live_error_does_not_come_back(daemon_factory: DaemonFactory) -> None:
+    daemon, clock, _, _ = daemon_factory(n=2)
+    for _ in range(180):  # 30 minutes: forecasts mature and are scored
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+    web0, web1 = daemon.deps.policies
+    assert web1.workload in daemon.live.error
+    daemon.set_policies([web0])
+    for _ in range(180):
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+    # Before: its error came back, frozen, in its gauge and in the overall median (and drift).
+    assert all(r.key != web1.workload.key for r in daemon.live.error)
+    assert b'workload="Deployment/shop/web1"' not in daemon.metrics.render()
