@@ -464,6 +464,8 @@ class Daemon:
         self.cycle_backoff = 0.0
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="scaleahead-job") if background_jobs else None
         now = clock.now()
+        #: Start of the period the next accuracy report covers (this process's start, then the last report).
+        self.report_since = now
         self.jobs = Jobs(self._executor)
         j = settings.jobs
         if j.retrain_in_process:
@@ -913,9 +915,14 @@ class Daemon:
     def accuracy_report(self, now: float) -> Path | None:
         """Write the accuracy of the forecasts that matured since the last report (JSON)."""
         per = self.live.take_daily()
+        since, self.report_since = self.report_since, now
         wapes = [float(w) for v in per.values() if isinstance(w := v.get("wape"), float)]
         doc = {
             "created_at": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            # What it covers: the forecasts scored since the last report, or since this process
+            # started (a restart or a new leader starts afresh).
+            "period_start": _dt(since).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "period_end": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "model": self.deps.forecaster.name,
             "model_version_id": self.deps.model_version_id,
             "workloads": per,
@@ -925,7 +932,8 @@ class Daemon:
         if self.report_dir is None:
             return None
         self.report_dir.mkdir(parents=True, exist_ok=True)
-        path = self.report_dir / f"accuracy-{_dt(now - 1).strftime('%Y-%m-%d')}.json"
+        # Named for the day the period starts in: at 00:05 (the default) that is the day just ended.
+        path = self.report_dir / f"accuracy-{_dt(since).strftime('%Y-%m-%d')}.json"
         path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         self.reports.append(path)
         return path

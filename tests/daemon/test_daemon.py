@@ -482,3 +482,18 @@ def test_each_rollout_group_follows_its_own_rollout_and_a_promotion_in_any_reach
     daemon.run(lambda: False, max_ticks=2)
     assert daemon.deps.model_version_id == green and daemon.deps.forecaster.name == "naive"
     assert [(v.group, c.name) for v, c in daemon.deps.trials] == [("blue", "window_mean")]
+
+
+def test_the_daily_accuracy_report_is_named_for_the_day_it_covers(daemon_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    daemon, clock, _, _ = daemon_factory(n=1, report_dir=tmp_path / "reports")  # 1995-07-04 04:00 UTC
+    start = clock.now()
+    daemon.run(lambda: False, max_ticks=6 * 60 * 21)  # past the default 00:05 report of the next day
+    first = daemon.reports[0]
+    doc = json.loads(first.read_text())
+    day = datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%d")
+    # Before: named for the day it was written (00:05 of the next day), holding the day before.
+    assert first.name == f"accuracy-{day}.json"
+    assert doc["period_start"] == datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert doc["period_end"] == doc["created_at"] and doc["created_at"].endswith("00:05:00Z")
