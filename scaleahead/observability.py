@@ -134,6 +134,7 @@ class Metrics:
         self.live_error_all = Gauge(
             "scaleahead_live_forecast_error_overall", "Median over workloads of the live forecast error.", registry=r
         )
+        self.live_error_all.set(float("nan"))  # no error measured yet (not 0 %) until a forecast matures
         # The job's name is ``job_name``, not ``job``: Prometheus owns ``job`` (the scrape job) and
         # would rename ours to ``exported_job``.
         self.jobs = Counter(

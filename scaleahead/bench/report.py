@@ -332,14 +332,20 @@ def render(
     rows = []
     for s in summaries:
         scored_models = {m: v for m, v in s["models"].items() if "wql" in v}
-        best_wql = min((v["wql"] for v in scored_models.values()), default=float("nan"))
+        # NaN-aware: a NaN wql (all actuals zero) listed first must not leave the table without a best row.
+        best_wql = min((v["wql"] for v in scored_models.values() if np.isfinite(v["wql"])), default=float("nan"))
         for m, v in scored_models.items():
             cls = " class='best'" if v["wql"] == best_wql else ""
             rows.append(
                 f"<tr{cls}><td>{html.escape(str(s['trace']))}</td><td>{html.escape(m)}</td>"
-                f"<td>{v['mae']:.4g}</td><td>{_num(v.get('rel_mae'), '.3f')}</td><td>{v['wql']:.4f}</td>"
+                f"<td>{v['mae']:.4g}</td><td>{_num(v.get('rel_mae'), '.3f')}</td><td>{_num(v['wql'], '.4f')}</td>"
                 f"<td>{v['coverage_q90']:.3f}</td><td>{v.get('scored_points', '')}</td></tr>"
             )
+    if not rows:
+        parts.append(
+            "<p class='note'><b>Nothing was scored</b>: the inputs hold no model with a score (every model "
+            "failed, or the runs are empty). See each input's errors.</p>"
+        )
     parts.append("<h2>Per workload</h2><table><tr><th>workload</th><th>model</th><th>MAE</th><th>rel_mae</th>")
     parts.append("<th>wql</th><th>coverage_q90</th><th>scored points</th></tr>" + "".join(rows) + "</table>")
     by_name = {sc.workload: sc for sc in scored}
