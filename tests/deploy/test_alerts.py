@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,10 @@ def test_the_rules_read_only_metrics_and_labels_the_daemon_exports() -> None:
         assert used, name
         assert used <= exported, f"{name} reads unknown metrics {used - exported}"
         grouped = {x.strip() for by in re.findall(r"by \(([^)]*)\)", rule["expr"]) for x in by.split(",")}
-        assert grouped - {"job", "instance"} <= labels, f"{name} groups by labels no metric has"
+        # job and instance come from the scrape; shard from the ServiceMonitor's relabeling
+        assert grouped - {"job", "instance", "shard"} <= labels, f"{name} groups by labels no metric has"
+    monitor = (Path(__file__).resolve().parents[2] / "deploy" / "base" / "servicemonitor.yaml").read_text()
+    assert "targetLabel: shard" in monitor
 
 
 # -- a real Prometheus scraping the daemon's endpoint ---------------------------------------------------
@@ -171,6 +175,13 @@ def test_a_real_prometheus_scrapes_the_endpoint_and_evaluates_every_rule(tmp_pat
             rules = [r for g in _get(url + "/api/v1/rules")["groups"] for r in g["rules"]]
             assert len(rules) == len(alerts(rule_groups()))
             assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
+            # Every dashboard query parses and runs (the per-workload gauges are filtered to the leader).
+            board = json.loads((REPO / "deploy" / "grafana" / "scaleahead-dashboard.json").read_text())
+            for panel in board["panels"]:
+                for target in panel.get("targets", []):
+                    expr = target["expr"].replace("$workload", ".*")
+                    got = urllib.request.urlopen(url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+                    assert json.loads(got.read())["status"] == "success", expr
         finally:
             proc.terminate()
             proc.wait(timeout=30)
