@@ -81,6 +81,16 @@ def from_bench(json_path: Path, npz_path: Path | None) -> tuple[dict[str, Any], 
         raise DataError(
             f"{npz_path}: 'actual' must be one row per origin ({times.size} origins), got shape {actual.shape}.", redo
         )
+    # The .npz names no trace: check it against the run the JSON describes (another run's file was
+    # drawn under this trace's name and step).
+    want = (summary.get("origins"), summary.get("horizon_steps"))
+    got = (int(times.size), int(actual.shape[1]))
+    if all(isinstance(w, int) for w in want) and want != got:
+        raise DataError(
+            f"{npz_path} holds {got[0]} origins x {got[1]} steps, but {json_path.name} describes a run of "
+            f"{want[0]} x {want[1]}: they are not from the same `bench forecast` run.",
+            redo,
+        )
     for model, qs in forecasts.items():
         bad = [f"{q:g}" for q, a in qs.items() if a.shape != actual.shape]
         if bad or 0.5 not in qs:

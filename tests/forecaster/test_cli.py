@@ -113,6 +113,12 @@ def test_bench_forecast_scores_every_model_on_the_same_origins_and_writes_sectio
     assert "coverage_q90" in html
     assert "<td>lstm</td>" in html
     assert 'src="http' not in html  # nothing loaded from the network
+    # Another run's forecasts (here: fewer origins) with this JSON: refused, not drawn under its name.
+    other = tmp_path / "other.npz"
+    z = dict(np.load(npz))
+    np.savez(other, **{k: v[:-1] for k, v in z.items()})
+    mixed = run("report", "--bench", str(js), "--forecasts", str(other), "--out", str(tmp_path / "m.html"))
+    assert mixed.returncode == 2 and "not from the same `bench forecast` run" in mixed.stderr
 
 
 def test_report_compares_forecasts_stored_during_operation_with_the_actual_trace(
