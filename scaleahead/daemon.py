@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -175,6 +176,7 @@ class LiveError:
         self.error: dict[WorkloadRef, float] = {}
         self.matured = 0
         self.daily: dict[WorkloadRef, _Daily] = {}
+        self.daily_lock = threading.Lock()
 
     def forget(self, keys: set[str]) -> None:
         """Drop everything kept for the workloads ``keys`` (their policies were removed)."""
@@ -214,12 +216,13 @@ class LiveError:
             return
         err = float(np.abs(p.median[ok] - actual[ok]).sum())
         tot = float(np.abs(actual[ok]).sum())
-        day = self.daily.setdefault(ref, _Daily())
-        day.abs_err += err
-        day.actual += tot
-        day.under_q90 += int((actual[ok] <= p.q90[ok]).sum())
-        day.scored += int(ok.sum())
-        day.forecasts += 1
+        with self.daily_lock:  # the report job takes the day's counts on its own thread
+            day = self.daily.setdefault(ref, _Daily())
+            day.abs_err += err
+            day.actual += tot
+            day.under_q90 += int((actual[ok] <= p.q90[ok]).sum())
+            day.scored += int(ok.sum())
+            day.forecasts += 1
         if tot <= 0:
             return
         wape = err / tot
@@ -238,7 +241,9 @@ class LiveError:
     def take_daily(self) -> dict[str, dict[str, float | int | None]]:
         """The accumulated per-workload accuracy since the last call, then reset."""
         out: dict[str, dict[str, float | int | None]] = {}
-        for ref, d in sorted(self.daily.items()):
+        with self.daily_lock:  # no score lands between the read and the reset
+            daily, self.daily = self.daily, {}
+        for ref, d in sorted(daily.items()):
             out[ref.key] = {
                 "forecasts": d.forecasts,
                 "steps": d.scored,
@@ -246,7 +251,6 @@ class LiveError:
                 "wape": d.abs_err / d.actual if d.actual > 0 else None,
                 "coverage_q90": d.under_q90 / d.scored if d.scored else None,
             }
-        self.daily.clear()
         return out
 
 
