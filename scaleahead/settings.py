@@ -294,6 +294,12 @@ class Settings(BaseModel):
     log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod
+    def _fields_of(cls, group: str) -> dict[str, Any]:
+        """The fields of settings group ``group`` (none for a field that is not a group)."""
+        sub = cls.model_fields[group].annotation
+        return dict(sub.model_fields) if isinstance(sub, type) and issubclass(sub, BaseModel) else {}
+
+    @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Defaults overridden by ``SCALEAHEAD_GROUP__FIELD`` environment variables."""
         env = os.environ if environ is None else environ
@@ -305,10 +311,8 @@ class Settings(BaseModel):
                 # real group and field names: Kubernetes gives pods SCALEAHEAD_WEBHOOK_SERVICE_HOST and
                 # the like for the Services of the namespace (service links), which are not settings.
                 head = key.removeprefix("SCALEAHEAD_").lower()
-                for group, info in cls.model_fields.items():
-                    sub = info.annotation
-                    fields = sub.model_fields if isinstance(sub, type) and issubclass(sub, BaseModel) else {}
-                    if head.startswith(group + "_") and head.removeprefix(group + "_") in fields:
+                for group in cls.model_fields:
+                    if head.startswith(group + "_") and head.removeprefix(group + "_") in cls._fields_of(group):
                         raise ConfigError(
                             f"Unknown setting {key}: a group and its field are joined by two underscores.",
                             f"Did you mean SCALEAHEAD_{group.upper()}__{head.removeprefix(group + '_').upper()}? "
@@ -322,8 +326,7 @@ class Settings(BaseModel):
                         f"Unknown setting {key}: there is no settings group {group!r}.",
                         f"Groups: {', '.join(groups)} (docs/configuration.md lists every SCALEAHEAD_GROUP__FIELD).",
                     )
-                sub = groups[group].annotation
-                fields = sub.model_fields if isinstance(sub, type) and issubclass(sub, BaseModel) else {}
+                fields = cls._fields_of(group)
                 if field not in fields:
                     raise ConfigError(
                         f"Unknown setting {key}: group {group!r} has no field {field!r}.",

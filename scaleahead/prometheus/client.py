@@ -551,13 +551,12 @@ class PrometheusClient:
                 out.append(exc)
         return out
 
-    def _one(self, req: RangeRequest, retries: int | None = None) -> Series | PrometheusError:
+    def _one(self, req: RangeRequest) -> Series | PrometheusError:
         # A query read alone after a timeout is tried once a read, not 4 times: a read waits one
         # timeout for it at most (the loop then backs that workload off), never minutes.
         with self._lock:
             alone = self._alone.get(req.query, 0)
-        if retries is None and alone:
-            retries = 0
+        retries = 0 if alone else None
         try:
             got: Series | PrometheusError = self.range_series(req, retries)
         except PrometheusError as exc:

@@ -164,8 +164,8 @@ class PrometheusHistory:
             i1 = max(i0, min(entry.n, int(round((t_last - entry.start) / step)) + 1))
             view = entry.buf[i0:i1]  # no copy: the buffer is only appended to, or copied on write
             view.flags.writeable = False
-            # The point at T is the step [T - step, T) (as_steps): the window is the steps known by now.
-            out[ref] = Series(ref.key, entry.start + (i0 - 1) * step, step, view, policy.spec.demand.unit)
+            # The window is the steps known by now: the point at T is the step [T - step, T).
+            out[ref] = as_steps(Series(ref.key, entry.start + i0 * step, step, view, policy.spec.demand.unit))
         return out
 
     def release(self) -> None:
