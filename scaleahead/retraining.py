@@ -215,6 +215,7 @@ def retrain(
         artifact_sha256=sha,
         artifact=artifact,
         status="challenger",
+        created_at=now,
     )
     groups = sorted({p.spec.rollout_group for p in policies}) or ["default"]
     book = RolloutBook(store)

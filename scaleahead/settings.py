@@ -216,13 +216,17 @@ class JobSettings(BaseModel):
         gt=0,
         description=(
             "Stored checkpoints of model versions older than this are deleted (days), unless the version is a "
-            "champion, an arm of a running rollout or one of the newest keep_retired_models former champions."
+            "champion, an arm of a running rollout or one of the newest keep_retired_models former champions; a "
+            "former champion's age counts from when it was retired."
         ),
     )
     keep_retired_models: int = Field(
         3,
         ge=0,
-        description="Former champions per model family that keep their checkpoint whatever their age (rollbacks).",
+        description=(
+            "Former champions per model family (the most recently retired) that keep their checkpoint whatever "
+            "their age (rollbacks)."
+        ),
     )
 
 

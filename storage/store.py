@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -668,9 +669,12 @@ class Store:
         artifact_sha256: str = "",
         status: str = "candidate",
         artifact: bytes | None = None,
+        created_at: float | None = None,
     ) -> int:
         """Register a model version; ``artifact`` (its checkpoint's bytes) is stored with it, so that
-        any replica can load it (``model_artifact``) whatever happened to ``artifact_path``."""
+        any replica can load it (``model_artifact``) whatever happened to ``artifact_path``.
+        ``created_at`` (epoch s; default now) is the caller's clock: the daemon's own, virtual in
+        ``run --virtual``, so that retention (``prune_model_checkpoints``) counts ages on one clock."""
         if artifact is not None:
             digest = hashlib.sha256(artifact).hexdigest()
             if artifact_sha256 and artifact_sha256 != digest:
@@ -681,7 +685,7 @@ class Store:
                 name=name,
                 family=family,
                 status=status,
-                created_at=datetime.now(UTC),
+                created_at=datetime.now(UTC) if created_at is None else datetime.fromtimestamp(created_at, UTC),
                 data_source=data_source,
                 data_start=data_start,
                 data_end=data_end,
@@ -724,14 +728,20 @@ class Store:
                 raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
             row.status = status
 
-    def make_champion(self, model_id: int) -> list[int]:
+    def make_champion(self, model_id: int, now: float | None = None) -> list[int]:
         """Make a version the champion of its family, in one transaction: every other ``champion``
-        or ``production`` version of that family becomes ``retired``. Returns the retired ids."""
+        or ``production`` version of that family becomes ``retired``, with ``retired_at`` = ``now``
+        (epoch s; default the wall clock) in its metrics. Returns the retired ids."""
         with self.session() as s:
-            return self._make_champion(s, model_id)
+            return self._make_champion(s, model_id, time.time() if now is None else now)
 
     @staticmethod
-    def _make_champion(s: Session, model_id: int) -> list[int]:
+    def _retire(row: ModelVersionRow, now: float) -> None:
+        row.status = "retired"
+        row.metrics = {**(row.metrics or {}), "retired_at": now}
+
+    @staticmethod
+    def _make_champion(s: Session, model_id: int, now: float) -> list[int]:
         row = s.get(ModelVersionRow, model_id)
         if row is None:
             raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
@@ -743,7 +753,7 @@ class Store:
             )
         ).all()
         for other in others:
-            other.status = "retired"
+            Store._retire(other, now)
         row.status = "champion"
         return [o.id for o in others]
 
@@ -805,10 +815,10 @@ class Store:
             if results is not None:
                 row.results = results
             if challenger_model is not None and s.get(ModelVersionRow, challenger_model) is not None:
-                self._make_champion(s, challenger_model)  # its family's other champions retire
+                self._make_champion(s, challenger_model, now)  # its family's other champions retire
                 old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
                 if old is not None and old.status in ("champion", "production"):
-                    old.status = "retired"  # the rollout's champion, of another family
+                    self._retire(old, now)  # the rollout's champion, of another family
 
     def update_rollout(
         self,
@@ -983,13 +993,14 @@ class Store:
         running rollout (its id as the rollout's champion or challenger), and the newest
         ``keep_retired`` ``retired`` versions (former champions) of each family, the targets of a
         rollback (``scaleahead models promote ID``), and the versions ``in_use`` (what the caller
-        runs). Others created before ``before`` (epoch s), in practice the challengers that lost
-        their rollout, lose their checkpoint. The version rows
+        runs). Others whose age reaches back before ``before`` (epoch s) lose their checkpoint: in
+        practice the challengers that lost their rollout, by when they were registered, and older
+        former champions, by when they were retired (``retired_at`` in their metrics; registration
+        for versions retired before it was recorded). The version rows
         stay (name, metrics, data window) and record ``checkpoint_pruned_at`` = ``now`` in their
         metrics; the checkpoint file a version names is not touched here (``Daemon.prune``
         deletes the ones in its own artifact folder).
         """
-        cutoff = datetime.fromtimestamp(before, UTC)
         with self.session() as s:
             arms = {
                 a
@@ -999,7 +1010,14 @@ class Store:
                 for a in r
             }
             stored = set(s.scalars(select(ModelArtifactRow.model_id)))
-            rows = list(s.scalars(select(ModelVersionRow).order_by(ModelVersionRow.id.desc())))
+            rows = list(s.scalars(select(ModelVersionRow)))
+
+            def since(r: ModelVersionRow) -> float:
+                """When the version stopped being the one in use: retired, or registered."""
+                at = (r.metrics or {}).get("retired_at") if r.status == "retired" else None
+                return float(at) if isinstance(at, int | float) else _aware(r.created_at).timestamp()
+
+            rows.sort(key=lambda r: (since(r), r.id), reverse=True)  # newest first
             retired_seen: dict[str, int] = {}
             pruned: list[int] = []
             for r in rows:
@@ -1012,7 +1030,7 @@ class Store:
                     or r.status in ("champion", "production")
                     or str(r.id) in arms
                     or r.id in in_use
-                    or _aware(r.created_at) >= cutoff
+                    or since(r) >= before
                 ):
                     continue
                 pruned.append(r.id)

@@ -27,6 +27,39 @@ def _age(store: Store, model_id: int, days: float) -> None:
         s.execute(update(ModelVersionRow).where(ModelVersionRow.id == model_id).values(created_at=when))
 
 
+def test_former_champions_are_ranked_and_aged_by_when_they_were_retired(db_url: str) -> None:
+    """A champion that served for months and was replaced yesterday is the rollback target: kept,
+    though registered long ago; one retired two months ago is not, though registered after it."""
+    store = Store(db_url)
+    data = FIXTURE.read_bytes()
+    now = time.time()
+    long_served = store.register_model("long-served", "lstm", artifact=data, created_at=now - 100 * DAY)
+    short_lived = store.register_model("short-lived", "lstm", artifact=data, created_at=now - 70 * DAY)
+    store.make_champion(short_lived, now=now - 69 * DAY)
+    store.make_champion(long_served, now=now - 60 * DAY)  # a rollback: short_lived retires 60 days ago
+    newest = store.register_model("newest", "lstm", artifact=data, created_at=now - 1 * DAY)
+    store.make_champion(newest, now=now - 1 * DAY)  # long_served retires yesterday
+    assert store.model(long_served).metrics["retired_at"] == now - 1 * DAY
+    assert store.model(short_lived).metrics["retired_at"] == now - 60 * DAY
+
+    assert store.prune_model_checkpoints(now - 30 * DAY, keep_retired=1, now=now) == [short_lived]
+    # Within the retention period a former champion is kept even beyond keep_retired.
+    assert store.prune_model_checkpoints(now - 90 * DAY, keep_retired=0, now=now) == []
+    assert store.prune_model_checkpoints(now - 0.5 * DAY, keep_retired=0, now=now) == [long_served]
+
+
+def test_registration_time_is_the_callers_clock(db_url: str) -> None:
+    """`run --virtual` registers retrained versions on its virtual clock and prunes on it."""
+    store = Store(db_url)
+    data = FIXTURE.read_bytes()
+    virtual_now = datetime(2001, 6, 1, tzinfo=UTC).timestamp()
+    old = store.register_model("old", "lstm", status="challenger", artifact=data, created_at=virtual_now - 40 * DAY)
+    recent = store.register_model("recent", "lstm", status="challenger", artifact=data, created_at=virtual_now - DAY)
+    assert store.model(old).created_at.timestamp() == virtual_now - 40 * DAY
+    assert store.prune_model_checkpoints(virtual_now - 30 * DAY, keep_retired=3, now=virtual_now) == [old]
+    assert recent in store.models_with_artifacts()
+
+
 def test_only_checkpoints_no_one_can_need_are_pruned(db_url: str) -> None:
     store = Store(db_url)
     data = FIXTURE.read_bytes()
