@@ -151,6 +151,13 @@ class Metrics:
         )
         self.leader = Gauge("scaleahead_leader", "1 while this replica holds the leader lease.", registry=r)
         self.workloads = Gauge("scaleahead_workloads", "Workloads under a policy.", registry=r)
+        # Which shard this replica serves (`run --shard i/N`; 0 and 1 without): alert
+        # ScaleaheadShardMissing counts the shards seen against the count any replica exports.
+        self.shard_index = Gauge("scaleahead_shard_index", "This replica's shard (run --shard i/N: i).", registry=r)
+        self.shard_count = Gauge(
+            "scaleahead_shard_count", "Shards the workloads are split into (run --shard i/N: N).", registry=r
+        )
+        self.shard_count.set(1)
 
         # Counters a rule takes rate() or increase() of exist from the start at 0, so that the first
         # error is an increase (a series that appears at 1 has none).

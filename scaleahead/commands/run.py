@@ -512,6 +512,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             on_policies=_policy_updater(cluster_target, actuator),
             status_sink=status_sink,
         )
+        shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
+        daemon.metrics.shard_index.set(shard_index)
+        daemon.metrics.shard_count.set(shard_count)
         server = None
         if not no_server and not once:
             server = serve(

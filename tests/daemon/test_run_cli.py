@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from scaleahead.policy import parse_policies
+from scaleahead.sharding import shard_of
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "policy.yaml"
 # The CLI tests run the baseline family (an LSTM fit takes minutes; its loading is tested below).
@@ -82,11 +85,13 @@ def test_run_with_a_bad_policy_folder_exits_2(tmp_path: Path) -> None:
 
 def test_the_daemon_serves_health_and_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
+    # Run as the shard of two that owns the example's workload: /metrics says which shard it is.
+    shard = shard_of(parse_policies(EXAMPLE.read_text())[0].workload.key, 2)
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE),
             "--history", "trace:nasa-10s", "--target", "memory", "--db", f"sqlite:///{tmp_path / 'c.db'}",
-            "--port", str(port), "--interval", "1",
+            "--port", str(port), "--interval", "1", "--shard", f"{shard}/2",
         ],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
     )  # fmt: skip
@@ -101,6 +106,8 @@ def test_the_daemon_serves_health_and_stops_gracefully_on_sigterm(tmp_path: Path
         assert ready, "the daemon became ready"
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
         assert "scaleahead_leader 1.0" in body
+        assert f"scaleahead_shard_index {shard}.0" in body and "scaleahead_shard_count 2.0" in body
+        assert "scaleahead_workloads 1.0" in body
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
