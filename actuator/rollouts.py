@@ -234,6 +234,9 @@ class RolloutView:
     share: float
     salt: str
     group: str | None = None  # the rollout group (spec.rolloutGroup) it covers; None: every workload
+    #: The challenger's model version (registry id) when its arm is a model version, so that the
+    #: forecasts it makes are stored and scored as that version's (set by the daemon).
+    challenger_version: int | None = None
 
     def covers(self, rollout_group: str) -> bool:
         """Whether a workload of policies in ``rollout_group`` takes part in this rollout."""

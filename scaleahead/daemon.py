@@ -149,6 +149,7 @@ class _Pending:
     step_s: float
     median: np.ndarray
     q90: np.ndarray
+    version: int | None = None  # the model version that made it (None: not a registered one)
 
 
 @dataclass
@@ -158,6 +159,8 @@ class _Daily:
     under_q90: int = 0
     scored: int = 0
     forecasts: int = 0
+    #: Forecasts scored per model version that made them (a rollout or a promotion mixes them).
+    versions: dict[int | None, int] = field(default_factory=dict)
 
 
 class LiveError:
@@ -186,14 +189,26 @@ class LiveError:
                 del table[ref]
 
     def observe(
-        self, forecasts: Mapping[WorkloadRef, Forecast], history: Mapping[WorkloadRef, Series], now: float
+        self,
+        forecasts: Mapping[WorkloadRef, Forecast],
+        history: Mapping[WorkloadRef, Series],
+        now: float,
+        versions: Mapping[WorkloadRef, int | None] | None = None,
     ) -> None:
+        """Keep a sample of ``forecasts`` (made by the model versions ``versions``) and score those
+        whose horizon ``history`` now covers."""
         for ref, fc in forecasts.items():
             last = self.last_sample.get(ref)
             if last is None or fc.origin - last >= self.sample_interval_s:
                 self.last_sample[ref] = fc.origin
                 self.pending.setdefault(ref, []).append(
-                    _Pending(fc.origin, fc.step_s, np.asarray(fc.quantile(0.5)), np.asarray(fc.quantile(0.9)))
+                    _Pending(
+                        fc.origin,
+                        fc.step_s,
+                        np.asarray(fc.quantile(0.5)),
+                        np.asarray(fc.quantile(0.9)),
+                        (versions or {}).get(ref),
+                    )
                 )
         for ref, items in self.pending.items():
             series = history.get(ref)
@@ -223,6 +238,7 @@ class LiveError:
             day.under_q90 += int((actual[ok] <= p.q90[ok]).sum())
             day.scored += int(ok.sum())
             day.forecasts += 1
+            day.versions[p.version] = day.versions.get(p.version, 0) + 1
         if tot <= 0:
             return
         wape = err / tot
@@ -238,11 +254,13 @@ class LiveError:
         self.error.clear()
         self.matured = 0
 
-    def take_daily(self) -> dict[str, dict[str, float | int | None]]:
-        """The accumulated per-workload accuracy since the last call, then reset."""
-        out: dict[str, dict[str, float | int | None]] = {}
+    def take_daily(self) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+        """The accumulated per-workload accuracy since the last call, then reset; and the forecasts
+        scored per model version that made them, over all workloads."""
+        out: dict[str, dict[str, Any]] = {}
         with self.daily_lock:  # no score lands between the read and the reset
             daily, self.daily = self.daily, {}
+        totals: dict[int | None, int] = {}
         for ref, d in sorted(daily.items()):
             out[ref.key] = {
                 "forecasts": d.forecasts,
@@ -250,8 +268,17 @@ class LiveError:
                 "mae": d.abs_err / d.scored if d.scored else None,
                 "wape": d.abs_err / d.actual if d.actual > 0 else None,
                 "coverage_q90": d.under_q90 / d.scored if d.scored else None,
+                "forecasts_by_model_version": _by_version(d.versions),
             }
-        return out
+            for v, n in d.versions.items():
+                totals[v] = totals.get(v, 0) + n
+        return out, _by_version(totals)
+
+
+def _by_version(counts: Mapping[int | None, int]) -> dict[str, int]:
+    """Counts per model version, keyed by the version id (``none``: not a registered version)."""
+    order = sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
+    return {("none" if v is None else str(v)): n for v, n in order}
 
 
 # -- jobs on the loop's clock ----------------------------------------------------------------------
@@ -535,7 +562,8 @@ class Daemon:
         for key in skipped:
             self.metrics.backoff.labels(workload=key).set(self.backoff.remaining(key, now))
         self.metrics.cycles.labels(result="ok").inc()
-        self.live.observe(report.forecasts, self.history.last, now)
+        made_by = {ref: report.versions.get(ref, self.deps.model_version_id) for ref in report.forecasts}
+        self.live.observe(report.forecasts, self.history.last, now, made_by)
         self._export_live_error()
         self._publish_status(report, now)
         ran = self.jobs.run_due(now, self._run_job)
@@ -796,7 +824,7 @@ class Daemon:
             if row.state == "running":
                 view = book.view(group)
                 if view is not None and result.model is not None:
-                    running.append((view, result.model))
+                    running.append((replace(view, challenger_version=result.model_version_id), result.model))
                 continue
             del self.trials[group]
             if row.state == "promoted" and result.model is not None:
@@ -918,7 +946,7 @@ class Daemon:
 
     def accuracy_report(self, now: float) -> Path | None:
         """Write the accuracy of the forecasts that matured since the last report (JSON)."""
-        per = self.live.take_daily()
+        per, totals = self.live.take_daily()
         since, self.report_since = self.report_since, now
         wapes = [float(w) for v in per.values() if isinstance(w := v.get("wape"), float)]
         doc = {
@@ -927,8 +955,12 @@ class Daemon:
             # started (a restart or a new leader starts afresh).
             "period_start": _dt(since).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "period_end": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            # Production's model when the report is written; the forecasts scored may have been made
+            # by others (a rollout's challenger arm, the champion before a promotion):
+            # forecasts_by_model_version counts them, here and per workload.
             "model": self.deps.forecaster.name,
             "model_version_id": self.deps.model_version_id,
+            "forecasts_by_model_version": totals,
             "workloads": per,
             "median_wape": statistics.median(wapes) if wapes else None,
         }

@@ -208,6 +208,9 @@ class CycleReport:
     startup: dict[WorkloadRef, StartupEstimate] = field(default_factory=dict)
     #: Per service with risk adaptation: the objective.sloRisk planned with this cycle (``planner.risk``).
     slo_risk: dict[WorkloadRef, float] = field(default_factory=dict)
+    #: The model version of each forecast that is not production's (``Deps.model_version_id``): a
+    #: rollout's challenger arm (``RolloutView.challenger_version``).
+    versions: dict[WorkloadRef, int | None] = field(default_factory=dict)
 
 
 class _Timer:
@@ -453,6 +456,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         if items and "forecast_fit" not in errors:  # an unfitted model would fail every series, one by one
             forecast_by_step(deps.forecaster, items, now, settings.forecast.horizon_s, forecasts, errors)
     shadow: dict[WorkloadRef, Forecast] = {}
+    versions: dict[WorkloadRef, int | None] = {}  # forecasts not made by production's version
     running = [(deps.rollout, deps.challenger)] if deps.rollout is not None and deps.challenger is not None else []
     running += list(deps.trials)
     for rollout, model in running:
@@ -474,6 +478,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         for ref, fc in challenger.items():
             if rollout.arm(ref.key) == "challenger":
                 forecasts[ref] = fc
+                versions[ref] = rollout.challenger_version
     with timer.phase("invocations"):
         try:
             invocations = invocation_forecasts(
@@ -541,7 +546,11 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     action_ids: list[int] = []
     with timer.phase("record"):
         if deps.store is not None:
-            deps.store.record_forecasts(list(forecasts.values()), deps.model_version_id)
+            deps.store.record_forecasts(
+                list(forecasts.values()),
+                deps.model_version_id,
+                versions={ref: versions[ref] for ref in versions if ref in forecasts},
+            )
             if plan.changes or plan.fallbacks:
                 plan_id, action_ids = deps.store.record_plan(
                     Plan(plan.created_at, plan.changes, plan.fallbacks, plan.notes), source="loop"
@@ -552,14 +561,16 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             dry = True
         if deps.actuator is not None:
             results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
-            return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk)
+            return CycleReport(
+                now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions
+            )
         results = apply_plan(plan, deps.target, dry_run=dry)
     with timer.phase("journal"):
         if deps.store is not None and action_ids:
             changed = [r for r in results if not r.action.is_noop]
             updates = [(aid, res.outcome, res.detail) for aid, res in zip(action_ids, changed, strict=True)]
             deps.store.set_action_states(updates, now)
-    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk)
+    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions)
 
 
 def run_forever(

@@ -420,9 +420,15 @@ class Store:
 
     # -- forecasts ------------------------------------------------------------------------------
     def record_forecasts(
-        self, forecasts: Sequence[Forecast], model_version_id: int | None = None, force: bool = False
+        self,
+        forecasts: Sequence[Forecast],
+        model_version_id: int | None = None,
+        force: bool = False,
+        versions: Mapping[WorkloadRef, int | None] | None = None,
     ) -> int:
-        """Store forecasts (at most one per workload per ``forecast_interval_s`` unless ``force``)."""
+        """Store forecasts (at most one per workload per ``forecast_interval_s`` unless ``force``),
+        as made by ``model_version_id``, or by ``versions[workload]`` where given (a rollout's
+        challenger arm)."""
         rows: list[dict[str, Any]] = []
         stamped: dict[int, float] = {}
         with self.session() as s:
@@ -446,7 +452,9 @@ class Store:
                         "step_s": fc.step_s,
                         "quantiles": prefix + ",".join(f"{k:g}" for k in keys),
                         "model": fc.model,
-                        "model_version_id": model_version_id,
+                        "model_version_id": (
+                            versions[fc.workload] if versions and fc.workload in versions else model_version_id
+                        ),
                         "values_f16": values.tobytes(),
                     }
                 )

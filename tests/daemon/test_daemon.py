@@ -497,3 +497,41 @@ def test_the_daily_accuracy_report_is_named_for_the_day_it_covers(daemon_factory
     assert first.name == f"accuracy-{day}.json"
     assert doc["period_start"] == datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert doc["period_end"] == doc["created_at"] and doc["created_at"].endswith("00:05:00Z")
+
+
+def test_a_challengers_forecasts_are_stored_and_reported_as_its_model_version(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path
+) -> None:
+    """In a canary, the challenger arm's forecasts are the challenger version's: stored under its id
+    and counted under it in the daily accuracy report, not under production's."""
+    from sqlalchemy import select
+
+    from actuator.rollouts import RolloutBook, assign
+    from storage.schema import ForecastRow, WorkloadRow
+
+    settings = Settings()
+    settings.jobs.report_cron = "*/30 * * * *"
+    daemon, clock, _, store = daemon_factory(
+        n=6, settings=settings, report_dir=tmp_path / "reports", reference_error=100.0
+    )
+    mid = store.register_model("window_mean-cron", "window_mean", status="challenger")
+    book = RolloutBook(store)
+    rid = book.start("default", "canary", "seasonal_naive", str(mid), clock.now())
+    store.update_rollout(rid, clock.now(), share=0.5)
+    daemon.run(lambda: False, max_ticks=6 * 75)
+    assert len(daemon.reports) >= 2, "the last report covers only forecasts made after the adoption"
+    salt = str(store.rollouts()[-1].params.get("salt", ""))
+    arms = {p.workload.key: assign(p.workload.key, 0.5, salt) for p in daemon.deps.policies}
+    assert set(arms.values()) == {"champion", "challenger"}, "both arms have workloads"
+    with store.session() as s:
+        rows = s.execute(select(WorkloadRow.key, ForecastRow.model, ForecastRow.model_version_id).join(ForecastRow))
+        stored = {(key, model, version) for key, model, version in rows}
+    # Adopted at the first minute's check: from then on each workload's forecasts come from its arm.
+    later = {(key, version) for key, model, version in stored if model == "window_mean"}
+    assert later == {(key, mid) for key, arm in arms.items() if arm == "challenger"}
+    assert all(version is None for key, model, version in stored if model == "seasonal_naive")
+    doc = json.loads(daemon.reports[-1].read_text())
+    assert set(doc["forecasts_by_model_version"]) == {str(mid), "none"}
+    for key, arm in arms.items():
+        made = doc["workloads"][key]["forecasts_by_model_version"]
+        assert set(made) == ({str(mid)} if arm == "challenger" else {"none"}), (key, made)
