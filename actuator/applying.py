@@ -295,15 +295,20 @@ class Actuator:
         return ""
 
     # -- recovery -------------------------------------------------------------------------------
-    def reconcile(self, now: float) -> list[tuple[int, str, str]]:
+    def reconcile(self, now: float, owns: Callable[[StoredAction], bool] | None = None) -> list[tuple[int, str, str]]:
         """Mark actions left ``planned`` (a crash between journal and API call) from the live objects.
 
-        Returns ``(action id, new state, reason)`` per action reconciled.
+        Only the Lease holder may call this (a standby would rewrite what the leader is applying);
+        ``owns`` keeps it to this process's actions (its shard's), and a row another process
+        journaled meanwhile is left as that process wrote it. Returns ``(action id, new state,
+        reason)`` per action reconciled.
         """
         if self.store is None:
             return []
         done: list[tuple[int, str, str]] = []
         for row in self.store.actions(state="planned", limit=100_000):
+            if owns is not None and not owns(row):
+                continue
             try:
                 action = action_from_journal(row)
                 live = self.target.live(action)
@@ -332,6 +337,6 @@ class Actuator:
                         f"reconciled after restart: not applied before the restart ({live.field}={live.value}); "
                         "the next plan decides again"
                     )
-            self.store.set_action_state(row.id, state, reason, now)
-            done.append((row.id, state, reason))
+            if self.store.set_action_state(row.id, state, reason, now, only_from="planned"):
+                done.append((row.id, state, reason))
         return done

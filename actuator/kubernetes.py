@@ -276,16 +276,21 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
                 "failed",
                 f"RBAC forbids '{verb}' on {resource} in namespace {namespace} for {target} (403). "
                 "Grant it to scaleahead's service account (docs/actuator.md, 'RBAC needed').",
+                403,
             )
         if status == 409:
             return ActuationError("conflict", f"{target} changed since it was read (409)")
-        if status == 429:
+        if status == 429 and resource == "pods/eviction":
             return ActuationError(
                 "skipped", f"{target}: eviction refused (429), a PodDisruptionBudget allows no disruption now"
             )
+        if status == 429:  # the API server's rate limiting (API Priority and Fairness): it may pass
+            return ActuationError(
+                "failed", f"{target}: the API server is throttling requests (429 on '{verb}'); retried next cycle", 429
+            )
         if status == 422:
             return ActuationError("failed", f"{target}: the API server rejected the change (422): {exc.reason}")
-        return ActuationError("failed", f"{target}: API server error {status} {exc.reason}; retried next cycle")
+        return ActuationError("failed", f"{target}: API server error {status} {exc.reason}; retried next cycle", status)
     if isinstance(exc, HTTPError):
         return ActuationError("failed", f"{target}: no answer from the API server ({type(exc).__name__}); retried")
     raise exc
@@ -876,7 +881,13 @@ class KubernetesTarget:
         pod = self._call(action, self.core.read_namespaced_pod, action.pod, action.namespace)
         node = (pod.get("spec") or {}).get("nodeName") or ""
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        facts = {"on_from_node": int(node == action.from_node), "on_to_node": int(node == action.to_node)}
+        # A terminating pod is on its way out already (evicted by another replica or shard, or
+        # deleted): evicting it again passes no PodDisruptionBudget check and would steer its
+        # owner's next pod a second time. It counts as no longer on the node.
+        terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+        on_from = node == action.from_node and not terminating
+        facts = {"on_from_node": int(on_from), "on_to_node": int(node == action.to_node)}
+        facts["terminating"] = int(terminating)
         try:
             pdbs = self._raw(self.policy.list_namespaced_pod_disruption_budget, action.namespace)
         except (ApiException, HTTPError) as exc:
@@ -891,7 +902,7 @@ class KubernetesTarget:
         owners = (pod.get("metadata") or {}).get("ownerReferences") or []
         facts["has_controller"] = int(any(o.get("controller") for o in owners))
         owner = controller_owner(pod)
-        return LiveObject(action.target, "spec.nodeName", int(node == action.from_node), _rv(pod), facts, owner)
+        return LiveObject(action.target, "spec.nodeName", int(on_from), _rv(pod), facts, owner)
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, action: Action, value: int, live: LiveObject) -> LiveObject:
@@ -1010,7 +1021,12 @@ class KubernetesTarget:
                     raise
         try:
             self._call(action, self.core.create_namespaced_pod_eviction, action.pod, action.namespace, eviction)
-        except ActuationError:
+        except ActuationError as exc:
+            unclear = exc.status is None or exc.status >= 500  # no answer, or a server error
+            if exc.outcome == "failed" and unclear and self._evicted(action):
+                # No answer, or a 5xx after the server had evicted it: the pod is gone or going,
+                # so the move happened (its steer stays pending for the replacement).
+                return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
             if bare is not None:  # not evicted: take the copy back, so the pod does not run twice
                 try:
                     self._call(action, self.core.delete_namespaced_pod, copy_name, action.namespace)
@@ -1020,6 +1036,17 @@ class KubernetesTarget:
                     )
             raise
         return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
+
+    def _evicted(self, action: MovePod) -> bool:
+        """After an eviction that got no clear answer: whether the pod is gone or terminating (the
+        eviction landed). Unknown (no answer again) counts as not evicted."""
+        try:
+            pod = self._raw(self.core.read_namespaced_pod, action.pod, action.namespace)
+        except ApiException as exc:
+            return bool(exc.status == 404)
+        except HTTPError:
+            return False
+        return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

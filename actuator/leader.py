@@ -2,14 +2,18 @@
 
 The rule (client-go's leaderelection, simplified): a replica acts only while it holds the Lease
 and its last renewal is younger than ``leaseDurationSeconds``. Each cycle it renews; a follower
-takes the Lease over once the holder has not renewed for a whole lease duration. Every write
-carries the Lease's ``resourceVersion``, so of two replicas racing for an expired Lease exactly
-one wins (the other gets 409 and follows). Time is passed in (``now``, epoch seconds).
+takes the Lease over once the Lease has not changed for a whole lease duration *on the
+follower's own clock*: from when it first saw the current record (its ``resourceVersion``), as
+client-go does, never from the ``renewTime`` the holder wrote, so a follower whose clock runs
+ahead of the holder's cannot take over early. Every write carries the Lease's
+``resourceVersion``, so of two replicas racing for an expired Lease exactly one wins (the other
+gets 409 and follows). Time is passed in (``now``, epoch seconds).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -42,13 +46,14 @@ def parse_time(text: str | None) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def decide(record: LeaseRecord | None, identity: str, now: float) -> Step:
-    """What ``identity`` should do with the Lease at ``now`` (pure)."""
+def decide(record: LeaseRecord | None, identity: str, now: float, observed_at: float) -> Step:
+    """What ``identity`` should do with the Lease at ``now`` (pure): ``observed_at`` is when it
+    first saw this record (this ``resourceVersion``), on its own clock."""
     if record is None:
         return "create"
     if record.holder == identity:
         return "renew"
-    if not record.holder or now >= record.renew_time + record.duration_s:
+    if not record.holder or now >= observed_at + record.duration_s:
         return "takeover"
     return "follow"
 
@@ -87,6 +92,10 @@ class LeaderElector:
         self.timeout_s = timeout_s
         self.last_error = ""
         self._held_until = float("-inf")
+        #: The Lease record last read (resourceVersion, holder) and when, on this clock, it was
+        #: first seen: a follower times the holder's silence from there.
+        self._seen: tuple[str, str] | None = None
+        self._seen_at = float("-inf")
 
     def _read(self) -> LeaseRecord | None:
         try:
@@ -100,9 +109,13 @@ class LeaderElector:
         return _record(json.loads(resp.data))
 
     def is_leader(self, now: float) -> bool:
+        """Renew or acquire the Lease at ``now``; whether this replica may act until
+        ``now + leaseDurationSeconds`` (minus however long this call took: ``holds``)."""
         try:
             record = self._read()
-            step = decide(record, self.identity, now)
+            if record is not None and (record.resource_version, record.holder) != self._seen:
+                self._seen, self._seen_at = (record.resource_version, record.holder), now
+            step = decide(record, self.identity, now, self._seen_at)
             spec: dict[str, Any] = {"holderIdentity": self.identity, "renewTime": micro_time(now)}
             if step == "follow":
                 self._held_until = float("-inf")
@@ -143,14 +156,20 @@ class LeaderElector:
 
     def holds(self, now: float, margin_s: float) -> bool:
         """Whether this replica may write now: held for more than ``margin_s`` more since the last
-        renewal (no API call), else renewed now (``is_leader``).
+        renewal (no API call), else renewed now (``is_leader``) and, after the time the renewal
+        itself took, still held for more than ``margin_s``.
 
         The actuator asks before each write; renewing before every write of a large plan would cost
-        two API calls a write. ``margin_s`` covers the write's own duration (a request timeout).
+        two API calls a write. ``margin_s`` covers the write's own duration (a request timeout). A
+        renewal slow enough to run past the Lease's end (a read and a patch of up to a request
+        timeout each) answers False: a follower may have taken the Lease meanwhile.
         """
         if now + margin_s < self._held_until:
             return True
-        return self.is_leader(now)
+        started = time.monotonic()
+        if not self.is_leader(now):
+            return False
+        return now + (time.monotonic() - started) + margin_s < self._held_until
 
     def release(self, now: float) -> None:
         """Give the Lease up (on shutdown) so a follower takes over at once."""

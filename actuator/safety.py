@@ -62,6 +62,8 @@ def check(
     if isinstance(action, MovePod):
         if not live.value:
             where = "on " + action.to_node if live.fact("on_to_node") else "elsewhere"
+            if live.fact("terminating"):
+                where = "terminating"
             return Verdict(
                 "skip", 0, f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} ({where})"
             )

@@ -466,6 +466,7 @@ class Daemon:
         policy_source: Callable[[], Sequence[Policy]] | None = None,
         policy_reload_s: float = 30.0,
         on_policies: Callable[[Sequence[Policy]], None] | None = None,
+        on_lead: Callable[[float], object] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -504,6 +505,11 @@ class Daemon:
         self.policy_source = policy_source
         self._leading = True  # whether the last tick led (a standby that becomes the leader reads the policies first)
         self.on_policies = on_policies
+        #: Called once each time this replica starts to lead (its first cycle as leader, at start-up
+        #: or after standing by), before the cycle: `run` reconciles the action journal there, which
+        #: only the Lease holder may do (a standby would rewrite what the leader is applying).
+        self.on_lead = on_lead
+        self._lead_started = False
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
             self.jobs.add("reload_policies", every, self.reload_policies, now)
@@ -521,6 +527,7 @@ class Daemon:
         self.health.tick(now)
         if not self.leadership.is_leader(now):
             self._leading = False
+            self._lead_started = False
             self.metrics.leader.set(0)
             self.metrics.cycles.labels(result="standby").inc()
             self.health.set_ready(True, "standby: another replica holds the lease")
@@ -535,6 +542,13 @@ class Daemon:
                 except Exception as exc:  # noqa: BLE001 - the policies read last stay
                     log.warning("reading the policies on becoming the leader failed: %s", exc)
         self.metrics.leader.set(1)
+        if not self._lead_started and self.on_lead is not None:
+            try:
+                self.on_lead(now)
+            except Exception as exc:  # noqa: BLE001 - tried again at the next tick
+                log.warning("starting to lead failed: %s", exc, extra={"event": "lead_start_failed"})
+            else:
+                self._lead_started = True
         # A workload backing off is not read, forecast or acted on; the planner's named fallback
         # still decides for it (shown in metrics and status), but its actions are held back.
         active = [p for p in self.deps.policies if not self.backoff.blocked(p.workload.key, now)]

@@ -140,7 +140,10 @@ class ActuationSettings(BaseModel):
     kill_switch_configmap: str = Field(
         "scaleahead-kill-switch", description="ConfigMap whose data.paused='true' pauses all actuation."
     )
-    lease_name: str = Field("scaleahead-leader", description="Lease for leader election between replicas.")
+    lease_name: str = Field(
+        "scaleahead-leader",
+        description="Lease for leader election between replicas (run --shard i/N appends -shard-i-of-N).",
+    )
     lease_duration_s: int = Field(15, ge=1, description="A leader that has not renewed for this long is replaced (s).")
 
 

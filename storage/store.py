@@ -560,14 +560,27 @@ class Store:
                 [{"id": aid, "state": st, "outcome": out, "updated_at": now} for aid, st, out in updates],
             )
 
-    def set_action_state(self, action_id: int, state: str, outcome: str, now: float) -> None:
+    def set_action_state(
+        self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None
+    ) -> bool:
+        """Journal an action's outcome. With ``only_from``, only if its state is still that one (one
+        conditional UPDATE: another process may have journaled it meanwhile); returns whether it was
+        written."""
         if state not in ACTION_STATES:
             raise ValueError(f"unknown action state {state!r}")
         with self.session() as s:
+            if only_from is not None:
+                result = s.execute(
+                    update(ActionRow)
+                    .where(ActionRow.id == action_id, ActionRow.state == only_from)
+                    .values(state=state, outcome=outcome, updated_at=now)
+                )
+                return int(getattr(result, "rowcount", 0) or 0) > 0
             row = s.get(ActionRow, action_id)
             if row is None:
                 raise KeyError(action_id)
             row.state, row.outcome, row.updated_at = state, outcome, now
+            return True
 
     def actions(
         self,

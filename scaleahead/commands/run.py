@@ -14,6 +14,7 @@ import signal
 import socket
 import ssl
 import threading
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -180,6 +181,12 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
     return model, None
 
 
+def replica_identity() -> str:
+    """This process's name in leader election: ``$POD_NAME``, else the host name and a random
+    suffix (two processes on one host must not share one: both would "renew" the same Lease)."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
 def _kube_api(kubeconfig: str | None) -> Any:
     """The official client: the in-cluster service account when running in a pod, else a kubeconfig."""
     import os
@@ -188,6 +195,26 @@ def _kube_api(kubeconfig: str | None) -> Any:
 
     in_cluster = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ
     return make_api_client(kubeconfig, in_cluster=in_cluster)
+
+
+def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
+    """Reconcile the action journal when this replica starts to lead (``Daemon.on_lead``): actions
+    left ``planned`` by a crash. With ``--shard``, only this shard's: its workloads' actions, and
+    pod moves on shard 0 (the only one that rebalances)."""
+    from scaleahead.sharding import parse_shard
+
+    moves = shard is None or parse_shard(shard)[0] == 0
+
+    def reconcile(now: float) -> None:
+        ours = {ref.key for ref in actuator.policies}  # this shard's workloads, as reloaded
+
+        def owns(row: Any) -> bool:
+            return moves if row.kind == "MovePod" else shard is None or row.target in ours
+
+        for aid, state, why in actuator.reconcile(now, owns):
+            log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
+
+    return reconcile
 
 
 def _policy_updater(target: Any, actuator: Any) -> Any:
@@ -432,6 +459,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if shard is not None:
             index, count = parse_shard(shard)
             pols = owned(pols, index, count)
+            if index != 0 and settings.loop.max_moves > 0:
+                # Nodes and pods are the whole cluster's: N shards planning moves from one snapshot
+                # would evict N times over and fill the same node. Shard 0 rebalances alone.
+                log.info(
+                    "shard %d/%d: rebalancing is left to shard 0 (loop.max_moves %d -> 0)",
+                    index,
+                    count,
+                    settings.loop.max_moves,
+                    extra={"event": "rebalance_on_shard_0"},
+                )
+                settings.loop.max_moves = 0
             if policy_source is not None:
                 unsharded = policy_source
 
@@ -484,13 +522,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
             cluster_target: Any = InMemoryTarget()
         elif target == "kubernetes":
-            identity = os.environ.get("POD_NAME") or socket.gethostname()
+            identity = replica_identity()
+            if shard is not None:  # each shard elects its own leader (docs/adr/0008)
+                settings.actuation.lease_name = f"{settings.actuation.lease_name}-shard-{index}-of-{count}"
             cluster_target, actuator, leadership = cluster_actuation(
                 _kube_api(kubeconfig), store, pols, settings, clock, identity
             )
-            if not once:
-                for aid, state, why in actuator.reconcile(now):
-                    log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
         else:
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
         deps = Deps(hist, forecaster, cluster_target, store, pols, model_version_id=model_version_id, actuator=actuator)
@@ -511,6 +548,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             policy_source=policy_source,
             on_policies=_policy_updater(cluster_target, actuator),
             status_sink=status_sink,
+            on_lead=_reconciler(actuator, shard) if actuator is not None and not once else None,
         )
         shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
         daemon.metrics.shard_index.set(shard_index)

@@ -17,11 +17,43 @@ def electors(kube, duration=15):
 
 def test_decide_creates_renews_follows_and_takes_over_an_expired_lease():
     rec = LeaseRecord("a", 15, T0, T0, 0, "7")
-    assert decide(None, "a", T0) == "create"
-    assert decide(rec, "a", T0 + 5) == "renew"
-    assert decide(rec, "b", T0 + 14.9) == "follow"
-    assert decide(rec, "b", T0 + 15) == "takeover"
-    assert decide(LeaseRecord("", 15, T0, T0, 0, "7"), "b", T0 + 1) == "takeover"
+    assert decide(None, "a", T0, T0) == "create"
+    assert decide(rec, "a", T0 + 5, T0) == "renew"
+    assert decide(rec, "b", T0 + 14.9, T0) == "follow"
+    assert decide(rec, "b", T0 + 15, T0) == "takeover"
+    assert decide(LeaseRecord("", 15, T0, T0, 0, "7"), "b", T0 + 1, T0 + 1) == "takeover"
+    # Timed from when the follower saw the record, not from the renewTime the holder wrote.
+    assert decide(rec, "b", T0 + 20, T0 + 10) == "follow"
+
+
+def test_a_follower_whose_clock_runs_ahead_does_not_take_over_early(kube):
+    a, b = electors(kube)
+    skew = 11.0  # b's clock is 11 s ahead of a's
+    assert a.is_leader(T0)
+    assert not b.is_leader(T0 + 1 + skew)  # b sees the lease a renewed at T0 (a's clock)
+    assert not b.is_leader(T0 + 4.5 + skew), "renewTime + 15 s has passed on b's clock, 3.5 s of silence"
+    assert a.holds(T0 + 4.8, margin_s=10)
+    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "replica-a"
+    assert b.is_leader(T0 + 1 + skew + 15), "a whole lease duration of silence on b's own clock"
+
+
+def test_a_renewal_that_runs_past_the_lease_end_does_not_hold_it(kube):
+    import time
+
+    a, b = electors(kube, duration=2)
+    assert a.is_leader(T0)
+    patch = a.api.patch_namespaced_lease
+
+    def slow_patch(*args, **kwargs):
+        time.sleep(1.2)
+        return patch(*args, **kwargs)
+
+    a.api.patch_namespaced_lease = slow_patch
+    # Renewed at T0 + 1, but the call ends at about T0 + 2.2, past the lease's end (T0 + 3) less
+    # the 1 s margin the write needs: the actuator must not write on it.
+    assert not a.holds(T0 + 1, margin_s=1)
+    a.api.patch_namespaced_lease = patch
+    assert a.holds(T0 + 1.5, margin_s=1), "a quick renewal holds again"
 
 
 def test_the_first_replica_takes_the_lease_and_the_second_follows(kube):
@@ -43,6 +75,7 @@ def test_a_leader_that_keeps_renewing_keeps_the_lease(kube):
 def test_a_follower_takes_over_when_the_leader_stops_renewing_and_the_old_leader_stands_down(kube):
     a, b = electors(kube)
     assert a.is_leader(T0)
+    assert not b.is_leader(T0 + 0.5)  # b sees a's lease
     assert not b.is_leader(T0 + 14)
     assert b.is_leader(T0 + 15.5)  # a crashed: no renewal for a whole lease duration
     lease = kube.cluster.get(LEASES, "default", "scaleahead-leader")
@@ -55,6 +88,8 @@ def test_of_two_replicas_racing_for_an_expired_lease_only_one_wins(kube):
     a, b = electors(kube)
     c = LeaderElector(kube.api_client(), "default", "replica-c", lease_duration_s=15)
     assert c.is_leader(T0)
+    assert not a.is_leader(T0 + 1)  # a and b see c's lease, which then expires
+    assert not b.is_leader(T0 + 1)
     stale = b._read()  # b reads the expired lease ...
     assert a.is_leader(T0 + 20)  # ... a takes it over first ...
     b._read = lambda: stale  # ... and b writes with the version it read
@@ -144,5 +179,6 @@ def test_holds_asks_the_api_only_when_less_than_the_margin_is_left(kube):
     assert len(kube.cluster.calls()) == before
     assert a.holds(T0 + 6, margin_s=10)  # 9 s left: renewed (a read and a patch)
     assert len(kube.cluster.calls()) == before + 2
-    assert b.is_leader(T0 + 6 + 15)  # a stopped renewing; b takes over once it expired
-    assert not a.holds(T0 + 6 + 16, margin_s=10), "the lost lease is noticed at the next write"
+    assert not b.is_leader(T0 + 6.5)  # b sees the renewed lease
+    assert b.is_leader(T0 + 6.5 + 15)  # a stopped renewing; b takes over once it expired
+    assert not a.holds(T0 + 6.5 + 16, margin_s=10), "the lost lease is noticed at the next write"

@@ -207,6 +207,21 @@ def test_a_crash_between_journal_and_api_call_is_reconciled_on_the_next_start(ku
     assert kube.cluster.writes()[-1][0] == "PATCH" and len(kube.cluster.writes()) == 1
 
 
+def test_reconciling_keeps_to_its_own_actions_and_leaves_what_another_process_journaled(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(DEPLOYMENTS, "default", "api", deployment(2))
+    _, ids = store.record_plan(Plan(NOW, (scale(2, 4), scale(2, 7, "api"))), source="loop", state="planned")
+    act = actuator(kube, store, [policy(), policy("api")])
+    # Another shard's action (api) is not this process's to reconcile.
+    done = act.reconcile(NOW + 60, owns=lambda row: row.target == "Deployment/default/web")
+    assert [aid for aid, _, _ in done] == [ids[0]]
+    assert [a.id for a in store.actions(state="planned")] == [ids[1]]
+    # The leader journals it meanwhile: a reconciling process does not overwrite that.
+    store.set_action_state(ids[1], "applied", "applied by the leader", NOW + 61)
+    assert not store.set_action_state(ids[1], "skipped", "late", NOW + 62, only_from="planned")
+    assert store.actions(target="Deployment/default/api")[0].state == "applied"
+
+
 def test_a_human_edit_is_detected_respected_for_the_hold_time_reported_and_then_managed_again(kube, store):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     act = actuator(kube, store, human_edit_hold_s=600)

@@ -137,6 +137,14 @@ def test_an_eviction_answered_429_by_the_api_is_skipped_and_the_rest_of_the_plan
     assert "429" in res[0].detail and "Pod/default/p1" in res[0].detail
 
 
+def test_a_429_on_a_scale_write_is_the_api_servers_throttling_not_a_disruption_budget(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web", status=429))
+    (res,) = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 3),)), NOW)
+    assert res.outcome == "failed", "retried next cycle, and counted"
+    assert "throttling" in res.detail and "PodDisruptionBudget" not in res.detail
+
+
 def test_a_scale_up_is_limited_by_the_namespace_pod_quota(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     kube.cluster.put(

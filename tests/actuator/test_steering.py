@@ -497,3 +497,28 @@ def test_a_certificate_that_comes_later_is_served_then_and_a_renewed_one_is_relo
             _handshake(port, certs / "ca.crt")
     finally:
         pending.shutdown()
+
+
+def test_an_eviction_that_lands_but_answers_too_late_is_applied_and_keeps_its_steer(kube, store):
+    kube.cluster.put(PODS, "default", "web-7c5ddbdf54-abcde", owned_pod("n1"))
+    # The server evicts the pod, then answers after the client's 2 s timeout.
+    kube.cluster.faults.append(Fault("POST", "/eviction", delay_s=3.0, after=True))
+    move = MovePod("default", "web-7c5ddbdf54-abcde", "n1", "n2", R)
+    (res,) = actuator(kube, store).apply_plan(Plan(NOW, (move,)), NOW)
+    assert res.outcome == "applied", res
+    (steer,) = store.steers()
+    assert steer.state == "pending", "its replacement is still steered"
+    assert kube.cluster.get(PODS, "default", "web-7c5ddbdf54-abcde") is None
+
+
+def test_a_pod_already_terminating_is_not_evicted_again(kube, store):
+    # Evicted by another replica or shard a moment ago: a second eviction would pass no PDB check
+    # and steer its owner's next pod a second time.
+    pod = owned_pod("n1")
+    pod["metadata"]["deletionTimestamp"] = "2026-12-05T01:00:00Z"
+    kube.cluster.put(PODS, "default", "web-7c5ddbdf54-abcde", pod)
+    move = MovePod("default", "web-7c5ddbdf54-abcde", "n1", "n2", R)
+    (res,) = actuator(kube, store).apply_plan(Plan(NOW, (move,)), NOW)
+    assert res.outcome == "skipped" and "terminating" in res.detail, res
+    assert store.steers() == []
+    assert not any("eviction" in path for _, path in kube.cluster.writes())

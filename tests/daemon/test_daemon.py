@@ -288,6 +288,33 @@ def test_a_standby_replica_serves_metrics_but_never_acts(daemon_factory) -> None
     assert daemon.health.readiness()[0]
 
 
+def test_the_journal_is_reconciled_each_time_the_replica_starts_to_lead_and_never_on_standby(  # type: ignore[no-untyped-def]
+    daemon_factory,
+) -> None:
+    """A standby that reconciled would rewrite what the leader is applying (docs/actuator.md)."""
+    leading = {"now": False}
+
+    class Toggle:
+        def is_leader(self, now: float) -> bool:
+            return leading["now"]
+
+        def release(self) -> None:
+            pass
+
+    starts: list[float] = []
+    daemon, clock, _, _ = daemon_factory(n=1, leadership=Toggle(), on_lead=starts.append)
+    daemon.run(lambda: False, max_ticks=5)
+    assert starts == [], "not while standing by"
+    leading["now"] = True
+    daemon.run(lambda: False, max_ticks=5)
+    assert len(starts) == 1, "once when it starts to lead, not every cycle"
+    leading["now"] = False
+    daemon.run(lambda: False, max_ticks=2)
+    leading["now"] = True
+    daemon.run(lambda: False, max_ticks=2)
+    assert len(starts) == 2, "again after standing by"
+
+
 def test_policy_status_shows_peak_desired_replicas_reason_and_fallback(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     published: list[list[PolicyStatus]] = []
 

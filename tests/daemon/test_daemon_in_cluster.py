@@ -167,8 +167,10 @@ def test_a_leader_whose_lease_was_taken_during_a_cycle_writes_nothing(kube, tmp_
     clock = VirtualClock(t0)
     target, actuator, leader = cluster_actuation(api, None, pols, settings, clock, "pod-a")
     assert leader.is_leader(t0)  # the tick's check
+    other = LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15)
+    assert not other.is_leader(t0 + 1)  # pod-b sees pod-a's lease
     clock.sleep(20.0)  # the cycle took 20 s: longer than the 15 s lease
-    assert LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15).is_leader(clock.now())
+    assert other.is_leader(clock.now())
     before = len(kube.cluster.writes())
     plan = Plan(t0, tuple(ScaleTo(p.workload, 2, 5, Reason("test", "test", {})) for p in pols), {}, ())
     results = actuator.apply_plan(plan, t0)
@@ -225,3 +227,66 @@ def test_the_run_command_target_reads_namespace_pod_quotas_unless_turned_off(kub
     settings.loop.namespace_quotas = False
     target, _, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
     assert target.read_state(refs).pod_quotas == {}
+
+
+def test_run_with_a_shard_elects_on_its_own_lease(kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`run --shard i/N --target kubernetes` through the console entry point: each shard has its
+    own Lease (a shared lease name would let one shard act and silence the others)."""
+    import os
+    import subprocess
+
+    import yaml
+
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    docs = []
+    for p in pols:
+        name = p.spec.target.name
+        docs.append(
+            "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\n"
+            f"metadata: {{name: {name}, namespace: shop}}\n"
+            f"spec:\n  target: {{name: {name}}}\n  demand: {{query: 'x'}}\n  capacityPerReplica: 2\n"
+        )
+    (tmp_path / "policies.yaml").write_text("\n---\n".join(docs))
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "emu", "cluster": {"server": kube.url.rstrip("/")}}],
+        "users": [{"name": "emu", "user": {}}],
+        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
+        "current-context": "emu",
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    env = {k: v for k, v in os.environ.items() if k != "POD_NAME"}
+    env |= {"PYTHONPATH": str(REPO), "SCALEAHEAD_FORECAST__MODEL": "naive", "SCALEAHEAD_ACTUATION__NAMESPACE": "shop"}
+    env["SCALEAHEAD_LOOP__MAX_MOVES"] = "4"  # rebalancing on
+    reads_nodes = {}
+    for index in (0, 1):
+        before = len(kube.cluster.calls())
+        out = subprocess.run(
+            [sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(tmp_path / "policies.yaml"),
+             "--history", "trace:nasa-10s", "--target", "kubernetes", "--kubeconfig", str(tmp_path / "kubeconfig"),
+             "--db", f"sqlite:///{tmp_path / f'shard{index}.db'}", "--once", "--virtual", "--shard", f"{index}/2"],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        lease = kube.cluster.get(LEASES, "shop", f"scaleahead-leader-shard-{index}-of-2")
+        assert lease is not None, "the shard's own Lease"
+        assert lease["spec"]["holderIdentity"] == "", "held for the cycle, released on exit"
+        assert lease["spec"]["acquireTime"]
+        reads_nodes[index] = any(path.endswith("/nodes") for _, path in kube.cluster.calls()[before:])
+        assert ("rebalance_on_shard_0" in out.stderr) == (index == 1)
+    assert kube.cluster.get(LEASES, "shop", "scaleahead-leader") is None
+    # Nodes and pods are the whole cluster's: only shard 0 reads them and plans moves.
+    assert reads_nodes == {0: True, 1: False}
+
+
+def test_two_processes_on_one_host_are_two_candidates(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from scaleahead.commands.run import replica_identity
+
+    monkeypatch.delenv("POD_NAME", raising=False)
+    one, two = replica_identity(), replica_identity()
+    assert one != two and one.startswith(socket.gethostname() + "_")
+    monkeypatch.setenv("POD_NAME", "scaleahead-7d9f-abcde")
+    assert replica_identity() == "scaleahead-7d9f-abcde"
