@@ -20,6 +20,7 @@ Matched from the pod template (what the workload's next pod will look like):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,12 +58,22 @@ def _matches(scope: str, op: str, values: Sequence[str], pod: Mapping[str, Any])
 
 
 def _best_effort(pod: Mapping[str, Any]) -> bool:
+    """Kubernetes' QoS rule: no container asks for (or is limited to) more than zero CPU or memory."""
     for c in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]:
         r = c.get("resources") or {}
         for kind in ("requests", "limits"):
-            if any((r.get(kind) or {}).get(res) not in (None, "") for res in ("cpu", "memory")):
+            if any(_above_zero((r.get(kind) or {}).get(res)) for res in ("cpu", "memory")):
                 return False
     return True
+
+
+def _above_zero(quantity: Any) -> bool:
+    """Whether a resource quantity ("0", "0m", "250m", "1Gi", 0.5) is more than zero; one that does
+    not start with a number counts as more (the API server would have refused it)."""
+    if quantity is None or quantity == "":
+        return False
+    match = re.match(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)", str(quantity))
+    return match is None or float(match.group(1)) > 0
 
 
 def _cross_namespace_affinity(pod: Mapping[str, Any]) -> bool:

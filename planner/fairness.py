@@ -46,6 +46,10 @@ class Claim:
     #: What one replica counts against ResourceQuotas ("requests.cpu" in millicores,
     #: "requests.memory" in MiB, "limits.cpu", "limits.memory"); None: unknown.
     shape: Mapping[str, int] | None = None
+    #: Replicas it cannot give up this cycle (``max(minReplicas, current - maxStepDown)``): the
+    #: actuator would keep them whatever the grant, so they are held off the top of every pool, and
+    #: a cut of them would only hand another workload replicas that are not free.
+    keep: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +84,14 @@ def water_fill(demands: Sequence[float], weights: Sequence[float], capacity: flo
         suffix[pos] = suffix[pos + 1] + weights[order[pos]]
     for pos, i in enumerate(order):
         wsum = suffix[pos]
-        level = left / wsum if wsum > 0 else 0.0
-        if demands[i] <= level * weights[i]:
-            shares[i] = float(demands[i])
-            left -= demands[i]
+        # ``left * (w / wsum)``, never ``(left / wsum) * w``: with weights near 1e-300 (alpha_fill's
+        # can be) the level ``left / wsum`` overflows to inf and would grant every demand in full.
+        if wsum <= 0 or demands[i] <= left * (weights[i] / wsum):
+            shares[i] = float(min(demands[i], max(left, 0.0)))
+            left -= shares[i]
         else:
             for j in order[pos:]:
-                shares[j] = level * weights[j]
+                shares[j] = min(float(demands[j]), left * (weights[j] / wsum))
             break
     return shares
 
@@ -143,7 +148,25 @@ def _integer_shares(demands: Sequence[int], shares: Sequence[float], capacity: i
             break
         base[i] += 1
         left -= 1
-    return base
+    return _trim(base, min(capacity, sum(demands)), [1] * len(base), names)
+
+
+def _trim(out: list[int], capacity: int, costs: Sequence[int], names: Sequence[str]) -> list[int]:
+    """Never more than ``capacity``: should rounding of float shares ever overshoot, take replicas
+    back from the largest grants (ties by name). A guard; the shares above keep within it."""
+    over = sum(o * c for o, c in zip(out, costs, strict=True)) - max(capacity, 0)
+    while over > 0:
+        i = max((k for k in range(len(out)) if out[k] > 0), key=lambda k: (out[k] * costs[k], names[k]))
+        out[i] -= 1
+        over -= costs[i]
+    return out
+
+
+def _tenant_weight(claims: Sequence[Claim], idx: Sequence[int], amounts: Sequence[int]) -> float:
+    """A tenant's weight: the mean ``weight`` of its workloads that ask for something here (an idle
+    workload with a large weight must not raise its busy siblings' share)."""
+    asking = [claims[i].weight for i in idx if amounts[i] > 0] or [claims[i].weight for i in idx]
+    return sum(asking) / len(asking)
 
 
 def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int, alpha: float) -> list[int]:
@@ -153,7 +176,7 @@ def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int, 
         tenants[c.tenant].append(i)
     names = sorted(tenants)
     t_demand = [sum(amounts[i] for i in tenants[t]) for t in names]
-    t_weight = [sum(claims[i].weight for i in tenants[t]) / len(tenants[t]) for t in names]
+    t_weight = [_tenant_weight(claims, tenants[t], amounts) for t in names]
     t_share = _integer_shares(t_demand, alpha_fill(t_demand, t_weight, capacity, alpha), capacity, names)
     out = [0] * len(claims)
     for t, share in zip(names, t_share, strict=True):
@@ -178,7 +201,7 @@ def _fill_level_units(
         tenants[c.tenant].append(i)
     names = sorted(tenants)
     t_demand = [float(sum(amounts[i] * costs[i] for i in tenants[t])) for t in names]
-    t_weight = [sum(claims[i].weight for i in tenants[t]) / len(tenants[t]) for t in names]
+    t_weight = [_tenant_weight(claims, tenants[t], amounts) for t in names]
     share = [0.0] * len(claims)
     for t, units in zip(names, alpha_fill(t_demand, t_weight, capacity, alpha), strict=True):
         idx = tenants[t]
@@ -197,7 +220,7 @@ def _fill_level_units(
                 out[i] += 1
                 left -= costs[i]
         order = [i for i in order if out[i] < amounts[i] and costs[i] <= left]
-    return out
+    return _trim(out, capacity, costs, [str(c.workload) for c in claims])
 
 
 def _round(
@@ -264,7 +287,8 @@ def allocate(
         unit: the units' suffix in the reasons ("m", "Mi").
 
     Returns:
-        One grant per claim, in the same order; ``sum(granted) <= max(capacity, 0)``.
+        One grant per claim, in the same order; ``sum(granted) <= max(capacity, 0)``, unless what
+        the claims must keep this cycle (``Claim.keep``) exceeds it: then each gets its ``keep``.
 
     Within a priority the shares are alpha-fair (:func:`alpha_fill`) with the largest
     ``fairness`` among the claims: the most inequality-averse policy sets how the pool is shared,
@@ -277,6 +301,10 @@ def allocate(
     total = sum(w * c for w, c in zip(wants, costs, strict=True)) if costs is not None else sum(wants)
     if total <= cap:
         return [Grant(c, w) for c, w in zip(claims, wants, strict=True)]
+    keeps = [min(max(c.keep, 0), w) for c, w in zip(claims, wants, strict=True)]
+    if any(keeps):
+        fair = allocate([replace(c, keep=0) for c in claims], capacity, pool, costs, unit)
+        return _hold_kept(claims, fair, keeps, cap, pool, costs, unit)
     floors = [min(max(c.floor, 0), w) for c, w in zip(claims, wants, strict=True)]
     alpha = max((c.fairness for c in claims), default=1.0)
     first, left, causes_a = _round(claims, floors, cap, alpha, costs, unit)
@@ -284,12 +312,14 @@ def allocate(
     # Claims whose floor was cut get nothing more in the second round.
     rest = [0 if first[i] < floors[i] else r for i, r in enumerate(rest)]
     second, _, causes_b = _round(claims, rest, left, alpha, costs, unit, before=left < cap)
-    # A tenant's weight at a priority is the mean of its workloads' there (as _fill_level shares).
+    # A tenant's weight at a priority is the mean of its workloads' there that ask for something
+    # (as _fill_level shares).
     sums: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])  # workloads, their weights summed
-    for c in claims:
-        acc = sums[(c.tenant, c.priority)]
-        acc[0] += 1
-        acc[1] += c.weight
+    for c, w in zip(claims, wants, strict=True):
+        if w > 0:
+            acc = sums[(c.tenant, c.priority)]
+            acc[0] += 1
+            acc[1] += c.weight
     grants = []
     for i, c in enumerate(claims):
         got = first[i] + second[i]
@@ -306,6 +336,49 @@ def allocate(
             )
         grants.append(Grant(c, got, why))
     return grants
+
+
+def _hold_kept(
+    claims: Sequence[Claim],
+    fair: Sequence[Grant],
+    keeps: Sequence[int],
+    cap: int,
+    pool: str,
+    costs: Sequence[int] | None,
+    unit: str,
+) -> list[Grant]:
+    """The fair grants, where some cannot be met this cycle: a workload whose fair grant is below
+    what it must keep (``Claim.keep``: minReplicas, or its current replicas less maxStepDown) keeps
+    that, and the others share what is left, each up to its fair grant, so that nobody is handed
+    replicas that are not free yet. Cycle by cycle the held workloads step down to their fair
+    share. Only when what must be kept exceeds the pool does the total exceed it."""
+    cost = costs or [1] * len(claims)
+    held = [i for i, g in enumerate(fair) if g.granted < keeps[i]]
+    if not held:
+        return list(fair)
+    out = list(fair)
+    for i in held:
+        note = f"held at {keeps[i]} this cycle: it gives up at most maxStepDown replicas a cycle, down to minReplicas"
+        out[i] = Grant(claims[i], keeps[i], f"{fair[i].why}; {note}" if fair[i].why else "")
+    others = [i for i in range(len(claims)) if i not in set(held)]
+    if not others:
+        return out
+    left = cap - sum(keeps[i] * cost[i] for i in held)
+    sub = allocate(
+        [replace(claims[i], want=fair[i].granted) for i in others],
+        left,
+        pool,
+        None if costs is None else [costs[i] for i in others],
+        unit,
+    )
+    for i, g in zip(others, sub, strict=True):
+        if g.granted < fair[i].granted:
+            why = (
+                f"{pool} {cap}{unit}: its fair share is {fair[i].granted}, but {cap - max(left, 0)}{unit} of the pool "
+                f"are held this cycle by workloads stepping down to theirs; got {g.granted}"
+            )
+            out[i] = Grant(claims[i], g.granted, "; ".join(x for x in (fair[i].why, why) if x))
+    return out
 
 
 def _share_pool(
@@ -331,6 +404,7 @@ def _share_pool(
             min(claims[i].floor, grants[i].granted),
             claims[i].fairness,
             claims[i].shape,
+            min(claims[i].keep, grants[i].granted),
         )
         for i in idx
     ]
@@ -376,7 +450,10 @@ def allocate_pools(
     at most ``RESHARE_PASSES`` times. Grants never exceed any pool either way.
     """
     tenants = {t: q for t, q in capacity.items() if t != CLUSTER}
-    grants, notes, first = _allocate_pools_once(claims, capacity, namespace_pods, namespace_resources, outside, members)
+    grants, by_pool, first = _allocate_pools_once(
+        claims, capacity, namespace_pods, namespace_resources, outside, members
+    )
+    notes = list(by_pool.values())
     if not tenants or not (namespace_pods or namespace_resources or CLUSTER in capacity):
         return grants, notes
     wants = [max(c.want, 0) for c in claims]
@@ -388,8 +465,10 @@ def allocate_pools(
         slack = {t for t, q in tenants.items() if used[t] < q}
         later = [i for i, c in enumerate(claims) if c.tenant in slack and grants[i].granted < first[i]]
         # a workload of such a tenant that its quota cut and no later pool did: it could use the slack
+        # (what it asks now: a workload held at a later pool's cut is not starved by the quota)
         starved = any(
-            c.tenant in slack and first[i] < wants[i] and grants[i].granted == first[i] for i, c in enumerate(claims)
+            c.tenant in slack and i not in held and first[i] < wants[i] and grants[i].granted == first[i]
+            for i, c in enumerate(claims)
         )
         if not later or not starved:
             break
@@ -397,7 +476,7 @@ def allocate_pools(
             held[i] = grants[i]
         capped = [replace(c, want=held[i].granted) if i in held else c for i, c in enumerate(claims)]
         again, more, first = _allocate_pools_once(
-            capped, capacity, namespace_pods, namespace_resources, outside, members
+            capped, capacity, namespace_pods, namespace_resources, outside, members, wants
         )
         grants = [
             Grant(claims[i], g.granted, "; ".join(x for x in (held[i].why, g.why) if x))
@@ -405,8 +484,11 @@ def allocate_pools(
             else Grant(claims[i], g.granted, g.why)
             for i, g in enumerate(again)
         ]
-        # The later pools' notes stand (what they cut is held); the tenant quotas were shared again.
-        notes = list(dict.fromkeys([*(n for n in notes if not n.startswith("tenant ")), *more]))
+        # Each pool's note once, from the last pass that found it short: what a later pool cut stays
+        # held, so its note stands; the tenant quotas and the cluster were shared again, so their
+        # earlier notes are superseded (the cluster's names what each tenant asked at first).
+        by_pool = {**{k: v for k, v in by_pool.items() if not k.startswith(("tenant:", "cluster"))}, **more}
+        notes = list(by_pool.values())
     return grants, notes
 
 
@@ -417,7 +499,8 @@ def _allocate_pools_once(
     namespace_resources: Mapping[str, Mapping[str, int]] | None = None,
     outside: frozenset[WorkloadRef] = frozenset(),
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
-) -> tuple[list[Grant], list[str], list[int]]:
+    asked: Sequence[int] | None = None,
+) -> tuple[list[Grant], dict[str, str], list[int]]:
     """Apply tenant quotas (``capacity`` keys = tenant names), the pod, CPU and memory quotas of
     scoped ResourceQuotas (``members``), then of namespaces, then the cluster.
 
@@ -432,10 +515,11 @@ def _allocate_pools_once(
     the pool of a scoped ResourceQuota, shared among those workloads only (``ClusterState.quota_members``).
 
     Returns the grants (same order as ``claims``), notes naming every capacity that was short, and
-    what each claim held after the tenant quotas.
+    what each claim held after the tenant quotas. ``asked``: what each workload asked for before a
+    re-share held it (the cluster note's got/wanted per tenant); default the claims' wants.
     """
     grants = [Grant(c, max(c.want, 0)) for c in claims]
-    notes: list[str] = []
+    notes: dict[str, str] = {}  # per pool, in the order the pools are applied
     by_tenant_idx: dict[str, list[int]] = defaultdict(list)
     by_namespace_idx: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(claims):
@@ -448,7 +532,9 @@ def _allocate_pools_once(
             continue
         wanted, cut = _share_pool(claims, grants, idx, quota, f"tenant {tenant} quota")
         if wanted > quota:
-            notes.append(
+            if asked is not None:
+                wanted = sum(asked[i] for i in idx)
+            notes[f"tenant:{tenant}"] = (
                 f"tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
                 f"{len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
@@ -479,7 +565,7 @@ def _allocate_pools_once(
                 if ns in members
                 else f"namespace {ns}'s pod quota leaves room for {pods} pods of its {len(idx)} managed workloads"
             )
-            notes.append(
+            notes[f"pods:{ns}"] = (
                 f"{head}, "
                 f"short of the {wanted} replicas they want: {len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
@@ -493,7 +579,7 @@ def _allocate_pools_once(
             label = f"quota {ns} on {key}" if ns in members else f"namespace {ns} quota on {key}"
             wanted, cut = _share_pool(claims, grants, idx, amount, label, key, unit)
             if wanted > amount:
-                notes.append(
+                notes[f"resource:{ns}:{key}"] = (
                     f"{quota_on(ns, key)} leaves {amount}{unit} for its {len(idx)} managed workloads, "
                     f"short of the {wanted}{unit} their replicas ask for: {len(cut)} of them get less"
                     f"{_mixed_fairness(claims, idx)}"
@@ -511,11 +597,11 @@ def _allocate_pools_once(
         wanted, _ = _share_pool(claims, grants, range(len(claims)), cap, "cluster capacity")
         if wanted > cap:
             by_tenant: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-            for c, g in zip(claims, grants, strict=True):
+            for i, (c, g) in enumerate(zip(claims, grants, strict=True)):
                 by_tenant[c.tenant][0] += g.granted
-                by_tenant[c.tenant][1] += max(c.want, 0)
+                by_tenant[c.tenant][1] += asked[i] if asked is not None else max(c.want, 0)
             parts = ", ".join(f"{t} {got}/{want}" for t, (got, want) in sorted(by_tenant.items()))
-            notes.append(
+            notes["cluster"] = (
                 f"cluster capacity {cap} is short of the {wanted} replicas wanted; got/wanted by tenant: {parts}"
                 f"{_mixed_fairness(claims, range(len(claims)))}"
             )

@@ -304,6 +304,7 @@ def _cut_to_shares(
                 0 if warm else spec.min_replicas,
                 spec.objective.fairness,
                 shapes.get(a.workload),
+                0 if warm else max(spec.min_replicas, cast(ScaleTo, a).from_replicas - spec.max_step_down),
             )
         )
     grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources, outside, members)

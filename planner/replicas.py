@@ -133,7 +133,11 @@ def _overlapping(origin: float, step: float, n: int, t0: float, t1: float) -> tu
 
 def pct(level: float) -> str:
     """A quantile level as people write it: 0.9 -> "p90", 0.99731 -> "p99.7"."""
-    return "p" + f"{level * 100:.3g}".rstrip(".")
+    # Enough digits to tell the level from p100 (0.9999 -> "p99.99", not "p100").
+    digits = 3
+    while digits < 8 and level < 1 and float(f"{level * 100:.{digits}g}") >= 100:
+        digits += 1
+    return "p" + f"{level * 100:.{digits}g}".rstrip(".")
 
 
 def _fmt(x: float) -> str:

@@ -25,6 +25,10 @@ SHARED = {
 }  # fmt: skip
 
 
+def sized(resources: dict) -> dict:
+    return {"containers": [{"name": "c", "resources": resources}]}
+
+
 def quota(scopes=(), **selector) -> dict:
     spec: dict = {"hard": {"pods": "0"}}
     if scopes:
@@ -42,6 +46,10 @@ def quota(scopes=(), **selector) -> dict:
         (quota(["BestEffort"]), SIZED, False),
         (quota(["NotBestEffort"]), SIZED, True),
         (quota(["BestEffort"]), INIT_SIZED, False),
+        # Zero requests are no requests (Kubernetes' QoS rule): still best-effort.
+        (quota(["BestEffort"]), sized({"requests": {"cpu": "0", "memory": "0Mi"}}), True),
+        (quota(["BestEffort"]), sized({"limits": {"cpu": "0.0"}}), True),
+        (quota(["NotBestEffort"]), sized({"requests": {"cpu": "0m"}}), False),
         (quota(["Terminating"]), SIZED, False),
         (quota(["Terminating"]), JOB, True),
         (quota(["NotTerminating"]), SIZED, True),

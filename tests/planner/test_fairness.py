@@ -485,7 +485,8 @@ def test_a_workload_whose_state_was_not_read_is_left_out_of_its_namespace_quota(
     assert alone.notes == ()
     # A tenant quota from the settings still counts it (it does not depend on what was read).
     capped = plan(forecasts, ClusterState(unread), [gold, bronze], NOW, capacity={"gold": 8, "bronze": 0})
-    assert [a.to_replicas for a in capped.actions if isinstance(a, ScaleTo)] == [8, 0]
+    # search keeps its minReplicas 1 even at a quota of 0: the actuator would not go below it.
+    assert [a.to_replicas for a in capped.actions if isinstance(a, ScaleTo)] == [8, 1]
 
 
 def test_a_cut_names_who_took_the_capacity() -> None:
@@ -535,3 +536,105 @@ def test_a_tenant_share_a_namespace_quota_cuts_goes_to_the_tenants_other_workloa
         "namespace b's pod quota leaves room for 0 pods of its 1 managed workloads, short of the 3 replicas "
         "they want: 1 of them get less"
     ]
+
+
+# -- review of 2026-12-05 ---------------------------------------------------------------------------
+@pytest.mark.parametrize("fairness", [1e-3, 1e-5, 0.01])
+@pytest.mark.parametrize("capacity", [1_000, 17_000, 18_000, 20_010])
+def test_tiny_fairness_never_grants_more_than_the_capacity(fairness: float, capacity: int) -> None:
+    # weight^(1/alpha) spans hundreds of orders of magnitude: the water level must not overflow.
+    claims = [claim("a", "A", 10, weight=1.01, fairness=fairness), claim("b", "B", 30_000, fairness=fairness)]
+    shares = alpha_fill([10.0, 30_000.0], [1.01, 1.0], capacity, fairness)
+    assert sum(shares) <= capacity * (1 + 1e-12) and shares[0] == 10.0
+    grants = allocate(claims, capacity)
+    assert [g.granted for g in grants] == [10, capacity - 10]
+    # The same in units (a memory quota in MiB, one replica = 1 MiB here).
+    units = allocate(claims, capacity, costs=[1, 1], unit="Mi")
+    assert sum(g.granted for g in units) == capacity
+
+
+def test_subnormal_weights_are_shared_by_their_ratio_not_overflowed() -> None:
+    assert [g.granted for g in allocate([claim("a", "A", 10), claim("b", "B", 100, weight=1e-320)], 50)] == [10, 40]
+
+
+def test_an_idle_workload_does_not_raise_its_tenants_weight() -> None:
+    busy = [claim("a1", "A", 10), claim("b", "B", 10)]
+    assert [g.granted for g in allocate(busy, 10)] == [5, 5]
+    # a0 (weight 9) asks for nothing: tenant A's weight stays that of a1.
+    with_idle = [claim("a0", "A", 0, weight=9.0), *busy]
+    grants = allocate(with_idle, 10)
+    assert [g.granted for g in grants] == [0, 5, 5]
+    assert "weight 1)" in grants[1].why and "weight 5" not in grants[1].why
+
+
+def test_a_cut_beyond_what_the_actuator_applies_is_held_and_the_pool_holds() -> None:
+    """A workload that may step down by 1 a cycle cannot hand 4 replicas to another this cycle:
+    the actuator would clamp its cut and apply the other's scale-up, and the pool would overflow."""
+    from actuator.base import LiveObject
+    from actuator.safety import SafetyConfig, check
+
+    big = service_policy("a", tenant="ta", maxStepDown=1)
+    small = service_policy("b", tenant="tb")
+    now_at = {big.workload: 10, small.workload: 2}
+    state = ClusterState(
+        {r: WorkloadState(r, n, n, observed_demand=5, observed_at=NOW - 10) for r, n in now_at.items()}
+    )
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in now_at}  # each wants 10
+    applied = {}
+    for _ in range(6):  # cycle by cycle, as the actuator applies them
+        p = plan(forecasts, state, [big, small], NOW, capacity={CLUSTER: 12})
+        for a, pol in zip(p.actions, [big, small], strict=True):
+            assert isinstance(a, ScaleTo)
+            live = LiveObject(a.workload.key, "spec.replicas", a.from_replicas, "1")
+            verdict = check(a, live, pol, NOW, NOW, SafetyConfig())
+            applied[a.workload.name] = verdict.value if verdict.decision == "apply" else a.from_replicas
+            if a.workload.name == "a" and applied["a"] > 6:
+                assert "held at" in a.reason.message
+        assert sum(applied.values()) <= 12, applied
+        state = ClusterState(
+            {
+                r: WorkloadState(r, n, n, observed_demand=5, observed_at=NOW - 10)
+                for r, n in ((r, applied[r.name]) for r in now_at)
+            }
+        )
+    assert applied == {"a": 6, "b": 6}, "stepped down to the fair shares"
+
+
+def test_minreplicas_are_kept_even_when_they_do_not_fit_and_the_reason_says_so() -> None:
+    one = service_policy("a", tenant="ta", minReplicas=8)
+    two = service_policy("b", tenant="tb", minReplicas=8)
+    state = ClusterState(
+        {p.workload: WorkloadState(p.workload, 8, 8, observed_demand=5, observed_at=NOW - 10) for p in (one, two)}
+    )
+    p = plan({r: flat_forecast(r, NOW, 100.0) for r in state.workloads}, state, [one, two], NOW, capacity={CLUSTER: 10})
+    assert [a.to_replicas for a in p.actions if isinstance(a, ScaleTo)] == [8, 8]
+    assert all("held at 8" in a.reason.message for a in p.actions)
+
+
+def test_a_scoped_quota_that_alone_is_short_cuts_the_workloads_it_selects() -> None:
+    # The namespace's 30 pods hold both; the scoped quota shop/high (4 pods) selects checkout only.
+    # Only the scoped pool is short: the planner's quick "is anything short?" check must see it.
+    gold = service_policy("checkout", tenant="gold")
+    bronze = service_policy("search", tenant="bronze")
+    refs = [gold.workload, bronze.workload]
+    state = ClusterState(
+        {r: WorkloadState(r, 2, 2, observed_demand=5, observed_at=NOW - 10) for r in refs},
+        pod_quotas={"shop": 30, "shop/high": 4},
+        quota_members={"shop/high": frozenset({gold.workload})},
+    )
+    p = plan({r: flat_forecast(r, NOW, 100.0) for r in refs}, state, [gold, bronze], NOW)
+    assert [a.to_replicas for a in p.actions if isinstance(a, ScaleTo)] == [4, 10]
+    assert any("quota shop/high on pods" in n for n in p.notes)
+
+
+def test_a_reshared_plan_notes_each_pool_once_with_what_was_asked() -> None:
+    def c(ns: str, name: str, tenant: str, want: int, priority: int = 0) -> Claim:
+        return Claim(WorkloadRef("Deployment", ns, name), tenant, priority, 1.0, want)
+
+    claims = [c("ns1", "w1", "T", 10, priority=5), c("ns2", "w2", "T", 10), c("ns3", "u", "U", 10)]
+    grants, notes = allocate_pools(claims, {"T": 10, CLUSTER: 9}, namespace_pods={"ns1": 3})
+    assert [g.granted for g in grants] == [3, 3, 3]
+    assert len(notes) == 3, notes  # ns1's pod quota, tenant T's quota, the cluster: once each
+    cluster = [n for n in notes if n.startswith("cluster capacity")]
+    assert cluster == ["cluster capacity 9 is short of the 20 replicas wanted; got/wanted by tenant: T 6/20, U 3/10"]
+    assert any(n.startswith("tenant T quota 10 is short of the 20 replicas") for n in notes)

@@ -164,3 +164,11 @@ def test_max_replicas_is_enforced_whatever_the_churn_weight() -> None:
     ws = WorkloadState(pol.workload, 6, 6, observed_demand=10.0, observed_at=NOW - 5)
     action = plan({pol.workload: _flat(pol.workload, 10.0)}, ClusterState({pol.workload: ws}), [pol], NOW).actions[0]
     assert isinstance(action, ScaleTo) and action.to_replicas == 4
+
+
+def test_a_level_near_one_is_printed_with_the_digits_that_tell_it_from_p100() -> None:
+    from planner.replicas import pct
+
+    assert [pct(x) for x in (0.9, 0.99731, 0.999, 0.9995, 0.9999, 0.99999, 1.0)] == [
+        "p90", "p99.7", "p99.9", "p99.95", "p99.99", "p99.999", "p100",
+    ]  # fmt: skip
