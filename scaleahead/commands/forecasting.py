@@ -449,7 +449,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             str | None, typer.Option(help="Actual demand for forecasts stored in --db (trace name or CSV).")
         ] = None,
         workload: Annotated[
-            list[str] | None, typer.Option(help="Stored workload key Kind/ns/name (default: all with forecasts).")
+            list[str] | None,
+            typer.Option(
+                help="Stored workload key Kind/ns/name whose demand --trace is (repeatable; default: the one "
+                "workload with stored forecasts; required when the database holds several)."
+            ),
         ] = None,
         column: ColumnOpt = None,
     ) -> None:
