@@ -396,6 +396,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         Weights do not change the cost, so without --checkpoint an untrained network of the
         default shape is timed. Each series has 8 days of 10 s history with 3 % missing points.
         """
+        check_output(json_out, "--json")  # before the work, not after it
         import time
 
         import numpy as np
