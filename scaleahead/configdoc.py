@@ -130,7 +130,19 @@ def settings_table() -> str:
             default = json.dumps(getattr(model, field))
             lines.append(f"| `{group}.{field}` | `{env}` | {tname} | `{default}` | {_md(finfo.description or '')} |")
         del info
-    lines.append("")
+    lines += [
+        "",
+        "Two more environment variables, outside the groups (so not refused as typos):",
+        "",
+        "- `SCALEAHEAD_DB_URL`: the database (SQLAlchemy URL) of every command without `--db` when",
+        "  `storage.url` (`SCALEAHEAD_STORAGE__URL`) is not set; without either, SQLite at",
+        "  `$XDG_DATA_HOME/scaleahead/scaleahead.db` (docs/storage.md).",
+        "- `SCALEAHEAD_TRACES`: the folder holding the shared traces that trace names (`nasa-10s`,",
+        "  `alibaba-cpu-10s`, `worldcup-1m`, `nab-<stem>`, `azure-functions-1m`, ...) are looked up in;",
+        "  default `../shared/data/traces` beside the repository. Traces inside PyPI wheels",
+        "  (`alibaba-cpu-10s-embedded`) and series CSV paths do not need it.",
+        "",
+    ]
     return "\n".join(lines)
 
 
