@@ -521,9 +521,7 @@ def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_the_work
     assert "training" not in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_noise_floor_checks_its_json_before_the_work(
-    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_noise_floor_checks_its_json_before_the_work(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from scaleahead.bench import noise_floor
 
     def ran(*args: Any, **kwargs: Any) -> Any:
