@@ -84,7 +84,8 @@ def db_upgrade(
     db: Annotated[
         str | None,
         typer.Option(
-            help="SQLAlchemy URL (default: $SCALEAHEAD_STORAGE__URL as for run, else SQLite; docs/storage.md)."
+            help="SQLAlchemy URL (default: $SCALEAHEAD_STORAGE__URL as for run, else $SCALEAHEAD_DB_URL, else "
+            "SQLite; docs/storage.md)."
         ),
     ] = None,
     revision: Annotated[

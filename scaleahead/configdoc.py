@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import BaseModel
 
 from scaleahead.crd import cel_rules
-from scaleahead.policy import policy_json_schema
+from scaleahead.policy import Target, policy_json_schema
 from scaleahead.settings import Settings
 
 HEADER = """# Configuration
@@ -81,6 +81,22 @@ def _md(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+#: Cross-field rules of ``scaleahead.policy`` with no CEL counterpart in the CRD.
+LOADER_ONLY_RULES = (
+    "objective.cost and objective.sloRisk are not both 0: at least one must be positive",
+    "rampFloor.windowSeconds, when given, is 0 (off) or covers at least 3 steps (`3 x demand.stepSeconds`), "
+    "so that a line can be fitted (the default, 300, is exempt: at 5-minute steps it is off in effect)",
+    "objective.riskAdaptation.windowSeconds is at least objective.riskAdaptation.periodSeconds",
+)
+
+
+def _target_rules() -> list[dict[str, Any]]:
+    """The CEL rules ``Target`` carries itself (validated on the ``target`` object)."""
+    extra = Target.model_config.get("json_schema_extra")
+    rules = extra.get("x-kubernetes-validations") if isinstance(extra, dict) else None
+    return [r for r in rules if isinstance(r, dict)] if isinstance(rules, list) else []
+
+
 def policy_table() -> str:
     schema = policy_json_schema()
     defs = schema.get("$defs", {})
@@ -99,6 +115,13 @@ def policy_table() -> str:
         "Rules across fields (checked by the CLI and, as CEL `x-kubernetes-validations`, by the API server):",
         "",
         *[f"- {r['message']}: `{r['rule']}`" for r in cel_rules()],
+        *[f"- {r['message']} (on `target`): `{r['rule']}`" for r in _target_rules()],
+        "",
+        "Rules the loader alone checks (scaleahead/policy.py): the API server does not, so a custom resource",
+        "that breaks one is accepted by `kubectl apply`, and the control loop skips it as InvalidSpec (its",
+        "`Accepted` condition False, log event `policy_invalid`); the CLI refuses such a policy file:",
+        "",
+        *[f"- {rule}" for rule in LOADER_ONLY_RULES],
         "",
     ]
     return "\n".join(lines)
@@ -130,7 +153,19 @@ def settings_table() -> str:
             default = json.dumps(getattr(model, field))
             lines.append(f"| `{group}.{field}` | `{env}` | {tname} | `{default}` | {_md(finfo.description or '')} |")
         del info
-    lines.append("")
+    lines += [
+        "",
+        "Two more environment variables, outside the groups (so not refused as typos):",
+        "",
+        "- `SCALEAHEAD_DB_URL`: the database (SQLAlchemy URL) of every command without `--db` when",
+        "  `storage.url` (`SCALEAHEAD_STORAGE__URL`) is not set; without either, SQLite at",
+        "  `$XDG_DATA_HOME/scaleahead/scaleahead.db` (docs/storage.md).",
+        "- `SCALEAHEAD_TRACES`: the folder holding the shared traces that trace names (`nasa-10s`,",
+        "  `alibaba-cpu-10s`, `worldcup-1m`, `nab-<stem>`, `azure-functions-1m`, ...) are looked up in;",
+        "  default `../shared/data/traces` beside the repository. Traces inside PyPI wheels",
+        "  (`alibaba-cpu-10s-embedded`) and series CSV paths do not need it.",
+        "",
+    ]
     return "\n".join(lines)
 
 

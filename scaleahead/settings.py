@@ -254,7 +254,9 @@ class WebhookSettings(BaseModel):
     host: str = Field("0.0.0.0", description="Listen address of the webhook (HTTPS).")  # noqa: S104
     port: int = Field(8443, ge=0, le=65535, description="Port of the webhook (0: any free port).")
     cert_file: str = Field(
-        "/etc/scaleahead/webhook/tls.crt", description="TLS certificate the API server trusts (PEM; deploy/README)."
+        "/etc/scaleahead/webhook/tls.crt",
+        description="TLS certificate the API server trusts (PEM; deploy/webhook/gen-cert.sh makes one, "
+        "docs/operations.md, Install).",
     )
     key_file: str = Field("/etc/scaleahead/webhook/tls.key", description="Private key of cert_file (PEM).")
     affinity: Literal["required", "preferred"] = Field(

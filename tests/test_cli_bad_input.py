@@ -521,6 +521,56 @@ def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_the_work
     assert "training" not in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_noise_floor_checks_its_json_before_the_work(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scaleahead.bench import noise_floor
+
+    def ran(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the diagnostic ran before its --json was checked")
+
+    monkeypatch.setattr(noise_floor, "run", ran)  # before: it ran, then IsADirectoryError at the end
+    csv = series_csv(tmp_path / "s.csv")
+    assert_refused(cli("bench", "noise-floor", "--trace", str(csv), "--json", str(tmp_path)), "is a folder")
+
+
+@pytest.mark.parametrize("where", ["folder", "missing"])
+def test_forecast_speed_checks_its_json_before_the_work(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    def built(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the network was built before --json was checked")
+
+    monkeypatch.setattr(LSTMForecaster, "untrained", built)  # before: timed, then a traceback at the end
+    path = tmp_path if where == "folder" else tmp_path / "none" / "x.json"
+    says = "is a folder" if where == "folder" else "does not exist"
+    assert_refused(cli("bench", "forecast-speed", "--series", "1", "--repeats", "1", "--json", str(path)), says)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--prometheus", "http://127.0.0.1:9"], "--prometheus needs --policy"),
+        (["--trace", "none.csv"], "none.csv"),
+        (["--trace", "s.csv", "--epochs", "0"], "--epochs 0 would train nothing"),
+    ],
+)
+def test_a_refused_train_leaves_no_out_folder_or_database(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], says: str
+) -> None:
+    from scaleahead.commands import check_folder
+    from scaleahead.errors import UserError
+
+    monkeypatch.chdir(tmp_path)
+    series_csv(tmp_path / "s.csv")
+    db = tmp_path / "m.db"
+    assert_refused(cli("train", *argv, "--db", f"sqlite:///{db}"), says)
+    assert not (tmp_path / "models").exists()  # the default --out was made before the refusal
+    assert not db.exists()
+    check_folder(tmp_path / "a" / "b", "--out", create=False)  # makeable, but not made
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(UserError, match="--out /proc/a/b cannot be created"):
+        check_folder(Path("/proc/a/b"), "--out", create=False)
+
+
 def test_an_unknown_schema_revision_or_a_tsdb_that_is_a_file_creates_nothing(tmp_path: Path) -> None:
     import subprocess
     import sys

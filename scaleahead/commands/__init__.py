@@ -60,10 +60,29 @@ def check_output(path: Path | None, option: str, suffix: str | None = None) -> N
     _check_writable(path.parent, option, path)
 
 
-def check_folder(path: Path, option: str) -> None:
-    """A ``UserError`` now, before the work, unless ``path`` is (or can be made) a folder we can write in."""
+def check_folder(path: Path, option: str, create: bool = True) -> None:
+    """A ``UserError`` now, before the work, unless ``path`` is (or can be made) a folder we can write in.
+
+    It is made now, unless ``create`` is false: then a missing folder is only checked to be makeable
+    (its nearest existing ancestor a writable folder), and the caller makes it when it writes there.
+    """
     if path.exists() and not path.is_dir():
         raise UserError(f"{option} {path} is a file.", "Give a folder.")
+    if not create and not path.exists():
+        ancestor = path.absolute().parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise UserError(f"{option} {path} cannot be created ({ancestor} is a file).", "Choose another folder.")
+        try:
+            with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".scaleahead-write-test-"):
+                pass
+        except OSError as exc:
+            raise UserError(
+                f"{option} {path} cannot be created: {ancestor} is not writable ({exc.strerror}).",
+                "Choose another folder.",
+            ) from exc
+        return
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

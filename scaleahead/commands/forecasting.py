@@ -206,7 +206,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError("Give exactly one of --trace and --prometheus.", "See scaleahead train --help.")
         if model_name not in LEARNED:
             raise UserError(f"--model {model_name!r} is not a learned model.", f"Use one of {', '.join(LEARNED)}.")
-        check_folder(out, "--out")  # before minutes of training
+        # Checked before minutes of training, but made only when the checkpoint is saved: a refused
+        # train leaves no empty folder behind.
+        check_folder(out, "--out", create=False)
+        cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend, model_name)
         if prometheus is not None:
             train_data = _prometheus_training_data(prometheus, policy, days, end)
             source = f"{prometheus} ({len(train_data)} series)"
@@ -219,7 +222,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             source = name = trace
         store = Store(db)  # fail on a bad URL before training
         data = train_data[0]
-        cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend, model_name)
         if model_name == "lstm":
             _clock_hint(train_data)
         err.print(f"training the LSTM on {len(train_data)} series ({len(data)} steps of {data.step_s:g} s)...")
@@ -396,6 +398,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         Weights do not change the cost, so without --checkpoint an untrained network of the
         default shape is timed. Each series has 8 days of 10 s history with 3 % missing points.
         """
+        check_output(json_out, "--json")  # before the work, not after it
         import time
 
         import numpy as np
@@ -449,7 +452,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             str | None, typer.Option(help="Actual demand for forecasts stored in --db (trace name or CSV).")
         ] = None,
         workload: Annotated[
-            list[str] | None, typer.Option(help="Stored workload key Kind/ns/name (default: all with forecasts).")
+            list[str] | None,
+            typer.Option(
+                help="Stored workload key Kind/ns/name whose demand --trace is (repeatable; default: the one "
+                "workload with stored forecasts; required when the database holds several)."
+            ),
         ] = None,
         column: ColumnOpt = None,
     ) -> None:

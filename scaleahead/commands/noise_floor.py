@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from scaleahead.commands import check_output
 from scaleahead.errors import UserError
 
 #: The LSTM fitted in sample keeps only this last share of the whole trace for early stopping.
@@ -62,8 +63,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if unknown:
             raise UserError(f"--in-sample: unknown model(s) {unknown}.", f"Known: {', '.join(available_models())}.")
 
-        if json_out is not None and not json_out.parent.is_dir():
-            raise UserError(f"--json {json_out}: folder {json_out.parent} does not exist.", "Create it first.")
+        check_output(json_out, "--json")  # before the work: a folder or an unwritable path is refused now
         series = load_series(trace, column=column)
 
         def make(name: str) -> Any:

@@ -219,7 +219,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         model: Annotated[
             str | None,
             typer.Option(
-                help="Forecaster of the scaleahead policy (default: settings' model, else the best baseline)."
+                help="Forecaster of the scaleahead policy (default: the setting forecast.model, "
+                "$SCALEAHEAD_FORECAST__MODEL, default lstm; if not registered, the best baseline). The JSON "
+                "records it as params.scaleahead_model."
             ),
         ] = None,
         policies: Annotated[
