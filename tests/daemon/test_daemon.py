@@ -7,14 +7,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 from daemon_helpers import metric_value
 
-from scaleahead.daemon import Daemon, PolicyStatus
+from scaleahead.daemon import Daemon, LiveError, PolicyStatus
 from scaleahead.errors import DataError
 from scaleahead.observability import serve
 from scaleahead.settings import Settings
-from scaleahead.types import ScaleTo, Series
+from scaleahead.types import Forecast, ScaleTo, Series, WorkloadRef
 
 DAY = 86400.0
 
@@ -229,6 +230,54 @@ def test_the_accuracy_report_is_written_on_its_schedule(daemon_factory, tmp_path
         assert stats["forecasts"] >= 1
         assert 0 <= stats["coverage_q90"] <= 1
         assert stats["wape"] >= 0
+
+
+def test_the_daily_accuracy_of_hand_built_forecasts_is_exact() -> None:
+    """Known errors in, exact WAPE, MAE and q90 coverage out (per workload and per model version)."""
+    a = WorkloadRef("Deployment", "shop", "a")
+    b = WorkloadRef("Deployment", "shop", "b")
+    origin, step = 1_000_000.0, 10.0
+
+    def forecast(ref: WorkloadRef, median: list[float], q90: list[float]) -> Forecast:
+        return Forecast(ref, origin, step, {0.5: np.array(median), 0.9: np.array(q90)})
+
+    def series(ref: WorkloadRef, values: list[float]) -> Series:
+        return Series(ref.key, origin, step, np.array(values))
+
+    # a: median 10 against 8 at each of 4 steps; q90 covers steps 2-4 (8 > 7 at step 1).
+    # b: median 5 against 4, 6, missing, 5; q90 6 covers all three observed steps.
+    forecasts = {
+        a: forecast(a, [10.0] * 4, [7.0, 12.0, 12.0, 12.0]),
+        b: forecast(b, [5.0] * 4, [6.0] * 4),
+    }
+    history = {a: series(a, [8.0] * 4), b: series(b, [4.0, 6.0, float("nan"), 5.0])}
+    live = LiveError(sample_interval_s=300.0)
+    live.observe(forecasts, {}, now=origin, versions={b: 3})
+    assert live.matured == 0, "nothing is scored before its horizon has passed"
+    live.observe({}, history, now=origin + 4 * step)
+    per, totals = live.take_daily()
+    assert per == {
+        a.key: {
+            "forecasts": 1,
+            "steps": 4,
+            "mae": pytest.approx(2.0),  # |10 - 8| per step
+            "wape": pytest.approx(8.0 / 32.0),  # 4 * 2 over 4 * 8
+            "coverage_q90": pytest.approx(0.75),  # 3 of 4 steps at or under the q90
+            "forecasts_by_model_version": {"none": 1},
+        },
+        b.key: {
+            "forecasts": 1,
+            "steps": 3,  # the missing step is not scored
+            "mae": pytest.approx(2.0 / 3.0),  # (1 + 1 + 0) / 3
+            "wape": pytest.approx(2.0 / 15.0),  # 2 over 4 + 6 + 5
+            "coverage_q90": pytest.approx(1.0),  # 4, 6 and 5 are all <= 6
+            "forecasts_by_model_version": {"3": 1},
+        },
+    }
+    assert totals == {"3": 1, "none": 1}
+    assert live.matured == 2
+    assert live.overall() == pytest.approx((0.25 + 2.0 / 15.0) / 2)
+    assert live.take_daily() == ({}, {}), "taking the day's numbers resets them"
 
 
 def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> None:  # type: ignore[no-untyped-def]
