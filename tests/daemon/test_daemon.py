@@ -23,6 +23,15 @@ DAY = 86400.0
 def test_the_daemon_runs_many_cycles_on_a_virtual_clock_and_records_them(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     daemon, clock, target, store = daemon_factory(n=3)
     t0 = clock.now()
+    last: dict[WorkloadRef, Forecast] = {}  # the forecasts of the last cycle, as scored by LiveError
+    observe = daemon.live.observe
+
+    def keep_last(forecasts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        last.clear()
+        last.update(forecasts)
+        return observe(forecasts, *args, **kwargs)
+
+    daemon.live.observe = keep_last  # type: ignore[method-assign]
     ticks = daemon.run(lambda: False, max_ticks=600)
     assert ticks == 600
     # 600 ticks of 10 s: the virtual clock advanced exactly 599 intervals (no sleep after the last).
@@ -36,7 +45,17 @@ def test_the_daemon_runs_many_cycles_on_a_virtual_clock_and_records_them(daemon_
     for p in daemon.deps.policies:
         key = p.workload.key
         assert metric_value(daemon, "scaleahead_planned_replicas", workload=key) == target.replicas[p.workload]
-        assert metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.9", lead_s="900") >= 0
+        # The forecast gauges are the last forecast at the step that ends lead_s after its origin.
+        fc = last[p.workload]
+        assert fc.origin == clock.now() and fc.step_s == 10.0 and fc.horizon_steps >= 90
+        q90_at_900 = metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.9", lead_s="900")
+        q50_at_900 = metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.5", lead_s="900")
+        assert q90_at_900 == float(fc.quantile(0.9)[89])  # steps 0..89 end at 10 s .. 900 s
+        assert q50_at_900 == float(fc.quantile(0.5)[89])
+        assert q90_at_900 > q50_at_900
+        assert metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.9", lead_s="60") == float(
+            fc.quantile(0.9)[5]
+        )
     assert daemon.live.matured > 0, "forecasts older than the horizon were scored against later demand"
 
 
