@@ -304,12 +304,23 @@ def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> No
     settings.jobs.prune_cron = "*/20 * * * *"
     settings.jobs.forecast_retention_days = 600 / DAY  # keep 10 minutes
     settings.jobs.plan_retention_days = 600 / DAY
-    daemon, _, _, store = daemon_factory(n=2, settings=settings)
-    daemon.run(lambda: False, max_ticks=250)
-    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="prune", result="ok") >= 1
-    oldest = min(f.origin for p in daemon.deps.policies for f in store.forecasts(p.workload))
-    # The last prune ran at a 20-minute mark; nothing older than 10 minutes before it survives.
-    assert daemon.clock.now() - oldest <= 20 * 60 + 10 * 60 + 10
+    daemon, clock, _, store = daemon_factory(n=2, settings=settings)
+    t0 = clock.now()
+    assert t0 % 1200 == 0, "the run starts on a 20-minute mark"
+    daemon.run(lambda: False, max_ticks=250)  # t0 .. t0 + 2490 s
+    # Runs at t0, t0 + 20 min and t0 + 40 min, each with the time of its tick.
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="prune", result="ok") == 3
+    last_prune = metric_value(daemon, "scaleahead_job_last_run_timestamp_seconds", job_name="prune", result="ok")
+    assert last_prune == t0 + 2400
+    # Every cycle forecasts; the store keeps one per workload per forecast_interval_s (from t0 on).
+    made = [t0 + k * store.forecast_interval_s for k in range(int(2490 // store.forecast_interval_s) + 1)]
+    cutoff = last_prune - 600  # forecast_retention_days: 10 minutes before the last prune
+    kept = [t for t in made if t >= cutoff]
+    assert made[0] < cutoff and kept[0] == cutoff and len(kept) >= 3
+    for p in daemon.deps.policies:
+        # Those within the retention before the last prune survive (the one at its edge too), and
+        # those made since; nothing older does.
+        assert [f.origin for f in store.forecasts(p.workload)] == kept, p.workload.key
 
 
 def test_pruning_deletes_unneeded_checkpoints_and_only_their_files_in_the_artifact_folder(  # type: ignore[no-untyped-def]
