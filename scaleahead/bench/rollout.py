@@ -6,7 +6,9 @@ rollout logic of ``actuator.rollouts`` then runs on those outcomes:
 
 - canary: the test period is cut into one window per share step; in window k, the workloads whose
   stable hash puts them in the challenger's arm at the current share are scored on the
-  challenger's run, the others on the champion's; ``decide_canary`` advances, promotes or rolls back;
+  challenger's run, the others on the champion's; ``decide_canary`` advances, promotes or rolls back
+  (at 100 %, with no workload left on the champion, against the champion's means of the last
+  window that had both arms);
 - A/B: a fixed split over the whole test period, differences with 95 % confidence intervals;
 - shadow: every workload on both runs, paired differences.
 
@@ -100,6 +102,9 @@ def run_rollout_bench(
     # Canary: one window per step.
     history: list[dict[str, Any]] = []
     share, state = params.steps[0], "running"
+    # The champion's means from the last window that had both arms: at a share of 100 % no workload
+    # is left on the champion, and the challenger's window is compared with them (as RolloutBook does).
+    reference: dict[str, float] | None = None
     n_steps = len(params.steps)
     for k in range(n_steps):
         champ: list[Outcome] = []
@@ -111,7 +116,9 @@ def run_rollout_bench(
                 chal.append(_outcome(name, s, b, i0, i1))
             else:
                 champ.append(_outcome(name, s, a, i0, i1))
-        d = decide_canary(params, share, champ, chal)
+        d = decide_canary(params, share, champ, chal, reference)
+        if champ and math.isfinite(d.summary.get("champion_violation_fraction", math.nan)):
+            reference = dict(d.summary)
         history.append(
             {
                 "window": k,

@@ -212,24 +212,103 @@ def test_promoting_a_model_rollout_makes_the_challenger_the_registry_champion(tm
     assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
 
 
-def test_bench_rollout_runs_canary_ab_and_shadow_on_the_simulated_cluster(tmp_path):
+def _bench_rollout(tmp_path, traces: list[str], champion: str, challenger: str) -> dict:
     from typer.testing import CliRunner
 
     from scaleahead.cli import app
 
-    out_path = tmp_path / "r.json"
-    traces = "nab-ec2_cpu_utilization_24ae8d,nab-ec2_cpu_utilization_53ea38,nab-rds_cpu_utilization_cc0c53"
-    out = CliRunner().invoke(
-        app, ["bench", "rollout", "--json", str(out_path), "--traces", traces, "--steps", "0.5,1.0"]
-    )
+    out_path = tmp_path / f"{champion}-{challenger}-{len(traces)}.json"
+    args = ["bench", "rollout", "--json", str(out_path), "--traces", ",".join(traces), "--steps", "0.5,1.0"]
+    out = CliRunner().invoke(app, [*args, "--champion", champion, "--challenger", challenger])
     assert out.exit_code == 0, out.output
     doc = json.loads(out_path.read_text())
-    assert set(doc["per_workload"]) == set(traces.split(","))
-    assert doc["canary"]["state"] in ("promoted", "rolled-back", "running")
-    assert doc["canary"]["history"][0]["share"] == 0.5
-    assert doc["shadow"]["workloads"] == 3
-    for d in doc["shadow"]["differences"]:
-        assert d["low"] <= d["difference"] <= d["high"]
+    assert set(doc["per_workload"]) == set(traces)
+    return doc
+
+
+def _check_differences(differences: list[dict], champion: list[dict], challenger: list[dict]) -> None:
+    """Each difference is the challenger's mean minus the champion's, recomputed from the per-workload
+    outcomes of the arms (forecast_error is not measured by the bench: NaN, so not compared)."""
+    assert [d["metric"] for d in differences] == ["violation_fraction", "cost_per_demand"]
+    for d in differences:
+        m = d["metric"]
+        assert (d["n_champion"], d["n_challenger"]) == (len(champion), len(challenger))
+        assert d["champion"] == pytest.approx(np.mean([o[m] for o in champion]))
+        assert d["challenger"] == pytest.approx(np.mean([o[m] for o in challenger]))
+        assert d["difference"] == pytest.approx(d["challenger"] - d["champion"])
+        assert d["low"] < d["difference"] < d["high"]
+        assert d["significant"] == (d["low"] > 0 or d["high"] < 0)
+
+
+# Under the bench's salt, the first two are in the champion's arm at a 50 % share, the others in the
+# challenger's (``assign``; checked below).
+ROLLOUT_TRACES = [
+    "nab-ec2_cpu_utilization_24ae8d",
+    "nab-ec2_cpu_utilization_53ea38",
+    "nab-rds_cpu_utilization_cc0c53",
+]
+
+
+@pytest.mark.parametrize(
+    ("fourth", "champion", "challenger", "decisions"),
+    [
+        # window_mean lags the bursts of fe7f93: more SLO violations in its arm at 50 %.
+        ("nab-ec2_cpu_utilization_fe7f93", "seasonal_naive", "window_mean", ["rollback"]),
+        # On 825cc2 window_mean holds up at 50 %; at 100 % (no workload left on the champion) its
+        # window is compared with the champion's means of the 50 % window: worse than seasonal_naive's,
+        ("nab-ec2_cpu_utilization_825cc2", "seasonal_naive", "window_mean", ["advance", "rollback"]),
+        # no worse than naive's.
+        ("nab-ec2_cpu_utilization_825cc2", "naive", "window_mean", ["advance", "promote"]),
+    ],
+)
+def test_bench_rollout_runs_canary_ab_and_shadow_on_the_simulated_cluster(
+    tmp_path, fourth: str, champion: str, challenger: str, decisions: list[str]
+):
+    traces = [*ROLLOUT_TRACES, fourth]
+    assert [assign(t, 0.5, "bench") for t in traces] == ["champion", "champion", "challenger", "challenger"]
+    doc = _bench_rollout(tmp_path, traces, champion, challenger)
+    per = doc["per_workload"]
+
+    canary = doc["canary"]
+    assert [h["decision"] for h in canary["history"]] == decisions
+    assert canary["state"] == {"rollback": "rolled-back", "promote": "promoted"}[decisions[-1]]
+    first = canary["history"][0]
+    assert (first["window"], first["share"]) == (0, 0.5)
+    assert (first["champion_workloads"], first["challenger_workloads"]) == (2, 2)
+    if len(decisions) == 1:
+        assert first["reason"].startswith("challenger violates the SLO more")
+        assert canary["final_share"] == 0.5
+    else:
+        last = canary["history"][1]
+        assert (last["window"], last["share"], last["champion_workloads"], last["challenger_workloads"]) == (
+            1,
+            1.0,
+            0,
+            4,
+        )
+        if decisions[-1] == "promote":
+            assert "against the champion's last compared window" in last["reason"]
+        else:
+            assert last["reason"].startswith("challenger violates the SLO more")
+        assert canary["final_share"] == 1.0
+
+    # A/B: the fixed split puts two workloads in each arm, every workload in exactly one.
+    ab = doc["ab"]
+    assert (ab["champion_workloads"], ab["challenger_workloads"]) == (2, 2)
+    assert ab["champion_workloads"] + ab["challenger_workloads"] == len(traces)
+    _check_differences(
+        ab["differences"],
+        [per[t]["champion"] for t in traces[:2]],
+        [per[t]["challenger"] for t in traces[2:]],
+    )
+
+    # Shadow: every workload paired with itself.
+    assert doc["shadow"]["workloads"] == len(traces)
+    _check_differences(
+        doc["shadow"]["differences"],
+        [per[t]["champion"] for t in traces],
+        [per[t]["challenger"] for t in traces],
+    )
 
 
 def test_a_canary_step_needs_a_whole_window_of_outcomes_before_it_decides(db_url):

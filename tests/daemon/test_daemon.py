@@ -7,14 +7,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 from daemon_helpers import metric_value
 
-from scaleahead.daemon import Daemon, PolicyStatus
+from scaleahead.daemon import Daemon, LiveError, PolicyStatus
 from scaleahead.errors import DataError
 from scaleahead.observability import serve
 from scaleahead.settings import Settings
-from scaleahead.types import ScaleTo, Series
+from scaleahead.types import Forecast, ScaleTo, Series, WorkloadRef
 
 DAY = 86400.0
 
@@ -22,6 +23,15 @@ DAY = 86400.0
 def test_the_daemon_runs_many_cycles_on_a_virtual_clock_and_records_them(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     daemon, clock, target, store = daemon_factory(n=3)
     t0 = clock.now()
+    last: dict[WorkloadRef, Forecast] = {}  # the forecasts of the last cycle, as scored by LiveError
+    observe = daemon.live.observe
+
+    def keep_last(forecasts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        last.clear()
+        last.update(forecasts)
+        return observe(forecasts, *args, **kwargs)
+
+    daemon.live.observe = keep_last  # type: ignore[method-assign]
     ticks = daemon.run(lambda: False, max_ticks=600)
     assert ticks == 600
     # 600 ticks of 10 s: the virtual clock advanced exactly 599 intervals (no sleep after the last).
@@ -35,7 +45,17 @@ def test_the_daemon_runs_many_cycles_on_a_virtual_clock_and_records_them(daemon_
     for p in daemon.deps.policies:
         key = p.workload.key
         assert metric_value(daemon, "scaleahead_planned_replicas", workload=key) == target.replicas[p.workload]
-        assert metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.9", lead_s="900") >= 0
+        # The forecast gauges are the last forecast at the step that ends lead_s after its origin.
+        fc = last[p.workload]
+        assert fc.origin == clock.now() and fc.step_s == 10.0 and fc.horizon_steps >= 90
+        q90_at_900 = metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.9", lead_s="900")
+        q50_at_900 = metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.5", lead_s="900")
+        assert q90_at_900 == float(fc.quantile(0.9)[89])  # steps 0..89 end at 10 s .. 900 s
+        assert q50_at_900 == float(fc.quantile(0.5)[89])
+        assert q90_at_900 > q50_at_900
+        assert metric_value(daemon, "scaleahead_forecast", workload=key, quantile="0.9", lead_s="60") == float(
+            fc.quantile(0.9)[5]
+        )
     assert daemon.live.matured > 0, "forecasts older than the horizon were scored against later demand"
 
 
@@ -231,17 +251,76 @@ def test_the_accuracy_report_is_written_on_its_schedule(daemon_factory, tmp_path
         assert stats["wape"] >= 0
 
 
+def test_the_daily_accuracy_of_hand_built_forecasts_is_exact() -> None:
+    """Known errors in, exact WAPE, MAE and q90 coverage out (per workload and per model version)."""
+    a = WorkloadRef("Deployment", "shop", "a")
+    b = WorkloadRef("Deployment", "shop", "b")
+    origin, step = 1_000_000.0, 10.0
+
+    def forecast(ref: WorkloadRef, median: list[float], q90: list[float]) -> Forecast:
+        return Forecast(ref, origin, step, {0.5: np.array(median), 0.9: np.array(q90)})
+
+    def series(ref: WorkloadRef, values: list[float]) -> Series:
+        return Series(ref.key, origin, step, np.array(values))
+
+    # a: median 10 against 8 at each of 4 steps; q90 covers steps 2-4 (8 > 7 at step 1).
+    # b: median 5 against 4, 6, missing, 5; q90 6 covers all three observed steps.
+    forecasts = {
+        a: forecast(a, [10.0] * 4, [7.0, 12.0, 12.0, 12.0]),
+        b: forecast(b, [5.0] * 4, [6.0] * 4),
+    }
+    history = {a: series(a, [8.0] * 4), b: series(b, [4.0, 6.0, float("nan"), 5.0])}
+    live = LiveError(sample_interval_s=300.0)
+    live.observe(forecasts, {}, now=origin, versions={b: 3})
+    assert live.matured == 0, "nothing is scored before its horizon has passed"
+    live.observe({}, history, now=origin + 4 * step)
+    per, totals = live.take_daily()
+    assert per == {
+        a.key: {
+            "forecasts": 1,
+            "steps": 4,
+            "mae": pytest.approx(2.0),  # |10 - 8| per step
+            "wape": pytest.approx(8.0 / 32.0),  # 4 * 2 over 4 * 8
+            "coverage_q90": pytest.approx(0.75),  # 3 of 4 steps at or under the q90
+            "forecasts_by_model_version": {"none": 1},
+        },
+        b.key: {
+            "forecasts": 1,
+            "steps": 3,  # the missing step is not scored
+            "mae": pytest.approx(2.0 / 3.0),  # (1 + 1 + 0) / 3
+            "wape": pytest.approx(2.0 / 15.0),  # 2 over 4 + 6 + 5
+            "coverage_q90": pytest.approx(1.0),  # 4, 6 and 5 are all <= 6
+            "forecasts_by_model_version": {"3": 1},
+        },
+    }
+    assert totals == {"3": 1, "none": 1}
+    assert live.matured == 2
+    assert live.overall() == pytest.approx((0.25 + 2.0 / 15.0) / 2)
+    assert live.take_daily() == ({}, {}), "taking the day's numbers resets them"
+
+
 def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     settings = Settings()
     settings.jobs.prune_cron = "*/20 * * * *"
     settings.jobs.forecast_retention_days = 600 / DAY  # keep 10 minutes
     settings.jobs.plan_retention_days = 600 / DAY
-    daemon, _, _, store = daemon_factory(n=2, settings=settings)
-    daemon.run(lambda: False, max_ticks=250)
-    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="prune", result="ok") >= 1
-    oldest = min(f.origin for p in daemon.deps.policies for f in store.forecasts(p.workload))
-    # The last prune ran at a 20-minute mark; nothing older than 10 minutes before it survives.
-    assert daemon.clock.now() - oldest <= 20 * 60 + 10 * 60 + 10
+    daemon, clock, _, store = daemon_factory(n=2, settings=settings)
+    t0 = clock.now()
+    assert t0 % 1200 == 0, "the run starts on a 20-minute mark"
+    daemon.run(lambda: False, max_ticks=250)  # t0 .. t0 + 2490 s
+    # Runs at t0, t0 + 20 min and t0 + 40 min, each with the time of its tick.
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="prune", result="ok") == 3
+    last_prune = metric_value(daemon, "scaleahead_job_last_run_timestamp_seconds", job_name="prune", result="ok")
+    assert last_prune == t0 + 2400
+    # Every cycle forecasts; the store keeps one per workload per forecast_interval_s (from t0 on).
+    made = [t0 + k * store.forecast_interval_s for k in range(int(2490 // store.forecast_interval_s) + 1)]
+    cutoff = last_prune - 600  # forecast_retention_days: 10 minutes before the last prune
+    kept = [t for t in made if t >= cutoff]
+    assert made[0] < cutoff and kept[0] == cutoff and len(kept) >= 3
+    for p in daemon.deps.policies:
+        # Those within the retention before the last prune survive (the one at its edge too), and
+        # those made since; nothing older does.
+        assert [f.origin for f in store.forecasts(p.workload)] == kept, p.workload.key
 
 
 def test_pruning_deletes_unneeded_checkpoints_and_only_their_files_in_the_artifact_folder(  # type: ignore[no-untyped-def]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_two_processes_train_one_lstm_that_forecasts_and_is_a_challenger(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'r.db'}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "MASTER_PORT": "29517"}
+    # A port free now, not a fixed one another run or service may hold (the rendezvous would fail).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
     out = subprocess.run(
         [
             sys.executable, "-m", "scaleahead.cli", "train-distributed", "--trace", "nasa-10s",

@@ -45,8 +45,17 @@ def test_run_once_prints_one_cycle_with_reasons_and_phase_timings(tmp_path: Path
     doc = json.loads(out.stdout)
     assert doc["role"] == "leader"
     assert set(doc["phase_ms"]) >= {"history", "forecast", "state", "plan", "record", "act"}
-    assert doc["actions"][0]["reason"]
-    assert doc["results"][0]["outcome"] in ("applied", "skipped")
+    # One workload; the real demand at the trace's start asks for more than the one replica the
+    # in-memory cluster starts with, and that cluster applies a scale-to.
+    (action,) = doc["actions"]
+    assert (action["kind"], action["target"], action["from"], action["noop"]) == (
+        "ScaleTo",
+        "Deployment/default/web",
+        1,
+        False,
+    )
+    assert action["to"] > 1 and action["reason_code"] == "forecast" and action["reason"]
+    assert doc["results"] == [{"target": "Deployment/default/web", "outcome": "applied", "detail": "in memory"}]
 
 
 def test_run_with_an_unavailable_source_says_what_to_do(tmp_path: Path) -> None:

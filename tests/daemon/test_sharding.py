@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from scaleahead.bench.speed import policies_for
@@ -17,11 +23,70 @@ def test_shards_partition_the_workloads_and_are_balanced() -> None:
     assert all(850 <= len(part) <= 1150 for part in parts), [len(p) for p in parts]
 
 
+# Shards of known keys, computed once outside Python from the documented rule (SHA-1 of
+# "Kind/namespace/name", first 8 bytes big-endian, mod N):
+#   printf %s "$key" | sha1sum | cut -c1-16   then   echo "ibase=16; $HEX % 4" | bc
+# key -> (first 8 bytes in hex, shard of 4, shard of 7)
+KNOWN_SHARDS = {
+    "Deployment/shop/web": ("9268A1B127123AF6", 2, 3),
+    "Deployment/shop/api": ("6464532350C49FF0", 0, 5),
+    "StatefulSet/db/pg": ("FB9E591C46A59E0F", 3, 0),
+    "Deployment/default/a": ("32FBE52886F44673", 3, 0),
+    "Deployment/bench/w0": ("5FEA3319BB0C401B", 3, 1),
+    "Deployment/bench/w1": ("B3CA05705EFB964A", 2, 0),
+    "Deployment/bench/w2": ("4A3120C42728A714", 0, 5),
+    "Deployment/bench/w3": ("CD7C8D70B57661A7", 3, 0),
+    "Deployment/bench/w4": ("8C58C80F8987F155", 1, 2),
+    "Deployment/bench/w5": ("62234BF7335EEFA7", 3, 1),
+    "Deployment/bench/w6": ("E84484779B6B80BA", 2, 3),
+    "Deployment/bench/w7": ("04092FF51002DE91", 1, 3),
+    "Deployment/bench/w8": ("59396FD2936920ED", 1, 6),
+    "Deployment/bench/w9": ("5131C563C4CF75C7", 3, 4),
+}
+
+
+def test_known_workloads_land_in_their_documented_shards() -> None:
+    for key, (prefix, of4, of7) in KNOWN_SHARDS.items():
+        # The pinned numbers are themselves consistent with the rule (guards a typo in the table).
+        assert (int(prefix, 16) % 4, int(prefix, 16) % 7) == (of4, of7), key
+        assert (shard_of(key, 4), shard_of(key, 7)) == (of4, of7), key
+        assert shard_of(key, 1) == 0
+
+
 def test_a_workload_keeps_its_shard_whatever_else_is_added() -> None:
     few = policies_for(10, 10.0)
     many = policies_for(500, 10.0)
-    assert [shard_of(p.workload.key, 4) for p in few] == [shard_of(p.workload.key, 4) for p in many[:10]]
-    assert shard_of("Deployment/shop/web", 4) == shard_of("Deployment/shop/web", 4)
+    expected = [KNOWN_SHARDS[p.workload.key][1] for p in few]
+    assert [shard_of(p.workload.key, 4) for p in few] == expected
+    assert [shard_of(p.workload.key, 4) for p in many[:10]] == expected
+    assert [p for p in owned(many, 2, 4) if p.workload.key in KNOWN_SHARDS] == [
+        p for p in many[:10] if KNOWN_SHARDS[p.workload.key][1] == 2
+    ]
+
+
+def test_every_process_agrees_on_the_shards_whatever_its_hash_seed() -> None:
+    """Two replicas started with different PYTHONHASHSEED must split the workloads the same way."""
+    keys = sorted(KNOWN_SHARDS)
+    script = (
+        "import json, sys\n"
+        "from scaleahead.sharding import shard_of\n"
+        "keys = json.loads(sys.argv[1])\n"
+        "print(json.dumps([[shard_of(k, 4), shard_of(k, 7)] for k in keys]))\n"
+    )
+    here = [[shard_of(k, 4), shard_of(k, 7)] for k in keys]
+    root = Path(__file__).resolve().parents[2]
+    for seed in ("1", "2", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")]))
+        out = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(keys)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        assert json.loads(out.stdout) == here, f"PYTHONHASHSEED={seed}"
 
 
 @pytest.mark.parametrize("text", ["3/3", "x/2", "1", "-1/2", "0/0"])

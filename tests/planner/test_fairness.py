@@ -139,6 +139,9 @@ def test_a_lower_priority_gets_nothing_above_its_floor_while_a_higher_one_is_sho
 def test_equal_weights_one_priority_no_floors_is_integer_max_min(wants: list[int], capacity: int) -> None:
     claims = [claim(f"w{i}", f"t{i}", w) for i, w in enumerate(wants)]
     got = [g.granted for g in allocate(claims, capacity)]
+    # Work conserving: never more than asked, and nothing left over while someone is short.
+    assert all(0 <= g <= w for g, w in zip(got, wants, strict=True))
+    assert sum(got) == min(capacity, sum(wants))
     for i, g in enumerate(got):
         if g < wants[i]:  # a short tenant has at least as much as any other, less one unit of rounding
             assert all(g >= other - 1 for other in got)

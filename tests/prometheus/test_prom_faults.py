@@ -36,25 +36,46 @@ def test_a_server_killed_mid_read_fails_the_unread_workloads_quickly_and_names_t
         for k, w in prom.workers.items()
     ]
     cfg = PrometheusConfig(server.url, max_points=20, max_concurrency=2, retries=2, backoff_s=0.01)
-    client = PrometheusClient(cfg)
+    backoffs: list[float] = []  # the back-off the client asked for; nothing sleeps in the test
+    client = PrometheusClient(cfg, sleep=backoffs.append)
+    # Every HTTP attempt that failed: none before the kill, as the server was healthy until then.
+    failed_attempts: list[str] = []
+    post_once = client._post_once
+
+    def counting_post_once(url: str, fields, label: str, query: str):  # type: ignore[no-untyped-def]
+        try:
+            return post_once(url, fields, label, query)
+        except PrometheusError:
+            failed_attempts.append(label)  # list.append is atomic under the GIL
+            raise
+
+    client._post_once = counting_post_once  # type: ignore[method-assign]
 
     def kill_after_some_requests() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 60  # a guard against a hang, not a measurement
         while client.stats.requests < 30 and time.monotonic() < deadline:
             time.sleep(0.001)
         server.kill()
 
     killer = threading.Thread(target=kill_after_some_requests)
     killer.start()
-    began = time.monotonic()
     try:
         got = client.fetch_many(reqs)  # 8 x 108 requests if nothing failed
     finally:
         killer.join()
         server.stop()
-    assert time.monotonic() - began < 20
     errors = [g for g in got if isinstance(g, PrometheusError)]
     assert errors, "the server died before the read ended, so some workloads must have failed"
+    assert len(errors) >= len(reqs) - cfg.max_concurrency, "only reads in flight at the kill could finish"
+    # Quickly: only the reads in flight when the server died (max_concurrency of them) try again,
+    # each at most 1 + retries times with its back-off; once one has given up on a server that
+    # cannot be reached, the reads not yet started fail at once, without a request or a back-off.
+    tried = set(failed_attempts)
+    assert 1 <= len(tried) <= cfg.max_concurrency, failed_attempts
+    assert len(failed_attempts) <= cfg.max_concurrency * (cfg.retries + 1), failed_attempts
+    assert client.stats.retries == len(backoffs) <= cfg.max_concurrency * cfg.retries
+    assert all(b in (0.01, 0.02) for b in backoffs), backoffs
+    assert client.stats.requests < 8 * 108
     for r, g in zip(reqs, got, strict=True):
         if isinstance(g, PrometheusError):
             assert r.label in g.message and r.query in g.message
