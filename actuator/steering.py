@@ -17,11 +17,14 @@ webhook that is down or slow does not block pods either.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
+import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -138,20 +141,37 @@ class SteeringWebhook:
         affinity: ``required`` (default) or ``preferred`` node affinity (docs/adr/0009).
     """
 
-    def __init__(self, store: Store, now: Callable[[], float], affinity: Affinity = "required") -> None:
+    #: Seconds an answer may take before the steer it would use is left pending (the
+    #: MutatingWebhookConfiguration's timeoutSeconds is 2: a later answer is dropped, and the pod
+    #: created unsteered; Store.consume_steer rolls back past this).
+    budget_s = 1.5
+
+    def __init__(
+        self,
+        store: Store,
+        now: Callable[[], float],
+        affinity: Affinity = "required",
+        on_review: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
         self.now = now
         self.affinity: Affinity = affinity
         self.counts: dict[str, int] = {"steered": 0, "passed": 0, "errors": 0}
+        #: Told each review's result (``steered``, ``passed``, ``errors``): the daemon's counter
+        #: ``scaleahead_webhook_reviews_total{result}``.
+        self.on_review = on_review
         self._lock = threading.Lock()
 
     def _count(self, what: str) -> None:
         with self._lock:
             self.counts[what] += 1
+        if self.on_review is not None:
+            self.on_review(what)
 
     def review(self, body: bytes) -> dict[str, Any]:
         """The AdmissionReview answer to ``body``; never raises, never refuses a pod."""
         uid = ""
+        self._started = time.monotonic()
         try:
             review = json.loads(body)
             request = review.get("request") if isinstance(review, dict) else None
@@ -192,7 +212,8 @@ class SteeringWebhook:
         namespace = str(request.get("namespace") or (meta or {}).get("namespace") or "")
         name = str((meta or {}).get("name") or request.get("name") or "")
         pod_id = name or f"{(meta or {}).get('generateName') or ''}* (request {uid})"
-        steer = self.store.consume_steer(namespace, owner[0], owner[1], pod_id, self.now())
+        deadline = self._started + self.budget_s
+        steer = self.store.consume_steer(namespace, owner[0], owner[1], pod_id, self.now(), deadline=deadline)
         if steer is None:
             self._count("passed")
             return _allowed(uid)
@@ -272,11 +293,18 @@ class ReloadingTLS:
     def __init__(self, cert_file: str, key_file: str | None) -> None:
         self.cert_file = cert_file
         self.key_file = key_file or cert_file
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._stamp = self._files_stamp()
-        self.context.load_cert_chain(self.cert_file, self.key_file)
+        self.context = self._load()
         self.reloads = 0
+
+    def _load(self) -> ssl.SSLContext:
+        """A new context with the files' pair. Loaded into a fresh context and swapped in only once
+        it loaded: ``load_cert_chain`` on the live context with a renewed certificate but the old
+        key installs the certificate, then fails on the key, and leaves no usable pair."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert_file, self.key_file)
+        return context
 
     def _files_stamp(self) -> tuple[tuple[int, int], ...]:
         return tuple((st.st_mtime_ns, st.st_size) for st in (os.stat(f) for f in (self.cert_file, self.key_file)))
@@ -287,7 +315,7 @@ class ReloadingTLS:
             stamp = self._files_stamp()
             if stamp == self._stamp:
                 return False
-            self.context.load_cert_chain(self.cert_file, self.key_file)
+            self.context = self._load()
         except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning("webhook certificate not reloaded: %s", exc, extra={"event": "webhook_cert_error"})
             return False
@@ -297,8 +325,19 @@ class ReloadingTLS:
         return True
 
 
+#: Seconds a client has for its TLS handshake (the API server's call times out after 2 s anyway).
+HANDSHAKE_TIMEOUT_S = 5.0
+
+
 class WebhookServer(ThreadingHTTPServer):
-    """The webhook's server; ``shutdown`` also stops its certificate watcher."""
+    """The webhook's server; ``shutdown`` also stops its certificate watcher.
+
+    With TLS, each connection's handshake runs on that connection's own thread, with a timeout,
+    and with the context in use at that moment (``ReloadingTLS``). A listening socket wrapped in
+    TLS would run every handshake inside ``accept()`` on the one serving thread, with no timeout:
+    one client that connects and sends nothing (a dead node's half-open connection, any pod in
+    the cluster) would stop the webhook for every pod created after it.
+    """
 
     tls: ReloadingTLS | None = None
     stopped: threading.Event
@@ -306,6 +345,23 @@ class WebhookServer(ThreadingHTTPServer):
     def shutdown(self) -> None:
         self.stopped.set()
         super().shutdown()
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            request.settimeout(HANDSHAKE_TIMEOUT_S)
+            conn = self.tls.context.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as exc:  # a timeout, a client that is not TLS, a reset
+            log.debug("webhook TLS handshake failed from %s: %s", client_address, exc)
+            return
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_WR)
+            conn.close()
 
 
 def serve_webhook(
@@ -329,8 +385,7 @@ def serve_webhook(
     server.stopped = threading.Event()
     if cert_file:
         tls = ReloadingTLS(cert_file, key_file)
-        server.socket = tls.context.wrap_socket(server.socket, server_side=True)
-        server.tls = tls
+        server.tls = tls  # each connection is wrapped on its own thread (WebhookServer.finish_request)
 
         def watch() -> None:
             while not server.stopped.wait(reload_s):

@@ -158,6 +158,13 @@ class Metrics:
             "scaleahead_shard_count", "Shards the workloads are split into (run --shard i/N: N).", registry=r
         )
         self.shard_count.set(1)
+        self.webhook_reviews = Counter(
+            "scaleahead_webhook_reviews",
+            "Pod steering webhook reviews by result: steered, passed (no steer for the pod), errors "
+            "(allowed unchanged: a malformed review, the database unreachable or too slow).",
+            ["result"],
+            registry=r,
+        )
 
         # Counters a rule takes rate() or increase() of exist from the start at 0, so that the first
         # error is an increase (a series that appears at 1 has none).
@@ -166,6 +173,8 @@ class Metrics:
         for kind in ACTION_KINDS:
             for outcome in ACTION_RESULTS:
                 self.actions.labels(kind=kind, result=outcome)
+        for result in ("steered", "passed", "errors"):
+            self.webhook_reviews.labels(result=result)
 
     def add_job(self, name: str) -> None:
         """Export a scheduled job's run counters at 0 before its first run."""
@@ -294,6 +303,9 @@ class Health:
 class _Handler(BaseHTTPRequestHandler):
     metrics: Metrics
     health: Health
+    # A client that sends nothing (a half-open connection) gives up its thread after this long;
+    # without it each held one thread for ever, and enough of them starved the liveness probe.
+    timeout = 10.0
 
     def do_GET(self) -> None:  # noqa: N802 - the http.server API
         path = self.path.split("?", 1)[0]

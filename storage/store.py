@@ -24,7 +24,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, text, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -76,6 +76,10 @@ def _alembic_config() -> Config:
 #: The kinds of an action's target (``Kind/namespace/name``): the workloads a policy can target,
 #: the Headroom a policy's spare capacity is, and a moved pod.
 TARGET_KINDS = ("Deployment", "StatefulSet", "KnativeService", "Headroom", "Pod")
+
+
+class _TooLate(Exception):
+    """A transaction that ran past its caller's deadline: rolled back, not an error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -909,15 +913,37 @@ class Store:
             return row.id
 
     def consume_steer(
-        self, namespace: str, owner_kind: str, owner_name: str, pod: str, now: float
+        self,
+        namespace: str,
+        owner_kind: str,
+        owner_name: str,
+        pod: str,
+        now: float,
+        deadline: float | None = None,
     ) -> StoredSteer | None:
         """Take the oldest unexpired pending steer of the owner for ``pod``, or None.
 
         The conditional UPDATE (``state = 'pending'``) makes consumption atomic: of two webhook
-        replicas racing for one steer, exactly one gets it.
+        replicas racing for one steer, exactly one gets it. ``deadline`` (``time.monotonic()``):
+        past it, nothing is committed and None is returned. The webhook's answer is dropped by the
+        API server after its timeout: a steer taken after that would be marked consumed for a pod
+        that was created unsteered. On PostgreSQL lock and statement waits are bounded by the time
+        left; SQLite's busy wait is checked against the deadline before the commit.
         """
+        try:
+            return self._consume_steer(namespace, owner_kind, owner_name, pod, now, deadline)
+        except _TooLate:
+            return None  # rolled back: the steer stays pending
+
+    def _consume_steer(
+        self, namespace: str, owner_kind: str, owner_name: str, pod: str, now: float, deadline: float | None
+    ) -> StoredSteer | None:
         for _ in range(3):
             with self.session() as s:
+                if deadline is not None and self.engine.dialect.name == "postgresql":
+                    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                    s.execute(text(f"SET LOCAL lock_timeout = {left_ms}"))
+                    s.execute(text(f"SET LOCAL statement_timeout = {left_ms}"))
                 row = s.scalars(
                     select(PodSteerRow)
                     .where(
@@ -939,6 +965,8 @@ class Store:
                     .execution_options(synchronize_session=False)
                 )
                 if getattr(taken, "rowcount", 0) == 1:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise _TooLate  # too late to be answered: roll back
                     return replace(_steer(row), state="consumed", consumed_by=pod[:253], updated_at=now)
         return None
 

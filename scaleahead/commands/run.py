@@ -314,7 +314,9 @@ class _DeferredWebhook:
             self.server.shutdown()
 
 
-def _serve_steering(settings: Any, store: Any, clock: Any, retry_s: float = 60.0) -> Any:
+def _serve_steering(
+    settings: Any, store: Any, clock: Any, retry_s: float = 60.0, on_review: Callable[[str], None] | None = None
+) -> Any:
     """Start the pod steering webhook (HTTPS) next to the loop.
 
     A certificate that cannot be loaded yet is logged and tried again every ``retry_s`` seconds
@@ -327,7 +329,8 @@ def _serve_steering(settings: Any, store: Any, clock: Any, retry_s: float = 60.0
     w = settings.webhook
 
     def start() -> Any:
-        return serve_webhook(SteeringWebhook(store, clock.now, w.affinity), w.host, w.port, w.cert_file, w.key_file)
+        webhook = SteeringWebhook(store, clock.now, w.affinity, on_review=on_review)
+        return serve_webhook(webhook, w.host, w.port, w.cert_file, w.key_file)
 
     try:
         server = start()
@@ -563,7 +566,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         webhook_server = None
         if settings.webhook.enabled and not once:
-            webhook_server = _serve_steering(settings, store, clock)
+            reviews = daemon.metrics.webhook_reviews
+            webhook_server = _serve_steering(
+                settings, store, clock, on_review=lambda result: reviews.labels(result=result).inc()
+            )
         stop = threading.Event()
 
         def _stop(signum: int, _frame: object) -> None:

@@ -18,6 +18,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,7 @@ def https(store, certs, clock):
             conn.close()
 
     post.webhook = webhook  # type: ignore[attr-defined]
+    post.webhook_port = port  # type: ignore[attr-defined]
     yield post
     server.shutdown()
     server.server_close()
@@ -522,3 +524,90 @@ def test_a_pod_already_terminating_is_not_evicted_again(kube, store):
     assert res.outcome == "skipped" and "terminating" in res.detail, res
     assert store.steers() == []
     assert not any("eviction" in path for _, path in kube.cluster.writes())
+
+
+# -- review of 2026-12-05: the servers under idle clients, renewals and a slow database ------------
+def test_an_idle_connection_does_not_stop_the_webhook_for_anyone_else(store, https):
+    # A client that connects and never says hello (a half-open connection, any pod in the cluster):
+    # the handshake runs on that connection's own thread, not in accept() on the serving one.
+    port = https.webhook_port  # type: ignore[attr-defined]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as idle:
+        idle.settimeout(5)
+        store.add_steer("default", "ReplicaSet", RS, "old-pod", "n2", NOW, TTL)
+        started = time.monotonic()
+        status, answer = https(json.dumps(review()).encode())
+        assert status == 200 and answer["response"]["allowed"] and "patch" in answer["response"]
+        assert time.monotonic() - started < 2.0, "answered while the idle connection sat there"
+
+
+def test_a_renewed_certificate_with_the_old_key_keeps_the_old_pair_serving(store, certs, tmp_path_factory, caplog):
+    mounted = tmp_path_factory.mktemp("half-renewed")
+    for name in ("tls.crt", "tls.key"):
+        shutil.copy(certs / name, mounted / name)
+    server = serve_webhook(
+        SteeringWebhook(store, Clock(NOW)), "127.0.0.1", 0, str(mounted / "tls.crt"), str(mounted / "tls.key")
+    )
+    port = server.server_address[1]
+    try:
+        renewed = tmp_path_factory.mktemp("renewed-cert")
+        subprocess.run(["sh", str(REPO / "deploy" / "webhook" / "gen-cert.sh"), str(renewed), "localhost"], check=True)
+        shutil.copy(renewed / "tls.crt", mounted / "tls.crt")  # the certificate written, the key not yet
+        with caplog.at_level(logging.WARNING, logger="actuator.steering"):
+            assert not server.tls.reload_if_changed()
+        assert any("not reloaded" in r.getMessage() for r in caplog.records)
+        _handshake(port, certs / "ca.crt")  # still served with the old pair
+        shutil.copy(renewed / "tls.key", mounted / "tls.key")  # now the key: the pair loads
+        assert server.tls.reload_if_changed()
+        _handshake(port, renewed / "ca.crt")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_steer_taken_too_late_to_be_answered_stays_pending(tmp_path, clock):
+    """The API server drops an answer after the webhook's timeoutSeconds (2 s): a steer consumed
+    after that would be marked used for a pod created unsteered."""
+    import sqlite3
+
+    path = tmp_path / "slow.db"
+    store = Store(f"sqlite:///{path}")
+    store.add_steer("default", "ReplicaSet", RS, "old-pod", "n2", NOW, TTL)
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    locker.execute("BEGIN IMMEDIATE")  # another writer holds the database for 3 s
+    threading.Timer(3.0, lambda: locker.execute("COMMIT")).start()
+    webhook = SteeringWebhook(store, clock)
+    answer = webhook.review(json.dumps(review()).encode())
+    assert "patch" not in answer["response"], "not steered: too late"
+    (steer,) = store.steers()
+    assert steer.state == "pending", "left for the next pod of the owner"
+    # A deadline already past is the same at the store.
+    assert store.consume_steer("default", "ReplicaSet", RS, "p", NOW, deadline=time.monotonic() - 1) is None
+    assert store.steers()[0].state == "pending"
+    store.close()
+
+
+def test_the_metrics_server_lets_go_of_a_client_that_sends_nothing(monkeypatch):
+    from scaleahead.observability import Health, Metrics, _Handler, serve
+
+    assert _Handler.timeout == 10.0, "shipped: a silent client gives up its thread after 10 s"
+    monkeypatch.setattr(_Handler, "timeout", 0.5)  # the same mechanism, faster
+    server = serve(Metrics(), Health(60.0, time.time), "127.0.0.1", 0)
+    try:
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as idle:
+            idle.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # the headers never finish
+            idle.settimeout(5)
+            started = time.monotonic()
+            assert idle.recv(1024) == b"", "the server closed the connection"
+            assert time.monotonic() - started < 4.0
+    finally:
+        server.shutdown()
+
+
+def test_each_review_is_counted_for_the_daemons_metric(store, clock):
+    seen: list[str] = []
+    webhook = SteeringWebhook(store, clock, on_review=seen.append)
+    store.add_steer("default", "ReplicaSet", RS, "old-pod", "n2", NOW, TTL)
+    webhook.review(json.dumps(review()).encode())  # steered
+    webhook.review(json.dumps(review(uid="u-2")).encode())  # no steer left: passed
+    webhook.review(b"not json")  # errors
+    assert seen == ["steered", "passed", "errors"]
