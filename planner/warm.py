@@ -118,7 +118,21 @@ def decide_warm_pool(
         why = "no invocation forecast" if forecast is None else ("stale forecast" if stale else "forecast too short")
         fallback = spec.fallback.mode.value
         observed = state.observed_demand
-        if spec.fallback.mode == FallbackMode.REACTIVE:
+        seen = math.isfinite(observed) and math.isfinite(state.observed_at)
+        if spec.fallback.mode == FallbackMode.REACTIVE and not seen:
+            # Nothing could be observed (history read failed, no sample): missing data is not "no
+            # call", so cooling now would only be undone once the history is back.
+            want = min(current, cap)
+            held = (
+                f"keep the current {current} warm instances"
+                if want == current
+                else f"keep {want} of the current {current} warm instances (the cap)"
+            )
+            text = (
+                f"{why}: fallback reactive, but no invocation count could be observed (no usable history): "
+                f"{held} rather than cool on missing data"
+            )
+        elif spec.fallback.mode == FallbackMode.REACTIVE:
             recent = (
                 math.isfinite(observed)
                 and observed > 0

@@ -144,3 +144,21 @@ def test_the_note_says_when_the_calibration_lost_to_the_hazard_on_the_newest_hou
     note = _calibration_note(3, 60.0, model)
     assert note.startswith("invocation forecasts of 3 functions (step 60 s): the idle-time hazard alone")
     assert "forecast the newest hour worse (log-loss 0.1301 against the hazard's 0.1234)" in note
+
+
+def test_a_failed_history_read_keeps_every_warm_pool() -> None:
+    """Prometheus down for one cycle: no forecast, no observation; the warm pools stay as they are."""
+    policies, _ = _setup(3)
+
+    class Down:
+        def read(self, policies: object, now: float) -> dict[WorkloadRef, Series]:
+            raise ConnectionError("Prometheus unreachable")
+
+    target = SimulatedServerless([p.workload for p in policies], [128.0] * 3, 0.0, 60.0)
+    target.warm[:] = 1
+    report = run_once(Deps(Down(), Naive(), target, None, policies), Settings(), now=600 * 60.0)
+    assert "history" in report.errors
+    warm = [a for a in report.plan.actions if isinstance(a, SetWarmPool)]
+    assert len(warm) == 3 and all(a.is_noop and a.to_instances == 1 for a in warm)
+    assert all("rather than cool on missing data" in a.reason.message for a in warm)
+    assert target.warm.tolist() == [1, 1, 1]

@@ -182,3 +182,20 @@ def test_a_total_budget_prefers_the_cold_starts_avoided_per_mb_over_the_raw_prob
     decisions, _ = plan_warm_pools(items, fcs, NOW, memory_budget_mb=450)
     assert [d.action.to_instances for d in decisions] == [1, 0]
     assert "avoid more cold starts per MB" in decisions[1].action.reason.message
+
+
+def test_the_reactive_fallback_keeps_the_warm_pool_when_nothing_could_be_observed() -> None:
+    # Prometheus down: no invocation forecast and no observation. Missing data is not "no call":
+    # cooling now would be undone (a new Knative Revision each way) once the history is back.
+    pol = function_policy(maxInstances=2)
+    ref = pol.workload
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=2), None, NOW).action
+    assert a.is_noop and a.to_instances == 2 and a.reason.code == "fallback_reactive"
+    assert "no invocation count could be observed" in a.reason.message
+    assert "rather than cool on missing data" in a.reason.message
+    assert "no recent invocation observed" not in a.reason.message
+    capped = function_policy(maxInstances=1)
+    a = decide_warm_pool(ref, capped.spec, WorkloadState(ref, 0, 0, warm_instances=2), None, NOW).action
+    assert a.to_instances == 1 and "keep 1 of the current 2 warm instances (the cap)" in a.reason.message
+    cold = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), None, NOW).action
+    assert cold.is_noop and cold.to_instances == 0  # nothing warm is not warmed on missing data either
