@@ -133,19 +133,21 @@ def decide_warm_pool(
                 f"{held} rather than cool on missing data"
             )
         elif spec.fallback.mode == FallbackMode.REACTIVE:
-            recent = (
-                math.isfinite(observed)
-                and observed > 0
-                and math.isfinite(state.observed_at)
-                and now - state.observed_at <= pool.keep_alive_seconds
-            )
-            want = min(1, cap) if recent else 0
-            text = (
-                f"{why}: fallback reactive, invoked {observed:g} times at the last observation, "
-                f"keep warm up to {_minutes(pool.keep_alive_seconds)} after it"
-                if recent
-                else f"{why}: fallback reactive, no recent invocation observed"
-            )
+            # A fixed keep-alive: warm while the last call is at most keepAliveSeconds old. The
+            # loop gives the last call within the keep-alive (last_active_at); a caller that does
+            # not has only the last observation to go by.
+            last = state.last_active_at
+            if not math.isfinite(last) and observed > 0:
+                last = state.observed_at
+            keep_alive = _minutes(pool.keep_alive_seconds)
+            if math.isfinite(last) and now - last <= pool.keep_alive_seconds:
+                want = min(1, cap)
+                ago = now - last
+                when = f"{_minutes(ago)} ago" if ago > 0 else "in the newest step"
+                text = f"{why}: fallback reactive, last invoked {when}, within the {keep_alive} keep-alive"
+            else:
+                want = 0
+                text = f"{why}: fallback reactive, no invocation in the last {keep_alive} (the keep-alive)"
         elif spec.fallback.mode == FallbackMode.STATIC:
             want = min(int(spec.fallback.static_replicas or 0), cap)
             text = f"{why}: fallback static {want} warm instances"

@@ -33,7 +33,7 @@ from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from planner.warm_budget import budget_period
 from scaleahead.clock import Clock
-from scaleahead.observed import aligned_counts, demand_trends, observed_demand
+from scaleahead.observed import aligned_counts, demand_trends, last_active_at, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
@@ -237,13 +237,15 @@ def observed_state(
     history: Mapping[WorkloadRef, Series],
     windows: Mapping[WorkloadRef, float] | None = None,
     ramps: Mapping[WorkloadRef, float] | None = None,
+    keep_alive: Mapping[WorkloadRef, float] | None = None,
 ) -> ClusterState:
     """Attach the observed demand (from history) to each workload's state.
 
     The demand is the mean over the workload's ``observedWindowSeconds`` (``windows``; the last sample
     alone when absent) ending at its last finite sample, and its trend the line fitted over the
     workload's ``rampFloor.windowSeconds`` (``ramps``; none when absent or 0) ending there
-    (scaleahead/observed.py).
+    (scaleahead/observed.py). A function with a warm pool (in ``keep_alive``: its
+    ``warmPool.keepAliveSeconds``) also gets its last call within that keep-alive (``last_active_at``).
     """
     workloads: dict[WorkloadRef, WorkloadState] = dict(state.workloads)
     seen_at: list[tuple[WorkloadRef, WorkloadState, Series, tuple[float, float]]] = []
@@ -256,7 +258,8 @@ def observed_state(
             seen_at.append((ref, ws, series, seen))
     # Every trend in one least-squares pass per window length.
     trends = demand_trends([(series, (ramps or {}).get(ref, 0.0)) for ref, _, series, _ in seen_at])
-    for (ref, ws, _, seen), trend in zip(seen_at, trends, strict=True):
+    for (ref, ws, series, seen), trend in zip(seen_at, trends, strict=True):
+        lookback = (keep_alive or {}).get(ref)
         workloads[ref] = WorkloadState(
             ref,
             ws.replicas,
@@ -267,6 +270,7 @@ def observed_state(
             ws.recent_desired,
             ws.startup_samples,
             trend,
+            last_active_at(series, lookback) if lookback is not None else math.nan,
         )
     return replace(state, workloads=workloads)
 
@@ -490,7 +494,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     with timer.phase("state"):
         windows = {p.workload: p.spec.observed_window_seconds for p in deps.policies}
         ramps = {p.workload: p.spec.ramp_floor.window_seconds for p in deps.policies}
-        state = observed_state(deps.target.read_state(refs), history, windows, ramps)
+        keep_alive = {
+            p.workload: p.spec.warm_pool.keep_alive_seconds
+            for p in deps.policies
+            if p.spec.workload_class == WorkloadClass.FUNCTION and p.spec.warm_pool.enabled
+        }
+        state = observed_state(deps.target.read_state(refs), history, windows, ramps, keep_alive)
     with timer.phase("startup"):
         policies, startup = deps.startup.apply(deps.policies, state)
     budget_notes: tuple[str, ...] = ()

@@ -403,7 +403,10 @@ class WorkloadState:
     (s from a replica's pod being created to it becoming Ready), oldest first; the control loop
     learns the start-up delay from them (``planner.startup``). Empty when the target does not know.
     ``observed_trend`` is the line fitted to the observed demand of the policy's ramp-floor window
-    (None: not measured, or fewer than three samples).
+    (None: not measured, or fewer than three samples). ``last_active_at`` is when the newest step
+    with demand above 0 ended, looked for over the last ``warmPool.keepAliveSeconds`` of a
+    function's history (NaN: none there, or not measured): its last call, for the reactive
+    fallback of a warm pool.
     """
 
     workload: WorkloadRef
@@ -415,6 +418,7 @@ class WorkloadState:
     recent_desired: tuple[tuple[float, int], ...] = ()
     startup_samples: tuple[float, ...] = ()
     observed_trend: Trend | None = None
+    last_active_at: float = float("nan")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 
 from actuator.simulated_serverless import SimulatedServerless
@@ -162,3 +164,20 @@ def test_a_failed_history_read_keeps_every_warm_pool() -> None:
     assert len(warm) == 3 and all(a.is_noop and a.to_instances == 1 for a in warm)
     assert all("rather than cool on missing data" in a.reason.message for a in warm)
     assert target.warm.tolist() == [1, 1, 1]
+
+
+def test_the_reactive_fallback_reads_the_last_call_within_the_keep_alive_from_the_history() -> None:
+    """The invocation forecast fails; called 3 minutes ago and idle since: kept warm (keepAliveSeconds 600)."""
+    pol = parse_policies(FUNCTION_POLICY.format(name="f0", warm="memoryMbPerInstance: 128"))[0]
+    vals = np.zeros(600)
+    vals[597] = 4.0
+    target = SimulatedServerless([pol.workload], [128.0], 0.0, 60.0)
+    target.warm[:] = 1
+    deps = Deps(FixedHistory({pol.workload: Series("f0", 0.0, 60.0, vals)}), Naive(), target, None, [pol])
+    with mock.patch("scaleahead.loop.invocation_forecasts", side_effect=RuntimeError("invocation model failed")):
+        report = run_once(deps, Settings(), now=600 * 60.0, dry_run=True)
+    assert "invocations" in report.errors
+    (a,) = [x for x in report.plan.actions if isinstance(x, SetWarmPool)]
+    assert report.plan.fallbacks == {pol.workload: "reactive"}
+    assert a.is_noop and a.to_instances == 1, a.reason.message
+    assert "last invoked 2 min ago" in a.reason.message

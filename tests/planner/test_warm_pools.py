@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
 
 from planner import plan
@@ -199,3 +201,16 @@ def test_the_reactive_fallback_keeps_the_warm_pool_when_nothing_could_be_observe
     assert a.to_instances == 1 and "keep 1 of the current 2 warm instances (the cap)" in a.reason.message
     cold = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), None, NOW).action
     assert cold.is_noop and cold.to_instances == 0  # nothing warm is not warmed on missing data either
+
+
+def test_the_reactive_fallback_keeps_warm_after_any_call_within_the_keep_alive_not_only_the_last_step() -> None:
+    # Called 3 minutes ago, idle in the last two steps: a 10-minute keep-alive keeps it warm.
+    pol = function_policy(keepAliveSeconds=600)
+    ref = pol.workload
+    ws = WorkloadState(ref, 0, 0, observed_demand=0.0, observed_at=NOW, warm_instances=1, last_active_at=NOW - 120)
+    a = decide_warm_pool(ref, pol.spec, ws, None, NOW).action
+    assert a.is_noop and a.to_instances == 1 and a.reason.code == "fallback_reactive"
+    assert "last invoked 2 min ago, within the 10 min keep-alive" in a.reason.message
+    old = replace(ws, last_active_at=NOW - 660)  # 11 minutes ago: the keep-alive is over
+    a = decide_warm_pool(ref, pol.spec, old, None, NOW).action
+    assert a.to_instances == 0 and "no invocation in the last 10 min (the keep-alive)" in a.reason.message
