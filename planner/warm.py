@@ -57,6 +57,12 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
+def _held(current: int, want: int) -> str:
+    if want == current:
+        return f"keep the current {current} warm instances"
+    return f"keep {want} of the current {current} warm instances (the cap)"
+
+
 def break_even_probability(memory_mb: float, cold_start_cost_mb_minutes: float | None) -> float:
     """Probability of a call at which one warm instance of ``memory_mb`` pays for itself (0 if no cost given).
 
@@ -112,10 +118,25 @@ def decide_warm_pool(
         else f"the {_pct(threshold)} minimum"
     )
     fallback: str | None = None
-    stale = forecast is not None and now - forecast.origin > spec.fallback.stale_after_seconds
+    stale_after = spec.fallback.stale_after_seconds
+    # The history behind the forecast may end before its origin (missing steps count as no call):
+    # stale once its newest sample is older than staleAfterSeconds, or one step when that is longer.
+    data_age = (
+        now - forecast.data_until if forecast is not None and forecast.data_until is not None else -math.inf
+    )
+    old_data = data_age > max(stale_after, forecast.step_s if forecast is not None else 0.0)
+    stale = forecast is not None and (now - forecast.origin > stale_after or old_data)
     too_short = forecast is not None and forecast.origin + forecast.horizon_s <= now
     if forecast is None or stale or too_short:
-        why = "no invocation forecast" if forecast is None else ("stale forecast" if stale else "forecast too short")
+        why = (
+            "no invocation forecast"
+            if forecast is None
+            else (
+                (f"stale invocation history (newest sample {_minutes(data_age)} old)" if old_data else "stale forecast")
+                if stale
+                else "forecast too short"
+            )
+        )
         fallback = spec.fallback.mode.value
         observed = state.observed_demand
         seen = math.isfinite(observed) and math.isfinite(state.observed_at)
@@ -123,14 +144,9 @@ def decide_warm_pool(
             # Nothing could be observed (history read failed, no sample): missing data is not "no
             # call", so cooling now would only be undone once the history is back.
             want = min(current, cap)
-            held = (
-                f"keep the current {current} warm instances"
-                if want == current
-                else f"keep {want} of the current {current} warm instances (the cap)"
-            )
             text = (
                 f"{why}: fallback reactive, but no invocation count could be observed (no usable history): "
-                f"{held} rather than cool on missing data"
+                f"{_held(current, want)} rather than cool on missing data"
             )
         elif spec.fallback.mode == FallbackMode.REACTIVE:
             # A fixed keep-alive: warm while the last call is at most keepAliveSeconds old. The
@@ -140,11 +156,20 @@ def decide_warm_pool(
             if not math.isfinite(last) and observed > 0:
                 last = state.observed_at
             keep_alive = _minutes(pool.keep_alive_seconds)
+            # No sample since the newest one (older than staleAfterSeconds, or a step): not seen is
+            # not "not called", so the warm pool is never cooled for it.
+            behind = now - state.observed_at > max(stale_after, spec.demand.step_seconds)
             if math.isfinite(last) and now - last <= pool.keep_alive_seconds:
-                want = min(1, cap)
+                want = max(min(1, cap), min(current, cap)) if behind else min(1, cap)
                 ago = now - last
                 when = f"{_minutes(ago)} ago" if ago > 0 else "in the newest step"
                 text = f"{why}: fallback reactive, last invoked {when}, within the {keep_alive} keep-alive"
+            elif behind:
+                want = min(current, cap)
+                text = (
+                    f"{why}: fallback reactive, no invocation count observed for the last "
+                    f"{_minutes(now - state.observed_at)}: {_held(current, want)} rather than cool on missing data"
+                )
             else:
                 want = 0
                 text = f"{why}: fallback reactive, no invocation in the last {keep_alive} (the keep-alive)"

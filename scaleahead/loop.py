@@ -33,7 +33,7 @@ from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
 from planner.warm_budget import budget_period
 from scaleahead.clock import Clock
-from scaleahead.observed import aligned_counts, demand_trends, last_active_at, observed_demand
+from scaleahead.observed import aligned_counts, demand_trends, last_active_at, last_finite, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
@@ -292,7 +292,9 @@ def invocation_forecasts(
     strictly before ``now`` (functions of one step size together); its recurrence calibration is
     fitted on the same day, once an hour when ``calibrations`` keeps it across cycles (else every
     call). A missing step counts as no invocation, the model's own convention; a function without
-    history gets no forecast and its policy's fallback.
+    history gets no forecast and its policy's fallback. Each forecast's ``data_until`` is the end of
+    the function's newest finite sample, so a history that stopped is stale for the planner
+    (``fallback.staleAfterSeconds``), not a function idle since.
     """
     refs = [
         p.workload
@@ -310,7 +312,10 @@ def invocation_forecasts(
         counts = aligned_counts([past for _, past in group], now, step, INVOCATION_WINDOW_S)
         horizon = max(1, int(round(horizon_s / step)))
         model = book.model([ref for ref, _ in group], counts, now, step, horizon)
-        out.update(model.forecasts([ref for ref, _ in group], now))
+        made = model.forecasts([ref for ref, _ in group], now)
+        for ref, past in group:
+            newest = last_finite(past.values)
+            out[ref] = replace(made[ref], data_until=past.start + (newest + 1) * past.step_s)
     return out
 
 

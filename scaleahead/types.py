@@ -507,7 +507,9 @@ class InvocationForecast:
     ``[origin + k*step_s, origin + (k+1)*step_s)`` given that none comes in the steps before it
     (the quantity a keep-alive decision needs: "if it stays idle until then, will it be called
     then?"). Values lie in [0, 1]. ``idle_s`` is how long the function had been idle at ``origin``
-    (``inf`` if it was never seen).
+    (``inf`` if it was never seen). ``data_until`` is when the newest finite sample it was made
+    from ended (None: at ``origin``): a step missing before ``origin`` counts as no call, so a
+    history that stopped must make the forecast stale, not "idle since" (the planner's check).
     """
 
     workload: WorkloadRef
@@ -516,6 +518,7 @@ class InvocationForecast:
     probability: FloatArray
     idle_s: float = float("inf")
     model: str = ""
+    data_until: float | None = None
 
     @property
     def horizon_steps(self) -> int:

@@ -214,3 +214,25 @@ def test_the_reactive_fallback_keeps_warm_after_any_call_within_the_keep_alive_n
     old = replace(ws, last_active_at=NOW - 660)  # 11 minutes ago: the keep-alive is over
     a = decide_warm_pool(ref, pol.spec, old, None, NOW).action
     assert a.to_instances == 0 and "no invocation in the last 10 min (the keep-alive)" in a.reason.message
+
+
+def test_a_forecast_from_a_history_that_stopped_is_stale_and_the_warm_pool_is_not_cooled_for_it() -> None:
+    # Made now, but from a history whose newest sample ended 30 minutes ago: the missing steps
+    # counted as no call ("idle 30 min"), which is not what was observed.
+    pol = function_policy(keepAliveSeconds=600)  # staleAfterSeconds 60 (default), step 60 s
+    ref = pol.workload
+    fc = replace(invocation_forecast(ref, NOW, [0.0] * 15, idle_s=1800.0), data_until=NOW - 1800)
+    ws = WorkloadState(ref, 0, 0, observed_demand=5.0, observed_at=NOW - 1800, warm_instances=1)
+    a = decide_warm_pool(ref, pol.spec, ws, fc, NOW).action
+    assert a.reason.code == "fallback_reactive" and a.is_noop and a.to_instances == 1
+    assert a.reason.message.startswith("hold fns/fn at 1 warm: stale invocation history (newest sample 30 min old)")
+    assert "no invocation count observed for the last 30 min" in a.reason.message
+    # Called in the newest step, two minutes ago: within the keep-alive, warm.
+    fc2 = replace(fc, data_until=NOW - 120)
+    ws2 = replace(ws, observed_at=NOW - 120, warm_instances=0, last_active_at=NOW - 120)
+    a = decide_warm_pool(ref, pol.spec, ws2, fc2, NOW).action
+    assert a.to_instances == 1 and "stale invocation history (newest sample 2 min old)" in a.reason.message
+    # A step's lag is not stale: the newest sample of a 60-s step is up to a step old.
+    fresh = replace(invocation_forecast(ref, NOW, [0.0] * 15), data_until=NOW - 60)
+    a = decide_warm_pool(ref, pol.spec, replace(ws, observed_at=NOW - 60), fresh, NOW).action
+    assert a.reason.code == "cold_ok"
