@@ -231,6 +231,10 @@ def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: 
     """Counts ``[series, steps]`` of the last ``window_s`` before ``now`` (missing steps 0), oldest first.
 
     Every series is aligned on the grid that ends at ``now``: column -1 is the step just before it.
+    A value is a number of calls in its step, rounded to the nearest whole call, and any value
+    above 0 is at least one call: PromQL's ``increase()`` extrapolates (0.9999 for one call) and a
+    ``rate()`` gives calls per second (0.0167 for one a minute), and either truncated would read as
+    no call at all (docs/serverless.md).
     """
     window = max(1, int(window_s / step))
     counts = np.zeros((len(series), window))
@@ -239,5 +243,5 @@ def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: 
         lo = max(0, end - window)
         values = past.values[lo:end]
         counts[row, window - (end - lo) : window - (end - lo) + len(values)] = np.nan_to_num(values)
-    out: IntArray = counts.astype(np.int64)
+    out: IntArray = np.where(counts > 0, np.maximum(1.0, np.rint(counts)), 0.0).astype(np.int64)
     return out

@@ -204,3 +204,20 @@ def test_a_function_whose_history_stopped_falls_back_as_stale_and_stays_warm() -
             assert f"stale invocation history ({why})" in a.reason.message
     made = invocation_forecasts([pol], {pol.workload: series}, 630 * 60.0, 900.0)
     assert made[pol.workload].origin == 630 * 60.0 and made[pol.workload].data_until == 600 * 60.0
+
+
+def test_fractional_invocation_values_count_as_calls() -> None:
+    """increase() extrapolates (0.9999 for one call) and rate() gives calls per second: a value above
+    0 is at least one call, rounded to the nearest whole one, never truncated to "never invoked"."""
+    s = Series("f0", 0.0, 60.0, np.array([0.0, 0.9999, 0.1667, 2.6, np.nan, -0.0, 3.0]))
+    counts = aligned_counts([s], 7 * 60.0, 60.0, 7 * 60.0)
+    assert counts.tolist() == [[0, 1, 1, 3, 0, 0, 3]]
+    pol = parse_policies(FUNCTION_POLICY.format(name="f0", warm="memoryMbPerInstance: 128"))[0]
+    busy = Series("f0", 0.0, 60.0, np.full(1440, 0.1667))  # rate() of 10 calls a minute
+    target = SimulatedServerless([pol.workload], [128.0], 0.0, 60.0)
+    report = run_once(
+        Deps(FixedHistory({pol.workload: busy}), Naive(), target, None, [pol]), Settings(), 1440 * 60.0, True
+    )
+    (a,) = [x for x in report.plan.actions if isinstance(x, SetWarmPool)]
+    assert a.reason.code == "warm_forecast" and a.to_instances == 1, a.reason.message
+    assert "never invoked" not in a.reason.message
