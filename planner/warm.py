@@ -45,12 +45,28 @@ class WarmDecision:
     memory_mb: float
 
 
+def _significant(x: float, digits: int = 2) -> str:
+    """``x`` > 0 in fixed point with ``digits`` significant digits (0.0013, 0.000010)."""
+    return f"{x:.{max(0, digits - 1 - math.floor(math.log10(x)))}f}"
+
+
 def _pct(p: float) -> str:
-    return f"{p * 100:.1f} %" if p < 0.1 else f"{p * 100:.0f} %"
+    """A probability in percent: whole above 10 %, one decimal above 1 %, two significant digits below
+    (a break-even of 0.0013 % must not read "0.0 %")."""
+    if p >= 0.1:
+        return f"{p * 100:.0f} %"
+    if p >= 0.01:
+        return f"{p * 100:.1f} %"
+    return f"{_significant(p * 100)} %" if p > 0 else "0 %"
 
 
 def _chance(p: float) -> str:
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.3f}"
+    """A probability as a fraction: two decimals, three below 0.01, two significant digits below 0.001."""
+    if p >= 0.01:
+        return f"{p:.2f}"
+    if p >= 0.001:
+        return f"{p:.3f}"
+    return _significant(p) if p > 0 else "0"
 
 
 def _minutes(seconds: float) -> str:
@@ -267,8 +283,9 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
         if d.memory_mb > 0 and i not in keep:
             dropped += 1
             a = d.action
+            head = f"cool {a.workload} {a.from_instances} -> 0" if a.from_instances > 0 else f"hold {a.workload} at 0 warm"
             text = (
-                f"cool {a.workload} {a.from_instances} -> 0: wanted {a.to_instances} warm "
+                f"{head}: wanted {a.to_instances} warm "
                 f"({a.reason.message.split(': ', 1)[-1]}), but the total warm-memory budget of {budget_mb:g} MB "
                 f"went to functions that avoid more cold starts per MB"
             )

@@ -236,3 +236,29 @@ def test_a_forecast_from_a_history_that_stopped_is_stale_and_the_warm_pool_is_no
     fresh = replace(invocation_forecast(ref, NOW, [0.0] * 15), data_until=NOW - 60)
     a = decide_warm_pool(ref, pol.spec, replace(ws, observed_at=NOW - 60), fresh, NOW).action
     assert a.reason.code == "cold_ok"
+
+
+def test_reasons_print_tiny_probabilities_with_their_significant_digits() -> None:
+    # A cost of 9,900,000 MB-min puts the break-even of 128 MB at 0.0013 %: "0.0 %" would misstate it,
+    # and a 0.00001 chance is not "0.000".
+    pol = function_policy(memoryMbPerInstance=128, coldStartCostMbMinutes=9_900_000)
+    ref = pol.workload
+    fc = invocation_forecast(ref, NOW, [0.00001] * 15)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), fc, NOW).action
+    assert a.reason.code == "cold_ok"
+    assert "0.000010 chance of an invocation" in a.reason.message
+    assert "at most 0.0010 % over the next 15 min, below the 0.0013 % break-even" in a.reason.message
+    zero = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, [0.0] * 5), NOW)
+    assert "hold fns/fn at 0 warm: 0 chance of an invocation" in zero.action.reason.message
+    assert "at most 0 % over the next 5 min" in zero.action.reason.message
+
+
+def test_a_budget_cut_of_a_cold_function_says_it_is_held_at_zero_not_cooled() -> None:
+    pols = [function_policy(f"f{i}", memoryMbPerInstance=128) for i in range(2)]
+    items = [(p.workload, p.spec, WorkloadState(p.workload, 0, 0, warm_instances=w)) for p, w in zip(pols, (0, 1))]
+    fcs = {p.workload: invocation_forecast(p.workload, NOW, [0.3] * 5) for p in pols}
+    decisions, _ = plan_warm_pools(items, fcs, NOW, memory_budget_mb=100)
+    cold, warm = (d.action for d in decisions)
+    assert cold.reason.code == warm.reason.code == "warm_budget_cut"
+    assert cold.reason.message.startswith("hold fns/f0 at 0 warm: wanted 1 warm (")
+    assert warm.reason.message.startswith("cool fns/f1 1 -> 0: wanted 1 warm (")
