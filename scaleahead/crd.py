@@ -141,6 +141,14 @@ def status_schema() -> dict[str, Any]:
         "properties": {
             "desiredReplicas": {"type": "integer", "description": "Replicas the last plan asked for."},
             "currentReplicas": {"type": "integer", "description": "Replicas the cluster reported."},
+            "desiredWarmInstances": {
+                "type": "integer",
+                "description": "A function's warm pool: warm instances the last plan asked for (Knative min-scale).",
+            },
+            "currentWarmInstances": {
+                "type": "integer",
+                "description": "A function's warm pool: warm instances the cluster reported.",
+            },
             "forecastPeak": {
                 "type": "number",
                 "description": "Forecast peak (policy quantile) over the start-up window, in the demand unit.",
@@ -203,6 +211,7 @@ def crd() -> dict[str, Any]:
                         {"name": "Target", "type": "string", "jsonPath": ".spec.target.name"},
                         {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
                         {"name": "Current", "type": "integer", "jsonPath": ".status.currentReplicas"},
+                        {"name": "Warm", "type": "integer", "jsonPath": ".status.desiredWarmInstances"},
                         {"name": "Fallback", "type": "string", "jsonPath": ".status.fallbackMode"},
                         {
                             "name": "Accepted",
