@@ -31,7 +31,7 @@ from planner.rebalance import with_forecast_peaks
 from planner.risk import RiskBook, adapts
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
-from planner.warm_budget import budget_period
+from planner.warm_budget import RECALIBRATE_STEPS, budget_period
 from scaleahead.clock import Clock
 from scaleahead.observed import aligned_counts, demand_trends, last_active_at, last_finite, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
@@ -109,13 +109,15 @@ class CalibrationBook:
     replaying the day step by step (about 2 s for 1,000 functions, ``scaleahead bench speed``), so
     it is done once per budget period (``planner.warm_budget.budget_period``: an hour at 1-minute
     steps) and a group's coefficients are reused until the next one; the warm-memory budget's
-    hourly replay of the same functions is handed them too (``current``). Nothing here survives a
-    restart, nor needs to: the first cycle refits.
+    hourly replay of the same functions is handed them too (``current``) when they were fitted on
+    the day before the period's start, the day the replay runs on. Nothing here survives a restart,
+    nor needs to: the first cycle refits.
     """
 
     def __init__(self) -> None:
-        # (step, functions) -> (period, coefficients or None, the plan note saying which and why)
-        self._cache: dict[tuple[float, tuple[WorkloadRef, ...]], tuple[int, np.ndarray | None, str]] = {}
+        # (step, functions) -> (period, coefficients or None, the plan note saying which and why,
+        # whether they were fitted in the period's first step: on the day before its start)
+        self._cache: dict[tuple[float, tuple[WorkloadRef, ...]], tuple[int, np.ndarray | None, str, bool]] = {}
 
     def model(
         self, refs: Sequence[WorkloadRef], counts: np.ndarray, now: float, step: float, horizon: int
@@ -131,16 +133,23 @@ class CalibrationBook:
             ).fit(counts)
         model = InvocationForecaster(len(refs), step_s=step, horizon=horizon).fit(counts)
         self._cache = {k: v for k, v in self._cache.items() if v[0] == period}  # groups gone stay gone
-        self._cache[key] = (period, model.calibration, _calibration_note(len(refs), step, model))
+        first_step = math.floor(now / step + 1e-9) == period * RECALIBRATE_STEPS
+        self._cache[key] = (period, model.calibration, _calibration_note(len(refs), step, model), first_step)
         return model
 
     def notes(self, now: float) -> tuple[str, ...]:
         """One sentence per group calibrated in the period ``now`` falls in: in use or not, and why."""
-        return tuple(note for key, (period, _, note) in self._cache.items() if period == budget_period(now, key[0]))
+        return tuple(note for key, (period, _, note, _) in self._cache.items() if period == budget_period(now, key[0]))
 
     def current(self, now: float) -> dict[tuple[float, tuple[WorkloadRef, ...]], np.ndarray | None]:
-        """The calibrations fitted in the period ``now`` falls in, by (step, functions)."""
-        return {key: coef for key, (period, coef, _) in self._cache.items() if period == budget_period(now, key[0])}
+        """The calibrations fitted on the day before the start of the period ``now`` falls in (in its
+        first step), by (step, functions): what the warm-memory budget's replay of that day may reuse.
+        One fitted later in the period (a process started mid-period) is not: the replay fits its own."""
+        return {
+            key: coef
+            for key, (period, coef, _, first) in self._cache.items()
+            if first and period == budget_period(now, key[0])
+        }
 
 
 def _calibration_note(n: int, step: float, model: InvocationForecaster) -> str:
