@@ -137,9 +137,7 @@ def decide_warm_pool(
     stale_after = spec.fallback.stale_after_seconds
     # The history behind the forecast may end before its origin (missing steps count as no call):
     # stale once its newest sample is older than staleAfterSeconds, or one step when that is longer.
-    data_age = (
-        now - forecast.data_until if forecast is not None and forecast.data_until is not None else -math.inf
-    )
+    data_age = now - forecast.data_until if forecast is not None and forecast.data_until is not None else -math.inf
     old_data = data_age > max(stale_after, forecast.step_s if forecast is not None else 0.0)
     stale = forecast is not None and (now - forecast.origin > stale_after or old_data)
     too_short = forecast is not None and forecast.origin + forecast.horizon_s <= now
@@ -283,7 +281,9 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
         if d.memory_mb > 0 and i not in keep:
             dropped += 1
             a = d.action
-            head = f"cool {a.workload} {a.from_instances} -> 0" if a.from_instances > 0 else f"hold {a.workload} at 0 warm"
+            head = (
+                f"cool {a.workload} {a.from_instances} -> 0" if a.from_instances > 0 else f"hold {a.workload} at 0 warm"
+            )
             text = (
                 f"{head}: wanted {a.to_instances} warm "
                 f"({a.reason.message.split(': ', 1)[-1]}), but the total warm-memory budget of {budget_mb:g} MB "

@@ -23,10 +23,10 @@ import numpy as np
 
 from forecaster.invocations import InvocationForecaster
 from planner.warm_budget import (
+    RECALIBRATE_STEPS,
     BudgetStatus,
     WarmCostBudget,
     budget_key,
-    RECALIBRATE_STEPS,
     budget_period,
     reference_steps,
     with_cold_start_cost,
