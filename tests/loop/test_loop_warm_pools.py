@@ -80,11 +80,11 @@ def test_the_recurrence_calibration_is_fitted_once_an_hour_and_reused_in_between
     hour = 3600.0
     now = 10 * hour + 5 * 60.0
     first = invocation_forecasts(policies, series, now, 900.0, book)
-    (period, coef, _), *_ = book._cache.values()
+    (period, coef, _, _), *_ = book._cache.values()
     assert coef is not None
     # later in the same hour: the hazard is refitted on the newer history, the coefficients are kept ...
     later = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0, book)
-    (period2, coef2, _), *_ = book._cache.values()
+    (period2, coef2, _, _), *_ = book._cache.values()
     assert period2 == period
     np.testing.assert_array_equal(coef2, coef)
     # ... and the forecasts are what a forecaster given those coefficients makes from that history
@@ -97,8 +97,11 @@ def test_the_recurrence_calibration_is_fitted_once_an_hour_and_reused_in_between
     assert any(not np.array_equal(first[r].probability, later[r].probability) for r in first)
     # the next hour refits on the day before it
     invocation_forecasts(policies, series, 11 * hour, 900.0, book)
-    (period3, coef3, _), *_ = book._cache.values()
+    (period3, coef3, _, first3), *_ = book._cache.values()
     assert period3 == period + 1 and not np.array_equal(coef3, coef)
+    # fitted in the hour's first step (on the day before its start): the budget's replay may reuse it;
+    # the first fit, 5 minutes into hour 10, not
+    assert first3 and set(book.current(11 * hour)) and not book.current(10 * hour + 5 * 60.0)
     # without a book every call fits its own: the same as a fresh book
     fresh = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0)
     refit = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0, CalibrationBook())
