@@ -30,11 +30,27 @@ log = logging.getLogger("scaleahead.actuator.policies")
 GROUP, VERSION = API_VERSION.split("/")
 PLURAL = "predictivescalingpolicies"
 #: Status fields whose change is worth a write at once; the rest refresh every ``refresh_s``.
-_SALIENT = ("desiredReplicas", "currentReplicas", "fallbackMode", "lastReasonCode", "model")
+_SALIENT = (
+    "desiredReplicas",
+    "currentReplicas",
+    "desiredWarmInstances",
+    "currentWarmInstances",
+    "fallbackMode",
+    "lastReasonCode",
+    "model",
+)
 #: The condition every status carries: is the policy planned?
 ACCEPTED = "Accepted"
 #: Fields of a planned policy's status that a skipped one clears (a JSON merge patch removes a null).
-_DECISION_FIELDS = ("desiredReplicas", "currentReplicas", "forecastPeak", "fallbackMode", "model")
+_DECISION_FIELDS = (
+    "desiredReplicas",
+    "currentReplicas",
+    "desiredWarmInstances",
+    "currentWarmInstances",
+    "forecastPeak",
+    "fallbackMode",
+    "model",
+)
 
 
 def _stamp(t: float) -> str:

@@ -45,16 +45,38 @@ class WarmDecision:
     memory_mb: float
 
 
+def _significant(x: float, digits: int = 2) -> str:
+    """``x`` > 0 in fixed point with ``digits`` significant digits (0.0013, 0.000010)."""
+    return f"{x:.{max(0, digits - 1 - math.floor(math.log10(x)))}f}"
+
+
 def _pct(p: float) -> str:
-    return f"{p * 100:.1f} %" if p < 0.1 else f"{p * 100:.0f} %"
+    """A probability in percent: whole above 10 %, one decimal above 1 %, two significant digits below
+    (a break-even of 0.0013 % must not read "0.0 %")."""
+    if p >= 0.1:
+        return f"{p * 100:.0f} %"
+    if p >= 0.01:
+        return f"{p * 100:.1f} %"
+    return f"{_significant(p * 100)} %" if p > 0 else "0 %"
 
 
 def _chance(p: float) -> str:
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.3f}"
+    """A probability as a fraction: two decimals, three below 0.01, two significant digits below 0.001."""
+    if p >= 0.01:
+        return f"{p:.2f}"
+    if p >= 0.001:
+        return f"{p:.3f}"
+    return _significant(p) if p > 0 else "0"
 
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def _held(current: int, want: int) -> str:
+    if want == current:
+        return f"keep the current {current} warm instances"
+    return f"keep {want} of the current {current} warm instances (the cap)"
 
 
 def break_even_probability(memory_mb: float, cold_start_cost_mb_minutes: float | None) -> float:
@@ -112,26 +134,59 @@ def decide_warm_pool(
         else f"the {_pct(threshold)} minimum"
     )
     fallback: str | None = None
-    stale = forecast is not None and now - forecast.origin > spec.fallback.stale_after_seconds
+    stale_after = spec.fallback.stale_after_seconds
+    # The history behind the forecast may end before its origin (missing steps count as no call):
+    # stale once its newest sample is older than staleAfterSeconds, or one step when that is longer.
+    data_age = now - forecast.data_until if forecast is not None and forecast.data_until is not None else -math.inf
+    old_data = data_age > max(stale_after, forecast.step_s if forecast is not None else 0.0)
+    stale = forecast is not None and (now - forecast.origin > stale_after or old_data)
     too_short = forecast is not None and forecast.origin + forecast.horizon_s <= now
     if forecast is None or stale or too_short:
-        why = "no invocation forecast" if forecast is None else ("stale forecast" if stale else "forecast too short")
+        why = (
+            "no invocation forecast"
+            if forecast is None
+            else (
+                (f"stale invocation history (newest sample {_minutes(data_age)} old)" if old_data else "stale forecast")
+                if stale
+                else "forecast too short"
+            )
+        )
         fallback = spec.fallback.mode.value
         observed = state.observed_demand
-        if spec.fallback.mode == FallbackMode.REACTIVE:
-            recent = (
-                math.isfinite(observed)
-                and observed > 0
-                and math.isfinite(state.observed_at)
-                and now - state.observed_at <= pool.keep_alive_seconds
-            )
-            want = min(1, cap) if recent else 0
+        seen = math.isfinite(observed) and math.isfinite(state.observed_at)
+        if spec.fallback.mode == FallbackMode.REACTIVE and not seen:
+            # Nothing could be observed (history read failed, no sample): missing data is not "no
+            # call", so cooling now would only be undone once the history is back.
+            want = min(current, cap)
             text = (
-                f"{why}: fallback reactive, invoked {observed:g} times at the last observation, "
-                f"keep warm up to {_minutes(pool.keep_alive_seconds)} after it"
-                if recent
-                else f"{why}: fallback reactive, no recent invocation observed"
+                f"{why}: fallback reactive, but no invocation count could be observed (no usable history): "
+                f"{_held(current, want)} rather than cool on missing data"
             )
+        elif spec.fallback.mode == FallbackMode.REACTIVE:
+            # A fixed keep-alive: warm while the last call is at most keepAliveSeconds old. The
+            # loop gives the last call within the keep-alive (last_active_at); a caller that does
+            # not has only the last observation to go by.
+            last = state.last_active_at
+            if not math.isfinite(last) and observed > 0:
+                last = state.observed_at
+            keep_alive = _minutes(pool.keep_alive_seconds)
+            # No sample since the newest one (older than staleAfterSeconds, or a step): not seen is
+            # not "not called", so the warm pool is never cooled for it.
+            behind = now - state.observed_at > max(stale_after, spec.demand.step_seconds)
+            if math.isfinite(last) and now - last <= pool.keep_alive_seconds:
+                want = max(min(1, cap), min(current, cap)) if behind else min(1, cap)
+                ago = now - last
+                when = f"{_minutes(ago)} ago" if ago > 0 else "in the newest step"
+                text = f"{why}: fallback reactive, last invoked {when}, within the {keep_alive} keep-alive"
+            elif behind:
+                want = min(current, cap)
+                text = (
+                    f"{why}: fallback reactive, no invocation count observed for the last "
+                    f"{_minutes(now - state.observed_at)}: {_held(current, want)} rather than cool on missing data"
+                )
+            else:
+                want = 0
+                text = f"{why}: fallback reactive, no invocation in the last {keep_alive} (the keep-alive)"
         elif spec.fallback.mode == FallbackMode.STATIC:
             want = min(int(spec.fallback.static_replicas or 0), cap)
             text = f"{why}: fallback static {want} warm instances"
@@ -226,8 +281,11 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
         if d.memory_mb > 0 and i not in keep:
             dropped += 1
             a = d.action
+            head = (
+                f"cool {a.workload} {a.from_instances} -> 0" if a.from_instances > 0 else f"hold {a.workload} at 0 warm"
+            )
             text = (
-                f"cool {a.workload} {a.from_instances} -> 0: wanted {a.to_instances} warm "
+                f"{head}: wanted {a.to_instances} warm "
                 f"({a.reason.message.split(': ', 1)[-1]}), but the total warm-memory budget of {budget_mb:g} MB "
                 f"went to functions that avoid more cold starts per MB"
             )

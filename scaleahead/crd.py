@@ -2,7 +2,8 @@
 
 One schema serves the YAML file (CLI) and the custom resource (cluster): this module turns
 ``scaleahead.policy.policy_json_schema()`` into a structural OpenAPI v3 schema (``$ref`` inlined,
-``null`` unions made ``nullable``, JSON-schema ``exclusiveMinimum`` made OpenAPI's), adds the
+``null`` unions made ``nullable``, JSON-schema ``exclusiveMinimum`` made OpenAPI's, no ``default``
+for a field whose absence means something, ``scaleahead.policy.NO_SERVER_DEFAULT``), adds the
 cross-field rules of ``PolicySpec._check_bounds`` as CEL ``x-kubernetes-validations`` and a
 status subresource. ``scaleahead crd --output deploy/base/crd.yaml`` writes it; a test checks the
 committed file equals the generated one.
@@ -18,6 +19,7 @@ import yaml
 from scaleahead.policy import (
     API_VERSION,
     KIND,
+    NO_SERVER_DEFAULT,
     WARM_POOL_NEEDS_KNATIVE,
     PolicySpec,
     StartupLearning,
@@ -94,10 +96,13 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             return _structural(node, defs)
         node["anyOf"] = any_of
     out: dict[str, Any] = {}
+    # The API server would store the default into every object without the field, and its absence
+    # means something to the loader (scaleahead.policy.NO_SERVER_DEFAULT): no default here.
+    unset_matters = bool(node.get(NO_SERVER_DEFAULT))
     for key, value in node.items():
-        if key in ("title", "$defs", "additionalProperties", "const"):
+        if key in ("title", "$defs", "additionalProperties", "const", NO_SERVER_DEFAULT):
             continue
-        if key == "default" and value is None:
+        if key == "default" and (value is None or unset_matters):
             continue
         if key == "exclusiveMinimum" and not isinstance(value, bool):
             out["minimum"] = value
@@ -136,6 +141,14 @@ def status_schema() -> dict[str, Any]:
         "properties": {
             "desiredReplicas": {"type": "integer", "description": "Replicas the last plan asked for."},
             "currentReplicas": {"type": "integer", "description": "Replicas the cluster reported."},
+            "desiredWarmInstances": {
+                "type": "integer",
+                "description": "A function's warm pool: warm instances the last plan asked for (Knative min-scale).",
+            },
+            "currentWarmInstances": {
+                "type": "integer",
+                "description": "A function's warm pool: warm instances the cluster reported.",
+            },
             "forecastPeak": {
                 "type": "number",
                 "description": "Forecast peak (policy quantile) over the start-up window, in the demand unit.",
@@ -198,6 +211,7 @@ def crd() -> dict[str, Any]:
                         {"name": "Target", "type": "string", "jsonPath": ".spec.target.name"},
                         {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
                         {"name": "Current", "type": "integer", "jsonPath": ".status.currentReplicas"},
+                        {"name": "Warm", "type": "integer", "jsonPath": ".status.desiredWarmInstances"},
                         {"name": "Fallback", "type": "string", "jsonPath": ".status.fallbackMode"},
                         {
                             "name": "Accepted",

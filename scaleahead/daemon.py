@@ -38,6 +38,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from actuator.base import ActionResult, Target
+from forecaster.invocations import InvocationForecaster
 from forecaster.registry import LEARNED
 from scaleahead.clock import Clock
 from scaleahead.errors import ConfigError, DataError, UserError
@@ -46,7 +47,16 @@ from scaleahead.observability import Health, Metrics
 from scaleahead.policy import Policy
 from scaleahead.retraining import RetrainResult, load_model_version, retrain
 from scaleahead.settings import Settings
-from scaleahead.types import Action, ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
+from scaleahead.types import (
+    Action,
+    ClusterState,
+    Forecast,
+    ScaleTo,
+    Series,
+    SetWarmPool,
+    WorkloadRef,
+    WorkloadState,
+)
 
 if TYPE_CHECKING:
     from actuator.rollouts import RolloutView
@@ -78,25 +88,34 @@ class AlwaysLeader:
 
 @dataclass(frozen=True, slots=True)
 class PolicyStatus:
-    """What the ``PredictiveScalingPolicy`` status subresource shows after a cycle."""
+    """What the ``PredictiveScalingPolicy`` status subresource shows after a cycle.
+
+    A service's status has its replicas; a function with a warm pool its warm instances (the
+    replicas None), since the warm pool is what scaleahead sets for it.
+    """
 
     name: str
     namespace: str
     workload: str
-    desired_replicas: int
-    current_replicas: int
+    desired_replicas: int | None
+    current_replicas: int | None
     forecast_peak: float | None
     fallback_mode: str
     last_reason: str
     last_reason_code: str
     updated_at: float
     model: str
+    desired_warm_instances: int | None = None
+    current_warm_instances: int | None = None
 
     def to_status(self) -> dict[str, Any]:
-        """The camelCase status object of the CRD (``deploy/base/crd.yaml``)."""
+        """The camelCase status object of the CRD (``deploy/base/crd.yaml``); a null field is removed
+        by the merge patch (a policy that turned from a function into a service loses its warm counts)."""
         doc: dict[str, Any] = {
             "desiredReplicas": self.desired_replicas,
             "currentReplicas": self.current_replicas,
+            "desiredWarmInstances": self.desired_warm_instances,
+            "currentWarmInstances": self.current_warm_instances,
             "fallbackMode": self.fallback_mode,
             "lastReason": self.last_reason,
             "lastReasonCode": self.last_reason_code,
@@ -106,6 +125,11 @@ class PolicyStatus:
         # null (a merge patch removes it) when this decision had no forecast: not the last one's peak
         doc["forecastPeak"] = round(self.forecast_peak, 6) if self.forecast_peak is not None else None
         return doc
+
+
+#: The model a function's status names: its warm pool is planned from the invocation forecaster
+#: (``forecaster.invocations``), not from the demand forecaster.
+WARM_POOL_MODEL = InvocationForecaster.name
 
 
 class StatusSink(Protocol):
@@ -624,7 +648,7 @@ class Daemon:
             elif not history_failed and ref not in seen:
                 failed[ref.key] = "history"
         for res in report.results:
-            if res.outcome == "failed" and isinstance(res.action, ScaleTo):
+            if res.outcome == "failed" and isinstance(res.action, ScaleTo | SetWarmPool):
                 failed[res.action.workload.key] = "action"
         for p in active:
             key = p.workload.key
@@ -655,9 +679,29 @@ class Daemon:
             return
         statuses = []
         for a in report.plan.actions:
-            if not isinstance(a, ScaleTo) or a.workload not in self._by_workload:
+            if not isinstance(a, ScaleTo | SetWarmPool) or a.workload not in self._by_workload:
                 continue
             pol = self._by_workload[a.workload]
+            fallback = report.plan.fallbacks.get(a.workload, "none")
+            if isinstance(a, SetWarmPool):  # a function's warm pool: its warm instances, not replicas
+                statuses.append(
+                    PolicyStatus(
+                        pol.metadata.name,
+                        pol.metadata.namespace,
+                        a.workload.key,
+                        None,
+                        None,
+                        None,
+                        fallback,
+                        a.reason.message,
+                        a.reason.code,
+                        now,
+                        WARM_POOL_MODEL,
+                        a.to_instances,
+                        a.from_instances,
+                    )
+                )
+                continue
             peak = a.reason.details.get("forecast_peak")
             statuses.append(
                 PolicyStatus(
@@ -667,7 +711,7 @@ class Daemon:
                     a.to_replicas,
                     a.from_replicas,
                     float(peak) if isinstance(peak, int | float) else None,
-                    report.plan.fallbacks.get(a.workload, "none"),
+                    fallback,
                     a.reason.message,
                     a.reason.code,
                     now,

@@ -31,9 +31,9 @@ from planner.rebalance import with_forecast_peaks
 from planner.risk import RiskBook, adapts
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
-from planner.warm_budget import budget_period
+from planner.warm_budget import RECALIBRATE_STEPS, budget_period
 from scaleahead.clock import Clock
-from scaleahead.observed import aligned_counts, demand_trends, observed_demand
+from scaleahead.observed import aligned_counts, demand_trends, last_active_at, last_finite, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
@@ -109,13 +109,15 @@ class CalibrationBook:
     replaying the day step by step (about 2 s for 1,000 functions, ``scaleahead bench speed``), so
     it is done once per budget period (``planner.warm_budget.budget_period``: an hour at 1-minute
     steps) and a group's coefficients are reused until the next one; the warm-memory budget's
-    hourly replay of the same functions is handed them too (``current``). Nothing here survives a
-    restart, nor needs to: the first cycle refits.
+    hourly replay of the same functions is handed them too (``current``) when they were fitted on
+    the day before the period's start, the day the replay runs on. Nothing here survives a restart,
+    nor needs to: the first cycle refits.
     """
 
     def __init__(self) -> None:
-        # (step, functions) -> (period, coefficients or None, the plan note saying which and why)
-        self._cache: dict[tuple[float, tuple[WorkloadRef, ...]], tuple[int, np.ndarray | None, str]] = {}
+        # (step, functions) -> (period, coefficients or None, the plan note saying which and why,
+        # whether they were fitted in the period's first step: on the day before its start)
+        self._cache: dict[tuple[float, tuple[WorkloadRef, ...]], tuple[int, np.ndarray | None, str, bool]] = {}
 
     def model(
         self, refs: Sequence[WorkloadRef], counts: np.ndarray, now: float, step: float, horizon: int
@@ -131,16 +133,23 @@ class CalibrationBook:
             ).fit(counts)
         model = InvocationForecaster(len(refs), step_s=step, horizon=horizon).fit(counts)
         self._cache = {k: v for k, v in self._cache.items() if v[0] == period}  # groups gone stay gone
-        self._cache[key] = (period, model.calibration, _calibration_note(len(refs), step, model))
+        first_step = math.floor(now / step + 1e-9) == period * RECALIBRATE_STEPS
+        self._cache[key] = (period, model.calibration, _calibration_note(len(refs), step, model), first_step)
         return model
 
     def notes(self, now: float) -> tuple[str, ...]:
         """One sentence per group calibrated in the period ``now`` falls in: in use or not, and why."""
-        return tuple(note for key, (period, _, note) in self._cache.items() if period == budget_period(now, key[0]))
+        return tuple(note for key, (period, _, note, _) in self._cache.items() if period == budget_period(now, key[0]))
 
     def current(self, now: float) -> dict[tuple[float, tuple[WorkloadRef, ...]], np.ndarray | None]:
-        """The calibrations fitted in the period ``now`` falls in, by (step, functions)."""
-        return {key: coef for key, (period, coef, _) in self._cache.items() if period == budget_period(now, key[0])}
+        """The calibrations fitted on the day before the start of the period ``now`` falls in (in its
+        first step), by (step, functions): what the warm-memory budget's replay of that day may reuse.
+        One fitted later in the period (a process started mid-period) is not: the replay fits its own."""
+        return {
+            key: coef
+            for key, (period, coef, _, first) in self._cache.items()
+            if first and period == budget_period(now, key[0])
+        }
 
 
 def _calibration_note(n: int, step: float, model: InvocationForecaster) -> str:
@@ -237,13 +246,15 @@ def observed_state(
     history: Mapping[WorkloadRef, Series],
     windows: Mapping[WorkloadRef, float] | None = None,
     ramps: Mapping[WorkloadRef, float] | None = None,
+    keep_alive: Mapping[WorkloadRef, float] | None = None,
 ) -> ClusterState:
     """Attach the observed demand (from history) to each workload's state.
 
     The demand is the mean over the workload's ``observedWindowSeconds`` (``windows``; the last sample
     alone when absent) ending at its last finite sample, and its trend the line fitted over the
     workload's ``rampFloor.windowSeconds`` (``ramps``; none when absent or 0) ending there
-    (scaleahead/observed.py).
+    (scaleahead/observed.py). A function with a warm pool (in ``keep_alive``: its
+    ``warmPool.keepAliveSeconds``) also gets its last call within that keep-alive (``last_active_at``).
     """
     workloads: dict[WorkloadRef, WorkloadState] = dict(state.workloads)
     seen_at: list[tuple[WorkloadRef, WorkloadState, Series, tuple[float, float]]] = []
@@ -256,7 +267,8 @@ def observed_state(
             seen_at.append((ref, ws, series, seen))
     # Every trend in one least-squares pass per window length.
     trends = demand_trends([(series, (ramps or {}).get(ref, 0.0)) for ref, _, series, _ in seen_at])
-    for (ref, ws, _, seen), trend in zip(seen_at, trends, strict=True):
+    for (ref, ws, series, seen), trend in zip(seen_at, trends, strict=True):
+        lookback = (keep_alive or {}).get(ref)
         workloads[ref] = WorkloadState(
             ref,
             ws.replicas,
@@ -267,6 +279,7 @@ def observed_state(
             ws.recent_desired,
             ws.startup_samples,
             trend,
+            last_active_at(series, lookback) if lookback is not None else math.nan,
         )
     return replace(state, workloads=workloads)
 
@@ -288,7 +301,9 @@ def invocation_forecasts(
     strictly before ``now`` (functions of one step size together); its recurrence calibration is
     fitted on the same day, once an hour when ``calibrations`` keeps it across cycles (else every
     call). A missing step counts as no invocation, the model's own convention; a function without
-    history gets no forecast and its policy's fallback.
+    history gets no forecast and its policy's fallback. Each forecast's ``data_until`` is the end of
+    the function's newest finite sample, so a history that stopped is stale for the planner
+    (``fallback.staleAfterSeconds``), not a function idle since.
     """
     refs = [
         p.workload
@@ -306,7 +321,10 @@ def invocation_forecasts(
         counts = aligned_counts([past for _, past in group], now, step, INVOCATION_WINDOW_S)
         horizon = max(1, int(round(horizon_s / step)))
         model = book.model([ref for ref, _ in group], counts, now, step, horizon)
-        out.update(model.forecasts([ref for ref, _ in group], now))
+        made = model.forecasts([ref for ref, _ in group], now)
+        for ref, past in group:
+            newest = last_finite(past.values)
+            out[ref] = replace(made[ref], data_until=past.start + (newest + 1) * past.step_s)
     return out
 
 
@@ -490,7 +508,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     with timer.phase("state"):
         windows = {p.workload: p.spec.observed_window_seconds for p in deps.policies}
         ramps = {p.workload: p.spec.ramp_floor.window_seconds for p in deps.policies}
-        state = observed_state(deps.target.read_state(refs), history, windows, ramps)
+        keep_alive = {
+            p.workload: p.spec.warm_pool.keep_alive_seconds
+            for p in deps.policies
+            if p.spec.workload_class == WorkloadClass.FUNCTION and p.spec.warm_pool.enabled
+        }
+        state = observed_state(deps.target.read_state(refs), history, windows, ramps, keep_alive)
     with timer.phase("startup"):
         policies, startup = deps.startup.apply(deps.policies, state)
     budget_notes: tuple[str, ...] = ()

@@ -74,6 +74,24 @@ def observed_demand(series: Series, window_s: float) -> tuple[float, float] | No
     return float(np.nanmean(tail)), series.start + (i + 1) * series.step_s
 
 
+def last_active_at(series: Series, lookback_s: float) -> float:
+    """When the newest step with a value above 0 ended, among the ``lookback_s`` ending at the last finite sample.
+
+    NaN when there is none there (or no finite sample). A function's last call, for the reactive
+    fallback of its warm pool: only the keep-alive before the newest sample is looked at, so a day
+    of history costs no scan.
+    """
+    i = last_finite(series.values)
+    if i < 0:
+        return math.nan
+    k = window_steps(series.step_s, lookback_s)
+    tail = np.asarray(series.values[max(0, i - k + 1) : i + 1], dtype=np.float64)
+    active = np.flatnonzero(tail > 0)
+    if not active.size:
+        return math.nan
+    return series.start + (i - tail.size + 2 + int(active[-1])) * series.step_s
+
+
 #: Fewest finite samples a trend is fitted to (two always fit a line exactly).
 MIN_TREND_SAMPLES = 3
 #: Cells (rows x window) of the sliding windows fitted at once by ``rolling_trends`` (bounds its memory).
@@ -213,6 +231,10 @@ def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: 
     """Counts ``[series, steps]`` of the last ``window_s`` before ``now`` (missing steps 0), oldest first.
 
     Every series is aligned on the grid that ends at ``now``: column -1 is the step just before it.
+    A value is a number of calls in its step, rounded to the nearest whole call, and any value
+    above 0 is at least one call: PromQL's ``increase()`` extrapolates (0.9999 for one call) and a
+    ``rate()`` gives calls per second (0.0167 for one a minute), and either truncated would read as
+    no call at all (docs/serverless.md).
     """
     window = max(1, int(window_s / step))
     counts = np.zeros((len(series), window))
@@ -221,5 +243,5 @@ def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: 
         lo = max(0, end - window)
         values = past.values[lo:end]
         counts[row, window - (end - lo) : window - (end - lo) + len(values)] = np.nan_to_num(values)
-    out: IntArray = counts.astype(np.int64)
+    out: IntArray = np.where(counts > 0, np.maximum(1.0, np.rint(counts)), 0.0).astype(np.int64)
     return out

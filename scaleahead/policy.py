@@ -117,6 +117,12 @@ def _only_bool(value: Any) -> Any:
 Bool = Annotated[bool, BeforeValidator(_only_bool)]
 
 
+#: ``json_schema_extra`` of a field whose absence means more than its default (a loader or validator
+#: tells "unset" from the default). The API server fills a CRD's ``default`` into every object it
+#: stores, so the CRD leaves these out (``scaleahead.crd``) and the object reaches the loader as written.
+NO_SERVER_DEFAULT = "x-scaleahead-no-server-default"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, allow_inf_nan=False
@@ -161,7 +167,12 @@ class Target(_Model):
     kind: Literal["Deployment", "StatefulSet", "KnativeService"] = Field(
         "Deployment", description="Kind of the scaled object."
     )
-    namespace: str = Field("default", description="Namespace of the scaled object.")
+    namespace: str = Field(
+        "default",
+        description="Namespace of the scaled object. Unset: the policy object's own namespace (metadata.namespace; "
+        "default when that is unset too).",
+        json_schema_extra={NO_SERVER_DEFAULT: True},
+    )
     name: str = Field(..., min_length=1, description="Name of the scaled object.")
     mode: Literal["direct", "floor"] = Field(
         "direct",
@@ -315,7 +326,9 @@ class RampFloor(_Model):
         description="Fit a straight line to the observed demand of this last window (s); while it rises "
         "significantly, provision for where it leads by the end of the first interval a replica asked for now "
         "serves (now + startup + one interval). 0 turns the ramp floor off; a window of fewer than 3 samples "
-        "(e.g. the default 300 s at 5-minute steps) fits no line.",
+        "(e.g. the default 300 s at 5-minute steps) fits no line. Given explicitly, such a window is refused; "
+        "unset, it only leaves the ramp floor off at such steps.",
+        json_schema_extra={NO_SERVER_DEFAULT: True},
     )
     min_t_stat: Float = Field(
         3.0,

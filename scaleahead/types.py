@@ -403,7 +403,10 @@ class WorkloadState:
     (s from a replica's pod being created to it becoming Ready), oldest first; the control loop
     learns the start-up delay from them (``planner.startup``). Empty when the target does not know.
     ``observed_trend`` is the line fitted to the observed demand of the policy's ramp-floor window
-    (None: not measured, or fewer than three samples).
+    (None: not measured, or fewer than three samples). ``last_active_at`` is when the newest step
+    with demand above 0 ended, looked for over the last ``warmPool.keepAliveSeconds`` of a
+    function's history (NaN: none there, or not measured): its last call, for the reactive
+    fallback of a warm pool.
     """
 
     workload: WorkloadRef
@@ -415,6 +418,7 @@ class WorkloadState:
     recent_desired: tuple[tuple[float, int], ...] = ()
     startup_samples: tuple[float, ...] = ()
     observed_trend: Trend | None = None
+    last_active_at: float = float("nan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,7 +507,9 @@ class InvocationForecast:
     ``[origin + k*step_s, origin + (k+1)*step_s)`` given that none comes in the steps before it
     (the quantity a keep-alive decision needs: "if it stays idle until then, will it be called
     then?"). Values lie in [0, 1]. ``idle_s`` is how long the function had been idle at ``origin``
-    (``inf`` if it was never seen).
+    (``inf`` if it was never seen). ``data_until`` is when the newest finite sample it was made
+    from ended (None: at ``origin``): a step missing before ``origin`` counts as no call, so a
+    history that stopped must make the forecast stale, not "idle since" (the planner's check).
     """
 
     workload: WorkloadRef
@@ -512,6 +518,7 @@ class InvocationForecast:
     probability: FloatArray
     idle_s: float = float("inf")
     model: str = ""
+    data_until: float | None = None
 
     @property
     def horizon_steps(self) -> int:

@@ -4,8 +4,10 @@
 spend ``warmPool.keepAliveBudgetRatio`` x what a fixed keep-alive would (docs/serverless.md,
 "Warm-memory budget"). Nothing is kept that a restart would lose: once per budget period
 (``RECALIBRATE_STEPS`` steps, an hour at 1-minute steps) and group, ``rebuild`` replays the budget
-on the last day of the group's invocations strictly before the period (after a ``WARMUP_STEPS``
-warm-up of the forecaster), and its final cost is the one planned with until the next period.
+on the last day of the group's invocations strictly before the period's start (after a
+``WARMUP_STEPS`` warm-up of the forecaster), whenever in the period the first cycle runs, so a
+process started mid-period plans with the cost one running since before it does; its final cost is
+the one planned with until the next period.
 Between periods the result is cached, so a cycle costs nothing; a rebuild costs about one
 invocation forecast per replayed step (``scaleahead bench speed``, ``warm_budget_rebuild_ms``: about
 2 s for 1,000 functions, once an hour). ``scaleahead bench serverless`` calls the same ``rebuild``
@@ -21,6 +23,7 @@ import numpy as np
 
 from forecaster.invocations import InvocationForecaster
 from planner.warm_budget import (
+    RECALIBRATE_STEPS,
     BudgetStatus,
     WarmCostBudget,
     budget_key,
@@ -97,9 +100,9 @@ class WarmBudgetBook:
     ) -> tuple[list[Policy], tuple[str, ...]]:
         """The policies to plan with (budgeted functions with their group's cost) and one note per group.
 
-        ``calibrations``: recurrence calibrations already fitted this period on the last day, by
-        (step, functions); a budget group with exactly those functions replays with it instead of
-        fitting its own (the control loop passes ``CalibrationBook.current``).
+        ``calibrations``: recurrence calibrations already fitted on the day before this period's
+        start, by (step, functions); a budget group with exactly those functions replays with it
+        instead of fitting its own (the control loop passes ``CalibrationBook.current``).
         """
         groups: dict[tuple[float, float, float, float], list[tuple[int, Policy, Series]]] = {}
         for i, policy in enumerate(policies):
@@ -129,7 +132,9 @@ class WarmBudgetBook:
             ):
                 entry = hit
             else:
-                counts = aligned_counts([past for _, _, past in members], now, step, WINDOW_S)
+                # The day before the period's start, not before now: the same whenever the process started.
+                start = period * RECALIBRATE_STEPS * step
+                counts = aligned_counts([past for _, _, past in members], start, step, WINDOW_S)
                 memory = [p.spec.warm_pool.memory_mb_per_instance for p in originals]
                 group = (step, tuple(p.workload for p in originals))
                 if calibrations is not None and group in calibrations:

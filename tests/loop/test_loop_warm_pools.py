@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 
 from actuator.simulated_serverless import SimulatedServerless
@@ -78,11 +80,11 @@ def test_the_recurrence_calibration_is_fitted_once_an_hour_and_reused_in_between
     hour = 3600.0
     now = 10 * hour + 5 * 60.0
     first = invocation_forecasts(policies, series, now, 900.0, book)
-    (period, coef, _), *_ = book._cache.values()
+    (period, coef, _, _), *_ = book._cache.values()
     assert coef is not None
     # later in the same hour: the hazard is refitted on the newer history, the coefficients are kept ...
     later = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0, book)
-    (period2, coef2, _), *_ = book._cache.values()
+    (period2, coef2, _, _), *_ = book._cache.values()
     assert period2 == period
     np.testing.assert_array_equal(coef2, coef)
     # ... and the forecasts are what a forecaster given those coefficients makes from that history
@@ -95,8 +97,11 @@ def test_the_recurrence_calibration_is_fitted_once_an_hour_and_reused_in_between
     assert any(not np.array_equal(first[r].probability, later[r].probability) for r in first)
     # the next hour refits on the day before it
     invocation_forecasts(policies, series, 11 * hour, 900.0, book)
-    (period3, coef3, _), *_ = book._cache.values()
+    (period3, coef3, _, first3), *_ = book._cache.values()
     assert period3 == period + 1 and not np.array_equal(coef3, coef)
+    # fitted in the hour's first step (on the day before its start): the budget's replay may reuse it;
+    # the first fit, 5 minutes into hour 10, not
+    assert first3 and set(book.current(11 * hour)) and not book.current(10 * hour + 5 * 60.0)
     # without a book every call fits its own: the same as a fresh book
     fresh = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0)
     refit = invocation_forecasts(policies, series, now + 20 * 60.0, 900.0, CalibrationBook())
@@ -144,3 +149,78 @@ def test_the_note_says_when_the_calibration_lost_to_the_hazard_on_the_newest_hou
     note = _calibration_note(3, 60.0, model)
     assert note.startswith("invocation forecasts of 3 functions (step 60 s): the idle-time hazard alone")
     assert "forecast the newest hour worse (log-loss 0.1301 against the hazard's 0.1234)" in note
+
+
+def test_a_failed_history_read_keeps_every_warm_pool() -> None:
+    """Prometheus down for one cycle: no forecast, no observation; the warm pools stay as they are."""
+    policies, _ = _setup(3)
+
+    class Down:
+        def read(self, policies: object, now: float) -> dict[WorkloadRef, Series]:
+            raise ConnectionError("Prometheus unreachable")
+
+    target = SimulatedServerless([p.workload for p in policies], [128.0] * 3, 0.0, 60.0)
+    target.warm[:] = 1
+    report = run_once(Deps(Down(), Naive(), target, None, policies), Settings(), now=600 * 60.0)
+    assert "history" in report.errors
+    warm = [a for a in report.plan.actions if isinstance(a, SetWarmPool)]
+    assert len(warm) == 3 and all(a.is_noop and a.to_instances == 1 for a in warm)
+    assert all("rather than cool on missing data" in a.reason.message for a in warm)
+    assert target.warm.tolist() == [1, 1, 1]
+
+
+def test_the_reactive_fallback_reads_the_last_call_within_the_keep_alive_from_the_history() -> None:
+    """The invocation forecast fails; called 3 minutes ago and idle since: kept warm (keepAliveSeconds 600)."""
+    pol = parse_policies(FUNCTION_POLICY.format(name="f0", warm="memoryMbPerInstance: 128"))[0]
+    vals = np.zeros(600)
+    vals[597] = 4.0
+    target = SimulatedServerless([pol.workload], [128.0], 0.0, 60.0)
+    target.warm[:] = 1
+    deps = Deps(FixedHistory({pol.workload: Series("f0", 0.0, 60.0, vals)}), Naive(), target, None, [pol])
+    with mock.patch("scaleahead.loop.invocation_forecasts", side_effect=RuntimeError("invocation model failed")):
+        report = run_once(deps, Settings(), now=600 * 60.0, dry_run=True)
+    assert "invocations" in report.errors
+    (a,) = [x for x in report.plan.actions if isinstance(x, SetWarmPool)]
+    assert report.plan.fallbacks == {pol.workload: "reactive"}
+    assert a.is_noop and a.to_instances == 1, a.reason.message
+    assert "last invoked 2 min ago" in a.reason.message
+
+
+def test_a_function_whose_history_stopped_falls_back_as_stale_and_stays_warm() -> None:
+    """Busy every minute for 10 h, then no more samples: the steps missing before now are not calls
+    that did not happen. The forecast is stale (staleAfterSeconds 60) and the reactive fallback keeps
+    the warm instance, whatever the lag; a fresh history is planned from its forecast."""
+    pol = parse_policies(FUNCTION_POLICY.format(name="f0", warm="memoryMbPerInstance: 128"))[0]
+    series = Series("f0", 0.0, 60.0, np.full(600, 5.0))
+    for lag_min, why in ((0, None), (2, "newest sample 2 min old"), (30, "newest sample 30 min old")):
+        target = SimulatedServerless([pol.workload], [128.0], 0.0, 60.0)
+        target.warm[:] = 1
+        deps = Deps(FixedHistory({pol.workload: series}), Naive(), target, None, [pol])
+        now = (600 + lag_min) * 60.0
+        report = run_once(deps, Settings(), now=now, dry_run=True)
+        (a,) = [x for x in report.plan.actions if isinstance(x, SetWarmPool)]
+        assert a.to_instances == 1, (lag_min, a.reason.message)
+        if why is None:
+            assert not report.plan.fallbacks and a.reason.code == "warm_forecast"
+        else:
+            assert report.plan.fallbacks == {pol.workload: "reactive"}
+            assert f"stale invocation history ({why})" in a.reason.message
+    made = invocation_forecasts([pol], {pol.workload: series}, 630 * 60.0, 900.0)
+    assert made[pol.workload].origin == 630 * 60.0 and made[pol.workload].data_until == 600 * 60.0
+
+
+def test_fractional_invocation_values_count_as_calls() -> None:
+    """increase() extrapolates (0.9999 for one call) and rate() gives calls per second: a value above
+    0 is at least one call, rounded to the nearest whole one, never truncated to "never invoked"."""
+    s = Series("f0", 0.0, 60.0, np.array([0.0, 0.9999, 0.1667, 2.6, np.nan, -0.0, 3.0]))
+    counts = aligned_counts([s], 7 * 60.0, 60.0, 7 * 60.0)
+    assert counts.tolist() == [[0, 1, 1, 3, 0, 0, 3]]
+    pol = parse_policies(FUNCTION_POLICY.format(name="f0", warm="memoryMbPerInstance: 128"))[0]
+    busy = Series("f0", 0.0, 60.0, np.full(1440, 0.1667))  # rate() of 10 calls a minute
+    target = SimulatedServerless([pol.workload], [128.0], 0.0, 60.0)
+    report = run_once(
+        Deps(FixedHistory({pol.workload: busy}), Naive(), target, None, [pol]), Settings(), 1440 * 60.0, True
+    )
+    (a,) = [x for x in report.plan.actions if isinstance(x, SetWarmPool)]
+    assert a.reason.code == "warm_forecast" and a.to_instances == 1, a.reason.message
+    assert "never invoked" not in a.reason.message

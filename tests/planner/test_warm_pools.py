@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
 
 from planner import plan
@@ -182,3 +184,81 @@ def test_a_total_budget_prefers_the_cold_starts_avoided_per_mb_over_the_raw_prob
     decisions, _ = plan_warm_pools(items, fcs, NOW, memory_budget_mb=450)
     assert [d.action.to_instances for d in decisions] == [1, 0]
     assert "avoid more cold starts per MB" in decisions[1].action.reason.message
+
+
+def test_the_reactive_fallback_keeps_the_warm_pool_when_nothing_could_be_observed() -> None:
+    # Prometheus down: no invocation forecast and no observation. Missing data is not "no call":
+    # cooling now would be undone (a new Knative Revision each way) once the history is back.
+    pol = function_policy(maxInstances=2)
+    ref = pol.workload
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=2), None, NOW).action
+    assert a.is_noop and a.to_instances == 2 and a.reason.code == "fallback_reactive"
+    assert "no invocation count could be observed" in a.reason.message
+    assert "rather than cool on missing data" in a.reason.message
+    assert "no recent invocation observed" not in a.reason.message
+    capped = function_policy(maxInstances=1)
+    a = decide_warm_pool(ref, capped.spec, WorkloadState(ref, 0, 0, warm_instances=2), None, NOW).action
+    assert a.to_instances == 1 and "keep 1 of the current 2 warm instances (the cap)" in a.reason.message
+    cold = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), None, NOW).action
+    assert cold.is_noop and cold.to_instances == 0  # nothing warm is not warmed on missing data either
+
+
+def test_the_reactive_fallback_keeps_warm_after_any_call_within_the_keep_alive_not_only_the_last_step() -> None:
+    # Called 3 minutes ago, idle in the last two steps: a 10-minute keep-alive keeps it warm.
+    pol = function_policy(keepAliveSeconds=600)
+    ref = pol.workload
+    ws = WorkloadState(ref, 0, 0, observed_demand=0.0, observed_at=NOW, warm_instances=1, last_active_at=NOW - 120)
+    a = decide_warm_pool(ref, pol.spec, ws, None, NOW).action
+    assert a.is_noop and a.to_instances == 1 and a.reason.code == "fallback_reactive"
+    assert "last invoked 2 min ago, within the 10 min keep-alive" in a.reason.message
+    old = replace(ws, last_active_at=NOW - 660)  # 11 minutes ago: the keep-alive is over
+    a = decide_warm_pool(ref, pol.spec, old, None, NOW).action
+    assert a.to_instances == 0 and "no invocation in the last 10 min (the keep-alive)" in a.reason.message
+
+
+def test_a_forecast_from_a_history_that_stopped_is_stale_and_the_warm_pool_is_not_cooled_for_it() -> None:
+    # Made now, but from a history whose newest sample ended 30 minutes ago: the missing steps
+    # counted as no call ("idle 30 min"), which is not what was observed.
+    pol = function_policy(keepAliveSeconds=600)  # staleAfterSeconds 60 (default), step 60 s
+    ref = pol.workload
+    fc = replace(invocation_forecast(ref, NOW, [0.0] * 15, idle_s=1800.0), data_until=NOW - 1800)
+    ws = WorkloadState(ref, 0, 0, observed_demand=5.0, observed_at=NOW - 1800, warm_instances=1)
+    a = decide_warm_pool(ref, pol.spec, ws, fc, NOW).action
+    assert a.reason.code == "fallback_reactive" and a.is_noop and a.to_instances == 1
+    assert a.reason.message.startswith("hold fns/fn at 1 warm: stale invocation history (newest sample 30 min old)")
+    assert "no invocation count observed for the last 30 min" in a.reason.message
+    # Called in the newest step, two minutes ago: within the keep-alive, warm.
+    fc2 = replace(fc, data_until=NOW - 120)
+    ws2 = replace(ws, observed_at=NOW - 120, warm_instances=0, last_active_at=NOW - 120)
+    a = decide_warm_pool(ref, pol.spec, ws2, fc2, NOW).action
+    assert a.to_instances == 1 and "stale invocation history (newest sample 2 min old)" in a.reason.message
+    # A step's lag is not stale: the newest sample of a 60-s step is up to a step old.
+    fresh = replace(invocation_forecast(ref, NOW, [0.0] * 15), data_until=NOW - 60)
+    a = decide_warm_pool(ref, pol.spec, replace(ws, observed_at=NOW - 60), fresh, NOW).action
+    assert a.reason.code == "cold_ok"
+
+
+def test_reasons_print_tiny_probabilities_with_their_significant_digits() -> None:
+    # A cost of 9,900,000 MB-min puts the break-even of 128 MB at 0.0013 %: "0.0 %" would misstate it,
+    # and a 0.00001 chance is not "0.000".
+    pol = function_policy(memoryMbPerInstance=128, coldStartCostMbMinutes=9_900_000)
+    ref = pol.workload
+    fc = invocation_forecast(ref, NOW, [0.00001] * 15)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), fc, NOW).action
+    assert a.reason.code == "cold_ok"
+    assert "0.000010 chance of an invocation" in a.reason.message
+    assert "at most 0.0010 % over the next 15 min, below the 0.0013 % break-even" in a.reason.message
+    zero = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, [0.0] * 5), NOW)
+    assert "hold fns/fn at 0 warm: 0 chance of an invocation" in zero.action.reason.message
+    assert "at most 0 % over the next 5 min" in zero.action.reason.message
+
+
+def test_a_budget_cut_of_a_cold_function_says_it_is_held_at_zero_not_cooled() -> None:
+    pols = [function_policy(f"f{i}", memoryMbPerInstance=128) for i in range(2)]
+    items = [(p.workload, p.spec, WorkloadState(p.workload, 0, 0, warm_instances=w)) for p, w in zip(pols, (0, 1))]
+    fcs = {p.workload: invocation_forecast(p.workload, NOW, [0.3] * 5) for p in pols}
+    decisions, _ = plan_warm_pools(items, fcs, NOW, memory_budget_mb=100)
+    cold, warm = (d.action for d in decisions)
+    assert cold.reason.code == warm.reason.code == "warm_budget_cut"
+    assert cold.reason.message.startswith("hold fns/f0 at 0 warm: wanted 1 warm (")
+    assert warm.reason.message.startswith("cool fns/f1 1 -> 0: wanted 1 warm (")

@@ -219,6 +219,42 @@ def test_the_loop_hands_the_budget_the_calibration_it_fitted_and_the_budget_is_t
     assert handed.current(now + 3600.0) == {}  # the next hour refits
 
 
+def _budget_costs(policies: list[Policy]) -> list[float | None]:
+    return [p.spec.warm_pool.cold_start_cost_mb_minutes for p in policies]
+
+
+def test_a_process_started_mid_period_plans_with_the_cost_of_one_running_since_before_it() -> None:
+    """The rebuild replays the day before the period's start, not before the first cycle the process
+    ran in it (found in review: 81,000 MB-min running, 62,000 after a restart 39 minutes in)."""
+    policies, series = loop_setup(n=60)
+    hour = 3600.0
+    t1, t2 = 12 * hour + 60.0, 12 * hour + 40 * 60.0  # the same period (hour 12), t1 in its second step
+    running = WarmBudgetBook()
+    running.apply(policies, series, t1)
+    kept, kept_notes = running.apply(policies, series, t2)
+    restarted, restarted_notes = WarmBudgetBook().apply(policies, series, t2)
+    assert _budget_costs(kept) == _budget_costs(restarted) and _budget_costs(kept)[0] != 9000.0
+    assert kept_notes == restarted_notes
+    # the loop, handing the hour's calibration over: a process running since the period's first step
+    # and one started 40 minutes into it plan with the same cost
+    memory = [p.spec.warm_pool.memory_mb_per_instance for p in policies]
+
+    def cost_at(*times: float) -> float:
+        target = SimulatedServerless([p.workload for p in policies], memory, 0.0, 60.0)
+        deps = Deps(FixedHistory(series), Naive(), target, None, policies)
+        for t in times:
+            report = run_once(deps, Settings(), now=t, dry_run=True)
+        costs = {
+            a.reason.details["cold_start_cost_mb_min"]
+            for a in report.plan.actions
+            if isinstance(a, SetWarmPool) and "cold_start_cost_mb_min" in a.reason.details
+        }
+        assert len(costs) == 1
+        return float(costs.pop())
+
+    assert cost_at(12 * hour, t2) == cost_at(t2) == _budget_costs(kept)[0]
+
+
 def test_a_policy_without_a_budget_keeps_its_own_cost() -> None:
     policies, series = loop_setup(ratio="null", n=5)
     assert budget_key(policies[0], 60.0) is None
