@@ -40,7 +40,7 @@ from urllib3.exceptions import HTTPError
 
 from actuator.base import ActionResult, ActuationError, LiveObject
 from actuator.quota_scopes import quota_applies
-from actuator.steering import controller_owner
+from actuator.steering import STEERED_TO, controller_owner
 from scaleahead.clock import Clock, SystemClock
 from scaleahead.policy import Policy
 from scaleahead.types import (
@@ -48,10 +48,14 @@ from scaleahead.types import (
     ClusterState,
     MovePod,
     Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     Pod,
     PodDisruptionBudget,
     ScaleTo,
     SetWarmPool,
+    Taint,
+    Toleration,
     WorkloadRef,
     WorkloadState,
 )
@@ -68,6 +72,72 @@ _MEMORY_UNITS = {
 def _matches(match: Mapping[str, str], labels: Mapping[str, str]) -> bool:
     """A ``matchLabels`` selector against a pod's labels (policy/v1: an empty selector selects every pod)."""
     return all(labels.get(k) == v for k, v in match.items())
+
+
+def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
+    """A Node's ``spec.taints``."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    return tuple(
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+        for t in taints
+        if isinstance(t, Mapping)
+    )
+
+
+def pod_tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    """A pod's ``spec.tolerations``, without those that set ``tolerationSeconds``.
+
+    Such a toleration (always ``NoExecute``: the API refuses it on another effect; the
+    DefaultTolerationSeconds admission adds two, for ``not-ready`` and ``unreachable``) lets the pod
+    stay on a tainted node only that long: a pod moved there would be evicted again, so the
+    rebalancer does not count it.
+    """
+    return tuple(
+        Toleration(
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
+        for t in spec.get("tolerations") or []
+        if isinstance(t, Mapping) and t.get("tolerationSeconds") is None
+    )
+
+
+def _requirements(items: Any, field: bool) -> NodeSelectorTerm:
+    return tuple(
+        NodeSelectorRequirement(
+            str(r.get("key") or ""), str(r.get("operator") or ""), tuple(str(v) for v in r.get("values") or ()), field
+        )
+        for r in items or []
+        if isinstance(r, Mapping)
+    )
+
+
+def required_node_terms(pod: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    """A pod's required node affinity: its ``nodeSelectorTerms``, each as its ``matchExpressions``
+    (on labels) and ``matchFields`` requirements; () when it has none.
+
+    A pod the steering webhook pinned (annotation ``scaleahead.io/steered-to: N``) carries
+    ``matchFields metadata.name In [N]`` in every term, which its owner's template does not: that
+    requirement is left out (and a term that held only it, the one the webhook added to a pod with
+    no required node affinity), so the pod may be moved again like its owner's other pods.
+    """
+    spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    steered = (meta.get("annotations") or {}).get(STEERED_TO)
+    steer = NodeSelectorRequirement("metadata.name", "In", (str(steered),), True) if steered else None
+    out = []
+    for term in required.get("nodeSelectorTerms") or []:
+        if not isinstance(term, Mapping):
+            continue
+        reqs = _requirements(term.get("matchExpressions"), False) + _requirements(term.get("matchFields"), True)
+        kept = tuple(r for r in reqs if r != steer)
+        if kept or kept == reqs:  # a term of the steer alone goes; an empty term stays (it matches no node)
+            out.append(kept)
+    return tuple(out)
 
 
 def cpu_millis(quantity: Any) -> int:
@@ -563,9 +633,10 @@ class KubernetesTarget:
 
     # -- placement (rebalancing) ----------------------------------------------------------------
     def read_placement(self) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...]]:
-        """Nodes (allocatable), running pods (requests, observed CPU usage, owner, labels,
-        interference class, required anti-affinity) and PodDisruptionBudgets (per owner of the pods
-        they select), for ``planner.rebalance``.
+        """Nodes (allocatable, taints), running pods (requests, observed CPU usage, owner, labels,
+        interference class, required anti-affinity, node selector, required node affinity,
+        tolerations) and PodDisruptionBudgets (per owner of the pods they select), for
+        ``planner.rebalance``.
 
         A pod's usage comes from the metrics API (``metrics.k8s.io`` PodMetrics, metrics-server)
         when the cluster serves it; the planner then places a pod by the larger of its requests and
@@ -582,6 +653,7 @@ class KubernetesTarget:
                     memory_mb(alloc.get("memory")),
                     dict(meta.get("labels") or {}),
                     schedulable=not spec.get("unschedulable", False),
+                    taints=node_taints(item),
                 )
             )
         usage = self._pod_usage()
@@ -617,6 +689,9 @@ class KubernetesTarget:
                     # no reason to keep the node (kubectl drain --ignore-daemonsets, cluster autoscaler)
                     node_bound=(owner is not None and owner[0] == "DaemonSet")
                     or "kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
+                    node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+                    required_node_terms=required_node_terms(item),
+                    tolerations=pod_tolerations(spec),
                 )
             )
         pdbs = []

@@ -17,6 +17,10 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
 - **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods covered by a PDB move in one plan,
   counted over every owner it covers (``PdbBudgets``);
 - **anti-affinity**: a pod never lands next to a pod that one of the two excludes;
+- **the pod's node rules**: a pod only lands on a node its ``nodeSelector`` and required node
+  affinity select and whose ``NoSchedule``/``NoExecute`` taints it tolerates
+  (``planner.placement_rules.fits_node``, as kube-scheduler filters): the replacement of a pod
+  moved elsewhere would stay Pending;
 - **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
   (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
   ``drains_may_add_pairs``;
@@ -40,8 +44,8 @@ Algorithm (greedy, re-evaluated after each chosen step):
 2. *Filter* keeps target nodes that pass every rule above; *score* prefers the node where the pod
    forms the fewest interfering pairs, then the node most full at the forecast peak after the move
    (packs pods onto nodes that stay, the scheduler's MostAllocated idea applied to the forecast
-   peak), ties broken by name; the *safety check* re-checks capacity, requests, PDB budgets and
-   anti-affinity on the state after the move.
+   peak), ties broken by name; the *safety check* re-checks capacity, requests, PDB budgets,
+   anti-affinity and the pod's node rules on the state after the move.
 3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
    nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
    precedence), then separations, swaps and exchanges. Within that order, the candidate with the
@@ -67,6 +71,7 @@ from itertools import combinations, count
 import numpy as np
 import numpy.typing as npt
 
+from planner.placement_rules import fits_node, placement_signature
 from scaleahead.types import ClusterState, FloatArray, MovePod, Node, Pod, PodDisruptionBudget, Reason
 
 CPU_BOUND = "cpu-bound"
@@ -282,6 +287,9 @@ class _Cluster:
     #: peak and observed CPU. They stay where they are and are not in ``pods``: a node with only
     #: them counts as free (as the cluster autoscaler and ``kubectl drain --ignore-daemonsets`` see it)
     base: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
+    #: per set of a pod's node rules (``placement_signature``), which nodes they allow, in
+    #: ``arrays`` order: they depend on the pod's rules and the nodes only, never on where pods are
+    fit_masks: dict[tuple[object, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> _Cluster:
@@ -337,6 +345,7 @@ class _Cluster:
             dict(self.exchange_cache),
             dict(self.side_cache),
             self.base,  # never mutated
+            self.fit_masks,  # what it holds never changes
         )
 
     def excluded(self, pod: Pod, node: str) -> bool:
@@ -345,6 +354,20 @@ class _Cluster:
         if index is None:
             index = self._aa[node] = _AntiAffinityIndex.of(self.pods[node])
         return index.excludes(pod)
+
+    def fit_mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """Per node (``arrays`` order), whether ``pod``'s node selector, required node affinity and
+        tolerations allow it there (``fits_node``); worked out once per set of such rules."""
+        key = placement_signature(pod)
+        mask = self.fit_masks.get(key)
+        if mask is None:
+            names = self.arrays.names
+            mask = self.fit_masks[key] = np.array([fits_node(pod, self.nodes[n]) for n in names], dtype=np.bool_)
+        return mask
+
+    def allows(self, pod: Pod, node: str) -> bool:
+        """Whether ``pod``'s own node rules let it run on ``node`` (``fit_mask``)."""
+        return bool(self.fit_mask(pod)[self.arrays.pos[node]])
 
     def count(self, node: str, cls_: str) -> int:
         return self.classes[node].get(cls_, 0)
@@ -485,7 +508,7 @@ def _fits(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
         return False
     if c.peak[node] + pod_peak_cpu_m(pod) > max_peak_fraction * n.cpu_m + 1e-9:
         return False
-    return not c.excluded(pod, node)
+    return c.allows(pod, node) and not c.excluded(pod, node)
 
 
 def _created(c: _Cluster, pod: Pod, node: str) -> int:
@@ -497,8 +520,11 @@ def _created(c: _Cluster, pod: Pod, node: str) -> int:
 def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
     """The safety check: the target node's sums after the move, recomputed from its pods (not from
     the running sums the filter used), stay within the caps; the pod's PDB allows the move; the pod
-    and the pods there exclude each other in no direction."""
+    and the pods there exclude each other in no direction; the pod's node rules allow the node
+    (``fits_node`` again, not the filter's cached mask)."""
     n = c.nodes[node]
+    if not fits_node(pod, n):
+        return False
     here = [*c.pods[node], pod]
     b_cpu, b_mem, b_peak, _ = c.base[node]
     if b_peak + sum(pod_peak_cpu_m(p) for p in here) > max_peak_fraction * n.cpu_m + 1e-9:
@@ -517,13 +543,14 @@ def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
 def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: float) -> str | None:
     """Filter -> score -> safety-check for one pod; the chosen node, or None.
 
-    The filter's capacity rules run on every node at once (arrays); anti-affinity and the safety
-    check run on the best-scored nodes until one passes.
+    The filter's capacity and node rules run on every node at once (arrays); anti-affinity and the
+    safety check run on the best-scored nodes until one passes.
     """
     a = c.arrays
     peak = pod_peak_cpu_m(pod)
     ok = (
         a.schedulable
+        & c.fit_mask(pod)
         & (a.n_pods > 0)
         & (a.req_cpu + pod.cpu_request_m <= a.cpu_alloc)
         & (a.req_mem + pod.memory_request_mb <= a.mem_alloc)
@@ -690,6 +717,7 @@ def _pairs_on(cpu: int, lat: int) -> int:
 class _Side:
     """Every set of at most ``MAX_EXCHANGE_SIDE`` movable pods of one node, with their sums as arrays."""
 
+    pods: tuple[Pod, ...]  # the movable pods
     sets: tuple[tuple[Pod, ...], ...]
     peak: FloatArray
     req_cpu: FloatArray
@@ -709,6 +737,7 @@ class _Side:
             return np.array([sum(f(p) for p in s) for s in sets], dtype=np.float64)
 
         return cls(
+            tuple(pods),
             tuple(sets),
             total(pod_peak_cpu_m),
             total(lambda p: p.cpu_request_m),
@@ -725,7 +754,8 @@ def _exchange_order(
     """The moves of an exchange (``xs`` a -> b, ``ys`` b -> a) in an order the scheduler can follow.
 
     The end state was checked at the forecast peak by the caller. Here: the pods' PDBs allow every
-    move; anti-affinity holds at every step and at the end; at every step the receiving node's
+    move; every pod's node rules allow its new node (``fits_node``); anti-affinity holds at every
+    step and at the end; at every step the receiving node's
     requests fit its allocatable and its *observed* usage stays within ``mpf`` of it (the
     transient lasts while pods restart, not until the forecast peak). Tries the ``xs`` first, then
     the ``ys`` first; None if neither order is safe.
@@ -743,7 +773,8 @@ def _exchange_order(
                 there = here[dest]
                 b_cpu, b_mem, _, b_use = c.base[dest]
                 if (
-                    b_cpu + sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
+                    not fits_node(p, n)
+                    or b_cpu + sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
                     or b_mem + sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
                     or b_use + sum(q.usage_cpu_m for q in there) + p.usage_cpu_m > mpf * n.cpu_m + 1e-9
                     or any(conflicts(p, q) for q in there)
@@ -829,6 +860,11 @@ def _best_exchange(
     ok &= c.req_mem[b] - sb.req_mem[y] + sa.req_mem[x] <= nb.memory_mb
     ok &= len(c.pods[a]) - sa.size[x] + sb.size[y] > 0  # a node left empty is a drain's business
     ok &= len(c.pods[b]) - sb.size[y] + sa.size[x] > 0
+    a_to_b, b_to_a = _sets_allowed(c, sa, b), _sets_allowed(c, sb, a)  # the pods' node rules
+    if a_to_b is not None:
+        ok &= a_to_b[x]
+    if b_to_a is not None:
+        ok &= b_to_a[y]
     ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
     cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
     ca2 = ca - sa.n_cpu[x] + sb.n_cpu[y]
@@ -854,6 +890,14 @@ def _best_exchange(
         pairs = int(net[rows[j], cols[j]])
         return _Step(kind, a if xs else b, order, w.pair_separated * pairs, pairs)
     return None
+
+
+def _sets_allowed(c: _Cluster, side: _Side, node: str) -> npt.NDArray[np.bool_] | None:
+    """Per set of ``side``, whether the node rules of all its pods allow ``node``; None: every set."""
+    refused = {pod_key(p) for p in side.pods if not c.allows(p, node)}
+    if not refused:
+        return None
+    return np.array([not any(pod_key(p) in refused for p in s) for s in side.sets], dtype=np.bool_)
 
 
 def _end_state_compatible(c: _Cluster, xs: tuple[Pod, ...], a: str, ys: tuple[Pod, ...], b: str) -> bool:

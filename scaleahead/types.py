@@ -421,6 +421,46 @@ class WorkloadState:
     last_active_at: float = float("nan")
 
 
+class Taint(NamedTuple):
+    """A node taint (``spec.taints``): ``effect`` ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+class Toleration(NamedTuple):
+    """A pod toleration (``spec.tolerations``), as Kubernetes matches it against a taint.
+
+    ``operator`` ``Equal`` (the default; ``""`` means the same) or ``Exists``; an empty ``key``
+    matches every key, an empty ``effect`` every effect (``Exists`` with an empty key tolerates
+    everything).
+    """
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSelectorRequirement(NamedTuple):
+    """One requirement of a required node-affinity term (``nodeSelectorTerms[i]``).
+
+    ``operator``: ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt`` or ``Lt`` (``Gt``/``Lt``
+    compare ``values[0]`` as an integer). ``field`` False: a ``matchExpressions`` requirement on the
+    node's labels; True: a ``matchFields`` one on the node's fields (``key`` ``metadata.name``).
+    """
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    field: bool = False
+
+
+#: A required node-affinity term: its requirements, ANDed.
+NodeSelectorTerm = tuple[NodeSelectorRequirement, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     name: str
@@ -428,11 +468,14 @@ class Node:
     memory_mb: int
     labels: Mapping[str, str] = field(default_factory=dict)
     schedulable: bool = True
+    #: ``spec.taints``: a pod lands here only if it tolerates every ``NoSchedule`` and ``NoExecute`` one.
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Pod:
-    """A pod with its requests, observed and forecast-peak usage and interference class."""
+    """A pod with its requests, observed and forecast-peak usage, interference class and the rules
+    of where it may run (anti-affinity, node selector, required node affinity, tolerations)."""
 
     namespace: str
     name: str
@@ -448,6 +491,13 @@ class Pod:
     #: Bound to its node (a DaemonSet's or a mirror pod): never moved, and it does not keep its node
     #: from being freed (the cluster autoscaler and ``kubectl drain --ignore-daemonsets`` ignore it).
     node_bound: bool = False
+    #: ``spec.nodeSelector``: a node it may land on has every one of these labels.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    #: Required node affinity (``requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms``):
+    #: a node it may land on matches at least one term (every requirement of it); () is no such rule.
+    required_node_terms: tuple[NodeSelectorTerm, ...] = ()
+    #: ``spec.tolerations``: the taints it may land next to.
+    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ moves with what a cluster gets today. This module re-implements, on a ``ClusterS
   Eviction API, which refuses an eviction a PodDisruptionBudget forbids (HTTP 429); the
   descheduler then tries the next pod.
 - the **default scheduler** placing the evicted pods' replacements: filter (node schedulable,
-  requests fit, pod count, required inter-pod anti-affinity), then score with ``NodeResourcesFit``
-  ``LeastAllocated`` (the default) or ``MostAllocated`` (what the descheduler README says
-  HighNodeUtilization must be used with), equal weights for cpu and memory; ties go to the
-  node name (the real scheduler picks at random among the best).
+  requests fit, pod count, required inter-pod anti-affinity, the pod's node selector and
+  required node affinity, the node's taints tolerated: ``planner.placement_rules.fits_node``),
+  then score with ``NodeResourcesFit`` ``LeastAllocated`` (the default) or ``MostAllocated``
+  (what the descheduler README says HighNodeUtilization must be used with), equal weights for
+  cpu and memory; ties go to the node name (the real scheduler picks at random among the best).
 
 Thresholds (percent of allocatable, the descheduler README's examples; the plugin code has no
 built-in default, ``SetDefaults_*`` leaves them nil and unset resources default to 100 %):
@@ -31,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from planner.placement_rules import fits_node
 from planner.rebalance import PdbBudgets, conflicts, pod_key
 from scaleahead.types import ClusterState, Node, Pod
 
@@ -88,9 +90,10 @@ class SimCluster:
         return True
 
     def fits(self, pod: Pod, node: str) -> bool:
-        """The scheduler's filter: schedulable, requests fit, anti-affinity holds."""
+        """The scheduler's filter: schedulable, the pod's node rules allow the node, requests fit,
+        anti-affinity holds."""
         n = self.nodes[node]
-        if not n.schedulable:
+        if not n.schedulable or not fits_node(pod, n):
             return False
         used, alloc, req = self.usage(node), _alloc(n), _pod_req(pod)
         if any(used[r] + req[r] > alloc[r] for r in _RESOURCES):

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonpatch
 import pytest
 from kubeemu import NODES, PDBS, POD_METRICS, PODS, Fault
 
 from actuator.applying import Actuator
 from actuator.kubernetes import KubernetesTarget, cpu_millis, memory_mb
+from actuator.steering import STEERED_TO, affinity_patch
 from planner import plan as make_plan
+from planner.placement_rules import fits_node
 from planner.rebalance import pod_peak_cpu_m
-from scaleahead.types import MovePod
+from scaleahead.types import MovePod, NodeSelectorRequirement, Taint, Toleration
 
 NOW = 1_700_000_000.0
 
@@ -32,8 +35,11 @@ def test_memory_quantities_in_mib(quantity: Any, mb: int) -> None:
     assert memory_mb(quantity) == mb
 
 
-def node(cpu: str, unschedulable: bool = False) -> dict[str, Any]:
-    return {"spec": {"unschedulable": unschedulable}, "status": {"allocatable": {"cpu": cpu, "memory": "16Gi"}}}
+def node(cpu: str, unschedulable: bool = False, **spec: Any) -> dict[str, Any]:
+    return {
+        "spec": {"unschedulable": unschedulable} | spec,
+        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi"}},
+    }
 
 
 def pod(node_name: str, owner: str, cpu: str, cls: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -140,3 +146,96 @@ def test_daemonset_and_mirror_pods_are_node_bound_and_do_not_block_a_drain(kube)
         m.reason.message for m in plan.actions if isinstance(m, MovePod) and m.pod == "cart-1"
     ), "n3 is freed although its kube-proxy and static pod stay"
     assert not {"kube-proxy-n1", "kube-proxy-n2", "kube-proxy-n3", "etcd-n3"} & set(moved)
+
+
+def required_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def planned_moves(target: KubernetesTarget) -> dict[str, tuple[str, str]]:
+    plan = make_plan({}, target.read_state([]), [], NOW, max_moves=4)
+    return {m.pod: (m.from_node, m.to_node) for m in plan.actions if isinstance(m, MovePod)}
+
+
+def test_no_move_goes_to_a_node_the_pods_node_selector_or_required_node_affinity_excludes(kube) -> None:
+    # unconstrained, cart-1 goes n3 -> n2 (n3 freed) and web-2 n2 -> n1 (away from batch-1); here
+    # cart-1 may only run in pool web (n1, n3) and web-2 only in pool batch (n2)
+    fragmented(kube)
+    for name, pool in (("n1", "web"), ("n2", "batch"), ("n3", "web")):
+        kube.cluster.put(NODES, None, name, node("4") | {"metadata": {"labels": {"pool": pool}}})
+    kube.cluster.put(PODS, "shop", "cart-1", pod("n3", "cart", "500m", nodeSelector={"pool": "web"}))
+    batch_only = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["batch"]}]}
+    gpu_named = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}
+    affinity = required_affinity(batch_only, gpu_named)
+    kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical", affinity=affinity))
+    target = KubernetesTarget(kube.api_client(), placement=True)
+    nodes, pods, _ = target.read_placement()
+    by_name = {p.name: p for p in pods}
+    assert by_name["cart-1"].node_selector == {"pool": "web"}
+    assert by_name["web-2"].required_node_terms == (
+        (NodeSelectorRequirement("pool", "In", ("batch",)),),
+        (NodeSelectorRequirement("metadata.name", "In", ("gpu-1",), field=True),),
+    )
+    assert {n.name: dict(n.labels) for n in nodes}["n2"] == {"pool": "batch"}
+    moves = planned_moves(target)
+    assert moves["cart-1"] == ("n3", "n1"), "n3 is still freed, onto the web pool's node"
+    assert "web-2" not in moves, "the only other batch node is the one it is on"
+    assert all(fits_node(by_name[p], next(n for n in nodes if n.name == to)) for p, (_, to) in moves.items())
+
+
+def test_no_move_goes_to_a_node_whose_taint_the_pod_does_not_tolerate(kube) -> None:
+    # n1 and n2 are tainted (web-1 tolerates n1's taint), n3 is not
+    fragmented(kube)
+    kube.cluster.put(NODES, None, "n1", node("4", taints=[{"key": "maintenance", "effect": "NoExecute"}]))
+    tolerates_maintenance = [{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}]
+    kube.cluster.put(
+        PODS, "shop", "web-1", pod("n1", "web", "1", "latency-critical", tolerations=tolerates_maintenance)
+    )
+    batch = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+    kube.cluster.put(NODES, None, "n2", node("4", taints=[batch]))
+    # web-2 tolerates n1's NoExecute taint for 300 s only: it would be evicted again, so it does not count
+    for_a_while = [{"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
+    kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical", tolerations=for_a_while))
+    wrong_value = [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}]
+    kube.cluster.put(PODS, "shop", "cart-1", pod("n3", "cart", "500m", tolerations=wrong_value))
+    target = KubernetesTarget(kube.api_client(), placement=True)
+    nodes, pods, _ = target.read_placement()
+    taints = {n.name: n.taints for n in nodes}
+    assert taints == {
+        "n1": (Taint("maintenance", "", "NoExecute"),),
+        "n2": (Taint("dedicated", "batch", "NoSchedule"),),
+        "n3": (),
+    }
+    by_name = {p.name: p for p in pods}
+    assert by_name["cart-1"].tolerations == (Toleration("dedicated", "Equal", "db", "NoSchedule"),)
+    assert by_name["web-2"].tolerations == ()
+    moves = planned_moves(target)
+    assert "cart-1" not in moves, "n1 and n2 have taints it does not tolerate"
+    assert {to for _, to in moves.values()} == {"n3"}, "no pod that moves tolerates n1's or n2's taint"
+    any_dedicated = [{"key": "dedicated", "operator": "Exists"}]
+    kube.cluster.put(PODS, "shop", "cart-1", pod("n3", "cart", "500m", tolerations=any_dedicated))
+    assert planned_moves(target)["cart-1"] == ("n3", "n2")
+
+
+def test_a_steered_pod_is_not_pinned_to_its_node_by_the_webhooks_own_requirement(kube) -> None:
+    # web-2 was created by a steer to n2: the webhook added matchFields metadata.name In [n2], which
+    # its ReplicaSet's template does not have; it is free to move like any other pod of its owner
+    fragmented(kube)
+    steered = pod("n2", "web", "1", "latency-critical")
+    steered = jsonpatch.apply_patch(steered, affinity_patch(steered, "n2"))
+    steered["metadata"]["annotations"] = {STEERED_TO: "n2"}
+    kube.cluster.put(PODS, "shop", "web-2", steered)
+    # cart-1 was steered too, but its own rule (a term, which the webhook ANDed n3 into) stays
+    own = {"matchExpressions": [{"key": "disk", "operator": "DoesNotExist"}]}
+    cart = pod("n3", "cart", "500m", affinity=required_affinity(own))
+    cart = jsonpatch.apply_patch(cart, affinity_patch(cart, "n3"))
+    cart["metadata"]["annotations"] = {STEERED_TO: "n3"}
+    kube.cluster.put(PODS, "shop", "cart-1", cart)
+    target = KubernetesTarget(kube.api_client(), placement=True)
+    nodes, pods, _ = target.read_placement()
+    by_name = {p.name: p for p in pods}
+    assert by_name["web-2"].required_node_terms == ()
+    assert by_name["cart-1"].required_node_terms == ((NodeSelectorRequirement("disk", "DoesNotExist"),),)
+    moves = planned_moves(target)
+    assert moves == {"cart-1": ("n3", "n2"), "web-2": ("n2", "n1")}
+    assert all(fits_node(by_name[p], next(n for n in nodes if n.name == to)) for p, (_, to) in moves.items())

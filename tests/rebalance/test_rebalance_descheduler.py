@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rebalance_builders import cluster, node, pod
 
 from scaleahead.bench.descheduler import run_descheduler
-from scaleahead.types import PodDisruptionBudget
+from scaleahead.bench.rebalance import apply_moves
+from scaleahead.types import MovePod, PodDisruptionBudget, Reason, Taint, Toleration
 
 
 def where(c: object) -> dict[str, str]:
@@ -80,3 +83,28 @@ def test_the_scheduler_puts_an_evicted_pod_back_on_its_node_when_no_other_node_f
     c, pending = run_descheduler(state, "high")
     assert pending == []
     assert where(c)["web-1"] == "a"
+
+
+def test_the_scheduler_places_an_evicted_pod_only_where_its_node_rules_allow() -> None:
+    # as in the first test, MostAllocated would pick c; c's taint (not tolerated), or web-1's node
+    # selector (zone z2: a and b), leaves b
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("web-1", "a", 1000), pod("db-1", "b", 5000), pod("db-2", "c", 6000)]
+    tainted = [replace(n, taints=(Taint("dedicated", "db", "NoSchedule"),)) if n.name == "c" else n for n in nodes]
+    c, pending = run_descheduler(cluster(tainted, pods), "high")
+    assert where(c)["web-1"] == "b" and pending == []
+    zoned = [replace(n, labels={"zone": "z1" if n.name == "c" else "z2"}) for n in nodes]
+    selective = [replace(p, node_selector={"zone": "z2"}) if p.name == "web-1" else p for p in pods]
+    c, pending = run_descheduler(cluster(zoned, selective), "high")
+    assert where(c)["web-1"] == "b" and pending == []
+
+
+def test_a_move_to_a_node_the_pods_rules_exclude_is_not_bound_there() -> None:
+    # the benchmark binds a policy's move to its target only if the scheduler's filter accepts it
+    nodes = [node("a"), replace(node("b"), taints=(Taint("dedicated", "db", "NoSchedule"),)), node("c")]
+    state = cluster(nodes, [pod("web-1", "a", 1000), pod("db-1", "b", 5000), pod("db-2", "c", 6000)])
+    move = MovePod("app", "web-1", "a", "b", Reason("test", "move web-1 a -> b"))
+    outcome = apply_moves(state, (move,))
+    assert outcome.placement["app/web-1"] == "a"  # LeastAllocated: a (0 % after eviction) over c
+    tolerant = replace(state, pods=tuple(replace(p, tolerations=(Toleration("", "Exists"),)) for p in state.pods))
+    assert apply_moves(tolerant, (move,)).placement["app/web-1"] == "b"

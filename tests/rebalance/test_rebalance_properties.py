@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rebalance_builders import cluster, node, pod
 
-from planner.rebalance import conflicts, interference_pairs, plan_moves, pod_key, pod_peak_cpu_m
-from scaleahead.types import ClusterState, MovePod, Pod, PodDisruptionBudget
+from planner.placement_rules import fits_node
+from planner.rebalance import RebalanceWeights, conflicts, interference_pairs, plan_moves, pod_key, pod_peak_cpu_m
+from scaleahead.types import (
+    ClusterState,
+    MovePod,
+    NodeSelectorRequirement,
+    Pod,
+    PodDisruptionBudget,
+    Taint,
+    Toleration,
+)
 
 CLASSES = ("cpu-bound", "io-bound", "latency-critical", "none")
 OWNERS = ("web", "etl", "kafka", "cart")
@@ -134,3 +144,55 @@ def test_moves_applied_one_by_one_always_fit_the_scheduler_and_the_observed_usag
         assert sum(p.usage_cpu_m for p in here) <= fraction * n.cpu_m + 1e-6
         assert not any(conflicts(a, b) for a in here for b in here)
         assert "expected gain" in m.reason.message
+
+
+ZONES = ("z1", "z2", "z3")
+TAINTS = (
+    Taint("dedicated", "db", "NoSchedule"),
+    Taint("maintenance", "", "NoExecute"),
+    Taint("spot", "", "PreferNoSchedule"),
+)
+RULES = {
+    "none": {},
+    "selector": {"node_selector": {"zone": "z1"}},
+    "affinity": {
+        "required_node_terms": (
+            (NodeSelectorRequirement("zone", "In", ("z2",)),),
+            (NodeSelectorRequirement("metadata.name", "In", ("n0",), field=True),),
+        )
+    },
+    "not-in": {"required_node_terms": ((NodeSelectorRequirement("zone", "NotIn", ("z1", "z3")),),)},
+    "tolerates-db": {"tolerations": (Toleration("dedicated", "Equal", "db", "NoSchedule"),)},
+    "tolerates-all": {"tolerations": (Toleration("", "Exists"),)},
+}
+
+
+@st.composite
+def clusters_with_node_rules(draw: st.DrawFn) -> ClusterState:
+    """``clusters()`` whose nodes have zones and taints and whose pods have node rules."""
+    state = draw(clusters())
+    nodes = tuple(
+        replace(
+            n,
+            labels={"zone": draw(st.sampled_from(ZONES))},
+            taints=tuple(draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique=True))),
+        )
+        for n in state.nodes
+    )
+    pods = tuple(replace(p, **RULES[draw(st.sampled_from(sorted(RULES)))]) for p in state.pods)
+    return ClusterState(nodes=nodes, pods=pods, pdbs=state.pdbs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters_with_node_rules(), st.integers(1, 6), st.booleans())
+def test_a_move_never_targets_a_node_the_pods_node_rules_refuse(
+    state: ClusterState, max_moves: int, separation_only: bool
+) -> None:
+    weights = RebalanceWeights(node_freed=0.0) if separation_only else None  # swaps and exchanges too
+    by_key = {pod_key(p): p for p in state.pods}
+    nodes = {n.name: n for n in state.nodes}
+    moves = plan_moves(state, max_moves, weights=weights)
+    for m in moves:
+        assert fits_node(by_key[f"{m.namespace}/{m.pod}"], nodes[m.to_node]), m.reason.message
+    after = applied(state, moves)
+    assert interference_pairs(after) <= interference_pairs(state.pods)
