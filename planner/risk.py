@@ -27,7 +27,11 @@ samples than the target) or the price too high (more spend than the HPA), one st
 
 The counts are those observed at the start of each cycle (ready and allocated replicas, before
 the cycle acts), charged to the samples from that cycle to the next. Only samples that ended
-before ``now`` are scored, so no decision uses a later one. The state is kept in memory: after a
+before ``now`` are scored, so no decision uses a later one. A cycle that comes more than twice the
+control interval (at least twice the HPA's 60 s metric window) after the previous one, or before it,
+follows a gap (a standby, a back-off, failed cycles, a clock jump): what the cluster had in it is
+unknown, so the samples after the previous cycle's interval are not scored, and the simulated HPA
+starts again from the replicas the cluster has now. The state is kept in memory: after a
 restart a service starts again from its own sloRisk (factor 1) and a fresh simulated HPA, unless
 the caller ``restore``s the recorded steps (the control loop records them in storage).
 """
@@ -147,14 +151,41 @@ class RiskAdapter:
     def _period(self, t: float) -> int:
         return int(math.floor(t / self.cfg.period_seconds + 1e-9))
 
-    def cycle(self, now: float, past: Series, ready: int, allocated: int) -> tuple[int, str] | None:
-        """One control cycle at ``now`` with the demand observed before it; ``(old k, why)`` when ``k`` changed."""
-        self._score(past)
+    def max_gap(self, interval_s: float) -> float:
+        """The longest time between two cycles whose samples are still charged to the first one's counts."""
+        return 2.0 * max(float(interval_s), self.reference.hpa.config.metric_window_s, self.step_s)
+
+    def cycle(
+        self, now: float, past: Series, ready: int, allocated: int, interval_s: float | None = None
+    ) -> tuple[int, str] | None:
+        """One control cycle at ``now`` with the demand observed before it; ``(old k, why)`` when ``k`` changed.
+
+        ``interval_s``: the control interval (default: the demand's step). A cycle more than
+        ``max_gap`` after the previous one (a standby, a back-off, failed cycles, a clock jump), or
+        before it (the clock stepped back), is a gap: the counts in it are unknown, so its samples
+        (from one interval after the previous cycle) are not scored, and the simulated HPA starts
+        again from the replicas the cluster has now.
+        """
+        interval = self.step_s if interval_s is None else float(interval_s)
+        last = self._obs[-1][0] if self._obs else None
+        gap = last is not None and (now - last > self.max_gap(interval) or now < last)
+        self._score(past, None if last is None or not gap else last + interval)
+        if gap:
+            self._obs.clear()
+            if len(past):
+                end = past.start + len(past) * past.step_s
+                self._next_t = end if self._next_t is None else max(self._next_t, end)
+            ref = self.reference
+            self.reference = ReferenceHpa(
+                self.capacity, ref.startup_s, self.cfg.reference_utilization, ready, allocated, now
+            )
         self._obs.append((now, int(ready), int(allocated), self.reference.ready(now), self.reference.allocated))
         self.reference.step(now, past.values[-self._metric_samples :])
         return self._decide(now)
 
-    def _score(self, past: Series) -> None:
+    def _score(self, past: Series, stop: float | None = None) -> None:
+        """Score the samples not scored yet, each with the counts of the last cycle at or before it;
+        none at or after ``stop`` (the end of what the last cycle's counts cover, before a gap)."""
         n = len(past)
         if n == 0:
             return
@@ -164,11 +195,12 @@ class RiskAdapter:
             self._next_t = past.start + n * step
             return
         j0 = max(0, int(math.ceil((self._next_t - past.start) / step - 1e-9)))
+        j1 = n if stop is None else min(n, max(0, int(math.ceil((stop - past.start) / step - 1e-9))))
         obs = self._obs
         o = 0
         cap = self.capacity
         values = past.values
-        for j in range(j0, n):
+        for j in range(j0, j1):
             t = past.start + j * step
             while o + 1 < len(obs) and obs[o + 1][0] <= t + 1e-9:
                 o += 1
@@ -186,7 +218,7 @@ class RiskAdapter:
             tally.spend += a * step
             tally.ref_spend += ra * step
             tally.samples += 1
-        self._next_t = past.start + n * step
+        self._next_t = max(self._next_t, past.start + n * step)  # never back: no sample is scored twice
         while len(obs) > 1 and obs[1][0] <= self._next_t + 1e-9:
             obs.popleft()
 
@@ -257,9 +289,18 @@ class RiskBook:
         return entry[1].factor if entry else 1.0
 
     def apply(
-        self, policies: Sequence[Policy], history: Mapping[WorkloadRef, Series], state: ClusterState, now: float
+        self,
+        policies: Sequence[Policy],
+        history: Mapping[WorkloadRef, Series],
+        state: ClusterState,
+        now: float,
+        interval_s: float | None = None,
     ) -> tuple[list[Policy], tuple[str, ...]]:
-        """The policies to plan with (adapted ones with their sloRisk) and a note per change of factor."""
+        """The policies to plan with (adapted ones with their sloRisk) and a note per change of factor.
+
+        ``interval_s``: the control interval (default: each demand's step); a longer time between
+        two cycles is a gap, whose samples are not scored (``RiskAdapter.cycle``).
+        """
         out = list(policies)
         notes: list[str] = []
         seen: set[WorkloadRef] = set()
@@ -295,7 +336,7 @@ class RiskBook:
                     self.unsaved[ref] = (0, spec.objective.slo_risk)
                 entry = self._adapters[ref] = (key, adapter)
             adapter = entry[1]
-            changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas)
+            changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas, interval_s)
             if changed is not None:
                 notes.append(self._note(ref, policy, adapter, changed))
                 self.unsaved[ref] = (adapter.k, spec.objective.slo_risk * adapter.factor)

@@ -1,0 +1,91 @@
+"""Risk adaptation in the live loop (planner.risk): gaps between cycles, late points, restarts, leaders."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from actuator.simulated import SimulatedService
+from forecaster.baselines import Naive
+from planner.risk import RiskAdapter
+from scaleahead.clock import VirtualClock
+from scaleahead.loop import Deps, run_once
+from scaleahead.policy import Policy, RiskAdaptation
+from scaleahead.settings import Settings
+from scaleahead.types import Series
+from tests.serverless.conftest import FixedHistory
+
+HOUR = 3600.0
+CFG = RiskAdaptation()
+
+
+def _flat(value: float, hours: float = 2.0) -> Series:
+    return Series("w", 0.0, 10.0, np.full(int(hours * HOUR / 10), value))
+
+
+def test_a_gap_between_cycles_is_not_charged_to_the_counts_seen_before_it() -> None:
+    # 30 units of demand, 1 per replica: 20 ready for the first 10 minutes (short every sample); then
+    # another leader scales to 40 and this replica's next cycle comes at 00:59:50.
+    s = _flat(30.0)
+    a = RiskAdapter(CFG, 1.0, 60.0, 10.0, 20, 20, 0.0)
+    for i in range(60):  # 00:00 .. 00:09:50, 20 ready
+        a.cycle(i * 10.0, s.before(i * 10.0), 20, 20)
+    a.cycle(HOUR - 10, s.before(HOUR - 10), 40, 40)
+    t = a._periods[0]
+    # only the samples up to one interval after the last cycle before the gap: none of the 50 minutes
+    # in it (the first cycle's own samples are before anything was observed)
+    assert t.samples == 59 and t.short == 59 and t.spend == 59 * 10 * 20
+    # and the simulated HPA starts again from the replicas the cluster has now
+    assert a._obs[-1][3:] == (40, 40)
+
+
+def test_cycles_at_the_control_interval_are_not_a_gap() -> None:
+    # cycles 300 s apart with a 300 s control interval: every sample is scored
+    s = _flat(30.0)
+    a = RiskAdapter(CFG, 1.0, 60.0, 10.0, 20, 20, 0.0)
+    for i in range(13):
+        a.cycle(i * 300.0, s.before(i * 300.0), 20, 20, interval_s=300.0)
+    assert a._periods[0].samples == 330  # 00:05 .. 00:59:50: all from the second cycle on
+    # the same cycles with a 10 s interval are 300 s gaps: one interval of samples after each cycle
+    b = RiskAdapter(CFG, 1.0, 60.0, 10.0, 20, 20, 0.0)
+    for i in range(13):
+        b.cycle(i * 300.0, s.before(i * 300.0), 20, 20, interval_s=10.0)
+    assert sum(t.samples for t in b._periods.values()) == 11
+
+
+def test_a_clock_stepping_back_scores_no_sample_twice() -> None:
+    s = _flat(30.0)
+    a = RiskAdapter(CFG, 1.0, 60.0, 10.0, 20, 20, 0.0)
+    times = [i * 10.0 for i in range(180)]  # 00:00 .. 00:29:50
+    times += [1200.0 + i * 10.0 for i in range(240)]  # back to 00:20, on to 00:59:50
+    for now in times:
+        a.cycle(now, s.before(now), 20, 20)
+    assert a._periods[0].samples == 358  # 00:00:10 .. 00:59:40, each once
+    assert all(a._obs[i][0] <= a._obs[i + 1][0] for i in range(len(a._obs) - 1))
+
+
+def _policy(**adaptation: object) -> Policy:
+    return Policy.model_validate(
+        {
+            "metadata": {"name": "cpu", "namespace": "dc"},
+            "spec": {
+                "target": {"name": "cpu", "namespace": "dc"},
+                "demand": {"query": "q", "stepSeconds": 10},
+                "capacityPerReplica": 1.0,
+                "maxReplicas": 1000,
+                "objective": {"sloRisk": 80.0, "riskAdaptation": adaptation},
+            },
+        }
+    )
+
+
+def test_the_loop_hands_the_book_its_control_interval() -> None:
+    # a 300 s control interval: cycles 300 s apart are the loop's pace, not gaps
+    p = _policy()
+    ref = p.workload
+    clock = VirtualClock(0.0)
+    deps = Deps(FixedHistory({ref: _flat(30.0)}), Naive(), SimulatedService(clock, 60.0, {ref: 20}), None, [p])
+    settings = Settings.model_validate({"loop": {"interval_s": 300.0}})
+    for i in range(13):
+        clock.advance_to(i * 300.0)
+        run_once(deps, settings, i * 300.0, dry_run=True)
+    assert deps.risk._adapters[ref][1]._periods[0].samples == 330
