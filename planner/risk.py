@@ -31,9 +31,13 @@ before ``now`` are scored, so no decision uses a later one. A cycle that comes m
 control interval (at least twice the HPA's 60 s metric window) after the previous one, or before it,
 follows a gap (a standby, a back-off, failed cycles, a clock jump): what the cluster had in it is
 unknown, so the samples after the previous cycle's interval are not scored, and the simulated HPA
-starts again from the replicas the cluster has now. The state is kept in memory: after a
-restart a service starts again from its own sloRisk (factor 1) and a fresh simulated HPA, unless
-the caller ``restore``s the recorded steps (the control loop records them in storage).
+starts again from the replicas the cluster has now. A missing sample at the end of the demand
+is looked at again at the next cycles (for as long as a gap), so a point that arrives late is
+scored.
+
+The state is kept in memory: after a restart a service starts again from its own sloRisk (factor 1)
+and a fresh simulated HPA, unless the caller ``restore``s the recorded steps (the control loop
+records them in storage).
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ class RiskAdapter:
         interval = self.step_s if interval_s is None else float(interval_s)
         last = self._obs[-1][0] if self._obs else None
         gap = last is not None and (now - last > self.max_gap(interval) or now < last)
-        self._score(past, None if last is None or not gap else last + interval)
+        self._score(past, None if last is None or not gap else last + interval, self.max_gap(interval))
         if gap:
             self._obs.clear()
             if len(past):
@@ -183,9 +187,14 @@ class RiskAdapter:
         self.reference.step(now, past.values[-self._metric_samples :])
         return self._decide(now)
 
-    def _score(self, past: Series, stop: float | None = None) -> None:
+    def _score(self, past: Series, stop: float | None = None, wait_s: float = 0.0) -> None:
         """Score the samples not scored yet, each with the counts of the last cycle at or before it;
-        none at or after ``stop`` (the end of what the last cycle's counts cover, before a gap)."""
+        none at or after ``stop`` (the end of what the last cycle's counts cover, before a gap).
+
+        Missing samples (NaN) at the end are looked at again next cycle, for up to ``wait_s``: a
+        point that arrives a cycle late (a recording rule's lag, filled in by the history cache's
+        overlap) is scored then. Missing samples before a finite one are not waited for.
+        """
         n = len(past)
         if n == 0:
             return
@@ -200,6 +209,7 @@ class RiskAdapter:
         o = 0
         cap = self.capacity
         values = past.values
+        scored_to = self._next_t  # the end of the last finite sample looked at
         for j in range(j0, j1):
             t = past.start + j * step
             while o + 1 < len(obs) and obs[o + 1][0] <= t + 1e-9:
@@ -209,6 +219,7 @@ class RiskAdapter:
             d = float(values[j])
             if not math.isfinite(d):
                 continue
+            scored_to = t + step
             _, r, a, rr, ra = obs[o]
             tally = self._periods.get(self._period(t))
             if tally is None:
@@ -218,7 +229,9 @@ class RiskAdapter:
             tally.spend += a * step
             tally.ref_spend += ra * step
             tally.samples += 1
-        self._next_t = max(self._next_t, past.start + n * step)  # never back: no sample is scored twice
+        end = past.start + j1 * step
+        # never back (no sample is scored twice), nor waiting longer than wait_s for a missing one
+        self._next_t = max(self._next_t, min(end, max(scored_to, end - wait_s)))
         while len(obs) > 1 and obs[1][0] <= self._next_t + 1e-9:
             obs.popleft()
 

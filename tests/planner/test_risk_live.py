@@ -89,3 +89,31 @@ def test_the_loop_hands_the_book_its_control_interval() -> None:
         clock.advance_to(i * 300.0)
         run_once(deps, settings, i * 300.0, dry_run=True)
     assert deps.risk._adapters[ref][1]._periods[0].samples == 330
+
+
+def test_a_point_that_arrives_one_cycle_late_is_scored() -> None:
+    # the newest point is missing at each read (a recording rule's lag) and there the cycle after
+    full = np.full(int(2 * HOUR / 10), 30.0)
+    a = RiskAdapter(CFG, 1.0, 60.0, 10.0, 20, 20, 0.0)
+    for i in range(1, 360):
+        v = full[:i].copy()
+        v[-1] = np.nan
+        a.cycle(i * 10.0, Series("w", 0.0, 10.0, v), 20, 20)
+    assert a.cycle(HOUR, Series("w", 0.0, 10.0, full[:360].copy()), 20, 20) == (
+        0,
+        "it ran short more often than 0.5 x the HPA",
+    )
+    assert a._periods[0].samples == 359 and a.k == 1  # every sample but the first cycle's
+
+
+def test_a_missing_point_is_waited_for_no_longer_than_a_gap() -> None:
+    # demand missing from 00:10 on (a scrape outage): those samples are looked at again for at most
+    # max_gap, so the cycles' counts are not kept for ever
+    v = np.full(int(2 * HOUR / 10), 30.0)
+    v[60:] = np.nan
+    s = Series("w", 0.0, 10.0, v)
+    a = RiskAdapter(CFG, 1.0, 60.0, 10.0, 20, 20, 0.0)
+    for i in range(360):
+        a.cycle(i * 10.0, s.before(i * 10.0), 20, 20)
+    assert a._next_t == HOUR - 10 - a.max_gap(10.0) and len(a._obs) <= a.max_gap(10.0) / 10 + 1
+    assert a._periods[0].samples == 59
