@@ -160,7 +160,13 @@ class RiskAdapter:
         return 2.0 * max(float(interval_s), self.reference.hpa.config.metric_window_s, self.step_s)
 
     def cycle(
-        self, now: float, past: Series, ready: int, allocated: int, interval_s: float | None = None
+        self,
+        now: float,
+        past: Series,
+        ready: int,
+        allocated: int,
+        interval_s: float | None = None,
+        startup_s: float | None = None,
     ) -> tuple[int, str] | None:
         """One control cycle at ``now`` with the demand observed before it; ``(old k, why)`` when ``k`` changed.
 
@@ -169,7 +175,13 @@ class RiskAdapter:
         before it (the clock stepped back), is a gap: the counts in it are unknown, so its samples
         (from one interval after the previous cycle) are not scored, and the simulated HPA starts
         again from the replicas the cluster has now.
+
+        ``startup_s``: the start-up delay planned with this cycle (learned from the cluster's
+        readiness times, ``planner.startup``); the simulated HPA's replicas added from now on are
+        ready that long after (default: as before).
         """
+        if startup_s is not None:
+            self.reference.startup_s = float(startup_s)
         interval = self.step_s if interval_s is None else float(interval_s)
         last = self._obs[-1][0] if self._obs else None
         gap = last is not None and (now - last > self.max_gap(interval) or now < last)
@@ -349,7 +361,7 @@ class RiskBook:
                     self.unsaved[ref] = (0, spec.objective.slo_risk)
                 entry = self._adapters[ref] = (key, adapter)
             adapter = entry[1]
-            changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas, interval_s)
+            changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas, interval_s, spec.startup_seconds)
             if changed is not None:
                 notes.append(self._note(ref, policy, adapter, changed))
                 self.unsaved[ref] = (adapter.k, spec.objective.slo_risk * adapter.factor)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from actuator.simulated import SimulatedService
 from forecaster.baselines import Naive
-from planner.risk import RiskAdapter
+from planner.risk import RiskAdapter, RiskBook
 from scaleahead.clock import VirtualClock
 from scaleahead.loop import Deps, run_once
 from scaleahead.policy import Policy, RiskAdaptation
 from scaleahead.settings import Settings
-from scaleahead.types import Series
+from scaleahead.types import ClusterState, Series, WorkloadState
 from tests.serverless.conftest import FixedHistory
 
 HOUR = 3600.0
@@ -117,3 +119,21 @@ def test_a_missing_point_is_waited_for_no_longer_than_a_gap() -> None:
         a.cycle(i * 10.0, s.before(i * 10.0), 20, 20)
     assert a._next_t == HOUR - 10 - a.max_gap(10.0) and len(a._obs) <= a.max_gap(10.0) / 10 + 1
     assert a._periods[0].samples == 59
+
+
+def test_the_simulated_hpa_starts_its_replicas_with_the_delay_planned_with() -> None:
+    """The start-up delay learned from the cluster (StartupBook's policy copy) reaches the simulated HPA."""
+    configured = _policy()
+    learned = configured.model_copy(update={"spec": configured.spec.model_copy(update={"startup_seconds": 300.0})})
+    ref = configured.workload
+    state = ClusterState(workloads={ref: WorkloadState(ref, 10, 10, math.nan, math.nan)})
+    s = Series("w", 0.0, 10.0, np.full(1000, 5.0))
+    book = RiskBook()
+    book.apply([configured], {ref: s}, state, 100.0)
+    assert book._adapters[ref][1].reference.startup_s == configured.spec.startup_seconds
+    book.apply([learned], {ref: s}, state, 110.0)  # the learned delay arrives
+    assert book._adapters[ref][1].reference.startup_s == 300.0
+    # a scale-up of the simulated HPA from now on is ready 300 s later
+    book.apply([learned], {ref: Series("w", 0.0, 10.0, np.full(1000, 50.0))}, state, 120.0)
+    hpa = book._adapters[ref][1].reference
+    assert hpa.allocated > 10 and hpa.ready(120.0 + 299.0) < hpa.allocated == hpa.ready(120.0 + 300.0)
