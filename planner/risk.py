@@ -297,11 +297,20 @@ class RiskBook:
         self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float], RiskAdapter]] = {}
         self._adapted: dict[WorkloadRef, tuple[Policy, int, Policy]] = {}
         self._restored: dict[str, int] = {}
-        #: Whether ``restore`` was called (the loop restores once, from storage).
+        #: Whether ``restore`` was called (the loop restores from storage once, and again after a ``reset``).
         self.restored = False
         #: ``{ref: (k, sloRisk planned with)}`` for the steps changed and not yet recorded by the caller
         #: (kept until it clears them after a successful write).
         self.unsaved: dict[WorkloadRef, tuple[int, float]] = {}
+
+    def reset(self) -> None:
+        """Forget every service's state (a replica that starts to lead again: another leader may have
+        moved the steps since); the caller ``restore``s from its record before the next ``apply``."""
+        self._adapters.clear()
+        self._adapted.clear()
+        self._restored = {}
+        self.restored = False
+        self.unsaved.clear()
 
     def restore(self, steps: Mapping[str, int]) -> None:
         """Resume from recorded steps ``{workload key: k}`` (a service starts there instead of at 0)."""

@@ -510,6 +510,7 @@ class Daemon:
         #: only the Lease holder may do (a standby would rewrite what the leader is applying).
         self.on_lead = on_lead
         self._lead_started = False
+        self._risk_resumed = False  # whether the risk adaptation was reset since this replica started to lead
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
             self.jobs.add("reload_policies", every, self.reload_policies, now)
@@ -528,6 +529,7 @@ class Daemon:
         if not self.leadership.is_leader(now):
             self._leading = False
             self._lead_started = False
+            self._risk_resumed = False
             self.metrics.leader.set(0)
             self.metrics.cycles.labels(result="standby").inc()
             self.health.set_ready(True, "standby: another replica holds the lease")
@@ -542,6 +544,11 @@ class Daemon:
                 except Exception as exc:  # noqa: BLE001 - the policies read last stay
                     log.warning("reading the policies on becoming the leader failed: %s", exc)
         self.metrics.leader.set(1)
+        if not self._risk_resumed:
+            # Another leader may have moved the risk adaptation's steps while this replica stood by:
+            # its first cycle as leader resumes them from storage, not from its own stale memory.
+            self.deps.risk.reset()
+            self._risk_resumed = True
         if not self._lead_started and self.on_lead is not None:
             try:
                 self.on_lead(now)
