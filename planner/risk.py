@@ -37,16 +37,20 @@ scored.
 
 The state is kept in memory: after a restart a service starts again from its own sloRisk (factor 1)
 and a fresh simulated HPA, unless the caller ``restore``s the recorded steps (the control loop
-records them in storage).
+records them in storage, each with the ``fingerprint`` of what it was learned under, so a policy
+edited in between does not resume it).
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from planner.reactive import Hpa, HpaConfig
 from scaleahead.policy import Policy, RiskAdaptation, WorkloadClass
@@ -290,18 +294,41 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
 
 
+class StoredStep(NamedTuple):
+    """A recorded step: ``k``, the sloRisk it planned with, and the ``fingerprint`` of what it was
+    learned under (None: recorded before fingerprints were)."""
+
+    k: int
+    slo_risk: float
+    fingerprint: str | None = None
+
+
+def fingerprint(policy: Policy, step_s: float) -> str:
+    """What a step is learned under: the policy's riskAdaptation block, capacityPerReplica and
+    sloRisk, and the demand's step; a recorded step with another one is not resumed."""
+    spec = policy.spec
+    doc = {
+        "riskAdaptation": spec.objective.risk_adaptation.model_dump(mode="json"),
+        "capacityPerReplica": float(spec.capacity_per_replica),
+        "sloRisk": float(spec.objective.slo_risk),
+        "stepSeconds": float(step_s),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
 class RiskBook:
     """The adapters of all services, kept across cycles (the loop's and the replay's)."""
 
     def __init__(self) -> None:
-        self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float], RiskAdapter]] = {}
+        # per service: (what its step is learned under, its fingerprint, the adapter)
+        self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float, float], str, RiskAdapter]] = {}
         self._adapted: dict[WorkloadRef, tuple[Policy, int, Policy]] = {}
-        self._restored: dict[str, int] = {}
+        self._restored: dict[str, StoredStep] = {}
         #: Whether ``restore`` was called (the loop restores from storage once, and again after a ``reset``).
         self.restored = False
-        #: ``{ref: (k, sloRisk planned with)}`` for the steps changed and not yet recorded by the caller
-        #: (kept until it clears them after a successful write).
-        self.unsaved: dict[WorkloadRef, tuple[int, float]] = {}
+        #: ``{workload key: (k, sloRisk planned with, fingerprint)}`` for the steps changed and not yet
+        #: recorded by the caller (kept until it clears them after a successful write); k 0 removes one.
+        self.unsaved: dict[str, tuple[int, float, str | None]] = {}
 
     def reset(self) -> None:
         """Forget every service's state (a replica that starts to lead again: another leader may have
@@ -312,15 +339,23 @@ class RiskBook:
         self.restored = False
         self.unsaved.clear()
 
-    def restore(self, steps: Mapping[str, int]) -> None:
-        """Resume from recorded steps ``{workload key: k}`` (a service starts there instead of at 0)."""
-        self._restored = {key: int(k) for key, k in steps.items() if int(k) > 0}
+    def restore(self, steps: Mapping[str, tuple[int, float, str | None]]) -> None:
+        """Resume from recorded steps ``{workload key: (k, sloRisk, fingerprint)}``: a service starts
+        at its ``k`` instead of 0 if the fingerprint matches its policy's (``fingerprint``; one
+        recorded without a fingerprint, if its sloRisk is the policy's x stepFactor^k), else from 0
+        and the record goes. Each is a plan note."""
+        self._restored = {key: StoredStep(*step) for key, step in steps.items() if int(step[0]) > 0}
         self.restored = True
 
     def factor(self, ref: WorkloadRef) -> float:
         """The current multiple of the policy's sloRisk for ``ref`` (1 when not adapted)."""
         entry = self._adapters.get(ref)
-        return entry[1].factor if entry else 1.0
+        return entry[2].factor if entry else 1.0
+
+    def adapter(self, ref: WorkloadRef) -> RiskAdapter | None:
+        """The adaptation state of ``ref`` (None when not adapted)."""
+        entry = self._adapters.get(ref)
+        return entry[2] if entry else None
 
     def apply(
         self,
@@ -345,8 +380,9 @@ class RiskBook:
                 ref = policy.workload
                 entry = self._adapters.pop(ref, None)
                 self._adapted.pop(ref, None)
-                if self._restored.pop(ref.key, 0) > 0 or (entry is not None and entry[1].k):
-                    self.unsaved[ref] = (0, policy.spec.objective.slo_risk)
+                restored = self._restored.pop(ref.key, None)
+                if restored is not None or (entry is not None and entry[2].k):
+                    self.unsaved[ref.key] = (0, policy.spec.objective.slo_risk, None)
                 continue
             ref = policy.workload
             seen.add(ref)  # kept through a cycle without history or state (a Prometheus outage)
@@ -354,32 +390,61 @@ class RiskBook:
             past = history.get(ref)
             if ws is None or past is None:  # nothing to score this cycle: the weight stays as it was
                 held = self._adapters.get(ref)
-                if held is not None and held[1].k:
-                    out[i] = self._policy(ref, policy, held[1])
+                if held is not None and held[2].k:
+                    out[i] = self._policy(ref, policy, held[2])
                 continue
             past = past.before(now)
             spec = policy.spec
             cfg = spec.objective.risk_adaptation
-            key = (cfg, float(spec.capacity_per_replica), float(past.step_s))
+            base = spec.objective.slo_risk
+            key = (cfg, float(spec.capacity_per_replica), float(past.step_s), float(base))
             entry = self._adapters.get(ref)
             if entry is None or entry[0] != key:
                 cap, startup = spec.capacity_per_replica, spec.startup_seconds
                 adapter = RiskAdapter(cfg, cap, startup, past.step_s, ws.ready_replicas, ws.replicas, now)
-                adapter.k = min(adapter.k_max, self._restored.pop(ref.key, 0))
-                if entry is not None and entry[1].k:  # the policy changed: it starts again from its own weight
-                    self.unsaved[ref] = (0, spec.objective.slo_risk)
-                entry = self._adapters[ref] = (key, adapter)
-            adapter = entry[1]
+                fp = fingerprint(policy, past.step_s)
+                if entry is not None and entry[2].k:  # the policy changed: it starts again from its own weight
+                    self.unsaved[ref.key] = (0, base, fp)
+                stored = self._restored.pop(ref.key, None)
+                if stored is not None:
+                    notes.append(self._resume(ref, policy, adapter, stored, fp))
+                entry = self._adapters[ref] = (key, fp, adapter)
+            adapter = entry[2]
             changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas, interval_s, spec.startup_seconds)
             if changed is not None:
                 notes.append(self._note(ref, policy, adapter, changed))
-                self.unsaved[ref] = (adapter.k, spec.objective.slo_risk * adapter.factor)
+                self.unsaved[ref.key] = (adapter.k, base * adapter.factor, entry[1])
             if adapter.k:
                 out[i] = self._policy(ref, policy, adapter)
         for ref in [r for r in self._adapters if r not in seen]:
             del self._adapters[ref]
             self._adapted.pop(ref, None)
         return out, tuple(notes)
+
+    def _resume(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter, stored: StoredStep, fp: str) -> str:
+        """Start ``adapter`` at a recorded step if it was learned under this policy; the plan note."""
+        base = policy.spec.objective.slo_risk
+        k = int(stored.k)
+        if stored.fingerprint is None:  # recorded before fingerprints: only its weight can be checked
+            same = k <= adapter.k_max and math.isclose(stored.slo_risk, base * adapter.cfg.step_factor**k, rel_tol=1e-6)
+            how = " (recorded without a fingerprint: only its weight was checked)"
+        else:
+            same = stored.fingerprint == fp and k <= adapter.k_max
+            how = ""
+        if not same:
+            self.unsaved[ref.key] = (0, base, fp)
+            return (
+                f"risk adaptation: {ref} recorded step {k} (sloRisk {_fmt(stored.slo_risk)}) discarded: it was "
+                "learned under another sloRisk, capacityPerReplica, demand step or riskAdaptation block; it "
+                f"starts again from its own sloRisk {_fmt(base)}"
+            )
+        adapter.k = k
+        if stored.fingerprint is None:
+            self.unsaved[ref.key] = (k, base * adapter.factor, fp)  # recorded again, with its fingerprint
+        return (
+            f"risk adaptation: {ref} resumed at step {k} from storage: sloRisk {_fmt(base * adapter.factor)} "
+            f"(x{adapter.factor:.3g} its own {_fmt(base)}){how}"
+        )
 
     def _policy(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter) -> Policy:
         """The adapted policy: the same object while neither the policy nor ``k`` change (plans cache by identity)."""

@@ -506,11 +506,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     with timer.phase("risk"):
         try:
             if deps.store is not None and not deps.risk.restored:
-                deps.risk.restore(deps.store.risk_factors())  # resume where the last process left off
+                # resume where the last process (or leader) left off
+                deps.risk.restore(deps.store.risk_factor_records())
             policies, risk_notes = deps.risk.apply(policies, history, state, now, settings.loop.interval_s)
             slo_risk = {p.workload: p.spec.objective.slo_risk for p in policies if adapts(p)}
             if deps.store is not None and deps.risk.unsaved:  # a failed write is retried next cycle
-                deps.store.set_risk_factors({r.key: kw for r, kw in deps.risk.unsaved.items()}, now)
+                deps.store.set_risk_factors(dict(deps.risk.unsaved), now)
                 deps.risk.unsaved.clear()
         except Exception as exc:  # noqa: BLE001 - the policies' own sloRisk stays
             log.warning("risk adaptation failed: %s", exc)

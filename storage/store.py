@@ -654,12 +654,21 @@ class Store:
         with self.session() as s:
             return {r.workload: r.k for r in s.scalars(select(RiskFactorRow))}
 
-    def set_risk_factors(self, factors: Mapping[str, tuple[int, float]], now: float) -> None:
-        """Record ``{workload key: (k, sloRisk planned with)}``; ``k`` 0 removes the row (the policy's own weight)."""
+    def risk_factor_records(self) -> dict[str, tuple[int, float, str | None]]:
+        """Per workload key: ``(k, sloRisk planned with, fingerprint)`` (``planner.risk.RiskBook.restore``)."""
+        with self.session() as s:
+            return {r.workload: (r.k, r.slo_risk, r.fingerprint) for r in s.scalars(select(RiskFactorRow))}
+
+    def set_risk_factors(
+        self, factors: Mapping[str, tuple[int, float] | tuple[int, float, str | None]], now: float
+    ) -> None:
+        """Record ``{workload key: (k, sloRisk planned with[, fingerprint])}``; ``k`` 0 removes the row
+        (the policy's own weight)."""
         if not factors:
             return
         with self.session() as s:
-            for key, (k, weight) in factors.items():
+            for key, value in factors.items():
+                k, weight = value[0], value[1]
                 r = s.get(RiskFactorRow, key)
                 if k <= 0:
                     if r is not None:
@@ -669,6 +678,7 @@ class Store:
                     r = RiskFactorRow(workload=key)
                     s.add(r)
                 r.k, r.slo_risk, r.updated_at = int(k), float(weight), float(now)
+                r.fingerprint = value[2] if len(value) > 2 else None
 
     def count_plans(self) -> int:
         with self.session() as s:

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from actuator.simulated import SimulatedService
 from forecaster.baselines import Naive
-from planner.risk import RiskAdapter, RiskBook
+from planner.risk import RiskAdapter, RiskBook, fingerprint
 from scaleahead.clock import VirtualClock
-from scaleahead.loop import Deps, run_once
+from scaleahead.loop import CycleReport, Deps, run_once
 from scaleahead.policy import Policy, RiskAdaptation
 from scaleahead.settings import Settings
-from scaleahead.types import ClusterState, Series, WorkloadState
+from scaleahead.types import ClusterState, Series, WorkloadRef, WorkloadState
+from storage import Store
 from tests.serverless.conftest import FixedHistory
 
 HOUR = 3600.0
 CFG = RiskAdaptation()
+
+
+def _adapter(book: RiskBook, ref: WorkloadRef) -> RiskAdapter:
+    adapter = book.adapter(ref)
+    assert adapter is not None
+    return adapter
 
 
 def _flat(value: float, hours: float = 2.0) -> Series:
@@ -65,16 +74,16 @@ def test_a_clock_stepping_back_scores_no_sample_twice() -> None:
     assert all(a._obs[i][0] <= a._obs[i + 1][0] for i in range(len(a._obs) - 1))
 
 
-def _policy(**adaptation: object) -> Policy:
+def _policy(capacity: float = 1.0, slo_risk: float = 80.0, name: str = "cpu", **adaptation: object) -> Policy:
     return Policy.model_validate(
         {
-            "metadata": {"name": "cpu", "namespace": "dc"},
+            "metadata": {"name": name, "namespace": "dc"},
             "spec": {
-                "target": {"name": "cpu", "namespace": "dc"},
+                "target": {"name": name, "namespace": "dc"},
                 "demand": {"query": "q", "stepSeconds": 10},
-                "capacityPerReplica": 1.0,
+                "capacityPerReplica": capacity,
                 "maxReplicas": 1000,
-                "objective": {"sloRisk": 80.0, "riskAdaptation": adaptation},
+                "objective": {"sloRisk": slo_risk, "riskAdaptation": adaptation},
             },
         }
     )
@@ -90,7 +99,7 @@ def test_the_loop_hands_the_book_its_control_interval() -> None:
     for i in range(13):
         clock.advance_to(i * 300.0)
         run_once(deps, settings, i * 300.0, dry_run=True)
-    assert deps.risk._adapters[ref][1]._periods[0].samples == 330
+    assert _adapter(deps.risk, ref)._periods[0].samples == 330
 
 
 def test_a_point_that_arrives_one_cycle_late_is_scored() -> None:
@@ -130,10 +139,90 @@ def test_the_simulated_hpa_starts_its_replicas_with_the_delay_planned_with() -> 
     s = Series("w", 0.0, 10.0, np.full(1000, 5.0))
     book = RiskBook()
     book.apply([configured], {ref: s}, state, 100.0)
-    assert book._adapters[ref][1].reference.startup_s == configured.spec.startup_seconds
+    assert _adapter(book, ref).reference.startup_s == configured.spec.startup_seconds
     book.apply([learned], {ref: s}, state, 110.0)  # the learned delay arrives
-    assert book._adapters[ref][1].reference.startup_s == 300.0
+    assert _adapter(book, ref).reference.startup_s == 300.0
     # a scale-up of the simulated HPA from now on is ready 300 s later
     book.apply([learned], {ref: Series("w", 0.0, 10.0, np.full(1000, 50.0))}, state, 120.0)
-    hpa = book._adapters[ref][1].reference
+    hpa = _adapter(book, ref).reference
     assert hpa.allocated > 10 and hpa.ready(120.0 + 299.0) < hpa.allocated == hpa.ready(120.0 + 300.0)
+
+
+def _one_cycle(book: RiskBook, policies: list[Policy], now: float = 1000.0) -> tuple[list[Policy], tuple[str, ...]]:
+    state = ClusterState(
+        workloads={p.workload: WorkloadState(p.workload, 10, 10, math.nan, math.nan) for p in policies}
+    )
+    history = {p.workload: Series("w", 0.0, 10.0, np.full(100, 5.0)) for p in policies}
+    return book.apply(policies, history, state, now)
+
+
+@pytest.mark.parametrize(
+    ("edited", "changed"),
+    [
+        ({}, False),
+        ({"stepFactor": 2.0}, True),
+        ({"capacity": 2.0}, True),
+        ({"sloRisk": 800.0}, True),
+        ({"costRatio": 1.5}, True),
+    ],
+)
+def test_a_recorded_step_is_resumed_only_under_the_policy_it_was_learned_under(
+    edited: dict[str, float], changed: bool
+) -> None:
+    """Recorded k 10 at stepFactor 1.25 (sloRisk 80 -> 745); the policy is edited while scaleahead is down."""
+    learned_under = _policy()
+    ref = learned_under.workload
+    edits = dict(edited)
+    policy = _policy(edits.pop("capacity", 1.0), edits.pop("sloRisk", 80.0), **edits)
+    book = RiskBook()
+    book.restore({ref.key: (10, 80.0 * 1.25**10, fingerprint(learned_under, 10.0))})
+    out, notes = _one_cycle(book, [policy])
+    base = policy.spec.objective.slo_risk
+    if changed:
+        assert out[0].spec.objective.slo_risk == base and book.factor(ref) == 1.0
+        assert book.unsaved == {ref.key: (0, base, fingerprint(policy, 10.0))}  # the record goes
+        (note,) = notes
+        assert note.startswith(f"risk adaptation: {ref} recorded step 10 (sloRisk 745) discarded")
+        assert note.endswith(f"starts again from its own sloRisk {base:g}")
+    else:
+        assert out[0].spec.objective.slo_risk == 80.0 * 1.25**10 and book.unsaved == {}
+        assert notes == (f"risk adaptation: {ref} resumed at step 10 from storage: sloRisk 745 (x9.31 its own 80)",)
+
+
+def test_a_step_recorded_without_a_fingerprint_is_checked_by_its_weight() -> None:
+    p = _policy()
+    ref = p.workload
+    book = RiskBook()
+    book.restore({ref.key: (2, 125.0, None)})  # 80 x 1.25^2: resumed, and recorded again with its fingerprint
+    out, notes = _one_cycle(book, [p])
+    assert out[0].spec.objective.slo_risk == 125.0 and "only its weight was checked" in notes[0]
+    assert book.unsaved == {ref.key: (2, 125.0, fingerprint(p, 10.0))}
+    book = RiskBook()
+    book.restore({ref.key: (2, 1250.0, None)})  # learned at sloRisk 800
+    out, notes = _one_cycle(book, [p])
+    assert out[0].spec.objective.slo_risk == 80.0 and "discarded" in notes[0]
+    assert book.unsaved == {ref.key: (0, 80.0, fingerprint(p, 10.0))}
+
+
+def test_the_loop_resumes_and_discards_recorded_steps_and_says_so(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'risk.db'}")
+    cpu = _policy()
+    ref = cpu.workload
+
+    def restart(policies: list[Policy], now: float) -> CycleReport:
+        clock = VirtualClock(now)
+        target = SimulatedService(clock, 60.0, {p.workload: 20 for p in policies})
+        history = FixedHistory({p.workload: _flat(30.0) for p in policies})
+        return run_once(Deps(history, Naive(), target, store, policies), Settings(), now, dry_run=True)
+
+    store.set_risk_factors({ref.key: (2, 125.0, fingerprint(cpu, 10.0))}, 0.0)
+    report = restart([cpu], 600.0)
+    assert report.slo_risk[ref] == 125.0
+    assert f"risk adaptation: {ref} resumed at step 2 from storage: sloRisk 125 (x1.56 its own 80)" in report.plan.notes
+    # capacityPerReplica edited while scaleahead was down: from its own weight, and the record goes
+    report = restart([_policy(capacity=2.0)], 700.0)
+    assert report.slo_risk[ref] == 80.0 and store.risk_factors() == {}
+    assert any(
+        n.startswith(f"risk adaptation: {ref} recorded step 2 (sloRisk 125) discarded") for n in report.plan.notes
+    )
+    store.close()
