@@ -48,7 +48,7 @@ import hashlib
 import json
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -290,6 +290,10 @@ def adapts(policy: Policy) -> bool:
     )
 
 
+def _every(key: str) -> bool:
+    return True
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
 
@@ -317,9 +321,14 @@ def fingerprint(policy: Policy, step_s: float) -> str:
 
 
 class RiskBook:
-    """The adapters of all services, kept across cycles (the loop's and the replay's)."""
+    """The adapters of all services, kept across cycles (the loop's and the replay's).
 
-    def __init__(self) -> None:
+    ``owns``: whether a workload key is this book's to manage (a shard's, ``scaleahead.sharding``;
+    default: every key): a recorded step whose workload has no policy is removed only if it is.
+    """
+
+    def __init__(self, owns: Callable[[str], bool] | None = None) -> None:
+        self.owns: Callable[[str], bool] = owns if owns is not None else _every
         # per service: (what its step is learned under, its fingerprint, the adapter)
         self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float, float], str, RiskAdapter]] = {}
         self._adapted: dict[WorkloadRef, tuple[Policy, int, Policy]] = {}
@@ -343,7 +352,7 @@ class RiskBook:
         """Resume from recorded steps ``{workload key: (k, sloRisk, fingerprint)}``: a service starts
         at its ``k`` instead of 0 if the fingerprint matches its policy's (``fingerprint``; one
         recorded without a fingerprint, if its sloRisk is the policy's x stepFactor^k), else from 0
-        and the record goes. Each is a plan note."""
+        and the record goes; a record of a workload without a policy goes too. Each is a plan note."""
         self._restored = {key: StoredStep(*step) for key, step in steps.items() if int(step[0]) > 0}
         self.restored = True
 
@@ -373,6 +382,12 @@ class RiskBook:
         out = list(policies)
         notes: list[str] = []
         seen: set[WorkloadRef] = set()
+        if self._restored:  # a recorded step of a workload that has no policy (any more) goes
+            keys = {p.workload.key for p in policies}
+            for orphan in [o for o in self._restored if o not in keys and self.owns(o)]:
+                gone = self._restored.pop(orphan)
+                self.unsaved[orphan] = (0, gone.slo_risk, None)
+                notes.append(f"risk adaptation: {orphan} has no policy: its recorded step {gone.k} is removed")
         for i, policy in enumerate(policies):
             if not adapts(policy):
                 # Adaptation turned off (or a fixed forecastQuantile, or sloRisk 0): the service plans
@@ -416,9 +431,12 @@ class RiskBook:
                 self.unsaved[ref.key] = (adapter.k, base * adapter.factor, entry[1])
             if adapter.k:
                 out[i] = self._policy(ref, policy, adapter)
-        for ref in [r for r in self._adapters if r not in seen]:
-            del self._adapters[ref]
+        for ref in [r for r in self._adapters if r not in seen]:  # its policy is gone: so is its step
+            _, _, adapter = self._adapters.pop(ref)
             self._adapted.pop(ref, None)
+            if adapter.k:
+                self.unsaved[ref.key] = (0, 0.0, None)  # k 0: the record goes
+                notes.append(f"risk adaptation: {ref} has no policy any more: its step {adapter.k} is removed")
         return out, tuple(notes)
 
     def _resume(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter, stored: StoredStep, fp: str) -> str:

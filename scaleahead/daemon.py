@@ -997,7 +997,8 @@ class Daemon:
 
     def prune(self, now: float) -> dict[str, int]:
         """Delete records past their retention: forecasts; plans with their actions; pod steers no
-        longer pending (after the plans' retention); and the checkpoints of model versions no one
+        longer pending and recorded risk-adaptation steps of workloads this process (its shard) has
+        no policy for (after the plans' retention); and the checkpoints of model versions no one
         can need (``Store.prune_model_checkpoints``), with their files in the artifact folder."""
         store = self.deps.store
         if store is None:
@@ -1006,6 +1007,10 @@ class Daemon:
         forecasts = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
         plans, actions = store.prune_plans(now - j.plan_retention_days * 86400.0)
         steers = store.prune_steers(now - j.plan_retention_days * 86400.0)
+        # A service's step is written only when it moves: one with a policy keeps it however old.
+        ours = {p.workload.key for p in self.deps.policies}
+        owns = self.deps.risk.owns
+        risk = store.prune_risk_factors(now - j.plan_retention_days * 86400.0, lambda key: key in ours or not owns(key))
         in_use = [r.model_version_id for _, r in self.trials.values()]
         if self.deps.model_version_id is not None:
             in_use.append(self.deps.model_version_id)
@@ -1025,6 +1030,7 @@ class Daemon:
             "plans": plans,
             "actions": actions,
             "steers": steers,
+            "risk_factors": risk,
             "checkpoints": len(pruned),
             "checkpoint_files": files,
         }

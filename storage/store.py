@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -679,6 +679,16 @@ class Store:
                     s.add(r)
                 r.k, r.slo_risk, r.updated_at = int(k), float(weight), float(now)
                 r.fingerprint = value[2] if len(value) > 2 else None
+
+    def prune_risk_factors(self, before: float, keep: Callable[[str], bool]) -> int:
+        """Delete the recorded steps last written before ``before`` (epoch s) whose workload key
+        ``keep`` refuses (the daemon keeps its policies' and other shards'). Returns the count."""
+        with self.session() as s:
+            rows = list(s.scalars(select(RiskFactorRow).where(RiskFactorRow.updated_at < before)))
+            gone = [r for r in rows if not keep(r.workload)]
+            for r in gone:
+                s.delete(r)
+            return len(gone)
 
     def count_plans(self) -> int:
         with self.session() as s:

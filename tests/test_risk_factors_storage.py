@@ -45,3 +45,12 @@ def test_a_recorded_step_keeps_the_fingerprint_it_was_learned_under(db_url: str)
         rows = conn.execute(text("SELECT * FROM risk_factors ORDER BY workload")).all()
     assert [tuple(r) for r in rows] == [("Deployment/dc/cpu", 4, 195.3125, 20.0), ("Deployment/dc/web", 1, 100.0, 30.0)]
     store.close()
+
+
+def test_pruning_deletes_old_steps_the_caller_does_not_keep(db_url: str) -> None:
+    store = Store(db_url)
+    store.set_risk_factors({"Deployment/dc/gone": (2, 125.0, "a"), "Deployment/dc/cpu": (3, 156.25, "b")}, 10.0)
+    store.set_risk_factors({"Deployment/dc/new": (1, 100.0, "c")}, 100.0)
+    assert store.prune_risk_factors(50.0, keep=lambda key: key == "Deployment/dc/cpu") == 1
+    assert store.risk_factors() == {"Deployment/dc/cpu": 3, "Deployment/dc/new": 1}  # kept, and too recent
+    store.close()

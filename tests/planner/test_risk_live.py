@@ -204,9 +204,37 @@ def test_a_step_recorded_without_a_fingerprint_is_checked_by_its_weight() -> Non
     assert book.unsaved == {ref.key: (0, 80.0, fingerprint(p, 10.0))}
 
 
-def test_the_loop_resumes_and_discards_recorded_steps_and_says_so(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'risk.db'}")
+def test_a_recorded_step_of_a_workload_without_a_policy_is_removed() -> None:
+    web, cpu = _policy(name="web"), _policy()
+    book = RiskBook()
+    book.restore({cpu.workload.key: (6, 80.0 * 1.25**6, fingerprint(cpu, 10.0))})
+    _, notes = _one_cycle(book, [web])
+    assert book.unsaved == {cpu.workload.key: (0, 80.0 * 1.25**6, None)}
+    assert notes == ("risk adaptation: Deployment/dc/cpu has no policy: its recorded step 6 is removed",)
+    book.unsaved.clear()
+    out, notes = _one_cycle(book, [web, cpu], 1010.0)  # a new dc/cpu, in the same process
+    assert out[1].spec.objective.slo_risk == 80.0 and notes == ()
+    # a shard leaves the other shards' records alone
+    other = RiskBook(owns=lambda key: key != cpu.workload.key)
+    other.restore({cpu.workload.key: (6, 80.0 * 1.25**6, fingerprint(cpu, 10.0))})
+    assert _one_cycle(other, [web])[1] == () and other.unsaved == {}
+
+
+def test_a_workload_that_leaves_the_policies_loses_its_step() -> None:
     cpu = _policy()
+    ref = cpu.workload
+    book = RiskBook()
+    book.restore({ref.key: (3, 80.0 * 1.25**3, fingerprint(cpu, 10.0))})
+    out, _ = _one_cycle(book, [cpu])
+    assert out[0].spec.objective.slo_risk == 80.0 * 1.25**3
+    _, notes = _one_cycle(book, [], 1010.0)
+    assert book.unsaved == {ref.key: (0, 0.0, None)} and book.adapter(ref) is None
+    assert notes == ("risk adaptation: dc/cpu has no policy any more: its step 3 is removed",)
+
+
+def test_the_loop_resumes_discards_and_removes_recorded_steps_and_says_so(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'risk.db'}")
+    cpu, web = _policy(), _policy(name="web")
     ref = cpu.workload
 
     def restart(policies: list[Policy], now: float) -> CycleReport:
@@ -225,4 +253,9 @@ def test_the_loop_resumes_and_discards_recorded_steps_and_says_so(tmp_path: Path
     assert any(
         n.startswith(f"risk adaptation: {ref} recorded step 2 (sloRisk 125) discarded") for n in report.plan.notes
     )
+    # dc/cpu deleted while scaleahead was down: its record goes at the first cycle
+    store.set_risk_factors({ref.key: (6, 80.0 * 1.25**6, fingerprint(cpu, 10.0))}, 800.0)
+    report = restart([web], 900.0)
+    assert store.risk_factors() == {}
+    assert "risk adaptation: Deployment/dc/cpu has no policy: its recorded step 6 is removed" in report.plan.notes
     store.close()
