@@ -403,7 +403,9 @@ class WorkloadState:
     (s from a replica's pod being created to it becoming Ready), oldest first; the control loop
     learns the start-up delay from them (``planner.startup``). Empty when the target does not know.
     ``observed_trend`` is the line fitted to the observed demand of the policy's ramp-floor window
-    (None: not measured, or fewer than three samples).
+    (None: not measured, or fewer than three samples). ``startup_pods``: when the target names them
+    (Kubernetes: pod UIDs), the pods the readiness times come from, in the same order; the loop keeps
+    each pod's first readiness time after the target stops reporting it (``StartupBook``).
     """
 
     workload: WorkloadRef
@@ -415,6 +417,7 @@ class WorkloadState:
     recent_desired: tuple[tuple[float, int], ...] = ()
     startup_samples: tuple[float, ...] = ()
     observed_trend: Trend | None = None
+    startup_pods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
