@@ -20,8 +20,10 @@ JSON so that an object of an unexpected shape is reported, naming the field, ins
 
 ``read_state`` also reports each Deployment's and StatefulSet's observed readiness times (its
 pods, found through its selector: the Ready condition's ``lastTransitionTime`` minus the pod's
-``creationTimestamp``, for pods created in the last ``sample_window_s``), from which the control
-loop learns the start-up delay (``planner.startup``). One pod list per namespace per read.
+``creationTimestamp``, for pods created in the last ``sample_window_s`` whose containers never
+restarted, with each pod's UID), from which the control loop learns the start-up delay
+(``planner.startup``; ``scaleahead.loop.StartupBook`` keeps each pod's first one beyond the
+window). One pod list per namespace per read.
 """
 
 from __future__ import annotations
@@ -429,25 +431,38 @@ def _epoch(stamp: Any) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class _ReadyPod:
-    """A pod that became Ready: its labels, creation time and readiness time (s)."""
+    """A pod that became Ready: its UID, labels, creation time and readiness time (s)."""
 
+    uid: str
     labels: Mapping[str, str]
     created: float
     readiness_s: float
 
 
+def _restarted(pod: Mapping[str, Any]) -> bool:
+    """Whether a container of the pod restarted: its Ready time may then be after the restart."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        count = status.get("restartCount") if isinstance(status, Mapping) else None
+        if isinstance(count, int) and count > 0:
+            return True
+    return False
+
+
 def _ready_pod(pod: Mapping[str, Any], since: float) -> _ReadyPod | None:
-    """The pod's readiness sample, if it was created at or after ``since`` and is Ready."""
+    """The pod's readiness sample, if it was created at or after ``since``, is Ready and none of
+    its containers restarted (``lastTransitionTime`` is the latest change of Ready: after a
+    restart or a readiness flap it is not the start-up)."""
     meta = pod.get("metadata") or {}
     created = _epoch(meta.get("creationTimestamp"))
-    if created is None or created < since:
+    if created is None or created < since or _restarted(pod):
         return None
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True":
             ready = _epoch(cond.get("lastTransitionTime"))
             if ready is None:
                 return None
-            return _ReadyPod(meta.get("labels") or {}, created, ready - created)
+            uid = str(meta.get("uid") or f"{meta.get('name', '')}@{meta.get('creationTimestamp')}")
+            return _ReadyPod(uid, meta.get("labels") or {}, created, ready - created)
     return None
 
 
@@ -458,8 +473,8 @@ class _PodIndex:
         self.pods = sorted(pods, key=lambda p: p.created)
         self._by_key: dict[str, dict[str, list[_ReadyPod]]] = {}
 
-    def samples(self, selector: Mapping[str, Any] | None) -> tuple[float, ...]:
-        """Readiness times of the pods ``selector`` matches, oldest pod first."""
+    def matching(self, selector: Mapping[str, Any] | None) -> tuple[_ReadyPod, ...]:
+        """The pods ``selector`` matches, oldest first."""
         if not isinstance(selector, Mapping) or not selector:
             return ()
         candidates: Sequence[_ReadyPod] = self.pods
@@ -473,7 +488,7 @@ class _PodIndex:
                     if key in p.labels:
                         index.setdefault(p.labels[key], []).append(p)
             candidates = index.get(value, [])
-        return tuple(p.readiness_s for p in candidates if _selector_matches(selector, p.labels))
+        return tuple(p for p in candidates if _selector_matches(selector, p.labels))
 
 
 class KubernetesTarget:
@@ -603,7 +618,7 @@ class KubernetesTarget:
         return free, tuple(sorted({key for n, key in limits if n == free}))
 
     def _ready_pods(self, namespace: str, since: float) -> _PodIndex:
-        """The namespace's pods created since ``since`` that became Ready (empty if unreadable)."""
+        """The namespace's pods created since ``since`` that became Ready and never restarted (empty if unreadable)."""
         try:
             data = self._raw(self.core.list_namespaced_pod, namespace)
         except (ApiException, HTTPError, ActuationError, ValueError) as exc:
@@ -761,12 +776,18 @@ class KubernetesTarget:
                 templates[ref] = (obj.get("spec") or {}).get("template") or {}
                 shape = shapes[ref] = pod_shape(templates[ref])
                 asked_now[ref] = {key: max(have, 0) * amount for key, amount in shape.items()}
-                samples: tuple[float, ...] = ()
+                started: tuple[_ReadyPod, ...] = ()
                 if ref.kind != "Headroom":
                     if ref.namespace not in pods:
                         pods[ref.namespace] = self._ready_pods(ref.namespace, since)
-                    samples = pods[ref.namespace].samples((obj.get("spec") or {}).get("selector"))
-                states[ref] = WorkloadState(ref, spec, ready, startup_samples=samples)
+                    started = pods[ref.namespace].matching((obj.get("spec") or {}).get("selector"))
+                states[ref] = WorkloadState(
+                    ref,
+                    spec,
+                    ready,
+                    startup_samples=tuple(p.readiness_s for p in started),
+                    startup_pods=tuple(p.uid for p in started),
+                )
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
         self._templates = templates

@@ -27,18 +27,30 @@ samples than the target) or the price too high (more spend than the HPA), one st
 
 The counts are those observed at the start of each cycle (ready and allocated replicas, before
 the cycle acts), charged to the samples from that cycle to the next. Only samples that ended
-before ``now`` are scored, so no decision uses a later one. The state is kept in memory: after a
-restart a service starts again from its own sloRisk (factor 1) and a fresh simulated HPA, unless
-the caller ``restore``s the recorded steps (the control loop records them in storage).
+before ``now`` are scored, so no decision uses a later one. A cycle that comes more than twice the
+control interval (at least twice the HPA's 60 s metric window) after the previous one, or before it,
+follows a gap (a standby, a back-off, failed cycles, a clock jump): what the cluster had in it is
+unknown, so the samples after the previous cycle's interval are not scored, and the simulated HPA
+starts again from the replicas the cluster has now. A missing sample at the end of the demand
+is looked at again at the next cycles (for as long as a gap), so a point that arrives late is
+scored.
+
+The state is kept in memory: after a restart a service starts again from its own sloRisk (factor 1)
+and a fresh simulated HPA, unless the caller ``restore``s the recorded steps (the control loop
+records them in storage, each with the ``fingerprint`` of what it was learned under, so a policy
+edited in between does not resume it).
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from planner.reactive import Hpa, HpaConfig
 from scaleahead.policy import Policy, RiskAdaptation, WorkloadClass
@@ -147,14 +159,58 @@ class RiskAdapter:
     def _period(self, t: float) -> int:
         return int(math.floor(t / self.cfg.period_seconds + 1e-9))
 
-    def cycle(self, now: float, past: Series, ready: int, allocated: int) -> tuple[int, str] | None:
-        """One control cycle at ``now`` with the demand observed before it; ``(old k, why)`` when ``k`` changed."""
-        self._score(past)
+    def max_gap(self, interval_s: float) -> float:
+        """The longest time between two cycles whose samples are still charged to the first one's counts."""
+        return 2.0 * max(float(interval_s), self.reference.hpa.config.metric_window_s, self.step_s)
+
+    def cycle(
+        self,
+        now: float,
+        past: Series,
+        ready: int,
+        allocated: int,
+        interval_s: float | None = None,
+        startup_s: float | None = None,
+    ) -> tuple[int, str] | None:
+        """One control cycle at ``now`` with the demand observed before it; ``(old k, why)`` when ``k`` changed.
+
+        ``interval_s``: the control interval (default: the demand's step). A cycle more than
+        ``max_gap`` after the previous one (a standby, a back-off, failed cycles, a clock jump), or
+        before it (the clock stepped back), is a gap: the counts in it are unknown, so its samples
+        (from one interval after the previous cycle) are not scored, and the simulated HPA starts
+        again from the replicas the cluster has now.
+
+        ``startup_s``: the start-up delay planned with this cycle (learned from the cluster's
+        readiness times, ``planner.startup``); the simulated HPA's replicas added from now on are
+        ready that long after (default: as before).
+        """
+        if startup_s is not None:
+            self.reference.startup_s = float(startup_s)
+        interval = self.step_s if interval_s is None else float(interval_s)
+        last = self._obs[-1][0] if self._obs else None
+        gap = last is not None and (now - last > self.max_gap(interval) or now < last)
+        self._score(past, None if last is None or not gap else last + interval, self.max_gap(interval))
+        if gap:
+            self._obs.clear()
+            if len(past):
+                end = past.start + len(past) * past.step_s
+                self._next_t = end if self._next_t is None else max(self._next_t, end)
+            ref = self.reference
+            self.reference = ReferenceHpa(
+                self.capacity, ref.startup_s, self.cfg.reference_utilization, ready, allocated, now
+            )
         self._obs.append((now, int(ready), int(allocated), self.reference.ready(now), self.reference.allocated))
         self.reference.step(now, past.values[-self._metric_samples :])
         return self._decide(now)
 
-    def _score(self, past: Series) -> None:
+    def _score(self, past: Series, stop: float | None = None, wait_s: float = 0.0) -> None:
+        """Score the samples not scored yet, each with the counts of the last cycle at or before it;
+        none at or after ``stop`` (the end of what the last cycle's counts cover, before a gap).
+
+        Missing samples (NaN) at the end are looked at again next cycle, for up to ``wait_s``: a
+        point that arrives a cycle late (a recording rule's lag, filled in by the history cache's
+        overlap) is scored then. Missing samples before a finite one are not waited for.
+        """
         n = len(past)
         if n == 0:
             return
@@ -164,11 +220,13 @@ class RiskAdapter:
             self._next_t = past.start + n * step
             return
         j0 = max(0, int(math.ceil((self._next_t - past.start) / step - 1e-9)))
+        j1 = n if stop is None else min(n, max(0, int(math.ceil((stop - past.start) / step - 1e-9))))
         obs = self._obs
         o = 0
         cap = self.capacity
         values = past.values
-        for j in range(j0, n):
+        scored_to = self._next_t  # the end of the last finite sample looked at
+        for j in range(j0, j1):
             t = past.start + j * step
             while o + 1 < len(obs) and obs[o + 1][0] <= t + 1e-9:
                 o += 1
@@ -177,6 +235,7 @@ class RiskAdapter:
             d = float(values[j])
             if not math.isfinite(d):
                 continue
+            scored_to = t + step
             _, r, a, rr, ra = obs[o]
             tally = self._periods.get(self._period(t))
             if tally is None:
@@ -186,7 +245,9 @@ class RiskAdapter:
             tally.spend += a * step
             tally.ref_spend += ra * step
             tally.samples += 1
-        self._next_t = past.start + n * step
+        end = past.start + j1 * step
+        # never back (no sample is scored twice), nor waiting longer than wait_s for a missing one
+        self._next_t = max(self._next_t, min(end, max(scored_to, end - wait_s)))
         while len(obs) > 1 and obs[1][0] <= self._next_t + 1e-9:
             obs.popleft()
 
@@ -229,40 +290,104 @@ def adapts(policy: Policy) -> bool:
     )
 
 
+def _every(key: str) -> bool:
+    return True
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
 
 
+class StoredStep(NamedTuple):
+    """A recorded step: ``k``, the sloRisk it planned with, and the ``fingerprint`` of what it was
+    learned under (None: recorded before fingerprints were)."""
+
+    k: int
+    slo_risk: float
+    fingerprint: str | None = None
+
+
+def fingerprint(policy: Policy, step_s: float) -> str:
+    """What a step is learned under: the policy's riskAdaptation block, capacityPerReplica and
+    sloRisk, and the demand's step; a recorded step with another one is not resumed."""
+    spec = policy.spec
+    doc = {
+        "riskAdaptation": spec.objective.risk_adaptation.model_dump(mode="json"),
+        "capacityPerReplica": float(spec.capacity_per_replica),
+        "sloRisk": float(spec.objective.slo_risk),
+        "stepSeconds": float(step_s),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
 class RiskBook:
-    """The adapters of all services, kept across cycles (the loop's and the replay's)."""
+    """The adapters of all services, kept across cycles (the loop's and the replay's).
 
-    def __init__(self) -> None:
-        self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float], RiskAdapter]] = {}
+    ``owns``: whether a workload key is this book's to manage (a shard's, ``scaleahead.sharding``;
+    default: every key): a recorded step whose workload has no policy is removed only if it is.
+    """
+
+    def __init__(self, owns: Callable[[str], bool] | None = None) -> None:
+        self.owns: Callable[[str], bool] = owns if owns is not None else _every
+        # per service: (what its step is learned under, its fingerprint, the adapter)
+        self._adapters: dict[WorkloadRef, tuple[tuple[RiskAdaptation, float, float, float], str, RiskAdapter]] = {}
         self._adapted: dict[WorkloadRef, tuple[Policy, int, Policy]] = {}
-        self._restored: dict[str, int] = {}
-        #: Whether ``restore`` was called (the loop restores once, from storage).
+        self._restored: dict[str, StoredStep] = {}
+        #: Whether ``restore`` was called (the loop restores from storage once, and again after a ``reset``).
         self.restored = False
-        #: ``{ref: (k, sloRisk planned with)}`` for the steps changed and not yet recorded by the caller
-        #: (kept until it clears them after a successful write).
-        self.unsaved: dict[WorkloadRef, tuple[int, float]] = {}
+        #: ``{workload key: (k, sloRisk planned with, fingerprint)}`` for the steps changed and not yet
+        #: recorded by the caller (kept until it clears them after a successful write); k 0 removes one.
+        self.unsaved: dict[str, tuple[int, float, str | None]] = {}
 
-    def restore(self, steps: Mapping[str, int]) -> None:
-        """Resume from recorded steps ``{workload key: k}`` (a service starts there instead of at 0)."""
-        self._restored = {key: int(k) for key, k in steps.items() if int(k) > 0}
+    def reset(self) -> None:
+        """Forget every service's state (a replica that starts to lead again: another leader may have
+        moved the steps since); the caller ``restore``s from its record before the next ``apply``."""
+        self._adapters.clear()
+        self._adapted.clear()
+        self._restored = {}
+        self.restored = False
+        self.unsaved.clear()
+
+    def restore(self, steps: Mapping[str, tuple[int, float, str | None]]) -> None:
+        """Resume from recorded steps ``{workload key: (k, sloRisk, fingerprint)}``: a service starts
+        at its ``k`` instead of 0 if the fingerprint matches its policy's (``fingerprint``; one
+        recorded without a fingerprint, if its sloRisk is the policy's x stepFactor^k), else from 0
+        and the record goes; a record of a workload without a policy goes too. Each is a plan note."""
+        self._restored = {key: StoredStep(*step) for key, step in steps.items() if int(step[0]) > 0}
         self.restored = True
 
     def factor(self, ref: WorkloadRef) -> float:
         """The current multiple of the policy's sloRisk for ``ref`` (1 when not adapted)."""
         entry = self._adapters.get(ref)
-        return entry[1].factor if entry else 1.0
+        return entry[2].factor if entry else 1.0
+
+    def adapter(self, ref: WorkloadRef) -> RiskAdapter | None:
+        """The adaptation state of ``ref`` (None when not adapted)."""
+        entry = self._adapters.get(ref)
+        return entry[2] if entry else None
 
     def apply(
-        self, policies: Sequence[Policy], history: Mapping[WorkloadRef, Series], state: ClusterState, now: float
+        self,
+        policies: Sequence[Policy],
+        history: Mapping[WorkloadRef, Series],
+        state: ClusterState,
+        now: float,
+        interval_s: float | None = None,
     ) -> tuple[list[Policy], tuple[str, ...]]:
-        """The policies to plan with (adapted ones with their sloRisk) and a note per change of factor."""
+        """The policies to plan with (adapted ones with their sloRisk) and a note per change of factor.
+
+        ``interval_s``: the control interval (default: each demand's step); a longer time between
+        two cycles is a gap, whose samples are not scored (``RiskAdapter.cycle``).
+        """
         out = list(policies)
         notes: list[str] = []
         seen: set[WorkloadRef] = set()
+        if self._restored:  # a recorded step of a workload that has no policy (any more) goes
+            keys = {p.workload.key for p in policies}
+            for orphan in [o for o in self._restored if o not in keys and self.owns(o)]:
+                gone = self._restored.pop(orphan)
+                self.unsaved[orphan] = (0, gone.slo_risk, None)
+                notes.append(f"risk adaptation: {orphan} has no policy: its recorded step {gone.k} is removed")
         for i, policy in enumerate(policies):
             if not adapts(policy):
                 # Adaptation turned off (or a fixed forecastQuantile, or sloRisk 0): the service plans
@@ -270,8 +395,9 @@ class RiskBook:
                 ref = policy.workload
                 entry = self._adapters.pop(ref, None)
                 self._adapted.pop(ref, None)
-                if self._restored.pop(ref.key, 0) > 0 or (entry is not None and entry[1].k):
-                    self.unsaved[ref] = (0, policy.spec.objective.slo_risk)
+                restored = self._restored.pop(ref.key, None)
+                if restored is not None or (entry is not None and entry[2].k):
+                    self.unsaved[ref.key] = (0, policy.spec.objective.slo_risk, None)
                 continue
             ref = policy.workload
             seen.add(ref)  # kept through a cycle without history or state (a Prometheus outage)
@@ -279,32 +405,64 @@ class RiskBook:
             past = history.get(ref)
             if ws is None or past is None:  # nothing to score this cycle: the weight stays as it was
                 held = self._adapters.get(ref)
-                if held is not None and held[1].k:
-                    out[i] = self._policy(ref, policy, held[1])
+                if held is not None and held[2].k:
+                    out[i] = self._policy(ref, policy, held[2])
                 continue
             past = past.before(now)
             spec = policy.spec
             cfg = spec.objective.risk_adaptation
-            key = (cfg, float(spec.capacity_per_replica), float(past.step_s))
+            base = spec.objective.slo_risk
+            key = (cfg, float(spec.capacity_per_replica), float(past.step_s), float(base))
             entry = self._adapters.get(ref)
             if entry is None or entry[0] != key:
                 cap, startup = spec.capacity_per_replica, spec.startup_seconds
                 adapter = RiskAdapter(cfg, cap, startup, past.step_s, ws.ready_replicas, ws.replicas, now)
-                adapter.k = min(adapter.k_max, self._restored.pop(ref.key, 0))
-                if entry is not None and entry[1].k:  # the policy changed: it starts again from its own weight
-                    self.unsaved[ref] = (0, spec.objective.slo_risk)
-                entry = self._adapters[ref] = (key, adapter)
-            adapter = entry[1]
-            changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas)
+                fp = fingerprint(policy, past.step_s)
+                if entry is not None and entry[2].k:  # the policy changed: it starts again from its own weight
+                    self.unsaved[ref.key] = (0, base, fp)
+                stored = self._restored.pop(ref.key, None)
+                if stored is not None:
+                    notes.append(self._resume(ref, policy, adapter, stored, fp))
+                entry = self._adapters[ref] = (key, fp, adapter)
+            adapter = entry[2]
+            changed = adapter.cycle(now, past, ws.ready_replicas, ws.replicas, interval_s, spec.startup_seconds)
             if changed is not None:
                 notes.append(self._note(ref, policy, adapter, changed))
-                self.unsaved[ref] = (adapter.k, spec.objective.slo_risk * adapter.factor)
+                self.unsaved[ref.key] = (adapter.k, base * adapter.factor, entry[1])
             if adapter.k:
                 out[i] = self._policy(ref, policy, adapter)
-        for ref in [r for r in self._adapters if r not in seen]:
-            del self._adapters[ref]
+        for ref in [r for r in self._adapters if r not in seen]:  # its policy is gone: so is its step
+            _, _, adapter = self._adapters.pop(ref)
             self._adapted.pop(ref, None)
+            if adapter.k:
+                self.unsaved[ref.key] = (0, 0.0, None)  # k 0: the record goes
+                notes.append(f"risk adaptation: {ref} has no policy any more: its step {adapter.k} is removed")
         return out, tuple(notes)
+
+    def _resume(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter, stored: StoredStep, fp: str) -> str:
+        """Start ``adapter`` at a recorded step if it was learned under this policy; the plan note."""
+        base = policy.spec.objective.slo_risk
+        k = int(stored.k)
+        if stored.fingerprint is None:  # recorded before fingerprints: only its weight can be checked
+            same = k <= adapter.k_max and math.isclose(stored.slo_risk, base * adapter.cfg.step_factor**k, rel_tol=1e-6)
+            how = " (recorded without a fingerprint: only its weight was checked)"
+        else:
+            same = stored.fingerprint == fp and k <= adapter.k_max
+            how = ""
+        if not same:
+            self.unsaved[ref.key] = (0, base, fp)
+            return (
+                f"risk adaptation: {ref} recorded step {k} (sloRisk {_fmt(stored.slo_risk)}) discarded: it was "
+                "learned under another sloRisk, capacityPerReplica, demand step or riskAdaptation block; it "
+                f"starts again from its own sloRisk {_fmt(base)}"
+            )
+        adapter.k = k
+        if stored.fingerprint is None:
+            self.unsaved[ref.key] = (k, base * adapter.factor, fp)  # recorded again, with its fingerprint
+        return (
+            f"risk adaptation: {ref} resumed at step {k} from storage: sloRisk {_fmt(base * adapter.factor)} "
+            f"(x{adapter.factor:.3g} its own {_fmt(base)}){how}"
+        )
 
     def _policy(self, ref: WorkloadRef, policy: Policy, adapter: RiskAdapter) -> Policy:
         """The adapted policy: the same object while neither the policy nor ``k`` change (plans cache by identity)."""

@@ -534,6 +534,7 @@ class Daemon:
         #: only the Lease holder may do (a standby would rewrite what the leader is applying).
         self.on_lead = on_lead
         self._lead_started = False
+        self._risk_resumed = False  # whether the risk adaptation was reset since this replica started to lead
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
             self.jobs.add("reload_policies", every, self.reload_policies, now)
@@ -552,6 +553,7 @@ class Daemon:
         if not self.leadership.is_leader(now):
             self._leading = False
             self._lead_started = False
+            self._risk_resumed = False
             self.metrics.leader.set(0)
             self.metrics.cycles.labels(result="standby").inc()
             self.health.set_ready(True, "standby: another replica holds the lease")
@@ -566,6 +568,11 @@ class Daemon:
                 except Exception as exc:  # noqa: BLE001 - the policies read last stay
                     log.warning("reading the policies on becoming the leader failed: %s", exc)
         self.metrics.leader.set(1)
+        if not self._risk_resumed:
+            # Another leader may have moved the risk adaptation's steps while this replica stood by:
+            # its first cycle as leader resumes them from storage, not from its own stale memory.
+            self.deps.risk.reset()
+            self._risk_resumed = True
         if not self._lead_started and self.on_lead is not None:
             try:
                 self.on_lead(now)
@@ -1034,7 +1041,8 @@ class Daemon:
 
     def prune(self, now: float) -> dict[str, int]:
         """Delete records past their retention: forecasts; plans with their actions; pod steers no
-        longer pending (after the plans' retention); and the checkpoints of model versions no one
+        longer pending and recorded risk-adaptation steps of workloads this process (its shard) has
+        no policy for (after the plans' retention); and the checkpoints of model versions no one
         can need (``Store.prune_model_checkpoints``), with their files in the artifact folder."""
         store = self.deps.store
         if store is None:
@@ -1043,6 +1051,10 @@ class Daemon:
         forecasts = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
         plans, actions = store.prune_plans(now - j.plan_retention_days * 86400.0)
         steers = store.prune_steers(now - j.plan_retention_days * 86400.0)
+        # A service's step is written only when it moves: one with a policy keeps it however old.
+        ours = {p.workload.key for p in self.deps.policies}
+        owns = self.deps.risk.owns
+        risk = store.prune_risk_factors(now - j.plan_retention_days * 86400.0, lambda key: key in ours or not owns(key))
         in_use = [r.model_version_id for _, r in self.trials.values()]
         if self.deps.model_version_id is not None:
             in_use.append(self.deps.model_version_id)
@@ -1062,6 +1074,7 @@ class Daemon:
             "plans": plans,
             "actions": actions,
             "steers": steers,
+            "risk_factors": risk,
             "checkpoints": len(pruned),
             "checkpoint_files": files,
         }

@@ -56,10 +56,43 @@ class StartupBook:
     with; a cycle whose samples did not change reuses all three, and a changed estimate with the
     same delay reuses the copy. So 1,000 workloads cost about a millisecond per cycle, and the
     planner's per-spec work sees the same spec object from cycle to cycle.
+
+    A target that names the pods its readiness times come from (``WorkloadState.startup_pods``:
+    Kubernetes, which reports only pods created in the last hour) has each pod's first readiness
+    time kept here, by pod, beyond that hour: the newest ``KEPT_WINDOWS`` x the policy's
+    ``startupLearning.window`` per workload, for as long as the process runs. A pod's time is the
+    first one seen: a later Ready transition (a readiness flap) does not replace it.
     """
+
+    #: Readiness times kept per workload, as a multiple of its ``startupLearning.window``.
+    KEPT_WINDOWS = 2
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[Policy, tuple[float, ...], StartupEstimate, Policy]] = {}
+        # per workload: the pods last reported, each pod's first readiness time (oldest first), and
+        # those times as the tuple handed to the estimate
+        self._kept: dict[WorkloadRef, tuple[tuple[str, ...], dict[str, float], tuple[float, ...]]] = {}
+
+    def _samples(self, policy: Policy, ws: WorkloadState | None) -> tuple[float, ...]:
+        """The readiness times to learn ``policy``'s workload's delay from: kept by pod when the
+        target names its pods, else as reported."""
+        ref = policy.workload
+        kept = self._kept.get(ref)
+        if ws is None or (not ws.startup_pods and not ws.startup_samples):
+            return kept[2] if kept is not None else ()  # none reported now: what was seen before
+        pods = ws.startup_pods
+        if len(pods) != len(ws.startup_samples):  # the target does not name its pods: as reported
+            return ws.startup_samples
+        if kept is not None and kept[0] == pods:
+            return kept[2]
+        times = kept[1] if kept is not None else {}
+        for pod, seconds in zip(pods, ws.startup_samples, strict=True):
+            times.setdefault(pod, seconds)  # the first readiness time seen for a pod stays
+        limit = self.KEPT_WINDOWS * policy.spec.startup_learning.window
+        while len(times) > limit:
+            del times[next(iter(times))]
+        entry = self._kept[ref] = (pods, times, tuple(times.values()))
+        return entry[2]
 
     def apply(
         self, policies: Sequence[Policy], state: ClusterState
@@ -71,8 +104,7 @@ class StartupBook:
         workloads = state.workloads
         for policy in policies:
             ref = policy.workload
-            ws = workloads.get(ref)
-            samples = ws.startup_samples if ws is not None else ()
+            samples = self._samples(policy, workloads.get(ref))
             if not samples:
                 out.append(policy)
                 continue
@@ -94,6 +126,9 @@ class StartupBook:
             estimates[ref] = entry[2]
             out.append(entry[3])
         self._cache = cache
+        if self._kept:  # workloads without a policy any more lose their kept times
+            refs = {p.workload for p in policies}
+            self._kept = {ref: kept for ref, kept in self._kept.items() if ref in refs}
         return out, estimates
 
 
@@ -280,6 +315,7 @@ def observed_state(
             ws.startup_samples,
             trend,
             last_active_at(series, lookback) if lookback is not None else math.nan,
+            ws.startup_pods,
         )
     return replace(state, workloads=workloads)
 
@@ -529,11 +565,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     with timer.phase("risk"):
         try:
             if deps.store is not None and not deps.risk.restored:
-                deps.risk.restore(deps.store.risk_factors())  # resume where the last process left off
-            policies, risk_notes = deps.risk.apply(policies, history, state, now)
+                # resume where the last process (or leader) left off
+                deps.risk.restore(deps.store.risk_factor_records())
+            policies, risk_notes = deps.risk.apply(policies, history, state, now, settings.loop.interval_s)
             slo_risk = {p.workload: p.spec.objective.slo_risk for p in policies if adapts(p)}
             if deps.store is not None and deps.risk.unsaved:  # a failed write is retried next cycle
-                deps.store.set_risk_factors({r.key: kw for r, kw in deps.risk.unsaved.items()}, now)
+                deps.store.set_risk_factors(dict(deps.risk.unsaved), now)
                 deps.risk.unsaved.clear()
         except Exception as exc:  # noqa: BLE001 - the policies' own sloRisk stays
             log.warning("risk adaptation failed: %s", exc)

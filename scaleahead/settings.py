@@ -212,7 +212,11 @@ class JobSettings(BaseModel):
     plan_retention_days: float = Field(
         90.0,
         gt=0,
-        description="Plans and their journaled actions older than this are deleted (days): a quarter of audit.",
+        description=(
+            "Plans and their journaled actions older than this are deleted (days): a quarter of audit; so are pod "
+            "steers no longer pending, and the recorded risk-adaptation steps of workloads without a policy not "
+            "written for as long."
+        ),
     )
     model_retention_days: float = Field(
         30.0,

@@ -406,7 +406,9 @@ class WorkloadState:
     (None: not measured, or fewer than three samples). ``last_active_at`` is when the newest step
     with demand above 0 ended, looked for over the last ``warmPool.keepAliveSeconds`` of a
     function's history (NaN: none there, or not measured): its last call, for the reactive
-    fallback of a warm pool.
+    fallback of a warm pool. ``startup_pods``: when the target names them (Kubernetes: pod UIDs),
+    the pods the readiness times come from, in the same order; the loop keeps each pod's first
+    readiness time after the target stops reporting it (``StartupBook``).
     """
 
     workload: WorkloadRef
@@ -419,6 +421,7 @@ class WorkloadState:
     startup_samples: tuple[float, ...] = ()
     observed_trend: Trend | None = None
     last_active_at: float = float("nan")
+    startup_pods: tuple[str, ...] = ()
 
 
 class Taint(NamedTuple):

@@ -152,7 +152,10 @@ class RiskFactorRow(Base):
     """The risk adaptation's step per service (``planner.risk``), so a restart resumes from it.
 
     ``k``: the service plans with ``sloRisk x stepFactor ** k``; ``slo_risk`` is that weight when it
-    was written (for people reading the table).
+    was written; ``fingerprint``: what ``k`` was learned under (``planner.risk.fingerprint``: the
+    policy's riskAdaptation block, capacityPerReplica and sloRisk, and the demand's step; NULL in
+    rows written before migration ``0006_riskfp``), so a policy edited while scaleahead was down
+    does not resume it.
     """
 
     __tablename__ = "risk_factors"
@@ -160,3 +163,4 @@ class RiskFactorRow(Base):
     k: Mapped[int] = mapped_column(Integer)
     slo_risk: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)

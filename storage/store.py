@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -658,12 +658,21 @@ class Store:
         with self.session() as s:
             return {r.workload: r.k for r in s.scalars(select(RiskFactorRow))}
 
-    def set_risk_factors(self, factors: Mapping[str, tuple[int, float]], now: float) -> None:
-        """Record ``{workload key: (k, sloRisk planned with)}``; ``k`` 0 removes the row (the policy's own weight)."""
+    def risk_factor_records(self) -> dict[str, tuple[int, float, str | None]]:
+        """Per workload key: ``(k, sloRisk planned with, fingerprint)`` (``planner.risk.RiskBook.restore``)."""
+        with self.session() as s:
+            return {r.workload: (r.k, r.slo_risk, r.fingerprint) for r in s.scalars(select(RiskFactorRow))}
+
+    def set_risk_factors(
+        self, factors: Mapping[str, tuple[int, float] | tuple[int, float, str | None]], now: float
+    ) -> None:
+        """Record ``{workload key: (k, sloRisk planned with[, fingerprint])}``; ``k`` 0 removes the row
+        (the policy's own weight)."""
         if not factors:
             return
         with self.session() as s:
-            for key, (k, weight) in factors.items():
+            for key, value in factors.items():
+                k, weight = value[0], value[1]
                 r = s.get(RiskFactorRow, key)
                 if k <= 0:
                     if r is not None:
@@ -673,6 +682,17 @@ class Store:
                     r = RiskFactorRow(workload=key)
                     s.add(r)
                 r.k, r.slo_risk, r.updated_at = int(k), float(weight), float(now)
+                r.fingerprint = value[2] if len(value) > 2 else None
+
+    def prune_risk_factors(self, before: float, keep: Callable[[str], bool]) -> int:
+        """Delete the recorded steps last written before ``before`` (epoch s) whose workload key
+        ``keep`` refuses (the daemon keeps its policies' and other shards'). Returns the count."""
+        with self.session() as s:
+            rows = list(s.scalars(select(RiskFactorRow).where(RiskFactorRow.updated_at < before)))
+            gone = [r for r in rows if not keep(r.workload)]
+            for r in gone:
+                s.delete(r)
+            return len(gone)
 
     def count_plans(self) -> int:
         with self.session() as s:

@@ -534,6 +534,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         else:
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
         deps = Deps(hist, forecaster, cluster_target, store, pols, model_version_id=model_version_id, actuator=actuator)
+        if shard is not None:  # the risk steps of the other shards' workloads are theirs to remove
+            from planner.risk import RiskBook
+            from scaleahead.sharding import shard_of
+
+            deps.risk = RiskBook(owns=lambda key: shard_of(key, count) == index)
         daemon = Daemon(
             deps,
             settings,

@@ -1,4 +1,5 @@
-"""Readiness times from the Kubernetes target: pods found by selector, created -> Ready, recent only."""
+"""Readiness times from the Kubernetes target: pods found by selector, created -> Ready, recent only;
+the loop keeps each pod's first one (StartupBook)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from kubeemu import DEPLOYMENTS, PODS, STATEFULSETS, Fault, deployment, policy
 
 from actuator.kubernetes import KubernetesTarget
 from forecaster import make_model
+from planner.startup import StartupEstimate
 from scaleahead.clock import VirtualClock
-from scaleahead.loop import Deps, run_once
+from scaleahead.loop import Deps, StartupBook, run_once
 from scaleahead.settings import Settings
 from scaleahead.types import ScaleTo, Series, WorkloadRef
 
@@ -128,3 +130,63 @@ def test_the_loop_plans_with_the_start_up_delay_read_from_the_clusters_pods(kube
     action = report.plan.actions[0]
     assert isinstance(action, ScaleTo) and action.reason.code == "forecast"
     assert "(start-up 125 s)" in action.reason.message
+
+
+def _learned(book: StartupBook, kube: Any, now: float) -> StartupEstimate | None:
+    p = policy("web")
+    state = KubernetesTarget(kube.api_client(), [], timeout_s=2.0, clock=VirtualClock(now)).read_state([WEB])
+    return book.apply([p], state)[1].get(WEB)
+
+
+def test_the_learned_delay_outlives_the_hour_of_pods_the_target_reads(kube):
+    """Pods older than sample_window_s give no readiness time; the loop keeps the ones it saw."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(6, labels={"app": "web"}))
+    for i in range(6):  # a scale-up of 6 pods at NOW - 3700 s, each Ready after 90 s
+        kube.cluster.put(PODS, "default", f"web-{i}", pod({"app": "web"}, NOW - 3700 + i, 90))
+    book = StartupBook()
+    early = _learned(book, kube, NOW - 3000)
+    assert early is not None and (early.seconds, early.used) == (90.0, 6)
+    assert target(kube).read_state([WEB]).workloads[WEB].startup_samples == ()  # an hour later: none read
+    late = _learned(book, kube, NOW)
+    assert late is not None and (late.seconds, late.used) == (90.0, 6)
+    assert _learned(StartupBook(), kube, NOW) is None  # what a book that never saw them knows
+
+
+def test_a_readiness_flap_after_a_normal_start_keeps_the_first_readiness_time(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(6, labels={"app": "web"}))
+    for i in range(6):
+        kube.cluster.put(PODS, "default", f"web-{i}", pod({"app": "web"}, NOW - 1200 + i, 60))
+    book = StartupBook()
+    first = _learned(book, kube, NOW - 1100)
+    assert first is not None and first.seconds == 60.0
+    # web-5 goes unready for a probe blip and is Ready again at 610 s: its lastTransitionTime moves
+    kube.cluster.put(PODS, "default", "web-5", pod({"app": "web"}, NOW - 1195, 610))
+    assert 610.0 in target(kube).read_state([WEB]).workloads[WEB].startup_samples
+    after = _learned(book, kube, NOW)
+    assert after is not None and after.seconds == 60.0 and after.used == 6
+
+
+def test_a_pod_whose_container_restarted_gives_no_readiness_time(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    restarted = pod({"app": "web"}, NOW - 600, 500)  # Ready again 500 s in, after a crash
+    restarted["status"]["containerStatuses"] = [{"name": "c", "restartCount": 1, "ready": True}]
+    kube.cluster.put(PODS, "default", "restarted", restarted)
+    fine = pod({"app": "web"}, NOW - 600, 70)
+    fine["metadata"]["uid"] = "0b7c-uid"
+    fine["status"]["containerStatuses"] = [{"name": "c", "restartCount": 0, "ready": True}]
+    kube.cluster.put(PODS, "default", "fine", fine)
+    state = target(kube).read_state([WEB]).workloads[WEB]
+    assert (state.startup_samples, state.startup_pods) == ((70.0,), ("0b7c-uid",))
+
+
+def test_the_loop_keeps_the_readiness_times_of_pods_older_than_the_hour(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    for i in range(6):  # six pods that each took 120 s (+ i) to become Ready, 50 minutes ago
+        kube.cluster.put(PODS, "default", f"web-{i}", pod({"app": "web"}, NOW - 3000 + 60 * i, 120 + i))
+    pols = [policy(max_replicas=50)]
+    clock = VirtualClock(NOW)
+    deps = Deps(SteadyDemand(), make_model("naive"), KubernetesTarget(kube.api_client(), pols, clock=clock), None, pols)
+    assert run_once(deps, Settings(), NOW, dry_run=True).startup[WEB].seconds == 125.0
+    clock.advance_to(NOW + 1800)  # every pod is now older than the target's hour
+    report = run_once(deps, Settings(), NOW + 1800, dry_run=True)
+    assert report.startup[WEB].seconds == 125.0 and report.startup[WEB].used == 6

@@ -135,3 +135,21 @@ def test_the_startup_book_reuses_the_policy_copy_while_the_learned_delay_is_unch
     assert slower[0].spec.startup_seconds == 200.0
     unlearned, est = book.apply([pol], state(()))
     assert unlearned[0] is pol and est == {}
+
+
+def test_the_startup_book_keeps_at_most_two_windows_of_readiness_times_per_workload() -> None:
+    base = policy()
+    learning = base.spec.startup_learning.model_copy(update={"min_samples": 2, "window": 3})
+    p = base.model_copy(update={"spec": base.spec.model_copy(update={"startup_learning": learning})})
+    ref = p.workload
+    book = StartupBook()
+    for i in range(10):  # one new pod per cycle, each read only once
+        ws = WorkloadState(ref, 1, 1, startup_samples=(30.0 + i,), startup_pods=(f"pod-{i}",))
+        _, est = book.apply([p], ClusterState(workloads={ref: ws}))
+    assert est[ref].used == 3 and est[ref].observed_seconds == 39.0
+    assert book._kept[ref][2] == (34.0, 35.0, 36.0, 37.0, 38.0, 39.0)  # the newest 2 x window
+    # without pod names (the simulated target), the times are used as reported
+    _, est = book.apply([p], ClusterState(workloads={ref: WorkloadState(ref, 1, 1, startup_samples=(5.0, 6.0))}))
+    assert est[ref].used == 2
+    book.apply([], ClusterState())
+    assert book._kept == {}  # a workload without a policy loses its kept times
