@@ -361,7 +361,7 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
                 "failed", f"{target}: the API server is throttling requests (429 on '{verb}'); retried next cycle", 429
             )
         if status == 422:
-            return ActuationError("failed", f"{target}: the API server rejected the change (422): {exc.reason}")
+            return ActuationError("failed", f"{target}: the API server rejected the change (422): {exc.reason}", 422)
         return ActuationError("failed", f"{target}: API server error {status} {exc.reason}; retried next cycle", status)
     if isinstance(exc, HTTPError):
         return ActuationError("failed", f"{target}: no answer from the API server ({type(exc).__name__}); retried")

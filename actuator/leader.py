@@ -2,10 +2,12 @@
 
 The rule (client-go's leaderelection, simplified): a replica acts only while it holds the Lease
 and its last renewal is younger than ``leaseDurationSeconds``. Each cycle it renews; a follower
-takes the Lease over once the Lease has not changed for a whole lease duration *on the
-follower's own clock*: from when it first saw the current record (its ``resourceVersion``), as
-client-go does, never from the ``renewTime`` the holder wrote, so a follower whose clock runs
-ahead of the holder's cannot take over early. Every write carries the Lease's
+takes the Lease over once the election record has not changed for a whole lease duration *on the
+follower's own clock*: from when it first saw the current record (holder, renewTime and the
+rest of the spec; not the resourceVersion, which a label write changes), as client-go does, not
+from the ``renewTime`` the holder wrote, so a follower whose clock runs ahead of the holder's
+cannot take over early. On a process's first read only, a record renewed more than a lease
+duration ago counts as seen then (``first_seen_at``). Every write carries the Lease's
 ``resourceVersion``, so of two replicas racing for an expired Lease exactly one wins (the other
 gets 409 and follows). Time is passed in (``now``, epoch seconds).
 """
@@ -58,6 +60,18 @@ def decide(record: LeaseRecord | None, identity: str, now: float, observed_at: f
     return "follow"
 
 
+def first_seen_at(record: LeaseRecord, now: float, first_read: bool) -> float:
+    """When, on this replica's clock, to count ``record`` as seen: ``now``, except on this
+    process's first read of the Lease, where a record whose ``renewTime`` lies more than a lease
+    duration in the past counts as seen a lease duration after it. A process that reads the Lease
+    once (``run --once``) or starts beside a long-dead holder could otherwise never take it over.
+    Safe against clock skew up to a lease duration (a follower whose clock runs further ahead
+    could take over a live holder's Lease; the default 15 s is far above NTP's skew)."""
+    if not first_read:
+        return now
+    return min(now, record.renew_time + record.duration_s)
+
+
 def _record(obj: dict[str, Any]) -> LeaseRecord:
     spec = obj.get("spec") or {}
     return LeaseRecord(
@@ -92,9 +106,10 @@ class LeaderElector:
         self.timeout_s = timeout_s
         self.last_error = ""
         self._held_until = float("-inf")
-        #: The Lease record last read (resourceVersion, holder) and when, on this clock, it was
-        #: first seen: a follower times the holder's silence from there.
-        self._seen: tuple[str, str] | None = None
+        #: The election record last read (holder, renewTime, acquireTime, duration, transitions:
+        #: not the resourceVersion, which any label or annotation write changes) and when, on this
+        #: clock, it was first seen: a follower times the holder's silence from there.
+        self._seen: tuple[str, float, float, float, int] | None = None
         self._seen_at = float("-inf")
 
     def _read(self) -> LeaseRecord | None:
@@ -113,8 +128,10 @@ class LeaderElector:
         ``now + leaseDurationSeconds`` (minus however long this call took: ``holds``)."""
         try:
             record = self._read()
-            if record is not None and (record.resource_version, record.holder) != self._seen:
-                self._seen, self._seen_at = (record.resource_version, record.holder), now
+            if record is not None:
+                seen = (record.holder, record.renew_time, record.acquire_time, record.duration_s, record.transitions)
+                if seen != self._seen:
+                    self._seen, self._seen_at = seen, first_seen_at(record, now, self._seen is None)
             step = decide(record, self.identity, now, self._seen_at)
             spec: dict[str, Any] = {"holderIdentity": self.identity, "renewTime": micro_time(now)}
             if step == "follow":

@@ -171,7 +171,7 @@ class SteeringWebhook:
     def review(self, body: bytes) -> dict[str, Any]:
         """The AdmissionReview answer to ``body``; never raises, never refuses a pod."""
         uid = ""
-        self._started = time.monotonic()
+        started = time.monotonic()  # per review: the server answers each on its own thread
         try:
             review = json.loads(body)
             request = review.get("request") if isinstance(review, dict) else None
@@ -180,7 +180,7 @@ class SteeringWebhook:
             uid = str(request.get("uid") or "")
             if not uid:
                 raise ValueError("the AdmissionReview request has no uid")
-            answer = self._review(request, uid)
+            answer = self._review(request, uid, started + self.budget_s)
         except Exception as exc:  # noqa: BLE001 - the webhook must never block pod creation
             self._count("errors")
             log.warning(
@@ -192,7 +192,7 @@ class SteeringWebhook:
             return _allowed(uid)
         return answer
 
-    def _review(self, request: Mapping[str, Any], uid: str) -> dict[str, Any]:
+    def _review(self, request: Mapping[str, Any], uid: str, deadline: float) -> dict[str, Any]:
         resource = request.get("resource") or {}
         if request.get("operation") != "CREATE" or resource.get("resource") != "pods" or resource.get("group"):
             self._count("passed")
@@ -212,7 +212,6 @@ class SteeringWebhook:
         namespace = str(request.get("namespace") or (meta or {}).get("namespace") or "")
         name = str((meta or {}).get("name") or request.get("name") or "")
         pod_id = name or f"{(meta or {}).get('generateName') or ''}* (request {uid})"
-        deadline = self._started + self.budget_s
         steer = self.store.consume_steer(namespace, owner[0], owner[1], pod_id, self.now(), deadline=deadline)
         if steer is None:
             self._count("passed")

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleahead.errors import ConfigError
 
@@ -144,7 +144,22 @@ class ActuationSettings(BaseModel):
         "scaleahead-leader",
         description="Lease for leader election between replicas (run --shard i/N appends -shard-i-of-N).",
     )
-    lease_duration_s: int = Field(15, ge=1, description="A leader that has not renewed for this long is replaced (s).")
+    lease_duration_s: int = Field(
+        15,
+        ge=1,
+        description="A leader that has not renewed for this long is replaced (s); more than request_timeout_s, "
+        "since a write starts only with at least one request timeout of the lease left.",
+    )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_request(self) -> ActuationSettings:
+        if self.lease_duration_s <= self.request_timeout_s:
+            raise ValueError(
+                f"lease_duration_s ({self.lease_duration_s}) must be more than request_timeout_s "
+                f"({self.request_timeout_s:g}): a write starts only with a request timeout of the lease left, "
+                "so no write could ever start"
+            )
+        return self
 
 
 class JobSettings(BaseModel):
@@ -353,7 +368,12 @@ class Settings(BaseModel):
             lines = []
             for err in exc.errors():
                 loc = tuple(str(x) for x in err["loc"])
-                key = names.get((loc[0], loc[1]), ".".join(loc)) if len(loc) >= 2 else ".".join(loc)
+                if len(loc) < 2:  # a rule across a group's fields (SCALEAHEAD_<GROUP>__*)
+                    group_vars = sorted(v for (g, _), v in names.items() if loc and g == loc[0])
+                    msg = str(err["msg"]).removeprefix("Value error, ")
+                    lines.append(f"{', '.join(group_vars) or '.'.join(loc)}: {msg}")
+                    continue
+                key = names.get((loc[0], loc[1]), ".".join(loc))
                 key += "".join(f"[{x}]" for x in loc[2:]) if (loc[0], loc[1]) in names else ""
                 lines.append(f"{key}={err.get('input')!r}: {err['msg']}")
             raise ConfigError(

@@ -954,6 +954,13 @@ class Store:
             return self._consume_steer(namespace, owner_kind, owner_name, pod, now, deadline)
         except _TooLate:
             return None  # rolled back: the steer stays pending
+        except OperationalError as exc:
+            # PostgreSQL's lock or statement timeout (set from the deadline) cancelled it: the
+            # same as running out of time, not a database failure (two replicas racing for one
+            # steer wait on each other's row lock).
+            if deadline is not None and getattr(exc.orig, "sqlstate", None) in ("57014", "55P03"):
+                return None
+            raise
 
     def _consume_steer(
         self, namespace: str, owner_kind: str, owner_name: str, pod: str, now: float, deadline: float | None

@@ -45,3 +45,13 @@ def test_run_with_an_unknown_log_level_exits_2_without_a_traceback(tmp_path: Pat
     assert "Traceback" not in proc.stderr
     assert "SCALEAHEAD_LOG__LEVEL='LOUD'" in proc.stderr
     assert not db.exists()
+
+
+def test_a_lease_no_longer_than_a_request_timeout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A write starts only with a request timeout of the lease left: such a leader would never write.
+    monkeypatch.setenv("SCALEAHEAD_ACTUATION__LEASE_DURATION_S", "10")
+    says = "SCALEAHEAD_ACTUATION__LEASE_DURATION_S: lease_duration_s \\(10\\) must be more"
+    with pytest.raises(ConfigError, match=says):
+        Settings.from_env()
+    monkeypatch.setenv("SCALEAHEAD_ACTUATION__REQUEST_TIMEOUT_S", "5")
+    assert Settings.from_env().actuation.lease_duration_s == 10

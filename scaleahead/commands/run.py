@@ -199,18 +199,19 @@ def _kube_api(kubeconfig: str | None) -> Any:
 
 def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
     """Reconcile the action journal when this replica starts to lead (``Daemon.on_lead``): actions
-    left ``planned`` by a crash. With ``--shard``, only this shard's: its workloads' actions, and
-    pod moves on shard 0 (the only one that rebalances)."""
-    from scaleahead.sharding import parse_shard
+    left ``planned`` by a crash. With ``--shard``, only this shard's: the actions of the workloads
+    that hash to it (whether or not their policy still exists, so a removed policy's actions are
+    reconciled by exactly one shard), and pod moves on shard 0 (the only one that rebalances)."""
+    from scaleahead.sharding import parse_shard, shard_of
 
-    moves = shard is None or parse_shard(shard)[0] == 0
+    index, count = parse_shard(shard) if shard is not None else (0, 1)
+
+    def owns(row: Any) -> bool:
+        if row.kind == "MovePod":
+            return index == 0
+        return count == 1 or shard_of(row.target, count) == index
 
     def reconcile(now: float) -> None:
-        ours = {ref.key for ref in actuator.policies}  # this shard's workloads, as reloaded
-
-        def owns(row: Any) -> bool:
-            return moves if row.kind == "MovePod" else shard is None or row.target in ours
-
         for aid, state, why in actuator.reconcile(now, owns):
             log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
 

@@ -182,3 +182,26 @@ def test_holds_asks_the_api_only_when_less_than_the_margin_is_left(kube):
     assert not b.is_leader(T0 + 6.5)  # b sees the renewed lease
     assert b.is_leader(T0 + 6.5 + 15)  # a stopped renewing; b takes over once it expired
     assert not a.holds(T0 + 6.5 + 16, margin_s=10), "the lost lease is noticed at the next write"
+
+
+def test_a_one_shot_process_takes_over_a_lease_its_crashed_predecessor_left(kube):
+    # `run --once` reads the Lease once: a holder dead for longer than two lease durations is
+    # taken over at that first read; one that may still be alive is not.
+    a, _ = electors(kube)
+    assert a.is_leader(T0)  # then a is killed before it releases the Lease
+    soon = LeaderElector(kube.api_client(), "default", "once-1", lease_duration_s=15)
+    assert not soon.is_leader(T0 + 20), "renewed 20 s ago: a may be alive on a skewed clock"
+    later = LeaderElector(kube.api_client(), "default", "once-2", lease_duration_s=15)
+    assert later.is_leader(T0 + 31)
+    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "once-2"
+
+
+def test_writes_to_the_lease_that_are_not_renewals_do_not_keep_a_dead_holder(kube):
+    a, b = electors(kube)
+    assert a.is_leader(T0)
+    assert not b.is_leader(T0 + 1)
+    for t in (5, 10, 15):  # a is dead; a tool annotates the Lease every 5 s (a new resourceVersion)
+        kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"metadata": {"annotations": {"touched": str(t)}}})
+        assert not b.is_leader(T0 + t)
+    assert b.is_leader(T0 + 16.5), "a lease duration after b first saw a's last renewal"
+    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "replica-b"

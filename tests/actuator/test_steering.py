@@ -611,3 +611,28 @@ def test_each_review_is_counted_for_the_daemons_metric(store, clock):
     webhook.review(json.dumps(review(uid="u-2")).encode())  # no steer left: passed
     webhook.review(b"not json")  # errors
     assert seen == ["steered", "passed", "errors"]
+
+
+def test_a_steer_whose_row_another_replica_holds_past_the_deadline_is_not_an_error(postgres_url):
+    """PostgreSQL's lock timeout (set from the deadline) is running out of time, not a failure."""
+    import psycopg
+
+    name = f"steer{int(time.time() * 1e6) % 10**9}"
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    store = Store(url)
+    try:
+        sid = store.add_steer("default", "ReplicaSet", RS, "old-pod", "n2", NOW, TTL)
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as other:
+            other.execute("SELECT id FROM pod_steers WHERE id = %s FOR UPDATE", (sid,))  # held, not committed
+            started = time.monotonic()
+            assert store.consume_steer("default", "ReplicaSet", RS, "p", NOW, deadline=started + 0.5) is None
+            assert time.monotonic() - started < 2.0
+            other.rollback()
+        assert store.steers()[0].state == "pending"
+    finally:
+        store.close()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -97,3 +97,31 @@ def test_a_bad_shard_spec_is_a_user_error(text: str) -> None:
 
 def test_a_good_shard_spec_parses() -> None:
     assert parse_shard("2/5") == (2, 5)
+
+
+def test_each_journal_row_is_reconciled_by_exactly_one_shard_even_without_its_policy() -> None:
+    """A planned action of a policy deleted since (no shard has it any more) is still reconciled,
+    by the shard its workload hashes to; pod moves by shard 0, which alone rebalances."""
+    from types import SimpleNamespace
+
+    from scaleahead.commands.run import _reconciler
+
+    rows = [SimpleNamespace(kind="ScaleTo", target=f"Deployment/shop/deleted-{i}") for i in range(30)]
+    rows.append(SimpleNamespace(kind="MovePod", target="Pod/shop/web-1"))
+    owners: dict[int, list[int]] = {i: [] for i in range(len(rows))}
+    for index in range(3):
+        seen: list = []
+
+        class Actuator:
+            policies: dict = {}  # noqa: RUF012 - a stand-in: this shard's policies (none left)
+
+            def reconcile(self, now, owns):  # type: ignore[no-untyped-def]
+                seen.append(owns)
+                return []
+
+        _reconciler(Actuator(), f"{index}/3")(0.0)
+        for i, row in enumerate(rows):
+            if seen[0](row):
+                owners[i].append(index)
+    assert all(len(v) == 1 for v in owners.values()), owners
+    assert owners[len(rows) - 1] == [0]
