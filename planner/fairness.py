@@ -276,6 +276,7 @@ def allocate(
     pool: str = "cluster capacity",
     costs: Sequence[int] | None = None,
     unit: str = "",
+    hold: bool = True,
 ) -> list[Grant]:
     """Allocate ``capacity`` units among ``claims``: floors first, then the rest; never more than asked.
 
@@ -285,6 +286,8 @@ def allocate(
         pool: name of the capacity, used in the reasons ("cluster capacity", "tenant shop quota").
         costs: units one replica of each claim takes (all positive); None: one replica is one unit.
         unit: the units' suffix in the reasons ("m", "Mi").
+        hold: hold what the claims cannot give up this cycle (``Claim.keep``; :func:`_hold_kept`);
+            False: the fair grants alone.
 
     Returns:
         One grant per claim, in the same order; ``sum(granted) <= max(capacity, 0)``, unless what
@@ -301,10 +304,11 @@ def allocate(
     total = sum(w * c for w, c in zip(wants, costs, strict=True)) if costs is not None else sum(wants)
     if total <= cap:
         return [Grant(c, w) for c, w in zip(claims, wants, strict=True)]
-    keeps = [min(max(c.keep, 0), w) for c, w in zip(claims, wants, strict=True)]
-    if any(keeps):
-        fair = allocate([replace(c, keep=0) for c in claims], capacity, pool, costs, unit)
-        return _hold_kept(claims, fair, keeps, cap, pool, costs, unit)
+    if hold:
+        keeps = [min(max(c.keep, 0), w) for c, w in zip(claims, wants, strict=True)]
+        if any(keeps):
+            fair = allocate(claims, capacity, pool, costs, unit, hold=False)
+            return _hold_kept(claims, fair, keeps, cap, pool, costs, unit)
     floors = [min(max(c.floor, 0), w) for c, w in zip(claims, wants, strict=True)]
     alpha = max((c.fairness for c in claims), default=1.0)
     first, left, causes_a = _round(claims, floors, cap, alpha, costs, unit)
@@ -360,7 +364,8 @@ def _hold_kept(
     for i in held:
         note = f"held at {keeps[i]} this cycle: it gives up at most maxStepDown replicas a cycle, down to minReplicas"
         out[i] = Grant(claims[i], keeps[i], f"{fair[i].why}; {note}" if fair[i].why else "")
-    others = [i for i in range(len(claims)) if i not in set(held)]
+    held_set = set(held)
+    others = [i for i in range(len(claims)) if i not in held_set]
     if not others:
         return out
     left = cap - sum(keeps[i] * cost[i] for i in held)

@@ -70,7 +70,7 @@ def _chance(p: float) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+    return f"{seconds / 60:.3g} min" if seconds >= 60 else f"{seconds:.3g} s"
 
 
 def _held(current: int, want: int) -> str:
@@ -99,9 +99,11 @@ def warm_threshold(spec: PolicySpec) -> float:
 
 
 def worth_per_mb(probability: float, memory_mb: float) -> float:
-    """Expected cold starts avoided per MB-minute of expected idle memory: ``p / ((1 - p) * m)``."""
+    """Expected cold starts avoided per MB-minute of expected idle memory: ``p / ((1 - p) * m)``;
+    0 for a decision without a probability (a fallback: nothing says it is worth its memory more
+    than one that has a forecast)."""
     if not math.isfinite(probability):
-        return math.inf
+        return 0.0
     return probability / max((1.0 - probability) * memory_mb, 1e-12)
 
 
@@ -137,6 +139,9 @@ def decide_warm_pool(
     stale_after = spec.fallback.stale_after_seconds
     # The history behind the forecast may end before its origin (missing steps count as no call):
     # stale once its newest sample is older than staleAfterSeconds, or one step when that is longer.
+    # No more slack than that: the forecaster counts the missing steps as no call, so a busy
+    # function read two steps late would look idle and be cooled. A series that lags by a step
+    # (a recording rule) wants staleAfterSeconds of two steps (docs/serverless.md).
     data_age = now - forecast.data_until if forecast is not None and forecast.data_until is not None else -math.inf
     old_data = data_age > max(stale_after, forecast.step_s if forecast is not None else 0.0)
     stale = forecast is not None and (now - forecast.origin > stale_after or old_data)
@@ -166,23 +171,32 @@ def decide_warm_pool(
             # A fixed keep-alive: warm while the last call is at most keepAliveSeconds old. The
             # loop gives the last call within the keep-alive (last_active_at); a caller that does
             # not has only the last observation to go by.
-            last = state.last_active_at
-            if not math.isfinite(last) and observed > 0:
+            last = state.last_active_at  # NaN: not looked for; -inf: none within the keep-alive
+            if math.isnan(last) and observed > 0:
                 last = state.observed_at
             keep_alive = _minutes(pool.keep_alive_seconds)
             # No sample since the newest one (older than staleAfterSeconds, or a step): not seen is
-            # not "not called", so the warm pool is never cooled for it.
-            behind = now - state.observed_at > max(stale_after, spec.demand.step_seconds)
+            # not "not called", so the warm pool is held, for at most the keep-alive past the
+            # newest sample (a broken or renamed query must not pin memory for ever).
+            silent = now - state.observed_at
+            behind = silent > max(stale_after, spec.demand.step_seconds)
             if math.isfinite(last) and now - last <= pool.keep_alive_seconds:
                 want = max(min(1, cap), min(current, cap)) if behind else min(1, cap)
                 ago = now - last
                 when = f"{_minutes(ago)} ago" if ago > 0 else "in the newest step"
                 text = f"{why}: fallback reactive, last invoked {when}, within the {keep_alive} keep-alive"
-            elif behind:
+            elif behind and silent <= pool.keep_alive_seconds:
                 want = min(current, cap)
                 text = (
                     f"{why}: fallback reactive, no invocation count observed for the last "
-                    f"{_minutes(now - state.observed_at)}: {_held(current, want)} rather than cool on missing data"
+                    f"{_minutes(silent)}: {_held(current, want)} rather than cool on missing data, for at most "
+                    f"the {keep_alive} keep-alive"
+                )
+            elif behind:
+                want = 0
+                text = (
+                    f"{why}: fallback reactive, no invocation count observed for the last {_minutes(silent)}, "
+                    f"longer than the {keep_alive} keep-alive: cool"
                 )
             else:
                 want = 0
@@ -257,7 +271,7 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
     """Keep total warm memory within ``budget_mb``: drop the instances that avoid the fewest cold starts per MB.
 
     Instances are ranked by expected cold starts avoided per MB-minute of expected idle memory
-    (``worth_per_mb``); a fallback decision without a probability ranks first.
+    (``worth_per_mb``); a fallback decision without a probability ranks last.
 
     Returns the decisions (in the same order, dropped ones cut to 0 warm instances with the reason
     extended) and notes for the plan.

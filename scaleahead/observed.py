@@ -77,9 +77,9 @@ def observed_demand(series: Series, window_s: float) -> tuple[float, float] | No
 def last_active_at(series: Series, lookback_s: float) -> float:
     """When the newest step with a value above 0 ended, among the ``lookback_s`` ending at the last finite sample.
 
-    NaN when there is none there (or no finite sample). A function's last call, for the reactive
-    fallback of its warm pool: only the keep-alive before the newest sample is looked at, so a day
-    of history costs no scan.
+    ``-inf`` when there is none there (looked for, not found); NaN when there is no finite sample.
+    A function's last call, for the reactive fallback of its warm pool: only the keep-alive before
+    the newest sample is looked at, so a day of history costs no scan.
     """
     i = last_finite(series.values)
     if i < 0:
@@ -88,7 +88,7 @@ def last_active_at(series: Series, lookback_s: float) -> float:
     tail = np.asarray(series.values[max(0, i - k + 1) : i + 1], dtype=np.float64)
     active = np.flatnonzero(tail > 0)
     if not active.size:
-        return math.nan
+        return -math.inf
     return series.start + (i - tail.size + 2 + int(active[-1])) * series.step_s
 
 

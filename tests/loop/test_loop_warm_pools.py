@@ -189,17 +189,25 @@ def test_the_reactive_fallback_reads_the_last_call_within_the_keep_alive_from_th
 def test_a_function_whose_history_stopped_falls_back_as_stale_and_stays_warm() -> None:
     """Busy every minute for 10 h, then no more samples: the steps missing before now are not calls
     that did not happen. The forecast is stale (staleAfterSeconds 60) and the reactive fallback keeps
-    the warm instance, whatever the lag; a fresh history is planned from its forecast."""
+    the warm instance for the keep-alive (10 min) past the newest sample, then cools it (a broken
+    query must not pin memory for good); a fresh history is planned from its forecast."""
     pol = parse_policies(FUNCTION_POLICY.format(name="f0", warm="memoryMbPerInstance: 128"))[0]
     series = Series("f0", 0.0, 60.0, np.full(600, 5.0))
-    for lag_min, why in ((0, None), (2, "newest sample 2 min old"), (30, "newest sample 30 min old")):
+    for lag_min, why in (
+        (0, None),
+        (2, "newest sample 2 min old"),
+        (9, "newest sample 9 min old"),
+        (30, "newest sample 30 min old"),
+    ):
         target = SimulatedServerless([pol.workload], [128.0], 0.0, 60.0)
         target.warm[:] = 1
         deps = Deps(FixedHistory({pol.workload: series}), Naive(), target, None, [pol])
         now = (600 + lag_min) * 60.0
         report = run_once(deps, Settings(), now=now, dry_run=True)
         (a,) = [x for x in report.plan.actions if isinstance(x, SetWarmPool)]
-        assert a.to_instances == 1, (lag_min, a.reason.message)
+        assert a.to_instances == (0 if lag_min > 10 else 1), (lag_min, a.reason.message)
+        if lag_min > 10:
+            assert "longer than the 10 min keep-alive: cool" in a.reason.message
         if why is None:
             assert not report.plan.fallbacks and a.reason.code == "warm_forecast"
         else:

@@ -217,22 +217,27 @@ def test_the_reactive_fallback_keeps_warm_after_any_call_within_the_keep_alive_n
 
 
 def test_a_forecast_from_a_history_that_stopped_is_stale_and_the_warm_pool_is_not_cooled_for_it() -> None:
-    # Made now, but from a history whose newest sample ended 30 minutes ago: the missing steps
-    # counted as no call ("idle 30 min"), which is not what was observed.
+    # Made now, but from a history whose newest sample ended 5 minutes ago: the missing steps
+    # counted as no call ("idle 5 min"), which is not what was observed.
     pol = function_policy(keepAliveSeconds=600)  # staleAfterSeconds 60 (default), step 60 s
     ref = pol.workload
-    fc = replace(invocation_forecast(ref, NOW, [0.0] * 15, idle_s=1800.0), data_until=NOW - 1800)
-    ws = WorkloadState(ref, 0, 0, observed_demand=5.0, observed_at=NOW - 1800, warm_instances=1)
+    fc = replace(invocation_forecast(ref, NOW, [0.0] * 15, idle_s=300.0), data_until=NOW - 300)
+    ws = WorkloadState(ref, 0, 0, observed_demand=5.0, observed_at=NOW - 300, warm_instances=1)
     a = decide_warm_pool(ref, pol.spec, ws, fc, NOW).action
     assert a.reason.code == "fallback_reactive" and a.is_noop and a.to_instances == 1
-    assert a.reason.message.startswith("hold fns/fn at 1 warm: stale invocation history (newest sample 30 min old)")
-    assert "no invocation count observed for the last 30 min" in a.reason.message
-    # Called in the newest step, two minutes ago: within the keep-alive, warm.
-    fc2 = replace(fc, data_until=NOW - 120)
-    ws2 = replace(ws, observed_at=NOW - 120, warm_instances=0, last_active_at=NOW - 120)
+    assert a.reason.message.startswith("hold fns/fn at 1 warm: stale invocation history (newest sample 5 min old)")
+    assert "last invoked 5 min ago, within the 10 min keep-alive" in a.reason.message
+    # Held for at most the keep-alive: a query that stopped 30 minutes ago (renamed, broken) no
+    # longer pins the memory.
+    gone = replace(fc, data_until=NOW - 1800)
+    a = decide_warm_pool(ref, pol.spec, replace(ws, observed_at=NOW - 1800), gone, NOW).action
+    assert a.to_instances == 0 and "longer than the 10 min keep-alive: cool" in a.reason.message
+    # Called in the newest step, three minutes ago: within the keep-alive, warm.
+    fc2 = replace(fc, data_until=NOW - 180)
+    ws2 = replace(ws, observed_at=NOW - 180, warm_instances=0, last_active_at=NOW - 180)
     a = decide_warm_pool(ref, pol.spec, ws2, fc2, NOW).action
-    assert a.to_instances == 1 and "stale invocation history (newest sample 2 min old)" in a.reason.message
-    # A step's lag is not stale: the newest sample of a 60-s step is up to a step old.
+    assert a.to_instances == 1 and "stale invocation history (newest sample 3 min old)" in a.reason.message
+    # The newest sample of a 60-s step is up to a step old: not stale.
     fresh = replace(invocation_forecast(ref, NOW, [0.0] * 15), data_until=NOW - 60)
     a = decide_warm_pool(ref, pol.spec, replace(ws, observed_at=NOW - 60), fresh, NOW).action
     assert a.reason.code == "cold_ok"
@@ -262,3 +267,26 @@ def test_a_budget_cut_of_a_cold_function_says_it_is_held_at_zero_not_cooled() ->
     assert cold.reason.code == warm.reason.code == "warm_budget_cut"
     assert cold.reason.message.startswith("hold fns/f0 at 0 warm: wanted 1 warm (")
     assert warm.reason.message.startswith("cool fns/f1 1 -> 0: wanted 1 warm (")
+
+
+def test_a_fallback_without_a_probability_ranks_below_a_forecast_under_a_memory_budget() -> None:
+    # fn's history read failed (held at 3 warm on missing data); good has a forecast of 0.9.
+    fn, good = function_policy("fn"), function_policy("good")
+    items = [
+        (fn.workload, fn.spec, WorkloadState(fn.workload, 3, 3, warm_instances=3)),
+        (good.workload, good.spec, WorkloadState(good.workload, 0, 0)),
+    ]
+    fcs = {good.workload: invocation_forecast(good.workload, NOW, [0.9] * 5)}
+    decisions, _ = plan_warm_pools(items, fcs, NOW, memory_budget_mb=3 * 128)
+    by_name = {d.action.workload.name: d.action for d in decisions}
+    assert by_name["good"].to_instances == 1, "the forecast's instance is kept"
+    assert by_name["fn"].to_instances < 3 and by_name["fn"].reason.code == "warm_budget_cut"
+
+
+def test_no_call_within_the_keep_alive_is_not_read_as_a_call_in_the_newest_step() -> None:
+    # A call earlier in the observed window, none within the 1-min keep-alive (last_active_at -inf).
+    pol = function_policy(keepAliveSeconds=60)
+    ref = pol.workload
+    ws = WorkloadState(ref, 0, 0, observed_demand=5.0, observed_at=NOW, warm_instances=1, last_active_at=float("-inf"))
+    a = decide_warm_pool(ref, pol.spec, ws, None, NOW).action
+    assert a.to_instances == 0 and "no invocation in the last 1 min (the keep-alive)" in a.reason.message
