@@ -70,7 +70,7 @@ def _chance(p: float) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.3g} min" if seconds >= 60 else f"{seconds:.3g} s"
+    return f"{round(seconds / 60, 2):g} min" if seconds >= 60 else f"{round(seconds, 1):g} s"
 
 
 def _held(current: int, want: int) -> str:
@@ -298,10 +298,15 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
             head = (
                 f"cool {a.workload} {a.from_instances} -> 0" if a.from_instances > 0 else f"hold {a.workload} at 0 warm"
             )
+            ranked = (
+                "went to functions that avoid more cold starts per MB"
+                if math.isfinite(d.probability)
+                else "went first to functions with a forecast (this one has none: its fallback's instances rank last)"
+            )
             text = (
                 f"{head}: wanted {a.to_instances} warm "
                 f"({a.reason.message.split(': ', 1)[-1]}), but the total warm-memory budget of {budget_mb:g} MB "
-                f"went to functions that avoid more cold starts per MB"
+                f"{ranked}"
             )
             reason = Reason("warm_budget_cut", text, {**a.reason.details, "budget_mb": budget_mb})
             out.append(replace(d, action=replace(a, to_instances=0, keep_warm_s=0.0, reason=reason), memory_mb=0.0))

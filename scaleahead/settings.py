@@ -368,8 +368,9 @@ class Settings(BaseModel):
             lines = []
             for err in exc.errors():
                 loc = tuple(str(x) for x in err["loc"])
-                if len(loc) < 2:  # a rule across a group's fields (SCALEAHEAD_<GROUP>__*)
-                    group_vars = sorted(v for (g, _), v in names.items() if loc and g == loc[0])
+                if len(loc) < 2:  # a rule across a group's fields: the variables it names
+                    msg_fields = set(re.findall(r"\b[a-z_]+(?= \()", str(err["msg"])))
+                    group_vars = sorted(v for (g, f), v in names.items() if loc and g == loc[0] and f in msg_fields)
                     msg = str(err["msg"]).removeprefix("Value error, ")
                     lines.append(f"{', '.join(group_vars) or '.'.join(loc)}: {msg}")
                     continue

@@ -405,7 +405,7 @@ class WorkloadState:
     ``observed_trend`` is the line fitted to the observed demand of the policy's ramp-floor window
     (None: not measured, or fewer than three samples). ``last_active_at`` is when the newest step
     with demand above 0 ended, looked for over the last ``warmPool.keepAliveSeconds`` of a
-    function's history (NaN: none there, or not measured): its last call, for the reactive
+    function's history (``-inf``: none there; NaN: not measured): its last call, for the reactive
     fallback of a warm pool. ``startup_pods``: when the target names them (Kubernetes: pod UIDs),
     the pods the readiness times come from, in the same order; the loop keeps each pod's first
     readiness time after the target stops reporting it (``StartupBook``).

@@ -281,6 +281,13 @@ def test_a_fallback_without_a_probability_ranks_below_a_forecast_under_a_memory_
     by_name = {d.action.workload.name: d.action for d in decisions}
     assert by_name["good"].to_instances == 1, "the forecast's instance is kept"
     assert by_name["fn"].to_instances < 3 and by_name["fn"].reason.code == "warm_budget_cut"
+    assert "this one has none: its fallback's instances rank last" in by_name["fn"].reason.message
+
+
+def test_long_spans_in_reasons_read_as_minutes_not_exponents() -> None:
+    from planner.warm import _minutes
+
+    assert [_minutes(s) for s in (30, 601, 59_940, 86_400)] == ["30 s", "10.02 min", "999 min", "1440 min"]
 
 
 def test_no_call_within_the_keep_alive_is_not_read_as_a_call_in_the_newest_step() -> None:
