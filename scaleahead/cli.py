@@ -254,6 +254,7 @@ def parse_capacity(items: list[str]) -> dict[str, int]:
 
 def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> dict[str, Any]:
     from scaleahead.types import action_endpoint_values
+    from storage.store import json_safe
 
     actions = []
     for a in plan_obj.actions:
@@ -267,7 +268,7 @@ def plan_to_json(plan_obj: Any, plan_id: int | None = None, model: str = "") -> 
                 "noop": a.is_noop,
                 "reason": a.reason.message,
                 "reason_code": a.reason.code,
-                "reason_details": {k: v for k, v in a.reason.details.items()},
+                "reason_details": json_safe(dict(a.reason.details)),
             }
         )
     return {

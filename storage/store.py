@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import time
@@ -76,6 +77,25 @@ def _alembic_config() -> Config:
 #: The kinds of an action's target (``Kind/namespace/name``): the workloads a policy can target,
 #: the Headroom a policy's spare capacity is, and a moved pod.
 TARGET_KINDS = ("Deployment", "StatefulSet", "KnativeService", "Headroom", "Pod")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with its non-finite floats as null, as the CLI's JSON output has them. JSON has no
+    such numbers: PostgreSQL refuses ``Infinity`` in a JSON column (a plan with "never invoked"
+    in a reason's details failed to record there), and strict parsers refuse it. Null, not a
+    string: readers of stored numbers take None as unknown, where a string would fail."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def json_dumps(value: Any) -> str:
+    """The JSON columns' serializer (``json_safe``, then strict JSON)."""
+    return json.dumps(json_safe(value), allow_nan=False, default=str)
 
 
 class _TooLate(Exception):
@@ -212,7 +232,7 @@ class Store:
         if path is not None:
             self._check_sqlite_file(path)
         try:
-            self.engine: Engine = create_engine(self.url, future=True)
+            self.engine: Engine = create_engine(self.url, future=True, json_serializer=json_dumps)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
             raise UserError(
                 f"Database URL {self.url!r} is not usable: {exc}.",

@@ -334,3 +334,15 @@ def test_a_decision_between_two_samples_uses_only_the_samples_whose_step_has_end
     assert between.history.end == on_grid.history.end == 15000.0 and after.history.end == 15010.0  # step ends
     # Prometheus points are known at their timestamp: the newest one is read
     assert dry_run([policy], series, 15005.0, known_at_end=False).history.end == 15010.0
+
+
+def test_plan_json_is_strict_json_even_with_non_finite_details() -> None:
+    import json
+    import math
+
+    from scaleahead.cli import plan_to_json
+    from scaleahead.types import Plan, Reason, SetWarmPool, WorkloadRef
+
+    a = SetWarmPool(WorkloadRef("KnativeService", "fns", "f"), 0, 0, 0.0, Reason("cold_ok", "x", {"idle_s": math.inf}))
+    doc = plan_to_json(Plan(1000.0, (a,)))
+    assert json.loads(json.dumps(doc, allow_nan=False))["actions"][0]["reason_details"] == {"idle_s": None}

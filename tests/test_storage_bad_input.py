@@ -384,3 +384,25 @@ def test_a_write_command_on_a_locked_database_is_one_clear_error(tmp_path: Path)
         holder.close()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "error: the database could not be read or written: database is locked." in proc.stderr
+
+
+def test_non_finite_numbers_in_an_actions_details_are_stored_as_json_can_hold_them(db_url: str) -> None:
+    """PostgreSQL refuses Infinity in a JSON column: a plan whose warm-pool reason said "never
+    invoked" (idle_s inf) failed to record. They are stored as null, as the CLI's JSON has them."""
+    import math
+
+    from scaleahead.types import Plan, Reason, SetWarmPool, WorkloadRef
+
+    store = Store(db_url)
+    details = {"idle_s": math.inf, "p": math.nan, "floor": -math.inf, "nested": {"x": [1.5, math.inf]}}
+    a = SetWarmPool(WorkloadRef("KnativeService", "fns", "f"), 1, 0, 0.0, Reason("cold_ok", "cool", details))
+    store.record_plan(Plan(1000.0, (a,)), source="loop")
+    model = store.register_model("m", "lstm", metrics={"holdout_wape": math.nan})
+    assert store.model(model).metrics["holdout_wape"] is None
+    (row,) = store.actions()
+    assert row.reason == "cool"
+    with store.session() as s:
+        from storage.schema import ActionRow
+
+        stored = s.get(ActionRow, row.id).reason_details
+    assert stored == {"idle_s": None, "p": None, "floor": None, "nested": {"x": [1.5, None]}}
