@@ -54,20 +54,12 @@ def check_margins(*values: float) -> None:
             )
 
 
-def finite_json(doc: Any) -> Any:
-    """A copy of ``doc`` with every non-finite float replaced by None (JSON null)."""
-    if isinstance(doc, float):
-        return doc if math.isfinite(doc) else None
-    if isinstance(doc, dict):
-        return {k: finite_json(v) for k, v in doc.items()}
-    if isinstance(doc, list | tuple):
-        return [finite_json(v) for v in doc]
-    return doc
-
-
 def json_text(doc: Any) -> str:
-    """``doc`` as indented JSON; NaN and infinities (not JSON) become null."""
-    return json.dumps(finite_json(doc), indent=2, default=str, allow_nan=False)
+    """``doc`` as indented JSON; NaN and infinities (not JSON) become null (``json_safe``, as the
+    database's JSON columns store them)."""
+    from storage.store import json_safe
+
+    return json.dumps(json_safe(doc), indent=2, default=str, allow_nan=False)
 
 
 def _show(r: Any) -> dict[str, Any]:
