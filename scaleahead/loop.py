@@ -586,6 +586,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             max_moves=moves,
             invocations=invocations,
             capacity=settings.loop.capacity or None,
+            warm_memory_budget_mb=settings.loop.warm_memory_budget_mb,
         )
         learned = startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes
         if learned:
@@ -599,6 +600,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 now,
                 interval_s=settings.loop.interval_s,
                 capacity=settings.loop.capacity or None,
+                warm_memory_budget_mb=settings.loop.warm_memory_budget_mb,
             )
             if deps.store is not None:
                 deps.store.record_plan(shadow_plan, source="shadow", state="dry-run")

@@ -54,6 +54,14 @@ class LoopSettings(BaseModel):
         "warm-pool instances) its workloads may hold together, '*' -> all workloads together; as an environment "
         "variable shop=40,*=200 or a JSON object. Empty: no limit (docs/planner.md).",
     )
+    warm_memory_budget_mb: float | None = Field(
+        None,
+        gt=0,
+        description="Memory all warm pools may hold together (MB): when the functions' warm-pool decisions want "
+        "more, the instances that avoid the fewest expected cold starts per MB are left cold, and their reasons "
+        "say so (docs/serverless.md, 'Memory across functions'). With run --shard, split among the shards. "
+        "None: no limit beyond each function's own.",
+    )
     namespace_quotas: bool = Field(
         True,
         description="Read each managed namespace's ResourceQuotas on pods, CPU and memory every cycle and share "

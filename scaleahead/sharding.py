@@ -9,10 +9,12 @@ so every process, language and restart agrees, and adding a workload never moves
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from scaleahead.errors import UserError
-from scaleahead.policy import Policy
+from scaleahead.policy import Policy, WorkloadClass
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -36,3 +38,91 @@ def shard_of(key: str, count: int) -> int:
 def owned(policies: Sequence[Policy], index: int, count: int) -> list[Policy]:
     """The policies whose workload belongs to shard ``index`` of ``count``."""
     return [p for p in policies if shard_of(p.workload.key, count) == index]
+
+
+def _ceiling(policy: Policy) -> float:
+    """The most a workload can hold of a replica capacity: its maxReplicas, or its warm pool's
+    maxInstances (a function's claim on ``loop.capacity`` is its warm instances)."""
+    spec = policy.spec
+    if spec.workload_class == WorkloadClass.FUNCTION:
+        return float(spec.warm_pool.max_instances) if spec.warm_pool.enabled else 0.0
+    return float(spec.max_replicas)
+
+
+def _warm_ceiling(policy: Policy) -> float:
+    """The most warm memory a function can hold (MB): maxInstances x memoryMbPerInstance, within its
+    own memoryBudgetMb; 0 for a service or a function without a warm pool."""
+    spec = policy.spec
+    pool = spec.warm_pool
+    if spec.workload_class != WorkloadClass.FUNCTION or not pool.enabled:
+        return 0.0
+    most = pool.max_instances * pool.memory_mb_per_instance
+    return most if pool.memory_budget_mb is None else min(most, pool.memory_budget_mb)
+
+
+def _weights(policies: Sequence[Policy], count: int, size: Callable[[Policy], float], cap: float) -> list[float]:
+    """Per shard, the sum of its policies' ``size``, each at most ``cap`` (no workload can use more
+    than the whole limit, so a huge maxReplicas does not take the whole of it)."""
+    out = [0.0] * count
+    for p in policies:
+        out[shard_of(p.workload.key, count)] += min(size(p), cap)
+    return out
+
+
+def _largest_remainders(total: int, weights: Sequence[float]) -> list[int]:
+    """``total`` split in proportion to ``weights`` in whole units that add up to it exactly: floors,
+    then one more unit to the largest remainders (ties: the lower shard). No weight: equal parts."""
+    if sum(weights) <= 0:
+        weights = [1.0] * len(weights)
+    whole = sum(weights)
+    exact = [total * w / whole for w in weights]
+    out = [math.floor(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLimits:
+    """This shard's part of the limits set for all workloads together."""
+
+    capacity: dict[str, int]
+    warm_memory_budget_mb: float | None
+
+
+def shard_limits(
+    capacity: Mapping[str, int],
+    warm_memory_budget_mb: float | None,
+    policies: Sequence[Policy],
+    index: int,
+    count: int,
+) -> ShardLimits:
+    """Split ``loop.capacity`` and ``loop.warm_memory_budget_mb`` among ``count`` shards; shard
+    ``index``'s part.
+
+    Each shard plans only its own workloads, so a limit meant for all of them, given whole to every
+    shard, would allow up to ``count`` times as much. Every shard computes the same split from the
+    same (unsharded) ``policies``, so the parts add up to the limit exactly. A tenant's capacity (and
+    ``*``, over all policies) is split in proportion to what each shard's workloads of that tenant can
+    hold at most (maxReplicas; a function's warm pool maxInstances; each at most the capacity), in
+    whole replicas by largest remainders; the warm-memory budget in proportion to each shard's warm
+    pools' most memory (maxInstances x memoryMbPerInstance, within memoryBudgetMb). A tenant no
+    policy has keeps its number (it limits nothing). The split does not follow demand: one shard's
+    room is not lent to another's shortage (docs/adr/0008).
+    """
+    if count == 1:
+        return ShardLimits(dict(capacity), warm_memory_budget_mb)
+    shares: dict[str, int] = {}
+    for tenant, limit in capacity.items():
+        members = list(policies) if tenant == "*" else [p for p in policies if p.spec.tenant == tenant]
+        if not members:
+            shares[tenant] = limit
+            continue
+        shares[tenant] = _largest_remainders(limit, _weights(members, count, _ceiling, float(limit)))[index]
+    budget = warm_memory_budget_mb
+    if budget is not None:
+        weights = _weights(policies, count, _warm_ceiling, budget)
+        whole = sum(weights)
+        budget = budget * (weights[index] / whole if whole > 0 else 1.0 / count)
+    return ShardLimits(shares, budget)

@@ -197,6 +197,43 @@ def _kube_api(kubeconfig: str | None) -> Any:
     return make_api_client(kubeconfig, in_cluster=in_cluster)
 
 
+def _shard_limiter(settings: Settings, index: int, count: int) -> Callable[[Sequence[Policy]], None]:
+    """With ``--shard``: a function that sets this shard's part of ``loop.capacity`` and
+    ``loop.warm_memory_budget_mb`` from the whole set of policies (``scaleahead.sharding.shard_limits``),
+    each time the policies are read. The configured totals are kept aside; a changed part is logged
+    (event ``shard_limits``)."""
+    from scaleahead.sharding import shard_limits
+
+    capacity = dict(settings.loop.capacity)
+    budget = settings.loop.warm_memory_budget_mb
+    last: list[object] = [None]
+
+    def apply(policies: Sequence[Policy]) -> None:
+        if not capacity and budget is None:
+            return
+        part = shard_limits(capacity, budget, policies, index, count)
+        settings.loop.capacity = part.capacity
+        settings.loop.warm_memory_budget_mb = part.warm_memory_budget_mb
+        if part != last[0]:
+            last[0] = part
+            log.info(
+                "shard %d/%d: capacity %s of %s, warm-memory budget %s of %s MB",
+                index,
+                count,
+                part.capacity,
+                capacity,
+                "none" if part.warm_memory_budget_mb is None else f"{part.warm_memory_budget_mb:.0f}",
+                "none" if budget is None else f"{budget:g}",
+                extra={
+                    "event": "shard_limits",
+                    "capacity": part.capacity,
+                    "warm_memory_budget_mb": part.warm_memory_budget_mb,
+                },
+            )
+
+    return apply
+
+
 def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
     """Reconcile the action journal when this replica starts to lead (``Daemon.on_lead``): actions
     left ``planned`` by a crash. With ``--shard``, only this shard's: the actions of the workloads
@@ -462,6 +499,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 policy_source = publishing_rejections(cluster, writer, lambda: clock.now())
         if shard is not None:
             index, count = parse_shard(shard)
+            limit_shard = _shard_limiter(settings, index, count)
+            limit_shard(pols)  # from every policy, before this shard's are picked
             pols = owned(pols, index, count)
             if index != 0 and settings.loop.max_moves > 0:
                 # Nodes and pods are the whole cluster's: N shards planning moves from one snapshot
@@ -478,7 +517,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 unsharded = policy_source
 
                 def policy_source() -> list[Policy]:
-                    return owned(unsharded(), index, count)
+                    everything = unsharded()
+                    limit_shard(everything)
+                    return owned(everything, index, count)
 
         real_now = SystemClock().now()
         if at is not None and not history.startswith("trace:"):

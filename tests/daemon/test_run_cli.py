@@ -102,7 +102,8 @@ def test_the_daemon_serves_health_and_stops_gracefully_on_sigterm(tmp_path: Path
             "--history", "trace:nasa-10s", "--target", "memory", "--db", f"sqlite:///{tmp_path / 'c.db'}",
             "--port", str(port), "--interval", "1", "--shard", f"{shard}/2",
         ],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**ENV, "SCALEAHEAD_LOOP__CAPACITY": "*=40", "SCALEAHEAD_LOOP__WARM_MEMORY_BUDGET_MB": "300"},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -129,6 +130,10 @@ def test_the_daemon_serves_health_and_stops_gracefully_on_sigterm(tmp_path: Path
     assert events[-1] == "stopped", "the last thing it did was stop cleanly"
     cycle = next(rec for rec in logs if rec.get("event") == "cycle")
     assert {"time", "level", "logger", "message", "phase_ms", "lateness_s"} <= cycle.keys()
+    # the limits meant for all shards: this shard's part (it has the only workload, so all of the
+    # capacity; no warm pool, so the budget is split evenly)
+    (limits,) = [rec for rec in logs if rec.get("event") == "shard_limits"]
+    assert limits["capacity"] == {"*": 40} and limits["warm_memory_budget_mb"] == 150.0
 
 
 def test_retrain_registers_a_challenger_and_opens_a_rollout(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,121 @@ def test_each_journal_row_is_reconciled_by_exactly_one_shard_even_without_its_po
                 owners[i].append(index)
     assert all(len(v) == 1 for v in owners.values()), owners
     assert owners[len(rows) - 1] == [0]
+
+
+def _tenant_policies(n: int, tenant_of: Callable[[int], str]) -> list:
+    from scaleahead.policy import parse_policies
+
+    text = "\n---\n".join(
+        f"""
+apiVersion: scaleahead.io/v1alpha1
+kind: PredictiveScalingPolicy
+metadata: {{name: w{i}, namespace: shop}}
+spec:
+  target: {{kind: Deployment, name: w{i}}}
+  capacityPerReplica: 10
+  maxReplicas: {5 + 7 * (i % 4)}
+  tenant: {tenant_of(i)}
+  demand: {{query: 'x', stepSeconds: 10}}
+"""
+        for i in range(n)
+    )
+    return parse_policies(text)
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_shard_limits_add_up_to_the_configured_totals(count: int) -> None:
+    """Every shard computes the same split: the parts of each capacity add up to it exactly, each in
+    proportion to what its shard's workloads of that tenant can hold at most."""
+    from scaleahead.sharding import shard_limits
+
+    policies = _tenant_policies(40, lambda i: "shop" if i % 3 else "blog")
+    capacity = {"shop": 101, "blog": 17, "*": 200, "nobody": 9}
+    parts = [shard_limits(capacity, None, policies, i, count) for i in range(count)]
+    for tenant in ("shop", "blog", "*"):
+        assert sum(p.capacity[tenant] for p in parts) == capacity[tenant], tenant
+    # a tenant no policy has limits nothing: it keeps its number everywhere
+    assert all(p.capacity["nobody"] == 9 for p in parts)
+    # in proportion to the shards' maxReplicas (each within one unit of its exact part)
+    for tenant in ("shop", "blog"):
+        members = [p for p in policies if p.spec.tenant == tenant]
+        total = sum(p.spec.max_replicas for p in members)
+        for i, part in enumerate(parts):
+            mine = sum(p.spec.max_replicas for p in owned(members, i, count))
+            assert abs(part.capacity[tenant] - capacity[tenant] * mine / total) < 1.0, (tenant, i)
+    assert all(p.warm_memory_budget_mb is None for p in parts)
+    # one shard: the totals unchanged
+    assert shard_limits(capacity, 512.0, policies, 0, 1).capacity == capacity
+
+
+def test_a_huge_max_replicas_counts_as_no_more_than_the_capacity() -> None:
+    """maxReplicas 10**9 ("unbounded") weighs as much as the capacity itself, no more: the other
+    shard still gets its part."""
+    from scaleahead.sharding import shard_limits
+
+    policies = _tenant_policies(12, lambda i: "shop")
+
+    def with_max(n: int) -> list:
+        first = policies[0].model_copy(update={"spec": policies[0].spec.model_copy(update={"max_replicas": n})})
+        return [first, *policies[1:]]
+
+    huge = [shard_limits({"shop": 60}, None, with_max(10**9), i, 2).capacity["shop"] for i in range(2)]
+    capped = [shard_limits({"shop": 60}, None, with_max(60), i, 2).capacity["shop"] for i in range(2)]
+    assert huge == capped
+    assert min(huge) > 0
+
+
+def test_the_warm_memory_budget_is_split_by_the_shards_warm_pools() -> None:
+    from scaleahead.policy import parse_policies
+    from scaleahead.sharding import shard_limits
+
+    text = "\n---\n".join(
+        f"""
+apiVersion: scaleahead.io/v1alpha1
+kind: PredictiveScalingPolicy
+metadata: {{name: f{i}, namespace: fn}}
+spec:
+  target: {{kind: KnativeService, name: f{i}}}
+  workloadClass: function
+  capacityPerReplica: 1
+  demand: {{query: 'x', stepSeconds: 60}}
+  warmPool: {{enabled: true, maxInstances: {1 + i % 3}, memoryMbPerInstance: {128 * (1 + i % 2)}}}
+"""
+        for i in range(16)
+    )
+    functions = parse_policies(text)
+    services = _tenant_policies(10, lambda i: "shop")  # no warm pool: they weigh nothing
+    policies = functions + services
+    parts = [shard_limits({}, 4096.0, policies, i, 3) for i in range(3)]
+    assert sum(p.warm_memory_budget_mb or 0.0 for p in parts) == pytest.approx(4096.0)
+    most = [
+        sum(p.spec.warm_pool.max_instances * p.spec.warm_pool.memory_mb_per_instance for p in owned(functions, i, 3))
+        for i in range(3)
+    ]
+    for i, part in enumerate(parts):
+        assert part.warm_memory_budget_mb == pytest.approx(4096.0 * most[i] / sum(most))
+
+
+def test_run_sets_each_shards_part_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
+    """``run --shard``'s limiter: settings hold this shard's part, recomputed from the whole set of
+    policies each time they are read, with the configured totals kept aside."""
+    import logging
+
+    from scaleahead.commands.run import _shard_limiter
+    from scaleahead.settings import Settings
+
+    policies = _tenant_policies(30, lambda i: "shop")
+    settings = Settings()
+    settings.loop.capacity = {"shop": 90}
+    limit = _shard_limiter(settings, 1, 3)
+    with caplog.at_level(logging.INFO, logger="scaleahead.run"):
+        limit(policies)
+        first = settings.loop.capacity["shop"]
+        limit(policies)  # unchanged: logged once
+        limit(policies[:10])  # fewer policies: a new part, from the total 90, not from the last part
+    assert 0 < first < 90
+    logged = [r for r in caplog.records if getattr(r, "event", None) == "shard_limits"]
+    assert len(logged) == 2
+    from scaleahead.sharding import shard_limits
+
+    assert settings.loop.capacity == shard_limits({"shop": 90}, None, policies[:10], 1, 3).capacity

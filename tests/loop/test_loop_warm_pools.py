@@ -232,3 +232,22 @@ def test_fractional_invocation_values_count_as_calls() -> None:
     (a,) = [x for x in report.plan.actions if isinstance(x, SetWarmPool)]
     assert a.reason.code == "warm_forecast" and a.to_instances == 1, a.reason.message
     assert "never invoked" not in a.reason.message
+
+
+def test_the_loop_keeps_warm_memory_within_the_settings_budget() -> None:
+    """``loop.warm_memory_budget_mb``: the cycle's warm pools together stay within it; the functions
+    left cold say the budget cut them, and the plan notes it."""
+    policies, series = _setup()
+    target = SimulatedServerless([p.workload for p in policies], [128.0] * len(policies), 0.0, 60.0)
+    free = run_once(Deps(FixedHistory(series), Naive(), target, None, policies), Settings(), now=600 * 60.0)
+    wanted = [a for a in free.plan.actions if isinstance(a, SetWarmPool) and a.to_instances > 0]
+    assert len(wanted) >= 3  # the busiest functions: each wants its instance
+    settings = Settings()
+    settings.loop.warm_memory_budget_mb = 2 * 128.0
+    capped = run_once(Deps(FixedHistory(series), Naive(), target, None, policies), settings, now=600 * 60.0)
+    warm = [a for a in capped.plan.actions if isinstance(a, SetWarmPool)]
+    assert sum(a.to_instances for a in warm) * 128.0 <= 2 * 128.0
+    cut = [a for a in warm if a.reason.code == "warm_budget_cut"]
+    assert len(cut) == len(wanted) - 2
+    assert all("warm-memory budget of 256 MB" in a.reason.message for a in cut)
+    assert any("warm-memory budget 256 MB is short" in n for n in capped.plan.notes)
