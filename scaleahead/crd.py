@@ -21,7 +21,10 @@ from scaleahead.policy import (
     KIND,
     NO_SERVER_DEFAULT,
     WARM_POOL_NEEDS_KNATIVE,
+    Demand,
+    Objective,
     PolicySpec,
+    RiskAdaptation,
     StartupLearning,
     policy_json_schema,
 )
@@ -37,9 +40,19 @@ def _default(field: str) -> Any:
     return PolicySpec.model_fields[field].default
 
 
+def _f(value: float) -> str:
+    """A CEL double literal: ``80.0``, never ``80`` (an int)."""
+    return repr(float(value))
+
+
 def cel_rules() -> list[dict[str, str]]:
     """The cross-field rules of ``PolicySpec`` in CEL (defaults applied as pydantic applies them)."""
     lo, hi = _default("min_replicas"), _default("max_replicas")
+    cost, slo = Objective.model_fields["cost"].default, Objective.model_fields["slo_risk"].default
+    step = Demand.model_fields["step_seconds"].default
+    window = RiskAdaptation.model_fields["window_seconds"].default
+    period = RiskAdaptation.model_fields["period_seconds"].default
+    ra = "self.objective.riskAdaptation"
     learning = StartupLearning.model_fields
     n, w = learning["min_samples"].default, learning["window"].default
     return [
@@ -68,6 +81,32 @@ def cel_rules() -> list[dict[str, str]]:
             "|| (has(self.target.kind) && self.target.kind == 'KnativeService')",
             "message": WARM_POOL_NEEDS_KNATIVE,
             "fieldPath": ".target.kind",
+        },
+        # Numbers (``type: number``) are CEL doubles, an integer written into one included, so
+        # their literals are written as doubles (``0.0``): CEL has no int-double overloads.
+        {
+            "rule": f"(!has(self.objective) || !has(self.objective.cost) ? {_f(cost)} : self.objective.cost) > 0.0 "
+            f"|| (!has(self.objective) || !has(self.objective.sloRisk) ? {_f(slo)} : self.objective.sloRisk) > 0.0",
+            "message": "objective.cost and objective.sloRisk are both 0: at least one must be positive",
+            "fieldPath": ".objective",
+        },
+        {
+            # only a window given explicitly (the CRD has no default for it): unset, the ramp floor is
+            # off in effect at steps of 100 s or more, which is no error
+            "rule": "!has(self.rampFloor) || !has(self.rampFloor.windowSeconds) "
+            "|| self.rampFloor.windowSeconds == 0.0 "
+            f"|| self.rampFloor.windowSeconds >= 3.0 * (has(self.demand.stepSeconds) ? self.demand.stepSeconds "
+            f": {_f(step)})",
+            "message": "rampFloor.windowSeconds holds fewer than 3 samples of demand.stepSeconds, so no line could be "
+            "fitted: give 0 (off) or at least 3 x demand.stepSeconds",
+            "fieldPath": ".rampFloor.windowSeconds",
+        },
+        {
+            "rule": f"!has(self.objective) || !has({ra}) "
+            f"|| (has({ra}.windowSeconds) ? {ra}.windowSeconds : {_f(window)}) "
+            f">= (has({ra}.periodSeconds) ? {ra}.periodSeconds : {_f(period)})",
+            "message": "objective.riskAdaptation.windowSeconds must be at least objective.riskAdaptation.periodSeconds",
+            "fieldPath": ".objective.riskAdaptation.windowSeconds",
         },
     ]
 
