@@ -135,7 +135,12 @@ def plan(
     model: Annotated[str, typer.Option(help="Forecaster to plan with.")] = "seasonal_naive",
     column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
     current: Annotated[
-        int | None, typer.Option(min=0, help="Current replicas (default: what observed demand needs).")
+        int | None,
+        typer.Option(
+            min=0,
+            help="Current replicas, or a function's warm instances (default: what observed demand needs; a "
+            "function: 1 if called within its keep-alive).",
+        ),
     ] = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="Apply the plan to the cluster (safety layer + journal, docs/actuator.md).")

@@ -16,8 +16,8 @@ from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
 from planner import plan as make_plan
 from scaleahead.errors import DataError
-from scaleahead.observed import demand_trend, observed_demand
-from scaleahead.policy import Policy
+from scaleahead.observed import demand_trend, last_active_at, observed_demand
+from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.types import ClusterState, Forecast, Plan, Series, WorkloadRef, WorkloadState
 
 DAY_S = 86400.0
@@ -137,6 +137,9 @@ def dry_run(
         )
     forecasts: dict[WorkloadRef, Forecast] = {}
     workloads: dict[WorkloadRef, WorkloadState] = {}
+    functions = {
+        p.workload for p in policies if p.spec.workload_class == WorkloadClass.FUNCTION and p.spec.warm_pool.enabled
+    }
     notes: list[str] = []
     for policy in policies:
         ref = policy.workload
@@ -158,6 +161,15 @@ def dry_run(
             if current_replicas is not None
             else max(spec.min_replicas, min(spec.max_replicas, now_need))
         )
+        warm, active = 0, math.nan
+        if ref in functions:
+            # A function: its warm instances now and its last call within the keep-alive. Without
+            # --current, warm as a platform keep-alive would leave it: one instance (at most
+            # maxInstances) if it was called within warmPool.keepAliveSeconds before ``at``.
+            keep = spec.warm_pool.keep_alive_seconds
+            active = last_active_at(past, keep)
+            recent = math.isfinite(active) and at - active <= keep
+            warm = current_replicas if current_replicas is not None else min(int(recent), spec.warm_pool.max_instances)
         workloads[ref] = WorkloadState(
             ref,
             replicas=replicas,
@@ -165,9 +177,20 @@ def dry_run(
             observed_demand=observed,
             observed_at=observed_at,
             observed_trend=demand_trend(past, spec.ramp_floor.window_seconds),
+            warm_instances=warm,
+            last_active_at=active,
+        )
+    invocations = {}
+    if functions:
+        # The invocation forecasts the control loop makes (docs/serverless.md), from the same history.
+        from scaleahead.loop import invocation_forecasts
+
+        horizon_s = horizon_steps_for(past.step_s) * past.step_s
+        invocations = invocation_forecasts(
+            [p for p in policies if p.workload in functions], dict.fromkeys(functions, past), at, horizon_s
         )
     state = ClusterState(workloads=workloads)
-    result = make_plan(forecasts, state, policies, at, interval_s=past.step_s)
+    result = make_plan(forecasts, state, policies, at, interval_s=past.step_s, invocations=invocations)
     if notes:
         result = Plan(result.created_at, result.actions, result.fallbacks, tuple(notes) + result.notes)
     return DryRun(result, forecasts, at, past, fitted.name)

@@ -346,3 +346,67 @@ def test_plan_json_is_strict_json_even_with_non_finite_details() -> None:
     a = SetWarmPool(WorkloadRef("KnativeService", "fns", "f"), 0, 0, 0.0, Reason("cold_ok", "x", {"idle_s": math.inf}))
     doc = plan_to_json(Plan(1000.0, (a,)))
     assert json.loads(json.dumps(doc, allow_nan=False))["actions"][0]["reason_details"] == {"idle_s": None}
+
+
+FUNCTION_POLICY = """
+apiVersion: scaleahead.io/v1alpha1
+kind: PredictiveScalingPolicy
+metadata: {name: f1, namespace: fn}
+spec:
+  target: {kind: KnativeService, name: f1}
+  demand: {query: 'sum(increase(invocations{fn="f1"}[1m]))', unit: invocations/min, stepSeconds: 60}
+  capacityPerReplica: 100
+  workloadClass: function
+  warmPool: {enabled: true, maxInstances: 1, memoryMbPerInstance: 128}
+"""
+
+
+def _function_series(rank: int):  # type: ignore[no-untyped-def]
+    """The invocations of a real function of azure-functions-1m (``rank``: by active minutes)."""
+    import numpy as np
+
+    from scaleahead.traces import load_functions
+    from scaleahead.types import Series
+
+    fns = load_functions("azure-functions-1m")
+    row = int(np.argsort(-(fns.counts > 0).sum(axis=1), kind="stable")[rank])
+    return Series("f1", 0.0, 60.0, fns.counts[row].astype(np.float64))
+
+
+def test_a_dry_run_plans_a_functions_warm_pool_from_its_invocation_forecast(tmp_path: Path) -> None:
+    """Before 2026-12-05 the dry run made no invocation forecast: every function planned on its
+    fallback ("no invocation forecast")."""
+    series = _function_series(400)
+    csv = tmp_path / "f1.csv"
+    csv.write_text("timestamp,value\n" + "".join(f"{t:.0f},{v:g}\n" for t, v in zip(series.times(), series.values)))
+    policy = tmp_path / "f1.yaml"
+    policy.write_text(FUNCTION_POLICY)
+    at = str(int(series.start + 900 * 60))
+    args = ("plan", "--policy", str(policy), "--history", str(csv), "--at", at, "--output", "json")
+    out = run(*args, db=tmp_path / "a.db")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["fallbacks"] == {}
+    (action,) = doc["actions"]
+    assert action["kind"] == "SetWarmPool"
+    assert "chance of an invocation" in action["reason"] and "no invocation forecast" not in action["reason"]
+
+
+def test_a_dry_runs_warm_pool_uses_only_invocations_before_its_time() -> None:
+    import numpy as np
+
+    from scaleahead.planning import dry_run
+    from scaleahead.policy import parse_policies
+    from scaleahead.types import Series
+
+    (policy,) = parse_policies(FUNCTION_POLICY)
+    series = _function_series(400)
+    at = series.start + 900 * 60
+    changed = Series("f1", series.start, 60.0, np.where(series.times() >= at, 50.0, series.values))
+    a, b = dry_run([policy], series, at), dry_run([policy], changed, at)
+    assert a.plan.actions == b.plan.actions
+    assert a.plan.actions[0].reason.details["probability"] == b.plan.actions[0].reason.details["probability"]
+    # warm now: as a keep-alive would leave it (called within warmPool.keepAliveSeconds), or --current
+    recent = series.values[:900][-10:].sum() > 0
+    assert a.plan.actions[0].from_instances == int(recent)
+    assert dry_run([policy], series, at, current_replicas=0).plan.actions[0].from_instances == 0
