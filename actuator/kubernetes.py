@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -517,13 +516,8 @@ class KubernetesTarget:
         sample_window_s: float = 3600.0,
         placement: bool = False,
         quotas: bool = True,
-        room_share: Mapping[str, float] | None = None,
     ) -> None:
         self.api = api_client
-        #: Per namespace, the part of what its ResourceQuotas leave free that this process may plan
-        #: into (1 where absent): with ``run --shard``, each shard's part (scaleahead.sharding), so
-        #: that shards do not plan into the same free room. Read at every ``read_state``.
-        self.room_share: Mapping[str, float] = room_share if room_share is not None else {}
         self.placement = placement  # read nodes, pods and PDBs too (rebalancing, ``loop.max_moves``)
         self.quotas = quotas  # read the managed namespaces' quotas (fair sharing under shortage)
         self._templates: dict[WorkloadRef, Mapping[str, Any]] = {}  # pod template per workload, from read_state
@@ -834,20 +828,19 @@ class KubernetesTarget:
         of only some of them (``actuator.quota_scopes``: e.g. ``PriorityClass In [high]``) is a pool
         of its own, key ``namespace/quota-name``, shared among those workloads only; one that counts
         none of them (e.g. a ban on best-effort pods) is no pool. A namespace whose quotas cannot be
-        read is left out: the planner then shares nothing there. With ``room_share`` (``run
-        --shard``), a pool holds only this shard's part of what the quotas leave free.
+        read is left out: the planner then shares nothing there.
         """
         pods: dict[str, int] = {}
         resources: dict[str, dict[str, int]] = {}
         members: dict[str, frozenset[WorkloadRef]] = {}
 
         def add_pool(key: str, left: Mapping[str, int], refs: Sequence[WorkloadRef]) -> None:
-            share = self.room_share.get(key.split("/", 1)[0], 1.0)
-            left = {k: math.floor(max(v, 0) * share) for k, v in left.items()}
             if "pods" in left:
-                pods[key] = left["pods"] + sum(pods_now.get(r, 0) for r in refs)
+                pods[key] = max(left["pods"], 0) + sum(pods_now.get(r, 0) for r in refs)
             amounts = {
-                k: v + sum((asked_now.get(r) or {}).get(k, 0) for r in refs) for k, v in left.items() if k != "pods"
+                k: max(v, 0) + sum((asked_now.get(r) or {}).get(k, 0) for r in refs)
+                for k, v in left.items()
+                if k != "pods"
             }
             if amounts:
                 resources[key] = amounts

@@ -89,9 +89,6 @@ class ShardLimits:
 
     capacity: dict[str, int]
     warm_memory_budget_mb: float | None
-    #: Per namespace of this shard's workloads, its part of what the namespace's ResourceQuotas leave
-    #: free (``actuator.kubernetes.KubernetesTarget.room_share``).
-    room_share: dict[str, float]
 
 
 def shard_limits(
@@ -111,13 +108,11 @@ def shard_limits(
     hold at most (maxReplicas; a function's warm pool maxInstances; each at most the capacity), in
     whole replicas by largest remainders; the warm-memory budget in proportion to each shard's warm
     pools' most memory (maxInstances x memoryMbPerInstance, within memoryBudgetMb). A tenant no
-    policy has keeps its number (it limits nothing). The room a namespace's ResourceQuotas leave
-    free is split the same way, by what each shard's workloads in that namespace can hold at most
-    (``room_share``: this shard's fraction per namespace). The split does not follow demand: one
-    shard's room is not lent to another's shortage (docs/adr/0008).
+    policy has keeps its number (it limits nothing). The split does not follow demand: one shard's
+    room is not lent to another's shortage (docs/adr/0008).
     """
     if count == 1:
-        return ShardLimits(dict(capacity), warm_memory_budget_mb, {})
+        return ShardLimits(dict(capacity), warm_memory_budget_mb)
     shares: dict[str, int] = {}
     for tenant, limit in capacity.items():
         members = list(policies) if tenant == "*" else [p for p in policies if p.spec.tenant == tenant]
@@ -130,9 +125,4 @@ def shard_limits(
         weights = _weights(policies, count, _warm_ceiling, budget)
         whole = sum(weights)
         budget = budget * (weights[index] / whole if whole > 0 else 1.0 / count)
-    room: dict[str, float] = {}
-    for ns in sorted({p.workload.namespace for p in owned(policies, index, count)}):
-        weights = _weights([p for p in policies if p.workload.namespace == ns], count, _ceiling, math.inf)
-        whole = sum(weights)
-        room[ns] = weights[index] / whole if whole > 0 else 1.0 / count
-    return ShardLimits(shares, budget, room)
+    return ShardLimits(shares, budget)

@@ -197,14 +197,11 @@ def _kube_api(kubeconfig: str | None) -> Any:
     return make_api_client(kubeconfig, in_cluster=in_cluster)
 
 
-def _shard_limiter(
-    settings: Settings, index: int, count: int, room_share: dict[str, float]
-) -> Callable[[Sequence[Policy]], None]:
-    """With ``--shard``: a function that sets this shard's part of ``loop.capacity``,
-    ``loop.warm_memory_budget_mb`` and of the room the namespaces' ResourceQuotas leave
-    (``room_share``, the Kubernetes target's, updated in place) from the whole set of policies
-    (``scaleahead.sharding.shard_limits``), each time the policies are read. The configured totals
-    are kept aside; a changed part is logged (event ``shard_limits``)."""
+def _shard_limiter(settings: Settings, index: int, count: int) -> Callable[[Sequence[Policy]], None]:
+    """With ``--shard``: a function that sets this shard's part of ``loop.capacity`` and
+    ``loop.warm_memory_budget_mb`` from the whole set of policies (``scaleahead.sharding.shard_limits``),
+    each time the policies are read. The configured totals are kept aside; a changed part is logged
+    (event ``shard_limits``)."""
     from scaleahead.sharding import shard_limits
 
     capacity = dict(settings.loop.capacity)
@@ -212,11 +209,11 @@ def _shard_limiter(
     last: list[object] = [None]
 
     def apply(policies: Sequence[Policy]) -> None:
+        if not capacity and budget is None:
+            return
         part = shard_limits(capacity, budget, policies, index, count)
         settings.loop.capacity = part.capacity
         settings.loop.warm_memory_budget_mb = part.warm_memory_budget_mb
-        room_share.clear()
-        room_share.update(part.room_share)
         if part != last[0]:
             last[0] = part
             log.info(
@@ -231,7 +228,6 @@ def _shard_limiter(
                     "event": "shard_limits",
                     "capacity": part.capacity,
                     "warm_memory_budget_mb": part.warm_memory_budget_mb,
-                    "quota_room_share": part.room_share,
                 },
             )
 
@@ -273,13 +269,7 @@ def _policy_updater(target: Any, actuator: Any) -> Any:
 
 
 def cluster_actuation(
-    kube: Any,
-    store: Any,
-    pols: Sequence[Policy],
-    settings: Settings,
-    clock: Any,
-    identity: str,
-    room_share: dict[str, float] | None = None,
+    kube: Any, store: Any, pols: Sequence[Policy], settings: Settings, clock: Any, identity: str
 ) -> tuple[Any, Any, _LeaseLeadership]:
     """The Kubernetes target, the journaled actuator and the Lease election of ``scaleahead run``.
 
@@ -300,7 +290,6 @@ def cluster_actuation(
         timeout_s=a.request_timeout_s,
         placement=settings.loop.max_moves > 0,
         quotas=settings.loop.namespace_quotas,
-        room_share=room_share,
     )
     elector = LeaderElector(kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s)
     actuator = Actuator(
@@ -508,10 +497,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
                 rejected_at_start = cluster.rejected
                 policy_source = publishing_rejections(cluster, writer, lambda: clock.now())
-        room_share: dict[str, float] = {}  # with --shard: this shard's part of the quotas' free room
         if shard is not None:
             index, count = parse_shard(shard)
-            limit_shard = _shard_limiter(settings, index, count, room_share)
+            limit_shard = _shard_limiter(settings, index, count)
             limit_shard(pols)  # from every policy, before this shard's are picked
             pols = owned(pols, index, count)
             if index != 0 and settings.loop.max_moves > 0:
@@ -583,7 +571,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             if shard is not None:  # each shard elects its own leader (docs/adr/0008)
                 settings.actuation.lease_name = f"{settings.actuation.lease_name}-shard-{index}-of-{count}"
             cluster_target, actuator, leadership = cluster_actuation(
-                _kube_api(kubeconfig), store, pols, settings, clock, identity, room_share
+                _kube_api(kubeconfig), store, pols, settings, clock, identity
             )
         else:
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")

@@ -222,9 +222,6 @@ def test_read_state_reports_what_the_namespace_pod_quotas_leave_the_managed_work
     # default: the tighter quota leaves 3 free, plus the 3 + 1 pods web and api have (status.replicas);
     # full: over its limit, 0 free plus db's 5; other: no quota on pods, so no entry.
     assert state.pod_quotas == {"default": 7, "full": 5}
-    # As shard of several (room_share, run --shard): only its part of the free room, plus its own pods.
-    halves = KubernetesTarget(kube.api_client(), [], room_share={"default": 0.5, "full": 0.5}).read_state(refs)
-    assert halves.pod_quotas == {"default": 1 + 4, "full": 5}  # floor(3 x 0.5) free
     # Quotas that cannot be read (here: 403) leave the namespace out; the workloads are still read.
     kube.cluster.faults.append(Fault("GET", "/namespaces/default/resourcequotas", status=403, times=5))
     state = KubernetesTarget(kube.api_client(), []).read_state(refs)

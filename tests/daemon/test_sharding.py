@@ -232,8 +232,7 @@ def test_run_sets_each_shards_part_and_logs_it(caplog: pytest.LogCaptureFixture)
     policies = _tenant_policies(30, lambda i: "shop")
     settings = Settings()
     settings.loop.capacity = {"shop": 90}
-    room: dict[str, float] = {}
-    limit = _shard_limiter(settings, 1, 3, room)
+    limit = _shard_limiter(settings, 1, 3)
     with caplog.at_level(logging.INFO, logger="scaleahead.run"):
         limit(policies)
         first = settings.loop.capacity["shop"]
@@ -245,18 +244,3 @@ def test_run_sets_each_shards_part_and_logs_it(caplog: pytest.LogCaptureFixture)
     from scaleahead.sharding import shard_limits
 
     assert settings.loop.capacity == shard_limits({"shop": 90}, None, policies[:10], 1, 3).capacity
-    assert room == shard_limits({"shop": 90}, None, policies[:10], 1, 3).room_share == {"shop": room["shop"]}
-
-
-def test_each_shard_gets_its_part_of_the_room_a_namespaces_quotas_leave() -> None:
-    """Two shards with workloads in one namespace would both plan into all of its quotas' free room;
-    their parts add up to all of it, in proportion to what their workloads can hold."""
-    from scaleahead.sharding import shard_limits
-
-    policies = _tenant_policies(20, lambda i: "shop")
-    parts = [shard_limits({}, None, policies, i, 3).room_share for i in range(3)]
-    assert sum(p.get("shop", 0.0) for p in parts) == pytest.approx(1.0)
-    for i, part in enumerate(parts):
-        mine = sum(p.spec.max_replicas for p in owned(policies, i, 3))
-        assert part["shop"] == pytest.approx(mine / sum(p.spec.max_replicas for p in policies))
-    assert shard_limits({}, None, policies, 0, 1).room_share == {}  # unsharded: all of it
