@@ -40,13 +40,14 @@ def owned(policies: Sequence[Policy], index: int, count: int) -> list[Policy]:
     return [p for p in policies if shard_of(p.workload.key, count) == index]
 
 
-def _ceiling(policy: Policy) -> float:
-    """The most a workload can hold of a replica capacity: its maxReplicas, or its warm pool's
-    maxInstances (a function's claim on ``loop.capacity`` is its warm instances)."""
+def _bounds(policy: Policy) -> tuple[float, float]:
+    """The fewest and the most a workload holds of a replica capacity: minReplicas and maxReplicas,
+    or for a function with a warm pool 0 and its maxInstances (its claim on ``loop.capacity`` is its
+    warm instances; a function without one is planned as a service)."""
     spec = policy.spec
-    if spec.workload_class == WorkloadClass.FUNCTION:
-        return float(spec.warm_pool.max_instances) if spec.warm_pool.enabled else 0.0
-    return float(spec.max_replicas)
+    if spec.workload_class == WorkloadClass.FUNCTION and spec.warm_pool.enabled:
+        return 0.0, float(spec.warm_pool.max_instances)
+    return float(spec.min_replicas), float(spec.max_replicas)
 
 
 def _warm_ceiling(policy: Policy) -> float:
@@ -67,6 +68,21 @@ def _weights(policies: Sequence[Policy], count: int, size: Callable[[Policy], fl
     for p in policies:
         out[shard_of(p.workload.key, count)] += min(size(p), cap)
     return out
+
+
+def _capacity_parts(limit: int, members: Sequence[Policy], count: int) -> list[int]:
+    """``limit`` split among the shards: first each shard's floors (its workloads' minReplicas, which
+    the planner serves first), then what is left in proportion to what each shard's workloads can
+    add above them (maxReplicas - minReplicas, each at most what is left). Floors that alone exceed
+    the limit share it in proportion to them."""
+    floors = _weights(members, count, lambda p: _bounds(p)[0], math.inf)
+    total = sum(floors)
+    if total >= limit:
+        return _largest_remainders(limit, floors)
+    base = [int(f) for f in floors]
+    left = limit - sum(base)
+    room = _weights(members, count, lambda p: _bounds(p)[1] - _bounds(p)[0], float(left))
+    return [b + r for b, r in zip(base, _largest_remainders(left, room), strict=True)]
 
 
 def _largest_remainders(total: int, weights: Sequence[float]) -> list[int]:
@@ -104,12 +120,14 @@ def shard_limits(
     Each shard plans only its own workloads, so a limit meant for all of them, given whole to every
     shard, would allow up to ``count`` times as much. Every shard computes the same split from the
     same (unsharded) ``policies``, so the parts add up to the limit exactly. A tenant's capacity (and
-    ``*``, over all policies) is split in proportion to what each shard's workloads of that tenant can
-    hold at most (maxReplicas; a function's warm pool maxInstances; each at most the capacity), in
-    whole replicas by largest remainders; the warm-memory budget in proportion to each shard's warm
-    pools' most memory (maxInstances x memoryMbPerInstance, within memoryBudgetMb). A tenant no
-    policy has keeps its number (it limits nothing). The split does not follow demand: one shard's
-    room is not lent to another's shortage (docs/adr/0008).
+    ``*``, over all policies) goes first to each shard's floors (its workloads' minReplicas), then
+    in proportion to what they can add above them (maxReplicas - minReplicas; a function's warm
+    pool 0 to maxInstances; each at most what is left), in whole replicas by largest remainders;
+    the warm-memory budget in proportion to each shard's warm pools' most memory (maxInstances x
+    memoryMbPerInstance, within memoryBudgetMb). A tenant no policy has keeps its number (it limits
+    nothing). The split follows neither demand nor priority: one shard's room is not lent to
+    another's shortage, and a high-priority workload competes only within its shard
+    (docs/adr/0008).
     """
     if count == 1:
         return ShardLimits(dict(capacity), warm_memory_budget_mb)
@@ -119,7 +137,7 @@ def shard_limits(
         if not members:
             shares[tenant] = limit
             continue
-        shares[tenant] = _largest_remainders(limit, _weights(members, count, _ceiling, float(limit)))[index]
+        shares[tenant] = _capacity_parts(limit, members, count)[index]
     budget = warm_memory_budget_mb
     if budget is not None:
         weights = _weights(policies, count, _warm_ceiling, budget)

@@ -406,7 +406,12 @@ def test_a_dry_runs_warm_pool_uses_only_invocations_before_its_time() -> None:
     a, b = dry_run([policy], series, at), dry_run([policy], changed, at)
     assert a.plan.actions == b.plan.actions
     assert a.plan.actions[0].reason.details["probability"] == b.plan.actions[0].reason.details["probability"]
-    # warm now: as a keep-alive would leave it (called within warmPool.keepAliveSeconds), or --current
-    recent = series.values[:900][-10:].sum() > 0
-    assert a.plan.actions[0].from_instances == int(recent)
-    assert dry_run([policy], series, at, current_replicas=0).plan.actions[0].from_instances == 0
+    # warm now: as a keep-alive would leave it, or --current. This function was idle for the 10 min
+    # before: none; the busiest one was called within them: one (found in review: with only an idle
+    # function here, the tests passed with the warm count fixed at 0).
+    assert series.values[:900][-10:].sum() == 0 and a.plan.actions[0].from_instances == 0
+    busy = _function_series(0)
+    assert busy.values[:900][-10:].sum() > 0
+    assert dry_run([policy], busy, at).plan.actions[0].from_instances == 1
+    assert dry_run([policy], busy, at, current_replicas=0).plan.actions[0].from_instances == 0
+    assert dry_run([policy], series, at, current_replicas=2).plan.actions[0].from_instances == 2

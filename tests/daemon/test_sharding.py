@@ -161,13 +161,19 @@ def test_shard_limits_add_up_to_the_configured_totals(count: int) -> None:
         assert sum(p.capacity[tenant] for p in parts) == capacity[tenant], tenant
     # a tenant no policy has limits nothing: it keeps its number everywhere
     assert all(p.capacity["nobody"] == 9 for p in parts)
-    # in proportion to the shards' maxReplicas (each within one unit of its exact part)
+    # each shard's floors (minReplicas) first, the rest in proportion to what its workloads can add
+    # above them (each within one unit of its exact part)
     for tenant in ("shop", "blog"):
         members = [p for p in policies if p.spec.tenant == tenant]
-        total = sum(p.spec.max_replicas for p in members)
+        floors = sum(p.spec.min_replicas for p in members)
+        assert floors < capacity[tenant]
+        heads = sum(p.spec.max_replicas - p.spec.min_replicas for p in members)
         for i, part in enumerate(parts):
-            mine = sum(p.spec.max_replicas for p in owned(members, i, count))
-            assert abs(part.capacity[tenant] - capacity[tenant] * mine / total) < 1.0, (tenant, i)
+            mine = owned(members, i, count)
+            floor = sum(p.spec.min_replicas for p in mine)
+            head = sum(p.spec.max_replicas - p.spec.min_replicas for p in mine)
+            exact = floor + (capacity[tenant] - floors) * head / heads
+            assert abs(part.capacity[tenant] - exact) < 1.0, (tenant, i)
     assert all(p.warm_memory_budget_mb is None for p in parts)
     # one shard: the totals unchanged
     assert shard_limits(capacity, 512.0, policies, 0, 1).capacity == capacity
@@ -188,6 +194,49 @@ def test_a_huge_max_replicas_counts_as_no_more_than_the_capacity() -> None:
     capped = [shard_limits({"shop": 60}, None, with_max(60), i, 2).capacity["shop"] for i in range(2)]
     assert huge == capped
     assert min(huge) > 0
+
+
+def _with(policy, **spec):  # type: ignore[no-untyped-def]
+    return policy.model_copy(update={"spec": policy.spec.model_copy(update=spec)})
+
+
+def test_each_shard_gets_its_floors_before_the_rest_is_split() -> None:
+    """Found in review: split by maxReplicas alone, a shard whose workload has min = max = 10 got 7 of
+    a capacity of 20 although every minReplicas (11 in all) fits in it; the planner then cut that
+    workload below its minReplicas, which unsharded it never does."""
+    from scaleahead.sharding import shard_limits
+
+    policies = _tenant_policies(12, lambda i: "shop")
+    fixed = _with(policies[0], min_replicas=10, max_replicas=10)
+    home = shard_of(fixed.workload.key, 2)
+    # its shard holds it alone; the other shard's workloads can hold 40 each
+    others = [_with(p, min_replicas=0, max_replicas=40) for p in policies[1:] if shard_of(p.workload.key, 2) != home]
+    assert others
+    everyone = [fixed, *others]
+    parts = [shard_limits({"*": 20}, None, everyone, i, 2).capacity["*"] for i in range(2)]
+    assert sum(parts) == 20
+    assert parts[home] >= 10
+    # floors that alone exceed the capacity share it in proportion to them
+    tight = [_with(p, min_replicas=4, max_replicas=9) for p in policies]
+    floors = [4 * len(owned(tight, i, 2)) for i in range(2)]
+    parts = [shard_limits({"*": 24}, None, tight, i, 2).capacity["*"] for i in range(2)]
+    assert sum(parts) == 24
+    assert all(abs(parts[i] - 24 * floors[i] / sum(floors)) < 1.0 for i in range(2))
+
+
+def test_a_function_without_a_warm_pool_counts_as_the_service_it_is_planned_as() -> None:
+    """Found in review: it weighed 0 (as a function with a warm pool of none), so a shard holding
+    only such workloads got none of the capacity, while the planner scales them like services."""
+    from scaleahead.policy import WorkloadClass
+    from scaleahead.sharding import shard_limits
+
+    policies = [_with(p, workload_class=WorkloadClass.FUNCTION) for p in _tenant_policies(12, lambda i: "shop")]
+    assert not any(p.spec.warm_pool.enabled for p in policies)
+    parts = [shard_limits({"*": 60}, None, policies, i, 2).capacity["*"] for i in range(2)]
+    services = [
+        shard_limits({"*": 60}, None, _tenant_policies(12, lambda i: "shop"), i, 2).capacity["*"] for i in range(2)
+    ]
+    assert parts == services and min(parts) > 0
 
 
 def test_the_warm_memory_budget_is_split_by_the_shards_warm_pools() -> None:

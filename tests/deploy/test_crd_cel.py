@@ -17,6 +17,7 @@ rules use none.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,43 @@ def test_the_crd_and_the_loader_agree_on_every_cross_field_rule(spec: dict[str, 
     refused_by_cel = cel_refusals(spec)
     refused_by_loader = loader_refusal(spec)
     assert bool(refused_by_cel) == (refused_by_loader is not None), (refused_by_cel, refused_by_loader)
+
+
+_PATH = re.compile(r"\bself((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+_NUMBER_LITERAL = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(?![\w.])")
+
+
+def _field(schema: dict[str, Any], names: list[str]) -> dict[str, Any] | None:
+    for name in names:
+        props = schema.get("properties", {})
+        if name not in props:
+            return None
+        schema = props[name]
+    return schema
+
+
+def test_every_field_a_rule_names_exists_with_one_numeric_type_per_rule() -> None:
+    """What cel-python cannot check, since it compiles without the schema, and the API server's
+    cel-go does when the CRD is applied (a failure refuses the whole CRD; found in review): every
+    ``self.a.b`` a rule names, and its ``fieldPath``, is a property of the schema; and a rule's
+    numbers are of one kind, doubles (``0.0``) against ``type: number`` fields and integers against
+    ``type: integer`` ones (CEL has no int-double overloads to fall back on)."""
+    for path, rule in RULES:
+        on: Any = _field(SPEC_SCHEMA, list(path))
+        assert on is not None, path
+        kinds = set()
+        for match in _PATH.finditer(rule["rule"]):
+            names = match.group(1).split(".")[1:]
+            field = _field(on, names)
+            assert field is not None, f"{rule['rule']!r} names self.{'.'.join(names)}, which the schema lacks"
+            if field.get("type") in ("number", "integer"):
+                kinds.add(field["type"])
+        fp = rule.get("fieldPath")
+        if fp:
+            assert _field(on, fp.lstrip(".").split(".")) is not None, fp
+        assert len(kinds) <= 1, f"{rule['rule']!r} mixes number and integer fields"
+        literals = _NUMBER_LITERAL.findall(rule["rule"])
+        if kinds == {"number"}:
+            assert all("." in x or "e" in x.lower() for x in literals), rule["rule"]
+        if kinds == {"integer"}:
+            assert not any("." in x for x in literals), rule["rule"]
