@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -46,13 +47,18 @@ from actuator.steering import STEERED_TO, controller_owner
 from scaleahead.clock import Clock, SystemClock
 from scaleahead.policy import Policy
 from scaleahead.types import (
+    DEFAULT_MAX_PODS,
     Action,
     ClusterState,
+    HostPort,
+    LabelRequirement,
+    LabelSelector,
     MovePod,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
+    PodAffinityTerm,
     PodDisruptionBudget,
     ScaleTo,
     SetWarmPool,
@@ -69,11 +75,6 @@ _INTERFERENCE = ("cpu-bound", "io-bound", "latency-critical")
 _MEMORY_UNITS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 10**3, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
 }  # fmt: skip
-
-
-def _matches(match: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    """A ``matchLabels`` selector against a pod's labels (policy/v1: an empty selector selects every pod)."""
-    return all(labels.get(k) == v for k, v in match.items())
 
 
 def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
@@ -140,6 +141,192 @@ def required_node_terms(pod: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
         if kept or kept == reqs:  # a term of the steer alone goes; an empty term stays (it matches no node)
             out.append(kept)
     return tuple(out)
+
+
+def label_selector(raw: Any) -> LabelSelector | None:
+    """A ``labelSelector`` (``matchLabels`` and ``matchExpressions``); None when there is none.
+
+    ``{}`` is the empty selector, which selects every pod; None selects none (a pod anti-affinity
+    term without one; a PodDisruptionBudget without one, in policy/v1).
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    labels = raw.get("matchLabels") or {}
+    return LabelSelector(
+        tuple(sorted((str(k), str(v)) for k, v in labels.items())) if isinstance(labels, Mapping) else (),
+        tuple(
+            LabelRequirement(str(e.get("key") or ""), str(e.get("operator") or ""), _strings(e.get("values")))
+            for e in raw.get("matchExpressions") or []
+            if isinstance(e, Mapping)
+        ),
+    )
+
+
+def _strings(values: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in values or [])
+
+
+def anti_affinity_terms(spec: Mapping[str, Any]) -> tuple[PodAffinityTerm, ...]:
+    """A pod's required pod anti-affinity, term by term, with its ``topologyKey``.
+
+    A term's pods are those of the namespaces it lists, else of the pod's own namespace; a term
+    with a ``namespaceSelector`` is read as selecting every namespace (namespaces' labels are not
+    read; selecting more only keeps more pods apart).
+    """
+    anti = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    return tuple(
+        PodAffinityTerm(
+            label_selector(term.get("labelSelector")),
+            None if term.get("namespaceSelector") is not None else _strings(term.get("namespaces")),
+            str(term.get("topologyKey") or ""),
+        )
+        for term in anti
+        if isinstance(term, Mapping)
+    )
+
+
+def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports a pod's containers bind (init containers too: a sidecar keeps its ports)."""
+    out = []
+    for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+        for port in (c.get("ports") or []) if isinstance(c, Mapping) else []:
+            number = int(port.get("hostPort") or 0) if isinstance(port, Mapping) else 0
+            if number > 0:
+                out.append(HostPort(number, str(port.get("protocol") or "TCP"), str(port.get("hostIP") or "")))
+    return tuple(out)
+
+
+def _memory_bytes(quantity: Any) -> float:
+    if quantity is None or quantity == "":
+        return 0.0
+    text = str(quantity)
+    for unit in sorted(_MEMORY_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * _MEMORY_UNITS[unit]
+    return float(text)
+
+
+def _effective(spec: Mapping[str, Any], one: Callable[[Mapping[str, Any]], float]) -> float:
+    """One resource of a pod as kube-scheduler counts it (``resource.PodRequests``): the containers'
+    sum plus the sidecars' (init containers with ``restartPolicy: Always``), at least any other init
+    container plus the sidecars started before it, at least the pod-level request, plus the
+    pod's overhead."""
+    total = sum(one(c) for c in spec.get("containers") or [])
+    sidecars = peak = 0.0
+    for c in spec.get("initContainers") or []:
+        if c.get("restartPolicy") == "Always":
+            total += one(c)
+            sidecars += one(c)
+            peak = max(peak, sidecars)
+        else:
+            peak = max(peak, one(c) + sidecars)
+    pod_level = one(spec)  # spec.resources (PodLevelResources), where the pod sets one
+    return max(total, peak, pod_level) + one({"resources": {"requests": spec.get("overhead") or {}}})
+
+
+def _request(resource: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A container's (or a pod's ``spec.resources``) request of ``resource``, else its limit (the API
+    defaults the request to the limit)."""
+
+    def get(c: Mapping[str, Any]) -> Any:
+        r = c.get("resources") or {}
+        value = (r.get("requests") or {}).get(resource)
+        return (r.get("limits") or {}).get(resource) if value in (None, "") else value
+
+    return get
+
+
+def pod_requests(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """A running pod's CPU (m) and memory (MiB, rounded up) requests as kube-scheduler counts them
+    against a node's allocatable (``_effective``)."""
+    cpu, mem = _request("cpu"), _request("memory")
+    return (
+        int(_effective(spec, lambda c: cpu_millis(cpu(c)))),
+        math.ceil(_effective(spec, lambda c: _memory_bytes(mem(c))) / 2**20),
+    )
+
+
+#: Volume types that tie a pod to no node or zone and that no scheduler filter reads: their data
+#: comes from the API server, lives and dies with the pod, or is a network share.
+MOVABLE_VOLUMES = frozenset({"configMap", "secret", "downwardAPI", "projected", "emptyDir", "nfs", "image"})
+#: Resources of a pod the planner weighs against a node's allocatable.
+MODELLED_RESOURCES = frozenset({"cpu", "memory"})
+
+
+def unmovable_reason(item: Mapping[str, Any]) -> str:
+    """Why the rebalancer must not move this pod (a sentence), or ``""``: a rule or state of it the
+    planner does not model, so that the scheduler could refuse its replacement on the planned node
+    (or the move makes no sense).
+
+    Not modelled: required pod affinity; a topology spread constraint that does not schedule when
+    unsatisfiable (``DoNotSchedule``, also when unset); a volume of a type that may bind the pod to
+    a node or zone (anything but ``MOVABLE_VOLUMES``: a PersistentVolumeClaim, hostPath, an
+    ephemeral volume, a CSI or cloud disk); a request of a resource other than CPU and memory
+    (ephemeral storage, hugepages, extended resources such as GPUs); devices claimed through
+    ``spec.resourceClaims``; a scheduler other than the default one. Also a pod that is not
+    running yet or is terminating.
+    """
+    meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+    if meta.get("deletionTimestamp"):
+        return "it is terminating"
+    phase = (item.get("status") or {}).get("phase", "Running")
+    if phase != "Running":
+        return f"it is not running (phase {phase})"
+    found = []
+    affinity = spec.get("affinity") or {}
+    if (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        found.append("has required pod affinity")
+    if any(
+        isinstance(c, Mapping) and c.get("whenUnsatisfiable", "DoNotSchedule") != "ScheduleAnyway"
+        for c in spec.get("topologySpreadConstraints") or []
+    ):
+        found.append("has a topology spread constraint with whenUnsatisfiable DoNotSchedule")
+    kinds = sorted(
+        {k for v in spec.get("volumes") or [] if isinstance(v, Mapping) for k in v if k != "name"} - MOVABLE_VOLUMES
+    )
+    if kinds:
+        found.append(f"mounts {'a volume' if len(kinds) == 1 else 'volumes'} of type {_listed(kinds)}")
+    others = sorted(
+        {
+            str(k)
+            for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ()), spec)
+            if isinstance(c, Mapping)
+            for kind in ("requests", "limits")
+            for k, v in ((c.get("resources") or {}).get(kind) or {}).items()
+            if k not in MODELLED_RESOURCES and str(v) not in ("", "0")
+        }
+        | {str(k) for k, v in (spec.get("overhead") or {}).items() if k not in MODELLED_RESOURCES and str(v) != "0"}
+    )
+    if others:
+        found.append(f"requests {_listed(others)}")
+    if spec.get("resourceClaims"):
+        found.append("claims devices (spec.resourceClaims)")
+    scheduler = spec.get("schedulerName")
+    if scheduler not in (None, "", "default-scheduler"):
+        found.append(f"is scheduled by {scheduler}, not the default scheduler")
+    if not found:
+        return ""
+    return (
+        f"it {_listed(found)}, which the planner does not model: the scheduler could refuse its replacement "
+        "on the planned node"
+    )
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def pod_limit(quantity: Any) -> int:
+    """A node's ``status.allocatable.pods``: the kubelet's default 110 when it reports none, 0 (it
+    receives no pod) when it reports one that is not a whole number."""
+    if quantity is None or quantity == "":
+        return DEFAULT_MAX_PODS
+    try:
+        return max(0, int(str(quantity)))
+    except ValueError:
+        return 0
 
 
 def cpu_millis(quantity: Any) -> int:
@@ -648,14 +835,18 @@ class KubernetesTarget:
 
     # -- placement (rebalancing) ----------------------------------------------------------------
     def read_placement(self) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...]]:
-        """Nodes (allocatable, taints), running pods (requests, observed CPU usage, owner, labels,
-        interference class, required anti-affinity, node selector, required node affinity,
-        tolerations) and PodDisruptionBudgets (per owner of the pods they select), for
-        ``planner.rebalance``.
+        """Nodes (allocatable CPU, memory and pods, labels, taints), the pods bound to them (requests
+        as the scheduler counts them, observed CPU usage, owner, labels, interference class,
+        required pod anti-affinity, host ports, node selector, required node affinity,
+        tolerations, and why a pod must not move: ``unmovable_reason``) and PodDisruptionBudgets
+        (per owner of the pods they select), for ``planner.rebalance``.
 
-        A pod's usage comes from the metrics API (``metrics.k8s.io`` PodMetrics, metrics-server)
-        when the cluster serves it; the planner then places a pod by the larger of its requests and
-        its usage. Without the metrics API, usage is left at 0 and requests alone count.
+        Every pod bound to a node and not finished (``Succeeded``, ``Failed``) is read, as the
+        scheduler counts it on its node: a pod not running yet or terminating stays, but takes its
+        place. A pod's usage comes from the metrics API (``metrics.k8s.io`` PodMetrics,
+        metrics-server) when the cluster serves it; the planner then places a pod by the larger of
+        its requests and its usage. Without the metrics API, usage is left at 0 and requests alone
+        count.
         """
         nodes = []
         for item in self._raw(self.core.list_node).get("items") or []:
@@ -669,6 +860,7 @@ class KubernetesTarget:
                     dict(meta.get("labels") or {}),
                     schedulable=not spec.get("unschedulable", False),
                     taints=node_taints(item),
+                    max_pods=pod_limit(alloc.get("pods")),
                 )
             )
         usage = self._pod_usage()
@@ -676,30 +868,23 @@ class KubernetesTarget:
         for item in self._raw(self.core.list_pod_for_all_namespaces).get("items") or []:
             meta, spec = item.get("metadata") or {}, item.get("spec") or {}
             phase = (item.get("status") or {}).get("phase", "Running")
-            if not spec.get("nodeName") or phase != "Running" or meta.get("deletionTimestamp"):
-                continue
-            requests = [((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []]
+            if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+                continue  # not on a node, or finished: the scheduler does not count it there
+            cpu, memory = pod_requests(spec)
             owner = controller_owner(item)
             labels = dict(meta.get("labels") or {})
             cls = labels.get(INTERFERENCE_LABEL, "none")
-            anti = (spec.get("affinity") or {}).get("podAntiAffinity") or {}
-            rules = tuple(
-                f"{k}={v}"
-                for term in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []
-                for k, v in ((term.get("labelSelector") or {}).get("matchLabels") or {}).items()
-            )
             pods.append(
                 Pod(
                     str(meta.get("namespace", "")),
                     str(meta.get("name", "")),
                     str(spec["nodeName"]),
-                    sum(cpu_millis(r.get("cpu")) for r in requests),
-                    sum(memory_mb(r.get("memory")) for r in requests),
+                    cpu,
+                    memory,
                     owner=owner[1] if owner and owner[0] in ("ReplicaSet", "StatefulSet") else "",
                     usage_cpu_m=usage.get((str(meta.get("namespace", "")), str(meta.get("name", ""))), 0.0),
                     interference=cls if cls in _INTERFERENCE else "none",  # type: ignore[arg-type]
                     labels=labels,
-                    anti_affinity=rules,
                     # a DaemonSet's pod or a static (mirror) pod: bound to its node, never moved, and
                     # no reason to keep the node (kubectl drain --ignore-daemonsets, cluster autoscaler)
                     node_bound=(owner is not None and owner[0] == "DaemonSet")
@@ -707,15 +892,23 @@ class KubernetesTarget:
                     node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
                     required_node_terms=required_node_terms(item),
                     tolerations=pod_tolerations(spec),
+                    anti_affinity_terms=anti_affinity_terms(spec),
+                    host_ports=host_ports(spec),
+                    unmovable=unmovable_reason(item),
                 )
             )
         pdbs = []
         for item in self._raw(self.policy.list_pod_disruption_budget_for_all_namespaces).get("items") or []:
             meta = item.get("metadata") or {}
             ns = str(meta.get("namespace", ""))
-            match = dict(((item.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+            # policy/v1: no selector selects no pod, the empty one every pod of the namespace
+            selector = label_selector((item.get("spec") or {}).get("selector"))
             allowed = int((item.get("status") or {}).get("disruptionsAllowed", 0))
-            covered = {p.owner for p in pods if p.namespace == ns and p.owner and _matches(match, p.labels)}
+            covered = {
+                p.owner
+                for p in pods
+                if p.namespace == ns and p.owner and selector is not None and selector.matches(p.labels)
+            }
             pdbs += [PodDisruptionBudget(ns, str(meta.get("name", "")), o, allowed) for o in sorted(covered)]
         return tuple(nodes), tuple(pods), tuple(pdbs)
 

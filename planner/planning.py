@@ -16,7 +16,7 @@ from typing import cast
 
 from planner.batch import ReplicaBatch, gc_paused
 from planner.fairness import CLUSTER, Claim, Grant, allocate_pools
-from planner.rebalance import plan_moves
+from planner.rebalance import plan_moves, unmovable_notes
 from planner.table import policy_table
 from planner.warm import plan_warm_pools
 from scaleahead.policy import Policy, PolicySpec
@@ -56,7 +56,8 @@ def plan(
         interval_s: the control interval; a replica asked for now serves from
             ``now + startup`` for at least one interval.
         max_moves: when above 0, also propose at most this many rebalancing ``MovePod``
-            actions from ``state.nodes``/``state.pods``/``state.pdbs`` (planner/rebalance.py).
+            actions from ``state.nodes``/``state.pods``/``state.pdbs`` (planner/rebalance.py),
+            and note which pods stay for a rule the planner does not model (``unmovable_notes``).
             0 (the default) proposes none.
         invocations: invocation-probability forecasts of functions (``workloadClass: function``
             with ``warmPool.enabled``); a missing one triggers the policy's fallback.
@@ -121,6 +122,7 @@ def plan(
         notes.extend(fair_notes)
     if max_moves > 0:
         final.extend(plan_moves(state, max_moves))
+        notes.extend(unmovable_notes(state.pods))
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
 
 

@@ -12,11 +12,15 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
 
 - **capacity at the forecast peak**: on a node that receives a pod, the sum of its pods' CPU (each
   at the larger of its forecast peak and its observed usage) stays at or below
-  ``max_peak_fraction`` of the node's allocatable CPU, and the sum of CPU and memory *requests*
-  stays within allocatable (the scheduler's own fit rule);
+  ``max_peak_fraction`` of the node's allocatable CPU, the sum of CPU and memory *requests*
+  stays within allocatable and its pods (node-bound ones included) within its pod limit
+  (``Node.max_pods``): the scheduler's own fit rule;
 - **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods covered by a PDB move in one plan,
   counted over every owner it covers (``PdbBudgets``);
-- **anti-affinity**: a pod never lands next to a pod that one of the two excludes;
+- **anti-affinity and host ports** (``planner.pod_rules``): a pod never lands in a domain (a node,
+  a zone: a term's ``topology_key``) where a pod runs that one of the two excludes by required
+  anti-affinity, whichever of the two has the rule and whether the other moves or stays; nor on a
+  node where another pod binds one of its host ports;
 - **the pod's node rules**: a pod only lands on a node its ``nodeSelector`` and required node
   affinity select and whose ``NoSchedule``/``NoExecute`` taints it tolerates
   (``planner.placement_rules.fits_node``, as kube-scheduler filters): the replacement of a pod
@@ -24,8 +28,10 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
 - **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
   (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
   ``drains_may_add_pairs``;
-- **bounded**: at most ``max_moves`` moves; pods without an owner (nothing would recreate them)
-  and pods on unschedulable or unknown nodes are never moved; empty nodes never receive pods;
+- **bounded**: at most ``max_moves`` moves; pods without an owner (nothing would recreate them),
+  pods with a rule the planner does not model (``Pod.unmovable``: required pod affinity, topology
+  spread, a volume bound to a node or zone, ...; they stay and count where they are) and pods on
+  unschedulable or unknown nodes are never moved; empty nodes never receive pods;
   node-bound pods (a DaemonSet's, mirror pods) stay where they are, count in their node's sums
   and do not keep a node from being freed; a node reporting no allocatable CPU or memory is
   treated as cordoned.
@@ -44,8 +50,8 @@ Algorithm (greedy, re-evaluated after each chosen step):
 2. *Filter* keeps target nodes that pass every rule above; *score* prefers the node where the pod
    forms the fewest interfering pairs, then the node most full at the forecast peak after the move
    (packs pods onto nodes that stay, the scheduler's MostAllocated idea applied to the forecast
-   peak), ties broken by name; the *safety check* re-checks capacity, requests, PDB budgets,
-   anti-affinity and the pod's node rules on the state after the move.
+   peak), ties broken by name; the *safety check* re-checks capacity, requests, the pod limit,
+   PDB budgets, anti-affinity, host ports and the pod's node rules on the state after the move.
 3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
    nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
    precedence), then separations, swaps and exchanges. Within that order, the candidate with the
@@ -72,7 +78,17 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.placement_rules import fits_node, placement_signature
-from scaleahead.types import ClusterState, FloatArray, MovePod, Node, Pod, PodDisruptionBudget, Reason
+from planner.pod_rules import conflicts, neighbour_problem, port_clash
+from scaleahead.types import (
+    ClusterState,
+    FloatArray,
+    MovePod,
+    Node,
+    Pod,
+    PodAffinityTerm,
+    PodDisruptionBudget,
+    Reason,
+)
 
 CPU_BOUND = "cpu-bound"
 LATENCY_CRITICAL = "latency-critical"
@@ -164,27 +180,6 @@ def interference_pairs(pods: Iterable[Pod]) -> int:
         elif p.interference == LATENCY_CRITICAL:
             lat[p.node] = lat.get(p.node, 0) + 1
     return sum(n * lat.get(node, 0) for node, n in cpu.items())
-
-
-def excludes(a: Pod, b: Pod) -> bool:
-    """Whether pod ``a``'s anti-affinity rules exclude pod ``b`` from its node.
-
-    A rule is an owner name (``"cart"``: no other pod of owner ``cart`` in the same namespace) or a
-    label ``"key=value"`` matched against ``b``'s labels (any namespace).
-    """
-    for rule in a.anti_affinity:
-        if "=" in rule:
-            k, _, v = rule.partition("=")
-            if b.labels.get(k) == v:
-                return True
-        elif rule == b.owner and a.namespace == b.namespace:
-            return True
-    return False
-
-
-def conflicts(a: Pod, b: Pod) -> bool:
-    """Whether two different pods may not share a node (anti-affinity either way)."""
-    return (a.namespace, a.name) != (b.namespace, b.name) and (excludes(a, b) or excludes(b, a))
 
 
 def pdb_budgets(pdbs: Iterable[PodDisruptionBudget]) -> dict[tuple[str, str], int]:
@@ -290,6 +285,11 @@ class _Cluster:
     #: per set of a pod's node rules (``placement_signature``), which nodes they allow, in
     #: ``arrays`` order: they depend on the pod's rules and the nodes only, never on where pods are
     fit_masks: dict[tuple[object, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
+    #: per node, its node-bound pods: never moved, but they take a place of the node's pod limit,
+    #: bind host ports and have and meet anti-affinity like any pod
+    bound: dict[str, tuple[Pod, ...]] = field(default_factory=dict)
+    #: the pods' anti-affinity terms by domain; None when no pod has one (the benchmark's clusters)
+    topology: _Topology | None = None
 
     @classmethod
     def of(cls, state: ClusterState) -> _Cluster:
@@ -306,6 +306,9 @@ class _Cluster:
                 (bound if p.node_bound else pods)[p.node].append(p)
         c = cls(nodes, pods, {}, {}, {}, {}, PdbBudgets.of(state.pdbs), _Arrays.empty(nodes))
         c.version = {name: next(_VERSIONS) for name in nodes}
+        c.bound = {name: tuple(ps) for name, ps in bound.items()}
+        c.arrays.n_bound = np.array([len(c.bound[n]) for n in c.arrays.names], dtype=np.float64)
+        c.topology = _Topology.of(nodes, pods, bound)
         c.base = {
             name: (
                 float(sum(p.cpu_request_m for p in ps)),
@@ -346,14 +349,50 @@ class _Cluster:
             dict(self.side_cache),
             self.base,  # never mutated
             self.fit_masks,  # what it holds never changes
+            self.bound,  # never mutated
+            None if self.topology is None else self.topology.copy(),
         )
 
     def excluded(self, pod: Pod, node: str) -> bool:
-        """Whether ``pod`` and a pod on ``node`` exclude each other (anti-affinity, either way)."""
+        """Whether the pods already placed keep ``pod`` off ``node``: the shorthand anti-affinity of
+        ``pod`` and the pods on ``node``, either way; a host port ``pod`` binds that one of them
+        binds too; an anti-affinity term, either way, in a domain of ``node`` (``_Topology``)."""
         index = self._aa.get(node)
         if index is None:
-            index = self._aa[node] = _AntiAffinityIndex.of(self.pods[node])
-        return index.excludes(pod)
+            index = self._aa[node] = _AntiAffinityIndex.of((*self.pods[node], *self.bound[node]))
+        if index.excludes(pod):
+            return True
+        if pod.host_ports and port_clash(pod, (*self.pods[node], *self.bound[node])) is not None:
+            return True
+        return self.topology is not None and self.topology.refuses(self, pod, node)
+
+    def pods_on(self, node: str) -> int:
+        """Pods on ``node`` now, node-bound ones included: what its pod limit counts."""
+        return len(self.pods[node]) + len(self.bound[node])
+
+    def neighbours(self, node: str, pod: Pod) -> list[tuple[Pod, Node]]:
+        """The pods whose rules, or ``pod``'s, could keep ``pod`` off ``node``, with the node each is
+        on, recomputed from where the pods are (not from the indexes ``excluded`` keeps): what the
+        safety check gives ``pod_rules.neighbour_problem``. Those on ``node``; on the other nodes of
+        a domain of ``node`` by a topology key, those with a term on that key, or all when ``pod``
+        has one."""
+        out = [(q, self.nodes[node]) for q in (*self.pods[node], *self.bound[node])]
+        if self.topology is None:
+            return out
+        labels = self.nodes[node].labels
+        mine = {t.topology_key for t in pod.anti_affinity_terms}
+        for key in self.topology.keys:
+            value = labels.get(key)
+            if value is None:
+                continue
+            for name in self.topology.nodes_in[key, value]:
+                if name == node:
+                    continue
+                if key in mine:
+                    out += [(q, self.nodes[name]) for q in (*self.pods[name], *self.bound[name])]
+                else:
+                    out += [(q, self.nodes[name]) for q in self.topology.with_terms(self, name, key)]
+        return out
 
     def fit_mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
         """Per node (``arrays`` order), whether ``pod``'s node selector, required node affinity and
@@ -376,8 +415,9 @@ class _Cluster:
         return self.budget.left(pod)
 
     def movable(self, pod: Pod) -> bool:
-        # pods on a cordoned node are left to whoever cordoned it (an upgrade or an operator's drain)
-        if not pod.owner or pod_key(pod) in self.moved or not self.nodes[pod.node].schedulable:
+        # pods on a cordoned node are left to whoever cordoned it (an upgrade or an operator's drain);
+        # a pod with a rule the planner does not model stays (its replacement could stay Pending)
+        if pod.unmovable or not pod.owner or pod_key(pod) in self.moved or not self.nodes[pod.node].schedulable:
             return False
         left = self.budget_left(pod)
         return left is None or left > 0
@@ -397,6 +437,8 @@ class _Cluster:
             self.classes[name] = counts
         self.budget.spend(pod)  # the callers checked that it may move
         self.moved.add(pod_key(pod))
+        if self.topology is not None:
+            self.topology.moved(self, pod, moved)
         self._aa.pop(src, None)
         self._aa.pop(to, None)
         self.version[src] = next(_VERSIONS)
@@ -423,6 +465,8 @@ class _Arrays:
     n_pods: FloatArray
     n_cpu_bound: FloatArray
     n_latency_critical: FloatArray
+    max_pods: FloatArray  # the node's pod limit
+    n_bound: FloatArray  # its node-bound pods, which also take a place of that limit
 
     @classmethod
     def empty(cls, nodes: Mapping[str, Node]) -> _Arrays:
@@ -434,7 +478,14 @@ class _Arrays:
             np.array([nodes[x].cpu_m for x in names], dtype=np.float64),
             np.array([nodes[x].memory_mb for x in names], dtype=np.float64),
             np.array([nodes[x].schedulable for x in names], dtype=np.bool_),
-            *(np.zeros(n) for _ in range(6)),
+            np.zeros(n),
+            np.zeros(n),
+            np.zeros(n),
+            np.zeros(n),
+            np.zeros(n),
+            np.zeros(n),
+            np.array([nodes[x].max_pods for x in names], dtype=np.float64),
+            np.zeros(n),
         )
 
     def copy(self) -> _Arrays:
@@ -450,6 +501,8 @@ class _Arrays:
             self.n_pods.copy(),
             self.n_cpu_bound.copy(),
             self.n_latency_critical.copy(),
+            self.max_pods,  # never changed
+            self.n_bound,  # never changed
         )
 
     def set(
@@ -495,20 +548,140 @@ class _AntiAffinityIndex:
         return any(f"{k}={v}" in self.label_rules for k, v in pod.labels.items())
 
 
+#: A term of a pod's anti-affinity: the pod and one of its ``anti_affinity_terms``.
+_Held = tuple[Pod, PodAffinityTerm]
+
+
+@dataclass(slots=True)
+class _Topology:
+    """The pods' anti-affinity terms by domain (``pod_rules``), for the filter's test of a term either
+    way without scanning every pod each time. Only clusters where some pod has a term have one."""
+
+    #: every topology key some term names
+    keys: tuple[str, ...]
+    #: per (key, value), the nodes with that label value: a domain (never changes)
+    nodes_in: Mapping[tuple[str, str], tuple[str, ...]]
+    #: per (key, value), the terms on that key of the pods in that domain (replaced, never changed
+    #: in place, when such a pod moves: copies share what they did not change)
+    held: dict[tuple[str, str], tuple[_Held, ...]]
+    #: per (key, value), a number new (process-wide) each time a pod enters or leaves the domain
+    version: dict[tuple[str, str], int]
+    #: which pods a term selects in a domain, and which terms there select a pod, per domain
+    #: version: shared by copies, since a version is never reused
+    selected: dict[tuple[object, ...], frozenset[str]]
+    #: per node, key and node version, its pods with a term on that key (``_Cluster.with_terms``)
+    holders_on: dict[tuple[str, str, int], tuple[Pod, ...]]
+
+    @classmethod
+    def of(
+        cls, nodes: Mapping[str, Node], pods: Mapping[str, list[Pod]], bound: Mapping[str, list[Pod]]
+    ) -> _Topology | None:
+        holders = [(p, n) for n in nodes for p in (*pods[n], *bound[n]) if p.anti_affinity_terms]
+        if not holders:
+            return None
+        keys = tuple(sorted({t.topology_key for p, _ in holders for t in p.anti_affinity_terms}))
+        nodes_in: dict[tuple[str, str], list[str]] = {}
+        for name, node in nodes.items():
+            for key in keys:
+                if key in node.labels:
+                    nodes_in.setdefault((key, node.labels[key]), []).append(name)
+        held: dict[tuple[str, str], tuple[_Held, ...]] = {}
+        for p, n in holders:
+            for term in p.anti_affinity_terms:
+                value = nodes[n].labels.get(term.topology_key)
+                if value is not None:
+                    held[term.topology_key, value] = (*held.get((term.topology_key, value), ()), (p, term))
+        version = {domain: next(_VERSIONS) for domain in nodes_in}
+        return cls(keys, {k: tuple(v) for k, v in nodes_in.items()}, held, version, {}, {})
+
+    def copy(self) -> _Topology:
+        return _Topology(self.keys, self.nodes_in, dict(self.held), dict(self.version), self.selected, self.holders_on)
+
+    def moved(self, c: _Cluster, before: Pod, after: Pod) -> None:
+        """A pod moved from ``before.node`` to ``after.node``: new versions of the domains it left
+        and joined, and its terms go with it."""
+        src, dst = c.nodes[before.node].labels, c.nodes[after.node].labels
+        for key in self.keys:
+            for value in (src.get(key), dst.get(key)):
+                if value is not None:
+                    self.version[key, value] = next(_VERSIONS)
+        me = pod_key(before)
+        for term in before.anti_affinity_terms:
+            key = term.topology_key
+            old, new = src.get(key), dst.get(key)
+            if old is not None:
+                self.held[key, old] = tuple(h for h in self.held[key, old] if pod_key(h[0]) != me)
+            if new is not None:
+                self.held[key, new] = (*self.held.get((key, new), ()), (after, term))
+
+    def with_terms(self, c: _Cluster, node: str, key: str) -> tuple[Pod, ...]:
+        """The pods on ``node`` with an anti-affinity term on topology key ``key``."""
+        cache_key = (node, key, c.version[node])
+        hit = self.holders_on.get(cache_key)
+        if hit is None:
+            hit = self.holders_on[cache_key] = tuple(
+                q for q in (*c.pods[node], *c.bound[node]) if any(t.topology_key == key for t in q.anti_affinity_terms)
+            )
+        return hit
+
+    def _selected_by(self, c: _Cluster, term: PodAffinityTerm, namespace: str, key: str, value: str) -> frozenset[str]:
+        """The pods in domain (key, value) that ``term`` of a pod in ``namespace`` selects."""
+        cache_key = ("term", term, namespace, key, value, self.version[key, value])
+        hit = self.selected.get(cache_key)
+        if hit is None:
+            hit = self.selected[cache_key] = frozenset(
+                pod_key(q)
+                for m in self.nodes_in[key, value]
+                for q in (*c.pods[m], *c.bound[m])
+                if term.selects(q, namespace)
+            )
+        return hit
+
+    def _selecting(self, pod: Pod, key: str, value: str) -> frozenset[str]:
+        """The pods in domain (key, value) with a term on ``key`` that selects ``pod``."""
+        cache_key = ("pod", pod_key(pod), key, value, self.version[key, value])
+        hit = self.selected.get(cache_key)
+        if hit is None:
+            hit = self.selected[cache_key] = frozenset(
+                pod_key(q) for q, term in self.held.get((key, value), ()) if term.selects(pod, q.namespace)
+            )
+        return hit
+
+    def refuses(
+        self, c: _Cluster, pod: Pod, node: str, gone: frozenset[str] = frozenset(), came: Sequence[tuple[Pod, str]] = ()
+    ) -> bool:
+        """Whether a term keeps ``pod`` off ``node``: one of its own terms selects a pod in that
+        term's domain of ``node``, or a term of a pod there selects it (the scheduler's check of the
+        existing pods' anti-affinity). ``gone``: pods that are no longer where ``c`` has them;
+        ``came``: pods on their way, with the node each goes to (an exchange's earlier moves)."""
+        labels = c.nodes[node].labels
+        me = pod_key(pod)
+        coming = [(q, c.nodes[t].labels) for q, t in came if pod_key(q) != me]
+        for term in pod.anti_affinity_terms:
+            key = term.topology_key
+            value = labels.get(key)
+            if value is None:
+                continue
+            if any(k != me and k not in gone for k in self._selected_by(c, term, pod.namespace, key, value)):
+                return True
+            if any(there.get(key) == value and term.selects(q, pod.namespace) for q, there in coming):
+                return True
+        for key in self.keys:
+            value = labels.get(key)
+            if value is None:
+                continue
+            if any(k != me and k not in gone for k in self._selecting(pod, key, value)):
+                return True
+            for q, there in coming:
+                if there.get(key) == value and any(
+                    t.topology_key == key and t.selects(pod, q.namespace) for t in q.anti_affinity_terms
+                ):
+                    return True
+        return False
+
+
 def _relocated(pod: Pod, node: str) -> Pod:
     return replace(pod, node=node)
-
-
-def _fits(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
-    """The filter, from the running sums: every rule a target node must pass for ``pod``."""
-    n = c.nodes[node]
-    if node == pod.node or not n.schedulable or not c.pods[node]:
-        return False
-    if c.req_cpu[node] + pod.cpu_request_m > n.cpu_m or c.req_mem[node] + pod.memory_request_mb > n.memory_mb:
-        return False
-    if c.peak[node] + pod_peak_cpu_m(pod) > max_peak_fraction * n.cpu_m + 1e-9:
-        return False
-    return c.allows(pod, node) and not c.excluded(pod, node)
 
 
 def _created(c: _Cluster, pod: Pod, node: str) -> int:
@@ -519,11 +692,13 @@ def _created(c: _Cluster, pod: Pod, node: str) -> int:
 
 def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
     """The safety check: the target node's sums after the move, recomputed from its pods (not from
-    the running sums the filter used), stay within the caps; the pod's PDB allows the move; the pod
-    and the pods there exclude each other in no direction; the pod's node rules allow the node
-    (``fits_node`` again, not the filter's cached mask)."""
+    the running sums the filter used), stay within the caps; its pods, node-bound ones included,
+    stay within its pod limit; the pod's PDB allows the move; the pods placed keep it off the node
+    by no rule (``pod_rules.neighbour_problem``: anti-affinity either way, in every domain of the
+    node, and host ports); the pod's node rules allow the node (``fits_node`` again, not the
+    filter's cached mask)."""
     n = c.nodes[node]
-    if not fits_node(pod, n):
+    if not fits_node(pod, n) or c.pods_on(node) + 1 > n.max_pods:
         return False
     here = [*c.pods[node], pod]
     b_cpu, b_mem, b_peak, _ = c.base[node]
@@ -537,14 +712,14 @@ def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
     left = c.budget_left(pod)
     if left is not None and left < 1:
         return False
-    return not any(conflicts(pod, q) for q in c.pods[node])
+    return neighbour_problem(pod, n, c.neighbours(node, pod)) is None
 
 
 def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: float) -> str | None:
     """Filter -> score -> safety-check for one pod; the chosen node, or None.
 
-    The filter's capacity and node rules run on every node at once (arrays); anti-affinity and the
-    safety check run on the best-scored nodes until one passes.
+    The filter's capacity, pod limit and node rules run on every node at once (arrays);
+    anti-affinity, host ports and the safety check run on the best-scored nodes until one passes.
     """
     a = c.arrays
     peak = pod_peak_cpu_m(pod)
@@ -552,6 +727,7 @@ def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: f
         a.schedulable
         & c.fit_mask(pod)
         & (a.n_pods > 0)
+        & (a.n_pods + a.n_bound + 1 <= a.max_pods)
         & (a.req_cpu + pod.cpu_request_m <= a.cpu_alloc)
         & (a.req_mem + pod.memory_request_mb <= a.mem_alloc)
         & (a.peak + peak <= max_peak_fraction * a.cpu_alloc + 1e-9)
@@ -754,9 +930,10 @@ def _exchange_order(
     """The moves of an exchange (``xs`` a -> b, ``ys`` b -> a) in an order the scheduler can follow.
 
     The end state was checked at the forecast peak by the caller. Here: the pods' PDBs allow every
-    move; every pod's node rules allow its new node (``fits_node``); anti-affinity holds at every
-    step and at the end; at every step the receiving node's
-    requests fit its allocatable and its *observed* usage stays within ``mpf`` of it (the
+    move; every pod's node rules allow its new node (``fits_node``); anti-affinity (in every domain
+    of the receiving node, with the moves made so far; re-checked by ``_order_safe``) and host
+    ports hold at every step and at the end; at every step the receiving node's requests fit its
+    allocatable, its pods its pod limit, and its *observed* usage stays within ``mpf`` of it (the
     transient lasts while pods restart, not until the forecast peak). Tries the ``xs`` first, then
     the ``ys`` first; None if neither order is safe.
     """
@@ -774,10 +951,16 @@ def _exchange_order(
                 b_cpu, b_mem, _, b_use = c.base[dest]
                 if (
                     not fits_node(p, n)
+                    or len(there) + len(c.bound[dest]) + 1 > n.max_pods
                     or b_cpu + sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
                     or b_mem + sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
                     or b_use + sum(q.usage_cpu_m for q in there) + p.usage_cpu_m > mpf * n.cpu_m + 1e-9
-                    or any(conflicts(p, q) for q in there)
+                    or any(conflicts(p, q) for q in (*there, *c.bound[dest]))
+                    or port_clash(p, (*there, *c.bound[dest])) is not None
+                    or (
+                        c.topology is not None
+                        and c.topology.refuses(c, p, dest, frozenset(pod_key(q) for q, _ in order), order)
+                    )
                 ):
                     ok = False
                     break
@@ -786,9 +969,23 @@ def _exchange_order(
                 order.append((p, dest))
             if not ok:
                 break
-        if ok:
+        if ok and (c.topology is None or _order_safe(c, order)):
             return tuple(order)
     return None
+
+
+def _order_safe(c: _Cluster, order: Sequence[tuple[Pod, str]]) -> bool:
+    """The safety check of an exchange's order under anti-affinity terms: each move, with the moves
+    before it made, passes ``pod_rules.neighbour_problem`` on the pods of the receiving node's
+    domains (recomputed from where the pods are, not from the filter's index)."""
+    for i, (p, dest) in enumerate(order):
+        before = order[:i]
+        gone = {pod_key(q) for q, _ in before}
+        others = [(q, n) for q, n in c.neighbours(dest, p) if pod_key(q) not in gone]
+        others += [(q, c.nodes[t]) for q, t in before]
+        if neighbour_problem(p, c.nodes[dest], others) is not None:
+            return False
+    return True
 
 
 def _exchange_nodes(c: _Cluster, max_nodes: int) -> list[str]:
@@ -860,6 +1057,8 @@ def _best_exchange(
     ok &= c.req_mem[b] - sb.req_mem[y] + sa.req_mem[x] <= nb.memory_mb
     ok &= len(c.pods[a]) - sa.size[x] + sb.size[y] > 0  # a node left empty is a drain's business
     ok &= len(c.pods[b]) - sb.size[y] + sa.size[x] > 0
+    ok &= c.pods_on(a) - sa.size[x] + sb.size[y] <= na.max_pods
+    ok &= c.pods_on(b) - sb.size[y] + sa.size[x] <= nb.max_pods
     a_to_b, b_to_a = _sets_allowed(c, sa, b), _sets_allowed(c, sb, a)  # the pods' node rules
     if a_to_b is not None:
         ok &= a_to_b[x]
@@ -901,10 +1100,11 @@ def _sets_allowed(c: _Cluster, side: _Side, node: str) -> npt.NDArray[np.bool_] 
 
 
 def _end_state_compatible(c: _Cluster, xs: tuple[Pod, ...], a: str, ys: tuple[Pod, ...], b: str) -> bool:
-    """Anti-affinity on both nodes once every pod of the exchange has moved."""
+    """The shorthand anti-affinity on both nodes once every pod of the exchange has moved (terms are
+    checked in every domain along the way: ``_exchange_order``)."""
     gone = {pod_key(p) for p in (*xs, *ys)}
-    end_a = [q for q in c.pods[a] if pod_key(q) not in gone] + list(ys)
-    end_b = [q for q in c.pods[b] if pod_key(q) not in gone] + list(xs)
+    end_a = [q for q in c.pods[a] if pod_key(q) not in gone] + list(ys) + list(c.bound[a])
+    end_b = [q for q in c.pods[b] if pod_key(q) not in gone] + list(xs) + list(c.bound[b])
     return not any(conflicts(p, q) for p in ys for q in end_a) and not any(conflicts(p, q) for p in xs for q in end_b)
 
 
@@ -1021,8 +1221,9 @@ def plan_moves(
     """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods.
 
     Args:
-        state: nodes (allocatable), pods (requests, usage, forecast peak ``peak_cpu_m``,
-            interference class, anti-affinity) and PDBs. Workloads are not used.
+        state: nodes (allocatable, pod limit, labels, taints), pods (requests, usage, forecast
+            peak ``peak_cpu_m``, interference class, anti-affinity, host ports, node rules, why one
+            must not move) and PDBs. Workloads are not used.
         max_moves: upper bound on the number of moves (evictions) returned.
         max_peak_fraction: a receiving node's forecast-peak CPU stays at or below this share of
             its allocatable CPU.
@@ -1058,3 +1259,30 @@ def plan_moves(
         best = min(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
         out.extend(_reasons(c, best, w))
     return tuple(out)
+
+
+#: A note names at most this many pods per reason, then counts the others.
+NOTE_NAMED_PODS = 3
+
+
+def unmovable_notes(pods: Iterable[Pod]) -> tuple[str, ...]:
+    """One sentence per reason the rebalancer leaves pods where they are for a rule it does not model
+    (``Pod.unmovable``), the reason with most pods first, naming the first pods (by namespace and
+    name) and counting the others.
+
+    Only pods it would otherwise consider: those with an owner that are not node-bound (a bare pod,
+    a DaemonSet's pod or a mirror pod is never moved anyway, which docs/rebalance.md says).
+    """
+    by_reason: dict[str, list[str]] = {}
+    for pod in sorted(pods, key=pod_key):
+        if pod.unmovable and pod.owner and not pod.node_bound:
+            by_reason.setdefault(pod.unmovable, []).append(pod_key(pod))
+    notes = []
+    for reason, keys in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):  # most pods first
+        named = ", ".join(keys[:NOTE_NAMED_PODS])
+        if len(keys) > NOTE_NAMED_PODS:
+            named += f" and {len(keys) - NOTE_NAMED_PODS} more"
+        # the reason speaks of one pod ("it mounts ..."): for several, of each
+        said = f"each{reason[2:]}" if len(keys) > 1 and reason.startswith("it ") else reason
+        notes.append(f"rebalancing leaves {named} where {'they are' if len(keys) > 1 else 'it is'}: {said}")
+    return tuple(notes)

@@ -464,6 +464,82 @@ class NodeSelectorRequirement(NamedTuple):
 NodeSelectorTerm = tuple[NodeSelectorRequirement, ...]
 
 
+class LabelRequirement(NamedTuple):
+    """One ``matchExpressions`` entry of a label selector: ``operator`` ``In`` (the label is one of
+    ``values``), ``NotIn`` (absent, or none of them), ``Exists`` or ``DoesNotExist``."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(NamedTuple):
+    """A label selector: every ``match_labels`` pair and every ``match_expressions`` requirement
+    holds (ANDed). The empty selector selects every set of labels.
+
+    An operator the API server would refuse is read as matching: the callers use selectors to keep
+    pods apart or to count them under a PodDisruptionBudget, where matching more is the safe side.
+    """
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pod with these labels is selected."""
+        if any(labels.get(k) != v for k, v in self.match_labels):
+            return False
+        for key, op, values in self.match_expressions:
+            have = labels.get(key)
+            if (
+                (op == "In" and (have is None or have not in values))
+                or (op == "NotIn" and have is not None and have in values)
+                or (op == "Exists" and have is None)
+                or (op == "DoesNotExist" and have is not None)
+            ):
+                return False
+        return True
+
+
+class PodAffinityTerm(NamedTuple):
+    """One term of a pod's required pod anti-affinity
+    (``podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[i]``).
+
+    The pods it selects may not run in the same *domain* as the pod that has it: the nodes whose
+    label ``topology_key`` has the same value (``kubernetes.io/hostname``: one node;
+    ``topology.kubernetes.io/zone``: a zone). A node without that label is in no domain.
+    ``selector`` None (no ``labelSelector``) selects no pod. ``namespaces``: the namespaces of the
+    pods it selects; ``()``: the namespace of the pod that has the term; None: every namespace (a
+    term with a ``namespaceSelector``, which is read as selecting every namespace: the planner does
+    not read namespaces' labels, and selecting more only keeps more pods apart).
+    """
+
+    selector: LabelSelector | None
+    namespaces: tuple[str, ...] | None
+    topology_key: str
+
+    def selects(self, pod: Pod, namespace: str) -> bool:
+        """Whether this term of a pod in ``namespace`` selects ``pod`` (by namespace and labels, not
+        by where it runs)."""
+        if self.selector is None:
+            return False
+        if self.namespaces is not None and pod.namespace not in (self.namespaces or (namespace,)):
+            return False
+        return self.selector.matches(pod.labels)
+
+
+class HostPort(NamedTuple):
+    """A host port a pod's container binds (``ports[i].hostPort``; 0 binds none), on ``host_ip``
+    (``""``: every address) with ``protocol`` ``TCP``, ``UDP`` or ``SCTP``."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+#: The kubelet's default ``maxPods``: a node's pod limit when it reports none.
+DEFAULT_MAX_PODS = 110
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     name: str
@@ -473,12 +549,22 @@ class Node:
     schedulable: bool = True
     #: ``spec.taints``: a pod lands here only if it tolerates every ``NoSchedule`` and ``NoExecute`` one.
     taints: tuple[Taint, ...] = ()
+    #: ``status.allocatable.pods``: the most pods it runs at once, node-bound ones included.
+    max_pods: int = DEFAULT_MAX_PODS
 
 
 @dataclass(frozen=True, slots=True)
 class Pod:
     """A pod with its requests, observed and forecast-peak usage, interference class and the rules
-    of where it may run (anti-affinity, node selector, required node affinity, tolerations)."""
+    of where it may run (anti-affinity, node selector, required node affinity, tolerations, host
+    ports).
+
+    ``cpu_request_m`` and ``memory_request_mb`` are what the scheduler counts against a node's
+    allocatable: the larger of the containers' sum and any init container (a sidecar, an init
+    container that keeps running, adds to both), plus the pod's overhead. ``unmovable``, when set,
+    is why the rebalancer leaves the pod where it is: a rule of it the planner does not model (the
+    scheduler could refuse its replacement on the planned node); the pod still counts on its node.
+    """
 
     namespace: str
     name: str
@@ -490,6 +576,10 @@ class Pod:
     peak_cpu_m: float = 0.0
     interference: Literal["cpu-bound", "io-bound", "latency-critical", "none"] = "none"
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Anti-affinity in short, node by node: an owner name (``"cart"``: no other pod of owner
+    #: ``cart`` in its namespace on its node) or a label ``"key=value"`` (no pod of any namespace with
+    #: that label on its node). The benchmark's and hand-built clusters use it; the cluster reader
+    #: gives Kubernetes' rules in full in ``anti_affinity_terms``.
     anti_affinity: tuple[str, ...] = ()
     #: Bound to its node (a DaemonSet's or a mirror pod): never moved, and it does not keep its node
     #: from being freed (the cluster autoscaler and ``kubectl drain --ignore-daemonsets`` ignore it).
@@ -501,6 +591,15 @@ class Pod:
     required_node_terms: tuple[NodeSelectorTerm, ...] = ()
     #: ``spec.tolerations``: the taints it may land next to.
     tolerations: tuple[Toleration, ...] = ()
+    #: Required pod anti-affinity as Kubernetes states it: no pod a term selects may run in the
+    #: pod's domain of that term, and the pod may not join a domain where such a pod runs.
+    #: (``anti_affinity`` above is a shorthand of the same rule, node by node.)
+    anti_affinity_terms: tuple[PodAffinityTerm, ...] = ()
+    #: The host ports its containers bind: no two pods on a node bind one port (``NodePorts``).
+    host_ports: tuple[HostPort, ...] = ()
+    #: Why it must not be moved (a sentence; ``""``: it may be), for a rule the planner does not
+    #: model: required pod affinity, topology spread, a volume bound to a node or zone, ...
+    unmovable: str = ""
 
 
 @dataclass(frozen=True, slots=True)

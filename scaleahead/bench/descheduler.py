@@ -5,14 +5,15 @@ moves with what a cluster gets today. This module re-implements, on a ``ClusterS
 
 - the **descheduler** strategies ``LowNodeUtilization`` and ``HighNodeUtilization``
   (kubernetes-sigs/descheduler, ``pkg/framework/plugins/nodeutilization``): node utilization is
-  the sum of pod *requests* (cpu, memory, pod count) over allocatable (max pods 110, the kubelet
-  default); nodes are classified by thresholds, pods are evicted from source nodes in order while
-  the destination nodes' total available capacity stays positive. Evictions go through the
-  Eviction API, which refuses an eviction a PodDisruptionBudget forbids (HTTP 429); the
-  descheduler then tries the next pod.
+  the sum of pod *requests* (cpu, memory, pod count) over allocatable (pods: the node's
+  ``max_pods``, the kubelet's default 110 in the benchmark); nodes are classified by thresholds,
+  pods are evicted from source nodes in order while the destination nodes' total available
+  capacity stays positive. Evictions go through the Eviction API, which refuses an eviction a
+  PodDisruptionBudget forbids (HTTP 429); the descheduler then tries the next pod.
 - the **default scheduler** placing the evicted pods' replacements: filter (node schedulable,
-  requests fit, pod count, required inter-pod anti-affinity, the pod's node selector and
-  required node affinity, the node's taints tolerated: ``planner.placement_rules.fits_node``),
+  requests fit, the node's pod limit, required inter-pod anti-affinity either way in every domain
+  and host ports: ``planner.pod_rules.neighbour_problem``, the pod's node selector and required
+  node affinity, the node's taints tolerated: ``planner.placement_rules.fits_node``),
   then score with ``NodeResourcesFit`` ``LeastAllocated`` (the default) or ``MostAllocated``
   (what the descheduler README says HighNodeUtilization must be used with), equal weights for
   cpu and memory; ties go to the node name (the real scheduler picks at random among the best).
@@ -33,11 +34,10 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from planner.placement_rules import fits_node
-from planner.rebalance import PdbBudgets, conflicts, pod_key
+from planner.pod_rules import neighbour_problem
+from planner.rebalance import PdbBudgets, pod_key
 from scaleahead.types import ClusterState, Node, Pod
 
-#: The kubelet's default ``maxPods``: the pod capacity of a node for the "pods" resource.
-MAX_PODS = 110
 LOW_THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
 LOW_TARGET_THRESHOLDS = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
 HIGH_THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
@@ -47,7 +47,7 @@ Scoring = Literal["least", "most"]
 
 
 def _alloc(node: Node) -> dict[str, float]:
-    return {"cpu": float(node.cpu_m), "memory": float(node.memory_mb), "pods": float(MAX_PODS)}
+    return {"cpu": float(node.cpu_m), "memory": float(node.memory_mb), "pods": float(node.max_pods)}
 
 
 def _pod_req(pod: Pod) -> dict[str, float]:
@@ -90,15 +90,16 @@ class SimCluster:
         return True
 
     def fits(self, pod: Pod, node: str) -> bool:
-        """The scheduler's filter: schedulable, the pod's node rules allow the node, requests fit,
-        anti-affinity holds."""
+        """The scheduler's filter: schedulable, the pod's node rules allow the node, requests and the
+        pod limit fit, anti-affinity (either way, in every domain) and host ports hold."""
         n = self.nodes[node]
         if not n.schedulable or not fits_node(pod, n):
             return False
         used, alloc, req = self.usage(node), _alloc(n), _pod_req(pod)
         if any(used[r] + req[r] > alloc[r] for r in _RESOURCES):
             return False
-        return not any(conflicts(pod, q) for q in self.pods[node])
+        placed = [(q, self.nodes[m]) for m, ps in self.pods.items() for q in ps]
+        return neighbour_problem(pod, n, placed) is None
 
     def bind(self, pod: Pod, node: str) -> Pod:
         placed = _on(pod, node)

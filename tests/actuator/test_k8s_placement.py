@@ -10,12 +10,21 @@ import pytest
 from kubeemu import NODES, PDBS, POD_METRICS, PODS, Fault
 
 from actuator.applying import Actuator
-from actuator.kubernetes import KubernetesTarget, cpu_millis, memory_mb
+from actuator.kubernetes import KubernetesTarget, cpu_millis, memory_mb, pod_limit
 from actuator.steering import STEERED_TO, affinity_patch
 from planner import plan as make_plan
 from planner.placement_rules import fits_node
 from planner.rebalance import pod_peak_cpu_m
-from scaleahead.types import MovePod, NodeSelectorRequirement, Taint, Toleration
+from scaleahead.types import (
+    HostPort,
+    LabelRequirement,
+    LabelSelector,
+    MovePod,
+    NodeSelectorRequirement,
+    PodAffinityTerm,
+    Taint,
+    Toleration,
+)
 
 NOW = 1_700_000_000.0
 
@@ -33,6 +42,11 @@ def test_cpu_quantities_in_millicores(quantity: Any, millis: int) -> None:
 )
 def test_memory_quantities_in_mib(quantity: Any, mb: int) -> None:
     assert memory_mb(quantity) == mb
+
+
+@pytest.mark.parametrize(("quantity", "pods"), [("110", 110), ("32", 32), (None, 110), ("", 110), ("1k", 0)])
+def test_a_nodes_pod_limit(quantity: Any, pods: int) -> None:
+    assert pod_limit(quantity) == pods
 
 
 def node(cpu: str, unschedulable: bool = False, **spec: Any) -> dict[str, Any]:
@@ -239,3 +253,197 @@ def test_a_steered_pod_is_not_pinned_to_its_node_by_the_webhooks_own_requirement
     moves = planned_moves(target)
     assert moves == {"cart-1": ("n3", "n2"), "web-2": ("n2", "n1")}
     assert all(fits_node(by_name[p], next(n for n in nodes if n.name == to)) for p, (_, to) in moves.items())
+
+
+def containers(*requests: dict[str, str], **extra: Any) -> list[dict[str, Any]]:
+    return [{"name": f"c{i}", "resources": {"requests": r}} | extra for i, r in enumerate(requests)]
+
+
+def test_a_pods_requests_are_read_as_the_scheduler_counts_them(kube) -> None:
+    # the larger of the containers' sum and any init container, a sidecar (restartPolicy Always)
+    # added to both, plus the pod's overhead; memory summed exactly and rounded up to a MiB
+    fragmented(kube)
+    init = pod("n1", "init", "500m")
+    init["spec"] |= {
+        "containers": containers({"cpu": "500m", "memory": "256Mi"}, {"cpu": "250m", "memory": "100M"}),
+        "initContainers": containers({"cpu": "2", "memory": "1Gi"}),
+        "overhead": {"cpu": "100m", "memory": "64Mi"},
+    }
+    kube.cluster.put(PODS, "shop", "init-1", init)
+    sidecar = pod("n1", "sidecar", "500m")
+    sidecar["spec"]["initContainers"] = [
+        *containers({"cpu": "300m", "memory": "100M"}, restartPolicy="Always"),
+        *containers({"cpu": "1", "memory": "100M"}),
+    ]
+    sidecar["spec"]["containers"] = containers(*[{"cpu": "200m", "memory": "100M"}] * 3)
+    kube.cluster.put(PODS, "shop", "sidecar-1", sidecar)
+    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    by_name = {p.name: p for p in pods}
+    assert (by_name["init-1"].cpu_request_m, by_name["init-1"].memory_request_mb) == (2100, 1024 + 64)
+    # cpu: containers 600 + sidecar 300 = 900 < the init container 1000 + the sidecar before it 300
+    # memory: 4 x 100M = 381.5 MiB (the sum of the parts read one by one would be 4 x 95)
+    assert (by_name["sidecar-1"].cpu_request_m, by_name["sidecar-1"].memory_request_mb) == (1300, 382)
+    assert by_name["web-1"].cpu_request_m == 1000, "a plain pod: its containers' sum"
+
+
+def test_pod_limits_host_ports_anti_affinity_terms_and_pdb_selectors_are_read(kube) -> None:
+    fragmented(kube)
+    kube.cluster.put(
+        NODES, None, "n1", node("4") | {"status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "3"}}}
+    )
+    ported = pod("n3", "cart", "500m")
+    ported["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 8080, "hostPort": 8080, "protocol": "UDP", "hostIP": "10.0.0.1"},
+        {"containerPort": 9090},  # no host port
+    ]
+    by_zone = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["batch", "db"]}]}
+    ported["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": by_zone,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "namespaces": ["shop", "data"],
+                },
+                {"labelSelector": {"matchLabels": {"app": "cart"}}, "topologyKey": "kubernetes.io/hostname"},
+                {"labelSelector": {"matchLabels": {"app": "x"}}, "namespaceSelector": {}, "topologyKey": "rack"},
+                {"topologyKey": "kubernetes.io/hostname"},  # no labelSelector: selects no pod
+            ]
+        }
+    }
+    kube.cluster.put(PODS, "shop", "cart-1", ported)
+    web_or_batch = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "batch"]}]}
+    for name, spec in (("web-pdb", {"selector": web_or_batch}), ("all-pdb", {"selector": {}}), ("no-pdb", {})):
+        kube.cluster.put(PDBS, "shop", name, {"spec": spec, "status": {"disruptionsAllowed": 1}})
+    nodes, pods, pdbs = KubernetesTarget(kube.api_client()).read_placement()
+    assert {n.name: n.max_pods for n in nodes} == {"n1": 3, "n2": 110, "n3": 110}, "110: the kubelet's default"
+    cart = next(p for p in pods if p.name == "cart-1")
+    assert cart.host_ports == (HostPort(8080, "UDP", "10.0.0.1"),)
+    R = LabelRequirement
+    assert cart.anti_affinity_terms == (
+        PodAffinityTerm(
+            LabelSelector((), (R("app", "In", ("batch", "db")),)), ("shop", "data"), "topology.kubernetes.io/zone"
+        ),
+        PodAffinityTerm(LabelSelector((("app", "cart"),)), (), "kubernetes.io/hostname"),
+        PodAffinityTerm(LabelSelector((("app", "x"),)), None, "rack"),
+        PodAffinityTerm(None, (), "kubernetes.io/hostname"),
+    )
+    assert cart.anti_affinity == (), "the terms are read in full, not as the shorthand"
+    covered = sorted((b.name, b.owner) for b in pdbs)  # policy/v1: {} selects every pod, no selector none
+    assert covered == [
+        ("all-pdb", "batch-rs"),
+        ("all-pdb", "cart-rs"),
+        ("all-pdb", "web-rs"),
+        ("web-pdb", "batch-rs"),
+        ("web-pdb", "web-rs"),
+    ]
+
+
+def test_pods_with_rules_the_planner_does_not_model_are_read_as_unmovable(kube) -> None:
+    fragmented(kube)
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "pvc-1": (
+            {
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+                    {"name": "c", "configMap": {}},
+                ]
+            },
+            "it mounts a volume of type persistentVolumeClaim",
+        ),
+        "local-1": (
+            {"volumes": [{"name": "h", "hostPath": {"path": "/x"}}, {"name": "e", "ephemeral": {}}]},
+            "it mounts volumes of type ephemeral and hostPath",
+        ),
+        "gpu-1": (
+            {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]},
+            "it requests nvidia.com/gpu",
+        ),
+        "disk-1": (
+            {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "ephemeral-storage": "1Gi"}}}]},
+            "it requests ephemeral-storage",
+        ),
+        "near-1": (
+            {
+                "affinity": {
+                    "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}
+                }
+            },
+            "it has required pod affinity",
+        ),
+        "spread-1": (
+            {
+                "topologySpreadConstraints": [
+                    {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+                ]
+            },
+            "it has a topology spread constraint with whenUnsatisfiable DoNotSchedule",
+        ),
+        "own-1": ({"schedulerName": "volcano"}, "it is scheduled by volcano, not the default scheduler"),
+        "claim-1": ({"resourceClaims": [{"name": "gpu"}]}, "it claims devices (spec.resourceClaims)"),
+        "both-1": (
+            {
+                "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "z"}]}},
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}],
+            },
+            "it has required pod affinity and mounts a volume of type persistentVolumeClaim",
+        ),
+    }
+    for name, (spec, _) in cases.items():
+        kube.cluster.put(PODS, "shop", name, pod("n1", name.split("-")[0], "100m", **spec))
+    movable = {
+        "soft-1": {
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "ScheduleAnyway"}]
+        },
+        "plain-1": {
+            "volumes": [{"name": "t", "projected": {}}, {"name": "s", "secret": {}}, {"name": "d", "emptyDir": {}}]
+        },
+    }
+    for name, spec in movable.items():
+        kube.cluster.put(PODS, "shop", name, pod("n1", name.split("-")[0], "100m", **spec))
+    starting = pod("n1", "starting", "100m")
+    starting["status"]["phase"] = "Pending"  # bound to n1, not running yet: it takes its place there
+    kube.cluster.put(PODS, "shop", "starting-1", starting)
+    leaving = pod("n1", "leaving", "100m")
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-05T01:00:00Z"
+    kube.cluster.put(PODS, "shop", "leaving-1", leaving)
+    done = pod("n1", "done", "100m")
+    done["status"]["phase"] = "Succeeded"  # finished: the scheduler no longer counts it
+    kube.cluster.put(PODS, "shop", "done-1", done)
+    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    by_name = {p.name: p for p in pods}
+    for name, (_, start) in cases.items():
+        assert by_name[name].unmovable.startswith(f"{start}, which the planner does not model"), name
+    assert all(by_name[name].unmovable == "" for name in (*movable, "web-1", "cart-1"))
+    assert by_name["starting-1"].unmovable == "it is not running (phase Pending)"
+    assert by_name["leaving-1"].unmovable == "it is terminating"
+    assert "done-1" not in by_name
+
+
+def test_a_plan_keeps_zone_anti_affinity_and_leaves_a_pvc_pod_saying_why(kube) -> None:
+    # unconstrained, cart-1 goes n3 -> n2 (n3 freed) and web-2 n2 -> n1 (away from batch-1); here n1
+    # and n2 are zone z1, where batch-1 runs, which cart-1's zone rule keeps it out of, and web-2
+    # mounts a PersistentVolumeClaim
+    fragmented(kube)
+    for name, zone in (("n1", "z1"), ("n2", "z1"), ("n3", "z2")):
+        labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}
+        kube.cluster.put(NODES, None, name, node("4") | {"metadata": {"labels": labels}})
+    not_with_batch = {
+        "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["batch"]}]},
+        "topologyKey": "topology.kubernetes.io/zone",
+    }
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [not_with_batch]}}
+    kube.cluster.put(PODS, "shop", "cart-1", pod("n3", "cart", "500m", affinity=anti))
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "web-data"}}]
+    kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical", volumes=volumes))
+    target = KubernetesTarget(kube.api_client(), placement=True)
+    plan = make_plan({}, target.read_state([]), [], NOW, max_moves=4)
+    moves = {m.pod: (m.from_node, m.to_node) for m in plan.actions if isinstance(m, MovePod)}
+    assert moves == {"web-1": ("n1", "n3")}, "n1 is freed instead; cart-1 may not join batch-1's zone"
+    assert plan.notes == (
+        "rebalancing leaves shop/web-2 where it is: it mounts a volume of type persistentVolumeClaim, which the "
+        "planner does not model: the scheduler could refuse its replacement on the planned node",
+    )
+    kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical"))
+    kube.cluster.put(NODES, None, "n1", node("4") | {"metadata": {"labels": {"topology.kubernetes.io/zone": "z3"}}})
+    assert planned_moves(target) == {"cart-1": ("n3", "n1"), "web-2": ("n2", "n1")}, "n1 is now in zone z3"

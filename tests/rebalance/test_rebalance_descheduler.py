@@ -8,7 +8,16 @@ from rebalance_builders import cluster, node, pod
 
 from scaleahead.bench.descheduler import run_descheduler
 from scaleahead.bench.rebalance import apply_moves
-from scaleahead.types import MovePod, PodDisruptionBudget, Reason, Taint, Toleration
+from scaleahead.types import (
+    HostPort,
+    LabelSelector,
+    MovePod,
+    PodAffinityTerm,
+    PodDisruptionBudget,
+    Reason,
+    Taint,
+    Toleration,
+)
 
 
 def where(c: object) -> dict[str, str]:
@@ -108,3 +117,20 @@ def test_a_move_to_a_node_the_pods_rules_exclude_is_not_bound_there() -> None:
     assert outcome.placement["app/web-1"] == "a"  # LeastAllocated: a (0 % after eviction) over c
     tolerant = replace(state, pods=tuple(replace(p, tolerations=(Toleration("", "Exists"),)) for p in state.pods))
     assert apply_moves(tolerant, (move,)).placement["app/web-1"] == "b"
+
+
+def test_the_scheduler_refuses_a_node_at_its_pod_limit_a_taken_host_port_and_a_zone_anti_affinity() -> None:
+    # as in the first test, MostAllocated would pick c; each rule below keeps web-1 off c, leaving b
+    nodes = [replace(node(n), labels={"zone": "z1" if n == "c" else "z2"}) for n in ("a", "b", "c")]
+    pods = [pod("web-1", "a", 1000), pod("db-1", "b", 5000), pod("db-2", "c", 6000)]
+    full = [replace(n, max_pods=1) if n.name == "c" else n for n in nodes]
+    ported = [replace(p, host_ports=(HostPort(9100),)) if p.name in ("web-1", "db-2") else p for p in pods]
+    zone = (PodAffinityTerm(LabelSelector((("app", "web"),)), (), "zone"),)
+    with_term = [replace(p, anti_affinity_terms=zone) if p.name == "db-2" else p for p in pods]
+    for state in (cluster(full, pods), cluster(nodes, ported), cluster(nodes, with_term)):
+        c, pending = run_descheduler(state, "high")
+        assert where(c)["web-1"] == "b" and pending == []
+    # db-2's zone rule selects pods labelled app=web: relabelled, web-1 is not one, and lands on c
+    relabelled = [replace(p, labels={"app": "api"}) if p.name == "web-1" else p for p in with_term]
+    c, _ = run_descheduler(cluster(nodes, relabelled), "high")
+    assert where(c)["web-1"] == "c"

@@ -10,12 +10,25 @@ from hypothesis import strategies as st
 from rebalance_builders import cluster, node, pod
 
 from planner.placement_rules import fits_node
-from planner.rebalance import RebalanceWeights, conflicts, interference_pairs, plan_moves, pod_key, pod_peak_cpu_m
+from planner.rebalance import (
+    RebalanceWeights,
+    _Cluster,
+    conflicts,
+    interference_pairs,
+    plan_moves,
+    pod_key,
+    pod_peak_cpu_m,
+)
 from scaleahead.types import (
     ClusterState,
+    HostPort,
+    LabelRequirement,
+    LabelSelector,
     MovePod,
+    Node,
     NodeSelectorRequirement,
     Pod,
+    PodAffinityTerm,
     PodDisruptionBudget,
     Taint,
     Toleration,
@@ -196,3 +209,145 @@ def test_a_move_never_targets_a_node_the_pods_node_rules_refuse(
         assert fits_node(by_key[f"{m.namespace}/{m.pod}"], nodes[m.to_node]), m.reason.message
     after = applied(state, moves)
     assert interference_pairs(after) <= interference_pairs(state.pods)
+
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+TERMS = {
+    "none": (),
+    "own-node": (PodAffinityTerm(LabelSelector((), (LabelRequirement("app", "In", ("{app}",)),)), (), HOST),),
+    "own-zone": (PodAffinityTerm(LabelSelector((("app", "{app}"),)), (), ZONE),),
+    "kafka-zone": (PodAffinityTerm(LabelSelector((), (LabelRequirement("app", "In", ("kafka",)),)), None, ZONE),),
+    "not-etl-node": (
+        PodAffinityTerm(LabelSelector((), (LabelRequirement("app", "NotIn", ("etl", "{app}")),)), (), HOST),
+    ),
+    "labelled-zone": (PodAffinityTerm(LabelSelector((), (LabelRequirement("tier", "Exists"),)), (), ZONE),),
+}
+
+
+def with_app(terms: tuple[PodAffinityTerm, ...], app: str) -> tuple[PodAffinityTerm, ...]:
+    def fill(t: PodAffinityTerm) -> PodAffinityTerm:
+        assert t.selector is not None
+        labels = tuple((k, v.format(app=app)) for k, v in t.selector.match_labels)
+        exprs = tuple(
+            r._replace(values=tuple(v.format(app=app) for v in r.values)) for r in t.selector.match_expressions
+        )
+        return t._replace(selector=LabelSelector(labels, exprs))
+
+    return tuple(fill(t) for t in terms)
+
+
+@st.composite
+def clusters_with_pod_rules(draw: st.DrawFn) -> ClusterState:
+    """``clusters()`` whose nodes have zones (or none), host names and pod limits, and whose pods have
+    anti-affinity terms on either key, host ports, a rule the planner does not model, or are node-bound."""
+    state = draw(clusters())
+    nodes = tuple(
+        replace(
+            n,
+            labels={HOST: n.name} | ({ZONE: z} if (z := draw(st.sampled_from(["z1", "z2", ""]))) else {}),
+            max_pods=draw(st.sampled_from([2, 4, 6, 110, 110])),
+        )
+        for n in state.nodes
+    )
+    pods = []
+    for p in state.pods:
+        kind = draw(st.sampled_from(["plain"] * 6 + ["ports", "ports", "unmovable", "bound"]))
+        p = replace(
+            p,
+            anti_affinity_terms=with_app(TERMS[draw(st.sampled_from(["none"] * 4 + sorted(TERMS)))], p.owner),
+            labels={**p.labels, **({"tier": "x"} if draw(st.booleans()) else {})},
+        )
+        if kind == "ports":
+            p = replace(
+                p,
+                host_ports=(
+                    HostPort(draw(st.sampled_from([80, 9100])), "TCP", draw(st.sampled_from(["", "10.0.0.1"]))),
+                ),
+            )
+        elif kind == "unmovable":
+            p = replace(p, unmovable="it has required pod affinity, which the planner does not model")
+        elif kind == "bound":
+            # class none: the planner does not count a node-bound pod's class (it never moves)
+            p = replace(p, node_bound=True, owner="", host_ports=(HostPort(9100),), interference="none")
+        pods.append(p)
+    return ClusterState(nodes=nodes, pods=tuple(pods), pdbs=state.pdbs)
+
+
+def scheduler_refuses(
+    pod: Pod,
+    node: Node,
+    where: dict[str, str],
+    by_key: dict[str, Pod],
+    nodes: dict[str, Node],
+    pod_limit: bool = True,
+) -> str:
+    """What kube-scheduler's NodeResourcesFit (pods), NodePorts and InterPodAffinity filters say of
+    ``pod`` on ``node`` with the other pods where ``where`` has them; written out pod by pod."""
+    me = pod_key(pod)
+    here = [by_key[k] for k, n in where.items() if n == node.name and k != me]
+    if pod_limit and len(here) + 1 > node.max_pods:
+        return "pod limit"
+    for q in here:
+        if conflicts(pod, q):
+            return f"shorthand anti-affinity with {pod_key(q)}"
+        for a in pod.host_ports:
+            for b in q.host_ports:
+                if (a.port, a.protocol) == (b.port, b.protocol) and (not a.host_ip or not b.host_ip or a == b):
+                    return f"host port {a.port} with {pod_key(q)}"
+    for k, n in where.items():
+        q, there = by_key[k], nodes[n]
+        if k == me:
+            continue
+        for holder, other, t, ns in [(pod, q, t, pod.namespace) for t in pod.anti_affinity_terms] + [
+            (q, pod, t, q.namespace) for t in q.anti_affinity_terms
+        ]:
+            mine = node.labels.get(t.topology_key)
+            if mine is not None and there.labels.get(t.topology_key) == mine and t.selects(other, ns):
+                return f"anti-affinity of {pod_key(holder)} ({t.topology_key}) with {pod_key(q)}"
+    return ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters_with_pod_rules(), st.integers(1, 6), st.booleans())
+def test_every_move_is_one_the_scheduler_accepts_by_pod_limit_host_ports_and_anti_affinity_in_every_domain(
+    state: ClusterState, max_moves: int, separation_only: bool
+) -> None:
+    weights = RebalanceWeights(node_freed=0.0) if separation_only else None  # swaps and exchanges too
+    by_key = {pod_key(p): p for p in state.pods}
+    nodes = {n.name: n for n in state.nodes}
+    where = {k: p.node for k, p in by_key.items()}
+    moves = plan_moves(state, max_moves, weights=weights)
+    for m in moves:
+        key = f"{m.namespace}/{m.pod}"
+        moved = by_key[key]
+        assert not moved.unmovable and not moved.node_bound
+        assert where[key] == m.from_node
+        assert scheduler_refuses(moved, nodes[m.to_node], where, by_key, nodes) == "", m.reason.message
+        where[key] = m.to_node
+    assert interference_pairs(applied(state, moves)) <= interference_pairs(state.pods)
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters_with_pod_rules(), st.data())
+def test_the_filters_indexes_refuse_exactly_what_the_scheduler_refuses_before_and_after_moves(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    # the filter reads anti-affinity terms through an index by domain, kept up to date as pods move;
+    # it must agree with the rules written out pod by pod, or moves are lost (or left to the safety check)
+    c = _Cluster.of(state)
+    nodes = {n.name: n for n in state.nodes}
+    by_key = {pod_key(p): p for p in state.pods}
+    where = {k: p.node for k, p in by_key.items()}
+    for _ in range(3):
+        for key in sorted(by_key):
+            for name in sorted(n for n in nodes if n != where[key]):  # the filter never offers its own node
+                expected = scheduler_refuses(by_key[key], nodes[name], where, by_key, nodes, pod_limit=False)
+                assert c.excluded(by_key[key], name) == bool(expected), (key, name, expected)
+        movers = sorted(k for k, p in by_key.items() if not p.node_bound)
+        if not movers:
+            break
+        key = data.draw(st.sampled_from(movers))
+        to = data.draw(st.sampled_from(sorted(n for n in nodes if n != where[key])))
+        by_key[key] = c.move(by_key[key], to)
+        where[key] = to
