@@ -29,7 +29,6 @@ import numpy as np
 
 from planner.replicas import _EPS, Basis, decide_replicas, explain, provision_levels
 from planner.table import SpecColumns, spec_columns
-from scaleahead.observed import trend_min_t
 from scaleahead.policy import PolicySpec
 from scaleahead.types import Forecast, LazyReason, QuantileRows, Reason, ScaleTo, WorkloadRef, WorkloadState
 
@@ -530,17 +529,10 @@ class ReplicaBatch:
             trows = np.fromiter(compress(range(n_items), map(is_not, trends, repeat(None))), np.int64)
             trends = [trends[i] for i in trows.tolist()]
         if trends:
-            # A Trend is a tuple (level, slope, t_stat, at, window_s, samples, full_samples): one flat
-            # run of floats.
-            tr = np.fromiter(chain.from_iterable(trends), np.float64, count=7 * len(trends)).reshape(-1, 7)
-            min_t = c.ramp_min_t[trows]
-            gappy = np.flatnonzero(tr[:, 5] < tr[:, 6])
-            if gappy.size:  # a window with gaps needs a higher t (replicas.ramp_min_t)
-                min_t = min_t.copy()
-                for r in gappy.tolist():
-                    min_t[r] = trend_min_t(float(min_t[r]), int(tr[r, 5]), int(tr[r, 6]))
+            # A Trend is a tuple (level, slope, t_stat, at, window_s, samples): one flat run of floats.
+            tr = np.fromiter(chain.from_iterable(trends), np.float64, count=6 * len(trends)).reshape(-1, 6)
             with np.errstate(all="ignore"):
-                on = (c.ramp_window_s[trows] > 0) & (tr[:, 1] > 0) & (tr[:, 2] >= min_t)
+                on = (c.ramp_window_s[trows] > 0) & (tr[:, 1] > 0) & (tr[:, 2] >= c.ramp_min_t[trows])
                 on &= np.isfinite(tr[:, 0]) & np.isfinite(tr[:, 3])
                 dem = tr[:, 0] + tr[:, 1] * np.maximum(0.0, ramp_t[trows] - tr[:, 3])
             ramp[trows] = np.where(on, _rf(dem, per[trows]), 0.0)

@@ -13,9 +13,9 @@ The rule (docs/planner.md):
    scales a service in below current need. Demand above even the forecast's top quantile (the
    forecast missed), or above what the ready replicas serve, scales up to that need at once.
    *Ramp floor*: while the observed demand of the last ``rampFloor.windowSeconds`` rises along a
-   significant straight line (t statistic at least ``rampFloor.minTStat``; on a window with gaps the
-   t as rare at its fewer samples, ``ramp_min_t``), never below what that line reaches by the end
-   of the first interval a replica asked for now serves (``now + startup + interval``).
+   significant straight line (t statistic at least ``rampFloor.minTStat``), never below what that
+   line reaches by the end of the first interval a replica asked for now serves
+   (``now + startup + interval``).
 3. Scale-down stabilization (highest desired count over the window, but with a forecast never more
    than the top quantile needs over the window), step limits, min/max.
 
@@ -30,9 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from scaleahead.observed import trend_min_t
 from scaleahead.policy import FallbackMode, PolicySpec
-from scaleahead.types import FloatArray, Forecast, Reason, ScaleTo, Trend, WorkloadRef, WorkloadState
+from scaleahead.types import FloatArray, Forecast, Reason, ScaleTo, WorkloadRef, WorkloadState
 
 #: Relative slack before rounding up, so float noise (e.g. 4.0000001) does not add a replica.
 _EPS = 1e-9
@@ -188,25 +187,12 @@ class Basis:
     ramp_t: float = math.nan  # the end of the first interval a replica asked for now serves
 
 
-def ramp_min_t(spec: PolicySpec, trend: Trend) -> float:
-    """The t statistic the ramp floor asks of ``trend``: ``rampFloor.minTStat`` on a full window.
-
-    A window with gaps must reach the t that is as rare on flat noise at its fewer samples
-    (``scaleahead.observed.trend_min_t``).
-    """
-    return trend_min_t(spec.ramp_floor.min_t_stat, trend.samples, trend.full_samples)
-
-
-def ramp_floor(
-    spec: PolicySpec, state: WorkloadState, now: float, interval_s: float, sparse: bool = False
-) -> tuple[int, float, float]:
+def ramp_floor(spec: PolicySpec, state: WorkloadState, now: float, interval_s: float) -> tuple[int, float, float]:
     """The ramp floor: ``(replicas, demand, at)``; ``(0, nan, at)`` when the demand is not rising steadily.
 
     ``demand`` is where the line fitted to the observed demand (``state.observed_trend``) leads at
     ``at = now + startup + interval``, the end of the window a replica asked for now would serve;
-    counted only when the line rises with a t statistic of at least ``rampFloor.minTStat``, and on a
-    window with gaps at least ``ramp_min_t``. With ``sparse``, the reverse: counted only when the
-    rise passes ``minTStat`` but not the gappy window's higher t (what a reason says it did not do).
+    counted only when the line rises with a t statistic of at least ``rampFloor.minTStat``.
     """
     at = now + spec.startup_seconds + interval_s
     tr = state.observed_trend
@@ -220,37 +206,8 @@ def ramp_floor(
         or not math.isfinite(tr.at)
     ):
         return 0, math.nan, at
-    if (tr.samples < tr.full_samples and tr.t_stat < ramp_min_t(spec, tr)) != sparse:
-        return 0, math.nan, at
     demand = tr.level + tr.slope * max(0.0, at - tr.at)
     return replicas_for(demand, spec), demand, at
-
-
-def _sparse_ramp_note(
-    spec: PolicySpec,
-    state: WorkloadState,
-    now: float,
-    interval_s: float,
-    b: Basis,
-    details: dict[str, float | int | str],
-) -> str:
-    """What the ramp floor would have asked for had its window no gaps, when that is more than the rule chose.
-
-    Such a rise passes ``rampFloor.minTStat`` but not the higher t its fewer samples need
-    (``ramp_min_t``), so the floor did not count it; the reason says so, and the details carry the
-    count as ``ramp_sparse_replicas``. Empty otherwise.
-    """
-    ramp, demand, at = ramp_floor(spec, state, now, interval_s, sparse=True)
-    tr = state.observed_trend
-    if tr is None or ramp <= b.raw:
-        return ""
-    details["ramp_sparse_replicas"] = ramp
-    return (
-        f"; no ramp floor: observed demand rose with t = {_fmt(tr.t_stat)} over the last {tr.window_s:g} s, but "
-        f"on {tr.samples} of {tr.full_samples} samples a rise needs t >= {_fmt(ramp_min_t(spec, tr))} to be "
-        f"as rare on flat noise as {spec.ramp_floor.min_t_stat:g} on a full window (the line leads to "
-        f"{_fmt(demand)} {spec.demand.unit} by {_clock(at)}, {ramp} replicas)"
-    )
 
 
 def churn_window(spec: PolicySpec, interval_s: float) -> float:
@@ -326,17 +283,9 @@ def explain(
             rel = f" ({per_min / tr.level:.1%})" if tr.level > 0 else ""
             min_t = spec.ramp_floor.min_t_stat
             fit = "a perfect straight line" if math.isinf(tr.t_stat) else f"t = {_fmt(tr.t_stat)} >= {min_t:g}"
-            samples = f"{tr.samples} samples"
-            if tr.samples < tr.full_samples:
-                samples = f"{tr.samples} of {tr.full_samples} samples"
-                if not math.isinf(tr.t_stat):
-                    fit = (
-                        f"t = {_fmt(tr.t_stat)} >= {_fmt(ramp_min_t(spec, tr))}, "
-                        f"as rare on flat noise as {min_t:g} on a full window"
-                    )
             text = (
                 f"observed demand rose {rate} {unit} a minute{rel} over the last {tr.window_s:g} s "
-                f"({samples}, {fit}); at that pace "
+                f"({tr.samples} samples, {fit}); at that pace "
                 f"{_fmt(b.ramp_demand)} {unit} by {_clock(b.ramp_t)}, the end of the first interval a replica "
                 f"asked for now serves (start-up {spec.startup_seconds:.0f} s), needs {b.ramp} {target}; "
                 f"the {pct(b.level)} forecast needs {b.need}, {seen} needs {b.reactive}"
@@ -363,8 +312,6 @@ def explain(
         if b.code == "ramp_floor":
             details["ramp_replicas"] = b.ramp
             details["ramp_demand"] = b.ramp_demand
-        else:
-            text += _sparse_ramp_note(spec, state, now, interval_s, b, details)
     if b.held is not None:
         stab = f"{spec.scale_down_stabilization_seconds:.0f} s"
         text += f"; held at {min(current, b.held)} by {stab} scale-down stabilization"

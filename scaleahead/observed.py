@@ -8,15 +8,13 @@ reacting to it bought replicas that arrived after the spike had gone (docs/plann
 
 The ramp floor reads a second summary of the same samples: the straight line fitted to the
 demand of the last ``rampFloor.windowSeconds`` (``demand_trend``, ``rolling_trends``), whose slope
-and significance say whether demand is rising steadily (docs/planner.md, "Ramp floor"); a window
-with gaps must reach a higher t statistic (``trend_min_t``).
+and significance say whether demand is rising steadily (docs/planner.md, "Ramp floor").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -100,84 +98,6 @@ MIN_TREND_SAMPLES = 3
 _TREND_CELLS = 1 << 21
 
 
-def _beta_cf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for num in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def t_sf(t: float, df: int) -> float:
-    """``P(T >= t)`` for Student's t with ``df`` degrees of freedom (one-sided; NaN for NaN).
-
-    Through the regularized incomplete beta function ``I_x(df/2, 1/2)`` at ``x = df / (df + t^2)``,
-    which keeps its precision far into the tail.
-    """
-    if math.isnan(t):
-        return math.nan
-    if math.isinf(t):
-        return 0.0 if t > 0 else 1.0
-    x = df / (df + t * t)
-    a, b = df / 2.0, 0.5
-    if x <= 0.0:
-        tail = 0.0
-    elif x >= 1.0:
-        tail = 1.0
-    else:
-        front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-        if x < (a + 1.0) / (a + b + 2.0):
-            tail = front * _beta_cf(a, b, x) / a
-        else:
-            tail = 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
-    return 0.5 * tail if t > 0 else 1.0 - 0.5 * tail
-
-
-@lru_cache(maxsize=4096)
-def trend_min_t(min_t: float, samples: int, full: int) -> float:
-    """The t statistic a line fitted to ``samples`` finite values must reach when a full window holds ``full``.
-
-    A full window (``samples >= full``, or ``full`` unknown: 0) keeps ``min_t``. A window with gaps
-    has fewer degrees of freedom (``samples - 2``), and on flat noise its t statistic passes
-    ``min_t`` far more often (3 samples pass 3 in 10 % of windows, 30 in 0.3 %): it must reach the
-    t that is as rare at its degrees of freedom (Student's t) as ``min_t`` is at the full window's.
-    ``inf`` when no finite t is that rare (only a perfect line passes).
-    """
-    if samples >= full or samples < MIN_TREND_SAMPLES or not math.isfinite(min_t):
-        return min_t
-    alpha = t_sf(min_t, full - 2)
-    df = samples - 2
-    if not alpha > 0.0:
-        return math.inf
-    lo, hi = min_t, max(min_t, 1.0)
-    while t_sf(hi, df) > alpha:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e300:
-            return math.inf
-    for _ in range(200):  # bisection on log t: a few ulps in the end
-        mid = math.sqrt(lo * hi) if lo > 0 else (lo + hi) / 2.0
-        if mid <= lo or mid >= hi:
-            break
-        if t_sf(mid, df) > alpha:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
 def _line_fits(windows: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Least-squares lines through the finite values of each row of ``windows`` ``[rows, k]``.
 
@@ -243,10 +163,9 @@ class RollingTrends:
     def __init__(self, series: Series, window_s: float) -> None:
         self.series = series
         self.window_s = window_s if math.isfinite(window_s) and window_s > 0 else 0.0
-        self.full_samples = 0  # samples a window without gaps holds
         if self.window_s > 0:
             self.level, self.slope, self.t_stat = rolling_trends(series.values, series.step_s, self.window_s)
-            k = self.full_samples = window_steps(series.step_s, self.window_s)
+            k = window_steps(series.step_s, self.window_s)
             finite = np.isfinite(series.values)
             counts = np.concatenate(([0], np.cumsum(finite)))
             idx = np.arange(finite.size)
@@ -267,7 +186,6 @@ class RollingTrends:
             s.start + (j + 1) * s.step_s,
             self.window_s,
             int(self.samples[j]),
-            self.full_samples,
         )
 
 
@@ -296,7 +214,7 @@ def demand_trends(items: Sequence[tuple[Series, float]]) -> list[Trend | None]:
         level, slope, t, n = _line_fits(block)
         for r, (idx, _, at, step_s, window_s) in enumerate(rows):
             if math.isfinite(slope[r]):
-                out[idx] = Trend(float(level[r]), float(slope[r]) / step_s, float(t[r]), at, window_s, int(n[r]), k)
+                out[idx] = Trend(float(level[r]), float(slope[r]) / step_s, float(t[r]), at, window_s, int(n[r]))
     return out
 
 

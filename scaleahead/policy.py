@@ -333,9 +333,7 @@ class RampFloor(_Model):
     min_t_stat: Float = Field(
         3.0,
         gt=0,
-        description="How significant the rise must be: the fitted slope over its standard error (a t statistic), "
-        "on a window without gaps. A window with missing samples must reach the t that is as rare on flat noise "
-        "at its fewer samples (Student's t) as this one is on a full window.",
+        description="How significant the rise must be: the fitted slope over its standard error (a t statistic).",
     )
 
 

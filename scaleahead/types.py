@@ -380,11 +380,9 @@ class Trend(NamedTuple):
 
     ``level`` is the line's value at ``at`` (the end of the last sample's step), ``slope`` its rise
     per second, ``t_stat`` the slope over its standard error (``inf`` for a perfect line),
-    ``window_s`` the window it was fitted on, ``samples`` how many finite samples it held and
-    ``full_samples`` how many it holds without gaps (0: not known, read as full)
+    ``window_s`` the window it was fitted on and ``samples`` how many finite samples it held
     (scaleahead/observed.py, ``demand_trend``). The planner's ramp floor reads it (docs/planner.md,
-    "Ramp floor"): a window with gaps must reach a higher t (``observed.trend_min_t``); a tuple, so
-    the batch planner reads thousands in one pass.
+    "Ramp floor"); a tuple, so the batch planner reads thousands in one pass.
     """
 
     level: float
@@ -393,7 +391,6 @@ class Trend(NamedTuple):
     at: float
     window_s: float
     samples: int = 0
-    full_samples: int = 0
 
 
 @dataclass(frozen=True, slots=True)
