@@ -202,10 +202,13 @@ def _memory_bytes(quantity: Any) -> float:
     if quantity is None or quantity == "":
         return 0.0
     text = str(quantity)
-    for unit in sorted(_MEMORY_UNITS, key=len, reverse=True):
-        if text.endswith(unit):
-            return float(text[: -len(unit)]) * _MEMORY_UNITS[unit]
-    return float(text)
+    try:
+        for unit in sorted(_MEMORY_UNITS, key=len, reverse=True):
+            if text.endswith(unit):
+                return float(text[: -len(unit)]) * _MEMORY_UNITS[unit]
+        return float(text)
+    except ValueError:  # "1Pi", "2E", "500m" (bytes can be milli too), ...
+        return float(_parse_quantity(text))
 
 
 def _effective(spec: Mapping[str, Any], one: Callable[[Mapping[str, Any]], float]) -> float:
@@ -335,10 +338,13 @@ def cpu_millis(quantity: Any) -> int:
     if quantity is None or quantity == "":
         return 0
     text = str(quantity)
-    for suffix, per_milli in (("n", 1e6), ("u", 1e3), ("m", 1.0)):
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) / per_milli)
-    return int(round(float(text) * 1000))
+    try:
+        for suffix, per_milli in (("n", 1e6), ("u", 1e3), ("m", 1.0)):
+            if text.endswith(suffix):
+                return int(float(text[: -len(suffix)]) / per_milli)
+        return int(round(float(text) * 1000))
+    except ValueError:  # another suffix of the Kubernetes quantity format ("2k", "1E3" is a number above)
+        return int(round(_parse_quantity(text) * 1000))
 
 
 def memory_mb(quantity: Any) -> int:
@@ -346,10 +352,24 @@ def memory_mb(quantity: Any) -> int:
     if quantity is None or quantity == "":
         return 0
     text = str(quantity)
-    for unit in sorted(_MEMORY_UNITS, key=len, reverse=True):
-        if text.endswith(unit):
-            return int(float(text[: -len(unit)]) * _MEMORY_UNITS[unit] / 2**20)
-    return int(float(text) / 2**20)
+    try:
+        for unit in sorted(_MEMORY_UNITS, key=len, reverse=True):
+            if text.endswith(unit):
+                return int(float(text[: -len(unit)]) * _MEMORY_UNITS[unit] / 2**20)
+        return int(float(text) / 2**20)
+    except ValueError:  # a suffix above: "1Pi", "2E" (exa), ...
+        return int(_parse_quantity(text) / 2**20)
+
+
+def _parse_quantity(text: str) -> Any:
+    """A Kubernetes quantity (any suffix: ``n u m k M G T P E``, ``Ki ... Ei``, ``e3``) as a Decimal,
+    by the official client's parser; a ValueError that names the quantity when it is none."""
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return parse_quantity(text)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity ({exc})") from exc
 
 
 #: ResourceQuota keys on what a pod of a workload asks for: key -> (requests|limits, cpu|memory).
