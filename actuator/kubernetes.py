@@ -367,7 +367,7 @@ def _parse_quantity(text: str) -> Any:
     from kubernetes.utils import parse_quantity
 
     try:
-        return parse_quantity(text)
+        return parse_quantity(text)  # type: ignore[no-untyped-call]
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a Kubernetes quantity ({exc})") from exc
 
