@@ -372,26 +372,29 @@ class _Cluster:
 
     def neighbours(self, node: str, pod: Pod) -> list[tuple[Pod, Node]]:
         """The pods whose rules, or ``pod``'s, could keep ``pod`` off ``node``, with the node each is
-        on, recomputed from where the pods are (not from the indexes ``excluded`` keeps): what the
-        safety check gives ``pod_rules.neighbour_problem``. Those on ``node``; on the other nodes of
-        a domain of ``node`` by a topology key, those with a term on that key, or all when ``pod``
-        has one."""
+        on: what the safety check gives ``pod_rules.neighbour_problem``, which decides on them from
+        where the pods are. Those on ``node``; on the other nodes of a domain of ``node`` by a
+        topology key, those with a term on that key, and those a term of ``pod`` on that key
+        selects (``_Topology.selected_by``; a pod neither selected nor holding such a term can keep
+        ``pod`` off ``node`` by no rule of that domain, and the others of a zone are thousands)."""
         out = [(q, self.nodes[node]) for q in (*self.pods[node], *self.bound[node])]
         if self.topology is None:
             return out
         labels = self.nodes[node].labels
-        mine = {t.topology_key for t in pod.anti_affinity_terms}
         for key in self.topology.keys:
             value = labels.get(key)
             if value is None:
                 continue
             for name in self.topology.nodes_in[key, value]:
-                if name == node:
-                    continue
-                if key in mine:
-                    out += [(q, self.nodes[name]) for q in (*self.pods[name], *self.bound[name])]
-                else:
+                if name != node:
                     out += [(q, self.nodes[name]) for q in self.topology.with_terms(self, name, key)]
+            for term in pod.anti_affinity_terms:
+                if term.topology_key == key:
+                    out += [
+                        (q, self.nodes[q.node])
+                        for _, q in self.topology.selected_by(self, term, pod.namespace, key, value)
+                        if q.node != node and not any(t.topology_key == key for t in q.anti_affinity_terms)
+                    ]
         return out
 
     def fit_mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
@@ -566,9 +569,10 @@ class _Topology:
     held: dict[tuple[str, str], tuple[_Held, ...]]
     #: per (key, value), a number new (process-wide) each time a pod enters or leaves the domain
     version: dict[tuple[str, str], int]
-    #: which pods a term selects in a domain, and which terms there select a pod, per domain
-    #: version: shared by copies, since a version is never reused
-    selected: dict[tuple[object, ...], frozenset[str]]
+    #: which pods a term selects in a domain, and which pods there have a term that selects a pod,
+    #: per domain version (each pod with its ``pod_key``): shared by copies, since a version is
+    #: never reused
+    selected: dict[tuple[object, ...], tuple[tuple[str, Pod], ...]]
     #: per node, key and node version, its pods with a term on that key (``_Cluster.with_terms``)
     holders_on: dict[tuple[str, str, int], tuple[Pod, ...]]
 
@@ -624,26 +628,28 @@ class _Topology:
             )
         return hit
 
-    def _selected_by(self, c: _Cluster, term: PodAffinityTerm, namespace: str, key: str, value: str) -> frozenset[str]:
+    def selected_by(
+        self, c: _Cluster, term: PodAffinityTerm, namespace: str, key: str, value: str
+    ) -> tuple[tuple[str, Pod], ...]:
         """The pods in domain (key, value) that ``term`` of a pod in ``namespace`` selects."""
         cache_key = ("term", term, namespace, key, value, self.version[key, value])
         hit = self.selected.get(cache_key)
         if hit is None:
-            hit = self.selected[cache_key] = frozenset(
-                pod_key(q)
+            hit = self.selected[cache_key] = tuple(
+                (pod_key(q), q)
                 for m in self.nodes_in[key, value]
                 for q in (*c.pods[m], *c.bound[m])
                 if term.selects(q, namespace)
             )
         return hit
 
-    def _selecting(self, pod: Pod, key: str, value: str) -> frozenset[str]:
+    def _selecting(self, pod: Pod, key: str, value: str) -> tuple[tuple[str, Pod], ...]:
         """The pods in domain (key, value) with a term on ``key`` that selects ``pod``."""
         cache_key = ("pod", pod_key(pod), key, value, self.version[key, value])
         hit = self.selected.get(cache_key)
         if hit is None:
-            hit = self.selected[cache_key] = frozenset(
-                pod_key(q) for q, term in self.held.get((key, value), ()) if term.selects(pod, q.namespace)
+            hit = self.selected[cache_key] = tuple(
+                (pod_key(q), q) for q, term in self.held.get((key, value), ()) if term.selects(pod, q.namespace)
             )
         return hit
 
@@ -662,7 +668,7 @@ class _Topology:
             value = labels.get(key)
             if value is None:
                 continue
-            if any(k != me and k not in gone for k in self._selected_by(c, term, pod.namespace, key, value)):
+            if any(k != me and k not in gone for k, _ in self.selected_by(c, term, pod.namespace, key, value)):
                 return True
             if any(there.get(key) == value and term.selects(q, pod.namespace) for q, there in coming):
                 return True
@@ -670,7 +676,7 @@ class _Topology:
             value = labels.get(key)
             if value is None:
                 continue
-            if any(k != me and k not in gone for k in self._selecting(pod, key, value)):
+            if any(k != me and k not in gone for k, _ in self._selecting(pod, key, value)):
                 return True
             for q, there in coming:
                 if there.get(key) == value and any(
@@ -694,8 +700,8 @@ def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
     """The safety check: the target node's sums after the move, recomputed from its pods (not from
     the running sums the filter used), stay within the caps; its pods, node-bound ones included,
     stay within its pod limit; the pod's PDB allows the move; the pods placed keep it off the node
-    by no rule (``pod_rules.neighbour_problem``: anti-affinity either way, in every domain of the
-    node, and host ports); the pod's node rules allow the node (``fits_node`` again, not the
+    by no rule (``pod_rules.neighbour_problem`` on ``_Cluster.neighbours``: anti-affinity either
+    way, in every domain of the node, and host ports); the pod's node rules allow the node (``fits_node`` again, not the
     filter's cached mask)."""
     n = c.nodes[node]
     if not fits_node(pod, n) or c.pods_on(node) + 1 > n.max_pods:
@@ -977,7 +983,7 @@ def _exchange_order(
 def _order_safe(c: _Cluster, order: Sequence[tuple[Pod, str]]) -> bool:
     """The safety check of an exchange's order under anti-affinity terms: each move, with the moves
     before it made, passes ``pod_rules.neighbour_problem`` on the pods of the receiving node's
-    domains (recomputed from where the pods are, not from the filter's index)."""
+    domains that could refuse it (``_Cluster.neighbours``) and the pods moved before it."""
     for i, (p, dest) in enumerate(order):
         before = order[:i]
         gone = {pod_key(q) for q, _ in before}

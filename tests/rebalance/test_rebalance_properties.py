@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from rebalance_builders import cluster, node, pod
 
 from planner.placement_rules import fits_node
+from planner.pod_rules import neighbour_problem
 from planner.rebalance import (
     RebalanceWeights,
     _Cluster,
@@ -351,3 +352,28 @@ def test_the_filters_indexes_refuse_exactly_what_the_scheduler_refuses_before_an
         to = data.draw(st.sampled_from(sorted(n for n in nodes if n != where[key])))
         by_key[key] = c.move(by_key[key], to)
         where[key] = to
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters_with_pod_rules(), st.data())
+def test_the_safety_checks_narrowed_neighbours_decide_as_every_pod_of_the_cluster_would(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    # the safety check gives neighbour_problem only the pods that could refuse the move
+    # (_Cluster.neighbours: not every pod of a zone); on every pod of the cluster it must decide the same
+    c = _Cluster.of(state)
+    nodes = {n.name: n for n in state.nodes}
+    by_key = {pod_key(p): p for p in state.pods}
+    for _ in range(3):
+        everyone = [(p, nodes[p.node]) for p in by_key.values()]
+        for key in sorted(by_key):
+            for name in sorted(n for n in nodes if n != by_key[key].node):
+                narrowed = neighbour_problem(by_key[key], nodes[name], c.neighbours(name, by_key[key]))
+                full = neighbour_problem(by_key[key], nodes[name], everyone)
+                assert (narrowed is None) == (full is None), (key, name, narrowed, full)
+        movers = sorted(k for k, p in by_key.items() if not p.node_bound)
+        if not movers:
+            break
+        key = data.draw(st.sampled_from(movers))
+        to = data.draw(st.sampled_from(sorted(n for n in nodes if n != by_key[key].node)))
+        by_key[key] = c.move(by_key[key], to)
