@@ -224,3 +224,18 @@ def test_the_safety_check_reads_the_pods_a_zone_term_selects_not_every_pod_of_th
     read = sorted(q.name for q, _ in c.neighbours("n00", mover))
     assert read == sorted([*(f"w0-{j}" for j in range(10)), "rare-0", "guard-0"])
     assert c.excluded(mover, "n00")  # for the pod it selects there, as before
+
+
+def test_a_pod_that_requests_ephemeral_storage_goes_where_it_fits_and_never_to_a_node_that_reports_none() -> None:
+    # kube-scheduler's NodeResourcesFit: requests within allocatable ephemeral storage; a node whose
+    # allocatable has none (0) takes no pod that requests some, but any pod that requests none
+    nodes = [replace(n, ephemeral_storage_mb=s) for n, s in zip(four_nodes(), (10_000, 0, 1_000, 10_000), strict=True)]
+    assert drain_of(nodes, drained()) == [("web-1", "a", "b")], "requests none: the fullest node"
+    disk = replace(pod("web-1", "a", 1000), ephemeral_storage_request_mb=600)
+    assert drain_of(nodes, drained(disk)) == [("web-1", "a", "c")], "b reports none"
+    full = drained(disk, replace(stays("tmp-1", "c", 100, app="tmp"), ephemeral_storage_request_mb=500))
+    assert drain_of(nodes, full) == [("web-1", "a", "d")], "c: 500 + 600 MiB > 1,000"
+    bound = drained(disk, replace(daemon("log-c", "c"), ephemeral_storage_request_mb=401))
+    assert drain_of(nodes, bound) == [("web-1", "a", "d")], "a node-bound pod's request counts"
+    ok = drained(disk, replace(daemon("log-c", "c"), ephemeral_storage_request_mb=400))
+    assert drain_of(nodes, ok) == [("web-1", "a", "c")]
