@@ -384,9 +384,9 @@ class _Cluster:
         """The pods whose rules, or ``pod``'s, could keep ``pod`` off ``node``, with the node each is
         on: what the safety check gives ``pod_rules.neighbour_problem``, which decides on them from
         where the pods are. Those on ``node``; on the other nodes of a domain of ``node`` by a
-        topology key, those with a term on that key, and those a term of ``pod`` on that key
-        selects (``_Topology.selected_by``; a pod neither selected nor holding such a term can keep
-        ``pod`` off ``node`` by no rule of that domain, and the others of a zone are thousands)."""
+        topology key, those with a term on that key that selects ``pod`` and those a term of
+        ``pod`` on that key selects (the domain index, ``_Topology``). Any other pod there can keep
+        ``pod`` off ``node`` by no rule of that domain, and the others of a zone are thousands."""
         out = [(q, self.nodes[node]) for q in (*self.pods[node], *self.bound[node])]
         if self.topology is None:
             return out
@@ -395,16 +395,11 @@ class _Cluster:
             value = labels.get(key)
             if value is None:
                 continue
-            for name in self.topology.nodes_in[key, value]:
-                if name != node:
-                    out += [(q, self.nodes[name]) for q in self.topology.with_terms(self, name, key)]
+            found = list(self.topology.selecting(pod, key, value))
             for term in pod.anti_affinity_terms:
                 if term.topology_key == key:
-                    out += [
-                        (q, self.nodes[q.node])
-                        for _, q in self.topology.selected_by(self, term, pod.namespace, key, value)
-                        if q.node != node and not any(t.topology_key == key for t in q.anti_affinity_terms)
-                    ]
+                    found += self.topology.selected_by(self, term, pod.namespace, key, value)
+            out += [(q, self.nodes[q.node]) for _, q in found if q.node != node]
         return out
 
     def fit_mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
@@ -604,8 +599,6 @@ class _Topology:
     #: per domain version (each pod with its ``pod_key``): shared by copies, since a version is
     #: never reused
     selected: dict[tuple[object, ...], tuple[tuple[str, Pod], ...]]
-    #: per node, key and node version, its pods with a term on that key (``_Cluster.with_terms``)
-    holders_on: dict[tuple[str, str, int], tuple[Pod, ...]]
 
     @classmethod
     def of(
@@ -627,10 +620,10 @@ class _Topology:
                 if value is not None:
                     held[term.topology_key, value] = (*held.get((term.topology_key, value), ()), (p, term))
         version = {domain: next(_VERSIONS) for domain in nodes_in}
-        return cls(keys, {k: tuple(v) for k, v in nodes_in.items()}, held, version, {}, {})
+        return cls(keys, {k: tuple(v) for k, v in nodes_in.items()}, held, version, {})
 
     def copy(self) -> _Topology:
-        return _Topology(self.keys, self.nodes_in, dict(self.held), dict(self.version), self.selected, self.holders_on)
+        return _Topology(self.keys, self.nodes_in, dict(self.held), dict(self.version), self.selected)
 
     def moved(self, c: _Cluster, before: Pod, after: Pod) -> None:
         """A pod moved from ``before.node`` to ``after.node``: new versions of the domains it left
@@ -649,16 +642,6 @@ class _Topology:
             if new is not None:
                 self.held[key, new] = (*self.held.get((key, new), ()), (after, term))
 
-    def with_terms(self, c: _Cluster, node: str, key: str) -> tuple[Pod, ...]:
-        """The pods on ``node`` with an anti-affinity term on topology key ``key``."""
-        cache_key = (node, key, c.version[node])
-        hit = self.holders_on.get(cache_key)
-        if hit is None:
-            hit = self.holders_on[cache_key] = tuple(
-                q for q in (*c.pods[node], *c.bound[node]) if any(t.topology_key == key for t in q.anti_affinity_terms)
-            )
-        return hit
-
     def selected_by(
         self, c: _Cluster, term: PodAffinityTerm, namespace: str, key: str, value: str
     ) -> tuple[tuple[str, Pod], ...]:
@@ -674,7 +657,7 @@ class _Topology:
             )
         return hit
 
-    def _selecting(self, pod: Pod, key: str, value: str) -> tuple[tuple[str, Pod], ...]:
+    def selecting(self, pod: Pod, key: str, value: str) -> tuple[tuple[str, Pod], ...]:
         """The pods in domain (key, value) with a term on ``key`` that selects ``pod``."""
         cache_key = ("pod", pod_key(pod), key, value, self.version[key, value])
         hit = self.selected.get(cache_key)
@@ -707,7 +690,7 @@ class _Topology:
             value = labels.get(key)
             if value is None:
                 continue
-            if any(k != me and k not in gone for k, _ in self._selecting(pod, key, value)):
+            if any(k != me and k not in gone for k, _ in self.selecting(pod, key, value)):
                 return True
             for q, there in coming:
                 if there.get(key) == value and any(
