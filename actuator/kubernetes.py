@@ -251,11 +251,30 @@ def pod_requests(spec: Mapping[str, Any]) -> tuple[int, int]:
     )
 
 
+def pod_ephemeral_storage_mb(spec: Mapping[str, Any]) -> int:
+    """A running pod's ``ephemeral-storage`` request (MiB, rounded up) as kube-scheduler counts it
+    against a node's allocatable (``_effective``, as memory: a container's limit where it sets no
+    request); 0 when it requests none."""
+    storage = _request("ephemeral-storage")
+    return math.ceil(_effective(spec, lambda c: _memory_bytes(storage(c))) / 2**20)
+
+
 #: Volume types that tie a pod to no node or zone and that no scheduler filter reads: their data
 #: comes from the API server, lives and dies with the pod, or is a network share.
 MOVABLE_VOLUMES = frozenset({"configMap", "secret", "downwardAPI", "projected", "emptyDir", "nfs", "image"})
 #: Resources of a pod the planner weighs against a node's allocatable.
-MODELLED_RESOURCES = frozenset({"cpu", "memory"})
+MODELLED_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _asks_for_some(quantity: Any) -> bool:
+    """Whether a resource quantity is above zero: ``""``, ``"0"``, ``"0Mi"``, ``"0.0"`` are not;
+    one that is no quantity is counted as one (the API server would not have taken it)."""
+    if quantity is None or str(quantity).strip() == "":
+        return False
+    try:
+        return bool(_parse_quantity(str(quantity)) != 0)
+    except ValueError:
+        return True
 
 
 def unmovable_reason(item: Mapping[str, Any]) -> str:
@@ -266,10 +285,10 @@ def unmovable_reason(item: Mapping[str, Any]) -> str:
     Not modelled: required pod affinity; a topology spread constraint that does not schedule when
     unsatisfiable (``DoNotSchedule``, also when unset); a volume of a type that may bind the pod to
     a node or zone (anything but ``MOVABLE_VOLUMES``: a PersistentVolumeClaim, hostPath, an
-    ephemeral volume, a CSI or cloud disk); a request of a resource other than CPU and memory
-    (ephemeral storage, hugepages, extended resources such as GPUs); devices claimed through
-    ``spec.resourceClaims``; a scheduler other than the default one. Also a pod that is not
-    running yet or is terminating.
+    ephemeral volume, a CSI or cloud disk); a request (or limit) above zero of a resource other
+    than CPU, memory and ephemeral storage (hugepages, extended resources such as GPUs); devices
+    claimed through ``spec.resourceClaims``; a scheduler other than the default one. Also a pod
+    that is not running yet or is terminating.
     """
     meta, spec = item.get("metadata") or {}, item.get("spec") or {}
     if meta.get("deletionTimestamp"):
@@ -298,9 +317,9 @@ def unmovable_reason(item: Mapping[str, Any]) -> str:
             if isinstance(c, Mapping)
             for kind in ("requests", "limits")
             for k, v in ((c.get("resources") or {}).get(kind) or {}).items()
-            if k not in MODELLED_RESOURCES and str(v) not in ("", "0")
+            if k not in MODELLED_RESOURCES and _asks_for_some(v)
         }
-        | {str(k) for k, v in (spec.get("overhead") or {}).items() if k not in MODELLED_RESOURCES and str(v) != "0"}
+        | {str(k) for k, v in (spec.get("overhead") or {}).items() if k not in MODELLED_RESOURCES and _asks_for_some(v)}
     )
     if others:
         found.append(f"requests {_listed(others)}")
@@ -881,6 +900,7 @@ class KubernetesTarget:
                     schedulable=not spec.get("unschedulable", False),
                     taints=node_taints(item),
                     max_pods=pod_limit(alloc.get("pods")),
+                    ephemeral_storage_mb=memory_mb(alloc.get("ephemeral-storage")),
                 )
             )
         usage = self._pod_usage()
@@ -915,6 +935,7 @@ class KubernetesTarget:
                     anti_affinity_terms=anti_affinity_terms(spec),
                     host_ports=host_ports(spec),
                     unmovable=unmovable_reason(item),
+                    ephemeral_storage_request_mb=pod_ephemeral_storage_mb(spec),
                 )
             )
         pdbs = []

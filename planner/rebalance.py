@@ -13,8 +13,9 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
 - **capacity at the forecast peak**: on a node that receives a pod, the sum of its pods' CPU (each
   at the larger of its forecast peak and its observed usage) stays at or below
   ``max_peak_fraction`` of the node's allocatable CPU, the sum of CPU and memory *requests*
-  stays within allocatable and its pods (node-bound ones included) within its pod limit
-  (``Node.max_pods``): the scheduler's own fit rule;
+  stays within allocatable, so does the sum of ephemeral-storage requests when the pod requests
+  some (a node that reports none takes no such pod), and its pods (node-bound ones included)
+  within its pod limit (``Node.max_pods``): the scheduler's own fit rule (NodeResourcesFit);
 - **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods covered by a PDB move in one plan,
   counted over every owner it covers (``PdbBudgets``);
 - **anti-affinity and host ports** (``planner.pod_rules``): a pod never lands in a domain (a node,
@@ -51,7 +52,8 @@ Algorithm (greedy, re-evaluated after each chosen step):
    forms the fewest interfering pairs, then the node most full at the forecast peak after the move
    (packs pods onto nodes that stay, the scheduler's MostAllocated idea applied to the forecast
    peak), ties broken by name; the *safety check* re-checks capacity, requests, the pod limit,
-   PDB budgets, anti-affinity, host ports and the pod's node rules on the state after the move.
+   PDB budgets, anti-affinity, host ports and the pod's node rules on the state after the move
+   (requests: CPU, memory and ephemeral storage).
 3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
    nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
    precedence), then separations, swaps and exchanges. Within that order, the candidate with the
@@ -290,6 +292,10 @@ class _Cluster:
     bound: dict[str, tuple[Pod, ...]] = field(default_factory=dict)
     #: the pods' anti-affinity terms by domain; None when no pod has one (the benchmark's clusters)
     topology: _Topology | None = None
+    #: per node, the ephemeral-storage requests of its pods, node-bound ones included (MiB)
+    req_eph: dict[str, float] = field(default_factory=dict)
+    #: per node, those of its node-bound pods
+    base_eph: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> _Cluster:
@@ -318,8 +324,10 @@ class _Cluster:
             )
             for name, ps in bound.items()
         }
+        c.base_eph = {name: float(sum(p.ephemeral_storage_request_mb for p in ps)) for name, ps in bound.items()}
         for name, ps in pods.items():
             b_cpu, b_mem, b_peak, _ = c.base[name]
+            c.req_eph[name] = c.base_eph[name] + float(sum(p.ephemeral_storage_request_mb for p in ps))
             c.req_cpu[name] = b_cpu + float(sum(p.cpu_request_m for p in ps))
             c.req_mem[name] = b_mem + float(sum(p.memory_request_mb for p in ps))
             c.peak[name] = b_peak + sum(pod_peak_cpu_m(p) for p in ps)
@@ -327,7 +335,7 @@ class _Cluster:
             for p in ps:
                 counts[p.interference] = counts.get(p.interference, 0) + 1
             c.classes[name] = counts
-            c.arrays.set(name, c.req_cpu[name], c.req_mem[name], c.peak[name], len(ps), counts)
+            c.arrays.set(name, c.req_cpu[name], c.req_mem[name], c.peak[name], len(ps), counts, c.req_eph[name])
         return c
 
     def copy(self) -> _Cluster:
@@ -351,6 +359,8 @@ class _Cluster:
             self.fit_masks,  # what it holds never changes
             self.bound,  # never mutated
             None if self.topology is None else self.topology.copy(),
+            dict(self.req_eph),
+            self.base_eph,  # never mutated
         )
 
     def excluded(self, pod: Pod, node: str) -> bool:
@@ -372,26 +382,24 @@ class _Cluster:
 
     def neighbours(self, node: str, pod: Pod) -> list[tuple[Pod, Node]]:
         """The pods whose rules, or ``pod``'s, could keep ``pod`` off ``node``, with the node each is
-        on, recomputed from where the pods are (not from the indexes ``excluded`` keeps): what the
-        safety check gives ``pod_rules.neighbour_problem``. Those on ``node``; on the other nodes of
-        a domain of ``node`` by a topology key, those with a term on that key, or all when ``pod``
-        has one."""
+        on: what the safety check gives ``pod_rules.neighbour_problem``, which decides on them from
+        where the pods are. Those on ``node``; on the other nodes of a domain of ``node`` by a
+        topology key, those with a term on that key that selects ``pod`` and those a term of
+        ``pod`` on that key selects (the domain index, ``_Topology``). Any other pod there can keep
+        ``pod`` off ``node`` by no rule of that domain, and the others of a zone are thousands."""
         out = [(q, self.nodes[node]) for q in (*self.pods[node], *self.bound[node])]
         if self.topology is None:
             return out
         labels = self.nodes[node].labels
-        mine = {t.topology_key for t in pod.anti_affinity_terms}
         for key in self.topology.keys:
             value = labels.get(key)
             if value is None:
                 continue
-            for name in self.topology.nodes_in[key, value]:
-                if name == node:
-                    continue
-                if key in mine:
-                    out += [(q, self.nodes[name]) for q in (*self.pods[name], *self.bound[name])]
-                else:
-                    out += [(q, self.nodes[name]) for q in self.topology.with_terms(self, name, key)]
+            found = list(self.topology.selecting(pod, key, value))
+            for term in pod.anti_affinity_terms:
+                if term.topology_key == key:
+                    found += self.topology.selected_by(self, term, pod.namespace, key, value)
+            out += [(q, self.nodes[q.node]) for _, q in found if q.node != node]
         return out
 
     def fit_mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
@@ -431,6 +439,7 @@ class _Cluster:
         for name, sign in ((src, -1.0), (to, 1.0)):
             self.req_cpu[name] += sign * pod.cpu_request_m
             self.req_mem[name] += sign * pod.memory_request_mb
+            self.req_eph[name] += sign * pod.ephemeral_storage_request_mb
             self.peak[name] += sign * peak
             counts = dict(self.classes[name])
             counts[pod.interference] = counts.get(pod.interference, 0) + int(sign)
@@ -445,7 +454,13 @@ class _Cluster:
         self.version[to] = next(_VERSIONS)
         for name in (src, to):
             self.arrays.set(
-                name, self.req_cpu[name], self.req_mem[name], self.peak[name], len(self.pods[name]), self.classes[name]
+                name,
+                self.req_cpu[name],
+                self.req_mem[name],
+                self.peak[name],
+                len(self.pods[name]),
+                self.classes[name],
+                self.req_eph[name],
             )
         return moved
 
@@ -467,6 +482,8 @@ class _Arrays:
     n_latency_critical: FloatArray
     max_pods: FloatArray  # the node's pod limit
     n_bound: FloatArray  # its node-bound pods, which also take a place of that limit
+    eph_alloc: FloatArray  # allocatable ephemeral storage (MiB)
+    req_eph: FloatArray  # ephemeral-storage requests, node-bound pods' included
 
     @classmethod
     def empty(cls, nodes: Mapping[str, Node]) -> _Arrays:
@@ -486,6 +503,8 @@ class _Arrays:
             np.zeros(n),
             np.array([nodes[x].max_pods for x in names], dtype=np.float64),
             np.zeros(n),
+            np.array([nodes[x].ephemeral_storage_mb for x in names], dtype=np.float64),
+            np.zeros(n),
         )
 
     def copy(self) -> _Arrays:
@@ -503,13 +522,23 @@ class _Arrays:
             self.n_latency_critical.copy(),
             self.max_pods,  # never changed
             self.n_bound,  # never changed
+            self.eph_alloc,  # never changed
+            self.req_eph.copy(),
         )
 
     def set(
-        self, name: str, req_cpu: float, req_mem: float, peak: float, n_pods: int, counts: Mapping[str, int]
+        self,
+        name: str,
+        req_cpu: float,
+        req_mem: float,
+        peak: float,
+        n_pods: int,
+        counts: Mapping[str, int],
+        req_eph: float,
     ) -> None:
         i = self.pos[name]
         self.req_cpu[i], self.req_mem[i], self.peak[i], self.n_pods[i] = req_cpu, req_mem, peak, n_pods
+        self.req_eph[i] = req_eph
         self.n_cpu_bound[i] = counts.get(CPU_BOUND, 0)
         self.n_latency_critical[i] = counts.get(LATENCY_CRITICAL, 0)
 
@@ -566,11 +595,10 @@ class _Topology:
     held: dict[tuple[str, str], tuple[_Held, ...]]
     #: per (key, value), a number new (process-wide) each time a pod enters or leaves the domain
     version: dict[tuple[str, str], int]
-    #: which pods a term selects in a domain, and which terms there select a pod, per domain
-    #: version: shared by copies, since a version is never reused
-    selected: dict[tuple[object, ...], frozenset[str]]
-    #: per node, key and node version, its pods with a term on that key (``_Cluster.with_terms``)
-    holders_on: dict[tuple[str, str, int], tuple[Pod, ...]]
+    #: which pods a term selects in a domain, and which pods there have a term that selects a pod,
+    #: per domain version (each pod with its ``pod_key``): shared by copies, since a version is
+    #: never reused
+    selected: dict[tuple[object, ...], tuple[tuple[str, Pod], ...]]
 
     @classmethod
     def of(
@@ -592,10 +620,10 @@ class _Topology:
                 if value is not None:
                     held[term.topology_key, value] = (*held.get((term.topology_key, value), ()), (p, term))
         version = {domain: next(_VERSIONS) for domain in nodes_in}
-        return cls(keys, {k: tuple(v) for k, v in nodes_in.items()}, held, version, {}, {})
+        return cls(keys, {k: tuple(v) for k, v in nodes_in.items()}, held, version, {})
 
     def copy(self) -> _Topology:
-        return _Topology(self.keys, self.nodes_in, dict(self.held), dict(self.version), self.selected, self.holders_on)
+        return _Topology(self.keys, self.nodes_in, dict(self.held), dict(self.version), self.selected)
 
     def moved(self, c: _Cluster, before: Pod, after: Pod) -> None:
         """A pod moved from ``before.node`` to ``after.node``: new versions of the domains it left
@@ -614,36 +642,28 @@ class _Topology:
             if new is not None:
                 self.held[key, new] = (*self.held.get((key, new), ()), (after, term))
 
-    def with_terms(self, c: _Cluster, node: str, key: str) -> tuple[Pod, ...]:
-        """The pods on ``node`` with an anti-affinity term on topology key ``key``."""
-        cache_key = (node, key, c.version[node])
-        hit = self.holders_on.get(cache_key)
-        if hit is None:
-            hit = self.holders_on[cache_key] = tuple(
-                q for q in (*c.pods[node], *c.bound[node]) if any(t.topology_key == key for t in q.anti_affinity_terms)
-            )
-        return hit
-
-    def _selected_by(self, c: _Cluster, term: PodAffinityTerm, namespace: str, key: str, value: str) -> frozenset[str]:
+    def selected_by(
+        self, c: _Cluster, term: PodAffinityTerm, namespace: str, key: str, value: str
+    ) -> tuple[tuple[str, Pod], ...]:
         """The pods in domain (key, value) that ``term`` of a pod in ``namespace`` selects."""
         cache_key = ("term", term, namespace, key, value, self.version[key, value])
         hit = self.selected.get(cache_key)
         if hit is None:
-            hit = self.selected[cache_key] = frozenset(
-                pod_key(q)
+            hit = self.selected[cache_key] = tuple(
+                (pod_key(q), q)
                 for m in self.nodes_in[key, value]
                 for q in (*c.pods[m], *c.bound[m])
                 if term.selects(q, namespace)
             )
         return hit
 
-    def _selecting(self, pod: Pod, key: str, value: str) -> frozenset[str]:
+    def selecting(self, pod: Pod, key: str, value: str) -> tuple[tuple[str, Pod], ...]:
         """The pods in domain (key, value) with a term on ``key`` that selects ``pod``."""
         cache_key = ("pod", pod_key(pod), key, value, self.version[key, value])
         hit = self.selected.get(cache_key)
         if hit is None:
-            hit = self.selected[cache_key] = frozenset(
-                pod_key(q) for q, term in self.held.get((key, value), ()) if term.selects(pod, q.namespace)
+            hit = self.selected[cache_key] = tuple(
+                (pod_key(q), q) for q, term in self.held.get((key, value), ()) if term.selects(pod, q.namespace)
             )
         return hit
 
@@ -662,7 +682,7 @@ class _Topology:
             value = labels.get(key)
             if value is None:
                 continue
-            if any(k != me and k not in gone for k in self._selected_by(c, term, pod.namespace, key, value)):
+            if any(k != me and k not in gone for k, _ in self.selected_by(c, term, pod.namespace, key, value)):
                 return True
             if any(there.get(key) == value and term.selects(q, pod.namespace) for q, there in coming):
                 return True
@@ -670,7 +690,7 @@ class _Topology:
             value = labels.get(key)
             if value is None:
                 continue
-            if any(k != me and k not in gone for k in self._selecting(pod, key, value)):
+            if any(k != me and k not in gone for k, _ in self.selecting(pod, key, value)):
                 return True
             for q, there in coming:
                 if there.get(key) == value and any(
@@ -694,8 +714,8 @@ def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
     """The safety check: the target node's sums after the move, recomputed from its pods (not from
     the running sums the filter used), stay within the caps; its pods, node-bound ones included,
     stay within its pod limit; the pod's PDB allows the move; the pods placed keep it off the node
-    by no rule (``pod_rules.neighbour_problem``: anti-affinity either way, in every domain of the
-    node, and host ports); the pod's node rules allow the node (``fits_node`` again, not the
+    by no rule (``pod_rules.neighbour_problem`` on ``_Cluster.neighbours``: anti-affinity either
+    way, in every domain of the node, and host ports); the pod's node rules allow the node (``fits_node`` again, not the
     filter's cached mask)."""
     n = c.nodes[node]
     if not fits_node(pod, n) or c.pods_on(node) + 1 > n.max_pods:
@@ -707,6 +727,10 @@ def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
     if (
         b_cpu + sum(p.cpu_request_m for p in here) > n.cpu_m
         or b_mem + sum(p.memory_request_mb for p in here) > n.memory_mb
+        or (
+            pod.ephemeral_storage_request_mb > 0
+            and c.base_eph[node] + sum(p.ephemeral_storage_request_mb for p in here) > n.ephemeral_storage_mb
+        )
     ):
         return False
     left = c.budget_left(pod)
@@ -730,6 +754,7 @@ def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: f
         & (a.n_pods + a.n_bound + 1 <= a.max_pods)
         & (a.req_cpu + pod.cpu_request_m <= a.cpu_alloc)
         & (a.req_mem + pod.memory_request_mb <= a.mem_alloc)
+        & (pod.ephemeral_storage_request_mb <= 0 or a.req_eph + pod.ephemeral_storage_request_mb <= a.eph_alloc)
         & (a.peak + peak <= max_peak_fraction * a.cpu_alloc + 1e-9)
     )
     for name in (pod.node, *exclude):
@@ -898,6 +923,7 @@ class _Side:
     peak: FloatArray
     req_cpu: FloatArray
     req_mem: FloatArray
+    req_eph: FloatArray
     n_cpu: FloatArray
     n_lat: FloatArray
     size: FloatArray
@@ -918,6 +944,7 @@ class _Side:
             total(pod_peak_cpu_m),
             total(lambda p: p.cpu_request_m),
             total(lambda p: p.memory_request_mb),
+            total(lambda p: p.ephemeral_storage_request_mb),
             total(lambda p: p.interference == CPU_BOUND),
             total(lambda p: p.interference == LATENCY_CRITICAL),
             total(lambda p: 1.0),
@@ -954,6 +981,13 @@ def _exchange_order(
                     or len(there) + len(c.bound[dest]) + 1 > n.max_pods
                     or b_cpu + sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
                     or b_mem + sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
+                    or (
+                        p.ephemeral_storage_request_mb > 0
+                        and c.base_eph[dest]
+                        + sum(q.ephemeral_storage_request_mb for q in there)
+                        + p.ephemeral_storage_request_mb
+                        > n.ephemeral_storage_mb
+                    )
                     or b_use + sum(q.usage_cpu_m for q in there) + p.usage_cpu_m > mpf * n.cpu_m + 1e-9
                     or any(conflicts(p, q) for q in (*there, *c.bound[dest]))
                     or port_clash(p, (*there, *c.bound[dest])) is not None
@@ -977,7 +1011,7 @@ def _exchange_order(
 def _order_safe(c: _Cluster, order: Sequence[tuple[Pod, str]]) -> bool:
     """The safety check of an exchange's order under anti-affinity terms: each move, with the moves
     before it made, passes ``pod_rules.neighbour_problem`` on the pods of the receiving node's
-    domains (recomputed from where the pods are, not from the filter's index)."""
+    domains that could refuse it (``_Cluster.neighbours``) and the pods moved before it."""
     for i, (p, dest) in enumerate(order):
         before = order[:i]
         gone = {pod_key(q) for q, _ in before}
@@ -1055,6 +1089,10 @@ def _best_exchange(
     ok &= c.req_cpu[b] - sb.req_cpu[y] + sa.req_cpu[x] <= nb.cpu_m
     ok &= c.req_mem[a] - sa.req_mem[x] + sb.req_mem[y] <= na.memory_mb
     ok &= c.req_mem[b] - sb.req_mem[y] + sa.req_mem[x] <= nb.memory_mb
+    # ephemeral storage: only where a set that requests some arrives (NodeResourcesFit checks a pod
+    # that requests none against nothing, even on a node that reports none)
+    ok &= (sb.req_eph[y] <= 0) | (c.req_eph[a] - sa.req_eph[x] + sb.req_eph[y] <= na.ephemeral_storage_mb)
+    ok &= (sa.req_eph[x] <= 0) | (c.req_eph[b] - sb.req_eph[y] + sa.req_eph[x] <= nb.ephemeral_storage_mb)
     ok &= len(c.pods[a]) - sa.size[x] + sb.size[y] > 0  # a node left empty is a drain's business
     ok &= len(c.pods[b]) - sb.size[y] + sa.size[x] > 0
     ok &= c.pods_on(a) - sa.size[x] + sb.size[y] <= na.max_pods

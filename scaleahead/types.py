@@ -551,6 +551,9 @@ class Node:
     taints: tuple[Taint, ...] = ()
     #: ``status.allocatable.pods``: the most pods it runs at once, node-bound ones included.
     max_pods: int = DEFAULT_MAX_PODS
+    #: ``status.allocatable["ephemeral-storage"]`` in MiB (rounded down); 0 when it reports none,
+    #: and then, as kube-scheduler's NodeResourcesFit, it receives no pod that requests any.
+    ephemeral_storage_mb: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -559,11 +562,12 @@ class Pod:
     of where it may run (anti-affinity, node selector, required node affinity, tolerations, host
     ports).
 
-    ``cpu_request_m`` and ``memory_request_mb`` are what the scheduler counts against a node's
-    allocatable: the larger of the containers' sum and any init container (a sidecar, an init
-    container that keeps running, adds to both), plus the pod's overhead. ``unmovable``, when set,
-    is why the rebalancer leaves the pod where it is: a rule of it the planner does not model (the
-    scheduler could refuse its replacement on the planned node); the pod still counts on its node.
+    ``cpu_request_m``, ``memory_request_mb`` and ``ephemeral_storage_request_mb`` are what the
+    scheduler counts against a node's allocatable: the larger of the containers' sum and any init
+    container (a sidecar, an init container that keeps running, adds to both), plus the pod's
+    overhead. ``unmovable``, when set, is why the rebalancer leaves the pod where it is: a rule of
+    it the planner does not model (the scheduler could refuse its replacement on the planned
+    node); the pod still counts on its node.
     """
 
     namespace: str
@@ -600,6 +604,9 @@ class Pod:
     #: Why it must not be moved (a sentence; ``""``: it may be), for a rule the planner does not
     #: model: required pod affinity, topology spread, a volume bound to a node or zone, ...
     unmovable: str = ""
+    #: Its ``ephemeral-storage`` request in MiB (rounded up), counted as ``memory_request_mb`` is;
+    #: a node takes a pod that requests some only within its ``Node.ephemeral_storage_mb``.
+    ephemeral_storage_request_mb: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,14 +90,21 @@ class SimCluster:
         return True
 
     def fits(self, pod: Pod, node: str) -> bool:
-        """The scheduler's filter: schedulable, the pod's node rules allow the node, requests and the
-        pod limit fit, anti-affinity (either way, in every domain) and host ports hold."""
+        """The scheduler's filter: schedulable, the pod's node rules allow the node, requests (CPU,
+        memory, ephemeral storage when the pod requests some) and the pod limit fit, anti-affinity
+        (either way, in every domain) and host ports hold."""
         n = self.nodes[node]
         if not n.schedulable or not fits_node(pod, n):
             return False
         used, alloc, req = self.usage(node), _alloc(n), _pod_req(pod)
         if any(used[r] + req[r] > alloc[r] for r in _RESOURCES):
             return False
+        storage = pod.ephemeral_storage_request_mb
+        if (
+            storage > 0
+            and sum(q.ephemeral_storage_request_mb for q in self.pods[node]) + storage > n.ephemeral_storage_mb
+        ):
+            return False  # NodeResourcesFit checks ephemeral storage only for a pod that requests some
         placed = [(q, self.nodes[m]) for m, ps in self.pods.items() for q in ps]
         return neighbour_problem(pod, n, placed) is None
 

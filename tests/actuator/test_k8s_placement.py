@@ -357,6 +357,37 @@ def test_pod_limits_host_ports_anti_affinity_terms_and_pdb_selectors_are_read(ku
     ]
 
 
+def test_ephemeral_storage_is_read_as_the_scheduler_counts_it_on_pods_and_nodes(kube) -> None:
+    # a node's allocatable ephemeral storage in MiB (rounded down; none reported: 0, which
+    # NodeResourcesFit reads as no room); a pod's request as its memory's: containers' sum, at least
+    # any init container, sidecars added, a limit where no request is set, plus overhead, rounded up
+    fragmented(kube)
+    disk = node("4")
+    disk["status"]["allocatable"]["ephemeral-storage"] = "95500736762"  # bytes, as a kubelet reports it
+    kube.cluster.put(NODES, None, "n4", disk)
+    bitnami = pod("n1", "bitnami", "100m")
+    bitnami["spec"] |= {
+        "containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "100m", "ephemeral-storage": "50Mi"}}},
+            {"name": "b", "resources": {"limits": {"ephemeral-storage": "100M"}}},  # the request defaults to it
+        ],
+        "initContainers": [{"name": "i", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}],
+        "overhead": {"ephemeral-storage": "1Mi"},
+    }
+    kube.cluster.put(PODS, "shop", "bitnami-1", bitnami)
+    nodes, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    assert {n.name: n.ephemeral_storage_mb for n in nodes} == {"n1": 0, "n2": 0, "n3": 0, "n4": 91076}
+    by_name = {p.name: p for p in pods}
+    assert by_name["bitnami-1"].ephemeral_storage_request_mb == 1024 + 1, "the init container, plus overhead"
+    assert by_name["bitnami-1"].unmovable == ""
+    assert by_name["web-1"].ephemeral_storage_request_mb == 0
+    bitnami["spec"]["initContainers"] = []
+    kube.cluster.put(PODS, "shop", "bitnami-1", bitnami)
+    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    # 50 MiB + 100 MB (95.37 MiB) + 1 MiB = 146.37 MiB, rounded up
+    assert {p.name: p.ephemeral_storage_request_mb for p in pods}["bitnami-1"] == 147
+
+
 def test_pods_with_rules_the_planner_does_not_model_are_read_as_unmovable(kube) -> None:
     fragmented(kube)
     cases: dict[str, tuple[dict[str, Any], str]] = {
@@ -377,9 +408,9 @@ def test_pods_with_rules_the_planner_does_not_model_are_read_as_unmovable(kube) 
             {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]},
             "it requests nvidia.com/gpu",
         ),
-        "disk-1": (
-            {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "ephemeral-storage": "1Gi"}}}]},
-            "it requests ephemeral-storage",
+        "huge-1": (
+            {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "hugepages-2Mi": "20Mi"}}}]},
+            "it requests hugepages-2Mi",
         ),
         "near-1": (
             {
@@ -415,6 +446,13 @@ def test_pods_with_rules_the_planner_does_not_model_are_read_as_unmovable(kube) 
         },
         "plain-1": {
             "volumes": [{"name": "t", "projected": {}}, {"name": "s", "secret": {}}, {"name": "d", "emptyDir": {}}]
+        },
+        # ephemeral storage is weighed against the node's allocatable, as memory (a Bitnami preset)
+        "disk-1": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "ephemeral-storage": "50Mi"}}}]},
+        # a zero quantity in any unit asks for nothing
+        "zero-1": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "0", "hugepages-2Mi": "0Mi"}}}],
+            "overhead": {"hugepages-1Gi": "0Gi"},
         },
     }
     for name, spec in movable.items():

@@ -134,3 +134,15 @@ def test_the_scheduler_refuses_a_node_at_its_pod_limit_a_taken_host_port_and_a_z
     relabelled = [replace(p, labels={"app": "api"}) if p.name == "web-1" else p for p in with_term]
     c, _ = run_descheduler(cluster(nodes, relabelled), "high")
     assert where(c)["web-1"] == "c"
+
+
+def test_the_scheduler_weighs_ephemeral_storage_only_for_a_pod_that_requests_some() -> None:
+    # NodeResourcesFit: MostAllocated would pick c; c has room for no ephemeral storage (it reports
+    # none), so a pod that requests some lands on b, and one that requests none still on c
+    nodes = [replace(node(n), ephemeral_storage_mb=0 if n == "c" else 1000) for n in ("a", "b", "c")]
+    pods = [pod("web-1", "a", 1000), pod("db-1", "b", 5000), pod("db-2", "c", 6000)]
+    c, _ = run_descheduler(cluster(nodes, pods), "high")
+    assert where(c)["web-1"] == "c"
+    disk = [replace(p, ephemeral_storage_request_mb=50) if p.name == "web-1" else p for p in pods]
+    c, pending = run_descheduler(cluster(nodes, disk), "high")
+    assert where(c)["web-1"] == "b" and pending == []

@@ -204,3 +204,43 @@ def test_the_plan_says_which_pods_stay_for_a_rule_the_planner_does_not_model() -
     state = cluster([host("a"), host("b"), host("c")], pods)
     assert plan({}, state, [], 0.0, max_moves=4).notes == unmovable_notes(pods)
     assert plan({}, state, [], 0.0).notes == (), "no rebalancing, no note"
+
+
+def test_the_safety_check_reads_the_pods_a_zone_term_selects_not_every_pod_of_the_zone() -> None:
+    # review: with a zone term the safety check gave neighbour_problem every pod of the zone (and
+    # every pod there with a zone term), and a plan on 1,000 nodes with 10 % of pods holding zone
+    # terms took 36 s instead of 8 s. Read: the pods on the node, in its zone those the mover's
+    # term selects and those whose term selects the mover
+    from planner.rebalance import _Cluster
+
+    nodes = [host(f"n{i:02d}", zone=f"z{i % 2}") for i in range(20)]
+    pods = [pod(f"w{i}-{j}", f"n{i:02d}", 100) for i in range(20) for j in range(10)]
+    pods.append(stays("rare-0", "n02", 100, app="rare"))  # zone z0
+    # zone z0, with zone terms of their own: one selects the mover (its app is m), one does not
+    keeper = stays("keeper-0", "n04", 100, app="keeper")
+    pods.append(replace(keeper, anti_affinity_terms=(PodAffinityTerm(LabelSelector((("app", "m"),)), (), ZONE),)))
+    guard = stays("guard-0", "n06", 100, app="guard")
+    pods.append(replace(guard, anti_affinity_terms=(PodAffinityTerm(LabelSelector((("app", "nobody"),)), (), ZONE),)))
+    mover = replace(
+        pod("m-0", "n01", 100), anti_affinity_terms=(PodAffinityTerm(LabelSelector((("app", "rare"),)), (), ZONE),)
+    )
+    pods.append(mover)
+    c = _Cluster.of(cluster(nodes, pods))
+    read = sorted(q.name for q, _ in c.neighbours("n00", mover))
+    assert read == sorted([*(f"w0-{j}" for j in range(10)), "rare-0", "keeper-0"])
+    assert c.excluded(mover, "n00")  # for the pod it selects there, as before
+
+
+def test_a_pod_that_requests_ephemeral_storage_goes_where_it_fits_and_never_to_a_node_that_reports_none() -> None:
+    # kube-scheduler's NodeResourcesFit: requests within allocatable ephemeral storage; a node whose
+    # allocatable has none (0) takes no pod that requests some, but any pod that requests none
+    nodes = [replace(n, ephemeral_storage_mb=s) for n, s in zip(four_nodes(), (10_000, 0, 1_000, 10_000), strict=True)]
+    assert drain_of(nodes, drained()) == [("web-1", "a", "b")], "requests none: the fullest node"
+    disk = replace(pod("web-1", "a", 1000), ephemeral_storage_request_mb=600)
+    assert drain_of(nodes, drained(disk)) == [("web-1", "a", "c")], "b reports none"
+    full = drained(disk, replace(stays("tmp-1", "c", 100, app="tmp"), ephemeral_storage_request_mb=500))
+    assert drain_of(nodes, full) == [("web-1", "a", "d")], "c: 500 + 600 MiB > 1,000"
+    bound = drained(disk, replace(daemon("log-c", "c"), ephemeral_storage_request_mb=401))
+    assert drain_of(nodes, bound) == [("web-1", "a", "d")], "a node-bound pod's request counts"
+    ok = drained(disk, replace(daemon("log-c", "c"), ephemeral_storage_request_mb=400))
+    assert drain_of(nodes, ok) == [("web-1", "a", "c")]
