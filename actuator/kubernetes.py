@@ -199,6 +199,7 @@ def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
 
 
 def _memory_bytes(quantity: Any) -> float:
+    """A memory quantity in bytes (any suffix of the Kubernetes format); missing: 0."""
     if quantity is None or quantity == "":
         return 0.0
     text = str(quantity)
@@ -368,16 +369,7 @@ def cpu_millis(quantity: Any) -> int:
 
 def memory_mb(quantity: Any) -> int:
     """A memory quantity (``"512Mi"``, ``"1G"``, ``"1073741824"``) in MiB; missing: 0."""
-    if quantity is None or quantity == "":
-        return 0
-    text = str(quantity)
-    try:
-        for unit in sorted(_MEMORY_UNITS, key=len, reverse=True):
-            if text.endswith(unit):
-                return int(float(text[: -len(unit)]) * _MEMORY_UNITS[unit] / 2**20)
-        return int(float(text) / 2**20)
-    except ValueError:  # a suffix above: "1Pi", "2E" (exa), ...
-        return int(_parse_quantity(text) / 2**20)
+    return int(_memory_bytes(quantity) / 2**20)
 
 
 def _parse_quantity(text: str) -> Any:
