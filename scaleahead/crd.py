@@ -92,7 +92,7 @@ def cel_rules() -> list[dict[str, str]]:
         },
         {
             # only a window given explicitly (the CRD has no default for it): unset, the ramp floor is
-            # off in effect at steps of 100 s or more, which is no error
+            # off in effect at steps above 100 s, which is no error
             "rule": "!has(self.rampFloor) || !has(self.rampFloor.windowSeconds) "
             "|| self.rampFloor.windowSeconds == 0.0 "
             f"|| self.rampFloor.windowSeconds >= 3.0 * (has(self.demand.stepSeconds) ? self.demand.stepSeconds "
