@@ -22,9 +22,7 @@ azure-functions-1m: 3.5 % forecast against 1.9 % observed at 41 to 80 idle minut
 
 Functions with few observed gaps borrow strength from a pooled hazard of functions with a
 similar invocation rate (empirical Bayes shrinkage with ``prior_strength`` pseudo-observations),
-so that a function seen twice does not get a probability of 0 or 1 from two gaps. An idle time
-no function of a group ever reached is unknown, not "never called": the pool takes all groups'
-hazard there, else the nearest shorter idle time's (``_backed_off``). A function's
+so that a function seen twice does not get a probability of 0 or 1 from two gaps. A function's
 rate is counted over at least ``min_rate_span`` steps since its first call, so a function just
 seen once is grouped with the sparse functions it most likely is, not with the busiest ones
 (one call over one step would be a rate of 1).
@@ -87,39 +85,6 @@ def _apply(coef: FloatArray, x: FloatArray) -> FloatArray:
 def _log_loss(p: FloatArray, y: FloatArray, weight: FloatArray) -> float:
     q = np.clip(p, 1e-9, 1.0 - 1e-9)
     return float(-(weight * (y * np.log(q) + (1.0 - y) * np.log(1.0 - q))).sum() / weight.sum())
-
-
-def _backed_off(events: FloatArray, at_risk: FloatArray) -> FloatArray:
-    """Pooled hazards ``[rate groups, idle bins]``: ``events / at_risk``, and where no function of a
-    group was ever idle that long (``at_risk`` 0: nothing is known there), not 0 ("never called")
-    but what is known nearest: the hazard of all groups together at that idle time, else the
-    group's (or, for the all-groups row, that row's) hazard at the longest shorter idle time known.
-
-    With many functions every group has been at risk at the idle times that matter and nothing
-    changes. With few (a dry run of one function, a loop managing five) a function always called
-    had a hazard of 0 from its second idle minute on, so one quiet minute cooled it.
-    """
-    known = at_risk > 0
-    out = np.divide(events, at_risk, out=np.zeros_like(events), where=known)
-    if known.all():
-        return out
-    all_risk = at_risk.sum(axis=0)
-    all_known = all_risk > 0
-    overall = _carried(np.divide(events.sum(axis=0), all_risk, out=np.zeros_like(all_risk), where=all_known), all_known)
-    out = np.where(known, out, np.where(all_known, overall, np.nan))
-    for g in range(out.shape[0]):
-        row_known = ~np.isnan(out[g])
-        out[g] = np.where(row_known, out[g], _carried(np.nan_to_num(out[g]), row_known))
-    result: FloatArray = np.nan_to_num(out)
-    return result
-
-
-def _carried(values: FloatArray, known: npt.NDArray[np.bool_]) -> FloatArray:
-    """``values`` with each unknown entry replaced by the nearest known one before it (0 before any)."""
-    idx = np.where(known, np.arange(len(values)), -1)
-    np.maximum.accumulate(idx, out=idx)
-    out: FloatArray = np.where(idx >= 0, values[np.maximum(idx, 0)], 0.0)
-    return out
 
 
 #: Most calibration rows kept per step, for calls and for non-calls each (a seeded sample, weighted by
@@ -394,7 +359,7 @@ class InvocationForecaster:
         survived = np.zeros_like(self._pool)  # ongoing gaps longer than s: at risk at s, not ended
         survived[:, :-1] = np.cumsum(ongoing[:, ::-1], axis=1)[:, ::-1][:, 1:]
         pool_tail = np.cumsum(self._pool[:, ::-1], axis=1)[:, ::-1] + survived
-        pool_hazard = _backed_off(self._pool, pool_tail)
+        pool_hazard = np.divide(self._pool, pool_tail, out=np.zeros_like(self._pool), where=pool_tail > 0)
         rows = np.arange(self.n)[:, None]
         prior = pool_hazard[groups[:, None], cols]
         own = cum[rows, cols + 1] - cum[rows, cols]

@@ -110,25 +110,11 @@ def _reference_predict(counts: np.ndarray, h: int, max_idle: int, alpha: float, 
         for k in range(h):
             s = min(max(steps - last[f] + k, 1), cap)
             g = groups[f]
-
-            def pooled_hazard(g: int | None, s: int) -> float | None:
-                """The pooled hazard of group ``g`` (None: all groups) at idle ``s``; None if unknown."""
-                ended = sum(1 for gg, x in pooled if g in (None, gg) and x == s)
-                at_risk = sum(1 for gg, x in pooled if g in (None, gg) and x >= s)
-                # functions of the group idle longer than s now: at risk at s, their gap not ended
-                at_risk += sum(
-                    1 for o in range(n) if last[o] >= 0 and g in (None, groups[o]) and min(steps - last[o], cap) > s
-                )
-                return ended / at_risk if at_risk else None
-
-            # unknown in the group: all groups' at s; unknown there too: the nearest shorter idle time's
-            prior = 0.0
-            for s2 in range(s, -1, -1):
-                known = pooled_hazard(g, s2)
-                known = pooled_hazard(None, s2) if known is None else known
-                if known is not None:
-                    prior = known
-                    break
+            ended = sum(1 for gg, x in pooled if gg == g and x == s)
+            at_risk = sum(1 for gg, x in pooled if gg == g and x >= s)
+            # functions of the group idle longer than s now: at risk at s, their gap not ended
+            at_risk += sum(1 for o in range(n) if last[o] >= 0 and groups[o] == g and min(steps - last[o], cap) > s)
+            prior = ended / at_risk if at_risk else 0.0
             w = s // div if div else 0
             lo, hi = max(s - w, 1), min(s + w, cap)
             mine = sum(1 for x in own[f] if lo <= x <= hi) / (hi - lo + 1)
@@ -335,34 +321,3 @@ def test_newest_steps_without_rows_skip_the_check_without_a_warning() -> None:
         warnings.simplefilter("error")
         model._fit_calibration()
     assert model.calibration is not None and model.calibration_check is None
-
-
-def test_an_idle_time_no_function_ever_reached_is_unknown_not_never_called() -> None:
-    """A function always called, alone (a dry run of one function, a loop managing a few): no
-    function was ever idle 2 minutes, so nothing is known there. It used to read as "never called"
-    (a hazard of 0 from the second idle minute on: one quiet minute cooled it); now the nearest
-    known hazard stands for it."""
-    counts = np.ones((1, 300), dtype=np.int64)
-    counts[0, -1] = 0  # quiet for the last minute: idle 2 at the next step
-    model = InvocationForecaster(1, horizon=5, calibrate=False).fit(counts)
-    h = model.hazard()[0]
-    assert (h > 0.9).all(), h
-
-
-def test_with_every_idle_time_known_the_backoff_changes_nothing() -> None:
-    from forecaster.invocations import _backed_off
-
-    rng = np.random.default_rng(5)
-    events = rng.integers(0, 5, size=(4, 30)).astype(np.float64)
-    at_risk = events + rng.integers(1, 9, size=(4, 30))
-    np.testing.assert_array_equal(_backed_off(events, at_risk), events / at_risk)
-    # a group never at risk at an idle time takes all groups' hazard there; where no group was, the
-    # nearest shorter idle time's; before any, 0
-    at_risk[1, 10] = 0.0
-    at_risk[:, 20:] = 0.0
-    at_risk[:, 0] = 0.0
-    got = _backed_off(events, at_risk)
-    assert got[1, 10] == pytest.approx(events[:, 10].sum() / at_risk[:, 10].sum())
-    for g in range(4):
-        assert (got[g, 20:] == got[g, 19]).all()
-        assert got[g, 0] == 0.0
