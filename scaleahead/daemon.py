@@ -529,6 +529,10 @@ class Daemon:
         self.policy_source = policy_source
         self._leading = True  # whether the last tick led (a standby that becomes the leader reads the policies first)
         self.on_policies = on_policies
+        # Held while the policies (and what ``on_policies`` derives from them, such as a shard's
+        # limits) are swapped in, and while a cycle takes its copy of them and of the settings:
+        # a reload on the job thread never reaches a cycle half-way.
+        self._swap = threading.RLock()
         #: Called once each time this replica starts to lead (its first cycle as leader, at start-up
         #: or after standing by), before the cycle: `run` reconciles the action journal there, which
         #: only the Lease holder may do (a standby would rewrite what the leader is applying).
@@ -580,20 +584,22 @@ class Daemon:
                 log.warning("starting to lead failed: %s", exc, extra={"event": "lead_start_failed"})
             else:
                 self._lead_started = True
-        # A workload backing off is not read, forecast or acted on; the planner's named fallback
-        # still decides for it (shown in metrics and status), but its actions are held back.
-        active = [p for p in self.deps.policies if not self.backoff.blocked(p.workload.key, now)]
-        skipped = tuple(p.workload.key for p in self.deps.policies if self.backoff.blocked(p.workload.key, now))
-        self.history.blocked = self.target.blocked = set(skipped)
-        if self.deps.actuator is not None:  # the actuator writes without going through self.target
-            self.deps.actuator.held = frozenset(skipped)
         if now - self._rollout_checked >= 60.0:
             self._rollout_checked = now
             self.follow_rollout(now)
             self.follow_champion(now)
-        deps = replace(self.deps, history=self.history, target=self.target)
+        with self._swap:  # this cycle's policies and settings: a reload in between waits or comes after
+            deps = replace(self.deps, history=self.history, target=self.target)
+            settings = self.settings.model_copy()  # ``settings.loop`` is replaced whole, never edited
+        # A workload backing off is not read, forecast or acted on; the planner's named fallback
+        # still decides for it (shown in metrics and status), but its actions are held back.
+        active = [p for p in deps.policies if not self.backoff.blocked(p.workload.key, now)]
+        skipped = tuple(p.workload.key for p in deps.policies if self.backoff.blocked(p.workload.key, now))
+        self.history.blocked = self.target.blocked = set(skipped)
+        if deps.actuator is not None:  # the actuator writes without going through self.target
+            deps.actuator.held = frozenset(skipped)
         t0 = time.perf_counter()
-        report = run_once(deps, self.settings, now)
+        report = run_once(deps, settings, now)
         wall = time.perf_counter() - t0
         self.target.remember(report.plan.actions, now)
         self._account(report, active, now)
@@ -749,7 +755,12 @@ class Daemon:
         )
 
     def set_policies(self, policies: Sequence[Policy]) -> None:
-        """Replace the policies (from the cluster); a removed workload's state is forgotten."""
+        """Replace the policies (from the cluster); a removed workload's state is forgotten. With
+        ``on_policies`` (called last), under the lock a cycle takes its copy under."""
+        with self._swap:
+            self._set_policies(policies)
+
+    def _set_policies(self, policies: Sequence[Policy]) -> None:
         gone = {p.workload.key for p in self.deps.policies} - {p.workload.key for p in policies}
         self.deps = replace(self.deps, policies=list(policies))
         self._by_workload = {p.workload: p for p in self.deps.policies}

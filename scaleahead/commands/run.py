@@ -201,7 +201,10 @@ def _shard_limiter(settings: Settings, index: int, count: int) -> Callable[[Sequ
     """With ``--shard``: a function that sets this shard's part of ``loop.capacity`` and
     ``loop.warm_memory_budget_mb`` from the whole set of policies (``scaleahead.sharding.shard_limits``),
     each time the policies are read. The configured totals are kept aside; a changed part is logged
-    (event ``shard_limits``)."""
+    (event ``shard_limits``). It replaces ``settings.loop`` whole, and ``scaleahead run`` calls it
+    from ``Daemon.set_policies`` (its ``on_policies``), under the lock a cycle takes its copy of the
+    policies and settings under: a cycle plans with the policies and the part computed from them,
+    never with a part of a newer read or half of one."""
     from scaleahead.sharding import shard_limits
 
     capacity = dict(settings.loop.capacity)
@@ -212,8 +215,10 @@ def _shard_limiter(settings: Settings, index: int, count: int) -> Callable[[Sequ
         if not capacity and budget is None:
             return
         part = shard_limits(capacity, budget, policies, index, count)
-        settings.loop.capacity = part.capacity
-        settings.loop.warm_memory_budget_mb = part.warm_memory_budget_mb
+        # One assignment: a cycle's copy of the settings (``Daemon.tick``) holds both parts or neither.
+        settings.loop = settings.loop.model_copy(
+            update={"capacity": part.capacity, "warm_memory_budget_mb": part.warm_memory_budget_mb}
+        )
         if part != last[0]:
             last[0] = part
             log.info(
@@ -255,10 +260,13 @@ def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
     return reconcile
 
 
-def _policy_updater(target: Any, actuator: Any) -> Any:
-    """Tell the Kubernetes target and the actuator about reloaded policies (modes, bounds)."""
+def _policy_updater(target: Any, actuator: Any, then: Callable[[Sequence[Policy]], None] | None = None) -> Any:
+    """Tell the Kubernetes target and the actuator about reloaded policies (modes, bounds), then
+    call ``then`` (``run --shard``: this shard's part of the limits)."""
 
     def update(policies: Any) -> None:
+        if then is not None:
+            then(policies)
         by_ref = {p.workload: p for p in policies}
         if actuator is not None:
             actuator.policies = by_ref
@@ -469,6 +477,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         status_sink = None
         policy_source = None
+        apply_shard_limits: Callable[[Sequence[Policy]], None] | None = None
         rejected_at_start: list[Any] = []  # published once the clock exists
         writer = None
         if policies is not None:
@@ -501,6 +510,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             index, count = parse_shard(shard)
             limit_shard = _shard_limiter(settings, index, count)
             limit_shard(pols)  # from every policy, before this shard's are picked
+            read_last: list[Sequence[Policy]] = [pols]
             pols = owned(pols, index, count)
             if index != 0 and settings.loop.max_moves > 0:
                 # Nodes and pods are the whole cluster's: N shards planning moves from one snapshot
@@ -518,8 +528,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
                 def policy_source() -> list[Policy]:
                     everything = unsharded()
-                    limit_shard(everything)
+                    read_last[0] = everything  # split when the daemon swaps the policies in (on_policies)
                     return owned(everything, index, count)
+
+                def split_last_read(_: Sequence[Policy]) -> None:
+                    limit_shard(read_last[0])
+
+                apply_shard_limits = split_last_read
 
         real_now = SystemClock().now()
         if at is not None and not history.startswith("trace:"):
@@ -596,7 +611,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ),
             reference_error=reference,
             policy_source=policy_source,
-            on_policies=_policy_updater(cluster_target, actuator),
+            on_policies=_policy_updater(cluster_target, actuator, apply_shard_limits),
             status_sink=status_sink,
             on_lead=_reconciler(actuator, shard) if actuator is not None and not once else None,
         )

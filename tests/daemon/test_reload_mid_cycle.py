@@ -1,0 +1,71 @@
+"""A policy reload that lands while a cycle runs (the reload job runs on its own thread in
+``scaleahead run``) reaches the next cycle whole: a cycle plans with one read of the policies and
+the limits derived from that read (``run --shard``'s part of ``loop.capacity`` and of the
+warm-memory budget), never with the new limits and the old policies, or half of the new limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import scaleahead.loop as loop_module
+from scaleahead.commands.run import _shard_limiter
+from scaleahead.settings import Settings
+from scaleahead.sharding import shard_limits
+from scaleahead.types import ClusterState, WorkloadRef
+from tests.daemon.conftest import DaemonFactory, make_policies
+
+
+def test_a_reload_during_a_cycle_reaches_the_next_cycle_whole(
+    daemon_factory: DaemonFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before, after = make_policies(6), make_policies(2)
+    totals, budget = {"*": 30}, 900.0
+    parts = [shard_limits(totals, budget, pols, 0, 2) for pols in (before, after)]
+    assert parts[0].capacity != parts[1].capacity, "the two reads must give this shard different parts"
+
+    settings = Settings()
+    settings.loop.capacity, settings.loop.warm_memory_budget_mb = dict(totals), budget
+    limit = _shard_limiter(settings, 0, 2)
+    limit(before)
+    read = {"policies": before}  # what the cluster holds; scaleahead run splits on the last read
+    daemon, clock, target, _ = daemon_factory(
+        n=6,
+        settings=settings,
+        policy_source=lambda: read["policies"],
+        on_policies=lambda _: limit(read["policies"]),
+        policy_reload_s=3600.0,
+    )
+
+    planned: list[tuple[int, Any, Any]] = []
+    real_plan = loop_module.make_plan  # type: ignore[attr-defined]
+
+    def recording_plan(forecasts: Any, state: Any, policies: Any, now: float, **kwargs: Any) -> Any:
+        planned.append((len(policies), kwargs["capacity"], kwargs["warm_memory_budget_mb"]))
+        return real_plan(forecasts, state, policies, now, **kwargs)
+
+    monkeypatch.setattr(loop_module, "make_plan", recording_plan)
+    real_read = target.read_state
+    reloads: list[float] = []
+
+    def read_state_then_reload(workloads: list[WorkloadRef]) -> ClusterState:
+        state = real_read(workloads)
+        if len(planned) == 1 and not reloads:  # the second cycle, after it read the policies
+            read["policies"] = after
+            reloads.append(clock.now())
+            daemon.reload_policies(clock.now())  # as the job thread would, in the middle of the cycle
+        return state
+
+    monkeypatch.setattr(target, "read_state", read_state_then_reload)
+    for _ in range(3):
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+
+    assert reloads, "the reload did not run during a cycle"
+    expected = {6: parts[0], 2: parts[1]}
+    assert [n for n, _, _ in planned] == [6, 6, 2]
+    for n, capacity, warm in planned:
+        assert capacity == expected[n].capacity, f"a cycle planned {n} policies with another read's capacity"
+        assert warm == expected[n].warm_memory_budget_mb
+    assert daemon.settings.loop.capacity == parts[1].capacity  # and the reload did land
