@@ -227,7 +227,8 @@ def _effective(spec: Mapping[str, Any], one: Callable[[Mapping[str, Any]], float
         else:
             peak = max(peak, one(c) + sidecars)
     pod_level = one(spec)  # spec.resources (PodLevelResources), where the pod sets one
-    return max(total, peak, pod_level) + one({"resources": {"requests": spec.get("overhead") or {}}})
+    overhead = spec.get("overhead") or {}  # counted in requests and limits alike
+    return max(total, peak, pod_level) + one({"resources": {"requests": overhead, "limits": overhead}})
 
 
 def _request(resource: str) -> Callable[[Mapping[str, Any]], Any]:
@@ -424,23 +425,26 @@ def _quantity(resource: str, value: Any) -> int:
 
 def pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
     """What one pod of a pod template counts against ResourceQuotas: ``requests.cpu`` (m),
-    ``requests.memory`` (MiB), ``limits.cpu``, ``limits.memory``: the sum over its containers, at
-    least its largest init container (a container's request defaults to its limit)."""
+    ``requests.memory`` (MiB, rounded up), ``limits.cpu``, ``limits.memory``, as the API server's
+    quota evaluator counts a pod (``resourcehelper.PodRequests`` / ``PodLimits``, the same rule
+    kube-scheduler uses, ``_effective``): the containers' sum plus native sidecars (init containers
+    with ``restartPolicy: Always``), at least any other init container with the sidecars started
+    before it, at least a pod-level ``spec.resources``, plus the pod's ``overhead`` (a RuntimeClass's,
+    written into the pod by admission: read here when the template carries it). A container's
+    request defaults to its limit; a limit is counted only where one is set."""
     spec = template.get("spec") or {}
     out: dict[str, int] = {}
     for kind in ("requests", "limits"):
         for res in ("cpu", "memory"):
 
-            def one(c: Mapping[str, Any], kind: str = kind, res: str = res) -> int:
+            def one(c: Mapping[str, Any], kind: str = kind, res: str = res) -> float:
                 r = c.get("resources") or {}
                 value = (r.get(kind) or {}).get(res)
                 if value in (None, "") and kind == "requests":
                     value = (r.get("limits") or {}).get(res)
-                return _quantity(res, value)
+                return cpu_millis(value) if res == "cpu" else _memory_bytes(value) / 2**20
 
-            main = sum(one(c) for c in spec.get("containers") or [])
-            init = max((one(c) for c in spec.get("initContainers") or []), default=0)
-            out[f"{kind}.{res}"] = max(main, init)
+            out[f"{kind}.{res}"] = math.ceil(_effective(spec, one))
     return out
 
 

@@ -281,6 +281,40 @@ def test_pod_shape_sums_containers_and_takes_at_least_the_largest_init_container
     }
 
 
+def test_pod_shape_counts_native_sidecars_overhead_and_pod_level_resources_as_quotas_do():
+    """The quota evaluator counts a pod as kube-scheduler does (``resourcehelper.PodRequests`` and
+    ``PodLimits``): a native sidecar (Istio's, with ``restartPolicy: Always``) runs beside the
+    containers, a RuntimeClass's overhead is added to requests and limits, and a pod-level request
+    is a floor. Before, a mesh sidecar and a Kata overhead were left out, so the planner saw room in
+    a quota the API server then refused the pods for."""
+    from actuator.kubernetes import pod_shape
+
+    sidecar = {
+        "name": "istio-proxy",
+        "restartPolicy": "Always",
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+    }
+    template = {
+        "spec": {
+            "containers": [{"resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "1"}}}],
+            "initContainers": [sidecar, {"name": "migrate", "resources": {"requests": {"cpu": "1", "memory": "1M"}}}],
+            "overhead": {"cpu": "250m", "memory": "160Mi"},
+        }
+    }
+    assert pod_shape(template) == {
+        "requests.cpu": 1350,  # the migration (1 core) beside the sidecar started before it, + overhead
+        "requests.memory": 384 + 160,  # 256Mi + 128Mi beside each other, + overhead
+        "limits.cpu": 3250,  # 1 + 2 cores, + overhead
+        "limits.memory": 1024 + 160,  # only the sidecar sets a memory limit, + overhead
+    }
+    # a pod-level request is at least what the pod asks; 1M (bytes) rounds up to a whole MiB
+    pod_level = {
+        "spec": {"containers": [{"resources": {"requests": {"memory": "1M"}}}], "resources": {"requests": {"cpu": "3"}}}
+    }
+    assert pod_shape(pod_level)["requests.cpu"] == 3000
+    assert pod_shape(pod_level)["requests.memory"] == 1
+
+
 def test_the_pod_size_read_by_read_state_spares_the_scale_up_a_read_of_the_template(kube):
     web = deployment(2)
     web["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m"}}
