@@ -294,6 +294,63 @@ class Actuator:
             )
         return ""
 
+    # -- removed policies -----------------------------------------------------------------------
+    #: Kinds whose managed field holds capacity only scaleahead asked for: a Knative Service's
+    #: ``min-scale`` (warm instances kept while nothing calls). A Deployment's replicas are its own:
+    #: they stay as they are when its policy goes. (Headroom placeholders are no policy's target:
+    #: they are released by a plan that scales them, ``scaleahead actuator apply``.)
+    RELEASED_KINDS = ("KnativeService",)
+
+    def release(self, targets: Sequence[str], now: float, dry_run: bool = False) -> list[ActionResult]:
+        """Set back to 0 the warm instances scaleahead holds for functions that no longer have a
+        policy (``targets``: ``KnativeService/namespace/name``; other kinds are ignored), through the
+        journal and the safety layer like any action (reason ``policy_removed``), but only where the
+        live value is still the one scaleahead wrote (the managed-field record, including a write
+        whose outcome was unknown and that landed). A value someone else set since, or an object
+        that is gone, is left as it is, and scaleahead forgets the field. Needs a store (the record
+        of what was written); without one, nothing is released."""
+        if self.store is None:
+            return []
+        results: list[ActionResult] = []
+        for key in targets:
+            mf = self.store.managed_field(key)
+            ref = WorkloadRef.parse(key)
+            if mf is None or ref.kind not in self.RELEASED_KINDS:
+                continue
+            ours = mf.value
+            pending = parse_intent(mf.resource_version)
+            why = (
+                f"release {ref.namespace}/{ref.name}: its policy was removed, so nothing plans it any more; "
+                "its min-scale goes back from {live} (the value scaleahead set) to 0"
+            )
+            probe = SetWarmPool(ref, ours, 0, 0.0, Reason("policy_removed", why.format(live=ours)))
+            try:
+                live = self.target.live(probe)
+            except ActuationError as exc:
+                if exc.status != 404:
+                    failed = ActionResult(probe, "skipped" if exc.outcome == "skipped" else "failed", exc.message)
+                    results.append(failed)
+                    continue  # tried again at the next check
+                live = LiveObject(key, mf.field, 0, "", {"missing": 1})
+            if pending is not None and live.value == pending[0]:
+                ours = pending[0]  # the write whose answer was lost did land
+            if live.fact("missing") or live.value != ours:
+                detail = (
+                    f"{key} no longer exists"
+                    if live.fact("missing")
+                    else f"{key} {mf.field} is {live.value}, not the {ours} scaleahead set: someone else set it"
+                )
+                if not dry_run:
+                    self.store.forget_managed_field(key)
+                log.info("not released: %s; left as it is", detail, extra={"event": "release_skipped", "target": key})
+                results.append(ActionResult(probe, "skipped", detail + "; left as it is"))
+                continue
+            if live.value == 0:
+                continue
+            action = SetWarmPool(ref, live.value, 0, 0.0, Reason("policy_removed", why.format(live=live.value)))
+            results.extend(self.apply_plan(Plan(now, (action,)), now, dry_run=dry_run, source="release"))
+        return results
+
     # -- recovery -------------------------------------------------------------------------------
     def reconcile(self, now: float, owns: Callable[[StoredAction], bool] | None = None) -> list[tuple[int, str, str]]:
         """Mark actions left ``planned`` (a crash between journal and API call) from the live objects.

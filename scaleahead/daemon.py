@@ -491,8 +491,13 @@ class Daemon:
         policy_reload_s: float = 30.0,
         on_policies: Callable[[Sequence[Policy]], None] | None = None,
         on_lead: Callable[[float], object] | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         self.settings = settings
+        #: Which workload keys are this process's (``run --shard``: the keys that hash to it); None: all.
+        self.owns = owns
+        self._released_checked = -math.inf
+        self._orphans: dict[str, float] = {}  # managed functions without a policy: since when
         self.clock = clock
         self.history = _CapturingHistory(deps.history)
         self.target = _RememberingTarget(deps.target, _stabilization_window(deps.policies))
@@ -617,6 +622,7 @@ class Daemon:
         self.live.observe(report.forecasts, self.history.last, now, made_by)
         self._export_live_error()
         self._publish_status(report, now)
+        self._release_removed(now, deps, settings)
         ran = self.jobs.run_due(now, self._run_job)
         if "retrain" in self.jobs.jobs and self._drifted(now):
             self.last_drift_retrain = now
@@ -753,6 +759,50 @@ class Daemon:
             and self.live.matured >= j.drift_min_forecasts
             and now - self.last_drift_retrain >= j.drift_cooldown_s
         )
+
+    def _release_removed(self, now: float, deps: Deps, settings: Settings) -> None:
+        """Once a minute: the functions scaleahead set warm instances on (the managed-field records)
+        that no policy names any more, for ``actuation.release_removed_after_s`` in a row, go back to
+        min-scale 0 where they still hold the value scaleahead wrote (``Actuator.release``). A policy
+        that comes back (or is fixed, after being skipped as invalid) within that time keeps its pool.
+        The records are in storage, so a restart still finds what a removed policy left."""
+        after = settings.actuation.release_removed_after_s
+        actuator, store = deps.actuator, deps.store
+        if after is None or actuator is None or store is None or now - self._released_checked < 60.0:
+            return
+        self._released_checked = now
+        named = {p.workload.key for p in deps.policies}
+        try:
+            rows = store.managed_fields()
+        except Exception as exc:  # noqa: BLE001 - looked at again in a minute
+            log.warning("reading the managed fields failed: %s", exc)
+            return
+        orphans = {
+            r.target
+            for r in rows
+            if r.value > 0
+            and r.target.split("/", 1)[0] in actuator.RELEASED_KINDS
+            and r.target not in named
+            and (self.owns is None or self.owns(r.target))
+        }
+        self._orphans = {key: self._orphans.get(key, now) for key in orphans}
+        due = sorted(key for key, since in self._orphans.items() if now - since >= after)
+        if not due:
+            return
+        dry = settings.actuation.dry_run or settings.actuation.paused
+        try:
+            results = actuator.release(due, now, dry_run=dry)
+        except Exception as exc:  # noqa: BLE001 - tried again in a minute
+            log.warning("releasing removed policies' warm instances failed: %s", exc)
+            return
+        for res in results:
+            log.info(
+                "%s: %s %s",
+                res.action.target,
+                res.outcome,
+                res.detail,
+                extra={"event": "policy_removed_release", "target": res.action.target, "result": res.outcome},
+            )
 
     def set_policies(self, policies: Sequence[Policy]) -> None:
         """Replace the policies (from the cluster); a removed workload's state is forgotten. With

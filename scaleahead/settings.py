@@ -140,6 +140,13 @@ class ActuationSettings(BaseModel):
         3600.0, ge=0, description="Leave a field someone else edited alone this long before managing it again (s)."
     )
     max_conflict_retries: int = Field(3, ge=0, description="Re-reads after a 409 before an action counts as failed.")
+    release_removed_after_s: float | None = Field(
+        600.0,
+        ge=0,
+        description="When no policy names a Knative Service (or headroom placeholder) that scaleahead set a "
+        "min-scale (replicas) above 0 on, set it back to 0 after this long (s), if it still holds the value "
+        "scaleahead wrote; null: never (docs/serverless.md, 'Removing a function's policy').",
+    )
     request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one Kubernetes API request (s).")
     namespace: str = Field(
         "scaleahead",

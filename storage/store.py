@@ -654,6 +654,24 @@ class Store:
                 r.target, r.field, r.value, r.resource_version, r.written_at, r.human_value, r.human_seen_at
             )
 
+    def managed_fields(self) -> list[ManagedField]:
+        """Every field the actuator has written (one row per target), by target."""
+        with self.session() as s:
+            rows = s.scalars(select(ManagedFieldRow).order_by(ManagedFieldRow.target))
+            return [
+                ManagedField(
+                    r.target, r.field, r.value, r.resource_version, r.written_at, r.human_value, r.human_seen_at
+                )
+                for r in rows
+            ]
+
+    def forget_managed_field(self, target: str) -> None:
+        """Drop the record of ``target`` (it is no longer scaleahead's to manage)."""
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is not None:
+                s.delete(r)
+
     def set_managed_field(self, target: str, field: str, value: int, resource_version: str, now: float) -> None:
         """Record what we just wrote; clears any human edit seen before."""
         with self.session() as s:

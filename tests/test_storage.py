@@ -124,3 +124,18 @@ def test_the_journal_filters_by_workload_and_time(db_url: str) -> None:
     ]
     assert store.actions(target="default/w_b") == [] and store.actions(target="default/%") == []  # no wildcards
     assert store.actions(target="Default/Web") == []  # exact, also on SQLite
+
+
+def test_managed_fields_are_listed_by_target_and_forgotten_one_by_one(db_url: str) -> None:
+    store = Store(db_url)
+    assert store.managed_fields() == []
+    store.set_managed_field("KnativeService/fn/b", "min-scale", 2, "7", 10.0)
+    store.set_managed_field("Deployment/shop/a", "spec.replicas", 5, "3", 11.0)
+    assert [(m.target, m.value) for m in store.managed_fields()] == [
+        ("Deployment/shop/a", 5),
+        ("KnativeService/fn/b", 2),
+    ]
+    store.forget_managed_field("KnativeService/fn/b")
+    store.forget_managed_field("KnativeService/fn/never-written")  # nothing to forget: no error
+    assert [m.target for m in store.managed_fields()] == ["Deployment/shop/a"]
+    assert store.managed_field("KnativeService/fn/b") is None

@@ -239,6 +239,16 @@ def _shard_limiter(settings: Settings, index: int, count: int) -> Callable[[Sequ
     return apply
 
 
+def _owner(shard: str | None) -> Callable[[str], bool] | None:
+    """With ``--shard i/N``: whether a workload key hashes to this shard (what it may release)."""
+    if shard is None:
+        return None
+    from scaleahead.sharding import parse_shard, shard_of
+
+    index, count = parse_shard(shard)
+    return lambda key: shard_of(key, count) == index
+
+
 def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
     """Reconcile the action journal when this replica starts to lead (``Daemon.on_lead``): actions
     left ``planned`` by a crash. With ``--shard``, only this shard's: the actions of the workloads
@@ -614,6 +624,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             on_policies=_policy_updater(cluster_target, actuator, apply_shard_limits),
             status_sink=status_sink,
             on_lead=_reconciler(actuator, shard) if actuator is not None and not once else None,
+            owns=_owner(shard),
         )
         shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
         daemon.metrics.shard_index.set(shard_index)
