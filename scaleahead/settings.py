@@ -145,8 +145,17 @@ class ActuationSettings(BaseModel):
         ge=0,
         description="When no policy names a Knative Service (or headroom placeholder) that scaleahead set a "
         "min-scale (replicas) above 0 on, set it back to 0 after this long (s), if it still holds the value "
-        "scaleahead wrote; null: never (docs/serverless.md, 'Removing a function's policy').",
+        "scaleahead wrote; never (null): keep it (docs/serverless.md, 'Removing a function's policy').",
     )
+
+    @field_validator("release_removed_after_s", mode="before")
+    @classmethod
+    def _never(cls, value: Any) -> Any:
+        """``never`` (or ``null``, ``none``), as an environment variable can say None."""
+        if isinstance(value, str) and value.strip().lower() in ("never", "null", "none"):
+            return None
+        return value
+
     request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one Kubernetes API request (s).")
     namespace: str = Field(
         "scaleahead",

@@ -104,3 +104,18 @@ def test_a_single_underscore_typo_stops_a_command_that_reads_no_setting() -> Non
     env = {"SCALEAHEAD_ACTUATION_PAUSED": "true", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-m", "scaleahead.cli", "version"], capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "SCALEAHEAD_ACTUATION__PAUSED" in proc.stderr
+
+
+def test_release_of_removed_policies_can_be_turned_off_from_the_environment() -> None:
+    from scaleahead.settings import Settings
+
+    assert Settings().actuation.release_removed_after_s == 600.0
+    for word in ("never", "NULL", "none"):
+        env = {"SCALEAHEAD_ACTUATION__RELEASE_REMOVED_AFTER_S": word}
+        assert Settings.from_env(env).actuation.release_removed_after_s is None
+    assert (
+        Settings.from_env({"SCALEAHEAD_ACTUATION__RELEASE_REMOVED_AFTER_S": "120"}).actuation.release_removed_after_s
+        == 120
+    )
+    with pytest.raises(ConfigError, match="RELEASE_REMOVED_AFTER_S='soon'"):
+        Settings.from_env({"SCALEAHEAD_ACTUATION__RELEASE_REMOVED_AFTER_S": "soon"})
