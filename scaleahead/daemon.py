@@ -536,8 +536,15 @@ class Daemon:
         self.on_policies = on_policies
         # Held while the policies (and what ``on_policies`` derives from them, such as a shard's
         # limits) are swapped in, and while a cycle takes its copy of them and of the settings:
-        # a reload on the job thread never reaches a cycle half-way.
+        # a reload on the job thread never reaches a cycle half-way. While a cycle runs
+        # (``_cycling``), what a reload removed is forgotten (gauges, live error, back-off, recent
+        # decisions) only after the cycle's accounting, on the tick's thread (``_forget_removed``):
+        # the cycle would write a removed workload's gauges again, and the job thread would change
+        # the dictionaries the tick iterates.
         self._swap = threading.RLock()
+        self._cycling = False
+        self._removed: set[str] = set()
+        self._reload = threading.Lock()  # one policy read and swap at a time (job thread, new leader)
         #: Called once each time this replica starts to lead (its first cycle as leader, at start-up
         #: or after standing by), before the cycle: `run` reconciles the action journal there, which
         #: only the Lease holder may do (a standby would rewrite what the leader is applying).
@@ -596,6 +603,17 @@ class Daemon:
         with self._swap:  # this cycle's policies and settings: a reload in between waits or comes after
             deps = replace(self.deps, history=self.history, target=self.target)
             settings = self.settings.model_copy()  # ``settings.loop`` is replaced whole, never edited
+            self._cycling = True
+        try:
+            return self._lead(now, lateness_s, deps, settings)
+        finally:
+            with self._swap:  # what a reload during the cycle removed: forgotten after the cycle's accounting
+                self._cycling = False
+                self._forget_removed()
+
+    def _lead(self, now: float, lateness_s: float, deps: Deps, settings: Settings) -> TickResult:
+        """The leader's part of a tick: one cycle on ``deps`` and ``settings`` (this tick's copies),
+        its accounting, metrics and status, then the jobs that are due."""
         # A workload backing off is not read, forecast or acted on; the planner's named fallback
         # still decides for it (shown in metrics and status), but its actions are held back.
         active = [p for p in deps.policies if not self.backoff.blocked(p.workload.key, now)]
@@ -814,25 +832,40 @@ class Daemon:
         gone = {p.workload.key for p in self.deps.policies} - {p.workload.key for p in policies}
         self.deps = replace(self.deps, policies=list(policies))
         self._by_workload = {p.workload: p for p in self.deps.policies}
-        keys = {p.workload.key for p in policies}
-        for key in list(self.backoff.failures):
-            if key not in keys:
-                self.backoff.succeeded(key)
         # the stabilization memory spans the longest window of the policies now in force
         self.target.window_s = _stabilization_window(policies)
-        for ref in [r for r in self.target.recent if r.key not in keys]:
-            del self.target.recent[ref]
-        if gone:
-            self.metrics.forget(gone)  # its gauges would otherwise stay (and alert) until a restart
-            self.live.forget(gone)  # and its error would come back, frozen, in the gauge and the median
+        self._removed |= gone
+        if not self._cycling:  # else the tick forgets them once its cycle is accounted for
+            self._forget_removed()
         self.metrics.workloads.set(len(policies))
         if self.on_policies is not None:
             self.on_policies(self.deps.policies)
 
+    def _forget_removed(self) -> None:
+        """Forget the workloads that lost their policy (under ``_swap``, with no cycle running): their
+        back-off, recent decisions, gauges and live error. A policy that came back is kept."""
+        keys = {p.workload.key for p in self.deps.policies}
+        for key in list(self.backoff.failures):
+            if key not in keys:
+                self.backoff.succeeded(key)
+        for ref in [r for r in self.target.recent if r.key not in keys]:
+            del self.target.recent[ref]
+        gone, self._removed = self._removed - keys, set()
+        if gone:
+            self.metrics.forget(gone)  # its gauges would otherwise stay (and alert) until a restart
+            self.live.forget(gone)  # and its error would come back, frozen, in the gauge and the median
+
     def reload_policies(self, now: float) -> int:
-        """Read the policies again (the ``reload_policies`` job); keep the old ones if that fails."""
+        """Read the policies again (the ``reload_policies`` job); keep the old ones if that fails.
+        One read and swap at a time: the job thread's and a new leader's (``run --shard`` splits its
+        limits on the last read, so a read must reach ``set_policies`` before another starts)."""
         if self.policy_source is None:
             return len(self.deps.policies)
+        with self._reload:
+            return self._reload_policies()
+
+    def _reload_policies(self) -> int:
+        assert self.policy_source is not None
         policies = list(self.policy_source())
         before = {p.workload.key for p in self.deps.policies}
         after = {p.workload.key for p in policies}
@@ -939,7 +972,8 @@ class Daemon:
                     self.trials[group] = adopted
         if not self.trials:
             if self.deps.trials or self.deps.rollout is not None:
-                self.deps = replace(self.deps, rollout=None, challenger=None, trials=())
+                with self._swap:  # a policy swap between the read and the write would be lost
+                    self.deps = replace(self.deps, rollout=None, challenger=None, trials=())
             return
         rows = {r.id: r for r in store.rollouts()}
         running: list[tuple[RolloutView, Forecaster]] = []
@@ -963,7 +997,8 @@ class Daemon:
                     result.model_version_id,
                     extra={"event": "model_promoted", "model_version_id": result.model_version_id},
                 )
-        self.deps = replace(self.deps, rollout=None, challenger=None, trials=tuple(running))
+        with self._swap:  # a policy swap between the read and the write would be lost
+            self.deps = replace(self.deps, rollout=None, challenger=None, trials=tuple(running))
 
     def follow_champion(self, now: float) -> None:
         """Switch production to the registry's champion when it changes (checked every minute).
@@ -1029,7 +1064,8 @@ class Daemon:
 
     def _to_production(self, model: Forecaster, model_version_id: int, holdout_wape: object) -> None:
         """Plan with ``model`` from now on (every group), and measure drift against its error."""
-        self.deps = replace(self.deps, forecaster=model, model_version_id=model_version_id)
+        with self._swap:  # a policy swap between the read and the write would be lost
+            self.deps = replace(self.deps, forecaster=model, model_version_id=model_version_id)
         self.metrics.set_model(model.name, model_version_id)
         if isinstance(holdout_wape, float) and holdout_wape > 0:
             self.reference_error = holdout_wape

@@ -69,3 +69,47 @@ def test_a_reload_during_a_cycle_reaches_the_next_cycle_whole(
         assert capacity == expected[n].capacity, f"a cycle planned {n} policies with another read's capacity"
         assert warm == expected[n].warm_memory_budget_mb
     assert daemon.settings.loop.capacity == parts[1].capacity  # and the reload did land
+
+
+def _gauged(daemon: Any) -> set[str]:
+    """Workloads with a per-workload gauge in the daemon's metrics."""
+    m = daemon.metrics
+    return {
+        s.labels["workload"]
+        for g in (m.planned, m.current, m.forecast_peak, m.observed)
+        for fam in g.collect()
+        for s in fam.samples
+        if "workload" in s.labels
+    }
+
+
+def test_a_workload_removed_during_a_cycle_leaves_no_gauges_or_live_error(
+    daemon_factory: DaemonFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cycle running when the reload removed a workload accounts for it afterwards (it planned
+    it): its gauges and live error are forgotten after that accounting, not before (they came
+    back, and stayed until a restart, with alerts on them)."""
+    read = {"policies": make_policies(3)}
+    daemon, clock, target, _ = daemon_factory(n=3, policy_source=lambda: read["policies"], policy_reload_s=3600.0)
+    daemon.tick(clock.now())
+    clock.sleep(10.0)
+    web2 = "Deployment/shop/web2"
+    assert web2 in _gauged(daemon)
+    real_read, reloaded = target.read_state, []
+
+    def read_state_then_reload(workloads: list[WorkloadRef]) -> ClusterState:
+        state = real_read(workloads)
+        if not reloaded:
+            read["policies"] = make_policies(2)
+            reloaded.append(clock.now())
+            daemon.reload_policies(clock.now())  # as the job thread would, in the middle of the cycle
+        return state
+
+    monkeypatch.setattr(target, "read_state", read_state_then_reload)
+    for _ in range(3):
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+    assert reloaded
+    assert web2 not in _gauged(daemon)
+    assert web2 not in {r.key for r in daemon.live.last_sample}
+    assert "Deployment/shop/web1" in _gauged(daemon)
