@@ -204,7 +204,7 @@ class Actuator:
                     continue  # read again and re-check
                 return ActionResult(action, "failed" if exc.outcome == "failed" else "skipped", exc.message)
             if self.store is not None and not isinstance(action, MovePod):
-                self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now)
+                self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now, written=True)
             return ActionResult(action, "applied", diff + notes)
         return ActionResult(
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
@@ -255,7 +255,9 @@ class Actuator:
             # unknown (timeout, crash), so no claim about anyone's edit. If the live object shows
             # it, it landed: confirm it with the live version.
             if live.value == mf.value and record:
-                self.store.set_managed_field(live.target, live.field, live.value, live.resource_version, mf.written_at)
+                self.store.set_managed_field(
+                    live.target, live.field, live.value, live.resource_version, mf.written_at, written=True
+                )
             return ""
         pending = parse_intent(mf.resource_version) if mf is not None else None
         if mf is not None and pending is not None:
@@ -263,7 +265,9 @@ class Actuator:
             if live.value == intended:  # it landed: confirm it with the live version
                 if record:
                     version = live.resource_version
-                    self.store.set_managed_field(live.target, live.field, intended, version, mf.written_at)
+                    self.store.set_managed_field(
+                        live.target, live.field, intended, version, mf.written_at, written=True
+                    )
                 return ""
             # It did not land (or was changed since): the field as it was before the write is the
             # baseline, and a value other than that is someone else's edit.
@@ -303,53 +307,62 @@ class Actuator:
 
     def release(self, targets: Sequence[str], now: float, dry_run: bool = False) -> list[ActionResult]:
         """Set back to 0 the warm instances scaleahead holds for functions that no longer have a
-        policy (``targets``: ``KnativeService/namespace/name``; other kinds are ignored), through the
-        journal and the safety layer like any action (reason ``policy_removed``), but only where the
-        live value is still the one scaleahead wrote (the managed-field record, including a write
-        whose outcome was unknown and that landed). A value someone else set since, or an object
-        that is gone, is left as it is, and scaleahead forgets the field. Needs a store (the record
-        of what was written); without one, nothing is released."""
+        policy (``targets``: ``KnativeService/namespace/name``; other kinds are ignored), as one plan
+        through the journal and the safety layer like any action (reason ``policy_removed``, source
+        ``release``), but only where the live value is the one scaleahead last *confirmed* writing
+        (``written_value``, or a pending write seen landed). A value someone else set since, a
+        write that never landed (the record then holds the value from before it), or a Service that
+        is gone: left as it is, and the record is dropped (not in a dry run). Needs a store; without
+        one, nothing is released. Returns the results of the targets looked at."""
         if self.store is None:
             return []
         results: list[ActionResult] = []
+        actions: list[Action] = []
         for key in targets:
             mf = self.store.managed_field(key)
             ref = WorkloadRef.parse(key)
             if mf is None or ref.kind not in self.RELEASED_KINDS:
                 continue
-            ours = mf.value
-            pending = parse_intent(mf.resource_version)
             why = (
                 f"release {ref.namespace}/{ref.name}: its policy was removed, so nothing plans it any more; "
                 "its min-scale goes back from {live} (the value scaleahead set) to 0"
             )
-            probe = SetWarmPool(ref, ours, 0, 0.0, Reason("policy_removed", why.format(live=ours)))
+            probe = SetWarmPool(ref, mf.value, 0, 0.0, Reason("policy_removed", why.format(live=mf.value)))
             try:
                 live = self.target.live(probe)
             except ActuationError as exc:
                 if exc.status != 404:
                     failed = ActionResult(probe, "skipped" if exc.outcome == "skipped" else "failed", exc.message)
                     results.append(failed)
-                    continue  # tried again at the next check
+                    continue  # tried again at a later check
                 live = LiveObject(key, mf.field, 0, "", {"missing": 1})
+            ours = mf.written_value
+            pending = parse_intent(mf.resource_version)
             if pending is not None and live.value == pending[0]:
                 ours = pending[0]  # the write whose answer was lost did land
-            if live.fact("missing") or live.value != ours:
-                detail = (
-                    f"{key} no longer exists"
-                    if live.fact("missing")
-                    else f"{key} {mf.field} is {live.value}, not the {ours} scaleahead set: someone else set it"
-                )
+            if live.fact("missing") or ours is None or live.value != ours:
+                if live.fact("missing"):
+                    detail = f"{key} no longer exists"
+                elif ours is None:
+                    detail = f"{key} {mf.field} is {live.value}, a value scaleahead has no confirmed write of"
+                else:
+                    detail = f"{key} {mf.field} is {live.value}, not the {ours} scaleahead set: someone else set it"
                 if not dry_run:
                     self.store.forget_managed_field(key)
                 log.info("not released: %s; left as it is", detail, extra={"event": "release_skipped", "target": key})
                 results.append(ActionResult(probe, "skipped", detail + "; left as it is"))
                 continue
-            if live.value == 0:
-                continue
-            action = SetWarmPool(ref, live.value, 0, 0.0, Reason("policy_removed", why.format(live=live.value)))
-            results.extend(self.apply_plan(Plan(now, (action,)), now, dry_run=dry_run, source="release"))
+            if live.value > 0:
+                actions.append(
+                    SetWarmPool(ref, live.value, 0, 0.0, Reason("policy_removed", why.format(live=live.value)))
+                )
+        if actions:
+            results.extend(self.apply_plan(Plan(now, tuple(actions)), now, dry_run=dry_run, source="release"))
         return results
+
+    def stop_reason(self, now: float) -> str:
+        """Why nothing may be written now (kill switch, paused, not the leader), or ``""``."""
+        return self._stop_reason(now)
 
     # -- recovery -------------------------------------------------------------------------------
     def reconcile(self, now: float, owns: Callable[[StoredAction], bool] | None = None) -> list[tuple[int, str, str]]:
@@ -387,7 +400,9 @@ class Actuator:
                     state = "applied"
                     reason = f"reconciled after restart: the live object shows the change ({live.field}={live.value})"
                     if not isinstance(action, MovePod):
-                        self.store.set_managed_field(live.target, live.field, live.value, live.resource_version, now)
+                        self.store.set_managed_field(
+                            live.target, live.field, live.value, live.resource_version, now, written=True
+                        )
                 else:
                     state = "skipped"
                     reason = (

@@ -94,6 +94,9 @@ class ClusterPolicies:
         self.check = check
         self.invalid: dict[str, str] = {}
         self.rejected: list[Rejected] = []
+        #: Workload keys named by skipped objects (``Kind/namespace/name`` from their raw
+        #: ``spec.target``): not planned, but not given up either (``Daemon`` does not release them).
+        self.rejected_targets: set[str] = set()
 
     def load(self) -> list[Policy]:
         """The valid policies; a list that fails (no CRD, RBAC, an unreachable API server) is a
@@ -122,17 +125,32 @@ class ClusterPolicies:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}).",
                 "Check the kubeconfig's server address and the network; or give the policies with --policies FILE|DIR.",
             ) from exc
-        doc: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if not isinstance(raw, dict) or not isinstance(raw.get("items", []), list):
+            raise UserError(
+                f"Cannot list the PredictiveScalingPolicy objects of {where}: the answer is not a list of objects "
+                f"({type(raw).__name__}).",
+                "Check the API server address (a proxy or load balancer may answer in its place).",
+            )
+        doc: dict[str, Any] = raw
         policies: list[Policy] = []
         self.invalid = {}
         self.rejected = []
+        self.rejected_targets = set()
         seen: dict[str, str] = {}  # workload key -> the object that targets it
         for item in doc.get("items", []):
             meta = item.get("metadata", {})
             name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
 
-            def reject(reason: str, why: str, hint: str, meta: dict[str, Any] = meta, name: str = name) -> None:
+            def reject(
+                reason: str, why: str, hint: str, meta: dict[str, Any] = meta, name: str = name, item: Any = item
+            ) -> None:
                 self.invalid[name] = why
+                spec = item.get("spec") if isinstance(item, dict) else None
+                target = spec.get("target") if isinstance(spec, dict) else None
+                if isinstance(target, dict) and target.get("name"):  # still a workload someone means to manage
+                    kind = str(target.get("kind") or "Deployment")
+                    ns = str(target.get("namespace") or meta.get("namespace", "default"))
+                    self.rejected_targets.add(f"{kind}/{ns}/{target['name']}")
                 if meta.get("name"):
                     self.rejected.append(
                         Rejected(str(meta["name"]), str(meta.get("namespace", "default")), reason, f"{why}. {hint}")

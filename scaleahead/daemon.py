@@ -25,7 +25,7 @@ import math
 import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -492,12 +492,18 @@ class Daemon:
         on_policies: Callable[[Sequence[Policy]], None] | None = None,
         on_lead: Callable[[float], object] | None = None,
         owns: Callable[[str], bool] | None = None,
+        kept: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.settings = settings
-        #: Which workload keys are this process's (``run --shard``: the keys that hash to it); None: all.
+        #: Which workload keys are this process's (``run --shard``: the keys that hash to it;
+        #: ``--namespace``: that namespace's); None: all.
         self.owns = owns
+        #: Workload keys not planned but not given up (policy objects skipped as invalid): never released.
+        self.kept = kept
         self._released_checked = -math.inf
         self._orphans: dict[str, float] = {}  # managed functions without a policy: since when
+        self._release_retry: dict[str, tuple[int, float]] = {}  # failures in a row, next try
+        self._dry_released: set[str] = set()  # reported once in a dry run
         self.clock = clock
         self.history = _CapturingHistory(deps.history)
         self.target = _RememberingTarget(deps.target, _stabilization_window(deps.policies))
@@ -571,6 +577,7 @@ class Daemon:
             self._lead_started = False
             self._risk_resumed = False
             self.metrics.leader.set(0)
+            self._orphans.clear()  # a leader again waits the whole release delay afresh
             self.metrics.cycles.labels(result="standby").inc()
             self.health.set_ready(True, "standby: another replica holds the lease")
             return TickResult(now, "standby")
@@ -778,12 +785,18 @@ class Daemon:
             and now - self.last_drift_retrain >= j.drift_cooldown_s
         )
 
+    #: Most releases one check makes (a mass removal goes on at the next checks, a minute apart).
+    RELEASES_PER_CHECK = 50
+
     def _release_removed(self, now: float, deps: Deps, settings: Settings) -> None:
         """Once a minute: the functions scaleahead set warm instances on (the managed-field records)
-        that no policy names any more, for ``actuation.release_removed_after_s`` in a row, go back to
-        min-scale 0 where they still hold the value scaleahead wrote (``Actuator.release``). A policy
-        that comes back (or is fixed, after being skipped as invalid) within that time keeps its pool.
-        The records are in storage, so a restart still finds what a removed policy left."""
+        that no policy names any more, for ``actuation.release_removed_after_s`` in a row as this
+        leader saw it, go back to min-scale 0 where they still hold the value scaleahead wrote
+        (``Actuator.release``), at most ``RELEASES_PER_CHECK`` at a time. A policy that comes back, or
+        is only skipped as invalid (``kept``), keeps its pool. Nothing while actuation is paused or
+        the kill switch is on; in a dry run each is reported once; a failed release is tried again
+        after 1, 2, 4, ... minutes (at most an hour). The records are in storage, so a restart still
+        finds what a removed policy left."""
         after = settings.actuation.release_removed_after_s
         actuator, store = deps.actuator, deps.store
         if after is None or actuator is None or store is None or now - self._released_checked < 60.0:
@@ -791,6 +804,7 @@ class Daemon:
         self._released_checked = now
         named = {p.workload.key for p in deps.policies}
         try:
+            kept = set(self.kept()) if self.kept is not None else set()
             rows = store.managed_fields()
         except Exception as exc:  # noqa: BLE001 - looked at again in a minute
             log.warning("reading the managed fields failed: %s", exc)
@@ -801,25 +815,42 @@ class Daemon:
             if r.value > 0
             and r.target.split("/", 1)[0] in actuator.RELEASED_KINDS
             and r.target not in named
+            and r.target not in kept
             and (self.owns is None or self.owns(r.target))
         }
         self._orphans = {key: self._orphans.get(key, now) for key in orphans}
-        due = sorted(key for key, since in self._orphans.items() if now - since >= after)
-        if not due:
+        self._release_retry = {k: v for k, v in self._release_retry.items() if k in orphans}
+        dry = settings.actuation.dry_run
+        due = sorted(
+            key
+            for key, since in self._orphans.items()
+            if now - since >= after
+            and now >= self._release_retry.get(key, (0, -math.inf))[1]
+            and not (dry and key in self._dry_released)
+        )[: self.RELEASES_PER_CHECK]
+        if not due or settings.actuation.paused or actuator.stop_reason(now):
             return
-        dry = settings.actuation.dry_run or settings.actuation.paused
         try:
             results = actuator.release(due, now, dry_run=dry)
         except Exception as exc:  # noqa: BLE001 - tried again in a minute
             log.warning("releasing removed policies' warm instances failed: %s", exc)
             return
         for res in results:
+            key = res.action.target
+            if res.outcome == "failed":
+                n = self._release_retry.get(key, (0, 0.0))[0] + 1
+                self._release_retry[key] = (n, now + min(60.0 * 2 ** (n - 1), 3600.0))
+            else:
+                self._release_retry.pop(key, None)
+            if res.outcome == "dry-run":
+                self._dry_released.add(key)
+            self.metrics.actions.labels(kind=res.action.kind, result=res.outcome).inc()
             log.info(
                 "%s: %s %s",
-                res.action.target,
+                key,
                 res.outcome,
                 res.detail,
-                extra={"event": "policy_removed_release", "target": res.action.target, "result": res.outcome},
+                extra={"event": "policy_removed_release", "target": key, "result": res.outcome},
             )
 
     def set_policies(self, policies: Sequence[Policy]) -> None:

@@ -143,8 +143,8 @@ class ActuationSettings(BaseModel):
     release_removed_after_s: float | None = Field(
         600.0,
         ge=0,
-        description="When no policy names a Knative Service (or headroom placeholder) that scaleahead set a "
-        "min-scale (replicas) above 0 on, set it back to 0 after this long (s), if it still holds the value "
+        description="When no policy names a Knative Service that scaleahead set a min-scale above 0 on, set it "
+        "back to 0 after this long (s; 0: at the next check, once a minute), if it still holds the value "
         "scaleahead wrote; never (null): keep it (docs/serverless.md, 'Removing a function's policy').",
     )
 

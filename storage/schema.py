@@ -123,6 +123,11 @@ class ManagedFieldRow(Base):
     written_at: Mapped[float] = mapped_column(Float)
     human_value: Mapped[int | None] = mapped_column(Integer, nullable=True)
     human_seen_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: The value scaleahead last *confirmed* writing (a write that returned, an intent seen landed,
+    #: an action reconciled as applied); ``value`` may instead be an intent's or a failed write's
+    #: baseline. None: none confirmed since migration ``0007_written``. A removed function policy's
+    #: warm instances are released only from this value (``Actuator.release``).
+    written_value: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class PodSteerRow(Base):

@@ -155,6 +155,8 @@ class ManagedField:
     written_at: float
     human_value: int | None = None
     human_seen_at: float | None = None
+    #: The value scaleahead last confirmed writing (None: none since migration 0007_written).
+    written_value: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -651,7 +653,14 @@ class Store:
             if r is None:
                 return None
             return ManagedField(
-                r.target, r.field, r.value, r.resource_version, r.written_at, r.human_value, r.human_seen_at
+                r.target,
+                r.field,
+                r.value,
+                r.resource_version,
+                r.written_at,
+                r.human_value,
+                r.human_seen_at,
+                r.written_value,
             )
 
     def managed_fields(self) -> list[ManagedField]:
@@ -660,7 +669,14 @@ class Store:
             rows = s.scalars(select(ManagedFieldRow).order_by(ManagedFieldRow.target))
             return [
                 ManagedField(
-                    r.target, r.field, r.value, r.resource_version, r.written_at, r.human_value, r.human_seen_at
+                    r.target,
+                    r.field,
+                    r.value,
+                    r.resource_version,
+                    r.written_at,
+                    r.human_value,
+                    r.human_seen_at,
+                    r.written_value,
                 )
                 for r in rows
             ]
@@ -672,8 +688,11 @@ class Store:
             if r is not None:
                 s.delete(r)
 
-    def set_managed_field(self, target: str, field: str, value: int, resource_version: str, now: float) -> None:
-        """Record what we just wrote; clears any human edit seen before."""
+    def set_managed_field(
+        self, target: str, field: str, value: int, resource_version: str, now: float, written: bool = False
+    ) -> None:
+        """Record what we just wrote (or are about to: an intent); clears any human edit seen before.
+        ``written``: the field is known to hold ``value`` because scaleahead wrote it (``written_value``)."""
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
             if r is None:
@@ -681,6 +700,8 @@ class Store:
                 s.add(r)
             r.field, r.value, r.resource_version, r.written_at = field, value, resource_version, now
             r.human_value, r.human_seen_at = None, None
+            if written:
+                r.written_value = value
 
     def set_human_edit(self, target: str, value: int, now: float) -> None:
         """Record that someone else set ``target`` to ``value`` (seen at ``now``)."""

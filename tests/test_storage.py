@@ -139,3 +139,34 @@ def test_managed_fields_are_listed_by_target_and_forgotten_one_by_one(db_url: st
     store.forget_managed_field("KnativeService/fn/never-written")  # nothing to forget: no error
     assert [m.target for m in store.managed_fields()] == ["Deployment/shop/a"]
     assert store.managed_field("KnativeService/fn/b") is None
+
+
+def test_migration_0007_adds_the_confirmed_value_without_claiming_old_rows(db_url: str) -> None:
+    """A record from before 0007_written holds no confirmed write (its value may be a failed write's
+    baseline); a confirmed write sets it; a downgrade drops the column and keeps the rest."""
+    from sqlalchemy import text
+
+    old = Store(db_url, upgrade=False)
+    old.upgrade("0006_riskfp")
+    with old.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO managed_fields (target, field, value, resource_version, written_at) "
+                "VALUES ('KnativeService/fn/a', 'min-scale', 3, '7', 10.0)"
+            )
+        )
+    old.close()
+    store = Store(db_url)
+    assert store.current_revision() == Store.head_revision() == "0007_written"
+    assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
+    store.set_managed_field("KnativeService/fn/a", "min-scale", 4, "intent:4:7", 20.0)  # an intent: not confirmed
+    assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
+    store.set_managed_field("KnativeService/fn/a", "min-scale", 4, "8", 21.0, written=True)
+    assert store.managed_field("KnativeService/fn/a").written_value == 4  # type: ignore[union-attr]
+    store.set_managed_field("KnativeService/fn/a", "min-scale", 5, "intent:5:8", 30.0)  # the next intent keeps it
+    assert store.managed_field("KnativeService/fn/a").written_value == 4  # type: ignore[union-attr]
+    store.downgrade("0006_riskfp")
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT target, value FROM managed_fields")).all()
+    assert [tuple(r) for r in rows] == [("KnativeService/fn/a", 5)]
+    store.close()

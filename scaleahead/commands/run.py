@@ -239,14 +239,21 @@ def _shard_limiter(settings: Settings, index: int, count: int) -> Callable[[Sequ
     return apply
 
 
-def _owner(shard: str | None) -> Callable[[str], bool] | None:
-    """With ``--shard i/N``: whether a workload key hashes to this shard (what it may release)."""
-    if shard is None:
+def _owner(shard: str | None, namespace: str | None) -> Callable[[str], bool] | None:
+    """Which workload keys this process answers for when it releases a removed policy's warm
+    instances: with ``--shard i/N`` those that hash to it, with ``--namespace NS`` those in NS (a
+    process reading one namespace's policies cannot tell another's removed from never seen)."""
+    if shard is None and namespace is None:
         return None
     from scaleahead.sharding import parse_shard, shard_of
 
-    index, count = parse_shard(shard)
-    return lambda key: shard_of(key, count) == index
+    index, count = parse_shard(shard) if shard is not None else (0, 1)
+
+    def owns(key: str) -> bool:
+        in_namespace = namespace is None or key.split("/", 2)[1:2] == [namespace]
+        return in_namespace and shard_of(key, count) == index
+
+    return owns
 
 
 def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
@@ -490,6 +497,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         apply_shard_limits: Callable[[Sequence[Policy]], None] | None = None
         rejected_at_start: list[Any] = []  # published once the clock exists
         writer = None
+        cluster: Any = None
         if policies is not None:
             pols = load_policy_path(policies)
         else:
@@ -624,7 +632,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             on_policies=_policy_updater(cluster_target, actuator, apply_shard_limits),
             status_sink=status_sink,
             on_lead=_reconciler(actuator, shard) if actuator is not None and not once else None,
-            owns=_owner(shard),
+            owns=_owner(shard, namespace if cluster is not None else None),
+            kept=(lambda: cluster.rejected_targets) if cluster is not None else None,
         )
         shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
         daemon.metrics.shard_index.set(shard_index)

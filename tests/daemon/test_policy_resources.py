@@ -78,6 +78,29 @@ def test_policies_are_read_from_custom_resources_and_invalid_ones_are_skipped(cl
     assert "minReplicas" in source.invalid["shop/bad"]
 
 
+def test_skipped_objects_still_name_their_targets_and_a_non_list_answer_is_an_error(cluster) -> None:  # type: ignore[no-untyped-def]
+    """A skipped object's target is kept aside (the daemon does not hand back its warm pool), and
+    an answer that is not a list of objects (a proxy's page) is an error, not "no policies"."""
+    from unittest import mock
+
+    from scaleahead.errors import UserError
+
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    fn = _cr("fn", minReplicas=9, maxReplicas=3)
+    fn["spec"]["target"] = {"kind": "KnativeService", "name": "fn"}
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, fn)
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, _cr("web"))
+    source = ClusterPolicies(api)
+    assert [p.metadata.name for p in source.load()] == ["web"]
+    assert source.rejected_targets == {"KnativeService/shop/fn"}
+    with (
+        mock.patch.object(source.custom, "list_cluster_custom_object", return_value="<html>sign in</html>"),
+        pytest.raises(UserError, match="not a list of objects"),
+    ):
+        source.load()
+
+
 def _status(desired: int, t: float, reason: str = "forecast") -> PolicyStatus:
     return PolicyStatus(
         "web", "shop", "Deployment/shop/web", desired, 2, 12.5, "none", f"{reason} text", reason, t, "seasonal_naive"

@@ -14,11 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "actuator"))
 
-from kubeemu import DEPLOYMENTS, KSVC, deployment, policy  # noqa: E402
+from kubeemu import DEPLOYMENTS, KSVC, Fault, deployment, policy  # noqa: E402
 from kubeemu import kube as kube  # noqa: E402 - the fixture, used by name
 
 from actuator.applying import Actuator  # noqa: E402
 from actuator.kubernetes import MIN_SCALE, KubernetesTarget  # noqa: E402
+from actuator.safety import SafetyConfig  # noqa: E402
 from forecaster import make_model  # noqa: E402
 from scaleahead.clock import VirtualClock  # noqa: E402
 from scaleahead.daemon import Daemon  # noqa: E402
@@ -95,15 +96,37 @@ def test_a_deleted_service_is_forgotten_and_a_dry_run_writes_nothing(kube: Any, 
     assert store.managed_field(FN.key) is None
 
 
-def _daemon(kube: Any, store: Store, nasa: Series, settings: Settings, **kwargs: Any) -> tuple[Daemon, VirtualClock]:
+def _daemon(
+    kube: Any, store: Store, nasa: Series, settings: Settings, kill_switch: Any = None, **kwargs: Any
+) -> tuple[Daemon, VirtualClock]:
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     pols = [policy("web")]
     t0 = nasa.start + 2 * DAY
     target = KubernetesTarget(kube.api_client(), pols, timeout_s=2.0)
     history = TraceHistory(default=nasa, window_s=1.2 * DAY)
     forecaster = make_model("seasonal_naive").fit([nasa.between(nasa.start, t0)])
-    deps = Deps(history, forecaster, target, store, pols, actuator=Actuator(target, store, pols))
+    actuator = Actuator(target, store, pols, SafetyConfig(), kill_switch=kill_switch)
+    deps = Deps(history, forecaster, target, store, pols, actuator=actuator)
     return Daemon(deps, settings, VirtualClock(t0), **kwargs), VirtualClock(t0)
+
+
+def _ticks(daemon: Daemon, minutes: float, step_s: float = 60.0) -> None:
+    for _ in range(int(minutes * 60 / step_s)):
+        daemon.tick(daemon.clock.now())
+        daemon.clock.sleep(step_s)
+
+
+class _Lease:
+    """The leader while ``leading`` says so."""
+
+    def __init__(self) -> None:
+        self.leading = True
+
+    def is_leader(self, now: float) -> bool:
+        return self.leading
+
+    def release(self) -> None:
+        return None
 
 
 def test_the_daemon_releases_after_the_grace_period_only_what_its_shard_owns(
@@ -153,3 +176,108 @@ def test_a_policy_back_within_the_grace_period_keeps_its_warm_pool_and_null_neve
         daemon2.tick(daemon2.clock.now())
         daemon2.clock.sleep(60.0)
     assert _min_scale(kube) == "3"
+
+
+def test_a_write_that_never_landed_is_not_scaleaheads_to_hand_back(kube: Any, store: Store) -> None:
+    """The manifest set min-scale 2; scaleahead's first write was refused (400), so the record holds
+    the 2 from before the write (the human-edit check's baseline), not a value scaleahead wrote."""
+    kube.cluster.put(KSVC, "default", "fn", _ksvc(2))
+    pols = [policy("fn", kind="KnativeService")]
+    act = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=2.0), store, pols)
+    kube.cluster.faults.append(Fault("PATCH", "/services/fn", status=400, times=2))
+    for t in (1000.0, 1010.0):
+        assert act.apply_plan(Plan(t, (SetWarmPool(FN, 2, 5, 600.0, R),)), t)[0].outcome == "failed"
+    mf = store.managed_field(FN.key)
+    assert mf is not None and mf.value == 2 and mf.written_value is None
+    gone = Actuator(KubernetesTarget(kube.api_client(), [], timeout_s=2.0), store, [])
+    res = gone.release([FN.key], 2000.0)
+    assert [r.outcome for r in res] == ["skipped"] and "no confirmed write" in res[0].detail
+    assert _min_scale(kube) == "2" and store.managed_field(FN.key) is None
+
+
+def test_a_write_whose_answer_was_lost_but_landed_is_released(kube: Any, store: Store) -> None:
+    act = _warmed(kube, store, 1000.0, instances=3)
+    pols = [policy("fn", kind="KnativeService")]
+    with_policy = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=0.5), store, pols)
+    kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=1.5, after=True))  # lands, answer too late
+    res = with_policy.apply_plan(Plan(1100.0, (SetWarmPool(FN, 3, 4, 600.0, R),)), 1100.0)
+    assert res[0].outcome == "failed" and _min_scale(kube) == "4"
+    assert store.managed_field(FN.key).written_value == 3  # type: ignore[union-attr] - the 4 is an intent
+    assert [r.outcome for r in act.release([FN.key], 2000.0)] == ["applied"]
+    assert _min_scale(kube) == "0"
+
+
+def test_checked_once_a_minute_at_10_s_ticks_and_a_leader_again_waits_the_whole_delay(
+    kube: Any, store: Store, nasa: Series
+) -> None:
+    settings = Settings()
+    settings.actuation.release_removed_after_s = 300.0
+    lease = _Lease()
+    daemon, _ = _daemon(kube, store, nasa, settings, leadership=lease)
+    _warmed(kube, store, daemon.clock.now())
+    _ticks(daemon, 4, step_s=10.0)  # seen without a policy for 4 minutes as leader
+    lease.leading = False
+    _ticks(daemon, 60, step_s=60.0)  # an hour as standby
+    lease.leading = True
+    _ticks(daemon, 4, step_s=10.0)  # a leader again: 4 minutes is not 5
+    assert _min_scale(kube) == "3"
+    _ticks(daemon, 1.5, step_s=10.0)
+    assert _min_scale(kube) == "0"
+    released = [a for a in store.actions() if a.reason_code == "policy_removed"]
+    assert len(released) == 1, "one check a minute, one release"
+
+
+def test_nothing_is_released_while_paused_or_under_the_kill_switch_and_a_dry_run_reports_once(
+    kube: Any, store: Store, nasa: Series
+) -> None:
+    settings = Settings()
+    settings.actuation.release_removed_after_s = 0.0
+    switch = {"why": "ConfigMap scaleahead-kill-switch says paused"}
+    daemon, _ = _daemon(kube, store, nasa, settings, kill_switch=lambda: switch["why"])
+    _warmed(kube, store, daemon.clock.now())
+    _ticks(daemon, 5)
+    assert _min_scale(kube) == "3" and not [a for a in store.actions() if a.reason_code == "policy_removed"]
+    switch["why"] = ""
+    settings.actuation.paused = True
+    _ticks(daemon, 5)
+    assert _min_scale(kube) == "3" and not [a for a in store.actions() if a.reason_code == "policy_removed"]
+    settings.actuation.paused, settings.actuation.dry_run = False, True
+    _ticks(daemon, 30)
+    rows = [a for a in store.actions() if a.reason_code == "policy_removed"]
+    assert [r.state for r in rows] == ["dry-run"] and _min_scale(kube) == "3"
+    settings.actuation.dry_run = False
+    _ticks(daemon, 2)
+    assert _min_scale(kube) == "0"
+
+
+def test_a_failed_release_backs_off_and_a_skipped_policy_keeps_its_pool(kube: Any, store: Store, nasa: Series) -> None:
+    settings = Settings()
+    settings.actuation.release_removed_after_s = 0.0
+    kept = {"KnativeService/default/fn"}
+    daemon, _ = _daemon(kube, store, nasa, settings, kept=lambda: kept)
+    _warmed(kube, store, daemon.clock.now())
+    _ticks(daemon, 5)
+    assert _min_scale(kube) == "3"  # its policy object is only invalid for now: not released
+    kept.clear()
+    kube.cluster.faults.append(Fault("PATCH", "/services/fn", status=500, times=1000))
+    _ticks(daemon, 16)
+    tries = [a for a in store.actions() if a.reason_code == "policy_removed"]
+    assert 3 <= len(tries) <= 5, f"1, 2, 4, 8 minutes apart: {len(tries)} tries in 16 minutes"
+    kube.cluster.faults.clear()
+    _ticks(daemon, 20)
+    assert _min_scale(kube) == "0"
+
+
+def test_run_answers_for_its_shard_and_namespace_only() -> None:
+    from scaleahead.commands.run import _owner
+    from scaleahead.sharding import shard_of
+
+    assert _owner(None, None) is None
+    in_ns = _owner(None, "fn")
+    assert in_ns is not None and in_ns("KnativeService/fn/a") and not in_ns("KnativeService/other/a")
+    keys = [f"KnativeService/fn/f{i}" for i in range(40)]
+    for index in range(3):
+        owns = _owner(f"{index}/3", "fn")
+        assert owns is not None
+        assert [k for k in keys if owns(k)] == [k for k in keys if shard_of(k, 3) == index]
+        assert not owns("KnativeService/other/f1")
