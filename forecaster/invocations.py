@@ -22,7 +22,18 @@ azure-functions-1m: 3.5 % forecast against 1.9 % observed at 41 to 80 idle minut
 
 Functions with few observed gaps borrow strength from a pooled hazard of functions with a
 similar invocation rate (empirical Bayes shrinkage with ``prior_strength`` pseudo-observations),
-so that a function seen twice does not get a probability of 0 or 1 from two gaps. A function's
+so that a function seen twice does not get a probability of 0 or 1 from two gaps.
+
+The pooled hazard is itself shrunk (``pool_strength`` pseudo-steps at risk, since 2026-12-05): a
+group's events over its steps at risk at idle time ``s`` toward the group's *memoryless* rate (all
+its events over all its steps at risk), and that toward all groups' memoryless rate. Where many
+functions were at risk the ratio is unchanged (by at most ``pool_strength / (at risk +
+pool_strength)``); where few or none were, it is no longer 0 ("never called"): a lone function
+called every minute is not forecast ``[1, 0, 0, ...]``, and one function idle at ``s`` without a
+call does not zero ``s`` and every longer idle time. The open last bin (idle times above
+``max_idle``) is a hazard per step: the gaps that ended there over the steps spent there by those
+gaps and by the functions idle that long now (and a function's own gaps there over their own steps
+there), not the share of the gaps that ended there, which was 1 for any group with such a gap. A function's
 rate is counted over at least ``min_rate_span`` steps since its first call, so a function just
 seen once is grouped with the sparse functions it most likely is, not with the busiest ones
 (one call over one step would be a rate of 1).
@@ -62,6 +73,10 @@ from scaleahead.types import FloatArray, InvocationForecast, WorkloadRef
 
 #: Invocation-rate edges (share of minutes with invocations) of the pooled-hazard groups.
 RATE_EDGES: tuple[float, ...] = (0.005, 0.02, 0.08, 0.3)
+#: Pseudo-steps at risk with which a group's pooled hazard is shrunk toward the group's memoryless
+#: rate (and that toward all groups'): ``pool_strength`` of ``InvocationForecaster``. 4, as
+#: ``prior_strength``: the history's validation minutes agree (docs/benchmarks.md, 2026-12-05).
+POOL_STRENGTH = 4.0
 #: Recurrence periods (s) of the calibration: a call at the same minute of the quarter hour, half hour and hour.
 RECURRENCE_PERIODS_S: tuple[float, ...] = (900.0, 1800.0, 3600.0)
 #: Fewest calls (and non-calls) among the calibration rows for a calibration to be fitted.
@@ -129,8 +144,13 @@ class InvocationForecaster:
         n_functions: how many functions (rows) are tracked.
         step_s: the step (60 s for the Azure trace).
         horizon: how many steps ``predict`` returns.
-        max_idle: longest idle time (steps) with its own hazard bin; longer gaps share the last bin.
+        max_idle: longest idle time (steps) with its own hazard bin; longer gaps share the last bin,
+            whose hazard is per step (module docstring).
         prior_strength: pseudo-observations of the pooled hazard added to each function's own.
+        pool_strength: pseudo-observations (steps at risk) with which each group's pooled hazard is
+            shrunk toward the group's memoryless rate, and that toward all groups' (module
+            docstring); 0: the raw ratios, 0 at an idle time no function reached (the definition
+            before 2026-12-05 except in the open last bin).
         rate_edges: rate groups for the pooled hazard.
         min_rate_span: fewest steps a function's rate is counted over (60: one hour at 1-minute
             steps; chosen on the history part of azure-functions-1m, docs/serverless.md).
@@ -158,6 +178,7 @@ class InvocationForecaster:
         horizon: int = 15,
         max_idle: int = 1440,
         prior_strength: float = 4.0,
+        pool_strength: float = POOL_STRENGTH,
         rate_edges: Sequence[float] = RATE_EDGES,
         min_rate_span: int = 60,
         smoothing_divisor: int = 8,
@@ -168,10 +189,17 @@ class InvocationForecaster:
         recalibrate_steps: int = 60,
         calibration: FloatArray | None = None,
     ) -> None:
-        if n_functions < 0 or horizon < 1 or max_idle < 1 or min_rate_span < 1 or smoothing_divisor < 0:
+        if (
+            n_functions < 0
+            or horizon < 1
+            or max_idle < 1
+            or min_rate_span < 1
+            or smoothing_divisor < 0
+            or not pool_strength >= 0
+        ):
             raise ValueError(
-                "n_functions >= 0, horizon >= 1, max_idle >= 1, min_rate_span >= 1 and smoothing_divisor >= 0 "
-                "are required"
+                "n_functions >= 0, horizon >= 1, max_idle >= 1, min_rate_span >= 1, smoothing_divisor >= 0 "
+                "and pool_strength >= 0 are required"
             )
         self.min_rate_span = min_rate_span
         self.smoothing_divisor = smoothing_divisor
@@ -180,6 +208,7 @@ class InvocationForecaster:
         self.horizon = horizon
         self.max_idle = max_idle
         self.alpha = prior_strength
+        self.beta = float(pool_strength)
         self.edges = np.asarray(rate_edges, dtype=np.float64)
         groups = len(self.edges) + 1
         # cum[f, j]: how often function f was next invoked fewer than j steps after an invocation
@@ -188,6 +217,10 @@ class InvocationForecaster:
         self._cum = np.zeros((n_functions, max_idle + 3))  # [functions, idle bins + 1]
         self._bins = np.arange(max_idle + 3)
         self._pool = np.zeros((groups, max_idle + 2))  # [rate groups, idle bins]
+        # steps at risk in the open last bin (idle times max_idle + 1 and more) of the gaps that ended
+        # there: per group (at the gap's end) and per function, from the gaps' true lengths
+        self._open_steps = np.zeros(groups)
+        self._own_open_steps = np.zeros(n_functions)
         self._last = np.full(n_functions, -1, dtype=np.int64)  # step of the last invocation
         self._first = np.full(n_functions, -1, dtype=np.int64)
         self._active = np.zeros(n_functions)
@@ -312,11 +345,16 @@ class InvocationForecaster:
         seen = self._last >= 0
         upd = active & seen
         if upd.any():
-            idle = np.minimum(self._t - self._last[upd], self.max_idle + 1)
+            gap = self._t - self._last[upd]
+            idle = np.minimum(gap, self.max_idle + 1)
             groups = self._groups()[upd]
             rows = np.nonzero(upd)[0]
             self._cum[rows] += self._bins[None, :] > idle[:, None]  # rows are distinct
             np.add.at(self._pool, (groups, idle), 1.0)
+            # at risk at idle times max_idle + 1 .. gap: the open bin's steps of this gap
+            open_steps = np.maximum(gap - self.max_idle, 0).astype(np.float64)
+            np.add.at(self._open_steps, groups, open_steps)
+            self._own_open_steps[rows] += open_steps
         self._active += active
         for period, hits, steps in zip(self.periods, self._hits, self._phase_steps, strict=True):
             hits[:, self._t % period] += active
@@ -345,6 +383,49 @@ class InvocationForecaster:
         out[seen] = _apply(self._coef, self._features(p)[seen])
         return out
 
+    def _pool_counts(self) -> tuple[FloatArray, FloatArray]:
+        """Events and steps at risk ``[rate groups, idle bins]`` of the pooled hazard (bin 0 unused).
+
+        Bin ``s`` below the open last bin: gaps that ended at idle time ``s``, and the gaps that ended
+        at ``s`` or later plus the functions idle longer than ``s`` now (right-censored). The open bin
+        (``max_idle + 1`` and more): the gaps that ended there, and the steps spent there by those
+        gaps and by the functions idle that long now, so its ratio is a hazard per step.
+        """
+        last_bin = self.max_idle + 1
+        seen = self._last >= 0
+        idle = (self._t - self._last)[seen]  # true idle steps of the functions seen, at the next step
+        groups = self._groups()[seen]
+        ongoing = np.zeros_like(self._pool)  # [rate groups, idle bins]: functions idle that long now
+        np.add.at(ongoing, (groups, np.minimum(idle, last_bin)), 1.0)
+        survived = np.zeros_like(self._pool)  # ongoing gaps longer than s: at risk at s, not ended
+        survived[:, :-1] = np.cumsum(ongoing[:, ::-1], axis=1)[:, ::-1][:, 1:]
+        at_risk = np.cumsum(self._pool[:, ::-1], axis=1)[:, ::-1] + survived
+        at_risk[:, 0] = 0.0  # no idle time 0
+        open_steps = self._open_steps.copy()
+        np.add.at(open_steps, groups, np.maximum(idle - last_bin, 0).astype(np.float64))
+        at_risk[:, last_bin] = open_steps
+        return self._pool, at_risk
+
+    def pooled_hazard(self) -> FloatArray:
+        """The pooled hazard ``[rate groups, idle bins]`` (bin ``s``: idle ``s`` steps; bin 0 unused).
+
+        Each group's events over its steps at risk (``_pool_counts``), shrunk with ``pool_strength``
+        (β) pseudo-steps toward the group's memoryless rate (all its events over all its steps at
+        risk), itself shrunk the same way toward all groups' memoryless rate: large counts keep
+        their ratio, an idle time no function of the group reached gets the group's rate.
+        ``pool_strength`` 0: the raw ratios (0 where nothing was at risk).
+        """
+        events, at_risk = self._pool_counts()
+        if self.beta == 0:
+            out0: FloatArray = np.divide(events, at_risk, out=np.zeros_like(events), where=at_risk > 0)
+            return out0
+        b = self.beta
+        total_risk = float(at_risk.sum())
+        h0 = float(events.sum()) / total_risk if total_risk > 0 else 0.0  # memoryless, all groups
+        h0_g = (events.sum(axis=1) + b * h0) / (at_risk.sum(axis=1) + b)  # memoryless, each group
+        out: FloatArray = (events + b * h0_g[:, None]) / (at_risk + b)
+        return out
+
     def hazard(self, horizon: int | None = None) -> FloatArray:
         """The idle-time hazard ``[functions, horizon]`` alone (``predict`` without the calibration)."""
         h = horizon or self.horizon
@@ -354,21 +435,20 @@ class InvocationForecaster:
         last_bin = self.max_idle + 1
         cum = self._cum  # cum[:, j] = gaps of length < j (exact: counts are integers)
         groups = self._groups()
-        ongoing = np.zeros_like(self._pool)  # [rate groups, idle bins]: functions idle that long now
-        np.add.at(ongoing, (groups[seen], np.minimum(idle[seen], self.max_idle + 1)), 1.0)
-        survived = np.zeros_like(self._pool)  # ongoing gaps longer than s: at risk at s, not ended
-        survived[:, :-1] = np.cumsum(ongoing[:, ::-1], axis=1)[:, ::-1][:, 1:]
-        pool_tail = np.cumsum(self._pool[:, ::-1], axis=1)[:, ::-1] + survived
-        pool_hazard = np.divide(self._pool, pool_tail, out=np.zeros_like(self._pool), where=pool_tail > 0)
+        pool_hazard = self.pooled_hazard()
         rows = np.arange(self.n)[:, None]
         prior = pool_hazard[groups[:, None], cols]
         own = cum[rows, cols + 1] - cum[rows, cols]
         if self.smoothing_divisor > 0:
+            # the window stays below the open bin, which is not one idle time
             width = cols // self.smoothing_divisor
-            lo = np.maximum(cols - width, 1)
-            hi = np.minimum(cols + width, last_bin)
-            own = (cum[rows, hi + 1] - cum[rows, lo]) / (hi - lo + 1)
+            hi = np.minimum(cols + width, self.max_idle)
+            lo = np.minimum(np.maximum(cols - width, 1), hi)  # (lo <= hi in the open bin too, unused there)
+            smooth = (cum[rows, hi + 1] - cum[rows, lo]) / (hi - lo + 1)
+            own = np.where(cols < last_bin, smooth, own)
         tail = cum[:, -1:] - cum[rows, cols]  # gaps of at least s
+        # in the open bin, per step: own gaps that ended there over the steps they spent there
+        tail = np.where(cols < last_bin, tail, self._own_open_steps[:, None])
         p = (own + self.alpha * prior) / (tail + self.alpha)
         p = np.where(seen[:, None], p, 0.0)
         out: FloatArray = np.clip(p, 0.0, 1.0)

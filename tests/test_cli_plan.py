@@ -415,3 +415,22 @@ def test_a_dry_runs_warm_pool_uses_only_invocations_before_its_time() -> None:
     assert dry_run([policy], busy, at).plan.actions[0].from_instances == 1
     assert dry_run([policy], busy, at, current_replicas=0).plan.actions[0].from_instances == 0
     assert dry_run([policy], series, at, current_replicas=2).plan.actions[0].from_instances == 2
+
+
+def test_a_dry_run_keeps_an_always_called_functions_warm_instance_after_a_few_quiet_minutes() -> None:
+    """Before 2026-12-05 a dry run of one function called every minute forecast ``[1, 0, 0, ...]``: no
+    other function had reached idle time 2, whose pooled hazard was then 0, so one quiet minute cooled
+    the warm instance (docs/serverless.md, "Few functions")."""
+    import numpy as np
+
+    from scaleahead.planning import dry_run
+    from scaleahead.policy import parse_policies
+    from scaleahead.types import Series
+
+    (policy,) = parse_policies(FUNCTION_POLICY)
+    for quiet in (1, 2, 3):
+        values = np.ones(240)
+        values[-quiet:] = 0.0
+        (action,) = dry_run([policy], Series("f1", 0.0, 60.0, values), 240 * 60.0).plan.actions
+        assert action.from_instances == 1 and action.to_instances == 1, quiet
+        assert action.reason.details["probability"] > 0.95
