@@ -42,6 +42,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from actuator.base import ActionResult, ActuationError, LiveObject
+from actuator.limit_ranges import Defaults, container_defaults, with_defaults
 from actuator.quota_scopes import quota_applies
 from actuator.steering import STEERED_TO, controller_owner
 from scaleahead.clock import Clock, SystemClock
@@ -410,6 +411,8 @@ def _rooms(rq: Mapping[str, Any]) -> dict[str, int]:
         try:
             if norm == "pods":
                 room = int(limit) - int(used.get(key, 0))
+            elif norm.endswith("memory"):  # in bytes, rounded down once: each side floored could give 1 MiB too many
+                room = math.floor((_memory_bytes(limit) - _memory_bytes(used.get(key, 0))) / 2**20)
             else:
                 room = _quantity(norm, limit) - _quantity(norm, used.get(key, 0))
         except (TypeError, ValueError):
@@ -426,25 +429,39 @@ def _quantity(resource: str, value: Any) -> int:
 def pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
     """What one pod of a pod template counts against ResourceQuotas: ``requests.cpu`` (m),
     ``requests.memory`` (MiB, rounded up), ``limits.cpu``, ``limits.memory``, as the API server's
-    quota evaluator counts a pod (``resourcehelper.PodRequests`` / ``PodLimits``, the same rule
-    kube-scheduler uses, ``_effective``): the containers' sum plus native sidecars (init containers
-    with ``restartPolicy: Always``), at least any other init container with the sidecars started
-    before it, at least a pod-level ``spec.resources``, plus the pod's ``overhead`` (a RuntimeClass's,
-    written into the pod by admission: read here when the template carries it). A container's
-    request defaults to its limit; a limit is counted only where one is set."""
+    quota evaluator counts a pod (``resourcehelper.PodRequests`` / ``PodLimits``): the containers'
+    sum plus native sidecars (init containers with ``restartPolicy: Always``), at least any other
+    init container with the sidecars started before it (``_effective``); a pod-level
+    ``spec.resources`` in place of that (the API server validates it is no smaller for requests);
+    plus the pod's ``overhead`` (on limits only where some limit is set). A container's request
+    defaults to its limit; a limit is counted only where one is set. What admission adds is not
+    in a template: pass it through ``actuator.limit_ranges.with_defaults`` for the namespace's
+    LimitRange defaults; a RuntimeClass's overhead is not read."""
     spec = template.get("spec") or {}
+    no_overhead = {k: v for k, v in spec.items() if k not in ("overhead", "resources")}
+    overhead = spec.get("overhead") or {}
+    pod_level = spec.get("resources") or {}
     out: dict[str, int] = {}
     for kind in ("requests", "limits"):
         for res in ("cpu", "memory"):
+
+            def amount(value: Any, res: str = res) -> float:
+                return cpu_millis(value) if res == "cpu" else _memory_bytes(value) / 2**20
 
             def one(c: Mapping[str, Any], kind: str = kind, res: str = res) -> float:
                 r = c.get("resources") or {}
                 value = (r.get(kind) or {}).get(res)
                 if value in (None, "") and kind == "requests":
                     value = (r.get("limits") or {}).get(res)
-                return cpu_millis(value) if res == "cpu" else _memory_bytes(value) / 2**20
+                return amount(value)
 
-            out[f"{kind}.{res}"] = math.ceil(_effective(spec, one))
+            total = _effective(no_overhead, one)
+            level = one({"resources": pod_level})
+            if level > 0:
+                total = level if kind == "limits" else max(total, level)
+            if kind == "requests" or total > 0:
+                total += amount(overhead.get(res))
+            out[f"{kind}.{res}"] = math.ceil(total)
     return out
 
 
@@ -753,6 +770,9 @@ class KubernetesTarget:
         self._policies: dict[WorkloadRef, Policy] = {p.workload: p for p in policies}
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.sample_window_s = float(sample_window_s)
+        # per namespace: when its LimitRanges were read, and their Container defaults
+        self._limit_ranges: dict[str, tuple[float, list[Defaults]]] = {}
+        self._limit_ranges_unread: set[str] = set()  # namespaces warned about (no permission, no answer)
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -807,6 +827,34 @@ class KubernetesTarget:
                 left[norm] = min(left.get(norm, room), room)
         return left
 
+    #: How long a namespace's LimitRange defaults are reused (s); they rarely change.
+    LIMIT_RANGES_TTL_S = 60.0
+
+    def _limit_defaults(self, namespace: str) -> list[Defaults]:
+        """The Container defaults of the namespace's LimitRanges (``actuator.limit_ranges``), read at
+        most once a minute. Unreadable (no permission, no answer): none, with one warning per
+        namespace; quota room is then counted from the templates as they are."""
+        now = self.clock.now()
+        cached = self._limit_ranges.get(namespace)
+        if cached is not None and now - cached[0] < self.LIMIT_RANGES_TTL_S:
+            return cached[1]
+        try:
+            items = self._raw(self.core.list_namespaced_limit_range, namespace).get("items") or []
+        except (ApiException, HTTPError, ActuationError, ValueError) as exc:
+            if namespace not in self._limit_ranges_unread:
+                self._limit_ranges_unread.add(namespace)
+                log.warning(
+                    "cannot list LimitRanges in %s (%s): quota room counts pod templates without their "
+                    "defaults; grant 'list limitranges' (deploy/base/rbac.yaml)",
+                    namespace,
+                    getattr(exc, "status", None) or type(exc).__name__,
+                )
+            defaults: list[Defaults] = []
+        else:
+            defaults = container_defaults([i for i in items if isinstance(i, Mapping)])
+        self._limit_ranges[namespace] = (now, defaults)
+        return defaults
+
     def _quota_room(
         self, namespace: str, template: Callable[[], Mapping[str, Any]] | None = None
     ) -> tuple[int | None, tuple[str, ...]]:
@@ -823,7 +871,7 @@ class KubernetesTarget:
 
         def pod() -> Mapping[str, Any]:
             if not seen and template is not None:
-                seen.append(template())
+                seen.append(with_defaults(template(), self._limit_defaults(namespace)))
             return seen[0]
 
         left = self._quota_left(namespace, None if template is None else lambda: [pod()])
@@ -966,6 +1014,11 @@ class KubernetesTarget:
             out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = float(cpu)
         return out
 
+    def _as_admitted(self, namespace: str, template: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A pod template as the quota admission will see its pods: with the namespace's LimitRange
+        defaults when quotas are read (``quotas``), else as it is."""
+        return with_defaults(template, self._limit_defaults(namespace)) if self.quotas else template
+
     # -- Target protocol ------------------------------------------------------------------------
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
         """Replicas, ready replicas and readiness times per workload; one that cannot be read is left out."""
@@ -987,7 +1040,7 @@ class KubernetesTarget:
                     states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
                     # The warm instances are pods in the namespace, under its quotas like any other.
                     pods_now[ref] = max(warm, 0)
-                    templates[ref] = knative_pod_template(template)
+                    templates[ref] = self._as_admitted(ref.namespace, knative_pod_template(template))
                     shape = shapes[ref] = pod_shape(templates[ref])
                     asked_now[ref] = {key: max(warm, 0) * amount for key, amount in shape.items()}
                     continue
@@ -1003,7 +1056,7 @@ class KubernetesTarget:
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
                 have = _int_field(obj, "status.replicas", ref.key, default=0)
                 pods_now[ref] = max(have, 0)
-                templates[ref] = (obj.get("spec") or {}).get("template") or {}
+                templates[ref] = self._as_admitted(ref.namespace, (obj.get("spec") or {}).get("template") or {})
                 shape = shapes[ref] = pod_shape(templates[ref])
                 asked_now[ref] = {key: max(have, 0) * amount for key, amount in shape.items()}
                 started: tuple[_ReadyPod, ...] = ()

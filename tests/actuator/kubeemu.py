@@ -31,6 +31,7 @@ PDBS = kmock.resource("policy", "v1", "poddisruptionbudgets")
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
 CONFIGMAPS = kmock.resource("", "v1", "configmaps")
 QUOTAS = kmock.resource("", "v1", "resourcequotas")
+LIMITRANGES = kmock.resource("", "v1", "limitranges")
 NODES = kmock.resource("", "v1", "nodes")
 POD_METRICS = kmock.resource("metrics.k8s.io", "v1beta1", "pods")
 
@@ -57,7 +58,7 @@ class Cluster(kmock.KubernetesEmulator):
 
     def declare(self) -> None:
         """Declare every resource the actuator uses, so that an empty list answers 200, as in Kubernetes."""
-        for res in (DEPLOYMENTS, STATEFULSETS, HPAS, KSVC, PODS, PDBS, LEASES, CONFIGMAPS, QUOTAS):
+        for res in (DEPLOYMENTS, STATEFULSETS, HPAS, KSVC, PODS, PDBS, LEASES, CONFIGMAPS, QUOTAS, LIMITRANGES):
             self.resources[res] = kmock.ResourceInfo(namespaced=True)
         self.resources[NODES] = kmock.ResourceInfo(namespaced=False)
         self.resources[POD_METRICS] = kmock.ResourceInfo(namespaced=True)

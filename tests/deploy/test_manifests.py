@@ -147,6 +147,7 @@ EXPECTED_CLUSTER_RULES = {
     ("", "nodes", "list"),
     ("metrics.k8s.io", "pods", "list"),
     ("", "resourcequotas", "list"),
+    ("", "limitranges", "list"),
     ("scaleahead.io", "predictivescalingpolicies", "list"),
     ("scaleahead.io", "predictivescalingpolicies/status", "patch"),
 }

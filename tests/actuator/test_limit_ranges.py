@@ -1,0 +1,110 @@
+"""LimitRange defaults in the quota room (``actuator.limit_ranges``): a pod template without requests
+in a namespace whose LimitRange gives defaults is charged the defaults by the API server, so the
+quota check and the planner's pools count it so. Unit cases, then through the official client
+against the emulated API server."""
+
+from __future__ import annotations
+
+from kubeemu import DEPLOYMENTS, LIMITRANGES, QUOTAS, Fault, deployment, policy
+
+from actuator.applying import Actuator
+from actuator.kubernetes import KubernetesTarget, _rooms, pod_shape
+from actuator.limit_ranges import container_defaults, with_defaults
+from actuator.safety import SafetyConfig
+from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+R = Reason("test", "because the test says so")
+NOW = 1_000_000.0
+WEB = WorkloadRef("Deployment", "default", "web")
+
+
+def _limit_range(**item: dict[str, str]) -> dict:
+    return {"spec": {"limits": [{"type": "Container", **item}, {"type": "Pod", "max": {"cpu": "64"}}]}}
+
+
+def test_the_limit_ranges_own_defaulting_default_from_max_request_from_default_then_min() -> None:
+    assert container_defaults([_limit_range(max={"cpu": "2"}, min={"memory": "64Mi"})]) == [
+        ({"cpu": "2"}, {"memory": "64Mi", "cpu": "2"})
+    ]
+    assert container_defaults([_limit_range(default={"cpu": "1"}, defaultRequest={"cpu": "250m"})]) == [
+        ({"cpu": "1"}, {"cpu": "250m"})
+    ]
+    assert container_defaults([{"spec": {"limits": [{"type": "Pod", "max": {"cpu": "4"}}]}}]) == []
+
+
+def test_defaults_fill_only_what_a_container_left_out_after_the_request_defaults_to_its_limit() -> None:
+    defaults = container_defaults(
+        [_limit_range(default={"cpu": "1", "memory": "512Mi"}, defaultRequest={"cpu": "250m", "memory": "256Mi"})]
+    )
+    template = {
+        "spec": {
+            "containers": [
+                {"name": "bare"},  # both defaults
+                {"name": "capped", "resources": {"limits": {"cpu": "2"}}},  # its CPU request is its limit
+                {"name": "asks", "resources": {"requests": {"memory": "128Mi"}}},
+            ],
+            "initContainers": [{"name": "init"}],
+        }
+    }
+    assert pod_shape(with_defaults(template, defaults)) == {
+        "requests.cpu": 250 + 2000 + 250,
+        "requests.memory": 256 + 256 + 128,
+        "limits.cpu": 1000 + 2000 + 1000,
+        "limits.memory": 512 * 3,
+    }
+    assert pod_shape(template)["requests.cpu"] == 2000  # as written: the bare containers ask for nothing
+    # a second LimitRange fills only what the first left out
+    more = defaults + container_defaults([_limit_range(defaultRequest={"cpu": "9", "ephemeral-storage": "1Gi"})])
+    bare = with_defaults({"spec": {"containers": [{"name": "bare"}]}}, more)["spec"]["containers"][0]["resources"]
+    assert bare["requests"] == {"cpu": "250m", "memory": "256Mi", "ephemeral-storage": "1Gi"}
+    assert with_defaults(template, []) is template
+
+
+def test_overhead_counts_on_limits_only_where_a_limit_is_set_and_a_pod_level_limit_replaces_the_sum() -> None:
+    no_limits = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "overhead": {"cpu": "250m"}}}
+    assert pod_shape(no_limits)["requests.cpu"] == 1250 and pod_shape(no_limits)["limits.cpu"] == 0
+    pod_level = {
+        "spec": {
+            "containers": [{"resources": {"limits": {"cpu": "2"}}}, {"resources": {"limits": {"cpu": "2"}}}],
+            "resources": {"limits": {"cpu": "3"}},
+        }
+    }
+    assert pod_shape(pod_level)["limits.cpu"] == 3000
+
+
+def test_memory_room_is_rounded_down_once_from_bytes() -> None:
+    quota = {"status": {"hard": {"requests.memory": "1Gi"}, "used": {"requests.memory": "600M"}}}
+    assert _rooms(quota) == {"requests.memory": 451}  # 451.8 MiB: 452 would let a 451.9 MiB pod "fit"
+
+
+def _actuator(kube) -> Actuator:  # type: ignore[no-untyped-def]
+    target = KubernetesTarget(kube.api_client(), [policy()], timeout_s=2.0)
+    return Actuator(target, None, [policy()], SafetyConfig())
+
+
+def test_a_scale_up_is_limited_by_a_quota_on_requests_the_template_gets_from_a_limit_range(kube) -> None:  # type: ignore[no-untyped-def]
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))  # its container asks for nothing
+    kube.cluster.put(
+        QUOTAS, "default", "cpu", {"status": {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "1"}}}
+    )
+    kube.cluster.put(LIMITRANGES, "default", "defaults", _limit_range(defaultRequest={"cpu": "500m"}))
+    res = _actuator(kube).apply_plan(Plan(NOW, (ScaleTo(WEB, 2, 12, R),)), NOW)
+    assert res[0].outcome == "applied"
+    assert "limited by the namespace's ResourceQuota on requests.cpu (6 more pods allowed)" in res[0].detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 8
+    # and the planner's pool: 3000m left plus what web's 2 pods ask for now (2 x 500m)
+    state = KubernetesTarget(kube.api_client(), [policy()], timeout_s=2.0).read_state([WEB])
+    assert state.pod_shapes[WEB]["requests.cpu"] == 500
+    assert state.resource_quotas == {"default": {"requests.cpu": 3000 + 2 * 500}}  # status.replicas: 2
+
+
+def test_without_permission_to_read_limit_ranges_the_templates_count_as_written(kube, caplog) -> None:  # type: ignore[no-untyped-def]
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(
+        QUOTAS, "default", "cpu", {"status": {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "1"}}}
+    )
+    kube.cluster.put(LIMITRANGES, "default", "defaults", _limit_range(defaultRequest={"cpu": "500m"}))
+    kube.cluster.faults.append(Fault("GET", "/limitranges", status=403, times=10))
+    res = _actuator(kube).apply_plan(Plan(NOW, (ScaleTo(WEB, 2, 12, R),)), NOW)
+    assert res[0].outcome == "applied" and "limited" not in res[0].detail  # the API server's admission decides
+    assert "cannot list LimitRanges in default" in caplog.text
