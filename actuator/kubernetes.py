@@ -435,8 +435,8 @@ def pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
     ``spec.resources`` in place of that (the API server validates it is no smaller for requests);
     plus the pod's ``overhead`` (on limits only where some limit is set). A container's request
     defaults to its limit; a limit is counted only where one is set. What admission adds is not
-    in a template: pass it through ``actuator.limit_ranges.with_defaults`` for the namespace's
-    LimitRange defaults; a RuntimeClass's overhead is not read."""
+    in a template is added by ``KubernetesTarget._as_admitted``: the namespace's LimitRange
+    defaults (``actuator.limit_ranges.with_defaults``) and the RuntimeClass's overhead."""
     spec = template.get("spec") or {}
     no_overhead = {k: v for k, v in spec.items() if k not in ("overhead", "resources")}
     overhead = spec.get("overhead") or {}
@@ -765,6 +765,7 @@ class KubernetesTarget:
         self.autoscaling = k8s.AutoscalingV2Api(api_client)
         self.custom = k8s.CustomObjectsApi(api_client)
         self.policy = k8s.PolicyV1Api(api_client)
+        self.node_api = k8s.NodeV1Api(api_client)
         self.headroom = headroom or HeadroomSpec()
         self.timeout_s = timeout_s
         self._policies: dict[WorkloadRef, Policy] = {p.workload: p for p in policies}
@@ -773,6 +774,9 @@ class KubernetesTarget:
         # per namespace: when its LimitRanges were read, and their Container defaults
         self._limit_ranges: dict[str, tuple[float, list[Defaults]]] = {}
         self._limit_ranges_unread: set[str] = set()  # namespaces warned about (no permission, no answer)
+        # per RuntimeClass: when it was read, and the overhead admission gives its pods
+        self._overheads: dict[str, tuple[float, Mapping[str, Any]]] = {}
+        self._overheads_unread: set[str] = set()
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -827,7 +831,7 @@ class KubernetesTarget:
                 left[norm] = min(left.get(norm, room), room)
         return left
 
-    #: How long a namespace's LimitRange defaults are reused (s); they rarely change.
+    #: How long a namespace's LimitRange defaults, and a RuntimeClass's overhead, are reused (s).
     LIMIT_RANGES_TTL_S = 60.0
 
     def _limit_defaults(self, namespace: str) -> list[Defaults]:
@@ -871,7 +875,7 @@ class KubernetesTarget:
 
         def pod() -> Mapping[str, Any]:
             if not seen and template is not None:
-                seen.append(with_defaults(template(), self._limit_defaults(namespace)))
+                seen.append(self._with_overhead(with_defaults(template(), self._limit_defaults(namespace))))
             return seen[0]
 
         left = self._quota_left(namespace, None if template is None else lambda: [pod()])
@@ -1015,9 +1019,38 @@ class KubernetesTarget:
         return out
 
     def _as_admitted(self, namespace: str, template: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A pod template as the quota admission will see its pods: with the namespace's LimitRange
-        defaults when quotas are read (``quotas``), else as it is."""
-        return with_defaults(template, self._limit_defaults(namespace)) if self.quotas else template
+        """A pod template as the quota admission will see its pods when quotas are read (``quotas``):
+        with the namespace's LimitRange defaults and its RuntimeClass's overhead; else as it is."""
+        if not self.quotas:
+            return template
+        return self._with_overhead(with_defaults(template, self._limit_defaults(namespace)))
+
+    def _with_overhead(self, template: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``template`` with ``spec.overhead`` from its ``runtimeClassName``'s ``overhead.podFixed``
+        (the RuntimeClass admission plugin writes it into each pod; a template rarely carries it),
+        read at most once a minute per class. Unreadable: as it is, with one warning per class."""
+        spec = template.get("spec") or {}
+        name = spec.get("runtimeClassName")
+        if not name or spec.get("overhead"):
+            return template
+        now = self.clock.now()
+        cached = self._overheads.get(str(name))
+        if cached is None or now - cached[0] >= self.LIMIT_RANGES_TTL_S:
+            try:
+                rc = self._raw(self.node_api.read_runtime_class, str(name))
+                overhead: Mapping[str, Any] = (rc.get("overhead") or {}).get("podFixed") or {}
+            except (ApiException, HTTPError, ActuationError, ValueError) as exc:
+                if name not in self._overheads_unread:
+                    self._overheads_unread.add(str(name))
+                    log.warning(
+                        "cannot read RuntimeClass %s (%s): quota room counts its pods without their overhead; "
+                        "grant 'get runtimeclasses.node.k8s.io' (deploy/base/rbac.yaml)",
+                        name,
+                        getattr(exc, "status", None) or type(exc).__name__,
+                    )
+                overhead = {}
+            cached = self._overheads[str(name)] = (now, overhead)
+        return {**template, "spec": {**spec, "overhead": dict(cached[1])}} if cached[1] else template
 
     # -- Target protocol ------------------------------------------------------------------------
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:

@@ -32,6 +32,7 @@ LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
 CONFIGMAPS = kmock.resource("", "v1", "configmaps")
 QUOTAS = kmock.resource("", "v1", "resourcequotas")
 LIMITRANGES = kmock.resource("", "v1", "limitranges")
+RUNTIMECLASSES = kmock.resource("node.k8s.io", "v1", "runtimeclasses")
 NODES = kmock.resource("", "v1", "nodes")
 POD_METRICS = kmock.resource("metrics.k8s.io", "v1beta1", "pods")
 
@@ -61,6 +62,7 @@ class Cluster(kmock.KubernetesEmulator):
         for res in (DEPLOYMENTS, STATEFULSETS, HPAS, KSVC, PODS, PDBS, LEASES, CONFIGMAPS, QUOTAS, LIMITRANGES):
             self.resources[res] = kmock.ResourceInfo(namespaced=True)
         self.resources[NODES] = kmock.ResourceInfo(namespaced=False)
+        self.resources[RUNTIMECLASSES] = kmock.ResourceInfo(namespaced=False)
         self.resources[POD_METRICS] = kmock.ResourceInfo(namespaced=True)
 
     def _next_rv(self) -> str:

@@ -5,7 +5,7 @@ against the emulated API server."""
 
 from __future__ import annotations
 
-from kubeemu import DEPLOYMENTS, LIMITRANGES, QUOTAS, Fault, deployment, policy
+from kubeemu import DEPLOYMENTS, LIMITRANGES, QUOTAS, RUNTIMECLASSES, Fault, deployment, policy
 
 from actuator.applying import Actuator
 from actuator.kubernetes import KubernetesTarget, _rooms, pod_shape
@@ -108,3 +108,20 @@ def test_without_permission_to_read_limit_ranges_the_templates_count_as_written(
     res = _actuator(kube).apply_plan(Plan(NOW, (ScaleTo(WEB, 2, 12, R),)), NOW)
     assert res[0].outcome == "applied" and "limited" not in res[0].detail  # the API server's admission decides
     assert "cannot list LimitRanges in default" in caplog.text
+
+
+def test_a_runtime_class_overhead_counts_in_the_quota_room(kube) -> None:  # type: ignore[no-untyped-def]
+    """Admission writes the RuntimeClass's ``overhead.podFixed`` into each pod (Kata, gVisor); a
+    template carries only ``runtimeClassName``."""
+    web = deployment(2)
+    web["spec"]["template"]["spec"]["runtimeClassName"] = "kata"
+    web["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "250m"}}
+    kube.cluster.put(DEPLOYMENTS, "default", "web", web)
+    kube.cluster.put(RUNTIMECLASSES, None, "kata", {"handler": "kata", "overhead": {"podFixed": {"cpu": "250m"}}})
+    kube.cluster.put(
+        QUOTAS, "default", "cpu", {"status": {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "1"}}}
+    )
+    res = _actuator(kube).apply_plan(Plan(NOW, (ScaleTo(WEB, 2, 12, R),)), NOW)
+    assert "limited by the namespace's ResourceQuota on requests.cpu (6 more pods allowed)" in res[0].detail
+    state = KubernetesTarget(kube.api_client(), [policy()], timeout_s=2.0).read_state([WEB])
+    assert state.pod_shapes[WEB]["requests.cpu"] == 500

@@ -148,6 +148,7 @@ EXPECTED_CLUSTER_RULES = {
     ("metrics.k8s.io", "pods", "list"),
     ("", "resourcequotas", "list"),
     ("", "limitranges", "list"),
+    ("node.k8s.io", "runtimeclasses", "get"),
     ("scaleahead.io", "predictivescalingpolicies", "list"),
     ("scaleahead.io", "predictivescalingpolicies/status", "patch"),
 }
