@@ -149,7 +149,8 @@ def move_record(move: MovePod) -> dict[str, Any]:
 def time_plan(
     cluster: SpeedCluster, max_moves: int, *, repeats: int = 1, trace_memory: bool = False
 ) -> tuple[dict[str, Any], tuple[MovePod, ...]]:
-    """Time ``plan_moves`` on ``cluster`` (the median of ``repeats`` runs) and return its row and moves.
+    """Time ``plan_moves`` on ``cluster`` (the median of ``repeats`` runs, wall-clock and the process's
+    CPU time) and return its row and moves.
 
     ``trace_memory``: one more, untimed run under ``tracemalloc`` for the plan's own peak of Python
     allocations (``tracemalloc_peak_mb``; tracing slows the run several times, so it is not timed).
@@ -157,11 +158,13 @@ def time_plan(
     from planner.rebalance import plan_moves
 
     times: list[float] = []
+    cpu: list[float] = []
     moves: tuple[MovePod, ...] = ()
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         moves = plan_moves(cluster.state, max_moves)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     row: dict[str, Any] = {
         "nodes": cluster.nodes,
         "pods": len(cluster.state.pods),
@@ -169,6 +172,8 @@ def time_plan(
         "moves": len(moves),
         "wall_s": round(float(np.median(times)), 3),
         "wall_s_runs": [round(t, 3) for t in times],
+        # the process's CPU time: on a shared machine, what the plan cost whatever else ran
+        "cpu_s": round(float(np.median(cpu)), 3),
         "peak_rss_mb": peak_rss_mb(),
     }
     if trace_memory:

@@ -106,8 +106,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Time one rebalancing plan (planner.rebalance.plan_moves) per cluster size and move budget.
 
-        Prints, per plan: nodes, pods, max_moves, moves found, wall_s (the median of --repeats
-        runs), peak_rss_mb (the process's so far) and, with --tracemalloc, tracemalloc_peak_mb.
+        Prints, per plan: nodes, pods, max_moves, moves found, wall_s and cpu_s (the median of
+        --repeats runs: wall-clock and the process's CPU time), peak_rss_mb (the process's so far)
+        and, with --tracemalloc, tracemalloc_peak_mb.
         The clusters are synthetic and deterministic by --seed (docs/rebalance.md, 'Speed').
         """
         from scaleahead.bench.rebalance_speed import KINDS, bench_rebalance_speed
@@ -121,7 +122,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         h = _share(hostname_terms, cluster, "--hostname-terms")
         check_output(json_out, "--json")
         check_output(moves_out, "--moves")
-        columns = ["nodes", "pods", "max_moves", "moves", "wall_s", "peak_rss_mb"]
+        columns = ["nodes", "pods", "max_moves", "moves", "wall_s", "cpu_s", "peak_rss_mb"]
         if trace_memory:
             columns.append("tracemalloc_peak_mb")
         print(" ".join(f"{c:>12}" for c in columns), flush=True)

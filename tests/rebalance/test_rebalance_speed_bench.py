@@ -31,7 +31,16 @@ def test_the_command_prints_a_row_per_plan_and_writes_the_rows_and_the_moves(tmp
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0].split() == ["nodes", "pods", "max_moves", "moves", "wall_s", "peak_rss_mb", "tracemalloc_peak_mb"]
+    assert lines[0].split() == [
+        "nodes",
+        "pods",
+        "max_moves",
+        "moves",
+        "wall_s",
+        "cpu_s",
+        "peak_rss_mb",
+        "tracemalloc_peak_mb",
+    ]
     printed = [line.split() for line in lines[1:5]]
     doc = json.loads(out_json.read_text())
     assert doc["params"]["nodes"] == [12, 20] and doc["params"]["max_moves"] == [2, 4]
@@ -40,7 +49,7 @@ def test_the_command_prints_a_row_per_plan_and_writes_the_rows_and_the_moves(tmp
     rows = doc["rows"]
     assert [(r["nodes"], r["max_moves"]) for r in rows] == [(12, 2), (12, 4), (20, 2), (20, 4)]
     for row, shown in zip(rows, printed, strict=True):
-        assert row.keys() >= {"pods", "moves", "wall_s", "peak_rss_mb", "tracemalloc_peak_mb"}
+        assert row.keys() >= {"pods", "moves", "wall_s", "cpu_s", "peak_rss_mb", "tracemalloc_peak_mb"}
         assert shown[:4] == [str(row["nodes"]), str(row["pods"]), str(row["max_moves"]), str(row["moves"])]
         assert 0 < row["moves"] <= row["max_moves"] and row["wall_s"] >= 0 and row["peak_rss_mb"] > 0
     moves = json.loads(out_moves.read_text())
