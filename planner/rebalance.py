@@ -848,9 +848,18 @@ def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: f
     else:
         created = np.zeros(idx.size)
     fill = (a.peak[idx] + peak) / a.cpu_alloc[idx]
+    emptiness = -fill
     # score: fewest interfering neighbours, then the fullest node at the forecast peak after the
-    # move (pack onto nodes that stay), then the name (arrays are in name order)
-    for j in np.lexsort((idx, -fill, created)):
+    # move (pack onto nodes that stay), then the name (arrays are in name order). The best-scored
+    # node usually passes: it is found without sorting them all, which is done only if it fails.
+    fewest = created == created.min()
+    best = int(np.flatnonzero(fewest & (emptiness == emptiness[fewest].min()))[0])
+    target = a.names[int(idx[best])]
+    if not c.excluded(pod, target) and _safe(c, pod, target, max_peak_fraction):
+        return target
+    for j in np.lexsort((idx, emptiness, created)):
+        if j == best:
+            continue
         target = a.names[int(idx[j])]
         if not c.excluded(pod, target) and _safe(c, pod, target, max_peak_fraction):
             return target

@@ -20,14 +20,17 @@ from planner.rebalance import (
     MAX_EXCHANGE_TRIALS,
     RebalanceWeights,
     _best_exchange,
+    _choose,
     _Cluster,
     _end_state_compatible,
     _exchange_order,
+    _safe,
     _sets_allowed,
     _Side,
     _Step,
     _Topology,
     pod_key,
+    pod_peak_cpu_m,
 )
 from scaleahead.types import ClusterState, Pod, PodAffinityTerm, PodDisruptionBudget
 
@@ -191,3 +194,50 @@ def test_the_domain_index_finds_the_pods_and_terms_a_scan_of_the_domain_finds_in
             return
         p = data.draw(st.sampled_from(movers))
         c.move(p, data.draw(st.sampled_from(sorted(n for n in c.nodes if n != p.node))))
+
+
+def choose_by_sorting_every_node(c: _Cluster, pod: Pod, exclude: frozenset[str], mpf: float) -> str | None:
+    """The filter's nodes sorted by score, then tried in that order (the planner before its shortcut)."""
+    a = c.arrays
+    peak = pod_peak_cpu_m(pod)
+    ok = (
+        a.schedulable
+        & c.fit_mask(pod)
+        & (a.n_pods > 0)
+        & (a.n_pods + a.n_bound + 1 <= a.max_pods)
+        & (a.req_cpu + pod.cpu_request_m <= a.cpu_alloc)
+        & (a.req_mem + pod.memory_request_mb <= a.mem_alloc)
+        & (pod.ephemeral_storage_request_mb <= 0 or a.req_eph + pod.ephemeral_storage_request_mb <= a.eph_alloc)
+        & (a.peak + peak <= mpf * a.cpu_alloc + 1e-9)
+    )
+    for name in (pod.node, *exclude):
+        if name in a.pos:
+            ok[a.pos[name]] = False
+    idx = np.flatnonzero(ok)
+    if pod.interference == CPU_BOUND:
+        created = a.n_latency_critical[idx]
+    elif pod.interference == LATENCY_CRITICAL:
+        created = a.n_cpu_bound[idx]
+    else:
+        created = np.zeros(idx.size)
+    fill = (a.peak[idx] + peak) / a.cpu_alloc[idx]
+    for j in np.lexsort((idx, -fill, created)):
+        target = a.names[int(idx[j])]
+        if not c.excluded(pod, target) and _safe(c, pod, target, mpf):
+            return target
+    return None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(clusters_with_pod_rules(), crowded_pairs()), st.data())
+def test_the_chosen_node_is_the_first_of_every_node_sorted_by_score_that_passes(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    # the best-scored node is found without sorting (ties: fewest pairs, fullest, then the name)
+    c = _Cluster.of(state)
+    _moved_a_little(c, data)
+    for name in sorted(c.nodes):
+        for p in c.pods[name]:
+            for mpf in (0.8, 0.9, 1.0):
+                for exclude in (frozenset(), frozenset(sorted(c.nodes)[:1])):
+                    assert _choose(c, p, exclude, mpf) == choose_by_sorting_every_node(c, p, exclude, mpf)
