@@ -1203,12 +1203,23 @@ def _best_exchange(
     if not ranks:
         return None
     a_to_b, b_to_a = _sets_allowed(c, sa, b), _sets_allowed(c, sb, a)  # the pods' node rules
+    every: npt.NDArray[np.bool_] | None = None
+    if len(sa.sets) * len(sb.sets) <= _CHECK_AT_ONCE_CELLS:  # small nodes: all at once, then looked up
+        all_a, all_b = np.arange(len(sa.sets)), np.arange(len(sb.sets))
+        every = _exchanges_fit(c, a, sa, all_a, b, sb, all_b, mpf, a_to_b, b_to_a)
+
+    def fitting(rows: npt.NDArray[np.intp], cols: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], ...]:
+        ok = (
+            every[np.ix_(rows, cols)]
+            if every is not None
+            else _exchanges_fit(c, a, sa, rows, b, sb, cols, mpf, a_to_b, b_to_a)
+        )
+        r, k = np.nonzero(ok)
+        return rows[r], cols[k]
+
     trials: list[tuple[int, int, float]] = []  # (row, column, pairs removed), best first
     for per_move, net, moves in sorted(ranks, key=lambda r: (-r[0], -r[1], r[2])):
-        found = [
-            _exchanges_fitting(c, a, sa, rows, b, sb, cols, mpf, a_to_b, b_to_a)
-            for rows, cols in ranks[per_move, net, moves]
-        ]
+        found = [fitting(rows, cols) for rows, cols in ranks[per_move, net, moves]]
         rows = np.concatenate([r for r, _ in found])
         cols = np.concatenate([k for _, k in found])
         moved_peak = sa.peak[rows] + sb.peak[cols]
@@ -1227,7 +1238,12 @@ def _best_exchange(
     return None
 
 
-def _exchanges_fitting(
+#: Below this many pairs of sets (two nodes of up to 20 pods), an exchange's capacity checks run on
+#: every pair at once (a few array operations), not group by group.
+_CHECK_AT_ONCE_CELLS = 50_000
+
+
+def _exchanges_fit(
     c: _Cluster,
     a: str,
     sa: _Side,
@@ -1238,10 +1254,10 @@ def _exchanges_fitting(
     mpf: float,
     a_to_b: npt.NDArray[np.bool_] | None,
     b_to_a: npt.NDArray[np.bool_] | None,
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Of the sets ``rows`` of ``a`` with the sets ``cols`` of ``b``, the pairs (row-major) whose end
-    state holds on both nodes: forecast peak, requests, pod limits, the pods' node rules, and
-    neither node left empty."""
+) -> npt.NDArray[np.bool_]:
+    """Per set of ``rows`` of ``a`` (rows) and set of ``cols`` of ``b`` (columns), whether the end
+    state of exchanging them holds on both nodes: forecast peak, requests, pod limits, the pods'
+    node rules, and neither node left empty."""
     na, nb = c.nodes[a], c.nodes[b]
     x = np.s_[:, None]  # rows: the set leaving a
     y = np.s_[None, :]  # columns: the set leaving b
@@ -1268,8 +1284,7 @@ def _exchanges_fitting(
         ok &= a_to_b[rows][x]
     if b_to_a is not None:
         ok &= b_to_a[cols][y]
-    r, k = np.nonzero(ok)
-    return rows[r], cols[k]
+    return ok
 
 
 def _sets_allowed(c: _Cluster, side: _Side, node: str) -> npt.NDArray[np.bool_] | None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from rebalance_builders import cluster, node, pod
 from test_rebalance_properties import clusters_with_ephemeral_storage, clusters_with_pod_rules
 
+import planner.rebalance as planner_rebalance
 from planner.rebalance import (
     CPU_BOUND,
     LATENCY_CRITICAL,
@@ -124,15 +125,22 @@ def _moved_a_little(c: _Cluster, data: st.DataObject) -> None:
 def _every_exchange_as_in_full(c: _Cluster, budgets: tuple[int, ...]) -> None:
     names = sorted(n for n in c.nodes if c.nodes[n].schedulable)
     sides = {n: _Side.of(c, n) for n in names}
-    for w in (RebalanceWeights(), RebalanceWeights(pair_separated=0.25, move_cost=0.0)):
-        for mpf in (0.8, 0.9, 1.0):
-            for budget in budgets:
-                for a in names:
-                    for b in names:
-                        if a != b:
-                            expected = best_exchange_in_full(c, a, sides[a], b, sides[b], mpf, w, budget)
-                            got = _best_exchange(c, a, sides[a], b, sides[b], mpf, w, budget)
-                            assert got == expected, (a, b, mpf, budget, w)
+    default = planner_rebalance._CHECK_AT_ONCE_CELLS
+    try:
+        # both ways of checking capacity: every pair of sets at once (small nodes), group by group (large)
+        for at_once in (default, 0):
+            planner_rebalance._CHECK_AT_ONCE_CELLS = at_once
+            for w in (RebalanceWeights(), RebalanceWeights(pair_separated=0.25, move_cost=0.0)):
+                for mpf in (0.8, 0.9, 1.0):
+                    for budget in budgets:
+                        for a in names:
+                            for b in names:
+                                if a != b:
+                                    expected = best_exchange_in_full(c, a, sides[a], b, sides[b], mpf, w, budget)
+                                    got = _best_exchange(c, a, sides[a], b, sides[b], mpf, w, budget)
+                                    assert got == expected, (a, b, mpf, budget, w, at_once)
+    finally:
+        planner_rebalance._CHECK_AT_ONCE_CELLS = default
 
 
 @settings(max_examples=100, deadline=None)
