@@ -1182,8 +1182,9 @@ def _best_exchange(
 
     The moves and the pairs removed depend only on each set's size and classes (``_Side.groups``):
     the groups of sets are ranked first, and the capacity and node-rule checks run group by group
-    until ``MAX_EXCHANGE_TRIALS`` sets pass, not on every pair of sets of two nodes of 40 pods
-    (820 sets each).
+    until ``MAX_EXCHANGE_TRIALS`` pairs of sets pass, not on every pair of sets of two nodes of 40
+    pods (821 sets each); on small nodes (``_CHECK_AT_ONCE_CELLS``) they run on every pair at once
+    and each group looks its pairs up.
     """
     ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
     cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
