@@ -599,6 +599,21 @@ class _Topology:
     #: per domain version (each pod with its ``pod_key``): shared by copies, since a version is
     #: never reused
     selected: dict[tuple[object, ...], tuple[tuple[str, Pod], ...]]
+    #: per (key, value), its nodes as a set (never changes)
+    node_set: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    #: per label ("key", "value"), every pod with it as the cluster was given (node-bound ones
+    #: included), in ``pod_key`` order: a term's candidates are the pods with its first
+    #: ``match_labels`` pair (never changes; a pod's labels do not change when it moves)
+    by_label: Mapping[tuple[str, str], tuple[Pod, ...]] = field(default_factory=dict)
+    #: per ``pod_key``, the pod as it is now, for the pods that moved (``_relocated``)
+    relocated: dict[str, Pod] = field(default_factory=dict)
+    #: per (key, value), the ``held`` tuple it was made from and its terms (positions in it) by the
+    #: first ``match_labels`` pair, and those without one: the terms that can select a pod are those
+    #: under one of its labels and the latter (rebuilt when ``held`` of that domain is replaced;
+    #: shared by copies, which check that their ``held`` is the one it was made from)
+    held_index: dict[tuple[str, str], tuple[tuple[_Held, ...], tuple[int, ...], dict[tuple[str, str], list[int]]]] = (
+        field(default_factory=dict)
+    )
 
     @classmethod
     def of(
@@ -620,10 +635,34 @@ class _Topology:
                 if value is not None:
                     held[term.topology_key, value] = (*held.get((term.topology_key, value), ()), (p, term))
         version = {domain: next(_VERSIONS) for domain in nodes_in}
-        return cls(keys, {k: tuple(v) for k, v in nodes_in.items()}, held, version, {})
+        by_label: dict[tuple[str, str], list[Pod]] = {}
+        for p in sorted((p for n in nodes for p in (*pods[n], *bound[n])), key=pod_key):
+            for label in p.labels.items():
+                by_label.setdefault(label, []).append(p)
+        return cls(
+            keys,
+            {k: tuple(v) for k, v in nodes_in.items()},
+            held,
+            version,
+            {},
+            {k: frozenset(v) for k, v in nodes_in.items()},
+            {k: tuple(v) for k, v in by_label.items()},
+            {},
+            {},
+        )
 
     def copy(self) -> _Topology:
-        return _Topology(self.keys, self.nodes_in, dict(self.held), dict(self.version), self.selected)
+        return _Topology(
+            self.keys,
+            self.nodes_in,
+            dict(self.held),
+            dict(self.version),
+            self.selected,
+            self.node_set,  # never changes
+            self.by_label,  # never changes
+            dict(self.relocated),
+            self.held_index,
+        )
 
     def moved(self, c: _Cluster, before: Pod, after: Pod) -> None:
         """A pod moved from ``before.node`` to ``after.node``: new versions of the domains it left
@@ -634,6 +673,7 @@ class _Topology:
                 if value is not None:
                     self.version[key, value] = next(_VERSIONS)
         me = pod_key(before)
+        self.relocated[me] = after
         for term in before.anti_affinity_terms:
             key = term.topology_key
             old, new = src.get(key), dst.get(key)
@@ -649,12 +689,26 @@ class _Topology:
         cache_key = ("term", term, namespace, key, value, self.version[key, value])
         hit = self.selected.get(cache_key)
         if hit is None:
-            hit = self.selected[cache_key] = tuple(
-                (pod_key(q), q)
-                for m in self.nodes_in[key, value]
-                for q in (*c.pods[m], *c.bound[m])
-                if term.selects(q, namespace)
-            )
+            if term.selector is not None and term.selector.match_labels:
+                # only the pods with the term's first label can match: those of them in the domain
+                # now, in the domain's order (node by node, each node's pods, then its node-bound
+                # ones, by ``pod_key``), as the scan below gives them
+                domain = self.node_set[key, value]
+                found = [
+                    q
+                    for p in self.by_label.get(term.selector.match_labels[0], ())
+                    if (q := self.relocated.get(pod_key(p), p)).node in domain and term.selects(q, namespace)
+                ]
+                found.sort(key=lambda q: (q.node, q.node_bound, pod_key(q)))
+                hit = tuple((pod_key(q), q) for q in found)
+            else:
+                hit = tuple(
+                    (pod_key(q), q)
+                    for m in self.nodes_in[key, value]
+                    for q in (*c.pods[m], *c.bound[m])
+                    if term.selects(q, namespace)
+                )
+            self.selected[cache_key] = hit
         return hit
 
     def selecting(self, pod: Pod, key: str, value: str) -> tuple[tuple[str, Pod], ...]:
@@ -662,8 +716,15 @@ class _Topology:
         cache_key = ("pod", pod_key(pod), key, value, self.version[key, value])
         hit = self.selected.get(cache_key)
         if hit is None:
+            held = self.held.get((key, value), ())
+            index = self.held_index.get((key, value))
+            if index is None or index[0] is not held:
+                index = self.held_index[key, value] = _index_terms(held)
+            _, unlabelled, by_label = index
+            # the terms under none of the pod's labels select it by no ``match_labels``
+            maybe = sorted([*unlabelled, *(i for label in pod.labels.items() for i in by_label.get(label, ()))])
             hit = self.selected[cache_key] = tuple(
-                (pod_key(q), q) for q, term in self.held.get((key, value), ()) if term.selects(pod, q.namespace)
+                (pod_key(q), q) for q, term in (held[i] for i in maybe) if term.selects(pod, q.namespace)
             )
         return hit
 
@@ -698,6 +759,23 @@ class _Topology:
                 ):
                     return True
         return False
+
+
+def _index_terms(
+    held: tuple[_Held, ...],
+) -> tuple[tuple[_Held, ...], tuple[int, ...], dict[tuple[str, str], list[int]]]:
+    """``held`` and its terms' positions by their first ``match_labels`` pair, and those of the terms
+    with a selector but no ``match_labels`` (a term without a selector selects no pod)."""
+    unlabelled: list[int] = []
+    by_label: dict[tuple[str, str], list[int]] = {}
+    for i, (_, term) in enumerate(held):
+        if term.selector is None:
+            continue
+        if term.selector.match_labels:
+            by_label.setdefault(term.selector.match_labels[0], []).append(i)
+        else:
+            unlabelled.append(i)
+    return held, tuple(unlabelled), by_label
 
 
 def _relocated(pod: Pod, node: str) -> Pod:
@@ -770,9 +848,18 @@ def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: f
     else:
         created = np.zeros(idx.size)
     fill = (a.peak[idx] + peak) / a.cpu_alloc[idx]
+    emptiness = -fill
     # score: fewest interfering neighbours, then the fullest node at the forecast peak after the
-    # move (pack onto nodes that stay), then the name (arrays are in name order)
-    for j in np.lexsort((idx, -fill, created)):
+    # move (pack onto nodes that stay), then the name (arrays are in name order). The best-scored
+    # node usually passes: it is found without sorting them all, which is done only if it fails.
+    fewest = created == created.min()
+    best = int(np.flatnonzero(fewest & (emptiness == emptiness[fewest].min()))[0])
+    target = a.names[int(idx[best])]
+    if not c.excluded(pod, target) and _safe(c, pod, target, max_peak_fraction):
+        return target
+    for j in np.lexsort((idx, emptiness, created)):
+        if j == best:
+            continue
         target = a.names[int(idx[j])]
         if not c.excluded(pod, target) and _safe(c, pod, target, max_peak_fraction):
             return target
@@ -927,6 +1014,9 @@ class _Side:
     n_cpu: FloatArray
     n_lat: FloatArray
     size: FloatArray
+    #: the sets by (size, cpu-bound pods, latency-critical pods), each group's sets in ``sets`` order:
+    #: what an exchange's moves and the pairs it removes depend on
+    groups: tuple[tuple[tuple[float, float, float], npt.NDArray[np.intp]], ...]
 
     @classmethod
     def of(cls, c: _Cluster, node: str) -> _Side:
@@ -938,6 +1028,12 @@ class _Side:
         def total(f: Callable[[Pod], float]) -> FloatArray:
             return np.array([sum(f(p) for p in s) for s in sets], dtype=np.float64)
 
+        n_cpu = total(lambda p: p.interference == CPU_BOUND)
+        n_lat = total(lambda p: p.interference == LATENCY_CRITICAL)
+        size = total(lambda p: 1.0)
+        by_kind: dict[tuple[float, float, float], list[int]] = {}
+        for i, kind in enumerate(zip(size.tolist(), n_cpu.tolist(), n_lat.tolist(), strict=True)):
+            by_kind.setdefault(kind, []).append(i)
         return cls(
             tuple(pods),
             tuple(sets),
@@ -945,9 +1041,10 @@ class _Side:
             total(lambda p: p.cpu_request_m),
             total(lambda p: p.memory_request_mb),
             total(lambda p: p.ephemeral_storage_request_mb),
-            total(lambda p: p.interference == CPU_BOUND),
-            total(lambda p: p.interference == LATENCY_CRITICAL),
-            total(lambda p: 1.0),
+            n_cpu,
+            n_lat,
+            size,
+            tuple((kind, np.array(idx, dtype=np.intp)) for kind, idx in by_kind.items()),
         )
 
 
@@ -1078,55 +1175,117 @@ def _still_possible(c: _Cluster, step: _Step, mpf: float) -> bool:
 def _best_exchange(
     c: _Cluster, a: str, sa: _Side, b: str, sb: _Side, mpf: float, w: RebalanceWeights, budget: int
 ) -> _Step | None:
-    na, nb = c.nodes[a], c.nodes[b]
-    x = np.s_[:, None]  # rows: the set leaving a
-    y = np.s_[None, :]  # columns: the set leaving b
-    moves = sa.size[x] + sb.size[y]
-    ok = (moves >= 1) & (moves <= budget)
-    ok &= c.peak[a] - sa.peak[x] + sb.peak[y] <= mpf * na.cpu_m + 1e-9
-    ok &= c.peak[b] - sb.peak[y] + sa.peak[x] <= mpf * nb.cpu_m + 1e-9
-    ok &= c.req_cpu[a] - sa.req_cpu[x] + sb.req_cpu[y] <= na.cpu_m
-    ok &= c.req_cpu[b] - sb.req_cpu[y] + sa.req_cpu[x] <= nb.cpu_m
-    ok &= c.req_mem[a] - sa.req_mem[x] + sb.req_mem[y] <= na.memory_mb
-    ok &= c.req_mem[b] - sb.req_mem[y] + sa.req_mem[x] <= nb.memory_mb
-    # ephemeral storage: only where a set that requests some arrives (NodeResourcesFit checks a pod
-    # that requests none against nothing, even on a node that reports none)
-    ok &= (sb.req_eph[y] <= 0) | (c.req_eph[a] - sa.req_eph[x] + sb.req_eph[y] <= na.ephemeral_storage_mb)
-    ok &= (sa.req_eph[x] <= 0) | (c.req_eph[b] - sb.req_eph[y] + sa.req_eph[x] <= nb.ephemeral_storage_mb)
-    ok &= len(c.pods[a]) - sa.size[x] + sb.size[y] > 0  # a node left empty is a drain's business
-    ok &= len(c.pods[b]) - sb.size[y] + sa.size[x] > 0
-    ok &= c.pods_on(a) - sa.size[x] + sb.size[y] <= na.max_pods
-    ok &= c.pods_on(b) - sb.size[y] + sa.size[x] <= nb.max_pods
-    a_to_b, b_to_a = _sets_allowed(c, sa, b), _sets_allowed(c, sb, a)  # the pods' node rules
-    if a_to_b is not None:
-        ok &= a_to_b[x]
-    if b_to_a is not None:
-        ok &= b_to_a[y]
+    """Of every set leaving ``a`` (rows) with every set leaving ``b`` (columns), the exchange that
+    removes most pairs per move, then most pairs, then takes fewest moves, then moves the least
+    forecast-peak CPU (then the first set of ``a``, then of ``b``); the first of at most
+    ``MAX_EXCHANGE_TRIALS`` in that order whose moves can be ordered (``_exchange_order``).
+
+    The moves and the pairs removed depend only on each set's size and classes (``_Side.groups``):
+    the groups of sets are ranked first, and the capacity and node-rule checks run group by group
+    until ``MAX_EXCHANGE_TRIALS`` pairs of sets pass, not on every pair of sets of two nodes of 40
+    pods (821 sets each); on small nodes (``_CHECK_AT_ONCE_CELLS``) they run on every pair at once
+    and each group looks its pairs up.
+    """
     ca, la = c.count(a, CPU_BOUND), c.count(a, LATENCY_CRITICAL)
     cb, lb = c.count(b, CPU_BOUND), c.count(b, LATENCY_CRITICAL)
-    ca2 = ca - sa.n_cpu[x] + sb.n_cpu[y]
-    la2 = la - sa.n_lat[x] + sb.n_lat[y]
-    cb2 = cb - sb.n_cpu[y] + sa.n_cpu[x]
-    lb2 = lb - sb.n_lat[y] + sa.n_lat[x]
-    net = ca * la + cb * lb - ca2 * la2 - cb2 * lb2
-    safe_moves = np.maximum(moves, 1)
-    ok &= (net > 0) & (w.pair_separated * net / safe_moves > w.move_cost)
-    rows, cols = np.nonzero(ok)
-    if rows.size == 0:
+    #: per (pairs per move, pairs, moves): the pairs of groups with those, in group order
+    ranks: dict[tuple[float, float, float], list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]]] = {}
+    for (x_size, x_cpu, x_lat), rows in sa.groups:
+        for (y_size, y_cpu, y_lat), cols in sb.groups:
+            moves = x_size + y_size
+            net = (
+                ca * la
+                + cb * lb
+                - (ca - x_cpu + y_cpu) * (la - x_lat + y_lat)
+                - (cb - y_cpu + x_cpu) * (lb - y_lat + x_lat)
+            )
+            if 1 <= moves <= budget and net > 0 and w.pair_separated * net / moves > w.move_cost:
+                ranks.setdefault((net / moves, net, moves), []).append((rows, cols))
+    if not ranks:
         return None
-    per_move = net[rows, cols] / moves[rows, cols]
-    moved_peak = sa.peak[rows] + sb.peak[cols]
-    # most pairs per move, then most pairs, then fewest moves, then the smallest pods
-    ranked = np.lexsort((moved_peak, moves[rows, cols], -net[rows, cols], -per_move))
-    for j in ranked[:MAX_EXCHANGE_TRIALS]:
-        xs, ys = sa.sets[int(rows[j])], sb.sets[int(cols[j])]
+    a_to_b, b_to_a = _sets_allowed(c, sa, b), _sets_allowed(c, sb, a)  # the pods' node rules
+    every: npt.NDArray[np.bool_] | None = None
+    if len(sa.sets) * len(sb.sets) <= _CHECK_AT_ONCE_CELLS:  # small nodes: all at once, then looked up
+        all_a, all_b = np.arange(len(sa.sets)), np.arange(len(sb.sets))
+        every = _exchanges_fit(c, a, sa, all_a, b, sb, all_b, mpf, a_to_b, b_to_a)
+
+    def fitting(rows: npt.NDArray[np.intp], cols: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], ...]:
+        ok = (
+            every[np.ix_(rows, cols)]
+            if every is not None
+            else _exchanges_fit(c, a, sa, rows, b, sb, cols, mpf, a_to_b, b_to_a)
+        )
+        r, k = np.nonzero(ok)
+        return rows[r], cols[k]
+
+    trials: list[tuple[int, int, float]] = []  # (row, column, pairs removed), best first
+    for per_move, net, moves in sorted(ranks, key=lambda r: (-r[0], -r[1], r[2])):
+        found = [fitting(rows, cols) for rows, cols in ranks[per_move, net, moves]]
+        rows = np.concatenate([r for r, _ in found])
+        cols = np.concatenate([k for _, k in found])
+        moved_peak = sa.peak[rows] + sb.peak[cols]
+        for j in np.lexsort((cols, rows, moved_peak))[: MAX_EXCHANGE_TRIALS - len(trials)]:
+            trials.append((int(rows[j]), int(cols[j]), net))
+        if len(trials) >= MAX_EXCHANGE_TRIALS:
+            break
+    for row, col, net in trials:
+        xs, ys = sa.sets[row], sb.sets[col]
         order = _exchange_order(c, xs, a, ys, b, mpf)
         if order is None or not _end_state_compatible(c, xs, a, ys, b):
             continue
         kind = "separate" if not xs or not ys else ("swap" if len(xs) == len(ys) == 1 else "exchange")
-        pairs = int(net[rows[j], cols[j]])
+        pairs = int(net)
         return _Step(kind, a if xs else b, order, w.pair_separated * pairs, pairs)
     return None
+
+
+#: Below this many pairs of sets (two nodes of up to 20 pods), an exchange's capacity checks run on
+#: every pair at once (a few array operations), not group by group.
+_CHECK_AT_ONCE_CELLS = 50_000
+
+
+def _exchanges_fit(
+    c: _Cluster,
+    a: str,
+    sa: _Side,
+    rows: npt.NDArray[np.intp],
+    b: str,
+    sb: _Side,
+    cols: npt.NDArray[np.intp],
+    mpf: float,
+    a_to_b: npt.NDArray[np.bool_] | None,
+    b_to_a: npt.NDArray[np.bool_] | None,
+) -> npt.NDArray[np.bool_]:
+    """Per set of ``rows`` of ``a`` (rows) and set of ``cols`` of ``b`` (columns), whether the end
+    state of exchanging them holds on both nodes: forecast peak, requests, pod limits, the pods'
+    node rules, and neither node left empty."""
+    na, nb = c.nodes[a], c.nodes[b]
+    x = np.s_[:, None]  # rows: the set leaving a
+    y = np.s_[None, :]  # columns: the set leaving b
+    xp, yp = sa.peak[rows], sb.peak[cols]
+    xc, yc = sa.req_cpu[rows], sb.req_cpu[cols]
+    xm, ym = sa.req_mem[rows], sb.req_mem[cols]
+    xe, ye = sa.req_eph[rows], sb.req_eph[cols]
+    xn, yn = sa.size[rows], sb.size[cols]
+    ok = c.peak[a] - xp[x] + yp[y] <= mpf * na.cpu_m + 1e-9
+    ok &= c.peak[b] - yp[y] + xp[x] <= mpf * nb.cpu_m + 1e-9
+    ok &= c.req_cpu[a] - xc[x] + yc[y] <= na.cpu_m
+    ok &= c.req_cpu[b] - yc[y] + xc[x] <= nb.cpu_m
+    ok &= c.req_mem[a] - xm[x] + ym[y] <= na.memory_mb
+    ok &= c.req_mem[b] - ym[y] + xm[x] <= nb.memory_mb
+    # ephemeral storage: only where a set that requests some arrives (NodeResourcesFit checks a pod
+    # that requests none against nothing, even on a node that reports none)
+    ok &= (ye[y] <= 0) | (c.req_eph[a] - xe[x] + ye[y] <= na.ephemeral_storage_mb)
+    ok &= (xe[x] <= 0) | (c.req_eph[b] - ye[y] + xe[x] <= nb.ephemeral_storage_mb)
+    ok &= len(c.pods[a]) - xn[x] + yn[y] > 0  # a node left empty is a drain's business
+    ok &= len(c.pods[b]) - yn[y] + xn[x] > 0
+    ok &= c.pods_on(a) - xn[x] + yn[y] <= na.max_pods
+    ok &= c.pods_on(b) - yn[y] + xn[x] <= nb.max_pods
+    if a_to_b is not None:
+        ok &= a_to_b[rows][x]
+    if b_to_a is not None:
+        ok &= b_to_a[cols][y]
+    return ok
 
 
 def _sets_allowed(c: _Cluster, side: _Side, node: str) -> npt.NDArray[np.bool_] | None:

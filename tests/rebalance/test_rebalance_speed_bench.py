@@ -1,0 +1,94 @@
+"""`scaleahead bench rebalance-speed`: synthetic clusters deterministic by seed, and the command end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scaleahead.bench.rebalance_speed import HOSTNAME, ZONE, build_cluster
+from scaleahead.commands.rebalance_speed import parse_pods_per_node
+from scaleahead.errors import UserError
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "bench", "rebalance-speed", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_command_prints_a_row_per_plan_and_writes_the_rows_and_the_moves(tmp_path: Path) -> None:
+    out_json, out_moves = tmp_path / "speed.json", tmp_path / "moves.json"
+    run = _run(
+        "--nodes", "12,20", "--pods-per-node", "6", "--max-moves", "2,4", "--seed", "3",
+        "--json", str(out_json), "--moves", str(out_moves), "--tracemalloc",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].split() == [
+        "nodes",
+        "pods",
+        "max_moves",
+        "moves",
+        "wall_s",
+        "cpu_s",
+        "peak_rss_mb",
+        "tracemalloc_peak_mb",
+    ]
+    printed = [line.split() for line in lines[1:5]]
+    doc = json.loads(out_json.read_text())
+    assert doc["params"]["nodes"] == [12, 20] and doc["params"]["max_moves"] == [2, 4]
+    assert doc["params"]["pods_per_node"] == [3, 8] and doc["params"]["kind"] == "zones"
+    assert [(c["nodes"], c["pods"] > 0) for c in doc["clusters"]] == [(12, True), (20, True)]
+    rows = doc["rows"]
+    assert [(r["nodes"], r["max_moves"]) for r in rows] == [(12, 2), (12, 4), (20, 2), (20, 4)]
+    for row, shown in zip(rows, printed, strict=True):
+        assert row.keys() >= {"pods", "moves", "wall_s", "cpu_s", "peak_rss_mb", "tracemalloc_peak_mb"}
+        assert shown[:4] == [str(row["nodes"]), str(row["pods"]), str(row["max_moves"]), str(row["moves"])]
+        assert 0 < row["moves"] <= row["max_moves"] and row["wall_s"] >= 0 and row["peak_rss_mb"] > 0
+    moves = json.loads(out_moves.read_text())
+    assert set(moves) == {"12x2", "12x4", "20x2", "20x4"}
+    for key, row in zip(moves, rows, strict=True):
+        assert len(moves[key]) == row["moves"]
+        assert all(m["reason"].startswith(f"move {m['pod']} {m['from']} -> {m['to']}") for m in moves[key])
+
+
+def test_the_command_refuses_bad_options_before_any_work(tmp_path: Path) -> None:
+    for args, said in (
+        (["--nodes", "0"], "--nodes"),
+        (["--pods-per-node", "5-2"], "--pods-per-node"),
+        (["--cluster", "plain", "--zone-terms", "0.1"], "--cluster zones"),
+        (["--cluster", "huge"], "--cluster"),
+        (["--json", str(tmp_path / "no" / "f.json")], "does not exist"),
+    ):
+        run = _run(*args)
+        assert run.returncode != 0 and said in run.stdout + run.stderr, (args, run.stdout, run.stderr)
+
+
+def test_clusters_are_deterministic_by_seed_and_follow_their_shares() -> None:
+    a = build_cluster("zones", 60, (10, 20), zone_terms=0.2, hostname_terms=0.5, seed=1)
+    assert a.state == build_cluster("zones", 60, (10, 20), zone_terms=0.2, hostname_terms=0.5, seed=1).state
+    assert a.state != build_cluster("zones", 60, (10, 20), zone_terms=0.2, hostname_terms=0.5, seed=2).state
+    per_node = [sum(1 for p in a.state.pods if p.node == n.name) for n in a.state.nodes]
+    assert min(per_node) >= 10 and max(per_node) <= 20
+    info = a.describe()
+    assert 0.1 < info["pods_with_zone_term"] / info["pods"] < 0.3
+    assert 0.4 < info["pods_with_hostname_term"] / info["pods"] < 0.6
+    assert {n.labels[ZONE] for n in a.state.nodes} == {"z0", "z1", "z2"}
+    assert all(n.labels[HOSTNAME] == n.name for n in a.state.nodes)
+    plain = build_cluster("plain", 30, (2, 14), seed=0)
+    assert all(not p.labels and not p.anti_affinity_terms for p in plain.state.pods)
+
+
+def test_pods_per_node_is_a_range_or_the_reviews_mean() -> None:
+    assert parse_pods_per_node("2-14") == (2, 14)
+    assert parse_pods_per_node("29") == (14, 42)  # the review's rng.integers(29 // 2, 29 * 3 // 2)
+    for bad in ("0", "x", "4-1", "0-3"):
+        with pytest.raises(UserError):
+            parse_pods_per_node(bad)
