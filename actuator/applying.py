@@ -16,6 +16,7 @@ A no-op makes no API call at all. After a crash, ``reconcile(now)`` checks every
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -33,6 +34,15 @@ log = logging.getLogger("scaleahead.actuator")
 
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _whole(text: str) -> int | None:
+    """A journaled count (``"3"``, ``"3.0"``) as an int; None if it is not one."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if value.is_integer() else None
 
 
 def action_from_journal(row: StoredAction) -> Action:
@@ -305,7 +315,9 @@ class Actuator:
     #: they are released by a plan that scales them, ``scaleahead actuator apply``.)
     RELEASED_KINDS = ("KnativeService",)
 
-    def release(self, targets: Sequence[str], now: float, dry_run: bool = False) -> list[ActionResult]:
+    def release(
+        self, targets: Sequence[str], now: float, dry_run: bool = False, budget_s: float | None = None
+    ) -> list[ActionResult]:
         """Set back to 0 the warm instances scaleahead holds for functions that no longer have a
         policy (``targets``: ``KnativeService/namespace/name``; other kinds are ignored), as one plan
         through the journal and the safety layer like any action (reason ``policy_removed``, source
@@ -313,12 +325,19 @@ class Actuator:
         (``written_value``, or a pending write seen landed). A value someone else set since, a
         write that never landed (the record then holds the value from before it), or a Service that
         is gone: left as it is, and the record is dropped (not in a dry run). Needs a store; without
-        one, nothing is released. Returns the results of the targets looked at."""
+        one, nothing is released. ``budget_s``: once that much time went on reading, the targets not
+        read yet are left for a later call. Returns the results of the targets looked at.
+
+        A record from before migration ``0007_written`` has no confirmed write: the journal's last
+        applied action on the Service stands for it when it set the value the Service holds."""
         if self.store is None:
             return []
         results: list[ActionResult] = []
         actions: list[Action] = []
+        started = time.monotonic()
         for key in targets:
+            if budget_s is not None and time.monotonic() - started > budget_s:
+                break
             mf = self.store.managed_field(key)
             ref = WorkloadRef.parse(key)
             if mf is None or ref.kind not in self.RELEASED_KINDS:
@@ -337,6 +356,10 @@ class Actuator:
                     continue  # tried again at a later check
                 live = LiveObject(key, mf.field, 0, "", {"missing": 1})
             ours = mf.written_value
+            if ours is None:  # recorded before 0007_written: the journal's last applied write, if it set this
+                last = self.store.actions(state="applied", limit=1, target=key)
+                if last and _whole(last[0].to_value) == live.value:
+                    ours = live.value
             pending = parse_intent(mf.resource_version)
             if pending is not None and live.value == pending[0]:
                 ours = pending[0]  # the write whose answer was lost did land

@@ -847,11 +847,14 @@ class KubernetesTarget:
         except (ApiException, HTTPError, ActuationError, ValueError) as exc:
             if namespace not in self._limit_ranges_unread:
                 self._limit_ranges_unread.add(namespace)
+                status = getattr(exc, "status", None)
                 log.warning(
-                    "cannot list LimitRanges in %s (%s): quota room counts pod templates without their "
-                    "defaults; grant 'list limitranges' (deploy/base/rbac.yaml)",
+                    "cannot list LimitRanges in %s (%s): quota room counts pod templates without their defaults%s",
                     namespace,
-                    getattr(exc, "status", None) or type(exc).__name__,
+                    status or type(exc).__name__,
+                    "; grant 'list limitranges' (deploy/base/rbac.yaml)"
+                    if status == 403
+                    else " (tried again in a minute)",
                 )
             defaults: list[Defaults] = []
         else:
@@ -1042,11 +1045,16 @@ class KubernetesTarget:
             except (ApiException, HTTPError, ActuationError, ValueError) as exc:
                 if name not in self._overheads_unread:
                     self._overheads_unread.add(str(name))
+                    status = getattr(exc, "status", None)
+                    why = {
+                        403: "grant 'get runtimeclasses.node.k8s.io' with a ClusterRoleBinding (deploy/base/rbac.yaml)",
+                        404: "it does not exist, so the API server refuses the template's pods: fix runtimeClassName",
+                    }.get(int(status or 0), "tried again in a minute")
                     log.warning(
-                        "cannot read RuntimeClass %s (%s): quota room counts its pods without their overhead; "
-                        "grant 'get runtimeclasses.node.k8s.io' (deploy/base/rbac.yaml)",
+                        "cannot read RuntimeClass %s (%s): quota room counts its pods without their overhead; %s",
                         name,
-                        getattr(exc, "status", None) or type(exc).__name__,
+                        status or type(exc).__name__,
+                        why,
                     )
                 overhead = {}
             cached = self._overheads[str(name)] = (now, overhead)

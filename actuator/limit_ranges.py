@@ -8,8 +8,10 @@ LimitRange gives defaults (the usual companion of a quota on ``requests.cpu``, w
 without requests), is charged the defaults. Reading the template as it is would count such pods as
 free and plan replicas the quota then refuses.
 
-Each LimitRange of the namespace is applied in turn, and each fills only what is still missing.
-Its own defaulting (done when it is stored; repeated here for objects read without it): a missing
+Each LimitRange of the namespace is applied in turn (in the order listed; the admission plugin's
+order is its cache's, which Kubernetes does not define: namespaces rarely have more than one), and
+each fills only what is still missing; within one LimitRange, a later Container item's value wins
+over an earlier one's. Its own defaulting (done when it is stored; repeated here for objects read without it): a missing
 ``default`` is its ``max``; a missing ``defaultRequest`` is its ``default``, else its ``min``. Only
 items of ``type: Container`` give defaults.
 """
@@ -27,13 +29,18 @@ def container_defaults(limit_ranges: Sequence[Mapping[str, Any]]) -> list[Defaul
     """The Container defaults of ``limit_ranges`` (LimitRange objects, in the order listed)."""
     out: list[Defaults] = []
     for lr in limit_ranges:
+        default: dict[str, Any] = {}
+        request: dict[str, Any] = {}
         for item in (lr.get("spec") or {}).get("limits") or []:
             if not isinstance(item, Mapping) or item.get("type") != "Container":
                 continue
-            default = {**(item.get("max") or {}), **(item.get("default") or {})}
-            request = {**(item.get("min") or {}), **default, **(item.get("defaultRequest") or {})}
-            if default or request:
-                out.append((default, request))
+            item_default = {**(item.get("max") or {}), **(item.get("default") or {})}
+            # several Container items of one LimitRange: the later one's value wins (LimitRanger
+            # copies each item's defaults into one map in turn)
+            default.update(item_default)
+            request.update({**(item.get("min") or {}), **item_default, **(item.get("defaultRequest") or {})})
+        if default or request:
+            out.append((default, request))
     return out
 
 

@@ -135,7 +135,7 @@ class ClusterPolicies:
         policies: list[Policy] = []
         self.invalid = {}
         self.rejected = []
-        self.rejected_targets = set()
+        rejected_targets: set[str] = set()  # assigned whole at the end: another thread may read it
         seen: dict[str, str] = {}  # workload key -> the object that targets it
         for item in doc.get("items", []):
             meta = item.get("metadata", {})
@@ -150,7 +150,7 @@ class ClusterPolicies:
                 if isinstance(target, dict) and target.get("name"):  # still a workload someone means to manage
                     kind = str(target.get("kind") or "Deployment")
                     ns = str(target.get("namespace") or meta.get("namespace", "default"))
-                    self.rejected_targets.add(f"{kind}/{ns}/{target['name']}")
+                    rejected_targets.add(f"{kind}/{ns}/{target['name']}")
                 if meta.get("name"):
                     self.rejected.append(
                         Rejected(str(meta["name"]), str(meta.get("namespace", "default")), reason, f"{why}. {hint}")
@@ -190,6 +190,7 @@ class ClusterPolicies:
                 continue
             seen[key] = name
             policies.append(policy)
+        self.rejected_targets = rejected_targets
         return policies
 
 

@@ -447,8 +447,10 @@ class InvocationForecaster:
             smooth = (cum[rows, hi + 1] - cum[rows, lo]) / (hi - lo + 1)
             own = np.where(cols < last_bin, smooth, own)
         tail = cum[:, -1:] - cum[rows, cols]  # gaps of at least s
-        # in the open bin, per step: own gaps that ended there over the steps they spent there
-        tail = np.where(cols < last_bin, tail, self._own_open_steps[:, None])
+        # in the open bin, per step: own gaps that ended there over the steps spent there, theirs and
+        # (right-censored, as in the pool) the current gap's, given no call until the step forecast
+        ongoing = np.maximum(idle[:, None] + np.arange(h)[None, :] - last_bin, 0)
+        tail = np.where(cols < last_bin, tail, self._own_open_steps[:, None] + ongoing)
         p = (own + self.alpha * prior) / (tail + self.alpha)
         p = np.where(seen[:, None], p, 0.0)
         out: FloatArray = np.clip(p, 0.0, 1.0)

@@ -37,6 +37,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from actuator.applying import parse_intent
 from actuator.base import ActionResult, Target
 from forecaster.invocations import InvocationForecaster
 from forecaster.registry import LEARNED
@@ -61,6 +62,7 @@ from scaleahead.types import (
 if TYPE_CHECKING:
     from actuator.rollouts import RolloutView
     from forecaster.base import Forecaster
+    from storage.store import ManagedField
 
 log = logging.getLogger("scaleahead.daemon")
 
@@ -459,6 +461,14 @@ def _stabilization_window(policies: Sequence[Policy]) -> float:
 UNLOADABLE_RETRY_S = 600.0
 
 
+def _may_hold_some(record: ManagedField) -> bool:
+    """Whether a managed field may hold warm instances scaleahead asked for: its recorded value, its
+    last confirmed write or a pending write (whose answer was lost: it may have landed) above 0. A
+    function warmed from 0 whose first answer was lost has a recorded value of 0."""
+    pending = parse_intent(record.resource_version)
+    return max(record.value, record.written_value or 0, pending[0] if pending else 0) > 0
+
+
 class Daemon:
     """The control loop with per-workload back-off, metrics, health, status and scheduled jobs.
 
@@ -723,9 +733,11 @@ class Daemon:
             return
         statuses = []
         for a in report.plan.actions:
-            if not isinstance(a, ScaleTo | SetWarmPool) or a.workload not in self._by_workload:
+            if not isinstance(a, ScaleTo | SetWarmPool):
                 continue
-            pol = self._by_workload[a.workload]
+            pol = self._by_workload.get(a.workload)  # one read: a reload may swap the dict meanwhile
+            if pol is None:
+                continue
             fallback = report.plan.fallbacks.get(a.workload, "none")
             if isinstance(a, SetWarmPool):  # a function's warm pool: its warm instances, not replicas
                 statuses.append(
@@ -787,6 +799,9 @@ class Daemon:
 
     #: Most releases one check makes (a mass removal goes on at the next checks, a minute apart).
     RELEASES_PER_CHECK = 50
+    #: Time one check may spend reading the Services before it writes what it found (s): it runs in
+    #: the tick, so a slow API server leaves the rest to the next check instead of stalling cycles.
+    RELEASE_BUDGET_S = 5.0
 
     def _release_removed(self, now: float, deps: Deps, settings: Settings) -> None:
         """Once a minute: the functions scaleahead set warm instances on (the managed-field records)
@@ -812,7 +827,7 @@ class Daemon:
         orphans = {
             r.target
             for r in rows
-            if r.value > 0
+            if _may_hold_some(r)
             and r.target.split("/", 1)[0] in actuator.RELEASED_KINDS
             and r.target not in named
             and r.target not in kept
@@ -831,7 +846,7 @@ class Daemon:
         if not due or settings.actuation.paused or actuator.stop_reason(now):
             return
         try:
-            results = actuator.release(due, now, dry_run=dry)
+            results = actuator.release(due, now, dry_run=dry, budget_s=self.RELEASE_BUDGET_S)
         except Exception as exc:  # noqa: BLE001 - tried again in a minute
             log.warning("releasing removed policies' warm instances failed: %s", exc)
             return
@@ -842,7 +857,7 @@ class Daemon:
                 self._release_retry[key] = (n, now + min(60.0 * 2 ** (n - 1), 3600.0))
             else:
                 self._release_retry.pop(key, None)
-            if res.outcome == "dry-run":
+            if dry:  # reported once (a dry run forgets nothing, so the same result would repeat)
                 self._dry_released.add(key)
             self.metrics.actions.labels(kind=res.action.kind, result=res.outcome).inc()
             log.info(

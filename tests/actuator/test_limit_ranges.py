@@ -125,3 +125,15 @@ def test_a_runtime_class_overhead_counts_in_the_quota_room(kube) -> None:  # typ
     assert "limited by the namespace's ResourceQuota on requests.cpu (6 more pods allowed)" in res[0].detail
     state = KubernetesTarget(kube.api_client(), [policy()], timeout_s=2.0).read_state([WEB])
     assert state.pod_shapes[WEB]["requests.cpu"] == 500
+
+
+def test_within_one_limit_range_a_later_container_item_wins() -> None:
+    lr = {
+        "spec": {
+            "limits": [
+                {"type": "Container", "defaultRequest": {"cpu": "100m"}, "default": {"cpu": "1"}},
+                {"type": "Container", "defaultRequest": {"cpu": "200m", "memory": "64Mi"}, "default": {"cpu": "2"}},
+            ]
+        }
+    }
+    assert container_defaults([lr]) == [({"cpu": "2"}, {"cpu": "200m", "memory": "64Mi"})]

@@ -281,3 +281,64 @@ def test_run_answers_for_its_shard_and_namespace_only() -> None:
         assert owns is not None
         assert [k for k in keys if owns(k)] == [k for k in keys if shard_of(k, 3) == index]
         assert not owns("KnativeService/other/f1")
+
+
+def test_a_function_warmed_from_0_whose_answer_was_lost_is_still_released(
+    kube: Any, store: Store, nasa: Series
+) -> None:
+    """Warming from 0 is the usual case: the record then holds 0 (the value before the write) with
+    the pending write, until a later action confirms it. Found in review: such a record was never
+    looked at."""
+    settings = Settings()
+    settings.actuation.release_removed_after_s = 0.0
+    daemon, _ = _daemon(kube, store, nasa, settings)
+    kube.cluster.put(KSVC, "default", "fn", _ksvc(None))
+    pols = [policy("fn", kind="KnativeService")]
+    act = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=0.5), store, pols)
+    kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=1.5, after=True))  # lands, answer too late
+    now = daemon.clock.now()
+    assert act.apply_plan(Plan(now, (SetWarmPool(FN, 0, 3, 600.0, R),)), now)[0].outcome == "failed"
+    mf = store.managed_field(FN.key)
+    assert mf is not None and mf.value == 0 and mf.written_value is None and _min_scale(kube) == "3"
+    _ticks(daemon, 2)
+    assert _min_scale(kube) == "0"
+
+
+def test_a_record_from_before_migration_0007_is_released_on_the_journals_word(kube: Any, store: Store) -> None:
+    """No confirmed value (written before the column existed): the journal's last applied action
+    on the Service set the value it holds, so it is scaleahead's; a value it did not set is not."""
+    act = _warmed(kube, store, 1000.0, instances=3)
+    with store.engine.begin() as conn:  # as a row written before 0007_written
+        from sqlalchemy import text
+
+        conn.execute(text("UPDATE managed_fields SET written_value = NULL"))
+    assert store.managed_field(FN.key).written_value is None  # type: ignore[union-attr]
+    assert [r.outcome for r in act.release([FN.key], 2000.0, dry_run=True)] == ["dry-run"]
+    obj = kube.cluster.get(KSVC, "default", "fn")
+    obj["spec"]["template"]["metadata"]["annotations"][MIN_SCALE] = "5"  # not what the journal says it set
+    kube.cluster.put(KSVC, "default", "fn", obj)
+    assert [r.outcome for r in act.release([FN.key], 2100.0)] == ["skipped"] and _min_scale(kube) == "5"
+
+
+def test_a_dry_run_reports_a_skipped_release_once(kube: Any, store: Store, nasa: Series, caplog: Any) -> None:
+    settings = Settings()
+    settings.actuation.release_removed_after_s = 0.0
+    settings.actuation.dry_run = True
+    daemon, _ = _daemon(kube, store, nasa, settings)
+    _warmed(kube, store, daemon.clock.now())
+    obj = kube.cluster.get(KSVC, "default", "fn")
+    obj["spec"]["template"]["metadata"]["annotations"][MIN_SCALE] = "5"  # someone else's now
+    kube.cluster.put(KSVC, "default", "fn", obj)
+    with caplog.at_level("INFO"):
+        _ticks(daemon, 4)
+    assert sum("not released" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_one_check_reads_no_longer_than_its_budget(kube: Any, store: Store) -> None:
+    act = _warmed(kube, store, 1000.0)
+    kube.cluster.put(KSVC, "default", "slow", _ksvc(2))
+    store.set_managed_field("KnativeService/default/slow", "x", 2, "1", 1000.0, written=True)
+    kube.cluster.faults.append(Fault("GET", "/services/fn", delay_s=0.3))
+    res = act.release([FN.key, "KnativeService/default/slow"], 2000.0, budget_s=0.1)
+    assert [r.action.target for r in res] == [FN.key]  # the second was left for the next check
+    assert kube.cluster.get(KSVC, "default", "slow")["spec"]["template"]["metadata"]["annotations"][MIN_SCALE] == "2"

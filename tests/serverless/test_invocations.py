@@ -123,6 +123,15 @@ def test_a_gap_ending_in_the_open_last_bin_gives_a_hazard_per_step_there() -> No
     assert raw.pooled_hazard()[0, -1] == pytest.approx(3 / 166)
 
 
+def test_a_function_long_idle_past_its_one_open_bin_gap_cools() -> None:
+    # max_idle 10; its one gap of 11 ended in the open bin, and it has been idle 389 minutes since: the
+    # steps of the current gap count at risk there too (they did not: 1 / (1 + alpha) = 0.2 per step)
+    counts = np.zeros((1, 400), dtype=np.int64)
+    counts[0, [0, 11]] = 1
+    p = InvocationForecaster(1, max_idle=10, rate_edges=(), calibrate=False).fit(counts).hazard(3)
+    assert (p < 0.02).all()
+
+
 def test_with_many_functions_the_well_observed_pooled_hazard_keeps_its_raw_ratio() -> None:
     # 1,000 real functions over the history's 6 hours: where a group had 100 or more steps at risk at an
     # idle time, the shrinkage moves the raw ratio by at most pool_strength / (at risk + pool_strength)
@@ -223,9 +232,10 @@ def _reference_predict(
                 lo, hi = max(s - w, 1), min(s + w, max_idle)  # the window stays below the open bin
                 mine = sum(1 for x in own[f] if lo <= x <= hi) / (hi - lo + 1)
                 tail = sum(1 for x in own[f] if x >= s)
-            else:  # per step in the open bin: own gaps that ended there over the steps they spent there
+            else:  # per step in the open bin: own gaps that ended there over the steps spent there
                 mine = sum(1 for x in own[f] if x >= cap)
                 tail = sum(x - cap + 1 for x in own[f] if x >= cap)
+                tail += max(steps - last[f] + k - cap, 0)  # and the current gap's steps there so far
             out[f, k] = min(max((mine + alpha * prior) / (tail + alpha), 0.0), 1.0)
     return out
 
