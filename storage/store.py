@@ -211,6 +211,12 @@ def _steer(r: PodSteerRow) -> StoredSteer:
     )
 
 
+def _managed(r: ManagedFieldRow) -> ManagedField:
+    return ManagedField(
+        r.target, r.field, r.value, r.resource_version, r.written_at, r.human_value, r.human_seen_at, r.written_value
+    )
+
+
 class Store:
     """Records and reads scaleahead's state in SQLite or PostgreSQL.
 
@@ -650,36 +656,12 @@ class Store:
     def managed_field(self, target: str) -> ManagedField | None:
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
-            if r is None:
-                return None
-            return ManagedField(
-                r.target,
-                r.field,
-                r.value,
-                r.resource_version,
-                r.written_at,
-                r.human_value,
-                r.human_seen_at,
-                r.written_value,
-            )
+            return None if r is None else _managed(r)
 
     def managed_fields(self) -> list[ManagedField]:
         """Every field the actuator has written (one row per target), by target."""
         with self.session() as s:
-            rows = s.scalars(select(ManagedFieldRow).order_by(ManagedFieldRow.target))
-            return [
-                ManagedField(
-                    r.target,
-                    r.field,
-                    r.value,
-                    r.resource_version,
-                    r.written_at,
-                    r.human_value,
-                    r.human_seen_at,
-                    r.written_value,
-                )
-                for r in rows
-            ]
+            return [_managed(r) for r in s.scalars(select(ManagedFieldRow).order_by(ManagedFieldRow.target))]
 
     def forget_managed_field(self, target: str) -> None:
         """Drop the record of ``target`` (it is no longer scaleahead's to manage)."""
