@@ -465,6 +465,28 @@ def pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def unset_resources(template: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
+    """The quota keys (``requests.cpu``, ``limits.memory``, ...) that some container or init container
+    of ``template`` (as admitted: LimitRange defaults filled in) leaves unset. A ResourceQuota that
+    constrains such a key refuses the pod ("must specify requests.cpu": the quota evaluator's
+    ``Constraints``); a request counts as set where the container sets the limit (the API's
+    defaulting). Sorted."""
+    spec = template.get("spec") or {}
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    out: list[str] = []
+    for key in keys:
+        kind, _, res = key.partition(".")
+        for c in containers:
+            r = c.get("resources") or {}
+            value = (r.get(kind) or {}).get(res)
+            if value in (None, "") and kind == "requests":
+                value = (r.get("limits") or {}).get(res)
+            if value in (None, ""):
+                out.append(key)
+                break
+    return sorted(out)
+
+
 #: Knative's queue-proxy sidecar, in every pod of a Knative Service: its per-Service resource
 #: annotations, and the CPU it requests without them (Knative Serving's ``config-deployment``
 #: default ``queue-sidecar-cpu-request``; it sets no other request or limit by default).
@@ -772,7 +794,7 @@ class KubernetesTarget:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.sample_window_s = float(sample_window_s)
         # per namespace: when its LimitRanges were read, and their Container defaults
-        self._limit_ranges: dict[str, tuple[float, list[Defaults]]] = {}
+        self._limit_ranges: dict[str, tuple[float, list[Defaults] | None]] = {}
         self._limit_ranges_unread: set[str] = set()  # namespaces warned about (no permission, no answer)
         # per RuntimeClass: when it was read, and the overhead admission gives its pods
         self._overheads: dict[str, tuple[float, Mapping[str, Any]]] = {}
@@ -835,8 +857,11 @@ class KubernetesTarget:
     LIMIT_RANGES_TTL_S = 60.0
 
     def _limit_defaults(self, namespace: str) -> list[Defaults]:
+        return self._limit_defaults_read(namespace) or []
+
+    def _limit_defaults_read(self, namespace: str) -> list[Defaults] | None:
         """The Container defaults of the namespace's LimitRanges (``actuator.limit_ranges``), read at
-        most once a minute. Unreadable (no permission, no answer): none, with one warning per
+        most once a minute. Unreadable (no permission, no answer): None, with one warning per
         namespace; quota room is then counted from the templates as they are."""
         now = self.clock.now()
         cached = self._limit_ranges.get(namespace)
@@ -856,7 +881,7 @@ class KubernetesTarget:
                     if status == 403
                     else " (tried again in a minute)",
                 )
-            defaults: list[Defaults] = []
+            defaults: list[Defaults] | None = None
         else:
             defaults = container_defaults([i for i in items if isinstance(i, Mapping)])
         self._limit_ranges[namespace] = (now, defaults)
@@ -887,6 +912,11 @@ class KubernetesTarget:
         limits = [(left["pods"], "pods")] if "pods" in left else []
         resources = [k for k in left if k != "pods"]
         if resources and template is not None:
+            # the quota admission refuses every pod of this template ("must specify ..."); known only
+            # when the namespace's LimitRange defaults could be read
+            unset = unset_resources(pod(), resources) if self._limit_defaults_read(namespace) is not None else []
+            if unset:
+                return 0, tuple(f"unset:{key}" for key in unset)
             per_pod = pod_shape(pod())
             limits += [(left[k] // per_pod[k], k) for k in resources if per_pod.get(k, 0) > 0]
         if not limits:

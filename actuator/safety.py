@@ -101,6 +101,15 @@ def check(
         want = hpa_max
     free = live.fact("quota_pods_free")
     if free is not None and want > live.value:
+        unset = sorted(k.split(":", 2)[2] for k in (live.facts or {}) if k.startswith("quota_limited_by:unset:"))
+        if unset:
+            return Verdict(
+                "skip",
+                live.value,
+                f"the namespace's ResourceQuota on {' and '.join(unset)} refuses pods whose containers do not set "
+                f"it, and a container of {live.target}'s pod template sets none ({live.target} stays at "
+                f"{live.value}): set resources.{unset[0]} on every container, or a LimitRange default",
+            )
         if free <= 0:
             return Verdict(
                 "skip",

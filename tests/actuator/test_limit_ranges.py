@@ -137,3 +137,31 @@ def test_within_one_limit_range_a_later_container_item_wins() -> None:
         }
     }
     assert container_defaults([lr]) == [({"cpu": "2"}, {"cpu": "200m", "memory": "64Mi"})]
+
+
+def test_a_scale_up_whose_pods_the_quota_would_refuse_for_an_unset_request_is_skipped_and_says_why(kube) -> None:  # type: ignore[no-untyped-def]
+    """A quota on requests.cpu refuses a pod whose container sets no CPU request ("must specify
+    requests.cpu") when no LimitRange gives one: no replica of it can start, however much room."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))  # its container sets nothing
+    kube.cluster.put(
+        QUOTAS, "default", "cpu", {"status": {"hard": {"requests.cpu": "40"}, "used": {"requests.cpu": "1"}}}
+    )
+    res = _actuator(kube).apply_plan(Plan(NOW, (ScaleTo(WEB, 2, 5, R),)), NOW)
+    assert res[0].outcome == "skipped"
+    assert "refuses pods whose containers do not set it" in res[0].detail and "requests.cpu" in res[0].detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 2
+    # a scale-down is not held back by it
+    assert _actuator(kube).apply_plan(Plan(NOW, (ScaleTo(WEB, 2, 1, R),)), NOW)[0].outcome == "applied"
+
+
+def test_unset_keys_are_read_from_every_container_and_a_limit_sets_the_request() -> None:
+    from actuator.kubernetes import unset_resources
+
+    template = {
+        "spec": {
+            "containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
+            "initContainers": [{"resources": {"requests": {"cpu": "100m"}}}],
+        }
+    }
+    keys = ["requests.cpu", "requests.memory", "limits.cpu", "limits.memory"]
+    assert unset_resources(template, keys) == ["limits.cpu", "limits.memory", "requests.memory"]
