@@ -5,6 +5,7 @@ warm-memory budget), never with the new limits and the old policies, or half of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +16,32 @@ from scaleahead.settings import Settings
 from scaleahead.sharding import shard_limits
 from scaleahead.types import ClusterState, WorkloadRef
 from tests.daemon.conftest import DaemonFactory, make_policies
+
+
+def _reload_during_read(
+    monkeypatch: pytest.MonkeyPatch,
+    daemon: Any,
+    target: Any,
+    read: dict[str, Any],
+    new: list[Any],
+    when: Callable[[], bool],
+) -> list[float]:
+    """Once, in the first cycle for which ``when()`` holds, right after it read the cluster state:
+    the cluster's policies become ``new`` and the daemon reloads them, as the job thread would in
+    the middle of the cycle. Returns the times it did (one at most)."""
+    real_read = target.read_state
+    reloads: list[float] = []
+
+    def read_state_then_reload(workloads: list[WorkloadRef]) -> ClusterState:
+        state: ClusterState = real_read(workloads)
+        if when() and not reloads:
+            read["policies"] = new
+            reloads.append(daemon.clock.now())
+            daemon.reload_policies(daemon.clock.now())
+        return state
+
+    monkeypatch.setattr(target, "read_state", read_state_then_reload)
+    return reloads
 
 
 def test_a_reload_during_a_cycle_reaches_the_next_cycle_whole(
@@ -46,18 +73,8 @@ def test_a_reload_during_a_cycle_reaches_the_next_cycle_whole(
         return real_plan(forecasts, state, policies, now, **kwargs)
 
     monkeypatch.setattr(loop_module, "make_plan", recording_plan)
-    real_read = target.read_state
-    reloads: list[float] = []
-
-    def read_state_then_reload(workloads: list[WorkloadRef]) -> ClusterState:
-        state = real_read(workloads)
-        if len(planned) == 1 and not reloads:  # the second cycle, after it read the policies
-            read["policies"] = after
-            reloads.append(clock.now())
-            daemon.reload_policies(clock.now())  # as the job thread would, in the middle of the cycle
-        return state
-
-    monkeypatch.setattr(target, "read_state", read_state_then_reload)
+    # the second cycle, after it read the policies
+    reloads = _reload_during_read(monkeypatch, daemon, target, read, after, when=lambda: len(planned) == 1)
     for _ in range(3):
         daemon.tick(clock.now())
         clock.sleep(10.0)
@@ -95,17 +112,7 @@ def test_a_workload_removed_during_a_cycle_leaves_no_gauges_or_live_error(
     clock.sleep(10.0)
     web2 = "Deployment/shop/web2"
     assert web2 in _gauged(daemon)
-    real_read, reloaded = target.read_state, []
-
-    def read_state_then_reload(workloads: list[WorkloadRef]) -> ClusterState:
-        state = real_read(workloads)
-        if not reloaded:
-            read["policies"] = make_policies(2)
-            reloaded.append(clock.now())
-            daemon.reload_policies(clock.now())  # as the job thread would, in the middle of the cycle
-        return state
-
-    monkeypatch.setattr(target, "read_state", read_state_then_reload)
+    reloaded = _reload_during_read(monkeypatch, daemon, target, read, make_policies(2), when=lambda: True)
     for _ in range(3):
         daemon.tick(clock.now())
         clock.sleep(10.0)
