@@ -201,7 +201,12 @@ class Actuator:
                     # version now. A write that times out but lands must not look like someone else's
                     # edit next cycle; one that does not land (a 409, a 500) must not hide one.
                     self.store.set_managed_field(
-                        live.target, live.field, live.value, intent_version(verdict.value, live.resource_version), now
+                        live.target,
+                        live.field,
+                        live.value,
+                        intent_version(verdict.value, live.resource_version),
+                        now,
+                        original=None if live.fact("unset") else live.value,  # kept only by a first write
                     )
                 try:
                     new = self.target.write(action, verdict.value, live)
@@ -318,15 +323,19 @@ class Actuator:
     def release(
         self, targets: Sequence[str], now: float, dry_run: bool = False, budget_s: float | None = None
     ) -> list[ActionResult]:
-        """Set back to 0 the warm instances scaleahead holds for functions that no longer have a
-        policy (``targets``: ``KnativeService/namespace/name``; other kinds are ignored), as one plan
-        through the journal and the safety layer like any action (reason ``policy_removed``, source
-        ``release``), but only where the live value is the one scaleahead last *confirmed* writing
-        (``written_value``, or a pending write seen landed). A value someone else set since, a
-        write that never landed (the record then holds the value from before it), or a Service that
-        is gone: left as it is, and the record is dropped (not in a dry run). Needs a store; without
-        one, nothing is released. ``budget_s``: once that much time went on reading, the targets not
-        read yet are left for a later call. Returns the results of the targets looked at.
+        """Give back the warm instances scaleahead holds for functions that no longer have a policy
+        (``targets``: ``KnativeService/namespace/name``; other kinds are ignored): their min-scale
+        goes back to what it was before scaleahead first wrote it (the record's original; a Service
+        that had none loses the annotation, so the platform's default applies; a record from before
+        migration ``0008_original``, whose original is unknown: 0). One plan through the journal and
+        the safety layer like any action (reason ``policy_removed``, source ``release``), and only
+        where the live value is the one scaleahead last *confirmed* writing (``written_value``, or a
+        pending write seen landed). A value someone else set since, a write that never landed (the
+        record then holds the value from before it), or a Service that is gone: left as it is. The
+        record is dropped once the Service is released or left (not in a dry run): the function is no
+        longer scaleahead's. Needs a store; without one, nothing is released. ``budget_s``: once that
+        much time went on reading, the targets not read yet are left for a later call. Returns the
+        results of the targets looked at.
 
         A record from before migration ``0007_written`` has no confirmed write: the journal's last
         applied action on the Service stands for it when it set the value the Service holds."""
@@ -342,11 +351,18 @@ class Actuator:
             ref = WorkloadRef.parse(key)
             if mf is None or ref.kind not in self.RELEASED_KINDS:
                 continue
+            restore = mf.original_value if mf.original_recorded else 0
+            back = (
+                "its value before scaleahead managed it"
+                if mf.original_recorded
+                else "0 (its value before scaleahead managed it was not recorded)"
+            )
+            to_text = f"{restore}, {back}" if restore is not None else "unset (it had no min-scale before scaleahead)"
             why = (
                 f"release {ref.namespace}/{ref.name}: its policy was removed, so nothing plans it any more; "
-                "its min-scale goes back from {live} (the value scaleahead set) to 0"
+                "its min-scale goes back from {live} (the value scaleahead set) to " + to_text
             )
-            probe = SetWarmPool(ref, mf.value, 0, 0.0, Reason("policy_removed", why.format(live=mf.value)))
+            probe = SetWarmPool(ref, mf.value, restore or 0, 0.0, Reason("policy_removed", why.format(live=mf.value)))
             try:
                 live = self.target.live(probe)
             except ActuationError as exc:
@@ -375,12 +391,29 @@ class Actuator:
                 log.info("not released: %s; left as it is", detail, extra={"event": "release_skipped", "target": key})
                 results.append(ActionResult(probe, "skipped", detail + "; left as it is"))
                 continue
-            if live.value > 0:
+            if restore is None and not live.fact("unset"):
                 actions.append(
-                    SetWarmPool(ref, live.value, 0, 0.0, Reason("policy_removed", why.format(live=live.value)))
+                    SetWarmPool(
+                        ref,
+                        live.value,
+                        0,
+                        0.0,
+                        Reason("policy_removed", why.format(live=live.value)),
+                        restore_default=True,
+                    )
                 )
+            elif restore is not None and live.value != restore:
+                actions.append(
+                    SetWarmPool(ref, live.value, restore, 0.0, Reason("policy_removed", why.format(live=live.value)))
+                )
+            elif not dry_run:  # already as it was before scaleahead: nothing to write
+                self.store.forget_managed_field(key)
         if actions:
-            results.extend(self.apply_plan(Plan(now, tuple(actions)), now, dry_run=dry_run, source="release"))
+            done = self.apply_plan(Plan(now, tuple(actions)), now, dry_run=dry_run, source="release")
+            for res in done:
+                if res.outcome == "applied":
+                    self.store.forget_managed_field(res.action.target)
+            results.extend(done)
         return results
 
     def stop_reason(self, now: float) -> str:

@@ -1262,7 +1262,10 @@ class KubernetesTarget:
             )
             field = f"spec.template.metadata.annotations[{MIN_SCALE}]"
             value = _int_field(obj, field, ref.key, default=0)
-            room: dict[str, int] = {}
+            annotations = (
+                (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations")
+            ) or {}
+            room: dict[str, int] = {} if MIN_SCALE in annotations else {"unset": 1}
             if isinstance(action, SetWarmPool) and action.to_instances > value:
                 template = (obj.get("spec") or {}).get("template") or {}
                 free, binding = self._quota_room(ref.namespace, lambda: knative_pod_template(template))
@@ -1362,7 +1365,9 @@ class KubernetesTarget:
         ref = action.workload
         meta = {"resourceVersion": live.resource_version} if live.resource_version else {}
         if ref.kind == "KnativeService":
-            body = {"metadata": meta, "spec": {"template": {"metadata": {"annotations": {MIN_SCALE: str(value)}}}}}
+            # a merge patch's null removes the annotation: the platform's default applies again
+            ann = None if isinstance(action, SetWarmPool) and action.restore_default else str(value)
+            body = {"metadata": meta, "spec": {"template": {"metadata": {"annotations": {MIN_SCALE: ann}}}}}
             obj = self._call(
                 action,
                 self.custom.patch_namespaced_custom_object,

@@ -119,6 +119,10 @@ def check(
         if want - live.value > free:
             notes.append(f"limited by the namespace's {_quota_name(live)} ({free} more pods allowed)")
             want = live.value + free
+    if isinstance(action, SetWarmPool) and action.restore_default:
+        if live.fact("unset"):
+            return Verdict("noop", want, f"{live.field} is already unset", tuple(notes))
+        return Verdict("apply", want, "", tuple(notes))
     if want == live.value:
         return Verdict("noop", want, f"{live.field} is already {want}", tuple(notes))
     return Verdict("apply", want, "", tuple(notes))

@@ -461,10 +461,14 @@ def _stabilization_window(policies: Sequence[Policy]) -> float:
 UNLOADABLE_RETRY_S = 600.0
 
 
-def _may_hold_some(record: ManagedField) -> bool:
-    """Whether a managed field may hold warm instances scaleahead asked for: its recorded value, its
-    last confirmed write or a pending write (whose answer was lost: it may have landed) above 0. A
+def _may_need_release(record: ManagedField) -> bool:
+    """Whether a managed field may differ from what a release gives back: any record whose value
+    before scaleahead is known (even a function scaleahead cooled to 0 gets its own min-scale back),
+    else one that may hold warm instances scaleahead asked for: its recorded value, its last
+    confirmed write or a pending write (whose answer was lost: it may have landed) above 0. A
     function warmed from 0 whose first answer was lost has a recorded value of 0."""
+    if record.original_recorded:
+        return True
     pending = parse_intent(record.resource_version)
     return max(record.value, record.written_value or 0, pending[0] if pending else 0) > 0
 
@@ -806,7 +810,8 @@ class Daemon:
     def _release_removed(self, now: float, deps: Deps, settings: Settings) -> None:
         """Once a minute: the functions scaleahead set warm instances on (the managed-field records)
         that no policy names any more, for ``actuation.release_removed_after_s`` in a row as this
-        leader saw it, go back to min-scale 0 where they still hold the value scaleahead wrote
+        leader saw it, get back the min-scale they had before scaleahead where they still hold the
+        value scaleahead wrote
         (``Actuator.release``), at most ``RELEASES_PER_CHECK`` at a time. A policy that comes back, or
         is only skipped as invalid (``kept``), keeps its pool. Nothing while actuation is paused or
         the kill switch is on; in a dry run each is reported once; a failed release is tried again
@@ -827,7 +832,7 @@ class Daemon:
         orphans = {
             r.target
             for r in rows
-            if _may_hold_some(r)
+            if _may_need_release(r)
             and r.target.split("/", 1)[0] in actuator.RELEASED_KINDS
             and r.target not in named
             and r.target not in kept

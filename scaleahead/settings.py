@@ -143,9 +143,11 @@ class ActuationSettings(BaseModel):
     release_removed_after_s: float | None = Field(
         600.0,
         ge=0,
-        description="When no policy names a Knative Service that scaleahead set a min-scale above 0 on, set it "
-        "back to 0 after this long (s; 0: at the next check, once a minute), if it still holds the value "
-        "scaleahead wrote; never (null): keep it (docs/serverless.md, 'Removing a function's policy').",
+        description="When no policy names a Knative Service whose min-scale scaleahead set, give it back the "
+        "min-scale it had before scaleahead first wrote it (none: the annotation is removed; unknown for a "
+        "record from before migration 0008_original: 0) after this long (s; 0: at the next check, once a "
+        "minute), if it still holds the value scaleahead wrote; never (null): keep it (docs/serverless.md, "
+        "'Removing a function's policy').",
     )
 
     @field_validator("release_removed_after_s", mode="before")

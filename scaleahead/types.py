@@ -310,11 +310,14 @@ class SetWarmPool:
     to_instances: int
     keep_warm_s: float
     reason: Reason
+    #: Remove the field instead of writing ``to_instances`` (0), so that the platform's default
+    #: applies again: a released function whose Service had no ``min-scale`` before scaleahead.
+    restore_default: bool = False
     kind: Literal["SetWarmPool"] = "SetWarmPool"
 
     @property
     def is_noop(self) -> bool:
-        return self.from_instances == self.to_instances
+        return self.from_instances == self.to_instances and not self.restore_default
 
     @property
     def target(self) -> str:

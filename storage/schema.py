@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -128,6 +128,12 @@ class ManagedFieldRow(Base):
     #: baseline. None: none confirmed since migration ``0007_written``. A removed function policy's
     #: warm instances are released only from this value (``Actuator.release``).
     written_value: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: The field as it was before scaleahead's first write to it (recorded with that write's intent,
+    #: since migration ``0008_original``): ``original_value``, None where the field was not set at
+    #: all (a Service without ``min-scale``). ``original_recorded`` false: not known (a record from
+    #: before the migration). A removed function policy's Service gets this value back.
+    original_recorded: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    original_value: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class PodSteerRow(Base):

@@ -157,6 +157,18 @@ class ManagedField:
     human_seen_at: float | None = None
     #: The value scaleahead last confirmed writing (None: none since migration 0007_written).
     written_value: int | None = None
+    #: The field before scaleahead's first write to it (``original_value``; None: the field was not
+    #: set), when that was recorded (``original_recorded``; since migration 0008_original).
+    original_recorded: bool = False
+    original_value: int | None = None
+
+
+class Unrecorded:
+    """The type of ``UNRECORDED``: no original value given to ``Store.set_managed_field``."""
+
+
+#: ``Store.set_managed_field(original=...)`` default: nothing known about the field before.
+UNRECORDED = Unrecorded()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +225,16 @@ def _steer(r: PodSteerRow) -> StoredSteer:
 
 def _managed(r: ManagedFieldRow) -> ManagedField:
     return ManagedField(
-        r.target, r.field, r.value, r.resource_version, r.written_at, r.human_value, r.human_seen_at, r.written_value
+        r.target,
+        r.field,
+        r.value,
+        r.resource_version,
+        r.written_at,
+        r.human_value,
+        r.human_seen_at,
+        r.written_value,
+        bool(r.original_recorded),
+        r.original_value,
     )
 
 
@@ -671,14 +692,25 @@ class Store:
                 s.delete(r)
 
     def set_managed_field(
-        self, target: str, field: str, value: int, resource_version: str, now: float, written: bool = False
+        self,
+        target: str,
+        field: str,
+        value: int,
+        resource_version: str,
+        now: float,
+        written: bool = False,
+        original: int | None | Unrecorded = UNRECORDED,
     ) -> None:
         """Record what we just wrote (or are about to: an intent); clears any human edit seen before.
-        ``written``: the field is known to hold ``value`` because scaleahead wrote it (``written_value``)."""
+        ``written``: the field is known to hold ``value`` because scaleahead wrote it (``written_value``).
+        ``original``: what the field held before scaleahead's first write (None: not set), recorded
+        only if the target has no record yet (a later first write of a forgotten record records anew)."""
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
             if r is None:
-                r = ManagedFieldRow(target=target)
+                r = ManagedFieldRow(target=target, original_recorded=False)
+                if not isinstance(original, Unrecorded):
+                    r.original_recorded, r.original_value = True, original
                 s.add(r)
             r.field, r.value, r.resource_version, r.written_at = field, value, resource_version, now
             r.human_value, r.human_seen_at = None, None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -157,7 +159,7 @@ def test_migration_0007_adds_the_confirmed_value_without_claiming_old_rows(db_ur
         )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0007_written"
+    assert store.current_revision() == Store.head_revision() == "0008_original"
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
     store.set_managed_field("KnativeService/fn/a", "min-scale", 4, "intent:4:7", 20.0)  # an intent: not confirmed
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
@@ -170,3 +172,52 @@ def test_migration_0007_adds_the_confirmed_value_without_claiming_old_rows(db_ur
         rows = conn.execute(text("SELECT target, value FROM managed_fields")).all()
     assert [tuple(r) for r in rows] == [("KnativeService/fn/a", 5)]
     store.close()
+
+
+def test_migration_0008_records_a_fields_original_only_at_its_first_write(db_url: str) -> None:
+    """A record from before 0008_original has no known original (a release then writes 0); a first
+    write records the field as it was (None: not set), a later write or a re-created record after
+    forgetting records anew only then; a downgrade drops both columns and keeps the rest."""
+    from sqlalchemy import text
+
+    old = Store(db_url, upgrade=False)
+    old.upgrade("0007_written")
+    with old.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO managed_fields (target, field, value, resource_version, written_at, written_value) "
+                "VALUES ('KnativeService/fn/a', 'min-scale', 3, '7', 10.0, 3)"
+            )
+        )
+    old.close()
+    store = Store(db_url)
+    assert store.current_revision() == Store.head_revision() == "0008_original"
+    a = store.managed_field("KnativeService/fn/a")
+    assert a is not None and (a.original_recorded, a.original_value, a.written_value) == (False, None, 3)
+    store.set_managed_field("KnativeService/fn/a", "min-scale", 3, "intent:4:7", 20.0, original=3)
+    assert not store.managed_field("KnativeService/fn/a").original_recorded  # type: ignore[union-attr]
+    store.set_managed_field("KnativeService/fn/b", "min-scale", 0, "intent:2:1", 20.0, original=None)
+    store.set_managed_field("KnativeService/fn/c", "min-scale", 1, "intent:2:1", 20.0, original=1)
+    store.set_managed_field("KnativeService/fn/c", "min-scale", 2, "2", 21.0, written=True, original=2)
+    b, c = store.managed_field("KnativeService/fn/b"), store.managed_field("KnativeService/fn/c")
+    assert b is not None and (b.original_recorded, b.original_value) == (True, None)
+    assert c is not None and (c.original_recorded, c.original_value, c.written_value) == (True, 1, 2)
+    store.forget_managed_field("KnativeService/fn/c")
+    store.set_managed_field("KnativeService/fn/c", "min-scale", 0, "intent:2:5", 30.0, original=0)
+    assert store.managed_field("KnativeService/fn/c").original_value == 0  # type: ignore[union-attr]
+    store.downgrade("0007_written")
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT target, value, written_value FROM managed_fields ORDER BY target")).all()
+    assert [tuple(r) for r in rows] == [
+        ("KnativeService/fn/a", 3, 3),
+        ("KnativeService/fn/b", 0, None),
+        ("KnativeService/fn/c", 0, None),
+    ]
+    store.close()
+
+
+def test_docs_list_every_schema_revision() -> None:
+    """docs/storage.md names the revisions `db upgrade --revision` takes; a new migration is listed."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "storage.md").read_text()
+    listed = doc.split("one of the revision ids, oldest first:", 1)[1].split("; any other", 1)[0]
+    assert [r.strip(" `\n") for r in listed.split(",")] == Store.revisions()

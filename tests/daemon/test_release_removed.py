@@ -1,7 +1,9 @@
 """A removed function policy's warm instances are handed back: the Knative Service's min-scale
-that scaleahead set goes back to 0 (``Actuator.release``, ``Daemon._release_removed``), through the
-journal, never over someone else's value, and only after ``actuation.release_removed_after_s``
-without a policy. Against the Kubernetes API emulator through the official client, with SQLite."""
+that scaleahead set goes back to what it was before scaleahead first wrote it (unset, or its own
+value; 0 for a record older than that memory) (``Actuator.release``, ``Daemon._release_removed``),
+through the journal, never over someone else's value, and only after
+``actuation.release_removed_after_s`` without a policy. Against the Kubernetes API emulator through
+the official client, with SQLite."""
 
 from __future__ import annotations
 
@@ -51,27 +53,79 @@ def store(tmp_path: Path) -> Any:
     s.close()
 
 
-def _warmed(kube: Any, store: Store, now: float, instances: int = 3) -> Any:
-    """scaleahead's actuator, with a policy for fn, sets its min-scale to ``instances``."""
-    kube.cluster.put(KSVC, "default", "fn", _ksvc(None))
+def _warmed(kube: Any, store: Store, now: float, instances: int = 3, before: int | None = None) -> Any:
+    """scaleahead's actuator, with a policy for fn, sets its min-scale from ``before`` (None: no
+    annotation) to ``instances``."""
+    kube.cluster.put(KSVC, "default", "fn", _ksvc(before))
     pols = [policy("fn", kind="KnativeService")]
     act = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=2.0), store, pols)
-    res = act.apply_plan(Plan(now, (SetWarmPool(FN, 0, instances, 600.0, R),)), now)
+    res = act.apply_plan(Plan(now, (SetWarmPool(FN, before or 0, instances, 600.0, R),)), now)
     assert res[0].outcome == "applied" and _min_scale(kube) == str(instances)
     return Actuator(KubernetesTarget(kube.api_client(), [], timeout_s=2.0), store, [])  # the policy is gone
 
 
-def test_release_sets_the_min_scale_scaleahead_wrote_back_to_0_through_the_journal(kube: Any, store: Store) -> None:
+def test_release_removes_the_min_scale_a_service_did_not_have_before_through_the_journal(
+    kube: Any, store: Store
+) -> None:
     act = _warmed(kube, store, 1000.0)
+    mf = store.managed_field(FN.key)
+    assert mf is not None and mf.original_recorded and mf.original_value is None
     res = act.release([FN.key], 2000.0)
     assert [r.outcome for r in res] == ["applied"], res
-    assert _min_scale(kube) == "0"
+    assert _min_scale(kube) is None  # the annotation is gone: the platform's default applies again
     row = store.actions(limit=1)[0]
     assert (row.reason_code, row.state, row.from_value, row.to_value) == ("policy_removed", "applied", "3", "0")
-    assert "its policy was removed" in row.reason
-    assert store.managed_field(FN.key).value == 0  # type: ignore[union-attr]
+    assert "its policy was removed" in row.reason and "it had no min-scale before scaleahead" in row.reason
+    assert store.managed_field(FN.key) is None  # no longer scaleahead's
     assert act.release([FN.key], 2100.0) == []  # nothing left to release: no call, no journal row
     assert len(store.actions()) == 2
+
+
+def test_release_gives_back_the_services_own_min_scale_even_one_scaleahead_lowered(kube: Any, store: Store) -> None:
+    """The manifest said min-scale 2: raised to 5, it goes back to 2; cooled to 0 by scaleahead (a
+    function the forecast saw idle), it goes back to 2 as well."""
+    act = _warmed(kube, store, 1000.0, instances=5, before=2)
+    assert [r.outcome for r in act.release([FN.key], 2000.0)] == ["applied"]
+    assert _min_scale(kube) == "2" and store.managed_field(FN.key) is None
+    row = store.actions(limit=1)[0]
+    assert (row.from_value, row.to_value) == ("5", "2") and "2, its value before scaleahead" in row.reason
+
+    act = _warmed(kube, store, 3000.0, instances=0, before=2)
+    settings = Settings()
+    settings.actuation.release_removed_after_s = 0.0
+    from scaleahead.daemon import _may_need_release
+
+    assert _may_need_release(store.managed_field(FN.key))  # type: ignore[arg-type] - holds 0, still ours to give back
+    assert [r.outcome for r in act.release([FN.key], 4000.0)] == ["applied"]
+    assert _min_scale(kube) == "2" and store.managed_field(FN.key) is None
+
+    act = _warmed(kube, store, 5000.0, instances=3, before=None)
+    pols = [policy("fn", kind="KnativeService")]
+    cooling = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=2.0), store, pols)
+    assert cooling.apply_plan(Plan(5100.0, (SetWarmPool(FN, 3, 0, 600.0, R),)), 5100.0)[0].outcome == "applied"
+    assert _min_scale(kube) == "0"  # a "0" where there was no annotation: removed on release
+    assert [r.outcome for r in act.release([FN.key], 6000.0)] == ["applied"]
+    assert _min_scale(kube) is None and store.managed_field(FN.key) is None
+
+
+def test_a_record_from_before_migration_0008_goes_back_to_0(kube: Any, store: Store) -> None:
+    act = _warmed(kube, store, 1000.0, instances=3, before=2)
+    with store.engine.begin() as conn:  # as a row written before 0008_original
+        from sqlalchemy import text
+
+        conn.execute(text("UPDATE managed_fields SET original_recorded = false, original_value = NULL"))
+    res = act.release([FN.key], 2000.0)
+    assert [r.outcome for r in res] == ["applied"] and _min_scale(kube) == "0"
+    assert "0 (its value before scaleahead managed it was not recorded)" in store.actions(limit=1)[0].reason
+
+
+def test_only_the_first_write_records_the_original(kube: Any, store: Store) -> None:
+    _warmed(kube, store, 1000.0, instances=3, before=1)
+    pols = [policy("fn", kind="KnativeService")]
+    act = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=2.0), store, pols)
+    assert act.apply_plan(Plan(1100.0, (SetWarmPool(FN, 3, 4, 600.0, R),)), 1100.0)[0].outcome == "applied"
+    mf = store.managed_field(FN.key)
+    assert mf is not None and (mf.original_recorded, mf.original_value, mf.written_value) == (True, 1, 4)
 
 
 def test_a_value_someone_else_set_is_left_and_forgotten(kube: Any, store: Store) -> None:
@@ -142,7 +196,7 @@ def test_the_daemon_releases_after_the_grace_period_only_what_its_shard_owns(
     minutes = []
     for minute in range(8):
         daemon.tick(clock.now())
-        if _min_scale(kube) == "0" and not minutes:
+        if _min_scale(kube) is None and not minutes:
             minutes.append(minute)
         clock.sleep(60.0)
     assert minutes == [5], "released at the first check at least 300 s after it was first seen without a policy"
@@ -165,9 +219,9 @@ def test_a_policy_back_within_the_grace_period_keeps_its_warm_pool_and_null_neve
         if minute == 4:  # ... and goes again: the grace period starts over
             daemon.set_policies(web)
         daemon.tick(clock.now())
-        assert minute >= 9 or _min_scale(kube) != "0", f"released at minute {minute}"
+        assert minute >= 9 or _min_scale(kube) is not None, f"released at minute {minute}"
         clock.sleep(60.0)
-    assert _min_scale(kube) == "0"  # minute 9: 300 s after minute 4
+    assert _min_scale(kube) is None  # minute 9: 300 s after minute 4
 
     settings.actuation.release_removed_after_s = None
     daemon2, _ = _daemon(kube, store, nasa, settings)
@@ -204,7 +258,7 @@ def test_a_write_whose_answer_was_lost_but_landed_is_released(kube: Any, store: 
     assert res[0].outcome == "failed" and _min_scale(kube) == "4"
     assert store.managed_field(FN.key).written_value == 3  # type: ignore[union-attr] - the 4 is an intent
     assert [r.outcome for r in act.release([FN.key], 2000.0)] == ["applied"]
-    assert _min_scale(kube) == "0"
+    assert _min_scale(kube) is None
 
 
 def test_checked_once_a_minute_at_10_s_ticks_and_a_leader_again_waits_the_whole_delay(
@@ -222,7 +276,7 @@ def test_checked_once_a_minute_at_10_s_ticks_and_a_leader_again_waits_the_whole_
     _ticks(daemon, 4, step_s=10.0)  # a leader again: 4 minutes is not 5
     assert _min_scale(kube) == "3"
     _ticks(daemon, 1.5, step_s=10.0)
-    assert _min_scale(kube) == "0"
+    assert _min_scale(kube) is None
     released = [a for a in store.actions() if a.reason_code == "policy_removed"]
     assert len(released) == 1, "one check a minute, one release"
 
@@ -247,7 +301,7 @@ def test_nothing_is_released_while_paused_or_under_the_kill_switch_and_a_dry_run
     assert [r.state for r in rows] == ["dry-run"] and _min_scale(kube) == "3"
     settings.actuation.dry_run = False
     _ticks(daemon, 2)
-    assert _min_scale(kube) == "0"
+    assert _min_scale(kube) is None
 
 
 def test_a_failed_release_backs_off_and_a_skipped_policy_keeps_its_pool(kube: Any, store: Store, nasa: Series) -> None:
@@ -265,7 +319,7 @@ def test_a_failed_release_backs_off_and_a_skipped_policy_keeps_its_pool(kube: An
     assert 3 <= len(tries) <= 5, f"1, 2, 4, 8 minutes apart: {len(tries)} tries in 16 minutes"
     kube.cluster.faults.clear()
     _ticks(daemon, 20)
-    assert _min_scale(kube) == "0"
+    assert _min_scale(kube) is None
 
 
 def test_run_answers_for_its_shard_and_namespace_only() -> None:
@@ -301,7 +355,7 @@ def test_a_function_warmed_from_0_whose_answer_was_lost_is_still_released(
     mf = store.managed_field(FN.key)
     assert mf is not None and mf.value == 0 and mf.written_value is None and _min_scale(kube) == "3"
     _ticks(daemon, 2)
-    assert _min_scale(kube) == "0"
+    assert _min_scale(kube) is None
 
 
 def test_a_record_from_before_migration_0007_is_released_on_the_journals_word(kube: Any, store: Store) -> None:
