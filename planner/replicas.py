@@ -247,10 +247,10 @@ def explain(
         if b.code == "fallback_reactive":
             text = f"{b.why}: fallback reactive, {seen} {target}"
             age = now - state.observed_at
-            if age > spec.fallback.stale_after_seconds:
+            if age > stale_limit(spec):
                 text += (
                     f"; that observation is {age:.0f} s old (staleAfterSeconds "
-                    f"{spec.fallback.stale_after_seconds:g}), so it may scale out but not in"
+                    f"{spec.fallback.stale_after_seconds:g}{_or_step(spec)}), so it may scale out but not in"
                 )
         elif b.code == "fallback_static":
             text = f"{b.why}: fallback static {int(spec.fallback.static_replicas or 0)} replicas"
@@ -394,6 +394,21 @@ def _windows(forecast: Forecast, spec: PolicySpec, now: float, interval_s: float
     )
 
 
+def stale_limit(spec: PolicySpec) -> float:
+    """How old the newest observation and the forecast's origin may be before a service's history
+    or forecast is stale: ``fallback.staleAfterSeconds``, or one ``demand.stepSeconds`` when that is
+    longer. A point ends its step, so between two points the newest one ages by a whole step with
+    Prometheus fully up to date: a 5-minute recording rule under the default 60 s would fall back
+    in four cycles of five."""
+    return max(spec.fallback.stale_after_seconds, spec.demand.step_seconds)
+
+
+def _or_step(spec: PolicySpec) -> str:
+    """ ", or one step: 300 s" where the step is the longer limit (the reason's wording)."""
+    step = spec.demand.step_seconds
+    return f", or one step: {step:g} s" if step > spec.fallback.stale_after_seconds else ""
+
+
 def decide_replicas(
     workload: WorkloadRef,
     spec: PolicySpec,
@@ -406,7 +421,7 @@ def decide_replicas(
     current = state.replicas
     per = spec.capacity_per_replica
     observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at)
-    fresh = observed_ok and now - state.observed_at <= spec.fallback.stale_after_seconds
+    fresh = observed_ok and now - state.observed_at <= stale_limit(spec)
     reactive = replicas_for(state.observed_demand, spec) if observed_ok else 0
 
     fallback: str | None = None
@@ -420,7 +435,7 @@ def decide_replicas(
         why = f"forecast without a valid time (origin {forecast.origin}, step {forecast.step_s} s)"
     elif not fresh:
         why = "stale history"
-    elif now - forecast.origin > spec.fallback.stale_after_seconds:
+    elif now - forecast.origin > stale_limit(spec):
         why = f"stale forecast (made {now - forecast.origin:.0f} s ago)"
     elif forecast.origin + forecast.horizon_s < now + spec.startup_seconds:
         why = "forecast too short"

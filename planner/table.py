@@ -20,6 +20,7 @@ from threading import Lock
 import numpy as np
 import numpy.typing as npt
 
+from planner.replicas import stale_limit
 from scaleahead.policy import FallbackMode, Policy, PolicySpec, WorkloadClass
 from scaleahead.types import WorkloadRef
 
@@ -42,7 +43,7 @@ _SPEC = attrgetter(
     "ramp_floor.window_seconds",
     "ramp_floor.min_t_stat",
 )
-_FALLBACK = attrgetter("mode", "static_replicas", "stale_after_seconds")
+_FALLBACK = attrgetter("mode", "static_replicas")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -54,7 +55,8 @@ class SpecColumns:
     ``objective`` is True); ``quantile`` is the fixed quantile when every row plans at the same one,
     else None. ``cost_weight``, ``slo_weight`` and ``churn_weight`` are the objective's weights;
     ``ramp_window_s`` and ``ramp_min_t`` the ramp floor's window and t statistic.
-    ``modes[i]`` is row ``i``'s fallback mode as a string (what ``Plan.fallbacks`` holds).
+    ``modes[i]`` is row ``i``'s fallback mode as a string (what ``Plan.fallbacks`` holds);
+    ``stale_after_s`` is ``replicas.stale_limit`` (staleAfterSeconds, or one demand step if longer).
     """
 
     specs: Sequence[PolicySpec]
@@ -92,7 +94,8 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
     idx = np.fromiter((rows[id(s)] for s in specs), np.int64, count=len(specs))
     raw = [_SPEC(s) for s in uniq]
     params = np.array([[np.nan if v is None else v for v in r] for r in raw], dtype=np.float64).reshape(-1, 14)[idx]
-    fb = [_FALLBACK(s.fallback) for s in uniq]
+    # staleAfterSeconds, or one demand step when that is longer (replicas.stale_limit)
+    fb = [(*_FALLBACK(s.fallback), stale_limit(s)) for s in uniq]
     flags = np.array(
         [(m == FallbackMode.REACTIVE, m == FallbackMode.STATIC, r or 0, a) for m, r, a in fb], dtype=np.float64
     ).reshape(-1, 4)[idx]

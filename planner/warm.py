@@ -144,7 +144,8 @@ def decide_warm_pool(
     # (a recording rule) wants staleAfterSeconds of two steps (docs/serverless.md).
     data_age = now - forecast.data_until if forecast is not None and forecast.data_until is not None else -math.inf
     old_data = data_age > max(stale_after, forecast.step_s if forecast is not None else 0.0)
-    stale = forecast is not None and (now - forecast.origin > stale_after or old_data)
+    limit = max(stale_after, spec.demand.step_seconds)  # a step longer than staleAfterSeconds: one step
+    stale = forecast is not None and (now - forecast.origin > limit or old_data)
     too_short = forecast is not None and forecast.origin + forecast.horizon_s <= now
     if forecast is None or stale or too_short:
         why = (

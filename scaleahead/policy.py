@@ -208,7 +208,10 @@ class Fallback(_Model):
     mode: FallbackMode = Field(FallbackMode.REACTIVE, description="Fallback mode when the forecast is unusable.")
     static_replicas: OptInt = Field(None, ge=0, le=MAX_INT32, description="Replicas in mode static.")
     stale_after_seconds: Float = Field(
-        60.0, gt=0, description="History whose newest point is older than this is stale (s)."
+        60.0,
+        gt=0,
+        description="History whose newest point (or a forecast whose origin) is older than this, or than "
+        "one demand.stepSeconds when that is longer, is stale (s).",
     )
 
 

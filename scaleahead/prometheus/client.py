@@ -657,6 +657,8 @@ class _Assembly:
         self.bad = 0
         self.negative = 0
         self.points = 0
+        self.off_grid = 0  # samples at a time outside the range or between its steps
+        self.histograms = False  # a native histogram series: "histograms", no "values"
 
     def add(self, result: Sequence[Any]) -> None:
         req = self.req
@@ -683,6 +685,7 @@ class _Assembly:
                 kind="data",
             )
         self.labels = metric
+        self.histograms |= bool(result[0].get("histograms")) and not result[0].get("values")
         try:
             ts, vs = _decode_values(result[0].get("values") or ())
         except (TypeError, ValueError, IndexError, KeyError) as exc:
@@ -697,7 +700,9 @@ class _Assembly:
             ) from exc
         self.points += len(ts)
         idx = np.rint((ts - self.first) / req.step_s).astype(np.int64)
-        ok = (idx >= 0) & (idx < self.n)
+        # on the grid to Prometheus' millisecond precision
+        ok = (idx >= 0) & (idx < self.n) & (np.abs(ts - (self.first + idx * req.step_s)) <= 2e-3)
+        self.off_grid += int((~ok).sum())
         finite = np.isfinite(vs)
         self.bad += int((ok & ~finite).sum())
         negative = finite & (vs < 0)  # demand is never negative: a broken query (deriv() for rate())
@@ -724,6 +729,29 @@ class _Assembly:
                 req.query,
                 self.negative,
                 _metric_text(self.labels or {}),
+            )
+        if self.off_grid:
+            log.warning(
+                "Workload %s, query %r: dropped %d sample(s) at times outside the range asked for or between its "
+                "%g s steps (a Prometheus answers on the grid: check any proxy in between).",
+                req.label,
+                req.query,
+                self.off_grid,
+                req.step_s,
+            )
+        if self.labels is not None and self.points == 0 and not req.allow_empty:
+            histogram = self.histograms
+            raise PrometheusError(
+                f"series {_metric_text(self.labels)} came without samples"
+                + (" (a native histogram: its points are histograms, not numbers)." if histogram else "."),
+                "Wrap a native histogram in histogram_count(rate(...)) or histogram_sum(rate(...)) to get "
+                "a number per step."
+                if histogram
+                else "Check that the URL points at a Prometheus-compatible API (and any proxy in between passes "
+                "its answers through unchanged).",
+                workload=req.label,
+                query=req.query,
+                kind="data",
             )
         if self.labels is None and not req.allow_empty:
             raise PrometheusError(
@@ -752,11 +780,19 @@ def _decode_values(values: Sequence[Any]) -> tuple[FloatArray, FloatArray]:
         return empty, empty
     try:
         ts = np.fromiter((p[0] for p in values), dtype=np.float64, count=len(values))
-        vs = np.array([p[1] for p in values], dtype=np.float64)
-    except (TypeError, ValueError, IndexError, KeyError):
+        raw = [p[1] for p in values]
+        if None in raw:  # null parses as NaN: a malformed sample, not a value
+            raise TypeError("null value")
+        vs = np.array(raw, dtype=np.float64)
+        if not np.isfinite(ts).all():  # a time of null or "NaN": malformed, not a missing step
+            i = int(np.flatnonzero(~np.isfinite(ts))[0])
+            raise ValueError(f"sample {i} is {_excerpt(values[i])}")
+    except (TypeError, ValueError, IndexError, KeyError) as exc:
+        if str(exc).startswith("sample "):
+            raise
         for i, p in enumerate(values):  # find the first bad sample to name it (only on the error path)
             try:
-                if isinstance(p, str | bytes) or len(p) != 2:
+                if isinstance(p, str | bytes) or len(p) != 2 or p[1] is None:
                     raise ValueError
                 float(p[0]), float(p[1])
             except (TypeError, ValueError, IndexError, KeyError):

@@ -62,6 +62,7 @@ def services(
     hi = draw(st.integers(max(lo, 1), 60))
     mode = draw(st.sampled_from(["reactive", "current", "static"]))
     fallback: dict[str, Any] = {"mode": mode, "staleAfterSeconds": draw(st.sampled_from([30.0, 60.0, 600.0]))}
+    step = draw(st.sampled_from([10.0, 10.0, 120.0]))
     if mode == "static" or draw(st.booleans()):
         fallback["staticReplicas"] = draw(st.integers(0, 70))
     policy = service_policy(
@@ -81,9 +82,14 @@ def services(
         targetUtilization=draw(st.sampled_from([0.5, 0.8, 1.0])),
         capacityPerReplica=draw(st.sampled_from([0.5, 2.0, 10.0, 1470.0])),
         fallback=fallback,
-        demand={"query": "q", "unit": draw(st.sampled_from(["req/s", "CPU %"]))},
+        demand={
+            "query": "q",
+            "unit": draw(st.sampled_from(["req/s", "CPU %"])),
+            # a step longer than staleAfterSeconds moves the stale limit (replicas.stale_limit)
+            "stepSeconds": step,
+        },
         rampFloor={
-            "windowSeconds": draw(st.sampled_from([0.0, 300.0, 300.0])),
+            "windowSeconds": draw(st.sampled_from([0.0, 300.0, 300.0] if step < 100 else [0.0, 600.0])),
             "minTStat": draw(st.sampled_from([0.5, 3.0])),
         },
     )

@@ -28,9 +28,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -147,6 +148,8 @@ class ProxyState:
     slow_delay_s: float = 0.0
     #: Added to each JSON answer's "warnings" (as Thanos does for a partial answer).
     warning: str | None = None
+    #: Applied to each JSON answer (a broken proxy, a native histogram): the decoded document in, out.
+    rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     seen: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -183,9 +186,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 answer = resp.read()
-                if st.warning is not None and not resp.headers.get("Content-Encoding"):
+                if (st.warning is not None or st.rewrite is not None) and not resp.headers.get("Content-Encoding"):
                     doc = json.loads(answer)
-                    doc["warnings"] = [*doc.get("warnings", []), st.warning]
+                    if st.warning is not None:
+                        doc["warnings"] = [*doc.get("warnings", []), st.warning]
+                    if st.rewrite is not None:
+                        doc = st.rewrite(doc)
                     answer = json.dumps(doc).encode()
                 self._reply(resp.status, answer, resp.headers.get("Content-Encoding"))
         except urllib.error.HTTPError as exc:

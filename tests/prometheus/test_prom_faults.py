@@ -275,3 +275,61 @@ def test_an_answer_warned_to_be_partial_is_not_used_as_demand(prom, proxy, make_
     proxy.state.warning = "partial response: store down"
     accepting = PrometheusHistory(PrometheusClient(PrometheusConfig(proxy.url, accept_partial=True)))
     assert p.workload in accepting.read([p], now)
+
+
+def _each_result(change):  # type: ignore[no-untyped-def]
+    def rewrite(doc):  # type: ignore[no-untyped-def]
+        for series in (doc.get("data") or {}).get("result") or []:
+            change(series)
+        return doc
+
+    return rewrite
+
+
+def test_a_native_histogram_answer_is_an_error_saying_what_to_wrap_it_in(prom, proxy) -> None:
+    """Prometheus answers a native histogram series with "histograms", no "values": before, that read
+    as a series with every step missing, with no error (found in review)."""
+
+    def to_histograms(series):  # type: ignore[no-untyped-def]
+        series["histograms"] = [[t, {"count": v, "sum": v, "buckets": []}] for t, v in series.pop("values")]
+
+    proxy.state.rewrite = _each_result(to_histograms)
+    client = PrometheusClient(PrometheusConfig(proxy.url, retries=0))
+    with pytest.raises(PrometheusError) as err:
+        client.range_series(one_hour(prom))
+    assert "native histogram" in str(err.value) and "histogram_count(rate(...))" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (lambda p: [None, p[1]], "sample 3 is [null, "),
+        (lambda p: ["NaN", p[1]], 'sample 3 is ["NaN", '),
+        (lambda p: [p[0], None], "sample 3 is ["),
+    ],
+    ids=["null time", "NaN time", "null value"],
+)
+def test_a_sample_with_a_null_or_nan_time_or_a_null_value_is_a_malformed_answer(prom, proxy, bad, says) -> None:
+    """Before, a null or NaN time dropped its sample silently and a null value read as NaN."""
+
+    def spoil(series):  # type: ignore[no-untyped-def]
+        series["values"][3] = bad(series["values"][3])
+
+    proxy.state.rewrite = _each_result(spoil)
+    client = PrometheusClient(PrometheusConfig(proxy.url, retries=0))
+    with pytest.raises(PrometheusError) as err:
+        client.range_series(one_hour(prom))
+    assert "malformed sample" in str(err.value) and says in str(err.value)
+
+
+def test_samples_off_the_grid_are_dropped_with_a_warning(prom, proxy, caplog) -> None:
+    def shift(series):  # type: ignore[no-untyped-def]
+        series["values"][5][0] += 3.0  # between two steps
+        series["values"][6][0] += 10 * 3600  # far after the range
+
+    proxy.state.rewrite = _each_result(shift)
+    client = PrometheusClient(PrometheusConfig(proxy.url, retries=0))
+    with caplog.at_level("WARNING"):
+        got = client.range_series(one_hour(prom))
+    assert np.isnan(got.values[5]) and np.isnan(got.values[6]) and np.isfinite(got.values[4])
+    assert any("dropped 2 sample(s) at times outside the range" in r.getMessage() for r in caplog.records)
