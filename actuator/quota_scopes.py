@@ -8,8 +8,8 @@ applies to a pod that asks for CPU or memory. Pure: no I/O.
 Matched from the pod template (what the workload's next pod will look like):
 
 - ``Terminating`` / ``NotTerminating``: ``spec.activeDeadlineSeconds`` set / not set;
-- ``BestEffort`` / ``NotBestEffort``: no container (nor init container) requests or limits CPU or
-  memory / some does;
+- ``BestEffort`` / ``NotBestEffort``: no container (nor init container, nor the pod's pod-level
+  ``spec.resources``) requests or limits CPU or memory / some does;
 - ``PriorityClass``: ``spec.priorityClassName`` (operators ``In``, ``NotIn``, ``Exists``,
   ``DoesNotExist``); a pod without one matches as the empty name, though a cluster's
   ``globalDefault`` PriorityClass would give it that class's name at admission;
@@ -58,8 +58,9 @@ def _matches(scope: str, op: str, values: Sequence[str], pod: Mapping[str, Any])
 
 
 def _best_effort(pod: Mapping[str, Any]) -> bool:
-    """Kubernetes' QoS rule: no container asks for (or is limited to) more than zero CPU or memory."""
-    for c in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]:
+    """Kubernetes' QoS rule: no container asks for (or is limited to) more than zero CPU or memory,
+    nor does the pod itself (pod-level ``spec.resources``, which decides the QoS class where set)."""
+    for c in [{"resources": pod.get("resources")}, *(pod.get("containers") or []), *(pod.get("initContainers") or [])]:
         r = c.get("resources") or {}
         for kind in ("requests", "limits"):
             if any(_above_zero((r.get(kind) or {}).get(res)) for res in ("cpu", "memory")):

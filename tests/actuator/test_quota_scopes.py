@@ -50,6 +50,10 @@ def quota(scopes=(), **selector) -> dict:
         (quota(["BestEffort"]), sized({"requests": {"cpu": "0", "memory": "0Mi"}}), True),
         (quota(["BestEffort"]), sized({"limits": {"cpu": "0.0"}}), True),
         (quota(["NotBestEffort"]), sized({"requests": {"cpu": "0m"}}), False),
+        # Pod-level resources decide the QoS class where set: such a pod is not best-effort.
+        (quota(["BestEffort"]), {**BARE, "resources": {"limits": {"memory": "1Gi"}}}, False),
+        (quota(["NotBestEffort"]), {**BARE, "resources": {"requests": {"cpu": "500m"}}}, True),
+        (quota(["BestEffort"]), {**BARE, "resources": {"requests": {"cpu": "0"}}}, True),
         (quota(["Terminating"]), SIZED, False),
         (quota(["Terminating"]), JOB, True),
         (quota(["NotTerminating"]), SIZED, True),
