@@ -1145,8 +1145,8 @@ class KubernetesTarget:
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
                 continue
         self._templates = templates
-        pod_quotas, resource_quotas, members = (
-            self._namespace_quotas(pods_now, asked_now, templates) if self.quotas else ({}, {}, {})
+        pod_quotas, resource_quotas, members, refused = (
+            self._namespace_quotas(pods_now, asked_now, templates) if self.quotas else ({}, {}, {}, {})
         )
         state = ClusterState(
             workloads=states,
@@ -1154,6 +1154,7 @@ class KubernetesTarget:
             resource_quotas=resource_quotas,
             pod_shapes=shapes,
             quota_members=members,
+            quota_refused=refused,
         )
         if not self.placement:
             return state
@@ -1170,9 +1171,12 @@ class KubernetesTarget:
         pods_now: Mapping[WorkloadRef, int],
         asked_now: Mapping[WorkloadRef, Mapping[str, int]],
         templates: Mapping[WorkloadRef, Mapping[str, Any]],
-    ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, frozenset[WorkloadRef]]]:
+    ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, frozenset[WorkloadRef]], dict[WorkloadRef, str]]:
         """The pools the namespaces' ResourceQuotas make of the managed workloads read
-        (``ClusterState.pod_quotas``, ``resource_quotas``, ``quota_members``).
+        (``ClusterState.pod_quotas``, ``resource_quotas``, ``quota_members``), and the workloads
+        whose new pods a quota refuses outright (``quota_refused``: a container leaves unset a
+        resource the quota constrains; known only where the namespace's LimitRanges could be read,
+        as in ``_quota_room``).
 
         A pool holds what its quotas leave (``hard - used``; 0 when a quota is already over its
         limit, since Kubernetes removes no running pod for it) plus what its workloads' pods have or
@@ -1187,6 +1191,20 @@ class KubernetesTarget:
         pods: dict[str, int] = {}
         resources: dict[str, dict[str, int]] = {}
         members: dict[str, frozenset[WorkloadRef]] = {}
+        refused: dict[WorkloadRef, str] = {}
+
+        def check_unset(rq: Mapping[str, Any], keys: Sequence[str], refs: Sequence[WorkloadRef]) -> None:
+            if not keys or self._limit_defaults_read(refs[0].namespace) is None:
+                return
+            name = str((rq.get("metadata") or {}).get("name") or "unnamed")
+            for r in refs:
+                unset = unset_resources(templates.get(r) or {}, keys)
+                if unset and r not in refused:
+                    refused[r] = (
+                        f"ResourceQuota {r.namespace}/{name} on {' and '.join(unset)} refuses pods whose "
+                        f"containers do not set it, and a container of {r.key}'s pod template sets none: set "
+                        f"resources.{unset[0]} on every container, or a LimitRange default"
+                    )
 
         def add_pool(key: str, left: Mapping[str, int], refs: Sequence[WorkloadRef]) -> None:
             if "pods" in left:
@@ -1211,10 +1229,12 @@ class KubernetesTarget:
                 room = _rooms(rq)
                 if not room:
                     continue
+                keys = sorted(k for k in room if k != "pods")
                 if spec.get("scopes") or spec.get("scopeSelector"):
                     refs = [r for r in here if quota_applies(rq, templates.get(r) or {})]
                     if not refs:
                         continue
+                    check_unset(rq, keys, refs)
                     if len(refs) < len(here):
                         name = str((rq.get("metadata") or {}).get("name") or "unnamed")
                         key = f"{ns}/{name}"
@@ -1222,11 +1242,13 @@ class KubernetesTarget:
                         if key in pods or key in resources:
                             members[key] = frozenset(refs)
                         continue
+                else:
+                    check_unset(rq, keys, here)
                 for k, v in room.items():
                     shared[k] = min(shared.get(k, v), v)
             if shared:
                 add_pool(ns, shared, here)
-        return pods, resources, members
+        return pods, resources, members, refused
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""

@@ -27,6 +27,7 @@ from scaleahead.types import (
     InvocationForecast,
     LazyReason,
     Plan,
+    Reason,
     ScaleTo,
     SetWarmPool,
     WorkloadRef,
@@ -106,6 +107,8 @@ def plan(
         for (_, (ref, _, _)), d in zip(functions, warm, strict=True):
             if d.fallback:
                 fallbacks[ref] = d.fallback
+    if state.quota_refused:
+        final = [_hold_refused(a, state.quota_refused) for a in final]
     if capacity or state.pod_quotas or state.resource_quotas:
         specs = [p.spec for p in table.policies]  # ``final`` is in policy order, one action each
         final, fair_notes = _share_capacity(
@@ -173,6 +176,29 @@ def _now_and_wanted(a: ScaleTo | SetWarmPool) -> tuple[int, int]:
     if isinstance(a, SetWarmPool):
         return a.from_instances, a.to_instances
     return a.from_replicas, a.to_replicas
+
+
+def _hold_refused(action: Action, refused: Mapping[WorkloadRef, str]) -> Action:
+    """``action``, or, when it adds pods a ResourceQuota refuses outright (``ClusterState.quota_refused``),
+    a hold at the current count that says why and what the plan wanted (reason ``quota_refused``):
+    the API server would refuse every new pod, so the quota's room goes to the others."""
+    if isinstance(action, ScaleTo):
+        have, want = action.from_replicas, action.to_replicas
+    elif isinstance(action, SetWarmPool):
+        have, want = action.from_instances, action.to_instances
+    else:
+        return action
+    why = refused.get(action.workload)
+    if why is None or want <= have:
+        return action
+    ref = action.workload
+    text = f"hold {ref.namespace}/{ref.name} at {have}: the plan wanted {want} ({action.reason.message}), but {why}"
+    reason = Reason("quota_refused", text, {"wanted": want, "held": have})
+    return (
+        replace(action, to_replicas=have, reason=reason)
+        if isinstance(action, ScaleTo)
+        else (replace(action, to_instances=have, reason=reason))
+    )
 
 
 def _share_capacity(

@@ -645,6 +645,11 @@ class ClusterState:
     #: ``namespace/quota-name``, and those workloads. A key without ``/`` is a namespace: every
     #: managed workload read in it.
     quota_members: Mapping[str, frozenset[WorkloadRef]] = field(default_factory=dict)
+    #: Managed workloads whose new pods a ResourceQuota refuses outright, and why: the quota
+    #: constrains a resource (``requests.cpu``, ...) that a container of the pod template (with the
+    #: namespace's LimitRange defaults) leaves unset ("must specify requests.cpu"). The planner holds
+    #: them at their current count instead of planning pods the API server would refuse.
+    quota_refused: Mapping[WorkloadRef, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,3 +165,42 @@ def test_unset_keys_are_read_from_every_container_and_a_limit_sets_the_request()
     }
     keys = ["requests.cpu", "requests.memory", "limits.cpu", "limits.memory"]
     assert unset_resources(template, keys) == ["limits.cpu", "limits.memory", "requests.memory"]
+
+
+def test_the_planner_holds_a_workload_whose_pods_the_quota_refuses_and_gives_the_room_to_others(kube) -> None:  # type: ignore[no-untyped-def]
+    """The same quota seen by the planner (``ClusterState.quota_refused``): the workload whose
+    container sets no CPU request is held at its count with the reason (before, the planner
+    counted its pods as asking no CPU, planned them, and the actuator skipped them every cycle),
+    and the other workload in the pool may take the room; a LimitRange default lifts the hold."""
+    from planner import plan
+    from scaleahead.types import ClusterState, Forecast
+
+    import numpy as np
+
+    api = WorkloadRef("Deployment", "default", "api")
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))  # its container sets nothing
+    sized = deployment(2)
+    sized["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    kube.cluster.put(DEPLOYMENTS, "default", "api", sized)
+    kube.cluster.put(
+        QUOTAS, "default", "cpu", {"status": {"hard": {"requests.cpu": "6"}, "used": {"requests.cpu": "2"}}}
+    )
+    pols = [policy(), policy("api")]
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=2.0)
+    state = target.read_state([WEB, api])
+    assert set(state.quota_refused) == {WEB} and "requests.cpu" in state.quota_refused[WEB]
+
+    def wants(ref: WorkloadRef) -> Forecast:  # 9 replicas at 10 per replica and the 0.9 target
+        return Forecast(ref, NOW - 10, 10.0, {0.5: np.full(90, 80.0), 0.9: np.full(90, 80.0), 0.99: np.full(90, 80.0)})
+
+    from dataclasses import replace
+
+    seen = {r: replace(ws, observed_demand=80.0, observed_at=NOW - 5) for r, ws in state.workloads.items()}
+    state = replace(state, workloads=seen)  # Prometheus's part of the state
+    got = {a.workload: a for a in plan({WEB: wants(WEB), api: wants(api)}, state, pols, NOW).actions}
+    assert (got[WEB].from_replicas, got[WEB].to_replicas, got[WEB].reason.code) == (2, 2, "quota_refused")
+    assert "the plan wanted 9" in got[WEB].reason.message and "sets none" in got[WEB].reason.message
+    assert got[api].to_replicas == 6  # 4 CPUs left + its own 2: all of the pool
+    kube.cluster.put(LIMITRANGES, "default", "defaults", _limit_range(defaultRequest={"cpu": "100m"}))
+    target._limit_ranges.clear()
+    assert target.read_state([WEB, api]).quota_refused == {}
