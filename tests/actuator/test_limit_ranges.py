@@ -172,10 +172,10 @@ def test_the_planner_holds_a_workload_whose_pods_the_quota_refuses_and_gives_the
     container sets no CPU request is held at its count with the reason (before, the planner
     counted its pods as asking no CPU, planned them, and the actuator skipped them every cycle),
     and the other workload in the pool may take the room; a LimitRange default lifts the hold."""
-    from planner import plan
-    from scaleahead.types import ClusterState, Forecast
-
     import numpy as np
+
+    from planner import plan
+    from scaleahead.types import Forecast
 
     api = WorkloadRef("Deployment", "default", "api")
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))  # its container sets nothing
