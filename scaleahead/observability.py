@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from scaleahead.types import ScaleTo, WorkloadRef
+from scaleahead.types import ScaleTo, SetWarmPool, WorkloadRef
 
 #: Quantiles exported per workload, and the leads (s after the origin) at which they are exported.
 EXPORTED_QUANTILES = (0.5, 0.9)
@@ -220,6 +220,8 @@ class Metrics:
                     self.forecast_peak.labels(workload=key).set(float(peak))
                 else:  # a fallback: no peak now, not the last one's
                     _remove(self.forecast_peak, key)
+            if isinstance(action, ScaleTo | SetWarmPool):  # a function's warm pool falls back too
+                key = action.workload.key
                 for mode in ("reactive", "current", "static"):
                     self.fallback.labels(workload=key, mode=mode).set(1.0 if active.get(key) == mode else 0.0)
         for mode in active.values():

@@ -100,3 +100,28 @@ def test_a_history_outage_keeps_every_warm_pool(tmp_path: Path) -> None:
     assert warm == [[1, 1, 1]] * 4
     writes = [a for a in target.applied if isinstance(a, SetWarmPool)]
     assert len(writes) == 3, "only the first pre-warm: no cool and re-warm (a Knative Revision each)"
+
+
+def test_a_function_in_fallback_shows_in_the_fallback_gauge_the_alert_reads(tmp_path: Path) -> None:
+    """docs/serverless.md promises a function's fallback in `scaleahead_fallback_active` (and so
+    alert ScaleaheadWorkloadInFallback); found in review: only services' actions set the gauge."""
+    pol = _function()
+    daemon, clock = _daemon(tmp_path, [pol], np.full(3000, 4.0))
+    history = daemon.history.inner
+    assert isinstance(history, _Flaky)
+
+    def active() -> dict[str, float]:
+        out = {}
+        for line in daemon.metrics.render().decode().splitlines():
+            if line.startswith("scaleahead_fallback_active{") and pol.workload.key in line:
+                mode = line.split('mode="', 1)[1].split('"', 1)[0]
+                out[mode] = float(line.rsplit(" ", 1)[1])
+        return out
+
+    daemon.tick(clock.now())
+    assert active() and not any(active().values())  # a forecast: in no fallback
+    clock.sleep(10.0)
+    history.down = True
+    report = daemon.tick(clock.now()).report
+    assert report is not None and pol.workload in report.plan.fallbacks
+    assert active()[report.plan.fallbacks[pol.workload]] == 1.0

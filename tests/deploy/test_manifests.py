@@ -451,3 +451,28 @@ def test_the_grafana_dashboard_only_queries_metrics_the_daemon_exports() -> None
             used |= set(re.findall(r"\bscaleahead_[a-z_0-9]+", target["expr"]))
     assert used, "the dashboard queries something"
     assert used <= exported, f"unknown metrics: {used - exported}"
+
+
+#: Kinds without a namespace (everything else in deploy/ must land in scaleahead-system).
+CLUSTER_SCOPED = {
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Namespace",
+    "PriorityClass",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_namespaced_object_lands_in_scaleahead_system(overlay: str) -> None:
+    """`kubectl apply -k` without `-n` (as docs/operations.md says) puts an object without a
+    namespace in the context's namespace: found in review, the dev overlay's PVC and the prod
+    overlay's PostgreSQL NetworkPolicy landed there (the pod Pending; port 5432 blocked)."""
+    stray = [
+        (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace"))
+        for d in render(overlay)
+        if d["kind"] not in CLUSTER_SCOPED and d["metadata"].get("namespace") != "scaleahead-system"
+    ]
+    assert stray == []
