@@ -120,7 +120,8 @@ class ResidualQuantileForecaster(Forecaster):
             raise DataError(
                 f"Model {self.name!r} has no forecast uncertainty: no history it was fitted on was longer than "
                 "its forecast horizon, so it never saw its own errors.",
-                "Give more history before the decision time (at least the horizon plus two steps), or fit it first.",
+                "Give more history before the decision time (at least the horizon plus two steps): a later "
+                "--at, or a longer history to fit on.",
             )
         return self.point(values, origins, horizon_steps, series.step_s)
 

@@ -132,7 +132,13 @@ def plan(
     ] = None,
     output: Annotated[Output, typer.Option(help="table or json.")] = Output.table,
     db: Annotated[str | None, typer.Option(help="SQLAlchemy URL where the plan is recorded.")] = None,
-    model: Annotated[str, typer.Option(help="Forecaster to plan with.")] = "seasonal_naive",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Forecaster to plan with, fitted on the 7 days before --at (lstm: trained for the dry run, "
+            "minutes; the loop uses the registry's champion)."
+        ),
+    ] = "seasonal_naive",
     column: Annotated[str | None, typer.Option(help="Value column of a series CSV.")] = None,
     current: Annotated[
         int | None,

@@ -14,6 +14,7 @@ import numpy as np
 
 from forecaster import make_model
 from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.registry import LEARNED
 from planner import plan as make_plan
 from scaleahead.errors import DataError
 from scaleahead.observed import demand_trend, last_active_at, observed_demand
@@ -40,6 +41,10 @@ def default_at(series: Series) -> float:
     return series.start + (int(finite[-1]) + 1) * series.step_s
 
 
+def _utc(t: float) -> str:
+    return f"{datetime.fromtimestamp(t, UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
 def check_history(series: Series, at: float, known_at_end: bool = True) -> Series:
     """The usable history before ``at``, or a DataError that says why there is none.
 
@@ -50,7 +55,8 @@ def check_history(series: Series, at: float, known_at_end: bool = True) -> Serie
     past = series.known_by(at) if known_at_end else series.before(at)
     if len(past) == 0:
         raise DataError(
-            f"Trace {series.name!r} has no data before --at {at:.0f} (it starts at {series.start:.0f}).",
+            f"Trace {series.name!r} has no data before --at {_utc(at)} (its first step starts at "
+            f"{_utc(series.start)} and is known when it ends, {_utc(series.start + series.step_s)}).",
             "Choose a later --at.",
         )
     finite = np.isfinite(past.values)
@@ -141,6 +147,12 @@ def dry_run(
         p.workload for p in policies if p.spec.workload_class == WorkloadClass.FUNCTION and p.spec.warm_pool.enabled
     }
     notes: list[str] = []
+    if model in LEARNED and too_old is None:
+        notes.append(
+            f"model {model} was trained for this dry run on the {FIT_DAYS} days before the decision time; the "
+            "control loop plans with the registry's champion instead (scaleahead models list), so its "
+            "forecasts may differ"
+        )
     for policy in policies:
         ref = policy.workload
         spec = policy.spec

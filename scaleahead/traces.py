@@ -186,14 +186,30 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
             "Rename the columns, or name the value column with --column.",
         )
     raw_ts = frame["timestamp"]
+    numbers = pd.to_numeric(raw_ts, errors="coerce")
     if pd.api.types.is_numeric_dtype(raw_ts):
         ts = raw_ts.to_numpy(np.float64)
+    elif numbers.notna().any():  # epoch seconds, with some cells that are not numbers
+        bad = np.flatnonzero((numbers.isna() & raw_ts.notna()).to_numpy())
+        raise DataError(
+            f"{path}: column 'timestamp' holds epoch seconds, but {len(bad)} value(s) are not numbers "
+            f"(first at line {int(bad[0]) + 2}: {raw_ts.iloc[int(bad[0])]!r}).",
+            "Fix those cells (epoch seconds, or ISO-8601 such as 2024-01-01T00:00:00Z in every row).",
+        )
     else:
         try:
             ts = _epoch_s(pd.to_datetime(raw_ts, utc=True, format="mixed"))
         except (ValueError, TypeError) as exc:
+            where = ""
+            for i, cell in enumerate(raw_ts):  # name the first cell that is no time (error path only)
+                try:
+                    if pd.notna(cell):
+                        pd.to_datetime(cell, utc=True)
+                except (ValueError, TypeError):
+                    where = f" (first at line {i + 2}: {cell!r})"
+                    break
             raise DataError(
-                f"{path}: column 'timestamp' has values that are not times ({exc}).",
+                f"{path}: column 'timestamp' has values that are not times{where or f' ({exc})'}.",
                 "Use ISO-8601 (2024-01-01T00:00:00Z) or epoch seconds.",
             ) from exc
     _check_times(path, ts, raw_ts)
@@ -291,7 +307,10 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
             "place (another unit, a year 9999)?",
             "Fix or drop the samples far from the rest, or give the series in pieces.",
         )
-    idx = np.rint((ts - start) / step_s).astype(np.int64)
+    # A sample covers the step that starts at its time and is known when that step ends: it goes
+    # to the first grid step that starts at or after its time (ceil, not the nearest), so a sample
+    # stamped 4 s late on a 10 s grid is not known 4 s before its own step ends (no peeking).
+    idx = np.ceil((ts - start) / step_s - 1e-9).astype(np.int64)
     n = int(idx[-1]) + 1
     grid = np.full(n, np.nan)
     # Several samples in one grid step (irregular sampling): average them.

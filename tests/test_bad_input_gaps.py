@@ -95,8 +95,22 @@ def test_report_on_an_existing_database_without_forecasts_still_says_so(cli: Cli
     assert cli("db", "upgrade", "--db", f"sqlite:///{db}")[0] == 0
     trace = series_csv(tmp_path / "s.csv")
     result = cli("report", "--trace", str(trace), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "x.html"))
-    assert_refused(result, "No stored forecasts in sqlite:///")
+    assert_refused(result, "No stored forecasts in sqlite:///", "It holds none: `scaleahead plan`")
     assert not (tmp_path / "x.html").exists()
+    # a workload it holds no forecasts of: the ones it holds are listed (was a Python list repr)
+    import numpy as np
+
+    from scaleahead.types import Forecast, WorkloadRef
+    from storage import Store
+
+    store = Store(f"sqlite:///{db}")
+    store.record_forecasts([Forecast(WorkloadRef("Deployment", "shop", "web"), 1.7e9, 10.0, {0.5: np.ones(90)})])
+    store.close()
+    result = cli(
+        "report", "--trace", str(trace), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "x.html"),
+        "--workload", "Deployment/shop/nope",
+    )  # fmt: skip
+    assert_refused(result, "for Deployment/shop/nope.", "It holds forecasts of: Deployment/shop/web.")
 
 
 # -- 2. boolean policy fields are strict ------------------------------------------------------------

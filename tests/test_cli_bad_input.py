@@ -419,7 +419,10 @@ def test_refusals_of_plan_and_run_options_create_no_database(cli: Cli, tmp_path:
     """--at before the data, --apply with an unreadable kubeconfig, an unknown --target: exit 2 and no file."""
     trace = series_csv(tmp_path / "s.csv")
     cases = [
-        (["plan", "--policy", str(EXAMPLE), "--history", str(trace), "--at", "1990-01-01"], "no data before"),
+        (
+            ["plan", "--policy", str(EXAMPLE), "--history", str(trace), "--at", "1990-01-01"],
+            "no data before --at 1990-01-01T00:00:00Z",  # times as the user writes them, not epoch seconds
+        ),
         (
             ["plan", "--policy", str(EXAMPLE), "--history", str(trace), "--apply", "--kubeconfig", str(tmp_path / "k")],
             "The kubeconfig " + str(tmp_path / "k") + " does not exist",

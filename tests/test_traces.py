@@ -121,3 +121,38 @@ def test_functions_csv_with_wrong_header_is_an_error(tmp_path: Path) -> None:
     f.write_text("HashFunction,minute_1\na,1\n")
     with pytest.raises(DataError, match="not a functions CSV"):
         load_functions(str(f))
+
+
+def test_a_sample_stamped_off_the_grid_is_never_known_before_its_own_step_ends(tmp_path: Path) -> None:
+    """A CSV row covers the step that starts at its time. A sample stamped 4 s late on a 10 s grid
+    went to the nearest step, whose end came 4 s before its own: a plan at +12 s read the sample
+    of +4 s (found in review). It now goes to the next step; one stamped early stays in its own."""
+    f = tmp_path / "s.csv"
+    f.write_text("timestamp,value\n0,1\n10,2\n20,3\n34,400\n38,5\n46,6\n")
+    s = load_series(str(f))
+    assert s.step_s == 10
+    # +34 and +38 share the step [40, 50) (averaged), +46 goes to [50, 60); [30, 40) has none
+    assert np.isnan(s.values[3]) and s.values[4] == (400 + 5) / 2 and s.values[5] == 6
+    for at in (34.0, 38.0, 44.0, 48.0, 49.9):  # before the samples' own steps end
+        assert not (s.known_by(at).values > 100).any(), at
+    assert s.known_by(50.0).values[-1] == 202.5  # known once [40, 50) ends, after both ended
+
+
+@pytest.mark.parametrize(
+    ("rows", "says"),
+    [
+        ("1700000000,1\n1700000010,2\nyesterday,3\n1700000030,4\n", "holds epoch seconds, but 1 value(s) are not"),
+        (
+            "2024-01-01T00:00:00Z,1\n2024-01-01T00:00:10Z,2\nyesterday,3\n",
+            "are not times (first at line 4: 'yesterday')",
+        ),
+    ],
+    ids=["epoch", "iso"],
+)
+def test_a_timestamp_that_is_no_time_is_named_by_its_line(tmp_path: Path, rows: str, says: str) -> None:
+    """Found in review: a stray word among epoch seconds read as the year 1700000000."""
+    f = tmp_path / "s.csv"
+    f.write_text("timestamp,value\n" + rows)
+    with pytest.raises(DataError) as err:
+        load_series(str(f))
+    assert says in err.value.message and "line 4" in err.value.message

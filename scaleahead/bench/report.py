@@ -61,9 +61,13 @@ def from_bench(json_path: Path, npz_path: Path | None) -> tuple[dict[str, Any], 
     if npz_path is None:
         return summary, None
     try:
-        z = np.load(npz_path)
+        z = np.load(npz_path)  # allow_pickle stays False: a file that needs it is not ours
     except (OSError, ValueError, EOFError) as exc:
-        raise DataError(f"Cannot read saved forecasts {npz_path}: {exc}.", "Pass a --save-forecasts file.") from exc
+        raise DataError(
+            f"Cannot read saved forecasts {npz_path}: it is not an .npz of arrays (numpy says: "
+            f"{str(exc).split('.')[0]}).",
+            "Pass the file `bench forecast --save-forecasts FILE.npz` wrote (not its --json file).",
+        ) from exc
     redo = "Pass the --save-forecasts file written by the same `bench forecast` run as --bench."
     if not hasattr(z, "files") or "origin_times" not in z.files or "actual" not in z.files:
         raise DataError(f"{npz_path} is not a --save-forecasts file (no 'origin_times'/'actual' arrays).", redo)

@@ -124,20 +124,22 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Mark journal actions left 'planned' by a crash as applied or skipped, from the live objects."""
+        from actuator.kubernetes import make_api_client
         from storage import Store
 
-        store = Store(db)
+        # The policies and the cluster first: a bad file or kubeconfig creates no database.
         if policies is not None:
             from scaleahead.commands.run import load_policy_path
 
             pols: list[Any] = list(load_policy_path(policies))
-        else:
-            from actuator.kubernetes import make_api_client
+        api = make_api_client(str(kubeconfig) if kubeconfig else None)
+        if policies is None:
             from actuator.policy_resources import ClusterPolicies
 
             # A list that fails is a UserError (HTTP status or the unreachable server, and what to do).
-            pols = list(ClusterPolicies(make_api_client(str(kubeconfig) if kubeconfig else None)).load())
-        done = build_actuator(pols, store, kubeconfig).reconcile(time.time())
+            pols = list(ClusterPolicies(api).load())
+        store = Store(db)
+        done = build_actuator(pols, store, kubeconfig, api=api).reconcile(time.time())
         for aid, state, why in done:
             console.print(f"action {aid} -> {state}: {why}", markup=False)
         console.print(f"{len(done)} action(s) reconciled")
@@ -204,13 +206,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
             return
         table = Table()
-        cols = ["id", "plan", "updated", "kind", "target", "from", "to", "state", "outcome"]
-        for col in [*cols, *(["reason"] if reasons else [])]:
-            table.add_column(col, overflow="fold")
+        # Short columns are never split mid-word; the target and the outcome fold. The reasons (a
+        # sentence each) follow the table, one paragraph per action: in a column they were cut
+        # into a few letters per line on an 80-column terminal.
+        for col in ["id", "plan", "updated", "kind", "target", "from", "to", "state", "outcome"]:
+            table.add_column(col, overflow="fold", no_wrap=col not in ("target", "outcome"))
         for a in rows:
             cells = [str(a.id), str(a.plan_id), iso(a.updated_at), a.kind, a.target, a.from_value, a.to_value]
-            cells += [a.state, escape(a.outcome)]
-            table.add_row(*cells, *([escape(a.reason)] if reasons else []))
+            table.add_row(*cells, a.state, escape(a.outcome))
         console.print(table)
+        if reasons:
+            for a in rows:
+                console.print(f"{a.id} ({a.reason_code}): {a.reason}", markup=False, highlight=False, soft_wrap=True)
         if not rows and (workload or since or state):
             console.print("no journaled action matches (the filters are exact; --workload shop/checkout)")

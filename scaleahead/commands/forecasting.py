@@ -262,7 +262,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             return
         table = Table(title="model versions")
         for col in ("id", "name", "family", "status", "created", "data", "step_s", "val_loss"):
-            table.add_column(col)
+            # what a user reads before `models promote` is never cut short: the name and data fold
+            table.add_column(col, overflow="fold", no_wrap=col not in ("name", "data"))
         for m in rows:
             table.add_row(
                 str(m.id),
@@ -507,7 +508,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 summaries.append(rp.summary_of(sc))
                 found += 1
             if not found:
-                raise UserError(f"No stored forecasts in {store._safe_url()} for {workload or 'any workload'}.", "")
+                held = [r.key for r in store.workloads() if store.forecasts(r)]
+                raise UserError(
+                    f"No stored forecasts in {store._safe_url()} for "
+                    f"{', '.join(workload) if workload else 'any workload'}.",
+                    f"It holds forecasts of: {', '.join(held[:10])}{' ...' if len(held) > 10 else ''}."
+                    if held
+                    else "It holds none: `scaleahead plan` and `scaleahead run` store the forecasts they plan with.",
+                )
         out.write_text(rp.render(summaries, scored))
         console.print(f"wrote {out} ({out.stat().st_size // 1024} KB)")
 

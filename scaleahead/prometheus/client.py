@@ -406,7 +406,7 @@ class PrometheusClient:
         if status in (400, 422):
             raise PrometheusError(
                 f"Prometheus rejected the query (HTTP {status}: {detail}).",
-                "Fix the PromQL in the policy's demand.query (try it in the Prometheus UI).",
+                "Fix the PromQL (the policy's demand.query, or the --query given) and try it in the Prometheus UI.",
                 workload=label,
                 query=query,
                 kind="query",
@@ -452,7 +452,8 @@ class PrometheusClient:
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise PrometheusError(
                 f"expected a range vector (matrix), got {data.get('resultType')!r}.",
-                "The demand query must give one time series (an instant vector expression).",
+                "The query (a policy's demand.query, or --query) must give one time series (an instant vector "
+                "expression).",
                 workload=label,
                 query=query,
                 kind="query",

@@ -127,3 +127,14 @@ def test_reconcile_checks_a_floor_mode_action_against_the_hpa_of_its_policy(kube
     assert out.exit_code == 0, out.output
     assert "-> applied" in out.output, out.output  # read from the HPA's minReplicas, not the Deployment's 2
     assert [a.state for a in Store(db).actions()] == ["applied"]
+    # a bad policy file or kubeconfig creates no database (found in review: it did)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("spec: [unclosed")
+    fresh = tmp_path / "new.db"
+    refused = here("actuator", "reconcile", "--kubeconfig", k, "--db", f"sqlite:///{fresh}", "--policies", str(bad))
+    assert isinstance(refused.exception, UserError) and not fresh.exists()
+    missing = str(tmp_path / "no-kubeconfig")
+    refused = here(
+        "actuator", "reconcile", "--kubeconfig", missing, "--db", f"sqlite:///{fresh}", "--policies", str(policy)
+    )
+    assert isinstance(refused.exception, UserError) and not fresh.exists()

@@ -119,6 +119,10 @@ def test_bench_forecast_scores_every_model_on_the_same_origins_and_writes_sectio
     np.savez(other, **{k: v[:-1] for k, v in z.items()})
     mixed = run("report", "--bench", str(js), "--forecasts", str(other), "--out", str(tmp_path / "m.html"))
     assert mixed.returncode == 2 and "not from the same `bench forecast` run" in mixed.stderr
+    # The --json file given as --forecasts: named as such (was numpy's advice to allow pickles).
+    swapped = run("report", "--bench", str(js), "--forecasts", str(js), "--out", str(tmp_path / "s.html"))
+    assert swapped.returncode == 2 and "not an .npz of arrays" in swapped.stderr, swapped.stderr
+    assert "allow_pickle" not in swapped.stderr and "not its --json file" in swapped.stderr
 
 
 def test_report_compares_forecasts_stored_during_operation_with_the_actual_trace(
