@@ -285,8 +285,12 @@ class LSTMForecaster(Forecaster):
             with flushed_denormals():
                 trainer.fit(module, datamodule=dm)
             train_s = time.perf_counter() - t0
-            state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
-            module.load_state_dict(state)
+            # Global rank 0 saves the best checkpoint in its own (node-local) folder and every rank
+            # is told its path: on another node of a multi-node DDP run that file does not exist.
+            # Such a rank keeps its last weights; only node 0's model is kept (train-distributed).
+            if int(trainer.global_rank) == 0 or Path(best.best_model_path).is_file():
+                state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
+                module.load_state_dict(state)
         self.spec = spec
         self.net = module.net.eval()
         self.calibration = np.ones(len(self.quantiles))

@@ -1263,15 +1263,44 @@ class Daemon:
             sleeper(max(0.0, next_tick - self.clock.now()))
         return ticks
 
-    def shutdown(self) -> None:
-        """Graceful stop: wait for a running job, release the lease, close the store."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
+    #: How long ``shutdown`` waits for a running job (a retrain takes minutes): within the pod's
+    #: ``terminationGracePeriodSeconds`` (60 s), so the process still exits 0 on its own.
+    SHUTDOWN_JOB_WAIT_S = 40.0
+
+    def shutdown(self, job_wait_s: float | None = None) -> bool:
+        """Graceful stop: release the lease (a standby takes over now, not after the lease runs
+        out), cancel queued jobs, wait for a running one at most ``job_wait_s`` (default
+        ``SHUTDOWN_JOB_WAIT_S``), close the store. Returns False when a job was still running: it is
+        abandoned (a retrain records its model version and rollout in single transactions, so
+        nothing half-written is left; the work is lost) and the caller should exit without waiting
+        for its thread (``scaleahead run`` does)."""
         try:
             self.leadership.release()
         except Exception as exc:  # noqa: BLE001 - best effort on the way out
             log.warning("releasing the lease failed: %s", exc)
-        if self.deps.store is not None:
+        finished = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            wait_s = self.SHUTDOWN_JOB_WAIT_S if job_wait_s is None else job_wait_s
+            running = [j for j in self.jobs.jobs.values() if j.future is not None and not j.future.done()]
+            deadline = time.monotonic() + wait_s
+            for job in running:
+                try:
+                    assert job.future is not None
+                    job.future.result(timeout=max(0.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    finished = False
+                    log.warning(
+                        "job %s still running after %.0f s of shutdown: abandoned (nothing it half-wrote is "
+                        "kept; it runs again when next due)",
+                        job.name,
+                        wait_s,
+                        extra={"event": "job_abandoned", "job_name": job.name},
+                    )
+                except Exception:  # noqa: BLE001, S110 - its failure was logged by the job runner
+                    pass
+        if self.deps.store is not None and finished:
             self.deps.store.close()
         self.health.set_ready(False, "shutting down")
         log.info("stopped", extra={"event": "stopped"})
+        return finished

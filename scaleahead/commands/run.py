@@ -679,11 +679,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 sleep = None if virtual else stop.wait
                 daemon.run(stop.is_set, sleep=sleep, max_ticks=ticks)
         finally:
-            daemon.shutdown()
+            finished = daemon.shutdown()
             if server is not None:
                 server.shutdown()
             if webhook_server is not None:
                 webhook_server.shutdown()
+        if not finished:
+            # A job (a retrain: minutes) outlived the shutdown's wait: its worker thread would hold
+            # the interpreter's exit until the pod's grace period ends in SIGKILL. Exit 0 now; the
+            # lease is released and the job wrote nothing half-done (Daemon.shutdown).
+            logging.shutdown()
+            os._exit(0)
 
     @app.command()
     def retrain(

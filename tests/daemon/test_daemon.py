@@ -641,3 +641,42 @@ def test_a_challengers_forecasts_are_stored_and_reported_as_its_model_version(  
     for key, arm in arms.items():
         made = doc["workloads"][key]["forecasts_by_model_version"]
         assert set(made) == ({str(mid)} if arm == "challenger" else {"none"}), (key, made)
+
+
+class _Lease:
+    def __init__(self) -> None:
+        self.released = 0
+
+    def is_leader(self, now: float) -> bool:
+        return True
+
+    def release(self) -> None:
+        self.released += 1
+
+
+def test_shutdown_releases_the_lease_first_and_does_not_wait_a_retrain_out(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """Found in review: shutdown waited for a running job with no limit and released the lease after
+    it, so a retrain (minutes) outlived the pod's 60-s grace period: SIGKILL, the lease held until
+    it ran out. Now the lease goes first and a job is waited for at most a bound, then abandoned."""
+    import threading
+
+    lease = _Lease()
+    daemon, clock, _, _ = daemon_factory(leadership=lease, background_jobs=True)
+    gate, started = threading.Event(), threading.Event()
+
+    def slow(now: float) -> None:  # a retrain still training
+        started.set()
+        gate.wait(10.0)
+
+    daemon.jobs.add("retrain", daemon.jobs.jobs["retrain"].trigger, slow, clock.now())
+    assert daemon.jobs.submit_now("retrain", clock.now(), lambda job, now: job.func(now))
+    assert started.wait(5.0)
+    assert daemon.shutdown(job_wait_s=0.2) is False  # abandoned: `scaleahead run` then exits 0 at once
+    assert lease.released == 1
+    gate.set()
+
+    quick = _Lease()
+    daemon2, clock2, _, _ = daemon_factory(leadership=quick, background_jobs=True)
+    daemon2.jobs.add("retrain", daemon2.jobs.jobs["retrain"].trigger, lambda now: None, clock2.now())
+    assert daemon2.jobs.submit_now("retrain", clock2.now(), lambda job, now: job.func(now))
+    assert daemon2.shutdown(job_wait_s=5.0) is True and quick.released == 1

@@ -84,3 +84,60 @@ def test_node_rank_comes_from_the_indexed_job(monkeypatch) -> None:  # type: ign
     assert node_rank() == 1
     monkeypatch.setenv("NODE_RANK", "0")
     assert node_rank() == 0
+
+
+def _unshare_works() -> bool:
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+def test_two_nodes_each_with_its_own_tmp_both_finish_and_node_0_registers(tmp_path: Path) -> None:
+    """Found in review: node 0 saves the best checkpoint in its own temporary folder and every rank
+    is told that path, so node 1 (another machine, another /tmp) crashed loading it and the
+    Job (backoffLimit 0) failed. Here two "nodes" on one machine, each with a private tmpfs as its
+    TMPDIR (a mount namespace of its own: needs root, as on the project's machines)."""
+    import pytest
+
+    if not _unshare_works():
+        pytest.skip("needs root and unshare -m for private per-node /tmp folders")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [
+        sys.executable, "-m", "scaleahead.cli", "train-distributed", "--trace", "nasa-10s", "--processes", "1",
+        "--num-nodes", "2", "--epochs", "1", "--hidden", "8", "--max-train-windows", "1000", "--days", "2",
+    ]  # fmt: skip
+    procs = []
+    for node in (0, 1):
+        tmp = tmp_path / f"n{node}tmp"
+        tmp.mkdir()
+        extra = ["--out", str(tmp_path / f"out{node}")]
+        if node == 0:
+            extra += ["--db", f"sqlite:///{tmp_path / 'r.db'}"]
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(REPO),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "TMPDIR": str(tmp),
+            "JOB_COMPLETION_INDEX": str(node),
+        }
+        script = f'mount -t tmpfs tmpfs {tmp} && exec "$@"'
+        procs.append(
+            subprocess.Popen(
+                ["unshare", "-m", "sh", "-c", script, "sh", *args, *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )  # fmt: skip
+        )
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[1][1][-3000:] + outs[0][1][-3000:]
+    assert json.loads(outs[1][0][outs[1][0].index("{") :]) == {"node_rank": 1, "world_size": 2}
+    doc = json.loads(outs[0][0][outs[0][0].index("{") :])
+    assert doc["world_size"] == 2 and doc["model_version_id"] == 1
