@@ -96,6 +96,16 @@ def assign(workload: str, share: float, salt: str = "") -> Arm:
     return "challenger" if position < share else "champion"
 
 
+def _number(value: Any) -> float:
+    """A stored value as a float; None or anything not a number is NaN.
+
+    The JSON columns store NaN as null (``json_safe``), so a mean that was NaN (an optional metric,
+    such as ``forecast_error``, measured for no workload) reads back as None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return float("nan")
+    return float(value)
+
+
 def _mean(outcomes: Sequence[Outcome], metric: str) -> float:
     values = [getattr(o, metric) for o in outcomes if math.isfinite(getattr(o, metric))]
     return fmean(values) if values else float("nan")
@@ -106,13 +116,14 @@ def decide_canary(
     share: float,
     champion: Sequence[Outcome],
     challenger: Sequence[Outcome],
-    reference: Mapping[str, float] | None = None,
+    reference: Mapping[str, Any] | None = None,
 ) -> Decision:
     """Advance, promote, roll back or wait, from the two arms' outcomes over the window.
 
     At a share of 100 % no workload is left on the champion: then the challenger's window is
     compared with ``reference``, the champion's means (``champion_<metric>``) from the last window
-    that had both arms (``RolloutBook.evaluate`` passes them); without one the canary waits.
+    that had both arms (``RolloutBook.evaluate`` passes them); without one the canary waits. A
+    reference value that is missing, None (NaN stored as JSON null) or not a number counts as NaN.
     """
     using_reference = (
         share >= 1.0 - 1e-12
@@ -134,7 +145,7 @@ def decide_canary(
     }
     if using_reference:
         assert reference is not None
-        summary.update({f"champion_{m}": float(reference.get(f"champion_{m}", float("nan"))) for m in METRICS})
+        summary.update({f"champion_{m}": _number(reference.get(f"champion_{m}")) for m in METRICS})
     v0, v1 = summary["champion_violation_fraction"], summary["challenger_violation_fraction"]
     if v1 - v0 > params.max_violation_increase:
         return Decision(
@@ -329,7 +340,7 @@ class RolloutBook:
                 (
                     h
                     for h in reversed(history)
-                    if h.get("champion_workloads", 1) and math.isfinite(h.get("champion_violation_fraction", math.nan))
+                    if h.get("champion_workloads", 1) and math.isfinite(_number(h.get("champion_violation_fraction")))
                 ),
                 None,
             )

@@ -353,3 +353,19 @@ def test_promoting_a_rollout_whose_champion_is_named_retires_the_familys_champio
     book.start("default", "shadow", "ridge", str(new), T0)
     assert book.promote("default", T0 + 10).state == "promoted"
     assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
+
+
+def test_a_canary_without_forecast_errors_reaches_promotion_through_storage(db_url):
+    # forecast_error is optional: its means are NaN, stored as JSON null; at 100 % the champion's
+    # means of the last compared window are read back from storage and must count as NaN, not crash
+    nan = float("nan")
+    book = RolloutBook(Store(db_url))
+    book.start("web", "canary", "3", "7", T0, CanaryParams(steps=(0.5, 1.0)))
+    champ = [Outcome(f"a{i}", 0.01, 2.0, nan) for i in range(4)]
+    chal = [Outcome(f"b{i}", 0.01, 2.0, nan) for i in range(4)]
+    assert book.evaluate(book.get("web"), {"champion": champ, "challenger": chal}, T0 + 3600)["decision"] == "advance"
+    book = RolloutBook(Store(db_url))  # a restart: the history comes from the database
+    assert book.get("web").results["history"][0]["champion_forecast_error"] is None
+    entry = book.evaluate(book.get("web"), {"champion": [], "challenger": champ + chal}, T0 + 7200)
+    assert entry["decision"] == "promote" and "last compared window" in entry["reason"]
+    assert book.get("web").state == "promoted"
