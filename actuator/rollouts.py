@@ -15,7 +15,8 @@ of ``bench replay``, and the tests:
   difference per metric with its confidence interval.
 
 ``RolloutBook`` keeps the state in storage (``Store.create_rollout`` / ``update_rollout``) so a
-rollout survives restarts.
+rollout survives restarts. Every write is conditional on the rollout being as it was read (still
+running, same share, not updated since), so concurrent commands never undo each other's change.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any, Literal
 
 from scaleahead.errors import UserError
 from storage import Store
-from storage.store import StoredRollout
+from storage.store import RolloutRunning, StoredRollout
 
 Mode = Literal["canary", "ab", "shadow"]
 Arm = Literal["champion", "challenger"]
@@ -277,25 +278,43 @@ class RolloutBook:
         now: float,
         canary: CanaryParams | None = None,
         split: float = 0.5,
+        results: dict[str, Any] | None = None,
+        supersede: tuple[StoredRollout, dict[str, Any]] | None = None,
     ) -> int:
+        """Start a rollout of ``challenger`` in ``group``; returns its id.
+
+        ``results``: recorded with the new rollout in its insert (retraining's marker: never a
+        rollout without it). ``supersede``: the group's running rollout as read and the results to
+        record with it; it becomes ``superseded`` in the same transaction (``Store.create_rollout``).
+        Another running rollout in the group is a ``UserError``, also when one is started at the
+        same time (the database's unique index refuses the second insert)."""
         if mode not in ("canary", "ab", "shadow"):
             raise UserError(f"Rollout mode {mode!r} is unknown.", "Use canary, ab or shadow.")
         if not 0.0 < split < 1.0:
             raise UserError(f"--split {split} is not a share strictly between 0 and 1.", "Use e.g. --split 0.5.")
         current = self.running(group)
-        if current is not None:
-            raise UserError(
-                f"Rollout {current.id} ({current.mode}, challenger {current.challenger}) is still running in "
-                f"group {group!r}.",
-                "Promote or abort it first (scaleahead rollout promote|abort --group G).",
-            )
+        if current is not None and (supersede is None or supersede[0].id != current.id):
+            raise self._still_running(group, current)
         if champion == challenger:
             raise UserError(f"The challenger {challenger!r} is already the champion.", "Pick another challenger.")
         params = asdict(canary or CanaryParams())
         params["split"] = split
         params["salt"] = f"{group}:{challenger}"
         share = {"canary": params["steps"][0], "ab": split, "shadow": 0.0}[mode]
-        return self.store.create_rollout(group, mode, champion, challenger, now, share=share, params=params)
+        try:
+            return self.store.create_rollout(
+                group, mode, champion, challenger, now, share=share, params=params, results=results, supersede=supersede
+            )
+        except RolloutRunning:
+            raise self._still_running(group, self.running(group)) from None
+
+    @staticmethod
+    def _still_running(group: str, current: StoredRollout | None) -> UserError:
+        which = f"Rollout {current.id} ({current.mode}, challenger {current.challenger})" if current else "A rollout"
+        return UserError(
+            f"{which} is still running in group {group!r}.",
+            "Promote or abort it first (scaleahead rollout promote|abort --group G).",
+        )
 
     def get(self, group: str, rollout_id: int | None = None) -> StoredRollout:
         rows = self.store.rollouts(group=group)
@@ -319,7 +338,12 @@ class RolloutBook:
         return assign(workload, rollout.share, str(rollout.params.get("salt", "")))
 
     def evaluate(self, rollout: StoredRollout, outcomes: Mapping[Arm, Sequence[Outcome]], now: float) -> dict[str, Any]:
-        """Feed measured outcomes; a canary advances/promotes/rolls back; A/B and shadow report."""
+        """Feed measured outcomes; a canary advances/promotes/rolls back; A/B and shadow report.
+
+        The decision is recorded only if the rollout is still as ``rollout`` was read (running, same
+        share, not updated since): an abort, supersede, promotion or another evaluation committed
+        meanwhile is never overwritten; instead a ``UserError`` (``RolloutChanged``) and nothing is
+        recorded."""
         if rollout.state != "running":
             raise UserError(f"Rollout {rollout.id} is {rollout.state}, not running.", "Start a new one.")
         champ, chal = list(outcomes.get("champion", ())), list(outcomes.get("challenger", ()))
@@ -371,7 +395,7 @@ class RolloutBook:
             if state == "promoted":
                 self._promote(rollout, now, results)
             else:
-                self.store.update_rollout(rollout.id, now, state=state, share=d.share, results=results)
+                self.store.update_rollout(rollout, now, state=state, share=d.share, results=results)
             return entry
         report = ab_report(champ, chal) if rollout.mode == "ab" else shadow_report(champ, chal)
         entry = {"at": now, "differences": [asdict(x) | {"significant": x.significant} for x in report]}
@@ -383,7 +407,7 @@ class RolloutBook:
             )
         history.append(entry)
         results.update(last=entry, history=history)
-        self.store.update_rollout(rollout.id, now, results=results)
+        self.store.update_rollout(rollout, now, results=results)
         return entry
 
     def promote(self, group: str, now: float) -> StoredRollout:
@@ -396,11 +420,11 @@ class RolloutBook:
         ids: challenger -> champion, champion -> retired."""
         challenger = int(rollout.challenger) if rollout.challenger.isdigit() else None
         champion = int(rollout.champion) if challenger is not None and rollout.champion.isdigit() else None
-        self.store.promote_rollout(rollout.id, now, challenger, champion, results)
+        self.store.promote_rollout(rollout, now, challenger, champion, results)
 
     def abort(self, group: str, now: float) -> StoredRollout:
         r = self._require_running(group)
-        self.store.update_rollout(r.id, now, state="aborted", share=0.0)
+        self.store.update_rollout(r, now, state="aborted", share=0.0)
         return self.get(group)
 
     def _require_running(self, group: str) -> StoredRollout:

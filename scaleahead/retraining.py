@@ -237,10 +237,10 @@ def retrain(
                 continue
             # A newer retrained model replaces a retrained challenger that is still being tried.
             store.update_rollout(
-                running.id, now, state="superseded", results={**running.results, "superseded_by_model": mid}
+                running, now, state="superseded", results={**running.results, "superseded_by_model": mid}
             )
         rid = book.start(group, settings.jobs.rollout_mode, champion_name, str(mid), now)
-        store.update_rollout(rid, now, results=marker)
+        store.update_rollout(store.rollout(rid), now, results=marker)
         ids.append(rid)
     rollout_ids = tuple(ids)
     log.info(

@@ -369,3 +369,54 @@ def test_a_canary_without_forecast_errors_reaches_promotion_through_storage(db_u
     entry = book.evaluate(book.get("web"), {"champion": [], "challenger": champ + chal}, T0 + 7200)
     assert entry["decision"] == "promote" and "last compared window" in entry["reason"]
     assert book.get("web").state == "promoted"
+
+
+def test_a_stale_evaluation_never_undoes_an_abort_nor_promotes_an_aborted_rollout(db_url):
+    # `rollout evaluate` reads the running rollout, then records its decision: an abort committed
+    # in between must stand, and the decision is refused with nothing recorded
+    store = Store(db_url)
+    old = store.register_model("old", "ridge", status="champion")
+    new = store.register_model("new", "ridge", status="challenger")
+    book = RolloutBook(store)
+    book.start("web", "canary", str(old), str(new), T0, CanaryParams(steps=(0.5, 1.0)))
+    good = {"champion": outcomes("a", 3, 0.01, 2.0), "challenger": outcomes("b", 3, 0.01, 2.0)}
+    seen = book.running("web")
+    RolloutBook(Store(db_url)).abort("web", T0 + 3650)  # the operator, in another process
+    with pytest.raises(UserError, match=r"changed meanwhile \(now aborted\); nothing was recorded"):
+        book.evaluate(seen, good, T0 + 3700)
+    r = book.get("web")
+    assert (r.state, r.share, r.results) == ("aborted", 0.0, {})
+    assert book.running("web") is None
+
+    # at the last step a stale evaluation would promote: refused, the registry untouched
+    book.start("web", "canary", str(old), str(new), T0 + 4000, CanaryParams(steps=(1.0,)))
+    seen = book.running("web")
+    book.abort("web", T0 + 7300)
+    with pytest.raises(UserError, match="changed meanwhile"):
+        book.evaluate(seen, {"champion": [], "challenger": good["challenger"]}, T0 + 8000)
+    assert book.get("web").state == "aborted"
+    assert {m.id: m.status for m in store.models()} == {old: "champion", new: "challenger"}
+
+
+def test_two_overlapping_evaluations_never_lose_a_history_entry(db_url):
+    book = RolloutBook(Store(db_url))
+    book.start("web", "ab", "3", "7", T0, split=0.5)
+    good = {"champion": outcomes("a", 3, 0.01, 2.0), "challenger": outcomes("b", 3, 0.01, 2.0)}
+    first, second = book.running("web"), book.running("web")
+    book.evaluate(first, good, T0 + 10)
+    with pytest.raises(UserError, match=r"changed meanwhile \(now running\)"):
+        book.evaluate(second, good, T0 + 11)  # its history would lack the first's entry
+    assert [h["at"] for h in book.get("web").results["history"]] == [T0 + 10]
+    book.evaluate(book.running("web"), good, T0 + 12)  # run again: both entries kept
+    assert [h["at"] for h in book.get("web").results["history"]] == [T0 + 10, T0 + 12]
+
+
+def test_two_rollouts_started_at_once_in_one_group_the_second_is_refused(db_url, monkeypatch):
+    # both check "is one running?" before either inserts (the daemon's retraining and the CronJob's)
+    first, second = RolloutBook(Store(db_url)), RolloutBook(Store(db_url))
+    monkeypatch.setattr(second, "running", lambda group: None, raising=False)
+    first.start("web", "shadow", "3", "7", T0)
+    with pytest.raises(UserError, match="still running in group 'web'"):
+        second.start("web", "shadow", "3", "8", T0)
+    assert [(r.challenger, r.state) for r in first.store.rollouts()] == [("7", "running")]
+    assert second.start("other", "shadow", "3", "8", T0) > 0  # another group is free

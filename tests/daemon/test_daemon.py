@@ -623,7 +623,7 @@ def test_a_challengers_forecasts_are_stored_and_reported_as_its_model_version(  
     mid = store.register_model("window_mean-cron", "window_mean", status="challenger")
     book = RolloutBook(store)
     rid = book.start("default", "canary", "seasonal_naive", str(mid), clock.now())
-    store.update_rollout(rid, clock.now(), share=0.5)
+    store.update_rollout(store.rollout(rid), clock.now(), share=0.5)
     daemon.run(lambda: False, max_ticks=6 * 75)
     assert len(daemon.reports) >= 2, "the last report covers only forecasts made after the adoption"
     salt = str(store.rollouts()[-1].params.get("salt", ""))
