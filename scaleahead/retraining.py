@@ -224,6 +224,7 @@ def retrain(
     ids: list[int] = []
     for group in groups:
         running = book.running(group)
+        supersede = None
         if running is not None:
             if not running.results.get("retrained"):
                 # Someone's own rollout is running: never step on it; the model stays registered.
@@ -236,12 +237,11 @@ def retrain(
                 )
                 continue
             # A newer retrained model replaces a retrained challenger that is still being tried.
-            store.update_rollout(
-                running, now, state="superseded", results={**running.results, "superseded_by_model": mid}
-            )
-        rid = book.start(group, settings.jobs.rollout_mode, champion_name, str(mid), now)
-        store.update_rollout(store.rollout(rid), now, results=marker)
-        ids.append(rid)
+            supersede = (running, {**running.results, "superseded_by_model": mid})
+        # One transaction: the old rollout superseded, the new one created with its marker (a
+        # rollout without the marker would be taken for someone's own and block every later retrain).
+        mode = settings.jobs.rollout_mode
+        ids.append(book.start(group, mode, champion_name, str(mid), now, results=marker, supersede=supersede))
     rollout_ids = tuple(ids)
     log.info(
         "retrained %s as challenger model %d (%s)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from forecaster.baselines import SeasonalNaive
 from forecaster.registry import register
@@ -109,3 +110,37 @@ def test_a_fitted_champion_is_scored_out_of_sample_as_the_challenger_is(nasa: Se
     result = retrain([policy], {policy.workload: history}, store, settings, now=history.end, champion=champion)
     m = result.metrics
     assert m["holdout_wape"] is not None and m["champion_holdout_wape"] == m["holdout_wape"]
+
+
+@pytest.mark.parametrize(
+    ("statement", "failing_call"),
+    [
+        ("UPDATE rollouts", 0),  # the rollout's marker (before: a write of its own) or a supersede
+        ("INSERT INTO rollouts", 1),  # the new rollout, after the old one was superseded
+    ],
+)
+def test_a_failed_rollout_write_in_retraining_leaves_no_half_state_and_the_next_retrain_rolls_out(
+    nasa: Series, db_url: str, statement: str, failing_call: int
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from tests.conftest import fail_once
+
+    policy = one_policy()
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"
+    store = Store(db_url)
+    done = None
+    failures = 0
+    for call in range(3):
+        if call == failing_call:
+            fail_once(store.engine, statement, "database is locked")
+        try:
+            done = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end + call * DAY)
+        except OperationalError:
+            failures += 1
+        running = [(r.challenger, r.results.get("retrained")) for r in store.rollouts(state="running")]
+        # at every moment: the last successful retrain's challenger is on trial, marked as retraining's
+        assert running == ([(str(done.model_version_id), True)] if done is not None else [])
+    assert failures == 1
+    assert done is not None and done.rollout_ids, "the retrain after the failure rolls its model out"
