@@ -1111,7 +1111,8 @@ class Daemon:
         history = [s for s in self.history.last.values() if len(s) > 0]
         if not history and store.model(model_id).family not in LEARNED:
             return None
-        return load_model_version(store, model_id, history[0].step_s if history else 10.0, history)
+        step = history[0].step_s if history else 10.0
+        return load_model_version(store, model_id, step, history, self.settings.forecast.horizon_s)
 
     def _to_production(self, model: Forecaster, model_version_id: int, holdout_wape: object) -> None:
         """Plan with ``model`` from now on (every group), and measure drift against its error."""

@@ -144,3 +144,42 @@ def test_a_failed_rollout_write_in_retraining_leaves_no_half_state_and_the_next_
         assert running == ([(str(done.model_version_id), True)] if done is not None else [])
     assert failures == 1
     assert done is not None and done.rollout_ids, "the retrain after the failure rolls its model out"
+
+
+def test_a_retrained_lstm_forecasts_the_configured_horizon_and_records_its_config(nasa: Series, tmp_path: Path) -> None:
+    # forecast.horizon_s above the LSTM's default 900 s: the retrained model must forecast it (its
+    # holdout score asks for it), record the configuration it was trained with, and a checkpoint
+    # shorter than the setting is refused on load so the caller falls back
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+    from forecaster.registry import _FACTORIES
+    from scaleahead.commands.run import _production_model
+    from scaleahead.errors import DataError
+    from scaleahead.retraining import load_model_version
+
+    tiny = LSTMConfig(hidden=4, mlp=8, max_epochs=1, patience=1, max_train_windows=300, max_val_windows=100)
+    policy = one_policy()
+    settings = Settings()  # forecast.model lstm
+    settings.forecast.horizon_s = 1800.0
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    history = nasa.between(nasa.start + 2 * DAY, nasa.end)
+    real = _FACTORIES["lstm"]
+    register("lstm", lambda: LSTMForecaster(tiny))
+    try:
+        result = retrain([policy], {policy.workload: history}, store, settings, now=history.end)
+    finally:
+        register("lstm", real)
+    assert isinstance(result.model, LSTMForecaster) and result.model.spec is not None
+    assert result.model.spec.horizon_s == 1800.0 and result.model.spec.horizon_steps == 180
+    assert result.metrics["holdout_wape"] is not None
+    version = store.model(result.model_version_id)
+    assert version.hyperparams["horizon_s"] == 1800.0 and version.hyperparams["hidden"] == 4
+
+    loaded = load_model_version(store, version.id, 10.0, [], horizon_s=1800.0)
+    assert isinstance(loaded, LSTMForecaster) and loaded.spec is not None and loaded.spec.horizon_steps == 180
+    with pytest.raises(DataError, match=r"forecasts 180 steps \(1800 s\); forecast.horizon_s 3600 needs 360"):
+        load_model_version(store, version.id, 10.0, [], horizon_s=3600.0)
+    store.make_champion(version.id)
+    longer = Settings()
+    longer.forecast.horizon_s = 3600.0
+    model, used = _production_model("lstm", store, longer, [history])
+    assert used is None and model.name == longer.forecast.fallback_model
