@@ -420,3 +420,102 @@ def test_two_rollouts_started_at_once_in_one_group_the_second_is_refused(db_url,
         second.start("web", "shadow", "3", "8", T0)
     assert [(r.challenger, r.state) for r in first.store.rollouts()] == [("7", "running")]
     assert second.start("other", "shadow", "3", "8", T0) > 0  # another group is free
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"), [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042), (1e9, 1.960)]
+)
+def test_the_t_quantile_matches_the_tables(df, expected):
+    from actuator.rollouts import t_quantile
+
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
+    assert t_quantile(0.025, df) == pytest.approx(-expected, abs=5e-4)
+
+
+def test_the_t_quantile_of_a_fractional_df_lies_between_its_whole_neighbours():
+    from actuator.rollouts import t_quantile
+
+    assert t_quantile(0.975, 3) < t_quantile(0.975, 2.5) < t_quantile(0.975, 2)
+    assert t_quantile(0.995, 3) == pytest.approx(5.841, abs=5e-4)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_equal_means_are_called_significant_about_5_percent_of_the_time_with_few_workloads(n):
+    # a normal (z) interval with 2-5 workloads per arm is far too narrow: it called 8-20 % of
+    # equal-mean comparisons significant; Student t (Welch df; paired: n - 1) keeps it near 5 %
+    rng = np.random.default_rng(n)
+    trials = 2000
+    ab = shadow = 0
+    for _ in range(trials):
+        a, b = rng.normal(0.01, 0.002, n), rng.normal(0.01, 0.002, n)
+        champ = [Outcome(f"w{i}", float(a[i]), 2.0) for i in range(n)]
+        chal = [Outcome(f"w{i}", float(b[i]), 2.0) for i in range(n)]
+        ab += {d.metric: d for d in ab_report(champ, chal)}["violation_fraction"].significant
+        shadow += {d.metric: d for d in shadow_report(champ, chal)}["violation_fraction"].significant
+    # Welch's interval is a little conservative at two per arm (about 2 %)
+    assert 0.01 <= ab / trials <= 0.07
+    assert 0.03 <= shadow / trials <= 0.07
+
+
+TWICE = "w1,challenger,0.01,2.0"
+
+
+@pytest.mark.parametrize(
+    ("mode", "rows", "says"),
+    [
+        # one workload twice in one arm would pass "two per arm" with a zero-width interval
+        ("ab", [TWICE, "w2,champion,0.02,2.0", TWICE], "w1 in the challenger arm on lines 2, 4"),
+        ("shadow", ["w1,champion,0.01,2.0", "w1,champion,0.01,2.0", TWICE], "w1 in the champion arm on lines 2, 3"),
+        # outside shadow mode a workload runs in one arm
+        (
+            "ab",
+            [TWICE, "w2,champion,0.02,2.0", "w1,champion,0.01,2.0"],
+            "listed in both arms, but in an A/B rollout it runs in one: w1 (lines 4 and 2)",
+        ),
+    ],
+)
+def test_a_workload_listed_twice_is_refused_with_its_lines_and_nothing_is_recorded(tmp_path, mode, rows, says):
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", mode, "--group", "web", db=db).returncode == 0
+    csv = tmp_path / "o.csv"
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\n" + "\n".join(rows) + "\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", db=db)
+    assert out.returncode == 2 and says in str(out.exception), str(out.exception)
+    assert "nothing was recorded" in str(out.exception)
+    assert "history" not in RolloutBook(Store(f"sqlite:///{db}")).get("web").results
+
+
+def test_a_workload_listed_twice_by_the_assignment_is_refused_and_shadow_takes_both_arms(tmp_path):
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", "ab", "--group", "web", db=db).returncode == 0
+    csv = tmp_path / "o.csv"
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\nw1,,0.01,2.0\nw2,,0.01,2.0\nw1,,0.02,2.0\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", db=db)
+    assert out.returncode == 2 and "w1 in the" in str(out.exception) and "lines 2, 4" in str(out.exception)
+    assert _cli("abort", "--group", "web", db=db).returncode == 0
+    assert _cli("start", "--challenger", "web-v3", "--mode", "shadow", "--group", "web", db=db).returncode == 0
+    lines = [f"w{i},{arm},0.0{1 + i % 3},2.0" for i in range(3) for arm in ("champion", "challenger")]
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\n" + "\n".join(lines) + "\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", "--output", "json", db=db)
+    assert out.returncode == 0, out.output
+    assert {d["n_champion"] for d in json.loads(out.stdout)["differences"]} == {3}
+
+
+def test_an_arm_column_that_contradicts_the_assignment_is_warned_about_and_used(tmp_path):
+    from actuator.rollouts import assign
+
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", "ab", "--group", "web", db=db).returncode == 0
+    names = [f"Deployment/shop/w{i}" for i in range(40)]
+    chal = [n for n in names if assign(n, 0.5, "web:web-v2") == "challenger"][:2]
+    champ = [n for n in names if assign(n, 0.5, "web:web-v2") == "champion"][:3]
+    rows = [f"{n},,0.01,2.0" for n in chal] + [f"{n},,0.02,2.0" for n in champ[:2]]
+    rows.append(f"{champ[2]},challenger,0.01,2.0")
+    csv = tmp_path / "o.csv"
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\n" + "\n".join(rows) + "\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", "--output", "json", db=db)
+    assert out.returncode == 0, out.output
+    assert f"1 row(s) name another arm than the rollout assigns the workload to: {champ[2]} (line 6: challenger)" in (
+        out.stderr
+    )
+    assert {d["n_challenger"] for d in json.loads(out.stdout)["differences"]} == {3}
