@@ -13,6 +13,7 @@ import hashlib
 import logging
 import math
 import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from datetime import UTC, datetime
@@ -229,7 +230,10 @@ def retrain(
         # The checkpoint goes into the database with the version (any replica, any restart can load
         # it); with ``artifact_dir`` a copy stays there too.
         with tempfile.TemporaryDirectory(prefix="scaleahead-retrain-") as tmp:
-            path = (artifact_dir or Path(tmp)) / f"{family}-{int(now)}.ckpt"
+            # A random suffix: two retrainings at the same ``now`` (a re-run ``retrain --artifacts``, a
+            # re-run virtual daemon) would otherwise share one file, the second overwriting the
+            # checkpoint the first version's recorded SHA-256 belongs to.
+            path = (artifact_dir or Path(tmp)) / f"{family}-{int(now)}-{uuid.uuid4().hex[:12]}.ckpt"
             path.parent.mkdir(parents=True, exist_ok=True)
             save(path)
             artifact = path.read_bytes()

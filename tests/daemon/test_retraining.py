@@ -183,3 +183,37 @@ def test_a_retrained_lstm_forecasts_the_configured_horizon_and_records_its_confi
     longer.forecast.horizon_s = 3600.0
     model, used = _production_model("lstm", store, longer, [history])
     assert used is None and model.name == longer.forecast.fallback_model
+
+
+def test_two_retrainings_at_the_same_time_keep_their_own_checkpoint_files(nasa: Series, tmp_path: Path) -> None:
+    import hashlib
+
+    class _Sized(_Savable):
+        name = "savable_test"
+
+        def save(self, path: Path) -> Path:  # a checkpoint that differs with the history fitted on
+            path.write_bytes(b"checkpoint fitted on %d steps" % sum(len(s) for s in self._fitted))
+            return path
+
+        def fit(self, history, horizon_steps=None):  # type: ignore[no-untyped-def]
+            self._fitted = list(history)
+            return super().fit(history, horizon_steps)
+
+    policy = one_policy()
+    settings = Settings()
+    settings.forecast.model = "savable_test"
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    register("savable_test", _Sized)
+    try:
+        a = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end, artifact_dir=tmp_path / "a")
+        shorter = nasa.between(nasa.start + DAY, nasa.end)
+        b = retrain([policy], {policy.workload: shorter}, store, settings, now=nasa.end, artifact_dir=tmp_path / "a")
+    finally:
+        from forecaster.registry import _FACTORIES
+
+        _FACTORIES.pop("savable_test")
+    assert a.artifact_path != b.artifact_path
+    for r in (a, b):
+        data = Path(r.artifact_path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == store.model(r.model_version_id).artifact_sha256
+        assert data == store.model_artifact(r.model_version_id)
