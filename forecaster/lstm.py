@@ -88,7 +88,7 @@ class LSTMConfig:
     patience: int = 4  # epochs without a better validation loss before stopping
     max_train_windows: int = 80000
     max_val_windows: int = 6000
-    val_fraction: float = 0.15  # the last 15 % of each history series is the validation span
+    val_fraction: float = 0.15  # the last 15 % of the span the series cover together (one cut: common_cut)
     threads: int = 1  # measured: on the shared 2-core machine 1 thread trained 6x faster than 2
     seed: int = 0
     max_minutes: float = 9.0  # hard cap on training time (the target is 10 min on 2 cores)
