@@ -641,3 +641,34 @@ def test_a_challengers_forecasts_are_stored_and_reported_as_its_model_version(  
     for key, arm in arms.items():
         made = doc["workloads"][key]["forecasts_by_model_version"]
         assert set(made) == ({str(mid)} if arm == "challenger" else {"none"}), (key, made)
+
+
+def test_following_the_rollouts_runs_one_call_at_a_time_across_threads(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # the loop's thread (every minute) and the job thread (after a retraining) both follow the
+    # rollouts and change ``trials``: a second call waits for the first
+    import threading
+    import time
+
+    daemon, clock, _, store = daemon_factory(n=2)
+    inside, most = [0], [0]
+    guard = threading.Lock()
+    real = store.rollouts
+
+    def slow_rollouts(*args, **kwargs):  # type: ignore[no-untyped-def]
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.2)
+            return real(*args, **kwargs)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    store.rollouts = slow_rollouts  # type: ignore[method-assign]
+    threads = [threading.Thread(target=daemon.follow_rollout, args=(clock.now(),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert most[0] == 1, "two follow_rollout calls read and changed the trials at once"
