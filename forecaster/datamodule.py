@@ -2,8 +2,10 @@
 
 Why: windowing is the part of training that is easiest to get subtly wrong (peeking, leaking the
 validation span into training, zero-filled gaps). It lives here, apart from the network and the
-LightningModule. The validation span is the *last* ``val_fraction`` of every history series;
-training windows end (targets included) before it starts.
+LightningModule. The validation span is the *last* ``val_fraction`` of the span the history
+series cover together, after one time cut shared by all (``common_cut``: a per-series cut would
+put a shorter, newer series' training windows inside a longer one's validation span); training
+windows end (targets included) before it starts.
 """
 
 from __future__ import annotations

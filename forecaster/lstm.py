@@ -88,7 +88,7 @@ class LSTMConfig:
     patience: int = 4  # epochs without a better validation loss before stopping
     max_train_windows: int = 80000
     max_val_windows: int = 6000
-    val_fraction: float = 0.15  # the last 15 % of each history series is the validation span
+    val_fraction: float = 0.15  # the last 15 % of the span the series cover together (one cut: common_cut)
     threads: int = 1  # measured: on the shared 2-core machine 1 thread trained 6x faster than 2
     seed: int = 0
     max_minutes: float = 9.0  # hard cap on training time (the target is 10 min on 2 cores)
@@ -685,7 +685,13 @@ class LSTMForecaster(Forecaster):
         # A training setting, not the reader's: never more threads than this machine has.
         _set_threads(min(config.threads, os.cpu_count() or 1))
         model.quantiles = quantiles
-        model.ridge = _field(path, ckpt, "ridge", lambda v: Ridge.from_state(v) if v is not None else None)
+        model.ridge = _field(path, ckpt, "ridge", lambda v: _ridge(v, spec) if v is not None else None)
+        if model.ridge is None and (config.prior == "ridge" or config.blend):
+            raise CheckpointError(
+                f"LSTM checkpoint {path} has no 'ridge', but its config forecasts with one "
+                f"(prior {config.prior!r}, blend {config.blend}): it is incomplete or damaged.",
+                RETRAIN,
+            )
         model.blend_weight = _field(path, ckpt, "blend_weight", _weight)
         model.blend_calibration = _field(path, ckpt, "blend_calibration", lambda v: _factors(v, per_quantile))
         try:
@@ -746,6 +752,41 @@ def _weight(value: Any) -> float:
     if not 0.0 <= w <= 1.0:  # also NaN
         raise ValueError(f"the blend weight {w} must lie in [0, 1]")
     return w
+
+
+def _ridge(state: Any, spec: FeatureSpec) -> Ridge:
+    """The embedded ridge baseline (``Ridge.state()``), its arrays checked against the features it
+    computes and the checkpoint's horizon, and finite: a damaged one would otherwise load and
+    fail, or forecast NaN, only when planning."""
+    if not isinstance(state, dict):
+        raise ValueError(f"a mapping is expected, not {type(state).__name__}")
+    probe = Ridge()
+    m = probe.window_steps(spec.step_s)
+    features = probe.features_from_window(np.zeros((1, m)), np.zeros(1), np.zeros(1), spec.step_s).shape[1]
+    h = spec.horizon_steps
+    if state.get("coef") is not None:
+        _finite_array(state.get("mu"), (features,), "ridge mu")
+        if not np.all(_finite_array(state.get("sd"), (features,), "ridge sd") > 0):
+            raise ValueError("ridge sd must be > 0 for every feature")
+        _finite_array(state.get("coef"), (features + 1, h), "ridge coef")
+    resid = state.get("resid")
+    if resid is not None:
+        if not isinstance(resid, dict) or not resid:
+            raise ValueError("ridge resid must map quantile levels to residuals per horizon step")
+        for q, r in resid.items():
+            if not 0.0 < float(q) < 1.0:
+                raise ValueError(f"ridge resid level {q!r} is not in (0, 1)")
+            _finite_array(r, (h,), f"ridge resid {q}")
+    return Ridge.from_state(state)
+
+
+def _finite_array(value: Any, shape: tuple[int, ...], what: str) -> FloatArray:
+    out = np.asarray(value, dtype=np.float64)
+    if out.shape != shape:
+        raise ValueError(f"{what} has shape {out.shape}, expected {shape}")
+    if not np.isfinite(out).all():
+        raise ValueError(f"{what} holds NaN or infinite values")
+    return out
 
 
 def _factors(value: Any, shape: tuple[int, ...]) -> FloatArray:

@@ -535,6 +535,10 @@ class Daemon:
         self.retrained: list[RetrainResult] = []
         #: Per rollout group, the running rollout followed and its challenger: (rollout id, model).
         self.trials: dict[str, tuple[int, RetrainResult]] = {}
+        #: ``trials`` is read and changed on the loop's thread (``follow_rollout`` every minute) and
+        #: on the job thread (a retraining, pruning): one at a time, else both could drop the same
+        #: group (``KeyError``) or one's adoption be lost. Taken before ``_swap``, never inside it.
+        self._trials_lock = threading.RLock()
         self._rollout_checked = -math.inf
         self._unfollowed: set[int] = set()  # rollouts whose challenger could not be loaded
         #: champion versions that could not be loaded, and when: tried again after UNLOADABLE_RETRY_S
@@ -989,16 +993,18 @@ class Daemon:
         self.live.reset_drift()
         if result.rollout_ids and result.model is not None:
             ids = set(result.rollout_ids)
-            for row in self.deps.store.rollouts():
-                if row.id in ids:
-                    self.trials[row.group] = (row.id, result)
-            self.follow_rollout(now)
+            with self._trials_lock:
+                for row in self.deps.store.rollouts():
+                    if row.id in ids:
+                        self.trials[row.group] = (row.id, result)
+                self.follow_rollout(now)
         return result
 
     @property
     def trial(self) -> tuple[int, RetrainResult] | None:
         """The followed rollout of the first rollout group (by name) that has one."""
-        return self.trials[min(self.trials)] if self.trials else None
+        with self._trials_lock:
+            return self.trials[min(self.trials)] if self.trials else None
 
     def follow_rollout(self, now: float) -> None:
         """Keep the loop in step with the running rollouts, one per rollout group (checked every minute).
@@ -1008,8 +1014,13 @@ class Daemon:
         that group only. Promoted (by ``scaleahead rollout promote`` or a canary's last step): the
         challenger becomes the production forecaster (of every group: there is one champion).
         Aborted, rolled back or superseded: it is dropped. A group without a followed rollout adopts
-        one started outside this process (``_adopt_rollout``).
+        one started outside this process (``_adopt_rollout``). Called on the loop's thread and on
+        the job thread (after a retraining): one call at a time (``_trials_lock``).
         """
+        with self._trials_lock:
+            self._follow_rollout(now)
+
+    def _follow_rollout(self, now: float) -> None:
         store = self.deps.store
         if store is None:
             return
@@ -1111,7 +1122,8 @@ class Daemon:
         history = [s for s in self.history.last.values() if len(s) > 0]
         if not history and store.model(model_id).family not in LEARNED:
             return None
-        return load_model_version(store, model_id, history[0].step_s if history else 10.0, history)
+        step = history[0].step_s if history else 10.0
+        return load_model_version(store, model_id, step, history, self.settings.forecast.horizon_s)
 
     def _to_production(self, model: Forecaster, model_version_id: int, holdout_wape: object) -> None:
         """Plan with ``model`` from now on (every group), and measure drift against its error."""
@@ -1203,7 +1215,8 @@ class Daemon:
         ours = {p.workload.key for p in self.deps.policies}
         owns = self.deps.risk.owns
         risk = store.prune_risk_factors(now - j.plan_retention_days * 86400.0, lambda key: key in ours or not owns(key))
-        in_use = [r.model_version_id for _, r in self.trials.values()]
+        with self._trials_lock:
+            in_use = [r.model_version_id for _, r in self.trials.values()]
         if self.deps.model_version_id is not None:
             in_use.append(self.deps.model_version_id)
         pruned = store.prune_model_checkpoints(

@@ -13,8 +13,9 @@ import hashlib
 import logging
 import math
 import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,9 +78,13 @@ def _holdout_starts(series: Sequence[Series], share: float) -> list[int]:
     return starts
 
 
-def load_model_version(store: Store, model_id: int, step_s: float, history: Sequence[Series]) -> Forecaster:
+def load_model_version(
+    store: Store, model_id: int, step_s: float, history: Sequence[Series], horizon_s: float | None = None
+) -> Forecaster:
     """The forecaster of a registered model version: a learned one (``LEARNED``) from the checkpoint stored with it
-    (or its file), a baseline family fitted on ``history``. A ``DataError`` says why it cannot."""
+    (or its file), a baseline family fitted on ``history``. A ``DataError`` says why it cannot, also when a
+    learned one forecasts fewer steps than ``horizon_s`` (``forecast.horizon_s``) asks for at ``step_s``: every
+    forecast would fail, so the caller falls back as for a missing checkpoint."""
     m = store.model(model_id)
     if m.family in LEARNED:
         from forecaster.lstm import CheckpointError, LSTMForecaster
@@ -102,14 +107,45 @@ def load_model_version(store: Store, model_id: int, step_s: float, history: Sequ
                     f"Model version {model_id} has no checkpoint{m.pruned_note}.", "Retrain or register it with one."
                 )
             try:
-                return LSTMForecaster.load(path, step_s=step_s)
+                learned = LSTMForecaster.load(path, step_s=step_s)
             except CheckpointError as exc:
                 raise DataError(f"Model version {model_id}: {exc.message}", "Retrain it.") from exc
+            if learned.spec is not None and horizon_s is not None:
+                need = horizon_steps_for(step_s, horizon_s)
+                if learned.spec.horizon_steps < need:
+                    raise DataError(
+                        f"Model version {model_id} forecasts {learned.spec.horizon_steps} steps "
+                        f"({learned.spec.horizon_s:g} s); forecast.horizon_s {horizon_s:g} needs {need}.",
+                        "Retrain it with the current forecast.horizon_s (scaleahead retrain), or lower the setting.",
+                    )
+            return learned
     if m.family not in available_models():
         raise DataError(f"Model version {model_id} is of an unknown family {m.family!r}.", "Retrain it.")
     if not history:
         raise DataError(f"No history to fit model version {model_id} ({m.family}) on.", "Wait for history.")
     return make_model(m.family).fit(list(history))
+
+
+def _new_model(family: str, horizon_s: float) -> Forecaster:
+    """An untrained ``family`` that forecasts ``horizon_s`` (``forecast.horizon_s``): a learned
+    family's configured horizon (900 s by default) is set to it, else a longer setting would make
+    every forecast (and the holdout score) of the retrained model fail. Baselines forecast any horizon."""
+    model = make_model(family)
+    if family in LEARNED:
+        from forecaster.lstm import LSTMForecaster
+
+        if isinstance(model, LSTMForecaster):
+            model.config = replace(model.config, horizon_s=float(horizon_s))
+    return model
+
+
+def _hyperparams(model: Forecaster, horizon_s: float) -> dict[str, Any]:
+    """What the registered model was trained with: a learned model's whole configuration (as
+    ``scaleahead train`` records it), else the horizon it was scored at."""
+    config = getattr(model, "config", None)
+    if is_dataclass(config) and not isinstance(config, type):
+        return asdict(config)
+    return {"horizon_s": horizon_s}
 
 
 def clock_hint(series: Sequence[Series], remedy: str = "forecast.model lstm_clock") -> str:
@@ -165,7 +201,7 @@ def retrain(
         for s, i in zip(cut, _holdout_starts(cut, HOLDOUT_SHARE), strict=True)
     ]
     fit_parts = [s for s in fit_parts if len(s) > 0]
-    model = make_model(family)
+    model = _new_model(family, settings.forecast.horizon_s)
     model.fit(fit_parts)
     wape_new = holdout_wape(model, cut, settings.forecast.horizon_s)
     scored = champion
@@ -175,7 +211,7 @@ def retrain(
         scored = make_model(champion.name).fit(fit_parts)
     wape_old = holdout_wape(scored, cut, settings.forecast.horizon_s) if scored is not None else float("nan")
     # The registered model is refitted on everything (the holdout only scored it).
-    model = make_model(family).fit(cut)
+    model = _new_model(family, settings.forecast.horizon_s).fit(cut)
     metrics: dict[str, Any] = {
         "holdout_wape": None if math.isnan(wape_new) else round(wape_new, 6),
         "champion_holdout_wape": None if math.isnan(wape_old) else round(wape_old, 6),
@@ -194,7 +230,10 @@ def retrain(
         # The checkpoint goes into the database with the version (any replica, any restart can load
         # it); with ``artifact_dir`` a copy stays there too.
         with tempfile.TemporaryDirectory(prefix="scaleahead-retrain-") as tmp:
-            path = (artifact_dir or Path(tmp)) / f"{family}-{int(now)}.ckpt"
+            # A random suffix: two retrainings at the same ``now`` (a re-run ``retrain --artifacts``, a
+            # re-run virtual daemon) would otherwise share one file, the second overwriting the
+            # checkpoint the first version's recorded SHA-256 belongs to.
+            path = (artifact_dir or Path(tmp)) / f"{family}-{int(now)}-{uuid.uuid4().hex[:12]}.ckpt"
             path.parent.mkdir(parents=True, exist_ok=True)
             save(path)
             artifact = path.read_bytes()
@@ -209,7 +248,7 @@ def retrain(
         data_start=min(s.start for s in cut),
         data_end=max(s.end for s in cut),
         step_s=step,
-        hyperparams={"horizon_s": settings.forecast.horizon_s},
+        hyperparams=_hyperparams(model, settings.forecast.horizon_s),
         metrics=metrics,
         artifact_path=artifact_path,
         artifact_sha256=sha,
@@ -224,6 +263,7 @@ def retrain(
     ids: list[int] = []
     for group in groups:
         running = book.running(group)
+        supersede = None
         if running is not None:
             if not running.results.get("retrained"):
                 # Someone's own rollout is running: never step on it; the model stays registered.
@@ -236,12 +276,11 @@ def retrain(
                 )
                 continue
             # A newer retrained model replaces a retrained challenger that is still being tried.
-            store.update_rollout(
-                running.id, now, state="superseded", results={**running.results, "superseded_by_model": mid}
-            )
-        rid = book.start(group, settings.jobs.rollout_mode, champion_name, str(mid), now)
-        store.update_rollout(rid, now, results=marker)
-        ids.append(rid)
+            supersede = (running, {**running.results, "superseded_by_model": mid})
+        # One transaction: the old rollout superseded, the new one created with its marker (a
+        # rollout without the marker would be taken for someone's own and block every later retrain).
+        mode = settings.jobs.rollout_mode
+        ids.append(book.start(group, mode, champion_name, str(mid), now, results=marker, supersede=supersede))
     rollout_ids = tuple(ids)
     log.info(
         "retrained %s as challenger model %d (%s)",

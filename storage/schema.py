@@ -5,7 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, false
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    false,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -105,6 +118,17 @@ class RolloutRow(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # At most one running rollout per group, enforced by the database: two starts at once (the
+    # daemon's retraining and the CronJob's) cannot both insert one (migration 0009_one_running).
+    __table_args__ = (
+        Index(
+            "ux_rollouts_one_running",
+            "group",
+            unique=True,
+            sqlite_where=text("state = 'running'"),
+            postgresql_where=text("state = 'running'"),
+        ),
+    )
 
 
 class ManagedFieldRow(Base):

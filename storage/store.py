@@ -27,7 +27,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, text, update
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from scaleahead.errors import DataError, UserError
@@ -171,6 +171,26 @@ class Unrecorded:
 UNRECORDED = Unrecorded()
 
 
+class RolloutRunning(Exception):
+    """``Store.create_rollout``: another rollout of the group is running (one at a time per group)."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"a rollout is running in group {group!r}")
+        self.group = group
+
+
+class RolloutChanged(UserError):
+    """A rollout changed between the caller's read and its write (``Store.update_rollout``,
+    ``promote_rollout``): nothing was recorded."""
+
+    def __init__(self, rollout_id: int, state: str) -> None:
+        super().__init__(
+            f"Rollout {rollout_id} changed meanwhile (now {state}); nothing was recorded.",
+            "Run the command again (see `scaleahead rollout status`).",
+        )
+        self.rollout_id, self.state = rollout_id, state
+
+
 @dataclass(frozen=True, slots=True)
 class StoredRollout:
     id: int
@@ -184,6 +204,22 @@ class StoredRollout:
     updated_at: float
     params: dict[str, Any]
     results: dict[str, Any]
+
+
+def _rollout(r: RolloutRow) -> StoredRollout:
+    return StoredRollout(
+        r.id,
+        r.group,
+        r.mode,
+        r.state,
+        r.champion,
+        r.challenger,
+        r.share,
+        r.started_at,
+        r.updated_at,
+        dict(r.params),
+        dict(r.results),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -896,27 +932,65 @@ class Store:
         now: float,
         share: float = 0.0,
         params: dict[str, Any] | None = None,
+        results: dict[str, Any] | None = None,
+        supersede: tuple[StoredRollout, dict[str, Any]] | None = None,
     ) -> int:
-        with self.session() as s:
-            row = RolloutRow(
-                group=group,
-                mode=mode,
-                state="running",
-                champion=champion,
-                challenger=challenger,
-                share=share,
-                started_at=now,
-                updated_at=now,
-                params=params or {},
-                results={},
+        """A new running rollout of ``group`` (with ``results`` from the start, e.g. retraining's
+        marker); returns its id.
+
+        ``supersede``: a running rollout of the group as the caller read it, and the results to
+        record with it; it becomes ``superseded`` in the same transaction as the new one is created,
+        so neither is recorded without the other, and only if it is still as read (else a
+        ``UserError``, ``RolloutChanged``). Raises ``RolloutRunning`` when another rollout of
+        ``group`` is running (the partial unique index on running rollouts per group, migration
+        0009_one_running: two starts at once cannot both succeed)."""
+        try:
+            with self.session() as s:
+                if supersede is not None:
+                    seen, seen_results = supersede
+                    self._change_rollout(s, seen, now, state="superseded", results=seen_results)
+                row = RolloutRow(
+                    group=group,
+                    mode=mode,
+                    state="running",
+                    champion=champion,
+                    challenger=challenger,
+                    share=share,
+                    started_at=now,
+                    updated_at=now,
+                    params=params or {},
+                    results=results or {},
+                )
+                s.add(row)
+                s.flush()
+                return row.id
+        except IntegrityError as exc:
+            raise RolloutRunning(group) from exc
+
+    @staticmethod
+    def _change_rollout(s: Session, seen: StoredRollout, now: float, **values: Any) -> None:
+        """Write ``values`` to the rollout ``seen`` only if its row is still as the caller read it:
+        running, at the same share, not updated since. A decision made from a stale read (an
+        operator's abort, a retraining's supersede, a promotion or another evaluation committed
+        in between) would otherwise undo that change or drop its history entry."""
+        done = s.execute(
+            update(RolloutRow)
+            .where(
+                RolloutRow.id == seen.id,
+                RolloutRow.state == "running",
+                RolloutRow.share == seen.share,
+                RolloutRow.updated_at == seen.updated_at,
             )
-            s.add(row)
-            s.flush()
-            return row.id
+            .values(updated_at=now, **values)
+            .execution_options(synchronize_session=False)
+        )
+        if getattr(done, "rowcount", 0) != 1:
+            row = s.get(RolloutRow, seen.id)
+            raise RolloutChanged(seen.id, row.state if row is not None else "deleted")
 
     def promote_rollout(
         self,
-        rollout_id: int,
+        seen: StoredRollout,
         now: float,
         challenger_model: int | None,
         champion_model: int | None,
@@ -924,14 +998,14 @@ class Store:
     ) -> None:
         """Mark a rollout promoted and, when its arms are model versions, make the challenger the
         champion and retire the old one: one transaction, so the rollout and the registry never
-        disagree (a promotion half-recorded would be undone by the daemon following the registry)."""
+        disagree (a promotion half-recorded would be undone by the daemon following the registry).
+        Only if the rollout is still as ``seen`` (running, same share, not updated since): else a
+        ``RolloutChanged`` (a ``UserError``) and nothing is recorded."""
         with self.session() as s:
-            row = s.get(RolloutRow, rollout_id)
-            if row is None:
-                raise UserError(f"No rollout {rollout_id}.", "See `scaleahead rollout status`.")
-            row.state, row.share, row.updated_at = "promoted", 1.0, now
+            values: dict[str, Any] = {"state": "promoted", "share": 1.0}
             if results is not None:
-                row.results = results
+                values["results"] = results
+            self._change_rollout(s, seen, now, **values)
             if challenger_model is not None and s.get(ModelVersionRow, challenger_model) is not None:
                 self._make_champion(s, challenger_model, now)  # its family's other champions retire
                 old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
@@ -940,24 +1014,25 @@ class Store:
 
     def update_rollout(
         self,
-        rollout_id: int,
+        seen: StoredRollout,
         now: float,
         *,
         state: str | None = None,
         share: float | None = None,
         results: dict[str, Any] | None = None,
     ) -> None:
+        """Record a running rollout's new state, share or results, only if it is still as ``seen``
+        (running, same share, not updated since); else a ``RolloutChanged`` (a ``UserError``) and
+        nothing is recorded: the caller's decision was made on what is no longer so."""
+        values: dict[str, Any] = {}
+        if state is not None:
+            values["state"] = state
+        if share is not None:
+            values["share"] = share
+        if results is not None:
+            values["results"] = results
         with self.session() as s:
-            row = s.get(RolloutRow, rollout_id)
-            if row is None:
-                raise UserError(f"No rollout {rollout_id}.", "See `scaleahead rollout status`.")
-            if state is not None:
-                row.state = state
-            if share is not None:
-                row.share = share
-            if results is not None:
-                row.results = results
-            row.updated_at = now
+            self._change_rollout(s, seen, now, **values)
 
     def rollouts(self, group: str | None = None, state: str | None = None) -> list[StoredRollout]:
         with self.session() as s:
@@ -966,22 +1041,15 @@ class Store:
                 q = q.where(RolloutRow.group == group)
             if state is not None:
                 q = q.where(RolloutRow.state == state)
-            return [
-                StoredRollout(
-                    r.id,
-                    r.group,
-                    r.mode,
-                    r.state,
-                    r.champion,
-                    r.challenger,
-                    r.share,
-                    r.started_at,
-                    r.updated_at,
-                    dict(r.params),
-                    dict(r.results),
-                )
-                for r in s.scalars(q)
-            ]
+            return [_rollout(r) for r in s.scalars(q)]
+
+    def rollout(self, rollout_id: int) -> StoredRollout:
+        """One rollout by id (a ``UserError`` if there is none)."""
+        with self.session() as s:
+            row = s.get(RolloutRow, rollout_id)
+            if row is None:
+                raise UserError(f"No rollout {rollout_id}.", "See `scaleahead rollout status`.")
+            return _rollout(row)
 
     # -- pod steers -----------------------------------------------------------------------------
     def add_steer(

@@ -77,9 +77,9 @@ def test_only_checkpoints_no_one_can_need_are_pruned(db_url: str) -> None:
     other_family_retired = version("clock-retired", "retired", 90, family="lstm_clock")
     no_checkpoint = store.register_model("ridge", "ridge", status="challenger")
     _age(store, no_checkpoint, 60)
-    store.create_rollout("default", "canary", str(champion), str(on_trial), time.time())
     done = store.create_rollout("default", "canary", str(champion), str(lost[0]), time.time())
-    store.update_rollout(done, time.time(), state="rolled_back")
+    store.update_rollout(store.rollout(done), time.time(), state="rolled_back")
+    store.create_rollout("default", "canary", str(champion), str(on_trial), time.time())
 
     now = time.time()
     pruned = store.prune_model_checkpoints(now - 30 * DAY, keep_retired=3, now=now)

@@ -94,7 +94,7 @@ def test_model_registry_and_rollouts(db_url: str) -> None:
     mid = store.register_model("lstm-1", "lstm", step_s=10.0, hyperparams={"hidden": 64}, metrics={"wql": 0.2})
     assert store.model(mid).hyperparams == {"hidden": 64}
     rid = store.create_rollout("default", "canary", "model:1", f"model:{mid}", now=5.0, share=0.1)
-    store.update_rollout(rid, 6.0, state="promoted", share=1.0)
+    store.update_rollout(store.rollout(rid), 6.0, state="promoted", share=1.0)
     (r,) = store.rollouts()
     assert (r.state, r.share) == ("promoted", 1.0)
 
@@ -159,7 +159,7 @@ def test_migration_0007_adds_the_confirmed_value_without_claiming_old_rows(db_ur
         )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0008_original"
+    assert store.current_revision() == Store.head_revision() == "0009_one_running"
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
     store.set_managed_field("KnativeService/fn/a", "min-scale", 4, "intent:4:7", 20.0)  # an intent: not confirmed
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
@@ -191,7 +191,7 @@ def test_migration_0008_records_a_fields_original_only_at_its_first_write(db_url
         )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0008_original"
+    assert store.current_revision() == Store.head_revision() == "0009_one_running"
     a = store.managed_field("KnativeService/fn/a")
     assert a is not None and (a.original_recorded, a.original_value, a.written_value) == (False, None, 3)
     store.set_managed_field("KnativeService/fn/a", "min-scale", 3, "intent:4:7", 20.0, original=3)
@@ -223,3 +223,48 @@ def test_docs_list_every_schema_revision(doc: str) -> None:
     text = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text()
     listed = " ".join(text.split("revision ids, oldest first:", 1)[1].split("; any other", 1)[0].split())
     assert [r.strip(" `") for r in listed.split(",")] == Store.revisions()
+
+
+def test_migration_0009_keeps_one_running_rollout_per_group_and_notes_the_others(db_url: str) -> None:
+    """Duplicate running rollouts written before 0009_one_running: the newest of a group stays
+    running, older ones become superseded with a note; afterwards a second running one is refused;
+    a downgrade drops the index and keeps the rows."""
+    from sqlalchemy import text
+
+    from storage.store import RolloutRunning
+
+    old = Store(db_url, upgrade=False)
+    old.upgrade("0008_original")
+    with old.engine.begin() as conn:
+        for group, challenger, state in (
+            ("web", "5", "running"),
+            ("web", "6", "aborted"),
+            ("web", "7", "running"),
+            ("api", "8", "running"),
+            ("web", "9", "running"),
+        ):
+            conn.execute(
+                text(
+                    'INSERT INTO rollouts ("group", mode, state, champion, challenger, share, started_at, '
+                    "updated_at, params, results) VALUES (:g, 'shadow', :s, '1', :c, 0.0, 1.0, 1.0, '{}', :r)"
+                ),
+                {"g": group, "s": state, "c": challenger, "r": '{"retrained": true}'},
+            )
+    old.close()
+    store = Store(db_url)
+    assert store.current_revision() == "0009_one_running"
+    got = {r.challenger: (r.group, r.state, r.results) for r in store.rollouts()}
+    note = {"retrained": True, "superseded_by_migration": "0009_one_running", "superseded_by_rollout": 5}
+    assert got == {
+        "5": ("web", "superseded", note),
+        "6": ("web", "aborted", {"retrained": True}),
+        "7": ("web", "superseded", note),
+        "8": ("api", "running", {"retrained": True}),
+        "9": ("web", "running", {"retrained": True}),
+    }
+    with pytest.raises(RolloutRunning):
+        store.create_rollout("web", "shadow", "1", "10", now=2.0)
+    store.downgrade("0008_original")
+    store.create_rollout("web", "shadow", "1", "10", now=2.0)  # no index any more
+    assert [r.state for r in store.rollouts(group="web")].count("running") == 2
+    store.close()

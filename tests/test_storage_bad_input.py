@@ -261,7 +261,7 @@ def test_json_output_of_rows_holding_nan_is_valid_json_with_null(tmp_path: Path)
     params = {"steps": [0.1, 1.0], "max_cost_increase": float("nan"), "max_error_increase": float("inf")}
     rid = store.create_rollout("default", "canary", "1", "2", now=5.0, share=0.1, params=params)
     store.update_rollout(
-        rid, 6.0, results={"last": {"decision": "wait", "reason": "r", "summary": {"x": float("nan")}}}
+        store.rollout(rid), 6.0, results={"last": {"decision": "wait", "reason": "r", "summary": {"x": float("nan")}}}
     )
     status = cli("rollout", "status", "--output", "json", "--db", db)
     assert status.returncode == 0, status.stderr

@@ -101,7 +101,8 @@ def _print(r: Any, as_json: bool) -> None:
 
 
 def read_outcomes(path: Path) -> list[dict[str, Any]]:
-    """Rows of ``workload,arm,violation_fraction,cost_per_demand[,forecast_error]``."""
+    """Rows of ``workload,arm,violation_fraction,cost_per_demand[,forecast_error]``, each with its
+    ``line`` in the file (for messages)."""
     try:
         with path.open(newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -132,6 +133,7 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             raise DataError(f"{path}:{i}: {wrong}.", "Fix the measurement (leave forecast_error empty if unknown).")
         out.append(
             {
+                "line": i,
                 "workload": row["workload"],
                 "arm": (row.get("arm") or "").strip(),
                 "violation_fraction": v,
@@ -140,6 +142,49 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def check_arms(path: Path, rows: list[dict[str, Any]], mode: str) -> None:
+    """A ``DataError`` (nothing recorded) when a workload is listed twice in one arm (its outcome
+    would count twice: an arm of one workload would pass "two per arm" with a zero-width,
+    "significant" interval), or, outside shadow mode (where every workload has an outcome in both
+    arms), in both arms (a workload runs in one arm only). ``rows`` carry their resolved ``arm``."""
+    lines: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        lines.setdefault((row["workload"], row["arm"]), []).append(row["line"])
+    twice = [(wl, arm, at) for (wl, arm), at in lines.items() if len(at) > 1]
+    if twice:
+        listed = "; ".join(f"{wl} in the {arm} arm on lines {', '.join(map(str, at))}" for wl, arm, at in twice[:5])
+        raise DataError(
+            f"{path}: a workload is listed more than once in one arm: {listed}.",
+            "Give one outcome per workload and arm (merge the windows before); nothing was recorded.",
+        )
+    if mode == "shadow":
+        return
+    both = sorted(
+        (wl, lines[(wl, "champion")][0], lines[(wl, "challenger")][0])
+        for wl, arm in lines
+        if arm == "champion" and (wl, "challenger") in lines
+    )
+    if both:
+        listed = "; ".join(f"{wl} (lines {a} and {b})" for wl, a, b in both[:5])
+        raise DataError(
+            f"{path}: a workload is listed in both arms, but in {'a canary' if mode == 'canary' else 'an A/B'} "
+            f"rollout it runs in one: {listed}.",
+            "Keep the row of the arm it ran in (or leave the arm column empty to use the assignment); "
+            "nothing was recorded.",
+        )
+
+
+def contradicting_arms(rows: list[dict[str, Any]], rollout: Any, book: Any) -> list[tuple[dict[str, Any], str]]:
+    """Rows whose ``arm`` column names another arm than the rollout's assignment gives the workload
+    (canary and A/B; a shadow rollout has both arms for every workload), with the assigned arm.
+    They are warned about, not refused: the column is how outcomes of arms measured elsewhere
+    (another labelling, a policy variant) are given."""
+    if rollout.mode == "shadow":
+        return []
+    assigned = [(row, book.arm(rollout, row["workload"])) for row in rows]
+    return [(row, arm) for row, arm in assigned if row["arm"] != arm]
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -278,8 +323,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             arm = row["arm"] or book.arm(r, row["workload"])
             if arm not in arms:
                 raise DataError(f"{outcomes}: arm {arm!r} is neither champion nor challenger.", "Fix the arm column.")
+            row["arm"] = arm
             arms[arm].append(
                 Outcome(row["workload"], row["violation_fraction"], row["cost_per_demand"], row["forecast_error"])
+            )
+        check_arms(outcomes, rows, r.mode)
+        contradicting = contradicting_arms(rows, r, book)
+        if contradicting:
+            listed = ", ".join(f"{row['workload']} (line {row['line']}: {row['arm']})" for row, _ in contradicting[:5])
+            more = f" and {len(contradicting) - 5} more" if len(contradicting) > 5 else ""
+            typer.echo(
+                f"warning: {outcomes}: {len(contradicting)} row(s) name another arm than the rollout assigns the "
+                f"workload to: {listed}{more}; they are compared in the arm the file names (leave the arm column "
+                "empty to use the assignment)",
+                err=True,
             )
         entry = book.evaluate(r, arms, time.time())  # type: ignore[arg-type]
         if output == "json":

@@ -166,7 +166,8 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
     why = f"no LSTM checkpoint configured; using fallback {fallback!r}"
     if versions:
         try:  # the checkpoint stored in the database (any replica, any restart), else the file
-            return load_model_version(store, versions[-1].id, step, history), versions[-1].id
+            loaded = load_model_version(store, versions[-1].id, step, history, settings.forecast.horizon_s)
+            return loaded, versions[-1].id
         except DataError as exc:
             why = f"{exc.what} Fallback: {fallback!r}."
     log.warning(

@@ -353,3 +353,169 @@ def test_promoting_a_rollout_whose_champion_is_named_retires_the_familys_champio
     book.start("default", "shadow", "ridge", str(new), T0)
     assert book.promote("default", T0 + 10).state == "promoted"
     assert {m.id: m.status for m in store.models()} == {old: "retired", new: "champion"}
+
+
+def test_a_canary_without_forecast_errors_reaches_promotion_through_storage(db_url):
+    # forecast_error is optional: its means are NaN, stored as JSON null; at 100 % the champion's
+    # means of the last compared window are read back from storage and must count as NaN, not crash
+    nan = float("nan")
+    book = RolloutBook(Store(db_url))
+    book.start("web", "canary", "3", "7", T0, CanaryParams(steps=(0.5, 1.0)))
+    champ = [Outcome(f"a{i}", 0.01, 2.0, nan) for i in range(4)]
+    chal = [Outcome(f"b{i}", 0.01, 2.0, nan) for i in range(4)]
+    assert book.evaluate(book.get("web"), {"champion": champ, "challenger": chal}, T0 + 3600)["decision"] == "advance"
+    book = RolloutBook(Store(db_url))  # a restart: the history comes from the database
+    assert book.get("web").results["history"][0]["champion_forecast_error"] is None
+    entry = book.evaluate(book.get("web"), {"champion": [], "challenger": champ + chal}, T0 + 7200)
+    assert entry["decision"] == "promote" and "last compared window" in entry["reason"]
+    assert book.get("web").state == "promoted"
+
+
+def test_a_stale_evaluation_never_undoes_an_abort_nor_promotes_an_aborted_rollout(db_url):
+    # `rollout evaluate` reads the running rollout, then records its decision: an abort committed
+    # in between must stand, and the decision is refused with nothing recorded
+    store = Store(db_url)
+    old = store.register_model("old", "ridge", status="champion")
+    new = store.register_model("new", "ridge", status="challenger")
+    book = RolloutBook(store)
+    book.start("web", "canary", str(old), str(new), T0, CanaryParams(steps=(0.5, 1.0)))
+    good = {"champion": outcomes("a", 3, 0.01, 2.0), "challenger": outcomes("b", 3, 0.01, 2.0)}
+    seen = book.running("web")
+    RolloutBook(Store(db_url)).abort("web", T0 + 3650)  # the operator, in another process
+    with pytest.raises(UserError, match=r"changed meanwhile \(now aborted\); nothing was recorded"):
+        book.evaluate(seen, good, T0 + 3700)
+    r = book.get("web")
+    assert (r.state, r.share, r.results) == ("aborted", 0.0, {})
+    assert book.running("web") is None
+
+    # at the last step a stale evaluation would promote: refused, the registry untouched
+    book.start("web", "canary", str(old), str(new), T0 + 4000, CanaryParams(steps=(1.0,)))
+    seen = book.running("web")
+    book.abort("web", T0 + 7300)
+    with pytest.raises(UserError, match="changed meanwhile"):
+        book.evaluate(seen, {"champion": [], "challenger": good["challenger"]}, T0 + 8000)
+    assert book.get("web").state == "aborted"
+    assert {m.id: m.status for m in store.models()} == {old: "champion", new: "challenger"}
+
+
+def test_two_overlapping_evaluations_never_lose_a_history_entry(db_url):
+    book = RolloutBook(Store(db_url))
+    book.start("web", "ab", "3", "7", T0, split=0.5)
+    good = {"champion": outcomes("a", 3, 0.01, 2.0), "challenger": outcomes("b", 3, 0.01, 2.0)}
+    first, second = book.running("web"), book.running("web")
+    book.evaluate(first, good, T0 + 10)
+    with pytest.raises(UserError, match=r"changed meanwhile \(now running\)"):
+        book.evaluate(second, good, T0 + 11)  # its history would lack the first's entry
+    assert [h["at"] for h in book.get("web").results["history"]] == [T0 + 10]
+    book.evaluate(book.running("web"), good, T0 + 12)  # run again: both entries kept
+    assert [h["at"] for h in book.get("web").results["history"]] == [T0 + 10, T0 + 12]
+
+
+def test_two_rollouts_started_at_once_in_one_group_the_second_is_refused(db_url, monkeypatch):
+    # both check "is one running?" before either inserts (the daemon's retraining and the CronJob's)
+    first, second = RolloutBook(Store(db_url)), RolloutBook(Store(db_url))
+    monkeypatch.setattr(second, "running", lambda group: None, raising=False)
+    first.start("web", "shadow", "3", "7", T0)
+    with pytest.raises(UserError, match="still running in group 'web'"):
+        second.start("web", "shadow", "3", "8", T0)
+    assert [(r.challenger, r.state) for r in first.store.rollouts()] == [("7", "running")]
+    assert second.start("other", "shadow", "3", "8", T0) > 0  # another group is free
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"), [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042), (1e9, 1.960)]
+)
+def test_the_t_quantile_matches_the_tables(df, expected):
+    from actuator.rollouts import t_quantile
+
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
+    assert t_quantile(0.025, df) == pytest.approx(-expected, abs=5e-4)
+
+
+def test_the_t_quantile_of_a_fractional_df_lies_between_its_whole_neighbours():
+    from actuator.rollouts import t_quantile
+
+    assert t_quantile(0.975, 3) < t_quantile(0.975, 2.5) < t_quantile(0.975, 2)
+    assert t_quantile(0.995, 3) == pytest.approx(5.841, abs=5e-4)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_equal_means_are_called_significant_about_5_percent_of_the_time_with_few_workloads(n):
+    # a normal (z) interval with 2-5 workloads per arm is far too narrow: it called 8-20 % of
+    # equal-mean comparisons significant; Student t (Welch df; paired: n - 1) keeps it near 5 %
+    rng = np.random.default_rng(n)
+    trials = 2000
+    ab = shadow = 0
+    for _ in range(trials):
+        a, b = rng.normal(0.01, 0.002, n), rng.normal(0.01, 0.002, n)
+        champ = [Outcome(f"w{i}", float(a[i]), 2.0) for i in range(n)]
+        chal = [Outcome(f"w{i}", float(b[i]), 2.0) for i in range(n)]
+        ab += {d.metric: d for d in ab_report(champ, chal)}["violation_fraction"].significant
+        shadow += {d.metric: d for d in shadow_report(champ, chal)}["violation_fraction"].significant
+    # Welch's interval is a little conservative at two per arm (about 2 %)
+    assert 0.01 <= ab / trials <= 0.07
+    assert 0.03 <= shadow / trials <= 0.07
+
+
+TWICE = "w1,challenger,0.01,2.0"
+
+
+@pytest.mark.parametrize(
+    ("mode", "rows", "says"),
+    [
+        # one workload twice in one arm would pass "two per arm" with a zero-width interval
+        ("ab", [TWICE, "w2,champion,0.02,2.0", TWICE], "w1 in the challenger arm on lines 2, 4"),
+        ("shadow", ["w1,champion,0.01,2.0", "w1,champion,0.01,2.0", TWICE], "w1 in the champion arm on lines 2, 3"),
+        # outside shadow mode a workload runs in one arm
+        (
+            "ab",
+            [TWICE, "w2,champion,0.02,2.0", "w1,champion,0.01,2.0"],
+            "listed in both arms, but in an A/B rollout it runs in one: w1 (lines 4 and 2)",
+        ),
+    ],
+)
+def test_a_workload_listed_twice_is_refused_with_its_lines_and_nothing_is_recorded(tmp_path, mode, rows, says):
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", mode, "--group", "web", db=db).returncode == 0
+    csv = tmp_path / "o.csv"
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\n" + "\n".join(rows) + "\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", db=db)
+    assert out.returncode == 2 and says in str(out.exception), str(out.exception)
+    assert "nothing was recorded" in str(out.exception)
+    assert "history" not in RolloutBook(Store(f"sqlite:///{db}")).get("web").results
+
+
+def test_a_workload_listed_twice_by_the_assignment_is_refused_and_shadow_takes_both_arms(tmp_path):
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", "ab", "--group", "web", db=db).returncode == 0
+    csv = tmp_path / "o.csv"
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\nw1,,0.01,2.0\nw2,,0.01,2.0\nw1,,0.02,2.0\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", db=db)
+    assert out.returncode == 2 and "w1 in the" in str(out.exception) and "lines 2, 4" in str(out.exception)
+    assert _cli("abort", "--group", "web", db=db).returncode == 0
+    assert _cli("start", "--challenger", "web-v3", "--mode", "shadow", "--group", "web", db=db).returncode == 0
+    lines = [f"w{i},{arm},0.0{1 + i % 3},2.0" for i in range(3) for arm in ("champion", "challenger")]
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\n" + "\n".join(lines) + "\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", "--output", "json", db=db)
+    assert out.returncode == 0, out.output
+    assert {d["n_champion"] for d in json.loads(out.stdout)["differences"]} == {3}
+
+
+def test_an_arm_column_that_contradicts_the_assignment_is_warned_about_and_used(tmp_path):
+    from actuator.rollouts import assign
+
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", "ab", "--group", "web", db=db).returncode == 0
+    names = [f"Deployment/shop/w{i}" for i in range(40)]
+    chal = [n for n in names if assign(n, 0.5, "web:web-v2") == "challenger"][:2]
+    champ = [n for n in names if assign(n, 0.5, "web:web-v2") == "champion"][:3]
+    rows = [f"{n},,0.01,2.0" for n in chal] + [f"{n},,0.02,2.0" for n in champ[:2]]
+    rows.append(f"{champ[2]},challenger,0.01,2.0")
+    csv = tmp_path / "o.csv"
+    csv.write_text("workload,arm,violation_fraction,cost_per_demand\n" + "\n".join(rows) + "\n")
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", "--output", "json", db=db)
+    assert out.returncode == 0, out.output
+    assert f"1 row(s) name another arm than the rollout assigns the workload to: {champ[2]} (line 6: challenger)" in (
+        out.stderr
+    )
+    assert {d["n_challenger"] for d in json.loads(out.stdout)["differences"]} == {3}

@@ -623,7 +623,7 @@ def test_a_challengers_forecasts_are_stored_and_reported_as_its_model_version(  
     mid = store.register_model("window_mean-cron", "window_mean", status="challenger")
     book = RolloutBook(store)
     rid = book.start("default", "canary", "seasonal_naive", str(mid), clock.now())
-    store.update_rollout(rid, clock.now(), share=0.5)
+    store.update_rollout(store.rollout(rid), clock.now(), share=0.5)
     daemon.run(lambda: False, max_ticks=6 * 75)
     assert len(daemon.reports) >= 2, "the last report covers only forecasts made after the adoption"
     salt = str(store.rollouts()[-1].params.get("salt", ""))
@@ -680,3 +680,34 @@ def test_shutdown_releases_the_lease_first_and_does_not_wait_a_retrain_out(daemo
     daemon2.jobs.add("retrain", daemon2.jobs.jobs["retrain"].trigger, lambda now: None, clock2.now())
     assert daemon2.jobs.submit_now("retrain", clock2.now(), lambda job, now: job.func(now))
     assert daemon2.shutdown(job_wait_s=5.0) is True and quick.released == 1
+
+
+def test_following_the_rollouts_runs_one_call_at_a_time_across_threads(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # the loop's thread (every minute) and the job thread (after a retraining) both follow the
+    # rollouts and change ``trials``: a second call waits for the first
+    import threading
+    import time
+
+    daemon, clock, _, store = daemon_factory(n=2)
+    inside, most = [0], [0]
+    guard = threading.Lock()
+    real = store.rollouts
+
+    def slow_rollouts(*args, **kwargs):  # type: ignore[no-untyped-def]
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.2)
+            return real(*args, **kwargs)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    store.rollouts = slow_rollouts  # type: ignore[method-assign]
+    threads = [threading.Thread(target=daemon.follow_rollout, args=(clock.now(),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert most[0] == 1, "two follow_rollout calls read and changed the trials at once"

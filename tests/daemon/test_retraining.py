@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from forecaster.baselines import SeasonalNaive
 from forecaster.registry import register
@@ -109,3 +110,110 @@ def test_a_fitted_champion_is_scored_out_of_sample_as_the_challenger_is(nasa: Se
     result = retrain([policy], {policy.workload: history}, store, settings, now=history.end, champion=champion)
     m = result.metrics
     assert m["holdout_wape"] is not None and m["champion_holdout_wape"] == m["holdout_wape"]
+
+
+@pytest.mark.parametrize(
+    ("statement", "failing_call"),
+    [
+        ("UPDATE rollouts", 0),  # the rollout's marker (before: a write of its own) or a supersede
+        ("INSERT INTO rollouts", 1),  # the new rollout, after the old one was superseded
+    ],
+)
+def test_a_failed_rollout_write_in_retraining_leaves_no_half_state_and_the_next_retrain_rolls_out(
+    nasa: Series, db_url: str, statement: str, failing_call: int
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from tests.conftest import fail_once
+
+    policy = one_policy()
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"
+    store = Store(db_url)
+    done = None
+    failures = 0
+    for call in range(3):
+        if call == failing_call:
+            fail_once(store.engine, statement, "database is locked")
+        try:
+            done = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end + call * DAY)
+        except OperationalError:
+            failures += 1
+        running = [(r.challenger, r.results.get("retrained")) for r in store.rollouts(state="running")]
+        # at every moment: the last successful retrain's challenger is on trial, marked as retraining's
+        assert running == ([(str(done.model_version_id), True)] if done is not None else [])
+    assert failures == 1
+    assert done is not None and done.rollout_ids, "the retrain after the failure rolls its model out"
+
+
+def test_a_retrained_lstm_forecasts_the_configured_horizon_and_records_its_config(nasa: Series, tmp_path: Path) -> None:
+    # forecast.horizon_s above the LSTM's default 900 s: the retrained model must forecast it (its
+    # holdout score asks for it), record the configuration it was trained with, and a checkpoint
+    # shorter than the setting is refused on load so the caller falls back
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+    from forecaster.registry import _FACTORIES
+    from scaleahead.commands.run import _production_model
+    from scaleahead.errors import DataError
+    from scaleahead.retraining import load_model_version
+
+    tiny = LSTMConfig(hidden=4, mlp=8, max_epochs=1, patience=1, max_train_windows=300, max_val_windows=100)
+    policy = one_policy()
+    settings = Settings()  # forecast.model lstm
+    settings.forecast.horizon_s = 1800.0
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    history = nasa.between(nasa.start + 2 * DAY, nasa.end)
+    real = _FACTORIES["lstm"]
+    register("lstm", lambda: LSTMForecaster(tiny))
+    try:
+        result = retrain([policy], {policy.workload: history}, store, settings, now=history.end)
+    finally:
+        register("lstm", real)
+    assert isinstance(result.model, LSTMForecaster) and result.model.spec is not None
+    assert result.model.spec.horizon_s == 1800.0 and result.model.spec.horizon_steps == 180
+    assert result.metrics["holdout_wape"] is not None
+    version = store.model(result.model_version_id)
+    assert version.hyperparams["horizon_s"] == 1800.0 and version.hyperparams["hidden"] == 4
+
+    loaded = load_model_version(store, version.id, 10.0, [], horizon_s=1800.0)
+    assert isinstance(loaded, LSTMForecaster) and loaded.spec is not None and loaded.spec.horizon_steps == 180
+    with pytest.raises(DataError, match=r"forecasts 180 steps \(1800 s\); forecast.horizon_s 3600 needs 360"):
+        load_model_version(store, version.id, 10.0, [], horizon_s=3600.0)
+    store.make_champion(version.id)
+    longer = Settings()
+    longer.forecast.horizon_s = 3600.0
+    model, used = _production_model("lstm", store, longer, [history])
+    assert used is None and model.name == longer.forecast.fallback_model
+
+
+def test_two_retrainings_at_the_same_time_keep_their_own_checkpoint_files(nasa: Series, tmp_path: Path) -> None:
+    import hashlib
+
+    class _Sized(_Savable):
+        name = "savable_test"
+
+        def save(self, path: Path) -> Path:  # a checkpoint that differs with the history fitted on
+            path.write_bytes(b"checkpoint fitted on %d steps" % sum(len(s) for s in self._fitted))
+            return path
+
+        def fit(self, history, horizon_steps=None):  # type: ignore[no-untyped-def]
+            self._fitted = list(history)
+            return super().fit(history, horizon_steps)
+
+    policy = one_policy()
+    settings = Settings()
+    settings.forecast.model = "savable_test"
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    register("savable_test", _Sized)
+    try:
+        a = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end, artifact_dir=tmp_path / "a")
+        shorter = nasa.between(nasa.start + DAY, nasa.end)
+        b = retrain([policy], {policy.workload: shorter}, store, settings, now=nasa.end, artifact_dir=tmp_path / "a")
+    finally:
+        from forecaster.registry import _FACTORIES
+
+        _FACTORIES.pop("savable_test")
+    assert a.artifact_path != b.artifact_path
+    for r in (a, b):
+        data = Path(r.artifact_path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == store.model(r.model_version_id).artifact_sha256
+        assert data == store.model_artifact(r.model_version_id)

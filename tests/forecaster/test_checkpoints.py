@@ -162,3 +162,58 @@ def test_training_and_forecasting_leave_denormal_floats_working_for_the_rest_of_
     tiny = np.float64(5e-324)  # the smallest subnormal double
     assert tiny > 0
     assert torch.tensor([1e-40], dtype=torch.float32).item() > 0  # not flushed to zero
+
+
+@pytest.fixture(scope="module")
+def hybrid(tiny_lstm_config, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    model = LSTMForecaster(replace(tiny_lstm_config, prior="ridge")).fit([daily_series(days=2.5)])
+    return model.save(tmp_path_factory.mktemp("hybrid") / "hybrid.pt")
+
+
+def _nan_resid(ridge: dict) -> None:
+    ridge["resid"] = {q: [float("nan")] * len(r) for q, r in ridge["resid"].items()}
+
+
+def _nan_coef(ridge: dict) -> None:
+    ridge["coef"] = [[c * float("nan") for c in row] for row in ridge["coef"]]
+
+
+def _set(key: str, value):  # type: ignore[no-untyped-def]
+    return lambda ridge: ridge.__setitem__(key, value(ridge[key]))
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (_set("coef", lambda c: c[:-1]), "malformed 'ridge' (ridge coef has shape (20, 15), expected (21, 15))"),
+        (_nan_coef, "ridge coef holds NaN"),
+        (_set("mu", lambda m: m[:3]), "ridge mu has shape (3,), expected (20,)"),
+        (_set("sd", lambda sd: [0.0] * len(sd)), "ridge sd must be > 0"),
+        (_nan_resid, "ridge resid 0.1 holds NaN"),
+        (_set("resid", lambda _: {"0.5": [0.0] * 3}), "ridge resid 0.5 has shape (3,), expected (15,)"),
+    ],
+)  # fmt: skip
+def test_a_damaged_embedded_ridge_is_refused_at_load_not_when_forecasting(
+    hybrid: Path, tmp_path: Path, edit, says: str
+) -> None:  # type: ignore[no-untyped-def]
+    assert LSTMForecaster.load(hybrid, step_s=60.0).ridge is not None  # the undamaged one loads
+    raw = torch.load(hybrid, weights_only=True)
+    edit(raw["ridge"])
+    damaged = tmp_path / "damaged.pt"
+    torch.save(raw, damaged)
+    with pytest.raises(CheckpointError, match="malformed 'ridge'") as err:
+        LSTMForecaster.load(damaged, step_s=60.0)
+    assert says in err.value.message
+    model, why = load_or_fallback(damaged, step_s=60.0, fallback="seasonal_naive")
+    assert isinstance(model, SeasonalNaive) and why is not None and says in why
+
+
+def test_a_hybrid_checkpoint_without_its_ridge_is_refused(hybrid: Path, tmp_path: Path) -> None:
+    raw = torch.load(hybrid, weights_only=True)
+    raw["ridge"] = None
+    damaged = tmp_path / "no-ridge.pt"
+    torch.save(raw, damaged)
+    with pytest.raises(CheckpointError, match="has no 'ridge', but its config forecasts with one"):
+        LSTMForecaster.load(damaged, step_s=60.0)
