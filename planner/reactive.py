@@ -140,7 +140,10 @@ class Hpa:
             return current, "no metric in the last window: keep the current count"
         rec, why = self.recommend(usage, ready, allocated)
         self._recs.append((now, rec))
-        while self._recs and now - self._recs[0][0] > cfg.scale_down_stabilization_s:
+        # Kubernetes keeps the recommendations stamped after now - window (horizontal.go,
+        # stabilizeRecommendationWithBehaviors: rec.timestamp.After(cutoff)): one exactly a window
+        # old is gone, so a 300 s window holds 20 syncs of 15 s, not 21.
+        while self._recs and now - self._recs[0][0] >= cfg.scale_down_stabilization_s - _EPS:
             self._recs.popleft()
         desired = current
         if rec > current:
