@@ -218,6 +218,14 @@ class Actuator:
                 if exc.outcome == "conflict":
                     continue  # read again and re-check
                 return ActionResult(action, "failed" if exc.outcome == "failed" else "skipped", exc.message)
+            except Exception as exc:  # noqa: BLE001 - one action's surprise must not stop the plan
+                # A last resort (a bug, an answer no one foresaw): this action is journaled failed and
+                # the plan goes on. A write-ahead intent stays as recorded: the next read settles it
+                # like a write whose outcome is unknown. A steer stays pending (expires if unused).
+                log.warning("%s %s: unexpected %s", action.kind, action.target, type(exc).__name__, exc_info=True)
+                return ActionResult(
+                    action, "failed", f"{action.target}: unexpected {type(exc).__name__}: {exc}; retried next cycle"
+                )
             if self.store is not None and not isinstance(action, MovePod):
                 self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now, written=True)
             return ActionResult(action, "applied", diff + notes)

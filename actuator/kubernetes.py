@@ -629,6 +629,19 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
     raise exc
 
 
+def _not_json(fn: Any, target: str, resp: Any, body: bytes, what: str = "") -> ActuationError:
+    """The error for a 2xx answer that is not a JSON object: says what came back and the likely cause."""
+    verb, resource = _verb_resource(fn)
+    headers = getattr(resp, "headers", None) or {}
+    kind = what or str(headers.get("Content-Type") or "no content type")
+    start = body[:40].decode("utf-8", "replace")
+    return ActuationError(
+        "failed",
+        f"{target or resource}: the API server's answer to '{verb}' on {resource} is not JSON ({kind}, "
+        f"starting {start!r}): a proxy in between? Check the kubeconfig's server address; retried next cycle",
+    )
+
+
 def _int_field(obj: Mapping[str, Any], path: str, target: str, default: int | None = None) -> int:
     """The integer at dotted ``path`` (annotation keys may contain dots: use ``annotations[key]``)."""
     node: Any = obj
@@ -801,11 +814,21 @@ class KubernetesTarget:
         self._overheads_unread: set[str] = set()
 
     # -- helpers --------------------------------------------------------------------------------
-    def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
+        """Call ``fn`` and return the JSON object it answered (errors name ``target``, else the resource).
+
+        A 2xx answer that is not a JSON object (an authenticating proxy's HTML login page, a body
+        cut short) is an ``ActuationError`` ``failed``: nothing is read from garbage, and the caller
+        records a clear outcome instead of an exception escaping the plan.
+        """
         resp = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
-        data = json.loads(resp.data or b"{}")
+        body = resp.data or b"{}"
+        try:
+            data = json.loads(body)
+        except ValueError as exc:  # JSONDecodeError, and bytes that are not UTF-8
+            raise _not_json(fn, target, resp, body) from exc
         if not isinstance(data, dict):
-            raise ActuationError("skipped", f"the API server answered {type(data).__name__}, not an object")
+            raise _not_json(fn, target, resp, body, f"a JSON {type(data).__name__}, not an object")
         return data
 
     def mode(self, ref: WorkloadRef) -> tuple[str, str | None]:
@@ -819,7 +842,7 @@ class KubernetesTarget:
         ns = action.namespace if isinstance(action, MovePod) else action.workload.namespace
         verb, resource = _verb_resource(fn)
         try:
-            return self._raw(fn, *args, **kwargs)
+            return self._raw(fn, *args, target=target or action.target, **kwargs)
         except ActuationError:
             raise
         except Exception as exc:  # noqa: BLE001 - mapped to skip/fail/conflict or re-raised
@@ -949,6 +972,8 @@ class KubernetesTarget:
             return f"cannot read ConfigMap {namespace}/{name} ({exc.status} {exc.reason})"
         except HTTPError as exc:
             return f"cannot read ConfigMap {namespace}/{name} ({type(exc).__name__})"
+        except ActuationError as exc:  # an answer that is not JSON: the switch is not seen
+            return f"cannot read ConfigMap {namespace}/{name} ({exc.message})"
         if str((cm.get("data") or {}).get("paused", "")).strip().lower() == "true":
             return f"ConfigMap {namespace}/{name} has paused=true"
         return ""
@@ -1297,7 +1322,7 @@ class KubernetesTarget:
             return LiveObject(ref.key, field, value, _rv(obj), room)
         if ref.kind == "Headroom":
             try:
-                obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace)
+                obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace, target=ref.key)
             except ApiException as exc:
                 if exc.status == 404:
                     return LiveObject(ref.key, "spec.replicas", 0, "", {"missing": 1})
@@ -1521,7 +1546,7 @@ class KubernetesTarget:
             pod = self._raw(self.core.read_namespaced_pod, action.pod, action.namespace)
         except ApiException as exc:
             return bool(exc.status == 404)
-        except HTTPError:
+        except (HTTPError, ActuationError):  # no answer, or one that is not JSON: unknown
             return False
         return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 

@@ -3,8 +3,9 @@
 kmock's ``KubernetesEmulator`` stores objects and serves get/list/create/patch/delete. This file
 adds what the actuator relies on and the emulator leaves to its users (its docs say: inherit and
 implement): ``resourceVersion`` bumps with a 409 when a write's precondition is stale, the pod
-eviction subresource with PodDisruptionBudget checks (429), and injected faults (an HTTP status or
-a delay, for N matching requests). The server runs in a background thread with its own event loop.
+eviction subresource with PodDisruptionBudget checks (429), and injected faults (an HTTP status, a
+delay or a 200 answer that is not JSON, for N matching requests). The server runs in a background
+thread with its own event loop.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Fault:
     delay_s: float = 0.0
     times: int = 1
     after: bool = False  # delay after handling: the change lands, the answer comes too late
+    html: str = ""  # answer 200 with this text/html body instead (an authenticating proxy's login page)
 
     def matches(self, method: str, path: str) -> bool:
         return method.upper() == self.method.upper() and self.path_contains in path
@@ -76,6 +78,8 @@ class Cluster(kmock.KubernetesEmulator):
                 fault.times -= 1
                 if fault.times <= 0:
                     self.faults.remove(fault)
+                if fault.html:
+                    return aiohttp.web.Response(text=fault.html, content_type="text/html")
                 if fault.delay_s and fault.after:
                     response = await self._serve(request)
                     await asyncio.sleep(fault.delay_s)
