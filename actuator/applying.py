@@ -5,7 +5,9 @@ For each action of a plan the ``Actuator``:
 1. journals it as ``planned`` (before any API call);
 2. reads the live object and checks for a human edit of the field we manage (someone else
    changed it since our last write): the edit is respected for ``human_edit_hold_s`` and reported;
-3. runs the safety check (``actuator.safety.check``) against the policy and the live object;
+3. runs the safety check (``actuator.safety.check``) against the policy and the live object, with
+   the plan's age at that moment (the actuator's ``clock``): a slow cycle or a slow plan skips what
+   is left once the plan is older than ``max_plan_age_s``;
 4. writes with the live ``resourceVersion`` as precondition; on 409 reads again and re-checks;
 5. journals ``applied`` / ``failed`` / ``skipped`` / ``dry-run`` with the reason.
 
@@ -89,6 +91,11 @@ class Actuator:
         is_leader: asked before each plan with ``now``; False skips every action.
         steer_ttl_s: when set (the steering webhook runs), a move of a ReplicaSet/StatefulSet pod
             first records a steer for its replacement, valid this long (``actuator.steering``).
+        clock: the time now, read as each action is checked: the plan's age is this minus
+            ``plan.created_at`` (when its data was read), so a slow history read, database or
+            plan skips the actions checked after ``max_plan_age_s``. The daemon passes its clock
+            (virtual in replays: no time passes within a cycle). None: the ``now`` given to
+            ``apply_plan``, for every action of the plan.
     """
 
     def __init__(
@@ -100,8 +107,10 @@ class Actuator:
         kill_switch: Callable[[], str] | None = None,
         is_leader: Callable[[float], bool] | None = None,
         steer_ttl_s: float | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.target = target
+        self.clock = clock
         self.store = store
         self.policies = {p.workload: p for p in policies}
         self.config = config or SafetyConfig()
@@ -178,7 +187,9 @@ class Actuator:
                 held = self._human_edit(action, live, now, record=not dry_run)
                 if held:
                     return ActionResult(action, "skipped", held)
-                verdict = check(action, live, policy, created_at, now, self.config)
+                # The plan's age as of now, after the live read: the check sees what the write will.
+                checked_at = self.clock() if self.clock is not None else now
+                verdict = check(action, live, policy, created_at, checked_at, self.config)
                 notes = ("; " + "; ".join(verdict.notes)) if verdict.notes else ""
                 if verdict.decision == "skip":
                     return ActionResult(action, "skipped", verdict.reason + notes)
