@@ -181,9 +181,19 @@ class Actuator:
     def _apply_one(self, action: Action, created_at: float, now: float, dry_run: bool) -> ActionResult:
         policy = None if isinstance(action, MovePod) else self.policies.get(action.workload)
         attempts = self.config.max_conflict_retries + 1
+        first_uid = ""  # a moved pod's UID as first read: a re-read after a 409 must find that pod
         for _ in range(attempts):
             try:
                 live = self.target.live(action)
+                if isinstance(action, MovePod) and live.uid:
+                    if first_uid and live.uid != first_uid:
+                        return ActionResult(
+                            action,
+                            "skipped",
+                            f"pod {action.namespace}/{action.pod} was re-created since it was read (a new pod "
+                            f"of that name, UID {live.uid}); it is not the pod the plan moves: the next plan decides",
+                        )
+                    first_uid = live.uid
                 held = self._human_edit(action, live, now, record=not dry_run)
                 if held:
                     return ActionResult(action, "skipped", held)
@@ -470,6 +480,8 @@ class Actuator:
                 if mf is not None and mf.written_at >= row.updated_at:
                     pending = parse_intent(mf.resource_version)
                     written.add(pending[0] if pending is not None else mf.value)
+                # A pod move's journal row has no UID: a pod re-created under the same name back on
+                # the from node (a StatefulSet's) counts as not moved; skipped, the next plan decides.
                 moved = not live.value if isinstance(action, MovePod) else live.value in written
                 if moved:
                     state = "applied"

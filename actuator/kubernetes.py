@@ -1402,7 +1402,8 @@ class KubernetesTarget:
         owners = (pod.get("metadata") or {}).get("ownerReferences") or []
         facts["has_controller"] = int(any(o.get("controller") for o in owners))
         owner = controller_owner(pod)
-        return LiveObject(action.target, "spec.nodeName", int(on_from), _rv(pod), facts, owner)
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        return LiveObject(action.target, "spec.nodeName", int(on_from), _rv(pod), facts, owner, uid)
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, action: Action, value: int, live: LiveObject) -> LiveObject:
@@ -1493,11 +1494,16 @@ class KubernetesTarget:
         bare: dict[str, Any] | None = None
         if not live.fact("has_controller"):
             bare = self._call(action, self.core.read_namespaced_pod, action.pod, action.namespace)
-        eviction = {
+        eviction: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": action.pod, "namespace": action.namespace},
         }
+        if live.uid:
+            # Only the pod that was read: a newer pod of the same name (a StatefulSet's db-0
+            # re-created) is refused with 409 Conflict ("Precondition failed: UID in precondition"),
+            # and the actuator reads again.
+            eviction["deleteOptions"] = {"preconditions": {"uid": live.uid}}
         copy_name = f"{action.pod[:240]}-moved"
         if bare is not None:
             # The copy first, then the eviction: if the copy cannot be made, nothing was evicted and
@@ -1525,7 +1531,7 @@ class KubernetesTarget:
             self._call(action, self.core.create_namespaced_pod_eviction, action.pod, action.namespace, eviction)
         except ActuationError as exc:
             unclear = exc.status is None or exc.status >= 500  # no answer, or a server error
-            if exc.outcome == "failed" and unclear and self._evicted(action):
+            if exc.outcome == "failed" and unclear and self._evicted(action, live.uid):
                 # No answer, or a 5xx after the server had evicted it: the pod is gone or going,
                 # so the move happened (its steer stays pending for the replacement).
                 return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
@@ -1539,16 +1545,21 @@ class KubernetesTarget:
             raise
         return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
 
-    def _evicted(self, action: MovePod) -> bool:
+    def _evicted(self, action: MovePod, uid: str = "") -> bool:
         """After an eviction that got no clear answer: whether the pod is gone or terminating (the
-        eviction landed). Unknown (no answer again) counts as not evicted."""
+        eviction landed). A pod of that name with another UID than ``uid`` (the one the eviction
+        was for) is a new pod its controller made meanwhile: the evicted one is gone. Unknown (no
+        answer again) counts as not evicted."""
         try:
             pod = self._raw(self.core.read_namespaced_pod, action.pod, action.namespace)
         except ApiException as exc:
             return bool(exc.status == 404)
         except (HTTPError, ActuationError):  # no answer, or one that is not JSON: unknown
             return False
-        return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+        meta = pod.get("metadata") or {}
+        if uid and meta.get("uid") and meta.get("uid") != uid:
+            return True
+        return bool(meta.get("deletionTimestamp"))
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

@@ -3,9 +3,9 @@
 kmock's ``KubernetesEmulator`` stores objects and serves get/list/create/patch/delete. This file
 adds what the actuator relies on and the emulator leaves to its users (its docs say: inherit and
 implement): ``resourceVersion`` bumps with a 409 when a write's precondition is stale, the pod
-eviction subresource with PodDisruptionBudget checks (429), and injected faults (an HTTP status, a
-delay or a 200 answer that is not JSON, for N matching requests). The server runs in a background
-thread with its own event loop.
+eviction subresource with its UID precondition (409) and PodDisruptionBudget checks (429), and
+injected faults (an HTTP status, a delay or a 200 answer that is not JSON, for N matching
+requests). The server runs in a background thread with its own event loop.
 """
 
 from __future__ import annotations
@@ -115,6 +115,16 @@ class Cluster(kmock.KubernetesEmulator):
         key = (PODS, request.namespace, request.name)
         if key not in self.objects or self.objects[key].deleted:
             raise KubernetesError(status=404, reason="NotFound", message=f'pods "{request.name}" not found')
+        body = request.data if isinstance(request.data, dict) else {}
+        wanted = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        uid = (self.objects[key].get("metadata") or {}).get("uid")
+        if wanted and wanted != uid:  # as the API server: a newer pod of the same name is not evicted
+            raise KubernetesError(
+                status=409,
+                reason="Conflict",
+                message=f'Operation cannot be fulfilled on pods "{request.name}": Precondition failed: '
+                f"UID in precondition: {wanted}, UID in object meta: {uid or ''}",
+            )
         labels = (self.objects[key].get("metadata") or {}).get("labels") or {}
         for (res, ns, name), pdb in list(self.objects.items()):
             if res != PDBS or ns != request.namespace or pdb.deleted:
