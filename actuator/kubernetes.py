@@ -594,7 +594,8 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
     An error someone must fix (403, 404, 422) or that may pass (5xx, no answer) is ``failed``: it
     is journaled so, counts in ``scaleahead_actions_total{result="failed"}`` and backs the workload
     off. Only a refusal that is the cluster working as meant (429: a PodDisruptionBudget allows no
-    eviction now) is ``skipped``.
+    eviction now) is ``skipped``; a 429 on an eviction whose answer does not name a disruption
+    budget is the API server's throttling (API Priority and Fairness), ``failed`` like any other.
     """
     if isinstance(exc, ApiException):
         status = exc.status or 0
@@ -613,7 +614,7 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
             )
         if status == 409:
             return ActuationError("conflict", f"{target} changed since it was read (409)")
-        if status == 429 and resource == "pods/eviction":
+        if status == 429 and resource == "pods/eviction" and _names_disruption_budget(exc):
             return ActuationError(
                 "skipped", f"{target}: eviction refused (429), a PodDisruptionBudget allows no disruption now"
             )
@@ -640,6 +641,13 @@ def _not_json(fn: Any, target: str, resp: Any, body: bytes, what: str = "") -> A
         f"{target or resource}: the API server's answer to '{verb}' on {resource} is not JSON ({kind}, "
         f"starting {start!r}): a proxy in between? Check the kubeconfig's server address; retried next cycle",
     )
+
+
+def _names_disruption_budget(exc: ApiException) -> bool:
+    """Whether a 429 answer to an eviction is a PodDisruptionBudget's refusal ("Cannot evict pod as it
+    would violate the pod's disruption budget.", cause ``DisruptionBudget``), not throttling."""
+    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
+    return "disruption budget" in body.lower() or "DisruptionBudget" in body
 
 
 def _int_field(obj: Mapping[str, Any], path: str, target: str, default: int | None = None) -> int:

@@ -49,6 +49,7 @@ class Fault:
     times: int = 1
     after: bool = False  # delay after handling: the change lands, the answer comes too late
     html: str = ""  # answer 200 with this text/html body instead (an authenticating proxy's login page)
+    message: str = ""  # the Status message of the answer (default: "injected <status>")
 
     def matches(self, method: str, path: str) -> bool:
         return method.upper() == self.method.upper() and self.path_contains in path
@@ -87,7 +88,8 @@ class Cluster(kmock.KubernetesEmulator):
                 if fault.delay_s:
                     await asyncio.sleep(fault.delay_s)
                     break
-                raise KubernetesError(status=fault.status, reason="Injected", message=f"injected {fault.status}")
+                message = fault.message or f"injected {fault.status}"
+                raise KubernetesError(status=fault.status, reason="Injected", message=message)
         return await self._serve(request)
 
     async def _serve(self, request: Any) -> aiohttp.web.StreamResponse:
