@@ -5,7 +5,9 @@ For each action of a plan the ``Actuator``:
 1. journals it as ``planned`` (before any API call);
 2. reads the live object and checks for a human edit of the field we manage (someone else
    changed it since our last write): the edit is respected for ``human_edit_hold_s`` and reported;
-3. runs the safety check (``actuator.safety.check``) against the policy and the live object;
+3. runs the safety check (``actuator.safety.check``) against the policy and the live object, with
+   the plan's age at that moment (the actuator's ``clock``): a slow cycle or a slow plan skips what
+   is left once the plan is older than ``max_plan_age_s``;
 4. writes with the live ``resourceVersion`` as precondition; on 409 reads again and re-checks;
 5. journals ``applied`` / ``failed`` / ``skipped`` / ``dry-run`` with the reason.
 
@@ -89,6 +91,11 @@ class Actuator:
         is_leader: asked before each plan with ``now``; False skips every action.
         steer_ttl_s: when set (the steering webhook runs), a move of a ReplicaSet/StatefulSet pod
             first records a steer for its replacement, valid this long (``actuator.steering``).
+        clock: the time now, read as each action is checked: the plan's age is this minus
+            ``plan.created_at`` (when its data was read), so a slow history read, database or
+            plan skips the actions checked after ``max_plan_age_s``. The daemon passes its clock
+            (virtual in replays: no time passes within a cycle). None: the ``now`` given to
+            ``apply_plan``, for every action of the plan.
     """
 
     def __init__(
@@ -100,8 +107,10 @@ class Actuator:
         kill_switch: Callable[[], str] | None = None,
         is_leader: Callable[[float], bool] | None = None,
         steer_ttl_s: float | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.target = target
+        self.clock = clock
         self.store = store
         self.policies = {p.workload: p for p in policies}
         self.config = config or SafetyConfig()
@@ -172,13 +181,25 @@ class Actuator:
     def _apply_one(self, action: Action, created_at: float, now: float, dry_run: bool) -> ActionResult:
         policy = None if isinstance(action, MovePod) else self.policies.get(action.workload)
         attempts = self.config.max_conflict_retries + 1
+        first_uid = ""  # a moved pod's UID as first read: a re-read after a 409 must find that pod
         for _ in range(attempts):
             try:
                 live = self.target.live(action)
+                if isinstance(action, MovePod) and live.uid:
+                    if first_uid and live.uid != first_uid:
+                        return ActionResult(
+                            action,
+                            "skipped",
+                            f"pod {action.namespace}/{action.pod} was re-created since it was read (a new pod "
+                            f"of that name, UID {live.uid}); it is not the pod the plan moves: the next plan decides",
+                        )
+                    first_uid = live.uid
                 held = self._human_edit(action, live, now, record=not dry_run)
                 if held:
                     return ActionResult(action, "skipped", held)
-                verdict = check(action, live, policy, created_at, now, self.config)
+                # The plan's age as of now, after the live read: the check sees what the write will.
+                checked_at = self.clock() if self.clock is not None else now
+                verdict = check(action, live, policy, created_at, checked_at, self.config)
                 notes = ("; " + "; ".join(verdict.notes)) if verdict.notes else ""
                 if verdict.decision == "skip":
                     return ActionResult(action, "skipped", verdict.reason + notes)
@@ -218,6 +239,14 @@ class Actuator:
                 if exc.outcome == "conflict":
                     continue  # read again and re-check
                 return ActionResult(action, "failed" if exc.outcome == "failed" else "skipped", exc.message)
+            except Exception as exc:  # noqa: BLE001 - one action's surprise must not stop the plan
+                # A last resort (a bug, an answer no one foresaw): this action is journaled failed and
+                # the plan goes on. A write-ahead intent stays as recorded: the next read settles it
+                # like a write whose outcome is unknown. A steer stays pending (expires if unused).
+                log.warning("%s %s: unexpected %s", action.kind, action.target, type(exc).__name__, exc_info=True)
+                return ActionResult(
+                    action, "failed", f"{action.target}: unexpected {type(exc).__name__}: {exc}; retried next cycle"
+                )
             if self.store is not None and not isinstance(action, MovePod):
                 self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now, written=True)
             return ActionResult(action, "applied", diff + notes)
@@ -451,6 +480,8 @@ class Actuator:
                 if mf is not None and mf.written_at >= row.updated_at:
                     pending = parse_intent(mf.resource_version)
                     written.add(pending[0] if pending is not None else mf.value)
+                # A pod move's journal row has no UID: a pod re-created under the same name back on
+                # the from node (a StatefulSet's) counts as not moved; skipped, the next plan decides.
                 moved = not live.value if isinstance(action, MovePod) else live.value in written
                 if moved:
                     state = "applied"

@@ -51,7 +51,9 @@ class LiveObject:
     ``value`` is the managed field's value (replicas, minReplicas, min-scale; for a pod move, 1
     if the pod still runs on its ``from`` node); ``resource_version`` is the object's version for
     optimistic concurrency; ``facts`` carries what the safety layer checks (HPA maxReplicas, free
-    pod quota, PDB disruptions allowed); ``owner`` is a pod's controller ``(kind, name)``, if any.
+    pod quota, PDB disruptions allowed); ``owner`` is a pod's controller ``(kind, name)``, if any;
+    ``uid`` is a pod's ``metadata.uid``: which pod of that name was read (a StatefulSet re-creates
+    ``db-0`` under the same name, with a new UID).
     """
 
     target: str
@@ -60,6 +62,7 @@ class LiveObject:
     resource_version: str
     facts: dict[str, int] | None = None
     owner: tuple[str, str] | None = None
+    uid: str = ""
 
     def fact(self, name: str) -> int | None:
         return None if self.facts is None else self.facts.get(name)

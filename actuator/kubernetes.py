@@ -594,7 +594,8 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
     An error someone must fix (403, 404, 422) or that may pass (5xx, no answer) is ``failed``: it
     is journaled so, counts in ``scaleahead_actions_total{result="failed"}`` and backs the workload
     off. Only a refusal that is the cluster working as meant (429: a PodDisruptionBudget allows no
-    eviction now) is ``skipped``.
+    eviction now) is ``skipped``; a 429 on an eviction whose answer does not name a disruption
+    budget is the API server's throttling (API Priority and Fairness), ``failed`` like any other.
     """
     if isinstance(exc, ApiException):
         status = exc.status or 0
@@ -613,7 +614,7 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
             )
         if status == 409:
             return ActuationError("conflict", f"{target} changed since it was read (409)")
-        if status == 429 and resource == "pods/eviction":
+        if status == 429 and resource == "pods/eviction" and _names_disruption_budget(exc):
             return ActuationError(
                 "skipped", f"{target}: eviction refused (429), a PodDisruptionBudget allows no disruption now"
             )
@@ -627,6 +628,26 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
     if isinstance(exc, HTTPError):
         return ActuationError("failed", f"{target}: no answer from the API server ({type(exc).__name__}); retried")
     raise exc
+
+
+def _not_json(fn: Any, target: str, resp: Any, body: bytes, what: str = "") -> ActuationError:
+    """The error for a 2xx answer that is not a JSON object: says what came back and the likely cause."""
+    verb, resource = _verb_resource(fn)
+    headers = getattr(resp, "headers", None) or {}
+    kind = what or str(headers.get("Content-Type") or "no content type")
+    start = body[:40].decode("utf-8", "replace")
+    return ActuationError(
+        "failed",
+        f"{target or resource}: the API server's answer to '{verb}' on {resource} is not JSON ({kind}, "
+        f"starting {start!r}): a proxy in between? Check the kubeconfig's server address; retried next cycle",
+    )
+
+
+def _names_disruption_budget(exc: ApiException) -> bool:
+    """Whether a 429 answer to an eviction is a PodDisruptionBudget's refusal ("Cannot evict pod as it
+    would violate the pod's disruption budget.", cause ``DisruptionBudget``), not throttling."""
+    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
+    return "disruption budget" in body.lower() or "DisruptionBudget" in body
 
 
 def _int_field(obj: Mapping[str, Any], path: str, target: str, default: int | None = None) -> int:
@@ -801,11 +822,21 @@ class KubernetesTarget:
         self._overheads_unread: set[str] = set()
 
     # -- helpers --------------------------------------------------------------------------------
-    def _raw(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
+        """Call ``fn`` and return the JSON object it answered (errors name ``target``, else the resource).
+
+        A 2xx answer that is not a JSON object (an authenticating proxy's HTML login page, a body
+        cut short) is an ``ActuationError`` ``failed``: nothing is read from garbage, and the caller
+        records a clear outcome instead of an exception escaping the plan.
+        """
         resp = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kwargs)
-        data = json.loads(resp.data or b"{}")
+        body = resp.data or b"{}"
+        try:
+            data = json.loads(body)
+        except ValueError as exc:  # JSONDecodeError, and bytes that are not UTF-8
+            raise _not_json(fn, target, resp, body) from exc
         if not isinstance(data, dict):
-            raise ActuationError("skipped", f"the API server answered {type(data).__name__}, not an object")
+            raise _not_json(fn, target, resp, body, f"a JSON {type(data).__name__}, not an object")
         return data
 
     def mode(self, ref: WorkloadRef) -> tuple[str, str | None]:
@@ -819,7 +850,7 @@ class KubernetesTarget:
         ns = action.namespace if isinstance(action, MovePod) else action.workload.namespace
         verb, resource = _verb_resource(fn)
         try:
-            return self._raw(fn, *args, **kwargs)
+            return self._raw(fn, *args, target=target or action.target, **kwargs)
         except ActuationError:
             raise
         except Exception as exc:  # noqa: BLE001 - mapped to skip/fail/conflict or re-raised
@@ -949,6 +980,8 @@ class KubernetesTarget:
             return f"cannot read ConfigMap {namespace}/{name} ({exc.status} {exc.reason})"
         except HTTPError as exc:
             return f"cannot read ConfigMap {namespace}/{name} ({type(exc).__name__})"
+        except ActuationError as exc:  # an answer that is not JSON: the switch is not seen
+            return f"cannot read ConfigMap {namespace}/{name} ({exc.message})"
         if str((cm.get("data") or {}).get("paused", "")).strip().lower() == "true":
             return f"ConfigMap {namespace}/{name} has paused=true"
         return ""
@@ -1297,7 +1330,7 @@ class KubernetesTarget:
             return LiveObject(ref.key, field, value, _rv(obj), room)
         if ref.kind == "Headroom":
             try:
-                obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace)
+                obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace, target=ref.key)
             except ApiException as exc:
                 if exc.status == 404:
                     return LiveObject(ref.key, "spec.replicas", 0, "", {"missing": 1})
@@ -1377,7 +1410,8 @@ class KubernetesTarget:
         owners = (pod.get("metadata") or {}).get("ownerReferences") or []
         facts["has_controller"] = int(any(o.get("controller") for o in owners))
         owner = controller_owner(pod)
-        return LiveObject(action.target, "spec.nodeName", int(on_from), _rv(pod), facts, owner)
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        return LiveObject(action.target, "spec.nodeName", int(on_from), _rv(pod), facts, owner, uid)
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, action: Action, value: int, live: LiveObject) -> LiveObject:
@@ -1468,11 +1502,16 @@ class KubernetesTarget:
         bare: dict[str, Any] | None = None
         if not live.fact("has_controller"):
             bare = self._call(action, self.core.read_namespaced_pod, action.pod, action.namespace)
-        eviction = {
+        eviction: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": action.pod, "namespace": action.namespace},
         }
+        if live.uid:
+            # Only the pod that was read: a newer pod of the same name (a StatefulSet's db-0
+            # re-created) is refused with 409 Conflict ("Precondition failed: UID in precondition"),
+            # and the actuator reads again.
+            eviction["deleteOptions"] = {"preconditions": {"uid": live.uid}}
         copy_name = f"{action.pod[:240]}-moved"
         if bare is not None:
             # The copy first, then the eviction: if the copy cannot be made, nothing was evicted and
@@ -1500,7 +1539,7 @@ class KubernetesTarget:
             self._call(action, self.core.create_namespaced_pod_eviction, action.pod, action.namespace, eviction)
         except ActuationError as exc:
             unclear = exc.status is None or exc.status >= 500  # no answer, or a server error
-            if exc.outcome == "failed" and unclear and self._evicted(action):
+            if exc.outcome == "failed" and unclear and self._evicted(action, live.uid):
                 # No answer, or a 5xx after the server had evicted it: the pod is gone or going,
                 # so the move happened (its steer stays pending for the replacement).
                 return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
@@ -1514,16 +1553,21 @@ class KubernetesTarget:
             raise
         return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
 
-    def _evicted(self, action: MovePod) -> bool:
+    def _evicted(self, action: MovePod, uid: str = "") -> bool:
         """After an eviction that got no clear answer: whether the pod is gone or terminating (the
-        eviction landed). Unknown (no answer again) counts as not evicted."""
+        eviction landed). A pod of that name with another UID than ``uid`` (the one the eviction
+        was for) is a new pod its controller made meanwhile: the evicted one is gone. Unknown (no
+        answer again) counts as not evicted."""
         try:
             pod = self._raw(self.core.read_namespaced_pod, action.pod, action.namespace)
         except ApiException as exc:
             return bool(exc.status == 404)
-        except HTTPError:
+        except (HTTPError, ActuationError):  # no answer, or one that is not JSON: unknown
             return False
-        return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+        meta = pod.get("metadata") or {}
+        if uid and meta.get("uid") and meta.get("uid") != uid:
+            return True
+        return bool(meta.get("deletionTimestamp"))
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

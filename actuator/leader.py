@@ -88,7 +88,7 @@ class LeaderElector:
     """Holds (or follows) the Lease ``namespace/name`` as ``identity``.
 
     ``is_leader(now)`` renews or acquires the Lease and answers whether this replica may act now.
-    Any API error or lost race answers False: when in doubt, do not act.
+    Any API error, answer that is not JSON or lost race answers False: when in doubt, do not act.
     """
 
     def __init__(
@@ -121,7 +121,10 @@ class LeaderElector:
             if exc.status == 404:
                 return None
             raise
-        return _record(json.loads(resp.data))
+        obj = json.loads(resp.data)  # a ValueError if not JSON (a proxy's HTML page): not the leader
+        if not isinstance(obj, dict):
+            raise ValueError(f"the API server's answer is a JSON {type(obj).__name__}, not a Lease")
+        return _record(obj)
 
     def is_leader(self, now: float) -> bool:
         """Renew or acquire the Lease at ``now``; whether this replica may act until
@@ -163,7 +166,7 @@ class LeaderElector:
                 self.api.patch_namespaced_lease(
                     self.name, self.namespace, body, _request_timeout=self.timeout_s, _content_type=MERGE
                 )
-        except (ApiException, HTTPError) as exc:
+        except (ApiException, HTTPError, ValueError) as exc:  # ValueError: an answer that is not JSON
             self._held_until = float("-inf")
             self.last_error = f"lease {self.namespace}/{self.name}: {getattr(exc, 'status', '')} {exc}".strip()
             return False
@@ -201,6 +204,6 @@ class LeaderElector:
             self.api.patch_namespaced_lease(
                 self.name, self.namespace, body, _request_timeout=self.timeout_s, _content_type=MERGE
             )
-        except (ApiException, HTTPError):
+        except (ApiException, HTTPError, ValueError):
             pass
         self._held_until = float("-inf")

@@ -622,6 +622,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         if settings.actuation.paused:
             dry = True
         if deps.actuator is not None:
+            # plan.created_at is this cycle's now, when its history was read: the actuator ages the
+            # plan from there on its own clock as it checks each action (actuation.max_plan_age_s).
             results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
             return CycleReport(
                 now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions

@@ -56,6 +56,7 @@ def build_actuator(
         config,
         kill_switch=lambda: target.kill_switch(s.namespace, s.kill_switch_configmap),
         is_leader=leader.is_leader if leader is not None else None,
+        clock=time.time,  # the plan's age when each action is checked (maxPlanAge)
     )
 
 

@@ -302,7 +302,8 @@ def cluster_actuation(
     The daemon renews the Lease at the start of each tick; the actuator checks it again before each
     write, on the clock's time then (a cycle may outlast the lease: a slow Prometheus read), and
     renews it when less than one request timeout is left, so a replica that lost the Lease to
-    another stops before its next write.
+    another stops before its next write. The plan's age (``actuation.max_plan_age_s``) is counted
+    on the same clock as each action is checked, from the tick's start, when the plan's data was read.
     """
     from actuator.applying import Actuator
     from actuator.kubernetes import KubernetesTarget
@@ -326,6 +327,7 @@ def cluster_actuation(
         kill_switch=lambda: target.kill_switch(a.namespace, a.kill_switch_configmap),
         steer_ttl_s=settings.webhook.steer_ttl_s if settings.webhook.enabled else None,
         is_leader=lambda _planned_at: elector.holds(clock.now(), a.request_timeout_s),
+        clock=clock.now,  # the plan's age when each action is checked (maxPlanAge)
     )
     return target, actuator, _LeaseLeadership(elector)
 

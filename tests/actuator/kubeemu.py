@@ -3,8 +3,9 @@
 kmock's ``KubernetesEmulator`` stores objects and serves get/list/create/patch/delete. This file
 adds what the actuator relies on and the emulator leaves to its users (its docs say: inherit and
 implement): ``resourceVersion`` bumps with a 409 when a write's precondition is stale, the pod
-eviction subresource with PodDisruptionBudget checks (429), and injected faults (an HTTP status or
-a delay, for N matching requests). The server runs in a background thread with its own event loop.
+eviction subresource with its UID precondition (409) and PodDisruptionBudget checks (429), and
+injected faults (an HTTP status, a delay or a 200 answer that is not JSON, for N matching
+requests). The server runs in a background thread with its own event loop.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Fault:
     delay_s: float = 0.0
     times: int = 1
     after: bool = False  # delay after handling: the change lands, the answer comes too late
+    html: str = ""  # answer 200 with this text/html body instead (an authenticating proxy's login page)
+    message: str = ""  # the Status message of the answer (default: "injected <status>")
 
     def matches(self, method: str, path: str) -> bool:
         return method.upper() == self.method.upper() and self.path_contains in path
@@ -76,6 +79,8 @@ class Cluster(kmock.KubernetesEmulator):
                 fault.times -= 1
                 if fault.times <= 0:
                     self.faults.remove(fault)
+                if fault.html:
+                    return aiohttp.web.Response(text=fault.html, content_type="text/html")
                 if fault.delay_s and fault.after:
                     response = await self._serve(request)
                     await asyncio.sleep(fault.delay_s)
@@ -83,7 +88,8 @@ class Cluster(kmock.KubernetesEmulator):
                 if fault.delay_s:
                     await asyncio.sleep(fault.delay_s)
                     break
-                raise KubernetesError(status=fault.status, reason="Injected", message=f"injected {fault.status}")
+                message = fault.message or f"injected {fault.status}"
+                raise KubernetesError(status=fault.status, reason="Injected", message=message)
         return await self._serve(request)
 
     async def _serve(self, request: Any) -> aiohttp.web.StreamResponse:
@@ -111,6 +117,16 @@ class Cluster(kmock.KubernetesEmulator):
         key = (PODS, request.namespace, request.name)
         if key not in self.objects or self.objects[key].deleted:
             raise KubernetesError(status=404, reason="NotFound", message=f'pods "{request.name}" not found')
+        body = request.data if isinstance(request.data, dict) else {}
+        wanted = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        uid = (self.objects[key].get("metadata") or {}).get("uid")
+        if wanted and wanted != uid:  # as the API server: a newer pod of the same name is not evicted
+            raise KubernetesError(
+                status=409,
+                reason="Conflict",
+                message=f'Operation cannot be fulfilled on pods "{request.name}": Precondition failed: '
+                f"UID in precondition: {wanted}, UID in object meta: {uid or ''}",
+            )
         labels = (self.objects[key].get("metadata") or {}).get("labels") or {}
         for (res, ns, name), pdb in list(self.objects.items()):
             if res != PDBS or ns != request.namespace or pdb.deleted:

@@ -11,6 +11,8 @@ from scaleahead.types import MovePod, Plan, Reason, ScaleTo, SetWarmPool, Worklo
 
 R = Reason("test", "because the test says so")
 NOW = 1_000_000.0
+#: The API server's answer when a PodDisruptionBudget refuses an eviction (429).
+PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
 def scale(kind: str, name: str, frm: int, to: int) -> ScaleTo:
@@ -130,11 +132,23 @@ def test_a_pod_move_refused_by_its_pdb_is_skipped_with_the_reason(kube):
 def test_an_eviction_answered_429_by_the_api_is_skipped_and_the_rest_of_the_plan_goes_on(kube):
     kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=True))
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    kube.cluster.faults.append(Fault("POST", "/pods/p1/eviction", status=429))
+    kube.cluster.faults.append(Fault("POST", "/pods/p1/eviction", status=429, message=PDB_REFUSAL))
     plan = Plan(NOW, (MovePod("default", "p1", "n1", "n2", R), scale("Deployment", "web", 2, 3)))
     res = make(kube, [policy()]).apply_plan(plan, NOW)
     assert [r.outcome for r in res] == ["skipped", "applied"]
     assert "429" in res[0].detail and "Pod/default/p1" in res[0].detail
+
+
+def test_a_429_on_an_eviction_that_names_no_disruption_budget_is_throttling_and_fails(kube):
+    """API Priority and Fairness answers 429 "Too many requests" to any request, evictions too."""
+    kube.cluster.put(PODS, "default", "p1", _pod("n1", owned=True))
+    kube.cluster.faults.append(
+        Fault("POST", "/pods/p1/eviction", status=429, message="Too many requests, please try again later.")
+    )
+    (res,) = make(kube, []).apply_plan(Plan(NOW, (MovePod("default", "p1", "n1", "n2", R),)), NOW)
+    assert res.outcome == "failed", "retried next cycle, and counted"
+    assert "throttling" in res.detail and "PodDisruptionBudget" not in res.detail
+    assert kube.cluster.get(PODS, "default", "p1") is not None
 
 
 def test_a_429_on_a_scale_write_is_the_api_servers_throttling_not_a_disruption_budget(kube):
@@ -157,6 +171,28 @@ def test_a_scale_up_is_limited_by_the_namespace_pod_quota(kube):
     assert res[0].outcome == "applied"
     assert "pod quota" in res[0].detail
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
+
+
+def test_an_hpa_floor_a_headroom_and_a_knative_scale_to_are_not_quota_checked(kube):
+    """docs/actuator.md: the API server's quota admission refuses their pods; the write goes through."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.put(HPAS, "default", "web-hpa", {"spec": {"minReplicas": 2, "maxReplicas": 20}})
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "1"}}}}})
+    full = {"spec": {"hard": {"pods": "10"}}, "status": {"hard": {"pods": "10"}, "used": {"pods": "10"}}}
+    kube.cluster.put(QUOTAS, "default", "q", full)
+    pols = [policy(mode="floor", hpa="web-hpa"), policy("fn", "KnativeService")]
+    plan = Plan(
+        NOW,
+        (
+            scale("Deployment", "web", 2, 6),
+            scale("Headroom", "spare", 0, 3),
+            scale("KnativeService", "fn", 1, 4),
+        ),
+    )
+    res = make(kube, pols).apply_plan(plan, NOW)
+    assert [r.outcome for r in res] == ["applied"] * 3, res
+    assert not any("quota" in r.detail for r in res)
+    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 6
 
 
 def test_read_state_reports_replicas_ready_replicas_and_warm_instances(kube):
@@ -389,7 +425,7 @@ def test_a_bare_pod_is_copied_before_it_is_evicted_so_a_failure_never_loses_it(k
     assert kube.cluster.get(PODS, "default", "p1") is not None
     assert not [w for w in kube.cluster.writes() if w[1].endswith("/eviction")]
     # the eviction is refused after the copy was made: the copy goes again, the pod stays
-    kube.cluster.faults.append(Fault("POST", "/eviction", status=429))
+    kube.cluster.faults.append(Fault("POST", "/eviction", status=429, message=PDB_REFUSAL))
     res = make(kube, []).apply_plan(Plan(NOW + 10, (move,)), NOW + 10)
     assert res[0].outcome == "skipped" and "eviction refused (429)" in res[0].detail
     assert kube.cluster.get(PODS, "default", "p1") is not None

@@ -26,6 +26,15 @@ def test_a_plan_made_from_an_older_value_is_step_limited_from_the_live_value():
     assert (v.decision, v.value) == ("apply", 7)
 
 
+def test_a_live_value_outside_the_bounds_moves_toward_them_by_at_most_one_step():
+    """docs/actuator.md: the bounds first, then the step limit from the live value."""
+    v = check(ScaleTo(WEB, 30, 25, R), live(30), policy(max_replicas=20, max_step_down=2), NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 28)
+    assert v.notes == ("clamped 25 -> 20 to the policy's bounds [1, 20]", "step limited to -2 from the live 30")
+    v = check(ScaleTo(WEB, 0, 3, R), live(0), policy(min_replicas=5, max_step_up=2), NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 2)
+
+
 def test_a_warm_pool_is_kept_within_the_policy_max_instances():
     v = check(SetWarmPool(FN, 0, 9, 60, R), live(0), policy("fn", "KnativeService", warm_max=3), NOW, NOW, CFG)
     assert (v.decision, v.value) == ("apply", 3)
