@@ -194,11 +194,9 @@ def _hold_refused(action: Action, refused: Mapping[WorkloadRef, str]) -> Action:
     ref = action.workload
     text = f"hold {ref.namespace}/{ref.name} at {have}: the plan wanted {want} ({action.reason.message}), but {why}"
     reason = Reason("quota_refused", text, {"wanted": want, "held": have})
-    return (
-        replace(action, to_replicas=have, reason=reason)
-        if isinstance(action, ScaleTo)
-        else (replace(action, to_instances=have, reason=reason))
-    )
+    if isinstance(action, ScaleTo):
+        return replace(action, to_replicas=have, reason=reason)
+    return replace(action, to_instances=have, reason=reason)
 
 
 def _share_capacity(
