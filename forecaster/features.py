@@ -24,7 +24,6 @@ For an origin ``o`` (index of the first forecast step) only ``values[:o]`` is re
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -88,15 +87,9 @@ class FeatureSpec:
         return Segment(-n * b, b, n)
 
     def seasonal(self, lag_s: float) -> Segment:
-        """The window around the origin ``lag_s`` back: the whole steps within ``seasonal_before_s``
-        before it, and after it every step that starts within ``seasonal_after_s`` (so at steps
-        coarser than the horizon the lagged forecast steps are still read: at 30 min the step a
-        day back itself; rounding both sides to the nearest step read only the step before it)."""
         b = self.steps(self.seasonal_bucket_s)
-        before = int(math.floor(self.seasonal_before_s / self.step_s + 1e-9))
-        after = max(1, int(math.ceil(self.seasonal_after_s / self.step_s - 1e-9)))
-        n = max(1, int(math.ceil((before + after) / b - 1e-9)))
-        return Segment(-self.steps(lag_s) - before, b, n)
+        n = max(1, int(round((self.seasonal_before_s + self.seasonal_after_s) / (b * self.step_s))))
+        return Segment(-self.steps(lag_s) - self.steps(self.seasonal_before_s), b, n)
 
     @property
     def segments(self) -> tuple[Segment, ...]:

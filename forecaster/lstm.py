@@ -48,8 +48,6 @@ import torch
 from forecaster.base import QUANTILES, Forecaster, common_cut, fill_short_gaps_causal
 from forecaster.baselines import Ridge, _last_valid
 from forecaster.features import (
-    DAY_S,
-    WEEK_S,
     FeatureSpec,
     Inputs,
     IntArray,
@@ -68,22 +66,8 @@ FORMAT = "scaleahead-lstm"
 #: Version 4 is version 3 plus ``spec.clock_period_s`` (the clock input, ``lstm_clock``). A checkpoint
 #: without a clock is still written as version 3, so that earlier releases keep loading it (they
 #: reject a spec key they do not know); one with a clock is version 4, which they refuse with
-#: "upgrade scaleahead" instead of reading it wrong. Version 5: the day- and week-back windows as
-#: ``FeatureSpec.seasonal`` reads them since 2026-12-05; written only at step sizes where they
-#: differ from before (steps that do not divide 15 minutes, e.g. 20 s, 2, 10, 30 and 60 minutes),
-#: and an older checkpoint at such a step is refused (its network was trained on other windows).
-FORMAT_VERSION = 5
-
-
-def _old_windows_differ(spec: FeatureSpec) -> bool:
-    """Whether a checkpoint before format 5 at ``spec``'s step read other seasonal windows: those
-    rounded both sides to the nearest step (at 30 min only the step before the lagged origin)."""
-    for lag in (DAY_S, WEEK_S):
-        b = spec.steps(spec.seasonal_bucket_s)
-        n = max(1, int(round((spec.seasonal_before_s + spec.seasonal_after_s) / (b * spec.step_s))))
-        if Segment(-spec.steps(lag) - spec.steps(spec.seasonal_before_s), b, n) != spec.seasonal(lag):
-            return True
-    return False
+#: "upgrade scaleahead" instead of reading it wrong.
+FORMAT_VERSION = 4
 
 
 class CheckpointError(DataError):
@@ -626,7 +610,7 @@ class LSTMForecaster(Forecaster):
         torch.save(
             {
                 "format": FORMAT,
-                "format_version": FORMAT_VERSION if _old_windows_differ(self.spec) else (4 if clock else 3),
+                "format_version": FORMAT_VERSION if clock else 3,
                 "spec": spec,
                 "config": asdict(self.config),
                 "quantiles": list(self.quantiles),
@@ -920,21 +904,6 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     if version == 3:  # no clock input existed yet: the spec's clock_period_s defaults to 0
         raw = {**raw, "format_version": 4}
         version = 4
-    if version == 4:  # the seasonal windows before 2026-12-05: the same except at some step sizes
-        try:
-            spec = FeatureSpec(**raw["spec"])
-            differ = _old_windows_differ(spec)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
-            differ = False  # a malformed spec: the field checks after the upgrade say what is wrong
-        if differ:
-            raise CheckpointError(
-                f"LSTM checkpoint {path} was trained at {spec.step_s:g} s steps with the day- and week-back input "
-                "windows of releases before 2026-12-05, which at this step size read other steps than this "
-                "release (they missed the lagged forecast steps).",
-                RETRAIN,
-            )
-        raw = {**raw, "format_version": 5}
-        version = 5
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format version {version!r}; this scaleahead reads versions 1 to {FORMAT_VERSION}.",

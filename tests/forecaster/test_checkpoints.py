@@ -38,7 +38,7 @@ def test_a_saved_checkpoint_loads_and_forecasts_exactly_the_same(trained: LSTMFo
     # Without a clock input it is written as format 3, spec without the clock's key, so that the
     # releases before the clock (which reject a spec key they do not know) still load it.
     raw = torch.load(path, weights_only=True)
-    assert raw["format_version"] == 3 and FORMAT_VERSION == 5
+    assert raw["format_version"] == 3 and FORMAT_VERSION == 4
     assert set(raw["spec"]) == set(V3_SPEC_KEYS)
     assert loaded.meta["fit"]["epochs"] >= 1
 
@@ -217,26 +217,3 @@ def test_a_hybrid_checkpoint_without_its_ridge_is_refused(hybrid: Path, tmp_path
     torch.save(raw, damaged)
     with pytest.raises(CheckpointError, match="has no 'ridge', but its config forecasts with one"):
         LSTMForecaster.load(damaged, step_s=60.0)
-
-
-def test_at_a_step_whose_seasonal_windows_changed_an_older_checkpoint_is_refused_a_new_one_is_format_5(
-    tiny_lstm_config,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
-) -> None:
-    """At 30-minute steps the day- and week-back windows read other steps since 2026-12-05
-    (forecaster.features.FeatureSpec.seasonal): a checkpoint trained with the old windows would be
-    fed inputs it was not trained on, so it is refused with "retrain"; a new one is written as
-    format 5, which releases before it refuse by version instead of reading it wrong."""
-    from scaleahead.types import Series
-
-    t = np.arange(24 * 12)  # 12 days at 30 min
-    series = Series("coarse", 1.7e9, 1800.0, 100 + 30 * np.sin(t / 48 * 2 * np.pi))
-    model = LSTMForecaster(tiny_lstm_config).fit([series])
-    path = model.save(tmp_path / "coarse.pt")
-    raw = torch.load(path, weights_only=True)
-    assert raw["format_version"] == 5
-    assert LSTMForecaster.load(path, step_s=1800.0).spec == model.spec
-    raw["format_version"] = 3  # as a release before 2026-12-05 wrote it
-    torch.save(raw, tmp_path / "old.pt")
-    with pytest.raises(CheckpointError, match="windows of releases before 2026-12-05"):
-        LSTMForecaster.load(tmp_path / "old.pt", step_s=1800.0)

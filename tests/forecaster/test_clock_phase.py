@@ -93,9 +93,7 @@ def test_a_clock_checkpoint_keeps_its_period_and_forecasts_the_same(
 ) -> None:
     model = fitted["lstm_clock"]
     path = model.save(tmp_path / "c.pt")
-    assert (
-        torch.load(path, weights_only=True)["format_version"] == 4
-    )  # earlier releases refuse it by version (5: only where the seasonal windows changed)
+    assert torch.load(path, weights_only=True)["format_version"] == 4  # earlier releases refuse it by version
     loaded = LSTMForecaster.load(path, step_s=10.0)
     assert loaded.name == model.name == "lstm_clock"
     assert loaded.spec is not None and loaded.spec.clock_period_s == CLOCK_PERIOD_S
