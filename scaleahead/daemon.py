@@ -1295,20 +1295,19 @@ class Daemon:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             wait_s = self.SHUTDOWN_JOB_WAIT_S if job_wait_s is None else job_wait_s
-            running = [j for j in self.jobs.jobs.values() if j.future is not None and not j.future.done()]
+            running = [(j.name, j.future) for j in self.jobs.jobs.values() if j.future and not j.future.done()]
             deadline = time.monotonic() + wait_s
-            for job in running:
+            for name, future in running:
                 try:
-                    assert job.future is not None
-                    job.future.result(timeout=max(0.0, deadline - time.monotonic()))
+                    future.result(timeout=max(0.0, deadline - time.monotonic()))
                 except TimeoutError:
                     finished = False
                     log.warning(
                         "job %s still running after %.0f s of shutdown: abandoned (nothing it half-wrote is "
                         "kept; it runs again when next due)",
-                        job.name,
+                        name,
                         wait_s,
-                        extra={"event": "job_abandoned", "job_name": job.name},
+                        extra={"event": "job_abandoned", "job_name": name},
                     )
                 except Exception:  # noqa: BLE001, S110 - its failure was logged by the job runner
                     pass
