@@ -52,7 +52,8 @@ def action_from_journal(row: StoredAction) -> Action:
     reason = Reason(row.reason_code, row.reason)
     if row.kind == "MovePod":
         _, namespace, pod = row.target.split("/", 2)
-        return MovePod(namespace, pod, row.from_value, row.to_value, reason)
+        uid = row.details.get("pod_uid") if row.details else None
+        return MovePod(namespace, pod, row.from_value, row.to_value, reason, pod_uid=str(uid or ""))
     ref = WorkloadRef.parse(row.target)
     if row.kind == "SetWarmPool":
         return SetWarmPool(ref, int(row.from_value), int(row.to_value), 0.0, reason)
@@ -480,8 +481,10 @@ class Actuator:
                 if mf is not None and mf.written_at >= row.updated_at:
                     pending = parse_intent(mf.resource_version)
                     written.add(pending[0] if pending is not None else mf.value)
-                # A pod move's journal row has no UID: a pod re-created under the same name back on
-                # the from node (a StatefulSet's) counts as not moved; skipped, the next plan decides.
+                # A pod move journaled with its pod's UID: a pod re-created under the same name (a
+                # StatefulSet's) reads as not on the from node (the planned pod is gone: applied).
+                # Journaled without one (an older row, a pod without a UID): such a pod back on the
+                # from node counts as not moved; skipped, the next plan decides.
                 moved = not live.value if isinstance(action, MovePod) else live.value in written
                 if moved:
                     state = "applied"

@@ -1050,6 +1050,7 @@ class KubernetesTarget:
                     host_ports=host_ports(spec),
                     unmovable=unmovable_reason(item),
                     ephemeral_storage_request_mb=pod_ephemeral_storage_mb(spec),
+                    uid=str(meta.get("uid") or ""),
                 )
             )
         pdbs = []
@@ -1393,9 +1394,14 @@ class KubernetesTarget:
         # deleted): evicting it again passes no PodDisruptionBudget check and would steer its
         # owner's next pod a second time. It counts as no longer on the node.
         terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-        on_from = node == action.from_node and not terminating
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        # Another pod under the planned one's name (its UID differs: a StatefulSet re-created it,
+        # wherever it landed): the planned pod is gone, and this one was never planned to move.
+        recreated = bool(action.pod_uid and uid and uid != action.pod_uid)
+        on_from = node == action.from_node and not terminating and not recreated
         facts = {"on_from_node": int(on_from), "on_to_node": int(node == action.to_node)}
         facts["terminating"] = int(terminating)
+        facts["recreated"] = int(recreated)
         try:
             pdbs = self._raw(self.policy.list_namespaced_pod_disruption_budget, action.namespace)
         except (ApiException, HTTPError) as exc:
@@ -1410,7 +1416,6 @@ class KubernetesTarget:
         owners = (pod.get("metadata") or {}).get("ownerReferences") or []
         facts["has_controller"] = int(any(o.get("controller") for o in owners))
         owner = controller_owner(pod)
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
         return LiveObject(action.target, "spec.nodeName", int(on_from), _rv(pod), facts, owner, uid)
 
     # -- writes ---------------------------------------------------------------------------------

@@ -64,6 +64,8 @@ def check(
             where = "on " + action.to_node if live.fact("on_to_node") else "elsewhere"
             if live.fact("terminating"):
                 where = "terminating"
+            if live.fact("recreated"):
+                where = "re-created under its name since the plan; the planned pod is gone"
             return Verdict(
                 "skip", 0, f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} ({where})"
             )

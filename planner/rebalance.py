@@ -1393,6 +1393,8 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
             "weight_node_freed": weights.node_freed,
             "weight_pair_separated": weights.pair_separated,
         }
+        if pod.uid:  # the journal keeps it (reconciliation after a restart reads it back)
+            details = {**details, "pod_uid": pod.uid}
         out.append(
             MovePod(
                 namespace=pod.namespace,
@@ -1401,6 +1403,7 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
                 to_node=target,
                 reason=Reason(f"rebalance.{step.kind}", message, details),
                 expected_gain=share,
+                pod_uid=pod.uid,
             )
         )
     return out

@@ -334,6 +334,10 @@ class MovePod:
     to_node: str
     reason: Reason
     expected_gain: float = 0.0
+    #: The UID of the pod the plan means (``""``: unknown). A pod re-created under the same name
+    #: since (a StatefulSet's ``db-0``) is another pod: the actuator does not evict it, and
+    #: reconciliation counts the planned one as gone.
+    pod_uid: str = ""
     kind: Literal["MovePod"] = "MovePod"
 
     @property
@@ -610,6 +614,9 @@ class Pod:
     #: Its ``ephemeral-storage`` request in MiB (rounded up), counted as ``memory_request_mb`` is;
     #: a node takes a pod that requests some only within its ``Node.ephemeral_storage_mb``.
     ephemeral_storage_request_mb: int = 0
+    #: ``metadata.uid`` (``""`` where unknown, as in the benchmark's clusters): a move the planner
+    #: proposes names it, so that a pod re-created under the same name is not taken for this one.
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,8 @@ class StoredAction:
     state: str
     outcome: str
     updated_at: float
+    #: The reason's numbers as journaled (``reason_details``); a pod move's include ``pod_uid``.
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -705,6 +707,7 @@ class Store:
                     r.state,
                     r.outcome,
                     r.updated_at,
+                    dict(r.reason_details or {}),
                 )
                 for r in s.scalars(q)
             ]

@@ -94,7 +94,9 @@ def fragmented(kube: Any) -> None:
     kube.cluster.put(PODS, "shop", "web-1", pod("n1", "web", "1", "latency-critical"))
     kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical"))
     kube.cluster.put(PODS, "shop", "batch-1", pod("n2", "batch", "1500m", "cpu-bound"))
-    kube.cluster.put(PODS, "shop", "cart-1", pod("n3", "cart", "500m"))
+    cart = pod("n3", "cart", "500m")
+    cart["metadata"]["uid"] = "cart-1-uid"
+    kube.cluster.put(PODS, "shop", "cart-1", cart)
     kube.cluster.put(
         PDBS,
         "shop",
@@ -122,6 +124,7 @@ def test_nodes_pods_and_pdbs_are_read_for_the_planner(kube) -> None:
         "batch-rs",
     )
     assert by_name["batch-1"].interference == "cpu-bound" and by_name["cart-1"].interference == "none"
+    assert by_name["cart-1"].uid == "cart-1-uid" and by_name["web-1"].uid == ""
     assert [(b.namespace, b.owner, b.disruptions_allowed) for b in pdbs] == [("shop", "web-rs", 1)]
 
 

@@ -91,3 +91,40 @@ def test_the_eviction_names_the_uid_it_read(kube, store, monkeypatch):
     seen = recreate_on_evict(monkeypatch, "", before=False)
     (res,) = actuator(kube, store).apply_plan(Plan(time.time(), (MOVE,)), time.time())
     assert res.outcome == "applied" and seen == ["old-uid"]
+
+
+PLANNED = MovePod("default", "db-0", "n1", "n2", R, pod_uid="old-uid")
+
+
+def test_a_pod_recreated_before_the_actuator_reads_it_is_not_the_planned_one(kube, store):
+    # The plan named db-0 by its UID; the StatefulSet re-created db-0 on the same node before the
+    # actuator's first read. Without the UID the new pod looks like the planned one and is evicted.
+    kube.cluster.put(PODS, "default", "db-0", sts_pod("n1", "new-uid"))
+    (res,) = actuator(kube, store).apply_plan(Plan(time.time(), (PLANNED,)), time.time())
+    assert res.outcome == "skipped"
+    assert "re-created under its name since the plan" in res.detail
+    assert kube.cluster.get(PODS, "default", "db-0")["metadata"]["uid"] == "new-uid"
+    assert not [w for w in kube.cluster.writes() if w[0] == "POST"]  # no eviction sent
+    assert store.steers() == []
+
+
+def test_the_planned_uid_is_journaled_and_read_back_by_reconciliation(kube, store):
+    kube.cluster.put(PODS, "default", "db-0", sts_pod("n1", "old-uid"))
+    move = MovePod(
+        "default", "db-0", "n1", "n2", Reason("rebalance.drain", "m", {"pod_uid": "old-uid"}), pod_uid="old-uid"
+    )
+    _, (aid,) = store.record_plan(Plan(time.time(), (move,)), source="loop", state="planned")
+    # The process evicted db-0 and died before journaling; its StatefulSet re-created it on n1.
+    kube.cluster.put(PODS, "default", "db-0", sts_pod("n1", "new-uid"))
+    done = {i: (state, why) for i, state, why in actuator(kube, store).reconcile(time.time())}
+    assert done[aid][0] == "applied", done[aid][1]
+    assert not [w for w in kube.cluster.writes() if w[0] == "POST"]
+
+
+def test_a_journal_row_without_a_uid_is_reconciled_as_before(kube, store):
+    # Rows journaled before moves carried UIDs: a pod of that name on the from node counts as not
+    # moved, and the next plan decides.
+    kube.cluster.put(PODS, "default", "db-0", sts_pod("n1", "new-uid"))
+    _, (aid,) = store.record_plan(Plan(time.time(), (MOVE,)), source="loop", state="planned")
+    done = {i: (state, why) for i, state, why in actuator(kube, store).reconcile(time.time())}
+    assert done[aid][0] == "skipped"

@@ -28,6 +28,15 @@ def test_a_nearly_empty_node_is_drained_onto_the_fullest_node_that_fits() -> Non
     assert result[0].reason.code == "rebalance.drain"
 
 
+def test_a_move_names_its_pod_by_uid_where_the_cluster_gave_one() -> None:
+    pods = [pod("web-1", "a", 1000), pod("db-1", "b", 6000), pod("db-2", "c", 3000)]
+    state = cluster([node("a"), node("b"), node("c")], [replace(p, uid=f"uid-{p.name}") for p in pods])
+    (move,) = plan_moves(state, max_moves=5)
+    assert move.pod_uid == "uid-web-1" and move.reason.details["pod_uid"] == "uid-web-1"
+    (bare,) = plan_moves(cluster([node("a"), node("b"), node("c")], pods), max_moves=5)
+    assert bare.pod_uid == "" and "pod_uid" not in bare.reason.details
+
+
 def test_a_drain_that_needs_more_moves_than_the_budget_is_not_started() -> None:
     state = cluster(
         [node("a"), node("b")],
