@@ -478,6 +478,10 @@ class Actuator:
                 # actuator's record of the field says what it wrote since the action was journaled.
                 written = {desired_value(action)}
                 mf = None if isinstance(action, MovePod) else self.store.managed_field(live.target)
+                # Every write is preceded by a write-ahead intent on the field's record, stamped at
+                # or after the row's journal time. With none since, this process never got to the
+                # write: a live value equal to the plan's is someone else's (or was there already).
+                attempted = isinstance(action, MovePod) or (mf is not None and mf.written_at >= row.updated_at)
                 if mf is not None and mf.written_at >= row.updated_at:
                     pending = parse_intent(mf.resource_version)
                     written.add(pending[0] if pending is not None else mf.value)
@@ -486,7 +490,14 @@ class Actuator:
                 # Journaled without one (an older row, a pod without a UID): such a pod back on the
                 # from node counts as not moved; skipped, the next plan decides.
                 moved = not live.value if isinstance(action, MovePod) else live.value in written
-                if moved:
+                if moved and not attempted:
+                    state = "skipped"
+                    reason = (
+                        f"reconciled after restart: the live object shows {live.field}={live.value}, but "
+                        "scaleahead recorded no write of it before the restart (someone else's change, or "
+                        "the value was there already); the next plan decides again"
+                    )
+                elif moved:
                     state = "applied"
                     reason = f"reconciled after restart: the live object shows the change ({live.field}={live.value})"
                     if not isinstance(action, MovePod):

@@ -107,6 +107,7 @@ def test_plan_apply_with_a_bad_kubeconfig_fails_with_a_user_error_naming_the_fil
 def test_reconcile_checks_a_floor_mode_action_against_the_hpa_of_its_policy(kube, tmp_path):
     from kubeemu import HPAS
 
+    from actuator.applying import intent_version
     from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
 
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
@@ -118,6 +119,9 @@ def test_reconcile_checks_a_floor_mode_action_against_the_hpa_of_its_policy(kube
     store = Store(db)
     ref = WorkloadRef("Deployment", "default", "web")
     store.record_plan(Plan(1.7e9, (ScaleTo(ref, 2, 4, Reason("t", "t", {})),)), source="loop", state="planned")
+    # the write-ahead intent the actuator records before its write (the write then landed)
+    hpa_key = "HorizontalPodAutoscaler/default/web-hpa"
+    store.set_managed_field(hpa_key, "spec.minReplicas", 2, intent_version(4, "1"), 1.7e9)
     store.close()
     k = str(kubeconfig(tmp_path, kube.url))
     unlisted = here("actuator", "reconcile", "--kubeconfig", k, "--db", db)  # the emulator has no policy CRD

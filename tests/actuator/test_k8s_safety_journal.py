@@ -197,7 +197,7 @@ def test_a_crash_between_journal_and_api_call_is_reconciled_on_the_next_start(ku
     # and before touching api.
     _, ids = store.record_plan(plan, source="loop", state="planned")
     first = actuator(kube, store, [policy(), policy("api")])
-    first.target.write(scale(2, 4), 4, first.target.live(scale(2, 4)))
+    assert first._apply_one(scale(2, 4), NOW, NOW, False).outcome == "applied"  # intent, then the write
     # The next start reconciles.
     second = actuator(kube, store, [policy(), policy("api")])
     done = {aid: (state, why) for aid, state, why in second.reconcile(NOW + 60)}
@@ -205,6 +205,17 @@ def test_a_crash_between_journal_and_api_call_is_reconciled_on_the_next_start(ku
     assert done[ids[1]][0] == "skipped" and "not applied before the restart" in done[ids[1]][1]
     assert store.actions(state="planned") == []
     assert kube.cluster.writes()[-1][0] == "PATCH" and len(kube.cluster.writes()) == 1
+
+
+def test_reconcile_does_not_count_someone_elses_equal_value_as_applied(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    (aid,) = store.record_plan(Plan(NOW, (scale(2, 4),)), source="loop", state="planned")[1]
+    # The process died before its write; meanwhile someone ran `kubectl scale --replicas=4`.
+    kube.cluster.edit(DEPLOYMENTS, "default", "web", {"spec": {"replicas": 4}})
+    done = {i: (state, why) for i, state, why in actuator(kube, store).reconcile(NOW + 60)}
+    assert done[aid][0] == "skipped", done[aid][1]
+    assert "recorded no write of it before the restart" in done[aid][1]
+    assert store.managed_field("Deployment/default/web") is None  # not taken as scaleahead's value
 
 
 def test_reconciling_keeps_to_its_own_actions_and_leaves_what_another_process_journaled(kube, store):
