@@ -6,6 +6,7 @@ Every field says its unit and why its default is what it is. Values come from th
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -17,10 +18,42 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from scaleahead.errors import ConfigError
 
 #: The variables Kubernetes sets for a Service ``scaleahead-<name>`` in the pod's namespace (service
-#: links: ``SCALEAHEAD_WEBHOOK_SERVICE_HOST``, ``SCALEAHEAD_WEBHOOK_PORT``, ...): never settings.
+#: links: ``SCALEAHEAD_WEBHOOK_SERVICE_HOST``, ``SCALEAHEAD_WEBHOOK_PORT``, ...): never settings. The
+#: name alone does not tell: ``SCALEAHEAD_SERVER_PORT`` is also ``server.port`` one underscore short,
+#: so the value must have a service link's shape too (``_is_service_link``).
 _SERVICE_LINK = re.compile(
-    r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_[A-Z]+)?)?)$"
+    r"^[A-Z0-9_]+?_(?:(?P<host>SERVICE_HOST)|(?P<service_port>SERVICE_PORT(?:_[A-Z0-9_]+)?)|(?P<url>PORT)"
+    r"|PORT_\d+_(?:TCP|UDP|SCTP)(?:(?P<url_n>)|_(?P<proto>PROTO)|_(?P<port>PORT)|_(?P<addr>ADDR)))$"
 )
+_LINK_URL = re.compile(r"^(?:tcp|udp|sctp)://\[?[0-9A-Fa-f.:]+\]?:\d{1,5}$")
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _is_service_link(key: str, value: str) -> bool:
+    """``key=value`` is a variable Kubernetes sets for a Service, in name and in value.
+
+    ``SCALEAHEAD_WEBHOOK_PORT=tcp://10.96.0.12:443`` is one; ``SCALEAHEAD_WEBHOOK_PORT=9443`` is
+    ``webhook.port`` written with one underscore too few.
+    """
+    m = _SERVICE_LINK.match(key)
+    if m is None:
+        return False
+    value = value.strip()
+    if m["host"] is not None or m["addr"] is not None:
+        return _is_ip(value)
+    if m["service_port"] is not None or m["port"] is not None:
+        return value.isascii() and value.isdigit()
+    if m["proto"] is not None:
+        return value in ("tcp", "udp", "sctp")
+    return _LINK_URL.match(value) is not None  # {SVC}_PORT, {SVC}_PORT_443_TCP
+
 
 #: No setting may be infinite or NaN: ``SCALEAHEAD_LOOP__INTERVAL_S=inf`` passed every ``gt=0`` check
 #: and failed every cycle.
@@ -360,15 +393,22 @@ class Settings(BaseModel):
         data: dict[str, dict[str, Any]] = {}
         names: dict[tuple[str, str], str] = {}
         for key, value in env.items():
-            if key.startswith("SCALEAHEAD_") and "__" not in key and not _SERVICE_LINK.match(key):
+            if key.startswith("SCALEAHEAD_") and "__" not in key and not _is_service_link(key, value):
                 # SCALEAHEAD_ACTUATION_DRY_RUN: a real setting one underscore short, never ignored. Only
                 # real group and field names: Kubernetes gives pods SCALEAHEAD_WEBHOOK_SERVICE_HOST and
-                # the like for the Services of the namespace (service links), which are not settings.
+                # the like for the Services of the namespace (service links), which are not settings; a
+                # service link's name with another value (SCALEAHEAD_SERVER_PORT=9090) is a setting.
                 head = key.removeprefix("SCALEAHEAD_").lower()
                 for group in cls.model_fields:
                     if head.startswith(group + "_") and head.removeprefix(group + "_") in cls._fields_of(group):
+                        link = (
+                            f" ({key} is also the name of a Kubernetes service-link variable, but {value!r} is not "
+                            "the value of one)"
+                            if _SERVICE_LINK.match(key)
+                            else ""
+                        )
                         raise ConfigError(
-                            f"Unknown setting {key}: a group and its field are joined by two underscores.",
+                            f"Unknown setting {key}: a group and its field are joined by two underscores{link}.",
                             f"Did you mean SCALEAHEAD_{group.upper()}__{head.removeprefix(group + '_').upper()}? "
                             "(docs/configuration.md)",
                         )

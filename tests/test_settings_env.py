@@ -81,11 +81,32 @@ def test_kubernetes_service_link_variables_are_not_settings() -> None:
     links = {
         "SCALEAHEAD_WEBHOOK_SERVICE_HOST": "10.96.0.12",
         "SCALEAHEAD_WEBHOOK_SERVICE_PORT": "443",
+        "SCALEAHEAD_WEBHOOK_SERVICE_PORT_HTTPS": "443",
         "SCALEAHEAD_WEBHOOK_PORT": "tcp://10.96.0.12:443",
         "SCALEAHEAD_WEBHOOK_PORT_443_TCP": "tcp://10.96.0.12:443",
+        "SCALEAHEAD_WEBHOOK_PORT_443_TCP_PROTO": "tcp",
+        "SCALEAHEAD_WEBHOOK_PORT_443_TCP_PORT": "443",
         "SCALEAHEAD_WEBHOOK_PORT_443_TCP_ADDR": "10.96.0.12",
+        "SCALEAHEAD_SERVER_SERVICE_HOST": "fd00::12",
+        "SCALEAHEAD_SERVER_PORT": "tcp://[fd00::12]:8080",
     }
     assert Settings.from_env(links) == Settings()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "meant"),
+    [
+        ("SCALEAHEAD_SERVER_PORT", "9090", "SCALEAHEAD_SERVER__PORT"),
+        ("SCALEAHEAD_WEBHOOK_PORT", "9443", "SCALEAHEAD_WEBHOOK__PORT"),
+    ],
+)
+def test_a_port_setting_one_underscore_short_is_an_error_though_its_name_is_a_service_links(
+    key: str, value: str, meant: str
+) -> None:
+    # Before, any *_PORT variable was taken for a Kubernetes service link and silently ignored, so
+    # SCALEAHEAD_SERVER_PORT=9090 left the endpoint on 8080; a service link's value is tcp://IP:PORT.
+    with pytest.raises(ConfigError, match=rf"Unknown setting {key}:.*not the value of one.*Did you mean {meant}\?"):
+        Settings.from_env({key: value})
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity"])
@@ -119,3 +140,4 @@ def test_release_of_removed_policies_can_be_turned_off_from_the_environment() ->
     )
     with pytest.raises(ConfigError, match="RELEASE_REMOVED_AFTER_S='soon'"):
         Settings.from_env({"SCALEAHEAD_ACTUATION__RELEASE_REMOVED_AFTER_S": "soon"})
+
