@@ -246,7 +246,8 @@ def plan(
 
 
 def parse_capacity(items: list[str]) -> dict[str, int]:
-    """``["shop=40", "*=200"]`` -> ``{"shop": 40, "*": 200}``; anything else is a ``UserError``."""
+    """``["shop=40", "*=200"]`` -> ``{"shop": 40, "*": 200}``; anything else (a tenant named twice too) is
+    a ``UserError``."""
     out: dict[str, int] = {}
     for item in items:
         name, sep, count = item.partition("=")
@@ -258,6 +259,11 @@ def parse_capacity(items: list[str]) -> dict[str, int]:
             raise UserError(
                 f"--capacity {item!r} is not TENANT=REPLICAS with a whole number of replicas of at least 0.",
                 "For example --capacity shop=40 --capacity '*=200' ('*': all services together).",
+            )
+        if name.strip() in out:
+            raise UserError(
+                f"--capacity names tenant {name.strip()!r} twice ({out[name.strip()]} and {value}).",
+                "Give each tenant once.",
             )
         out[name.strip()] = value
     return out

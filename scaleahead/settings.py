@@ -13,7 +13,7 @@ import os
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from scaleahead.errors import ConfigError
 
@@ -81,11 +81,12 @@ class LoopSettings(BaseModel):
     rebalance_interval_s: float = Field(
         300.0, gt=0, description="Time between two plans with rebalancing moves (s), when max_moves is above 0."
     )
-    capacity: dict[str, Annotated[int, Field(ge=0)]] = Field(
+    capacity: dict[str, Annotated[StrictInt, Field(ge=0)]] = Field(
         default_factory=dict,
         description="Replicas to share under shortage: a tenant's name (spec.tenant) -> the most replicas (and "
         "warm-pool instances) its workloads may hold together, '*' -> all workloads together; as an environment "
-        "variable shop=40,*=200 or a JSON object. Empty: no limit (docs/planner.md).",
+        "variable shop=40,*=200 or a JSON object. A whole number of at least 0 (not true or false); a tenant "
+        "named twice is an error. Empty: no limit (docs/planner.md).",
     )
     warm_memory_budget_mb: float | None = Field(
         None,
@@ -105,19 +106,34 @@ class LoopSettings(BaseModel):
     @field_validator("capacity", mode="before")
     @classmethod
     def _capacity_from_text(cls, value: Any) -> Any:
-        """``shop=40,*=200`` (as an environment variable can give it) or a JSON object."""
+        """``shop=40,*=200`` (as an environment variable can give it) or a JSON object; a tenant named
+        twice is an error, not a silent "last one wins"."""
         if not isinstance(value, str):
             return value
         text = value.strip()
         if text.startswith("{"):
-            return json.loads(text)
-        out: dict[str, str] = {}
+            return json.loads(text, object_pairs_hook=_unique_tenants)
+        out: dict[str, Any] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             name, sep, count = part.partition("=")
-            if not sep or not name.strip():
+            name, count = name.strip(), count.strip()
+            if not sep or not name:
                 raise ValueError(f"{part!r} is not TENANT=REPLICAS (for example shop=40,*=200)")
-            out[name.strip()] = count.strip()
+            if name in out:
+                raise ValueError(f"tenant {name!r} is given twice ({out[name]} and {count}): give it once")
+            # A whole number is read as one; anything else stays text, which the strict integer refuses.
+            out[name] = int(count) if re.fullmatch(r"[+-]?\d+", count) else count
         return out
+
+
+def _unique_tenants(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key written twice is an error (``json`` keeps the last one)."""
+    out: dict[str, Any] = {}
+    for key, count in pairs:
+        if key in out:
+            raise ValueError(f"tenant {key!r} is given twice ({out[key]} and {count}): give it once")
+        out[key] = count
+    return out
 
 
 class ForecastSettings(BaseModel):

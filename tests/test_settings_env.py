@@ -58,9 +58,27 @@ def test_the_capacity_to_share_comes_as_tenant_equals_replicas_or_json() -> None
     with pytest.raises(ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY='shop': .*not TENANT=REPLICAS"):
         Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop"})
     with pytest.raises(
-        ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY\[shop\]='-1': Input should be greater than or equal to 0"
+        ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY\[shop\]=-1: Input should be greater than or equal to 0"
     ):
         Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop=-1"})
+    with pytest.raises(ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY\[shop\]='many': Input should be a valid integer"):
+        Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop=many"})
+
+
+@pytest.mark.parametrize(
+    "value", ["shop=40,*=200,shop=4", "shop=40, shop =40", '{"shop": 40, "*": 200, "shop": 4}']
+)
+def test_a_tenant_named_twice_in_the_capacity_is_an_error_not_the_last_one(value: str) -> None:
+    # Before, the last one silently won: shop=40,*=200,shop=4 gave shop 4 replicas.
+    with pytest.raises(ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY=.*tenant 'shop' is given twice \(40 and 4?0?\)"):
+        Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": value})
+
+
+@pytest.mark.parametrize("value", ['{"shop": true}', '{"shop": false, "*": 200}', '{"shop": 4.0}', '{"shop": "4"}'])
+def test_a_capacity_is_a_json_whole_number_not_a_boolean_nor_text(value: str) -> None:
+    # Before, true was taken as 1 replica and false as 0.
+    with pytest.raises(ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY\[shop\]=.*Input should be a valid integer"):
+        Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": value})
 
 
 def test_an_unknown_rollout_mode_for_retrained_models_is_refused_at_start() -> None:
@@ -141,3 +159,11 @@ def test_release_of_removed_policies_can_be_turned_off_from_the_environment() ->
     with pytest.raises(ConfigError, match="RELEASE_REMOVED_AFTER_S='soon'"):
         Settings.from_env({"SCALEAHEAD_ACTUATION__RELEASE_REMOVED_AFTER_S": "soon"})
 
+
+def test_plan_capacity_naming_a_tenant_twice_is_an_error() -> None:
+    from scaleahead.cli import parse_capacity
+    from scaleahead.errors import UserError
+
+    assert parse_capacity(["shop=40", "*=200"]) == {"shop": 40, "*": 200}
+    with pytest.raises(UserError, match=r"--capacity names tenant 'shop' twice \(40 and 4\)"):
+        parse_capacity(["shop=40", "*=200", "shop=4"])
