@@ -65,9 +65,7 @@ def test_the_capacity_to_share_comes_as_tenant_equals_replicas_or_json() -> None
         Settings.from_env({"SCALEAHEAD_LOOP__CAPACITY": "shop=many"})
 
 
-@pytest.mark.parametrize(
-    "value", ["shop=40,*=200,shop=4", "shop=40, shop =40", '{"shop": 40, "*": 200, "shop": 4}']
-)
+@pytest.mark.parametrize("value", ["shop=40,*=200,shop=4", "shop=40, shop =40", '{"shop": 40, "*": 200, "shop": 4}'])
 def test_a_tenant_named_twice_in_the_capacity_is_an_error_not_the_last_one(value: str) -> None:
     # Before, the last one silently won: shop=40,*=200,shop=4 gave shop 4 replicas.
     with pytest.raises(ConfigError, match=r"SCALEAHEAD_LOOP__CAPACITY=.*tenant 'shop' is given twice \(40 and 4?0?\)"):
