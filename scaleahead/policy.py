@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -142,6 +142,69 @@ class WorkloadClass(StrEnum):
     FUNCTION = "function"
 
 
+#: A DNS-1123 label (RFC 1123): a namespace's name. Lowercase letters, digits and '-', starting and
+#: ending with a letter or digit, at most 63 characters.
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_LABEL_MAX = 63
+#: A DNS-1123 subdomain: the name of a Deployment, StatefulSet or HPA. DNS labels joined by '.', at
+#: most 253 characters.
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_SUBDOMAIN_MAX = 253
+_NAME_RULES = {
+    "label": (
+        re.compile(DNS_LABEL),
+        DNS_LABEL_MAX,
+        "a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit",
+    ),
+    "subdomain": (
+        re.compile(DNS_SUBDOMAIN),
+        DNS_SUBDOMAIN_MAX,
+        "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', each dot-separated part starting and "
+        "ending with a letter or digit",
+    ),
+}
+
+
+def _kubernetes_name(kind: Literal["label", "subdomain"], what: str) -> AfterValidator:
+    """Check a string is a Kubernetes object name of ``kind``, with a message saying what one is.
+
+    The same rule goes into the JSON schema (and so into the CRD) as ``pattern`` and ``maxLength``
+    (``_name_schema``): an object the API server takes, the loader takes, and the other way round.
+    """
+    pattern, longest, rule = _NAME_RULES[kind]
+
+    def check(value: str) -> str:
+        if len(value) > longest:
+            raise PydanticCustomError(
+                "kubernetes_name",
+                f"{{value}}... ({{length}} characters) is not a Kubernetes {what}: at most {longest} characters",
+                {"value": value[:20], "length": len(value)},
+            )
+        if not pattern.match(value):
+            raise PydanticCustomError(
+                "kubernetes_name",
+                f"{{value}} is not a Kubernetes {what}: it must be {rule} (at most {longest} characters)",
+                {"value": repr(value)},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _name_schema(kind: Literal["label", "subdomain"]) -> dict[str, Any]:
+    pattern, longest, _ = _NAME_RULES[kind]
+    return {"minLength": 1, "maxLength": longest, "pattern": pattern.pattern}
+
+
+def to_dns_label(text: str, longest: int = DNS_LABEL_MAX, fallback: str = "x") -> str:
+    """``text`` made a DNS-1123 label (a valid namespace or object name) of at most ``longest``
+    characters: lowercased, every other character than an ASCII letter or digit made '-', no '-' at
+    either end; ``fallback`` when nothing is left. For names built from trace or function names."""
+    clean = "".join(c if c.isascii() and c.isalnum() else "-" for c in text.lower())
+    clean = re.sub("-+", "-", clean)[:longest].strip("-")
+    return clean or fallback
+
+
 WARM_POOL_NEEDS_KNATIVE = (
     "a function's warm pool is a Knative Service's min-scale: workloadClass function with warmPool.enabled "
     "needs target.kind KnativeService (for a Deployment, leave warmPool off and it is scaled as a service)"
@@ -167,20 +230,26 @@ class Target(_Model):
     kind: Literal["Deployment", "StatefulSet", "KnativeService"] = Field(
         "Deployment", description="Kind of the scaled object."
     )
-    namespace: str = Field(
+    namespace: Annotated[str, _kubernetes_name("label", "namespace name")] = Field(
         "default",
-        description="Namespace of the scaled object. Unset: the policy object's own namespace (metadata.namespace; "
-        "default when that is unset too).",
-        json_schema_extra={NO_SERVER_DEFAULT: True},
+        description="Namespace of the scaled object (a DNS-1123 label). Unset: the policy object's own namespace "
+        "(metadata.namespace; default when that is unset too).",
+        json_schema_extra={NO_SERVER_DEFAULT: True, **_name_schema("label")},
     )
-    name: str = Field(..., min_length=1, description="Name of the scaled object.")
+    name: Annotated[str, _kubernetes_name("subdomain", "object name")] = Field(
+        ...,
+        description="Name of the scaled object (a DNS-1123 subdomain).",
+        json_schema_extra=_name_schema("subdomain"),
+    )
     mode: Literal["direct", "floor"] = Field(
         "direct",
         description="direct: set replicas through the scale subresource; floor: set minReplicas of "
         "the HPA named by hpaName, leaving the HPA to handle the unforeseen.",
     )
-    hpa_name: str | None = Field(
-        None, min_length=1, description="HPA whose minReplicas is the floor; required in mode floor."
+    hpa_name: Annotated[str, _kubernetes_name("subdomain", "object name")] | None = Field(
+        None,
+        description="HPA whose minReplicas is the floor; required in mode floor.",
+        json_schema_extra=_name_schema("subdomain"),
     )
 
     @model_validator(mode="after")

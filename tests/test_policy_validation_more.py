@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -340,3 +341,71 @@ def test_yaml_nested_thousands_deep_is_a_config_error_not_a_recursion_traceback(
 
     with pytest.raises(ConfigError, match="nested too deeply"):
         parse_policies("a: " + "[" * 5000 + "]" * 5000, "deep.yaml")
+
+
+# -- target namespace and name are Kubernetes names --------------------------------------------------------
+def _with_target(**target: Any) -> dict[str, Any]:
+    doc = _example()
+    doc["spec"]["target"] = {**doc["spec"]["target"], **target}
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("target", "field", "says"),
+    [
+        ({"namespace": ""}, "namespace", "'' is not a Kubernetes namespace name: it must be a DNS-1123 label"),
+        ({"namespace": "a/b"}, "namespace", "'a/b' is not a Kubernetes namespace name"),
+        ({"namespace": "Shop"}, "namespace", "'Shop' is not a Kubernetes namespace name"),
+        ({"namespace": "a.b"}, "namespace", "'a.b' is not a Kubernetes namespace name"),
+        (
+            {"namespace": "n" * 64},
+            "namespace",
+            r"n+\.\.\. \(64 characters\) is not a Kubernetes namespace name: at most 63",
+        ),
+        ({"name": " web"}, "name", "' web' is not a Kubernetes object name: it must be a DNS-1123 subdomain"),
+        ({"name": "b/c"}, "name", "'b/c' is not a Kubernetes object name"),
+        ({"name": "web-"}, "name", "'web-' is not a Kubernetes object name"),
+        ({"name": "web_1"}, "name", "'web_1' is not a Kubernetes object name"),
+        ({"name": "w" * 300}, "name", r"w+\.\.\. \(300 characters\) is not a Kubernetes object name: at most 253"),
+        ({"mode": "floor", "hpaName": "Web"}, "hpaName", "'Web' is not a Kubernetes object name"),
+    ],
+)
+def test_a_target_that_no_kubernetes_object_can_be_is_refused_naming_file_line_and_field(
+    target: dict[str, Any], field: str, says: str
+) -> None:
+    # Before, '' gave the workload key Deployment//web, ' web' and 'a/b' were accepted, and
+    # (namespace a, name b/c) and (namespace a/b, name c) were taken for one workload.
+    text = yaml.safe_dump(_with_target(**target), sort_keys=False)
+    with pytest.raises(ConfigError, match=rf"p.yaml:\d+: field 'spec.target.{field}': {says}"):
+        parse_policies(text, "p.yaml")
+
+
+def test_kubernetes_names_at_their_longest_are_accepted() -> None:
+    name = ".".join(["a" * 63] * 4)[:253].rstrip(".")
+    (policy,) = parse_policies(yaml.safe_dump(_with_target(namespace="n" * 63, name=name)), "p.yaml")
+    assert policy.workload.key == f"Deployment/{'n' * 63}/{name}"
+    (policy,) = parse_policies(yaml.safe_dump(_with_target(namespace="0-a", name="web.v1-2")), "p.yaml")
+    assert policy.workload.key == "Deployment/0-a/web.v1-2"
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [({"namespace": "a/b"}, "namespace"), ({"name": "w" * 254}, "name"), ({"name": "Web"}, "name")],
+)
+def test_the_crd_refuses_the_same_target_names(target: dict[str, Any], field: str) -> None:
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec = _with_target(**target)["spec"]
+    errors = list(jsonschema.Draft4Validator(schema).iter_errors(spec))
+    assert [list(e.absolute_path) for e in errors] == [["target", field]]
+    assert not list(jsonschema.Draft4Validator(schema).iter_errors(_example()["spec"]))
+
+
+def test_names_built_from_trace_names_are_kubernetes_names() -> None:
+    from scaleahead.bench.rollout_loop import _slug
+    from scaleahead.policy import DNS_LABEL, to_dns_label
+
+    for text in ("NAB/realKnownCause/machine_temperature_system_failure.csv", "é-x", "---", "a" * 39 + "-b" * 5):
+        for made in (to_dns_label(text), _slug(text, 3), to_dns_label(f"fn-1-{text}")):
+            assert re.match(DNS_LABEL, made) and len(made) <= 63, (text, made)
+    assert to_dns_label("machine_temperature") == "machine-temperature"
+    assert to_dns_label("---", fallback="trace") == "trace"

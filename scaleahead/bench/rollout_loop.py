@@ -59,7 +59,7 @@ from scaleahead.bench.replay import (
 from scaleahead.clock import VirtualClock
 from scaleahead.errors import UserError
 from scaleahead.observed import RollingTrends, windowed_means
-from scaleahead.policy import Policy
+from scaleahead.policy import Policy, to_dns_label
 from scaleahead.types import ClusterState, Forecast, ScaleTo, Series, WorkloadRef, WorkloadState
 from storage import Store
 
@@ -94,8 +94,7 @@ class _Run:
 
 
 def _slug(name: str, i: int) -> str:
-    clean = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")[:40] or "trace"
-    return f"w{i}-{clean}"
+    return f"w{i}-{to_dns_label(name, 40, 'trace')}"  # a Kubernetes name, whatever the trace's
 
 
 def prepare_workloads(

@@ -33,7 +33,7 @@ from planner.warm_budget import budget_period, with_cold_start_cost
 from scaleahead.bench import open_text_out
 from scaleahead.bench.serverless_peers import FixedKeepAlive, HybridHistogram, Oracle
 from scaleahead.errors import DataError
-from scaleahead.policy import Policy, PolicySpec, WarmPool
+from scaleahead.policy import Policy, PolicySpec, WarmPool, to_dns_label
 from scaleahead.traces import FunctionsTrace
 from scaleahead.types import WorkloadRef
 from scaleahead.warm_budgets import WINDOW_S, rebuild
@@ -118,7 +118,9 @@ def function_policies(
     for i, name in enumerate(trace.names):
         fn = name[:48]
         app = trace.apps[i][:48]
-        ref = WorkloadRef("KnativeService", f"app-{app}"[:63], f"fn-{i}-{fn}"[:63])
+        # Kubernetes names (the policy refuses others): a trace's hashes are lowercase hex already, a
+        # CSV of other function names is made lowercase ASCII; the index keeps the names unique.
+        ref = WorkloadRef("KnativeService", to_dns_label(f"app-{app}"), to_dns_label(f"fn-{i}-{fn}"))
         spec = PolicySpec.model_validate(
             {
                 "target": {"kind": "KnativeService", "namespace": ref.namespace, "name": ref.name},
