@@ -48,6 +48,10 @@ def _bounds(node: dict[str, Any]) -> str:
             parts.append(f"{sym} {node[key]:g}")
     if "minLength" in node:
         parts.append(f"length >= {node['minLength']}")
+    if "maxLength" in node:
+        parts.append(f"length <= {node['maxLength']}")
+    if "pattern" in node:
+        parts.append(f"matches `{node['pattern']}`")
     for sub in node.get("anyOf", []):
         b = _bounds(sub)
         if b:
