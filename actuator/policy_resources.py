@@ -8,8 +8,16 @@ fallback mode), but only when something a person would notice changed, or at mos
 ``refresh_s``, so a thousand policies do not mean a hundred writes a second.
 
 Every status carries an ``Accepted`` condition: ``True`` for a policy that is planned, ``False``
-(with the reason: an invalid spec, a second policy for the same target, or one that the caller's
-check refuses) for a skipped one, so ``kubectl get pspol`` shows why a workload is not scaled.
+(with the reason: an invalid spec, a second policy for the same target, a target in another
+namespace than the object's, or one that the caller's check refuses) for a skipped one, so
+``kubectl get pspol`` shows why a workload is not scaled.
+
+A policy object scales workloads of its own namespace only: scaleahead's ClusterRole may scale
+Deployments in every namespace, so a ``spec.target.namespace`` naming another one would let anyone
+allowed to create policies in one namespace scale the workloads of all the others. Such an object is
+refused (reason ``Refused``) unless the operator allows it (``cross_namespace``, the setting
+``actuation.cross_namespace_targets``). Policy files (``--policies``) are the operator's and may
+name any namespace.
 """
 
 from __future__ import annotations
@@ -82,16 +90,23 @@ class ClusterPolicies:
 
     ``check`` (optional) refuses a valid policy that this process cannot plan: it returns why, or
     None. Skipped objects are in ``invalid`` (name -> why) and ``rejected`` after each ``load``.
+    An object whose ``spec.target.namespace`` is not its own namespace is refused unless
+    ``cross_namespace`` (``actuation.cross_namespace_targets``).
     """
 
     def __init__(
-        self, api: Any, namespace: str | None = None, check: Callable[[Policy], str | None] | None = None
+        self,
+        api: Any,
+        namespace: str | None = None,
+        check: Callable[[Policy], str | None] | None = None,
+        cross_namespace: bool = False,
     ) -> None:
         from kubernetes import client
 
         self.custom = client.CustomObjectsApi(api)
         self.namespace = namespace
         self.check = check
+        self.cross_namespace = cross_namespace
         self.invalid: dict[str, str] = {}
         self.rejected: list[Rejected] = []
         #: Workload keys named by skipped objects (``Kind/namespace/name`` from their raw
@@ -142,15 +157,25 @@ class ClusterPolicies:
             name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
 
             def reject(
-                reason: str, why: str, hint: str, meta: dict[str, Any] = meta, name: str = name, item: Any = item
+                reason: str,
+                why: str,
+                hint: str,
+                meta: dict[str, Any] = meta,
+                name: str = name,
+                item: Any = item,
+                claims: bool = True,
             ) -> None:
                 self.invalid[name] = why
                 spec = item.get("spec") if isinstance(item, dict) else None
                 target = spec.get("target") if isinstance(spec, dict) else None
-                if isinstance(target, dict) and target.get("name"):  # still a workload someone means to manage
+                # still a workload someone means to manage (not when the object may not manage it at all:
+                # one in another namespace, unless cross_namespace)
+                if claims and isinstance(target, dict) and target.get("name"):
                     kind = str(target.get("kind") or "Deployment")
-                    ns = str(target.get("namespace") or meta.get("namespace", "default"))
-                    rejected_targets.add(f"{kind}/{ns}/{target['name']}")
+                    own = str(meta.get("namespace", "default"))
+                    ns = str(target.get("namespace") or own)
+                    if self.cross_namespace or ns == own:
+                        rejected_targets.add(f"{kind}/{ns}/{target['name']}")
                 if meta.get("name"):
                     self.rejected.append(
                         Rejected(str(meta["name"]), str(meta.get("namespace", "default")), reason, f"{why}. {hint}")
@@ -173,6 +198,27 @@ class ClusterPolicies:
                     "InvalidSpec", f"invalid spec: {why}", "Fix the object (kubectl edit); see docs/configuration.md."
                 )
                 log.warning("policy %s is invalid and skipped: %s", name, why, extra={"event": "policy_invalid"})
+                continue
+            own = str(obj["metadata"]["namespace"])
+            if not self.cross_namespace and policy.spec.target.namespace != own:
+                # Checked before the duplicate rule: a refused object claims no target.
+                reject(
+                    "Refused",
+                    f"spec.target.namespace {policy.spec.target.namespace!r} is not this policy's own namespace "
+                    f"{own!r}: a PredictiveScalingPolicy scales workloads of its own namespace only (scaleahead "
+                    "may scale workloads in every namespace, so a policy naming another one would let anyone who "
+                    "can create policies here scale workloads there)",
+                    f"Create the policy in namespace {policy.spec.target.namespace} (and drop target.namespace), or, "
+                    "if policies of this namespace may scale workloads of others, have the operator set "
+                    "SCALEAHEAD_ACTUATION__CROSS_NAMESPACE_TARGETS=true (docs/operations.md, Security).",
+                    claims=False,
+                )
+                log.warning(
+                    "policy %s targets namespace %s and is refused",
+                    name,
+                    policy.spec.target.namespace,
+                    extra={"event": "policy_invalid"},
+                )
                 continue
             key = policy.workload.key
             if key in seen:

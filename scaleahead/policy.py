@@ -233,7 +233,8 @@ class Target(_Model):
     namespace: Annotated[str, _kubernetes_name("label", "namespace name")] = Field(
         "default",
         description="Namespace of the scaled object (a DNS-1123 label). Unset: the policy object's own namespace "
-        "(metadata.namespace; default when that is unset too).",
+        "(metadata.namespace; default when that is unset too). A policy object in the cluster may name only its "
+        "own namespace unless actuation.cross_namespace_targets allows more (docs/operations.md, Security).",
         json_schema_extra={NO_SERVER_DEFAULT: True, **_name_schema("label")},
     )
     name: Annotated[str, _kubernetes_name("subdomain", "object name")] = Field(

@@ -208,6 +208,14 @@ class ActuationSettings(BaseModel):
         return value
 
     request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one Kubernetes API request (s).")
+    cross_namespace_targets: bool = Field(
+        False,
+        description="Let a PredictiveScalingPolicy object scale a workload of another namespace than its own "
+        "(spec.target.namespace). Off, such an object is refused (status Accepted False, reason Refused): "
+        "scaleahead may scale workloads in every namespace, so anyone allowed to create policies in one "
+        "namespace could otherwise scale the workloads of all (docs/operations.md, Security). Policy files "
+        "(--policies) are the operator's and may always name any namespace.",
+    )
     namespace: str = Field(
         "scaleahead",
         description="Namespace of scaleahead's own objects: the leader Lease and the kill-switch ConfigMap.",

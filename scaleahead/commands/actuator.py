@@ -136,9 +136,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         api = make_api_client(str(kubeconfig) if kubeconfig else None)
         if policies is None:
             from actuator.policy_resources import ClusterPolicies
+            from scaleahead.settings import Settings
 
             # A list that fails is a UserError (HTTP status or the unreachable server, and what to do).
-            pols = list(ClusterPolicies(api).load())
+            cross = Settings.from_env().actuation.cross_namespace_targets
+            pols = list(ClusterPolicies(api, cross_namespace=cross).load())
         store = Store(db)
         done = build_actuator(pols, store, kubeconfig, api=api).reconcile(time.time())
         for aid, state, why in done:

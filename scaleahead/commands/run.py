@@ -517,7 +517,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     return step_mismatch(p, trace, source_name)
 
             api = _kube_api(kubeconfig)
-            cluster = ClusterPolicies(api, namespace, check=check)
+            cluster = ClusterPolicies(
+                api, namespace, check=check, cross_namespace=settings.actuation.cross_namespace_targets
+            )
             pols = cluster.load()
             writer = PolicyStatusWriter(api)
             status_sink = writer
@@ -725,7 +727,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         else:
             from actuator.policy_resources import ClusterPolicies
 
-            pols = ClusterPolicies(_kube_api(kubeconfig)).load()
+            pols = ClusterPolicies(
+                _kube_api(kubeconfig), cross_namespace=settings.actuation.cross_namespace_targets
+            ).load()
             if not pols:
                 raise UserError("No PredictiveScalingPolicy objects in the cluster.", "Apply policies first.")
         if history.startswith("trace:"):

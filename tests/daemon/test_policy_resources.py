@@ -217,6 +217,58 @@ def test_a_policy_refused_by_the_check_is_skipped_and_the_others_are_read(cluste
     assert source.invalid["shop/slow"] == "too slow"
 
 
+def test_a_policy_object_may_not_scale_a_workload_of_another_namespace(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Before, a policy created in team-a with target.namespace kube-system was planned: anyone who
+    may create policies in one namespace could have scaleahead (allowed to scale Deployments in every
+    namespace) scale the workloads of any other."""
+    from actuator.policy_resources import publishing_rejections
+
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    mine = _cr("mine", ns="team-a")
+    mine["spec"]["target"] = {"namespace": "kube-system", "name": "coredns"}
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, mine)
+    own = _cr("web", ns="team-a")
+    own["spec"]["target"] = {"namespace": "team-a", "name": "web"}  # its own namespace, written out
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, own)
+    bad = _cr("bad", ns="team-a", minReplicas=9, maxReplicas=3)
+    bad["spec"]["target"] = {"kind": "KnativeService", "namespace": "kube-system", "name": "fn"}
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, bad)
+
+    source = ClusterPolicies(api)
+    load = publishing_rejections(source, PolicyStatusWriter(api), lambda: 1000.0)
+    assert [p.workload.key for p in load()] == ["Deployment/team-a/web"]
+    refused = {r.name: r for r in source.rejected}
+    assert refused["mine"].reason == "Refused"
+    assert "'kube-system' is not this policy's own namespace 'team-a'" in refused["mine"].message
+    assert "SCALEAHEAD_ACTUATION__CROSS_NAMESPACE_TARGETS=true" in refused["mine"].message
+    assert refused["bad"].reason == "InvalidSpec"
+    # neither claims the other namespace's workloads (the daemon would keep them from being released)
+    assert source.rejected_targets == set()
+    status = co.get_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, "mine")["status"]
+    (cond,) = status["conditions"]
+    assert (cond["status"], cond["reason"]) == ("False", "Refused") and "own namespace" in cond["message"]
+
+    allowed = ClusterPolicies(api, cross_namespace=True)
+    assert sorted(p.workload.key for p in allowed.load()) == ["Deployment/kube-system/coredns", "Deployment/team-a/web"]
+    assert allowed.rejected_targets == {"KnativeService/kube-system/fn"}
+
+
+def test_cross_namespace_targets_is_a_setting_off_by_default() -> None:
+    from scaleahead.policy import parse_policies
+    from scaleahead.settings import Settings
+
+    assert Settings().actuation.cross_namespace_targets is False
+    env = {"SCALEAHEAD_ACTUATION__CROSS_NAMESPACE_TARGETS": "true"}
+    assert Settings.from_env(env).actuation.cross_namespace_targets is True
+    # a policy file is the operator's own: it may name any namespace
+    text = (
+        "metadata: {name: dns, namespace: team-a}\n"
+        "spec: {target: {namespace: kube-system, name: coredns}, demand: {query: q}, capacityPerReplica: 2}\n"
+    )
+    assert parse_policies(text)[0].workload.key == "Deployment/kube-system/coredns"
+
+
 def test_run_with_cluster_policies_and_a_trace_skips_a_policy_at_another_step(cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``scaleahead run`` end to end: the 60 s policy cannot be planned from a 10 s trace; the 10 s one is."""
     import json
