@@ -352,6 +352,18 @@ def main() -> None:
                 soft_wrap=True,
             )
             sys.exit(2)
+        if sa_exc is not None and isinstance(exc, sa_exc.DataError | sa_exc.IntegrityError):
+            # A value the command did not check against the database's columns and constraints (a text
+            # longer than its column on PostgreSQL): one paragraph, never a traceback.
+            first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+            err_console.print(
+                f"[bold red]error:[/] {escape(f'the database refused the write: {first}.')} A value given "
+                "to the command is longer than the database keeps, or breaks one of its rules: shorten it "
+                "(the command should have said so itself: please report it).",
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
         # A value a command passed on to a schema without checking it first: still one clear
         # paragraph (the fields and what is wrong with them), never a traceback. (pydantic is not
         # imported for the CLI itself; if it was never imported, this cannot be its error.)

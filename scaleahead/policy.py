@@ -44,6 +44,9 @@ KIND: Literal["PredictiveScalingPolicy"] = "PredictiveScalingPolicy"
 MAX_STARTUP_SECONDS = 86400.0
 #: Replica and instance counts are int32 in the Kubernetes API (and far beyond any cluster).
 MAX_INT32 = 2**31 - 1
+#: Longest ``rolloutGroup``: the width of ``rollouts.group`` (storage/schema.py; a test checks they
+#: agree). A longer one failed every retraining on PostgreSQL after it had registered the model.
+MAX_ROLLOUT_GROUP = 128
 
 
 def _spelt(value: Any) -> str:
@@ -479,7 +482,11 @@ class PolicySpec(_Model):
     fallback: Fallback = Field(default_factory=Fallback)  # type: ignore[arg-type]
     workload_class: WorkloadClass = Field(WorkloadClass.SERVICE, description="service or function.")
     warm_pool: WarmPool = Field(default_factory=WarmPool)  # type: ignore[arg-type]
-    rollout_group: str = Field("default", description="Rollouts of models and policies act per group.")
+    rollout_group: str = Field(
+        "default",
+        max_length=MAX_ROLLOUT_GROUP,
+        description="Rollouts of models and policies act per group.",
+    )
     tenant: str = Field("default", description="Tenant for fair sharing under shortage.")
     priority: Int = Field(0, description="Higher priority is served first under shortage.")
     weight: Float = Field(1.0, gt=0, description="Share weight within a priority under shortage.")

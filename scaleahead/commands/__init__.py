@@ -29,6 +29,24 @@ DbOpt = Annotated[
 ]
 
 
+def db_width(row: str, column: str) -> int:
+    """The width of text column ``column`` of ``storage.schema.<row>`` (``RolloutRow``, ``group``): what a
+    value written there may hold on PostgreSQL (SQLite keeps longer ones, PostgreSQL refuses the write)."""
+    from storage import schema
+
+    return int(getattr(getattr(schema, row).__table__.c[column].type, "length"))  # noqa: B009
+
+
+def check_fits(option: str, value: str, row: str, column: str, hint: str) -> None:
+    """A ``UserError`` now, before any work or write, when ``value`` is longer than the database column
+    it is stored in (``db_width``): on PostgreSQL the write would fail half-way through the command."""
+    width = db_width(row, column)
+    if len(value) > width:
+        raise UserError(
+            f"{option} is {len(value)} characters ({value[:40]!r}...); the database keeps at most {width}.", hint
+        )
+
+
 def _table_or_json(value: str) -> str:
     if value not in ("table", "json"):
         raise typer.BadParameter(f"{value!r} is not known: use table or json.")

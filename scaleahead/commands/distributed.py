@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from scaleahead.commands import check_folder
+from scaleahead.commands import check_fits, check_folder
 from scaleahead.errors import UserError
 
 
@@ -50,6 +50,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.traces import load_series, split_of
         from storage import Store
 
+        # before minutes of training: the registry's data_source column (PostgreSQL refuses a longer one)
+        check_fits(
+            "--trace",
+            trace,
+            "ModelVersionRow",
+            "data_source",
+            "Give a shorter path (a symbolic link); nothing was trained.",
+        )
         rank = node_rank()
         os.environ["NODE_RANK"] = str(rank)
         if rank >= num_nodes:

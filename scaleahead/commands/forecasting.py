@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleahead.commands import DbOpt, OutputOpt, check_folder, check_output
+from scaleahead.commands import DbOpt, OutputOpt, check_fits, check_folder, check_output, db_width
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import Series
 
@@ -220,6 +220,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             sp = split_of(series, trace)
             train_data = [series if whole else series.between(sp.start, sp.test_start)]
             source = name = trace
+        # The registry's columns, checked before minutes of training (PostgreSQL refuses a longer value
+        # at the very end): the name is cut to fit, the data source must fit as given.
+        stem = model_name.replace("_", "-")
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(name).name)
+        safe = safe[: db_width("ModelVersionRow", "name") - len(stem) - 1]
+        check_fits(
+            "--trace" if trace is not None else "--prometheus (with its series count)",
+            source,
+            "ModelVersionRow",
+            "data_source",
+            "Give a shorter path (a symbolic link, or run from the file's folder); nothing was trained.",
+        )
         store = Store(db)  # fail on a bad URL before training
         data = train_data[0]
         if model_name == "lstm":
@@ -227,9 +239,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         err.print(f"training the LSTM on {len(train_data)} series ({len(data)} steps of {data.step_s:g} s)...")
         model = LSTMForecaster(cfg).fit(train_data)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(name).name)
         out.mkdir(parents=True, exist_ok=True)
-        stem = model_name.replace("_", "-")
         path = model.save(out / f"{stem}-{safe}-{stamp}.pt").resolve()
         metrics = asdict(model.report)
         mid = store.register_model(

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scaleahead.commands import DbOpt, OutputOpt, check_output, share_steps
+from scaleahead.commands import DbOpt, OutputOpt, check_fits, check_output, share_steps
 from scaleahead.errors import DataError, UserError
 
 console = Console(highlight=False)
@@ -228,6 +228,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if not (math.isfinite(split) and 0.0 < split < 1.0):
             raise UserError(f"--split {split:g} is not a share strictly between 0 and 1.", "Use e.g. --split 0.5.")
         check_margins(max_violation_increase, max_cost_increase, max_error_increase)
+        # Checked before the database is opened (or created): on PostgreSQL a longer value fails the write.
+        hint = "Use a shorter one; nothing was started."
+        check_fits("--group", group, "RolloutRow", "group", hint)
+        check_fits("--challenger", challenger, "RolloutRow", "challenger", hint)
+        if champion is not None:
+            check_fits("--champion", champion, "RolloutRow", "champion", hint)
         book = _book(db, create=True)
         models = book.store.models()
         if champion is None:
