@@ -570,7 +570,8 @@ class ReplicaBatch:
         held_note = did_hold & (held < np.minimum(cur, wmax))
         # Churn (as decide_replicas): a scale-down must save at least the two scale events it may cost.
         churn = c.churn_weight
-        saving = (cur - desired) * w_cost * np.maximum(self.interval_s, stab)
+        with np.errstate(all="ignore"):  # rows with absurd counts (inf) go to the reference
+            saving = (cur - desired) * w_cost * np.maximum(self.interval_s, stab)
         churn_kept = (desired < cur) & (churn > 0) & (saving < 2.0 * churn)
         churn_n = np.where(churn_kept, cur - desired, 0)
         desired = np.where(churn_kept, cur, desired)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
@@ -44,11 +45,18 @@ class ReplicaDecision:
 
 
 def replicas_for(demand: float, spec: PolicySpec) -> int:
-    """Replicas needed to serve ``demand`` at the target utilization."""
+    """Replicas needed to serve ``demand`` at the target utilization.
+
+    Exact for any finite ``demand``: one so large that ``demand / per replica`` overflows to
+    infinity (1e308 at 0.5 per replica) is divided as exact rationals, never ``ceil(inf)``.
+    """
     if not math.isfinite(demand) or demand <= 0:
         return 0
     per_replica = spec.capacity_per_replica * spec.target_utilization
-    return int(math.ceil(demand / per_replica - _EPS))
+    r = demand / per_replica
+    if not math.isfinite(r):
+        return -(-Fraction(demand) // Fraction(per_replica))
+    return int(math.ceil(r - _EPS))
 
 
 #: The objective never provisions above this quantile: beyond it the tail is pure extrapolation.

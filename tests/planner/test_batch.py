@@ -1,9 +1,10 @@
 """The batch path (planner/batch.py) decides exactly as the scalar reference ``decide_replicas``.
 
 For random batches of services (varied bounds, steps, quantiles, fallback modes, start-up and
-stabilization; missing, stale, short, empty or odd forecasts; NaN or stale observed demand; earlier
-desired counts) every action, target count, reason code, sentence and detail, and every fallback
-of ``planner.plan`` equals what ``decide_replicas`` gives one workload at a time.
+stabilization; missing, stale, short, empty or odd forecasts; values so large that a replica
+count overflows a float; NaN, huge or stale observed demand; earlier desired counts) every
+action, target count, reason code, sentence and detail, and every fallback of ``planner.plan``
+equals what ``decide_replicas`` gives one workload at a time.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ NOW = 1_000_000.0
 _VALUES = st.one_of(
     st.floats(0, 2000, allow_nan=False),
     st.floats(-5, 5, allow_nan=False),
-    st.sampled_from([0.0, 9.999999999, 10.0, 1e6, 1e30, float("nan"), float("inf"), -float("inf")]),
+    st.sampled_from([0.0, 9.999999999, 10.0, 1e6, 1e30, 1e308, float("nan"), float("inf"), -float("inf")]),
 )
 
 
@@ -98,7 +99,7 @@ def services(
         policy.workload,
         replicas=draw(st.integers(0, 80)),
         ready_replicas=draw(st.integers(0, 80)),
-        observed_demand=draw(st.one_of(st.floats(0, 1000), st.just(float("nan")), st.just(float("inf")))),
+        observed_demand=draw(st.one_of(st.floats(0, 1000), st.sampled_from([float("nan"), float("inf"), 1.7e308]))),
         observed_at=NOW - draw(st.sampled_from([0, 5, 45, 200, 10_000])),
         recent_desired=tuple((NOW - age, n) for age, n in history),
         observed_trend=draw(st.one_of(st.none(), _TRENDS)),
@@ -112,7 +113,8 @@ def services(
     base = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)), dtype=np.float64)
     if draw(st.booleans()):
         base = np.full(n, draw(st.floats(0, 500)))
-    quantiles = {q: base * (1.0 + q) for q in keys}
+    with np.errstate(over="ignore"):  # 1e308 x 1.99 is inf: a non-finite value, as it may come
+        quantiles = {q: base * (1.0 + q) for q in keys}
     return policy, ws, Forecast(policy.workload, origin, step, quantiles)
 
 
