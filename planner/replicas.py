@@ -19,7 +19,8 @@ The rule (docs/planner.md):
 3. Scale-down stabilization (highest desired count over the window, but with a forecast never more
    than the top quantile needs over the window), step limits, min/max.
 
-When the forecast is missing or stale the policy's named fallback decides instead.
+When the forecast is missing, stale, malformed (quantile arrays that are not 1-D of one length,
+or no steps) or does not cover what it must, the policy's named fallback decides instead.
 """
 
 from __future__ import annotations
@@ -402,6 +403,20 @@ def _windows(forecast: Forecast, spec: PolicySpec, now: float, interval_s: float
     )
 
 
+def shape_fault(forecast: Forecast) -> str | None:
+    """Why the quantile arrays of ``forecast`` (at least one) are not one horizon; None when they are.
+
+    Every array must be 1-D, of one length, and that length more than 0: the windows read every
+    quantile at the same steps, and ``Forecast.horizon_s`` reads the first array's length.
+    """
+    shapes = set(map(np.shape, forecast.quantiles.values()))
+    if len(shapes) > 1 or len(first := next(iter(shapes))) != 1:
+        return "malformed forecast (its quantiles are not 1-D arrays of one length)"
+    if first[0] == 0:
+        return "forecast too short (no steps)"
+    return None
+
+
 def stale_limit(spec: PolicySpec) -> float:
     """How old the newest observation and the forecast's origin may be before a service's history
     or forecast is stale: ``fallback.staleAfterSeconds``, or one ``demand.stepSeconds`` when that is
@@ -439,6 +454,8 @@ def decide_replicas(
         why = "no forecast"
     elif not forecast.quantiles:
         why = "empty forecast (no quantiles)"
+    elif (fault := shape_fault(forecast)) is not None:
+        why = fault
     elif not (math.isfinite(forecast.origin) and math.isfinite(forecast.step_s) and forecast.step_s > 0):
         why = f"forecast without a valid time (origin {forecast.origin}, step {forecast.step_s} s)"
     elif not fresh:

@@ -1,7 +1,7 @@
 """The batch path (planner/batch.py) decides exactly as the scalar reference ``decide_replicas``.
 
 For random batches of services (varied bounds, steps, quantiles, fallback modes, start-up and
-stabilization; missing, stale, short, empty or odd forecasts; values so large that a replica
+stabilization; missing, stale, short, empty (no steps), ragged or odd forecasts; values so large that a replica
 count overflows a float; NaN, huge or stale observed demand; earlier desired counts) every
 action, target count, reason code, sentence and detail, and every fallback of ``planner.plan``
 equals what ``decide_replicas`` gives one workload at a time.
@@ -107,7 +107,7 @@ def services(
     if draw(st.integers(0, 5)) == 0:
         return policy, ws, None
     step = draw(st.sampled_from([10.0, 60.0]))
-    n = shared[2] if shared else draw(st.sampled_from([90, 90, 90, 3, 1]))
+    n = shared[2] if shared else draw(st.sampled_from([90, 90, 90, 3, 1, 0]))
     origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3]))
     keys = shared[1] if shared else draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,), ()]))
     base = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)), dtype=np.float64)
@@ -115,6 +115,10 @@ def services(
         base = np.full(n, draw(st.floats(0, 500)))
     with np.errstate(over="ignore"):  # 1e308 x 1.99 is inf: a non-finite value, as it may come
         quantiles = {q: base * (1.0 + q) for q in keys}
+    if keys and not shared and draw(st.integers(0, 5)) == 0:
+        # malformed: one quantile (read or not) one step shorter or longer, or 2-D
+        k = draw(st.sampled_from(keys))
+        quantiles[k] = draw(st.sampled_from([quantiles[k][:-1], np.append(quantiles[k], 1.0), quantiles[k][:, None]]))
     return policy, ws, Forecast(policy.workload, origin, step, quantiles)
 
 
@@ -202,6 +206,12 @@ def test_ordinary_services_take_the_batch_path_and_a_nan_forecast_the_reference(
         assert repr(action) == repr(decide_replicas(*item, NOW).action)
 
 
+def _malformed(fc: Forecast) -> bool:
+    """Quantile arrays that are not 1-D of one length (no forecaster batch holds them)."""
+    shapes = {q.shape for q in fc.quantiles.values()}
+    return len(shapes) > 1 or any(len(s) != 1 for s in shapes)
+
+
 def _as_forecaster_batches(
     items: list[tuple[Policy, WorkloadState, Forecast | None]], reverse: bool, parts: int
 ) -> dict[WorkloadRef, Forecast]:
@@ -210,8 +220,8 @@ def _as_forecaster_batches(
     groups: dict[tuple[tuple[float, ...], int, int], list[Forecast]] = {}
     out: dict[WorkloadRef, Forecast] = {}
     for i, (_, _, fc) in enumerate(items):
-        if fc is not None and not fc.quantiles:
-            out[fc.workload] = fc  # no batch holds a forecast without quantiles
+        if fc is not None and (not fc.quantiles or _malformed(fc)):
+            out[fc.workload] = fc  # no batch holds a forecast without quantiles, or with ragged ones
         elif fc is not None:
             groups.setdefault((tuple(sorted(fc.quantiles)), fc.horizon_steps, i % parts), []).append(fc)
     for (keys, _, _), fcs in groups.items():
@@ -228,7 +238,7 @@ def test_forecasts_that_are_rows_of_forecaster_batches_plan_exactly_like_plain_o
     items: list[tuple[Policy, WorkloadState, Forecast | None]], reverse: bool, parts: int
 ) -> None:
     forecasts = _as_forecaster_batches(items, reverse, parts)
-    assert all(isinstance(f.quantiles, QuantileRows) for f in forecasts.values() if f.quantiles)
+    assert all(isinstance(f.quantiles, QuantileRows) for f in forecasts.values() if f.quantiles and not _malformed(f))
     state = ClusterState({p.workload: ws for p, ws, _ in items})
     result = plan(forecasts, state, [p for p, _, _ in items], NOW, 10.0)
     expected, fallbacks = _reference(items)  # the plain {q: array} forecasts, one workload at a time

@@ -130,3 +130,41 @@ def test_one_service_with_a_huge_forecast_does_not_fail_the_plan_of_the_others()
     }
     result = plan(forecasts, ClusterState(workloads=states), [good, bad], NOW)
     assert [(a.workload.name, a.to_replicas) for a in result.actions] == [("good", 5), ("bad", 100)]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("quantile", [0.9, None])  # a fixed level, or the objective's (every quantile read)
+@pytest.mark.parametrize(
+    ("make", "cause"),
+    [
+        # no steps at all (start-up 0: the start-up window ends at now, so "too short" did not catch it)
+        (lambda: {0.5: np.zeros(0), 0.9: np.zeros(0), 0.99: np.zeros(0)}, "forecast too short (no steps)"),
+        # the top quantile shorter than the others
+        (lambda: {0.5: np.full(90, 40.0), 0.9: np.full(90, 50.0), 0.99: np.full(3, 60.0)}, "malformed forecast"),
+        # an unread quantile (at the fixed p90) shorter: the forecast's horizon is read from the first one
+        (lambda: {0.5: np.full(3, 40.0), 0.9: np.full(90, 50.0), 0.99: np.full(90, 60.0)}, "malformed forecast"),
+        # one of them 2-D
+        (lambda: {0.5: np.full((90, 1), 40.0), 0.9: np.full(90, 50.0), 0.99: np.full(90, 60.0)}, "malformed forecast"),
+    ],
+)
+def test_an_empty_or_ragged_forecast_falls_back_in_both_paths(make, cause, quantile) -> None:  # type: ignore[no-untyped-def]
+    policy = service_policy("web", startupSeconds=0, forecastQuantile=quantile)
+    ws = WorkloadState(policy.workload, 5, 5, 40.0, NOW - 5)
+    d, action, fallback = _both(policy, ws, Forecast(policy.workload, NOW, 10.0, make()))
+    assert d.fallback == fallback == "reactive" and d.action == action
+    assert action.reason.code == "fallback_reactive" and action.to_replicas == 4
+    assert action.reason.message.startswith(f"scale shop/web 5 -> 4: {cause}"), action.reason.message
+
+
+def test_a_ragged_forecast_does_not_fail_the_plan_of_the_others() -> None:
+    from planner import plan
+    from scaleahead.types import ClusterState
+
+    good, bad = service_policy("good"), service_policy("bad")
+    states = {p.workload: WorkloadState(p.workload, 3, 3, 10.0, NOW - 5) for p in (good, bad)}
+    forecasts = {
+        good.workload: Forecast(good.workload, NOW, 10.0, {0.9: np.full(90, 50.0), 0.99: np.full(90, 60.0)}),
+        bad.workload: Forecast(bad.workload, NOW, 10.0, {0.9: np.full(90, 50.0), 0.99: np.full(3, 60.0)}),
+    }
+    result = plan(forecasts, ClusterState(workloads=states), [good, bad], NOW)
+    assert [(a.workload.name, a.to_replicas) for a in result.actions] == [("good", 5), ("bad", 1)]  # type: ignore[union-attr]
+    assert dict(result.fallbacks) == {bad.workload: "reactive"}
