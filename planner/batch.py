@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from planner.replicas import _EPS, Basis, decide_replicas, explain, provision_levels
+from planner.replicas import _EPS, Basis, decide_replicas, explain, history_cause, provision_levels
 from planner.table import SpecColumns, spec_columns
 from scaleahead.policy import PolicySpec
 from scaleahead.types import Forecast, LazyReason, QuantileRows, Reason, ScaleTo, WorkloadRef, WorkloadState
@@ -474,12 +474,14 @@ class ReplicaBatch:
 
         per = cap * tu
         with np.errstate(all="ignore"):
-            observed_ok = np.isfinite(obs) & np.isfinite(obs_at)
+            # nothing stamped after now is read (decide_replicas): such an observation is none
+            observed_ok = np.isfinite(obs) & np.isfinite(obs_at) & (obs_at <= now)
             fresh = observed_ok & (now - obs_at <= stale)
             reactive = np.where(observed_ok, _rf(obs, per), 0.0)
+            future = hasf & (o > now)
             old = hasf & (now - o > stale)
             short_h = hasf & (o + n * s < now + startup)
-        usable = hasf & fresh & ~old & ~short_h
+        usable = hasf & fresh & ~future & ~old & ~short_h
 
         # Forecast windows (as in _overlapping), clipped to [0, n]: the same branches follow.
         ok = usable & good
@@ -574,7 +576,7 @@ class ReplicaBatch:
         for i in recent:
             if cond[i]:
                 w = stab[i]
-                ds = [d for t, d in states[i].recent_desired if now - t <= w]
+                ds = [d for t, d in states[i].recent_desired if 0 <= now - t <= w]
                 if ds:
                     m = max(ds)
                     if not (abs(m) < _BIG):
@@ -605,6 +607,7 @@ class ReplicaBatch:
             "observed_ok": observed_ok,
             "fresh": fresh,
             "old": old,
+            "future": future,
             "code": code,
             "peak": peak,
             "peak_t": peak_t,
@@ -676,7 +679,9 @@ class ReplicaBatch:
             if fc is None:
                 b.why = "no forecast"
             elif not c["fresh"][i]:
-                b.why = "stale history"
+                b.why = history_cause(ws, now)
+            elif c["future"][i]:
+                b.why = f"forecast made after now (origin {fc.origin - now:g} s ahead)"
             elif c["old"][i]:
                 b.why = f"stale forecast (made {now - fc.origin:.0f} s ago)"
             else:

@@ -377,7 +377,7 @@ def _windows(forecast: Forecast, spec: PolicySpec, now: float, interval_s: float
     t_end = t_ready + interval_s
     # Steps a replica asked for now would serve: those overlapping [now + startup, + interval].
     lo, hi = _overlapping(forecast.origin, step, n, t_ready, t_end)
-    if lo >= hi:
+    if lo >= hi:  # it starts where the horizon ends (never before its start: origin <= now, startup >= 0)
         lo, hi = n - 1, n
     # Steps the replicas we have must serve: a replica removed now cannot be back before
     # now + startup, so we never remove one that the forecast needs before then, nor one it
@@ -417,6 +417,13 @@ def shape_fault(forecast: Forecast) -> str | None:
     return None
 
 
+def history_cause(state: WorkloadState, now: float) -> str:
+    """Why the observed history cannot be used (the fallback's cause): stale, or stamped after ``now``."""
+    if state.observed_at > now:  # data from after the decision: a clock skew or a replay reading ahead
+        return f"observed demand stamped after now ({state.observed_at - now:g} s ahead)"
+    return "stale history"
+
+
 def stale_limit(spec: PolicySpec) -> float:
     """How old the newest observation and the forecast's origin may be before a service's history
     or forecast is stale: ``fallback.staleAfterSeconds``, or one ``demand.stepSeconds`` when that is
@@ -443,7 +450,8 @@ def decide_replicas(
     """Decide one service's replica count. Pure. The reference for planner/batch.py."""
     current = state.replicas
     per = spec.capacity_per_replica
-    observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at)
+    # An observation stamped after now is no observation: nothing from after the decision is read.
+    observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at) and state.observed_at <= now
     fresh = observed_ok and now - state.observed_at <= stale_limit(spec)
     reactive = replicas_for(state.observed_demand, spec) if observed_ok else 0
 
@@ -459,7 +467,9 @@ def decide_replicas(
     elif not (math.isfinite(forecast.origin) and math.isfinite(forecast.step_s) and forecast.step_s > 0):
         why = f"forecast without a valid time (origin {forecast.origin}, step {forecast.step_s} s)"
     elif not fresh:
-        why = "stale history"
+        why = history_cause(state, now)
+    elif forecast.origin > now:
+        why = f"forecast made after now (origin {forecast.origin - now:g} s ahead)"
     elif now - forecast.origin > stale_limit(spec):
         why = f"stale forecast (made {now - forecast.origin:.0f} s ago)"
     elif forecast.origin + forecast.horizon_s < now + spec.startup_seconds:
@@ -523,7 +533,7 @@ def decide_replicas(
     # Scale-down stabilization: never below the highest desired count in the window.
     if desired < current and spec.scale_down_stabilization_seconds > 0:
         window_max = max(
-            [d for t, d in state.recent_desired if now - t <= spec.scale_down_stabilization_seconds] or [desired]
+            [d for t, d in state.recent_desired if 0 <= now - t <= spec.scale_down_stabilization_seconds] or [desired]
         )
         # With a usable forecast, the window never holds more than the top quantile needs over it:
         # a count set for a spike the forecast now rules out (at its p99) is released.

@@ -1,10 +1,11 @@
 """The batch path (planner/batch.py) decides exactly as the scalar reference ``decide_replicas``.
 
 For random batches of services (varied bounds, steps, quantiles, fallback modes, start-up and
-stabilization; missing, stale, short, empty (no steps), ragged or odd forecasts; values so large that a replica
-count overflows a float; NaN, huge or stale observed demand; earlier desired counts) every
-action, target count, reason code, sentence and detail, and every fallback of ``planner.plan``
-equals what ``decide_replicas`` gives one workload at a time.
+stabilization; missing, stale, short, empty (no steps), ragged or odd forecasts; values so large
+that a replica count overflows a float; forecasts, observations and earlier decisions stamped
+after now; NaN, huge or stale observed demand; earlier desired counts) every action, target
+count, reason code, sentence and detail, and every fallback of ``planner.plan`` equals what
+``decide_replicas`` gives one workload at a time.
 """
 
 from __future__ import annotations
@@ -94,13 +95,14 @@ def services(
             "minTStat": draw(st.sampled_from([0.5, 3.0])),
         },
     )
-    history = draw(st.lists(st.tuples(st.integers(0, 600), st.integers(0, 80)), max_size=4))
+    # negative ages: decisions stamped after now (never counted)
+    history = draw(st.lists(st.tuples(st.integers(-120, 600), st.integers(0, 80)), max_size=4))
     ws = WorkloadState(
         policy.workload,
         replicas=draw(st.integers(0, 80)),
         ready_replicas=draw(st.integers(0, 80)),
         observed_demand=draw(st.one_of(st.floats(0, 1000), st.sampled_from([float("nan"), float("inf"), 1.7e308]))),
-        observed_at=NOW - draw(st.sampled_from([0, 5, 45, 200, 10_000])),
+        observed_at=NOW - draw(st.sampled_from([0, 5, 45, 200, 10_000, -0.5, -3600])),  # < 0: after now
         recent_desired=tuple((NOW - age, n) for age, n in history),
         observed_trend=draw(st.one_of(st.none(), _TRENDS)),
     )
@@ -108,7 +110,7 @@ def services(
         return policy, ws, None
     step = draw(st.sampled_from([10.0, 60.0]))
     n = shared[2] if shared else draw(st.sampled_from([90, 90, 90, 3, 1, 0]))
-    origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3]))
+    origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3, 1000.0]))  # > 0: after now
     keys = shared[1] if shared else draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,), ()]))
     base = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)), dtype=np.float64)
     if draw(st.booleans()):
