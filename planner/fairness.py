@@ -169,8 +169,11 @@ def _tenant_weight(claims: Sequence[Claim], idx: Sequence[int], amounts: Sequenc
     return sum(asking) / len(asking)
 
 
-def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int, alpha: float) -> list[int]:
-    """Alpha-fair shares across tenants, then across each tenant's workloads, for one priority."""
+def _fill_level(
+    claims: Sequence[Claim], amounts: Sequence[int], capacity: int, alpha: float
+) -> tuple[list[int], dict[str, float]]:
+    """Alpha-fair shares across tenants, then across each tenant's workloads, for one priority;
+    also each tenant's weight in that sharing (:func:`_tenant_weight`), for the reasons."""
     tenants: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(claims):
         tenants[c.tenant].append(i)
@@ -186,12 +189,12 @@ def _fill_level(claims: Sequence[Claim], amounts: Sequence[int], capacity: int, 
         got = _integer_shares(d, alpha_fill(d, w, share, alpha), share, [str(claims[i].workload) for i in idx])
         for i, g in zip(idx, got, strict=True):
             out[i] = g
-    return out
+    return out, dict(zip(names, t_weight, strict=True))
 
 
 def _fill_level_units(
     claims: Sequence[Claim], amounts: Sequence[int], costs: Sequence[int], capacity: int, alpha: float
-) -> list[int]:
+) -> tuple[list[int], dict[str, float]]:
     """:func:`_fill_level` when a replica of claim ``i`` takes ``costs[i]`` units of the capacity
     (millicores, MiB): the shares are alpha-fair in units, then whole replicas; the units left by
     rounding down go, one replica at a time, to the largest fractions whose replica still fits,
@@ -220,7 +223,7 @@ def _fill_level_units(
                 out[i] += 1
                 left -= costs[i]
         order = [i for i in order if out[i] < amounts[i] and costs[i] <= left]
-    return _trim(out, capacity, costs, [str(c.workload) for c in claims])
+    return _trim(out, capacity, costs, [str(c.workload) for c in claims]), dict(zip(names, t_weight, strict=True))
 
 
 def _round(
@@ -231,8 +234,10 @@ def _round(
     costs: Sequence[int] | None = None,
     unit: str = "",
     before: bool = False,
-) -> tuple[list[int], int, dict[int, str]]:
-    """Serve ``amounts`` by priority (highest first); returns grants, capacity left, cut causes.
+) -> tuple[list[int], int, dict[int, str], dict[int, tuple[float, int]]]:
+    """Serve ``amounts`` by priority (highest first); returns grants, capacity left, cut causes, and
+    for each claim cut by a share its tenant's weight in that share and how many of the tenant's
+    workloads asked in it (the weight is their mean, :func:`_tenant_weight`).
 
     With ``costs``, a replica of claim ``i`` takes ``costs[i]`` units of ``capacity``. ``before``:
     a round before this one (the minReplicas round) took some of the capacity."""
@@ -240,6 +245,7 @@ def _round(
     share = "weighted max-min share" if alpha == 1.0 else f"alpha-fair share (objective.fairness {alpha:g})"
     out = [0] * len(claims)
     causes: dict[int, str] = {}
+    weights: dict[int, tuple[float, int]] = {}
     left = capacity
     for prio in sorted({c.priority for c in claims}, reverse=True):
         idx = [i for i, c in enumerate(claims) if c.priority == prio]
@@ -253,21 +259,28 @@ def _round(
             takers = [f"higher priorities than {prio}"] if left < capacity else []
             if before:  # this round comes after the minReplicas round
                 takers.insert(0, "the minReplicas of every workload (served first)")
-            for i in idx:
-                if amounts[i] > 0:
-                    causes[i] = f"{' and '.join(takers)} took all of it" if takers else "there is none to share"
+            asking = [i for i in idx if amounts[i] > 0]
+            for i in asking:
+                causes[i] = f"{' and '.join(takers)} took all of it" if takers else "there is none to share"
+                # no share was made: the weight it would have had
+                mine = [k for k in asking if claims[k].tenant == claims[i].tenant]
+                weights[i] = (_tenant_weight(claims, mine, amounts), len(mine))
             continue
         sub = [claims[i] for i in idx]
         if costs is None:
-            got = _fill_level(sub, [amounts[i] for i in idx], left, alpha)
+            got, t_weight = _fill_level(sub, [amounts[i] for i in idx], left, alpha)
         else:
-            got = _fill_level_units(sub, [amounts[i] for i in idx], [cost[i] for i in idx], left, alpha)
+            got, t_weight = _fill_level_units(sub, [amounts[i] for i in idx], [cost[i] for i in idx], left, alpha)
+        # Those that ask in this round: the workloads the share is among (a tenant's weight is theirs).
+        asking = [i for i in idx if amounts[i] > 0]
         for i, g in zip(idx, got, strict=True):
             out[i] = g
             if g < amounts[i]:
-                causes[i] = f"{share} among the {len(idx)} priority-{prio} workloads of the {left}{unit} left"
+                causes[i] = f"{share} among the {len(asking)} priority-{prio} workloads of the {left}{unit} left"
+                tenant = claims[i].tenant
+                weights[i] = (t_weight[tenant], sum(1 for k in asking if claims[k].tenant == tenant))
         left -= sum(g * cost[i] for i, g in zip(idx, got, strict=True))
-    return out, left, causes
+    return out, left, causes, weights
 
 
 def allocate(
@@ -311,19 +324,11 @@ def allocate(
             return _hold_kept(claims, fair, keeps, cap, pool, costs, unit)
     floors = [min(max(c.floor, 0), w) for c, w in zip(claims, wants, strict=True)]
     alpha = max((c.fairness for c in claims), default=1.0)
-    first, left, causes_a = _round(claims, floors, cap, alpha, costs, unit)
+    first, left, causes_a, weights_a = _round(claims, floors, cap, alpha, costs, unit)
     rest = [w - f for w, f in zip(wants, first, strict=True)]
     # Claims whose floor was cut get nothing more in the second round.
     rest = [0 if first[i] < floors[i] else r for i, r in enumerate(rest)]
-    second, _, causes_b = _round(claims, rest, left, alpha, costs, unit, before=left < cap)
-    # A tenant's weight at a priority is the mean of its workloads' there that ask for something
-    # (as _fill_level shares).
-    sums: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])  # workloads, their weights summed
-    for c, w in zip(claims, wants, strict=True):
-        if w > 0:
-            acc = sums[(c.tenant, c.priority)]
-            acc[0] += 1
-            acc[1] += c.weight
+    second, _, causes_b, weights_b = _round(claims, rest, left, alpha, costs, unit, before=left < cap)
     grants = []
     for i, c in enumerate(claims):
         got = first[i] + second[i]
@@ -331,8 +336,9 @@ def allocate(
         if got < wants[i]:
             cause = causes_a.get(i) or causes_b.get(i) or "capacity exhausted"
             stage = "even its minReplicas did not fit: " if i in causes_a else ""
-            n, total_w = sums[(c.tenant, c.priority)]
-            tenant_w = total_w / n
+            # The tenant's weight in the round that cut it (the mean over its workloads asking in
+            # that round, as the share used or, with none left to share, would have used).
+            tenant_w, n = (weights_a if i in causes_a else weights_b).get(i) or (c.weight, 1)
             own = f", this workload's {c.weight:g}" if n > 1 and c.weight != tenant_w else ""
             why = (
                 f"{pool} {cap}{unit} is short of the {total}{unit} wanted; tenant {c.tenant} "

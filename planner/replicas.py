@@ -19,13 +19,15 @@ The rule (docs/planner.md):
 3. Scale-down stabilization (highest desired count over the window, but with a forecast never more
    than the top quantile needs over the window), step limits, min/max.
 
-When the forecast is missing or stale the policy's named fallback decides instead.
+When the forecast is missing, stale, malformed (quantile arrays that are not 1-D of one length,
+or no steps) or does not cover what it must, the policy's named fallback decides instead.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
@@ -44,11 +46,18 @@ class ReplicaDecision:
 
 
 def replicas_for(demand: float, spec: PolicySpec) -> int:
-    """Replicas needed to serve ``demand`` at the target utilization."""
+    """Replicas needed to serve ``demand`` at the target utilization.
+
+    Exact for any finite ``demand``: one so large that ``demand / per replica`` overflows to
+    infinity (1e308 at 0.5 per replica) is divided as exact rationals, never ``ceil(inf)``.
+    """
     if not math.isfinite(demand) or demand <= 0:
         return 0
     per_replica = spec.capacity_per_replica * spec.target_utilization
-    return int(math.ceil(demand / per_replica - _EPS))
+    r = demand / per_replica
+    if not math.isfinite(r):
+        return -(-Fraction(demand) // Fraction(per_replica))
+    return int(math.ceil(r - _EPS))
 
 
 #: The objective never provisions above this quantile: beyond it the tail is pure extrapolation.
@@ -368,7 +377,7 @@ def _windows(forecast: Forecast, spec: PolicySpec, now: float, interval_s: float
     t_end = t_ready + interval_s
     # Steps a replica asked for now would serve: those overlapping [now + startup, + interval].
     lo, hi = _overlapping(forecast.origin, step, n, t_ready, t_end)
-    if lo >= hi:
+    if lo >= hi:  # it starts where the horizon ends (never before its start: origin <= now, startup >= 0)
         lo, hi = n - 1, n
     # Steps the replicas we have must serve: a replica removed now cannot be back before
     # now + startup, so we never remove one that the forecast needs before then, nor one it
@@ -392,6 +401,27 @@ def _windows(forecast: Forecast, spec: PolicySpec, now: float, interval_s: float
     return _Windows(
         peak, forecast.origin + (lo + peak_i) * step, level, hold_peak, hold_level, t_keep, top_q, top_peak, top_hold
     )
+
+
+def shape_fault(forecast: Forecast) -> str | None:
+    """Why the quantile arrays of ``forecast`` (at least one) are not one horizon; None when they are.
+
+    Every array must be 1-D, of one length, and that length more than 0: the windows read every
+    quantile at the same steps, and ``Forecast.horizon_s`` reads the first array's length.
+    """
+    shapes = set(map(np.shape, forecast.quantiles.values()))
+    if len(shapes) > 1 or len(first := next(iter(shapes))) != 1:
+        return "malformed forecast (its quantiles are not 1-D arrays of one length)"
+    if first[0] == 0:
+        return "forecast too short (no steps)"
+    return None
+
+
+def history_cause(state: WorkloadState, now: float) -> str:
+    """Why the observed history cannot be used (the fallback's cause): stale, or stamped after ``now``."""
+    if state.observed_at > now:  # data from after the decision: a clock skew or a replay reading ahead
+        return f"observed demand stamped after now ({state.observed_at - now:g} s ahead)"
+    return "stale history"
 
 
 def stale_limit(spec: PolicySpec) -> float:
@@ -420,7 +450,8 @@ def decide_replicas(
     """Decide one service's replica count. Pure. The reference for planner/batch.py."""
     current = state.replicas
     per = spec.capacity_per_replica
-    observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at)
+    # An observation stamped after now is no observation: nothing from after the decision is read.
+    observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at) and state.observed_at <= now
     fresh = observed_ok and now - state.observed_at <= stale_limit(spec)
     reactive = replicas_for(state.observed_demand, spec) if observed_ok else 0
 
@@ -431,10 +462,14 @@ def decide_replicas(
         why = "no forecast"
     elif not forecast.quantiles:
         why = "empty forecast (no quantiles)"
+    elif (fault := shape_fault(forecast)) is not None:
+        why = fault
     elif not (math.isfinite(forecast.origin) and math.isfinite(forecast.step_s) and forecast.step_s > 0):
         why = f"forecast without a valid time (origin {forecast.origin}, step {forecast.step_s} s)"
     elif not fresh:
-        why = "stale history"
+        why = history_cause(state, now)
+    elif forecast.origin > now:
+        why = f"forecast made after now (origin {forecast.origin - now:g} s ahead)"
     elif now - forecast.origin > stale_limit(spec):
         why = f"stale forecast (made {now - forecast.origin:.0f} s ago)"
     elif forecast.origin + forecast.horizon_s < now + spec.startup_seconds:
@@ -498,7 +533,7 @@ def decide_replicas(
     # Scale-down stabilization: never below the highest desired count in the window.
     if desired < current and spec.scale_down_stabilization_seconds > 0:
         window_max = max(
-            [d for t, d in state.recent_desired if now - t <= spec.scale_down_stabilization_seconds] or [desired]
+            [d for t, d in state.recent_desired if 0 <= now - t <= spec.scale_down_stabilization_seconds] or [desired]
         )
         # With a usable forecast, the window never holds more than the top quantile needs over it:
         # a count set for a spike the forecast now rules out (at its p99) is released.

@@ -65,6 +65,11 @@ class ReferenceHpa:
 
     A replica added at ``t`` is ready at ``t + startup_s`` and costs from ``t``; removal is
     immediate, newest (pending) first. Driven once per cycle by ``step``.
+
+    ``startup_s`` may change between cycles (the learned delay, ``RiskAdapter.cycle``): replicas
+    added after it fell can be ready before older ones, so ``_ready_at`` (kept in the order the
+    replicas were added, which removal follows) is then not sorted and ``ready`` counts instead of
+    bisecting.
     """
 
     def __init__(
@@ -75,22 +80,31 @@ class ReferenceHpa:
         ready = max(0, int(ready))
         pending = max(0, int(allocated) - ready)
         self._ready_at = [now - self.startup_s] * ready + [now + self.startup_s] * pending
+        self._sorted = True  # _ready_at ascending (while the start-up delay has not fallen)
 
     @property
     def allocated(self) -> int:
         return len(self._ready_at)
 
     def ready(self, now: float) -> int:
-        return bisect.bisect_right(self._ready_at, now + 1e-9)
+        t = now + 1e-9
+        if self._sorted:
+            return bisect.bisect_right(self._ready_at, t)
+        return sum(1 for r in self._ready_at if r <= t)
 
     def step(self, now: float, window_demand: FloatArray) -> int:
         """The HPA's decision at ``now`` on the demand of its metric window before ``now``; applied at once."""
         have = len(self._ready_at)
         want, _ = self.hpa.decide(now, window_demand, self.ready(now), have)
+        at = self._ready_at
         if want > have:
-            self._ready_at.extend([now + self.startup_s] * (want - have))
+            if at and now + self.startup_s < at[-1]:
+                self._sorted = False
+            at.extend([now + self.startup_s] * (want - have))
         elif want < have:
-            del self._ready_at[want:]
+            del at[want:]
+            if not self._sorted:
+                self._sorted = all(a <= b for a, b in zip(at, at[1:], strict=False))
         return want
 
 

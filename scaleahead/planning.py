@@ -167,7 +167,8 @@ def dry_run(
             except DataError as exc:  # planned with the policy's fallback; say why there is no forecast
                 notes.append(f"{ref}: no forecast, planned with the {spec.fallback.mode.value} fallback: {exc}")
         per = spec.capacity_per_replica * spec.target_utilization
-        now_need = math.ceil(observed / per) if observed > 0 else spec.min_replicas
+        # min: a huge observed demand (1.7e308 / 0.5 overflows to infinity) is at most maxReplicas anyway
+        now_need = math.ceil(min(observed / per, spec.max_replicas)) if observed > 0 else spec.min_replicas
         replicas = (
             current_replicas
             if current_replicas is not None

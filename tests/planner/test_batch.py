@@ -1,9 +1,11 @@
 """The batch path (planner/batch.py) decides exactly as the scalar reference ``decide_replicas``.
 
 For random batches of services (varied bounds, steps, quantiles, fallback modes, start-up and
-stabilization; missing, stale, short, empty or odd forecasts; NaN or stale observed demand; earlier
-desired counts) every action, target count, reason code, sentence and detail, and every fallback
-of ``planner.plan`` equals what ``decide_replicas`` gives one workload at a time.
+stabilization; missing, stale, short, empty (no steps), ragged or odd forecasts; values so large
+that a replica count overflows a float; forecasts, observations and earlier decisions stamped
+after now; NaN, huge or stale observed demand; earlier desired counts) every action, target
+count, reason code, sentence and detail, and every fallback of ``planner.plan`` equals what
+``decide_replicas`` gives one workload at a time.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ NOW = 1_000_000.0
 _VALUES = st.one_of(
     st.floats(0, 2000, allow_nan=False),
     st.floats(-5, 5, allow_nan=False),
-    st.sampled_from([0.0, 9.999999999, 10.0, 1e6, 1e30, float("nan"), float("inf"), -float("inf")]),
+    st.sampled_from([0.0, 9.999999999, 10.0, 1e6, 1e30, 1e308, float("nan"), float("inf"), -float("inf")]),
 )
 
 
@@ -93,26 +95,32 @@ def services(
             "minTStat": draw(st.sampled_from([0.5, 3.0])),
         },
     )
-    history = draw(st.lists(st.tuples(st.integers(0, 600), st.integers(0, 80)), max_size=4))
+    # negative ages: decisions stamped after now (never counted)
+    history = draw(st.lists(st.tuples(st.integers(-120, 600), st.integers(0, 80)), max_size=4))
     ws = WorkloadState(
         policy.workload,
         replicas=draw(st.integers(0, 80)),
         ready_replicas=draw(st.integers(0, 80)),
-        observed_demand=draw(st.one_of(st.floats(0, 1000), st.just(float("nan")), st.just(float("inf")))),
-        observed_at=NOW - draw(st.sampled_from([0, 5, 45, 200, 10_000])),
+        observed_demand=draw(st.one_of(st.floats(0, 1000), st.sampled_from([float("nan"), float("inf"), 1.7e308]))),
+        observed_at=NOW - draw(st.sampled_from([0, 5, 45, 200, 10_000, -0.5, -3600])),  # < 0: after now
         recent_desired=tuple((NOW - age, n) for age, n in history),
         observed_trend=draw(st.one_of(st.none(), _TRENDS)),
     )
     if draw(st.integers(0, 5)) == 0:
         return policy, ws, None
     step = draw(st.sampled_from([10.0, 60.0]))
-    n = shared[2] if shared else draw(st.sampled_from([90, 90, 90, 3, 1]))
-    origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3]))
+    n = shared[2] if shared else draw(st.sampled_from([90, 90, 90, 3, 1, 0]))
+    origin = NOW + draw(st.sampled_from([0.0, 0.0, 5.0, -35.0, -120.0, -5000.0, 3.3, 1000.0]))  # > 0: after now
     keys = shared[1] if shared else draw(st.sampled_from([(0.1, 0.5, 0.9, 0.99), (0.5, 0.9), (0.5,), ()]))
     base = np.array(draw(st.lists(_VALUES, min_size=n, max_size=n)), dtype=np.float64)
     if draw(st.booleans()):
         base = np.full(n, draw(st.floats(0, 500)))
-    quantiles = {q: base * (1.0 + q) for q in keys}
+    with np.errstate(over="ignore"):  # 1e308 x 1.99 is inf: a non-finite value, as it may come
+        quantiles = {q: base * (1.0 + q) for q in keys}
+    if keys and not shared and draw(st.integers(0, 5)) == 0:
+        # malformed: one quantile (read or not) one step shorter or longer, or 2-D
+        k = draw(st.sampled_from(keys))
+        quantiles[k] = draw(st.sampled_from([quantiles[k][:-1], np.append(quantiles[k], 1.0), quantiles[k][:, None]]))
     return policy, ws, Forecast(policy.workload, origin, step, quantiles)
 
 
@@ -200,6 +208,12 @@ def test_ordinary_services_take_the_batch_path_and_a_nan_forecast_the_reference(
         assert repr(action) == repr(decide_replicas(*item, NOW).action)
 
 
+def _malformed(fc: Forecast) -> bool:
+    """Quantile arrays that are not 1-D of one length (no forecaster batch holds them)."""
+    shapes = {q.shape for q in fc.quantiles.values()}
+    return len(shapes) > 1 or any(len(s) != 1 for s in shapes)
+
+
 def _as_forecaster_batches(
     items: list[tuple[Policy, WorkloadState, Forecast | None]], reverse: bool, parts: int
 ) -> dict[WorkloadRef, Forecast]:
@@ -208,8 +222,8 @@ def _as_forecaster_batches(
     groups: dict[tuple[tuple[float, ...], int, int], list[Forecast]] = {}
     out: dict[WorkloadRef, Forecast] = {}
     for i, (_, _, fc) in enumerate(items):
-        if fc is not None and not fc.quantiles:
-            out[fc.workload] = fc  # no batch holds a forecast without quantiles
+        if fc is not None and (not fc.quantiles or _malformed(fc)):
+            out[fc.workload] = fc  # no batch holds a forecast without quantiles, or with ragged ones
         elif fc is not None:
             groups.setdefault((tuple(sorted(fc.quantiles)), fc.horizon_steps, i % parts), []).append(fc)
     for (keys, _, _), fcs in groups.items():
@@ -226,7 +240,7 @@ def test_forecasts_that_are_rows_of_forecaster_batches_plan_exactly_like_plain_o
     items: list[tuple[Policy, WorkloadState, Forecast | None]], reverse: bool, parts: int
 ) -> None:
     forecasts = _as_forecaster_batches(items, reverse, parts)
-    assert all(isinstance(f.quantiles, QuantileRows) for f in forecasts.values() if f.quantiles)
+    assert all(isinstance(f.quantiles, QuantileRows) for f in forecasts.values() if f.quantiles and not _malformed(f))
     state = ClusterState({p.workload: ws for p, ws, _ in items})
     result = plan(forecasts, state, [p for p, _, _ in items], NOW, 10.0)
     expected, fallbacks = _reference(items)  # the plain {q: array} forecasts, one workload at a time

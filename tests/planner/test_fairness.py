@@ -527,6 +527,39 @@ def test_a_cut_names_the_tenant_weight_it_was_shared_by() -> None:
     assert "tenant u (priority 0, weight 1) got 4 of 20" in gu.why
 
 
+@pytest.mark.parametrize("costs", [None, [2, 2, 2]])  # replicas, or units (millicores) per replica
+def test_a_cut_names_the_weight_and_workloads_of_the_round_that_cut_it(costs: list[int] | None) -> None:
+    # a1 (weight 1) wants only its minReplicas 5, served in the first round; a2 (weight 3) and b
+    # (weight 1) share the 10 left. Tenant A's weight there is a2's 3 (it alone of A asks), and the
+    # share is among 2 workloads. The reason said "weight 2, this workload's 3" and "the 3".
+    claims = [
+        Claim(WorkloadRef("Deployment", "ns", "a1"), "A", 0, 1.0, 5, floor=5),
+        Claim(WorkloadRef("Deployment", "ns", "a2"), "A", 0, 3.0, 10),
+        Claim(WorkloadRef("Deployment", "ns", "b"), "B", 0, 1.0, 10),
+    ]
+    a1, a2, b = allocate(claims, 15 if costs is None else 30, costs=costs, unit="" if costs is None else "m")
+    assert (a1.granted, a2.granted, b.granted) == (5, 8, 2)  # 10 (20m) left, shared 3 : 1
+    assert "tenant A (priority 0, weight 3) got 8 of 10: weighted max-min share" in a2.why, a2.why
+    assert "tenant B (priority 0, weight 1) got 2 of 10: weighted max-min share" in b.why, b.why
+    left = "10 left" if costs is None else "20m left"
+    assert all(g.why.endswith(f"among the 2 priority-0 workloads of the {left}") for g in (a2, b))
+
+
+def test_with_none_left_a_cut_names_the_weight_of_the_workloads_asking_in_that_round() -> None:
+    # Priority 1 takes all 4, nothing is left to share at priority 0: the reason names the weight
+    # tenant A would have had there, the mean of a2's and a3's (a1 asks for nothing).
+    claims = [
+        Claim(WorkloadRef("Deployment", "ns", "top"), "T", 1, 1.0, 4),
+        Claim(WorkloadRef("Deployment", "ns", "a1"), "A", 0, 1.0, 0),
+        Claim(WorkloadRef("Deployment", "ns", "a2"), "A", 0, 3.0, 5),
+        Claim(WorkloadRef("Deployment", "ns", "a3"), "A", 0, 5.0, 5),
+    ]
+    _, _, a2, a3 = allocate(claims, 4)
+    assert a2.granted == a3.granted == 0
+    assert "tenant A (priority 0, weight 4, this workload's 3) got 0 of 5: higher priorities" in a2.why, a2.why
+    assert "tenant A (priority 0, weight 4, this workload's 5) got 0 of 5" in a3.why, a3.why
+
+
 def test_a_tenant_share_a_namespace_quota_cuts_goes_to_the_tenants_other_workloads() -> None:
     # tenant x may hold 3; hi (namespace b, priority 1) takes them, but namespace b allows no pod
     hi = Claim(WorkloadRef("Deployment", "b", "hi"), "x", 1, 1.0, 8)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actuator.simulated import SimulatedService
 from forecaster.baselines import Naive
@@ -58,6 +60,35 @@ CFG = RiskAdaptation()
 def replay_capacity(series: Series) -> float:
     """The replay's default capacity per replica: p99 of the demand / 40."""
     return float(np.nanpercentile(series.values, 99)) / 40
+
+
+def test_the_reference_counts_ready_replicas_when_the_start_up_delay_falls() -> None:
+    # Replicas added at 300 s start-up, then more at 30 s (the learned delay fell): the newer ones
+    # are ready first. A bisection over the add-ordered list counted 1 ready at t = 60, not 5.
+    ref = ReferenceHpa(10.0, 300.0, 0.7, ready=1, allocated=1, now=0.0)
+    assert ref.step(0.0, np.full(6, 30.0)) == 5  # 4 added, ready at 300
+    ref.startup_s = 30.0
+    assert ref.step(20.0, np.full(6, 60.0)) == 9  # 4 more, ready at 50
+    assert [ref.ready(t) for t in (0.0, 49.0, 50.0, 60.0, 299.0, 300.0)] == [1, 1, 5, 5, 5, 9]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 10.0, 30.0, 300.0, 600.0]), st.floats(0.0, 200.0), st.floats(1.0, 400.0)),
+        min_size=1,
+        max_size=30,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_the_reference_ready_count_is_the_replicas_ready_by_then(steps: list[tuple[float, float, float]]) -> None:
+    ref = ReferenceHpa(10.0, 60.0, 0.7, ready=2, allocated=3, now=0.0)
+    now = 0.0
+    for startup, demand, dt in steps:
+        ref.startup_s = startup
+        ref.step(now, np.full(6, demand))
+        for t in (now, now + dt / 2, now + dt):
+            assert ref.ready(t) == sum(1 for r in ref._ready_at if r <= t + 1e-9)
+        now += dt
 
 
 @pytest.mark.parametrize(

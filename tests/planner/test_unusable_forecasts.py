@@ -99,3 +99,72 @@ def test_a_forecast_without_a_valid_time_falls_back_without_failing_the_batch() 
         d, action, fallback = _both(policy, ws, fc)
         assert d.fallback == fallback == "current" and d.action == action and action.to_replicas == 7
         assert "forecast without a valid time" in action.reason.message
+
+
+def test_a_huge_finite_demand_is_capped_at_max_replicas_not_a_crash() -> None:
+    # 1e308 / 0.5 per replica overflows to infinity though 1e308 is finite: ceil(inf) raised.
+    policy = service_policy("web", capacityPerReplica=0.5, maxReplicas=10, maxStepUp=100)
+    ws = WorkloadState(policy.workload, 3, 3, 10.0, NOW - 5)
+    fc = Forecast(policy.workload, NOW, 10.0, {0.9: np.full(90, 1e308), 0.99: np.full(90, 1.5e308)})
+    d, action, fallback = _both(policy, ws, fc)
+    assert d.action == action and fallback is None
+    assert action.to_replicas == 10 and action.reason.code == "forecast"
+    assert action.reason.details["forecast_replicas"] > 10**308  # exact, not a stand-in
+    # And a huge observed demand in the reactive fallback (no forecast).
+    huge = WorkloadState(policy.workload, 3, 3, 1.7e308, NOW - 5)
+    d = decide_replicas(policy.workload, policy.spec, huge, None, NOW)
+    (action,), fallbacks = decide_replicas_many([(policy.workload, policy.spec, huge, None)], NOW)
+    assert d.action == action and fallbacks == ["reactive"]
+    assert action.to_replicas == 10 and action.reason.code == "fallback_reactive"
+
+
+def test_one_service_with_a_huge_forecast_does_not_fail_the_plan_of_the_others() -> None:
+    from planner import plan
+    from scaleahead.types import ClusterState
+
+    good, bad = service_policy("good"), service_policy("bad", capacityPerReplica=0.5)
+    states = {p.workload: WorkloadState(p.workload, 3, 3, 10.0, NOW - 5) for p in (good, bad)}
+    forecasts = {
+        good.workload: Forecast(good.workload, NOW, 10.0, {0.9: np.full(90, 50.0), 0.99: np.full(90, 60.0)}),
+        bad.workload: Forecast(bad.workload, NOW, 10.0, {0.9: np.full(90, 1e308), 0.99: np.full(90, 1e308)}),
+    }
+    result = plan(forecasts, ClusterState(workloads=states), [good, bad], NOW)
+    assert [(a.workload.name, a.to_replicas) for a in result.actions] == [("good", 5), ("bad", 100)]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("quantile", [0.9, None])  # a fixed level, or the objective's (every quantile read)
+@pytest.mark.parametrize(
+    ("make", "cause"),
+    [
+        # no steps at all (start-up 0: the start-up window ends at now, so "too short" did not catch it)
+        (lambda: {0.5: np.zeros(0), 0.9: np.zeros(0), 0.99: np.zeros(0)}, "forecast too short (no steps)"),
+        # the top quantile shorter than the others
+        (lambda: {0.5: np.full(90, 40.0), 0.9: np.full(90, 50.0), 0.99: np.full(3, 60.0)}, "malformed forecast"),
+        # an unread quantile (at the fixed p90) shorter: the forecast's horizon is read from the first one
+        (lambda: {0.5: np.full(3, 40.0), 0.9: np.full(90, 50.0), 0.99: np.full(90, 60.0)}, "malformed forecast"),
+        # one of them 2-D
+        (lambda: {0.5: np.full((90, 1), 40.0), 0.9: np.full(90, 50.0), 0.99: np.full(90, 60.0)}, "malformed forecast"),
+    ],
+)
+def test_an_empty_or_ragged_forecast_falls_back_in_both_paths(make, cause, quantile) -> None:  # type: ignore[no-untyped-def]
+    policy = service_policy("web", startupSeconds=0, forecastQuantile=quantile)
+    ws = WorkloadState(policy.workload, 5, 5, 40.0, NOW - 5)
+    d, action, fallback = _both(policy, ws, Forecast(policy.workload, NOW, 10.0, make()))
+    assert d.fallback == fallback == "reactive" and d.action == action
+    assert action.reason.code == "fallback_reactive" and action.to_replicas == 4
+    assert action.reason.message.startswith(f"scale shop/web 5 -> 4: {cause}"), action.reason.message
+
+
+def test_a_ragged_forecast_does_not_fail_the_plan_of_the_others() -> None:
+    from planner import plan
+    from scaleahead.types import ClusterState
+
+    good, bad = service_policy("good"), service_policy("bad")
+    states = {p.workload: WorkloadState(p.workload, 3, 3, 10.0, NOW - 5) for p in (good, bad)}
+    forecasts = {
+        good.workload: Forecast(good.workload, NOW, 10.0, {0.9: np.full(90, 50.0), 0.99: np.full(90, 60.0)}),
+        bad.workload: Forecast(bad.workload, NOW, 10.0, {0.9: np.full(90, 50.0), 0.99: np.full(3, 60.0)}),
+    }
+    result = plan(forecasts, ClusterState(workloads=states), [good, bad], NOW)
+    assert [(a.workload.name, a.to_replicas) for a in result.actions] == [("good", 5), ("bad", 1)]  # type: ignore[union-attr]
+    assert dict(result.fallbacks) == {bad.workload: "reactive"}
