@@ -19,6 +19,14 @@ from scaleahead.types import FloatArray
 
 #: Relative slack before rounding up, so that float noise (4.0000001) does not add a replica.
 _EPS = 1e-9
+#: Kubernetes' most replicas (an int32): a recommendation beyond what a float holds counts as it.
+_MOST = 2**31 - 1
+
+
+def _ceil(x: float) -> int:
+    """``ceil(x)`` less float noise, and ``_MOST`` where ``x`` overflowed to infinity (a huge but
+    finite usage over a small target), never ``OverflowError``."""
+    return int(math.ceil(x - _EPS)) if math.isfinite(x) else _MOST
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +115,7 @@ class Hpa:
                     if explain
                     else ""
                 )
-            return int(math.ceil(new_ratio * pods - _EPS)), (
+            return _ceil(new_ratio * pods), (
                 f"utilization {new_ratio * cfg.target_utilization:.0%} (starting pods at 0 %) "
                 f"vs target {cfg.target_utilization:.0%}"
                 if explain
@@ -117,7 +125,7 @@ class Hpa:
             return current, (
                 f"utilization {ratio * cfg.target_utilization:.0%} within tolerance of target: keep" if explain else ""
             )
-        return int(math.ceil(ratio * ready - _EPS)), (
+        return _ceil(ratio * ready), (
             f"utilization {ratio * cfg.target_utilization:.0%} of {ready} ready pods vs target "
             f"{cfg.target_utilization:.0%}"
             if explain

@@ -168,3 +168,17 @@ def test_a_ragged_forecast_does_not_fail_the_plan_of_the_others() -> None:
     result = plan(forecasts, ClusterState(workloads=states), [good, bad], NOW)
     assert [(a.workload.name, a.to_replicas) for a in result.actions] == [("good", 5), ("bad", 1)]  # type: ignore[union-attr]
     assert dict(result.fallbacks) == {bad.workload: "reactive"}
+
+
+def test_the_reactive_hpa_caps_a_usage_that_overflows_instead_of_raising() -> None:
+    # A finite demand far beyond a float's range over one replica's capacity: the risk reference and
+    # the replay's HPA peer run this rule; ceil(inf) raised OverflowError for the whole cycle.
+    import numpy as np
+
+    from planner.reactive import Hpa
+
+    hpa = Hpa(1e-300)
+    want, why = hpa.recommend(1e308 / 1e-300, 2, 2)
+    assert want == 2**31 - 1 and "vs target" in why
+    replicas, _ = hpa.decide(0.0, np.full(6, 1e300), 2, 2)
+    assert replicas == 6  # the scale-up policies still limit the step (max of +100 % and +4 pods)
