@@ -239,9 +239,13 @@ def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: 
     window = max(1, int(window_s / step))
     counts = np.zeros((len(series), window))
     for row, past in enumerate(series):
-        end = past.index_of(now)  # may lie past the series' end when the newest points are missing
-        lo = max(0, end - window)
-        values = past.values[lo:end]
-        counts[row, window - (end - lo) : window - (end - lo) + len(values)] = np.nan_to_num(values)
+        # The samples [end - window, end) of the series, clamped to those it has: ``end`` may lie past
+        # its end (the newest points are missing) or before its start (a function first seen after
+        # ``now``: none of its samples is before it, so its row stays 0 and nothing after ``now`` is read).
+        end = past.index_of(now)
+        j0 = end - window
+        lo, hi = max(0, j0), min(len(past), max(end, 0))
+        if hi > lo:
+            counts[row, lo - j0 : hi - j0] = np.nan_to_num(past.values[lo:hi])
     out: IntArray = np.where(counts > 0, np.maximum(1.0, np.rint(counts)), 0.0).astype(np.int64)
     return out

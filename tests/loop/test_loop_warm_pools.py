@@ -251,3 +251,16 @@ def test_the_loop_keeps_warm_memory_within_the_settings_budget() -> None:
     assert len(cut) == len(wanted) - 2
     assert all("warm-memory budget of 256 MB" in a.reason.message for a in cut)
     assert any("warm-memory budget 256 MB is short" in n for n in capped.plan.notes)
+
+
+def test_aligned_counts_read_nothing_of_a_series_that_starts_after_now() -> None:
+    """A series first seen after ``now`` has no sample before it: its row is zeros, whatever it
+    holds after ``now`` (found in review: the slice ran from the wrong end and the write raised)."""
+    for n in (5, 10, 30, 200):
+        s = Series("f", 1200.0, 60.0, np.full(n, 7.0))
+        assert aligned_counts([s], 0.0, 60.0, 3600.0).tolist() == [[0] * 60]
+    # one that starts within the window: its samples in their columns, the steps before it 0
+    s = Series("f", -300.0, 60.0, np.arange(1.0, 11.0))
+    assert aligned_counts([s], 0.0, 60.0, 600.0).tolist() == [[0, 0, 0, 0, 0, 1, 2, 3, 4, 5]]
+    # and one that ended before the window: all 0
+    assert aligned_counts([Series("f", -7200.0, 60.0, np.ones(10))], 0.0, 60.0, 600.0).tolist() == [[0] * 10]

@@ -297,3 +297,30 @@ def test_bench_serverless_sweep_budget_gives_the_budget_curve(tmp_path: Path) ->
     assert points[0]["cold_starts"] > points[1]["cold_starts"]
     bad = cli("--trace", "azure-functions-1m", "--json", str(out), "--budget-ratio", "-1")
     assert bad.returncode != 0 and "--budget-ratio -1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_function_first_seen_mid_period_counts_as_never_called_before_it() -> None:
+    """A function whose history starts after its budget period began (deployed 10 minutes into the
+    hour) has no call in the day the budget replays: its row is zeros, and its group keeps the
+    budget (found in review: the rebuild raised, and every group fell back to its policy's cost)."""
+    policies, series = loop_setup(n=21)
+    hour = 3600.0
+    now, deployed = 12 * hour + 40 * 60.0, 12 * hour + 10 * 60.0
+    new = policies[-1].workload
+    full = series[new]
+    i0 = int(deployed / 60.0)
+    late = dict(series)
+    late[new] = Series(full.name, deployed, 60.0, full.values[i0:])
+    # the same function with an idle history until then: the day before the hour reads the same
+    idle = dict(series)
+    idle[new] = Series(full.name, 0.0, 60.0, np.concatenate([np.zeros(i0), full.values[i0:]]))
+    got, notes = WarmBudgetBook().apply(policies, late, now)
+    want, want_notes = WarmBudgetBook().apply(policies, idle, now)
+    assert _budget_costs(got) == _budget_costs(want) and _budget_costs(got)[0] != 9000.0
+    assert notes == want_notes and "21 functions" in notes[0]
+    target = SimulatedServerless(
+        [p.workload for p in policies], [p.spec.warm_pool.memory_mb_per_instance for p in policies], 0.0, 60.0
+    )
+    report = run_once(Deps(FixedHistory(late), Naive(), target, None, policies), Settings(), now=now, dry_run=True)
+    assert "warm_budget" not in report.errors
+    assert [n for n in report.plan.notes if n.startswith("warm-memory budget")] == list(notes)
