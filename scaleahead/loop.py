@@ -560,6 +560,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             )
         except Exception as exc:  # noqa: BLE001 - the policies' own costs stay
             errors["warm_budget"] = str(exc)
+        else:  # a group whose rebuild failed keeps its policies' costs; the others have their budgets
+            if deps.warm_budgets.errors:
+                errors["warm_budget"] = "; ".join(f"{head}: {why}" for head, why in deps.warm_budgets.errors.items())
     risk_notes: tuple[str, ...] = ()
     slo_risk: dict[WorkloadRef, float] = {}
     with timer.phase("risk"):
