@@ -167,7 +167,9 @@ class CalibrationBook:
                 len(refs), step_s=step, horizon=horizon, calibrate=coef is not None, calibration=coef
             ).fit(counts)
         model = InvocationForecaster(len(refs), step_s=step, horizon=horizon).fit(counts)
-        self._cache = {k: v for k, v in self._cache.items() if v[0] == period}  # groups gone stay gone
+        # Groups gone stay gone; a group is compared with its own step's period (period numbers of
+        # different steps differ: comparing them with this one's evicted every other step's groups).
+        self._cache = {k: v for k, v in self._cache.items() if v[0] == budget_period(now, k[0])}
         first_step = math.floor(now / step + 1e-9) == period * RECALIBRATE_STEPS
         self._cache[key] = (period, model.calibration, _calibration_note(len(refs), step, model), first_step)
         return model

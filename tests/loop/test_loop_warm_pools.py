@@ -275,3 +275,38 @@ def test_non_finite_invocation_values_are_missing_and_huge_ones_capped() -> None
         warnings.simplefilter("error")
         counts = aligned_counts([s], 6 * 60.0, 60.0, 6 * 60.0)
     assert counts.tolist() == [[0, 2, 0, 0, 2**53, 1]]
+
+
+def test_groups_of_different_step_sizes_keep_their_calibrations_through_the_period() -> None:
+    """Period numbers depend on the step (an hour at 60 s, 10 minutes at 10 s): a miss of one group
+    must not evict the other step's groups (found in review: both refitted every cycle, and only the
+    last one's note was in the plan)."""
+    policies, series = _setup(120, spread=True)
+    slow = {p.workload: series[p.workload] for p in policies[:60]}
+    # the other 60 functions at 10 s steps (their minutes read as 10-s steps), called by other names
+    fast_refs = [WorkloadRef("KnativeService", "fn10", f"g{i}") for i in range(60)]
+    fast = {
+        ref: Series(ref.name, 0.0, 10.0, series[p.workload].values)
+        for ref, p in zip(fast_refs, policies[60:], strict=True)
+    }
+    book = CalibrationBook()
+    fits = 0
+    real = InvocationForecaster
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kw: object) -> None:
+            nonlocal fits
+            fits += "calibration" not in kw  # the miss path: a calibration is fitted
+            super().__init__(*args, **kw)
+
+    now0 = 100 * 3600.0 + 60.0  # in one hour and one 10-minute period
+    with mock.patch("scaleahead.loop.InvocationForecaster", Counting):
+        for k in range(4):
+            now = now0 + 10.0 * k
+            for group, step in ((slow, 60.0), (fast, 10.0)):
+                refs = list(group)
+                counts = aligned_counts([group[r].before(now) for r in refs], now, step, INVOCATION_WINDOW_S)
+                book.model(refs, counts, now, step, 15)
+            assert sorted(key[0] for key in book._cache) == [10.0, 60.0]
+            assert len(book.notes(now)) == 2
+    assert fits == 2  # one per group, in the first cycle
