@@ -604,6 +604,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 policies,
                 now,
                 interval_s=settings.loop.interval_s,
+                invocations=invocations,  # without them every warm pool was in fallback in the shadow plan
                 capacity=settings.loop.capacity or None,
                 warm_memory_budget_mb=settings.loop.warm_memory_budget_mb,
             )

@@ -7,9 +7,11 @@ from unittest import mock
 
 import numpy as np
 
+from actuator.rollouts import RolloutView
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.baselines import Naive
 from forecaster.invocations import InvocationForecaster
+from scaleahead.bench.speed import policies_for
 from scaleahead.loop import (
     INVOCATION_WINDOW_S,
     CalibrationBook,
@@ -22,6 +24,7 @@ from scaleahead.observed import aligned_counts
 from scaleahead.policy import Policy, parse_policies
 from scaleahead.settings import Settings
 from scaleahead.traces import load_functions
+from scaleahead.tracesource import InMemoryTarget
 from scaleahead.types import Series, SetWarmPool, WorkloadRef
 from tests.serverless.conftest import FUNCTION_POLICY, FixedHistory
 
@@ -310,3 +313,29 @@ def test_groups_of_different_step_sizes_keep_their_calibrations_through_the_peri
             assert sorted(key[0] for key in book._cache) == [10.0, 60.0]
             assert len(book.notes(now)) == 2
     assert fits == 2  # one per group, in the first cycle
+
+
+def test_a_shadow_plan_plans_warm_pools_from_the_cycles_invocation_forecasts() -> None:
+    """A shadow rollout's plan differs from the live one only by the challenger's forecasts: its warm
+    pools come from the same invocation forecasts (found in review: it was made without them, and
+    every warm-pool function was in fallback there)."""
+    policies, history = _setup(3)
+    svc = policies_for(1, 60.0)[0]
+    history[svc.workload] = Series("svc", 0.0, 60.0, 50 + 10 * np.sin(np.arange(1440) / 30.0))
+    now = 600 * 60.0
+    challenger = Naive().fit([history[svc.workload].before(now)])
+    deps = Deps(
+        FixedHistory(history),
+        Naive(),
+        InMemoryTarget(default_replicas=2),
+        None,
+        [svc, *policies],
+        rollout=RolloutView(mode="shadow", share=0.5, salt="x"),
+        challenger=challenger,
+    )
+    report = run_once(deps, Settings(), now=now, dry_run=True)
+    assert report.shadow_plan is not None and not report.errors
+    assert not report.plan.fallbacks and not report.shadow_plan.fallbacks
+    live = [a for a in report.plan.actions if isinstance(a, SetWarmPool)]
+    shadow = [a for a in report.shadow_plan.actions if isinstance(a, SetWarmPool)]
+    assert len(shadow) == 3 and shadow == live
