@@ -74,7 +74,7 @@ class Metrics:
         )
         self.actions = Counter(
             "scaleahead_actions",
-            "Actions by kind and result (applied, failed, skipped, dry-run).",
+            "Planned changes by kind and result (applied, failed, skipped, dry-run); no-ops are not counted.",
             ["kind", "result"],
             registry=r,
         )
@@ -245,6 +245,8 @@ class Metrics:
         for mode in active.values():
             self.fallbacks.labels(mode=mode).inc()
         for res in report.results:
+            if res.action.is_noop:  # nothing to change: no API call, not journaled, not an action taken or skipped
+                continue
             self.actions.labels(kind=res.action.kind, result=res.outcome).inc()
 
     def forget(self, workloads: set[str]) -> None:

@@ -80,3 +80,26 @@ def test_a_service_no_longer_planned_with_an_adapted_slo_risk_exports_none() -> 
     assert report.slo_risk == {}
     metrics.observe_cycle(report, 0.0, {})
     assert _samples(metrics, "scaleahead_slo_risk") == {}
+
+
+def test_no_op_actions_are_not_counted_as_skipped() -> None:
+    """A no-op (nothing to change) makes no API call and is not journaled: it is no action taken or
+    skipped (found in review: every workload counted as skipped every cycle)."""
+    pols = policies_for(5, 10.0)
+    target = InMemoryTarget(default_replicas=1)
+    flat = Series(NASA.name, NASA.start, NASA.step_s, NASA.values * 0.0 + 1.0)  # one replica's worth
+    deps = Deps(TraceHistory(default=flat), Naive(), target, None, pols)
+    metrics = Metrics()
+    for k in range(3):
+        report = run_once(deps, Settings(), NOW + 10.0 * k, False)
+        assert report.results and all(r.action.is_noop for r in report.results)
+        metrics.observe_cycle(report, 0.0, {})
+    assert target.applied == []
+    counted = _samples(metrics, "scaleahead_actions_total")
+    assert counted and set(counted.values()) == {0.0}
+    # a change is counted, by its result
+    target.replicas = {p.workload: 4 for p in pols}  # scaled up by hand: the plan scales them back
+    report = run_once(deps, Settings(), NOW + 30.0, False)
+    metrics.observe_cycle(report, 0.0, {})
+    changed = sum(1 for r in report.results if not r.action.is_noop)
+    assert changed and sum(_samples(metrics, "scaleahead_actions_total").values()) == changed
