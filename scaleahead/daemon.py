@@ -613,6 +613,7 @@ class Daemon:
             # Another leader may have moved the risk adaptation's steps while this replica stood by:
             # its first cycle as leader resumes them from storage, not from its own stale memory.
             self.deps.risk.reset()
+            self.deps.rebalance.reset()  # nor when pods were last moved: none in the period it starts to lead in
             self._risk_resumed = True
         if not self._lead_started and self.on_lead is not None:
             try:

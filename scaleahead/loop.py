@@ -167,7 +167,9 @@ class CalibrationBook:
                 len(refs), step_s=step, horizon=horizon, calibrate=coef is not None, calibration=coef
             ).fit(counts)
         model = InvocationForecaster(len(refs), step_s=step, horizon=horizon).fit(counts)
-        self._cache = {k: v for k, v in self._cache.items() if v[0] == period}  # groups gone stay gone
+        # Groups gone stay gone; a group is compared with its own step's period (period numbers of
+        # different steps differ: comparing them with this one's evicted every other step's groups).
+        self._cache = {k: v for k, v in self._cache.items() if v[0] == budget_period(now, k[0])}
         first_step = math.floor(now / step + 1e-9) == period * RECALIBRATE_STEPS
         self._cache[key] = (period, model.calibration, _calibration_note(len(refs), step, model), first_step)
         return model
@@ -208,6 +210,40 @@ def _calibration_note(n: int, step: float, model: InvocationForecaster) -> str:
     )
 
 
+class RebalanceClock:
+    """When the loop last planned with rebalancing moves: a plan may carry them in the first cycle of
+    each ``loop.rebalance_interval_s`` period that reads the placement, at most once per period.
+
+    Cycles are not exactly ``loop.interval_s`` apart (a late tick runs at once and the next stays on
+    the grid; a failed one backs off), so ``now`` alone cannot tell a period's first cycle: deciding
+    from ``floor(now / P) != floor((now - interval) / P)`` skipped a period after a back-off and
+    moved twice, 5 s apart, after a late tick (found in review). So the last such cycle is kept.
+    A process (or a replica that just became the leader: ``reset``) does not know whether the one
+    before it moved pods in the period it starts in, so it moves none there: its first rebalance is
+    in the next period, and a restart or a change of leader never moves twice in one.
+    """
+
+    def __init__(self) -> None:
+        #: ``now`` of the last cycle planned with moves allowed, or of the first one seen (None: none yet).
+        self.last_at: float | None = None
+
+    def reset(self) -> None:
+        """Forget the last rebalance (another leader may have moved pods since): as a new process."""
+        self.last_at = None
+
+    def due(self, now: float, period_s: float) -> bool:
+        """Whether the plan at ``now`` may carry moves: a period after the last rebalance (or after the
+        first cycle seen, which records ``now`` and says no)."""
+        if self.last_at is None:
+            self.last_at = now
+            return False
+        return math.floor(now / period_s) > math.floor(self.last_at / period_s)
+
+    def done(self, now: float) -> None:
+        """The plan at ``now`` was made with moves allowed (whether it found any)."""
+        self.last_at = now
+
+
 @dataclass
 class Deps:
     history: HistorySource
@@ -236,6 +272,8 @@ class Deps:
     invocation_calibrations: CalibrationBook = field(default_factory=CalibrationBook)
     #: Per service, sloRisk adapted against an HPA simulated on the same demand (``planner.risk``).
     risk: RiskBook = field(default_factory=RiskBook)
+    #: When the loop last planned with rebalancing moves (``RebalanceClock``; ``loop.max_moves``).
+    rebalance: RebalanceClock = field(default_factory=RebalanceClock)
 
 
 @dataclass
@@ -449,13 +487,6 @@ def with_forecast_peaks_of(
     return replace(state, pods=with_forecast_peaks(state.pods, ratios))
 
 
-def rebalance_due(now: float, settings: Settings) -> bool:
-    """Whether the plan at ``now`` may carry rebalancing moves: the first cycle of each
-    ``loop.rebalance_interval_s`` period (stateless, so a restart does not move twice)."""
-    period, step = settings.loop.rebalance_interval_s, settings.loop.interval_s
-    return math.floor(now / period) != math.floor((now - step) / period)
-
-
 def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = None) -> CycleReport:
     """One control cycle at time ``now`` (virtual or real). Never reads the clock for decisions."""
     phases: dict[str, float] = {}
@@ -560,6 +591,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             )
         except Exception as exc:  # noqa: BLE001 - the policies' own costs stay
             errors["warm_budget"] = str(exc)
+        else:  # a group whose rebuild failed keeps its policies' costs; the others have their budgets
+            if deps.warm_budgets.errors:
+                errors["warm_budget"] = "; ".join(f"{head}: {why}" for head, why in deps.warm_budgets.errors.items())
     risk_notes: tuple[str, ...] = ()
     slo_risk: dict[WorkloadRef, float] = {}
     with timer.phase("risk"):
@@ -576,7 +610,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             log.warning("risk adaptation failed: %s", exc)
             errors["risk"] = str(exc)
     with timer.phase("plan"):
-        moves = settings.loop.max_moves if state.nodes and rebalance_due(now, settings) else 0
+        moves = 0
+        if settings.loop.max_moves > 0 and state.nodes and deps.rebalance.due(now, settings.loop.rebalance_interval_s):
+            moves = settings.loop.max_moves
         plan = make_plan(
             forecasts,
             with_forecast_peaks_of(state, forecasts, history) if moves else state,
@@ -588,6 +624,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             capacity=settings.loop.capacity or None,
             warm_memory_budget_mb=settings.loop.warm_memory_budget_mb,
         )
+        if moves:
+            deps.rebalance.done(now)
         learned = startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes
         if learned:
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
@@ -599,6 +637,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 policies,
                 now,
                 interval_s=settings.loop.interval_s,
+                invocations=invocations,  # without them every warm pool was in fallback in the shadow plan
                 capacity=settings.loop.capacity or None,
                 warm_memory_budget_mb=settings.loop.warm_memory_budget_mb,
             )

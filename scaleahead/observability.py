@@ -74,7 +74,7 @@ class Metrics:
         )
         self.actions = Counter(
             "scaleahead_actions",
-            "Actions by kind and result (applied, failed, skipped, dry-run).",
+            "Planned changes by kind and result (applied, failed, skipped, dry-run); no-ops are not counted.",
             ["kind", "result"],
             registry=r,
         )
@@ -166,6 +166,10 @@ class Metrics:
             registry=r,
         )
 
+        # The workloads whose forecast and sloRisk the last cycle exported (``observe_cycle``).
+        self._forecast_keys: set[str] = set()
+        self._risk_keys: set[str] = set()
+
         # Counters a rule takes rate() or increase() of exist from the start at 0, so that the first
         # error is an increase (a series that appears at 1 has none).
         for result in CYCLE_RESULTS:
@@ -199,17 +203,31 @@ class Metrics:
             total += ms
         self.cycle.observe(total / 1000.0)
         self.last_cycle.set(report.now)
+        forecast_keys: set[str] = set()
         for ref, fc in report.forecasts.items():
             key = ref.key
+            forecast_keys.add(key)
             for q in EXPORTED_QUANTILES:
                 values = fc.quantile(q)
                 for lead in EXPORTED_LEADS_S:
                     i = min(len(values) - 1, max(0, int(lead / fc.step_s) - 1))
                     self.forecast.labels(workload=key, quantile=f"{q:g}", lead_s=f"{lead:g}").set(float(values[i]))
+        # A workload without a forecast this cycle (its history failed, it backs off: a fallback) has
+        # no forecast series, not the last one's frozen; nor one not planned with an adapted sloRisk.
+        for key in self._forecast_keys - forecast_keys:
+            for q in EXPORTED_QUANTILES:
+                for lead in EXPORTED_LEADS_S:
+                    _remove(self.forecast, key, f"{q:g}", f"{lead:g}")
+        self._forecast_keys = forecast_keys
         for ref, n in state_replicas.items():
             self.current.labels(workload=ref.key).set(n)
+        risk_keys: set[str] = set()
         for ref, weight in report.slo_risk.items():
+            risk_keys.add(ref.key)
             self.slo_risk.labels(workload=ref.key).set(weight)
+        for key in self._risk_keys - risk_keys:
+            _remove(self.slo_risk, key)
+        self._risk_keys = risk_keys
         active: dict[str, str] = {ref.key: mode for ref, mode in report.plan.fallbacks.items()}
         for action in report.plan.actions:
             if isinstance(action, ScaleTo):
@@ -227,10 +245,14 @@ class Metrics:
         for mode in active.values():
             self.fallbacks.labels(mode=mode).inc()
         for res in report.results:
+            if res.action.is_noop:  # nothing to change: no API call, not journaled, not an action taken or skipped
+                continue
             self.actions.labels(kind=res.action.kind, result=res.outcome).inc()
 
     def forget(self, workloads: set[str]) -> None:
         """Drop every per-workload series of ``workloads`` (their policies were removed)."""
+        self._forecast_keys -= workloads
+        self._risk_keys -= workloads
         for gauge in (
             self.forecast, self.forecast_peak, self.observed, self.planned, self.current, self.slo_risk,
             self.fallback, self.backoff, self.live_error,

@@ -227,10 +227,16 @@ def demand_trend(series: Series, window_s: float) -> Trend | None:
     return demand_trends([(series, window_s)])[0]
 
 
+#: The largest count ``aligned_counts`` gives a step (a larger finite value is capped to it, not cast
+#: past int64's range).
+MAX_COUNT = float(2**53)
+
+
 def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: float, window_s: float) -> IntArray:
     """Counts ``[series, steps]`` of the last ``window_s`` before ``now`` (missing steps 0), oldest first.
 
     Every series is aligned on the grid that ends at ``now``: column -1 is the step just before it.
+    A non-finite value (NaN, +-Inf) is missing, so 0; one above ``MAX_COUNT`` is ``MAX_COUNT``.
     A value is a number of calls in its step, rounded to the nearest whole call, and any value
     above 0 is at least one call: PromQL's ``increase()`` extrapolates (0.9999 for one call) and a
     ``rate()`` gives calls per second (0.0167 for one a minute), and either truncated would read as
@@ -239,9 +245,18 @@ def aligned_counts(series: list[Series] | tuple[Series, ...], now: float, step: 
     window = max(1, int(window_s / step))
     counts = np.zeros((len(series), window))
     for row, past in enumerate(series):
-        end = past.index_of(now)  # may lie past the series' end when the newest points are missing
-        lo = max(0, end - window)
-        values = past.values[lo:end]
-        counts[row, window - (end - lo) : window - (end - lo) + len(values)] = np.nan_to_num(values)
+        # The samples [end - window, end) of the series, clamped to those it has: ``end`` may lie past
+        # its end (the newest points are missing) or before its start (a function first seen after
+        # ``now``: none of its samples is before it, so its row stays 0 and nothing after ``now`` is read).
+        end = past.index_of(now)
+        j0 = end - window
+        lo, hi = max(0, j0), min(len(past), max(end, 0))
+        if hi > lo:
+            counts[row, lo - j0 : hi - j0] = past.values[lo:hi]
+    # NaN and +-Inf are missing (0): an infinite count says nothing about the calls (a query dividing
+    # by zero), and cast to int64 +Inf read as -9.2e18 calls (found in review). A finite value too
+    # large for int64 is capped: only whether a step had calls matters to the forecaster.
+    counts[~np.isfinite(counts)] = 0.0
+    np.minimum(counts, MAX_COUNT, out=counts)
     out: IntArray = np.where(counts > 0, np.maximum(1.0, np.rint(counts)), 0.0).astype(np.int64)
     return out

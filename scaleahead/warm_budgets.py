@@ -16,6 +16,7 @@ at the same period boundaries.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,8 @@ from planner.warm_budget import (
 from scaleahead.observed import aligned_counts
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.types import Series, WorkloadRef
+
+log = logging.getLogger("scaleahead.warm_budgets")
 
 #: Steps the invocation forecaster observes before the budget starts recording (two hours at 1-minute
 #: steps, as ``bench serverless --calibrate``'s warm-up); the budget is replayed over the rest of the day.
@@ -90,6 +93,8 @@ class WarmBudgetBook:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[float, float, float, float], _Entry] = {}
+        #: The last ``apply``'s failed groups: why each one's rebuild failed, by the group's note head.
+        self.errors: dict[str, str] = {}
 
     def apply(
         self,
@@ -117,6 +122,7 @@ class WarmBudgetBook:
                 groups.setdefault(key, []).append((i, policy, past))
         out = list(policies)
         notes: list[str] = []
+        self.errors = {}
         cache: dict[tuple[float, float, float, float], _Entry] = {}
         for key, members in groups.items():
             step = key[0]
@@ -134,13 +140,20 @@ class WarmBudgetBook:
             else:
                 # The day before the period's start, not before now: the same whenever the process started.
                 start = period * RECALIBRATE_STEPS * step
-                counts = aligned_counts([past for _, _, past in members], start, step, WINDOW_S)
                 memory = [p.spec.warm_pool.memory_mb_per_instance for p in originals]
                 group = (step, tuple(p.workload for p in originals))
-                if calibrations is not None and group in calibrations:
-                    status = rebuild(counts, memory, step, key, calibrations[group], fit_calibration=False)
-                else:
-                    status = rebuild(counts, memory, step, key)
+                try:
+                    counts = aligned_counts([past for _, _, past in members], start, step, WINDOW_S)
+                    if calibrations is not None and group in calibrations:
+                        status = rebuild(counts, memory, step, key, calibrations[group], fit_calibration=False)
+                    else:
+                        status = rebuild(counts, memory, step, key)
+                except Exception as exc:  # noqa: BLE001 - this group keeps its policies' costs, the others go on
+                    head = f"warm-memory budget of {len(members)} functions (step {step:g} s)"
+                    log.warning("%s: rebuild failed, the policies' own costs this cycle: %s", head, exc)
+                    self.errors[head] = str(exc)
+                    notes.append(f"{head}: rebuild failed ({exc}); the policies' own costs until it succeeds")
+                    continue  # not cached: the next cycle tries again
                 effective = tuple(
                     p
                     if status.cost == p.spec.warm_pool.cold_start_cost_mb_minutes

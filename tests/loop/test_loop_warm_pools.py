@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
 from unittest import mock
 
 import numpy as np
 
+from actuator.rollouts import RolloutView
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.baselines import Naive
 from forecaster.invocations import InvocationForecaster
+from scaleahead.bench.speed import policies_for
 from scaleahead.loop import (
     INVOCATION_WINDOW_S,
     CalibrationBook,
@@ -21,6 +24,7 @@ from scaleahead.observed import aligned_counts
 from scaleahead.policy import Policy, parse_policies
 from scaleahead.settings import Settings
 from scaleahead.traces import load_functions
+from scaleahead.tracesource import InMemoryTarget
 from scaleahead.types import Series, SetWarmPool, WorkloadRef
 from tests.serverless.conftest import FUNCTION_POLICY, FixedHistory
 
@@ -251,3 +255,87 @@ def test_the_loop_keeps_warm_memory_within_the_settings_budget() -> None:
     assert len(cut) == len(wanted) - 2
     assert all("warm-memory budget of 256 MB" in a.reason.message for a in cut)
     assert any("warm-memory budget 256 MB is short" in n for n in capped.plan.notes)
+
+
+def test_aligned_counts_read_nothing_of_a_series_that_starts_after_now() -> None:
+    """A series first seen after ``now`` has no sample before it: its row is zeros, whatever it
+    holds after ``now`` (found in review: the slice ran from the wrong end and the write raised)."""
+    for n in (5, 10, 30, 200):
+        s = Series("f", 1200.0, 60.0, np.full(n, 7.0))
+        assert aligned_counts([s], 0.0, 60.0, 3600.0).tolist() == [[0] * 60]
+    # one that starts within the window: its samples in their columns, the steps before it 0
+    s = Series("f", -300.0, 60.0, np.arange(1.0, 11.0))
+    assert aligned_counts([s], 0.0, 60.0, 600.0).tolist() == [[0, 0, 0, 0, 0, 1, 2, 3, 4, 5]]
+    # and one that ended before the window: all 0
+    assert aligned_counts([Series("f", -7200.0, 60.0, np.ones(10))], 0.0, 60.0, 600.0).tolist() == [[0] * 10]
+
+
+def test_non_finite_invocation_values_are_missing_and_huge_ones_capped() -> None:
+    """+Inf (a query dividing by zero) is no count: missing, so 0, like NaN; cast as it was it read as
+    -9.2e18 calls (found in review). A finite value past int64's range is capped, without a warning."""
+    s = Series("f0", 0.0, 60.0, np.array([np.inf, 2.0, -np.inf, np.nan, 1e300, 1.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        counts = aligned_counts([s], 6 * 60.0, 60.0, 6 * 60.0)
+    assert counts.tolist() == [[0, 2, 0, 0, 2**53, 1]]
+
+
+def test_groups_of_different_step_sizes_keep_their_calibrations_through_the_period() -> None:
+    """Period numbers depend on the step (an hour at 60 s, 10 minutes at 10 s): a miss of one group
+    must not evict the other step's groups (found in review: both refitted every cycle, and only the
+    last one's note was in the plan)."""
+    policies, series = _setup(120, spread=True)
+    slow = {p.workload: series[p.workload] for p in policies[:60]}
+    # the other 60 functions at 10 s steps (their minutes read as 10-s steps), called by other names
+    fast_refs = [WorkloadRef("KnativeService", "fn10", f"g{i}") for i in range(60)]
+    fast = {
+        ref: Series(ref.name, 0.0, 10.0, series[p.workload].values)
+        for ref, p in zip(fast_refs, policies[60:], strict=True)
+    }
+    book = CalibrationBook()
+    fits = 0
+    real = InvocationForecaster
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kw: object) -> None:
+            nonlocal fits
+            fits += "calibration" not in kw  # the miss path: a calibration is fitted
+            super().__init__(*args, **kw)
+
+    now0 = 100 * 3600.0 + 60.0  # in one hour and one 10-minute period
+    with mock.patch("scaleahead.loop.InvocationForecaster", Counting):
+        for k in range(4):
+            now = now0 + 10.0 * k
+            for group, step in ((slow, 60.0), (fast, 10.0)):
+                refs = list(group)
+                counts = aligned_counts([group[r].before(now) for r in refs], now, step, INVOCATION_WINDOW_S)
+                book.model(refs, counts, now, step, 15)
+            assert sorted(key[0] for key in book._cache) == [10.0, 60.0]
+            assert len(book.notes(now)) == 2
+    assert fits == 2  # one per group, in the first cycle
+
+
+def test_a_shadow_plan_plans_warm_pools_from_the_cycles_invocation_forecasts() -> None:
+    """A shadow rollout's plan differs from the live one only by the challenger's forecasts: its warm
+    pools come from the same invocation forecasts (found in review: it was made without them, and
+    every warm-pool function was in fallback there)."""
+    policies, history = _setup(3)
+    svc = policies_for(1, 60.0)[0]
+    history[svc.workload] = Series("svc", 0.0, 60.0, 50 + 10 * np.sin(np.arange(1440) / 30.0))
+    now = 600 * 60.0
+    challenger = Naive().fit([history[svc.workload].before(now)])
+    deps = Deps(
+        FixedHistory(history),
+        Naive(),
+        InMemoryTarget(default_replicas=2),
+        None,
+        [svc, *policies],
+        rollout=RolloutView(mode="shadow", share=0.5, salt="x"),
+        challenger=challenger,
+    )
+    report = run_once(deps, Settings(), now=now, dry_run=True)
+    assert report.shadow_plan is not None and not report.errors
+    assert not report.plan.fallbacks and not report.shadow_plan.fallbacks
+    live = [a for a in report.plan.actions if isinstance(a, SetWarmPool)]
+    shadow = [a for a in report.shadow_plan.actions if isinstance(a, SetWarmPool)]
+    assert len(shadow) == 3 and shadow == live

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.baselines import Naive
 from planner.warm_budget import RECALIBRATE_STEPS, WarmCostBudget, budget_key, with_cold_start_cost
+from scaleahead import warm_budgets
 from scaleahead.bench.serverless import budget_warm, fixed_keepalive_warm, run_scaleahead, score, subset
 from scaleahead.loop import Deps, run_once
 from scaleahead.policy import Policy, parse_policies
@@ -297,3 +299,71 @@ def test_bench_serverless_sweep_budget_gives_the_budget_curve(tmp_path: Path) ->
     assert points[0]["cold_starts"] > points[1]["cold_starts"]
     bad = cli("--trace", "azure-functions-1m", "--json", str(out), "--budget-ratio", "-1")
     assert bad.returncode != 0 and "--budget-ratio -1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_function_first_seen_mid_period_counts_as_never_called_before_it() -> None:
+    """A function whose history starts after its budget period began (deployed 10 minutes into the
+    hour) has no call in the day the budget replays: its row is zeros, and its group keeps the
+    budget (found in review: the rebuild raised, and every group fell back to its policy's cost)."""
+    policies, series = loop_setup(n=21)
+    hour = 3600.0
+    now, deployed = 12 * hour + 40 * 60.0, 12 * hour + 10 * 60.0
+    new = policies[-1].workload
+    full = series[new]
+    i0 = int(deployed / 60.0)
+    late = dict(series)
+    late[new] = Series(full.name, deployed, 60.0, full.values[i0:])
+    # the same function with an idle history until then: the day before the hour reads the same
+    idle = dict(series)
+    idle[new] = Series(full.name, 0.0, 60.0, np.concatenate([np.zeros(i0), full.values[i0:]]))
+    got, notes = WarmBudgetBook().apply(policies, late, now)
+    want, want_notes = WarmBudgetBook().apply(policies, idle, now)
+    assert _budget_costs(got) == _budget_costs(want) and _budget_costs(got)[0] != 9000.0
+    assert notes == want_notes and "21 functions" in notes[0]
+    target = SimulatedServerless(
+        [p.workload for p in policies], [p.spec.warm_pool.memory_mb_per_instance for p in policies], 0.0, 60.0
+    )
+    report = run_once(Deps(FixedHistory(late), Naive(), target, None, policies), Settings(), now=now, dry_run=True)
+    assert "warm_budget" not in report.errors
+    assert [n for n in report.plan.notes if n.startswith("warm-memory budget")] == list(notes)
+
+
+def test_one_groups_failed_rebuild_leaves_the_other_groups_their_budgets() -> None:
+    """A rebuild that raises costs its own group the budget this cycle (its policies' own cost, a
+    note and an error saying why), not every group's; the next cycle tries it again."""
+    policies, series = loop_setup(n=20)
+    # the last 10 functions budget at 0.8x: a second group
+    for i in range(10, 20):
+        pool = policies[i].spec.warm_pool.model_copy(update={"keep_alive_budget_ratio": 0.8})
+        policies[i] = policies[i].model_copy(update={"spec": policies[i].spec.model_copy(update={"warm_pool": pool})})
+    now = 720 * 60.0
+    want, _ = WarmBudgetBook().apply(policies, series, now)
+    real = warm_budgets.rebuild
+
+    def failing(
+        counts: np.ndarray, memory: list[float], step: float, key: tuple[float, ...], *a: object, **k: object
+    ) -> object:
+        if key[1] == 0.8:
+            raise ValueError("bad data (injected)")
+        return real(counts, memory, step, key, *a, **k)
+
+    book = WarmBudgetBook()
+    with mock.patch.object(warm_budgets, "rebuild", failing):
+        got, notes = book.apply(policies, series, now)
+    assert _budget_costs(got[:10]) == _budget_costs(want[:10]) and _budget_costs(want)[0] != 9000.0
+    assert all(a is b for a, b in zip(got[10:], policies[10:], strict=True))  # their own cost
+    assert len(notes) == 2 and any("rebuild failed (bad data (injected))" in n for n in notes)
+    (why,) = book.errors.values()
+    assert why == "bad data (injected)"
+    # the loop reports it and plans the healthy group with its budget
+    target = SimulatedServerless(
+        [p.workload for p in policies], [p.spec.warm_pool.memory_mb_per_instance for p in policies], 0.0, 60.0
+    )
+    deps = Deps(FixedHistory(series), Naive(), target, None, policies)
+    with mock.patch.object(warm_budgets, "rebuild", failing):
+        report = run_once(deps, Settings(), now=now, dry_run=True)
+    assert "bad data (injected)" in report.errors["warm_budget"]
+    assert any("re-chosen" in n for n in report.plan.notes if n.startswith("warm-memory budget"))
+    # the next cycle, with the data repaired, rebuilds the failed group
+    again, _ = book.apply(policies, series, now + 60.0)
+    assert _budget_costs(again) == _budget_costs(want) and book.errors == {}
