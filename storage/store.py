@@ -108,6 +108,7 @@ class ModelVersion:
     name: str
     family: str
     status: str
+    #: When it was registered: timezone-aware, in UTC, on every database.
     created_at: datetime
     data_source: str
     data_start: float | None
@@ -1283,7 +1284,7 @@ def _model(r: ModelVersionRow) -> ModelVersion:
         r.name,
         r.family,
         r.status,
-        r.created_at,
+        _aware(r.created_at).astimezone(UTC),  # SQLite: naive; PostgreSQL: in the server's TimeZone
         r.data_source,
         r.data_start,
         r.data_end,

@@ -10,6 +10,7 @@ import pytest
 from scaleahead.errors import UserError
 from scaleahead.types import Forecast, Plan, Reason, ScaleTo, WorkloadRef, batch_forecasts
 from storage import Store
+from tests.conftest import Cli
 
 WEB = WorkloadRef("Deployment", "default", "web")
 
@@ -97,6 +98,29 @@ def test_model_registry_and_rollouts(db_url: str) -> None:
     store.update_rollout(store.rollout(rid), 6.0, state="promoted", share=1.0)
     (r,) = store.rollouts()
     assert (r.state, r.share) == ("promoted", 1.0)
+
+
+def test_a_model_versions_registration_time_reads_back_in_utc_on_every_database(db_url: str, cli: Cli) -> None:
+    """SQLite gave the time back without a zone, PostgreSQL in the server's TimeZone (here New
+    York): the same registration printed and serialized differently. Both are UTC now."""
+    from datetime import UTC, datetime, timedelta
+
+    if db_url.startswith("postgresql"):
+        import psycopg
+
+        server, name = db_url.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            conn.execute(f"ALTER DATABASE {name} SET timezone TO 'America/New_York'")
+    store = Store(db_url)
+    mid = store.register_model("m", "seasonal_naive", created_at=1796475600.0)  # 2026-12-05 13:00 UTC
+    for m in (store.model(mid), store.models()[0]):
+        assert m.created_at == datetime(2026, 12, 5, 13, 0, tzinfo=UTC)
+        assert m.created_at.utcoffset() == timedelta(0) and m.created_at.isoformat() == "2026-12-05T13:00:00+00:00"
+    store.close()
+    code, out, _ = cli("models", "list", "--db", db_url)
+    assert code == 0 and "created (UTC)" in out and "2026-12-05 13:00" in out
+    code, out, _ = cli("models", "list", "--db", db_url, "--output", "json")
+    assert code == 0 and '"created_at": "2026-12-05T13:00:00+00:00"' in out
 
 
 def test_unreachable_database_is_a_clear_error() -> None:
