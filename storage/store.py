@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -302,9 +303,15 @@ class Store:
         try:
             self.engine: Engine = create_engine(self.url, future=True, json_serializer=json_dumps)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
+            shown = _hide_password(self.url)
+            scheme = shown.split("://", 1)[0] if "://" in shown else ""
+            hint = (
+                f"{scheme}:// is not a scheme SQLAlchemy knows: write postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
+                if scheme == "postgres"
+                else "Use sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
+            )
             raise UserError(
-                f"Database URL {self.url!r} is not usable: {exc}.",
-                "Use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB.",
+                f"Database URL {shown!r} is not usable: {_hide_password(str(exc), self.url)}.", f"{hint}."
             ) from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
@@ -368,7 +375,7 @@ class Store:
         migrations ran is unknown), and in SQLite any table (another program's file)."""
         if "alembic_version" in tables:
             return
-        shown = self._safe_url() if hasattr(self, "engine") else self.url
+        shown = self._safe_url() if hasattr(self, "engine") else _hide_password(self.url)
         ours = sorted(tables & set(Base.metadata.tables))
         if ours:
             raise UserError(
@@ -1316,6 +1323,24 @@ def _compact(values: Any) -> tuple[Any, str]:
 def _aware(t: datetime) -> datetime:
     """``t`` with its zone: SQLite gives back the UTC time it stored without one."""
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _hide_password(text: str, url: str | None = None) -> str:
+    """A database URL (``text``), or a message that may quote ``url``, with the password as ``***``:
+    SQLAlchemy's rendering of a URL it parses, else a pattern (``scheme://user:PASSWORD@``); in a
+    message, also the password itself where it is long enough not to match other words."""
+    if url is None:
+        try:
+            return make_url(text).render_as_string(hide_password=True)
+        except (SQLAlchemyError, ValueError):
+            url = text
+    try:
+        password = make_url(url).password
+    except (SQLAlchemyError, ValueError):
+        password = None
+    if password and len(str(password)) >= 4:
+        text = text.replace(str(password), "***")
+    return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
 
 
 def _few(names: Sequence[str]) -> str:

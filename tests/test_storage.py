@@ -128,6 +128,17 @@ def test_unreachable_database_is_a_clear_error() -> None:
         Store("postgresql+psycopg://nobody@127.0.0.1:1/none")
 
 
+@pytest.mark.parametrize(
+    "url", ["postgres://scaleahead:S3cretPassw0rd@db:5432/scaleahead", "postgresql+nodriver://scaleahead:S3cretPassw0rd@db/x"]
+)
+def test_a_database_url_without_a_usable_driver_is_refused_without_showing_its_password(url: str) -> None:
+    with pytest.raises(UserError, match="is not usable") as refused:
+        Store(url)
+    assert "S3cretPassw0rd" not in refused.value.message and "scaleahead:***@db" in refused.value.message
+    if url.startswith("postgres:"):  # the common spelling of other tools: say which one SQLAlchemy takes
+        assert "postgres:// is not a scheme SQLAlchemy knows: write postgresql+psycopg://" in refused.value.message
+
+
 def test_measured_forecast_storage_is_under_a_megabyte_per_workload_day() -> None:
     from scaleahead.commands.storage import measure_forecast_bytes
 
