@@ -49,6 +49,10 @@ from storage.schema import (
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
+#: ``pg_advisory_xact_lock`` key held while the schema is migrated (any constant, the same in every
+#: scaleahead: "scaleahd" in ASCII).
+MIGRATION_LOCK = 0x7363616C65616864
+
 #: Action journal states.
 ACTION_STATES = ("planned", "applied", "failed", "skipped", "dry-run")
 
@@ -446,16 +450,36 @@ class Store:
                 f"Unknown schema revision {revision!r}.",
                 f"Use one of: head, {', '.join(self.revisions())} (docs/storage.md).",
             )
+        if revision == "head" and self._at_head():
+            return  # the usual start: nothing to migrate, no lock taken
         with self._reachable(), self.engine.begin() as conn:
             if conn.dialect.name == "sqlite":
                 # pysqlite runs DDL outside a transaction unless one is open: open it, so that a
                 # migration failing part-way leaves the schema as it was (PostgreSQL's DDL is
-                # transactional already), not half-made and failing every later start.
-                conn.exec_driver_sql("BEGIN")
+                # transactional already), not half-made and failing every later start. IMMEDIATE:
+                # with the write lock from the start, a second process waits (busy timeout) and
+                # then reads the schema the first one made, instead of failing as "locked" when
+                # its read turns into a write.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                # Two replicas and the retraining CronJob starting at once: one migrates, the
+                # others wait here until it commits, then find the schema at head (each statement
+                # below reads what is committed by then) and do nothing.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             self._check_schema(conn)
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+
+    def _at_head(self) -> bool:
+        """The schema is at the newest revision (read without a lock; a migration running
+        elsewhere is not committed, so it reads as not at head)."""
+        head = self.head_revision()
+        try:
+            with self.engine.connect() as conn:
+                return head is not None and MigrationContext.configure(conn).get_current_revision() == head
+        except DatabaseError:
+            return False  # unreachable, damaged, locked...: the upgrade below says what is wrong
 
     def downgrade(self, revision: str) -> None:
         with self._reachable(), self.engine.begin() as conn:
