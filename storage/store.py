@@ -53,6 +53,14 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: scaleahead: "scaleahd" in ASCII).
 MIGRATION_LOCK = 0x7363616C65616864
 
+#: The statuses that make a model version its family's champion (``production`` is read like
+#: ``champion``). At most one version per family has one: the partial unique index
+#: ``ux_model_versions_one_champion`` (migration 0010_one_champion).
+CHAMPION_STATUSES = ("champion", "production")
+
+#: First key of the ``pg_advisory_xact_lock(key, hashtext(family))`` a promotion holds ("chmp").
+CHAMPION_LOCK = 0x63686D70
+
 #: Action journal states.
 ACTION_STATES = ("planned", "applied", "failed", "skipped", "dry-run")
 
@@ -197,6 +205,37 @@ class RolloutChanged(UserError):
             "Run the command again (see `scaleahead rollout status`).",
         )
         self.rollout_id, self.state = rollout_id, state
+
+
+class ChampionChanged(UserError):
+    """Another version of the family became its champion while a promotion was being recorded
+    (a writer that did not wait for the family's lock): the one-champion index refused the second,
+    nothing was recorded."""
+
+    def __init__(self, version: str, family: str) -> None:
+        super().__init__(
+            f"{version} was not made the champion of {family!r}: another version of the family became its "
+            "champion meanwhile; nothing was recorded.",
+            "Run the command again (see `scaleahead models list`).",
+        )
+        self.version, self.family = version, family
+
+
+def _second_champion(exc: IntegrityError) -> bool:
+    """The one-champion-per-family index refused a write (PostgreSQL names the index, SQLite the column)."""
+    why = str(exc.orig)
+    return "ux_model_versions_one_champion" in why or "model_versions.family" in why
+
+
+@contextmanager
+def _one_champion(version: str, family: Callable[[], str]) -> Iterator[None]:
+    """Turn the one-champion index's refusal into ``ChampionChanged`` (``family`` is read only then)."""
+    try:
+        yield
+    except IntegrityError as exc:
+        if not _second_champion(exc):
+            raise
+        raise ChampionChanged(version, family()) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,7 +504,7 @@ class Store:
                 # Two replicas and the retraining CronJob starting at once: one migrates, the
                 # others wait here until it commits, then find the schema at head (each statement
                 # below reads what is committed by then) and do nothing.
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+                conn.execute(text("SELECT pg_advisory_xact_lock(CAST(:key AS bigint))"), {"key": MIGRATION_LOCK})
             self._check_schema(conn)
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
@@ -869,11 +908,12 @@ class Store:
             if artifact_sha256 and artifact_sha256 != digest:
                 raise ValueError("artifact_sha256 does not match the artifact's bytes")
             artifact_sha256 = digest
-        with self.session() as s:
+        with _one_champion(f"The new model version {name!r}", lambda: family), self.session() as s:
             row = ModelVersionRow(
                 name=name,
                 family=family,
-                status=status,
+                # a champion is registered as a candidate, then promoted: the family's other champion retires
+                status="candidate" if status in CHAMPION_STATUSES else status,
                 created_at=datetime.now(UTC) if created_at is None else datetime.fromtimestamp(created_at, UTC),
                 data_source=data_source,
                 data_start=data_start,
@@ -888,6 +928,8 @@ class Store:
             s.flush()
             if artifact is not None:
                 s.add(ModelArtifactRow(model_id=row.id, data=artifact, sha256=artifact_sha256))
+            if status in CHAMPION_STATUSES:
+                self._make_champion(s, row.id, time.time() if created_at is None else created_at, status)
             return row.id
 
     def models_with_artifacts(self) -> set[int]:
@@ -911,7 +953,12 @@ class Store:
             return data
 
     def set_model_status(self, model_id: int, status: str) -> None:
-        with self.session() as s:
+        """Set a version's status; a champion status (``CHAMPION_STATUSES``) makes it the champion of
+        its family as ``make_champion`` does (the family's other champion retires)."""
+        with _one_champion(f"Model version {model_id}", lambda: self.model(model_id).family), self.session() as s:
+            if status in CHAMPION_STATUSES:
+                self._make_champion(s, model_id, time.time(), status)
+                return
             row = s.get(ModelVersionRow, model_id)
             if row is None:
                 raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
@@ -920,8 +967,13 @@ class Store:
     def make_champion(self, model_id: int, now: float | None = None) -> list[int]:
         """Make a version the champion of its family, in one transaction: every other ``champion``
         or ``production`` version of that family becomes ``retired``, with ``retired_at`` = ``now``
-        (epoch s; default the wall clock) in its metrics. Returns the retired ids."""
-        with self.session() as s:
+        (epoch s; default the wall clock) in its metrics. Returns the retired ids.
+
+        Promotions in one family are serialized (``_make_champion``): of two at once, the one that
+        commits second retires the first's champion, so the family always has one champion, the
+        one promoted last. A writer that does not wait for that (the index refuses a second
+        champion) gets ``ChampionChanged`` (a ``UserError``), nothing recorded."""
+        with _one_champion(f"Model version {model_id}", lambda: self.model(model_id).family), self.session() as s:
             return self._make_champion(s, model_id, time.time() if now is None else now)
 
     @staticmethod
@@ -930,20 +982,39 @@ class Store:
         row.metrics = {**(row.metrics or {}), "retired_at": now}
 
     @staticmethod
-    def _make_champion(s: Session, model_id: int, now: float) -> list[int]:
+    def _lock_family(s: Session, model_id: int, family: str) -> None:
+        """Wait for any other promotion in ``family`` to commit, and keep the next one waiting until
+        this transaction ends. PostgreSQL: an advisory lock on the family. SQLite: the database's
+        write lock (taken by a write that changes nothing; a single writer at a time). Reads after
+        it see what the other promotion committed (PostgreSQL reads each statement afresh)."""
+        if s.get_bind().dialect.name == "postgresql":
+            s.execute(
+                text("SELECT pg_advisory_xact_lock(CAST(:key AS integer), hashtext(:family))"),
+                {"key": CHAMPION_LOCK, "family": family},
+            )
+        else:
+            s.execute(text("UPDATE model_versions SET status = status WHERE id = :id"), {"id": model_id})
+
+    @staticmethod
+    def _make_champion(s: Session, model_id: int, now: float, status: str = "champion") -> list[int]:
         row = s.get(ModelVersionRow, model_id)
         if row is None:
             raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
+        Store._lock_family(s, model_id, row.family)
         others = s.scalars(
-            select(ModelVersionRow).where(
+            select(ModelVersionRow)
+            .where(
                 ModelVersionRow.family == row.family,
                 ModelVersionRow.id != model_id,
-                ModelVersionRow.status.in_(("champion", "production")),
+                ModelVersionRow.status.in_(CHAMPION_STATUSES),
             )
+            .execution_options(populate_existing=True)
         ).all()
         for other in others:
             Store._retire(other, now)
-        row.status = "champion"
+        s.flush()  # the retirements first: the one-champion index checks each row as it is written
+        row.status = status
+        s.flush()
         return [o.id for o in others]
 
     def models(self) -> list[ModelVersion]:
@@ -1035,8 +1106,10 @@ class Store:
         champion and retire the old one: one transaction, so the rollout and the registry never
         disagree (a promotion half-recorded would be undone by the daemon following the registry).
         Only if the rollout is still as ``seen`` (running, same share, not updated since): else a
-        ``RolloutChanged`` (a ``UserError``) and nothing is recorded."""
-        with self.session() as s:
+        ``RolloutChanged`` (a ``UserError``) and nothing is recorded; ``ChampionChanged`` likewise
+        if the challenger's family got another champion from a writer that did not wait its turn."""
+        challenger = challenger_model if challenger_model is not None else -1
+        with _one_champion(f"Model version {challenger}", lambda: self.model(challenger).family), self.session() as s:
             values: dict[str, Any] = {"state": "promoted", "share": 1.0}
             if results is not None:
                 values["results"] = results
@@ -1044,7 +1117,7 @@ class Store:
             if challenger_model is not None and s.get(ModelVersionRow, challenger_model) is not None:
                 self._make_champion(s, challenger_model, now)  # its family's other champions retire
                 old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
-                if old is not None and old.status in ("champion", "production"):
+                if old is not None and old.status in CHAMPION_STATUSES:
                     self._retire(old, now)  # the rollout's champion, of another family
 
     def update_rollout(
@@ -1279,7 +1352,7 @@ class Store:
                         continue
                 if (
                     r.id not in stored
-                    or r.status in ("champion", "production")
+                    or r.status in CHAMPION_STATUSES
                     or str(r.id) in arms
                     or r.id in in_use
                     or since(r) >= before
