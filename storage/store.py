@@ -29,6 +29,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, text, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DataError as SQLDataError
 from sqlalchemy.orm import Session, sessionmaker
 
 from scaleahead.errors import DataError, UserError
@@ -207,6 +208,41 @@ class RolloutChanged(UserError):
         self.rollout_id, self.state = rollout_id, state
 
 
+class ValueTooLong(UserError):
+    """A value longer than its column holds (``VARCHAR(n)``), refused before it is written and the
+    same on every database: SQLite would store it whole, PostgreSQL refuse it with a raw DataError."""
+
+    def __init__(self, column: str, limit: int, value: str) -> None:
+        shown = value if len(value) <= 60 else f"{value[:40]}...{value[-12:]}"
+        super().__init__(
+            f"Cannot record {shown!r} as {column}: it is {len(value)} characters long, the column holds at most "
+            f"{limit}; nothing was recorded.",
+            "Shorten it (a policy's name, namespace, target or rolloutGroup; a rollout's arm; a model's name or "
+            "data source).",
+        )
+        self.column, self.limit, self.length = column, limit, len(value)
+
+
+def _check_lengths(table: Any, values: Mapping[str, Any]) -> None:
+    """Refuse (``ValueTooLong``) a string in ``values`` (column name -> value) longer than its
+    column of ``table`` holds."""
+    for key, value in values.items():
+        if not isinstance(value, str):
+            continue
+        column = table.c.get(key)
+        limit = getattr(column.type, "length", None) if column is not None else None
+        if limit is not None and len(value) > limit:
+            raise ValueTooLong(f"{table.name}.{column.name}", limit, value)
+
+
+def _check_flush_lengths(session: Session, _context: Any, _instances: Any) -> None:
+    """Before a flush: every new or changed row's strings fit their columns (``_check_lengths``)."""
+    for obj in (*session.new, *session.dirty):
+        mapper = sa_inspect(obj).mapper
+        bounded = [p for p in mapper.column_attrs if getattr(p.columns[0].type, "length", None) is not None]
+        _check_lengths(mapper.local_table, {p.columns[0].name: getattr(obj, p.key) for p in bounded})
+
+
 class ChampionChanged(UserError):
     """Another version of the family became its champion while a promotion was being recorded
     (a writer that did not wait for the family's lock): the one-champion index refused the second,
@@ -359,6 +395,9 @@ class Store:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        # Strings longer than their VARCHAR(n): refused before they are written, on both databases
+        # (the ORM's writes here; the bulk inserts of forecasts and actions check their rows).
+        event.listen(self._session, "before_flush", _check_flush_lengths)
         if upgrade:
             self.upgrade()
 
@@ -550,6 +589,13 @@ class Store:
             self._workload_ids.clear()
             if isinstance(exc, DatabaseError) and self._corrupt(exc):
                 raise self._unreadable(exc.orig) from exc
+            if isinstance(exc, SQLDataError) and getattr(exc.orig, "sqlstate", None) == "22001":
+                # PostgreSQL's "value too long" for a value no check above saw: still one paragraph
+                why = str(exc.orig).splitlines()[0]
+                raise UserError(
+                    f"The database {self._safe_url()} refused a value: {why}; nothing was recorded.",
+                    "Shorten it (a policy's name, namespace, target or rolloutGroup; a model's name).",
+                ) from exc
             raise
 
     def close(self) -> None:
@@ -607,6 +653,7 @@ class Store:
                     keys = sorted(qs)
                     raw = np.stack([qs[k] for k in keys])
                 values, prefix = _compact(raw)
+                _check_lengths(ForecastRow.__table__, {"model": fc.model})
                 rows.append(
                     {
                         "workload_id": wid,
@@ -668,6 +715,8 @@ class Store:
     @staticmethod
     def _action_values(plan_id: int, action: Action, state: str, now: float) -> dict[str, Any]:
         frm, to = action_endpoints(action)
+        _check_lengths(ActionRow.__table__, {"kind": action.kind, "target": action.target, "from_value": frm})
+        _check_lengths(ActionRow.__table__, {"to_value": to, "reason_code": action.reason.code})
         return {
             "plan_id": plan_id,
             "kind": action.kind,
