@@ -1471,22 +1471,22 @@ def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
-def _hide_password(text: str, url: str | None = None) -> str:
-    """A database URL (``text``), or a message that may quote ``url``, with the password as ``***``:
+def _hide_password(shown: str, url: str | None = None) -> str:
+    """A database URL (``shown``), or a message that may quote ``url``, with the password as ``***``:
     SQLAlchemy's rendering of a URL it parses, else a pattern (``scheme://user:PASSWORD@``); in a
     message, also the password itself where it is long enough not to match other words."""
     if url is None:
         try:
-            return make_url(text).render_as_string(hide_password=True)
+            return make_url(shown).render_as_string(hide_password=True)
         except (SQLAlchemyError, ValueError):
-            url = text
+            url = shown
     try:
         password = make_url(url).password
     except (SQLAlchemyError, ValueError):
         password = None
     if password and len(str(password)) >= 4:
-        text = text.replace(str(password), "***")
-    return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+        shown = shown.replace(str(password), "***")
+    return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s]*@", r"\1***@", shown)
 
 
 def _few(names: Sequence[str]) -> str:
