@@ -51,6 +51,18 @@ class ModelVersionRow(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     artifact_path: Mapped[str] = mapped_column(Text, default="")
     artifact_sha256: Mapped[str] = mapped_column(String(64), default="")
+    # At most one champion per family, enforced by the database: two promotions at once (an
+    # operator's rollback and the daemon's rollout) cannot both leave theirs champion (migration
+    # 0010_one_champion). ``production`` is read like ``champion`` (storage.store.CHAMPION_STATUSES).
+    __table_args__ = (
+        Index(
+            "ux_model_versions_one_champion",
+            "family",
+            unique=True,
+            sqlite_where=text("status IN ('champion', 'production')"),
+            postgresql_where=text("status IN ('champion', 'production')"),
+        ),
+    )
 
 
 class ModelArtifactRow(Base):
@@ -64,14 +76,15 @@ class ModelArtifactRow(Base):
 
 
 class ForecastRow(Base):
-    """One stored forecast: quantile values as float16 bytes, ``[n_quantiles, horizon_steps]``."""
+    """One stored forecast: quantile values as float16 bytes, ``[n_quantiles, horizon_steps]``;
+    ``quantiles`` lists the levels (``0.1,0.5,0.9``; any number of them: TEXT since 0010_one_champion)."""
 
     __tablename__ = "forecasts"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id", ondelete="CASCADE"))
     origin: Mapped[float] = mapped_column(Float)
     step_s: Mapped[float] = mapped_column(Float)
-    quantiles: Mapped[str] = mapped_column(String(64))
+    quantiles: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(128))
     model_version_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id"), nullable=True)
     values_f16: Mapped[bytes] = mapped_column(LargeBinary)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, text, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DataError as SQLDataError
 from sqlalchemy.orm import Session, sessionmaker
 
 from scaleahead.errors import DataError, UserError
@@ -47,6 +49,18 @@ from storage.schema import (
 )
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+#: ``pg_advisory_xact_lock`` key held while the schema is migrated (any constant, the same in every
+#: scaleahead: "scaleahd" in ASCII).
+MIGRATION_LOCK = 0x7363616C65616864
+
+#: The statuses that make a model version its family's champion (``production`` is read like
+#: ``champion``). At most one version per family has one: the partial unique index
+#: ``ux_model_versions_one_champion`` (migration 0010_one_champion).
+CHAMPION_STATUSES = ("champion", "production")
+
+#: First key of the ``pg_advisory_xact_lock(key, hashtext(family))`` a promotion holds ("chmp").
+CHAMPION_LOCK = 0x63686D70
 
 #: Action journal states.
 ACTION_STATES = ("planned", "applied", "failed", "skipped", "dry-run")
@@ -108,6 +122,7 @@ class ModelVersion:
     name: str
     family: str
     status: str
+    #: When it was registered: timezone-aware, in UTC, on every database.
     created_at: datetime
     data_source: str
     data_start: float | None
@@ -191,6 +206,72 @@ class RolloutChanged(UserError):
             "Run the command again (see `scaleahead rollout status`).",
         )
         self.rollout_id, self.state = rollout_id, state
+
+
+class ValueTooLong(UserError):
+    """A value longer than its column holds (``VARCHAR(n)``), refused before it is written and the
+    same on every database: SQLite would store it whole, PostgreSQL refuse it with a raw DataError."""
+
+    def __init__(self, column: str, limit: int, value: str) -> None:
+        shown = value if len(value) <= 60 else f"{value[:40]}...{value[-12:]}"
+        super().__init__(
+            f"Cannot record {shown!r} as {column}: it is {len(value)} characters long, the column holds at most "
+            f"{limit}; nothing was recorded.",
+            "Shorten it (a policy's name, namespace, target or rolloutGroup; a rollout's arm; a model's name or "
+            "data source).",
+        )
+        self.column, self.limit, self.length = column, limit, len(value)
+
+
+def _check_lengths(table: Any, values: Mapping[str, Any]) -> None:
+    """Refuse (``ValueTooLong``) a string in ``values`` (column name -> value) longer than its
+    column of ``table`` holds."""
+    for key, value in values.items():
+        if not isinstance(value, str):
+            continue
+        column = table.c.get(key)
+        limit = getattr(column.type, "length", None) if column is not None else None
+        if limit is not None and len(value) > limit:
+            raise ValueTooLong(f"{table.name}.{column.name}", limit, value)
+
+
+def _check_flush_lengths(session: Session, _context: Any, _instances: Any) -> None:
+    """Before a flush: every new or changed row's strings fit their columns (``_check_lengths``)."""
+    for obj in (*session.new, *session.dirty):
+        mapper = sa_inspect(obj).mapper
+        bounded = [p for p in mapper.column_attrs if getattr(p.columns[0].type, "length", None) is not None]
+        _check_lengths(mapper.local_table, {p.columns[0].name: getattr(obj, p.key) for p in bounded})
+
+
+class ChampionChanged(UserError):
+    """Another version of the family became its champion while a promotion was being recorded
+    (a writer that did not wait for the family's lock): the one-champion index refused the second,
+    nothing was recorded."""
+
+    def __init__(self, version: str, family: str) -> None:
+        super().__init__(
+            f"{version} was not made the champion of {family!r}: another version of the family became its "
+            "champion meanwhile; nothing was recorded.",
+            "Run the command again (see `scaleahead models list`).",
+        )
+        self.version, self.family = version, family
+
+
+def _second_champion(exc: IntegrityError) -> bool:
+    """The one-champion-per-family index refused a write (PostgreSQL names the index, SQLite the column)."""
+    why = str(exc.orig)
+    return "ux_model_versions_one_champion" in why or "model_versions.family" in why
+
+
+@contextmanager
+def _one_champion(version: str, family: Callable[[], str]) -> Iterator[None]:
+    """Turn the one-champion index's refusal into ``ChampionChanged`` (``family`` is read only then)."""
+    try:
+        yield
+    except IntegrityError as exc:
+        if not _second_champion(exc):
+            raise
+        raise ChampionChanged(version, family()) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,13 +382,22 @@ class Store:
         try:
             self.engine: Engine = create_engine(self.url, future=True, json_serializer=json_dumps)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
+            shown = _hide_password(self.url)
+            scheme = shown.split("://", 1)[0] if "://" in shown else ""
+            hint = (
+                f"{scheme}:// is not a scheme SQLAlchemy knows: write postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
+                if scheme == "postgres"
+                else "Use sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
+            )
             raise UserError(
-                f"Database URL {self.url!r} is not usable: {exc}.",
-                "Use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB.",
+                f"Database URL {shown!r} is not usable: {_hide_password(str(exc), self.url)}.", f"{hint}."
             ) from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        # Strings longer than their VARCHAR(n): refused before they are written, on both databases
+        # (the ORM's writes here; the bulk inserts of forecasts and actions check their rows).
+        event.listen(self._session, "before_flush", _check_flush_lengths)
         if upgrade:
             self.upgrade()
 
@@ -367,7 +457,7 @@ class Store:
         migrations ran is unknown), and in SQLite any table (another program's file)."""
         if "alembic_version" in tables:
             return
-        shown = self._safe_url() if hasattr(self, "engine") else self.url
+        shown = self._safe_url() if hasattr(self, "engine") else _hide_password(self.url)
         ours = sorted(tables & set(Base.metadata.tables))
         if ours:
             raise UserError(
@@ -438,16 +528,36 @@ class Store:
                 f"Unknown schema revision {revision!r}.",
                 f"Use one of: head, {', '.join(self.revisions())} (docs/storage.md).",
             )
+        if revision == "head" and self._at_head():
+            return  # the usual start: nothing to migrate, no lock taken
         with self._reachable(), self.engine.begin() as conn:
             if conn.dialect.name == "sqlite":
                 # pysqlite runs DDL outside a transaction unless one is open: open it, so that a
                 # migration failing part-way leaves the schema as it was (PostgreSQL's DDL is
-                # transactional already), not half-made and failing every later start.
-                conn.exec_driver_sql("BEGIN")
+                # transactional already), not half-made and failing every later start. IMMEDIATE:
+                # with the write lock from the start, a second process waits (busy timeout) and
+                # then reads the schema the first one made, instead of failing as "locked" when
+                # its read turns into a write.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                # Two replicas and the retraining CronJob starting at once: one migrates, the
+                # others wait here until it commits, then find the schema at head (each statement
+                # below reads what is committed by then) and do nothing.
+                conn.execute(text("SELECT pg_advisory_xact_lock(CAST(:key AS bigint))"), {"key": MIGRATION_LOCK})
             self._check_schema(conn)
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+
+    def _at_head(self) -> bool:
+        """The schema is at the newest revision (read without a lock; a migration running
+        elsewhere is not committed, so it reads as not at head)."""
+        head = self.head_revision()
+        try:
+            with self.engine.connect() as conn:
+                return head is not None and MigrationContext.configure(conn).get_current_revision() == head
+        except DatabaseError:
+            return False  # unreachable, damaged, locked...: the upgrade below says what is wrong
 
     def downgrade(self, revision: str) -> None:
         with self._reachable(), self.engine.begin() as conn:
@@ -479,6 +589,13 @@ class Store:
             self._workload_ids.clear()
             if isinstance(exc, DatabaseError) and self._corrupt(exc):
                 raise self._unreadable(exc.orig) from exc
+            if isinstance(exc, SQLDataError) and getattr(exc.orig, "sqlstate", None) == "22001":
+                # PostgreSQL's "value too long" for a value no check above saw: still one paragraph
+                why = str(exc.orig).splitlines()[0]
+                raise UserError(
+                    f"The database {self._safe_url()} refused a value: {why}; nothing was recorded.",
+                    "Shorten it (a policy's name, namespace, target or rolloutGroup; a model's name).",
+                ) from exc
             raise
 
     def close(self) -> None:
@@ -536,6 +653,7 @@ class Store:
                     keys = sorted(qs)
                     raw = np.stack([qs[k] for k in keys])
                 values, prefix = _compact(raw)
+                _check_lengths(ForecastRow.__table__, {"model": fc.model})
                 rows.append(
                     {
                         "workload_id": wid,
@@ -597,6 +715,8 @@ class Store:
     @staticmethod
     def _action_values(plan_id: int, action: Action, state: str, now: float) -> dict[str, Any]:
         frm, to = action_endpoints(action)
+        _check_lengths(ActionRow.__table__, {"kind": action.kind, "target": action.target, "from_value": frm})
+        _check_lengths(ActionRow.__table__, {"to_value": to, "reason_code": action.reason.code})
         return {
             "plan_id": plan_id,
             "kind": action.kind,
@@ -837,11 +957,12 @@ class Store:
             if artifact_sha256 and artifact_sha256 != digest:
                 raise ValueError("artifact_sha256 does not match the artifact's bytes")
             artifact_sha256 = digest
-        with self.session() as s:
+        with _one_champion(f"The new model version {name!r}", lambda: family), self.session() as s:
             row = ModelVersionRow(
                 name=name,
                 family=family,
-                status=status,
+                # a champion is registered as a candidate, then promoted: the family's other champion retires
+                status="candidate" if status in CHAMPION_STATUSES else status,
                 created_at=datetime.now(UTC) if created_at is None else datetime.fromtimestamp(created_at, UTC),
                 data_source=data_source,
                 data_start=data_start,
@@ -856,6 +977,8 @@ class Store:
             s.flush()
             if artifact is not None:
                 s.add(ModelArtifactRow(model_id=row.id, data=artifact, sha256=artifact_sha256))
+            if status in CHAMPION_STATUSES:
+                self._make_champion(s, row.id, time.time() if created_at is None else created_at, status)
             return row.id
 
     def models_with_artifacts(self) -> set[int]:
@@ -879,7 +1002,12 @@ class Store:
             return data
 
     def set_model_status(self, model_id: int, status: str) -> None:
-        with self.session() as s:
+        """Set a version's status; a champion status (``CHAMPION_STATUSES``) makes it the champion of
+        its family as ``make_champion`` does (the family's other champion retires)."""
+        with _one_champion(f"Model version {model_id}", lambda: self.model(model_id).family), self.session() as s:
+            if status in CHAMPION_STATUSES:
+                self._make_champion(s, model_id, time.time(), status)
+                return
             row = s.get(ModelVersionRow, model_id)
             if row is None:
                 raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
@@ -888,8 +1016,13 @@ class Store:
     def make_champion(self, model_id: int, now: float | None = None) -> list[int]:
         """Make a version the champion of its family, in one transaction: every other ``champion``
         or ``production`` version of that family becomes ``retired``, with ``retired_at`` = ``now``
-        (epoch s; default the wall clock) in its metrics. Returns the retired ids."""
-        with self.session() as s:
+        (epoch s; default the wall clock) in its metrics. Returns the retired ids.
+
+        Promotions in one family are serialized (``_make_champion``): of two at once, the one that
+        commits second retires the first's champion, so the family always has one champion, the
+        one promoted last. A writer that does not wait for that (the index refuses a second
+        champion) gets ``ChampionChanged`` (a ``UserError``), nothing recorded."""
+        with _one_champion(f"Model version {model_id}", lambda: self.model(model_id).family), self.session() as s:
             return self._make_champion(s, model_id, time.time() if now is None else now)
 
     @staticmethod
@@ -898,20 +1031,39 @@ class Store:
         row.metrics = {**(row.metrics or {}), "retired_at": now}
 
     @staticmethod
-    def _make_champion(s: Session, model_id: int, now: float) -> list[int]:
+    def _lock_family(s: Session, model_id: int, family: str) -> None:
+        """Wait for any other promotion in ``family`` to commit, and keep the next one waiting until
+        this transaction ends. PostgreSQL: an advisory lock on the family. SQLite: the database's
+        write lock (taken by a write that changes nothing; a single writer at a time). Reads after
+        it see what the other promotion committed (PostgreSQL reads each statement afresh)."""
+        if s.get_bind().dialect.name == "postgresql":
+            s.execute(
+                text("SELECT pg_advisory_xact_lock(CAST(:key AS integer), hashtext(:family))"),
+                {"key": CHAMPION_LOCK, "family": family},
+            )
+        else:
+            s.execute(text("UPDATE model_versions SET status = status WHERE id = :id"), {"id": model_id})
+
+    @staticmethod
+    def _make_champion(s: Session, model_id: int, now: float, status: str = "champion") -> list[int]:
         row = s.get(ModelVersionRow, model_id)
         if row is None:
             raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
+        Store._lock_family(s, model_id, row.family)
         others = s.scalars(
-            select(ModelVersionRow).where(
+            select(ModelVersionRow)
+            .where(
                 ModelVersionRow.family == row.family,
                 ModelVersionRow.id != model_id,
-                ModelVersionRow.status.in_(("champion", "production")),
+                ModelVersionRow.status.in_(CHAMPION_STATUSES),
             )
+            .execution_options(populate_existing=True)
         ).all()
         for other in others:
             Store._retire(other, now)
-        row.status = "champion"
+        s.flush()  # the retirements first: the one-champion index checks each row as it is written
+        row.status = status
+        s.flush()
         return [o.id for o in others]
 
     def models(self) -> list[ModelVersion]:
@@ -1003,8 +1155,10 @@ class Store:
         champion and retire the old one: one transaction, so the rollout and the registry never
         disagree (a promotion half-recorded would be undone by the daemon following the registry).
         Only if the rollout is still as ``seen`` (running, same share, not updated since): else a
-        ``RolloutChanged`` (a ``UserError``) and nothing is recorded."""
-        with self.session() as s:
+        ``RolloutChanged`` (a ``UserError``) and nothing is recorded; ``ChampionChanged`` likewise
+        if the challenger's family got another champion from a writer that did not wait its turn."""
+        challenger = challenger_model if challenger_model is not None else -1
+        with _one_champion(f"Model version {challenger}", lambda: self.model(challenger).family), self.session() as s:
             values: dict[str, Any] = {"state": "promoted", "share": 1.0}
             if results is not None:
                 values["results"] = results
@@ -1012,7 +1166,7 @@ class Store:
             if challenger_model is not None and s.get(ModelVersionRow, challenger_model) is not None:
                 self._make_champion(s, challenger_model, now)  # its family's other champions retire
                 old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
-                if old is not None and old.status in ("champion", "production"):
+                if old is not None and old.status in CHAMPION_STATUSES:
                     self._retire(old, now)  # the rollout's champion, of another family
 
     def update_rollout(
@@ -1247,7 +1401,7 @@ class Store:
                         continue
                 if (
                     r.id not in stored
-                    or r.status in ("champion", "production")
+                    or r.status in CHAMPION_STATUSES
                     or str(r.id) in arms
                     or r.id in in_use
                     or since(r) >= before
@@ -1283,7 +1437,7 @@ def _model(r: ModelVersionRow) -> ModelVersion:
         r.name,
         r.family,
         r.status,
-        r.created_at,
+        _aware(r.created_at).astimezone(UTC),  # SQLite: naive; PostgreSQL: in the server's TimeZone
         r.data_source,
         r.data_start,
         r.data_end,
@@ -1315,6 +1469,24 @@ def _compact(values: Any) -> tuple[Any, str]:
 def _aware(t: datetime) -> datetime:
     """``t`` with its zone: SQLite gives back the UTC time it stored without one."""
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _hide_password(shown: str, url: str | None = None) -> str:
+    """A database URL (``shown``), or a message that may quote ``url``, with the password as ``***``:
+    SQLAlchemy's rendering of a URL it parses, else a pattern (``scheme://user:PASSWORD@``); in a
+    message, also the password itself where it is long enough not to match other words."""
+    if url is None:
+        try:
+            return make_url(shown).render_as_string(hide_password=True)
+        except (SQLAlchemyError, ValueError):
+            url = shown
+    try:
+        password = make_url(url).password
+    except (SQLAlchemyError, ValueError):
+        password = None
+    if password and len(str(password)) >= 4:
+        shown = shown.replace(str(password), "***")
+    return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s]*@", r"\1***@", shown)
 
 
 def _few(names: Sequence[str]) -> str:

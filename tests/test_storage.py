@@ -10,6 +10,7 @@ import pytest
 from scaleahead.errors import UserError
 from scaleahead.types import Forecast, Plan, Reason, ScaleTo, WorkloadRef, batch_forecasts
 from storage import Store
+from tests.conftest import Cli
 
 WEB = WorkloadRef("Deployment", "default", "web")
 
@@ -99,9 +100,44 @@ def test_model_registry_and_rollouts(db_url: str) -> None:
     assert (r.state, r.share) == ("promoted", 1.0)
 
 
+def test_a_model_versions_registration_time_reads_back_in_utc_on_every_database(db_url: str, cli: Cli) -> None:
+    """SQLite gave the time back without a zone, PostgreSQL in the server's TimeZone (here New
+    York): the same registration printed and serialized differently. Both are UTC now."""
+    from datetime import UTC, datetime, timedelta
+
+    if db_url.startswith("postgresql"):
+        import psycopg
+
+        server, name = db_url.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            conn.execute(f"ALTER DATABASE {name} SET timezone TO 'America/New_York'")
+    store = Store(db_url)
+    mid = store.register_model("m", "seasonal_naive", created_at=1796475600.0)  # 2026-12-05 13:00 UTC
+    for m in (store.model(mid), store.models()[0]):
+        assert m.created_at == datetime(2026, 12, 5, 13, 0, tzinfo=UTC)
+        assert m.created_at.utcoffset() == timedelta(0) and m.created_at.isoformat() == "2026-12-05T13:00:00+00:00"
+    store.close()
+    code, out, _ = cli("models", "list", "--db", db_url)
+    assert code == 0 and "created (UTC)" in out and "2026-12-05 13:00" in out
+    code, out, _ = cli("models", "list", "--db", db_url, "--output", "json")
+    assert code == 0 and '"created_at": "2026-12-05T13:00:00+00:00"' in out
+
+
 def test_unreachable_database_is_a_clear_error() -> None:
     with pytest.raises(UserError, match="Cannot reach or write the database"):
         Store("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgres://scaleahead:S3cretPassw0rd@db:5432/scaleahead", "postgresql+nodriver://scaleahead:S3cretPassw0rd@db/x"],
+)
+def test_a_database_url_without_a_usable_driver_is_refused_without_showing_its_password(url: str) -> None:
+    with pytest.raises(UserError, match="is not usable") as refused:
+        Store(url)
+    assert "S3cretPassw0rd" not in refused.value.message and "scaleahead:***@db" in refused.value.message
+    if url.startswith("postgres:"):  # the common spelling of other tools: say which one SQLAlchemy takes
+        assert "postgres:// is not a scheme SQLAlchemy knows: write postgresql+psycopg://" in refused.value.message
 
 
 def test_measured_forecast_storage_is_under_a_megabyte_per_workload_day() -> None:
@@ -159,7 +195,7 @@ def test_migration_0007_adds_the_confirmed_value_without_claiming_old_rows(db_ur
         )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0009_one_running"
+    assert store.current_revision() == Store.head_revision() == "0010_one_champion"
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
     store.set_managed_field("KnativeService/fn/a", "min-scale", 4, "intent:4:7", 20.0)  # an intent: not confirmed
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
@@ -191,7 +227,7 @@ def test_migration_0008_records_a_fields_original_only_at_its_first_write(db_url
         )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0009_one_running"
+    assert store.current_revision() == Store.head_revision() == "0010_one_champion"
     a = store.managed_field("KnativeService/fn/a")
     assert a is not None and (a.original_recorded, a.original_value, a.written_value) == (False, None, 3)
     store.set_managed_field("KnativeService/fn/a", "min-scale", 3, "intent:4:7", 20.0, original=3)
@@ -252,7 +288,7 @@ def test_migration_0009_keeps_one_running_rollout_per_group_and_notes_the_others
             )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == "0009_one_running"
+    assert store.current_revision() == Store.head_revision() == "0010_one_champion"
     got = {r.challenger: (r.group, r.state, r.results) for r in store.rollouts()}
     note = {"retrained": True, "superseded_by_migration": "0009_one_running", "superseded_by_rollout": 5}
     assert got == {
@@ -267,4 +303,83 @@ def test_migration_0009_keeps_one_running_rollout_per_group_and_notes_the_others
     store.downgrade("0008_original")
     store.create_rollout("web", "shadow", "1", "10", now=2.0)  # no index any more
     assert [r.state for r in store.rollouts(group="web")].count("running") == 2
+    store.close()
+
+
+def test_migration_0010_keeps_one_champion_per_family_and_notes_the_others(db_url: str) -> None:
+    """Duplicate champions written before 0010_one_champion: the newest of a family stays, older
+    ``champion`` and ``production`` versions retire with a note; afterwards the database refuses a
+    second champion in a family; a downgrade drops the index and keeps the rows."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    old = Store(db_url, upgrade=False)
+    old.upgrade("0009_one_running")
+    with old.engine.begin() as conn:
+        for name, family, status in (
+            ("l1", "lstm", "champion"),
+            ("l2", "lstm", "production"),
+            ("l3", "lstm", "candidate"),
+            ("r4", "ridge", "champion"),
+            ("l5", "lstm", "champion"),
+        ):
+            conn.execute(
+                text(
+                    "INSERT INTO model_versions (name, family, status, created_at, data_source, hyperparams, metrics, "
+                    "artifact_path, artifact_sha256) VALUES (:n, :f, :s, '2026-12-01 00:00:00', '', '{}', :m, '', '')"
+                ),
+                {"n": name, "f": family, "s": status, "m": '{"wql": 0.2}'},
+            )
+    old.close()
+    store = Store(db_url)
+    assert store.current_revision() == Store.head_revision() == "0010_one_champion"
+    got = {m.name: m.status for m in store.models()}
+    assert got == {"l1": "retired", "l2": "retired", "l3": "candidate", "r4": "champion", "l5": "champion"}
+    l1 = next(m for m in store.models() if m.name == "l1")
+    assert l1.metrics["retired_by_migration"] == "0010_one_champion" and l1.metrics["retired_by_model"] == 5
+    assert l1.metrics["wql"] == 0.2 and isinstance(l1.metrics["retired_at"], float)
+    insert_champion = text(
+        "INSERT INTO model_versions (name, family, status, created_at, data_source, hyperparams, metrics, "
+        "artifact_path, artifact_sha256) "
+        "VALUES ('x', 'lstm', 'production', '2026-12-01 00:00:00', '', '{}', '{}', '', '')"
+    )
+    with pytest.raises(IntegrityError), store.engine.begin() as conn:
+        conn.execute(insert_champion)
+    store.downgrade("0009_one_running")
+    with store.engine.begin() as conn:
+        conn.execute(insert_champion)
+        assert conn.execute(text("SELECT count(*) FROM model_versions WHERE status = 'retired'")).scalar() == 2
+    store.close()
+
+
+def test_a_champion_registered_or_set_retires_its_familys_champion(db_url: str) -> None:
+    """register_model(status="champion") and set_model_status(ID, "champion") promote as
+    make_champion does: the family keeps one champion (they used to add a second)."""
+    store = Store(db_url)
+    a = store.register_model("a", "lstm", status="champion", created_at=10.0)
+    other = store.register_model("r", "ridge", status="champion")
+    b = store.register_model("b", "lstm", status="production", created_at=20.0)
+    assert (store.model(a).status, store.model(a).metrics["retired_at"], store.model(b).status) == (
+        "retired",
+        20.0,
+        "production",
+    )
+    c = store.register_model("c", "lstm")
+    store.set_model_status(c, "champion")
+    assert {m.id: m.status for m in store.models()} == {a: "retired", other: "champion", b: "retired", c: "champion"}
+    store.set_model_status(c, "retired")
+    assert [m.id for m in store.models() if m.status == "champion"] == [other]
+    store.close()
+
+
+def test_a_forecast_with_many_quantile_levels_is_stored_on_every_database(db_url: str) -> None:
+    """forecasts.quantiles was VARCHAR(64): 19 levels (0.05 .. 0.95) were stored by SQLite and
+    refused by PostgreSQL with a raw DataError. It is TEXT since 0010_one_champion."""
+    levels = [round(0.05 * i, 2) for i in range(1, 20)]
+    store = Store(db_url)
+    fc = Forecast(WEB, 1000.0, 10.0, {q: np.full(6, 10.0 * q) for q in levels}, "lstm")
+    assert store.record_forecasts([fc]) == 1
+    (back,) = store.forecasts(WEB)
+    assert sorted(back.quantiles) == levels
+    assert np.allclose(back.quantiles[0.95], 9.5, rtol=1e-3)
     store.close()

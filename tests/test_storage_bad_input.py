@@ -14,7 +14,9 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import text, update
 
@@ -406,3 +408,64 @@ def test_non_finite_numbers_in_an_actions_details_are_stored_as_json_can_hold_th
 
         stored = s.get(ActionRow, row.id).reason_details
     assert stored == {"idle_s": None, "p": None, "floor": None, "nested": {"x": [1.5, None]}}
+
+
+@pytest.mark.parametrize(
+    ("write", "column", "limit"),
+    [
+        (lambda st: st.create_rollout("team-" + "x" * 160, "shadow", "1", "2", now=1.0), "rollouts.group", 128),
+        (lambda st: st.create_rollout("web", "shadow", "1", "model:" + "9" * 300, now=1.0), "rollouts.challenger", 256),
+        (lambda st: st.register_model("lstm-" + "n" * 200, "lstm"), "model_versions.name", 128),
+        (
+            lambda st: st.register_model("m", "lstm", data_source="prometheus:" + "q" * 600),
+            "model_versions.data_source",
+            512,
+        ),
+    ],
+)
+def test_a_value_longer_than_its_column_is_refused_the_same_on_every_database(
+    db_url: str, write: Any, column: str, limit: int
+) -> None:
+    """SQLite stored an over-long value whole; PostgreSQL refused it with a raw DataError (a
+    retraining of a policy with a 164-character rolloutGroup failed there with a traceback). Both
+    refuse it before writing, naming the column and its limit, and record nothing."""
+    from storage.store import ValueTooLong
+
+    store = Store(db_url)
+    with pytest.raises(
+        ValueTooLong, match=f"as {column}: it is [0-9]+ characters long, the column holds at most {limit}"
+    ):
+        write(store)
+    assert (store.rollouts(), store.models()) == ([], [])
+    store.close()
+
+
+def test_a_workload_or_action_too_long_for_its_column_is_refused_before_anything_is_written(db_url: str) -> None:
+    from scaleahead.types import Forecast, Plan, Reason, ScaleTo, WorkloadRef
+    from storage.store import ValueTooLong
+
+    store = Store(db_url)
+    long = WorkloadRef("Deployment", "shop", "w" * 300)
+    with pytest.raises(ValueTooLong, match="workloads.name"):
+        store.record_forecasts([Forecast(long, 0.0, 10.0, {0.5: np.ones(3)}, "lstm")])
+    reason = Reason("forecast", "scale", {})
+    with pytest.raises(ValueTooLong, match="actions.reason_code"):
+        store.record_plan(
+            Plan(0.0, (ScaleTo(WorkloadRef("Deployment", "shop", "w"), 1, 2, Reason("r" * 70, "s", {})),), {}), "test"
+        )
+    store.record_plan(Plan(0.0, (ScaleTo(WorkloadRef("Deployment", "shop", "w"), 1, 2, reason),), {}), "test")
+    assert (store.workloads(), store.count_plans(), store.count_actions(), store.count_forecasts()) == ([], 1, 1, 0)
+    store.close()
+
+
+def test_postgresqls_own_value_too_long_is_one_paragraph_too(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value no check saw (the checks switched off here): PostgreSQL's refusal is a UserError."""
+    import storage.store
+
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite does not enforce VARCHAR lengths")
+    monkeypatch.setattr(storage.store, "_check_lengths", lambda table, values: None)
+    store = Store(db_url)
+    with pytest.raises(UserError, match=r"refused a value: value too long for type character varying\(128\)"):
+        store.create_rollout("g" * 200, "shadow", "1", "2", now=1.0)
+    store.close()

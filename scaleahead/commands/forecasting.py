@@ -271,7 +271,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             print(json_text([_model_json(m) for m in rows]))
             return
         table = Table(title="model versions")
-        for col in ("id", "name", "family", "status", "created", "data", "step_s", "val_loss"):
+        for col in ("id", "name", "family", "status", "created (UTC)", "data", "step_s", "val_loss"):
             # what a user reads before `models promote` is never cut short: the name and data fold
             table.add_column(col, overflow="fold", no_wrap=col not in ("name", "data"))
         for m in rows:
