@@ -344,12 +344,14 @@ def _listed(items: Sequence[str]) -> str:
 
 
 def pod_limit(quantity: Any) -> int:
-    """A node's ``status.allocatable.pods``: the kubelet's default 110 when it reports none, 0 (it
-    receives no pod) when it reports one that is not a whole number."""
+    """A node's ``status.allocatable.pods``, a Kubernetes quantity (``"110"``; a kubelet with
+    maxPods 1000 reports ``"1k"``) read as the scheduler does (``Quantity.Value()``: rounded up):
+    the kubelet's default 110 when it reports none, 0 (it receives no pod) when it reports one that
+    is not a quantity."""
     if quantity is None or quantity == "":
         return DEFAULT_MAX_PODS
     try:
-        return max(0, int(str(quantity)))
+        return max(0, math.ceil(_parse_quantity(str(quantity))))
     except ValueError:
         return 0
 

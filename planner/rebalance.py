@@ -332,7 +332,7 @@ class _Cluster:
             c.req_mem[name] = b_mem + float(sum(p.memory_request_mb for p in ps))
             c.peak[name] = b_peak + sum(pod_peak_cpu_m(p) for p in ps)
             counts: dict[str, int] = {}
-            for p in ps:
+            for p in (*ps, *c.bound[name]):  # a node-bound pod interferes where it stays
                 counts[p.interference] = counts.get(p.interference, 0) + 1
             c.classes[name] = counts
             c.arrays.set(name, c.req_cpu[name], c.req_mem[name], c.peak[name], len(ps), counts, c.req_eph[name])
@@ -1332,9 +1332,9 @@ def _reasons(c: _Cluster, step: _Step, weights: RebalanceWeights) -> list[MovePo
             if group not in before:
                 before[group] = {n: list(c.pods[n]) for m in members for n in (m[0].node, m[1])}
             mates = {pod_key(p) for p, _ in members}
-            here = [q for q in before[group][pod.node] if pod_key(q) not in mates]
+            here = [*c.bound[pod.node], *(q for q in before[group][pod.node] if pod_key(q) not in mates)]
         else:
-            here = c.pods[pod.node]
+            here = [*c.bound[pod.node], *c.pods[pod.node]]
         neighbours = [q for q in here if opposite is not None and q.interference == opposite]
         facts.append((pod, target, neighbours, _created(c, pod, target)))
         c.move(pod, target)

@@ -62,7 +62,10 @@ def test_a_quota_in_petabytes_is_read_and_a_malformed_quantity_named() -> None:
         cpu_millis("12 cores")
 
 
-@pytest.mark.parametrize(("quantity", "pods"), [("110", 110), ("32", 32), (None, 110), ("", 110), ("1k", 0)])
+@pytest.mark.parametrize(
+    ("quantity", "pods"),
+    [("110", 110), ("32", 32), (None, 110), ("", 110), ("1k", 1000), ("5k", 5000), ("1.5", 2), ("lots", 0), ("-3", 0)],
+)
 def test_a_nodes_pod_limit(quantity: Any, pods: int) -> None:
     assert pod_limit(quantity) == pods
 

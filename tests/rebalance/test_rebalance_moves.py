@@ -317,3 +317,21 @@ def test_a_drains_repair_swap_names_the_pair_it_separates() -> None:
     assert sum(int(m.reason.details["pairs_created"]) for m in result) == sum(
         int(m.reason.details["pairs_separated"]) for m in result
     )  # the drain forms one pair and its repair removes it
+
+
+def test_a_node_bound_pod_interferes_where_it_stays() -> None:
+    # A latency-critical DaemonSet pod on b: moving the cpu-bound etl-0 there separates it from
+    # web-0 but makes a new pair. Node-bound pods were left out of the class counts, so b (fuller,
+    # preferred by the score) was chosen and the reason claimed a pair removed that was not.
+    daemon = replace(pod("dns-b", "b", 100, cls="latency-critical", owner="", ns="kube-system"), node_bound=True)
+    pods = [
+        pod("etl-0", "a", 1000, cls="cpu-bound"),
+        pod("web-0", "a", 1000, cls="latency-critical"),
+        replace(pod("filler-0", "b", 4000), unmovable="it mounts a volume of type persistentVolumeClaim"),
+        replace(pod("other-0", "c", 1000), unmovable="it mounts a volume of type persistentVolumeClaim"),
+        daemon,
+    ]
+    (move,) = plan_moves(cluster([node("a"), node("b"), node("c")], pods), max_moves=1)
+    assert (move.pod, move.to_node) == ("etl-0", "c")
+    after = [replace(p, node=move.to_node) if p.name == move.pod else p for p in pods]
+    assert interference_pairs(pods) == 1 and interference_pairs(after) == 0
