@@ -351,7 +351,7 @@ def pod_limit(quantity: Any) -> int:
     if quantity is None or quantity == "":
         return DEFAULT_MAX_PODS
     try:
-        return max(0, math.ceil(_parse_quantity(str(quantity))))
+        return max(0, int(math.ceil(_parse_quantity(str(quantity)))))
     except ValueError:
         return 0
 
