@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import math
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -387,9 +388,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, default=str)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler writing to ``sys.stderr`` as it is when a record is emitted (as logging's
+    own last-resort handler does), not the stream it was when configured: a command run in-process
+    after another (tests, embedding) never writes to a stream that has been closed since."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def configure_logging(fmt: str = "json", level: str = "INFO") -> None:
     """Route all logs to stderr as JSON lines (or plain text)."""
-    handler = logging.StreamHandler()
+    handler = _StderrHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
