@@ -288,9 +288,11 @@ class LSTMForecaster(Forecaster):
             # Global rank 0 saves the best checkpoint in its own (node-local) folder and every rank
             # is told its path: on another node of a multi-node DDP run that file does not exist.
             # Such a rank keeps its last weights; only node 0's model is kept (train-distributed).
+            best_score = None if best.best_model_score is None else float(best.best_model_score)
             if int(trainer.global_rank) == 0 or Path(best.best_model_path).is_file():
-                state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
-                module.load_state_dict(state)
+                saved = torch.load(best.best_model_path, map_location="cpu", weights_only=False)
+                module.load_state_dict(saved["state_dict"])
+        _check_trained(module.net, best_score)
         self.spec = spec
         self.net = module.net.eval()
         self.calibration = np.ones(len(self.quantiles))
@@ -712,6 +714,18 @@ class LSTMForecaster(Forecaster):
         model.calibration = _field(path, ckpt, "calibration", lambda v: _factors(v, per_quantile))
         model.meta = _field(path, ckpt, "meta", dict) if "meta" in ckpt else {}
         return model
+
+
+def _check_trained(net: torch.nn.Module, best_score: float | None) -> None:
+    """Refuse (``DataError``) a network whose training diverged: a non-finite best validation loss or
+    weight. Saved, it would forecast NaN and its checkpoint would not load."""
+    bad = [k for k, t in net.state_dict().items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad or (best_score is not None and not math.isfinite(best_score)):
+        raise DataError(
+            f"Training the LSTM diverged (best validation loss {best_score!r}"
+            f"{', NaN or infinite weights in ' + ', '.join(bad[:3]) if bad else ''}); no model was kept.",
+            "Check the demand data for absurd values (a glitch such as 1e42) or lower the learning rate.",
+        )
 
 
 RETRAIN = "Retrain with `scaleahead train`."

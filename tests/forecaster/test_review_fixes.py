@@ -1,0 +1,57 @@
+"""Found in review of the forecaster: diverged training kept as a model, DDP processes drifting
+apart and misreporting, checkpoints that their own loader refuses or that load damaged, and
+unhelpful errors on data ending in an outage. Tiny models only: each fit takes about a second."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from forecaster.lstm import LSTMConfig, LSTMForecaster
+from scaleahead.errors import DataError
+from scaleahead.types import Series
+from tests.forecaster.conftest import daily_series
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_lstm_config: LSTMConfig) -> LSTMForecaster:
+    return LSTMForecaster(tiny_lstm_config).fit([daily_series(days=2.5)])
+
+
+def _with_glitches(s: Series) -> Series:
+    v = s.values.copy()
+    v[1000:2400:100] = 1e42  # finite in float64, infinite in the network's float32 (a counter glitch)
+    return Series(s.name, s.start, s.step_s, v, s.unit)
+
+
+# -- 1: a NaN model is never kept -----------------------------------------------------------------
+
+
+def test_a_value_too_large_for_float32_is_missing_and_training_stays_finite(tiny_lstm_config: LSTMConfig) -> None:
+    model = LSTMForecaster(tiny_lstm_config).fit([_with_glitches(daily_series(days=2.5))])
+    assert np.isfinite(model.report.val_loss)
+    assert all(bool(torch.isfinite(t).all()) for t in model.net.state_dict().values())  # type: ignore[union-attr]
+
+
+def test_a_fit_whose_training_diverges_is_a_data_error_and_saves_nothing(
+    tiny_lstm_config: LSTMConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import forecaster.datamodule as dm
+
+    make_windows = dm.make_windows
+
+    def poisoned(*args, **kwargs):  # type: ignore[no-untyped-def]
+        w = make_windows(*args, **kwargs)
+        w.seq[:, 0, 0] = np.inf  # what the data's guards prevent: the loss, then every weight, NaN
+        return w
+
+    monkeypatch.setattr(dm, "make_windows", poisoned)
+    model = LSTMForecaster(tiny_lstm_config)
+    with pytest.raises(DataError, match="diverged"):
+        model.fit([daily_series(days=2.5)])
+    assert model.net is None
+    with pytest.raises(Exception, match="Nothing to save"):
+        model.save(tmp_path / "m.pt")
