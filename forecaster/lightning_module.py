@@ -45,7 +45,18 @@ class QuantileLSTMModule(pl.LightningModule):
         seq, static, target, mask, weight = batch  # [B,L,F], [B,S], [B,H], [B,H], [B]
         pred = self.net(seq, static)  # [B, H, Q]
         loss = pinball_loss(pred, target, mask, weight, self.q)
-        self.log(f"{stage}_loss", loss, prog_bar=False, on_epoch=True, on_step=False, batch_size=seq.shape[0])
+        # sync_dist: under DDP each process validates its own shard; the LR scheduler, EarlyStopping and
+        # ModelCheckpoint of every process must see the same, global loss, or their copies drift apart
+        # (one halves its learning rate, another does not). A no-op in a single process.
+        self.log(
+            f"{stage}_loss",
+            loss,
+            prog_bar=False,
+            on_epoch=True,
+            on_step=False,
+            batch_size=seq.shape[0],
+            sync_dist=stage != "train",
+        )
         return loss
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from forecaster import QUANTILES
 from forecaster.lstm import LSTMConfig, LSTMForecaster
 from scaleahead.errors import DataError
 from scaleahead.types import Series
@@ -55,3 +56,19 @@ def test_a_fit_whose_training_diverges_is_a_data_error_and_saves_nothing(
     assert model.net is None
     with pytest.raises(Exception, match="Nothing to save"):
         model.save(tmp_path / "m.pt")
+
+
+# -- 2, 3: DDP ----------------------------------------------------------------------------------
+
+
+def test_the_validation_loss_is_averaged_over_processes(tiny_lstm_config: LSTMConfig) -> None:
+    """Each DDP process validates its own shard; the scheduler, EarlyStopping and ModelCheckpoint
+    of every process must see the global loss (sync_dist), or the copies drift apart."""
+    from forecaster.lightning_module import QuantileLSTMModule
+
+    module = QuantileLSTMModule(2, 3, 2, QUANTILES, 4, hidden=2, mlp=4)
+    logged: dict[str, dict[str, object]] = {}
+    module.log = lambda name, value, **kw: logged.__setitem__(name, kw)  # type: ignore[method-assign]
+    batch = (torch.zeros(5, 4, 2), torch.zeros(5, 3), torch.ones(5, 2), torch.ones(5, 2), torch.ones(5))
+    module.validation_step(batch, 0)
+    assert logged["val_loss"].get("sync_dist") is True
