@@ -77,3 +77,15 @@ class QuantileLSTMModule(pl.LightningModule):
         opt = torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=1)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": "val_loss"}}
+
+
+#: The ``callback_metrics`` key under which ``EpochCount`` reports the number of epochs trained.
+EPOCHS_RUN = "scaleahead_epochs_run"
+
+
+class EpochCount(pl.Callback):
+    """Puts the number of epochs trained in the trainer's ``callback_metrics``: what a spawned DDP
+    worker (rank 0) sends back to the main process, whose trainer stays at epoch 0 (lstm.fit)."""
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trainer.callback_metrics[EPOCHS_RUN] = torch.tensor(float(trainer.current_epoch))

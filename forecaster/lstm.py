@@ -216,7 +216,7 @@ class LSTMForecaster(Forecaster):
         from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
         from forecaster.datamodule import WindowDataModule
-        from forecaster.lightning_module import QuantileLSTMModule
+        from forecaster.lightning_module import EpochCount, QuantileLSTMModule
 
         usable = [_finite(s) for s in history if len(s) and np.isfinite(s.values).any()]
         if not usable:
@@ -270,7 +270,7 @@ class LSTMForecaster(Forecaster):
             trainer_args: dict[str, Any] = {
                 "max_epochs": cfg.max_epochs,
                 "max_time": timedelta(minutes=cfg.max_minutes),
-                "callbacks": [EarlyStopping("val_loss", patience=cfg.patience), best],
+                "callbacks": [EarlyStopping("val_loss", patience=cfg.patience), best, EpochCount()],
                 "accelerator": "cpu",
                 "devices": 1,
                 "logger": False,
@@ -289,9 +289,12 @@ class LSTMForecaster(Forecaster):
             # is told its path: on another node of a multi-node DDP run that file does not exist.
             # Such a rank keeps its last weights; only node 0's model is kept (train-distributed).
             best_score = None if best.best_model_score is None else float(best.best_model_score)
+            epochs = int(trainer.current_epoch)
             if int(trainer.global_rank) == 0 or Path(best.best_model_path).is_file():
                 saved = torch.load(best.best_model_path, map_location="cpu", weights_only=False)
                 module.load_state_dict(saved["state_dict"])
+                if best_score is None:  # spawned DDP workers: the main trainer never saw the scores
+                    best_score, epochs = _fit_stats(saved, trainer)
         _check_trained(module.net, best_score)
         self.spec = spec
         self.net = module.net.eval()
@@ -301,15 +304,12 @@ class LSTMForecaster(Forecaster):
         if cfg.blend and self.ridge is not None:
             self.blend_weight, self.blend_calibration = self._choose_blend_weight(dm.val, usable)
         self.report = FitReport(
-            epochs=int(trainer.current_epoch),
+            epochs=epochs,
             train_s=round(train_s, 2),
             train_windows=len(dm.train),
             val_windows=len(dm.val),
             val_loss=(
-                float(best.best_model_score)
-                if best.best_model_score is not None
-                # spawned DDP workers: the score comes back in the trainer's callback metrics
-                else float(trainer.callback_metrics.get("val_loss", float("nan")))
+                best_score if best_score is not None else float(trainer.callback_metrics.get("val_loss", float("nan")))
             ),
             calibration={f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.calibration, strict=True)},
             blend_weight=self.blend_weight,
@@ -726,6 +726,22 @@ def _check_trained(net: torch.nn.Module, best_score: float | None) -> None:
             f"{', NaN or infinite weights in ' + ', '.join(bad[:3]) if bad else ''}); no model was kept.",
             "Check the demand data for absurd values (a glitch such as 1e42) or lower the learning rate.",
         )
+
+
+def _fit_stats(saved: dict[str, Any], trainer: Any) -> tuple[float | None, int]:
+    """The best validation loss and the number of epochs trained, for a fit whose workers were
+    spawned (DDP): the main process's trainer keeps neither (its ``current_epoch`` stays 0 and its
+    ``ModelCheckpoint`` has no score). The score is the one the best checkpoint ``saved`` records;
+    the epochs are the count rank 0 reported (``EpochCount``), else the best epoch's."""
+    score = None
+    for key, state in saved.get("callbacks", {}).items():
+        if str(key).startswith("ModelCheckpoint") and state.get("best_model_score") is not None:
+            score = float(state["best_model_score"])
+    from forecaster.lightning_module import EPOCHS_RUN
+
+    ran = trainer.callback_metrics.get(EPOCHS_RUN)
+    epochs = int(ran) if ran is not None else int(saved.get("epoch", -1)) + 1
+    return score, epochs
 
 
 RETRAIN = "Retrain with `scaleahead train`."

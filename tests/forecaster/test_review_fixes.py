@@ -4,6 +4,8 @@ unhelpful errors on data ending in an outage. Tiny models only: each fit takes a
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +74,24 @@ def test_the_validation_loss_is_averaged_over_processes(tiny_lstm_config: LSTMCo
     batch = (torch.zeros(5, 4, 2), torch.zeros(5, 3), torch.ones(5, 2), torch.ones(5, 2), torch.ones(5))
     module.validation_step(batch, 0)
     assert logged["val_loss"].get("sync_dist") is True
+
+
+@pytest.mark.slow
+def test_a_ddp_fit_reports_its_best_validation_loss_and_epochs(
+    tiny_lstm_config: LSTMConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from forecaster.distributed import ddp_trainer_kwargs
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    model = LSTMForecaster(dataclasses.replace(tiny_lstm_config, max_epochs=3, patience=9), checkpoint_dir=tmp_path)
+    model.trainer_kwargs = ddp_trainer_kwargs(2)
+    model.fit([daily_series(days=2.5)])
+    assert model.world_size == 2
+    assert model.report.epochs == 3  # the main process's trainer stays at epoch 0
+    best = torch.load(tmp_path / "best.ckpt", map_location="cpu", weights_only=False)
+    (state,) = [v for k, v in best["callbacks"].items() if k.startswith("ModelCheckpoint")]
+    assert model.report.val_loss == pytest.approx(float(state["best_model_score"]), abs=0)
