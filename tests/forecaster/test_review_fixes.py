@@ -16,7 +16,7 @@ from forecaster import QUANTILES
 from forecaster.lstm import LSTMConfig, LSTMForecaster
 from scaleahead.errors import DataError
 from scaleahead.types import Series
-from tests.forecaster.conftest import daily_series
+from tests.forecaster.conftest import START, daily_series
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +95,18 @@ def test_a_ddp_fit_reports_its_best_validation_loss_and_epochs(
     best = torch.load(tmp_path / "best.ckpt", map_location="cpu", weights_only=False)
     (state,) = [v for k, v in best["callbacks"].items() if k.startswith("ModelCheckpoint")]
     assert model.report.val_loss == pytest.approx(float(state["best_model_score"]), abs=0)
+
+
+# -- 4: LevelCalibrated on a history with no error to learn from ---------------------------------
+
+
+def test_level_calibration_on_data_then_an_outage_fits_unfitted_and_refuses_to_forecast() -> None:
+    from forecaster.registry import make_model
+
+    v = np.full(3000, np.nan)
+    v[:50] = 20.0 + np.arange(50) % 3  # 50 minutes of data, then two days of outage
+    s = Series("s", START, 60.0, v)
+    model = make_model("calibrated_window_mean")
+    model.fit([s])
+    with pytest.raises(DataError, match="no forecast uncertainty"):
+        model.predict_origins(s, np.array([40]), 15)
