@@ -609,22 +609,22 @@ class LSTMForecaster(Forecaster):
         clock = bool(spec.get("clock_period_s"))
         if not clock:
             spec.pop("clock_period_s", None)
-        torch.save(
-            {
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION if clock else 3,
-                "spec": spec,
-                "config": asdict(self.config),
-                "quantiles": list(self.quantiles),
-                "state_dict": self.net.state_dict(),
-                "calibration": [float(c) for c in self.calibration],
-                "ridge": self.ridge.state() if self.ridge is not None else None,
-                "blend_weight": float(self.blend_weight),
-                "blend_calibration": [float(c) for c in self.blend_calibration],
-                "meta": _plain(self.meta),
-            },
-            path,
-        )
+        ckpt = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION if clock else 3,
+            # plain Python numbers: a numpy scalar (a step computed with numpy) would be pickled
+            # as one, which weights_only loading refuses
+            "spec": _plain(spec),
+            "config": _plain(asdict(self.config)),
+            "quantiles": [float(q) for q in self.quantiles],
+            "state_dict": self.net.state_dict(),
+            "calibration": [float(c) for c in self.calibration],
+            "ridge": self.ridge.state() if self.ridge is not None else None,
+            "blend_weight": float(self.blend_weight),
+            "blend_calibration": [float(c) for c in self.blend_calibration],
+            "meta": _plain(self.meta),
+        }
+        torch.save(ckpt, path)
         return path
 
     @classmethod

@@ -110,3 +110,17 @@ def test_level_calibration_on_data_then_an_outage_fits_unfitted_and_refuses_to_f
     model.fit([s])
     with pytest.raises(DataError, match="no forecast uncertainty"):
         model.predict_origins(s, np.array([40]), 15)
+
+
+# -- 5, 6, 7: checkpoints -----------------------------------------------------------------------
+
+
+def test_numpy_scalars_in_the_spec_and_config_are_saved_as_plain_numbers(
+    trained: LSTMForecaster, tmp_path: Path
+) -> None:
+    model = LSTMForecaster(dataclasses.replace(trained.config, horizon_s=np.float64(900.0)))  # type: ignore[arg-type]
+    model.net, model.calibration, model.meta = trained.net, trained.calibration, trained.meta
+    assert trained.spec is not None
+    model.spec = dataclasses.replace(trained.spec, step_s=np.float64(60.0))  # type: ignore[arg-type]
+    loaded = LSTMForecaster.load(model.save(tmp_path / "np.pt"), step_s=60.0)
+    assert type(loaded.spec.step_s) is float  # type: ignore[union-attr]
