@@ -29,6 +29,7 @@ Older versions are upgraded on load (``_upgrade``); newer ones are refused with 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -624,6 +625,9 @@ class LSTMForecaster(Forecaster):
             "blend_calibration": [float(c) for c in self.blend_calibration],
             "meta": _plain(self.meta),
         }
+        # torch does not check the zip's CRCs: a changed byte in a tensor would load and forecast
+        # differently. The digest of everything else makes load() notice (older readers ignore it).
+        ckpt[DIGEST_KEY] = checkpoint_digest(ckpt)
         torch.save(ckpt, path)
         return path
 
@@ -713,6 +717,20 @@ class LSTMForecaster(Forecaster):
         model.net = net.eval()
         model.calibration = _field(path, ckpt, "calibration", lambda v: _factors(v, per_quantile))
         model.meta = _field(path, ckpt, "meta", dict) if "meta" in ckpt else {}
+        # Last, so that a field that is malformed is named by its own check above; this catches the rest
+        # (a changed weight, a plausible number).
+        if isinstance(raw, dict) and DIGEST_KEY in raw:
+            stored = raw[DIGEST_KEY]
+            try:
+                actual = checkpoint_digest(raw)
+            except (TypeError, ValueError, AttributeError, RuntimeError) as exc:
+                actual = f"unreadable ({type(exc).__name__})"
+            if stored != actual:
+                raise CheckpointError(
+                    f"LSTM checkpoint {path} does not match the digest it was saved with: it was changed or "
+                    "damaged since.",
+                    RETRAIN,
+                )
         return model
 
 
@@ -940,6 +958,44 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "Upgrade scaleahead or retrain the model.",
         )
     return dict(raw)
+
+
+#: The checkpoint key of ``checkpoint_digest`` (written since the digest was added; optional on load).
+DIGEST_KEY = "digest"
+
+
+def checkpoint_digest(ckpt: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a checkpoint's content in a canonical form: every key but ``DIGEST_KEY``,
+    sorted, with tensors as dtype, shape and bytes, numbers by their ``repr``."""
+    h = hashlib.sha256()
+
+    def feed(obj: Any) -> None:
+        if isinstance(obj, dict):
+            h.update(b"{")
+            for k in sorted(obj, key=str):
+                feed(str(k))
+                feed(obj[k])
+            h.update(b"}")
+        elif isinstance(obj, list | tuple):
+            h.update(b"[")
+            for v in obj:
+                feed(v)
+            h.update(b"]")
+        elif isinstance(obj, torch.Tensor):
+            t = obj.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}:".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(obj, np.ndarray):
+            a = np.ascontiguousarray(obj)
+            h.update(f"A{a.dtype.str}{a.shape}:".encode())
+            h.update(a.tobytes())
+        elif obj is None or isinstance(obj, bool | int | float | str):
+            h.update(f"{type(obj).__name__}:{obj!r};".encode())
+        else:
+            raise TypeError(f"cannot digest a {type(obj).__name__}")
+
+    feed({k: v for k, v in ckpt.items() if k != DIGEST_KEY})
+    return h.hexdigest()
 
 
 def load_or_fallback(

@@ -5,7 +5,9 @@ unhelpful errors on data ending in an outage. Tiny models only: each fit takes a
 from __future__ import annotations
 
 import dataclasses
+import io
 import socket
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import pytest
 import torch
 
 from forecaster import QUANTILES
-from forecaster.lstm import LSTMConfig, LSTMForecaster
+from forecaster.lstm import CheckpointError, LSTMConfig, LSTMForecaster
 from scaleahead.errors import DataError
 from scaleahead.types import Series
 from tests.forecaster.conftest import START, daily_series
@@ -124,3 +126,34 @@ def test_numpy_scalars_in_the_spec_and_config_are_saved_as_plain_numbers(
     model.spec = dataclasses.replace(trained.spec, step_s=np.float64(60.0))  # type: ignore[arg-type]
     loaded = LSTMForecaster.load(model.save(tmp_path / "np.pt"), step_s=60.0)
     assert type(loaded.spec.step_s) is float  # type: ignore[union-attr]
+
+
+def _flip_in_member(data: bytes, member: str) -> bytes:
+    """``data`` (a torch zip) with one byte in the middle of ``member``'s stored bytes changed."""
+    z = zipfile.ZipFile(io.BytesIO(data))
+    (info,) = [i for i in z.infolist() if i.filename.endswith(member)]
+    local_extra = int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little")
+    start = info.header_offset + 30 + len(info.filename.encode()) + local_extra
+    out = bytearray(data)
+    out[start + info.compress_size // 2] ^= 0x5A
+    return bytes(out)
+
+
+def test_a_byte_changed_in_a_weight_tensor_is_refused_not_loaded(trained: LSTMForecaster, tmp_path: Path) -> None:
+    path = trained.save(tmp_path / "m.pt")
+    names = [i.filename for i in zipfile.ZipFile(path).infolist()]
+    largest = max((n for n in names if "/data/" in n), key=lambda n: zipfile.ZipFile(path).getinfo(n).file_size)
+    damaged = tmp_path / "damaged.pt"
+    damaged.write_bytes(_flip_in_member(path.read_bytes(), largest))
+    torch.load(damaged, weights_only=True)  # torch itself does not notice
+    with pytest.raises(CheckpointError, match="digest"):
+        LSTMForecaster.load(damaged, step_s=60.0)
+
+
+def test_a_checkpoint_without_a_digest_still_loads(trained: LSTMForecaster, tmp_path: Path) -> None:
+    """Checkpoints written before the digest (and the committed fixtures) have none."""
+    path = trained.save(tmp_path / "m.pt")
+    raw = torch.load(path, weights_only=True)
+    del raw["digest"]
+    torch.save(raw, path)
+    LSTMForecaster.load(path, step_s=60.0)
