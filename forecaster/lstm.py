@@ -927,10 +927,11 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         hp = raw["hyper_parameters"]
         cfg = {k: hp[k] for k in ("hidden", "mlp", "dropout", "lr", "weight_decay", "highway") if k in hp}
         state = {k.removeprefix("net."): v for k, v in raw["state_dict"].items() if k.startswith("net.")}
+        spec = {**V1_WINDOWS, "step_s": float(raw["step_s"]), "horizon_s": float(raw["horizon_s"])}
         raw = {
             "format": FORMAT,
             "format_version": 2,
-            "spec": {**V1_WINDOWS, "step_s": float(raw["step_s"]), "horizon_s": float(raw["horizon_s"])},
+            "spec": spec,
             "config": cfg,
             "quantiles": list(hp["quantiles"]),
             "state_dict": state,
@@ -942,7 +943,9 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         raw = {
             **raw,
             "format_version": 3,
-            "config": {**raw["config"], "prior": "none", "blend": False},
+            # The spec is the record of the windows: the config says the same, or the model, saved
+            # again (as format 3, which is checked), would not load (a horizon other than 900 s).
+            "config": {**raw["config"], **_window_settings(raw["spec"]), "prior": "none", "blend": False},
             "ridge": None,
             "blend_weight": 1.0,
             "blend_calibration": [1.0] * len(raw["quantiles"]),
@@ -958,6 +961,11 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "Upgrade scaleahead or retrain the model.",
         )
     return dict(raw)
+
+
+def _window_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """The config's window settings (``LSTMConfig.feature_spec``) that a spec records."""
+    return {k: spec[k] for k in ("horizon_s", "recent_s", "long_s") if k in spec}
 
 
 #: The checkpoint key of ``checkpoint_digest`` (written since the digest was added; optional on load).

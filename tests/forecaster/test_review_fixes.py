@@ -157,3 +157,27 @@ def test_a_checkpoint_without_a_digest_still_loads(trained: LSTMForecaster, tmp_
     del raw["digest"]
     torch.save(raw, path)
     LSTMForecaster.load(path, step_s=60.0)
+
+
+def test_a_format_1_checkpoint_with_another_horizon_loads_again_after_saving(tmp_path: Path) -> None:
+    from forecaster.features import FeatureSpec
+    from forecaster.lstm import V1_WINDOWS
+    from forecaster.net import QuantileLSTM
+
+    torch.manual_seed(0)
+    spec = FeatureSpec(step_s=60.0, horizon_s=1800.0, **V1_WINDOWS)  # type: ignore[arg-type]
+    hp = {"hidden": 4, "mlp": 8, "dropout": 0.0, "lr": 3e-3, "weight_decay": 1e-5, "highway": False}
+    net = QuantileLSTM(2, spec.n_static, spec.horizon_steps, 4, spec.recent.length, 4, 8, 0.0, False)
+    v1 = {
+        "format": "scaleahead-lstm",
+        "format_version": 1,
+        "hyper_parameters": {**hp, "quantiles": list(QUANTILES), "horizon": spec.horizon_steps},
+        "step_s": 60.0,
+        "horizon_s": 1800.0,
+        "state_dict": {f"net.{k}": t for k, t in net.state_dict().items()},
+    }
+    torch.save(v1, tmp_path / "v1.pt")
+    model = LSTMForecaster.load(tmp_path / "v1.pt", step_s=60.0)
+    assert model.config.horizon_s == 1800.0
+    again = LSTMForecaster.load(model.save(tmp_path / "again.pt"), step_s=60.0)
+    assert again.spec == model.spec
