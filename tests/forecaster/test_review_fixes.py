@@ -181,3 +181,15 @@ def test_a_format_1_checkpoint_with_another_horizon_loads_again_after_saving(tmp
     assert model.config.horizon_s == 1800.0
     again = LSTMForecaster.load(model.save(tmp_path / "again.pt"), step_s=60.0)
     assert again.spec == model.spec
+
+
+# -- 8: a validation span that is all missing -----------------------------------------------------
+
+
+def test_a_validation_span_without_observed_values_is_named_as_such(tiny_lstm_config: LSTMConfig) -> None:
+    s = daily_series(days=2.5)
+    v = s.values.copy()
+    v[int(len(v) * 0.8) :] = np.nan  # the data ends in an outage
+    with pytest.raises(DataError, match="validation span") as err:
+        LSTMForecaster(tiny_lstm_config).fit([Series(s.name, s.start, s.step_s, v, s.unit)])
+    assert "outage" in err.value.message and "few hours of history" not in err.value.message
