@@ -21,6 +21,7 @@ import numpy as np
 
 from forecaster.base import QUANTILES, Forecaster, fill_short_gaps, monotone_quantiles
 from forecaster.baselines import Naive, WindowMean
+from scaleahead.errors import DataError
 from scaleahead.types import FloatArray, Series
 
 #: Level bins: enough (x 90 steps) to resolve the shape, few enough that p99 has ~500 samples a bin.
@@ -78,6 +79,8 @@ class LevelCalibrated(Forecaster):
         resid = np.concatenate(resids, axis=0)
         h = level.shape[1]
         ok = np.isfinite(resid) & np.isfinite(level)
+        if not ok.any():  # no observed value after any origin (e.g. 50 minutes of data, then an outage)
+            return self  # unfitted: the wrapped model's median without a band, as before a fit
         edges = np.nanquantile(np.where(ok, level, np.nan), np.linspace(0, 1, self.n_bins + 1))
         edges = np.unique(edges)
         nb = max(1, len(edges) - 1)
@@ -86,7 +89,10 @@ class LevelCalibrated(Forecaster):
         out = {q: np.zeros((nb, h)) for q in self.quantiles}
         for b in range(nb):
             sel = (bins == b) & ok
-            centers[b] = float(np.median(level[sel])) if sel.any() else (edges[b] + edges[b + 1]) / 2
+            if sel.any():
+                centers[b] = float(np.median(level[sel]))
+            else:  # an empty bin (edges has nb + 1 entries, or one when every level is the same)
+                centers[b] = (edges[b] + edges[min(b + 1, len(edges) - 1)]) / 2
             for j in range(h):
                 r = resid[:, j][sel[:, j]]
                 if r.size == 0:
@@ -104,7 +110,14 @@ class LevelCalibrated(Forecaster):
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
         med = self._median(series, origins, horizon_steps)
         if self._centers is None:
-            return monotone_quantiles({q: np.maximum(med, 0.0) for q in self.quantiles})
+            # Never fitted on an observed value after an origin: quantiles equal to the median would be
+            # a certainty the model never earned (as the baselines, ``Naive._points``).
+            raise DataError(
+                f"Model {self.name!r} has no forecast uncertainty: no history it was fitted on had an observed "
+                "value within the forecast horizon after an origin with an hour of history before it.",
+                "Give more history before the decision time (an hour plus the horizon with observed values): "
+                "a later --at, or a longer history to fit on.",
+            )
         out: dict[float, FloatArray] = {}
         fit_h = self._resid[self.quantiles[0]].shape[1]
         for q in self.quantiles:

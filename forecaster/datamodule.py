@@ -60,6 +60,8 @@ def _origins(n: int, lo: int, hi: int, k: int, rng: np.random.Generator) -> IntA
 
 #: A baseline's point forecasts ``[n, H]`` for origins of a series (``values[:o]`` only).
 PriorFn = Callable[[Series, IntArray], FloatArray]
+#: The largest float32: a scaled value beyond it is infinite in the network.
+F32_MAX = float(np.finfo(np.float32).max)
 
 
 def make_windows(
@@ -83,7 +85,12 @@ def make_windows(
             if prior is not None:
                 inp = with_prior(inp, prior(s, o))
             y = targets(s.values, o, h) / inp.scale[:, None]
-            keep = inp.usable & (~np.isnan(y)).any(axis=1)
+            # A target finite here (float64) but not in the network's float32 (a glitch such as 1e42)
+            # is missing: as inf it would make the loss, then every weight, NaN. So is a window whose
+            # inputs overflow float32.
+            y[~(np.abs(y) <= F32_MAX)] = np.nan
+            finite_inputs = np.isfinite(inp.seq).all(axis=(1, 2)) & np.isfinite(inp.static).all(axis=1)
+            keep = inp.usable & finite_inputs & (~np.isnan(y)).any(axis=1)
             rows.append((inp.seq[keep], inp.static[keep], y[keep], inp.scale[keep], o[keep]))
         if not rows:
             continue
@@ -139,13 +146,25 @@ class WindowDataModule(pl.LightningDataModule):
         lo = self.spec.recent.length
         total = sum(len(s) for s in self.series)
         train_o, val_o = [], []
-        for s, val_start in zip(self.series, common_cut(self.series, self.val_fraction), strict=True):
+        cuts = common_cut(self.series, self.val_fraction)
+        for s, val_start in zip(self.series, cuts, strict=True):
             n = len(s)
             share = n / max(total, 1)
             train_o.append(_origins(n, lo, val_start - h + 1, int(self.max_train_windows * share) + 1, rng))
             val_o.append(_origins(n, max(lo, val_start), n - h + 1, int(self.max_val_windows * share) + 1, rng))
         self.train = make_windows(self.series, self.spec, train_o, prior=self.prior)
         self.val = make_windows(self.series, self.spec, val_o, prior=self.prior)
+        observed = sum(int(np.isfinite(s.values[c:]).sum()) for s, c in zip(self.series, cuts, strict=True))
+        span = sum(max(len(s) - c, 0) for s, c in zip(self.series, cuts, strict=True))
+        if len(self.train) >= 16 and len(self.val) < 4 and observed < span / 2:
+            # enough to train on, but the validation span is mostly missing: an outage at the end
+            raise DataError(
+                f"Too little usable data in the validation span to train the LSTM: {len(self.val)} validation "
+                f"windows ({len(self.train)} training). The validation span is the last {self.val_fraction:.0%} of "
+                f"the history, and it holds {observed} observed value{'' if observed == 1 else 's'}: the data "
+                "probably ends in an outage (missing values).",
+                "Trim the history to end before the outage, or give data that extends past it.",
+            )
         if len(self.train) < 16 or len(self.val) < 4:
             longest = max((len(s) * s.step_s for s in self.series), default=0.0)
             raise DataError(

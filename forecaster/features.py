@@ -199,7 +199,8 @@ def inputs_from_windows(w: FloatArray, times: FloatArray, spec: FeatureSpec) -> 
     if spec.clock_phases:
         parts.append(clock_one_hot(times, spec))
     static = np.concatenate(parts, axis=1)  # [n, n_static]
-    return Inputs(seq.astype(np.float32), static.astype(np.float32), scale, usable)
+    with np.errstate(over="ignore"):  # a value beyond float32 (a glitch): training drops such windows
+        return Inputs(seq.astype(np.float32), static.astype(np.float32), scale, usable)
 
 
 def clock_one_hot(times: FloatArray, spec: FeatureSpec) -> FloatArray:

@@ -45,7 +45,18 @@ class QuantileLSTMModule(pl.LightningModule):
         seq, static, target, mask, weight = batch  # [B,L,F], [B,S], [B,H], [B,H], [B]
         pred = self.net(seq, static)  # [B, H, Q]
         loss = pinball_loss(pred, target, mask, weight, self.q)
-        self.log(f"{stage}_loss", loss, prog_bar=False, on_epoch=True, on_step=False, batch_size=seq.shape[0])
+        # sync_dist: under DDP each process validates its own shard; the LR scheduler, EarlyStopping and
+        # ModelCheckpoint of every process must see the same, global loss, or their copies drift apart
+        # (one halves its learning rate, another does not). A no-op in a single process.
+        self.log(
+            f"{stage}_loss",
+            loss,
+            prog_bar=False,
+            on_epoch=True,
+            on_step=False,
+            batch_size=seq.shape[0],
+            sync_dist=stage != "train",
+        )
         return loss
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
@@ -66,3 +77,15 @@ class QuantileLSTMModule(pl.LightningModule):
         opt = torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=1)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": "val_loss"}}
+
+
+#: The ``callback_metrics`` key under which ``EpochCount`` reports the number of epochs trained.
+EPOCHS_RUN = "scaleahead_epochs_run"
+
+
+class EpochCount(pl.Callback):
+    """Puts the number of epochs trained in the trainer's ``callback_metrics``: what a spawned DDP
+    worker (rank 0) sends back to the main process, whose trainer stays at epoch 0 (lstm.fit)."""
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trainer.callback_metrics[EPOCHS_RUN] = torch.tensor(float(trainer.current_epoch))

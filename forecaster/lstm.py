@@ -29,6 +29,7 @@ Older versions are upgraded on load (``_upgrade``); newer ones are refused with 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -216,7 +217,7 @@ class LSTMForecaster(Forecaster):
         from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
         from forecaster.datamodule import WindowDataModule
-        from forecaster.lightning_module import QuantileLSTMModule
+        from forecaster.lightning_module import EpochCount, QuantileLSTMModule
 
         usable = [_finite(s) for s in history if len(s) and np.isfinite(s.values).any()]
         if not usable:
@@ -270,7 +271,7 @@ class LSTMForecaster(Forecaster):
             trainer_args: dict[str, Any] = {
                 "max_epochs": cfg.max_epochs,
                 "max_time": timedelta(minutes=cfg.max_minutes),
-                "callbacks": [EarlyStopping("val_loss", patience=cfg.patience), best],
+                "callbacks": [EarlyStopping("val_loss", patience=cfg.patience), best, EpochCount()],
                 "accelerator": "cpu",
                 "devices": 1,
                 "logger": False,
@@ -288,9 +289,14 @@ class LSTMForecaster(Forecaster):
             # Global rank 0 saves the best checkpoint in its own (node-local) folder and every rank
             # is told its path: on another node of a multi-node DDP run that file does not exist.
             # Such a rank keeps its last weights; only node 0's model is kept (train-distributed).
+            best_score = None if best.best_model_score is None else float(best.best_model_score)
+            epochs = int(trainer.current_epoch)
             if int(trainer.global_rank) == 0 or Path(best.best_model_path).is_file():
-                state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
-                module.load_state_dict(state)
+                saved = torch.load(best.best_model_path, map_location="cpu", weights_only=False)
+                module.load_state_dict(saved["state_dict"])
+                if best_score is None:  # spawned DDP workers: the main trainer never saw the scores
+                    best_score, epochs = _fit_stats(saved, trainer)
+        _check_trained(module.net, best_score)
         self.spec = spec
         self.net = module.net.eval()
         self.calibration = np.ones(len(self.quantiles))
@@ -299,15 +305,12 @@ class LSTMForecaster(Forecaster):
         if cfg.blend and self.ridge is not None:
             self.blend_weight, self.blend_calibration = self._choose_blend_weight(dm.val, usable)
         self.report = FitReport(
-            epochs=int(trainer.current_epoch),
+            epochs=epochs,
             train_s=round(train_s, 2),
             train_windows=len(dm.train),
             val_windows=len(dm.val),
             val_loss=(
-                float(best.best_model_score)
-                if best.best_model_score is not None
-                # spawned DDP workers: the score comes back in the trainer's callback metrics
-                else float(trainer.callback_metrics.get("val_loss", float("nan")))
+                best_score if best_score is not None else float(trainer.callback_metrics.get("val_loss", float("nan")))
             ),
             calibration={f"{q:g}": round(float(c), 4) for q, c in zip(self.quantiles, self.calibration, strict=True)},
             blend_weight=self.blend_weight,
@@ -607,22 +610,25 @@ class LSTMForecaster(Forecaster):
         clock = bool(spec.get("clock_period_s"))
         if not clock:
             spec.pop("clock_period_s", None)
-        torch.save(
-            {
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION if clock else 3,
-                "spec": spec,
-                "config": asdict(self.config),
-                "quantiles": list(self.quantiles),
-                "state_dict": self.net.state_dict(),
-                "calibration": [float(c) for c in self.calibration],
-                "ridge": self.ridge.state() if self.ridge is not None else None,
-                "blend_weight": float(self.blend_weight),
-                "blend_calibration": [float(c) for c in self.blend_calibration],
-                "meta": _plain(self.meta),
-            },
-            path,
-        )
+        ckpt = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION if clock else 3,
+            # plain Python numbers: a numpy scalar (a step computed with numpy) would be pickled
+            # as one, which weights_only loading refuses
+            "spec": _plain(spec),
+            "config": _plain(asdict(self.config)),
+            "quantiles": [float(q) for q in self.quantiles],
+            "state_dict": self.net.state_dict(),
+            "calibration": [float(c) for c in self.calibration],
+            "ridge": self.ridge.state() if self.ridge is not None else None,
+            "blend_weight": float(self.blend_weight),
+            "blend_calibration": [float(c) for c in self.blend_calibration],
+            "meta": _plain(self.meta),
+        }
+        # torch does not check the zip's CRCs: a changed byte in a tensor would load and forecast
+        # differently. The digest of everything else makes load() notice (older readers ignore it).
+        ckpt[DIGEST_KEY] = checkpoint_digest(ckpt)
+        torch.save(ckpt, path)
         return path
 
     @classmethod
@@ -711,7 +717,49 @@ class LSTMForecaster(Forecaster):
         model.net = net.eval()
         model.calibration = _field(path, ckpt, "calibration", lambda v: _factors(v, per_quantile))
         model.meta = _field(path, ckpt, "meta", dict) if "meta" in ckpt else {}
+        # Last, so that a field that is malformed is named by its own check above; this catches the rest
+        # (a changed weight, a plausible number).
+        if isinstance(raw, dict) and DIGEST_KEY in raw:
+            stored = raw[DIGEST_KEY]
+            try:
+                actual = checkpoint_digest(raw)
+            except (TypeError, ValueError, AttributeError, RuntimeError) as exc:
+                actual = f"unreadable ({type(exc).__name__})"
+            if stored != actual:
+                raise CheckpointError(
+                    f"LSTM checkpoint {path} does not match the digest it was saved with: it was changed or "
+                    "damaged since.",
+                    RETRAIN,
+                )
         return model
+
+
+def _check_trained(net: torch.nn.Module, best_score: float | None) -> None:
+    """Refuse (``DataError``) a network whose training diverged: a non-finite best validation loss or
+    weight. Saved, it would forecast NaN and its checkpoint would not load."""
+    bad = [k for k, t in net.state_dict().items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad or (best_score is not None and not math.isfinite(best_score)):
+        raise DataError(
+            f"Training the LSTM diverged (best validation loss {best_score!r}"
+            f"{', NaN or infinite weights in ' + ', '.join(bad[:3]) if bad else ''}); no model was kept.",
+            "Check the demand data for absurd values (a glitch such as 1e42) or lower the learning rate.",
+        )
+
+
+def _fit_stats(saved: dict[str, Any], trainer: Any) -> tuple[float | None, int]:
+    """The best validation loss and the number of epochs trained, for a fit whose workers were
+    spawned (DDP): the main process's trainer keeps neither (its ``current_epoch`` stays 0 and its
+    ``ModelCheckpoint`` has no score). The score is the one the best checkpoint ``saved`` records;
+    the epochs are the count rank 0 reported (``EpochCount``), else the best epoch's."""
+    score = None
+    for key, state in saved.get("callbacks", {}).items():
+        if str(key).startswith("ModelCheckpoint") and state.get("best_model_score") is not None:
+            score = float(state["best_model_score"])
+    from forecaster.lightning_module import EPOCHS_RUN
+
+    ran = trainer.callback_metrics.get(EPOCHS_RUN)
+    epochs = int(ran) if ran is not None else int(saved.get("epoch", -1)) + 1
+    return score, epochs
 
 
 RETRAIN = "Retrain with `scaleahead train`."
@@ -879,10 +927,11 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         hp = raw["hyper_parameters"]
         cfg = {k: hp[k] for k in ("hidden", "mlp", "dropout", "lr", "weight_decay", "highway") if k in hp}
         state = {k.removeprefix("net."): v for k, v in raw["state_dict"].items() if k.startswith("net.")}
+        spec = {**V1_WINDOWS, "step_s": float(raw["step_s"]), "horizon_s": float(raw["horizon_s"])}
         raw = {
             "format": FORMAT,
             "format_version": 2,
-            "spec": {**V1_WINDOWS, "step_s": float(raw["step_s"]), "horizon_s": float(raw["horizon_s"])},
+            "spec": spec,
             "config": cfg,
             "quantiles": list(hp["quantiles"]),
             "state_dict": state,
@@ -894,7 +943,9 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         raw = {
             **raw,
             "format_version": 3,
-            "config": {**raw["config"], "prior": "none", "blend": False},
+            # The spec is the record of the windows: the config says the same, or the model, saved
+            # again (as format 3, which is checked), would not load (a horizon other than 900 s).
+            "config": {**raw["config"], **_window_settings(raw["spec"]), "prior": "none", "blend": False},
             "ridge": None,
             "blend_weight": 1.0,
             "blend_calibration": [1.0] * len(raw["quantiles"]),
@@ -910,6 +961,49 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "Upgrade scaleahead or retrain the model.",
         )
     return dict(raw)
+
+
+def _window_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """The config's window settings (``LSTMConfig.feature_spec``) that a spec records."""
+    return {k: spec[k] for k in ("horizon_s", "recent_s", "long_s") if k in spec}
+
+
+#: The checkpoint key of ``checkpoint_digest`` (written since the digest was added; optional on load).
+DIGEST_KEY = "digest"
+
+
+def checkpoint_digest(ckpt: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a checkpoint's content in a canonical form: every key but ``DIGEST_KEY``,
+    sorted, with tensors as dtype, shape and bytes, numbers by their ``repr``."""
+    h = hashlib.sha256()
+
+    def feed(obj: Any) -> None:
+        if isinstance(obj, dict):
+            h.update(b"{")
+            for k in sorted(obj, key=str):
+                feed(str(k))
+                feed(obj[k])
+            h.update(b"}")
+        elif isinstance(obj, list | tuple):
+            h.update(b"[")
+            for v in obj:
+                feed(v)
+            h.update(b"]")
+        elif isinstance(obj, torch.Tensor):
+            t = obj.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}:".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(obj, np.ndarray):
+            a = np.ascontiguousarray(obj)
+            h.update(f"A{a.dtype.str}{a.shape}:".encode())
+            h.update(a.tobytes())
+        elif obj is None or isinstance(obj, bool | int | float | str):
+            h.update(f"{type(obj).__name__}:{obj!r};".encode())
+        else:
+            raise TypeError(f"cannot digest a {type(obj).__name__}")
+
+    feed({k: v for k, v in ckpt.items() if k != DIGEST_KEY})
+    return h.hexdigest()
 
 
 def load_or_fallback(
