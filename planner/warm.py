@@ -147,10 +147,14 @@ def decide_warm_pool(
     limit = max(stale_after, spec.demand.step_seconds)  # a step longer than staleAfterSeconds: one step
     stale = forecast is not None and (now - forecast.origin > limit or old_data)
     too_short = forecast is not None and forecast.origin + forecast.horizon_s <= now
-    if forecast is None or stale or too_short:
+    # Nothing from after the decision is read: a forecast made after now is none.
+    ahead = forecast is not None and forecast.origin > now
+    if forecast is None or stale or too_short or ahead:
         why = (
             "no invocation forecast"
             if forecast is None
+            else "invocation forecast made after now"
+            if ahead
             else (
                 (f"stale invocation history (newest sample {_minutes(data_age)} old)" if old_data else "stale forecast")
                 if stale
@@ -159,7 +163,8 @@ def decide_warm_pool(
         )
         fallback = spec.fallback.mode.value
         observed = state.observed_demand
-        seen = math.isfinite(observed) and math.isfinite(state.observed_at)
+        # an observation stamped after now is none (nothing from after the decision is read)
+        seen = math.isfinite(observed) and math.isfinite(state.observed_at) and state.observed_at <= now
         if spec.fallback.mode == FallbackMode.REACTIVE and not seen:
             # Nothing could be observed (history read failed, no sample): missing data is not "no
             # call", so cooling now would only be undone once the history is back.
@@ -173,6 +178,8 @@ def decide_warm_pool(
             # loop gives the last call within the keep-alive (last_active_at); a caller that does
             # not has only the last observation to go by.
             last = state.last_active_at  # NaN: not looked for; -inf: none within the keep-alive
+            if last > now:  # stamped after now: not known at the decision
+                last = math.nan
             if math.isnan(last) and observed > 0:
                 last = state.observed_at
             keep_alive = _minutes(pool.keep_alive_seconds)

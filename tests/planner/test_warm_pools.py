@@ -297,3 +297,23 @@ def test_no_call_within_the_keep_alive_is_not_read_as_a_call_in_the_newest_step(
     ws = WorkloadState(ref, 0, 0, observed_demand=5.0, observed_at=NOW, warm_instances=1, last_active_at=float("-inf"))
     a = decide_warm_pool(ref, pol.spec, ws, None, NOW).action
     assert a.to_instances == 0 and "no invocation in the last 1 min (the keep-alive)" in a.reason.message
+
+
+def test_nothing_stamped_after_now_warms_a_function() -> None:
+    # A forecast made after now (clock skew, a replay reading ahead) falls back by name; an
+    # observation or a last call stamped after now counts as none. Before, the future forecast was
+    # read as fresh and the future call kept the function warm.
+    pol = function_policy()
+    ref = pol.workload
+    cold = WorkloadState(ref, 0, 0, warm_instances=0)
+    ahead = invocation_forecast(ref, NOW + 600, [0.9] * 15)
+    d = decide_warm_pool(ref, pol.spec, cold, ahead, NOW)
+    assert d.fallback == "reactive" and "invocation forecast made after now" in d.action.reason.message
+    future_call = WorkloadState(ref, 0, 0, observed_demand=3, observed_at=NOW + 120, warm_instances=0)
+    d = decide_warm_pool(ref, pol.spec, future_call, None, NOW)
+    assert d.action.to_instances == 0, d.action.reason.message
+    future_last = WorkloadState(
+        ref, 0, 0, observed_demand=0, observed_at=NOW - 30, warm_instances=0, last_active_at=NOW + 60
+    )
+    d = decide_warm_pool(ref, pol.spec, future_last, None, NOW)
+    assert d.action.to_instances == 0, d.action.reason.message
