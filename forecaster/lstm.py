@@ -963,8 +963,11 @@ def _upgraded(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     return dict(raw)
 
 
-def _window_settings(spec: dict[str, Any]) -> dict[str, Any]:
-    """The config's window settings (``LSTMConfig.feature_spec``) that a spec records."""
+def _window_settings(spec: Any) -> dict[str, Any]:
+    """The config's window settings (``LSTMConfig.feature_spec``) that a spec records (none from a
+    spec that is not a mapping: the load names that field as malformed)."""
+    if not isinstance(spec, dict):
+        return {}
     return {k: spec[k] for k in ("horizon_s", "recent_s", "long_s") if k in spec}
 
 
