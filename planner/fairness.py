@@ -260,11 +260,15 @@ def _round(
             if before:  # this round comes after the minReplicas round
                 takers.insert(0, "the minReplicas of every workload (served first)")
             asking = [i for i in idx if amounts[i] > 0]
+            by_tenant: dict[str, list[int]] = defaultdict(list)
             for i in asking:
-                causes[i] = f"{' and '.join(takers)} took all of it" if takers else "there is none to share"
-                # no share was made: the weight it would have had
-                mine = [k for k in asking if claims[k].tenant == claims[i].tenant]
-                weights[i] = (_tenant_weight(claims, mine, amounts), len(mine))
+                by_tenant[claims[i].tenant].append(i)
+            # no share was made: the weight each tenant would have had (once per tenant, not per claim)
+            would = {t: (_tenant_weight(claims, mine, amounts), len(mine)) for t, mine in by_tenant.items()}
+            cut = f"{' and '.join(takers)} took all of it" if takers else "there is none to share"
+            for i in asking:
+                causes[i] = cut
+                weights[i] = would[claims[i].tenant]
             continue
         sub = [claims[i] for i in idx]
         if costs is None:
@@ -272,13 +276,17 @@ def _round(
         else:
             got, t_weight = _fill_level_units(sub, [amounts[i] for i in idx], [cost[i] for i in idx], left, alpha)
         # Those that ask in this round: the workloads the share is among (a tenant's weight is theirs).
-        asking = [i for i in idx if amounts[i] > 0]
+        n_asking: dict[str, int] = defaultdict(int)
+        for i in idx:
+            if amounts[i] > 0:
+                n_asking[claims[i].tenant] += 1
+        among = f"{share} among the {sum(n_asking.values())} priority-{prio} workloads of the {left}{unit} left"
         for i, g in zip(idx, got, strict=True):
             out[i] = g
             if g < amounts[i]:
-                causes[i] = f"{share} among the {len(asking)} priority-{prio} workloads of the {left}{unit} left"
+                causes[i] = among
                 tenant = claims[i].tenant
-                weights[i] = (t_weight[tenant], sum(1 for k in asking if claims[k].tenant == tenant))
+                weights[i] = (t_weight[tenant], n_asking[tenant])
         left -= sum(g * cost[i] for i, g in zip(idx, got, strict=True))
     return out, left, causes, weights
 
