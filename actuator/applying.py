@@ -481,8 +481,9 @@ class Actuator:
                 # Every write is preceded by a write-ahead intent on the field's record, stamped at
                 # or after the row's journal time. With none since, this process never got to the
                 # write: a live value equal to the plan's is someone else's (or was there already).
-                attempted = isinstance(action, MovePod) or (mf is not None and mf.written_at >= row.updated_at)
-                if mf is not None and mf.written_at >= row.updated_at:
+                since = mf is not None and mf.written_at >= row.updated_at
+                attempted = isinstance(action, MovePod) or since
+                if mf is not None and since:
                     pending = parse_intent(mf.resource_version)
                     written.add(pending[0] if pending is not None else mf.value)
                 # A pod move journaled with its pod's UID: a pod re-created under the same name (a

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from planner.replicas import stale_limit
 from scaleahead.policy import FallbackMode, PolicySpec
 from scaleahead.types import InvocationForecast, Reason, SetWarmPool, WorkloadRef, WorkloadState
 
@@ -144,7 +145,7 @@ def decide_warm_pool(
     # (a recording rule) wants staleAfterSeconds of two steps (docs/serverless.md).
     data_age = now - forecast.data_until if forecast is not None and forecast.data_until is not None else -math.inf
     old_data = data_age > max(stale_after, forecast.step_s if forecast is not None else 0.0)
-    limit = max(stale_after, spec.demand.step_seconds)  # a step longer than staleAfterSeconds: one step
+    limit = stale_limit(spec)  # a step longer than staleAfterSeconds: one step
     stale = forecast is not None and (now - forecast.origin > limit or old_data)
     too_short = forecast is not None and forecast.origin + forecast.horizon_s <= now
     # Nothing from after the decision is read: a forecast made after now is none.
@@ -187,7 +188,7 @@ def decide_warm_pool(
             # not "not called", so the warm pool is held, for at most the keep-alive past the
             # newest sample (a broken or renamed query must not pin memory for ever).
             silent = now - state.observed_at
-            behind = silent > max(stale_after, spec.demand.step_seconds)
+            behind = silent > limit
             if math.isfinite(last) and now - last <= pool.keep_alive_seconds:
                 want = max(min(1, cap), min(current, cap)) if behind else min(1, cap)
                 ago = now - last

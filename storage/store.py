@@ -7,6 +7,7 @@ forecast, at most one per workload per ``forecast_interval_s`` (docs/storage.md)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -235,12 +236,21 @@ def _check_lengths(table: Any, values: Mapping[str, Any]) -> None:
             raise ValueTooLong(f"{table.name}.{column.name}", limit, value)
 
 
+@functools.cache
+def _bounded_columns(mapper: Any) -> tuple[tuple[str, str], ...]:
+    """``(attribute, column name)`` of a mapped class's columns with a length (``VARCHAR(n)``), once per class."""
+    return tuple(
+        (p.key, p.columns[0].name)
+        for p in mapper.column_attrs
+        if getattr(p.columns[0].type, "length", None) is not None
+    )
+
+
 def _check_flush_lengths(session: Session, _context: Any, _instances: Any) -> None:
     """Before a flush: every new or changed row's strings fit their columns (``_check_lengths``)."""
     for obj in (*session.new, *session.dirty):
         mapper = sa_inspect(obj).mapper
-        bounded = [p for p in mapper.column_attrs if getattr(p.columns[0].type, "length", None) is not None]
-        _check_lengths(mapper.local_table, {p.columns[0].name: getattr(obj, p.key) for p in bounded})
+        _check_lengths(mapper.local_table, {name: getattr(obj, key) for key, name in _bounded_columns(mapper)})
 
 
 class ChampionChanged(UserError):
@@ -715,8 +725,8 @@ class Store:
     @staticmethod
     def _action_values(plan_id: int, action: Action, state: str, now: float) -> dict[str, Any]:
         frm, to = action_endpoints(action)
-        _check_lengths(ActionRow.__table__, {"kind": action.kind, "target": action.target, "from_value": frm})
-        _check_lengths(ActionRow.__table__, {"to_value": to, "reason_code": action.reason.code})
+        bounded = {"kind": action.kind, "target": action.target, "from_value": frm, "to_value": to}
+        _check_lengths(ActionRow.__table__, {**bounded, "reason_code": action.reason.code})
         return {
             "plan_id": plan_id,
             "kind": action.kind,
