@@ -551,7 +551,7 @@ class ReplicaBatch:
             tr = np.fromiter(chain.from_iterable(trends), np.float64, count=6 * len(trends)).reshape(-1, 6)
             with np.errstate(all="ignore"):
                 on = (c.ramp_window_s[trows] > 0) & (tr[:, 1] > 0) & (tr[:, 2] >= c.ramp_min_t[trows])
-                on &= np.isfinite(tr[:, 0]) & np.isfinite(tr[:, 3])
+                on &= np.isfinite(tr[:, 0]) & np.isfinite(tr[:, 3]) & (tr[:, 3] <= now)  # no peeking
                 dem = tr[:, 0] + tr[:, 1] * np.maximum(0.0, ramp_t[trows] - tr[:, 3])
             ramp[trows] = np.where(on, _rf(dem, per[trows]), 0.0)
             ramp_demand[trows] = np.where(on, dem, np.nan)

@@ -201,7 +201,8 @@ def ramp_floor(spec: PolicySpec, state: WorkloadState, now: float, interval_s: f
 
     ``demand`` is where the line fitted to the observed demand (``state.observed_trend``) leads at
     ``at = now + startup + interval``, the end of the window a replica asked for now would serve;
-    counted only when the line rises with a t statistic of at least ``rampFloor.minTStat``.
+    counted only when the line rises with a t statistic of at least ``rampFloor.minTStat`` and ends
+    no later than ``now``.
     """
     at = now + spec.startup_seconds + interval_s
     tr = state.observed_trend
@@ -213,6 +214,7 @@ def ramp_floor(spec: PolicySpec, state: WorkloadState, now: float, interval_s: f
         or not tr.t_stat >= rf.min_t_stat
         or not math.isfinite(tr.level)
         or not math.isfinite(tr.at)
+        or tr.at > now  # a line ending after now read samples from the future (no peeking)
     ):
         return 0, math.nan, at
     demand = tr.level + tr.slope * max(0.0, at - tr.at)

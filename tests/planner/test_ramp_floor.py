@@ -176,6 +176,7 @@ def test_a_steady_rise_scales_out_to_where_it_leads_when_new_replicas_are_ready(
         (Trend(100.0, 0.0, NAN, NOW, 300.0, 30), {}),  # flat
         (Trend(100.0, 1.0, 12.0, NAN, 300.0, 30), {}),  # no time
         (Trend(NAN, 1.0, 12.0, NOW, 300.0, 30), {}),  # no level
+        (Trend(100.0, 1.0, 12.0, NOW + 0.5, 300.0, 30), {}),  # ends after now: read the future (no peeking)
         (None, {}),  # not measured
         (Trend(100.0, 1.0, 12.0, NOW, 300.0, 30), {"rampFloor": {"windowSeconds": 0}}),  # turned off
         (Trend(100.0, 1.0, 12.0, NOW, 300.0, 30), {"rampFloor": {"minTStat": 20}}),  # stricter
