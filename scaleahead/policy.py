@@ -484,10 +484,11 @@ class PolicySpec(_Model):
     warm_pool: WarmPool = Field(default_factory=WarmPool)  # type: ignore[arg-type]
     rollout_group: str = Field(
         "default",
+        min_length=1,
         max_length=MAX_ROLLOUT_GROUP,
         description="Rollouts of models and policies act per group.",
     )
-    tenant: str = Field("default", description="Tenant for fair sharing under shortage.")
+    tenant: str = Field("default", min_length=1, description="Tenant for fair sharing under shortage.")
     priority: Int = Field(0, description="Higher priority is served first under shortage.")
     weight: Float = Field(1.0, gt=0, description="Share weight within a priority under shortage.")
     objective: Objective = Field(default_factory=Objective)  # type: ignore[arg-type]
@@ -517,8 +518,8 @@ class PolicySpec(_Model):
 
 class Metadata(_Model):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
-    name: str = Field(..., min_length=1)
-    namespace: str = "default"
+    name: Annotated[str, _kubernetes_name("subdomain", "policy name")] = Field(...)
+    namespace: Annotated[str, _kubernetes_name("label", "namespace name")] = "default"
 
 
 class Policy(_Model):

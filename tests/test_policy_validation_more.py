@@ -409,3 +409,34 @@ def test_names_built_from_trace_names_are_kubernetes_names() -> None:
             assert re.match(DNS_LABEL, made) and len(made) <= 63, (text, made)
     assert to_dns_label("machine_temperature") == "machine-temperature"
     assert to_dns_label("---", fallback="trace") == "trace"
+
+
+# -- the policy object's own name, its rollout group and tenant --------------------------------------------
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"metadata": {"name": "Web_1"}}, "metadata.name", "'Web_1' is not a Kubernetes policy name"),
+        ({"metadata": {"name": ""}}, "metadata.name", "'' is not a Kubernetes policy name"),
+        ({"metadata": {"name": "web", "namespace": "Shop"}}, "metadata.namespace", "'Shop' is not a Kubernetes"),
+        ({"spec": {"rolloutGroup": ""}}, "spec.rolloutGroup", "String should have at least 1 character"),
+        ({"spec": {"tenant": ""}}, "spec.tenant", "String should have at least 1 character"),
+    ],
+)
+def test_a_policy_name_namespace_rollout_group_or_tenant_no_object_can_have_is_refused(
+    change: dict[str, Any], field: str, says: str
+) -> None:
+    # Before, a policy named 'Web_1' or in namespace 'Shop' was loaded from a file (the API server
+    # would refuse it as a custom resource), and an empty rolloutGroup or tenant was taken as a name.
+    doc = _example()
+    for part, values in change.items():
+        doc[part] = {**doc[part], **values} if part == "spec" else values
+    with pytest.raises(ConfigError, match=rf"p.yaml:\d+: field '{re.escape(field)}': {says}"):
+        parse_policies(yaml.safe_dump(doc, sort_keys=False), "p.yaml")
+
+
+def test_the_crd_refuses_an_empty_rollout_group_or_tenant() -> None:
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for field in ("rolloutGroup", "tenant"):
+        spec = {**_example()["spec"], field: ""}
+        errors = list(jsonschema.Draft4Validator(schema).iter_errors(spec))
+        assert [list(e.absolute_path) for e in errors] == [[field]]
