@@ -24,7 +24,7 @@ import numpy as np
 from actuator.base import apply_plan
 from actuator.simulated import SimulatedService
 from forecaster.base import Forecaster, horizon_steps_for
-from forecaster.registry import available_models, make_model
+from forecaster.registry import LEARNED, available_models, make_model
 from planner import plan as make_plan
 from planner.risk import RiskBook
 from scaleahead.bench import open_text_out
@@ -572,12 +572,31 @@ def default_model_name(setup: ReplaySetup | None = None, settings: Settings | No
     )
 
 
-def fit_model(name: str, setup: ReplaySetup) -> tuple[Forecaster, float]:
-    """Build and fit a forecaster on the history part only. Returns it and the fit time (s)."""
+def fit_model(name: str, setup: ReplaySetup, seed: int | None = None) -> tuple[Forecaster, float]:
+    """Build and fit a forecaster on the history part only. Returns it and the fit time (s).
+
+    ``seed``: the training seed of a learned forecaster (``LSTMConfig.seed``; None: its default).
+    """
     model = make_model(name)
+    if seed is not None:
+        check_seedable(name)
+        from forecaster.lstm import LSTMForecaster
+
+        assert isinstance(model, LSTMForecaster)  # every learned model is one (check_seedable)
+        model.config.seed = seed
     started = time.perf_counter()
     model.fit([setup.series.between(setup.split.start, setup.split.test_start)])
     return model, time.perf_counter() - started
+
+
+def check_seedable(name: str) -> None:
+    """Refuse a training seed for a forecaster that is not trained from one (the baselines)."""
+    if name not in LEARNED:
+        raise UserError(
+            f"--seeds applies to a learned forecaster (one of {', '.join(LEARNED)}); {name!r} is fitted without "
+            "a random seed, so every seed would give the same replay.",
+            "Drop --seeds, or give --model lstm.",
+        )
 
 
 def run_replay(
@@ -586,12 +605,19 @@ def run_replay(
     model: str | None = None,
     policy_overrides: dict[str, Any] | None = None,
     progress: Callable[[str, int], None] | None = None,
+    seed: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, PolicyRun]]:
-    """Run the policies and return the JSON document of EVALUATION.md section 7 and the runs."""
+    """Run the policies and return the JSON document of EVALUATION.md section 7 and the runs.
+
+    ``seed``: the training seed of the scaleahead policy's forecaster (a learned one), recorded as
+    ``params.scaleahead_seed``; None: its default.
+    """
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise UserError(f"Unknown replay policies {unknown}.", f"Known: {', '.join(POLICIES)}.")
     model_name, model_note = (model, f"model {model!r} chosen with --model") if model else default_model_name(setup)
+    if seed is not None and "scaleahead" in policies:
+        check_seedable(model_name)
     overrides = policy_overrides or {}
     runs: dict[str, PolicyRun] = {}
     fit_s: dict[str, float] = {}
@@ -604,7 +630,7 @@ def run_replay(
         if name in ("scaleahead", "predictive_seasonal_naive"):
             mname = model_name if name == "scaleahead" else "seasonal_naive"
             if mname not in fitted:
-                fitted[mname], fit_s[mname] = fit_model(mname, setup)
+                fitted[mname], fit_s[mname] = fit_model(mname, setup, seed if name == "scaleahead" else None)
             pol = replay_policy_object(setup, name.replace("_", "-"), **overrides)
             runs[name] = run_predictive(setup, fitted[mname], pol, name, progress=cb(name))
         elif name == "hpa":
@@ -626,7 +652,12 @@ def run_replay(
         "startup_s": setup.startup_s,
         "initial_ready": setup.initial_ready,
         "policies": {},
-        "params": {"scaleahead_model": model_name, "scaleahead_model_note": model_note, **overrides},
+        "params": {
+            "scaleahead_model": model_name,
+            "scaleahead_model_note": model_note,
+            **({"scaleahead_seed": seed} if seed is not None and "scaleahead" in policies else {}),
+            **overrides,
+        },
         "timing_s": {"fit": fit_s, "replay": {}, "replay_cpu": {}},
     }
     for name, run in runs.items():
@@ -642,6 +673,76 @@ def run_replay(
     doc["timing_s"]["replay_total"] = round(sum(r.seconds for r in runs.values()), 3)
     doc["timing_s"]["replay_cpu_total"] = round(sum(r.cpu_seconds for r in runs.values()), 3)
     return doc, runs
+
+
+#: The scaleahead policy's metrics that ``seed_spread`` keeps per seed and summarizes.
+SEED_METRICS = (
+    "violation_fraction",
+    "replica_seconds",
+    "scale_events",
+    "violations_rel_hpa",
+    "cost_rel_hpa",
+    "cost_rel_oracle",
+)
+
+
+def _seed_row(m: dict[str, Any], peers: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """One seed's row: its metrics, and its violations and cost relative to the HPA and the oracle when run."""
+    row = {k: m[k] for k in ("violation_fraction", "replica_seconds", "scale_events")}
+    hpa, oracle = peers.get("hpa"), peers.get("oracle")
+    if hpa is not None:
+        hv = hpa["violation_fraction"]
+        row["violations_rel_hpa"] = (
+            m["violation_fraction"] / hv if hv > 0 else math.inf if m["violation_fraction"] else 1.0
+        )
+        row["cost_rel_hpa"] = m["replica_seconds"] / hpa["replica_seconds"] if hpa["replica_seconds"] > 0 else math.nan
+    if oracle is not None:
+        o = oracle["replica_seconds"]
+        row["cost_rel_oracle"] = m["replica_seconds"] / o if o > 0 else math.nan
+    return row
+
+
+def _bound(progress: Callable[[int, int], None] | None, seed: int) -> Callable[[int], None] | None:
+    return None if progress is None else (lambda k: progress(seed, k))
+
+
+def seed_spread(
+    setup: ReplaySetup,
+    doc: dict[str, Any],
+    seeds: Sequence[int],
+    policy_overrides: dict[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The scaleahead policy replayed with its forecaster trained from each of ``seeds``.
+
+    ``doc`` is ``run_replay``'s document for ``seeds[0]`` (its peers are reused: they have no
+    learned part); every further seed trains the forecaster again on the history and replays only
+    the scaleahead policy. Returns ``{"seeds", "runs": {seed: row}, "summary": {metric: {min,
+    median, max}}, "fit_s": {seed: s}}``; a row holds the metrics of ``SEED_METRICS`` that apply
+    (the ratios need the hpa and oracle peers in ``doc``). ``progress(seed, steps)`` as the
+    replay advances.
+    """
+    model_name = doc["params"]["scaleahead_model"]
+    check_seedable(model_name)
+    if doc["params"].get("scaleahead_seed") != seeds[0] or "scaleahead" not in doc["policies"]:
+        raise ValueError("doc must be run_replay's document for the first seed, with the scaleahead policy")
+    peers = doc["policies"]
+    runs = {str(seeds[0]): _seed_row(peers["scaleahead"], peers)}
+    fit_s = {str(seeds[0]): doc["timing_s"]["fit"][model_name]}
+    pol = replay_policy_object(setup, "scaleahead", **(policy_overrides or {}))
+    for seed in seeds[1:]:
+        model, fit_s[str(seed)] = fit_model(model_name, setup, seed)
+        run = run_predictive(setup, model, pol, "scaleahead", progress=_bound(progress, seed))
+        m = compute_metrics(
+            setup.demand, run.desired, run.allocated, run.ready, setup.capacity, setup.step_s, setup.initial_ready
+        )
+        runs[str(seed)] = _seed_row(m, peers)
+    summary = {}
+    for key in SEED_METRICS:
+        vals = [row[key] for row in runs.values() if key in row]
+        if vals:
+            summary[key] = {"min": min(vals), "median": float(np.median(vals)), "max": max(vals)}
+    return {"seeds": list(seeds), "runs": runs, "summary": summary, "fit_s": {k: round(v, 3) for k, v in fit_s.items()}}
 
 
 def write_decisions(path: Path, setup: ReplaySetup, runs: dict[str, PolicyRun]) -> None:

@@ -16,6 +16,9 @@ import typer
 from scaleahead.commands import check_output, number_list, share_steps
 from scaleahead.errors import UserError
 
+#: Most training seeds ``bench replay --seeds`` runs (each trains the forecaster again).
+MAX_SEEDS = 100
+
 #: The replay metrics every table shows, in this order (``metric_cells``).
 METRIC_COLUMNS = ("violations", "unserved", "replica-seconds", "utilization", "scale events")
 
@@ -66,6 +69,43 @@ def check_policy(setup: Any, overrides: dict[str, Any], option: str) -> None:
         raise UserError(
             f"{option} gives an invalid policy ({problems}).", "See docs/configuration.md for fields and bounds."
         ) from exc
+
+
+def _seed_table(spread: dict[str, Any], model: str) -> Any:
+    """The table of ``bench replay --seeds``: one row per training seed, then min/median/max."""
+    from rich.table import Table
+
+    def ratio(v: float | None) -> str:
+        return "" if v is None else f"{v:.3f}x"
+
+    table = Table(title=f"scaleahead with {model} trained from each seed (the peers as above)")
+    for col in (
+        "seed",
+        "violations",
+        "replica-seconds",
+        "scale events",
+        "violations / hpa",
+        "cost / hpa",
+        "cost / oracle",
+    ):
+        table.add_column(col, justify="right", no_wrap=True)
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        return [
+            f"{row['violation_fraction']:.4%}",
+            f"{row['replica_seconds']:,.0f}",
+            f"{row['scale_events']:,.0f}",
+            ratio(row.get("violations_rel_hpa")),
+            ratio(row.get("cost_rel_hpa")),
+            ratio(row.get("cost_rel_oracle")),
+        ]
+
+    for seed, row in spread["runs"].items():
+        table.add_row(seed, *cells(row))
+    if len(spread["runs"]) > 1:
+        for stat in ("min", "median", "max"):
+            table.add_row(stat, *cells({k: v[stat] for k, v in spread["summary"].items()}))
+    return table
 
 
 def _window(setup: Any, start: str | None, hours: float) -> tuple[int, int] | None:
@@ -279,6 +319,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             bool,
             typer.Option(help="With --rollout: also run all-champion and all-challenger references in the same loop."),
         ] = True,
+        seeds: Annotated[
+            str | None,
+            typer.Option(
+                help="Train the scaleahead policy's forecaster (a learned one: lstm, lstm_clock) from each of these "
+                "seeds, e.g. 0-4 or 0,3, and replay it once per seed: a second table and the JSON's 'seeds' block "
+                "give every seed's outcome and their min/median/max. The first table, the JSON's 'policies', "
+                "--plot and --decisions are the first seed's (default: the model's own seed, 0)."
+            ),
+        ] = None,
     ) -> None:
         """Service replay: scaleahead vs the HPA, static peak and the oracle on one trace (EVALUATION.md s. 4).
 
@@ -294,7 +343,23 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             from scaleahead.cli import parse_time
 
             parse_time(plot_start, "--plot-start")
+        seed_list = None
+        if seeds is not None:
+            from scaleahead.commands.rebalance import parse_seeds
+
+            seed_list = parse_seeds(seeds)
+            if len(seed_list) > MAX_SEEDS:
+                raise UserError(
+                    f"--seeds names {len(seed_list):,} seeds; each one trains the forecaster again (about a minute "
+                    f"on 2 cores), so at most {MAX_SEEDS} are run.",
+                    "Give fewer seeds, for example 0-4.",
+                )
         if rollout is not None:
+            if seeds is not None:
+                raise UserError(
+                    "--seeds does not apply to a --rollout replay.",
+                    "Drop --seeds; replay the models one at a time without --rollout to see their seed spread.",
+                )
             if decisions is not None or plot is not None or set_ or model is not None or capacity is not None:
                 raise UserError(
                     "--decisions, --plot, --set, --model and --capacity do not apply to a --rollout replay.",
@@ -355,6 +420,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         unknown = [p for p in names if p not in rp.POLICIES]
         if unknown or not names:
             raise UserError(f"--policies has unknown names {unknown}.", f"Known: {', '.join(rp.POLICIES)}.")
+        if seed_list is not None:
+            if "scaleahead" not in names:
+                raise UserError(
+                    "--seeds trains the scaleahead policy's forecaster, but --policies leaves that policy out.",
+                    "Add scaleahead to --policies, or drop --seeds.",
+                )
+            if model is not None:
+                rp.check_seedable(model)
         overrides = _parse_sets(set_ or [])
         if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
             raise UserError(
@@ -375,7 +448,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             transient=True,
         ) as bar:
             tasks = {n: bar.add_task(n, total=setup.demand.size) for n in names}
-            doc, runs = rp.run_replay(setup, names, model, overrides, progress=lambda n, k: bar.advance(tasks[n], k))
+            first = None if seed_list is None else seed_list[0]
+            doc, runs = rp.run_replay(
+                setup, names, model, overrides, progress=lambda n, k: bar.advance(tasks[n], k), seed=first
+            )
+            if seed_list is not None:
+                seed_tasks = {s: bar.add_task(f"scaleahead seed {s}", total=setup.demand.size) for s in seed_list[1:]}
+                doc["seeds"] = rp.seed_spread(
+                    setup, doc, seed_list, overrides, progress=lambda s, k: bar.advance(seed_tasks[s], k)
+                )
         doc["trace"] = trace_name
         params = doc.setdefault("params", {})
         if capacity is not None:
@@ -403,6 +484,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             table.add_row(name, *metric_cells(m))
         out.print(table)
         out.print(f"scaleahead forecaster: {doc['params']['scaleahead_model_note']}", soft_wrap=True)
+        if "seeds" in doc:
+            out.print(_seed_table(doc["seeds"], doc["params"]["scaleahead_model"]))
         timing = doc["timing_s"]
         out.print(
             f"replay time (training excluded): {timing['replay_total']:.1f} s wall, "
