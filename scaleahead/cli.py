@@ -131,7 +131,13 @@ def plan(
         str | None, typer.Option(help="Decision time (ISO-8601 or epoch s); default: after the last point.")
     ] = None,
     output: Annotated[Output, typer.Option(help="table or json.")] = Output.table,
-    db: Annotated[str | None, typer.Option(help="SQLAlchemy URL where the plan is recorded.")] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL where the plan is recorded (default: SCALEAHEAD_STORAGE__URL, else "
+            "SCALEAHEAD_DB_URL, else SQLite; created if missing; docs/storage.md)."
+        ),
+    ] = None,
     model: Annotated[
         str,
         typer.Option(

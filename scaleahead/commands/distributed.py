@@ -29,7 +29,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             int, typer.Option(min=1, help="Nodes taking part (a Kubernetes indexed Job's completions).")
         ] = 1,
         out: Annotated[Path, typer.Option(help="Folder for the checkpoint (node 0).")] = Path("models"),
-        db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the model registry.")] = None,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                "--db",
+                help="SQLAlchemy URL of the model registry (default: SCALEAHEAD_STORAGE__URL, else "
+                "SCALEAHEAD_DB_URL, else SQLite; docs/storage.md).",
+            ),
+        ] = None,
         epochs: Annotated[int, typer.Option(min=1, help="Maximum epochs.")] = 30,
         hidden: Annotated[int, typer.Option(min=1, help="LSTM hidden size.")] = 32,
         max_train_windows: Annotated[int, typer.Option(min=100, help="Training windows sampled.")] = 80000,

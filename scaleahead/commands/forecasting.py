@@ -77,7 +77,7 @@ PriorOpt = Annotated[
     str | None,
     typer.Option(
         help="LSTM prior: 'ridge' = the network corrects the ridge baseline's forecast (hybrid), "
-        "'none' = it forecasts alone (default: see docs/forecaster.md).",
+        "'none' = it forecasts alone (default: none; docs/forecaster.md).",
     ),
 ]
 
@@ -86,7 +86,7 @@ BlendOpt = Annotated[
     typer.Option(
         "--blend/--no-blend",
         help="Blend the LSTM's quantiles with the ridge's, weight chosen on the validation span "
-        "(default: see docs/forecaster.md).",
+        "(default: off; docs/forecaster.md).",
     ),
 ]
 
@@ -194,8 +194,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Train the LSTM on a trace and register it (data span, hyperparameters, metrics, artifact).
 
-        Data source agnostic: any ``Series`` works; here it comes from a trace name or series CSV.
-        By default only the history split (first 75 %) is used, so `bench forecast` stays fair.
+        The data is a trace name or series CSV (--trace), or every --policy's demand query read
+        from Prometheus (--prometheus, the --days before --end). Of a trace, by default only the
+        history split (first 75 %) is used, so `bench forecast` stays fair.
         """
         from forecaster.lstm import LSTMForecaster
         from forecaster.registry import LEARNED
@@ -404,7 +405,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         threads: Annotated[int, typer.Option(help="torch threads.")] = 2,
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the result here.")] = None,
     ) -> None:
-        """Time ``forecast_many`` for N series (all quantiles, 90 steps at 10 s): forecast_ms.
+        """Time one batched LSTM forecast of N series (all quantiles, 90 steps at 10 s): forecast_ms.
 
         Weights do not change the cost, so without --checkpoint an untrained network of the
         default shape is timed. Each series has 8 days of 10 s history with 3 % missing points.

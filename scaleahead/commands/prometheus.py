@@ -176,9 +176,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Dump a range of a PromQL query as a series CSV (the format of EVALUATION.md).
 
-        Each row is a step stamped at its start, as in the traces: the row at ``t`` is the point
-        Prometheus has at ``t + step`` (a point is known at its timestamp, so it is the step that
-        ends there; ``scaleahead backfill`` writes a trace's steps that way). Long ranges are read
+        Each row is a step stamped at its start, as in the traces: the row at t is the point
+        Prometheus has at t + step (a point is known at its timestamp, so it is the step that
+        ends there; `scaleahead backfill` writes a trace's steps that way). Long ranges are read
         in chunks under Prometheus' 11,000-points limit; gaps are written as
         empty cells. The file is written only if the whole read succeeds.
         """

@@ -661,8 +661,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Run scaleahead on a built-in real trace: no cluster, no Prometheus, no config.
 
-        Replays a day of demand through the real control loop (virtual clock, simulated cluster,
-        SQLite in a temporary folder), then compares it with the HPA algorithm on the same day.
+        Replays --hours of the trace's test period (default 24) through the real control loop
+        (virtual clock, simulated cluster, SQLite in a temporary folder), then compares it with
+        the HPA algorithm and the oracle on the same hours.
         """
         from scaleahead.demo import run_demo
 
