@@ -687,18 +687,17 @@ SEED_METRICS = (
 
 
 def _seed_row(m: dict[str, Any], peers: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """One seed's row: its metrics, and its violations and cost relative to the HPA and the oracle when run."""
+    """One seed's row: its metrics, and its violations and cost relative to the HPA and the oracle
+    when they ran (a ratio over a peer's 0 is left out: the JSON holds no infinities)."""
     row = {k: m[k] for k in ("violation_fraction", "replica_seconds", "scale_events")}
-    hpa, oracle = peers.get("hpa"), peers.get("oracle")
-    if hpa is not None:
-        hv = hpa["violation_fraction"]
-        row["violations_rel_hpa"] = (
-            m["violation_fraction"] / hv if hv > 0 else math.inf if m["violation_fraction"] else 1.0
-        )
-        row["cost_rel_hpa"] = m["replica_seconds"] / hpa["replica_seconds"] if hpa["replica_seconds"] > 0 else math.nan
-    if oracle is not None:
-        o = oracle["replica_seconds"]
-        row["cost_rel_oracle"] = m["replica_seconds"] / o if o > 0 else math.nan
+    for key, peer, metric in (
+        ("violations_rel_hpa", "hpa", "violation_fraction"),
+        ("cost_rel_hpa", "hpa", "replica_seconds"),
+        ("cost_rel_oracle", "oracle", "replica_seconds"),
+    ):
+        base = peers.get(peer, {}).get(metric, 0.0)
+        if base > 0:
+            row[key] = m[metric] / base
     return row
 
 

@@ -80,3 +80,11 @@ def test_bad_seeds_are_refused_before_any_training(alibaba_csv: Path, tmp_path: 
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_a_ratio_over_a_peers_zero_is_left_out_so_the_json_has_no_infinities() -> None:
+    ours = {"violation_fraction": 0.01, "replica_seconds": 300.0, "scale_events": 4}
+    peers = {"hpa": {"violation_fraction": 0.0, "replica_seconds": 200.0}, "oracle": {"replica_seconds": 100.0}}
+    row = rp._seed_row(ours, peers)
+    assert row == {**ours, "cost_rel_hpa": 1.5, "cost_rel_oracle": 3.0}
+    assert set(rp._seed_row(ours, {})) == set(ours)
