@@ -22,10 +22,33 @@ from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef, batch_fo
 QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9, 0.99)
 #: Default horizon: 15 minutes.
 HORIZON_S = 900.0
+#: The largest float32, the LSTM's number type. A sample beyond it, though finite in float64 (a
+#: counter glitch such as 1e42), is missing for every forecaster, in training and at prediction
+#: alike (``glitches_as_missing``); the LSTM also leaves out a window whose *scaled* inputs or
+#: targets go beyond it (``features.inputs_from_windows``, ``datamodule.make_windows``).
+F32_MAX = float(np.finfo(np.float32).max)
 
 
 def horizon_steps_for(step_s: float, horizon_s: float = HORIZON_S) -> int:
     return max(1, int(round(horizon_s / step_s)))
+
+
+def glitches_as_missing(values: FloatArray) -> FloatArray:
+    """``values`` with every sample that is not finite in float32 (infinite, or beyond ``F32_MAX``
+    such as a 1e42 glitch) as missing (NaN): the same array when there is none. As a demand it is
+    never real, and read as a value it scales a forecast to ~1e40 or makes it NaN."""
+    bad = np.abs(values) > F32_MAX  # inf too; NaN compares False
+    if not bad.any():
+        return values
+    return np.where(bad, np.nan, values)
+
+
+def without_glitches(series: Series) -> Series:
+    """``series`` with its ``glitches_as_missing`` samples as NaN (the same object when there is none)."""
+    values = glitches_as_missing(series.values)
+    if values is series.values:
+        return series
+    return Series(series.name, series.start, series.step_s, values, series.unit)
 
 
 def fill_short_gaps(values: FloatArray, max_gap: int = 3) -> FloatArray:

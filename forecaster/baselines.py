@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from forecaster.base import Forecaster, fill_short_gaps_causal, padded_history
+from forecaster.base import Forecaster, fill_short_gaps_causal, glitches_as_missing, padded_history
 from scaleahead.errors import DataError
 from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef, batch_forecasts
 
@@ -40,7 +40,7 @@ class ResidualQuantileForecaster(Forecaster):
             h = horizon_steps or max(1, int(round(900.0 / s.step_s)))
             self._fit_horizon = h
             self._start = s.start  # the series' time origin, for time-of-day features
-            values = fill_short_gaps_causal(s.values)
+            values = fill_short_gaps_causal(glitches_as_missing(s.values))  # a 1e42 glitch is missing
             n = len(values)
             lo = self.min_context(s.step_s)
             if n - h <= lo:
@@ -105,7 +105,9 @@ class ResidualQuantileForecaster(Forecaster):
 
     def _points(self, series: Series, origins: np.ndarray, horizon_steps: int) -> FloatArray:
         """Point forecasts ``[origins, horizon]`` after the checks every forecast passes."""
-        values = fill_short_gaps_causal(series.values)
+        # A sample beyond float32 (a glitch such as 1e42) is missing, as in fit: copied a day on
+        # (seasonal-naive) or averaged in, it was forecast as demand.
+        values = fill_short_gaps_causal(glitches_as_missing(series.values))
         self._start = series.start
         origins = np.asarray(origins, dtype=np.int64)
         if len(origins) and np.isnan(_last_valid(values, origins)).any():
@@ -290,7 +292,7 @@ class Ridge(ResidualQuantileForecaster):
         h = 1
         for s in history:
             h = horizon_steps or max(1, int(round(900.0 / s.step_s)))
-            values = fill_short_gaps_causal(s.values)
+            values = fill_short_gaps_causal(glitches_as_missing(s.values))
             n = len(values)
             if n - h <= self.n_lags:
                 continue

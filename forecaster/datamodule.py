@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from forecaster.base import common_cut
+from forecaster.base import F32_MAX, common_cut
 from forecaster.features import FeatureSpec, IntArray, build_inputs, targets, with_prior
 from scaleahead.errors import DataError
 from scaleahead.types import FloatArray, Series
@@ -60,8 +60,6 @@ def _origins(n: int, lo: int, hi: int, k: int, rng: np.random.Generator) -> IntA
 
 #: A baseline's point forecasts ``[n, H]`` for origins of a series (``values[:o]`` only).
 PriorFn = Callable[[Series, IntArray], FloatArray]
-#: The largest float32: a scaled value beyond it is infinite in the network.
-F32_MAX = float(np.finfo(np.float32).max)
 
 
 def make_windows(
@@ -85,12 +83,12 @@ def make_windows(
             if prior is not None:
                 inp = with_prior(inp, prior(s, o))
             y = targets(s.values, o, h) / inp.scale[:, None]
-            # A target finite here (float64) but not in the network's float32 (a glitch such as 1e42)
-            # is missing: as inf it would make the loss, then every weight, NaN. So is a window whose
-            # inputs overflow float32.
+            # A sample beyond float32 (a glitch such as 1e42) is already missing (the series went
+            # through ``glitches_as_missing``). A target whose *scaled* value is beyond the network's
+            # float32 is missing too: as inf it would make the loss, then every weight, NaN. A window
+            # whose scaled inputs overflow float32 is not usable (``inputs_from_windows``).
             y[~(np.abs(y) <= F32_MAX)] = np.nan
-            finite_inputs = np.isfinite(inp.seq).all(axis=(1, 2)) & np.isfinite(inp.static).all(axis=1)
-            keep = inp.usable & finite_inputs & (~np.isnan(y)).any(axis=1)
+            keep = inp.usable & (~np.isnan(y)).any(axis=1)
             rows.append((inp.seq[keep], inp.static[keep], y[keep], inp.scale[keep], o[keep]))
         if not rows:
             continue

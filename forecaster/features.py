@@ -122,7 +122,7 @@ class Inputs:
     seq: npt.NDArray[np.float32]  # [n, L, 2]
     static: npt.NDArray[np.float32]  # [n, n_static]
     scale: FloatArray  # [n]
-    usable: BoolArray  # [n]
+    usable: BoolArray  # [n] a scale from observed values, and every input finite in float32
 
 
 def gather(values: FloatArray, origins: IntArray, seg: Segment) -> FloatArray:
@@ -199,8 +199,13 @@ def inputs_from_windows(w: FloatArray, times: FloatArray, spec: FeatureSpec) -> 
     if spec.clock_phases:
         parts.append(clock_one_hot(times, spec))
     static = np.concatenate(parts, axis=1)  # [n, n_static]
-    with np.errstate(over="ignore"):  # a value beyond float32 (a glitch): training drops such windows
-        return Inputs(seq.astype(np.float32), static.astype(np.float32), scale, usable)
+    with np.errstate(over="ignore"):  # a scaled value beyond float32: its row is not usable (below)
+        seq32, static32 = seq.astype(np.float32), static.astype(np.float32)
+    # A window whose scaled inputs overflow the network's float32 (a sample far above the window's
+    # scale: 1e37 a day back over a scale of 0.01) is not usable: training leaves it out, a forecast
+    # from it takes the named per-origin fallback (as for a window with no observed value).
+    usable &= np.isfinite(seq32).all(axis=(1, 2)) & np.isfinite(static32).all(axis=1)
+    return Inputs(seq32, static32, scale, usable)
 
 
 def clock_one_hot(times: FloatArray, spec: FeatureSpec) -> FloatArray:

@@ -46,7 +46,14 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from forecaster.base import QUANTILES, Forecaster, common_cut, fill_short_gaps_causal
+from forecaster.base import (
+    QUANTILES,
+    Forecaster,
+    common_cut,
+    fill_short_gaps_causal,
+    glitches_as_missing,
+    without_glitches,
+)
 from forecaster.baselines import Ridge, _last_valid
 from forecaster.features import (
     FeatureSpec,
@@ -219,7 +226,8 @@ class LSTMForecaster(Forecaster):
         from forecaster.datamodule import WindowDataModule
         from forecaster.lightning_module import EpochCount, QuantileLSTMModule
 
-        usable = [_finite(s) for s in history if len(s) and np.isfinite(s.values).any()]
+        cleaned = (without_glitches(s) for s in history if len(s))
+        usable = [s for s in cleaned if np.isfinite(s.values).any()]
         if not usable:
             raise DataError("Every history series is empty or all missing (NaN).", "Check the demand data.")
         steps = sorted({s.step_s for s in usable})
@@ -420,7 +428,7 @@ class LSTMForecaster(Forecaster):
             pos = idx[k] + rel
             ok = (pos >= 0) & (pos < min(int(idx[k]), len(s)))
             w[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan) if len(s) else np.nan
-        w[np.isinf(w)] = np.nan
+        w = glitches_as_missing(w)  # a sample beyond float32 is missing, as in training
         for _ in range(gap):  # carry the last value into the first `gap` steps of a NaN run, as in the series
             w[:, 1:] = np.where(np.isnan(w[:, 1:]) & ~np.isnan(w[:, :-1]), w[:, :-1], w[:, 1:])
         window = w[:, gap:]
@@ -430,8 +438,9 @@ class LSTMForecaster(Forecaster):
         last[has] = window[has, m - 1 - np.argmax(seen[has, ::-1], axis=1)]
         for k in np.flatnonzero(~has).tolist():  # the whole window missing: the last value before it
             _, s = items[k]
-            before = np.flatnonzero(np.isfinite(s.values[: min(int(idx[k]), len(s))]))
-            last[k] = s.values[before[-1]] if len(before) else np.nan
+            past = glitches_as_missing(s.values[: min(int(idx[k]), len(s))])
+            before = np.flatnonzero(np.isfinite(past))
+            last[k] = past[before[-1]] if len(before) else np.nan
         x = self.ridge.features_from_window(window, last, times, self.spec.step_s)
         return self.ridge.point_from_features(x, last, self.spec.horizon_steps)
 
@@ -487,7 +496,7 @@ class LSTMForecaster(Forecaster):
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
         spec = self._check(series, horizon_steps)
         origins = np.asarray(origins, dtype=np.int64)
-        series = _finite(series)
+        series = without_glitches(series)  # a sample beyond float32 is missing, as in training
         values = series.values
         if not np.isfinite(values[: int(origins.max()) if len(origins) else 0]).any():
             raise DataError(f"Series {series.name!r} has no observed value before the origins.", "Check the data.")
@@ -544,7 +553,9 @@ class LSTMForecaster(Forecaster):
             rows[k] = np.where(ok, s.values[np.clip(pos, 0, max(len(s) - 1, 0))], np.nan)
             times[k] = s.start + i * s.step_s
             idx.append(i)
-        rows[np.isinf(rows)] = np.nan  # an infinite sample is a missing one (it would make every quantile NaN)
+        # An infinite sample, or one beyond float32 (a glitch such as 1e42), is a missing one, as in
+        # training: read, it made every quantile NaN or ~1e40.
+        rows = glitches_as_missing(rows)
         inp = inputs_from_windows(rows, times, spec)
         point = self._prior_many(items, np.asarray(idx, dtype=np.int64), times) if self.ridge is not None else None
         if self._uses_prior and point is not None:
@@ -560,7 +571,8 @@ class LSTMForecaster(Forecaster):
         for bad in np.flatnonzero(~inp.usable).tolist():
             ref, s = items[bad]
             # only values before the origin: ``values[:i]`` (i may lie past the series' end)
-            out[bad] = self._naive_rows(s.values, np.array([min(idx[bad], len(s))]), horizon_steps, str(ref))[0]
+            past = glitches_as_missing(s.values[: min(idx[bad], len(s))])
+            out[bad] = self._naive_rows(past, np.array([len(past)]), horizon_steps, str(ref))[0]
             self.last_fallback_origins += 1
         # one read-only batch [workloads, K, horizon]; each forecast reads its row (QuantileRows)
         return batch_forecasts(
@@ -843,15 +855,6 @@ def _factors(value: Any, shape: tuple[int, ...]) -> FloatArray:
     if not np.all((out >= 0.25 - 1e-9) & (out <= 4.0 + 1e-9)):  # also NaN and inf
         raise ValueError(f"spread factors {out.tolist()} must lie in [0.25, 4]")
     return out
-
-
-def _finite(series: Series) -> Series:
-    """``series`` with infinite samples as missing (NaN), as every input window reads them."""
-    if not np.isinf(series.values).any():
-        return series
-    return Series(
-        series.name, series.start, series.step_s, np.where(np.isinf(series.values), np.nan, series.values), series.unit
-    )
 
 
 def _floats(value: Any, shape: tuple[int, ...]) -> FloatArray:

@@ -278,7 +278,8 @@ def test_json_output_of_rows_holding_nan_is_valid_json_with_null(tmp_path: Path)
 
 # -- 6. promoting a version whose checkpoint is damaged ----------------------------------------------------
 def _lstm(store: Store, folder: Path, name: str, stored: bool) -> tuple[int, Path]:
-    data = f"checkpoint of {name}".encode() * 100
+    # a real checkpoint: the one the daemon would load must also load (tests/test_promote_checks.py)
+    data = (Path(__file__).parent / "forecaster" / "fixtures" / "lstm_v2_60s.pt").read_bytes()
     path = folder / f"{name}.pt"
     path.write_bytes(data)
     mid = store.register_model(
