@@ -24,7 +24,7 @@ import numpy as np
 from actuator.applying import Actuator
 from actuator.base import ActionResult, Target, apply_plan
 from actuator.rollouts import RolloutView
-from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.base import Forecaster, horizon_steps_for, without_glitches
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
 from planner.rebalance import with_forecast_peaks
@@ -497,7 +497,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     refs = list(policy_table(deps.policies).refs)
     with timer.phase("history"):
         try:
-            history = dict(deps.history.read(deps.policies, now))
+            # A sample beyond float32 (a 1e42 glitch) is missing everywhere the cycle reads history:
+            # the forecasters, the observed demand and its trend, warm pools and rebalancing peaks.
+            history = {ref: without_glitches(s) for ref, s in deps.history.read(deps.policies, now).items()}
         except Exception as exc:  # noqa: BLE001 - the planner falls back per policy
             log.warning("history read failed: %s", exc)
             errors["history"] = str(exc)

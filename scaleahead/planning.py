@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from forecaster import make_model
-from forecaster.base import Forecaster, horizon_steps_for
+from forecaster.base import Forecaster, horizon_steps_for, without_glitches
 from forecaster.registry import LEARNED
 from planner import plan as make_plan
 from scaleahead.errors import DataError
@@ -125,7 +125,7 @@ def dry_run(
     samples known by then (``check_history``)."""
     check_history_step(policies, series, repr(series.name))
     at = default_at(series) if at is None else at
-    past = check_history(series, at, known_at_end)
+    past = check_history(without_glitches(series), at, known_at_end)  # a 1e42 glitch is a missing sample
     fitted: Forecaster = make_model(model)
     # Fit on the history before ``at``, bounded to the last FIT_DAYS days.
     fit_part = past.between(max(past.start, at - FIT_DAYS * DAY_S), at)

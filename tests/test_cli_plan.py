@@ -455,3 +455,24 @@ def test_a_dry_run_with_a_learned_model_says_it_trained_one_the_loop_would_not()
     assert any("was trained for this dry run" in n and "champion" in n for n in learned.plan.notes)
     baseline = dry_run(policies, series, model="seasonal_naive")
     assert not any("trained for this dry run" in n for n in baseline.plan.notes)
+
+
+def test_a_dry_run_reads_a_glitch_as_a_missing_sample() -> None:
+    """A sample beyond float32 (1e42) as the newest one: before, its observed demand scaled to
+    maxReplicas; now the dry run plans as with a NaN there (the control loop does the same)."""
+    import numpy as np
+
+    from scaleahead.planning import dry_run
+    from scaleahead.policy import parse_policies
+    from scaleahead.types import Series
+
+    policies = parse_policies(EXAMPLE.read_text().replace("stepSeconds: 10 ", "stepSeconds: 60 "))
+    t = np.arange(2 * 1440)
+    values = 50 + 20 * np.sin(t / 1440 * 2 * np.pi) + np.random.default_rng(0).normal(0, 2, len(t))
+    glitch, missing = values.copy(), values.copy()
+    glitch[-1], missing[-1] = 1e42, np.nan
+    at = 1.7e9 + len(t) * 60.0
+    a = dry_run(policies, Series("x", 1.7e9, 60.0, glitch), at)
+    b = dry_run(policies, Series("x", 1.7e9, 60.0, missing), at)
+    assert a.plan.actions == b.plan.actions
+    assert all(x.to_replicas < p.spec.max_replicas for x, p in zip(a.plan.actions, policies, strict=True))

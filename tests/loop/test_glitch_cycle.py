@@ -86,3 +86,34 @@ def test_a_forecast_that_still_comes_out_non_finite_is_never_acted_on(bad: float
     for action in report.plan.actions:
         assert action.reason.code.startswith("fallback_"), action.reason
         assert "forecast not finite (NaN or infinite values in the steps it must cover)" in action.reason.message
+
+
+@pytest.mark.parametrize("model", ["lstm", "seasonal_naive"])
+def test_a_glitch_as_the_newest_sample_is_no_observed_demand(model: str) -> None:
+    """Before, 1e42 as a workload's newest sample went through the observed demand to the reactive
+    floor: the cycle scaled 3 -> 103 (its maxReplicas), "observed 166,666,...,824 req/s". Now the
+    cycle reads it as missing, as the forecasters do: it plans as with NaN there."""
+    policies, series, now = _workloads(4)
+    policies = policies[1:]
+    ref = policies[0].workload
+
+    def with_last(value: float) -> dict:  # type: ignore[type-arg]
+        out = dict(series)
+        s = series[ref]
+        v = s.values.copy()
+        v[-1] = value
+        out[ref] = Series(s.name, s.start, s.step_s, v, s.unit)
+        return out
+
+    glitch, missing = with_last(GLITCH), with_last(np.nan)
+    forecaster = _lstm() if model == "lstm" else make_model(model).fit(list(missing.values()))
+
+    def cycle(history: dict) -> CycleReport:  # type: ignore[type-arg]
+        deps = Deps(FixedHistory(history), forecaster, InMemoryTarget(default_replicas=3), None, policies)
+        return run_once(deps, Settings(), now)
+
+    a, b = cycle(glitch), cycle(missing)
+    actions = {x.workload: (x.to_replicas, x.reason.code, x.reason.message) for x in a.plan.actions}
+    assert actions == {x.workload: (x.to_replicas, x.reason.code, x.reason.message) for x in b.plan.actions}
+    assert actions[ref][0] < policies[0].spec.max_replicas
+    assert "e+4" not in actions[ref][2] and "000,000,000" not in actions[ref][2]
