@@ -194,6 +194,25 @@ def _kubernetes_name(kind: Literal["label", "subdomain"], what: str) -> AfterVal
     return AfterValidator(check)
 
 
+#: A tenant's name: what ``loop.capacity`` and ``--capacity`` can give a limit to (``TENANT=REPLICAS``,
+#: entries joined by ',', ``*`` for all workloads), so none of '=', ',', '*' or spaces.
+TENANT = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+TENANT_MAX = 63
+_TENANT_RE = re.compile(TENANT)
+
+
+def _check_tenant(value: str) -> str:
+    if len(value) > TENANT_MAX or not _TENANT_RE.match(value):
+        raise PydanticCustomError(
+            "tenant_name",
+            "{value} is not a tenant name: it must be letters, digits, '-', '_' and '.', starting and ending with "
+            f"a letter or digit, at most {TENANT_MAX} characters ('*' means all workloads in loop.capacity and "
+            "--capacity, whose entries are TENANT=REPLICAS joined by ',')",
+            {"value": repr(value) if len(value) <= 40 else f"{value[:20]!r}... ({len(value)} characters)"},
+        )
+    return value
+
+
 def _name_schema(kind: Literal["label", "subdomain"]) -> dict[str, Any]:
     pattern, longest, _ = _NAME_RULES[kind]
     return {"minLength": 1, "maxLength": longest, "pattern": pattern.pattern}
@@ -488,7 +507,11 @@ class PolicySpec(_Model):
         max_length=MAX_ROLLOUT_GROUP,
         description="Rollouts of models and policies act per group.",
     )
-    tenant: str = Field("default", min_length=1, description="Tenant for fair sharing under shortage.")
+    tenant: Annotated[str, AfterValidator(_check_tenant)] = Field(
+        "default",
+        description="Tenant for fair sharing under shortage (letters, digits, '-', '_', '.').",
+        json_schema_extra={"minLength": 1, "maxLength": TENANT_MAX, "pattern": TENANT},
+    )
     priority: Int = Field(0, description="Higher priority is served first under shortage.")
     weight: Float = Field(1.0, gt=0, description="Share weight within a priority under shortage.")
     objective: Objective = Field(default_factory=Objective)  # type: ignore[arg-type]

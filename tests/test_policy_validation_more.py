@@ -419,7 +419,10 @@ def test_names_built_from_trace_names_are_kubernetes_names() -> None:
         ({"metadata": {"name": ""}}, "metadata.name", "'' is not a Kubernetes policy name"),
         ({"metadata": {"name": "web", "namespace": "Shop"}}, "metadata.namespace", "'Shop' is not a Kubernetes"),
         ({"spec": {"rolloutGroup": ""}}, "spec.rolloutGroup", "String should have at least 1 character"),
-        ({"spec": {"tenant": ""}}, "spec.tenant", "String should have at least 1 character"),
+        ({"spec": {"tenant": ""}}, "spec.tenant", "'' is not a tenant name"),
+        ({"spec": {"tenant": "*"}}, "spec.tenant", r"'\*' is not a tenant name: it must be letters, digits"),
+        ({"spec": {"tenant": "a=b,c"}}, "spec.tenant", "'a=b,c' is not a tenant name"),
+        ({"spec": {"tenant": "t" * 64}}, "spec.tenant", r"'t+'\.\.\. \(64 characters\) is not a tenant name"),
     ],
 )
 def test_a_policy_name_namespace_rollout_group_or_tenant_no_object_can_have_is_refused(
@@ -436,7 +439,11 @@ def test_a_policy_name_namespace_rollout_group_or_tenant_no_object_can_have_is_r
 
 def test_the_crd_refuses_an_empty_rollout_group_or_tenant() -> None:
     schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    for field in ("rolloutGroup", "tenant"):
-        spec = {**_example()["spec"], field: ""}
+    for field, value in (("rolloutGroup", ""), ("tenant", ""), ("tenant", "*"), ("tenant", "a=b")):
+        spec = {**_example()["spec"], field: value}
         errors = list(jsonschema.Draft4Validator(schema).iter_errors(spec))
-        assert [list(e.absolute_path) for e in errors] == [[field]]
+        assert errors and {tuple(e.absolute_path) for e in errors} == {(field,)}
+    for tenant in ("team-a", "Shop_1.eu", "a"):
+        assert not list(jsonschema.Draft4Validator(schema).iter_errors({**_example()["spec"], "tenant": tenant}))
+        (policy,) = parse_policies(yaml.safe_dump({**_example(), "spec": {**_example()["spec"], "tenant": tenant}}))
+        assert policy.spec.tenant == tenant
