@@ -74,7 +74,9 @@ def test_seeds_need_a_learned_forecaster_and_the_first_seeds_document(alibaba_tw
         (["--seeds", "0,1", "--rollout", "canary", "--challenger", "lstm"], "--seeds does not apply to a --rollout"),
     ],
 )
-def test_bad_seeds_are_refused_before_any_training(alibaba_csv: Path, tmp_path: Path, args: list[str], says: str) -> None:
+def test_bad_seeds_are_refused_before_any_training(
+    alibaba_csv: Path, tmp_path: Path, args: list[str], says: str
+) -> None:
     out = tmp_path / "r.json"
     proc = cli("bench", "replay", "--trace", str(alibaba_csv), "--json", str(out), *args)
     assert proc.returncode == 2, proc.stderr
