@@ -59,14 +59,17 @@ def make_config(
     cert_file: str | None = None,
     key_file: str | None = None,
     insecure: bool = False,
-    timeout: float = 30.0,
-    concurrency: int = 8,
+    timeout: float | None = None,
+    concurrency: int | None = None,
 ) -> PrometheusConfig:
     """A client config from CLI options (credentials are read from files, never the command line).
 
     Options left out fall back to ``SCALEAHEAD_PROMETHEUS__BEARER_TOKEN_FILE``, ``__USERNAME``,
     ``__PASSWORD_FILE``, ``__CA_FILE``, ``__CERT_FILE`` and ``__KEY_FILE`` (so ``plan --prometheus``
-    can reach a server that needs credentials).
+    can reach a server that needs credentials). ``timeout`` and ``concurrency`` left out are
+    ``SCALEAHEAD_PROMETHEUS__TIMEOUT_S`` and ``__MAX_CONCURRENCY`` (30 s and 8 by default), as the
+    control loop reads them: ``plan --prometheus`` and ``train --prometheus`` must not wait 4 x 30 s
+    for a server that does not answer when the settings say 5 s.
     """
     import os
 
@@ -85,13 +88,14 @@ def make_config(
         env("CERT_FILE", cert_file),
         env("KEY_FILE", key_file),
     )
+    settings = Settings.from_env().prometheus  # as the control loop reads it
     return PrometheusConfig(
         url,
         **creds,
         insecure_skip_verify=insecure,
-        timeout_s=timeout,
-        max_concurrency=concurrency,
-        accept_partial=Settings.from_env().prometheus.accept_partial,  # as the control loop reads it
+        timeout_s=settings.timeout_s if timeout is None else timeout,
+        max_concurrency=settings.max_concurrency if concurrency is None else concurrency,
+        accept_partial=settings.accept_partial,
     )
 
 

@@ -158,3 +158,25 @@ def test_retrain_from_prometheus_as_of_at_uses_only_history_before_it(prom, tmp_
     model = Store(db).model(json.loads(out.stdout)["model_version_id"])
     assert model.data_end is not None and model.data_start is not None
     assert at - 60 <= model.data_end <= at, "trained on the history before --at, not up to now"
+
+
+def test_plan_and_train_from_prometheus_use_the_timeout_and_concurrency_settings(tmp_path) -> None:
+    """SCALEAHEAD_PROMETHEUS__TIMEOUT_S is the per-request timeout of plan and train --prometheus, as of
+    the control loop: a server that never answers fails after 4 x 0.2 s, not 4 x 30 s."""
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        env = {**os.environ, "SCALEAHEAD_PROMETHEUS__TIMEOUT_S": "0.2", "SCALEAHEAD_PROMETHEUS__MAX_CONCURRENCY": "2"}
+        for args in (
+            ("plan", "--policy", str(EXAMPLE), "--prometheus", url, "--db", f"sqlite:///{tmp_path / 'p.db'}"),
+            ("train", "--prometheus", url, "--policy", str(EXAMPLE), "--days", "1", "--out", str(tmp_path / "m")),
+        ):
+            t0 = time.monotonic()
+            r = subprocess.run(
+                [sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=60, env=env
+            )
+            assert time.monotonic() - t0 < 30, args[0]
+            assert r.returncode == 2, (args[0], r.stderr)
+            assert "0.2 s" in " ".join(r.stderr.split()), (args[0], r.stderr)
+    assert not (tmp_path / "p.db").exists()
