@@ -50,6 +50,22 @@ def check_timeout(timeout: float, option: str = "--timeout") -> float:
     return timeout
 
 
+def check_history_points(t0: float, t1: float, step_s: float) -> int:
+    """The rows ``history`` writes for ``[t0, t1]`` at ``step_s``; a ``UserError`` before any request when
+    they are more than a series CSV may hold (``traces.MAX_GRID_STEPS``, 800 MB of values): 1900 to 9999
+    at 10 s asked numpy for 190 GiB after the reads."""
+    from scaleahead.traces import MAX_GRID_STEPS
+
+    points = math.floor((t1 - t0) / step_s) + 1
+    if points > MAX_GRID_STEPS:
+        raise UserError(
+            f"--start to --end at --step {step_s:g} s is {points:,} points; history writes at most "
+            f"{MAX_GRID_STEPS:,} (a series CSV holds no more).",
+            "Give a shorter range (--start, --end) or a longer --step, or split the range over several files.",
+        )
+    return points
+
+
 def make_config(
     url: str,
     bearer_token_file: str | None = None,
@@ -196,6 +212,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         t0, t1 = parse_time(start, "--start"), parse_time(end, "--end")
         if t1 < t0:
             raise UserError(f"--end ({end}) is before --start ({start}).", "Swap them.")
+        check_history_points(t0, t1, step_s)
         cfg = make_config(
             prometheus, bearer_token_file, username, password_file, ca_file, cert_file, key_file, insecure, timeout
         )

@@ -180,3 +180,24 @@ def test_plan_and_train_from_prometheus_use_the_timeout_and_concurrency_settings
             assert r.returncode == 2, (args[0], r.stderr)
             assert "0.2 s" in " ".join(r.stderr.split()), (args[0], r.stderr)
     assert not (tmp_path / "p.db").exists()
+
+
+def test_history_over_a_range_of_more_points_than_a_series_csv_holds_is_refused_before_any_read(tmp_path) -> None:
+    with socket.socket() as s:  # a server that would be read: it records every connection
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        s.settimeout(0.5)
+        out = tmp_path / "h.csv"
+        r = cli(
+            "history", "--prometheus", f"http://127.0.0.1:{s.getsockname()[1]}", "--query", "up",
+            "--start", "1900-01-01", "--end", "9999-01-01", "--output", str(out), "--timeout", "1",
+        )  # fmt: skip
+        try:
+            s.accept()[0].close()
+            connected = True
+        except TimeoutError:
+            connected = False
+    assert r.returncode == 2, r.stderr  # was numpy's _ArrayMemoryError (190 GiB) after the reads
+    err = " ".join(r.stderr.split())
+    assert "25,557,975,361 points" in err and "at most 100,000,000" in err and "--step" in err
+    assert "Traceback" not in err and not connected and not out.exists()
