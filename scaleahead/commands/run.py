@@ -582,6 +582,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if at is not None and not history.startswith("trace:"):
             raise UserError("--at only applies to a trace history.", "Drop --at, or use --history trace:NAME.")
         start = parse_time(at) if at is not None else None
+        if start is not None:  # a trace history (checked above): --at before its data is refused as by plan
+            from scaleahead.planning import check_history
+
+            check_history(_load_trace(history), start)
         if history.startswith("trace:") and policy_source is None:  # cluster policies: checked one by one
             from scaleahead.planning import check_history_step
 

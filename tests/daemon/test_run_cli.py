@@ -207,3 +207,18 @@ def test_run_once_that_planned_no_workload_from_data_exits_1_with_a_summary(tmp_
     assert doc["fallbacks"] == {"Deployment/default/web": "reactive"} and doc["plan_id"] == 1
     err = " ".join(out.stderr.split())
     assert "no workload could be planned from data" in err and "HTTP 500" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("virtual", [["--virtual"], []], ids=["virtual", "real-time"])
+def test_run_at_before_the_trace_starts_is_refused_as_plan_refuses_it(tmp_path: Path, virtual: list[str]) -> None:
+    db = tmp_path / "a.db"
+    out = cli(
+        "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory", "--once",
+        "--at", "1990-01-01", "--db", f"sqlite:///{db}", *virtual,
+    )  # fmt: skip
+    plan = cli("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--at", "1990-01-01", "--db", f"sqlite:///{db}")
+    assert out.returncode == plan.returncode == 2, out.stderr  # was 0, on the fallback
+    err = " ".join(out.stderr.split())
+    assert "'nasa-10s' has no data before --at 1990-01-01T00:00:00Z" in err and "Choose a later --at" in err
+    assert err == " ".join(plan.stderr.split())
+    assert not db.exists()
