@@ -498,6 +498,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(
                 f"--ticks {ticks} would run no cycle.", "Give at least 1, or leave it out to run until SIGTERM."
             )
+        if once and ticks is not None:
+            raise UserError(
+                f"--ticks {ticks} does not go with --once (one cycle).",
+                "Drop --ticks, or drop --once to run --ticks cycles.",
+            )
+        if policies is not None and namespace is not None:
+            raise UserError(
+                f"--namespace {namespace} does not go with --policies: it picks the policies read from the cluster, "
+                f"and --policies {policies} gives them from files.",
+                "Drop --namespace, or drop --policies to read the PredictiveScalingPolicy objects of that namespace.",
+            )
         if port is not None and not 0 <= port <= 65535:
             raise UserError(f"--port {port} is not a TCP port.", "Give 0 (any free port) to 65535.")
         if log_format is not None and log_format not in ("json", "text"):

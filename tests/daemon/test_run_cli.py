@@ -222,3 +222,22 @@ def test_run_at_before_the_trace_starts_is_refused_as_plan_refuses_it(tmp_path: 
     assert "'nasa-10s' has no data before --at 1990-01-01T00:00:00Z" in err and "Choose a later --at" in err
     assert err == " ".join(plan.stderr.split())
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--once", "--ticks", "5"], "--ticks 5 does not go with --once"),
+        (["--namespace", "foo", "--ticks", "1"], "--namespace foo does not go with --policies"),
+    ],
+    ids=["once-ticks", "policies-namespace"],
+)
+def test_run_refuses_options_that_do_not_go_together(tmp_path: Path, options: list[str], says: str) -> None:
+    db = tmp_path / "a.db"
+    out = cli(
+        "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory", "--virtual",
+        "--db", f"sqlite:///{db}", *options,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr  # both were accepted silently
+    assert says in " ".join(out.stderr.split()) and "Drop" in out.stderr
+    assert not db.exists()
