@@ -151,8 +151,9 @@ def plan(
         int | None,
         typer.Option(
             min=0,
-            help="Current replicas, or a function's warm instances (default: what observed demand needs; a "
-            "function: 1 if called within its keep-alive).",
+            max=2**31 - 1,  # what a policy's replica counts and a Deployment's spec.replicas hold (int32)
+            help="Current replicas, or a function's warm instances, 0 to 2147483647 (default: what observed "
+            "demand needs; a function: 1 if called within its keep-alive).",
         ),
     ] = None,
     apply: Annotated[
