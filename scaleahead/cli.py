@@ -323,9 +323,10 @@ def main() -> None:
         if any(k.startswith("SCALEAHEAD_") for k in os.environ):
             # Every command, also one that needs no setting (--db given, demo, crd): a typo or a
             # wrong value in a SCALEAHEAD_GROUP__FIELD variable is an error, never ignored.
+            from forecaster.registry import available_models  # no torch: the LSTMs register lazily
             from scaleahead.settings import Settings
 
-            Settings.from_env()
+            Settings.from_env(known_models=available_models())
         rc = app(standalone_mode=False)
         sys.stdout.flush()  # now, not at exit: a full disk under `> file` is reported below, not ignored
         if isinstance(rc, int) and rc:
