@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scaleahead.commands import check_output
-from scaleahead.errors import UserError
+from scaleahead.errors import DataError, UserError
 
 if TYPE_CHECKING:
     from scaleahead.planning import DryRun
@@ -151,7 +151,9 @@ def dry_run_from_prometheus(
         if isinstance(res, PrometheusError):
             raise res
         # The point at T is the step [T - step, T), known when it ends, as a trace's (as_steps).
-        runs.append(dry_run(groups[key], as_steps(res), when, model=model, current_replicas=current_replicas))
+        steps = as_steps(res)
+        _check_usable(steps, when, key[0], config.url, groups[key])
+        runs.append(dry_run(groups[key], steps, when, model=model, current_replicas=current_replicas))
     first = runs[0]
     merged = Plan(
         when,
@@ -161,6 +163,31 @@ def dry_run_from_prometheus(
     )
     forecasts = {k: v for r in runs for k, v in r.forecasts.items()}
     return DryRun(merged, forecasts, when, first.history, first.model)
+
+
+def _check_usable(steps: Any, when: float, query: str, url: str, policies: Sequence[Policy]) -> None:
+    """A ``DataError`` naming the query and the server when Prometheus answered with no usable value
+    before ``when`` (all NaN, infinite, negative or a glitch: each counts as missing). The planner's own
+    check speaks of a trace and --at, which are not the problem here."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from forecaster.base import without_glitches
+
+    past = without_glitches(steps).known_by(when)
+    if len(past) == 0 or np.isfinite(past.values).any():
+        return
+    workloads = ", ".join(str(p.workload) for p in policies)
+    start = datetime.fromtimestamp(past.start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    raise DataError(
+        f"Prometheus at {url} answered the demand.query {query!r} of {workloads} with no usable value from "
+        f"{start} to {end}: all {len(past)} samples are missing, NaN, infinite or negative (each counts as "
+        "missing; the warnings above say which).",
+        "Check the query in Prometheus (it must give demand: a rate or a usage, never negative; rate() for "
+        "counters, not deriv()) and that the workload had traffic then; or plan at another --at.",
+    )
 
 
 # Options shared by every command that reads from Prometheus.

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, RangeRequest
 from scaleahead.traces import load_series
@@ -201,3 +202,24 @@ def test_history_over_a_range_of_more_points_than_a_series_csv_holds_is_refused_
     err = " ".join(r.stderr.split())
     assert "25,557,975,361 points" in err and "at most 100,000,000" in err and "--step" in err
     assert "Traceback" not in err and not connected and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "query", ['-1 - nasa_requests{workload="web"}', '0 * nasa_requests{workload="web"} / 0'], ids=["negative", "nan"]
+)
+def test_plan_from_prometheus_with_only_unusable_values_names_the_query_not_a_trace(prom, tmp_path, query) -> None:
+    policy = tmp_path / "policy.yaml"
+    text = EXAMPLE.read_text()
+    old = next(line for line in text.splitlines() if line.strip().startswith("query:"))
+    policy.write_text(text.replace(old, f"    query: '{query}'"))
+    db = tmp_path / "a.db"
+    r = cli(
+        "plan", "--policy", str(policy), "--prometheus", prom.url, "--at", iso(prom.web.end),
+        "--db", f"sqlite:///{db}",
+    )  # fmt: skip
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 2, err
+    # was "Trace 'default/web' has only missing values before --at. Choose another --at."
+    assert f"Prometheus at {prom.url} answered the demand.query {query!r} of default/web" in err
+    assert "no usable value" in err and "Check the query" in err and "Trace" not in err
+    assert not db.exists()
