@@ -216,7 +216,9 @@ def test_run_at_before_the_trace_starts_is_refused_as_plan_refuses_it(tmp_path: 
         "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory", "--once",
         "--at", "1990-01-01", "--db", f"sqlite:///{db}", *virtual,
     )  # fmt: skip
-    plan = cli("plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--at", "1990-01-01", "--db", f"sqlite:///{db}")
+    plan = cli(
+        "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--at", "1990-01-01", "--db", f"sqlite:///{db}"
+    )
     assert out.returncode == plan.returncode == 2, out.stderr  # was 0, on the fallback
     err = " ".join(out.stderr.split())
     assert "'nasa-10s' has no data before --at 1990-01-01T00:00:00Z" in err and "Choose a later --at" in err
