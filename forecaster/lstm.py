@@ -158,6 +158,29 @@ def _quiet_lightning() -> None:
 
 
 @contextmanager
+def _interrupt_is_keyboard_interrupt(trainer: Any) -> Iterator[None]:
+    """Ctrl-C during ``trainer.fit`` raises ``KeyboardInterrupt``, as anywhere else.
+
+    Lightning catches the ``KeyboardInterrupt``, ignores SIGINT from then on and calls
+    ``sys.exit(1)``: ``scaleahead train`` ended with exit code 1 and no word, where Ctrl-C is exit
+    130 and "interrupted" (docs/cli.md), and nothing is registered. The SIGINT handler is restored.
+    """
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    except SystemExit as exc:
+        if not getattr(trainer, "interrupted", False):
+            raise
+        if main and handler is not None:
+            signal.signal(signal.SIGINT, handler)
+        raise KeyboardInterrupt from exc
+
+
+@contextmanager
 def flushed_denormals() -> Iterator[None]:
     """Flush denormal floats to zero inside the block only.
 
@@ -291,7 +314,7 @@ class LSTMForecaster(Forecaster):
             trainer = pl.Trainer(**{**trainer_args, **self.trainer_kwargs})
             self.world_size = int(trainer.world_size)
             t0 = time.perf_counter()
-            with flushed_denormals():
+            with flushed_denormals(), _interrupt_is_keyboard_interrupt(trainer):
                 trainer.fit(module, datamodule=dm)
             train_s = time.perf_counter() - t0
             # Global rank 0 saves the best checkpoint in its own (node-local) folder and every rank

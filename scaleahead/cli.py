@@ -6,6 +6,7 @@ Errors a person can fix (``UserError``) print one paragraph and exit with code 2
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import sys
@@ -150,8 +151,9 @@ def plan(
         int | None,
         typer.Option(
             min=0,
-            help="Current replicas, or a function's warm instances (default: what observed demand needs; a "
-            "function: 1 if called within its keep-alive).",
+            max=2**31 - 1,  # what a policy's replica counts and a Deployment's spec.replicas hold (int32)
+            help="Current replicas, or a function's warm instances, 0 to 2147483647 (default: what observed "
+            "demand needs; a function: 1 if called within its keep-alive).",
         ),
     ] = None,
     apply: Annotated[
@@ -321,10 +323,12 @@ def main() -> None:
         if any(k.startswith("SCALEAHEAD_") for k in os.environ):
             # Every command, also one that needs no setting (--db given, demo, crd): a typo or a
             # wrong value in a SCALEAHEAD_GROUP__FIELD variable is an error, never ignored.
+            from forecaster.registry import available_models  # no torch: the LSTMs register lazily
             from scaleahead.settings import Settings
 
-            Settings.from_env()
+            Settings.from_env(known_models=available_models())
         rc = app(standalone_mode=False)
+        sys.stdout.flush()  # now, not at exit: a full disk under `> file` is reported below, not ignored
         if isinstance(rc, int) and rc:
             # Click returns, not raises, an exit code in this mode: Ctrl-C (130) must not end in 0.
             if rc == 130:
@@ -345,6 +349,21 @@ def main() -> None:
     except _usage_errors() as exc:  # an unknown option or command, a missing or malformed value
         exc.show()
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        # The output could not be written (stdout redirected to a full disk, an --output file): one
+        # paragraph, never a traceback. A closed pipe (EPIPE) is Click's: exit 1, silently.
+        what = f"{exc.filename}" if exc.filename else "the output (stdout or the output file)"
+        _quiet_stdout()
+        err_console.print(
+            f"[bold red]error:[/] {escape(f'could not write {what}: {exc.strerror or exc}.')} Free space "
+            "(or write somewhere else: another --output, another redirection) and run the command again; "
+            "what was written so far may be incomplete.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(2)
     except Exception as exc:
         sa_exc = sys.modules.get("sqlalchemy.exc")
         if sa_exc is not None and isinstance(exc, sa_exc.OperationalError):
@@ -384,6 +403,25 @@ def main() -> None:
             soft_wrap=True,
         )
         sys.exit(2)
+
+
+#: Errors of a write that a person fixes by freeing space or writing elsewhere (a full disk, a quota,
+#: a file too large for the filesystem).
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for a full disk would fail again at exit
+    ("Exception ignored ... OSError")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # captured (tests) or already closed
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _usage_errors() -> tuple[type[Any], ...]:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
@@ -411,8 +412,14 @@ class Settings(BaseModel):
         return dict(sub.model_fields) if isinstance(sub, type) and issubclass(sub, BaseModel) else {}
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
-        """Defaults overridden by ``SCALEAHEAD_GROUP__FIELD`` environment variables."""
+    def from_env(cls, environ: dict[str, str] | None = None, known_models: Collection[str] | None = None) -> Settings:
+        """Defaults overridden by ``SCALEAHEAD_GROUP__FIELD`` environment variables.
+
+        ``known_models``: the forecasters that can be built (``forecaster.registry.available_models()``,
+        given by the composition root: settings import no adapter, and the registry can gain models);
+        ``forecast.model`` and ``forecast.fallback_model`` must be among them, else a ``ConfigError``
+        naming the variable and the known models, before any work.
+        """
         env = os.environ if environ is None else environ
         data: dict[str, dict[str, Any]] = {}
         names: dict[tuple[str, str], str] = {}
@@ -453,7 +460,7 @@ class Settings(BaseModel):
                 data.setdefault(group, {})[field] = value
                 names[(group, field)] = key
         try:
-            return cls.model_validate(data)
+            settings = cls.model_validate(data)
         except ValidationError as exc:
             lines = []
             for err in exc.errors():
@@ -471,3 +478,18 @@ class Settings(BaseModel):
                 "Invalid setting(s) from the environment: " + "; ".join(lines) + ".",
                 "Fix or unset the variable (docs/configuration.md gives each field's type and default).",
             ) from exc
+        if known_models is not None:
+            unknown = [
+                f"{names.get(('forecast', f), f'forecast.{f}')}={name!r}"
+                for f, name in (
+                    ("model", settings.forecast.model),
+                    ("fallback_model", settings.forecast.fallback_model),
+                )
+                if name not in known_models
+            ]
+            if unknown:
+                raise ConfigError(
+                    f"Unknown model(s) in the settings: {'; '.join(unknown)}.",
+                    f"Known models: {', '.join(sorted(known_models))} (docs/forecaster.md); fix or unset the variable.",
+                )
+        return settings

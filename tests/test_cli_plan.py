@@ -476,3 +476,25 @@ def test_a_dry_run_reads_a_glitch_as_a_missing_sample() -> None:
     b = dry_run(policies, Series("x", 1.7e9, 60.0, missing), at)
     assert a.plan.actions == b.plan.actions
     assert all(x.to_replicas < p.spec.max_replicas for x, p in zip(a.plan.actions, policies, strict=True))
+
+
+def test_plan_current_above_what_a_replica_count_holds_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    args = ["plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--db", f"sqlite:///{db}", "--current"]
+    big = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args, "99999999999999999999"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert big.returncode == 2, big.stdout  # was accepted and planned "from 99999999999999999999"
+    assert "'--current'" in big.stderr and "2147483647" in big.stderr and "Traceback" not in big.stderr
+    assert not db.exists()
+    top = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", *args, "2147483647", "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert top.returncode == 0, top.stderr
+    assert json.loads(top.stdout)["actions"][0]["from"] == 2147483647

@@ -165,3 +165,45 @@ def test_plan_capacity_naming_a_tenant_twice_is_an_error() -> None:
     assert parse_capacity(["shop=40", "*=200"]) == {"shop": 40, "*": 200}
     with pytest.raises(UserError, match=r"--capacity names tenant 'shop' twice \(40 and 4\)"):
         parse_capacity(["shop=40", "*=200", "shop=4"])
+
+
+@pytest.mark.parametrize("field", ["MODEL", "FALLBACK_MODEL"])
+def test_an_unknown_model_in_the_settings_names_the_variable_and_the_known_models(field: str) -> None:
+    from forecaster.registry import available_models
+
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env({f"SCALEAHEAD_FORECAST__{field}": "bogus"}, known_models=available_models())
+    assert f"SCALEAHEAD_FORECAST__{field}='bogus'" in info.value.message
+    assert "Known models: calibrated_naive" in info.value.message and "seasonal_naive" in info.value.message
+    # the names are the composition root's to give (settings import no adapter): none given, none checked
+    assert Settings.from_env({f"SCALEAHEAD_FORECAST__{field}": "bogus"}).forecast.model in ("bogus", "lstm")
+
+
+def test_a_model_registered_later_is_a_known_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from forecaster import registry
+    from forecaster.baselines import Naive
+
+    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))
+    registry.register("my_model", Naive)
+    env = {"SCALEAHEAD_FORECAST__FALLBACK_MODEL": "my_model"}
+    assert Settings.from_env(env, known_models=registry.available_models()).forecast.fallback_model == "my_model"
+
+
+def test_run_with_an_unknown_fallback_model_is_refused_before_the_database_is_made(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    from pathlib import Path
+
+    db = tmp_path / "a.db"
+    example = Path(__file__).resolve().parents[1] / "examples" / "policy.yaml"
+    r = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "run", "--once", "--model", "lstm", "--policies", str(example)]
+        + ["--history", "trace:nasa-10s", "--target", "memory", "--virtual", "--db", f"sqlite:///{db}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SCALEAHEAD_FORECAST__FALLBACK_MODEL": "bogus"},
+    )
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 2, err  # was "Unknown model 'bogus'." after the database was migrated
+    assert "SCALEAHEAD_FORECAST__FALLBACK_MODEL='bogus'" in err and "Known models:" in err
+    assert not db.exists()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scaleahead.commands import check_output
-from scaleahead.errors import UserError
+from scaleahead.errors import DataError, UserError
 
 if TYPE_CHECKING:
     from scaleahead.planning import DryRun
@@ -50,6 +50,22 @@ def check_timeout(timeout: float, option: str = "--timeout") -> float:
     return timeout
 
 
+def check_history_points(t0: float, t1: float, step_s: float) -> int:
+    """The rows ``history`` writes for ``[t0, t1]`` at ``step_s``; a ``UserError`` before any request when
+    they are more than a series CSV may hold (``traces.MAX_GRID_STEPS``, 800 MB of values): 1900 to 9999
+    at 10 s asked numpy for 190 GiB after the reads."""
+    from scaleahead.traces import MAX_GRID_STEPS
+
+    points = math.floor((t1 - t0) / step_s) + 1
+    if points > MAX_GRID_STEPS:
+        raise UserError(
+            f"--start to --end at --step {step_s:g} s is {points:,} points; history writes at most "
+            f"{MAX_GRID_STEPS:,} (a series CSV holds no more).",
+            "Give a shorter range (--start, --end) or a longer --step, or split the range over several files.",
+        )
+    return points
+
+
 def make_config(
     url: str,
     bearer_token_file: str | None = None,
@@ -59,14 +75,17 @@ def make_config(
     cert_file: str | None = None,
     key_file: str | None = None,
     insecure: bool = False,
-    timeout: float = 30.0,
-    concurrency: int = 8,
+    timeout: float | None = None,
+    concurrency: int | None = None,
 ) -> PrometheusConfig:
     """A client config from CLI options (credentials are read from files, never the command line).
 
     Options left out fall back to ``SCALEAHEAD_PROMETHEUS__BEARER_TOKEN_FILE``, ``__USERNAME``,
     ``__PASSWORD_FILE``, ``__CA_FILE``, ``__CERT_FILE`` and ``__KEY_FILE`` (so ``plan --prometheus``
-    can reach a server that needs credentials).
+    can reach a server that needs credentials). ``timeout`` and ``concurrency`` left out are
+    ``SCALEAHEAD_PROMETHEUS__TIMEOUT_S`` and ``__MAX_CONCURRENCY`` (30 s and 8 by default), as the
+    control loop reads them: ``plan --prometheus`` and ``train --prometheus`` must not wait 4 x 30 s
+    for a server that does not answer when the settings say 5 s.
     """
     import os
 
@@ -85,13 +104,14 @@ def make_config(
         env("CERT_FILE", cert_file),
         env("KEY_FILE", key_file),
     )
+    settings = Settings.from_env().prometheus  # as the control loop reads it
     return PrometheusConfig(
         url,
         **creds,
         insecure_skip_verify=insecure,
-        timeout_s=timeout,
-        max_concurrency=concurrency,
-        accept_partial=Settings.from_env().prometheus.accept_partial,  # as the control loop reads it
+        timeout_s=settings.timeout_s if timeout is None else timeout,
+        max_concurrency=settings.max_concurrency if concurrency is None else concurrency,
+        accept_partial=settings.accept_partial,
     )
 
 
@@ -131,7 +151,9 @@ def dry_run_from_prometheus(
         if isinstance(res, PrometheusError):
             raise res
         # The point at T is the step [T - step, T), known when it ends, as a trace's (as_steps).
-        runs.append(dry_run(groups[key], as_steps(res), when, model=model, current_replicas=current_replicas))
+        steps = as_steps(res)
+        _check_usable(steps, when, key[0], config.url, groups[key])
+        runs.append(dry_run(groups[key], steps, when, model=model, current_replicas=current_replicas))
     first = runs[0]
     merged = Plan(
         when,
@@ -141,6 +163,31 @@ def dry_run_from_prometheus(
     )
     forecasts = {k: v for r in runs for k, v in r.forecasts.items()}
     return DryRun(merged, forecasts, when, first.history, first.model)
+
+
+def _check_usable(steps: Any, when: float, query: str, url: str, policies: Sequence[Policy]) -> None:
+    """A ``DataError`` naming the query and the server when Prometheus answered with no usable value
+    before ``when`` (all NaN, infinite, negative or a glitch: each counts as missing). The planner's own
+    check speaks of a trace and --at, which are not the problem here."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from forecaster.base import without_glitches
+
+    past = without_glitches(steps).known_by(when)
+    if len(past) == 0 or np.isfinite(past.values).any():
+        return
+    workloads = ", ".join(str(p.workload) for p in policies)
+    start = datetime.fromtimestamp(past.start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    raise DataError(
+        f"Prometheus at {url} answered the demand.query {query!r} of {workloads} with no usable value from "
+        f"{start} to {end}: all {len(past)} samples are missing, NaN, infinite or negative (each counts as "
+        "missing; the warnings above say which).",
+        "Check the query in Prometheus (it must give demand: a rate or a usage, never negative; rate() for "
+        "counters, not deriv()) and that the workload had traffic then; or plan at another --at.",
+    )
 
 
 # Options shared by every command that reads from Prometheus.
@@ -192,6 +239,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         t0, t1 = parse_time(start, "--start"), parse_time(end, "--end")
         if t1 < t0:
             raise UserError(f"--end ({end}) is before --start ({start}).", "Swap them.")
+        check_history_points(t0, t1, step_s)
         cfg = make_config(
             prometheus, bearer_token_file, username, password_file, ca_file, cert_file, key_file, insecure, timeout
         )

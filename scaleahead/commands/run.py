@@ -415,6 +415,25 @@ def _serve_steering(
     return server
 
 
+def _none_planned_from_data(report: Any, policies: Sequence[Policy]) -> str:
+    """What ``run --once`` says on stderr (exit 1) when it planned no workload from data: every policy's
+    workload fell back (its history or forecast failed) and the cycle has errors. Empty when at least
+    one workload was planned from a forecast, or there was nothing to plan."""
+    if not policies or not report.errors:
+        return ""
+    fallen = {ref.key for ref in report.plan.fallbacks}
+    workloads = {p.workload.key for p in policies}
+    if not workloads <= fallen:
+        return ""
+    first = next(iter(report.errors.items()))
+    more = f" (and {len(report.errors) - 1} more in the JSON's errors)" if len(report.errors) > 1 else ""
+    return (
+        f"no workload could be planned from data: all {len(workloads)} fell back to their policy's fallback "
+        f"({first[0]}: {first[1]}){more}. Check the history source (--history; SCALEAHEAD_PROMETHEUS__URL, "
+        "the demand queries) and run again; the fallback plan was recorded."
+    )
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command()
     def run(
@@ -478,6 +497,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if ticks is not None and ticks < 1:
             raise UserError(
                 f"--ticks {ticks} would run no cycle.", "Give at least 1, or leave it out to run until SIGTERM."
+            )
+        if once and ticks is not None:
+            raise UserError(
+                f"--ticks {ticks} does not go with --once (one cycle).",
+                "Drop --ticks, or drop --once to run --ticks cycles.",
+            )
+        if policies is not None and namespace is not None:
+            raise UserError(
+                f"--namespace {namespace} does not go with --policies: it picks the policies read from the cluster, "
+                f"and --policies {policies} gives them from files.",
+                "Drop --namespace, or drop --policies to read the PredictiveScalingPolicy objects of that namespace.",
             )
         if port is not None and not 0 <= port <= 65535:
             raise UserError(f"--port {port} is not a TCP port.", "Give 0 (any free port) to 65535.")
@@ -563,6 +593,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if at is not None and not history.startswith("trace:"):
             raise UserError("--at only applies to a trace history.", "Drop --at, or use --history trace:NAME.")
         start = parse_time(at) if at is not None else None
+        if start is not None:  # a trace history (checked above): --at before its data is refused as by plan
+            from scaleahead.planning import check_history
+
+            check_history(_load_trace(history), start)
         if history.startswith("trace:") and policy_source is None:  # cluster policies: checked one by one
             from scaleahead.planning import check_history_step
 
@@ -658,6 +692,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 settings, store, clock, on_review=lambda result: reviews.labels(result=result).inc()
             )
         stop = threading.Event()
+        exit_code = 0
 
         def _stop(signum: int, _frame: object) -> None:
             log.info("signal %d: stopping after this cycle", signum, extra={"event": "signal", "signal": signum})
@@ -680,6 +715,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                         {"target": r.action.target, "outcome": r.outcome, "detail": r.detail} for r in report.results
                     ]
                 print(json.dumps(summary, indent=2))
+                if report is not None:
+                    failed = _none_planned_from_data(report, daemon.deps.policies)
+                    if failed:
+                        from rich.markup import escape
+
+                        from scaleahead.cli import err_console
+
+                        err_console.print(f"[bold red]error:[/] {escape(failed)}", highlight=False, soft_wrap=True)
+                        exit_code = 1
             else:
                 sleep = None if virtual else stop.wait
                 daemon.run(stop.is_set, sleep=sleep, max_ticks=ticks)
@@ -694,7 +738,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             # the interpreter's exit until the pod's grace period ends in SIGKILL. Exit 0 now; the
             # lease is released and the job wrote nothing half-done (Daemon.shutdown).
             logging.shutdown()
-            os._exit(0)
+            os._exit(exit_code)
+        if exit_code:
+            raise typer.Exit(exit_code)
 
     @app.command()
     def retrain(

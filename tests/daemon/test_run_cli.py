@@ -168,3 +168,78 @@ def test_bench_speed_writes_every_section_6_key(tmp_path: Path) -> None:
     assert doc["warm_budget_replay_ms"]["1000"] > 0  # the same, handed the loop's calibration
     assert set(doc["invocation_fit_ms"]["1000"]) == {"cycle", "hourly", "hazard_only"}
     assert all(v > 0 for v in doc["invocation_fit_ms"]["1000"].values())
+
+
+def test_run_once_that_planned_no_workload_from_data_exits_1_with_a_summary(tmp_path: Path) -> None:
+    import http.server
+    import threading
+
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(500)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"boom")
+
+        do_GET = do_POST
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {**ENV, "SCALEAHEAD_PROMETHEUS__URL": f"http://127.0.0.1:{server.server_address[1]}"}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE), "--history", "prometheus"]
+            + ["--target", "memory", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--once", "--log-format", "text"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out.returncode == 1, out.stderr  # was 0: the errors were only in the JSON
+    doc = json.loads(out.stdout)  # the summary is still printed, the fallback plan recorded
+    assert doc["fallbacks"] == {"Deployment/default/web": "reactive"} and doc["plan_id"] == 1
+    err = " ".join(out.stderr.split())
+    assert "no workload could be planned from data" in err and "HTTP 500" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("virtual", [["--virtual"], []], ids=["virtual", "real-time"])
+def test_run_at_before_the_trace_starts_is_refused_as_plan_refuses_it(tmp_path: Path, virtual: list[str]) -> None:
+    db = tmp_path / "a.db"
+    out = cli(
+        "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory", "--once",
+        "--at", "1990-01-01", "--db", f"sqlite:///{db}", *virtual,
+    )  # fmt: skip
+    plan = cli(
+        "plan", "--policy", str(EXAMPLE), "--history", "nasa-10s", "--at", "1990-01-01", "--db", f"sqlite:///{db}"
+    )
+    assert out.returncode == plan.returncode == 2, out.stderr  # was 0, on the fallback
+    err = " ".join(out.stderr.split())
+    assert "'nasa-10s' has no data before --at 1990-01-01T00:00:00Z" in err and "Choose a later --at" in err
+    assert err == " ".join(plan.stderr.split())
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--once", "--ticks", "5"], "--ticks 5 does not go with --once"),
+        (["--namespace", "foo", "--ticks", "1"], "--namespace foo does not go with --policies"),
+    ],
+    ids=["once-ticks", "policies-namespace"],
+)
+def test_run_refuses_options_that_do_not_go_together(tmp_path: Path, options: list[str], says: str) -> None:
+    db = tmp_path / "a.db"
+    out = cli(
+        "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory", "--virtual",
+        "--db", f"sqlite:///{db}", *options,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr  # both were accepted silently
+    assert says in " ".join(out.stderr.split()) and "Drop" in out.stderr
+    assert not db.exists()

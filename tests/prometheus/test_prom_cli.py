@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, RangeRequest
 from scaleahead.traces import load_series
@@ -158,3 +159,67 @@ def test_retrain_from_prometheus_as_of_at_uses_only_history_before_it(prom, tmp_
     model = Store(db).model(json.loads(out.stdout)["model_version_id"])
     assert model.data_end is not None and model.data_start is not None
     assert at - 60 <= model.data_end <= at, "trained on the history before --at, not up to now"
+
+
+def test_plan_and_train_from_prometheus_use_the_timeout_and_concurrency_settings(tmp_path) -> None:
+    """SCALEAHEAD_PROMETHEUS__TIMEOUT_S is the per-request timeout of plan and train --prometheus, as of
+    the control loop: a server that never answers fails after 4 x 0.2 s, not 4 x 30 s."""
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        env = {**os.environ, "SCALEAHEAD_PROMETHEUS__TIMEOUT_S": "0.2", "SCALEAHEAD_PROMETHEUS__MAX_CONCURRENCY": "2"}
+        for args in (
+            ("plan", "--policy", str(EXAMPLE), "--prometheus", url, "--db", f"sqlite:///{tmp_path / 'p.db'}"),
+            ("train", "--prometheus", url, "--policy", str(EXAMPLE), "--days", "1", "--out", str(tmp_path / "m")),
+        ):
+            t0 = time.monotonic()
+            r = subprocess.run(
+                [sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=60, env=env
+            )
+            assert time.monotonic() - t0 < 30, args[0]
+            assert r.returncode == 2, (args[0], r.stderr)
+            assert "0.2 s" in " ".join(r.stderr.split()), (args[0], r.stderr)
+    assert not (tmp_path / "p.db").exists()
+
+
+def test_history_over_a_range_of_more_points_than_a_series_csv_holds_is_refused_before_any_read(tmp_path) -> None:
+    with socket.socket() as s:  # a server that would be read: it records every connection
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        s.settimeout(0.5)
+        out = tmp_path / "h.csv"
+        r = cli(
+            "history", "--prometheus", f"http://127.0.0.1:{s.getsockname()[1]}", "--query", "up",
+            "--start", "1900-01-01", "--end", "9999-01-01", "--output", str(out), "--timeout", "1",
+        )  # fmt: skip
+        try:
+            s.accept()[0].close()
+            connected = True
+        except TimeoutError:
+            connected = False
+    assert r.returncode == 2, r.stderr  # was numpy's _ArrayMemoryError (190 GiB) after the reads
+    err = " ".join(r.stderr.split())
+    assert "25,557,975,361 points" in err and "at most 100,000,000" in err and "--step" in err
+    assert "Traceback" not in err and not connected and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "query", ['-1 - nasa_requests{workload="web"}', '0 * nasa_requests{workload="web"} / 0'], ids=["negative", "nan"]
+)
+def test_plan_from_prometheus_with_only_unusable_values_names_the_query_not_a_trace(prom, tmp_path, query) -> None:
+    policy = tmp_path / "policy.yaml"
+    text = EXAMPLE.read_text()
+    old = next(line for line in text.splitlines() if line.strip().startswith("query:"))
+    policy.write_text(text.replace(old, f"    query: '{query}'"))
+    db = tmp_path / "a.db"
+    r = cli(
+        "plan", "--policy", str(policy), "--prometheus", prom.url, "--at", iso(prom.web.end),
+        "--db", f"sqlite:///{db}",
+    )  # fmt: skip
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 2, err
+    # was "Trace 'default/web' has only missing values before --at. Choose another --at."
+    assert f"Prometheus at {prom.url} answered the demand.query {query!r} of default/web" in err
+    assert "no usable value" in err and "Check the query" in err and "Trace" not in err
+    assert not db.exists()

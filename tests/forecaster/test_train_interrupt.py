@@ -1,0 +1,36 @@
+"""Ctrl-C during ``scaleahead train``: exit 130 and "interrupted", nothing saved or registered."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def test_ctrl_c_during_training_exits_130_says_interrupted_and_registers_nothing(tmp_path: Path) -> None:
+    db, out = tmp_path / "a.db", tmp_path / "models"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaleahead.cli", "train", "--trace", "nasa-10s", "--epochs", "30"]
+        + ["--db", f"sqlite:///{db}", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = ""
+    while "training the LSTM" not in seen:  # past the imports, the trace and the store
+        line = proc.stderr.readline()
+        assert line, f"the command ended before it trained: {seen}"
+        seen += line
+    time.sleep(12)  # inside Lightning's fit, which catches KeyboardInterrupt and calls sys.exit(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    err = seen + err
+    assert proc.returncode == 130, err  # was 1, with no message
+    assert "interrupted" in err and "Traceback" not in err
+    assert not out.exists()
+    from storage import Store
+
+    assert Store(f"sqlite:///{db}", create=False).models() == []
