@@ -1,0 +1,95 @@
+"""Bad input from a black-box audit of the CLI: one clear error (exit 2, no traceback), nothing written.
+
+Each case drives the real entry point (``scaleahead.cli.main``) with real files, in the style of
+tests/test_bad_input_gaps.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tests.conftest import Cli
+
+
+def assert_refused(result: tuple[int, str, str], *says: str) -> str:
+    code, _, err = result
+    assert code == 2, err
+    assert "error: " in err and "Traceback" not in err
+    for text in says:
+        assert text in err, err
+    return err
+
+
+# -- report --forecasts: a damaged, missing or empty .npz -------------------------------------------
+
+
+def _bench_files(tmp_path: Path, value: float = 1.0) -> tuple[Path, Path]:
+    """A `bench forecast --json` file and its `--save-forecasts` .npz, of 4 origins x 3 steps."""
+    n, h = 4, 3
+    summary = {
+        "trace": "t.csv",
+        "resolution_s": 10.0,
+        "horizon_steps": h,
+        "origins": n,
+        "models": {"naive": {"mae": 0.1, "wql": 0.01, "coverage_q90": 0.9, "coverage": {"0.5": 0.5}}},
+    }
+    js, npz = tmp_path / "b.json", tmp_path / "b.npz"
+    js.write_text(json.dumps(summary))
+    grid = np.full((n, h), value, dtype=np.float32)
+    np.savez_compressed(
+        npz,
+        origins=np.arange(n),
+        origin_times=1_700_000_000.0 + 10.0 * np.arange(n),
+        actual=grid,
+        **{f"naive|{q:g}": grid for q in (0.1, 0.5, 0.9)},  # type: ignore[arg-type]
+    )
+    return js, npz
+
+
+def test_report_writes_a_report_of_good_saved_forecasts(cli: Cli, tmp_path: Path) -> None:
+    js, npz = _bench_files(tmp_path)
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "--out", str(out), "--bench", str(js), "--forecasts", str(npz))
+    assert code == 0, err
+    assert out.stat().st_size > 0
+
+
+def test_report_refuses_a_truncated_npz(cli: Cli, tmp_path: Path) -> None:
+    js, npz = _bench_files(tmp_path)
+    data = npz.read_bytes()
+    npz.write_bytes(data[: len(data) // 2])  # a copy cut short: was zipfile.BadZipFile's traceback
+    out = tmp_path / "r.html"
+    assert_refused(
+        cli("report", "--out", str(out), "--bench", str(js), "--forecasts", str(npz)),
+        f"Cannot read saved forecasts {npz}",
+        "truncated or damaged",
+        "--save-forecasts",
+    )
+    assert not out.exists()
+
+
+def test_report_names_a_missing_npz_in_full(cli: Cli, tmp_path: Path) -> None:
+    js, _ = _bench_files(tmp_path)
+    missing = tmp_path / "nope.npz"
+    out = tmp_path / "r.html"
+    err = assert_refused(
+        cli("report", "--out", str(out), "--bench", str(js), "--forecasts", str(missing)),
+        f"--forecasts {missing} does not exist.",  # the path was cut at its first dot
+    )
+    assert "Errno" not in err
+    assert not out.exists()
+
+
+def test_report_refuses_saved_forecasts_that_hold_no_number(cli: Cli, tmp_path: Path) -> None:
+    js, npz = _bench_files(tmp_path, value=float("nan"))  # was a report of nothing, "wrote ... (56 KB)"
+    out = tmp_path / "r.html"
+    assert_refused(
+        cli("report", "--out", str(out), "--bench", str(js), "--forecasts", str(npz)),
+        "'naive' (median)",
+        "no finite value",
+        "no report was written",
+    )
+    assert not out.exists()
