@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.conftest import Cli
 
@@ -93,3 +94,45 @@ def test_report_refuses_saved_forecasts_that_hold_no_number(cli: Cli, tmp_path: 
         "no report was written",
     )
     assert not out.exists()
+
+
+# -- bench numeric options: a count of 0, a negative or NaN number is refused before the work --------
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["bench", "storage", "--workloads", "0"], "--workloads 0 is not a count of 1 or more"),  # ZeroDivisionError
+        (["bench", "storage", "--workloads", "-3"], "--workloads -3 is not a count of 1 or more"),  # "-0.00 MB"
+        (["bench", "storage", "--interval-s", "-1"], "--interval-s -1 is not a finite number above 0"),
+        (["bench", "storage", "--interval-s", "nan"], "--interval-s nan is not a finite number above 0"),
+        (["bench", "forecast-speed", "--series", "0"], "--series 0 is not a count of 1 or more"),
+        (["bench", "forecast-speed", "--repeats", "0"], "--repeats 0 is not a count of 1 or more"),
+        (["bench", "forecast-speed", "--threads", "0"], "--threads 0 is not a count of 1 or more"),
+        (["bench", "rollout", "--json", "{out}", "--split", "nan"], "--split nan is not a share strictly between"),
+        (
+            ["bench", "replay", "--trace", "nasa-10s", "--json", "{out}", "--plot", "{png}", "--plot-hours", "nan"],
+            "--plot-hours nan is not a finite number above 0",  # was a ValueError traceback after the replay
+        ),
+        (
+            ["bench", "serverless", "--trace", "azure-functions-1m", "--json", "{out}", "--cold-start-cost", "nan"],
+            "--cold-start-cost nan is not a finite number of 0 or more",  # was an invalid PolicySpec mid-run
+        ),
+        (
+            ["bench", "serverless", "--trace", "azure-functions-1m", "--json", "{out}", "--history-minutes", "0"],
+            "--history-minutes 0 is not a count of 1 or more",
+        ),
+        (
+            ["bench", "serverless", "--trace", "azure-functions-1m", "--json", "{out}", "--sweep-cost", "nan"],
+            "--sweep-cost 'nan' has a value that is not a finite number above 0",
+        ),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_bench_numeric_options_are_checked_before_the_work(
+    cli: Cli, tmp_path: Path, args: list[str], says: str
+) -> None:
+    out, png = tmp_path / "out.json", tmp_path / "p.png"
+    args = [a.format(out=out, png=png) for a in args]
+    assert_refused(cli(*args), says)
+    assert not out.exists() and not png.exists()

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scaleahead.commands import check_output, number_list, share_steps
+from scaleahead.commands import check_output, check_positive, number_list, share_steps
 from scaleahead.errors import UserError
 
 #: Most training seeds ``bench replay --seeds`` runs (each trains the forecaster again).
@@ -339,6 +339,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_output(json_path, "--json")
         check_output(decisions, "--decisions")
         check_output(plot, "--plot", ".png")
+        check_positive("--plot-hours", plot_hours, "Give the hours of the plotted window, e.g. 6.")
         if plot_start is not None:  # a time that is no time fails now, not after the trace is read
             from scaleahead.cli import parse_time
 
