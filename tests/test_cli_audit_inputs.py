@@ -136,3 +136,46 @@ def test_bench_numeric_options_are_checked_before_the_work(
     args = [a.format(out=out, png=png) for a in args]
     assert_refused(cli(*args), says)
     assert not out.exists() and not png.exists()
+
+
+# -- bench fetch, backfill --serve, bench serverless --budget-ratio: checked before the work ---------
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--concurrency", "0"], "--concurrency 0 is not a count of 1 or more"),  # was refused after the backfill
+        (["--series", "0"], "--series 0 is not a count of 1 or more"),  # was "The trace has no values to backfill"
+        (["--days", "-1"], "--days -1 is not a finite number above 0"),
+        (["--days", "nan"], "--days nan is not a finite number above 0"),
+        (["--days", "0.0001"], "--days 0.0001 holds no 10 s step"),
+        (["--repeats", "0"], "--repeats 0 is not a count of 1 or more"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_bench_fetch_checks_its_numbers_before_making_or_backfilling_a_tsdb(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], says: str
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert_refused(cli("bench", "fetch", *args), says)
+    assert not (tmp_path / "cache").exists()  # was an empty bench-tsdb-0x1d folder left behind
+    tsdb = tmp_path / "tsdb"
+    assert_refused(cli("bench", "fetch", "--tsdb", str(tsdb), *args), says)
+    assert not tsdb.exists()
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_backfill_serve_checks_the_port_before_the_backfill(cli: Cli, tmp_path: Path, port: str) -> None:
+    tsdb = tmp_path / "tsdb"
+    result = cli("backfill", "--trace", "nasa-10s", "--tsdb", str(tsdb), "--metric", "m", "--serve", "--port", port)
+    assert_refused(result, f"--port {port} is not a TCP port", "1 to 65535")
+    assert not tsdb.exists()  # was backfilled first, then "Prometheus exited with code 1"
+
+
+@pytest.mark.parametrize("ratio", ["nan", "inf", "-1"])
+def test_bench_serverless_names_a_bad_budget_ratio_before_running(cli: Cli, tmp_path: Path, ratio: str) -> None:
+    out = tmp_path / "b.json"
+    result = cli("bench", "serverless", "--trace", "azure-functions-1m", "--json", str(out), "--budget-ratio", ratio)
+    err = assert_refused(result, f"--budget-ratio {ratio} is not a finite number of 0 or more")
+    assert "running" not in err and "PolicySpec" not in err  # was "invalid PolicySpec: warmPool.keepAliveBudgetRatio"
+    assert not out.exists()

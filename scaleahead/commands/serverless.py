@@ -133,11 +133,10 @@ def bench_serverless(
         raise UserError(f"--min-probability {threshold} is not a probability.", "Give a value in [0, 1].")
     check_positive("--cold-start-cost", cold_start_cost, "Give MB-minutes > 0, or 0 for none.", zero=True)
     cost = bench.DEFAULT_COLD_START_COST if cold_start_cost is None else (cold_start_cost or None)
+    check_positive(
+        "--budget-ratio", budget_ratio, "Give a multiple > 0 (1.0: a 10-minute keep-alive's), or 0 for off.", zero=True
+    )
     ratio = bench.DEFAULT_BUDGET_RATIO if budget_ratio is None else (budget_ratio or None)
-    if ratio is not None and ratio < 0:
-        raise UserError(
-            f"--budget-ratio {ratio} is negative.", "Give a multiple > 0 (1.0: a 10-minute keep-alive's), or 0 for off."
-        )
     sweep_values = number_list("--sweep", sweep, "0.01,0.02,0.05")
     if any(not 0.0 <= v <= 1.0 for v in sweep_values):
         raise UserError(f"--sweep {sweep!r} has a value outside [0, 1].", "Give probabilities, e.g. 0.01,0.02.")
