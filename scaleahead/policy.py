@@ -21,6 +21,7 @@ policies are errors, not a silent "last one wins". ``1e3`` is a number, as in JS
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -65,9 +66,9 @@ def _no_bool_or_text(kind: str) -> BeforeValidator:
             )
         if isinstance(value, str | bytes):
             hint = ""
-            try:
-                float(value)
-                hint = " (write it without quotes)"
+            try:  # a quoted number: written without quotes it is one (nan and inf are refused as numbers too)
+                if math.isfinite(float(value)):
+                    hint = " (write it without quotes)"
             except ValueError:
                 pass
             raise PydanticCustomError(

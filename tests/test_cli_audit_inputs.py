@@ -179,3 +179,43 @@ def test_bench_serverless_names_a_bad_budget_ratio_before_running(cli: Cli, tmp_
     err = assert_refused(result, f"--budget-ratio {ratio} is not a finite number of 0 or more")
     assert "running" not in err and "PolicySpec" not in err  # was "invalid PolicySpec: warmPool.keepAliveBudgetRatio"
     assert not out.exists()
+
+
+# -- bench replay --set: "write it without quotes" only for a quoted number --------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("nan", "targetUtilization: Input should be a finite number"),  # was "not the string 'nan' (write it ...)"
+        ("inf", "targetUtilization: Input should be a finite number"),
+        ("+7", "targetUtilization: Input should be less than or equal to 1"),  # a number as Python reads it
+        ("half", "targetUtilization: Input should be a number, not the string 'half'"),
+    ],
+)
+def test_replay_set_does_not_advise_removing_quotes_that_were_not_written(
+    cli: Cli, tmp_path: Path, value: str, says: str
+) -> None:
+    out = tmp_path / "r.json"
+    result = cli("bench", "replay", "--trace", "nasa-10s", "--json", str(out), "--set", f"targetUtilization={value}")
+    err = assert_refused(result, "--set gives an invalid policy", says)
+    assert "without quotes" not in err
+    assert not out.exists()
+
+
+def test_replay_set_still_advises_removing_quotes_around_a_number(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = cli("bench", "replay", "--trace", "nasa-10s", "--json", str(out), "--set", 'targetUtilization="0.5"')
+    assert_refused(result, "not the string '0.5' (write it without quotes)")
+
+
+@pytest.mark.parametrize("quoted", ['"nan"', "'.inf'"])
+def test_a_quoted_nan_in_a_policy_file_gets_no_advice_to_unquote_it(quoted: str) -> None:
+    from scaleahead.errors import ConfigError
+    from scaleahead.policy import parse_policies
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "policy.yaml"
+    text = example.read_text().replace("capacityPerReplica: 2.0", f"capacityPerReplica: {quoted}")
+    with pytest.raises(ConfigError) as err:
+        parse_policies(text, "p.yaml")
+    assert "not the string" in err.value.message and "without quotes" not in err.value.message

@@ -43,7 +43,13 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
         try:
             parsed: Any = json.loads(value)
         except json.JSONDecodeError:
-            parsed = value
+            # Unquoted, so not meant as text: what Python reads as a number (nan, inf, +3, .5, 1_000) is
+            # one, and the policy says what is wrong with it (it used to be the string 'nan', and
+            # the advice to write it without quotes, though none were written).
+            try:
+                parsed = float(value)
+            except ValueError:
+                parsed = value
         # A dotted key sets a field of a nested block: objective.sloRisk=1000 -> {"objective": {"sloRisk": 1000}}.
         *parents, leaf = [part.strip() for part in key.split(".")]
         node = out
