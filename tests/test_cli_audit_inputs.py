@@ -219,3 +219,87 @@ def test_a_quoted_nan_in_a_policy_file_gets_no_advice_to_unquote_it(quoted: str)
     with pytest.raises(ConfigError) as err:
         parse_policies(text, "p.yaml")
     assert "not the string" in err.value.message and "without quotes" not in err.value.message
+
+
+# -- series CSV: binary files, rows without a time, rows near float64's limit ------------------------
+
+
+def test_a_binary_file_given_as_a_series_csv_is_named_as_not_text(tmp_path: Path) -> None:
+    from scaleahead.errors import DataError
+    from scaleahead.traces import load_series
+
+    path = tmp_path / "binary.csv"
+    path.write_bytes(bytes(range(256)) * 4)  # was pandas' "Error tokenizing data. C error: Expected 1 fields"
+    with pytest.raises(DataError) as err:
+        load_series(str(path))
+    assert f"series CSV {path} is not a CSV text file: it holds binary data (a NUL byte at offset 0)" in str(err.value)
+    assert "header line 'timestamp,value'" in str(err.value) and "tokenizing" not in str(err.value)
+
+
+def test_a_binary_file_given_to_plan_is_refused_in_one_paragraph(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "binary.csv"
+    path.write_bytes(bytes(range(256)) * 4)
+    example = Path(__file__).resolve().parent.parent / "examples" / "policy.yaml"
+    db = tmp_path / "a.db"
+    result = cli("plan", "--policy", str(example), "--history", str(path), "--db", f"sqlite:///{db}")
+    assert_refused(result, "is not a CSV text file")
+
+
+@pytest.mark.parametrize(
+    ("cell", "line"),
+    [("nan", 4), ("", 4), ("NaN", 3)],
+)
+def test_a_row_without_a_timestamp_is_named_by_its_line(tmp_path: Path, cell: str, line: int) -> None:
+    from scaleahead.errors import DataError
+    from scaleahead.traces import load_series
+
+    rows = ["1700000000,1", "1700000010,2", "1700000020,3", "1700000030,4"]
+    rows[line - 2] = f"{cell},9"
+    path = tmp_path / "s.csv"
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataError) as err:
+        load_series(str(path))  # was "Trace 's.csv' has rows without a timestamp", no line
+    assert f"column 'timestamp' has 1 row(s) without a time (an empty cell, NaN or NaT; the first at line {line})" in (
+        str(err.value)
+    )
+
+
+def test_an_iso_row_without_a_timestamp_is_named_by_its_line(tmp_path: Path) -> None:
+    from scaleahead.errors import DataError
+    from scaleahead.traces import load_series
+
+    path = tmp_path / "s.csv"
+    path.write_text("timestamp,value\n2024-01-01T00:00:00Z,1\n,2\n2024-01-01T00:00:20Z,3\n")
+    with pytest.raises(DataError) as err:
+        load_series(str(path))
+    assert "the first at line 3" in str(err.value)
+
+
+@pytest.mark.parametrize("repeat", [1, 2], ids=["one-row", "two-rows-at-one-time"])
+def test_a_value_beyond_float32_in_a_series_csv_is_an_error_naming_it(tmp_path: Path, repeat: int) -> None:
+    from scaleahead.errors import DataError
+    from scaleahead.traces import load_series
+
+    path = tmp_path / "s.csv"
+    rows = [f"{1_700_000_000 + 10 * i},5" for i in range(10)] + [f"{1_700_000_100},1.7e308"] * repeat
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataError) as err:
+        # two rows: their mean overflowed to an infinite step, silently dropped; one row (or 30):
+        # an overflow RuntimeWarning in the replay, while an infinite cell was an error
+        load_series(str(path))
+    assert (
+        f"has {repeat} value(s) beyond 3.4e+38, the float32 limit (the first, 1.7e+308, at timestamp 1700000100)"
+        in (str(err.value))
+    )
+    assert "leave those samples empty (missing)" in str(err.value)
+
+
+def test_plan_refuses_a_history_csv_with_a_glitch(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    rows = [f"{1_700_000_000 + 10 * i},5" for i in range(400)] + [f"{1_700_004_000},1.7e308"] * 2
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    example = Path(__file__).resolve().parent.parent / "examples" / "policy.yaml"
+    db = tmp_path / "a.db"
+    result = cli("plan", "--policy", str(example), "--history", str(path), "--db", f"sqlite:///{db}")
+    assert_refused(result, "beyond 3.4e+38")
+    assert not db.exists()
