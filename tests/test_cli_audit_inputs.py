@@ -303,3 +303,32 @@ def test_plan_refuses_a_history_csv_with_a_glitch(cli: Cli, tmp_path: Path) -> N
     result = cli("plan", "--policy", str(example), "--history", str(path), "--db", f"sqlite:///{db}")
     assert_refused(result, "beyond 3.4e+38")
     assert not db.exists()
+
+
+# -- plan --policy A --policy A: the same file given twice ------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["same", "dot-slash", "symlink"])
+def test_plan_says_when_one_policy_file_is_given_twice(cli: Cli, tmp_path: Path, how: str) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "policy.yaml"
+    a = tmp_path / "p.yaml"
+    a.write_text(example.read_text())
+    b = {"same": str(a), "dot-slash": str(tmp_path / "." / "p.yaml"), "symlink": str(tmp_path / "link.yaml")}[how]
+    if how == "symlink":
+        (tmp_path / "link.yaml").symlink_to(a)
+    db = tmp_path / "a.db"
+    result = cli("plan", "--policy", str(a), "--policy", b, "--history", "nasa-10s", "--db", f"sqlite:///{db}")
+    # was "Two policies target ... default/web (p.yaml:11) and default/web (p.yaml:11)"
+    err = assert_refused(result, f"The same policy file was given twice: {a}", "Give each policy file once")
+    assert "Two policies target" not in err
+    assert not db.exists()
+
+
+def test_plan_still_names_two_files_that_target_one_workload(cli: Cli, tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "policy.yaml"
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(example.read_text())
+    b.write_text(example.read_text())
+    db = tmp_path / "a.db"
+    result = cli("plan", "--policy", str(a), "--policy", str(b), "--history", "nasa-10s", "--db", f"sqlite:///{db}")
+    assert_refused(result, "Two policies target Deployment/default/web", f"{a}:11", f"{b}:11")
