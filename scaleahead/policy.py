@@ -21,6 +21,7 @@ policies are errors, not a silent "last one wins". ``1e3`` is a number, as in JS
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -65,9 +66,9 @@ def _no_bool_or_text(kind: str) -> BeforeValidator:
             )
         if isinstance(value, str | bytes):
             hint = ""
-            try:
-                float(value)
-                hint = " (write it without quotes)"
+            try:  # a quoted number: written without quotes it is one (nan and inf are refused as numbers too)
+                if math.isfinite(float(value)):
+                    hint = " (write it without quotes)"
             except ValueError:
                 pass
             raise PydanticCustomError(
@@ -723,8 +724,23 @@ def load_policy_files(paths: Sequence[str | Path]) -> list[Policy]:
     """The policies of several files loaded together (``run --policies DIR``), in order.
 
     Like ``load_policies``, but a workload targeted twice anywhere among them is an error naming
-    both files and lines.
+    both files and lines. One file given twice (``--policy A --policy ./A``, or a link to it) is an
+    error that says so: every policy in it would target its workload twice.
     """
+    seen: dict[tuple[int, int], Path] = {}
+    for path in map(Path, paths):
+        try:
+            st = path.stat()
+        except OSError:  # a missing file: _read names it
+            continue
+        key = (st.st_dev, st.st_ino)  # the same file by any path (./A, a symbolic or hard link)
+        if key in seen:
+            same = "" if str(seen[key]) == str(path) else f" ({path} is {seen[key]})"
+            raise ConfigError(
+                f"The same policy file was given twice: {seen[key]}{same}.",
+                "Give each policy file once; its policies are all planned.",
+            )
+        seen[key] = path
     located = [item for path in paths for item in _parse_located(_read(Path(path)), str(path))]
     check_unique_targets(located)
     return [policy for policy, _ in located]

@@ -70,7 +70,29 @@ def _read_csv(path: Path | str, what: str, fix: str, **kwargs: object) -> pd.Dat
             f"Save it as UTF-8 CSV. {fix}",
         ) from exc
     except Exception as exc:  # noqa: BLE001 - pandas raises many kinds; all mean "unreadable"
-        raise DataError(f"Cannot read {what} {path} as CSV: {exc}.", fix) from exc
+        nul = _binary_at(path)
+        if nul is not None:  # was pandas' "Error tokenizing data. C error: Expected 1 fields in line 3"
+            raise DataError(
+                f"{what} {path} is not a CSV text file: it holds binary data (a NUL byte at offset {nul}).", fix
+            ) from exc
+        raise DataError(f"Cannot read {what} {path} as CSV: {str(exc).strip()}.", fix) from exc
+
+
+def _binary_at(path: Path | str) -> int | None:
+    """The offset of the first NUL byte in the first 64 KiB of ``path`` (decompressed if it is gzipped),
+    or None: a CSV is text, and text holds no NUL byte. Only called once pandas has failed."""
+    import gzip
+
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(65536)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as unzipped:
+                head = unzipped.read(65536)
+    except (OSError, EOFError):
+        return None
+    at = head.find(b"\0")
+    return at if at >= 0 else None
 
 
 def traces_dir() -> Path:
@@ -213,6 +235,14 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
                 "Use ISO-8601 (2024-01-01T00:00:00Z) or epoch seconds.",
             ) from exc
     _check_times(path, ts, raw_ts)
+    untimed = np.flatnonzero(np.isnan(ts))
+    if untimed.size:  # was "has rows without a timestamp", with no line to look at
+        first = int(untimed[0])
+        raise DataError(
+            f"{path}: column 'timestamp' has {untimed.size} row(s) without a time (an empty cell, NaN or NaT; the "
+            f"first at line {first + 2}).",
+            "Give every row its time (epoch seconds or ISO-8601), or remove those rows.",
+        )
     parsed = pd.to_numeric(frame[col], errors="coerce")
     # Empty cells and NaN/NA/null are read as missing by read_csv; anything else that is not a
     # number (a shifted column, a unit pasted into the cell) is an error, not a silent gap.
@@ -250,6 +280,9 @@ def _epoch_s(times: pd.Series) -> FloatArray:
     seconds: FloatArray = (times - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(np.float64)
     return seconds
 
+
+#: Above this (float32's largest value, ``forecaster.base.F32_MAX``) a sample is a glitch, never demand.
+F32_MAX = float(np.finfo(np.float32).max)
 
 #: A series is put on a grid of its step: at most this many grid steps per sample (a history that
 #: is 99 % gap is a timestamp out of place, not a trace) and at most this many in all (800 MB).
@@ -295,6 +328,16 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
             f"Trace {name!r} has {int(negative.sum())} negative value(s) (the first, {values[first]:g}, at "
             f"timestamp {ts[first]:.0f}); demand is never negative.",
             "Fix the export (use rate() for counters), or leave those samples empty (missing).",
+        )
+    huge = finite & (values > F32_MAX)
+    if huge.any():
+        # No demand is that large: a glitch (an overflow in the export). Read as a value it overflowed
+        # the replay's sums and the mean of two such rows at one time (an infinite step, dropped).
+        first = int(np.flatnonzero(huge)[0])
+        raise DataError(
+            f"Trace {name!r} has {int(huge.sum())} value(s) beyond {F32_MAX:.3g}, the float32 limit (the first, "
+            f"{values[first]:g}, at timestamp {ts[first]:.0f}): no demand is that large, it is a glitch.",
+            "Fix the export, or leave those samples empty (missing).",
         )
     start = float(ts[0])
     steps = (float(ts[-1]) - start) / step_s + 1.0

@@ -448,7 +448,7 @@ def test_plan_takes_the_policies_of_every_repeated_policy_option(cli: Cli, tmp_p
     targets = {a["target"] for a in json.loads(out)["actions"] if a["kind"] == "ScaleTo"}
     assert {t.rsplit("/", 1)[-1] for t in targets} >= {"web", "api"}
     code, _, err = cli("plan", "--policy", str(EXAMPLE), "--policy", str(EXAMPLE), "--history", "nasa-10s")
-    assert code == 2 and "Two policies target Deployment/default/web" in err, err
+    assert code == 2 and f"The same policy file was given twice: {EXAMPLE}" in err, err
 
 
 def test_models_show_says_null_for_a_version_without_an_artifact_file(cli: Cli, tmp_path: Path) -> None:

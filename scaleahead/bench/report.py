@@ -14,6 +14,8 @@ import base64
 import html
 import io
 import json
+import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -60,13 +62,19 @@ def from_bench(json_path: Path, npz_path: Path | None) -> tuple[dict[str, Any], 
     _check_summary(summary, json_path)
     if npz_path is None:
         return summary, None
+    wrote = "Pass the file `bench forecast --save-forecasts FILE.npz` wrote (not its --json file)."
+    if not npz_path.is_file():
+        what = "is a folder" if npz_path.is_dir() else "does not exist"
+        raise DataError(f"Saved forecasts --forecasts {npz_path} {what}.", wrote)
     try:
         z = np.load(npz_path)  # allow_pickle stays False: a file that needs it is not ours
-    except (OSError, ValueError, EOFError) as exc:
+    except OSError as exc:
+        raise DataError(f"Cannot read saved forecasts {npz_path} ({exc.strerror or exc}).", wrote) from exc
+    except (ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise DataError(
-            f"Cannot read saved forecasts {npz_path}: it is not an .npz of arrays (numpy says: "
-            f"{str(exc).split('.')[0]}).",
-            "Pass the file `bench forecast --save-forecasts FILE.npz` wrote (not its --json file).",
+            f"Cannot read saved forecasts {npz_path}: it is not an .npz of arrays, or it is truncated or damaged "
+            f"(numpy says: {str(exc).split('. ')[0].rstrip('.')}).",
+            wrote,
         ) from exc
     redo = "Pass the --save-forecasts file written by the same `bench forecast` run as --bench."
     if not hasattr(z, "files") or "origin_times" not in z.files or "actual" not in z.files:
@@ -79,8 +87,8 @@ def from_bench(json_path: Path, npz_path: Path | None) -> tuple[dict[str, Any], 
             if "|" in key:
                 model, q = key.split("|")
                 forecasts.setdefault(model, {})[float(q)] = z[key].astype(np.float64)
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"{npz_path} has an unreadable array or key ({exc}).", redo) from exc
+    except (ValueError, TypeError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as exc:
+        raise DataError(f"{npz_path} has an unreadable array or key, or is damaged ({exc}).", redo) from exc
     if times.ndim != 1 or actual.ndim != 2 or actual.shape[0] != times.size:
         raise DataError(
             f"{npz_path}: 'actual' must be one row per origin ({times.size} origins), got shape {actual.shape}.", redo
@@ -100,6 +108,15 @@ def from_bench(json_path: Path, npz_path: Path | None) -> tuple[dict[str, Any], 
         if bad or 0.5 not in qs:
             what = f"at quantile(s) {', '.join(bad)} are not shaped like 'actual'" if bad else "have no median (0.5)"
             raise DataError(f"{npz_path}: the forecasts of {model!r} {what}.", redo)
+    # A report of nothing is garbage: fans, errors and calibration need numbers on both sides.
+    empty = [name for name, a in [("origin_times", times), ("actual", actual)] if not np.isfinite(a).any()]
+    empty += [f"{m!r} (median)" for m, qs in forecasts.items() if not np.isfinite(qs[0.5]).any()]
+    if empty:
+        raise DataError(
+            f"{npz_path}: {', '.join(empty)} hold{'s' if len(empty) == 1 else ''} no finite value (all NaN or "
+            "infinite), so the report would draw and score nothing.",
+            redo + " Re-run `bench forecast` if this file came from it; no report was written.",
+        )
     return summary, Scored(
         str(summary["trace"]), float(summary["resolution_s"]), times, actual, forecasts, f"benchmark {json_path.name}"
     )

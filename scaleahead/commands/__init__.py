@@ -7,6 +7,7 @@ and, for benchmarks, to the ``bench`` group. ``scaleahead.cli`` calls every modu
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import pkgutil
 import tempfile
@@ -118,6 +119,18 @@ def _check_writable(folder: Path, option: str, path: Path) -> None:
         raise UserError(
             f"{option} {path} cannot be written: {folder} is not writable ({exc.strerror}).", "Choose another path."
         ) from exc
+
+
+def check_positive(option: str, value: float | None, hint: str, zero: bool = False) -> None:
+    """A ``UserError`` now, before any work, unless ``value`` is a finite number above 0 (or 0 itself
+    when ``zero``); ``None`` (the option left out) passes. A count of 0, a negative interval or NaN
+    ran the work and printed nonsense, or failed with a traceback at its end."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        if isinstance(value, int):
+            raise UserError(f"{option} {value} is not a count of {0 if zero else 1} or more.", hint)
+        raise UserError(f"{option} {value:g} is not a finite number {'of 0 or more' if zero else 'above 0'}.", hint)
 
 
 def number_list(option: str, text: str | None, example: str) -> list[float]:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleahead.commands import DbOpt, OutputOpt, check_fits, check_folder, check_output, db_width
+from scaleahead.commands import DbOpt, OutputOpt, check_fits, check_folder, check_output, check_positive, db_width
 from scaleahead.errors import DataError, UserError
 from scaleahead.types import Series
 
@@ -410,6 +410,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         Weights do not change the cost, so without --checkpoint an untrained network of the
         default shape is timed. Each series has 8 days of 10 s history with 3 % missing points.
         """
+        check_positive("--series", series_count, "Give a count of series, e.g. 1000.")
+        check_positive("--repeats", repeats, "Give a count of runs, e.g. 5.")
+        check_positive("--threads", threads, "Give a thread count, e.g. 2.")
         check_output(json_out, "--json")  # before the work, not after it
         import time
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from scaleahead.commands import check_output
+from scaleahead.commands import check_output, check_positive
 from scaleahead.errors import DataError, UserError
 
 if TYPE_CHECKING:
@@ -275,6 +275,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.traces import load_series
 
         check_metric_name(metric)
+        if serve and not 1 <= port <= 65535:  # checked now, not after the backfill
+            raise UserError(f"--port {port} is not a TCP port.", "Give a port from 1 to 65535, e.g. 9090.")
         if tsdb.exists() and not tsdb.is_dir():
             raise UserError(f"--tsdb {tsdb} is a file.", "Give a folder (it is created if missing).")
         label_map = parse_labels(labels)
@@ -345,6 +347,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.bench.prometheus import run_fetch_bench
         from scaleahead.cli import console
 
+        # Checked before the TSDB folder is made or backfilled (a 1000 x 1 d backfill takes minutes).
+        check_positive("--series", series, "Give a count of series, e.g. 1000.")
+        check_positive("--days", days, "Give the days of 10 s history per series, e.g. 1.")
+        if days * 86400 < 10:
+            raise UserError(f"--days {days:g} holds no 10 s step of history.", "Give e.g. 1.")
+        check_positive("--concurrency", concurrency, "Give a count of parallel range queries, e.g. 8.")
+        check_positive("--repeats", repeats, "Give a count of runs, e.g. 3.")
         check_output(json_out, "--json")
         if tsdb is None:
             import os

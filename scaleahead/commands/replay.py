@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scaleahead.commands import check_output, number_list, share_steps
+from scaleahead.commands import check_output, check_positive, number_list, share_steps
 from scaleahead.errors import UserError
 
 #: Most training seeds ``bench replay --seeds`` runs (each trains the forecaster again).
@@ -43,7 +43,13 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
         try:
             parsed: Any = json.loads(value)
         except json.JSONDecodeError:
-            parsed = value
+            # Unquoted, so not meant as text: what Python reads as a number (nan, inf, +3, .5, 1_000) is
+            # one, and the policy says what is wrong with it (it used to be the string 'nan', and
+            # the advice to write it without quotes, though none were written).
+            try:
+                parsed = float(value)
+            except ValueError:
+                parsed = value
         # A dotted key sets a field of a nested block: objective.sloRisk=1000 -> {"objective": {"sloRisk": 1000}}.
         *parents, leaf = [part.strip() for part in key.split(".")]
         node = out
@@ -339,6 +345,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_output(json_path, "--json")
         check_output(decisions, "--decisions")
         check_output(plot, "--plot", ".png")
+        check_positive("--plot-hours", plot_hours, "Give the hours of the plotted window, e.g. 6.")
         if plot_start is not None:  # a time that is no time fails now, not after the trace is read
             from scaleahead.cli import parse_time
 

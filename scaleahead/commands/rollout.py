@@ -289,6 +289,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_output(json_path, "--json")
         names = [t.strip() for t in traces.split(",") if t.strip()] if traces else list(DEFAULT_TRACES)
         shares = share_steps("--steps", steps)
+        if not (math.isfinite(split) and 0.0 < split < 1.0):
+            raise UserError(f"--split {split:g} is not a share strictly between 0 and 1.", "Use e.g. --split 0.5.")
         doc = run_rollout_bench(names, champion, challenger, CanaryParams(steps=shares), split=split)
         json_path.write_text(json.dumps(doc, indent=2, default=str))
         c = doc["canary"]

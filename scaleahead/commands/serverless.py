@@ -7,12 +7,13 @@ hybrid_histogram and oracle, all in one run on the same test period (docs/server
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from scaleahead.commands import check_output, number_list
+from scaleahead.commands import check_output, check_positive, number_list
 from scaleahead.errors import UserError
 
 
@@ -130,23 +131,27 @@ def bench_serverless(
     threshold = bench.DEFAULT_MIN_PROBABILITY if min_probability is None else min_probability
     if not 0.0 <= threshold <= 1.0:
         raise UserError(f"--min-probability {threshold} is not a probability.", "Give a value in [0, 1].")
+    check_positive("--cold-start-cost", cold_start_cost, "Give MB-minutes > 0, or 0 for none.", zero=True)
     cost = bench.DEFAULT_COLD_START_COST if cold_start_cost is None else (cold_start_cost or None)
-    if cost is not None and cost < 0:
-        raise UserError(f"--cold-start-cost {cost} is negative.", "Give MB-minutes > 0, or 0 for none.")
+    check_positive(
+        "--budget-ratio", budget_ratio, "Give a multiple > 0 (1.0: a 10-minute keep-alive's), or 0 for off.", zero=True
+    )
     ratio = bench.DEFAULT_BUDGET_RATIO if budget_ratio is None else (budget_ratio or None)
-    if ratio is not None and ratio < 0:
-        raise UserError(
-            f"--budget-ratio {ratio} is negative.", "Give a multiple > 0 (1.0: a 10-minute keep-alive's), or 0 for off."
-        )
     sweep_values = number_list("--sweep", sweep, "0.01,0.02,0.05")
     if any(not 0.0 <= v <= 1.0 for v in sweep_values):
         raise UserError(f"--sweep {sweep!r} has a value outside [0, 1].", "Give probabilities, e.g. 0.01,0.02.")
     cost_values = number_list("--sweep-cost", sweep_cost, "2000,8900,20000")
-    if any(v <= 0 for v in cost_values):
-        raise UserError(f"--sweep-cost {sweep_cost!r} has a value <= 0.", "Give MB-minutes > 0.")
+    if any(not (math.isfinite(v) and v > 0) for v in cost_values):
+        raise UserError(
+            f"--sweep-cost {sweep_cost!r} has a value that is not a finite number above 0.", "Give MB-minutes > 0."
+        )
     budget_values = number_list("--sweep-budget", sweep_budget, "0.8,1.0,1.2")
-    if any(v <= 0 for v in budget_values):
-        raise UserError(f"--sweep-budget {sweep_budget!r} has a value <= 0.", "Give multiples > 0, e.g. 0.8,1.0.")
+    if any(not (math.isfinite(v) and v > 0) for v in budget_values):
+        raise UserError(
+            f"--sweep-budget {sweep_budget!r} has a value that is not a finite number above 0.",
+            "Give multiples > 0, e.g. 0.8,1.0.",
+        )
+    check_positive("--history-minutes", history_minutes, "Give the minutes of history, e.g. 360, or leave it out.")
     if functions is not None and functions < 1:
         raise UserError(f"--functions {functions} is not a positive count.", "Give e.g. 200.")
     fns = load_functions(trace, str(durations) if durations else None, str(memory) if memory else None)

@@ -11,7 +11,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from scaleahead.commands import check_output
+from scaleahead.commands import check_output, check_positive
 from scaleahead.types import Forecast, WorkloadRef
 
 
@@ -59,6 +59,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the result as JSON here.")] = None,
     ) -> None:
         """Bytes of stored forecasts per workload-day (SQLite, 4 quantiles x 90 steps at 10 s)."""
+        check_positive("--workloads", workloads, "Give a count of workloads, e.g. 10.")
+        check_positive("--interval-s", interval_s, "Give the seconds between stored forecasts, e.g. 120.")
         check_output(json_out, "--json")
         size = measure_forecast_bytes(workloads, interval_s)
         result = {
