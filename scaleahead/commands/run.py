@@ -273,7 +273,16 @@ def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
 
     def reconcile(now: float) -> None:
         for aid, state, why in actuator.reconcile(now, owns):
-            log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
+            if state == "planned":  # the object cannot be read now: reconciled again on the next lead
+                log.warning(
+                    "journal: action %s stays planned: %s; reconciled again when a replica next starts to "
+                    "lead, or by `scaleahead actuator reconcile`",
+                    aid,
+                    why,
+                    extra={"event": "unreconciled"},
+                )
+            else:
+                log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
 
     return reconcile
 
