@@ -90,6 +90,22 @@ def test_run_and_retrain_refuse_a_bad_time_before_creating_their_database(
     assert not db.exists()
 
 
+@pytest.mark.parametrize("command", ["run", "retrain"])
+def test_run_and_retrain_refuse_artifacts_that_is_a_file_before_any_work(
+    cli: Cli, tmp_path: Path, command: str
+) -> None:
+    # retrain fitted the model, created the database, then failed with a FileExistsError traceback.
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "s.csv")
+    taken = tmp_path / "notdb.sqlite"
+    taken.write_bytes(b"someone's file")
+    args = [command, "--policies", str(EXAMPLE), "--history", f"trace:{trace}", "--db", f"sqlite:///{db}"]
+    if command == "run":
+        args += ["--once", "--target", "memory", "--no-server"]
+    assert_refused(cli(*args, "--artifacts", str(taken)), f"--artifacts {taken} is a file. Give a folder.")
+    assert not db.exists() and taken.read_bytes() == b"someone's file"
+
+
 def test_a_bad_time_names_the_option_it_was_given_to(cli: Cli, tmp_path: Path) -> None:
     trace = series_csv(tmp_path / "s.csv")
     common = ("bench", "replay", "--trace", str(trace), "--json", str(tmp_path / "r.json"))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from scaleahead.commands import DbOpt, check_output
+from scaleahead.commands import DbOpt, check_folder, check_output
 from scaleahead.errors import UserError
 
 if TYPE_CHECKING:
@@ -492,6 +492,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(f"--port {port} is not a TCP port.", "Give 0 (any free port) to 65535.")
         if log_format is not None and log_format not in ("json", "text"):
             raise UserError(f"--log-format {log_format!r} is not a log format.", "Use json or text.")
+        if artifacts is not None:  # its subfolders are made when first written (a retraining, a report)
+            check_folder(artifacts, "--artifacts", create=False)
         if (model or settings.forecast.model) not in available_models():
             raise UserError(
                 f"Unknown model {model or settings.forecast.model!r} ({'--model' if model else 'forecast.model'}).",
@@ -731,6 +733,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from storage import Store
 
         settings = Settings.from_env()
+        if artifacts is not None:  # before the fit (minutes): a file there failed after it
+            check_folder(artifacts, "--artifacts", create=False)
         if policies is not None:
             pols = load_policy_path(policies)
         else:
