@@ -103,16 +103,32 @@ def _print(r: Any, as_json: bool) -> None:
 def read_outcomes(path: Path) -> list[dict[str, Any]]:
     """Rows of ``workload,arm,violation_fraction,cost_per_demand[,forecast_error]``, each with its
     ``line`` in the file (for messages)."""
+    need = {"workload", "violation_fraction", "cost_per_demand"}
+    header = "workload,arm,violation_fraction,cost_per_demand[,forecast_error]"
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            fields = reader.fieldnames or []
+            rows = list(reader)
     except OSError as exc:
         raise DataError(f"Cannot read outcomes file {path}: {exc.strerror}.", "Check the path.") from exc
-    need = {"workload", "violation_fraction", "cost_per_demand"}
-    if not rows or not need <= set(rows[0]):
+    except UnicodeDecodeError as exc:
         raise DataError(
-            f"{path} needs a header with {', '.join(sorted(need))} (and optionally arm, forecast_error).",
+            f"{path} is not a text CSV file: it is not UTF-8 (a binary file, or another encoding?).",
+            f"Give a UTF-8 CSV of {header}; nothing was recorded.",
+        ) from exc
+    except csv.Error as exc:
+        raise DataError(f"{path} is not a CSV file ({exc}).", f"Give a CSV of {header}; nothing was recorded.") from exc
+    if not need <= set(fields):
+        raise DataError(
+            f"{path} needs a header with {', '.join(sorted(need))} (and optionally arm, forecast_error)"
+            + (f"; its first line has {', '.join(fields)}." if fields else "; the file is empty."),
             "See docs/actuator.md, 'Rollouts'.",
+        )
+    if not rows:
+        raise DataError(
+            f"{path} has its header but no rows: there are no outcomes to evaluate.",
+            "Add one row per workload and arm measured; nothing was recorded.",
         )
     out = []
     for i, row in enumerate(rows, start=2):
@@ -122,6 +138,10 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             e = float(row.get("forecast_error") or math.nan)
         except ValueError as exc:
             raise DataError(f"{path}:{i}: {exc}.", "Numbers must be plain decimals.") from exc
+        except TypeError as exc:  # a short row: csv gives None for its missing cells
+            raise DataError(
+                f"{path}:{i}: the row has fewer cells than the header.", f"Give every row {header}."
+            ) from exc
         # A rollout promotes or rolls back on these: a value no measurement can give is refused.
         wrong = (
             f"violation_fraction {v:g} is not a share between 0 and 1" if not 0.0 <= v <= 1.0 else
