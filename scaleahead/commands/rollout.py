@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -250,11 +251,32 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_margins(max_violation_increase, max_cost_increase, max_error_increase)
         # Checked before the database is opened (or created): on PostgreSQL a longer value fails the write.
         hint = "Use a shorter one; nothing was started."
+        if not group.strip():  # as a policy's spec.rolloutGroup: no policy could be in it
+            raise UserError("--group is empty.", "Give the policies' spec.rolloutGroup (default: default).")
         check_fits("--group", group, "RolloutRow", "group", hint)
         check_fits("--challenger", challenger, "RolloutRow", "challenger", hint)
         if champion is not None:
             check_fits("--champion", champion, "RolloutRow", "champion", hint)
-        book = _book(db, create=True)
+        named = [("--challenger", challenger)] + ([("--champion", champion)] if champion is not None else [])
+        for option, name in named:
+            if re.fullmatch(r"\s*[+-]\s*\d+\s*", name):
+                raise UserError(
+                    f"{option} {name} is not a model version id (ids are positive whole numbers).",
+                    "See `scaleahead models list`; a policy challenger is given by its name. Nothing was started.",
+                )
+        numbered = [(option, name) for option, name in named if name.isdigit()]
+        try:
+            # A numbered version is looked up in the registry: a database that does not exist has
+            # none, and is not created just to say so.
+            book = _book(db, create=not numbered)
+        except UserError as exc:
+            if not numbered or not exc.what.startswith("No scaleahead database"):
+                raise
+            option, name = numbered[0]
+            raise UserError(
+                f"{option} {name}: there is no model version {name} in the registry: {exc.what}",
+                "Check --db (or register models first: `scaleahead retrain`); nothing was created.",
+            ) from exc
         models = book.store.models()
         if champion is None:
             prod = [m for m in models if m.status == "champion"]

@@ -512,6 +512,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         rejected_at_start: list[Any] = []  # published once the clock exists
         writer = None
         cluster: Any = None
+        kube_api: Any = None
         if policies is not None:
             pols = load_policy_path(policies)
         else:
@@ -527,7 +528,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 def check(p: Policy) -> str | None:
                     return step_mismatch(p, trace, source_name)
 
-            api = _kube_api(kubeconfig)
+            api = kube_api = _kube_api(kubeconfig)
             cluster = ClusterPolicies(
                 api, namespace, check=check, cross_namespace=settings.actuation.cross_namespace_targets
             )
@@ -582,14 +583,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             from scaleahead.traces import split_of
 
             start = split_of(_load_trace(history)).test_start  # the test period of EVALUATION.md
-        # Opened after the options and the trace are checked: a bad one creates no database.
-        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
-        clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
-        if rejected_at_start and writer is not None:
-            writer.publish_rejected(rejected_at_start, clock.now())
         offset = 0.0 if (virtual or start is None) else start - real_now
         window = settings.loop.history_days * 86400.0
         cache = artifacts / "history-cache" if artifacts else None
+        # Made before the database: an unknown --history or no Prometheus URL creates none.
         hist = _history(history, settings, window, offset, cache)
         training = _history(
             history,
@@ -598,6 +595,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             offset,
             artifacts / "training-cache" if artifacts else None,
         )
+        if target == "kubernetes" and kube_api is None:  # a missing kubeconfig creates no database either
+            kube_api = _kube_api(kubeconfig)
+        # Opened after the options and the trace are checked: a bad one creates no database.
+        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
+        clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
+        if rejected_at_start and writer is not None:
+            writer.publish_rejected(rejected_at_start, clock.now())
         name = model or settings.forecast.model
         now = clock.now()
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
@@ -619,9 +623,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             identity = replica_identity()
             if shard is not None:  # each shard elects its own leader (docs/adr/0008)
                 settings.actuation.lease_name = f"{settings.actuation.lease_name}-shard-{index}-of-{count}"
-            cluster_target, actuator, leadership = cluster_actuation(
-                _kube_api(kubeconfig), store, pols, settings, clock, identity
-            )
+            cluster_target, actuator, leadership = cluster_actuation(kube_api, store, pols, settings, clock, identity)
         else:
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
         deps = Deps(hist, forecaster, cluster_target, store, pols, model_version_id=model_version_id, actuator=actuator)

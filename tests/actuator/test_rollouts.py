@@ -541,3 +541,22 @@ def test_an_outcomes_file_that_is_binary_empty_or_short_is_refused_with_what_is_
     assert out.returncode == 2 and isinstance(out.exception, UserError), out.exception
     assert says in str(out.exception), str(out.exception)
     assert "history" not in RolloutBook(Store(f"sqlite:///{db}")).get("web").results
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--challenger", "9999"], "--challenger 9999: there is no model version 9999 in the registry: No scaleahead"),
+        (["--challenger", "web-v2", "--champion", "7"], "--champion 7: there is no model version 7"),
+        (["--challenger", "-3"], "--challenger -3 is not a model version id"),
+        (["--challenger", "web-v2", "--group", ""], "--group is empty"),
+        (["--challenger", "web-v2", "--group", "  "], "--group is empty"),
+    ],
+)
+def test_rollout_start_refuses_a_bad_version_or_group_without_creating_a_database(tmp_path, args, says):
+    # The database was created (and migrated) just to say the version does not exist; -3 was
+    # taken as a policy label, "" as a group no policy can be in.
+    db = tmp_path / "f5.db"
+    out = _cli("start", "--mode", "canary", *args, db=db)
+    assert out.returncode == 2 and says in str(out.exception), str(out.exception)
+    assert not db.exists()
