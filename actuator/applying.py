@@ -62,6 +62,8 @@ def action_from_journal(row: StoredAction) -> Action:
 
 #: Prefix of a managed field's version while a write is pending: ``intent:<value>:<version before>``.
 INTENT = "intent:"
+#: How ``reconcile`` starts the reason of an action it could not resolve (left ``planned``).
+UNRESOLVED = "unresolved"
 
 
 def intent_version(value: int, before_version: str) -> str:
@@ -457,7 +459,9 @@ class Actuator:
         Only the Lease holder may call this (a standby would rewrite what the leader is applying);
         ``owns`` keeps it to this process's actions (its shard's), and a row another process
         journaled meanwhile is left as that process wrote it. Returns ``(action id, new state,
-        reason)`` per action reconciled.
+        reason)`` per action reconciled; an action whose object cannot be read now (a 5xx, a
+        timeout, a proxy's answer) is returned as ``"planned"`` with a reason starting with
+        ``UNRESOLVED`` and its row is left planned, for the next reconcile.
         """
         if self.store is None:
             return []
@@ -473,6 +477,17 @@ class Actuator:
                 state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
                 if row.kind == "MovePod" and isinstance(exc, ActuationError) and exc.status == 404:
                     state, reason = "applied", "reconciled after restart: the pod is gone (evicted before the restart)"
+                elif (
+                    isinstance(exc, ActuationError)
+                    and exc.outcome == "failed"
+                    and (exc.status is None or exc.status == 429 or exc.status >= 500)
+                ):
+                    # No answer about the object (a 5xx, a 429, a timeout, a proxy's page): the write
+                    # may have landed or not, and nothing looks again at a row closed now. It stays
+                    # planned. A 4xx (the object is gone, no permission) still closes it.
+                    msg = msg.removesuffix("; retried next cycle")
+                    done.append((row.id, "planned", f"{UNRESOLVED}: cannot read the object ({msg})"))
+                    continue
             else:
                 # What was written may be less than the plan's value (a step limit, a bound): the
                 # actuator's record of the field says what it wrote since the action was journaled.

@@ -691,7 +691,10 @@ def run_forever(
     backoff = 0.0
     if deps.actuator is not None:  # a crash may have left journaled actions 'planned'
         for aid, state, why in deps.actuator.reconcile(next_tick):
-            log.info("journal: action %d -> %s: %s", aid, state, why)
+            if state == "planned":  # the object cannot be read now: reconciled again on the next start
+                log.warning("journal: action %d stays planned: %s; reconciled again on the next start", aid, why)
+            else:
+                log.info("journal: action %d -> %s: %s", aid, state, why)
     while not stop():
         now = clock.now()
         lateness = max(0.0, now - next_tick)

@@ -68,6 +68,28 @@ def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, 
     return abs_err / total if total > 0 else float("nan")
 
 
+#: How a refused retraining ends its message.
+NOT_REGISTERED = "Nothing was registered and the running rollout is unchanged."
+
+
+def _check_scorable(series: Sequence[Series], starts: Sequence[int], horizon_s: float) -> None:
+    """A ``DataError`` unless some series' held-out tail holds a whole forecast horizon: a model
+    whose holdout cannot be scored has nothing to be compared with the champion on."""
+    for s, lo in zip(series, starts, strict=True):
+        if len(s) - horizon_steps_for(s.step_s, horizon_s) > lo:
+            return
+    longest = max(series, key=lambda s: len(s) * s.step_s)
+    h = horizon_steps_for(longest.step_s, horizon_s)
+    need = math.floor(h / HOLDOUT_SHARE) + 1
+    raise DataError(
+        f"Too little history to score a retrained model: the longest series ({longest.name}) has "
+        f"{len(longest)} point(s) at {longest.step_s:g} s steps from its first value on, and its held-out "
+        f"last {HOLDOUT_SHARE:.0%} must be longer than the forecast horizon ({h} steps, "
+        f"forecast.horizon_s {horizon_s:g}): at least {need} points are needed. {NOT_REGISTERED}",
+        "Retrain when more history has been collected (a longer history window or trace).",
+    )
+
+
 def _holdout_starts(series: Sequence[Series], share: float) -> list[int]:
     """Per series, where the held-out tail starts: one time cut for the series of each resolution."""
     starts = [0] * len(series)
@@ -181,7 +203,8 @@ def retrain(
     """Fit ``settings.forecast.model`` on history before ``now``; register it as a challenger.
 
     Raises:
-        DataError: no workload has enough history to fit on.
+        DataError: no workload has enough history to fit on, or to score the fitted model on its
+            holdout (then nothing is registered and no rollout is touched).
     """
     family = settings.forecast.model
     note = ""
@@ -196,14 +219,20 @@ def retrain(
     # fit and holdout over the part that has data, not over the window.
     cut = [s.between(s.start + int(np.flatnonzero(np.isfinite(s.values))[0]) * s.step_s, s.end) for s in cut]
     # One time cut for all: a newer, shorter series' fit part must not overlap a longer one's holdout.
-    fit_parts = [
-        Series(s.name, s.start, s.step_s, s.values[:i], s.unit)
-        for s, i in zip(cut, _holdout_starts(cut, HOLDOUT_SHARE), strict=True)
-    ]
+    starts = _holdout_starts(cut, HOLDOUT_SHARE)
+    _check_scorable(cut, starts, settings.forecast.horizon_s)
+    fit_parts = [Series(s.name, s.start, s.step_s, s.values[:i], s.unit) for s, i in zip(cut, starts, strict=True)]
     fit_parts = [s for s in fit_parts if len(s) > 0]
     model = _new_model(family, settings.forecast.horizon_s)
     model.fit(fit_parts)
     wape_new = holdout_wape(model, cut, settings.forecast.horizon_s)
+    if math.isnan(wape_new):
+        # A challenger that cannot be compared with anything must not replace a running rollout.
+        raise DataError(
+            "The retrained model cannot be scored: the held-out last "
+            f"{HOLDOUT_SHARE:.0%} of every workload's history has no demand above zero. {NOT_REGISTERED}",
+            "Retrain once the workloads have served traffic (check the demand queries).",
+        )
     scored = champion
     if champion is not None and champion.name not in LEARNED and champion.name in available_models():
         # A fitted family (a baseline) is scored as the challenger is: fitted on the fit part only.

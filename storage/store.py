@@ -496,6 +496,15 @@ class Store:
         tables = set(sa_inspect(conn).get_table_names())
         if "alembic_version" in tables:
             current = MigrationContext.configure(conn).get_current_revision()
+            ours = sorted(tables & set(Base.metadata.tables))
+            if current is None and ours:
+                # Migrating would create the tables again ("table ... already exists").
+                raise UserError(
+                    f"The database {self._safe_url()} has scaleahead tables ({_few(ours)}) but its schema "
+                    "version is empty (no row in alembic_version), so which migrations ran is unknown: the "
+                    "schema is damaged or was not made by scaleahead.",
+                    "Restore it from a backup, or point --db at another database; nothing was written.",
+                )
             known = self.revisions()
             if current is not None and current not in known:
                 raise UserError(
@@ -539,6 +548,7 @@ class Store:
                 f"Use one of: head, {', '.join(self.revisions())} (docs/storage.md).",
             )
         if revision == "head" and self._at_head():
+            self._check_complete()
             return  # the usual start: nothing to migrate, no lock taken
         with self._reachable(), self.engine.begin() as conn:
             if conn.dialect.name == "sqlite":
@@ -558,6 +568,20 @@ class Store:
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+
+    def _check_complete(self) -> None:
+        """At head, every table of the schema is there: one dropped by hand (or a backup restored in
+        part) is a ``UserError`` now, not "no such table" in the middle of a command."""
+        with self._reachable(), self.engine.connect() as conn:
+            tables = set(sa_inspect(conn).get_table_names())
+        missing = sorted(set(Base.metadata.tables) - tables)
+        if missing:
+            raise UserError(
+                f"The database {self._safe_url()} is at schema revision {self.head_revision()!r} but has no "
+                f"table {_few(missing)}: the schema is damaged (a table dropped by hand, or a backup restored "
+                "in part), and migrating does not make it again.",
+                "Restore it from a backup, or point --db at another database; nothing was written.",
+            )
 
     def _at_head(self) -> bool:
         """The schema is at the newest revision (read without a lock; a migration running

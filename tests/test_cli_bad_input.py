@@ -90,6 +90,47 @@ def test_run_and_retrain_refuse_a_bad_time_before_creating_their_database(
     assert not db.exists()
 
 
+@pytest.mark.parametrize("command", ["run", "retrain"])
+def test_run_and_retrain_refuse_artifacts_that_is_a_file_before_any_work(
+    cli: Cli, tmp_path: Path, command: str
+) -> None:
+    # retrain fitted the model, created the database, then failed with a FileExistsError traceback.
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "s.csv")
+    taken = tmp_path / "notdb.sqlite"
+    taken.write_bytes(b"someone's file")
+    args = [command, "--policies", str(EXAMPLE), "--history", f"trace:{trace}", "--db", f"sqlite:///{db}"]
+    if command == "run":
+        args += ["--once", "--target", "memory", "--no-server"]
+    assert_refused(cli(*args, "--artifacts", str(taken)), f"--artifacts {taken} is a file. Give a folder.")
+    assert not db.exists() and taken.read_bytes() == b"someone's file"
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--history", "bogus", "--target", "memory"], "--history 'bogus' is not known"),
+        (["--history", "prometheus", "--target", "memory"], "No Prometheus URL is configured"),
+        (
+            ["--target", "kubernetes", "--kubeconfig", "/nonexistent/kc"],
+            "The kubeconfig /nonexistent/kc does not exist",
+        ),
+    ],
+)
+def test_run_refuses_a_bad_history_or_kubeconfig_before_creating_its_database(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], says: str
+) -> None:
+    # Each created and migrated a new database (110 KB) before saying what was wrong.
+    monkeypatch.delenv("SCALEAHEAD_PROMETHEUS__URL", raising=False)
+    db = tmp_path / "f1.db"
+    trace = series_csv(tmp_path / "s.csv")
+    args = ["run", "--once", "--no-server", "--policies", str(EXAMPLE), "--db", f"sqlite:///{db}"]
+    if "--history" not in extra:
+        args += ["--history", f"trace:{trace}"]
+    assert_refused(cli(*args, *extra), says)
+    assert not db.exists()
+
+
 def test_a_bad_time_names_the_option_it_was_given_to(cli: Cli, tmp_path: Path) -> None:
     trace = series_csv(tmp_path / "s.csv")
     common = ("bench", "replay", "--trace", str(trace), "--json", str(tmp_path / "r.json"))

@@ -155,3 +155,24 @@ def test_an_intact_checkpoint_is_promoted_and_a_damaged_file_beside_a_stored_cop
     assert code == 0, err
     assert "the daemon loads the intact copy stored in the database" in " ".join(out.split())
     assert [store.model(i).status for i in (champion, new)] == ["retired", "champion"]
+
+
+def test_a_missing_file_beside_an_intact_stored_copy_is_promoted_with_a_note(
+    tmp_path: Path, checkpoint: bytes, cli: Cli
+) -> None:
+    """The promotion went through without a word about the file (checked in the audit of 2026-12-05)."""
+    db, store, champion = _with_champion(tmp_path, checkpoint)
+    path = tmp_path / "gone.pt"
+    new = store.register_model(
+        "lstm-new",
+        "lstm",
+        artifact_path=str(path),
+        artifact_sha256=hashlib.sha256(checkpoint).hexdigest(),
+        artifact=checkpoint,
+        status="challenger",
+    )
+    code, out, err = cli("models", "promote", str(new), "--db", db)
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert f"note: the checkpoint file {path} is missing; the daemon loads the intact copy" in said
+    assert [store.model(i).status for i in (champion, new)] == ["retired", "champion"]

@@ -181,6 +181,35 @@ def test_a_sqlite_file_of_another_program_gets_no_scaleahead_tables(foreign: Pat
     assert _sqlite_state(foreign) == before == (["foo"], "delete", before[2])
 
 
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        ("DELETE FROM alembic_version", "but its schema version is empty (no row in alembic_version)"),
+        (
+            "DROP TABLE actions",
+            "is at schema revision '0010_one_champion' but has no table actions: the schema is damaged",
+        ),
+    ],
+)
+@pytest.mark.parametrize("args", [["actuator", "journal"], ["db", "upgrade"]], ids=" ".join)
+def test_a_damaged_schema_is_named_as_such_even_by_a_reader_and_upgrade_does_not_pass_it(
+    tmp_path: Path, damage: str, says: str, args: list[str]
+) -> None:
+    # An empty alembic_version read as "Cannot reach ... table model_versions already exists. Check
+    # that the server is running"; a dropped table as "no such table", and `db upgrade` passed it.
+    path = tmp_path / "s.db"
+    Store(url(path)).engine.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute(damage)
+    before = _sqlite_state(path)[0]
+    out = cli(*args, "--db", url(path))
+    refused(out, says)
+    assert "Restore it from a backup, or point --db at another database; nothing was written." in " ".join(
+        out.stderr.split()
+    )
+    assert _sqlite_state(path)[0] == before
+
+
 def test_postgresql_shared_with_other_tables_is_fine_but_a_partial_schema_or_unknown_revision_is_not(
     db_url: str,
 ) -> None:

@@ -76,7 +76,7 @@ def apply_once(
     act = build_actuator(policies, store, kubeconfig, api=api)
     if not dry_run:
         for aid, state, why in act.reconcile(now):
-            console.print(f"journal: action {aid} -> {state}: {why}", markup=False)
+            console.print(f"journal: {journal_line(aid, state, why)}", markup=False)
     # The plan was computed now (from history up to its decision time): its age counts from now.
     fresh = Plan(now, plan.actions, plan.fallbacks, plan.notes)
     results = act.apply_plan(fresh, now, dry_run=dry_run, source="cli-plan")
@@ -99,6 +99,11 @@ def apply_once(
         err_console.print(f"not everything was applied: {why} (see the detail column; scaleahead actuator journal)")
         raise typer.Exit(1)
     return list(results)
+
+
+def journal_line(aid: int, state: str, why: str) -> str:
+    """One reconciled action, as ``reconcile`` returned it (``planned``: left unresolved)."""
+    return f"action {aid} stays planned: {why}" if state == "planned" else f"action {aid} -> {state}: {why}"
 
 
 def result_json(r: Any) -> dict[str, Any]:
@@ -144,8 +149,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         store = Store(db)
         done = build_actuator(pols, store, kubeconfig, api=api).reconcile(time.time())
         for aid, state, why in done:
-            console.print(f"action {aid} -> {state}: {why}", markup=False)
-        console.print(f"{len(done)} action(s) reconciled")
+            console.print(journal_line(aid, state, why), markup=False)
+        left = sum(state == "planned" for _, state, _ in done)
+        console.print(f"{len(done) - left} action(s) reconciled")
+        if left:
+            # Exit 1: the journal still has actions whose outcome nobody knows.
+            err_console.print(
+                f"{left} action(s) stay planned: their objects cannot be read now, so whether the write "
+                "landed is unknown. Run `scaleahead actuator reconcile` again when the API server answers "
+                "(`scaleahead actuator journal --state planned` lists them).",
+                markup=False,
+            )
+            raise typer.Exit(1)
 
     @actuator_app.command("journal")
     def journal(

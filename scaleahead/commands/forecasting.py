@@ -541,7 +541,7 @@ def _promotable_checkpoint(store: Any, m: Any) -> str:
     loads it (``LSTMForecaster.load``: a checkpoint, of a known format, whose weights fit the network
     it declares and whose content matches the digest it was saved with), or the daemon would plan
     with its fallback model. Nothing is changed here; the caller promotes only when this returns.
-    Returns a note when the file is damaged but the stored copy is intact."""
+    Returns a note when the file is damaged or missing but the stored copy is intact."""
     path = Path(m.artifact_path) if m.artifact_path else None
     file_ok: bool | None = None  # None: no file
     if path is not None and path.is_file():
@@ -565,6 +565,11 @@ def _promotable_checkpoint(store: Any, m: Any) -> str:
             return (
                 f"the checkpoint file {path} does not match its SHA-256; the daemon loads the intact copy "
                 "stored in the database."
+            )
+        if path is not None and file_ok is None:
+            return (
+                f"the checkpoint file {path} is missing; the daemon loads the intact copy stored in the "
+                "database (`scaleahead models show` lists the version without a file)."
             )
         return ""
     if file_ok is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -103,16 +104,32 @@ def _print(r: Any, as_json: bool) -> None:
 def read_outcomes(path: Path) -> list[dict[str, Any]]:
     """Rows of ``workload,arm,violation_fraction,cost_per_demand[,forecast_error]``, each with its
     ``line`` in the file (for messages)."""
+    need = {"workload", "violation_fraction", "cost_per_demand"}
+    header = "workload,arm,violation_fraction,cost_per_demand[,forecast_error]"
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            fields = reader.fieldnames or []
+            rows = list(reader)
     except OSError as exc:
         raise DataError(f"Cannot read outcomes file {path}: {exc.strerror}.", "Check the path.") from exc
-    need = {"workload", "violation_fraction", "cost_per_demand"}
-    if not rows or not need <= set(rows[0]):
+    except UnicodeDecodeError as exc:
         raise DataError(
-            f"{path} needs a header with {', '.join(sorted(need))} (and optionally arm, forecast_error).",
+            f"{path} is not a text CSV file: it is not UTF-8 (a binary file, or another encoding?).",
+            f"Give a UTF-8 CSV of {header}; nothing was recorded.",
+        ) from exc
+    except csv.Error as exc:
+        raise DataError(f"{path} is not a CSV file ({exc}).", f"Give a CSV of {header}; nothing was recorded.") from exc
+    if not need <= set(fields):
+        raise DataError(
+            f"{path} needs a header with {', '.join(sorted(need))} (and optionally arm, forecast_error)"
+            + (f"; its first line has {', '.join(fields)}." if fields else "; the file is empty."),
             "See docs/actuator.md, 'Rollouts'.",
+        )
+    if not rows:
+        raise DataError(
+            f"{path} has its header but no rows: there are no outcomes to evaluate.",
+            "Add one row per workload and arm measured; nothing was recorded.",
         )
     out = []
     for i, row in enumerate(rows, start=2):
@@ -122,6 +139,10 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             e = float(row.get("forecast_error") or math.nan)
         except ValueError as exc:
             raise DataError(f"{path}:{i}: {exc}.", "Numbers must be plain decimals.") from exc
+        except TypeError as exc:  # a short row: csv gives None for its missing cells
+            raise DataError(
+                f"{path}:{i}: the row has fewer cells than the header.", f"Give every row {header}."
+            ) from exc
         # A rollout promotes or rolls back on these: a value no measurement can give is refused.
         wrong = (
             f"violation_fraction {v:g} is not a share between 0 and 1" if not 0.0 <= v <= 1.0 else
@@ -230,11 +251,32 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_margins(max_violation_increase, max_cost_increase, max_error_increase)
         # Checked before the database is opened (or created): on PostgreSQL a longer value fails the write.
         hint = "Use a shorter one; nothing was started."
+        if not group.strip():  # as a policy's spec.rolloutGroup: no policy could be in it
+            raise UserError("--group is empty.", "Give the policies' spec.rolloutGroup (default: default).")
         check_fits("--group", group, "RolloutRow", "group", hint)
         check_fits("--challenger", challenger, "RolloutRow", "challenger", hint)
         if champion is not None:
             check_fits("--champion", champion, "RolloutRow", "champion", hint)
-        book = _book(db, create=True)
+        named = [("--challenger", challenger)] + ([("--champion", champion)] if champion is not None else [])
+        for option, name in named:
+            if re.fullmatch(r"\s*[+-]\s*\d+\s*", name):
+                raise UserError(
+                    f"{option} {name} is not a model version id (ids are positive whole numbers).",
+                    "See `scaleahead models list`; a policy challenger is given by its name. Nothing was started.",
+                )
+        numbered = [(option, name) for option, name in named if name.isdigit()]
+        try:
+            # A numbered version is looked up in the registry: a database that does not exist has
+            # none, and is not created just to say so.
+            book = _book(db, create=not numbered)
+        except UserError as exc:
+            if not numbered or not exc.what.startswith("No scaleahead database"):
+                raise
+            option, name = numbered[0]
+            raise UserError(
+                f"{option} {name}: there is no model version {name} in the registry: {exc.what}",
+                "Check --db (or register models first: `scaleahead retrain`); nothing was created.",
+            ) from exc
         models = book.store.models()
         if champion is None:
             prod = [m for m in models if m.status == "champion"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from scaleahead.commands import DbOpt, check_output
+from scaleahead.commands import DbOpt, check_folder, check_output
 from scaleahead.errors import UserError
 
 if TYPE_CHECKING:
@@ -273,7 +273,16 @@ def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
 
     def reconcile(now: float) -> None:
         for aid, state, why in actuator.reconcile(now, owns):
-            log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
+            if state == "planned":  # the object cannot be read now: reconciled again on the next lead
+                log.warning(
+                    "journal: action %s stays planned: %s; reconciled again when a replica next starts to "
+                    "lead, or by `scaleahead actuator reconcile`",
+                    aid,
+                    why,
+                    extra={"event": "unreconciled"},
+                )
+            else:
+                log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
 
     return reconcile
 
@@ -513,6 +522,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(f"--port {port} is not a TCP port.", "Give 0 (any free port) to 65535.")
         if log_format is not None and log_format not in ("json", "text"):
             raise UserError(f"--log-format {log_format!r} is not a log format.", "Use json or text.")
+        if artifacts is not None:  # its subfolders are made when first written (a retraining, a report)
+            check_folder(artifacts, "--artifacts", create=False)
         if (model or settings.forecast.model) not in available_models():
             raise UserError(
                 f"Unknown model {model or settings.forecast.model!r} ({'--model' if model else 'forecast.model'}).",
@@ -531,6 +542,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         rejected_at_start: list[Any] = []  # published once the clock exists
         writer = None
         cluster: Any = None
+        kube_api: Any = None
         if policies is not None:
             pols = load_policy_path(policies)
         else:
@@ -546,7 +558,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 def check(p: Policy) -> str | None:
                     return step_mismatch(p, trace, source_name)
 
-            api = _kube_api(kubeconfig)
+            api = kube_api = _kube_api(kubeconfig)
             cluster = ClusterPolicies(
                 api, namespace, check=check, cross_namespace=settings.actuation.cross_namespace_targets
             )
@@ -605,14 +617,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             from scaleahead.traces import split_of
 
             start = split_of(_load_trace(history)).test_start  # the test period of EVALUATION.md
-        # Opened after the options and the trace are checked: a bad one creates no database.
-        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
-        clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
-        if rejected_at_start and writer is not None:
-            writer.publish_rejected(rejected_at_start, clock.now())
         offset = 0.0 if (virtual or start is None) else start - real_now
         window = settings.loop.history_days * 86400.0
         cache = artifacts / "history-cache" if artifacts else None
+        # Made before the database: an unknown --history or no Prometheus URL creates none.
         hist = _history(history, settings, window, offset, cache)
         training = _history(
             history,
@@ -621,6 +629,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             offset,
             artifacts / "training-cache" if artifacts else None,
         )
+        if target == "kubernetes" and kube_api is None:  # a missing kubeconfig creates no database either
+            kube_api = _kube_api(kubeconfig)
+        # Opened after the options and the trace are checked: a bad one creates no database.
+        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
+        clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
+        if rejected_at_start and writer is not None:
+            writer.publish_rejected(rejected_at_start, clock.now())
         name = model or settings.forecast.model
         now = clock.now()
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
@@ -642,9 +657,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             identity = replica_identity()
             if shard is not None:  # each shard elects its own leader (docs/adr/0008)
                 settings.actuation.lease_name = f"{settings.actuation.lease_name}-shard-{index}-of-{count}"
-            cluster_target, actuator, leadership = cluster_actuation(
-                _kube_api(kubeconfig), store, pols, settings, clock, identity
-            )
+            cluster_target, actuator, leadership = cluster_actuation(kube_api, store, pols, settings, clock, identity)
         else:
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
         deps = Deps(hist, forecaster, cluster_target, store, pols, model_version_id=model_version_id, actuator=actuator)
@@ -768,6 +781,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from storage import Store
 
         settings = Settings.from_env()
+        if artifacts is not None:  # before the fit (minutes): a file there failed after it
+            check_folder(artifacts, "--artifacts", create=False)
         if policies is not None:
             pols = load_policy_path(policies)
         else:

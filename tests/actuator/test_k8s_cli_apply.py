@@ -142,3 +142,28 @@ def test_reconcile_checks_a_floor_mode_action_against_the_hpa_of_its_policy(kube
         "actuator", "reconcile", "--kubeconfig", missing, "--db", f"sqlite:///{fresh}", "--policies", str(policy)
     )
     assert isinstance(refused.exception, UserError) and not fresh.exists()
+
+
+def test_reconcile_leaves_an_unreadable_action_planned_and_exits_1(kube, tmp_path):
+    """A 500 on the read closed the row as skipped with exit 0 (found in the audit of 2026-12-05)."""
+    from kubeemu import Fault
+
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    db = f"sqlite:///{tmp_path / 'j.db'}"
+    store = Store(db)
+    ref = WorkloadRef("Deployment", "default", "web")
+    store.record_plan(Plan(1.7e9, (ScaleTo(ref, 2, 4, Reason("t", "t", {})),)), source="loop", state="planned")
+    store.close()
+    kube.cluster.faults.append(Fault("GET", "/deployments/web/scale", status=500, times=9))
+    k = str(kubeconfig(tmp_path, kube.url))
+    out = here("actuator", "reconcile", "--kubeconfig", k, "--db", db, "--policies", str(EXAMPLE))
+    assert out.exit_code == 1, out.output
+    assert "action 1 stays planned: unresolved: cannot read the object" in " ".join(out.output.split())
+    assert "reconcile` again when the API server answers" in " ".join(out.output.split())
+    assert [a.state for a in Store(db).actions()] == ["planned"]
+    kube.cluster.faults.clear()
+    out = here("actuator", "reconcile", "--kubeconfig", k, "--db", db, "--policies", str(EXAMPLE))
+    assert out.exit_code == 0, out.output
+    assert [a.state for a in Store(db).actions()] == ["skipped"]  # read now: not applied before the restart

@@ -207,6 +207,34 @@ def test_a_crash_between_journal_and_api_call_is_reconciled_on_the_next_start(ku
     assert kube.cluster.writes()[-1][0] == "PATCH" and len(kube.cluster.writes()) == 1
 
 
+@pytest.mark.parametrize("fault", [Fault("GET", "/deployments/web/scale", status=500, times=9), Fault(
+    "GET", "/deployments/web/scale", html="<html>login</html>", times=9
+)])  # fmt: skip
+def test_an_action_whose_object_cannot_be_read_stays_planned_until_a_reconcile_can_read_it(kube, store, fault):
+    """A 500 or a proxy's page says nothing about the write: closing the row as skipped (before
+    2026-12-05) lost a confirmed write, and nothing looked at the row again."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    (aid,) = store.record_plan(Plan(NOW, (scale(2, 4),)), source="loop", state="planned")[1]
+    assert actuator(kube, store)._apply_one(scale(2, 4), NOW, NOW, False).outcome == "applied"  # then the crash
+    kube.cluster.faults.append(fault)
+    done = actuator(kube, store).reconcile(NOW + 60)
+    assert [(i, state) for i, state, _ in done] == [(aid, "planned")]
+    assert done[0][2].startswith("unresolved: cannot read the object (Deployment/default/web")
+    assert "retried next cycle" not in done[0][2]
+    assert [a.id for a in store.actions(state="planned")] == [aid]
+    kube.cluster.faults.clear()  # the API server answers again
+    done = actuator(kube, store).reconcile(NOW + 120)
+    assert [(i, state) for i, state, _ in done] == [(aid, "applied")], done
+    assert store.actions(state="planned") == []
+
+
+def test_an_action_on_an_object_that_is_gone_is_still_closed(kube, store):
+    (aid,) = store.record_plan(Plan(NOW, (scale(2, 4, "gone"),)), source="loop", state="planned")[1]
+    done = actuator(kube, store, [policy("gone")]).reconcile(NOW + 60)
+    assert [(i, state) for i, state, _ in done] == [(aid, "skipped")], done
+    assert store.actions(state="planned") == []
+
+
 def test_reconcile_does_not_count_someone_elses_equal_value_as_applied(kube, store):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     (aid,) = store.record_plan(Plan(NOW, (scale(2, 4),)), source="loop", state="planned")[1]

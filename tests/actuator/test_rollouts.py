@@ -519,3 +519,44 @@ def test_an_arm_column_that_contradicts_the_assignment_is_warned_about_and_used(
         out.stderr
     )
     assert {d["n_challenger"] for d in json.loads(out.stdout)["differences"]} == {3}
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (bytes(range(128, 256)) * 3, "is not a text CSV file: it is not UTF-8"),
+        (b"workload,arm,violation_fraction,cost_per_demand\n", "has its header but no rows"),
+        (b"workload,arm,violation_fraction,cost_per_demand\nw1,champion\n", ":2: the row has fewer cells"),
+        (b"", "the file is empty"),
+        (b"name,value\nw1,3\n", "its first line has name, value"),
+    ],
+)
+def test_an_outcomes_file_that_is_binary_empty_or_short_is_refused_with_what_is_wrong(tmp_path, content, says):
+    # A binary file was a UnicodeDecodeError traceback, a header-only one "needs a header with ...".
+    db = tmp_path / "r.db"
+    assert _cli("start", "--challenger", "web-v2", "--mode", "canary", "--group", "web", db=db).returncode == 0
+    csv = tmp_path / "o.csv"
+    csv.write_bytes(content)
+    out = _cli("evaluate", "--outcomes", str(csv), "--group", "web", db=db)
+    assert out.returncode == 2 and isinstance(out.exception, UserError), out.exception
+    assert says in str(out.exception), str(out.exception)
+    assert "history" not in RolloutBook(Store(f"sqlite:///{db}")).get("web").results
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--challenger", "9999"], "--challenger 9999: there is no model version 9999 in the registry: No scaleahead"),
+        (["--challenger", "web-v2", "--champion", "7"], "--champion 7: there is no model version 7"),
+        (["--challenger", "-3"], "--challenger -3 is not a model version id"),
+        (["--challenger", "web-v2", "--group", ""], "--group is empty"),
+        (["--challenger", "web-v2", "--group", "  "], "--group is empty"),
+    ],
+)
+def test_rollout_start_refuses_a_bad_version_or_group_without_creating_a_database(tmp_path, args, says):
+    # The database was created (and migrated) just to say the version does not exist; -3 was
+    # taken as a policy label, "" as a group no policy can be in.
+    db = tmp_path / "f5.db"
+    out = _cli("start", "--mode", "canary", *args, db=db)
+    assert out.returncode == 2 and says in str(out.exception), str(out.exception)
+    assert not db.exists()

@@ -711,3 +711,19 @@ def test_following_the_rollouts_runs_one_call_at_a_time_across_threads(daemon_fa
     for t in threads:
         t.join(10)
     assert most[0] == 1, "two follow_rollout calls read and changed the trials at once"
+
+
+class _TwoRowTrainingHistory:
+    def read(self, policies: list, now: float) -> dict:  # type: ignore[type-arg]
+        return {p.workload: Series("two", now - 20.0, 10.0, np.array([5.0, 6.0])) for p in policies}
+
+
+def test_a_scheduled_retraining_on_too_little_history_registers_nothing(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """The scheduled path refuses as `retrain` does: logged and counted as an error, no version."""
+    settings = Settings()
+    settings.jobs.retrain_cron = "0 * * * *"
+    daemon, _, _, store = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    daemon.training_history = _TwoRowTrainingHistory()
+    daemon.run(lambda: False, max_ticks=400)  # the hour marks 04:00 and 05:00
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="error") == 2
+    assert daemon.retrained == [] and store.models() == [] and store.rollouts() == []

@@ -217,3 +217,30 @@ def test_two_retrainings_at_the_same_time_keep_their_own_checkpoint_files(nasa: 
         data = Path(r.artifact_path).read_bytes()
         assert hashlib.sha256(data).hexdigest() == store.model(r.model_version_id).artifact_sha256
         assert data == store.model_artifact(r.model_version_id)
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        (np.array([5.0, 5.006]), "Too little history to score a retrained model"),
+        (np.zeros(2000), "no demand above zero"),
+    ],
+)
+def test_a_retrain_whose_holdout_cannot_be_scored_registers_nothing_and_keeps_the_rollout(
+    nasa: Series, tmp_path: Path, values: np.ndarray, said: str
+) -> None:
+    """Two rows of history registered a challenger with holdout_wape null and superseded the
+    running retrained rollout (found in the audit of 2026-12-05)."""
+    from scaleahead.errors import DataError
+
+    policy = one_policy()
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    first = retrain([policy], {policy.workload: nasa}, store, settings, now=nasa.end)
+    bad = Series(nasa.name, nasa.end, nasa.step_s, values)
+    with pytest.raises(DataError, match=said) as refused:
+        retrain([policy], {policy.workload: bad}, store, settings, now=bad.end + DAY)
+    assert "Nothing was registered" in refused.value.message
+    assert [m.id for m in store.models()] == [first.model_version_id]
+    assert [(r.id, r.state) for r in store.rollouts()] == [(first.rollout_ids[0], "running")]
