@@ -16,17 +16,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from scaleahead.errors import DataError
-from scaleahead.types import FloatArray, Forecast, Series, WorkloadRef, batch_forecasts
+from scaleahead.types import F32_MAX, FloatArray, Forecast, Series, WorkloadRef, batch_forecasts
 
 #: Quantiles every forecaster gives.
 QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9, 0.99)
 #: Default horizon: 15 minutes.
 HORIZON_S = 900.0
-#: The largest float32, the LSTM's number type. A sample beyond it, though finite in float64 (a
-#: counter glitch such as 1e42), is missing for every forecaster, in training and at prediction
-#: alike (``glitches_as_missing``); the LSTM also leaves out a window whose *scaled* inputs or
-#: targets go beyond it (``features.inputs_from_windows``, ``datamodule.make_windows``).
-F32_MAX = float(np.finfo(np.float32).max)
+# F32_MAX (scaleahead.types): a sample beyond it is missing for every forecaster, in training and at
+# prediction alike (``glitches_as_missing``); the LSTM also leaves out a window whose *scaled* inputs
+# or targets go beyond it (``features.inputs_from_windows``, ``datamodule.make_windows``).
 
 
 def horizon_steps_for(step_s: float, horizon_s: float = HORIZON_S) -> int:

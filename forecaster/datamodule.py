@@ -18,10 +18,10 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from forecaster.base import F32_MAX, common_cut
+from forecaster.base import common_cut
 from forecaster.features import FeatureSpec, IntArray, build_inputs, targets, with_prior
 from scaleahead.errors import DataError
-from scaleahead.types import FloatArray, Series
+from scaleahead.types import F32_MAX, FloatArray, Series
 
 
 @dataclass(frozen=True, slots=True)

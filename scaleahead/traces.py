@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from scaleahead.errors import DataError
-from scaleahead.types import FloatArray, Series
+from scaleahead.types import F32_MAX, FloatArray, Series
 
 #: Nominal origin for traces that carry no absolute time (Alibaba 2018): Monday 2018-01-01 UTC.
 ALIBABA_ORIGIN_S = 1514764800.0
@@ -280,9 +280,6 @@ def _epoch_s(times: pd.Series) -> FloatArray:
     seconds: FloatArray = (times - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(np.float64)
     return seconds
 
-
-#: Above this (float32's largest value, ``forecaster.base.F32_MAX``) a sample is a glitch, never demand.
-F32_MAX = float(np.finfo(np.float32).max)
 
 #: A series is put on a grid of its step: at most this many grid steps per sample (a history that
 #: is 99 % gap is a timestamp out of place, not a trace) and at most this many in all (800 MB).

@@ -23,6 +23,12 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
+#: The largest float32, the LSTM's number type. A sample beyond it, though finite in float64 (a
+#: counter glitch such as 1e42), is never demand: every forecaster reads it as missing
+#: (``forecaster.base.glitches_as_missing``), as do the control loop and the dry-run plan, and a
+#: series CSV holding one is refused (``scaleahead.traces``).
+F32_MAX = float(np.finfo(np.float32).max)
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class WorkloadRef:

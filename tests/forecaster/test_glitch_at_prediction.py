@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from forecaster import QUANTILES, make_model
-from forecaster.base import F32_MAX, glitches_as_missing
+from forecaster.base import glitches_as_missing
 from forecaster.lstm import LSTMConfig, LSTMForecaster
-from scaleahead.types import Series, WorkloadRef
+from scaleahead.types import F32_MAX, Series, WorkloadRef
 from tests.forecaster.conftest import DAY, daily_series
 
 GLITCH = 1e42
