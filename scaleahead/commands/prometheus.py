@@ -200,7 +200,6 @@ CaOpt = Annotated[str | None, typer.Option(help="CA bundle (PEM) that signed the
 CertOpt = Annotated[str | None, typer.Option(help="Client certificate (PEM) for mutual TLS.")]
 KeyOpt = Annotated[str | None, typer.Option(help="Client certificate's private key (PEM).")]
 InsecureOpt = Annotated[bool, typer.Option(help="Do not verify the server's TLS certificate (testing only).")]
-TimeoutOpt = Annotated[float, typer.Option(help="Per-request timeout (s); 5xx and timeouts are retried 3 times.")]
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -219,7 +218,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         cert_file: CertOpt = None,
         key_file: KeyOpt = None,
         insecure: InsecureOpt = False,
-        timeout: TimeoutOpt = 30.0,
+        timeout: Annotated[
+            float | None,
+            typer.Option(
+                help="Per-request timeout (s); 5xx and timeouts are retried 3 times (default: the setting "
+                "prometheus.timeout_s, $SCALEAHEAD_PROMETHEUS__TIMEOUT_S, 30)."
+            ),
+        ] = None,
     ) -> None:
         """Dump a range of a PromQL query as a series CSV (the format of EVALUATION.md).
 
@@ -234,7 +239,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.prometheus.history import as_steps
 
         check_output(output, "--output")
-        check_timeout(timeout)
+        if timeout is not None:
+            check_timeout(timeout)
         step_s = parse_duration(step)
         t0, t1 = parse_time(start, "--start"), parse_time(end, "--end")
         if t1 < t0:

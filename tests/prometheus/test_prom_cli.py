@@ -161,9 +161,10 @@ def test_retrain_from_prometheus_as_of_at_uses_only_history_before_it(prom, tmp_
     assert at - 60 <= model.data_end <= at, "trained on the history before --at, not up to now"
 
 
-def test_plan_and_train_from_prometheus_use_the_timeout_and_concurrency_settings(tmp_path) -> None:
-    """SCALEAHEAD_PROMETHEUS__TIMEOUT_S is the per-request timeout of plan and train --prometheus, as of
-    the control loop: a server that never answers fails after 4 x 0.2 s, not 4 x 30 s."""
+def test_plan_train_and_history_from_prometheus_use_the_timeout_and_concurrency_settings(tmp_path) -> None:
+    """SCALEAHEAD_PROMETHEUS__TIMEOUT_S is the per-request timeout of plan and train --prometheus and of
+    history (without --timeout), as of the control loop: a server that never answers fails after
+    4 x 0.2 s, not 4 x 30 s."""
     with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(64)
@@ -172,7 +173,9 @@ def test_plan_and_train_from_prometheus_use_the_timeout_and_concurrency_settings
         for args in (
             ("plan", "--policy", str(EXAMPLE), "--prometheus", url, "--db", f"sqlite:///{tmp_path / 'p.db'}"),
             ("train", "--prometheus", url, "--policy", str(EXAMPLE), "--days", "1", "--out", str(tmp_path / "m")),
-        ):
+            ("history", "--prometheus", url, "--query", "up", "--start", "2026-01-01", "--end",
+             "2026-01-01T01:00:00", "--output", str(tmp_path / "h.csv")),
+        ):  # fmt: skip
             t0 = time.monotonic()
             r = subprocess.run(
                 [sys.executable, "-m", "scaleahead.cli", *args], capture_output=True, text=True, timeout=60, env=env
@@ -180,7 +183,7 @@ def test_plan_and_train_from_prometheus_use_the_timeout_and_concurrency_settings
             assert time.monotonic() - t0 < 30, args[0]
             assert r.returncode == 2, (args[0], r.stderr)
             assert "0.2 s" in " ".join(r.stderr.split()), (args[0], r.stderr)
-    assert not (tmp_path / "p.db").exists()
+    assert not (tmp_path / "p.db").exists() and not (tmp_path / "h.csv").exists()
 
 
 def test_history_over_a_range_of_more_points_than_a_series_csv_holds_is_refused_before_any_read(tmp_path) -> None:
