@@ -675,26 +675,22 @@ def run_replay(
     return doc, runs
 
 
-#: The scaleahead policy's metrics that ``seed_spread`` keeps per seed and summarizes.
-SEED_METRICS = (
-    "violation_fraction",
-    "replica_seconds",
-    "scale_events",
-    "violations_rel_hpa",
-    "cost_rel_hpa",
-    "cost_rel_oracle",
+#: ``seed_spread``'s ratios: (key, peer, metric): the seed's metric over the peer's.
+_SEED_RATIOS = (
+    ("violations_rel_hpa", "hpa", "violation_fraction"),
+    ("cost_rel_hpa", "hpa", "replica_seconds"),
+    ("cost_rel_oracle", "oracle", "replica_seconds"),
 )
+_SEED_OWN = ("violation_fraction", "replica_seconds", "scale_events")
+#: The scaleahead policy's metrics that ``seed_spread`` keeps per seed and summarizes.
+SEED_METRICS = (*_SEED_OWN, *(key for key, _, _ in _SEED_RATIOS))
 
 
 def _seed_row(m: dict[str, Any], peers: dict[str, dict[str, Any]]) -> dict[str, float]:
     """One seed's row: its metrics, and its violations and cost relative to the HPA and the oracle
     when they ran (a ratio over a peer's 0 is left out: the JSON holds no infinities)."""
-    row = {k: m[k] for k in ("violation_fraction", "replica_seconds", "scale_events")}
-    for key, peer, metric in (
-        ("violations_rel_hpa", "hpa", "violation_fraction"),
-        ("cost_rel_hpa", "hpa", "replica_seconds"),
-        ("cost_rel_oracle", "oracle", "replica_seconds"),
-    ):
+    row = {k: m[k] for k in _SEED_OWN}
+    for key, peer, metric in _SEED_RATIOS:
         base = peers.get(peer, {}).get(metric, 0.0)
         if base > 0:
             row[key] = m[metric] / base
