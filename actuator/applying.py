@@ -448,6 +448,12 @@ class Actuator:
             results.extend(done)
         return results
 
+    def _applied_after(self, row: StoredAction) -> StoredAction | None:
+        """The newest action on ``row``'s object applied after ``row`` was journaled, if any."""
+        assert self.store is not None
+        newest = self.store.actions(state="applied", target=row.target, limit=1)
+        return newest[0] if newest and newest[0].id > row.id else None
+
     def stop_reason(self, now: float) -> str:
         """Why nothing may be written now (kill switch, paused, not the leader), or ``""``."""
         return self._stop_reason(now)
@@ -489,6 +495,19 @@ class Actuator:
                     done.append((row.id, "planned", f"{UNRESOLVED}: cannot read the object ({msg})"))
                     continue
             else:
+                later = None if isinstance(action, MovePod) else self._applied_after(row)
+                if later is not None:
+                    # A later action on the same object was applied since (the row stayed unresolved
+                    # while the leader went on): the field's record and the live value are that one's.
+                    state = "skipped"
+                    reason = (
+                        f"reconciled: superseded by action {later.id} ({later.from_value} -> {later.to_value}), "
+                        f"applied since on the same object ({live.field}={live.value} now); whether this "
+                        "action's own write landed before it cannot be told"
+                    )
+                    if self.store.set_action_state(row.id, state, reason, now, only_from="planned"):
+                        done.append((row.id, state, reason))
+                    continue
                 # What was written may be less than the plan's value (a step limit, a bound): the
                 # actuator's record of the field says what it wrote since the action was journaled.
                 written = {desired_value(action)}

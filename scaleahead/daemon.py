@@ -571,9 +571,15 @@ class Daemon:
         self._reload = threading.Lock()  # one policy read and swap at a time (job thread, new leader)
         #: Called once each time this replica starts to lead (its first cycle as leader, at start-up
         #: or after standing by), before the cycle: `run` reconciles the action journal there, which
-        #: only the Lease holder may do (a standby would rewrite what the leader is applying).
+        #: only the Lease holder may do (a standby would rewrite what the leader is applying). When it
+        #: returns a count of actions it left unresolved (objects that could not be read), it is called
+        #: again every ``actuation.reconcile_retry_s`` while this replica leads, until none is left.
         self.on_lead = on_lead
         self._lead_started = False
+        #: Actions the last ``on_lead`` left unresolved (it returns their count), and when to call it
+        #: again for them (``actuation.reconcile_retry_s`` later) while this replica leads.
+        self._unresolved = 0
+        self._reconcile_at = math.inf
         self._risk_resumed = False  # whether the risk adaptation was reset since this replica started to lead
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
@@ -594,6 +600,8 @@ class Daemon:
             self._leading = False
             self._lead_started = False
             self._risk_resumed = False
+            self._unresolved, self._reconcile_at = 0, math.inf  # the next leader reconciles them
+            self.metrics.unresolved.set(0)
             self.metrics.leader.set(0)
             self._orphans.clear()  # a leader again waits the whole release delay afresh
             self.metrics.cycles.labels(result="standby").inc()
@@ -617,11 +625,20 @@ class Daemon:
             self._risk_resumed = True
         if not self._lead_started and self.on_lead is not None:
             try:
-                self.on_lead(now)
+                left = self.on_lead(now)
             except Exception as exc:  # noqa: BLE001 - tried again at the next tick
                 log.warning("starting to lead failed: %s", exc, extra={"event": "lead_start_failed"})
             else:
                 self._lead_started = True
+                self._left_unresolved(left, now)
+        elif self._unresolved and now >= self._reconcile_at and self.on_lead is not None:
+            # Actions whose objects could not be read stay 'planned'; look at them again while leading.
+            try:
+                left = self.on_lead(now)
+            except Exception as exc:  # noqa: BLE001 - tried again after the retry period
+                log.warning("reconciling the journal failed: %s", exc, extra={"event": "reconcile_failed"})
+                left = self._unresolved
+            self._left_unresolved(left, now)
         if now - self._rollout_checked >= 60.0:
             self._rollout_checked = now
             self.follow_rollout(now)
@@ -636,6 +653,14 @@ class Daemon:
             with self._swap:  # what a reload during the cycle removed: forgotten after the cycle's accounting
                 self._cycling = False
                 self._forget_removed()
+
+    def _left_unresolved(self, left: object, now: float) -> None:
+        """Record how many actions the journal's reconciliation left unresolved (``on_lead``'s answer:
+        an int; anything else counts as none) and when to reconcile them again."""
+        self._unresolved = left if isinstance(left, int) and not isinstance(left, bool) and left > 0 else 0
+        self.metrics.unresolved.set(self._unresolved)
+        retry = self.settings.actuation.reconcile_retry_s
+        self._reconcile_at = now + retry if self._unresolved and retry > 0 else math.inf
 
     def _lead(self, now: float, lateness_s: float, deps: Deps, settings: Settings) -> TickResult:
         """The leader's part of a tick: one cycle on ``deps`` and ``settings`` (this tick's copies),

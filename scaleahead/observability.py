@@ -152,6 +152,12 @@ class Metrics:
         )
         self.leader = Gauge("scaleahead_leader", "1 while this replica holds the leader lease.", registry=r)
         self.workloads = Gauge("scaleahead_workloads", "Workloads under a policy.", registry=r)
+        self.unresolved = Gauge(
+            "scaleahead_actions_unresolved",
+            "Journaled actions this leader's last reconciliation left 'planned': their objects could not be "
+            "read (a 5xx, a 429, a timeout); reconciled again every actuation.reconcile_retry_s.",
+            registry=r,
+        )
         # Which shard this replica serves (`run --shard i/N`; 0 and 1 without): alert
         # ScaleaheadShardMissing counts the shards seen against the count any replica exports.
         self.shard_index = Gauge("scaleahead_shard_index", "This replica's shard (run --shard i/N: i).", registry=r)

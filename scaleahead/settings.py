@@ -190,6 +190,13 @@ class ActuationSettings(BaseModel):
         3600.0, ge=0, description="Leave a field someone else edited alone this long before managing it again (s)."
     )
     max_conflict_retries: int = Field(3, ge=0, description="Re-reads after a 409 before an action counts as failed.")
+    reconcile_retry_s: float = Field(
+        60.0,
+        ge=0,
+        description="While journaled actions stay 'planned' because their objects could not be read when the "
+        "leader reconciled them (a 5xx, a 429, a timeout), reconcile them again this often (s; 0: only when "
+        "a replica starts to lead, or by 'scaleahead actuator reconcile').",
+    )
     release_removed_after_s: float | None = Field(
         600.0,
         ge=0,

@@ -257,11 +257,13 @@ def _owner(shard: str | None, namespace: str | None) -> Callable[[str], bool] | 
     return owns
 
 
-def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
+def _reconciler(actuator: Any, shard: str | None, retry_s: float = 0.0) -> Callable[[float], int]:
     """Reconcile the action journal when this replica starts to lead (``Daemon.on_lead``): actions
     left ``planned`` by a crash. With ``--shard``, only this shard's: the actions of the workloads
     that hash to it (whether or not their policy still exists, so a removed policy's actions are
-    reconciled by exactly one shard), and pod moves on shard 0 (the only one that rebalances)."""
+    reconciled by exactly one shard), and pod moves on shard 0 (the only one that rebalances).
+    Returns how many it left unresolved (objects that could not be read): the daemon calls it again
+    every ``retry_s`` (``actuation.reconcile_retry_s``) while it leads, until none is left."""
     from scaleahead.sharding import parse_shard, shard_of
 
     index, count = parse_shard(shard) if shard is not None else (0, 1)
@@ -271,18 +273,23 @@ def _reconciler(actuator: Any, shard: str | None) -> Callable[[float], object]:
             return index == 0
         return count == 1 or shard_of(row.target, count) == index
 
-    def reconcile(now: float) -> None:
+    again = f"in {retry_s:g} s while this replica leads" if retry_s > 0 else "when a replica next starts to lead"
+
+    def reconcile(now: float) -> int:
+        left = 0
         for aid, state, why in actuator.reconcile(now, owns):
-            if state == "planned":  # the object cannot be read now: reconciled again on the next lead
+            if state == "planned":  # the object cannot be read now: reconciled again later
+                left += 1
                 log.warning(
-                    "journal: action %s stays planned: %s; reconciled again when a replica next starts to "
-                    "lead, or by `scaleahead actuator reconcile`",
+                    "journal: action %s stays planned: %s; reconciled again %s, or by `scaleahead actuator reconcile`",
                     aid,
                     why,
+                    again,
                     extra={"event": "unreconciled"},
                 )
             else:
                 log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
+        return left
 
     return reconcile
 
@@ -683,7 +690,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             policy_source=policy_source,
             on_policies=_policy_updater(cluster_target, actuator, apply_shard_limits),
             status_sink=status_sink,
-            on_lead=_reconciler(actuator, shard) if actuator is not None and not once else None,
+            on_lead=(
+                _reconciler(actuator, shard, settings.actuation.reconcile_retry_s)
+                if actuator is not None and not once
+                else None
+            ),
             owns=_owner(shard, namespace if cluster is not None else None),
             kept=(lambda: cluster.rejected_targets) if cluster is not None else None,
         )

@@ -228,6 +228,23 @@ def test_an_action_whose_object_cannot_be_read_stays_planned_until_a_reconcile_c
     assert store.actions(state="planned") == []
 
 
+def test_an_unresolved_action_superseded_by_a_later_applied_one_is_not_called_applied(kube, store):
+    """While a row stays unresolved the leader goes on and writes the field again: the field's record
+    and the live value are then the later action's, and said nothing about this row's write (before
+    2026-12-05 evening it was closed 'applied', showing the later action's value)."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    (aid,) = store.record_plan(Plan(NOW, (scale(2, 4),)), source="loop", state="planned")[1]
+    assert actuator(kube, store)._apply_one(scale(2, 4), NOW, NOW, False).outcome == "applied"  # then the crash
+    later = actuator(kube, store).apply_plan(Plan(NOW + 30, (scale(4, 6),)), NOW + 30)
+    assert [r.outcome for r in later] == ["applied"]
+    (later_id,) = [a.id for a in store.actions(state="applied")]
+    done = actuator(kube, store).reconcile(NOW + 60)
+    assert [(i, state) for i, state, _ in done] == [(aid, "skipped")], done
+    assert f"superseded by action {later_id} (4 -> 6)" in done[0][2]
+    assert "spec.replicas=6 now" in done[0][2]
+    assert store.actions(state="planned") == []
+
+
 def test_an_action_on_an_object_that_is_gone_is_still_closed(kube, store):
     (aid,) = store.record_plan(Plan(NOW, (scale(2, 4, "gone"),)), source="loop", state="planned")[1]
     done = actuator(kube, store, [policy("gone")]).reconcile(NOW + 60)

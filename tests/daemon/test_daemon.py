@@ -394,6 +394,64 @@ def test_the_journal_is_reconciled_each_time_the_replica_starts_to_lead_and_neve
     assert len(starts) == 2, "again after standing by"
 
 
+def test_actions_left_unresolved_are_reconciled_again_every_retry_period_while_leading(  # type: ignore[no-untyped-def]
+    daemon_factory,
+) -> None:
+    """Before 2026-12-05 evening an action whose object could not be read when the replica started to
+    lead stayed 'planned' until the next restart: nothing looked at it again while the leader ran."""
+    left = [2, 1, 0]
+    calls: list[float] = []
+
+    def on_lead(now: float) -> int:
+        calls.append(now)
+        return left[len(calls) - 1]
+
+    settings = Settings()
+    settings.actuation.reconcile_retry_s = 60.0
+    daemon, clock, _, _ = daemon_factory(n=1, settings=settings, on_lead=on_lead)
+    t0 = clock.now()
+    daemon.tick(t0)
+    assert calls == [t0] and metric_value(daemon, "scaleahead_actions_unresolved") == 2
+    for dt in (10.0, 30.0, 59.0):
+        daemon.tick(t0 + dt)
+    assert calls == [t0], "not before the retry period"
+    daemon.tick(t0 + 60.0)
+    assert calls == [t0, t0 + 60.0] and metric_value(daemon, "scaleahead_actions_unresolved") == 1
+    daemon.tick(t0 + 100.0)
+    daemon.tick(t0 + 120.0)
+    assert calls == [t0, t0 + 60.0, t0 + 120.0] and metric_value(daemon, "scaleahead_actions_unresolved") == 0
+    for dt in (180.0, 240.0, 600.0):
+        daemon.tick(t0 + dt)
+    assert len(calls) == 3, "none left: not called again"
+
+
+def test_a_failed_retry_is_tried_again_and_a_zero_period_retries_only_on_leading(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    calls: list[float] = []
+
+    def failing(now: float) -> int:
+        calls.append(now)
+        if len(calls) == 2:
+            raise RuntimeError("the database is gone for a moment")
+        return 1
+
+    settings = Settings()
+    settings.actuation.reconcile_retry_s = 30.0
+    daemon, clock, _, _ = daemon_factory(n=1, settings=settings, on_lead=failing)
+    t0 = clock.now()
+    for dt in (0.0, 30.0, 60.0):
+        daemon.tick(t0 + dt)
+    assert calls == [t0, t0 + 30.0, t0 + 60.0], "the failed retry keeps its count and is tried a period later"
+    assert metric_value(daemon, "scaleahead_actions_unresolved") == 1
+
+    calls.clear()
+    settings = Settings()
+    settings.actuation.reconcile_retry_s = 0.0
+    daemon, clock, _, _ = daemon_factory(n=1, settings=settings, on_lead=lambda now: calls.append(now) or 3)
+    for dt in (0.0, 60.0, 600.0):
+        daemon.tick(t0 + dt)
+    assert calls == [t0] and metric_value(daemon, "scaleahead_actions_unresolved") == 3
+
+
 def test_policy_status_shows_peak_desired_replicas_reason_and_fallback(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     published: list[list[PolicyStatus]] = []
 

@@ -128,6 +128,63 @@ def test_the_daemon_runs_many_cycles_against_prometheus_and_the_kubernetes_api(p
     daemon.shutdown()
 
 
+def test_an_action_the_leader_could_not_reconcile_is_settled_once_the_api_server_answers(  # type: ignore[no-untyped-def]
+    prometheus, kube, tmp_path
+) -> None:
+    """A crash left an action planned after its write landed; when the new leader starts, the API
+    server answers its read with 500s, so the action stays planned (unresolved). The leader looks
+    at it again every actuation.reconcile_retry_s, and settles it once the read succeeds, without a
+    restart."""
+    from kubeemu import Fault
+
+    from scaleahead.commands.run import _reconciler
+
+    url, start = prometheus
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    store = Store(f"sqlite:///{tmp_path / 'unresolved.db'}")
+    api = kube.api_client()
+    t0 = start + 1.2 * DAY
+    web0 = pols[0].workload
+    crashed = Plan(t0 - 30.0, (ScaleTo(web0, 2, 7, Reason("test", "before the crash", {})),), {}, ())
+    (aid,) = store.record_plan(crashed, source="loop", state="planned")[1]
+    before_crash = Actuator(KubernetesTarget(api, pols), store, pols)
+    assert before_crash._apply_one(crashed.actions[0], t0 - 30.0, t0 - 30.0, False).outcome == "applied"
+    assert kube.cluster.get(DEPLOYMENTS, "shop", "web0")["spec"]["replicas"] == 7
+
+    history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=1.2 * DAY)
+    clock = VirtualClock(t0)
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"
+    settings.actuation.namespace = "scaleahead-system"
+    settings.actuation.reconcile_retry_s = 60.0
+    target, actuator, leader = cluster_actuation(api, store, pols, settings, clock, "pod-a")
+    model = make_model("seasonal_naive").fit(list(history.read(pols, t0).values()))
+    deps = Deps(history, model, target, store, pols, actuator=actuator)
+    daemon = Daemon(
+        deps,
+        settings,
+        clock,
+        leadership=leader,
+        on_lead=_reconciler(actuator, None, settings.actuation.reconcile_retry_s),
+    )
+    reg = daemon.metrics.registry
+    kube.cluster.faults.append(Fault("GET", "/deployments/web0/scale", status=500, times=10_000))
+    daemon.run(lambda: False, max_ticks=3)  # 30 s: started to lead, the read failed
+    assert [a.id for a in store.actions(state="planned")] == [aid]
+    assert reg.get_sample_value("scaleahead_actions_unresolved") == 1
+    daemon.run(lambda: False, max_ticks=6)  # another minute: retried, the server still answers 500
+    assert [a.id for a in store.actions(state="planned")] == [aid]
+    kube.cluster.faults.clear()  # the API server answers again
+    daemon.run(lambda: False, max_ticks=7)
+    assert store.actions(state="planned") == []
+    (row,) = [a for a in store.actions() if a.id == aid]
+    assert row.state == "applied" and "shows the change (spec.replicas=7)" in row.outcome, row
+    assert reg.get_sample_value("scaleahead_actions_unresolved") == 0
+    daemon.shutdown()
+
+
 def test_a_standby_replica_never_writes_to_the_cluster(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
     url, start = prometheus
     pols = _policies()
