@@ -152,6 +152,38 @@ def _last_valid(values: FloatArray, origins: np.ndarray) -> FloatArray:
     return out
 
 
+def _window_sums(x: FloatArray, lo: np.ndarray, hi: np.ndarray, w: int) -> FloatArray:
+    """``x[lo:hi].sum()`` for each window, ``0 <= lo <= hi <= len(x)`` and ``hi - lo <= w``.
+
+    Each sum reads only the values near its window: ``x`` is cut into blocks of ``w`` steps with
+    prefix sums (left to right) and suffix sums (right to left) inside each block (van Herk /
+    Gil-Werman), and a window spans at most two adjacent blocks, so its sum is the suffix of the
+    first block plus the prefix of the second. A difference of one cumulative sum over the whole
+    series (``csum[hi] - csum[lo]``) instead loses every later window to one huge but finite value
+    (1e37, not a float32 glitch) earlier on, and loses digits on long series. Only a window shorter
+    than ``w`` that starts inside a block (cut off by the end of the series) is a difference of two
+    prefix sums of one block.
+    """
+    out = np.zeros(len(lo))
+    ok = hi > lo
+    if not ok.any():
+        return out
+    n_blocks = -(-len(x) // w)
+    padded = np.zeros(n_blocks * w)
+    padded[: len(x)] = x
+    blocks = padded.reshape(n_blocks, w)
+    pre = np.cumsum(blocks, axis=1).ravel()  # pre[i]: from the start of i's block to i
+    suf = np.cumsum(blocks[:, ::-1], axis=1)[:, ::-1].ravel()  # suf[i]: from i to the end of its block
+    a, b = lo[ok], hi[ok] - 1  # first and last index in the window
+    s = pre[b]  # a at the start of b's block: the whole window
+    two = a // w != b // w
+    s[two] += suf[a[two]]
+    inner = ~two & (a % w != 0)
+    s[inner] -= pre[a[inner] - 1]
+    out[ok] = s
+    return out
+
+
 class Naive(ResidualQuantileForecaster):
     """The last observed value, repeated."""
 
@@ -189,13 +221,11 @@ class WindowMean(ResidualQuantileForecaster):
 
     def point(self, values: FloatArray, origins: np.ndarray, horizon_steps: int, step_s: float) -> FloatArray:
         w = max(1, int(round(self.window_s / step_s)))
-        finite = np.nan_to_num(values)
-        cnt = np.concatenate(([0], np.cumsum(~np.isnan(values))))
-        csum = np.concatenate(([0.0], np.cumsum(finite)))
+        cnt = np.concatenate(([0], np.cumsum(~np.isnan(values))))  # integer: exact differences
         lo = np.clip(origins - w, 0, len(values))
         hi = np.clip(origins, 0, len(values))
         n = cnt[hi] - cnt[lo]
-        mean = np.where(n > 0, (csum[hi] - csum[lo]) / np.maximum(n, 1), np.nan)
+        mean = np.where(n > 0, _window_sums(np.nan_to_num(values), lo, hi, w) / np.maximum(n, 1), np.nan)
         mean = np.where(np.isnan(mean), np.nan_to_num(_last_valid(values, origins)), mean)
         return np.repeat(mean[:, None], horizon_steps, axis=1)
 
