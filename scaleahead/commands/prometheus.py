@@ -249,13 +249,27 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         cfg = make_config(
             prometheus, bearer_token_file, username, password_file, ca_file, cert_file, key_file, insecure, timeout
         )
+        import numpy as np
+
+        from forecaster.base import without_glitches
+        from scaleahead.types import F32_MAX
+
         with PrometheusClient(cfg) as client:
             # A row is a step, stamped at its start; the Prometheus point at T is the step that ends at T.
-            series = as_steps(client.range_series(RangeRequest("(history)", query, t0 + step_s, t1 + step_s, step_s)))
+            raw = as_steps(client.range_series(RangeRequest("(history)", query, t0 + step_s, t1 + step_s, step_s)))
+        # A sample beyond float32 (1e42: an overflow in an exporter) is a glitch that every reader of
+        # Prometheus takes as missing; a series CSV refuses it, so it is written as an empty cell.
+        series = without_glitches(raw)
+        glitches = int(np.count_nonzero(np.isfinite(raw.values) & np.isnan(series.values)))
         n = write_series_csv(output, series)
         console.print(
             f"wrote {output}: {len(series)} points ({n} present) at {step_s:g} s, {client.stats.requests} request(s)"
         )
+        if glitches:
+            console.print(
+                f"{glitches} value(s) beyond {F32_MAX:.3g} (the float32 limit, no real demand) were written as "
+                "missing (empty), as the control loop reads them."
+            )
 
     @app.command("backfill")
     def backfill_cmd(

@@ -46,6 +46,27 @@ def test_history_writes_the_range_as_a_series_csv_that_loads_back_equal(prom, tm
     assert out.read_text().splitlines()[1].endswith(",")  # the outage: empty cells, not zeros
 
 
+def test_history_writes_a_sample_beyond_float32_as_missing_so_the_csv_loads_back(prom, tmp_path) -> None:
+    """Every Prometheus reader takes such a glitch as missing, and a series CSV refuses it: before
+    2026-12-05 evening `history` wrote it, and `plan --history` of the file was refused."""
+    out = tmp_path / "web.csv"
+    base = 'nasa_requests{workload="web"}'
+    i = int(np.flatnonzero(np.nan_to_num(prom.web.values) > 0)[100])
+    at = prom.web.start + i * 10.0  # the sample of web.values[i], written out as row i (see above)
+    query = f"{base} + 1e42 * (timestamp({base}) == bool {at:.0f})"
+    r = cli(
+        "history", "--prometheus", prom.url, "--query", query,
+        "--start", iso(prom.web.start - 10), "--end", iso(prom.web.end - 20), "--step", "10s", "--output", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    said = " ".join(r.stdout.split())
+    assert "1 value(s) beyond 3.4e+38" in said and "written as missing" in said, said
+    back = load_series(str(out))
+    expected = prom.web.values.copy()
+    expected[i] = np.nan
+    np.testing.assert_array_equal(back.values, expected)
+
+
 def test_history_from_an_unreachable_server_exits_2_and_writes_nothing(tmp_path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
