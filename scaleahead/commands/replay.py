@@ -170,6 +170,12 @@ def _rollout_replay(
         raise UserError(f"--rollout-window {window_s:g} must be a positive number of seconds.", "E.g. 21600.")
     if any(not math.isfinite(m) for m in margins):
         raise UserError("The --max-*-increase margins must be finite numbers.", "E.g. --max-cost-increase 0.05.")
+    # Checked before any trace is read or model fitted (the rollout book and the simulation check
+    # them again, but only after minutes of work).
+    if not 0.0 < split < 1.0:  # also NaN
+        raise UserError(f"--split {split} is not a share strictly between 0 and 1.", "Use e.g. --split 0.5.")
+    if steps is not None and steps < 2:
+        raise UserError(f"--steps {steps} is too few to run a rollout.", "Use --steps 200 or more, or leave it out.")
     params = CanaryParams(
         steps=shares,
         window_s=window_s,

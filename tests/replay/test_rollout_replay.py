@@ -226,6 +226,28 @@ def test_bad_rollout_options_are_clear_errors_and_write_nothing(tmp_path: Path, 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--split", "1.5"], "--split 1.5 is not a share strictly between 0 and 1"),
+        (["--split", "nan"], "--split nan is not a share"),
+        (["--steps", "1"], "--steps 1 is too few to run a rollout"),
+    ],
+)
+def test_a_bad_split_or_steps_is_refused_before_any_trace_is_read(tmp_path: Path, args: list[str], message: str):
+    """The traces here do not exist: before 2026-12-05 evening the traces were read (and the models
+    fitted, minutes on real ones) before --split and --steps were looked at."""
+    missing = [str(tmp_path / f"missing-{i}.csv") for i in range(2)]
+    res = cli(
+        "bench", "replay", "--trace", missing[0], "--trace", missing[1], "--rollout", "ab", "--challenger", "naive",
+        "--json", str(tmp_path / "r.json"), *args,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    said = " ".join((res.stdout + res.stderr).split())
+    assert message in said and "missing-0" not in said, said
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
         (["--challenger", "naive"], "--challenger only applies with --rollout"),
         (["--champion", "ridge", "--split", "0.5"], "--champion, --split only apply with --rollout"),
         (["--no-compare"], "--compare/--no-compare only applies with --rollout"),
