@@ -74,14 +74,19 @@ def apply_once(
 
     now = time.time()
     act = build_actuator(policies, store, kubeconfig, api=api)
+    unresolved: list[int] = []
     if not dry_run:
         for aid, state, why in act.reconcile(now):
-            console.print(f"journal: {journal_line(aid, state, why)}", markup=False)
+            # With --output json, stdout is the JSON document alone.
+            (err_console if as_json else console).print(f"journal: {journal_line(aid, state, why)}", markup=False)
+            if state == "planned":
+                unresolved.append(aid)
     # The plan was computed now (from history up to its decision time): its age counts from now.
     fresh = Plan(now, plan.actions, plan.fallbacks, plan.notes)
     results = act.apply_plan(fresh, now, dry_run=dry_run, source="cli-plan")
     if as_json:
-        print(json.dumps({"dry_run": dry_run, "results": [result_json(r) for r in results]}, indent=2))
+        doc = {"dry_run": dry_run, "results": [result_json(r) for r in results], "unresolved_actions": unresolved}
+        print(json.dumps(doc, indent=2))
     else:
         title = "what would change (dry run: nothing written)" if dry_run else "outcome per action"
         table = Table(title=title)
@@ -97,6 +102,14 @@ def apply_once(
         # Exit 1: a script must not go on as if the plan had been applied.
         why = f"{counts['failed']} action(s) failed" if counts["failed"] else "the kill switch could not be read"
         err_console.print(f"not everything was applied: {why} (see the detail column; scaleahead actuator journal)")
+        raise typer.Exit(1)
+    if unresolved:
+        # Exit 1 as `actuator reconcile`: the journal still holds actions whose outcome nobody knows.
+        err_console.print(
+            f"the plan was applied, but {len(unresolved)} earlier action(s) stay planned (ids "
+            f"{', '.join(map(str, unresolved))}): their objects could not be read, so whether their writes "
+            "landed is unknown. Run `scaleahead actuator reconcile` when the API server answers."
+        )
         raise typer.Exit(1)
     return list(results)
 

@@ -167,3 +167,28 @@ def test_reconcile_leaves_an_unreadable_action_planned_and_exits_1(kube, tmp_pat
     out = here("actuator", "reconcile", "--kubeconfig", k, "--db", db, "--policies", str(EXAMPLE))
     assert out.exit_code == 0, out.output
     assert [a.state for a in Store(db).actions()] == ["skipped"]  # read now: not applied before the restart
+
+
+def test_plan_apply_exits_1_when_an_earlier_action_stays_unresolved(kube, tmp_path):
+    """The plan is applied, but an action a crash left planned could not be read: before 2026-12-05
+    evening the command exited 0 and a script took the journal for settled."""
+    from kubeemu import Fault
+
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
+    store = Store(f"sqlite:///{tmp_path / 'j.db'}")
+    ref = WorkloadRef("Deployment", "default", "web")
+    store.record_plan(Plan(1.7e9, (ScaleTo(ref, 1, 4, Reason("t", "t", {})),)), source="loop", state="planned")
+    store.close()
+    kube.cluster.faults.append(Fault("GET", "/deployments/web/scale", status=500, times=1))  # the reconcile's read
+    out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url)))
+    assert out.exit_code == 1, out.output
+    said = " ".join(out.output.split())
+    assert "journal: action 1 stays planned: unresolved" in said
+    assert "the plan was applied, but 1 earlier action(s) stay planned (ids 1)" in said
+    doc = json.loads(out.stdout)  # the journal's lines go to stderr with --output json
+    assert doc["unresolved_actions"] == [1]
+    assert [r["outcome"] for r in doc["results"]] == ["applied"]
+    states = {a.id: a.state for a in Store(f"sqlite:///{tmp_path / 'j.db'}").actions()}
+    assert states == {1: "planned", 2: "applied"}
