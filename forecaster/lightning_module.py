@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytorch_lightning as pl
@@ -81,6 +83,30 @@ class QuantileLSTMModule(pl.LightningModule):
 
 #: The ``callback_metrics`` key under which ``EpochCount`` reports the number of epochs trained.
 EPOCHS_RUN = "scaleahead_epochs_run"
+
+
+class EpochProgress(pl.Callback):
+    """Calls ``report(epoch, max_epochs, val_loss, seconds since the fit started)`` after each
+    validation epoch (global rank 0 only): `scaleahead train` prints a line per epoch with it. The
+    callback does no I/O itself."""
+
+    def __init__(self, report: Callable[[int, int, float | None, float], None]) -> None:
+        self.report = report
+        self._started = time.perf_counter()
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._started = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or int(trainer.global_rank) != 0:
+            return
+        loss = trainer.callback_metrics.get("val_loss")
+        self.report(
+            int(trainer.current_epoch) + 1,
+            int(trainer.max_epochs or 0),
+            None if loss is None else float(loss),
+            time.perf_counter() - self._started,
+        )
 
 
 class EpochCount(pl.Callback):

@@ -238,6 +238,9 @@ class LSTMForecaster(Forecaster):
         self.last_fallback_origins = 0
         #: Extra ``pl.Trainer`` arguments, e.g. a DDP strategy (``forecaster.distributed``).
         self.trainer_kwargs: dict[str, Any] = {}
+        #: Called after each validation epoch of ``fit`` with ``(epoch, max_epochs, val_loss, seconds
+        #: since the fit started)`` (`scaleahead train` prints it); None: nothing is reported.
+        self.on_epoch: Callable[[int, int, float | None, float], None] | None = None
         #: The trainer's world size in the last fit (processes x nodes).
         self.world_size = 1
 
@@ -247,7 +250,7 @@ class LSTMForecaster(Forecaster):
         from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
         from forecaster.datamodule import WindowDataModule
-        from forecaster.lightning_module import EpochCount, QuantileLSTMModule
+        from forecaster.lightning_module import EpochCount, EpochProgress, QuantileLSTMModule
 
         cleaned = (without_glitches(s) for s in history if len(s))
         usable = [s for s in cleaned if np.isfinite(s.values).any()]
@@ -302,7 +305,12 @@ class LSTMForecaster(Forecaster):
             trainer_args: dict[str, Any] = {
                 "max_epochs": cfg.max_epochs,
                 "max_time": timedelta(minutes=cfg.max_minutes),
-                "callbacks": [EarlyStopping("val_loss", patience=cfg.patience), best, EpochCount()],
+                "callbacks": [
+                    EarlyStopping("val_loss", patience=cfg.patience),
+                    best,
+                    EpochCount(),
+                    *([EpochProgress(self.on_epoch)] if self.on_epoch is not None else []),
+                ],
                 "accelerator": "cpu",
                 "devices": 1,
                 "logger": False,

@@ -238,7 +238,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if model_name == "lstm":
             _clock_hint(train_data)
         err.print(f"training the LSTM on {len(train_data)} series ({len(data)} steps of {data.step_s:g} s)...")
-        model = LSTMForecaster(cfg).fit(train_data)
+        model = LSTMForecaster(cfg)
+
+        def progress(epoch: int, epochs: int, val_loss: float | None, seconds: float) -> None:
+            loss = "n/a" if val_loss is None else f"{val_loss:.4f}"
+            err.print(f"epoch {epoch}/{epochs}: val pinball {loss} ({seconds:.0f} s)")
+
+        model.on_epoch = progress
+        model.fit(train_data)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         out.mkdir(parents=True, exist_ok=True)
         path = model.save(out / f"{stem}-{safe}-{stamp}.pt").resolve()
