@@ -1326,17 +1326,18 @@ class KubernetesTarget:
             room: dict[str, int] = {} if MIN_SCALE in annotations else {"unset": 1}
             if isinstance(action, SetWarmPool) and action.to_instances > value:
                 template = (obj.get("spec") or {}).get("template") or {}
-                free, binding = self._quota_room(ref.namespace, lambda: knative_pod_template(template))
-                if free is not None:
-                    room["quota_pods_free"] = free
-                    room.update({f"quota_limited_by:{key}": 1 for key in binding})
+                room.update(self._quota_facts(ref.namespace, lambda: knative_pod_template(template)))
             return LiveObject(ref.key, field, value, _rv(obj), room)
         if ref.kind == "Headroom":
             try:
                 obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace, target=ref.key)
             except ApiException as exc:
-                if exc.status == 404:
-                    return LiveObject(ref.key, "spec.replicas", 0, "", {"missing": 1})
+                if exc.status == 404:  # created by the write, with the template of _headroom
+                    missing = {"missing": 1}
+                    if isinstance(action, ScaleTo) and action.to_replicas > 0:
+                        new = self._headroom(ref, action.to_replicas)["spec"]["template"]
+                        missing.update(self._quota_facts(ref.namespace, lambda: new))
+                    return LiveObject(ref.key, "spec.replicas", 0, "", missing)
                 raise _error(exc, ref.key, "get", "deployments", ref.namespace) from exc
             except HTTPError as exc:
                 raise _error(exc, ref.key, "get", "deployments", ref.namespace) from exc
@@ -1347,7 +1348,12 @@ class KubernetesTarget:
                     f"Deployment {ref.namespace}/{ref.name} exists but is not a headroom placeholder "
                     f"(label {HEADROOM_LABEL}=true missing); choose another headroom name or delete it",
                 )
-            return LiveObject(ref.key, "spec.replicas", _int_field(obj, "spec.replicas", ref.key, 1), _rv(obj))
+            value = _int_field(obj, "spec.replicas", ref.key, 1)
+            placeholder: dict[str, int] = {}
+            if isinstance(action, ScaleTo) and action.to_replicas > value:  # placeholder pods count in quotas
+                template = (obj.get("spec") or {}).get("template") or {}
+                placeholder = self._quota_facts(ref.namespace, lambda: template)
+            return LiveObject(ref.key, "spec.replicas", value, _rv(obj), placeholder)
         mode, hpa = self.mode(ref)
         if mode == "floor":
             if not hpa:
@@ -1358,7 +1364,17 @@ class KubernetesTarget:
             )
             value = _int_field(obj, "spec.minReplicas", target, default=1)
             hpa_max = _int_field(obj, "spec.maxReplicas", target)
-            return LiveObject(target, "spec.minReplicas", value, _rv(obj), {"hpa_max": hpa_max})
+            floor_facts = {"hpa_max": hpa_max}
+            if isinstance(action, ScaleTo) and action.to_replicas > value:
+                # A higher floor makes the HPA create pods beyond those it runs now: those need quota room.
+                current = (obj.get("status") or {}).get("currentReplicas")
+                pods_now = current if isinstance(current, int) and not isinstance(current, bool) else value
+                pods_now = max(pods_now, value)
+                if action.to_replicas > pods_now:
+                    quota = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
+                    if quota:
+                        floor_facts.update(quota, pods_now=pods_now)
+            return LiveObject(target, "spec.minReplicas", value, _rv(obj), floor_facts)
         read = {
             "Deployment": self.apps.read_namespaced_deployment_scale,
             "StatefulSet": self.apps.read_namespaced_stateful_set_scale,
@@ -1369,11 +1385,17 @@ class KubernetesTarget:
         value = _int_field(obj, "spec.replicas", ref.key, default=0)
         facts: dict[str, int] = {}
         if isinstance(action, ScaleTo) and action.to_replicas > value:
-            free, binding = self._quota_room(ref.namespace, lambda: self._pod_template(action, ref))
-            if free is not None:
-                facts["quota_pods_free"] = free
-                facts.update({f"quota_limited_by:{key}": 1 for key in binding})
+            facts = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
         return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts)
+
+    def _quota_facts(self, namespace: str, template: Callable[[], Mapping[str, Any]]) -> dict[str, int]:
+        """``quota_pods_free`` and the binding quota keys (``quota_limited_by:KEY``) for a scale-up of
+        pods of ``template`` in ``namespace`` (``actuator.safety`` limits it); empty: no quota, or the
+        quotas cannot be read (the API server's quota admission still decides)."""
+        free, binding = self._quota_room(namespace, template)
+        if free is None:
+            return {}
+        return {"quota_pods_free": free, **{f"quota_limited_by:{key}": 1 for key in binding}}
 
     def _pod_template(self, action: Action, ref: WorkloadRef) -> Mapping[str, Any]:
         """The pod template of ``ref``: as this cycle's ``read_state`` saw it, else read now."""

@@ -102,7 +102,9 @@ def check(
         notes.append(f"capped at the HPA's maxReplicas {hpa_max}")
         want = hpa_max
     free = live.fact("quota_pods_free")
-    if free is not None and want > live.value:
+    # Pods running now: an HPA's floor (``pods_now``: its currentReplicas) adds pods only above them.
+    base = max(live.value, live.fact("pods_now") or 0)
+    if free is not None and want > base:
         unset = sorted(k.split(":", 2)[2] for k in (live.facts or {}) if k.startswith("quota_limited_by:unset:"))
         if unset:
             return Verdict(
@@ -112,15 +114,15 @@ def check(
                 f"it, and a container of {live.target}'s pod template sets none ({live.target} stays at "
                 f"{live.value}): set resources.{unset[0]} on every container, or a LimitRange default",
             )
-        if free <= 0:
+        if free <= 0 and base == live.value:
             return Verdict(
                 "skip",
                 live.value,
                 f"the namespace's {_quota_name(live)} allows no more pods ({live.target} stays at {live.value})",
             )
-        if want - live.value > free:
-            notes.append(f"limited by the namespace's {_quota_name(live)} ({free} more pods allowed)")
-            want = live.value + free
+        if want - base > max(free, 0):
+            notes.append(f"limited by the namespace's {_quota_name(live)} ({max(free, 0)} more pods allowed)")
+            want = base + max(free, 0)
     if isinstance(action, SetWarmPool) and action.restore_default:
         if live.fact("unset"):
             return Verdict("noop", want, f"{live.field} is already unset", tuple(notes))

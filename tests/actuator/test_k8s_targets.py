@@ -173,26 +173,89 @@ def test_a_scale_up_is_limited_by_the_namespace_pod_quota(kube):
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
 
 
-def test_an_hpa_floor_a_headroom_and_a_knative_scale_to_are_not_quota_checked(kube):
-    """docs/actuator.md: the API server's quota admission refuses their pods; the write goes through."""
+def _pod_quota(used: int, hard: int = 10) -> dict:
+    return {"spec": {"hard": {"pods": str(hard)}}, "status": {"hard": {"pods": str(hard)}, "used": {"pods": str(used)}}}
+
+
+def test_a_knative_scale_to_is_not_quota_checked(kube):
+    """docs/actuator.md: the API server's quota admission refuses its pods; the write goes through."""
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "1"}}}}})
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(10))
+    (res,) = make(kube, [policy("fn", "KnativeService")]).apply_plan(
+        Plan(NOW, (scale("KnativeService", "fn", 1, 4),)), NOW
+    )
+    assert res.outcome == "applied" and "quota" not in res.detail, res
+
+
+def test_an_hpa_floor_is_limited_by_the_pods_the_quota_leaves_above_those_the_hpa_runs(kube):
+    """A floor above the HPA's current replicas makes it create pods, which the quota admission
+    refused without any outcome saying so (before 2026-12-05 evening the floor was written as planned)."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(4))
+    hpa = {"spec": {"minReplicas": 2, "maxReplicas": 20}, "status": {"currentReplicas": 4}}
+    kube.cluster.put(HPAS, "default", "web-hpa", hpa)
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(9))  # one more pod allowed
+    pols = [policy(mode="floor", hpa="web-hpa")]
+    (res,) = make(kube, pols).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 8),)), NOW)
+    assert res.outcome == "applied", res
+    assert "pod quota (1 more pods allowed)" in res.detail, res.detail
+    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 5  # 4 running + 1
+
+
+def test_a_full_quota_still_lets_an_hpa_floor_rise_to_the_pods_it_runs(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(4))
+    hpa = {"spec": {"minReplicas": 2, "maxReplicas": 20}, "status": {"currentReplicas": 4}}
+    kube.cluster.put(HPAS, "default", "web-hpa", hpa)
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(10))
+    pols = [policy(mode="floor", hpa="web-hpa")]
+    (res,) = make(kube, pols).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 8),)), NOW)
+    assert res.outcome == "applied" and "(0 more pods allowed)" in res.detail, res
+    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 4
+    # a floor at or below what the HPA runs creates no pod: not limited, the quota not even read
+    kube.cluster.put(HPAS, "default", "web-hpa", hpa)
+    before = len(kube.cluster.calls())
+    (res,) = make(kube, pols).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 4),)), NOW)
+    assert res.outcome == "applied" and "quota" not in res.detail, res
+    assert not any("resourcequotas" in path for _, path in kube.cluster.calls()[before:])
+
+
+def test_an_hpa_floor_without_status_counts_from_its_min_replicas(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     kube.cluster.put(HPAS, "default", "web-hpa", {"spec": {"minReplicas": 2, "maxReplicas": 20}})
-    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "1"}}}}})
-    full = {"spec": {"hard": {"pods": "10"}}, "status": {"hard": {"pods": "10"}, "used": {"pods": "10"}}}
-    kube.cluster.put(QUOTAS, "default", "q", full)
-    pols = [policy(mode="floor", hpa="web-hpa"), policy("fn", "KnativeService")]
-    plan = Plan(
-        NOW,
-        (
-            scale("Deployment", "web", 2, 6),
-            scale("Headroom", "spare", 0, 3),
-            scale("KnativeService", "fn", 1, 4),
-        ),
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(8))
+    (res,) = make(kube, [policy(mode="floor", hpa="web-hpa")]).apply_plan(
+        Plan(NOW, (scale("Deployment", "web", 2, 9),)), NOW
     )
-    res = make(kube, pols).apply_plan(plan, NOW)
-    assert [r.outcome for r in res] == ["applied"] * 3, res
-    assert not any("quota" in r.detail for r in res)
-    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 6
+    assert res.outcome == "applied" and "(2 more pods allowed)" in res.detail, res
+    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 4
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(10))
+    (res,) = make(kube, [policy(mode="floor", hpa="web-hpa")]).apply_plan(
+        Plan(NOW, (scale("Deployment", "web", 4, 9),)), NOW
+    )
+    assert res.outcome == "skipped" and "allows no more pods" in res.detail, res
+
+
+def test_headroom_placeholders_are_limited_by_the_quota_created_or_scaled(kube):
+    """Placeholder pods are pods in the namespace, under its quotas (before 2026-12-05 evening the
+    replicas were written as planned and the quota admission refused the pods)."""
+    ref = WorkloadRef("Headroom", "default", "spare")
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(8))
+    (res,) = make(kube, []).apply_plan(Plan(NOW, (ScaleTo(ref, 0, 5, R),)), NOW)
+    assert res.outcome == "applied" and "(2 more pods allowed)" in res.detail, res
+    assert kube.cluster.get(DEPLOYMENTS, "default", "spare")["spec"]["replicas"] == 2
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(9))
+    (res,) = make(kube, []).apply_plan(Plan(NOW, (ScaleTo(ref, 2, 6, R),)), NOW)
+    assert res.outcome == "applied" and "(1 more pods allowed)" in res.detail, res
+    assert kube.cluster.get(DEPLOYMENTS, "default", "spare")["spec"]["replicas"] == 3
+
+
+def test_headroom_placeholders_count_their_cpu_requests_in_a_cpu_quota(kube):
+    ref = WorkloadRef("Headroom", "default", "spare")
+    hard = {"requests.cpu": "2"}
+    cpu = {"spec": {"hard": hard}, "status": {"hard": hard, "used": {"requests.cpu": "500m"}}}
+    kube.cluster.put(QUOTAS, "default", "q", cpu)
+    (res,) = make(kube, []).apply_plan(Plan(NOW, (ScaleTo(ref, 0, 50, R),)), NOW)
+    assert res.outcome == "applied" and "ResourceQuota on requests.cpu (3 more pods allowed)" in res.detail, res
+    assert kube.cluster.get(DEPLOYMENTS, "default", "spare")["spec"]["replicas"] == 3  # 1.5 cores left / 500m
 
 
 def test_read_state_reports_replicas_ready_replicas_and_warm_instances(kube):

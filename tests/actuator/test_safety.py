@@ -45,6 +45,19 @@ def test_a_full_quota_skips_a_scale_up_but_not_a_scale_down():
     assert check(ScaleTo(WEB, 5, 2, R), live(5, quota_pods_free=0), policy(), NOW, NOW, CFG).decision == "apply"
 
 
+def test_an_hpa_floor_counts_the_quota_room_above_the_pods_the_hpa_runs():
+    """``pods_now``: a floor up to the HPA's current replicas creates no pod and needs no room."""
+    floor = policy(mode="floor", hpa="h")
+    v = check(ScaleTo(WEB, 2, 9, R), live(2, quota_pods_free=1, pods_now=5), floor, NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 6) and "(1 more pods allowed)" in v.notes[-1]
+    v = check(ScaleTo(WEB, 2, 9, R), live(2, quota_pods_free=0, pods_now=5), floor, NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 5)
+    v = check(ScaleTo(WEB, 2, 4, R), live(2, quota_pods_free=0, pods_now=5), floor, NOW, NOW, CFG)
+    assert (v.decision, v.value, v.notes) == ("apply", 4, ())
+    v = check(ScaleTo(WEB, 5, 9, R), live(5, quota_pods_free=-2, pods_now=5), floor, NOW, NOW, CFG)
+    assert v.decision == "skip" and "allows no more pods" in v.reason
+
+
 def test_a_clamped_change_that_equals_the_live_value_is_a_noop():
     v = check(ScaleTo(WEB, 3, 50, R), live(20), policy(max_replicas=20), NOW, NOW, CFG)
     assert v.decision == "noop" and "clamped 50 -> 20" in v.notes[0]
