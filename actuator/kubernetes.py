@@ -1367,9 +1367,11 @@ class KubernetesTarget:
             floor_facts = {"hpa_max": hpa_max}
             if isinstance(action, ScaleTo) and action.to_replicas > value:
                 # A higher floor makes the HPA create pods beyond those it runs now: those need quota room.
+                # The pods it runs now are what the quota counts as used; below minReplicas (the HPA
+                # has not caught up with a raised floor) the missing ones still need the room.
                 current = (obj.get("status") or {}).get("currentReplicas")
-                pods_now = current if isinstance(current, int) and not isinstance(current, bool) else value
-                pods_now = max(pods_now, value)
+                valid = isinstance(current, int) and not isinstance(current, bool) and current >= 0
+                pods_now = current if valid else value
                 if action.to_replicas > pods_now:
                     quota = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
                     if quota:

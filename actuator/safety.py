@@ -102,27 +102,36 @@ def check(
         notes.append(f"capped at the HPA's maxReplicas {hpa_max}")
         want = hpa_max
     free = live.fact("quota_pods_free")
-    # Pods running now: an HPA's floor (``pods_now``: its currentReplicas) adds pods only above them.
-    base = max(live.value, live.fact("pods_now") or 0)
-    if free is not None and want > base:
+    # The pods that exist now, which the quota counts as used: the replicas asked for, or for an
+    # HPA floor the HPA's currentReplicas (``pods_now``). A new value above them creates pods.
+    pods = live.fact("pods_now")
+    pods = live.value if pods is None else pods
+    if free is not None and want > live.value and want > pods:
         unset = sorted(k.split(":", 2)[2] for k in (live.facts or {}) if k.startswith("quota_limited_by:unset:"))
-        if unset:
-            return Verdict(
-                "skip",
-                live.value,
-                f"the namespace's ResourceQuota on {' and '.join(unset)} refuses pods whose containers do not set "
-                f"it, and a container of {live.target}'s pod template sets none ({live.target} stays at "
-                f"{live.value}): set resources.{unset[0]} on every container, or a LimitRange default",
+        room = 0 if unset else max(free, 0)
+        top = pods + room
+        if want > top:
+            if top <= live.value and unset:
+                return Verdict(
+                    "skip",
+                    live.value,
+                    f"the namespace's ResourceQuota on {' and '.join(unset)} refuses pods whose containers do not "
+                    f"set it, and a container of {live.target}'s pod template sets none ({live.target} stays at "
+                    f"{live.value}): set resources.{unset[0]} on every container, or a LimitRange default",
+                )
+            if top <= live.value:
+                return Verdict(
+                    "skip",
+                    live.value,
+                    f"the namespace's {_quota_name(live)} allows no more pods ({live.target} stays at {live.value})",
+                )
+            why = (
+                f"ResourceQuota on {' and '.join(unset)} refuses its new pods (a container sets none)"
+                if unset
+                else f"{_quota_name(live)} ({room} more pods allowed)"
             )
-        if free <= 0 and base == live.value:
-            return Verdict(
-                "skip",
-                live.value,
-                f"the namespace's {_quota_name(live)} allows no more pods ({live.target} stays at {live.value})",
-            )
-        if want - base > max(free, 0):
-            notes.append(f"limited by the namespace's {_quota_name(live)} ({max(free, 0)} more pods allowed)")
-            want = base + max(free, 0)
+            notes.append(f"limited by the namespace's {why}")
+            want = top
     if isinstance(action, SetWarmPool) and action.restore_default:
         if live.fact("unset"):
             return Verdict("noop", want, f"{live.field} is already unset", tuple(notes))

@@ -218,6 +218,19 @@ def test_a_full_quota_still_lets_an_hpa_floor_rise_to_the_pods_it_runs(kube):
     assert not any("resourcequotas" in path for _, path in kube.cluster.calls()[before:])
 
 
+def test_an_hpa_floor_above_the_pods_the_hpa_runs_counts_the_pods_it_still_has_to_create(kube):
+    """currentReplicas 3 under minReplicas 5: two pods are still to come and take the quota's room."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(3))
+    hpa = {"spec": {"minReplicas": 5, "maxReplicas": 20}, "status": {"currentReplicas": 3}}
+    kube.cluster.put(HPAS, "default", "web-hpa", hpa)
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(8))
+    (res,) = make(kube, [policy(mode="floor", hpa="web-hpa")]).apply_plan(
+        Plan(NOW, (scale("Deployment", "web", 5, 9),)), NOW
+    )
+    assert res.outcome == "skipped" and "allows no more pods" in res.detail, res
+    assert kube.cluster.get(HPAS, "default", "web-hpa")["spec"]["minReplicas"] == 5
+
+
 def test_an_hpa_floor_without_status_counts_from_its_min_replicas(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     kube.cluster.put(HPAS, "default", "web-hpa", {"spec": {"minReplicas": 2, "maxReplicas": 20}})
