@@ -234,10 +234,17 @@ class Actuator:
                     )
                 try:
                     new = self.target.write(action, verdict.value, live)
-                except ActuationError:
-                    if steer and self.store is not None:  # not evicted: no replacement to steer
-                        self.store.set_steer_state(steer[0], "cancelled", now)
-                    raise
+                except ActuationError as exc:
+                    landed = self._landed(action, verdict.value, exc)
+                    if landed is None:
+                        if steer and self.store is not None:  # not evicted: no replacement to steer
+                            self.store.set_steer_state(steer[0], "cancelled", now)
+                        raise
+                    new = landed
+                    notes += (
+                        f"; the write's answer was lost ({exc.message.removesuffix('; retried next cycle')}), "
+                        f"but a read right after shows {new.field}={new.value}"
+                    )
             except ActuationError as exc:
                 if exc.outcome == "conflict":
                     continue  # read again and re-check
@@ -256,6 +263,18 @@ class Actuator:
         return ActionResult(
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
         )
+
+    def _landed(self, action: Action, value: int, exc: ActuationError) -> LiveObject | None:
+        """After a write that got no answer (a timeout: it may have landed), the object read again if
+        it shows ``value``; None otherwise (another error, a read that fails, another value). Pod
+        moves are settled by their own re-read (``actuator.kubernetes``)."""
+        if isinstance(action, MovePod) or exc.outcome != "failed" or exc.status is not None:
+            return None
+        try:
+            again = self.target.live(action)
+        except (ActuationError, ValueError):
+            return None
+        return again if again.value == value else None
 
     # -- steering -------------------------------------------------------------------------------
     def _record_steer(self, action: Action, live: LiveObject, now: float) -> tuple[int, str] | None:
@@ -448,11 +467,16 @@ class Actuator:
             results.extend(done)
         return results
 
-    def _applied_after(self, row: StoredAction) -> StoredAction | None:
-        """The newest action on ``row``'s object applied after ``row`` was journaled, if any."""
+    def _written_after(self, row: StoredAction) -> StoredAction | None:
+        """The newest action on ``row``'s workload journaled after it that wrote or tried to write
+        (``applied``, or ``failed``: a write whose answer was lost may have landed), if any."""
         assert self.store is not None
-        newest = self.store.actions(state="applied", target=row.target, limit=1)
-        return newest[0] if newest and newest[0].id > row.id else None
+        newest = [
+            found[0]
+            for state in ("applied", "failed")
+            if (found := self.store.actions(state=state, target=row.target, limit=1)) and found[0].id > row.id
+        ]
+        return max(newest, key=lambda a: a.id) if newest else None
 
     def stop_reason(self, now: float) -> str:
         """Why nothing may be written now (kill switch, paused, not the leader), or ``""``."""
@@ -495,15 +519,15 @@ class Actuator:
                     done.append((row.id, "planned", f"{UNRESOLVED}: cannot read the object ({msg})"))
                     continue
             else:
-                later = None if isinstance(action, MovePod) else self._applied_after(row)
+                later = None if isinstance(action, MovePod) else self._written_after(row)
                 if later is not None:
-                    # A later action on the same object was applied since (the row stayed unresolved
+                    # A later action on the same workload tried a write since (the row stayed unresolved
                     # while the leader went on): the field's record and the live value are that one's.
                     state = "skipped"
                     reason = (
-                        f"reconciled: superseded by action {later.id} ({later.from_value} -> {later.to_value}), "
-                        f"applied since on the same object ({live.field}={live.value} now); whether this "
-                        "action's own write landed before it cannot be told"
+                        f"reconciled: superseded by action {later.id} ({later.from_value} -> {later.to_value}, "
+                        f"{later.state}) on the same workload since; {live.target} shows {live.field}="
+                        f"{live.value} now, which says nothing about this action's own write"
                     )
                     if self.store.set_action_state(row.id, state, reason, now, only_from="planned"):
                         done.append((row.id, state, reason))

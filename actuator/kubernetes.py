@@ -628,7 +628,8 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
             return ActuationError("failed", f"{target}: the API server rejected the change (422): {exc.reason}", 422)
         return ActuationError("failed", f"{target}: API server error {status} {exc.reason}; retried next cycle", status)
     if isinstance(exc, HTTPError):
-        return ActuationError("failed", f"{target}: no answer from the API server ({type(exc).__name__}); retried")
+        why = f"{target}: no answer from the API server ({type(exc).__name__}); retried next cycle"
+        return ActuationError("failed", why)
     raise exc
 
 
@@ -1370,8 +1371,9 @@ class KubernetesTarget:
                 # The pods it runs now are what the quota counts as used; below minReplicas (the HPA
                 # has not caught up with a raised floor) the missing ones still need the room.
                 current = (obj.get("status") or {}).get("currentReplicas")
-                valid = isinstance(current, int) and not isinstance(current, bool) and current >= 0
-                pods_now = current if valid else value
+                pods_now = value
+                if isinstance(current, int) and not isinstance(current, bool) and current >= 0:
+                    pods_now = current
                 if action.to_replicas > pods_now:
                     quota = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
                     if quota:

@@ -240,9 +240,51 @@ def test_an_unresolved_action_superseded_by_a_later_applied_one_is_not_called_ap
     (later_id,) = [a.id for a in store.actions(state="applied")]
     done = actuator(kube, store).reconcile(NOW + 60)
     assert [(i, state) for i, state, _ in done] == [(aid, "skipped")], done
-    assert f"superseded by action {later_id} (4 -> 6)" in done[0][2]
-    assert "spec.replicas=6 now" in done[0][2]
+    assert f"superseded by action {later_id} (4 -> 6, applied)" in done[0][2]
+    assert "Deployment/default/web shows spec.replicas=6 now" in done[0][2]
     assert store.actions(state="planned") == []
+
+
+def test_an_unresolved_action_superseded_by_a_later_failed_write_is_not_called_applied(kube, store):
+    """A later write journaled failed may have landed (its answer lost and the read after it failed
+    too): its intent and the live value are that write's (found in review: the earlier row was
+    closed applied on that write's value)."""
+    from actuator.applying import intent_version
+
+    (aid,) = store.record_plan(Plan(NOW, (scale(2, 4),)), source="loop", state="planned")[1]  # never written
+    (later_id,) = store.record_plan(Plan(NOW + 30, (scale(2, 6),)), source="loop", state="planned")[1]
+    store.set_managed_field("Deployment/default/web", "spec.replicas", 2, intent_version(6, "7"), NOW + 30, original=2)
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(6))  # the later write landed
+    store.set_action_state(later_id, "failed", "no answer from the API server (ReadTimeoutError)", NOW + 31)
+    done = actuator(kube, store).reconcile(NOW + 60)
+    assert [(i, state) for i, state, _ in done] == [(aid, "skipped")], done
+    assert f"superseded by action {later_id} (2 -> 6, failed) on the same workload" in done[0][2]
+
+
+def test_a_write_whose_answer_is_lost_but_that_landed_is_journaled_applied(kube, store):
+    """A timeout says nothing about the write: the object is read again right away (until
+    2026-12-05 evening such a write was journaled failed, "retried", and nothing corrected it)."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=2.0, after=True))
+    (res,) = actuator(kube, store, timeout_s=1.0).apply_plan(Plan(NOW, (scale(2, 5),)), NOW)
+    assert res.outcome == "applied", res
+    assert "the write's answer was lost (Deployment/default/web: no answer from the API server" in res.detail
+    assert "a read right after shows spec.replicas=5" in res.detail
+    assert [a.state for a in store.actions()] == ["applied"]
+    field = store.managed_field("Deployment/default/web")
+    assert field is not None and field.value == 5 and not field.resource_version.startswith("intent:")
+
+
+def test_a_write_whose_answer_is_lost_and_that_has_not_landed_when_read_again_stays_failed(kube, store):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    # The server sits on the write past the client's timeout (and drops it when the client hangs up).
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=2.5))
+    (res,) = actuator(kube, store, timeout_s=1.0).apply_plan(Plan(NOW, (scale(2, 5),)), NOW)
+    assert res.outcome == "failed", res
+    assert res.detail == "Deployment/default/web: no answer from the API server (ReadTimeoutError); retried next cycle"
+    field = store.managed_field("Deployment/default/web")
+    assert field is not None and field.resource_version.startswith("intent:5:")  # settled by the next read
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 2
 
 
 def test_an_action_on_an_object_that_is_gone_is_still_closed(kube, store):
@@ -310,7 +352,8 @@ def test_a_write_that_timed_out_but_landed_is_not_mistaken_for_a_human_edit(kube
     act = actuator(kube, store, timeout_s=0.3)
     # The change lands, but its answer comes after the client's timeout.
     kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=0.6, after=True))
-    assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "failed"
+    first = act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0]
+    assert first.outcome == "applied" and "answer was lost" in first.detail, first  # read again: it landed
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 4
     nxt = act.apply_plan(Plan(NOW + 10, (scale(4, 6),)), NOW + 10)
     assert nxt[0].outcome == "applied", nxt
