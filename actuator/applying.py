@@ -468,8 +468,9 @@ class Actuator:
         return results
 
     def _written_after(self, row: StoredAction) -> StoredAction | None:
-        """The newest action on ``row``'s workload journaled after it that wrote or tried to write
-        (``applied``, or ``failed``: a write whose answer was lost may have landed), if any."""
+        """The newest action on ``row``'s workload journaled after it that may have written
+        (``applied``, or ``failed``: a write whose answer was lost may have landed), if any; the
+        caller checks that a write was recorded on the object since."""
         assert self.store is not None
         newest = [
             found[0]
@@ -483,7 +484,9 @@ class Actuator:
         return self._stop_reason(now)
 
     # -- recovery -------------------------------------------------------------------------------
-    def reconcile(self, now: float, owns: Callable[[StoredAction], bool] | None = None) -> list[tuple[int, str, str]]:
+    def reconcile(
+        self, now: float, owns: Callable[[StoredAction], bool] | None = None, budget_s: float | None = None
+    ) -> list[tuple[int, str, str]]:
         """Mark actions left ``planned`` (a crash between journal and API call) from the live objects.
 
         Only the Lease holder may call this (a standby would rewrite what the leader is applying);
@@ -491,14 +494,25 @@ class Actuator:
         journaled meanwhile is left as that process wrote it. Returns ``(action id, new state,
         reason)`` per action reconciled; an action whose object cannot be read now (a 5xx, a
         timeout, a proxy's answer) is returned as ``"planned"`` with a reason starting with
-        ``UNRESOLVED`` and its row is left planned, for the next reconcile.
+        ``UNRESOLVED`` and its row is left planned, for the next reconcile. So are the rows not
+        reached: once ``budget_s`` seconds have gone by (each read may wait a request timeout; at
+        least one row is read), or once this replica no longer holds the Lease (``is_leader``,
+        asked before each row).
         """
         if self.store is None:
             return []
         done: list[tuple[int, str, str]] = []
-        for row in self.store.actions(state="planned", limit=100_000):
-            if owns is not None and not owns(row):
-                continue
+        rows = [r for r in self.store.actions(state="planned", limit=100_000) if owns is None or owns(r)]
+        started = time.monotonic()
+        for k, row in enumerate(rows):
+            stop = ""
+            if k and budget_s is not None and time.monotonic() - started >= budget_s:
+                stop = f"not reached within this reconcile's {budget_s:g} s (slow reads); tried again"
+            elif self.is_leader is not None and not self.is_leader(now):
+                stop = "not reached: this replica no longer holds the lease; the leader reconciles it"
+            if stop:
+                done.extend((r.id, "planned", f"{UNRESOLVED}: {stop}") for r in rows[k:])
+                break
             try:
                 action = action_from_journal(row)
                 live = self.target.live(action)
@@ -519,10 +533,12 @@ class Actuator:
                     done.append((row.id, "planned", f"{UNRESOLVED}: cannot read the object ({msg})"))
                     continue
             else:
-                later = None if isinstance(action, MovePod) else self._written_after(row)
+                mf = None if isinstance(action, MovePod) else self.store.managed_field(live.target)
+                # A write to this object recorded after the row's own cycle (its intent is stamped with
+                # the row's journal time), by a later action (the row stayed unresolved while the
+                # leader went on): the field's record and the live value are that action's.
+                later = self._written_after(row) if mf is not None and mf.written_at > row.updated_at else None
                 if later is not None:
-                    # A later action on the same workload tried a write since (the row stayed unresolved
-                    # while the leader went on): the field's record and the live value are that one's.
                     state = "skipped"
                     reason = (
                         f"reconciled: superseded by action {later.id} ({later.from_value} -> {later.to_value}, "
@@ -535,7 +551,6 @@ class Actuator:
                 # What was written may be less than the plan's value (a step limit, a bound): the
                 # actuator's record of the field says what it wrote since the action was journaled.
                 written = {desired_value(action)}
-                mf = None if isinstance(action, MovePod) else self.store.managed_field(live.target)
                 # Every write is preceded by a write-ahead intent on the field's record, stamped at
                 # or after the row's journal time. With none since, this process never got to the
                 # write: a live value equal to the plan's is someone else's (or was there already).

@@ -106,7 +106,7 @@ def apply_once(
     if unresolved:
         # Exit 1 as `actuator reconcile`: the journal still holds actions whose outcome nobody knows.
         err_console.print(
-            f"the plan was applied, but {len(unresolved)} earlier action(s) stay planned (ids "
+            f"the plan was handled (outcomes above), but {len(unresolved)} earlier action(s) stay planned (ids "
             f"{', '.join(map(str, unresolved))}): their objects could not be read, so whether their writes "
             "landed is unknown. Run `scaleahead actuator reconcile` when the API server answers."
         )

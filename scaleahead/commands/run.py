@@ -257,13 +257,17 @@ def _owner(shard: str | None, namespace: str | None) -> Callable[[str], bool] | 
     return owns
 
 
-def _reconciler(actuator: Any, shard: str | None, retry_s: float = 0.0) -> Callable[[float], int]:
+def _reconciler(
+    actuator: Any, shard: str | None, retry_s: float = 0.0, budget_s: float | None = None
+) -> Callable[[float], int]:
     """Reconcile the action journal when this replica starts to lead (``Daemon.on_lead``): actions
     left ``planned`` by a crash. With ``--shard``, only this shard's: the actions of the workloads
     that hash to it (whether or not their policy still exists, so a removed policy's actions are
     reconciled by exactly one shard), and pod moves on shard 0 (the only one that rebalances).
-    Returns how many it left unresolved (objects that could not be read): the daemon calls it again
-    every ``retry_s`` (``actuation.reconcile_retry_s``) while it leads, until none is left."""
+    Returns how many it left unresolved (objects that could not be read, or rows not reached within
+    ``budget_s``): the daemon calls it again every ``retry_s`` (``actuation.reconcile_retry_s``)
+    while it leads, until none is left. The budget keeps a slow API server from holding the cycle
+    (each read may wait a request timeout); it applies only with a retry period."""
     from scaleahead.sharding import parse_shard, shard_of
 
     index, count = parse_shard(shard) if shard is not None else (0, 1)
@@ -277,7 +281,7 @@ def _reconciler(actuator: Any, shard: str | None, retry_s: float = 0.0) -> Calla
 
     def reconcile(now: float) -> int:
         left = 0
-        for aid, state, why in actuator.reconcile(now, owns):
+        for aid, state, why in actuator.reconcile(now, owns, budget_s if retry_s > 0 else None):
             if state == "planned":  # the object cannot be read now: reconciled again later
                 left += 1
                 log.warning(
@@ -691,7 +695,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             on_policies=_policy_updater(cluster_target, actuator, apply_shard_limits),
             status_sink=status_sink,
             on_lead=(
-                _reconciler(actuator, shard, settings.actuation.reconcile_retry_s)
+                _reconciler(
+                    actuator,
+                    shard,
+                    settings.actuation.reconcile_retry_s,
+                    # what is left of a Lease after one request: the reads stop while it is held
+                    max(1.0, settings.actuation.lease_duration_s - settings.actuation.request_timeout_s),
+                )
                 if actuator is not None and not once
                 else None
             ),

@@ -186,7 +186,7 @@ def test_plan_apply_exits_1_when_an_earlier_action_stays_unresolved(kube, tmp_pa
     assert out.exit_code == 1, out.output
     said = " ".join(out.output.split())
     assert "journal: action 1 stays planned: unresolved" in said
-    assert "the plan was applied, but 1 earlier action(s) stay planned (ids 1)" in said
+    assert "the plan was handled (outcomes above), but 1 earlier action(s) stay planned (ids 1)" in said
     doc = json.loads(out.stdout)  # the journal's lines go to stderr with --output json
     assert doc["unresolved_actions"] == [1]
     assert [r["outcome"] for r in doc["results"]] == ["applied"]

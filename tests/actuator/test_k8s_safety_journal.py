@@ -287,6 +287,37 @@ def test_a_write_whose_answer_is_lost_and_that_has_not_landed_when_read_again_st
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 2
 
 
+def test_a_reconcile_with_a_budget_stops_reading_when_it_runs_out_and_leaves_the_rest_planned(kube, store):
+    """Each read of a hanging API server waits a request timeout: five rows held a retry (and the
+    cycle after it) for five timeouts (found in review)."""
+    for i in range(5):
+        kube.cluster.put(DEPLOYMENTS, "default", f"w{i}", deployment(2))
+        store.record_plan(Plan(NOW, (scale(2, 4, f"w{i}"),)), source="loop", state="planned")
+    kube.cluster.faults.append(Fault("GET", "/scale", delay_s=3.0, times=100))
+    act = actuator(kube, store, [policy(f"w{i}") for i in range(5)], timeout_s=0.5)
+    done = act.reconcile(NOW + 60, budget_s=0.8)
+    assert [state for _, state, _ in done] == ["planned"] * 5
+    reasons = [why for _, _, why in done]
+    read = sum("cannot read the object" in r for r in reasons)
+    # each read waits its 0.5 s timeout: the first is always made, a third never starts within 0.8 s
+    assert read in (1, 2), reasons
+    assert sum("not reached within this reconcile's 0.8 s" in r for r in reasons) == 5 - read, reasons
+    assert len(store.actions(state="planned")) == 5
+
+
+def test_a_reconcile_stops_when_this_replica_no_longer_holds_the_lease(kube, store):
+    for i in range(3):
+        kube.cluster.put(DEPLOYMENTS, "default", f"w{i}", deployment(2))
+        store.record_plan(Plan(NOW, (scale(2, 4, f"w{i}"),)), source="loop", state="planned")
+    act = actuator(kube, store, [policy(f"w{i}") for i in range(3)])
+    answers = iter([True, False, False])
+    act.is_leader = lambda now: next(answers)
+    done = act.reconcile(NOW + 60)
+    assert [state for _, state, _ in done] == ["skipped", "planned", "planned"], done
+    assert all("no longer holds the lease" in why for _, _, why in done[1:])
+    assert len(store.actions(state="planned")) == 2
+
+
 def test_an_action_on_an_object_that_is_gone_is_still_closed(kube, store):
     (aid,) = store.record_plan(Plan(NOW, (scale(2, 4, "gone"),)), source="loop", state="planned")[1]
     done = actuator(kube, store, [policy("gone")]).reconcile(NOW + 60)

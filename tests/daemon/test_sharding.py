@@ -116,7 +116,7 @@ def test_each_journal_row_is_reconciled_by_exactly_one_shard_even_without_its_po
         class Actuator:
             policies: dict = {}  # noqa: RUF012 - a stand-in: this shard's policies (none left)
 
-            def reconcile(self, now, owns):  # type: ignore[no-untyped-def]
+            def reconcile(self, now, owns, budget_s=None):  # type: ignore[no-untyped-def]
                 seen.append(owns)
                 return []
 
