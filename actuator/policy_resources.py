@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from scaleahead.errors import UserError
-from scaleahead.policy import API_VERSION, Policy
+from scaleahead.policy import API_VERSION, Policy, malformed
 
 log = logging.getLogger("scaleahead.actuator.policies")
 
@@ -152,9 +152,16 @@ class ClusterPolicies:
         self.rejected = []
         rejected_targets: set[str] = set()  # assigned whole at the end: another thread may read it
         seen: dict[str, str] = {}  # workload key -> the object that targets it
-        for item in doc.get("items", []):
-            meta = item.get("metadata", {})
-            name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+        for index, item in enumerate(doc.get("items", [])):
+            # An object the API server's schema would refuse (a CRD older than this controller, or
+            # none checking it) is skipped on its own: never a failure of the whole list.
+            raw_meta = item.get("metadata") if isinstance(item, dict) else None
+            meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
+            own_name = meta.get("name") if isinstance(meta.get("name"), str) else None
+            name = f"{namespace or ('default' if raw_meta is not None else '?')}/{own_name or '?'}"
+            if not own_name:
+                name += f" (item {index + 1} of the list)"  # unnamed: which one, and two never collide
 
             def reject(
                 reason: str,
@@ -164,6 +171,8 @@ class ClusterPolicies:
                 name: str = name,
                 item: Any = item,
                 claims: bool = True,
+                own_name: str | None = own_name,
+                namespace: str | None = namespace,
             ) -> None:
                 self.invalid[name] = why
                 spec = item.get("spec") if isinstance(item, dict) else None
@@ -176,16 +185,23 @@ class ClusterPolicies:
                     ns = str(target.get("namespace") or own)
                     if self.cross_namespace or ns == own:
                         rejected_targets.add(f"{kind}/{ns}/{target['name']}")
-                if meta.get("name"):
-                    self.rejected.append(
-                        Rejected(str(meta["name"]), str(meta.get("namespace", "default")), reason, f"{why}. {hint}")
-                    )
+                if own_name:
+                    self.rejected.append(Rejected(own_name, namespace or "default", reason, f"{why}. {hint}"))
 
+            shape = malformed(item)
+            if shape is not None:
+                reject(
+                    "InvalidSpec",
+                    f"malformed object: {shape}",
+                    "Fix the object (kubectl edit); see docs/configuration.md.",
+                )
+                log.warning("policy %s is malformed and skipped: %s", name, shape, extra={"event": "policy_invalid"})
+                continue
             obj: dict[str, Any] = {
                 "apiVersion": item.get("apiVersion", API_VERSION),
                 "kind": item.get("kind", "PredictiveScalingPolicy"),
                 "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace", "default")},
-                "spec": dict(item.get("spec") or {}),
+                "spec": dict(item["spec"]),
             }
             target = obj["spec"].get("target")
             if isinstance(target, dict) and "namespace" not in target:

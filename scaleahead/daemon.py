@@ -49,6 +49,7 @@ from scaleahead.policy import Policy
 from scaleahead.retraining import RetrainResult, load_model_version, retrain
 from scaleahead.settings import Settings
 from scaleahead.types import (
+    F32_MAX,
     Action,
     ClusterState,
     Forecast,
@@ -681,9 +682,11 @@ class Daemon:
             report, lateness_s, {r: s.replicas for r, s in self.target.last_state.workloads.items()}
         )
         for ref, series in self.history.last.items():
-            finite = np.flatnonzero(np.isfinite(series.values))
-            if finite.size:
-                self.metrics.observed.labels(workload=ref.key).set(float(series.values[finite[-1]]))
+            # the newest real sample: not NaN/Inf, nor beyond float32 (a 1e300 exporter overflow
+            # counts as missing, as for the forecasters and the planner)
+            real = np.flatnonzero(np.abs(series.values) <= F32_MAX)
+            if real.size:
+                self.metrics.observed.labels(workload=ref.key).set(float(series.values[real[-1]]))
         for key in skipped:
             self.metrics.backoff.labels(workload=key).set(self.backoff.remaining(key, now))
         self.metrics.cycles.labels(result="ok").inc()

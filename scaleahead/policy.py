@@ -691,6 +691,29 @@ def check_unique_targets(located: Iterable[tuple[Policy, str]]) -> None:
         seen[key] = (policy, where)
 
 
+def malformed(doc: Any) -> str | None:
+    """Why ``doc`` is not even shaped as a policy object, or None: it is not a mapping, its
+    ``metadata`` is missing or not a mapping or has no ``name``, or its ``spec`` is not a mapping
+    (a string, a list, a number, null). The schema checks the rest (``Policy.model_validate``)."""
+    if not isinstance(doc, dict):
+        return f"the object is {_what(doc)[:80]}, not a mapping"
+    meta = doc.get("metadata")
+    if meta is None:
+        return "metadata is missing"
+    if not isinstance(meta, dict):
+        return f"metadata is {_what(meta)[:80]}, not a mapping"
+    if not isinstance(meta.get("name"), str) or not meta["name"]:
+        return (
+            "metadata.name is missing" if meta.get("name") is None else f"metadata.name is {_what(meta['name'])[:80]}"
+        )
+    spec = doc.get("spec")
+    if spec is None:
+        return "spec is missing (or null): it must be a mapping with target, demand and capacityPerReplica"
+    if not isinstance(spec, dict):
+        return f"spec is {_what(spec)[:80]}, not a mapping with target, demand and capacityPerReplica"
+    return None
+
+
 def _defaults_from_metadata(doc: dict[str, Any]) -> dict[str, Any]:
     """The target namespace defaults to the object's namespace."""
     spec = doc.get("spec")

@@ -46,7 +46,7 @@ from urllib3.exceptions import (
 )
 
 from scaleahead.errors import UserError
-from scaleahead.types import FloatArray, Series
+from scaleahead.types import F32_MAX, FloatArray, Series
 
 log = logging.getLogger("scaleahead.prometheus")
 
@@ -657,6 +657,7 @@ class _Assembly:
         self.labels: dict[str, str] | None = None
         self.bad = 0
         self.negative = 0
+        self.beyond = 0  # beyond float32 (an exporter overflow, a 1e42 glitch): kept, read as missing
         self.points = 0
         self.off_grid = 0  # samples at a time outside the range or between its steps
         self.histograms = False  # a native histogram series: "histograms", no "values"
@@ -709,6 +710,9 @@ class _Assembly:
         negative = finite & (vs < 0)  # demand is never negative: a broken query (deriv() for rate())
         self.negative += int((ok & negative).sum())
         keep = ok & finite & ~negative
+        # Kept in the series (``history`` counts and blanks them), but every reader takes them as
+        # missing (scaleahead.types.F32_MAX, forecaster.base.glitches_as_missing): said here, once.
+        self.beyond += int((keep & (vs > F32_MAX)).sum())
         self.values[idx[keep]] = vs[keep]
 
     def finish(self, stats: FetchStats) -> Series:
@@ -729,6 +733,16 @@ class _Assembly:
                 req.label,
                 req.query,
                 self.negative,
+                _metric_text(self.labels or {}),
+            )
+        if self.beyond:
+            log.warning(
+                "Workload %s, query %r: %d value(s) beyond the float32 limit (%.3g) in series %s (an exporter "
+                "overflow or a counter glitch); they count as missing.",
+                req.label,
+                req.query,
+                self.beyond,
+                F32_MAX,
                 _metric_text(self.labels or {}),
             )
         if self.off_grid:

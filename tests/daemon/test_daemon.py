@@ -785,3 +785,26 @@ def test_a_scheduled_retraining_on_too_little_history_registers_nothing(daemon_f
     daemon.run(lambda: False, max_ticks=400)  # the hour marks 04:00 and 05:00
     assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="error") == 2
     assert daemon.retrained == [] and store.models() == [] and store.rollouts() == []
+
+
+def test_the_observed_gauge_skips_a_sample_beyond_float32_as_missing(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """Before, ``scaleahead_observed_demand`` exported the newest *finite* sample, so a 1e300 from an
+    exporter's overflow (which every forecaster, the planner and ``history`` read as missing) was
+    shown as the demand. Now it shows the newest real one: the sample before the glitch."""
+    daemon, clock, _, _ = daemon_factory(n=1)
+    inner = daemon.history.inner
+
+    class Glitching:
+        def read(self, policies, now):  # type: ignore[no-untyped-def]
+            out = {}
+            for ref, s in inner.read(policies, now).items():
+                values = np.array(s.values, dtype=np.float64)
+                values[-2:] = [17.0, 1e300]  # the newest sample is an overflow, the one before it real
+                out[ref] = Series(s.name, s.start, s.step_s, values, s.unit)
+            return out
+
+    daemon.history.inner = Glitching()
+    daemon.tick(clock.now())
+    (ref,) = daemon.history.last
+    assert daemon.history.last[ref].values[-1] == 1e300, "the history still holds the glitch (read as missing)"
+    assert metric_value(daemon, "scaleahead_observed_demand", workload=ref.key) == 17.0

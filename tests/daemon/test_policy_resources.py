@@ -101,6 +101,72 @@ def test_skipped_objects_still_name_their_targets_and_a_non_list_answer_is_an_er
         source.load()
 
 
+def test_a_malformed_object_is_skipped_on_its_own_and_the_others_are_read(cluster, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Before, one object whose spec was not a mapping (``spec: hello``, which a CRD older than the
+    controller, or none, lets through) failed every load: ``dictionary update sequence element #0 has
+    length 1; 2 is required``, naming no object, writing no status, so no other policy was added,
+    removed or changed until it was deleted. Now each malformed object is skipped, logged
+    (policy_invalid, with its namespace/name and why) and, when it has a name, its status says why."""
+    import logging
+
+    from actuator.policy_resources import publishing_rejections
+
+    em, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, _cr("web", maxReplicas=30))
+    for name, spec in (("text", "hello"), ("numbers", [1, 2]), ("empty", None), ("seven", 7)):
+        body = _cr(name)
+        body["spec"] = spec
+        co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, body)
+    # objects no API server would store, put in the emulator as they are: nothing to name a status by
+    resource = f"{GROUP}/{VERSION}/{PLURAL}"
+    kind = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PredictiveScalingPolicy"}
+    em.emu.objects[resource, "shop", "noname"] = {**kind, "metadata": {"namespace": "shop"}, "spec": _cr("a")["spec"]}
+    em.emu.objects[resource, "shop", "nometa"] = {**kind, "spec": _cr("b")["spec"]}
+    em.emu.objects[resource, "shop", "textmeta"] = {**kind, "metadata": "m", "spec": _cr("c")["spec"]}
+
+    source = ClusterPolicies(api)
+    caplog.set_level(logging.WARNING, logger="scaleahead.actuator.policies")
+    load = publishing_rejections(source, PolicyStatusWriter(api), lambda: 1000.0)
+    assert [p.workload.key for p in load()] == ["Deployment/shop/web"]
+
+    assert source.invalid["shop/text"] == "malformed object: spec is the string 'hello', not a mapping with " + (
+        "target, demand and capacityPerReplica"
+    )
+    assert source.invalid["shop/numbers"].startswith("malformed object: spec is a list, not a mapping")
+    assert source.invalid["shop/empty"].startswith("malformed object: spec is missing (or null)")
+    assert source.invalid["shop/seven"].startswith("malformed object: spec is the integer 7, not a mapping")
+    unnamed = {k: v for k, v in source.invalid.items() if "/?" in k}
+    assert sorted(unnamed.values()) == [
+        "malformed object: metadata is missing",
+        "malformed object: metadata is the string 'm', not a mapping",
+        "malformed object: metadata.name is missing",
+    ]
+    assert all(" (item " in k and " of the list)" in k for k in unnamed), unnamed
+    assert any(k.startswith("shop/? (item ") for k in unnamed), "a nameless object's namespace is still said"
+
+    logged = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "policy_invalid"]
+    assert len(logged) == 7, logged
+    for key, why in source.invalid.items():
+        assert any(key in line and why.removeprefix("malformed object: ") in line for line in logged), (key, logged)
+
+    # the named ones say why in their status; the nameless ones have none to write to
+    assert sorted((r.name, r.reason) for r in source.rejected) == [
+        ("empty", "InvalidSpec"),
+        ("numbers", "InvalidSpec"),
+        ("seven", "InvalidSpec"),
+        ("text", "InvalidSpec"),
+    ]
+    for name, said in (("text", "the string 'hello'"), ("numbers", "a list"), ("empty", "missing"), ("seven", "7")):
+        cond = _accepted(co, name)
+        assert (cond["status"], cond["reason"]) == ("False", "InvalidSpec") and said in cond["message"], cond
+        assert cond["_status"]["lastReasonCode"] == "policy_rejected"
+
+    # and the good one's changes are still read: a second good policy is added
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, _cr("api"))
+    assert sorted(p.workload.key for p in load()) == ["Deployment/shop/api", "Deployment/shop/web"]
+
+
 def _status(desired: int, t: float, reason: str = "forecast") -> PolicyStatus:
     return PolicyStatus(
         "web", "shop", "Deployment/shop/web", desired, 2, 12.5, "none", f"{reason} text", reason, t, "seasonal_naive"

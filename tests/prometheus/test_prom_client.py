@@ -152,6 +152,28 @@ def test_negative_values_are_dropped_with_a_warning_saying_demand_is_never_negat
     assert "default/web" in caplog.text and "dropped 1000 negative value(s)" in caplog.text
 
 
+def test_a_value_beyond_float32_is_read_as_missing_with_a_warning_naming_the_series(prom, caplog) -> None:
+    """An exporter's overflow (1e300) was read as missing everywhere, but silently, unlike NaN, Inf
+    and negative samples: now it is said, as they are."""
+    from forecaster.base import glitches_as_missing
+    from scaleahead.observed import last_finite
+
+    start = prom.web.start + 2880 * 10
+    at = start + 500 * 10  # one glitch, at the 501st point of the range
+    query = f"{WEB} + 1e300 * (timestamp({WEB}) == bool {at:.0f})"
+    with client(prom.url) as c, caplog.at_level(logging.WARNING, logger="scaleahead.prometheus"):
+        got = c.range_series(RangeRequest("default/web", query, start, start + 999 * 10, 10.0))
+        plain = c.range_series(RangeRequest("default/web", WEB, start, start + 999 * 10, 10.0))
+    assert got.values[500] > 1e299, "kept in the series as Prometheus gave it (history counts and blanks it)"
+    expected = plain.values.copy()
+    expected[500] = np.nan
+    np.testing.assert_array_equal(glitches_as_missing(got.values), expected)  # missing, and only that one
+    assert last_finite(glitches_as_missing(got.values[:501])) == 499
+    text = caplog.text
+    assert "default/web" in text and 'workload="web"' in text, text
+    assert "1 value(s) beyond the float32 limit (3.4e+38)" in text and "they count as missing" in text, text
+
+
 def test_a_counter_reset_is_left_to_rate_and_never_gives_negative_demand(prom) -> None:
     r = prom.reset_index
     start = prom.web.start + (r - 100) * 10
