@@ -633,6 +633,18 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
     raise exc
 
 
+def _read_failure(exc: Exception, ref: WorkloadRef, fn: Any) -> str:
+    """Why ``read_state`` could not read ``ref``'s object with ``fn``: a sentence naming the workload."""
+    if isinstance(exc, ApiException | HTTPError):
+        verb, resource = _verb_resource(fn)
+        # the loop backs the workload off (its read is tried again then, not necessarily next cycle)
+        message = _error(exc, ref.key, verb, resource, ref.namespace).message
+        return message.removesuffix("; retried next cycle").removesuffix("; retried")
+    if isinstance(exc, ActuationError):
+        return exc.message if ref.key in exc.message else f"{ref.key}: {exc.message}"
+    return f"{ref.key}: unexpected object ({type(exc).__name__}: {exc})"
+
+
 def _not_json(fn: Any, target: str, resp: Any, body: bytes, what: str = "") -> ActuationError:
     """The error for a 2xx answer that is not a JSON object: says what came back and the likely cause."""
     verb, resource = _verb_resource(fn)
@@ -823,6 +835,8 @@ class KubernetesTarget:
         # per RuntimeClass: when it was read, and the overhead admission gives its pods
         self._overheads: dict[str, tuple[float, Mapping[str, Any]]] = {}
         self._overheads_unread: set[str] = set()
+        # the workloads the last read_state could not read, and why (warned once per reason)
+        self._unreadable: dict[WorkloadRef, str] = {}
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -1129,8 +1143,15 @@ class KubernetesTarget:
 
     # -- Target protocol ------------------------------------------------------------------------
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
-        """Replicas, ready replicas and readiness times per workload; one that cannot be read is left out."""
+        """Replicas, ready replicas and readiness times per workload.
+
+        A workload whose object cannot be read (an API error such as 500, 403 or 404, no answer, an
+        answer that is not JSON, a field of the wrong type) is left out of ``workloads`` and named in
+        ``unreadable`` with the reason; a warning names it when it becomes unreadable or its reason
+        changes (not again every cycle while it stays so). The loop does not plan it this cycle.
+        """
         states: dict[WorkloadRef, WorkloadState] = {}
+        unreadable: dict[WorkloadRef, str] = {}
         pods: dict[str, _PodIndex] = {}
         pods_now: dict[WorkloadRef, int] = {}  # per workload read, the pods it has now
         asked_now: dict[WorkloadRef, dict[str, int]] = {}  # ... and what those pods ask for (pod_shape)
@@ -1138,11 +1159,10 @@ class KubernetesTarget:
         templates: dict[WorkloadRef, Mapping[str, Any]] = {}  # what the workloads' pods look like
         since = self.clock.now() - self.sample_window_s
         for ref in workloads:
+            read: Any = self.custom.get_namespaced_custom_object
             try:
                 if ref.kind == "KnativeService":
-                    obj = self._raw(
-                        self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
-                    )
+                    obj = self._raw(read, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name, target=ref.key)
                     template = (obj.get("spec") or {}).get("template") or {}
                     warm = int(((template.get("metadata") or {}).get("annotations") or {}).get(MIN_SCALE, 0))
                     states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
@@ -1158,8 +1178,9 @@ class KubernetesTarget:
                     "Headroom": self.apps.read_namespaced_deployment,
                 }.get(ref.kind)
                 if read is None:
+                    unreadable[ref] = f"{ref.key}: the Kubernetes target reads no object of kind {ref.kind}"
                     continue
-                obj = self._raw(read, ref.name, ref.namespace)
+                obj = self._raw(read, ref.name, ref.namespace, target=ref.key)
                 spec = _int_field(obj, "spec.replicas", ref.key, default=1)
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
                 have = _int_field(obj, "status.replicas", ref.key, default=0)
@@ -1179,8 +1200,19 @@ class KubernetesTarget:
                     startup_samples=tuple(p.readiness_s for p in started),
                     startup_pods=tuple(p.uid for p in started),
                 )
-            except (ApiException, HTTPError, ActuationError, ValueError, TypeError):
-                continue
+            except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
+                unreadable[ref] = _read_failure(exc, ref, read)
+                for partial in (states, pods_now, asked_now, shapes, templates):
+                    partial.pop(ref, None)  # nothing half-read of it counts (quota pools included)
+        for ref, why in unreadable.items():
+            if self._unreadable.get(ref) != why:
+                log.warning(
+                    "cannot read the state of %s: %s; it is not planned until it is read",
+                    ref.key,
+                    why.removeprefix(f"{ref.key}: "),
+                    extra={"event": "state_unreadable", "workload": ref.key},
+                )
+        self._unreadable = unreadable
         self._templates = templates
         pod_quotas, resource_quotas, members, refused = (
             self._namespace_quotas(pods_now, asked_now, templates) if self.quotas else ({}, {}, {}, {})
@@ -1192,6 +1224,7 @@ class KubernetesTarget:
             pod_shapes=shapes,
             quota_members=members,
             quota_refused=refused,
+            unreadable=unreadable,
         )
         if not self.placement:
             return state

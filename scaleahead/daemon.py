@@ -7,8 +7,9 @@ triggers (cron expressions) evaluated on the loop's own clock, so a virtual cloc
 whole daemon in tests; in production they run on one worker thread so a long retraining never
 delays a tick.
 
-- Per-workload back-off: a workload whose history, forecast or action failed is not read,
-  forecast or acted on for ``interval * 2^(n-1)`` seconds (capped at ``loop.max_backoff_s``)
+- Per-workload back-off: a workload whose history, forecast, state (its object could not be read:
+  not planned that cycle) or action failed is not read, forecast or acted on for
+  ``interval * 2^(n-1)`` seconds (capped at ``loop.max_backoff_s``)
   after its n-th consecutive failure; meanwhile the planner's named fallback is reported for it
   and the other workloads go on. A whole failed cycle backs the loop off the same way.
 - Jobs: ``retrain`` (on ``jobs.retrain_cron`` and when the live error drifts past
@@ -735,7 +736,8 @@ class Daemon:
         for p in active:
             ref = p.workload
             if ref.key in report.errors:
-                failed[ref.key] = "history" if report.errors[ref.key].startswith("history:") else "forecast"
+                why = report.errors[ref.key]
+                failed[ref.key] = next((st for st in ("history", "state") if why.startswith(f"{st}:")), "forecast")
             elif not history_failed and ref not in seen:
                 failed[ref.key] = "history"
         for res in report.results:

@@ -7,7 +7,9 @@ each service's sloRisk against an HPA simulated on the same demand) -> plan -> r
 whose target reports enough readiness times is planned with the learned start-up delay
 (``planner.startup``) instead of its policy's ``startupSeconds``. Each phase is timed. A workload whose
 history or forecast fails falls back by its policy (the planner's named fallback) and the others
-go on. Used by the demo (virtual clock, simulated cluster), ``scaleahead run`` and the tests.
+go on. A workload whose state the target could not read (``ClusterState.unreadable``) is reported
+under its key at stage ``state`` and left out of the cycle's plan (no action, nothing journaled).
+Used by the demo (virtual clock, simulated cluster), ``scaleahead run`` and the tests.
 """
 
 from __future__ import annotations
@@ -583,6 +585,11 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             if p.spec.workload_class == WorkloadClass.FUNCTION and p.spec.warm_pool.enabled
         }
         state = observed_state(deps.target.read_state(refs), history, windows, ramps, keep_alive)
+        # A workload whose object the target could not read is an error at stage "state" and is not
+        # planned this cycle: planning it from no state would invent its current count.
+        unread = state.unreadable
+        for ref, why in unread.items():
+            errors[ref.key] = f"state: {why}"
     with timer.phase("startup"):
         policies, startup = deps.startup.apply(deps.policies, state)
     budget_notes: tuple[str, ...] = ()
@@ -612,6 +619,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             log.warning("risk adaptation failed: %s", exc)
             errors["risk"] = str(exc)
     with timer.phase("plan"):
+        if unread:
+            policies = [p for p in policies if p.workload not in unread]
         moves = 0
         if settings.loop.max_moves > 0 and state.nodes and deps.rebalance.due(now, settings.loop.rebalance_interval_s):
             moves = settings.loop.max_moves

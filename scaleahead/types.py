@@ -663,6 +663,11 @@ class ClusterState:
     #: namespace's LimitRange defaults) leaves unset ("must specify requests.cpu"). The planner holds
     #: them at their current count instead of planning pods the API server would refuse.
     quota_refused: Mapping[WorkloadRef, str] = field(default_factory=dict)
+    #: Workloads asked for whose object could not be read, and why (the API server's status or the
+    #: field at fault, naming the workload). They are not in ``workloads``; the control loop reports
+    #: each as an error at stage ``state`` and leaves it out of the cycle's plan rather than plan it
+    #: from a count it does not know. Empty from targets that always read every workload.
+    unreadable: Mapping[WorkloadRef, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

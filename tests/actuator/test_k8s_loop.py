@@ -256,3 +256,40 @@ def test_a_functions_warm_instances_share_the_namespace_pod_quota_with_a_service
     assert "namespace default pod quota 3 is short of the" in held.reason.message
     assert [r.state for r in store.actions(plan_id=report.plan_id)] == ["applied"]  # the warm pool's
     assert any("pod quota leaves room for 3 pods of its 2 managed workloads" in n for n in report.plan.notes)
+
+
+def test_a_workload_whose_deployment_cannot_be_read_is_not_planned_and_the_others_are(kube, tmp_path, caplog):
+    """GET of web0's Deployment answers 500: web0 is reported under its key at stage ``state`` and
+    left out of the plan (no action, no journaled row: nothing planned from an invented current
+    count), with a warning naming it and the status; web1 is planned and applied as usual."""
+    import logging
+
+    from kubeemu import Fault
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web0", deployment(2, labels={"app": "web0"}))
+    kube.cluster.put(DEPLOYMENTS, "default", "web1", deployment(2, labels={"app": "web1"}))
+    pols = [policy("web0", max_replicas=50), policy("web1", max_replicas=50)]
+    store = Store(f"sqlite:///{tmp_path / 'unread.db'}")
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=2.0)
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
+    deps = Deps(RisingDemand(), model, target, store, pols, actuator=Actuator(target, store, pols))
+    kube.cluster.faults.append(Fault("GET", "/deployments/web0", status=500, times=10_000))
+    caplog.set_level(logging.WARNING)
+    report = run_once(deps, Settings(), T0)
+    why = report.errors.get("Deployment/default/web0", "")
+    assert why.startswith("state:") and "500" in why, report.errors
+    assert [a.workload.name for a in report.plan.actions] == ["web1"], report.plan.actions
+    assert "Deployment/default/web0" not in {ref.key for ref in report.plan.fallbacks}
+    assert [(r.action.workload.name, r.outcome) for r in report.results] == [("web1", "applied")]
+    assert [r.target for r in store.actions()] == ["Deployment/default/web1"]
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web0")["spec"]["replicas"] == 2
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web1")["spec"]["replicas"] > 2
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("Deployment/default/web0" in m and "500" in m for m in warned), warned
+    # Once the API server answers again, web0 is planned (and scaled) like web1.
+    kube.cluster.faults.clear()
+    again = run_once(deps, Settings(), T0 + 10)
+    assert "Deployment/default/web0" not in again.errors
+    assert {a.workload.name for a in again.plan.actions} == {"web0", "web1"}
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web0")["spec"]["replicas"] > 2

@@ -286,6 +286,21 @@ def test_read_state_reports_replicas_ready_replicas_and_warm_instances(kube):
     assert gone not in state.workloads
 
 
+def test_read_state_reports_a_deployment_it_cannot_read_as_unreadable_with_the_status(kube):
+    """A 500 on GET of one Deployment: it is not left out silently (the loop would plan it from no
+    state), it is named in ``unreadable`` with the status; the other workload is read as usual."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web0", deployment(2))
+    kube.cluster.put(DEPLOYMENTS, "default", "web1", deployment(3))
+    kube.cluster.faults.append(Fault("GET", "/deployments/web0", status=500, times=10))
+    web0, web1, gone = (WorkloadRef("Deployment", "default", n) for n in ("web0", "web1", "gone"))
+    state = KubernetesTarget(kube.api_client(), [], timeout_s=2.0).read_state([web0, web1, gone])
+    assert web0 not in state.workloads
+    assert state.workloads[web1].replicas == 3
+    assert set(state.unreadable) == {web0, gone}
+    assert "Deployment/default/web0" in state.unreadable[web0] and "500" in state.unreadable[web0]
+    assert "does not exist (404)" in state.unreadable[gone]
+
+
 def test_the_plain_target_protocol_applies_one_action_and_fails_on_a_missing_object(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     target = KubernetesTarget(kube.api_client(), [policy()])

@@ -185,6 +185,59 @@ def test_an_action_the_leader_could_not_reconcile_is_settled_once_the_api_server
     daemon.shutdown()
 
 
+def test_a_workload_whose_deployment_cannot_be_read_backs_off_at_stage_state_and_the_other_is_scaled(  # type: ignore[no-untyped-def]
+    prometheus, kube, tmp_path, caplog
+) -> None:
+    """The API server answers GET of web0's Deployment with 500. web0 is not planned from an
+    invented state (until 2026-12-05 it was held "at 1: stale history" while it ran 2, with no
+    error): it is reported at stage ``state``, backed off like a history or forecast error, with
+    nothing journaled for it; web1 is planned and scaled. Once the API server answers, web0 is
+    planned and scaled again."""
+    import logging
+
+    from kubeemu import Fault
+
+    url, start = prometheus
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    store = Store(f"sqlite:///{tmp_path / 'unread.db'}")
+    history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=1.2 * DAY)
+    t0 = start + 1.2 * DAY
+    clock = VirtualClock(t0)
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"
+    settings.actuation.namespace = "scaleahead-system"
+    target, actuator, leader = cluster_actuation(kube.api_client(), store, pols, settings, clock, "pod-a")
+    model = make_model("seasonal_naive").fit(list(history.read(pols, t0).values()))
+    daemon = Daemon(Deps(history, model, target, store, pols, actuator=actuator), settings, clock, leadership=leader)
+    reg = daemon.metrics.registry
+    web0, web1 = (p.workload.key for p in pols)
+    kube.cluster.faults.append(Fault("GET", "/deployments/web0", status=500, times=10_000))
+    caplog.set_level(logging.WARNING)
+    report = daemon.tick(clock.now()).report
+    assert report is not None
+    assert report.errors.get(web0, "").startswith("state:") and "500" in report.errors[web0], report.errors
+    assert [a.target for a in report.plan.actions] == [web1], report.plan.actions
+    assert [(r.action.target, r.outcome) for r in report.results] == [(web1, "applied")], report.results
+    assert {a.target for a in store.actions()} == {web1}
+    assert kube.cluster.get(DEPLOYMENTS, "shop", "web0")["spec"]["replicas"] == 2
+    assert kube.cluster.get(DEPLOYMENTS, "shop", "web1")["spec"]["replicas"] > 2
+    assert reg.get_sample_value("scaleahead_workload_errors_total", {"workload": web0, "stage": "state"}) == 1
+    assert (reg.get_sample_value("scaleahead_workload_backoff_seconds", {"workload": web0}) or 0) > 0
+    assert not reg.get_sample_value("scaleahead_workload_backoff_seconds", {"workload": web1})
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and web0 in r.getMessage()]
+    assert any("500" in m for m in warned) and any("state" in m and "backing off" in m for m in warned), warned
+    kube.cluster.faults.clear()  # the API server answers again: after the back-off web0 is planned
+    clock.sleep(settings.loop.interval_s * 2)
+    report = daemon.tick(clock.now()).report
+    assert report is not None and web0 not in report.errors, report.errors
+    assert {a.target for a in report.plan.actions} == {web0, web1}
+    assert kube.cluster.get(DEPLOYMENTS, "shop", "web0")["spec"]["replicas"] > 2
+    assert reg.get_sample_value("scaleahead_workload_backoff_seconds", {"workload": web0}) == 0
+    daemon.shutdown()
+
+
 def test_a_standby_replica_never_writes_to_the_cluster(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
     url, start = prometheus
     pols = _policies()
