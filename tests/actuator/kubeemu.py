@@ -50,6 +50,7 @@ class Fault:
     after: bool = False  # delay after handling: the change lands, the answer comes too late
     html: str = ""  # answer 200 with this text/html body instead (an authenticating proxy's login page)
     message: str = ""  # the Status message of the answer (default: "injected <status>")
+    skip: int = 0  # let this many matching requests through first (e.g. the read before a write)
 
     def matches(self, method: str, path: str) -> bool:
         return method.upper() == self.method.upper() and self.path_contains in path
@@ -76,6 +77,9 @@ class Cluster(kmock.KubernetesEmulator):
         method, path = str(request.method.value), request.url.path
         for fault in list(self.faults):
             if fault.matches(method, path):
+                if fault.skip > 0:
+                    fault.skip -= 1
+                    continue
                 fault.times -= 1
                 if fault.times <= 0:
                     self.faults.remove(fault)

@@ -254,6 +254,7 @@ def test_a_write_whose_answer_was_lost_but_landed_is_released(kube: Any, store: 
     pols = [policy("fn", kind="KnativeService")]
     with_policy = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=0.5), store, pols)
     kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=1.5, after=True))  # lands, answer too late
+    kube.cluster.faults.append(Fault("GET", "/services/fn", status=500, skip=1))  # and the read after it fails
     res = with_policy.apply_plan(Plan(1100.0, (SetWarmPool(FN, 3, 4, 600.0, R),)), 1100.0)
     assert res[0].outcome == "failed" and _min_scale(kube) == "4"
     assert store.managed_field(FN.key).written_value == 3  # type: ignore[union-attr] - the 4 is an intent
@@ -350,6 +351,7 @@ def test_a_function_warmed_from_0_whose_answer_was_lost_is_still_released(
     pols = [policy("fn", kind="KnativeService")]
     act = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=0.5), store, pols)
     kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=1.5, after=True))  # lands, answer too late
+    kube.cluster.faults.append(Fault("GET", "/services/fn", status=500, skip=1))  # and the read after it fails
     now = daemon.clock.now()
     assert act.apply_plan(Plan(now, (SetWarmPool(FN, 0, 3, 600.0, R),)), now)[0].outcome == "failed"
     mf = store.managed_field(FN.key)
