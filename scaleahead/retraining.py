@@ -131,7 +131,10 @@ def load_model_version(
             try:
                 learned = LSTMForecaster.load(path, step_s=step_s)
             except CheckpointError as exc:
-                raise DataError(f"Model version {model_id}: {exc.message}", "Retrain it.") from exc
+                msg = exc.message
+                if data is not None:  # not the temporary copy's path: where the checkpoint is kept
+                    msg = msg.replace(str(path), "stored in the database")
+                raise DataError(f"Model version {model_id}: {msg}", "Retrain it.") from exc
             if learned.spec is not None and horizon_s is not None:
                 need = horizon_steps_for(step_s, horizon_s)
                 if learned.spec.horizon_steps < need:

@@ -176,3 +176,18 @@ def test_a_missing_file_beside_an_intact_stored_copy_is_promoted_with_a_note(
     said = " ".join(out.split())
     assert f"note: the checkpoint file {path} is missing; the daemon loads the intact copy" in said
     assert [store.model(i).status for i in (champion, new)] == ["retired", "champion"]
+
+
+def test_a_damaged_checkpoint_in_the_database_is_named_as_such_not_by_a_temporary_path(
+    tmp_path: Path, checkpoint: bytes
+) -> None:
+    """The daemon's warning named /tmp/scaleahead-model-XXXX/model.ckpt, a copy deleted since
+    (found by the fault-injection audit of 2026-12-05)."""
+    from scaleahead.errors import DataError
+    from scaleahead.retraining import load_model_version
+
+    _, store, champion = _with_champion(tmp_path, _in_the_pickle(checkpoint))
+    with pytest.raises(DataError) as err:
+        load_model_version(store, champion, 10.0, [])
+    assert f"Model version {champion}: LSTM checkpoint stored in the database is corrupt" in err.value.message
+    assert "scaleahead-model-" not in str(err.value)

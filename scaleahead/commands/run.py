@@ -169,9 +169,9 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
             loaded = load_model_version(store, versions[-1].id, step, history, settings.forecast.horizon_s)
             return loaded, versions[-1].id
         except DataError as exc:
-            why = f"{exc.what} Fallback: {fallback!r}."
+            why = f"{exc.what} Fallback: {fallback!r}"
     log.warning(
-        "%s; train one (scaleahead train --model %s, or train-distributed for lstm) and promote it",
+        "%s. Train one (scaleahead train --model %s, or train-distributed for lstm) and promote it.",
         why,
         name,
         extra={"event": "model_fallback", "reason": why},
