@@ -996,7 +996,7 @@ class KubernetesTarget:
                 return ""
             return f"cannot read ConfigMap {namespace}/{name} ({exc.status} {exc.reason})"
         except HTTPError as exc:
-            return f"cannot read ConfigMap {namespace}/{name} ({type(exc).__name__})"
+            return f"cannot read ConfigMap {namespace}/{name} (no answer from the API server: {type(exc).__name__})"
         except ActuationError as exc:  # an answer that is not JSON: the switch is not seen
             return f"cannot read ConfigMap {namespace}/{name} ({exc.message})"
         if str((cm.get("data") or {}).get("paused", "")).strip().lower() == "true":

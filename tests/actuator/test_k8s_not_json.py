@@ -118,3 +118,17 @@ def test_an_html_answer_to_the_lease_read_means_not_leader(kube):
     assert kube.cluster.get(LEASES, "scaleahead", "scaleahead-leader") is not None
     kube.cluster.faults.append(Fault("GET", "/leases/scaleahead-leader", html=LOGIN))
     elector.release(NOW + 2)  # a not-JSON answer on release gives up quietly too
+
+
+def test_a_kill_switch_read_that_times_out_pauses_the_plan_and_says_there_was_no_answer(kube, store):
+    """It said "(MaxRetryError)" alone (found by the fault-injection audit of 2026-12-05)."""
+    act = two_deployments(kube, store, kill_switch=None)
+    act.target.timeout_s = 0.5  # type: ignore[attr-defined]
+    target = act.target
+    act.kill_switch = lambda: target.kill_switch("scaleahead", "scaleahead-kill-switch")
+    kube.cluster.put(CONFIGMAPS, "scaleahead", "scaleahead-kill-switch", {"data": {"paused": "false"}})
+    kube.cluster.faults.append(Fault("GET", "/configmaps/scaleahead-kill-switch", delay_s=2.0))
+    results = act.apply_plan(Plan(NOW, (scale("a"), scale("b"))), NOW)
+    assert [r.outcome for r in results] == ["skipped", "skipped"]
+    said = "cannot read ConfigMap scaleahead/scaleahead-kill-switch (no answer from the API server: "
+    assert said in results[0].detail, results[0].detail
