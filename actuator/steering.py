@@ -168,6 +168,15 @@ class SteeringWebhook:
         if self.on_review is not None:
             self.on_review(what)
 
+    def refuse(self, why: str) -> dict[str, Any]:
+        """The answer to a request whose body is not read (its length refused): the pod is allowed
+        unchanged, counted under ``errors`` like any review that could not be read."""
+        self._count("errors")
+        log.warning(
+            "pod steering webhook: %s; the pod is allowed unchanged", why, extra={"event": "webhook_error", "uid": ""}
+        )
+        return _allowed("")
+
     def review(self, body: bytes) -> dict[str, Any]:
         """The AdmissionReview answer to ``body``; never raises, never refuses a pod."""
         uid = ""
@@ -256,8 +265,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             length = -1
         if length < 0 or length > MAX_BODY:
-            log.warning("pod steering webhook: body length %s refused; the pod is allowed unchanged", length)
-            self._send(200, json.dumps(_allowed("")).encode())
+            shown = self.headers.get("Content-Length")
+            self.close_connection = True  # the body is not read: the connection cannot be reused
+            self._send(200, json.dumps(self.webhook.refuse(f"body length {shown!r} refused")).encode())
             return
         body = self.rfile.read(length)
         self._send(200, json.dumps(self.webhook.review(body)).encode())

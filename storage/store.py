@@ -224,6 +224,23 @@ class ValueTooLong(UserError):
         self.column, self.limit, self.length = column, limit, len(value)
 
 
+#: Seconds to wait for a PostgreSQL server to accept a connection (libpq's ``connect_timeout``,
+#: unless the URL sets one): a server that accepts TCP but never answers held a cycle, or a pod
+#: steering review, for as long as the kernel kept the socket (found in an audit, 2026-12-05).
+PG_CONNECT_TIMEOUT_S = 5
+
+
+def _connect_args(url: str) -> dict[str, Any]:
+    """The driver's connect arguments: a connect timeout for PostgreSQL (none for SQLite)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - create_engine says what is wrong with the URL
+        return {}
+    if parsed.get_backend_name() != "postgresql" or "connect_timeout" in parsed.query:
+        return {}
+    return {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+
+
 def _check_lengths(table: Any, values: Mapping[str, Any]) -> None:
     """Refuse (``ValueTooLong``) a string in ``values`` (column name -> value) longer than its
     column of ``table`` holds."""
@@ -390,7 +407,9 @@ class Store:
         if path is not None:
             self._check_sqlite_file(path)
         try:
-            self.engine: Engine = create_engine(self.url, future=True, json_serializer=json_dumps)
+            self.engine: Engine = create_engine(
+                self.url, future=True, json_serializer=json_dumps, connect_args=_connect_args(self.url)
+            )
         except (SQLAlchemyError, ImportError, ValueError) as exc:
             shown = _hide_password(self.url)
             scheme = shown.split("://", 1)[0] if "://" in shown else ""
@@ -522,6 +541,12 @@ class Store:
         try:
             yield
         except OperationalError as exc:
+            if self.engine.dialect.name == "sqlite" and "locked" in str(exc.orig):
+                raise UserError(
+                    f"The database {self._safe_url()} is locked by another process (a running scaleahead, "
+                    f"or another tool holding a write transaction): {exc.orig}.",
+                    "Try again when that process is done (stop it for a schema upgrade); nothing was written.",
+                ) from exc
             raise UserError(
                 f"Cannot reach or write the database {self._safe_url()}: {exc.orig}.",
                 "Check that the server is running and the URL (host, port, user, database) is right, "

@@ -499,3 +499,55 @@ def test_postgresqls_own_value_too_long_is_one_paragraph_too(db_url: str, monkey
     with pytest.raises(UserError, match=r"refused a value: value too long for type character varying\(128\)"):
         store.create_rollout("g" * 200, "shadow", "1", "2", now=1.0)
     store.close()
+
+
+def test_db_upgrade_on_a_database_another_process_holds_locked_says_so_not_to_check_the_server(
+    tmp_path: Path,
+) -> None:
+    """It said "Check that the server is running ... or leave --db out", which points at another
+    database (found in the audit of 2026-12-05)."""
+    path = tmp_path / "lock.db"
+    Store(f"sqlite:///{path}", upgrade=False).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        proc = cli("db", "upgrade", "--db", f"sqlite:///{path}")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "is locked by another process" in said and "nothing was written" in said, said
+    assert "leaving --db out" not in said
+
+
+def test_a_postgresql_server_that_accepts_but_never_answers_is_given_up_after_the_connect_timeout() -> None:
+    """A socket that accepts connections and never speaks: the store waited as long as the kernel
+    kept it (a cycle, or a pod steering review, held for minutes)."""
+    import socket
+    import threading
+
+    from storage.store import PG_CONNECT_TIMEOUT_S, _connect_args
+
+    assert _connect_args("postgresql+psycopg://u:p@db/x") == {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+    assert _connect_args("postgresql+psycopg://u:p@db/x?connect_timeout=2") == {}  # the URL's own wins
+    assert _connect_args("sqlite:///x.db") == {}
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"postgresql+psycopg://u:p@127.0.0.1:{silent.getsockname()[1]}/x"
+        outcome: list[BaseException | None] = []
+
+        def connect() -> None:
+            try:
+                Store(url).close()
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                outcome.append(exc)
+
+        worker = threading.Thread(target=connect, daemon=True)
+        worker.start()
+        worker.join(timeout=PG_CONNECT_TIMEOUT_S * 4 + 10)
+        assert outcome, "still waiting for the server: no connect timeout"
+    assert isinstance(outcome[0], UserError), outcome
+    assert "Cannot reach or write the database" in str(outcome[0]) and "p@" not in str(outcome[0])

@@ -92,6 +92,7 @@ def https(store, certs, clock):
 
     post.webhook = webhook  # type: ignore[attr-defined]
     post.webhook_port = port  # type: ignore[attr-defined]
+    post.certs = certs  # type: ignore[attr-defined]
     yield post
     server.shutdown()
     server.server_close()
@@ -301,6 +302,27 @@ def test_a_malformed_review_is_allowed_without_a_patch_and_logged(store, https, 
     )
     assert store.steers()[0].state == "pending"
     assert https.webhook.counts["errors"] == 1
+
+
+@pytest.mark.parametrize("length", ["-5", "abc", str(64 * 1024 * 1024)])
+def test_a_refused_body_length_is_answered_allowed_and_counted_as_an_error(store, https, length):
+    """The refusal was answered but counted nowhere: scaleahead_webhook_reviews_total did not see
+    it (found in the audit of 2026-12-05)."""
+    store.add_steer("default", "ReplicaSet", RS, "old", "n2", NOW, TTL)
+    context = ssl.create_default_context(cafile=str(https.certs / "ca.crt"))
+    conn = http.client.HTTPSConnection("localhost", https.webhook_port, context=context, timeout=10)
+    try:
+        conn.putrequest("POST", WEBHOOK_PATH)
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", length)
+        conn.endheaders()
+        resp = conn.getresponse()
+        status, answer = resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+    assert status == 200 and answer["response"] == {"uid": "", "allowed": True}
+    assert https.webhook.counts == {"steered": 0, "passed": 0, "errors": 1}
+    assert store.steers()[0].state == "pending"
 
 
 def test_a_database_error_still_allows_the_pod_unchanged(store, clock, caplog):
