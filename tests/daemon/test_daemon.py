@@ -251,6 +251,43 @@ def test_the_accuracy_report_is_written_on_its_schedule(daemon_factory, tmp_path
         assert stats["wape"] >= 0
 
 
+def test_a_report_that_cannot_be_written_keeps_its_counts_for_the_next_one(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path, caplog
+) -> None:
+    """The reports folder replaced by a file: the job fails saying so (no traceback), and nothing
+    scored is lost: the next report covers the whole period since the last one written."""
+    from datetime import UTC, datetime
+
+    reports = tmp_path / "reports"
+    daemon, clock, _, _ = daemon_factory(n=2, report_dir=reports)
+    start = clock.now()
+    daemon.run(lambda: False, max_ticks=200)  # ~33 min: forecasts mature and are scored
+    before = {ref.key: d.forecasts for ref, d in daemon.live.daily.items()}
+    assert len(before) == 2 and all(n > 0 for n in before.values())
+    reports.write_text("not a folder")
+    now = clock.now()
+    with caplog.at_level("WARNING", logger="scaleahead"):
+        assert daemon._record_job("accuracy_report", now, lambda: daemon.accuracy_report(now)) is None
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="accuracy_report", result="error") == 1
+    assert {ref.key: d.forecasts for ref, d in daemon.live.daily.items()} == before
+    assert daemon.report_since == start and not daemon.reports
+    (failed,) = [r for r in caplog.records if getattr(r, "event", "") == "job_failed"]
+    said = failed.getMessage()
+    assert str(reports / "accuracy-") in said and "counts are kept" in said and "Make " in said
+    assert failed.exc_info is None, "a foreseeable failure gets no traceback"
+    reports.unlink()
+    daemon.run(lambda: False, max_ticks=200)  # more forecasts are scored meanwhile
+    now = clock.now()
+    path = daemon.accuracy_report(now)
+    assert path is not None and daemon.reports == [path]
+    doc = json.loads(path.read_text())
+    assert doc["period_start"] == datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for key, n in before.items():
+        assert doc["workloads"][key]["forecasts"] > n, "the scores of the failed period are in the next report"
+    assert [p.name for p in reports.iterdir()] == [path.name], "no temporary file is left"
+    assert daemon.live.daily == {} and daemon.report_since == now
+
+
 def test_the_daily_accuracy_of_hand_built_forecasts_is_exact() -> None:
     """Known errors in, exact WAPE, MAE and q90 coverage out (per workload and per model version)."""
     a = WorkloadRef("Deployment", "shop", "a")
@@ -297,6 +334,32 @@ def test_the_daily_accuracy_of_hand_built_forecasts_is_exact() -> None:
     assert live.matured == 2
     assert live.overall() == pytest.approx((0.25 + 2.0 / 15.0) / 2)
     assert live.take_daily() == ({}, {}), "taking the day's numbers resets them"
+
+
+def test_counts_taken_for_a_report_that_fails_are_put_back_with_those_scored_meanwhile() -> None:
+    a = WorkloadRef("Deployment", "shop", "a")
+    origin, step = 1_000_000.0, 10.0
+    live = LiveError(sample_interval_s=300.0)
+
+    def score(at: float, version: int | None) -> None:
+        fc = Forecast(a, at, step, {0.5: np.full(4, 10.0), 0.9: np.full(4, 12.0)})
+        live.observe({a: fc}, {}, now=at, versions={a: version})
+        live.observe({}, {a: Series(a.key, at, step, np.full(4, 8.0))}, now=at + 4 * step)
+
+    score(origin, 1)
+
+    def write_fails() -> None:
+        with live.daily_taken() as (per, _):
+            assert per[a.key]["forecasts"] == 1
+            score(origin + 600.0, 2)  # scored on the loop's thread while the report is being written
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_fails()
+    per, totals = live.take_daily()
+    assert per[a.key]["forecasts"] == 2 and per[a.key]["steps"] == 8
+    assert per[a.key]["mae"] == pytest.approx(2.0)
+    assert totals == {"1": 1, "2": 1}
 
 
 def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> None:  # type: ignore[no-untyped-def]
