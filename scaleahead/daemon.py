@@ -1293,7 +1293,10 @@ class Daemon:
         """Delete records past their retention: forecasts; plans with their actions; pod steers no
         longer pending and recorded risk-adaptation steps of workloads this process (its shard) has
         no policy for (after the plans' retention); and the checkpoints of model versions no one
-        can need (``Store.prune_model_checkpoints``), with their files in the artifact folder."""
+        can need (``Store.prune_model_checkpoints``), with their files in the artifact folder: each
+        file first, then its stored copy; a file that cannot be deleted is logged
+        (``checkpoint_file_not_deleted``) and its version keeps its stored copy until a later prune
+        deletes both (``checkpoint_files_not_deleted`` in the result counts them)."""
         store = self.deps.store
         if store is None:
             return {}
@@ -1309,17 +1312,37 @@ class Daemon:
             in_use = [r.model_version_id for _, r in self.trials.values()]
         if self.deps.model_version_id is not None:
             in_use.append(self.deps.model_version_id)
+        files, kept = 0, 0
+        folder = self.artifact_dir.resolve() if self.artifact_dir is not None else None
+
+        def remove_file(model_id: int, artifact_path: str) -> bool:
+            """Delete a pruned version's checkpoint file when it lies in our artifact folder; False
+            when it could not be deleted (the version then keeps its stored copy: tried again next time)."""
+            nonlocal files, kept
+            path = Path(artifact_path) if artifact_path else None
+            try:
+                if folder is None or path is None or path.resolve().parent != folder or not path.is_file():
+                    return True  # not a file of ours, or gone already
+                path.unlink()
+            except FileNotFoundError:
+                return True
+            except OSError as exc:
+                kept += 1
+                log.warning(
+                    "the checkpoint file %s of model version %d could not be deleted (%s); the version keeps its "
+                    "checkpoint in the database and the next prune tries again",
+                    path,
+                    model_id,
+                    exc.strerror or exc,
+                    extra={"event": "checkpoint_file_not_deleted", "model_version_id": model_id, "path": str(path)},
+                )
+                return False
+            files += 1
+            return True
+
         pruned = store.prune_model_checkpoints(
-            now - j.model_retention_days * 86400.0, j.keep_retired_models, now, in_use=in_use
+            now - j.model_retention_days * 86400.0, j.keep_retired_models, now, in_use=in_use, remove_file=remove_file
         )
-        files = 0
-        if self.artifact_dir is not None and pruned:
-            folder = self.artifact_dir.resolve()
-            for mid in pruned:
-                path = store.model(mid).artifact_path
-                if path and Path(path).resolve().parent == folder and Path(path).is_file():
-                    Path(path).unlink()
-                    files += 1
         out = {
             "forecasts": forecasts,
             "plans": plans,
@@ -1328,8 +1351,10 @@ class Daemon:
             "risk_factors": risk,
             "checkpoints": len(pruned),
             "checkpoint_files": files,
+            "checkpoint_files_not_deleted": kept,
         }
-        log.info("pruned old records", extra={"event": "prune", **out})
+        # A file that could not be deleted was named in its own warning; the count says it here too.
+        log.log(logging.WARNING if kept else logging.INFO, "pruned old records", extra={"event": "prune", **out})
         return out
 
     # -- the ticker ------------------------------------------------------------------------------

@@ -412,6 +412,50 @@ def test_pruning_deletes_unneeded_checkpoints_and_only_their_files_in_the_artifa
     assert elsewhere.is_file(), "a file outside the daemon's artifact folder is not the daemon's to delete"
 
 
+def test_a_checkpoint_file_that_cannot_be_deleted_keeps_its_version_for_the_next_prune(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """One file refuses deletion (a read-only volume): it is named with the reason, its version keeps
+    its stored checkpoint, the others are pruned, and the next prune deletes both."""
+    import time
+
+    folder = tmp_path / "artifacts"
+    daemon, _, _, store = daemon_factory(n=1, artifact_dir=folder)
+    folder.mkdir()
+    ids = {}
+    for i in range(3):
+        path = folder / f"lstm-{i}.ckpt"
+        path.write_bytes(b"checkpoint")
+        ids[path.name] = store.register_model(
+            f"m{i}", "lstm", status="challenger", artifact_path=str(path), artifact=b"checkpoint"
+        )
+    stuck = folder / "lstm-1.ckpt"
+    unlink = Path.unlink
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        if self == stuck:
+            raise PermissionError(13, "Permission denied", str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    now = time.time() + 40 * DAY  # every version is older than model_retention_days (30)
+    with caplog.at_level("WARNING", logger="scaleahead"):
+        out = daemon._record_job("prune", now, lambda: daemon.prune(now))
+    assert isinstance(out, dict)
+    assert (out["checkpoints"], out["checkpoint_files"], out["checkpoint_files_not_deleted"]) == (2, 2, 1)
+    assert [p.name for p in folder.iterdir()] == [stuck.name]
+    assert store.models_with_artifacts() == {ids[stuck.name]}, "the undeleted file's version keeps its stored copy"
+    assert "checkpoint_pruned_at" not in store.model(ids[stuck.name]).metrics
+    (warned,) = [r for r in caplog.records if getattr(r, "event", "") == "checkpoint_file_not_deleted"]
+    assert str(stuck) in warned.getMessage() and "Permission denied" in warned.getMessage()
+    (event,) = [r for r in caplog.records if getattr(r, "event", "") == "prune"]
+    assert getattr(event, "checkpoint_files_not_deleted", None) == 1
+    monkeypatch.setattr(Path, "unlink", unlink)
+    out = daemon.prune(now + 60)
+    assert (out["checkpoints"], out["checkpoint_files"], out["checkpoint_files_not_deleted"]) == (1, 1, 0)
+    assert list(folder.iterdir()) == [] and store.models_with_artifacts() == set()
+
+
 def test_a_standby_replica_serves_metrics_but_never_acts(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     class NotLeader:
         def is_leader(self, now: float) -> bool:
