@@ -44,6 +44,7 @@ from actuator.base import ActionResult, Target
 from forecaster.invocations import InvocationForecaster
 from forecaster.registry import LEARNED
 from scaleahead.clock import Clock
+from scaleahead.commands import check_folder
 from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
 from scaleahead.observability import Health, Metrics
@@ -1030,6 +1031,8 @@ class Daemon:
         if self.deps.store is None:
             log.warning("retraining needs a database; skipped", extra={"event": "retrain_skipped"})
             return None
+        if self.artifact_dir is not None:  # before the fit (minutes): a folder gone failed only after it
+            self._check_artifact_dir(self.artifact_dir)
         try:
             history = self.training_history.read(self.deps.policies, now)
             result = retrain(
@@ -1066,6 +1069,23 @@ class Daemon:
                         self.trials[row.group] = (row.id, result)
                 self.follow_rollout(now)
         return result
+
+    @staticmethod
+    def _check_artifact_dir(folder: Path) -> None:
+        """Make ``folder`` (``--artifacts``/models) if missing and check it can be written, as ``run
+        --artifacts`` checks the folder at start-up; a ``UserError`` saying what to do when it cannot
+        (the volume gone or read-only, a file in its place since the start)."""
+        what = "the checkpoint folder (under --artifacts)"
+        try:
+            check_folder(folder, what, create=False)  # names an ancestor that is a file
+            check_folder(folder, what)  # made now, and written in
+        except UserError as exc:
+            raise UserError(
+                f"Retraining skipped before fitting: {exc.what}",
+                f"Make {folder} a writable folder again (the volume mounted, not a file, not read-only), or restart "
+                "`scaleahead run` with --artifacts naming one; the next retraining (jobs.retrain_cron, or drift) "
+                "checks it again. Nothing was fitted or registered.",
+            ) from exc
 
     @property
     def trial(self) -> tuple[int, RetrainResult] | None:
