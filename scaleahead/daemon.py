@@ -20,13 +20,14 @@ delays a tick.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import statistics
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ from actuator.base import ActionResult, Target
 from forecaster.invocations import InvocationForecaster
 from forecaster.registry import LEARNED
 from scaleahead.clock import Clock
+from scaleahead.commands import check_folder
 from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
 from scaleahead.observability import Health, Metrics
@@ -190,6 +192,16 @@ class _Daily:
     #: Forecasts scored per model version that made them (a rollout or a promotion mixes them).
     versions: dict[int | None, int] = field(default_factory=dict)
 
+    def add(self, other: _Daily) -> None:
+        """Count ``other``'s scores in too."""
+        self.abs_err += other.abs_err
+        self.actual += other.actual
+        self.under_q90 += other.under_q90
+        self.scored += other.scored
+        self.forecasts += other.forecasts
+        for v, n in other.versions.items():
+            self.versions[v] = self.versions.get(v, 0) + n
+
 
 class LiveError:
     """Scores forecasts against the demand observed later: WAPE of the median per workload.
@@ -285,9 +297,30 @@ class LiveError:
     def take_daily(self) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
         """The accumulated per-workload accuracy since the last call, then reset; and the forecasts
         scored per model version that made them, over all workloads."""
-        out: dict[str, dict[str, Any]] = {}
+        with self.daily_taken() as out:
+            return out
+
+    @contextlib.contextmanager
+    def daily_taken(self) -> Iterator[tuple[dict[str, dict[str, Any]], dict[str, int]]]:
+        """``take_daily``'s numbers, reset only when the ``with`` block ends without an exception:
+        when it raises (the report could not be written) they are put back, with the scores that
+        landed meanwhile, so the next take covers the whole period."""
         with self.daily_lock:  # no score lands between the read and the reset
             daily, self.daily = self.daily, {}
+        try:
+            yield self._summary(daily)
+        except BaseException:
+            with self.daily_lock:
+                for ref, d in daily.items():
+                    later = self.daily.get(ref)
+                    if later is not None:
+                        d.add(later)
+                    self.daily[ref] = d
+            raise
+
+    @staticmethod
+    def _summary(daily: Mapping[WorkloadRef, _Daily]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+        out: dict[str, dict[str, Any]] = {}
         totals: dict[int | None, int] = {}
         for ref, d in sorted(daily.items()):
             out[ref.key] = {
@@ -980,6 +1013,10 @@ class Daemon:
         except DataError:  # the job said why (e.g. retrain_skipped); no traceback
             self.metrics.job_ended(name, "error", now)
             return None
+        except UserError as exc:  # foreseeable (a folder gone or not writable): what and what to do, no traceback
+            self.metrics.job_ended(name, "error", now)
+            log.error("job %s failed: %s", name, exc.message, extra={"event": "job_failed", "job": name})
+            return None
         except Exception as exc:  # noqa: BLE001 - a failed job must not stop the loop
             self.metrics.job_ended(name, "error", now)
             log.exception("job %s failed: %s", name, exc, extra={"event": "job_failed", "job": name})
@@ -994,6 +1031,8 @@ class Daemon:
         if self.deps.store is None:
             log.warning("retraining needs a database; skipped", extra={"event": "retrain_skipped"})
             return None
+        if self.artifact_dir is not None:  # before the fit (minutes): a folder gone failed only after it
+            self._check_artifact_dir(self.artifact_dir)
         try:
             history = self.training_history.read(self.deps.policies, now)
             result = retrain(
@@ -1030,6 +1069,23 @@ class Daemon:
                         self.trials[row.group] = (row.id, result)
                 self.follow_rollout(now)
         return result
+
+    @staticmethod
+    def _check_artifact_dir(folder: Path) -> None:
+        """Make ``folder`` (``--artifacts``/models) if missing and check it can be written, as ``run
+        --artifacts`` checks the folder at start-up; a ``UserError`` saying what to do when it cannot
+        (the volume gone or read-only, a file in its place since the start)."""
+        what = "the checkpoint folder (under --artifacts)"
+        try:
+            check_folder(folder, what, create=False)  # names an ancestor that is a file
+            check_folder(folder, what)  # made now, and written in
+        except UserError as exc:
+            raise UserError(
+                f"Retraining skipped before fitting: {exc.what}",
+                f"Make {folder} a writable folder again (the volume mounted, not a file, not read-only), or restart "
+                "`scaleahead run` with --artifacts naming one; the next retraining (jobs.retrain_cron, or drift) "
+                "checks it again. Nothing was fitted or registered.",
+            ) from exc
 
     @property
     def trial(self) -> tuple[int, RetrainResult] | None:
@@ -1201,40 +1257,66 @@ class Daemon:
         return row.id, RetrainResult(mid, store.model(mid).family, (row.id,), {}, "", model)
 
     def accuracy_report(self, now: float) -> Path | None:
-        """Write the accuracy of the forecasts that matured since the last report (JSON)."""
-        per, totals = self.live.take_daily()
-        since, self.report_since = self.report_since, now
-        wapes = [float(w) for v in per.values() if isinstance(w := v.get("wape"), float)]
-        doc = {
-            "created_at": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            # What it covers: the forecasts scored since the last report, or since this process
-            # started (a restart or a new leader starts afresh).
-            "period_start": _dt(since).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "period_end": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            # Production's model when the report is written; the forecasts scored may have been made
-            # by others (a rollout's challenger arm, the champion before a promotion):
-            # forecasts_by_model_version counts them, here and per workload.
-            "model": self.deps.forecaster.name,
-            "model_version_id": self.deps.model_version_id,
-            "forecasts_by_model_version": totals,
-            "workloads": per,
-            "median_wape": statistics.median(wapes) if wapes else None,
-        }
+        """Write the accuracy of the forecasts that matured since the last report (JSON).
+
+        The counts are reset and the period moves on only once the report is written: when the
+        write fails (its folder replaced by a file, not writable, a full disk) a ``UserError`` says
+        so, and the next report covers the whole period since the last one written."""
+        since = self.report_since
+        with self.live.daily_taken() as (per, totals):  # put back if the write below raises
+            wapes = [float(w) for v in per.values() if isinstance(w := v.get("wape"), float)]
+            doc = {
+                "created_at": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                # What it covers: the forecasts scored since the last report, or since this process
+                # started (a restart or a new leader starts afresh).
+                "period_start": _dt(since).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "period_end": _dt(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                # Production's model when the report is written; the forecasts scored may have been made
+                # by others (a rollout's challenger arm, the champion before a promotion):
+                # forecasts_by_model_version counts them, here and per workload.
+                "model": self.deps.forecaster.name,
+                "model_version_id": self.deps.model_version_id,
+                "forecasts_by_model_version": totals,
+                "workloads": per,
+                "median_wape": statistics.median(wapes) if wapes else None,
+            }
+            path = None
+            if self.report_dir is not None:
+                # Named for the day the period starts in: at 00:05 (the default) that is the day just ended.
+                path = self.report_dir / f"accuracy-{_dt(since).strftime('%Y-%m-%d')}.json"
+                self._write_report(path, doc, since)
+            self.report_since = now
         log.info("accuracy report", extra={"event": "accuracy_report", "median_wape": doc["median_wape"]})
-        if self.report_dir is None:
-            return None
-        self.report_dir.mkdir(parents=True, exist_ok=True)
-        # Named for the day the period starts in: at 00:05 (the default) that is the day just ended.
-        path = self.report_dir / f"accuracy-{_dt(since).strftime('%Y-%m-%d')}.json"
-        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        self.reports.append(path)
+        if path is not None:
+            self.reports.append(path)
         return path
+
+    def _write_report(self, path: Path, doc: Mapping[str, Any], since: float) -> None:
+        """Write ``doc`` to ``path`` whole (a temporary file renamed into place: a full disk leaves no
+        half a report), or a ``UserError`` naming the folder and what to do."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            tmp.replace(path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise UserError(
+                f"The accuracy report {path} could not be written ({exc.strerror or exc}); its counts are kept: "
+                f"the next report covers the whole period since {_dt(since).strftime('%Y-%m-%dT%H:%M:%SZ')}.",
+                f"Make {path.parent} a writable folder (not a file; a mounted volume with free space), or set "
+                "jobs.report_dir to one; the report is written at the next jobs.report_cron.",
+            ) from exc
 
     def prune(self, now: float) -> dict[str, int]:
         """Delete records past their retention: forecasts; plans with their actions; pod steers no
         longer pending and recorded risk-adaptation steps of workloads this process (its shard) has
         no policy for (after the plans' retention); and the checkpoints of model versions no one
-        can need (``Store.prune_model_checkpoints``), with their files in the artifact folder."""
+        can need (``Store.prune_model_checkpoints``), with their files in the artifact folder: each
+        file first, then its stored copy; a file that cannot be deleted is logged
+        (``checkpoint_file_not_deleted``) and its version keeps its stored copy until a later prune
+        deletes both (``checkpoint_files_not_deleted`` in the result counts them)."""
         store = self.deps.store
         if store is None:
             return {}
@@ -1250,17 +1332,37 @@ class Daemon:
             in_use = [r.model_version_id for _, r in self.trials.values()]
         if self.deps.model_version_id is not None:
             in_use.append(self.deps.model_version_id)
+        files, kept = 0, 0
+        folder = self.artifact_dir.resolve() if self.artifact_dir is not None else None
+
+        def remove_file(model_id: int, artifact_path: str) -> bool:
+            """Delete a pruned version's checkpoint file when it lies in our artifact folder; False
+            when it could not be deleted (the version then keeps its stored copy: tried again next time)."""
+            nonlocal files, kept
+            path = Path(artifact_path) if artifact_path else None
+            try:
+                if folder is None or path is None or path.resolve().parent != folder or not path.is_file():
+                    return True  # not a file of ours, or gone already
+                path.unlink()
+            except FileNotFoundError:
+                return True
+            except OSError as exc:
+                kept += 1
+                log.warning(
+                    "the checkpoint file %s of model version %d could not be deleted (%s); the version keeps its "
+                    "checkpoint in the database and the next prune tries again",
+                    path,
+                    model_id,
+                    exc.strerror or exc,
+                    extra={"event": "checkpoint_file_not_deleted", "model_version_id": model_id, "path": str(path)},
+                )
+                return False
+            files += 1
+            return True
+
         pruned = store.prune_model_checkpoints(
-            now - j.model_retention_days * 86400.0, j.keep_retired_models, now, in_use=in_use
+            now - j.model_retention_days * 86400.0, j.keep_retired_models, now, in_use=in_use, remove_file=remove_file
         )
-        files = 0
-        if self.artifact_dir is not None and pruned:
-            folder = self.artifact_dir.resolve()
-            for mid in pruned:
-                path = store.model(mid).artifact_path
-                if path and Path(path).resolve().parent == folder and Path(path).is_file():
-                    Path(path).unlink()
-                    files += 1
         out = {
             "forecasts": forecasts,
             "plans": plans,
@@ -1269,8 +1371,10 @@ class Daemon:
             "risk_factors": risk,
             "checkpoints": len(pruned),
             "checkpoint_files": files,
+            "checkpoint_files_not_deleted": kept,
         }
-        log.info("pruned old records", extra={"event": "prune", **out})
+        # A file that could not be deleted was named in its own warning; the count says it here too.
+        log.log(logging.WARNING if kept else logging.INFO, "pruned old records", extra={"event": "prune", **out})
         return out
 
     # -- the ticker ------------------------------------------------------------------------------

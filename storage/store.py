@@ -1418,7 +1418,12 @@ class Store:
             return n_plans, n_actions
 
     def prune_model_checkpoints(
-        self, before: float, keep_retired: int, now: float, in_use: Sequence[int] = ()
+        self,
+        before: float,
+        keep_retired: int,
+        now: float,
+        in_use: Sequence[int] = (),
+        remove_file: Callable[[int, str], bool] | None = None,
     ) -> list[int]:
         """Delete the stored checkpoints (``model_artifacts``) no one can need any more; returns the version ids.
 
@@ -1431,8 +1436,12 @@ class Store:
         former champions, by when they were retired (``retired_at`` in their metrics; registration
         for versions retired before it was recorded). The version rows
         stay (name, metrics, data window) and record ``checkpoint_pruned_at`` = ``now`` in their
-        metrics; the checkpoint file a version names is not touched here (``Daemon.prune``
-        deletes the ones in its own artifact folder).
+        metrics; the checkpoint file a version names is not touched here, unless ``remove_file``
+        is given: it is called with each such version's id and ``artifact_path`` before its stored
+        copy is deleted (``Daemon.prune`` deletes the files in its own artifact folder), and a
+        version for which it returns False (its file could not be deleted) keeps its stored copy, so
+        a later prune tries again; the file goes first, so a failure leaves no file without a row
+        that names it for deletion.
         """
         with self.session() as s:
             arms = {
@@ -1465,6 +1474,8 @@ class Store:
                     or r.id in in_use
                     or since(r) >= before
                 ):
+                    continue
+                if remove_file is not None and not remove_file(r.id, r.artifact_path):
                     continue
                 pruned.append(r.id)
                 r.metrics = {**(r.metrics or {}), "checkpoint_pruned_at": now}

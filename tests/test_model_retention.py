@@ -146,3 +146,24 @@ def test_finished_steers_are_pruned_and_pending_ones_kept(db_url: str) -> None:
     assert {s.id for s in store.steers()} == {pending, late}
     assert consumed not in {s.id for s in store.steers()}
     store.close()
+
+
+def test_a_version_whose_file_could_not_be_removed_keeps_its_stored_checkpoint(db_url: str) -> None:
+    """``remove_file`` is asked for each version about to lose its checkpoint, before the stored copy
+    goes; False keeps that version whole (no ``checkpoint_pruned_at``), to be tried again later."""
+    store = Store(db_url)
+    now = time.time()
+    kept = store.register_model("kept", "lstm", artifact=b"c", artifact_path="/a/kept.ckpt", created_at=now - 40 * DAY)
+    gone = store.register_model("gone", "lstm", artifact=b"c", artifact_path="/a/gone.ckpt", created_at=now - 40 * DAY)
+    asked: list[tuple[int, str]] = []
+
+    def remove_file(model_id: int, path: str) -> bool:
+        asked.append((model_id, path))
+        return model_id != kept
+
+    assert store.prune_model_checkpoints(now - 30 * DAY, keep_retired=3, now=now, remove_file=remove_file) == [gone]
+    assert sorted(asked) == [(kept, "/a/kept.ckpt"), (gone, "/a/gone.ckpt")]
+    assert store.models_with_artifacts() == {kept}
+    assert "checkpoint_pruned_at" not in store.model(kept).metrics
+    assert store.model(gone).metrics["checkpoint_pruned_at"] == now
+    assert store.prune_model_checkpoints(now - 30 * DAY, keep_retired=3, now=now, remove_file=lambda *_: True) == [kept]

@@ -251,6 +251,43 @@ def test_the_accuracy_report_is_written_on_its_schedule(daemon_factory, tmp_path
         assert stats["wape"] >= 0
 
 
+def test_a_report_that_cannot_be_written_keeps_its_counts_for_the_next_one(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path, caplog
+) -> None:
+    """The reports folder replaced by a file: the job fails saying so (no traceback), and nothing
+    scored is lost: the next report covers the whole period since the last one written."""
+    from datetime import UTC, datetime
+
+    reports = tmp_path / "reports"
+    daemon, clock, _, _ = daemon_factory(n=2, report_dir=reports)
+    start = clock.now()
+    daemon.run(lambda: False, max_ticks=200)  # ~33 min: forecasts mature and are scored
+    before = {ref.key: d.forecasts for ref, d in daemon.live.daily.items()}
+    assert len(before) == 2 and all(n > 0 for n in before.values())
+    reports.write_text("not a folder")
+    now = clock.now()
+    with caplog.at_level("WARNING", logger="scaleahead"):
+        assert daemon._record_job("accuracy_report", now, lambda: daemon.accuracy_report(now)) is None
+    assert metric_value(daemon, "scaleahead_job_runs_total", job_name="accuracy_report", result="error") == 1
+    assert {ref.key: d.forecasts for ref, d in daemon.live.daily.items()} == before
+    assert daemon.report_since == start and not daemon.reports
+    (failed,) = [r for r in caplog.records if getattr(r, "event", "") == "job_failed"]
+    said = failed.getMessage()
+    assert str(reports / "accuracy-") in said and "counts are kept" in said and "Make " in said
+    assert failed.exc_info is None, "a foreseeable failure gets no traceback"
+    reports.unlink()
+    daemon.run(lambda: False, max_ticks=200)  # more forecasts are scored meanwhile
+    now = clock.now()
+    path = daemon.accuracy_report(now)
+    assert path is not None and daemon.reports == [path]
+    doc = json.loads(path.read_text())
+    assert doc["period_start"] == datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for key, n in before.items():
+        assert doc["workloads"][key]["forecasts"] > n, "the scores of the failed period are in the next report"
+    assert [p.name for p in reports.iterdir()] == [path.name], "no temporary file is left"
+    assert daemon.live.daily == {} and daemon.report_since == now
+
+
 def test_the_daily_accuracy_of_hand_built_forecasts_is_exact() -> None:
     """Known errors in, exact WAPE, MAE and q90 coverage out (per workload and per model version)."""
     a = WorkloadRef("Deployment", "shop", "a")
@@ -297,6 +334,32 @@ def test_the_daily_accuracy_of_hand_built_forecasts_is_exact() -> None:
     assert live.matured == 2
     assert live.overall() == pytest.approx((0.25 + 2.0 / 15.0) / 2)
     assert live.take_daily() == ({}, {}), "taking the day's numbers resets them"
+
+
+def test_counts_taken_for_a_report_that_fails_are_put_back_with_those_scored_meanwhile() -> None:
+    a = WorkloadRef("Deployment", "shop", "a")
+    origin, step = 1_000_000.0, 10.0
+    live = LiveError(sample_interval_s=300.0)
+
+    def score(at: float, version: int | None) -> None:
+        fc = Forecast(a, at, step, {0.5: np.full(4, 10.0), 0.9: np.full(4, 12.0)})
+        live.observe({a: fc}, {}, now=at, versions={a: version})
+        live.observe({}, {a: Series(a.key, at, step, np.full(4, 8.0))}, now=at + 4 * step)
+
+    score(origin, 1)
+
+    def write_fails() -> None:
+        with live.daily_taken() as (per, _):
+            assert per[a.key]["forecasts"] == 1
+            score(origin + 600.0, 2)  # scored on the loop's thread while the report is being written
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_fails()
+    per, totals = live.take_daily()
+    assert per[a.key]["forecasts"] == 2 and per[a.key]["steps"] == 8
+    assert per[a.key]["mae"] == pytest.approx(2.0)
+    assert totals == {"1": 1, "2": 1}
 
 
 def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -347,6 +410,50 @@ def test_pruning_deletes_unneeded_checkpoints_and_only_their_files_in_the_artifa
     assert store.models_with_artifacts() == {ids["champion"]}
     assert (folder / "lstm-1.ckpt").is_file() and not (folder / "lstm-2.ckpt").exists()
     assert elsewhere.is_file(), "a file outside the daemon's artifact folder is not the daemon's to delete"
+
+
+def test_a_checkpoint_file_that_cannot_be_deleted_keeps_its_version_for_the_next_prune(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """One file refuses deletion (a read-only volume): it is named with the reason, its version keeps
+    its stored checkpoint, the others are pruned, and the next prune deletes both."""
+    import time
+
+    folder = tmp_path / "artifacts"
+    daemon, _, _, store = daemon_factory(n=1, artifact_dir=folder)
+    folder.mkdir()
+    ids = {}
+    for i in range(3):
+        path = folder / f"lstm-{i}.ckpt"
+        path.write_bytes(b"checkpoint")
+        ids[path.name] = store.register_model(
+            f"m{i}", "lstm", status="challenger", artifact_path=str(path), artifact=b"checkpoint"
+        )
+    stuck = folder / "lstm-1.ckpt"
+    unlink = Path.unlink
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        if self == stuck:
+            raise PermissionError(13, "Permission denied", str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    now = time.time() + 40 * DAY  # every version is older than model_retention_days (30)
+    with caplog.at_level("WARNING", logger="scaleahead"):
+        out = daemon._record_job("prune", now, lambda: daemon.prune(now))
+    assert isinstance(out, dict)
+    assert (out["checkpoints"], out["checkpoint_files"], out["checkpoint_files_not_deleted"]) == (2, 2, 1)
+    assert [p.name for p in folder.iterdir()] == [stuck.name]
+    assert store.models_with_artifacts() == {ids[stuck.name]}, "the undeleted file's version keeps its stored copy"
+    assert "checkpoint_pruned_at" not in store.model(ids[stuck.name]).metrics
+    (warned,) = [r for r in caplog.records if getattr(r, "event", "") == "checkpoint_file_not_deleted"]
+    assert str(stuck) in warned.getMessage() and "Permission denied" in warned.getMessage()
+    (event,) = [r for r in caplog.records if getattr(r, "event", "") == "prune"]
+    assert getattr(event, "checkpoint_files_not_deleted", None) == 1
+    monkeypatch.setattr(Path, "unlink", unlink)
+    out = daemon.prune(now + 60)
+    assert (out["checkpoints"], out["checkpoint_files"], out["checkpoint_files_not_deleted"]) == (1, 1, 0)
+    assert list(folder.iterdir()) == [] and store.models_with_artifacts() == set()
 
 
 def test_a_standby_replica_serves_metrics_but_never_acts(daemon_factory) -> None:  # type: ignore[no-untyped-def]

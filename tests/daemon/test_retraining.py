@@ -244,3 +244,48 @@ def test_a_retrain_whose_holdout_cannot_be_scored_registers_nothing_and_keeps_th
     assert "Nothing was registered" in refused.value.message
     assert [m.id for m in store.models()] == [first.model_version_id]
     assert [(r.id, r.state) for r in store.rollouts()] == [(first.rollout_ids[0], "running")]
+
+
+@pytest.mark.parametrize("broken", ["artifacts", "models"])
+def test_an_artifacts_folder_replaced_by_a_file_fails_the_retrain_before_the_fit_saying_so(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path, caplog, broken: str
+) -> None:
+    """`run --artifacts` checked the folder at start-up; one that became a file since (a volume gone)
+    fails the next retraining at its start, naming the folder and what to do, not after the fit with
+    a traceback. Once the folder is back the next retraining writes its checkpoint there."""
+    from daemon_helpers import metric_value
+
+    from forecaster.registry import _FACTORIES
+
+    fits: list[int] = []
+
+    class Counted(_Savable):
+        def fit(self, series):  # type: ignore[no-untyped-def]
+            fits.append(len(series))
+            return super().fit(series)
+
+    artifacts = tmp_path / "art"
+    register("savable_test", Counted)
+    try:
+        daemon, clock, _, store = daemon_factory(n=1, artifact_dir=artifacts / "models")
+        daemon.settings.forecast.model = "savable_test"
+        spoilt = artifacts if broken == "artifacts" else artifacts / "models"
+        spoilt.parent.mkdir(exist_ok=True)
+        spoilt.write_text("not a folder")
+        now = clock.now()
+        with caplog.at_level("WARNING", logger="scaleahead"):
+            assert daemon._record_job("retrain", now, lambda: daemon._retrain(now, "schedule")) is None
+        assert not fits, "nothing is fitted into a folder that cannot take the checkpoint"
+        assert store.models() == [] and store.rollouts() == []
+        assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="error") == 1
+        (failed,) = [r for r in caplog.records if getattr(r, "event", "") == "job_failed"]
+        said = failed.getMessage()
+        assert str(artifacts / "models") in said and f"{spoilt} is a file" in said, said
+        assert "--artifacts" in said and "Nothing was fitted" in said
+        assert failed.exc_info is None, "a foreseeable failure gets no traceback"
+        spoilt.unlink()
+        result = daemon._record_job("retrain", now + 60, lambda: daemon._retrain(now + 60, "schedule"))
+        assert result is not None and fits
+        assert Path(result.artifact_path).parent == artifacts / "models" and Path(result.artifact_path).is_file()
+    finally:
+        _FACTORIES.pop("savable_test", None)
