@@ -49,7 +49,7 @@ from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
 from scaleahead.observability import Health, Metrics
 from scaleahead.policy import Policy
-from scaleahead.retraining import RetrainResult, load_model_version, retrain
+from scaleahead.retraining import RetrainResult, load_model_version, read_problems, retrain
 from scaleahead.settings import Settings
 from scaleahead.types import (
     F32_MAX,
@@ -429,15 +429,19 @@ class _CapturingHistory:
         #: The last read's per-workload errors from the wrapped source (Prometheus), for the report;
         #: never those of workloads this read left out (backing off).
         self.errors: dict[WorkloadRef, str] = {}
+        #: Those of ``errors`` whose query answered with no data (``PrometheusHistory.empty``).
+        self.empty: set[WorkloadRef] = set()
 
     def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
         self.last = {}
         self.errors = {}
+        self.empty = set()
         wanted = [p for p in policies if p.workload.key not in self.blocked]
         self.last = self.inner.read(wanted, now) if wanted else {}
         if wanted:
             keys = {p.workload for p in wanted}
             self.errors = {r: m for r, m in (getattr(self.inner, "errors", None) or {}).items() if r in keys}
+            self.empty = {r for r in (getattr(self.inner, "empty", None) or ()) if r in keys}
         return self.last
 
 
@@ -1049,6 +1053,7 @@ class Daemon:
                 ),
                 trigger=trigger,
                 artifact_dir=self.artifact_dir,
+                **read_problems(self.training_history),
             )
         except DataError as exc:  # counted as a failed run by _record_job
             log.warning("retraining skipped: %s", exc, extra={"event": "retrain_skipped"})

@@ -14,13 +14,14 @@ import logging
 import math
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy.exc import SQLAlchemyError
 
 from actuator.rollouts import RolloutBook
 from forecaster import make_model
@@ -51,14 +52,17 @@ class RetrainResult:
 
 
 def holdout_wape(model: Forecaster, series: Sequence[Series], horizon_s: float, share: float = HOLDOUT_SHARE) -> float:
-    """WAPE of the median over origins in the last ``share`` of each series (NaN if none scored)."""
+    """WAPE of the median over origins in the last ``share`` of each series (NaN if none scored).
+
+    A series whose held-out tail is shorter than the horizon, or that has no observed value before
+    it (its history starts inside the tail: a new workload), is not scored."""
     abs_err = 0.0
     total = 0.0
     for s, lo in zip(series, _holdout_starts(series, share), strict=True):
         h = horizon_steps_for(s.step_s, horizon_s)
         n = len(s)
-        if n - h <= lo:
-            continue
+        if n - h <= lo or not np.isfinite(s.values[:lo]).any():
+            continue  # too short, or nothing observed before its holdout to forecast from (a new workload)
         origins = np.arange(lo, n - h + 1, max(1, h // 3), dtype=np.int64)
         pred = model.predict_origins(s, origins, h)[0.5]
         actual = np.stack([s.values[o : o + h] for o in origins])
@@ -73,10 +77,12 @@ NOT_REGISTERED = "Nothing was registered and the running rollout is unchanged."
 
 
 def _check_scorable(series: Sequence[Series], starts: Sequence[int], horizon_s: float) -> None:
-    """A ``DataError`` unless some series' held-out tail holds a whole forecast horizon: a model
-    whose holdout cannot be scored has nothing to be compared with the champion on."""
+    """A ``DataError`` unless some series' held-out tail holds a whole forecast horizon after some
+    history (``series`` start at their first observed value: a start of 0 is a series that begins
+    inside the tail): a model whose holdout cannot be scored has nothing to be compared with the
+    champion on."""
     for s, lo in zip(series, starts, strict=True):
-        if len(s) - horizon_steps_for(s.step_s, horizon_s) > lo:
+        if lo > 0 and len(s) - horizon_steps_for(s.step_s, horizon_s) > lo:
             return
     longest = max(series, key=lambda s: len(s) * s.step_s)
     h = horizon_steps_for(longest.step_s, horizon_s)
@@ -192,6 +198,62 @@ def clock_hint(series: Sequence[Series], remedy: str = "forecast.model lstm_cloc
     )
 
 
+def read_problems(source: object) -> dict[str, Any]:
+    """``retrain``'s ``history_errors`` and ``no_data`` from a history source's last read: its
+    per-workload ``errors`` and, among them, the ``empty`` ones (``PrometheusHistory``)."""
+    return {
+        "history_errors": dict(getattr(source, "errors", None) or {}),
+        "no_data": set(getattr(source, "empty", None) or ()),
+    }
+
+
+def _not_scored(
+    refs: Sequence[WorkloadRef], series: Sequence[Series], starts: Sequence[int], horizon_s: float
+) -> list[dict[str, str]]:
+    """The fitted series ``holdout_wape`` leaves out, each with why (``series`` start at their
+    first observed value)."""
+    out = []
+    for ref, s, lo in zip(refs, series, starts, strict=True):
+        if lo == 0:
+            why = (
+                f"its history starts inside the held-out last {HOLDOUT_SHARE:.0%} of the window (a new "
+                "workload): nothing observed before it to forecast from; fitted on, not scored."
+            )
+        elif not np.isfinite(s.values[lo:]).any():
+            why = "no demand observed in its held-out tail (it stopped reporting); fitted on, not scored."
+        elif len(s) - horizon_steps_for(s.step_s, horizon_s) <= lo:
+            why = "its held-out tail is shorter than the forecast horizon; fitted on, not scored."
+        else:
+            continue
+        out.append({"workload": ref.key, "reason": "not_scored", "detail": why})
+    return out
+
+
+def _log_left_out(entry: Mapping[str, str]) -> None:
+    level = logging.WARNING if entry["reason"] == "history_failed" else logging.INFO
+    log.log(
+        level,
+        "retraining leaves out %s (%s): %s",
+        entry["workload"],
+        entry["reason"],
+        entry["detail"],
+        extra={"event": "retrain_left_out", **entry},
+    )
+
+
+def _remove_checkpoint(path: str) -> str:
+    """Delete a checkpoint file no version names; a sentence saying so (empty without a file)."""
+    if not path:
+        return ""
+    try:
+        Path(path).unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("could not delete the unregistered checkpoint file %s: %s; delete it by hand", path, exc)
+        return f"Its checkpoint file {path} could not be deleted ({exc.strerror or exc}): delete it by hand. "
+    log.warning("deleted the checkpoint file %s of the model that could not be registered", path)
+    return f"Its checkpoint file {path} was deleted. "
+
+
 def retrain(
     policies: Sequence[Policy],
     history: Mapping[WorkloadRef, Series],
@@ -202,27 +264,78 @@ def retrain(
     champion_label: str = "",
     trigger: str = "schedule",
     artifact_dir: Path | None = None,
+    history_errors: Mapping[WorkloadRef, str] | None = None,
+    no_data: Collection[WorkloadRef] = (),
+    allow_failed_reads: bool | None = None,
 ) -> RetrainResult:
     """Fit ``settings.forecast.model`` on history before ``now``; register it as a challenger.
 
+    ``history_errors`` are the workloads whose history read failed (``PrometheusHistory.errors``;
+    ``read_problems`` gives both arguments from a history source), except those in ``no_data``,
+    whose query answered with no data at all. A failed read refuses the retraining unless
+    ``allow_failed_reads`` (default ``settings.jobs.retrain_allow_failed_reads``): a model fitted
+    on the workloads that happened to be read would supersede the running retrained rollout. The
+    workloads left out (``history_failed``, ``no_data``) or fitted on but left out of the holdout
+    score (``not_scored``: a workload newer than the holdout, one with no demand observed in it)
+    are listed in ``metrics["left_out"]`` and logged (event ``retrain_left_out``).
+
     Raises:
-        DataError: no workload has enough history to fit on, or to score the fitted model on its
-            holdout (then nothing is registered and no rollout is touched).
+        DataError: a history read failed (and that is not allowed), no workload has enough history
+            to fit on, or to score the fitted model on its holdout, or the database refused the
+            registration (then nothing is registered and no rollout is touched).
     """
     family = settings.forecast.model
     note = ""
     if family not in available_models():
         note = f"model {family!r} is not available in this build; trained {settings.forecast.fallback_model!r}"
         family = settings.forecast.fallback_model
-    cut = [s.before(now) for s in history.values()]
-    cut = [s for s in cut if len(s) > 0 and np.isfinite(s.values).sum() >= 2]
+    allow = settings.jobs.retrain_allow_failed_reads if allow_failed_reads is None else allow_failed_reads
+    empty = set(no_data)
+    failed = {ref: msg for ref, msg in (history_errors or {}).items() if ref not in empty}
+    if failed and not allow:
+        listed = "; ".join(
+            (m if str(ref) in m else f"{ref}: {m}")
+            for ref, m in ((r, x.rstrip(". ")) for r, x in list(failed.items())[:5])
+        )
+        more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+        raise DataError(
+            f"The history of {len(failed)} workload(s) could not be read, so a retraining now would fit on "
+            f"only part of the workloads: {listed}{more}. {NOT_REGISTERED}",
+            "Fix what the error says (Prometheus down or overloaded, a wrong query) and retrain again; to "
+            "retrain on the workloads that were read, pass --allow-failed-reads (scaleahead retrain) or set "
+            "SCALEAHEAD_JOBS__RETRAIN_ALLOW_FAILED_READS=true (jobs.retrain_allow_failed_reads, the daemon's job).",
+        )
+    left_out: list[dict[str, str]] = [
+        {"workload": ref.key, "reason": "history_failed", "detail": msg} for ref, msg in failed.items()
+    ]
+    wanted = list(dict.fromkeys(p.workload for p in policies))
+    for ref in wanted:
+        if ref not in history and ref not in failed:
+            detail = (history_errors or {}).get(ref) or "the history source returned no data for it."
+            left_out.append({"workload": ref.key, "reason": "no_data", "detail": detail})
+    refs: list[WorkloadRef] = []
+    cut: list[Series] = []
+    for ref, whole in history.items():
+        s = whole.before(now)
+        if len(s) == 0 or np.isfinite(s.values).sum() < 2:
+            left_out.append(
+                {"workload": ref.key, "reason": "no_data", "detail": "fewer than 2 observed values in the window."}
+            )
+            continue
+        # A window that starts with missing data (a new workload, a metric added later) is split
+        # into fit and holdout over the part that has data, not over the window.
+        first = int(np.flatnonzero(np.isfinite(s.values))[0])
+        refs.append(ref)
+        cut.append(s.between(s.start + first * s.step_s, s.end))
     if not cut:
+        for entry in left_out:
+            _log_left_out(entry)
         raise DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
-    # A window that starts with missing data (a new workload, a metric added later) is split into
-    # fit and holdout over the part that has data, not over the window.
-    cut = [s.between(s.start + int(np.flatnonzero(np.isfinite(s.values))[0]) * s.step_s, s.end) for s in cut]
     # One time cut for all: a newer, shorter series' fit part must not overlap a longer one's holdout.
     starts = _holdout_starts(cut, HOLDOUT_SHARE)
+    left_out += _not_scored(refs, cut, starts, settings.forecast.horizon_s)
+    for entry in left_out:
+        _log_left_out(entry)
     _check_scorable(cut, starts, settings.forecast.horizon_s)
     fit_parts = [Series(s.name, s.start, s.step_s, s.values[:i], s.unit) for s, i in zip(cut, starts, strict=True)]
     fit_parts = [s for s in fit_parts if len(s) > 0]
@@ -248,6 +361,8 @@ def retrain(
         "holdout_wape": None if math.isnan(wape_new) else round(wape_new, 6),
         "champion_holdout_wape": None if math.isnan(wape_old) else round(wape_old, 6),
         "series": len(cut),
+        "scored_series": len(cut) - sum(e["reason"] == "not_scored" for e in left_out),
+        "left_out": left_out,
         "trigger": trigger,
     }
     if note:
@@ -273,21 +388,33 @@ def retrain(
         artifact_path = str(path) if artifact_dir is not None else ""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
     step = cut[0].step_s
-    mid = store.register_model(
-        f"{family}-{stamp}",
-        family,
-        data_source="daemon-history",
-        data_start=min(s.start for s in cut),
-        data_end=max(s.end for s in cut),
-        step_s=step,
-        hyperparams=_hyperparams(model, settings.forecast.horizon_s),
-        metrics=metrics,
-        artifact_path=artifact_path,
-        artifact_sha256=sha,
-        artifact=artifact,
-        status="challenger",
-        created_at=now,
-    )
+    try:
+        mid = store.register_model(
+            f"{family}-{stamp}",
+            family,
+            data_source="daemon-history",
+            data_start=min(s.start for s in cut),
+            data_end=max(s.end for s in cut),
+            step_s=step,
+            hyperparams=_hyperparams(model, settings.forecast.horizon_s),
+            metrics=metrics,
+            artifact_path=artifact_path,
+            artifact_sha256=sha,
+            artifact=artifact,
+            status="challenger",
+            created_at=now,
+        )
+    except Exception as exc:
+        # No version names the checkpoint file just written: prune would never remove it.
+        removed = _remove_checkpoint(artifact_path)
+        if not isinstance(exc, SQLAlchemyError):
+            raise
+        raise DataError(
+            "The retrained model could not be registered: the database refused the write "
+            f"({getattr(exc, 'orig', None) or exc}). "
+            f"{removed}{NOT_REGISTERED}",
+            "Check the database (another writer holding the lock, its server down, a full disk) and retrain again.",
+        ) from exc
     groups = sorted({p.spec.rollout_group for p in policies}) or ["default"]
     book = RolloutBook(store)
     champion_name = champion_label or (champion.name if champion is not None else "")

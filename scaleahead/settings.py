@@ -290,6 +290,12 @@ class JobSettings(BaseModel):
     rollout_mode: Literal["shadow", "canary", "ab"] = Field(
         "shadow", description="Mode of the rollout a retrained model enters as challenger (shadow, canary or ab)."
     )
+    retrain_allow_failed_reads: bool = Field(
+        False,
+        description="Retrain even when the history of some workloads could not be read (Prometheus failing for "
+        "them): the model is fitted on the others and lists them in its metrics (left_out). False refuses such a "
+        "retraining, so a model fitted on part of the workloads never supersedes the running retrained rollout.",
+    )
     report_cron: str = Field("5 0 * * *", description="When to write the daily accuracy report (cron, UTC).")
     report_dir: str | None = Field(
         None,

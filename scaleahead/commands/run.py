@@ -788,6 +788,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         kubeconfig: Annotated[
             str | None, typer.Option(help="Kubeconfig file, when policies come from the cluster.")
         ] = None,
+        allow_failed_reads: Annotated[
+            bool,
+            typer.Option(
+                "--allow-failed-reads",
+                help="Retrain on the workloads that were read when others' history reads failed (default: refuse).",
+            ),
+        ] = False,
     ) -> None:
         """Retrain once and register the model as a rollout challenger (what the retraining CronJob runs).
 
@@ -797,6 +804,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from forecaster.registry import available_models
         from scaleahead.cli import parse_time
         from scaleahead.clock import SystemClock
+        from scaleahead.retraining import read_problems
         from scaleahead.retraining import retrain as do_retrain
         from scaleahead.settings import Settings
         from storage import Store
@@ -843,7 +851,22 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             champion_label=str(champion_id) if champion_id is not None else champion.name,
             trigger="cronjob",
             artifact_dir=artifacts,
+            allow_failed_reads=True if allow_failed_reads else None,
+            **read_problems(source),
         )
+        left_out = result.metrics.get("left_out") or []
+        if left_out:
+            from rich.markup import escape
+
+            from scaleahead.cli import err_console
+
+            listed = "; ".join(f"{e['workload']} ({e['reason']}: {e['detail']})" for e in left_out)
+            said = (
+                f"model {result.model_version_id} was fitted on {result.metrics.get('series', 0)} series and "
+                f"scored on {result.metrics.get('scored_series', 0)}; {len(left_out)} workload(s) left out of "
+                f"fitting or scoring: {listed}"
+            )
+            err_console.print(f"[bold yellow]warning:[/] {escape(said)}", highlight=False, soft_wrap=True)
         print(
             json.dumps(
                 {
@@ -851,6 +874,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     "family": result.family,
                     "rollouts": list(result.rollout_ids),
                     "metrics": result.metrics,
+                    "left_out": left_out,
                     "artifact_path": result.artifact_path,
                 },
                 indent=2,

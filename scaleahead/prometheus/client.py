@@ -80,8 +80,12 @@ class PrometheusError(UserError):
         query: str = "",
         kind: str = "server",
         retryable: bool = False,
+        empty: bool = False,
     ) -> None:
         self.reason = reason
+        #: The query answered, with no series in the range (a new workload, a metric not scraped yet):
+        #: no data rather than a failed read (``scaleahead.retraining`` tells them apart).
+        self.empty = empty
         self.workload = workload
         self.query = query
         self.kind = kind
@@ -91,7 +95,7 @@ class PrometheusError(UserError):
 
     def for_request(self, workload: str, query: str) -> PrometheusError:
         """The same failure, told for another workload and query."""
-        return PrometheusError(self.reason, self.fix, workload=workload, query=query, kind=self.kind)
+        return PrometheusError(self.reason, self.fix, workload=workload, query=query, kind=self.kind, empty=self.empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -776,6 +780,7 @@ class _Assembly:
                 workload=req.label,
                 query=req.query,
                 kind="data",
+                empty=True,
             )
         return Series(req.label, self.first, req.step_s, self.values)
 

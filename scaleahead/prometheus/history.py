@@ -117,6 +117,8 @@ class PrometheusHistory:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.overlap_steps = max(0, overlap_steps)
         self.errors: dict[WorkloadRef, str] = {}
+        #: The workloads of ``errors`` whose query answered with no data at all (``PrometheusError.empty``).
+        self.empty: set[WorkloadRef] = set()
         self._entries: dict[str, _Entry] = {}
         self._keys: dict[tuple[str, float], str] = {}
         if self.cache_dir is not None:
@@ -127,6 +129,7 @@ class PrometheusHistory:
     def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
         """The steps known by ``now`` (``as_steps``) for every policy whose read succeeds."""
         self.errors = {}
+        self.empty = set()
         plans: dict[str, RangeRequest] = {}
         wanted: list[tuple[Policy, str]] = []
         for policy in policies:
@@ -153,6 +156,8 @@ class PrometheusHistory:
                 err = failed[key]
                 msg = err.message if str(ref) in err.what else f"{ref}: {err.message}"
                 self.errors[ref] = msg
+                if err.empty:
+                    self.empty.add(ref)
                 log.warning("history for %s: %s", ref, msg)
                 continue
             entry = self._entries.get(key)

@@ -289,3 +289,111 @@ def test_an_artifacts_folder_replaced_by_a_file_fails_the_retrain_before_the_fit
         assert Path(result.artifact_path).parent == artifacts / "models" and Path(result.artifact_path).is_file()
     finally:
         _FACTORIES.pop("savable_test", None)
+
+
+class _History:
+    """Per policy index, the series a history source returned; ``errors`` as PrometheusHistory
+    keeps them (a read that failed leaves the workload out of the result)."""
+
+    def __init__(self, data: dict[int, Series], errors: dict[int, str] | None = None) -> None:
+        self.data = data
+        self.error_at = errors or {}
+        self.errors: dict[object, str] = {}
+
+    def read(self, policies, now):  # type: ignore[no-untyped-def]
+        self.errors = {p.workload: self.error_at[i] for i, p in enumerate(policies) if i in self.error_at}
+        return {p.workload: self.data[i] for i, p in enumerate(policies) if i in self.data}
+
+
+@pytest.mark.parametrize("odd", ["new_workload", "stopped_reporting", "all_missing"])
+def test_one_odd_workload_does_not_stop_retraining_the_others(daemon_factory, nasa, caplog, odd) -> None:
+    """A workload whose history starts inside the held-out tail (added 3.6 hours ago) stopped
+    retraining for every workload, daily, with advice to check the query (audit of 2026-12-05)."""
+    import logging
+
+    daemon, clock, _, store = daemon_factory(n=2)
+    now = clock.now()
+    base = nasa.between(now - 3 * DAY, now)
+    values = base.values.copy()
+    if odd == "new_workload":
+        values[: int(len(values) * 0.95)] = np.nan
+    elif odd == "stopped_reporting":
+        values[int(len(values) * 0.5) :] = np.nan
+    else:
+        values[:] = np.nan
+    good = Series(base.name, base.start, base.step_s, base.values.copy())
+    daemon.training_history = _History({0: good, 1: Series(base.name, base.start, base.step_s, values)})
+    with caplog.at_level(logging.INFO, logger="scaleahead.retraining"):
+        result = daemon._record_job("retrain", now, lambda: daemon._retrain(now, "schedule"))
+    assert result is not None, [r.getMessage() for r in caplog.records]
+    model = store.model(result.model_version_id)
+    assert model.status == "challenger" and model.metrics["holdout_wape"] is not None
+    odd_key = daemon.deps.policies[1].workload.key
+    left = {e["workload"]: e for e in model.metrics["left_out"]}
+    assert result.metrics["left_out"] == model.metrics["left_out"]
+    reason = {"new_workload": "not_scored", "stopped_reporting": "not_scored", "all_missing": "no_data"}[odd]
+    assert set(left) == {odd_key} and left[odd_key]["reason"] == reason
+    assert model.metrics["series"] == (1 if odd == "all_missing" else 2)
+    assert model.metrics["scored_series"] == 1
+    said = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "retrain_left_out"]
+    assert len(said) == 1 and odd_key in said[0] and left[odd_key]["detail"] in said[0]
+    if odd == "new_workload":
+        assert "held-out" in left[odd_key]["detail"]
+
+
+def test_a_failed_history_read_refuses_the_retraining_unless_allowed(daemon_factory, nasa, caplog) -> None:
+    """A retraining fitted on half the workloads (Prometheus failing for the others) was registered
+    and superseded the running retrained rollout; only a log line named the failure (audit of 2026-12-05)."""
+    import logging
+
+    daemon, clock, _, store = daemon_factory(n=2)
+    now = clock.now()
+    first = daemon._record_job("retrain", now, lambda: daemon._retrain(now, "schedule"))
+    assert first is not None
+    good = nasa.between(now - 3 * DAY, now)
+    failing = "Workload Deployment/default/web1, query 'x': Prometheus answered 503 (overloaded)."
+    daemon.training_history = _History({0: good}, errors={1: failing})
+    later = now + DAY
+    with caplog.at_level(logging.WARNING):
+        refused = daemon._record_job("retrain", later, lambda: daemon._retrain(later, "schedule"))
+    assert refused is None
+    assert [m.id for m in store.models()] == [first.model_version_id]
+    assert [(r.id, r.state) for r in store.rollouts()] == [(first.rollout_ids[0], "running")]
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert failing in said and "retrain_allow_failed_reads" in said and "Nothing was registered" in said
+    assert not any(r.exc_info for r in caplog.records), "a foreseeable failure: no traceback"
+
+    daemon.settings.jobs.retrain_allow_failed_reads = True
+    allowed = daemon._record_job("retrain", later, lambda: daemon._retrain(later, "schedule"))
+    assert allowed is not None
+    model = store.model(allowed.model_version_id)
+    web1 = daemon.deps.policies[1].workload.key
+    assert model.metrics["left_out"] == [{"workload": web1, "reason": "history_failed", "detail": failing}]
+    assert model.metrics["series"] == 1
+
+
+def test_a_database_failure_while_registering_deletes_the_checkpoint_file_just_written(
+    daemon_factory, tmp_path, caplog
+) -> None:
+    """The file stayed in the artifacts folder, named by no version, so prune never removed it
+    (audit of 2026-12-05)."""
+    import logging
+
+    from tests.conftest import fail_once
+
+    art = tmp_path / "art"
+    register("savable_test", _Savable)
+    daemon, clock, _, store = daemon_factory(n=1, artifact_dir=art)
+    daemon.settings.forecast.model = "savable_test"
+    fail_once(store.engine, "INSERT INTO model_versions", "database is locked")
+    now = clock.now()
+    with caplog.at_level(logging.WARNING):
+        out = daemon._record_job("retrain", now, lambda: daemon._retrain(now, "schedule"))
+    assert out is None and store.models() == []
+    assert [p for p in art.rglob("*") if p.is_file()] == [], "no checkpoint file left that no version names"
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "database is locked" in said and "deleted" in said and "Nothing was registered" in said
+    assert not any(r.exc_info for r in caplog.records)
+    # The next retraining registers normally and keeps its file.
+    again = daemon._record_job("retrain", now + 60, lambda: daemon._retrain(now + 60, "schedule"))
+    assert again is not None and Path(again.artifact_path).is_file()

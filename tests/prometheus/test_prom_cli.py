@@ -247,3 +247,50 @@ def test_plan_from_prometheus_with_only_unusable_values_names_the_query_not_a_tr
     assert f"Prometheus at {prom.url} answered the demand.query {query!r} of default/web" in err
     assert "no usable value" in err and "Check the query" in err and "Trace" not in err
     assert not db.exists()
+
+
+def test_retrain_with_a_failed_history_read_is_refused_unless_allowed_and_names_what_it_left_out(
+    prom, tmp_path
+) -> None:
+    """With Prometheus failing for some workloads, `retrain` exited 0 with a model fitted on the
+    others, superseding the running retrained rollout; only a log line named the failure (audit of
+    2026-12-05). A workload whose query finds no data is left out without refusing."""
+    text = EXAMPLE.read_text()
+    old = next(line for line in text.splitlines() if line.strip().startswith("query:"))
+    docs = [
+        text.replace(old, f"    query: {query}").replace("name: web", f"name: {name}")
+        for name, query in (
+            ("web", 'nasa_requests{workload="web"}'),
+            ("fresh", 'nasa_requests{workload="not-scraped-yet"}'),  # no data: a workload not scraped yet
+            ("broken", "sum(nasa_requests{workload=})"),  # the read fails (Prometheus refuses the PromQL)
+        )
+    ]
+    policies = tmp_path / "policies.yaml"
+    policies.write_text("\n---\n".join(docs))
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    env = {
+        **os.environ,
+        "SCALEAHEAD_PROMETHEUS__URL": prom.url,
+        "SCALEAHEAD_FORECAST__MODEL": "seasonal_naive",
+        "SCALEAHEAD_JOBS__HISTORY_DAYS": "1",
+    }
+    args = [sys.executable, "-m", "scaleahead.cli", "retrain", "--policies", str(policies), "--history", "prometheus",
+            "--at", iso(prom.web.end), "--db", db]  # fmt: skip
+    refused = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert refused.returncode == 2, refused.stderr
+    assert "broken" in refused.stderr and "--allow-failed-reads" in refused.stderr
+    assert "Nothing was registered" in refused.stderr and "Traceback" not in refused.stderr
+    assert "fresh" not in refused.stderr.split("error:")[-1], "no data is not a failed read"
+    from storage import Store
+
+    assert Store(db).models() == []
+
+    allowed = subprocess.run([*args, "--allow-failed-reads"], capture_output=True, text=True, timeout=300, env=env)
+    assert allowed.returncode == 0, allowed.stderr
+    out = json.loads(allowed.stdout)
+    reasons = {e["workload"].rsplit("/", 1)[-1]: e["reason"] for e in out["left_out"]}
+    assert reasons == {"broken": "history_failed", "fresh": "no_data"}
+    assert out["metrics"]["series"] == 1 and out["metrics"]["left_out"] == out["left_out"]
+    assert Store(db).model(out["model_version_id"]).metrics["left_out"] == out["left_out"]
+    warning = [line for line in allowed.stderr.splitlines() if line.startswith("warning:")]
+    assert warning and "broken" in warning[0] and "fresh" in warning[0]
