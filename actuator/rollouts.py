@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist, fmean, pvariance
 from typing import Any, Literal
 
-from scaleahead.errors import UserError
+from scaleahead.errors import DataError, UserError
 from storage import Store
 from storage.store import RolloutRunning, StoredRollout
 
@@ -72,6 +72,25 @@ class Decision:
     summary: Mapping[str, float] = field(default_factory=dict)
 
 
+class TooLargeToCompare(DataError):
+    """An A/B or shadow comparison of ``metrics`` whose mean, difference or interval is not a finite
+    float (values near the float limit, 1.8e308): it is refused, and nothing is recorded."""
+
+    def __init__(self, metrics: Sequence[str], what: str = "", fix: str = "") -> None:
+        self.metrics = list(metrics)
+        super().__init__(
+            what
+            or f"The {', '.join(self.metrics)} outcomes are too large to compare: the difference or its "
+            "confidence interval is not a finite number.",
+            fix or "Check the measurements (a unit mix-up?); nothing was recorded.",
+        )
+
+
+#: ``RolloutBook.promote`` / ``evaluate``'s check of a rollout about to be promoted: raises a
+#: ``UserError`` (nothing is recorded) when its challenger must not become the champion.
+PromotionCheck = Callable[[StoredRollout], None]
+
+
 @dataclass(frozen=True, slots=True)
 class Difference:
     """Challenger minus champion for one metric, with a confidence interval."""
@@ -107,9 +126,25 @@ def _number(value: Any) -> float:
     return float(value)
 
 
+def _scale(*groups: Iterable[float]) -> float:
+    """A power of two near the largest magnitude in ``groups`` (1 when all are 0): dividing finite
+    values by it, and multiplying back, is exact (short of subnormals), and keeps sums, squares and
+    variances of the scaled values from overflowing (``fmean([1e308, 1e308])`` overflows in fsum,
+    ``pvariance([0, 1e160])`` in its exact division)."""
+    top = max((abs(v) for g in groups for v in g), default=0.0)
+    return math.ldexp(1.0, math.frexp(top)[1] - 1) if top > 0.0 else 1.0  # top / scale in [1, 2)
+
+
+def _fmean(values: Sequence[float]) -> float:
+    """The mean of finite ``values`` without overflow (NaN for none): between the least and the greatest."""
+    if not values:
+        return float("nan")
+    s = _scale(values)
+    return fmean(v / s for v in values) * s
+
+
 def _mean(outcomes: Sequence[Outcome], metric: str) -> float:
-    values = [getattr(o, metric) for o in outcomes if math.isfinite(getattr(o, metric))]
-    return fmean(values) if values else float("nan")
+    return _fmean([getattr(o, metric) for o in outcomes if math.isfinite(getattr(o, metric))])
 
 
 def decide_canary(
@@ -238,7 +273,9 @@ def welch_df(va: float, na: int, vb: float, nb: int) -> float:
     a, b = va / na, vb / nb
     if a + b <= 0.0:
         return float(na + nb - 2)
-    return (a + b) ** 2 / (a * a / (na - 1) + b * b / (nb - 1))
+    # (a + b)^2 / (a^2 / (na - 1) + b^2 / (nb - 1)), as shares of a + b: no square over- or underflows
+    r = a / (a + b)
+    return 1.0 / (r * r / (na - 1) + (1.0 - r) * (1.0 - r) / (nb - 1))
 
 
 def ab_report(champion: Sequence[Outcome], challenger: Sequence[Outcome], confidence: float = 0.95) -> list[Difference]:
@@ -253,13 +290,16 @@ def ab_report(champion: Sequence[Outcome], challenger: Sequence[Outcome], confid
         b = [getattr(o, m) for o in challenger if math.isfinite(getattr(o, m))]
         if len(a) < 2 or len(b) < 2:
             continue  # one workload shows no spread: an interval from it would claim a certainty it lacks
+        # In units of a power of two near the largest value (``_scale``): exact, and no overflow.
+        s = _scale(a, b)
+        a, b = [v / s for v in a], [v / s for v in b]
         ma, mb = fmean(a), fmean(b)
         va = pvariance(a) * len(a) / (len(a) - 1)
         vb = pvariance(b) * len(b) / (len(b) - 1)
         se = math.sqrt(va / len(a) + vb / len(b))
         t = t_quantile(0.5 + confidence / 2, welch_df(va, len(a), vb, len(b)))
         d = mb - ma
-        out.append(Difference(m, ma, mb, d, d - t * se, d + t * se, len(a), len(b)))
+        out.append(Difference(m, ma * s, mb * s, d * s, (d - t * se) * s, (d + t * se) * s, len(a), len(b)))
     return out
 
 
@@ -273,24 +313,26 @@ def shadow_report(
     out: list[Difference] = []
     for m in METRICS:
         ds = [
-            (getattr(b, m) - getattr(a, m), getattr(a, m), getattr(b, m))
+            (getattr(a, m), getattr(b, m))
             for a, b in pairs
             if math.isfinite(getattr(a, m)) and math.isfinite(getattr(b, m))
         ]
         if len(ds) < 2:
             continue  # one pair shows no spread (see ab_report)
-        diffs = [d for d, _, _ in ds]
+        # In units of a power of two near the largest value (``_scale``): exact, and no overflow.
+        s = _scale((a for a, _ in ds), (b for _, b in ds))
+        diffs = [b / s - a / s for a, b in ds]
         sd = math.sqrt(pvariance(diffs) * len(diffs) / (len(diffs) - 1))
         mean = fmean(diffs)
         half = t_quantile(0.5 + confidence / 2, len(diffs) - 1) * sd / math.sqrt(len(diffs))
         out.append(
             Difference(
                 m,
-                fmean(a for _, a, _ in ds),
-                fmean(b for _, _, b in ds),
-                mean,
-                mean - half,
-                mean + half,
+                fmean(a / s for a, _ in ds) * s,
+                fmean(b / s for _, b in ds) * s,
+                mean * s,
+                (mean - half) * s,
+                (mean + half) * s,
                 len(ds),
                 len(ds),
             )
@@ -404,13 +446,21 @@ class RolloutBook:
             return "challenger" if rollout.state == "promoted" else "champion"
         return assign(workload, rollout.share, str(rollout.params.get("salt", "")))
 
-    def evaluate(self, rollout: StoredRollout, outcomes: Mapping[Arm, Sequence[Outcome]], now: float) -> dict[str, Any]:
+    def evaluate(
+        self,
+        rollout: StoredRollout,
+        outcomes: Mapping[Arm, Sequence[Outcome]],
+        now: float,
+        check_promotion: PromotionCheck | None = None,
+    ) -> dict[str, Any]:
         """Feed measured outcomes; a canary advances/promotes/rolls back; A/B and shadow report.
 
         The decision is recorded only if the rollout is still as ``rollout`` was read (running, same
         share, not updated since): an abort, supersede, promotion or another evaluation committed
         meanwhile is never overwritten; instead a ``UserError`` (``RolloutChanged``) and nothing is
-        recorded."""
+        recorded. A canary that decides to promote first calls ``check_promotion`` (if given): its
+        ``UserError`` records nothing, the rollout stays as it was. An A/B or shadow comparison
+        that is not finite (values near the float limit) is ``TooLargeToCompare``, nothing recorded."""
         if rollout.state != "running":
             raise UserError(f"Rollout {rollout.id} is {rollout.state}, not running.", "Start a new one.")
         champ, chal = list(outcomes.get("champion", ())), list(outcomes.get("challenger", ()))
@@ -460,11 +510,20 @@ class RolloutBook:
             results.update(last=entry, history=history)
             state = {"promote": "promoted", "rollback": "rolled-back"}.get(d.action, "running")
             if state == "promoted":
+                if check_promotion is not None:
+                    check_promotion(rollout)
                 self._promote(rollout, now, results)
             else:
                 self.store.update_rollout(rollout, now, state=state, share=d.share, results=results)
             return entry
         report = ab_report(champ, chal) if rollout.mode == "ab" else shadow_report(champ, chal)
+        overflowed = [
+            x.metric
+            for x in report
+            if not all(math.isfinite(v) for v in (x.champion, x.challenger, x.difference, x.low, x.high))
+        ]
+        if overflowed:
+            raise TooLargeToCompare(overflowed)
         entry = {"at": now, "differences": [asdict(x) | {"significant": x.significant} for x in report]}
         if not report:
             need = "two workloads in each arm" if rollout.mode == "ab" else "two workloads with outcomes in both arms"
@@ -477,8 +536,12 @@ class RolloutBook:
         self.store.update_rollout(rollout, now, results=results)
         return entry
 
-    def promote(self, group: str, now: float) -> StoredRollout:
+    def promote(self, group: str, now: float, check: PromotionCheck | None = None) -> StoredRollout:
+        """Promote ``group``'s running rollout; ``check`` (if given) first, whose ``UserError``
+        records nothing (the rollout stays running)."""
         r = self._require_running(group)
+        if check is not None:
+            check(r)
         self._promote(r, now)
         return self.get(group)
 

@@ -55,6 +55,50 @@ def check_margins(*values: float) -> None:
             )
 
 
+def loadable_challenger(store: Any, challenger: str, refused: str, fix: str) -> str:
+    """Refuse (``UserError``: ``refused``, why, then ``fix``) a challenger that is a learned model
+    version (lstm, lstm_clock) whose checkpoint the daemon could not load: the same check as
+    `scaleahead models promote` (``_promotable_checkpoint``: a checkpoint, intact, that loads).
+    Returns its note (a damaged or missing file beside an intact stored copy), else ""."""
+    from forecaster.registry import LEARNED
+
+    if not challenger.isdigit():
+        return ""  # a policy variant: no checkpoint
+    try:
+        m = store.model(int(challenger))
+    except UserError:
+        return ""  # not in the registry (any more): the promotion says so
+    if m.family not in LEARNED:
+        return ""  # a baseline is fitted on the loop's history: nothing to load
+    from scaleahead.commands.forecasting import _promotable_checkpoint
+
+    try:
+        return _promotable_checkpoint(store, m)
+    except UserError as exc:
+        raise UserError(f"{refused}: {exc.what}", fix) from exc
+
+
+def promotion_check(store: Any, evaluating: bool = False) -> Any:
+    """``RolloutBook.promote`` / ``evaluate``'s ``check``: a learned challenger is promoted only
+    when its checkpoint loads (``loadable_challenger``); a note is printed."""
+
+    def check(r: Any) -> None:
+        why = "the canary held up at its last step, but " if evaluating else ""
+        note = loadable_challenger(
+            store,
+            r.challenger,
+            f"Rollout {r.id} (group {r.group}) is not promoted: {why}its challenger cannot be the champion",
+            f"Abort it (scaleahead rollout abort --group {r.group}) and roll out a version whose checkpoint "
+            "loads (scaleahead models list); nothing was recorded"
+            + (" (nor this evaluation)" if evaluating else "")
+            + ": the rollout is still running as it was.",
+        )
+        if note:  # on stderr: --output json stays JSON
+            typer.echo(f"note: {note}", err=True)
+
+    return check
+
+
 def json_text(doc: Any) -> str:
     """``doc`` as indented JSON; NaN and infinities (not JSON) become null (``json_safe``, as the
     database's JSON columns store them)."""
@@ -133,10 +177,17 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
         )
     out = []
     for i, row in enumerate(rows, start=2):
+        if None in row:  # csv puts the cells beyond the header under None
+            raise DataError(
+                f"{path}:{i}: the row has more cells than the header ({len(fields) + len(row[None])} cells; "
+                f"the header has {len(fields)}): {','.join(row[None])} would be ignored.",
+                f"Give every row {header} (a comma in a value?); nothing was recorded.",
+            )
         try:
             v = float(row["violation_fraction"])
             c = float(row["cost_per_demand"])
-            e = float(row.get("forecast_error") or math.nan)
+            err = (row.get("forecast_error") or "").strip()  # an empty cell: not measured
+            e = float(err) if err else math.nan
         except ValueError as exc:
             raise DataError(f"{path}:{i}: {exc}.", "Numbers must be plain decimals.") from exc
         except TypeError as exc:  # a short row: csv gives None for its missing cells
@@ -147,15 +198,22 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
         wrong = (
             f"violation_fraction {v:g} is not a share between 0 and 1" if not 0.0 <= v <= 1.0 else
             f"cost_per_demand {c:g} is not a finite number >= 0" if not (math.isfinite(c) and c >= 0) else
-            f"forecast_error {e:g} is not a finite number >= 0" if not (math.isnan(e) or (math.isfinite(e) and e >= 0))
+            f"forecast_error {err} is not a finite number >= 0" if err and not (math.isfinite(e) and e >= 0)
             else ""
         )  # fmt: skip
         if wrong:
             raise DataError(f"{path}:{i}: {wrong}.", "Fix the measurement (leave forecast_error empty if unknown).")
+        # Trimmed, as the arm: "web0 " is web0 (else it would be another workload, listed once per arm).
+        workload = row["workload"].strip()
+        if not workload:
+            raise DataError(
+                f"{path}:{i}: the workload cell is empty.",
+                "Give the workload each row measures (Kind/namespace/name); nothing was recorded.",
+            )
         out.append(
             {
                 "line": i,
-                "workload": row["workload"],
+                "workload": workload,
                 "arm": (row.get("arm") or "").strip(),
                 "violation_fraction": v,
                 "cost_per_demand": c,
@@ -163,6 +221,25 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def too_large(path: Path, rows: list[dict[str, Any]], metrics: list[str]) -> DataError:
+    """The error of a comparison of ``metrics`` that is not finite, naming each column's largest
+    values and their lines."""
+    parts = []
+    for m in metrics:
+        values = sorted(((row[m], row["line"]) for row in rows if math.isfinite(row[m])), reverse=True)
+        top = sorted(line for value, line in values if value == values[0][0]) if values else []
+        if values:
+            lines = ", ".join(map(str, top[:5])) + (f" and {len(top) - 5} more" if len(top) > 5 else "")
+            parts.append(f"{m} (largest {values[0][0]:g}, on line{'s' if len(top) > 1 else ''} {lines})")
+        else:
+            parts.append(m)
+    return DataError(
+        f"{path}: the outcomes are too large to compare: the difference of the arms' means or its 95% "
+        f"confidence interval is beyond the largest float (1.8e308) for {'; '.join(parts)}.",
+        "Check those measurements (a unit mix-up?); nothing was recorded.",
+    )
 
 
 def check_arms(path: Path, rows: list[dict[str, Any]], mode: str) -> None:
@@ -290,6 +367,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     f"{option} {name}: there is no model version {name} in the registry.",
                     "See `scaleahead models list`; a policy challenger is given by its name.",
                 )
+        # A learned version whose checkpoint does not load could never be promoted (nor planned with).
+        note = loadable_challenger(
+            book.store,
+            challenger,
+            f"--challenger {challenger} cannot be rolled out",
+            "Roll out a version whose checkpoint loads (scaleahead models list, scaleahead models show ID); "
+            "nothing was started.",
+        )
+        if note:  # on stderr: --output json stays JSON
+            typer.echo(f"note: {note}", err=True)
         params = CanaryParams(shares, max_violation_increase, max_cost_increase, max_error_increase)
         rid = book.start(group, mode, champion, challenger, time.time(), canary=params, split=split)  # type: ignore[arg-type]
         _print(book.get(group, rid), output == "json")
@@ -306,7 +393,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @rollout_app.command("promote")
     def promote(group: GroupOption = "default", db: DbOpt = None) -> None:
         """Make the challenger of GROUP's running rollout the champion for every workload."""
-        _print(_book(db).promote(group, time.time()), False)
+        book = _book(db)
+        _print(book.promote(group, time.time(), check=promotion_check(book.store)), False)
 
     @rollout_app.command("abort")
     def abort(group: GroupOption = "default", db: DbOpt = None) -> None:
@@ -361,7 +449,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         output: OutputOpt = "table",
     ) -> None:
         """Compare measured outcomes of the two arms; a canary advances, promotes or rolls back."""
-        from actuator.rollouts import Outcome
+        from actuator.rollouts import Outcome, TooLargeToCompare
 
         rows = read_outcomes(outcomes)
         book = _book(db)
@@ -388,7 +476,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "empty to use the assignment)",
                 err=True,
             )
-        entry = book.evaluate(r, arms, time.time())  # type: ignore[arg-type]
+        try:
+            entry = book.evaluate(r, arms, time.time(), check_promotion=promotion_check(book.store, evaluating=True))  # type: ignore[arg-type]
+        except TooLargeToCompare as exc:
+            raise too_large(outcomes, rows, exc.metrics) from exc
         if output == "json":
             print(json_text(entry))
             return

@@ -192,7 +192,7 @@ def test_the_rollout_cli_starts_evaluates_shows_and_aborts(tmp_path):
 def test_a_model_version_the_registry_does_not_have_is_refused_and_nothing_is_recorded(tmp_path):
     db = tmp_path / "r.db"
     store = Store(f"sqlite:///{db}")
-    known = store.register_model("lstm-a", "lstm")
+    known = store.register_model("wm-a", "window_mean")  # a learned one needs a checkpoint
     out = _cli("start", "--challenger", str(known + 998), "--mode", "canary", db=db)
     assert out.returncode == 2
     assert f"there is no model version {known + 998} in the registry" in str(out.exception)
