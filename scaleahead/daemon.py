@@ -49,7 +49,14 @@ from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
 from scaleahead.observability import Health, Metrics
 from scaleahead.policy import Policy
-from scaleahead.retraining import RetrainResult, load_model_version, read_problems, retrain
+from scaleahead.retraining import (
+    RetrainResult,
+    load_model_version,
+    read_problems,
+    retrain,
+    retrained_family,
+    writes_checkpoint,
+)
 from scaleahead.settings import Settings
 from scaleahead.types import (
     F32_MAX,
@@ -220,13 +227,17 @@ class LiveError:
         self.matured = 0
         self.daily: dict[WorkloadRef, _Daily] = {}
         self.daily_lock = threading.Lock()
+        #: Workload keys forgotten while a report's counts are out (``daily_taken``): not put back.
+        self._forgotten: set[str] = set()
 
     def forget(self, keys: set[str]) -> None:
         """Drop everything kept for the workloads ``keys`` (their policies were removed)."""
-        tables: tuple[dict[WorkloadRef, Any], ...] = (self.pending, self.last_sample, self.error, self.daily)
-        for table in tables:
-            for ref in [r for r in table if r.key in keys]:
-                del table[ref]
+        with self.daily_lock:
+            self._forgotten |= keys
+            tables: tuple[dict[WorkloadRef, Any], ...] = (self.pending, self.last_sample, self.error, self.daily)
+            for table in tables:
+                for ref in [r for r in table if r.key in keys]:
+                    del table[ref]
 
     def observe(
         self,
@@ -307,11 +318,14 @@ class LiveError:
         landed meanwhile, so the next take covers the whole period."""
         with self.daily_lock:  # no score lands between the read and the reset
             daily, self.daily = self.daily, {}
+            self._forgotten = set()
         try:
             yield self._summary(daily)
         except BaseException:
             with self.daily_lock:
                 for ref, d in daily.items():
+                    if ref.key in self._forgotten:  # its policy was removed meanwhile
+                        continue
                     later = self.daily.get(ref)
                     if later is not None:
                         d.add(later)
@@ -1035,7 +1049,8 @@ class Daemon:
         if self.deps.store is None:
             log.warning("retraining needs a database; skipped", extra={"event": "retrain_skipped"})
             return None
-        if self.artifact_dir is not None:  # before the fit (minutes): a folder gone failed only after it
+        if self.artifact_dir is not None and writes_checkpoint(retrained_family(self.settings)):
+            # before the fit (minutes): a folder gone failed only after it; a baseline writes nothing there
             self._check_artifact_dir(self.artifact_dir)
         try:
             history = self.training_history.read(self.deps.policies, now)

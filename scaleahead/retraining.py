@@ -157,6 +157,18 @@ def load_model_version(
     return make_model(m.family).fit(list(history))
 
 
+def retrained_family(settings: Settings) -> str:
+    """The family a retraining fits: ``forecast.model``, or its fallback when this build lacks it."""
+    family = settings.forecast.model
+    return family if family in available_models() else settings.forecast.fallback_model
+
+
+def writes_checkpoint(family: str) -> bool:
+    """Whether a fitted ``family`` is saved as a checkpoint file (a learned one; a baseline is
+    refitted on history when loaded, and writes nothing to ``--artifacts``)."""
+    return callable(getattr(make_model(family), "save", None))
+
+
 def _new_model(family: str, horizon_s: float) -> Forecaster:
     """An untrained ``family`` that forecasts ``horizon_s`` (``forecast.horizon_s``): a learned
     family's configured horizon (900 s by default) is set to it, else a longer setting would make

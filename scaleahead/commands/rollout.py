@@ -177,10 +177,13 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
         )
     out = []
     for i, row in enumerate(rows, start=2):
-        if None in row:  # csv puts the cells beyond the header under None
+        # csv puts the cells beyond the header under None; empty ones (a trailing comma, as
+        # spreadsheets export) say nothing
+        extra = [c for c in row.get(None) or [] if c and c.strip()]
+        if extra:
             raise DataError(
                 f"{path}:{i}: the row has more cells than the header ({len(fields) + len(row[None])} cells; "
-                f"the header has {len(fields)}): {','.join(row[None])} would be ignored.",
+                f"the header has {len(fields)}): {','.join(extra)} would be ignored.",
                 f"Give every row {header} (a comma in a value?); nothing was recorded.",
             )
         try:

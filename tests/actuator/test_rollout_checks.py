@@ -273,6 +273,19 @@ def test_an_empty_forecast_error_is_unknown_and_a_trimmed_workload_is_the_same_w
     assert metrics == ["violation_fraction", "cost_per_demand"]
 
 
+def test_a_trailing_comma_on_every_row_is_not_an_extra_cell(tmp_path: Path, cli: Cli) -> None:
+    """Spreadsheets export rows ending in a comma: the empty cell after it holds nothing (found in
+    review: the stricter reader refused such files, which were read before)."""
+    db, store = _started(tmp_path, cli, "ab")
+    csv = tmp_path / "o.csv"
+    rows = "a,champion,0.1,1,\r\nb,champion,0.2,1,\r\nc,challenger,0.1,1, \r\nd,challenger,0.3,1,\r\n"
+    csv.write_text(f"{HEADER}\r\n{rows}")
+    code, out, err = cli("rollout", "evaluate", "--outcomes", str(csv), "--db", db, "--output", "json")
+    assert code == 0, (out, err)
+    last = store.rollouts()[0].results["last"]
+    assert {d["metric"] for d in last["differences"]} == {"violation_fraction", "cost_per_demand"}, last
+
+
 def test_a_challenger_loaded_from_its_stored_copy_is_started_with_a_note_on_stderr(
     tmp_path: Path, checkpoint: bytes, cli: Cli
 ) -> None:

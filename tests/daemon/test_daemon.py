@@ -362,6 +362,28 @@ def test_counts_taken_for_a_report_that_fails_are_put_back_with_those_scored_mea
     assert totals == {"1": 1, "2": 1}
 
 
+def test_a_workload_forgotten_while_a_report_fails_is_not_put_back() -> None:
+    """Its policy was removed while the report was being written (found in review: the put-back
+    restored it, and the next report listed a workload without a policy)."""
+    a, b = WorkloadRef("Deployment", "shop", "a"), WorkloadRef("Deployment", "shop", "b")
+    origin, step = 1_000_000.0, 10.0
+    live = LiveError(sample_interval_s=300.0)
+    for ref in (a, b):
+        fc = Forecast(ref, origin, step, {0.5: np.full(4, 10.0), 0.9: np.full(4, 12.0)})
+        live.observe({ref: fc}, {}, now=origin)
+        live.observe({}, {ref: Series(ref.key, origin, step, np.full(4, 8.0))}, now=origin + 4 * step)
+    def write_fails() -> None:
+        with live.daily_taken() as (per, _):
+            assert set(per) == {a.key, b.key}
+            live.forget({a.key})  # a policy reload on the loop's thread
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_fails()
+    per, _ = live.take_daily()
+    assert set(per) == {b.key}
+
+
 def test_pruning_runs_on_schedule_and_keeps_recent_records(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     settings = Settings()
     settings.jobs.prune_cron = "*/20 * * * *"

@@ -246,6 +246,19 @@ def test_a_retrain_whose_holdout_cannot_be_scored_registers_nothing_and_keeps_th
     assert [(r.id, r.state) for r in store.rollouts()] == [(first.rollout_ids[0], "running")]
 
 
+def test_a_baseline_retrains_whatever_the_artifacts_folder_is(daemon_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A baseline writes no checkpoint: a broken --artifacts folder must not stop its retraining
+    (found in review: the folder check, added for learned models, refused every family)."""
+    artifacts = tmp_path / "art"
+    daemon, clock, _, store = daemon_factory(n=1, artifact_dir=artifacts / "models")
+    assert daemon.settings.forecast.model == "seasonal_naive"
+    artifacts.write_text("not a folder")
+    now = clock.now()
+    result = daemon._record_job("retrain", now, lambda: daemon._retrain(now, "schedule"))
+    assert result is not None and result.family == "seasonal_naive" and result.artifact_path == ""
+    assert [m.family for m in store.models()] == ["seasonal_naive"]
+
+
 @pytest.mark.parametrize("broken", ["artifacts", "models"])
 def test_an_artifacts_folder_replaced_by_a_file_fails_the_retrain_before_the_fit_saying_so(  # type: ignore[no-untyped-def]
     daemon_factory, tmp_path: Path, caplog, broken: str
