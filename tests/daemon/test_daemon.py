@@ -372,6 +372,7 @@ def test_a_workload_forgotten_while_a_report_fails_is_not_put_back() -> None:
         fc = Forecast(ref, origin, step, {0.5: np.full(4, 10.0), 0.9: np.full(4, 12.0)})
         live.observe({ref: fc}, {}, now=origin)
         live.observe({}, {ref: Series(ref.key, origin, step, np.full(4, 8.0))}, now=origin + 4 * step)
+
     def write_fails() -> None:
         with live.daily_taken() as (per, _):
             assert set(per) == {a.key, b.key}
