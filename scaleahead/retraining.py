@@ -296,11 +296,10 @@ def retrain(
             to fit on, or to score the fitted model on its holdout, or the database refused the
             registration (then nothing is registered and no rollout is touched).
     """
-    family = settings.forecast.model
+    family = retrained_family(settings)
     note = ""
-    if family not in available_models():
-        note = f"model {family!r} is not available in this build; trained {settings.forecast.fallback_model!r}"
-        family = settings.forecast.fallback_model
+    if family != settings.forecast.model:
+        note = f"model {settings.forecast.model!r} is not available in this build; trained {family!r}"
     allow = settings.jobs.retrain_allow_failed_reads if allow_failed_reads is None else allow_failed_reads
     empty = set(no_data)
     failed = {ref: msg for ref, msg in (history_errors or {}).items() if ref not in empty}
