@@ -39,6 +39,7 @@ from scaleahead.observed import aligned_counts, demand_trends, last_active_at, l
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
+from scaleahead.unread import UnreadBook
 from scaleahead.warm_budgets import WarmBudgetBook
 from storage import Store
 
@@ -276,6 +277,8 @@ class Deps:
     risk: RiskBook = field(default_factory=RiskBook)
     #: When the loop last planned with rebalancing moves (``RebalanceClock``; ``loop.max_moves``).
     rebalance: RebalanceClock = field(default_factory=RebalanceClock)
+    #: Each workload's pods as last read, held against the shared limits while it cannot be read.
+    unread: UnreadBook = field(default_factory=UnreadBook)
 
 
 @dataclass
@@ -590,6 +593,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         unread = state.unreadable
         for ref, why in unread.items():
             errors[ref.key] = f"state: {why}"
+        if settings.loop.capacity or settings.loop.warm_memory_budget_mb is not None:
+            deps.unread.update(state, refs, now)  # only shared limits need the last reads
     with timer.phase("startup"):
         policies, startup = deps.startup.apply(deps.policies, state)
     budget_notes: tuple[str, ...] = ()
@@ -619,6 +624,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             log.warning("risk adaptation failed: %s", exc)
             errors["risk"] = str(exc)
     with timer.phase("plan"):
+        # The unreadable workloads' pods still run: they keep their share of the shared limits.
+        held = deps.unread.hold(policies, unread, settings.loop.capacity, settings.loop.warm_memory_budget_mb)
         if unread:
             policies = [p for p in policies if p.workload not in unread]
         moves = 0
@@ -632,12 +639,14 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             interval_s=settings.loop.interval_s,
             max_moves=moves,
             invocations=invocations,
-            capacity=settings.loop.capacity or None,
-            warm_memory_budget_mb=settings.loop.warm_memory_budget_mb,
+            capacity=held.capacity,
+            warm_memory_budget_mb=held.warm_memory_budget_mb,
         )
         if moves:
             deps.rebalance.done(now)
-        learned = startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes
+        learned = (
+            startup_notes(startup) + deps.invocation_calibrations.notes(now) + budget_notes + risk_notes + held.notes
+        )
         if learned:
             plan = Plan(plan.created_at, plan.actions, plan.fallbacks, plan.notes + learned)
         shadow_plan = None
@@ -649,8 +658,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 now,
                 interval_s=settings.loop.interval_s,
                 invocations=invocations,  # without them every warm pool was in fallback in the shadow plan
-                capacity=settings.loop.capacity or None,
-                warm_memory_budget_mb=settings.loop.warm_memory_budget_mb,
+                capacity=held.capacity,
+                warm_memory_budget_mb=held.warm_memory_budget_mb,
             )
             if deps.store is not None:
                 deps.store.record_plan(shadow_plan, source="shadow", state="dry-run")

@@ -293,3 +293,34 @@ def test_a_workload_whose_deployment_cannot_be_read_is_not_planned_and_the_other
     assert "Deployment/default/web0" not in again.errors
     assert {a.workload.name for a in again.plan.actions} == {"web0", "web1"}
     assert kube.cluster.get(DEPLOYMENTS, "default", "web0")["spec"]["replicas"] > 2
+
+
+def test_an_unreadable_workloads_pods_stay_counted_against_the_shared_capacity(kube, tmp_path):
+    """loop.capacity '*' 9: web0 runs 4 replicas (read in the first cycle), then its Deployment
+    answers 500. Its 4 pods still run, so web1 may take only the 5 left, not all 9; the plan's
+    notes say why. Without a read since the start, web0's minReplicas is held instead."""
+    from kubeemu import Fault
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web0", deployment(4, labels={"app": "web0"}))
+    kube.cluster.put(DEPLOYMENTS, "default", "web1", deployment(2, labels={"app": "web1"}))
+    pols = [policy("web0", max_replicas=4, min_replicas=4), policy("web1", max_replicas=50)]
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=2.0)
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
+    settings = Settings.model_validate({"loop": {"capacity": {"*": 9}}})
+    deps = Deps(RisingDemand(), model, target, None, pols, actuator=Actuator(target, None, pols))
+    first = run_once(deps, settings, T0)
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web0")["spec"]["replicas"] == 4, first.results
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web1")["spec"]["replicas"] == 5
+    kube.cluster.faults.append(Fault("GET", "/deployments/web0", status=500, times=10_000))
+    # web1 is cut back to where it was: the capacity's 9 hold web0's 4 and web1's 5.
+    report = run_once(deps, settings, T0 + 400)
+    assert "Deployment/default/web0" in report.errors
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web1")["spec"]["replicas"] == 5, report.results
+    note = next(n for n in report.plan.notes if n.startswith("Deployment/default/web0: its state cannot be read"))
+    assert "its 4 replicas (as last read) stay counted against loop.capacity['*']" in note, note
+    # A new process that never read web0 holds its minReplicas (4 here) for it.
+    fresh = Deps(RisingDemand(), model, target, None, pols, actuator=Actuator(target, None, pols))
+    again = run_once(fresh, settings, T0 + 800)
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web1")["spec"]["replicas"] == 5, again.results
+    assert any("its minReplicas: not read since the start" in n for n in again.plan.notes), again.plan.notes
