@@ -1358,7 +1358,9 @@ class KubernetesTarget:
                 (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations")
             ) or {}
             room: dict[str, int] = {} if MIN_SCALE in annotations else {"unset": 1}
-            if isinstance(action, SetWarmPool) and action.to_instances > value:
+            # A higher min-scale (a warm pool's, or a service's ScaleTo) creates pods: they need quota room.
+            to = action.to_instances if isinstance(action, SetWarmPool) else getattr(action, "to_replicas", value)
+            if to > value:
                 template = (obj.get("spec") or {}).get("template") or {}
                 room.update(self._quota_facts(ref.namespace, lambda: knative_pod_template(template)))
             return LiveObject(ref.key, field, value, _rv(obj), room)

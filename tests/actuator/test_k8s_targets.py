@@ -177,14 +177,28 @@ def _pod_quota(used: int, hard: int = 10) -> dict:
     return {"spec": {"hard": {"pods": str(hard)}}, "status": {"hard": {"pods": str(hard)}, "used": {"pods": str(used)}}}
 
 
-def test_a_knative_scale_to_is_not_quota_checked(kube):
-    """docs/actuator.md: the API server's quota admission refuses its pods; the write goes through."""
+def test_a_knative_scale_to_is_limited_by_the_namespace_pod_quota(kube):
+    """A service's ScaleTo on a Knative Service raises its min-scale, which creates pods: like a warm
+    pool's increase it is limited to the pods the quota still allows (before 2026-12-05 night it was
+    written as planned and the API server's quota admission refused the pods, no outcome saying so)."""
     kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "1"}}}}})
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(8))  # two more pods allowed
+    (res,) = make(kube, [policy("fn", "KnativeService")]).apply_plan(
+        Plan(NOW, (scale("KnativeService", "fn", 1, 6),)), NOW
+    )
+    assert res.outcome == "applied" and "pod quota (2 more pods allowed)" in res.detail, res
+    ann = kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"]
+    assert ann[MIN_SCALE] == "3"
     kube.cluster.put(QUOTAS, "default", "q", _pod_quota(10))
     (res,) = make(kube, [policy("fn", "KnativeService")]).apply_plan(
-        Plan(NOW, (scale("KnativeService", "fn", 1, 4),)), NOW
+        Plan(NOW, (scale("KnativeService", "fn", 3, 4),)), NOW
     )
-    assert res.outcome == "applied" and "quota" not in res.detail, res
+    assert res.outcome == "skipped" and "allows no more pods" in res.detail, res
+    # Down is never limited.
+    (res,) = make(kube, [policy("fn", "KnativeService")]).apply_plan(
+        Plan(NOW, (scale("KnativeService", "fn", 3, 2),)), NOW
+    )
+    assert res.outcome == "applied", res
 
 
 def test_an_hpa_floor_is_limited_by_the_pods_the_quota_leaves_above_those_the_hpa_runs(kube):
