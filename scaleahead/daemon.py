@@ -538,6 +538,8 @@ class Daemon:
         status_sink: where policy statuses go (default: nowhere).
         background_jobs: run jobs on a worker thread (production) instead of inline (tests).
         artifact_dir: where retrained model checkpoints go; report_dir: accuracy reports.
+        unloadable: champion versions already found unloadable (at start-up), and when: checked
+            again only after ``UNLOADABLE_RETRY_S``, so one damaged checkpoint is warned about once.
     """
 
     def __init__(
@@ -560,6 +562,7 @@ class Daemon:
         on_lead: Callable[[float], object] | None = None,
         owns: Callable[[str], bool] | None = None,
         kept: Callable[[], Collection[str]] | None = None,
+        unloadable: Mapping[int, float] | None = None,
     ) -> None:
         self.settings = settings
         #: Which workload keys are this process's (``run --shard``: the keys that hash to it;
@@ -596,7 +599,7 @@ class Daemon:
         self._unfollowed: set[int] = set()  # rollouts whose challenger could not be loaded
         #: champion versions that could not be loaded, and when: tried again after UNLOADABLE_RETRY_S
         #: (a 60 s checkpoint refused at a start-up without history, assumed 10 s, loads once it comes)
-        self._unloadable: dict[int, float] = {}
+        self._unloadable: dict[int, float] = dict(unloadable or {})
         self.reports: list[Path] = []
         self.last_drift_retrain = -math.inf
         self.cycle_backoff = 0.0

@@ -136,13 +136,16 @@ def history_short_for(forecaster: Any, history_days: float) -> str:
     )
 
 
-def _production_model(name: str, store: Any, settings: Settings, history: list[Any]) -> tuple[Any, int | None]:
+def _production_model(
+    name: str, store: Any, settings: Settings, history: list[Any], unloadable: list[int] | None = None
+) -> tuple[Any, int | None]:
     """The forecaster the loop starts with, and its registry id.
 
     A learned model is never trained at start-up (that takes minutes and the pod would not be
     ready): the newest ``champion`` (or ``production``) version of that family in the registry is
     loaded from its checkpoint. Without one, or when it cannot be loaded, the fallback baseline is
     fitted on the loop's history, and the log says why. Baselines are fitted on that history.
+    ``unloadable``: gets the id of a champion that could not be loaded.
     """
     from forecaster import make_model
     from forecaster.registry import BASELINES, LEARNED
@@ -170,6 +173,8 @@ def _production_model(name: str, store: Any, settings: Settings, history: list[A
             return loaded, versions[-1].id
         except DataError as exc:
             why = f"{exc.what} Fallback: {fallback!r}"
+            if unloadable is not None:
+                unloadable.append(versions[-1].id)
     log.warning(
         "%s. Train one (scaleahead train --model %s, or train-distributed for lstm) and promote it.",
         why,
@@ -651,7 +656,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         now = clock.now()
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
-        forecaster, model_version_id = _production_model(name, store, settings, train_series)
+        unloadable: list[int] = []
+        forecaster, model_version_id = _production_model(name, store, settings, train_series, unloadable)
         short = history_short_for(forecaster, settings.loop.history_days)
         if short:
             log.warning(short, extra={"event": "history_short_for_model"})
@@ -707,6 +713,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ),
             owns=_owner(shard, namespace if cluster is not None else None),
             kept=(lambda: cluster.rejected_targets) if cluster is not None else None,
+            # Checked against the history's own step: warned once here, tried again after a while.
+            # Without history the step was assumed, so the first minute's check tries it again.
+            unloadable=dict.fromkeys(unloadable, now) if train_series else None,
         )
         shard_index, shard_count = parse_shard(shard) if shard is not None else (0, 1)
         daemon.metrics.shard_index.set(shard_index)

@@ -243,3 +243,37 @@ def test_run_refuses_options_that_do_not_go_together(tmp_path: Path, options: li
     assert out.returncode == 2, out.stderr  # both were accepted silently
     assert says in " ".join(out.stderr.split()) and "Drop" in out.stderr
     assert not db.exists()
+
+
+def test_a_champion_that_cannot_be_loaded_at_start_is_warned_about_once(tmp_path: Path) -> None:
+    """A damaged LSTM champion: the start-up falls back (``model_fallback``), and the first minute's
+    registry check does not load and warn about the same version again (``champion_not_loaded``);
+    it is tried again only after UNLOADABLE_RETRY_S (10 min)."""
+    from storage import Store
+
+    db = tmp_path / "c.db"
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    store = Store(f"sqlite:///{db}")
+    mid = store.register_model("lstm-bad", "lstm", artifact_path=str(bad), status="champion")
+    store.close()
+    env = {**ENV, "SCALEAHEAD_FORECAST__MODEL": "lstm", "SCALEAHEAD_FORECAST__FALLBACK_MODEL": "seasonal_naive"}
+
+    def run(ticks: int) -> list[dict]:
+        out = subprocess.run(
+            [sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s",
+             "--target", "memory", "--virtual", "--no-server", "--ticks", str(ticks), "--log-format", "json",
+             "--db", f"sqlite:///{db}"],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        lines = [json.loads(x) for x in out.stderr.splitlines() if x.startswith("{")]
+        return [x for x in lines if x.get("event") in ("model_fallback", "champion_not_loaded")]
+
+    # 12 ticks of 10 s: past the first minute's registry check, before the 10-minute retry.
+    events = [x["event"] for x in run(12)]
+    assert events == ["model_fallback"], events
+    # After 10 minutes it is tried (and warned about) again.
+    later = run(70)
+    assert [x["event"] for x in later] == ["model_fallback", "champion_not_loaded"], later
+    assert later[1]["model_version_id"] == mid
