@@ -867,6 +867,28 @@ class Daemon:
                     self.deps.forecaster.name,
                 )
             )
+        unread = {key: why for key, why in report.errors.items() if why.startswith("state: ")}
+        if unread:  # not planned: the status says why, with no replicas (unknown now), not the last ones
+            for ref, pol in list(self._by_workload.items()):
+                why = unread.get(ref.key)
+                if why is None:
+                    continue
+                statuses.append(
+                    PolicyStatus(
+                        pol.metadata.name,
+                        pol.metadata.namespace,
+                        ref.key,
+                        None,
+                        None,
+                        None,
+                        report.plan.fallbacks.get(ref, "none"),
+                        f"not planned: its state cannot be read ({why.removeprefix('state: ')}); "
+                        "planned again once it is read",
+                        "state_unreadable",
+                        now,
+                        self.deps.forecaster.name,
+                    )
+                )
         try:
             self.status_sink.publish(statuses)
         except Exception as exc:  # noqa: BLE001 - status is informative; the loop goes on

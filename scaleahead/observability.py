@@ -228,6 +228,11 @@ class Metrics:
         self._forecast_keys = forecast_keys
         for ref, n in state_replicas.items():
             self.current.labels(workload=ref.key).set(n)
+        # A workload whose state could not be read (the loop's stage "state") has no current count
+        # now: its series goes, not the last read frozen; it comes back with the next read.
+        for key, why in report.errors.items():
+            if why.startswith("state: "):
+                _remove(self.current, key)
         risk_keys: set[str] = set()
         for ref, weight in report.slo_risk.items():
             risk_keys.add(ref.key)

@@ -938,3 +938,43 @@ def test_the_observed_gauge_skips_a_sample_beyond_float32_as_missing(daemon_fact
     (ref,) = daemon.history.last
     assert daemon.history.last[ref].values[-1] == 1e300, "the history still holds the glitch (read as missing)"
     assert metric_value(daemon, "scaleahead_observed_demand", workload=ref.key) == 17.0
+
+
+def test_an_unreadable_workload_gets_a_status_saying_so_and_loses_its_current_replicas_series(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """A workload whose object the target cannot read is not planned: its policy status says why
+    (code ``state_unreadable``, no replicas: they are unknown now), and ``scaleahead_current_replicas``
+    drops its series instead of keeping the last read frozen; both come back with the next read."""
+    from dataclasses import replace as dc_replace
+
+    published: list[list[PolicyStatus]] = []
+
+    class Sink:
+        def publish(self, statuses):  # type: ignore[no-untyped-def]
+            published.append(list(statuses))
+
+    daemon, clock, target, _ = daemon_factory(n=2, status_sink=Sink())
+    daemon.tick(clock.now())
+    web0 = next(p.workload for p in daemon.deps.policies if p.metadata.name == "web0")
+    assert metric_value(daemon, "scaleahead_current_replicas", workload=web0.key) >= 1
+    read = target.read_state
+
+    def failing(workloads):  # type: ignore[no-untyped-def]
+        state = read(workloads)
+        rest = {ref: ws for ref, ws in state.workloads.items() if ref != web0}
+        return dc_replace(state, workloads=rest, unreadable={web0: f"{web0.key}: API server error 500"})
+
+    target.read_state = failing  # type: ignore[method-assign]
+    clock.sleep(10)
+    daemon.tick(clock.now())
+    by_name = {s.name: s for s in published[-1]}
+    assert by_name["web0"].last_reason_code == "state_unreadable"
+    assert "not planned: its state cannot be read" in by_name["web0"].last_reason
+    assert "API server error 500" in by_name["web0"].last_reason
+    assert by_name["web0"].to_status()["desiredReplicas"] is None
+    assert by_name["web1"].last_reason_code != "state_unreadable" and by_name["web1"].desired_replicas
+    assert daemon.metrics.registry.get_sample_value("scaleahead_current_replicas", {"workload": web0.key}) is None
+    target.read_state = read  # type: ignore[method-assign]
+    clock.sleep(10)
+    daemon.tick(clock.now())
+    assert {s.name: s for s in published[-1]}["web0"].last_reason_code != "state_unreadable"
+    assert metric_value(daemon, "scaleahead_current_replicas", workload=web0.key) >= 1
