@@ -172,11 +172,19 @@ class Backoff:
         self.failures.pop(key, None)
         self.until.pop(key, None)
 
+    def _until(self, key: str, now: float) -> float:
+        """When ``key``'s back-off ends; never more than ``max_s`` after ``now``, so a wall clock
+        stepped back (NTP) does not stretch a back-off by the size of the step."""
+        until = self.until.get(key, -math.inf)
+        if until - now > self.max_s:
+            until = self.until[key] = now + self.max_s
+        return until
+
     def blocked(self, key: str, now: float) -> bool:
-        return self.until.get(key, -math.inf) > now
+        return self._until(key, now) > now
 
     def remaining(self, key: str, now: float) -> float:
-        return max(0.0, self.until.get(key, now) - now)
+        return max(0.0, self._until(key, now) - now) if key in self.until else 0.0
 
 
 # -- live forecast error ---------------------------------------------------------------------------
@@ -476,9 +484,18 @@ class _RememberingTarget:
         for a in actions:
             if isinstance(a, ScaleTo):
                 raw = a.reason.details.get("raw_desired", a.to_replicas)
-                items = [x for x in self.recent.get(a.workload, []) if now - x[0] <= self.window_s]
+                # A decision stamped after now (the wall clock stepped back) counts from now: it
+                # holds for one window on the new clock, not for the size of the step as well.
+                items = [(min(t, now), d) for t, d in self.recent.get(a.workload, []) if now - t <= self.window_s]
                 items.append((now, int(raw) if isinstance(raw, int | float) else a.to_replicas))
                 self.recent[a.workload] = items
+
+    def rebase(self, now: float) -> None:
+        """The wall clock stepped back to ``now``: decisions stamped after it count from ``now``, so
+        the planner, which reads nothing stamped after now, still holds a scale-down by them for one
+        window (they were made in the past, before the step)."""
+        for ref, items in self.recent.items():
+            self.recent[ref] = [(min(t, now), d) for t, d in items]
 
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
         state = self.inner.read_state(workloads)
@@ -583,6 +600,7 @@ class Daemon:
         self.status_sink = status_sink
         self.metrics = metrics or Metrics()
         self.health = Health(settings.server.stale_after_intervals * settings.loop.interval_s, clock.now)
+        self._last_tick = -math.inf  # the last tick's time: a later tick before it means the clock stepped back
         self.backoff = Backoff(settings.loop.interval_s, settings.loop.max_backoff_s)
         self.live = LiveError(settings.jobs.error_sample_interval_s)
         self.artifact_dir = artifact_dir
@@ -651,6 +669,16 @@ class Daemon:
     # -- one tick --------------------------------------------------------------------------------
     def tick(self, now: float, lateness_s: float = 0.0) -> TickResult:
         """One control tick at ``now``: a cycle if leader, then due jobs."""
+        if now < self._last_tick - 1.0:
+            log.warning(
+                "the wall clock stepped back %.0f s since the last tick (NTP?): the daemon's own recent "
+                "decisions count from now for scale-down stabilization, and back-offs last at most %g s",
+                self._last_tick - now,
+                self.settings.loop.max_backoff_s,
+                extra={"event": "clock_stepped_back", "step_s": round(self._last_tick - now, 3)},
+            )
+            self.target.rebase(now)
+        self._last_tick = now
         self.health.tick(now)
         if not self.leadership.is_leader(now):
             self._leading = False
@@ -1450,6 +1478,11 @@ class Daemon:
                 )
             ticks += 1
             next_tick += interval + self.cycle_backoff
+            if next_tick - self.clock.now() > interval + self.cycle_backoff:
+                # The wall clock stepped back (NTP) during the cycle or before it: the old schedule
+                # would stop the loop for as long as the step, while /healthz stayed live. One
+                # interval (and back-off) from now, on the new clock.
+                next_tick = self.clock.now() + interval + self.cycle_backoff
             self.health.schedule(next_tick)
             if stop() or (max_ticks is not None and ticks >= max_ticks):
                 break

@@ -728,4 +728,8 @@ def run_forever(
         now = clock.now()
         if next_tick < now:  # a late cycle: skip the ticks it missed instead of running them back to back
             next_tick += math.ceil((now - next_tick) / interval) * interval
+        elif next_tick - now > interval + backoff:
+            # The wall clock stepped back (NTP): waiting for the old schedule would stop the loop
+            # for as long as the step. One interval (and back-off) from now, on the new clock.
+            next_tick = now + interval + backoff
         clock.sleep(max(0.0, next_tick - now))

@@ -978,3 +978,87 @@ def test_an_unreadable_workload_gets_a_status_saying_so_and_loses_its_current_re
     daemon.tick(clock.now())
     assert {s.name: s for s in published[-1]}["web0"].last_reason_code != "state_unreadable"
     assert metric_value(daemon, "scaleahead_current_replicas", workload=web0.key) >= 1
+
+
+def test_a_wall_clock_stepped_back_does_not_stop_the_ticker_for_the_size_of_the_step(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """NTP steps the wall clock back an hour after the first tick: the next tick comes one
+    interval later on the new clock, not an hour and an interval later (found by the clock audit,
+    2026-12-05: the loop stopped while /healthz stayed live)."""
+    daemon, clock, _, _ = daemon_factory(n=1)
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.sleep(seconds)
+        if len(sleeps) == 1:
+            clock._now -= 3600.0  # the step, during the first wait
+
+    assert daemon.run(lambda: False, sleep=sleep, max_ticks=3) == 3
+    assert all(s <= daemon.settings.loop.interval_s for s in sleeps), sleeps
+
+
+def test_run_forever_goes_on_after_the_wall_clock_steps_back() -> None:
+    from types import SimpleNamespace
+
+    import scaleahead.loop as loop_module
+    from scaleahead.clock import VirtualClock
+    from scaleahead.settings import Settings
+
+    clock = VirtualClock(1_800_000_000.0)
+    sleeps: list[float] = []
+    real_sleep = clock.sleep
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        real_sleep(seconds)
+        if len(sleeps) == 1:
+            clock._now -= 3600.0
+
+    clock.sleep = sleep  # type: ignore[method-assign]
+    cycles: list[float] = []
+    original = loop_module.run_once
+    loop_module.run_once = lambda deps, settings, now: cycles.append(now)  # type: ignore[assignment,misc,return-value]
+    try:
+        loop_module.run_forever(SimpleNamespace(actuator=None), Settings(), clock, stop=lambda: len(cycles) >= 3)  # type: ignore[arg-type]
+    finally:
+        loop_module.run_once = original
+    assert sleeps[:2] == [10.0, 10.0], sleeps
+
+
+def test_a_back_off_is_not_stretched_by_a_wall_clock_stepped_back() -> None:
+    """One failure (10 s), then the clock steps back an hour: the workload waits at most the
+    longest back-off (300 s), not an hour and 10 s."""
+    from scaleahead.daemon import Backoff
+
+    backoff = Backoff(10.0, 300.0)
+    assert backoff.failed("w", 5000.0) == 10.0
+    assert backoff.blocked("w", 5005.0) and backoff.remaining("w", 5005.0) == 5.0
+    stepped = 5005.0 - 3600.0
+    assert backoff.remaining("w", stepped) == 300.0
+    assert not backoff.blocked("w", stepped + 300.0)
+    assert backoff.remaining("other", stepped) == 0.0 and not backoff.blocked("other", stepped)
+
+
+def test_after_the_wall_clock_steps_back_the_daemons_own_decisions_count_from_now(daemon_factory, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The planner reads no decision stamped after now (no peeking), so the daemon's own decisions
+    of the last window, stamped before an NTP step back, fell out of the scale-down stabilization
+    window: a scale-down it would have held went ahead at once. They now count from the step, and
+    the step is logged (``clock_stepped_back``)."""
+    import logging
+
+    daemon, clock, _, _ = daemon_factory(n=1)
+    t0 = clock.now()
+    daemon.tick(t0)
+    daemon.tick(t0 + 10)
+    ref = daemon.deps.policies[0].workload
+    assert [t for t, _ in daemon.target.recent[ref]] == [t0, t0 + 10]
+    caplog.set_level(logging.WARNING)
+    back = t0 + 20 - 3600
+    daemon.tick(back)
+    seen = daemon.target.last_state.workloads[ref].recent_desired
+    assert len(seen) >= 2 and all(t <= back for t, _ in seen), seen  # the planner read them as now's
+    assert any(getattr(r, "event", "") == "clock_stepped_back" for r in caplog.records)
+    # A step of less than a second (a small NTP slew) is not one.
+    caplog.clear()
+    daemon.tick(back - 0.5)
+    assert not any(getattr(r, "event", "") == "clock_stepped_back" for r in caplog.records)
