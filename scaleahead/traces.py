@@ -287,6 +287,14 @@ MAX_GRID_PER_SAMPLE = 100
 MAX_GRID_STEPS = 100_000_000
 
 
+def _utc(t: float) -> str:
+    """Epoch seconds as ISO-8601 UTC with the number itself: ``2024-10-27T02:00:00Z, 1729994400``."""
+    try:
+        return f"{pd.Timestamp(float(t), unit='s', tz='UTC').strftime('%Y-%m-%dT%H:%M:%SZ')}, {t:.0f}"
+    except (ValueError, OverflowError, OSError):
+        return f"{t:.0f}"
+
+
 def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | None, unit: str) -> Series:
     """Put irregular samples on a regular grid; gaps become NaN, never zero."""
     if len(ts) < 2:
@@ -297,9 +305,12 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
     if (diffs < 0).any():
         bad = int(np.argmax(diffs < 0)) + 1
         raise DataError(
-            f"Trace {name!r} has non-monotonic timestamps: row {bad + 1} ({ts[bad]:.0f}) does not come "
-            f"after row {bad} ({ts[bad - 1]:.0f}).",
-            "Sort the file by timestamp (rows sharing one timestamp are averaged).",
+            f"Trace {name!r} has non-monotonic timestamps: row {bad + 1} ({_utc(ts[bad])}) does not come "
+            f"after row {bad} ({_utc(ts[bad - 1])}).",
+            "Sort the file by timestamp (rows sharing one timestamp are averaged). Times without a zone "
+            "are read as UTC: local times that go back an hour when daylight saving time ends look like "
+            "this, and sorting them would merge two hours; give such times with their offset "
+            "(2024-10-27T02:00:00+01:00) or in UTC.",
         )
     if step_s is None:
         positive = diffs[diffs > 0]

@@ -44,8 +44,25 @@ def test_unknown_name_lists_the_known_ones() -> None:
 def test_non_monotonic_timestamps_are_an_error(tmp_path: Path) -> None:
     f = tmp_path / "s.csv"
     f.write_text("timestamp,value\n2024-01-01T00:00:10Z,1\n2024-01-01T00:00:00Z,2\n")
-    with pytest.raises(DataError, match="non-monotonic"):
+    with pytest.raises(DataError, match="non-monotonic") as err:
         load_series(str(f))
+    # The times are shown as read (UTC) with the number, and the fix names the daylight-saving trap.
+    assert "row 2 (2024-01-01T00:00:00Z, 1704067200) does not come after row 1 (2024-01-01T00:00:10Z" in str(
+        err.value
+    )
+    assert "daylight saving time" in err.value.fix
+
+
+def test_naive_local_times_across_the_end_of_daylight_saving_time_are_refused_with_the_reason(tmp_path: Path) -> None:
+    """Europe/Berlin's local times without a zone repeat 02:00-03:00 on 2024-10-27: read as UTC they
+    go back an hour. Sorting them (the old advice alone) would merge two different hours."""
+    rows = [f"2024-10-27T0{h}:{m:02d}:00,1" for h in (1, 2) for m in range(0, 60, 10)]
+    rows += [f"2024-10-27T02:{m:02d}:00,2" for m in range(0, 60, 10)]
+    f = tmp_path / "berlin.csv"
+    f.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataError, match="2024-10-27T02:00:00Z") as err:
+        load_series(str(f))
+    assert "give such times with their offset" in err.value.fix
 
 
 def test_gaps_and_empty_cells_stay_missing(tmp_path: Path) -> None:
