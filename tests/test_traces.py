@@ -47,9 +47,7 @@ def test_non_monotonic_timestamps_are_an_error(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="non-monotonic") as err:
         load_series(str(f))
     # The times are shown as read (UTC) with the number, and the fix names the daylight-saving trap.
-    assert "row 2 (2024-01-01T00:00:00Z, 1704067200) does not come after row 1 (2024-01-01T00:00:10Z" in str(
-        err.value
-    )
+    assert "row 2 (2024-01-01T00:00:00Z, 1704067200) does not come after row 1 (2024-01-01T00:00:10Z" in str(err.value)
     assert "daylight saving time" in err.value.fix
 
 
