@@ -25,6 +25,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from statistics import NormalDist, fmean, pvariance
 from typing import Any, Literal
 
@@ -33,6 +34,12 @@ from storage import Store
 from storage.store import RolloutRunning, StoredRollout
 
 Mode = Literal["canary", "ab", "shadow"]
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 Arm = Literal["champion", "challenger"]
 METRICS = ("violation_fraction", "cost_per_demand", "forecast_error")
 
@@ -488,11 +495,20 @@ class RolloutBook:
             # The share in force since the last advance (or the start): outcomes must cover a whole
             # window of it, else a canary could run through every step in as many quick calls.
             since = next((h["at"] for h in reversed(history) if h.get("decision") == "advance"), rollout.started_at)
-            if now - since < params.window_s - 1e-6:
+            if now < since - 1.0:
+                # A clock behind the one that set the share (another machine's): no negative time.
                 d = Decision(
                     "wait",
                     rollout.share,
-                    f"the challenger has run at {rollout.share:.0%} for {now - since:.0f} s of the "
+                    f"this clock is {since - now:.0f} s before the time the challenger's {rollout.share:.0%} share "
+                    f"was set ({_iso(since)}): check this machine's clock against the one that wrote it; "
+                    "no time in the window is counted until it has passed",
+                )
+            elif now - since < params.window_s - 1e-6:
+                d = Decision(
+                    "wait",
+                    rollout.share,
+                    f"the challenger has run at {rollout.share:.0%} for {max(now - since, 0.0):.0f} s of the "
                     f"{params.window_s:.0f} s window; a shorter time does not decide",
                 )
             else:

@@ -324,6 +324,16 @@ def test_a_canary_step_needs_a_whole_window_of_outcomes_before_it_decides(db_url
     assert book.get("web").share == 1.0
 
 
+def test_a_canary_evaluated_on_a_clock_behind_the_start_says_so_instead_of_a_negative_time(db_url):
+    book = RolloutBook(Store(db_url))
+    book.start("web", "canary", "3", "7", T0, CanaryParams(steps=(0.1, 1.0), window_s=3600.0))
+    good = {"champion": outcomes("a", 8, 0.01, 2.0), "challenger": outcomes("b", 2, 0.01, 2.0)}
+    assert book.evaluate(book.get("web"), good, T0 - 3595)["decision"] == "wait"
+    reason = book.get("web").results["last"]["reason"]
+    assert "-3595" not in reason and "this clock is 3595 s before the time" in reason, reason
+    assert "check this machine's clock" in reason and book.get("web").share == 0.1
+
+
 def test_a_promotion_that_fails_in_the_registry_leaves_the_rollout_running_to_retry(db_url):
     from sqlalchemy.exc import OperationalError
 
