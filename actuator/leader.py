@@ -9,13 +9,21 @@ from the ``renewTime`` the holder wrote, so a follower whose clock runs ahead of
 cannot take over early. On a process's first read only, a record renewed more than a lease
 duration ago counts as seen then (``first_seen_at``). Every write carries the Lease's
 ``resourceVersion``, so of two replicas racing for an expired Lease exactly one wins (the other
-gets 409 and follows). Time is passed in (``now``, epoch seconds).
+gets 409 and follows).
+
+Two clocks, as in client-go: the wall clock (``now``, epoch seconds, passed in) only stamps the
+``renewTime`` and ``acquireTime`` written into the Lease; every duration (the follower's wait, the
+holder's lease end) is measured on a monotonic clock (``monotonic``, ``time.monotonic`` by default,
+the virtual clock in a virtual run), so a wall clock stepped by NTP or by hand neither lets a
+follower take a live holder's Lease early nor lets a holder go on writing after its Lease ran out.
+Until 2026-12-05 both were on the wall clock.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -50,7 +58,7 @@ def parse_time(text: str | None) -> float:
 
 def decide(record: LeaseRecord | None, identity: str, now: float, observed_at: float) -> Step:
     """What ``identity`` should do with the Lease at ``now`` (pure): ``observed_at`` is when it
-    first saw this record (this ``resourceVersion``), on its own clock."""
+    first saw this election record, on the same clock as ``now`` (the replica's monotonic clock)."""
     if record is None:
         return "create"
     if record.holder == identity:
@@ -61,8 +69,8 @@ def decide(record: LeaseRecord | None, identity: str, now: float, observed_at: f
 
 
 def first_seen_at(record: LeaseRecord, now: float, first_read: bool) -> float:
-    """When, on this replica's clock, to count ``record`` as seen: ``now``, except on this
-    process's first read of the Lease, where a record whose ``renewTime`` lies more than a lease
+    """When, on this replica's wall clock (``now``), to count ``record`` as seen: ``now``, except
+    on this process's first read of the Lease, where a record whose ``renewTime`` lies more than a lease
     duration in the past counts as seen a lease duration after it. A process that reads the Lease
     once (``run --once``) or starts beside a long-dead holder could otherwise never take it over.
     Safe against clock skew up to a lease duration (a follower whose clock runs further ahead
@@ -89,6 +97,8 @@ class LeaderElector:
 
     ``is_leader(now)`` renews or acquires the Lease and answers whether this replica may act now.
     Any API error, answer that is not JSON or lost race answers False: when in doubt, do not act.
+    ``monotonic`` measures every duration (never the wall clock ``now``, which may step): pass
+    the virtual clock's ``now`` when the caller's ``now`` is virtual time.
     """
 
     def __init__(
@@ -99,16 +109,20 @@ class LeaderElector:
         name: str = "scaleahead-leader",
         lease_duration_s: int = 15,
         timeout_s: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = k8s.CoordinationV1Api(api_client)
         self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_duration_s = lease_duration_s
         self.timeout_s = timeout_s
         self.last_error = ""
+        self._monotonic = monotonic
+        #: When this replica's hold on the Lease ends, on the monotonic clock: a lease duration
+        #: after the start of its last successful renewal.
         self._held_until = float("-inf")
         #: The election record last read (holder, renewTime, acquireTime, duration, transitions:
-        #: not the resourceVersion, which any label or annotation write changes) and when, on this
-        #: clock, it was first seen: a follower times the holder's silence from there.
+        #: not the resourceVersion, which any label or annotation write changes) and when, on the
+        #: monotonic clock, it was first seen: a follower times the holder's silence from there.
         self._seen: tuple[str, float, float, float, int] | None = None
         self._seen_at = float("-inf")
 
@@ -127,15 +141,21 @@ class LeaderElector:
         return _record(obj)
 
     def is_leader(self, now: float) -> bool:
-        """Renew or acquire the Lease at ``now``; whether this replica may act until
-        ``now + leaseDurationSeconds`` (minus however long this call took: ``holds``)."""
+        """Renew or acquire the Lease at ``now`` (the wall clock, written into the Lease); whether
+        this replica may act for ``leaseDurationSeconds`` from the start of this call, on the
+        monotonic clock (minus however long this call took: ``holds``)."""
+        started = self._monotonic()
         try:
             record = self._read()
+            read_at = self._monotonic()
             if record is not None:
                 seen = (record.holder, record.renew_time, record.acquire_time, record.duration_s, record.transitions)
                 if seen != self._seen:
-                    self._seen, self._seen_at = seen, first_seen_at(record, now, self._seen is None)
-            step = decide(record, self.identity, now, self._seen_at)
+                    # Seen now, or on the first read of a long-unrenewed record earlier: that
+                    # offset is the one comparison with the wall clock (first_seen_at).
+                    ago = now - first_seen_at(record, now, self._seen is None)
+                    self._seen, self._seen_at = seen, read_at - ago
+            step = decide(record, self.identity, read_at, self._seen_at)
             spec: dict[str, Any] = {"holderIdentity": self.identity, "renewTime": micro_time(now)}
             if step == "follow":
                 self._held_until = float("-inf")
@@ -170,7 +190,7 @@ class LeaderElector:
             self._held_until = float("-inf")
             self.last_error = f"lease {self.namespace}/{self.name}: {getattr(exc, 'status', '')} {exc}".strip()
             return False
-        self._held_until = now + self.lease_duration_s
+        self._held_until = started + self.lease_duration_s
         self.last_error = ""
         return True
 
@@ -182,14 +202,15 @@ class LeaderElector:
         The actuator asks before each write; renewing before every write of a large plan would cost
         two API calls a write. ``margin_s`` covers the write's own duration (a request timeout). A
         renewal slow enough to run past the Lease's end (a read and a patch of up to a request
-        timeout each) answers False: a follower may have taken the Lease meanwhile.
+        timeout each) answers False: a follower may have taken the Lease meanwhile. What is left is
+        measured on the monotonic clock; ``now`` (the wall clock) is only written into the Lease
+        if it is renewed.
         """
-        if now + margin_s < self._held_until:
+        if self._monotonic() + margin_s < self._held_until:
             return True
-        started = time.monotonic()
         if not self.is_leader(now):
             return False
-        return now + (time.monotonic() - started) + margin_s < self._held_until
+        return self._monotonic() + margin_s < self._held_until
 
     def release(self, now: float) -> None:
         """Give the Lease up (on shutdown) so a follower takes over at once."""

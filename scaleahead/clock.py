@@ -19,6 +19,11 @@ class SystemClock:
     def now(self) -> float:
         return time.time()
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that never steps (``time.monotonic``): for durations, where the
+        wall clock (``now``) may be stepped by NTP or by hand (the Lease election's timing)."""
+        return time.monotonic()
+
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
@@ -31,6 +36,10 @@ class VirtualClock:
         self._now = float(start)
 
     def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        """Virtual time never steps: durations are measured on ``now`` itself."""
         return self._now
 
     def sleep(self, seconds: float) -> None:

@@ -329,6 +329,9 @@ def cluster_actuation(
     renews it when less than one request timeout is left, so a replica that lost the Lease to
     another stops before its next write. The plan's age (``actuation.max_plan_age_s``) is counted
     on the same clock as each action is checked, from the tick's start, when the plan's data was read.
+    The election measures durations on the clock's ``monotonic`` (``time.monotonic`` for the system
+    clock, virtual time itself for a virtual one; a clock without it is taken to be virtual), so
+    the Lease's timing follows a virtual run and a stepped wall clock does not move it.
     """
     from actuator.applying import Actuator
     from actuator.kubernetes import KubernetesTarget
@@ -343,7 +346,10 @@ def cluster_actuation(
         placement=settings.loop.max_moves > 0,
         quotas=settings.loop.namespace_quotas,
     )
-    elector = LeaderElector(kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s)
+    monotonic = getattr(clock, "monotonic", clock.now)
+    elector = LeaderElector(
+        kube, a.namespace, identity, a.lease_name, a.lease_duration_s, a.request_timeout_s, monotonic=monotonic
+    )
     actuator = Actuator(
         target,
         store,

@@ -1,7 +1,13 @@
-"""Leader election with a coordination.k8s.io/v1 Lease: two replicas never act at once."""
+"""Leader election with a coordination.k8s.io/v1 Lease: two replicas never act at once.
+
+Each elector gets a monotonic clock (``Elapsed``: the real time the test moves, which never steps)
+beside the wall-clock ``now`` the test passes in; ``real.at(s)`` moves real time to ``s`` seconds
+and answers the wall clock then (``T0 + s``), which a test may skew or step for one replica.
+"""
 
 from __future__ import annotations
 
+import pytest
 from kubeemu import LEASES
 
 from actuator.leader import LeaderElector, LeaseRecord, decide
@@ -9,10 +15,37 @@ from actuator.leader import LeaderElector, LeaseRecord, decide
 T0 = 1_700_000_000.0
 
 
-def electors(kube, duration=15):
-    a = LeaderElector(kube.api_client(), "default", "replica-a", lease_duration_s=duration)
-    b = LeaderElector(kube.api_client(), "default", "replica-b", lease_duration_s=duration)
-    return a, b
+class Elapsed:
+    """Seconds of real time since the test began: what ``time.monotonic`` would read."""
+
+    def __init__(self) -> None:
+        self.s = 0.0
+
+    def __call__(self) -> float:
+        return self.s
+
+    def at(self, s: float) -> float:
+        """Move real time to ``s`` seconds (never back) and answer a correct wall clock then."""
+        assert s >= self.s, "real time does not go back"
+        self.s = s
+        return T0 + s
+
+
+@pytest.fixture
+def real() -> Elapsed:
+    return Elapsed()
+
+
+def elector(kube, real, identity, duration=15):
+    return LeaderElector(kube.api_client(), "default", identity, lease_duration_s=duration, monotonic=real)
+
+
+def electors(kube, real, duration=15):
+    return elector(kube, real, "replica-a", duration), elector(kube, real, "replica-b", duration)
+
+
+def holder_of(kube) -> str:
+    return kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"]
 
 
 def test_decide_creates_renews_follows_and_takes_over_an_expired_lease():
@@ -26,96 +59,136 @@ def test_decide_creates_renews_follows_and_takes_over_an_expired_lease():
     assert decide(rec, "b", T0 + 20, T0 + 10) == "follow"
 
 
-def test_a_follower_whose_clock_runs_ahead_does_not_take_over_early(kube):
-    a, b = electors(kube)
+def test_a_follower_whose_clock_runs_ahead_does_not_take_over_early(kube, real):
+    a, b = electors(kube, real)
     skew = 11.0  # b's clock is 11 s ahead of a's
-    assert a.is_leader(T0)
-    assert not b.is_leader(T0 + 1 + skew)  # b sees the lease a renewed at T0 (a's clock)
-    assert not b.is_leader(T0 + 4.5 + skew), "renewTime + 15 s has passed on b's clock, 3.5 s of silence"
-    assert a.holds(T0 + 4.8, margin_s=10)
-    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "replica-a"
-    assert b.is_leader(T0 + 1 + skew + 15), "a whole lease duration of silence on b's own clock"
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1) + skew)  # b sees the lease a renewed at T0 (a's clock)
+    assert not b.is_leader(real.at(4.5) + skew), "renewTime + 15 s has passed on b's clock, 3.5 s of silence"
+    assert a.holds(real.at(4.8), margin_s=10)
+    assert holder_of(kube) == "replica-a"
+    assert b.is_leader(real.at(1 + 15) + skew), "a whole lease duration of silence on b's own clock"
 
 
-def test_a_renewal_that_runs_past_the_lease_end_does_not_hold_it(kube):
-    import time
+def test_a_follower_whose_wall_clock_steps_forward_does_not_take_over_a_live_holder(kube, real):
+    # F2 (A) of the 2026-12-05 time audit: b's wall clock is stepped 60 s ahead (NTP) while a is
+    # alive and its last renewal only 11 s old. Until 2026-12-05 b took the Lease over then.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1))  # b sees a's lease
+    assert a.holds(real.at(9.9), margin_s=5), "a may write until 15 s without asking again"
+    assert not b.is_leader(real.at(11) + 60), "only 10 s of silence on b's monotonic clock"
+    assert holder_of(kube) == "replica-a"
+    assert a.holds(real.at(11.5), margin_s=1)
+    assert b.is_leader(real.at(16.5) + 60), "a whole lease duration of real silence: taken over"
+    assert holder_of(kube) == "replica-b"
 
-    a, b = electors(kube, duration=2)
-    assert a.is_leader(T0)
+
+def test_a_holder_whose_wall_clock_steps_back_does_not_believe_it_still_holds_the_lease(kube, real):
+    # F2 (B): a renews, then its wall clock is stepped 60 s back. Until 2026-12-05 a answered
+    # holds() True without asking the API (its lease end was kept on the wall clock) while b,
+    # on a correct clock, had taken the Lease over: two replicas wrote at once.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1))
+    assert b.is_leader(real.at(20)), "a stopped renewing: b takes over after a lease duration"
+    before = len(kube.cluster.calls())
+    assert not a.holds(real.at(30) - 60, margin_s=5), "a's lease ran out 15 s ago in real time"
+    assert len(kube.cluster.calls()) > before, "a asked the API, which says b holds the Lease"
+    assert "held by replica-b" in a.last_error
+    assert holder_of(kube) == "replica-b"
+
+
+def test_a_holder_whose_wall_clock_steps_forward_keeps_its_lease_for_the_real_duration(kube, real):
+    # The renewal's deadline is on the monotonic clock: a wall clock stepped ahead neither ends nor
+    # extends it; the wall-clock reading is only what is written into the Lease.
+    a, _ = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    before = len(kube.cluster.calls())
+    assert a.holds(real.at(4) + 3600, margin_s=10), "11 s of the lease left in real time: no call"
+    assert len(kube.cluster.calls()) == before
+    assert a.holds(real.at(6) + 3600, margin_s=10)  # 9 s left: renewed, stamped with the wall clock
+    assert len(kube.cluster.calls()) == before + 2
+    renewed = kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["renewTime"]
+    assert renewed.startswith("2023-11-14T23:13:26"), renewed  # T0 + 6 + 3600 s
+
+
+def test_a_renewal_that_runs_past_the_lease_end_does_not_hold_it(kube, real):
+    a, b = electors(kube, real, duration=2)
+    assert a.is_leader(real.at(0))
     patch = a.api.patch_namespaced_lease
 
     def slow_patch(*args, **kwargs):
-        time.sleep(1.2)
+        real.at(real.s + 1.2)  # the patch takes 1.2 s
         return patch(*args, **kwargs)
 
     a.api.patch_namespaced_lease = slow_patch
-    # Renewed at T0 + 1, but the call ends at about T0 + 2.2, past the lease's end (T0 + 3) less
-    # the 1 s margin the write needs: the actuator must not write on it.
-    assert not a.holds(T0 + 1, margin_s=1)
+    # Renewed at 1 s, but the call ends at 2.2 s, past the lease's end (3 s) less the 1 s margin
+    # the write needs: the actuator must not write on it.
+    assert not a.holds(real.at(1), margin_s=1)
     a.api.patch_namespaced_lease = patch
-    assert a.holds(T0 + 1.5, margin_s=1), "a quick renewal holds again"
+    assert a.holds(real.at(2.3), margin_s=1), "a quick renewal holds again"
 
 
-def test_the_first_replica_takes_the_lease_and_the_second_follows(kube):
-    a, b = electors(kube)
-    assert a.is_leader(T0)
-    assert not b.is_leader(T0 + 1)
+def test_the_first_replica_takes_the_lease_and_the_second_follows(kube, real):
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1))
     assert "held by replica-a" in b.last_error
-    lease = kube.cluster.get(LEASES, "default", "scaleahead-leader")
-    assert lease["spec"]["holderIdentity"] == "replica-a"
+    assert holder_of(kube) == "replica-a"
 
 
-def test_a_leader_that_keeps_renewing_keeps_the_lease(kube):
-    a, b = electors(kube)
+def test_a_leader_that_keeps_renewing_keeps_the_lease(kube, real):
+    a, b = electors(kube, real)
     for i in range(5):
-        assert a.is_leader(T0 + 10 * i)
-        assert not b.is_leader(T0 + 10 * i + 5)
+        assert a.is_leader(real.at(10 * i))
+        assert not b.is_leader(real.at(10 * i + 5))
 
 
-def test_a_follower_takes_over_when_the_leader_stops_renewing_and_the_old_leader_stands_down(kube):
-    a, b = electors(kube)
-    assert a.is_leader(T0)
-    assert not b.is_leader(T0 + 0.5)  # b sees a's lease
-    assert not b.is_leader(T0 + 14)
-    assert b.is_leader(T0 + 15.5)  # a crashed: no renewal for a whole lease duration
+def test_a_follower_takes_over_when_the_leader_stops_renewing_and_the_old_leader_stands_down(kube, real):
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(0.5))  # b sees a's lease
+    assert not b.is_leader(real.at(14))
+    assert b.is_leader(real.at(15.5))  # a crashed: no renewal for a whole lease duration
     lease = kube.cluster.get(LEASES, "default", "scaleahead-leader")
     assert lease["spec"]["holderIdentity"] == "replica-b"
     assert lease["spec"]["leaseTransitions"] == 1
-    assert not a.is_leader(T0 + 16)  # a comes back: b holds a fresh lease
+    assert not a.is_leader(real.at(16))  # a comes back: b holds a fresh lease
 
 
-def test_of_two_replicas_racing_for_an_expired_lease_only_one_wins(kube):
-    a, b = electors(kube)
-    c = LeaderElector(kube.api_client(), "default", "replica-c", lease_duration_s=15)
-    assert c.is_leader(T0)
-    assert not a.is_leader(T0 + 1)  # a and b see c's lease, which then expires
-    assert not b.is_leader(T0 + 1)
+def test_of_two_replicas_racing_for_an_expired_lease_only_one_wins(kube, real):
+    a, b = electors(kube, real)
+    c = elector(kube, real, "replica-c")
+    assert c.is_leader(real.at(0))
+    assert not a.is_leader(real.at(1))  # a and b see c's lease, which then expires
+    assert not b.is_leader(real.at(1))
     stale = b._read()  # b reads the expired lease ...
-    assert a.is_leader(T0 + 20)  # ... a takes it over first ...
+    assert a.is_leader(real.at(20))  # ... a takes it over first ...
     b._read = lambda: stale  # ... and b writes with the version it read
-    assert not b.is_leader(T0 + 20)
+    assert not b.is_leader(real.at(20))
     assert "409" in b.last_error
-    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "replica-a"
+    assert holder_of(kube) == "replica-a"
 
 
-def test_a_released_lease_is_taken_over_at_once(kube):
-    a, b = electors(kube)
-    assert a.is_leader(T0)
-    a.release(T0 + 1)
-    assert b.is_leader(T0 + 2)
+def test_a_released_lease_is_taken_over_at_once(kube, real):
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    a.release(real.at(1))
+    assert b.is_leader(real.at(2))
 
 
-def test_an_api_error_means_not_leader(kube):
+def test_an_api_error_means_not_leader(kube, real):
     from kubeemu import Fault
 
-    a, _ = electors(kube)
-    assert a.is_leader(T0)
+    a, _ = electors(kube, real)
+    assert a.is_leader(real.at(0))
     kube.cluster.faults.append(Fault("PATCH", "/leases/scaleahead-leader", status=500))
-    assert not a.is_leader(T0 + 5)
-    assert a.is_leader(T0 + 10)
+    assert not a.is_leader(real.at(5))
+    assert a.is_leader(real.at(10))
 
 
-def test_two_actuator_replicas_never_act_at_once(kube):
+def test_two_actuator_replicas_never_act_at_once(kube, real):
     from kubeemu import DEPLOYMENTS, deployment, policy
 
     from actuator.applying import Actuator
@@ -123,10 +196,14 @@ def test_two_actuator_replicas_never_act_at_once(kube):
     from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
 
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    a, b = electors(kube)
+    a, b = electors(kube, real)
     pols = [policy()]
-    act_a = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=a.is_leader)
-    act_b = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=b.is_leader)
+
+    def asked(e):  # the actuator asks at the plan's time; real time has moved there too
+        return lambda now: e.is_leader(real.at(now - T0))
+
+    act_a = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=asked(a))
+    act_b = Actuator(KubernetesTarget(kube.api_client(), pols), None, pols, is_leader=asked(b))
     web = WorkloadRef("Deployment", "default", "web")
 
     def plan(t, frm, to):
@@ -142,7 +219,7 @@ def test_two_actuator_replicas_never_act_at_once(kube):
     assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5
 
 
-def test_a_replica_that_loses_the_lease_mid_plan_stops_before_its_next_write(kube):
+def test_a_replica_that_loses_the_lease_mid_plan_stops_before_its_next_write(kube, real):
     from kubeemu import DEPLOYMENTS, deployment, policy
 
     from actuator.applying import Actuator
@@ -151,7 +228,7 @@ def test_a_replica_that_loses_the_lease_mid_plan_stops_before_its_next_write(kub
 
     for name in ("one", "two"):
         kube.cluster.put(DEPLOYMENTS, "default", name, deployment(2))
-    a, b = electors(kube)
+    a, b = electors(kube, real)
     pols = [policy("one"), policy("two")]
     checks = []
 
@@ -171,37 +248,37 @@ def test_a_replica_that_loses_the_lease_mid_plan_stops_before_its_next_write(kub
     assert kube.cluster.get(DEPLOYMENTS, "default", "two")["spec"]["replicas"] == 2
 
 
-def test_holds_asks_the_api_only_when_less_than_the_margin_is_left(kube):
-    a, b = electors(kube)
-    assert a.is_leader(T0)
+def test_holds_asks_the_api_only_when_less_than_the_margin_is_left(kube, real):
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
     before = len(kube.cluster.calls())
-    assert a.holds(T0 + 4, margin_s=10)  # 11 s of the lease left: no call
+    assert a.holds(real.at(4), margin_s=10)  # 11 s of the lease left: no call
     assert len(kube.cluster.calls()) == before
-    assert a.holds(T0 + 6, margin_s=10)  # 9 s left: renewed (a read and a patch)
+    assert a.holds(real.at(6), margin_s=10)  # 9 s left: renewed (a read and a patch)
     assert len(kube.cluster.calls()) == before + 2
-    assert not b.is_leader(T0 + 6.5)  # b sees the renewed lease
-    assert b.is_leader(T0 + 6.5 + 15)  # a stopped renewing; b takes over once it expired
-    assert not a.holds(T0 + 6.5 + 16, margin_s=10), "the lost lease is noticed at the next write"
+    assert not b.is_leader(real.at(6.5))  # b sees the renewed lease
+    assert b.is_leader(real.at(6.5 + 15))  # a stopped renewing; b takes over once it expired
+    assert not a.holds(real.at(6.5 + 16), margin_s=10), "the lost lease is noticed at the next write"
 
 
-def test_a_one_shot_process_takes_over_a_lease_its_crashed_predecessor_left(kube):
+def test_a_one_shot_process_takes_over_a_lease_its_crashed_predecessor_left(kube, real):
     # `run --once` reads the Lease once: a holder dead for longer than two lease durations is
     # taken over at that first read; one that may still be alive is not.
-    a, _ = electors(kube)
-    assert a.is_leader(T0)  # then a is killed before it releases the Lease
-    soon = LeaderElector(kube.api_client(), "default", "once-1", lease_duration_s=15)
-    assert not soon.is_leader(T0 + 20), "renewed 20 s ago: a may be alive on a skewed clock"
-    later = LeaderElector(kube.api_client(), "default", "once-2", lease_duration_s=15)
-    assert later.is_leader(T0 + 31)
-    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "once-2"
+    a, _ = electors(kube, real)
+    assert a.is_leader(real.at(0))  # then a is killed before it releases the Lease
+    soon = elector(kube, Elapsed(), "once-1")  # a new process: its monotonic clock starts afresh
+    assert not soon.is_leader(real.at(20)), "renewed 20 s ago: a may be alive on a skewed clock"
+    later = elector(kube, Elapsed(), "once-2")
+    assert later.is_leader(real.at(31))
+    assert holder_of(kube) == "once-2"
 
 
-def test_writes_to_the_lease_that_are_not_renewals_do_not_keep_a_dead_holder(kube):
-    a, b = electors(kube)
-    assert a.is_leader(T0)
-    assert not b.is_leader(T0 + 1)
+def test_writes_to_the_lease_that_are_not_renewals_do_not_keep_a_dead_holder(kube, real):
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1))
     for t in (5, 10, 15):  # a is dead; a tool annotates the Lease every 5 s (a new resourceVersion)
         kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"metadata": {"annotations": {"touched": str(t)}}})
-        assert not b.is_leader(T0 + t)
-    assert b.is_leader(T0 + 16.5), "a lease duration after b first saw a's last renewal"
-    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["holderIdentity"] == "replica-b"
+        assert not b.is_leader(real.at(t))
+    assert b.is_leader(real.at(16.5)), "a lease duration after b first saw a's last renewal"
+    assert holder_of(kube) == "replica-b"

@@ -245,14 +245,16 @@ def test_a_standby_replica_never_writes_to_the_cluster(prometheus, kube, tmp_pat
         kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
     api = kube.api_client()
     t0 = start + 1.2 * DAY
-    holder = LeaderElector(api, "scaleahead-system", "pod-a", lease_duration_s=15)
+    clock = VirtualClock(t0)
+    holder = LeaderElector(api, "scaleahead-system", "pod-a", lease_duration_s=15, monotonic=clock.monotonic)
     assert holder.is_leader(t0)
     store = Store(f"sqlite:///{tmp_path / 'standby.db'}")
     history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=1.2 * DAY)
     target = KubernetesTarget(api, pols)
     deps = Deps(history, make_model("naive"), target, store, pols, actuator=Actuator(target, store, pols))
-    clock = VirtualClock(t0)
-    standby = _LeaseLeadership(LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15))
+    standby = _LeaseLeadership(
+        LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15, monotonic=clock.monotonic)
+    )
     daemon = Daemon(deps, Settings(), clock, leadership=standby)
     before = len(kube.cluster.writes())
     for _ in range(3):  # pod-a keeps renewing; pod-b stays standby
@@ -277,8 +279,8 @@ def test_a_leader_whose_lease_was_taken_during_a_cycle_writes_nothing(kube, tmp_
     clock = VirtualClock(t0)
     target, actuator, leader = cluster_actuation(api, None, pols, settings, clock, "pod-a")
     assert leader.is_leader(t0)  # the tick's check
-    other = LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15)
-    assert not other.is_leader(t0 + 1)  # pod-b sees pod-a's lease
+    other = LeaderElector(api, "scaleahead-system", "pod-b", lease_duration_s=15, monotonic=clock.monotonic)
+    assert not other.is_leader(t0)  # pod-b sees pod-a's lease
     clock.sleep(20.0)  # the cycle took 20 s: longer than the 15 s lease
     assert other.is_leader(clock.now())
     before = len(kube.cluster.writes())
