@@ -5,7 +5,9 @@ The first read of a workload loads its window (``window_s``, default 2 days) of 
 the points after the newest one it holds, plus ``overlap_steps`` points before it (the newest
 points may still be changing while scrapes and rule evaluations catch up), and back to the oldest
 of the newest points that are still missing, within ``missing_lookback_s`` (Prometheus lagging:
-a point missing when first read is read again until it comes). With ``cache_dir`` the
+a point missing when first read is read again until it comes). When the cache holds points later
+than ``now`` (the daemon's clock was corrected backwards after running ahead), it is cut back to
+the points known by ``now`` and the missing ones before are read again. With ``cache_dir`` the
 history is kept on disk, so a restarted loop reads only what happened while it was down.
 
 Only points at or before ``now`` are returned (a point is known at its timestamp), each as the
@@ -216,12 +218,29 @@ class PrometheusHistory:
             self._entries.pop(key, None)
         if entry is None:
             return RangeRequest(label, query, w_start, t_last, step_s)
-        if entry.end > t_last:
+        known_n = int(round((t_last - entry.start) / step_s)) + 1  # the points at or before t_last
+        went_back = entry.n > known_n
+        if went_back:
+            # The cache holds points later than now: the clock was corrected backwards after running
+            # ahead. Those points were read before Prometheus had them (missing) and would never be
+            # read again: cut the cache back to the points known by now (copied first: series
+            # returned earlier keep their values) and read the missing ones before again.
+            log.warning(
+                "history for %s: the cache holds points up to %.0f s after now (this clock went back); "
+                "reading them again as they come",
+                label,
+                entry.end - (t_last + step_s),
+                extra={"event": "history_clock_back", "workload": label, "seconds": entry.end - (t_last + step_s)},
+            )
+            buf = entry.buf.copy()
+            buf[known_n:] = np.nan
+            entry.buf, entry.n = buf, known_n
+        elif entry.end > t_last:
             return None  # nothing new since the last read
         overlap_from = max(entry.end - self.overlap_steps * step_s, entry.start, w_start)
         # Read again the newest points that are still missing (Prometheus lagging), as far back as
-        # the look-back.
-        lookback_s = self.missing_lookback_s
+        # the look-back; after the clock went back, as far back as the window (once).
+        lookback_s = self.window_s if went_back else self.missing_lookback_s
         tail_n = min(entry.n, int(lookback_s // step_s))
         tail = entry.buf[entry.n - tail_n : entry.n]
         finite = np.flatnonzero(np.isfinite(tail))
@@ -306,6 +325,7 @@ class PrometheusHistory:
                 with data_path.open("r+b") as f:
                     f.seek((1 + from_index) * 8)
                     f.write(data[from_index:].tobytes())
+                    f.truncate()  # the cache may have been cut back (the clock went back)
                 return
             meta = {"step_s": entry.step_s, "format": CACHE_FORMAT}
             if not meta_path.exists() or json.loads(meta_path.read_text()) != meta:

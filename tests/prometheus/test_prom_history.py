@@ -309,3 +309,47 @@ def test_missing_newest_points_are_re_read_only_within_the_look_back(prom, proxy
         lag.seen_until = now - 1200
         hist.read([p], now)
     assert max(asked[1:]) <= hist.missing_lookback_s / 10 + 2
+
+
+def _ahead_then_corrected(prom, proxy, make_policy, tmp_path, ahead: float):  # type: ignore[no-untyped-def]
+    """A daemon whose clock ran ``ahead`` s ahead of Prometheus's for 1,000 s of cycles, then was
+    corrected: the history read after the correction, and a fresh read at the same time."""
+    p = make_policy("web", 'nasa_requests{workload="web"}')
+    lag = _Lagging()
+    proxy.state.rewrite = lag
+    hist = source(proxy.url, cache_dir=tmp_path)
+    real0 = prom.web.start + 20 * HOUR
+    for cycle in range(100):
+        real = real0 + 10 * cycle
+        lag.seen_until = real
+        hist.read([p], real + ahead)  # the daemon's clock is ahead
+    key = next(iter(hist._entries))
+    assert hist._entries[key].start < real + 10 - 2 * HOUR  # the cache is kept across the correction
+    real += 10
+    lag.seen_until = real
+    return p, hist, real
+
+
+def test_after_the_daemons_clock_is_corrected_backwards_its_history_has_no_holes(
+    prom, proxy, make_policy, tmp_path
+) -> None:
+    """Until 2026-12-05 the points the cache held beyond the corrected clock (read while it ran
+    ahead, so missing) were never read again: the history kept a hole of the clock's error (audit
+    F6). Now the cache is cut back to the corrected clock and the missing points re-read."""
+    for ahead in (300.0, 900.0):  # within and beyond the look-back for missing points
+        d = tmp_path / str(int(ahead))
+        p, hist, real = _ahead_then_corrected(prom, proxy, make_policy, d, ahead)
+        got = hist.read([p], real)[p.workload]
+        fresh = source(proxy.url).read([p], real)[p.workload]
+        assert got.end == real and got.start == fresh.start
+        np.testing.assert_array_equal(got.values, fresh.values)
+        assert np.isfinite(got.values).all()
+        # and a daemon restarted on the disk cache after the correction
+        p, hist, real = _ahead_then_corrected(prom, proxy, make_policy, tmp_path / f"{int(ahead)}-restart", ahead)
+        restarted = source(proxy.url, cache_dir=tmp_path / f"{int(ahead)}-restart")
+        got = restarted.read([p], real)[p.workload]
+        np.testing.assert_array_equal(got.values, fresh.values)
+        later = restarted.read([p], real + 10)[p.workload]  # the cut-back file goes on growing normally
+        assert later.end == real + 10 and np.isfinite(later.values[:-1]).all()
+        key = next(iter(restarted._entries))
+        assert restarted._paths(key)[1].stat().st_size == 8 * (1 + restarted._entries[key].n)  # the file cut back too
