@@ -3,7 +3,11 @@
 The first read of a workload loads its window (``window_s``, default 2 days) of the policy's
 ``demand.query`` at the policy's ``demand.stepSeconds``. Each later cycle asks Prometheus only for
 the points after the newest one it holds, plus ``overlap_steps`` points before it (the newest
-points may still be changing while scrapes and rule evaluations catch up). With ``cache_dir`` the
+points may still be changing while scrapes and rule evaluations catch up), and back to the oldest
+of the newest points that are still missing, within ``missing_lookback_s`` (Prometheus lagging:
+a point missing when first read is read again until it comes). When the cache holds points later
+than ``now`` (the daemon's clock was corrected backwards after running ahead), it is cut back to
+the points known by ``now`` and the missing ones before are read again. With ``cache_dir`` the
 history is kept on disk, so a restarted loop reads only what happened while it was down.
 
 Only points at or before ``now`` are returned (a point is known at its timestamp), each as the
@@ -32,6 +36,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,11 @@ from scaleahead.types import FloatArray, Series, WorkloadRef
 log = logging.getLogger("scaleahead.prometheus")
 
 DAY_S = 86400.0
+#: How far back (s) the newest missing points are read again each cycle (``missing_lookback_s``).
+#: 10 minutes: a lag longer than that leaves the planner stale (``fallback.staleAfterSeconds``,
+#: 60 s by default) for 10 times its limit, so it is an outage rather than a delay; and at 10 s
+#: steps the 60 points still fit a batched short read (``PrometheusConfig.batch_points``, 360).
+MISSING_LOOKBACK_S = 600.0
 #: The cache's format: 2 keeps the grid start as the data file's first number (1 kept it in the JSON file).
 CACHE_FORMAT = 2
 
@@ -103,6 +113,8 @@ class PrometheusHistory:
         window_s: how much history each read returns (s); 2 days covers daily seasonality.
         cache_dir: where history survives restarts; ``None`` keeps it in memory only.
         overlap_steps: points before the newest held one that are read again each cycle.
+        missing_lookback_s: how far back before ``now`` the newest points that are still missing
+            are read again each cycle (s): a Prometheus lagging by less than this leaves no hole.
     """
 
     def __init__(
@@ -111,16 +123,23 @@ class PrometheusHistory:
         window_s: float = 2 * DAY_S,
         cache_dir: str | Path | None = None,
         overlap_steps: int = 3,
+        missing_lookback_s: float = MISSING_LOOKBACK_S,
     ) -> None:
         self.client = client
         self.window_s = window_s
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.overlap_steps = max(0, overlap_steps)
+        self.missing_lookback_s = max(0.0, missing_lookback_s)
         self.errors: dict[WorkloadRef, str] = {}
         #: The workloads of ``errors`` whose query answered with no data at all (``PrometheusError.empty``).
         self.empty: set[WorkloadRef] = set()
         self._entries: dict[str, _Entry] = {}
         self._keys: dict[tuple[str, float], str] = {}
+        #: Per key being read this cycle: where the plain overlap would have started (set only
+        #: when missing points before it are read again), to tell a lagging Prometheus.
+        self._overlap_from: dict[str, float] = {}
+        #: Keys whose lag was logged (once per process).
+        self._lag_said: set[str] = set()
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -142,13 +161,15 @@ class PrometheusHistory:
             if req is not None:
                 plans[key] = req
         keys = list(plans)
+        labels = {k: plans[k].label for k in keys}
         results = self.client.fetch_many([plans[k] for k in keys])
         failed: dict[str, PrometheusError] = {}
         for key, res in zip(keys, results, strict=True):
             if isinstance(res, PrometheusError):
                 failed[key] = res
                 continue
-            self._merge(key, res)
+            self._merge(key, res, labels[key])
+        self._overlap_from.clear()
         out: dict[WorkloadRef, Series] = {}
         for policy, key in wanted:
             ref = policy.workload
@@ -197,14 +218,41 @@ class PrometheusHistory:
             self._entries.pop(key, None)
         if entry is None:
             return RangeRequest(label, query, w_start, t_last, step_s)
-        if entry.end > t_last:
+        known_n = int(round((t_last - entry.start) / step_s)) + 1  # the points at or before t_last
+        went_back = entry.n > known_n
+        if went_back:
+            # The cache holds points later than now: the clock was corrected backwards after running
+            # ahead. Those points were read before Prometheus had them (missing) and would never be
+            # read again: cut the cache back to the points known by now (copied first: series
+            # returned earlier keep their values) and read the missing ones before again.
+            log.warning(
+                "history for %s: the cache holds points up to %.0f s after now (this clock went back); "
+                "reading them again as they come",
+                label,
+                entry.end - (t_last + step_s),
+                extra={"event": "history_clock_back", "workload": label, "seconds": entry.end - (t_last + step_s)},
+            )
+            buf = entry.buf.copy()
+            buf[known_n:] = np.nan
+            entry.buf, entry.n = buf, known_n
+        elif entry.end > t_last:
             return None  # nothing new since the last read
-        since = max(entry.end - self.overlap_steps * step_s, entry.start, w_start)
+        overlap_from = max(entry.end - self.overlap_steps * step_s, entry.start, w_start)
+        # Read again the newest points that are still missing (Prometheus lagging), as far back as
+        # the look-back; after the clock went back, as far back as the window (once).
+        lookback_s = self.window_s if went_back else self.missing_lookback_s
+        tail_n = min(entry.n, int(lookback_s // step_s))
+        tail = entry.buf[entry.n - tail_n : entry.n]
+        finite = np.flatnonzero(np.isfinite(tail))
+        first_missing = entry.start + (entry.n - tail_n + (int(finite[-1]) + 1 if finite.size else 0)) * step_s
+        since = max(min(overlap_from, first_missing), entry.start, w_start)
+        if since < overlap_from - 1e-6:
+            self._overlap_from[key] = overlap_from
         return RangeRequest(label, query, since, t_last, step_s, allow_empty=True)
 
     # -- merging and the on-disk cache ----------------------------------------------------------
 
-    def _merge(self, key: str, new: Series) -> None:
+    def _merge(self, key: str, new: Series, label: str = "") -> None:
         entry = self._entries.get(key)
         window_n = max(1, int(round(self.window_s / new.step_s)))
         if entry is None:
@@ -230,6 +278,8 @@ class PrometheusHistory:
             need -= drop
             full = True
         held = min(entry.n, need) - off  # points re-read (the overlap) that earlier reads returned
+        if held > 0 and key in self._overlap_from and key not in self._lag_said:
+            self._say_lag(key, label, entry, off, held, new)
         if held > 0 and not full:
             old, fresh = entry.buf[off : off + held], new.values[:held]
             if not np.array_equal(old, fresh, equal_nan=True):
@@ -237,6 +287,29 @@ class PrometheusHistory:
         entry.buf[off:need] = new.values
         entry.n = max(entry.n, need)
         self._save(key, entry, off, full=full)
+
+    def _say_lag(self, key: str, label: str, entry: _Entry, off: int, held: int, new: Series) -> None:
+        """Log once per key when a point older than the overlap, missing before, has come now."""
+        step = entry.step_s
+        n_before = max(0, min(held, int(round((self._overlap_from[key] - new.start) / step))))
+        came = np.isnan(entry.buf[off : off + n_before]) & np.isfinite(new.values[:n_before])
+        if not came.any():
+            return
+        self._lag_said.add(key)
+        t = new.start + int(np.flatnonzero(came)[0]) * step
+        late = entry.end - step - t  # the point came at least this late: it was missing when read then
+        log.warning(
+            "history for %s: Prometheus answered the point at %s at least %.0f s after its time: it lags "
+            "behind this clock by more than the %d-step overlap (an ingestion delay, remote write, a slow "
+            "scrape, or its clock behind this one); the newest missing points are read again for up to "
+            "%.0f s",
+            label,
+            datetime.fromtimestamp(t, UTC).isoformat(),
+            late,
+            self.overlap_steps,
+            self.missing_lookback_s,
+            extra={"event": "prometheus_lag", "workload": label, "lag_s": late},
+        )
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         assert self.cache_dir is not None
@@ -252,6 +325,7 @@ class PrometheusHistory:
                 with data_path.open("r+b") as f:
                     f.seek((1 + from_index) * 8)
                     f.write(data[from_index:].tobytes())
+                    f.truncate()  # the cache may have been cut back (the clock went back)
                 return
             meta = {"step_s": entry.step_s, "format": CACHE_FORMAT}
             if not meta_path.exists() or json.loads(meta_path.read_text()) != meta:

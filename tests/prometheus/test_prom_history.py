@@ -232,3 +232,124 @@ def test_a_released_history_reads_from_its_disk_cache_only_what_is_new(prom, mak
     for ref, s in again.items():
         np.testing.assert_array_equal(s.values, fresh[ref].values)
     assert all(len(s) for s in kept.values())  # what was returned before stays valid
+
+
+class _Lagging:
+    """Makes the test Prometheus (through the ``proxy`` fixture) answer as one whose newest points
+    arrive late: a sample at ``T`` is in the answer only once ``T <= seen_until`` (ingestion delay,
+    remote write, a slow scrape, Prometheus's clock behind the daemon's). The samples come from the
+    real server; only the newer ones are taken out of its JSON answer."""
+
+    def __init__(self) -> None:
+        self.seen_until = 0.0
+
+    def __call__(self, doc):  # type: ignore[no-untyped-def]
+        result = (doc.get("data") or {}).get("result")
+        if isinstance(result, list):
+            for series in result:
+                series["values"] = [tv for tv in series.get("values", []) if float(tv[0]) <= self.seen_until]
+            doc["data"]["result"] = [s for s in result if s["values"]]
+        return doc
+
+
+def _count_asked(hist: PrometheusHistory) -> list[int]:
+    """Per read, the grid points asked for (all requests together)."""
+    asked: list[int] = []
+    fetch = hist.client.fetch_many
+
+    def counting(reqs):  # type: ignore[no-untyped-def]
+        asked.append(sum(int(round((r.end - r.start) / r.step_s)) + 1 for r in reqs))
+        return fetch(reqs)
+
+    hist.client.fetch_many = counting  # type: ignore[method-assign]
+    return asked
+
+
+def test_a_prometheus_lagging_longer_than_the_overlap_leaves_no_missing_points_behind(
+    prom, proxy, make_policy, caplog
+) -> None:
+    """Until 2026-12-05 a point that was missing when first read was re-read only while it was among
+    the ``overlap_steps`` newest (30 s): with Prometheus 60 s behind, every new point was missing
+    when read and never read again, so the loop's history stayed stale for ever while a fresh read
+    saw data 60 s old (audit F5)."""
+    import logging
+
+    p = make_policy("web", 'nasa_requests{workload="web"}')
+    lag = _Lagging()
+    proxy.state.rewrite = lag
+    hist = source(proxy.url)
+    asked = _count_asked(hist)
+    t0 = prom.web.start + 20 * HOUR
+    with caplog.at_level(logging.WARNING, logger="scaleahead.prometheus"):
+        for cycle in range(30):  # 5 minutes of 10 s cycles, Prometheus 60 s behind
+            now = t0 + 10 * cycle
+            lag.seen_until = now - 60
+            got = hist.read([p], now)[p.workload]
+    fresh = source(proxy.url).read([p], now)[p.workload]
+    assert got.start == fresh.start
+    np.testing.assert_array_equal(got.values, fresh.values)
+    assert np.isfinite(got.values[:-6]).all()  # the newest 6 points (60 s) are not in Prometheus yet
+    # A steady lag costs the missing points (6) on top of the new one and the overlap, no more.
+    assert max(asked[1:]) <= 6 + 1 + 1
+    lagging = [r for r in caplog.records if "lags" in r.getMessage()]
+    assert len(lagging) == 1 and "default/web" in lagging[0].getMessage()  # said once, not every cycle
+
+
+def test_missing_newest_points_are_re_read_only_within_the_look_back(prom, proxy, make_policy) -> None:
+    """A query whose newest points stay missing (Prometheus 20 minutes behind, or a series that
+    ended) costs at most the look-back per cycle, not the window."""
+    p = make_policy("web", 'nasa_requests{workload="web"}')
+    lag = _Lagging()
+    proxy.state.rewrite = lag
+    hist = source(proxy.url)
+    asked = _count_asked(hist)
+    t0 = prom.web.start + 20 * HOUR
+    for cycle in range(150):
+        now = t0 + 10 * cycle
+        lag.seen_until = now - 1200
+        hist.read([p], now)
+    assert max(asked[1:]) <= hist.missing_lookback_s / 10 + 2
+
+
+def _ahead_then_corrected(prom, proxy, make_policy, tmp_path, ahead: float):  # type: ignore[no-untyped-def]
+    """A daemon whose clock ran ``ahead`` s ahead of Prometheus's for 1,000 s of cycles, then was
+    corrected: the history read after the correction, and a fresh read at the same time."""
+    p = make_policy("web", 'nasa_requests{workload="web"}')
+    lag = _Lagging()
+    proxy.state.rewrite = lag
+    hist = source(proxy.url, cache_dir=tmp_path)
+    real0 = prom.web.start + 20 * HOUR
+    for cycle in range(100):
+        real = real0 + 10 * cycle
+        lag.seen_until = real
+        hist.read([p], real + ahead)  # the daemon's clock is ahead
+    key = next(iter(hist._entries))
+    assert hist._entries[key].start < real + 10 - 2 * HOUR  # the cache is kept across the correction
+    real += 10
+    lag.seen_until = real
+    return p, hist, real
+
+
+def test_after_the_daemons_clock_is_corrected_backwards_its_history_has_no_holes(
+    prom, proxy, make_policy, tmp_path
+) -> None:
+    """Until 2026-12-05 the points the cache held beyond the corrected clock (read while it ran
+    ahead, so missing) were never read again: the history kept a hole of the clock's error (audit
+    F6). Now the cache is cut back to the corrected clock and the missing points re-read."""
+    for ahead in (300.0, 900.0):  # within and beyond the look-back for missing points
+        d = tmp_path / str(int(ahead))
+        p, hist, real = _ahead_then_corrected(prom, proxy, make_policy, d, ahead)
+        got = hist.read([p], real)[p.workload]
+        fresh = source(proxy.url).read([p], real)[p.workload]
+        assert got.end == real and got.start == fresh.start
+        np.testing.assert_array_equal(got.values, fresh.values)
+        assert np.isfinite(got.values).all()
+        # and a daemon restarted on the disk cache after the correction
+        p, hist, real = _ahead_then_corrected(prom, proxy, make_policy, tmp_path / f"{int(ahead)}-restart", ahead)
+        restarted = source(proxy.url, cache_dir=tmp_path / f"{int(ahead)}-restart")
+        got = restarted.read([p], real)[p.workload]
+        np.testing.assert_array_equal(got.values, fresh.values)
+        later = restarted.read([p], real + 10)[p.workload]  # the cut-back file goes on growing normally
+        assert later.end == real + 10 and np.isfinite(later.values[:-1]).all()
+        key = next(iter(restarted._entries))
+        assert restarted._paths(key)[1].stat().st_size == 8 * (1 + restarted._entries[key].n)  # the file cut back too
