@@ -244,8 +244,14 @@ class PrometheusHistory:
         tail_n = min(entry.n, int(lookback_s // step_s))
         tail = entry.buf[entry.n - tail_n : entry.n]
         finite = np.flatnonzero(np.isfinite(tail))
-        first_missing = entry.start + (entry.n - tail_n + (int(finite[-1]) + 1 if finite.size else 0)) * step_s
-        since = max(min(overlap_from, first_missing), entry.start, w_start)
+        if finite.size == 0 and not went_back and tail_n * step_s >= lookback_s - 1e-6:
+            # Nothing in the whole look-back: a series that ended (an idle function, a removed
+            # exporter) or a lag beyond it. Only the overlap is read again, as for a full series, so
+            # an ended series costs 4 points a cycle, not the look-back's 61 for ever.
+            since = overlap_from
+        else:
+            first_missing = entry.start + (entry.n - tail_n + (int(finite[-1]) + 1 if finite.size else 0)) * step_s
+            since = max(min(overlap_from, first_missing), entry.start, w_start)
         if since < overlap_from - 1e-6:
             self._overlap_from[key] = overlap_from
         return RangeRequest(label, query, since, t_last, step_s, allow_empty=True)

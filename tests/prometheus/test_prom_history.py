@@ -309,6 +309,9 @@ def test_missing_newest_points_are_re_read_only_within_the_look_back(prom, proxy
         lag.seen_until = now - 1200
         hist.read([p], now)
     assert max(asked[1:]) <= hist.missing_lookback_s / 10 + 2
+    # Once the whole look-back is missing (20 minutes behind, or ended) only the overlap is read
+    # again: the new point and the 3 before it, as for a series with no gap.
+    assert asked[-1] <= 4, asked[-10:]
 
 
 def _ahead_then_corrected(prom, proxy, make_policy, tmp_path, ahead: float):  # type: ignore[no-untyped-def]
