@@ -267,7 +267,7 @@ class Metrics:
         self._risk_keys -= workloads
         for gauge in (
             self.forecast, self.forecast_peak, self.observed, self.planned, self.current, self.slo_risk,
-            self.fallback, self.backoff, self.live_error,
+            self.fallback, self.backoff, self.live_error, self.workload_errors,
         ):  # fmt: skip
             names = list(gauge._labelnames)
             for metric in gauge.collect():
@@ -279,7 +279,7 @@ class Metrics:
         return bytes(generate_latest(self.registry))
 
 
-def _remove(gauge: Gauge, *labels: str) -> None:
+def _remove(gauge: Gauge | Counter, *labels: str) -> None:
     with contextlib.suppress(KeyError):
         gauge.remove(*labels)
 

@@ -1062,3 +1062,19 @@ def test_after_the_wall_clock_steps_back_the_daemons_own_decisions_count_from_no
     caplog.clear()
     daemon.tick(back - 0.5)
     assert not any(getattr(r, "event", "") == "clock_stepped_back" for r in caplog.records)
+
+
+def test_a_removed_workloads_error_counter_goes_with_its_policy(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """``scaleahead_workload_errors_total`` of a workload whose policy was removed stayed in /metrics
+    for ever (found by the soak audit: one more pair of series per churned workload that failed)."""
+    daemon, clock, target, _ = daemon_factory(n=2)
+    gone, kept = daemon.deps.policies
+    target.fail.add(gone.workload.key)
+    daemon.tick(clock.now())
+    body = daemon.metrics.render().decode()
+    assert f'scaleahead_workload_errors_total{{stage="action",workload="{gone.workload.key}"}}' in body
+    daemon.set_policies([kept])
+    clock.sleep(10)
+    daemon.tick(clock.now())
+    body = daemon.metrics.render().decode()
+    assert gone.workload.key not in body, [line for line in body.splitlines() if gone.workload.key in line]

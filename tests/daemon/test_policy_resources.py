@@ -194,6 +194,25 @@ def test_status_is_written_to_the_subresource_only_when_it_changes(cluster) -> N
     assert co.get_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, "web")["status"]["desiredReplicas"] == 6
 
 
+def test_the_writer_forgets_policy_objects_gone_for_an_hour(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Policies that came and went stayed in the writer's maps for ever (the soak audit: 4,004
+    entries after 1,000 policies churned, with 8 live); one not published for an hour is forgotten,
+    while one published every cycle keeps its condition's lastTransitionTime."""
+    em, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, _cr("web"))
+    writer = PolicyStatusWriter(api, refresh_s=60.0)
+    for i in range(50):  # 50 short-lived policies (their objects are gone: the writes fail, logged)
+        writer.publish([PolicyStatus(f"old{i}", "shop", f"Deployment/shop/old{i}", 1, 1, None, "none", "x", "x",
+                                     1000.0 + i, "m")])  # fmt: skip
+    for t in range(1100, 1100 + 3700, 10):
+        writer.publish([_status(4, float(t))])
+    assert set(writer._last) == set(writer._since) == {("shop", "web")}
+    assert set(writer._seen) == {("shop", "web")}
+    status = co.get_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, "web")["status"]
+    assert status["conditions"][0]["lastTransitionTime"] == "1970-01-01T00:18:20Z"  # 1100 s: kept
+
+
 def test_a_status_for_a_deleted_policy_does_not_stop_the_others(cluster) -> None:  # type: ignore[no-untyped-def]
     _, api = cluster
     co = client.CustomObjectsApi(api)
