@@ -651,6 +651,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             offset,
             artifacts / "training-cache" if artifacts else None,
         )
+        if history == "prometheus" and not virtual:  # a skewed clock would pass for fresh or missing data
+            from scaleahead.prometheus.client import check_clock
+
+            check_clock(hist.client)  # type: ignore[attr-defined]
         if target == "kubernetes" and kube_api is None:  # a missing kubeconfig creates no database either
             kube_api = _kube_api(kubeconfig)
         # Opened after the options and the trace are checked: a bad one creates no database.

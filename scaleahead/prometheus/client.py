@@ -184,6 +184,38 @@ class FetchStats:
             self.bytes += nbytes
 
 
+#: Clocks further apart than this (s) are warned about at start-up (``check_clock``).
+CLOCK_TOLERANCE_S = 5.0
+
+
+def check_clock(client: PrometheusClient, now: Callable[[], float] = time.time) -> float | None:
+    """Warn (event ``prometheus_clock_skew``) when Prometheus's clock is more than
+    ``CLOCK_TOLERANCE_S`` from this one's; returns the offset (s, Prometheus minus here), or None
+    when the server did not answer (the history reads report that themselves).
+
+    Ahead, its newest samples look fresher than they are (a sample scraped 5 minutes ago is stamped
+    now), which no staleness check can see; behind, the newest points look missing, as if it lagged."""
+    try:
+        offset = client.clock_offset(now)
+    except PrometheusError as exc:
+        log.debug("clock check of %s failed: %s", client.base, exc)
+        return None
+    if abs(offset) > CLOCK_TOLERANCE_S:
+        side = (
+            "ahead of this one: its newest samples look fresher than they are, and stale history is not seen"
+            if offset > 0
+            else "behind this one: its newest points look missing, as if it lagged"
+        )
+        log.warning(
+            "Prometheus at %s has a clock %.0f s %s; synchronize the clocks (NTP) of both",
+            client.base,
+            abs(offset),
+            side,
+            extra={"event": "prometheus_clock_skew", "offset_s": round(offset, 3)},
+        )
+    return offset
+
+
 def grid(start: float, end: float, step_s: float) -> tuple[float, int]:
     """The aligned grid in ``[start, end]``: first point (a multiple of ``step_s``) and count."""
     first = math.ceil(start / step_s - 1e-9) * step_s
@@ -441,6 +473,24 @@ class PrometheusClient:
         except (HTTPError, PrometheusError):
             return False
         return resp.status == 200
+
+    def clock_offset(self, now: Callable[[], float] = time.time) -> float:
+        """Prometheus's clock minus this one's (s): an instant query of ``time()`` evaluated at the
+        server's now, against the middle of the request on this clock (its half round trip is the
+        precision). Raises ``PrometheusError`` when the server does not answer."""
+        before = now()
+        data = self._post("/api/v1/query", {"query": "time()"}, "clock check", "time()", retries=0)
+        after = now()
+        try:
+            server = float(data["result"][1])
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise PrometheusError(
+                f"{self.base} answered time() with {_excerpt(data)}, not a scalar.",
+                "Check that the URL is a Prometheus query API.",
+                workload="clock check",
+                query="time()",
+            ) from exc
+        return server - (before + after) / 2.0
 
     # -- range queries --------------------------------------------------------------------------
 
