@@ -466,6 +466,17 @@ class _CapturingHistory:
             self.empty = {r for r in (getattr(self.inner, "empty", None) or ()) if r in keys}
         return self.last
 
+    def retain(self, policies: Sequence[Policy]) -> int:
+        """Passed through to the wrapped source (``PrometheusHistory.retain``) with the FULL set in
+        force: a read leaves out the workloads backing off, whose history must stay."""
+        retain = getattr(self.inner, "retain", None)
+        return int(retain(policies)) if callable(retain) else 0
+
+    def prune_cache(self) -> int:
+        """Passed through to the wrapped source (``PrometheusHistory.prune_cache``)."""
+        prune = getattr(self.inner, "prune_cache", None)
+        return int(prune()) if callable(prune) else 0
+
 
 class _RememberingTarget:
     """Adds the daemon's own recent decisions to the state, for scale-down stabilization."""
@@ -642,6 +653,7 @@ class Daemon:
         self._swap = threading.RLock()
         self._cycling = False
         self._removed: set[str] = set()
+        self._retain_due = False  # the policies changed: drop the history no policy uses (``_forget_removed``)
         self._reload = threading.Lock()  # one policy read and swap at a time (job thread, new leader)
         #: Called once each time this replica starts to lead (its first cycle as leader, at start-up
         #: or after standing by), before the cycle: `run` reconciles the action journal there, which
@@ -1025,6 +1037,7 @@ class Daemon:
         # the stabilization memory spans the longest window of the policies now in force
         self.target.window_s = _stabilization_window(policies)
         self._removed |= gone
+        self._retain_due = True  # the history of queries no policy uses any more is dropped with them
         if not self._cycling:  # else the tick forgets them once its cycle is accounted for
             self._forget_removed()
         self.metrics.workloads.set(len(policies))
@@ -1041,6 +1054,11 @@ class Daemon:
         for ref in [r for r in self.target.recent if r.key not in keys]:
             del self.target.recent[ref]
         gone, self._removed = self._removed - keys, set()
+        if self._retain_due:
+            # The full set, not the last read's (which leaves out workloads backing off). Here, with
+            # no cycle running, the loop's history is read by no one else.
+            self._retain_due = False
+            self.history.retain(self.deps.policies)
         if gone:
             self.metrics.forget(gone)  # its gauges would otherwise stay (and alert) until a restart
             self.live.forget(gone)  # and its error would come back, frozen, in the gauge and the median
@@ -1105,10 +1123,11 @@ class Daemon:
         if self.artifact_dir is not None and writes_checkpoint(retrained_family(self.settings)):
             # before the fit (minutes): a folder gone failed only after it; a baseline writes nothing there
             self._check_artifact_dir(self.artifact_dir)
+        policies = self.deps.policies
         try:
-            history = self.training_history.read(self.deps.policies, now)
+            history = self.training_history.read(policies, now)
             result = retrain(
-                self.deps.policies,
+                policies,
                 history,
                 self.deps.store,
                 self.settings,
@@ -1129,9 +1148,14 @@ class Daemon:
         finally:
             # The training window (a week of every workload: ~600 MB for 1,000 at 10 s) is read once
             # a day; between retrainings its source need not hold it (its disk cache, if any, stays).
+            # Its cache folder keeps only the policies' history: a removed workload's week goes (its
+            # only reader is this job, so here nothing else reads it meanwhile).
             release = getattr(self.training_history, "release", None)
+            retain = getattr(self.training_history, "retain", None)
             if self.training_history is not self.deps.history and callable(release):
                 release()
+            if self.training_history is not self.deps.history and callable(retain):
+                retain(policies)
         self.retrained.append(result)
         self.live.reset_drift()
         if result.rollout_ids and result.model is not None:
@@ -1389,10 +1413,13 @@ class Daemon:
         can need (``Store.prune_model_checkpoints``), with their files in the artifact folder: each
         file first, then its stored copy; a file that cannot be deleted is logged
         (``checkpoint_file_not_deleted``) and its version keeps its stored copy until a later prune
-        deletes both (``checkpoint_files_not_deleted`` in the result counts them)."""
+        deletes both (``checkpoint_files_not_deleted`` in the result counts them). Also, without a
+        database too, the history cache files not written for longer than their window
+        (``history_cache_files``: workloads removed while the daemon was down)."""
+        caches = self._prune_history_caches()
         store = self.deps.store
         if store is None:
-            return {}
+            return {"history_cache_files": caches} if caches else {}
         j = self.settings.jobs
         forecasts = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
         plans, actions = store.prune_plans(now - j.plan_retention_days * 86400.0)
@@ -1445,10 +1472,22 @@ class Daemon:
             "checkpoints": len(pruned),
             "checkpoint_files": files,
             "checkpoint_files_not_deleted": kept,
+            "history_cache_files": caches,
         }
         # A file that could not be deleted was named in its own warning; the count says it here too.
         log.log(logging.WARNING if kept else logging.INFO, "pruned old records", extra={"event": "prune", **out})
         return out
+
+    def _prune_history_caches(self) -> int:
+        """Delete the history cache files (``--artifacts`` history-cache and training-cache) that no
+        process wrote for longer than their window (``PrometheusHistory.prune_cache``): the history
+        of workloads removed while the daemon was down, which ``retain`` never saw. Returns how
+        many files were deleted."""
+        deleted = self.history.prune_cache()
+        if self.training_history is not self.deps.history:
+            prune = getattr(self.training_history, "prune_cache", None)
+            deleted += int(prune()) if callable(prune) else 0
+        return deleted
 
     # -- the ticker ------------------------------------------------------------------------------
     def run(

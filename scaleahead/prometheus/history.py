@@ -25,6 +25,12 @@ the prefix that fell out of the window is dropped (the file is rewritten once, u
 name and renamed: start and values change together, so a crash never pairs values with another
 start). A cache that cannot be written (a full disk) is logged and dropped for that query; the
 history read from Prometheus is still returned.
+
+What is held is bounded by the queries in use: ``retain(policies)``, given the full set of policies
+in force, drops the window (in memory and on disk) of every query none of them uses any more, and
+``prune_cache()`` deletes the cache files no process wrote for longer than the window (those of
+workloads removed while no process held them). Until 2026-12-05 neither existed: every removed
+workload's window stayed in memory and on disk for ever.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ import hashlib
 import json
 import logging
 import math
+import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,6 +66,10 @@ DAY_S = 86400.0
 MISSING_LOOKBACK_S = 600.0
 #: The cache's format: 2 keeps the grid start as the data file's first number (1 kept it in the JSON file).
 CACHE_FORMAT = 2
+#: A cache key: the first 24 hex digits of a SHA-256 (``PrometheusHistory._key``).
+_KEY = re.compile(r"[0-9a-f]{24}")
+#: The suffixes of a key's cache files: data, metadata and their temporary names while written.
+_CACHE_SUFFIXES = (".json", ".f64", ".tmp", ".jsontmp")
 
 
 @dataclass
@@ -80,6 +92,14 @@ class _Entry:
     def end(self) -> float:
         """Time just after the newest point held."""
         return self.start + self.n * self.step_s
+
+
+def _mtime(path: Path) -> float:
+    """When the file was last written; -inf when it is gone (deleted meanwhile)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return -math.inf
 
 
 def _capacity(window_n: int) -> int:
@@ -199,6 +219,81 @@ class PrometheusHistory:
         its buffer). The next read loads it from the disk cache, if there is one, and reads only
         what is new; without one, it reads the window again."""
         self._entries.clear()
+
+    def retain(self, policies: Sequence[Policy]) -> int:
+        """Keep only the history of the queries that ``policies`` use: drop the window, in memory
+        and in the cache folder, of every (query, step) read before that none of them uses any more
+        (its workload removed, or its query or step changed). A query two policies share stays
+        while either uses it.
+
+        ``policies`` must be the **full** set in force, not one read's: a workload backing off is
+        left out of reads but keeps its history. Returns how many (query, step) were dropped. A
+        file that cannot be deleted is logged (``history_cache_not_deleted``); ``prune_cache``
+        deletes it once it is a window old."""
+        wanted = {(p.spec.demand.query, p.spec.demand.step_seconds) for p in policies}
+        gone = [qs for qs in self._keys if qs not in wanted]
+        for qs in gone:
+            key = self._keys.pop(qs)
+            self._entries.pop(key, None)
+            self._overlap_from.pop(key, None)
+            self._lag_said.discard(key)
+            if self.cache_dir is not None:
+                self._delete_files([self.cache_dir / f"{key}{suffix}" for suffix in _CACHE_SUFFIXES])
+        if gone:
+            log.info(
+                "history of %d quer%s no policy uses any more dropped",
+                len(gone),
+                "y" if len(gone) == 1 else "ies",
+                extra={"event": "history_dropped", "queries": len(gone)},
+            )
+        return len(gone)
+
+    def prune_cache(self, now: float | None = None) -> int:
+        """Delete the cache files of the queries not read since this process started whose files
+        were last written more than the window before ``now`` (wall-clock seconds, the files'
+        times; default: the time now): their history is too old to extend, so a read would load the
+        window afresh anyway. These are the files of workloads removed while no process held them
+        (``retain`` deletes those this process read). Files whose names are not cache keys are
+        left alone. Returns how many files were deleted."""
+        if self.cache_dir is None:
+            return 0
+        cutoff = (time.time() if now is None else now) - self.window_s
+        held = set(self._keys.copy().values()) | set(self._entries.copy())  # copies: the loop may read meanwhile
+        files: dict[str, list[Path]] = {}
+        try:
+            for path in self.cache_dir.iterdir():
+                key, dot, suffix = path.name.partition(".")
+                if _KEY.fullmatch(key) and f"{dot}{suffix}" in _CACHE_SUFFIXES and key not in held:
+                    files.setdefault(key, []).append(path)
+        except OSError as exc:
+            log.warning(
+                "cannot list the history cache %s (%s): its old files stay until the next prune",
+                self.cache_dir,
+                exc.strerror or exc,
+                extra={"event": "history_cache_not_deleted", "path": str(self.cache_dir)},
+            )
+            return 0
+        stale = [paths for paths in files.values() if max(_mtime(p) for p in paths) < cutoff]
+        return sum(self._delete_files(paths) for paths in stale)
+
+    def _delete_files(self, paths: Sequence[Path]) -> int:
+        """Delete the files (those missing are fine); log each that cannot be; the count deleted."""
+        deleted = 0
+        for path in paths:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                log.warning(
+                    "cannot delete the history cache file %s (%s); the next prune tries again",
+                    path,
+                    exc.strerror or exc,
+                    extra={"event": "history_cache_not_deleted", "path": str(path)},
+                )
+                continue
+            deleted += 1
+        return deleted
 
     # -- planning what to fetch -----------------------------------------------------------------
 

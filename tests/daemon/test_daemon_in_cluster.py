@@ -27,7 +27,7 @@ from scaleahead.clock import VirtualClock  # noqa: E402
 from scaleahead.commands.run import _LeaseLeadership, cluster_actuation  # noqa: E402
 from scaleahead.daemon import Daemon  # noqa: E402
 from scaleahead.loop import Deps  # noqa: E402
-from scaleahead.policy import parse_policies  # noqa: E402
+from scaleahead.policy import Policy, parse_policies  # noqa: E402
 from scaleahead.prometheus.backfill import LocalPrometheus, create_blocks, write_openmetrics  # noqa: E402
 from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig  # noqa: E402
 from scaleahead.prometheus.history import PrometheusHistory  # noqa: E402
@@ -402,3 +402,108 @@ def test_two_processes_on_one_host_are_two_candidates(monkeypatch) -> None:  # t
     assert one != two and one.startswith(socket.gethostname() + "_")
     monkeypatch.setenv("POD_NAME", "scaleahead-7d9f-abcde")
     assert replica_identity() == "scaleahead-7d9f-abcde"
+
+
+def _policy(name: str, query: str) -> Policy:
+    return parse_policies(
+        f"""apiVersion: scaleahead.io/v1alpha1
+kind: PredictiveScalingPolicy
+metadata: {{name: {name}, namespace: shop}}
+spec:
+  target: {{name: {name}}}
+  demand: {{query: '{query}', unit: req/10s}}
+  capacityPerReplica: 2
+  maxReplicas: 60
+"""
+    )[0]
+
+
+def _files(folder: Path) -> set[str]:
+    return {f.name for f in folder.iterdir()} if folder.exists() else set()
+
+
+def test_policy_churn_does_not_grow_the_daemons_history_in_memory_or_on_disk(prometheus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Until 2026-12-05 the history of every removed workload stayed in the loop's history and its
+    cache folder (and in the training cache) for ever: with workloads replaced over time, memory and
+    `--artifacts` grew without bound (soak audit finding 1). Now a policy change drops the history
+    of the queries no policy uses any more, and a retraining that of its own cache; a workload
+    backing off (left out of the reads) keeps its history."""
+    from scaleahead.tracesource import InMemoryTarget
+
+    url, start = prometheus
+    t0 = start + 1.2 * DAY
+    clock = VirtualClock(t0)
+    history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=0.5 * DAY, cache_dir=tmp_path / "hc")
+    training = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=DAY, cache_dir=tmp_path / "tc")
+    stable = _policy("web0", 'demand{workload="web0"}')
+    store = Store(f"sqlite:///{tmp_path / 'churn.db'}")
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"
+    model = make_model("seasonal_naive").fit(list(history.read([stable], t0).values()))
+    deps = Deps(history, model, InMemoryTarget(), store, [stable])
+    daemon = Daemon(deps, settings, clock, training_history=training)
+    for epoch in range(6):  # a workload replaced every 3 cycles, each with its own query
+        churned = _policy(f"churn{epoch}", f'demand{{workload="web1"}} * {epoch + 1}')
+        daemon.set_policies([stable, churned])
+        for _ in range(3):
+            assert daemon.tick(clock.now()).role == "leader"
+            clock.sleep(10.0)
+        live = {history._key(p.spec.demand.query, 10.0) for p in (stable, churned)}
+        assert set(history._entries) == live, f"epoch {epoch}: only the policies' history is held"
+        assert _files(tmp_path / "hc") == {f"{k}.{ext}" for k in live for ext in ("json", "f64")}
+    # A workload backing off is left out of the reads, but keeps its history across a policy change.
+    for _ in range(5):
+        daemon.backoff.failed(churned.workload.key, clock.now())  # backing off for minutes
+    backing_off = history._key(churned.spec.demand.query, 10.0)
+    daemon.set_policies([stable, churned, _policy("other", 'demand{workload="web1"} * 100')])
+    for _ in range(2):
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+        assert churned.workload not in daemon.history.last and backing_off in history._entries
+    daemon.set_policies([stable, churned])
+    assert backing_off in history._entries and len(history._entries) == 2 and len(_files(tmp_path / "hc")) == 4
+    daemon.tick(clock.now())
+    assert churned.workload not in daemon.history.last and backing_off in history._entries
+    # The training cache keeps only the policies of the last retraining.
+    daemon._retrain(clock.now(), "schedule")
+    daemon.set_policies([stable])
+    daemon._retrain(clock.now(), "schedule")
+    assert training._entries == {}  # released after each retraining, as before
+    assert _files(tmp_path / "tc") == {f"{training._key(stable.spec.demand.query, 10.0)}.{e}" for e in ("json", "f64")}
+    daemon.shutdown()
+
+
+def test_the_prune_job_deletes_the_history_cache_files_of_workloads_removed_while_it_was_down(  # type: ignore[no-untyped-def]
+    prometheus, tmp_path
+) -> None:
+    """Files of a workload whose policy went while no daemon ran are not named by any policy change:
+    the `prune` job deletes the history cache files not written for longer than their window."""
+    import os
+    import time
+
+    from scaleahead.tracesource import InMemoryTarget
+
+    url, start = prometheus
+    t0 = start + 1.2 * DAY
+    web0, web1 = _policy("web0", 'demand{workload="web0"}'), _policy("web1", 'demand{workload="web1"}')
+    for folder in ("hc", "tc"):  # the process before the restart held both
+        PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=DAY, cache_dir=tmp_path / folder).read(
+            [web0, web1], t0
+        )
+    old = time.time() - DAY - 60
+    for f in [*(tmp_path / "hc").iterdir(), *(tmp_path / "tc").iterdir()]:
+        os.utime(f, (old, old))  # the daemon was down for longer than the window
+    history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=DAY, cache_dir=tmp_path / "hc")
+    training = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=DAY, cache_dir=tmp_path / "tc")
+    settings = Settings()
+    settings.forecast.model = "seasonal_naive"
+    deps = Deps(history, make_model("naive"), InMemoryTarget(), Store(f"sqlite:///{tmp_path / 'p.db'}"), [web0])
+    daemon = Daemon(deps, settings, VirtualClock(t0 + 600), training_history=training)
+    daemon.tick(t0 + 600)  # web1 was removed while the daemon was down: no policy change names it
+    assert len(_files(tmp_path / "hc")) == 4
+    out = daemon.prune(t0 + 600)
+    assert out["history_cache_files"] == 6  # web1's in both folders, and web0's training files (a day old)
+    key0 = history._key(web0.spec.demand.query, 10.0)
+    assert _files(tmp_path / "hc") == {f"{key0}.json", f"{key0}.f64"}  # web0's, held by the loop, stays
+    assert _files(tmp_path / "tc") == set()
+    daemon.shutdown()

@@ -356,3 +356,74 @@ def test_after_the_daemons_clock_is_corrected_backwards_its_history_has_no_holes
         assert later.end == real + 10 and np.isfinite(later.values[:-1]).all()
         key = next(iter(restarted._entries))
         assert restarted._paths(key)[1].stat().st_size == 8 * (1 + restarted._entries[key].n)  # the file cut back too
+
+
+def _cache_keys(folder) -> set[str]:  # type: ignore[no-untyped-def]
+    return {f.name.split(".")[0] for f in folder.iterdir()}
+
+
+def test_retain_drops_the_history_of_queries_no_policy_uses_any_more(prom, make_policy, tmp_path) -> None:
+    """Until 2026-12-05 nothing dropped a removed workload's window: with workloads replaced over
+    time, memory and the cache folder grew for ever (soak audit finding 1). ``retain`` with the
+    policies in force drops, in memory and on disk, what none of them uses; a query two policies
+    share stays while either uses it, and a workload that comes back reads its window afresh."""
+    policies = [make_policy(k, f'nasa_requests{{workload="{k}"}}') for k in prom.workers]
+    twin = make_policy("twin", 'nasa_requests{workload="w01"}')  # shares w01's query
+    now = prom.workers["w01"].start + 3 * HOUR
+    hist = source(prom.url, cache_dir=tmp_path)
+    hist.read([*policies, twin], now)
+    assert len(hist._entries) == 8 and len(list(tmp_path.iterdir())) == 16
+    keep = [twin, *policies[1:4]]  # w01 removed, but its twin still uses its query
+    assert hist.retain(keep) == 4
+    kept = {hist._key(p.spec.demand.query, 10.0) for p in keep}
+    assert set(hist._entries) == kept and set(hist._keys.values()) == kept
+    assert _cache_keys(tmp_path) == kept and len(list(tmp_path.iterdir())) == 8
+    assert hist.retain(keep) == 0  # nothing more to drop
+    # the kept ones go on incrementally; a removed one that comes back reads its window afresh
+    before = hist.client.stats.points
+    got = hist.read([*keep, policies[5]], now + 60)
+    assert hist.client.stats.points - before <= 4 * 9 + 720
+    fresh = source(prom.url).read([*keep, policies[5]], now + 60)
+    for ref, s in got.items():
+        np.testing.assert_array_equal(s.values, fresh[ref].values)
+    # and a restart on the folder loads only what was kept
+    restarted = source(prom.url, cache_dir=tmp_path)
+    restarted.read(keep, now + 60)
+    assert restarted.client.stats.points <= 4 * 9
+
+
+def test_retain_with_a_policy_whose_query_changed_drops_the_old_query(prom, make_policy, tmp_path) -> None:
+    old = make_policy("web", 'nasa_requests{workload="w01"}')
+    new = make_policy("web", 'nasa_requests{workload="w02"}')
+    hist = source(prom.url, cache_dir=tmp_path)
+    hist.read([old], prom.workers["w01"].start + 3 * HOUR)
+    hist.read([new], prom.workers["w01"].start + 3 * HOUR + 10)
+    assert len(hist._entries) == 2
+    assert hist.retain([new]) == 1
+    assert set(hist._entries) == _cache_keys(tmp_path) == {hist._key(new.spec.demand.query, 10.0)}
+
+
+def test_prune_cache_deletes_the_files_older_than_the_window_of_queries_not_held(prom, make_policy, tmp_path) -> None:
+    """A workload removed while no process held it leaves its files, which ``retain`` never sees:
+    ``prune_cache`` deletes the cache files not written for longer than the window, except those of
+    queries this process holds; files that are not the cache's stay."""
+    import os
+    import time
+
+    policies = [make_policy(k, f'nasa_requests{{workload="{k}"}}') for k in ("w01", "w02", "w03")]
+    now = prom.workers["w01"].start + 3 * HOUR
+    source(prom.url, cache_dir=tmp_path).read(policies, now)  # a process that stopped
+    restarted = source(prom.url, cache_dir=tmp_path)
+    restarted.read(policies[:1], now + 60)  # w02 and w03 were removed while it was down
+    namer = source(prom.url)  # the keys, without making them held by the restarted history
+    w01, w02, w03 = (namer._key(p.spec.demand.query, 10.0) for p in policies)
+    (tmp_path / "notes.txt").write_text("not the cache's")
+    old = time.time() - 2 * HOUR - 60  # older than the window (2 hours)
+    for f in tmp_path.iterdir():
+        if not f.name.startswith(w03):
+            os.utime(f, (old, old))
+    assert restarted.prune_cache() == 2  # w02's pair; w03 was written recently, w01 is held
+    assert _cache_keys(tmp_path) == {w01, w03, "notes"}
+    assert restarted.prune_cache(now=time.time() + 2 * HOUR + 60) == 2  # w03's, once a window old
+    assert _cache_keys(tmp_path) == {w01, "notes"}
+    assert source(prom.url).prune_cache() == 0  # no cache folder: nothing to do
