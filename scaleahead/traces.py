@@ -10,6 +10,7 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
+import logging
 import lzma
 import os
 import re
@@ -23,6 +24,8 @@ import pandas as pd
 
 from scaleahead.errors import DataError
 from scaleahead.types import F32_MAX, FloatArray, Series
+
+log = logging.getLogger("scaleahead.traces")
 
 #: Nominal origin for traces that carry no absolute time (Alibaba 2018): Monday 2018-01-01 UTC.
 ALIBABA_ORIGIN_S = 1514764800.0
@@ -295,6 +298,25 @@ def _utc(t: float) -> str:
         return f"{t:.0f}"
 
 
+def _warn_off_grid(name: str, idx: np.ndarray, n: int, step_s: float) -> None:
+    """Warn when timestamps off the grid make samples share a step while others hold none (jitter:
+    a sample 0.5 s late goes to the next step, which then holds two, and its own stays empty)."""
+    per_step = np.bincount(idx, minlength=n)
+    # A step holding two samples right after one holding none: a sample slid into the next step.
+    slid = int(((per_step[1:] > 1) & (per_step[:-1] == 0)).sum())
+    if slid < max(2, 0.01 * n):  # a stray late sample (NAB's traces have one) is not jitter
+        return
+    log.warning(
+        "series %s: %d of its %g s steps hold two or more samples (averaged) right after a step that holds "
+        "none: its timestamps are off the grid (jitter?), and a sample goes to the first step that starts at "
+        "or after its time; round the timestamps to the step to keep every sample",
+        name,
+        slid,
+        step_s,
+        extra={"event": "series_off_grid", "series": name, "slid_steps": slid},
+    )
+
+
 def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | None, unit: str) -> Series:
     """Put irregular samples on a regular grid; gaps become NaN, never zero."""
     if len(ts) < 2:
@@ -363,6 +385,7 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
     # stamped 4 s late on a 10 s grid is not known 4 s before its own step ends (no peeking).
     idx = np.ceil((ts - start) / step_s - 1e-9).astype(np.int64)
     n = int(idx[-1]) + 1
+    _warn_off_grid(name, idx, n, step_s)
     grid = np.full(n, np.nan)
     # Several samples in one grid step (irregular sampling): average them.
     sums = np.bincount(idx[finite], weights=values[finite], minlength=n)

@@ -171,3 +171,30 @@ def test_a_timestamp_that_is_no_time_is_named_by_its_line(tmp_path: Path, rows: 
     with pytest.raises(DataError) as err:
         load_series(str(f))
     assert says in err.value.message and "line 4" in err.value.message
+
+
+def test_jittered_timestamps_are_warned_about_and_a_stray_late_sample_is_not(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Half a second of jitter on a 10 s grid sends a quarter of the samples into the next step
+    (averaged there, their own step empty): a warning says so and what to do. One late sample in
+    a long series (NAB's traces have one) is not jitter."""
+    import logging
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    t = 1_700_000_000 + 10.0 * np.arange(2000)
+    jittered = t + np.where(rng.random(2000) < 0.25, 0.5, 0.0)
+    f = tmp_path / "jitter.csv"
+    f.write_text("timestamp,value\n" + "".join(f"{x:.1f},{i % 7}\n" for i, x in enumerate(jittered)))
+    caplog.set_level(logging.WARNING)
+    s = load_series(str(f))
+    (warned,) = [r for r in caplog.records if getattr(r, "event", "") == "series_off_grid"]
+    assert "off the grid (jitter?)" in warned.getMessage() and "round the timestamps" in warned.getMessage()
+    assert warned.slid_steps > 200 and np.isnan(s.values).sum() > 200  # type: ignore[attr-defined]
+    caplog.clear()
+    one = t.copy()
+    one[1000] += 0.5
+    g = tmp_path / "one.csv"
+    g.write_text("timestamp,value\n" + "".join(f"{x:.1f},1\n" for x in one))
+    load_series(str(g))
+    assert not [r for r in caplog.records if getattr(r, "event", "") == "series_off_grid"]
