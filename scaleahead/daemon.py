@@ -1135,11 +1135,9 @@ class Daemon:
         self.retrained.append(result)
         self.live.reset_drift()
         if result.rollout_ids and result.model is not None:
-            ids = set(result.rollout_ids)
             with self._trials_lock:
-                for row in self.deps.store.rollouts():
-                    if row.id in ids:
-                        self.trials[row.group] = (row.id, result)
+                for row in self.deps.store.rollouts(ids=result.rollout_ids):
+                    self.trials[row.group] = (row.id, result)
                 self.follow_rollout(now)
         return result
 
@@ -1197,7 +1195,8 @@ class Daemon:
                 with self._swap:  # a policy swap between the read and the write would be lost
                     self.deps = replace(self.deps, rollout=None, challenger=None, trials=())
             return
-        rows = {r.id: r for r in store.rollouts()}
+        # only the followed ones, by id: the table keeps every rollout ever started
+        rows = {r.id: r for r in store.rollouts(ids=[rid for rid, _ in self.trials.values()])}
         running: list[tuple[RolloutView, Forecaster]] = []
         for group, (rid, result) in sorted(self.trials.items()):
             row = rows.get(rid)
@@ -1241,15 +1240,10 @@ class Daemon:
             family = store.model(current).family if current is not None else self.settings.forecast.model
         except UserError:  # the version was deleted from the registry: keep what runs
             return
-        champions = [m for m in store.models() if m.family == family and m.status in ("champion", "production")]
-        failed_at = self._unloadable.get(champions[-1].id) if champions else None
-        if (
-            not champions
-            or champions[-1].id == current
-            or (failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S)
-        ):
+        newest = store.champion(family)  # one row: the registry keeps every version ever trained
+        failed_at = self._unloadable.get(newest.id) if newest is not None else None
+        if newest is None or newest.id == current or (failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S):
             return
-        newest = champions[-1]
         was = str(current) if current is not None else self.deps.forecaster.name
         try:
             model = self._load_version(store, newest.id)

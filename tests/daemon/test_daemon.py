@@ -727,6 +727,46 @@ def test_production_follows_the_registry_champion_and_a_rollback(daemon_factory)
     assert daemon.deps.model_version_id == first
 
 
+def test_following_reads_only_the_followed_rollouts_and_the_familys_champion(daemon_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The once-a-minute follow_champion / follow_rollout read every row of model_versions and
+    rollouts (never pruned: ~0.2 s each at 10,000 rows). They now read the family's champion and
+    the followed rollouts by id, and follow as before."""
+    from actuator.rollouts import RolloutBook
+
+    daemon, clock, _, store = daemon_factory(n=2, reference_error=100.0)
+    for i in range(5):  # history the daemon has no use for
+        old = store.register_model(f"seasonal_naive-{i}", "seasonal_naive", status="retired")
+        store.update_rollout(
+            store.rollout(store.create_rollout("default", "shadow", "x", str(old), now=1.0)), 2.0, state="aborted"
+        )
+    champion = store.register_model("seasonal_naive-a", "seasonal_naive", status="champion")
+    mid = store.register_model("window_mean-cron", "window_mean", status="challenger")
+    book = RolloutBook(store)
+    rid = book.start("default", "canary", "seasonal_naive", str(mid), clock.now())
+    wide: list[str] = []
+    models, rollouts = store.models, store.rollouts
+
+    def all_models():  # type: ignore[no-untyped-def]
+        wide.append("models()")
+        return models()
+
+    def some_rollouts(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not args and not kwargs:
+            wide.append("rollouts()")
+        return rollouts(*args, **kwargs)
+
+    monkeypatch.setattr(store, "models", all_models)
+    monkeypatch.setattr(store, "rollouts", some_rollouts)
+    daemon.run(lambda: False, max_ticks=20)  # three minute checks
+    assert daemon.deps.model_version_id == champion, "production follows the registry's champion"
+    assert daemon.trial is not None and daemon.trial[0] == rid, "the running rollout is adopted"
+    book.promote("default", clock.now())
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.model_version_id == mid and daemon.deps.forecaster.name == "window_mean"
+    assert daemon.trial is None and daemon.deps.trials == ()
+    assert wide == [], "a once-a-minute check read a whole registry table"
+
+
 def test_a_champion_that_cannot_be_loaded_is_logged_once_and_production_stays(daemon_factory, caplog) -> None:  # type: ignore[no-untyped-def]
     daemon, _, _, store = daemon_factory(n=2, reference_error=100.0)
     daemon.settings.forecast.model = "lstm"  # no version in production yet: the family to follow
