@@ -27,6 +27,7 @@ import math
 import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -530,6 +531,10 @@ def _stabilization_window(policies: Sequence[Policy]) -> float:
 #: A champion that could not be loaded is tried again after this long (s).
 UNLOADABLE_RETRY_S = 600.0
 
+#: How many retraining results ``Daemon.retrained`` keeps (it kept every one, each with its fitted
+#: model, for the life of the process until 2026-12-05).
+RETRAINED_KEPT = 8
+
 
 def _may_need_release(record: ManagedField) -> bool:
     """Whether a managed field may differ from what a release gives back: any record whose value
@@ -606,7 +611,9 @@ class Daemon:
         self.artifact_dir = artifact_dir
         self.report_dir = report_dir
         self.reference_error = reference_error
-        self.retrained: list[RetrainResult] = []
+        #: The last ``RETRAINED_KEPT`` retrainings' results (each holds its fitted model), newest
+        #: last: for tests and debugging. Those the loop plans with are held by ``trials``.
+        self.retrained: deque[RetrainResult] = deque(maxlen=RETRAINED_KEPT)
         #: Per rollout group, the running rollout followed and its challenger: (rollout id, model).
         self.trials: dict[str, tuple[int, RetrainResult]] = {}
         #: ``trials`` is read and changed on the loop's thread (``follow_rollout`` every minute) and

@@ -186,7 +186,7 @@ def test_a_failed_job_is_counted_once_as_an_error_with_its_time(daemon_factory) 
     assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="ok") == 0
     last = metric_value(daemon, "scaleahead_job_last_run_timestamp_seconds", job_name="retrain", result="error")
     assert last % 3600 == 0 and clock.now() - 3600 < last <= clock.now(), "the 05:00 run"
-    assert daemon.retrained == []
+    assert not daemon.retrained
 
 
 def test_retraining_never_steps_on_a_rollout_someone_else_started(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -200,6 +200,22 @@ def test_retraining_never_steps_on_a_rollout_someone_else_started(daemon_factory
     assert daemon.retrained, "models were still trained and registered"
     assert [r.id for r in store.rollouts(state="running")] == [mine]
     assert all(store.model(r.model_version_id).status == "challenger" for r in daemon.retrained)
+
+
+def test_the_daemon_keeps_only_the_last_retraining_results(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """``retrained`` kept every result, each with its fitted model, for the life of the process."""
+    from scaleahead.daemon import RETRAINED_KEPT
+
+    settings = Settings()
+    settings.jobs.retrain_cron = "* * * * *"  # every minute
+    daemon, _, _, store = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    daemon.run(lambda: False, max_ticks=6 * (RETRAINED_KEPT + 3))
+    runs = metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="ok")
+    assert runs > RETRAINED_KEPT
+    registered = sorted(m.id for m in store.models())
+    assert len(registered) == runs
+    assert [r.model_version_id for r in daemon.retrained] == registered[-RETRAINED_KEPT:], "the newest, in order"
+    assert daemon.trial is not None and daemon.trial[1] is daemon.retrained[-1], "the newest is still followed"
 
 
 def test_a_newer_challenger_supersedes_a_running_retrained_one(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -954,7 +970,7 @@ def test_a_scheduled_retraining_on_too_little_history_registers_nothing(daemon_f
     daemon.training_history = _TwoRowTrainingHistory()
     daemon.run(lambda: False, max_ticks=400)  # the hour marks 04:00 and 05:00
     assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="error") == 2
-    assert daemon.retrained == [] and store.models() == [] and store.rollouts() == []
+    assert not daemon.retrained and store.models() == [] and store.rollouts() == []
 
 
 def test_the_observed_gauge_skips_a_sample_beyond_float32_as_missing(daemon_factory) -> None:  # type: ignore[no-untyped-def]
