@@ -433,9 +433,8 @@ class RolloutBook:
         )
 
     def get(self, group: str, rollout_id: int | None = None) -> StoredRollout:
-        rows = self.store.rollouts(group=group)
-        if rollout_id is not None:
-            rows = [r for r in self.store.rollouts() if r.id == rollout_id]
+        # by id, whatever its group (as before), without reading every rollout
+        rows = self.store.rollouts(ids=[rollout_id]) if rollout_id is not None else self.store.rollouts(group=group)
         if not rows:
             raise UserError(f"No rollout in group {group!r}.", "Start one with `scaleahead rollout start`.")
         return rows[-1]

@@ -27,6 +27,7 @@ import math
 import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -541,6 +542,10 @@ def _stabilization_window(policies: Sequence[Policy]) -> float:
 #: A champion that could not be loaded is tried again after this long (s).
 UNLOADABLE_RETRY_S = 600.0
 
+#: How many retraining results ``Daemon.retrained`` keeps (it kept every one, each with its fitted
+#: model, for the life of the process until 2026-12-05).
+RETRAINED_KEPT = 8
+
 
 def _may_need_release(record: ManagedField) -> bool:
     """Whether a managed field may differ from what a release gives back: any record whose value
@@ -617,7 +622,9 @@ class Daemon:
         self.artifact_dir = artifact_dir
         self.report_dir = report_dir
         self.reference_error = reference_error
-        self.retrained: list[RetrainResult] = []
+        #: The last ``RETRAINED_KEPT`` retrainings' results (each holds its fitted model), newest
+        #: last: for tests and debugging. Those the loop plans with are held by ``trials``.
+        self.retrained: deque[RetrainResult] = deque(maxlen=RETRAINED_KEPT)
         #: Per rollout group, the running rollout followed and its challenger: (rollout id, model).
         self.trials: dict[str, tuple[int, RetrainResult]] = {}
         #: ``trials`` is read and changed on the loop's thread (``follow_rollout`` every minute) and
@@ -1159,11 +1166,9 @@ class Daemon:
         self.retrained.append(result)
         self.live.reset_drift()
         if result.rollout_ids and result.model is not None:
-            ids = set(result.rollout_ids)
             with self._trials_lock:
-                for row in self.deps.store.rollouts():
-                    if row.id in ids:
-                        self.trials[row.group] = (row.id, result)
+                for row in self.deps.store.rollouts(ids=result.rollout_ids):
+                    self.trials[row.group] = (row.id, result)
                 self.follow_rollout(now)
         return result
 
@@ -1221,7 +1226,8 @@ class Daemon:
                 with self._swap:  # a policy swap between the read and the write would be lost
                     self.deps = replace(self.deps, rollout=None, challenger=None, trials=())
             return
-        rows = {r.id: r for r in store.rollouts()}
+        # only the followed ones, by id: the table keeps every rollout ever started
+        rows = {r.id: r for r in store.rollouts(ids=[rid for rid, _ in self.trials.values()])}
         running: list[tuple[RolloutView, Forecaster]] = []
         for group, (rid, result) in sorted(self.trials.items()):
             row = rows.get(rid)
@@ -1265,15 +1271,10 @@ class Daemon:
             family = store.model(current).family if current is not None else self.settings.forecast.model
         except UserError:  # the version was deleted from the registry: keep what runs
             return
-        champions = [m for m in store.models() if m.family == family and m.status in ("champion", "production")]
-        failed_at = self._unloadable.get(champions[-1].id) if champions else None
-        if (
-            not champions
-            or champions[-1].id == current
-            or (failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S)
-        ):
+        newest = store.champion(family)  # one row: the registry keeps every version ever trained
+        failed_at = self._unloadable.get(newest.id) if newest is not None else None
+        if newest is None or newest.id == current or (failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S):
             return
-        newest = champions[-1]
         was = str(current) if current is not None else self.deps.forecaster.name
         try:
             model = self._load_version(store, newest.id)

@@ -15,7 +15,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -27,7 +27,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, make_url, select, text, update
+from sqlalchemy import Engine, bindparam, create_engine, delete, event, func, insert, make_url, select, text, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import DataError as SQLDataError
@@ -1129,6 +1129,23 @@ class Store:
         with self.session() as s:
             return [_model(r) for r in s.scalars(select(ModelVersionRow).order_by(ModelVersionRow.id))]
 
+    def champion(self, family: str) -> ModelVersion | None:
+        """The champion of ``family``: its newest version with a champion status
+        (``CHAMPION_STATUSES``), or None. One row read, through the one-champion index, however
+        many versions the registry holds (the daemon asks every minute; ``models()`` reads them all)."""
+        with self.session() as s:
+            row = s.scalars(
+                select(ModelVersionRow)
+                .where(
+                    ModelVersionRow.family == family,
+                    # literal values: SQLite uses the partial index only when the query's terms match its own
+                    ModelVersionRow.status.in_(bindparam("champion", CHAMPION_STATUSES, literal_execute=True)),
+                )
+                .order_by(ModelVersionRow.id.desc())
+                .limit(1)
+            ).first()
+            return _model(row) if row is not None else None
+
     def model(self, model_id: int) -> ModelVersion:
         with self.session() as s:
             row = s.get(ModelVersionRow, model_id)
@@ -1250,13 +1267,21 @@ class Store:
         with self.session() as s:
             self._change_rollout(s, seen, now, **values)
 
-    def rollouts(self, group: str | None = None, state: str | None = None) -> list[StoredRollout]:
+    def rollouts(
+        self, group: str | None = None, state: str | None = None, ids: Collection[int] | None = None
+    ) -> list[StoredRollout]:
+        """Rollouts by id, oldest first: all of them, or those of ``group``, in ``state``, among
+        ``ids`` (by primary key: the daemon's once-a-minute read of the few it follows)."""
         with self.session() as s:
             q = select(RolloutRow).order_by(RolloutRow.id)
             if group is not None:
                 q = q.where(RolloutRow.group == group)
             if state is not None:
                 q = q.where(RolloutRow.state == state)
+            if ids is not None:
+                if not ids:
+                    return []
+                q = q.where(RolloutRow.id.in_(sorted(set(ids))))
             return [_rollout(r) for r in s.scalars(q)]
 
     def rollout(self, rollout_id: int) -> StoredRollout:

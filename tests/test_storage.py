@@ -372,6 +372,40 @@ def test_a_champion_registered_or_set_retires_its_familys_champion(db_url: str) 
     store.close()
 
 
+def test_the_champion_and_rollouts_by_id_are_what_the_full_lists_give(db_url: str) -> None:
+    """Store.champion(family) and Store.rollouts(ids=...) (the daemon's once-a-minute reads) give
+    what filtering models() / rollouts() gave, on both databases."""
+    from storage.store import CHAMPION_STATUSES
+
+    store = Store(db_url)
+
+    def champion_from_all(family: str) -> int | None:
+        found = [m.id for m in store.models() if m.family == family and m.status in CHAMPION_STATUSES]
+        return found[-1] if found else None
+
+    assert store.champion("lstm") is None and store.rollouts(ids=[1, 2]) == [] and store.rollouts(ids=[]) == []
+    a = store.register_model("a", "lstm", status="champion")
+    store.register_model("c", "lstm", status="challenger")
+    r = store.register_model("r", "ridge", status="production")
+    b = store.register_model("b", "lstm", status="retired")
+    for family in ("lstm", "ridge", "window_mean"):
+        got = store.champion(family)
+        assert (got.id if got else None) == champion_from_all(family)
+    assert store.champion("lstm") == store.model(a) and store.champion("ridge") == store.model(r)
+    store.make_champion(b)  # a rollback: a retired
+    assert store.champion("lstm") == store.model(b) and champion_from_all("lstm") == b
+    store.set_model_status(b, "retired")
+    assert store.champion("lstm") is None and champion_from_all("lstm") is None
+    ids = [store.create_rollout(g, "shadow", "1", str(i), now=float(i)) for i, g in enumerate(("web", "api", "db"))]
+    store.update_rollout(store.rollout(ids[1]), 9.0, state="promoted")
+    everything = store.rollouts()
+    for wanted in ([ids[2], ids[0]], [ids[1]], [ids[0], ids[0], 999], ids):
+        assert store.rollouts(ids=wanted) == [x for x in everything if x.id in wanted], wanted
+    assert store.rollouts(ids=ids, state="running") == [x for x in everything if x.state == "running"]
+    assert [x.id for x in store.rollouts(group="web", ids=ids)] == [ids[0]]
+    store.close()
+
+
 def test_a_forecast_with_many_quantile_levels_is_stored_on_every_database(db_url: str) -> None:
     """forecasts.quantiles was VARCHAR(64): 19 levels (0.05 .. 0.95) were stored by SQLite and
     refused by PostgreSQL with a raw DataError. It is TEXT since 0010_one_champion."""

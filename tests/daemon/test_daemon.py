@@ -186,7 +186,7 @@ def test_a_failed_job_is_counted_once_as_an_error_with_its_time(daemon_factory) 
     assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="ok") == 0
     last = metric_value(daemon, "scaleahead_job_last_run_timestamp_seconds", job_name="retrain", result="error")
     assert last % 3600 == 0 and clock.now() - 3600 < last <= clock.now(), "the 05:00 run"
-    assert daemon.retrained == []
+    assert not daemon.retrained
 
 
 def test_retraining_never_steps_on_a_rollout_someone_else_started(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -200,6 +200,22 @@ def test_retraining_never_steps_on_a_rollout_someone_else_started(daemon_factory
     assert daemon.retrained, "models were still trained and registered"
     assert [r.id for r in store.rollouts(state="running")] == [mine]
     assert all(store.model(r.model_version_id).status == "challenger" for r in daemon.retrained)
+
+
+def test_the_daemon_keeps_only_the_last_retraining_results(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """``retrained`` kept every result, each with its fitted model, for the life of the process."""
+    from scaleahead.daemon import RETRAINED_KEPT
+
+    settings = Settings()
+    settings.jobs.retrain_cron = "* * * * *"  # every minute
+    daemon, _, _, store = daemon_factory(n=1, settings=settings, reference_error=100.0)
+    daemon.run(lambda: False, max_ticks=6 * (RETRAINED_KEPT + 3))
+    runs = metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="ok")
+    assert runs > RETRAINED_KEPT
+    registered = sorted(m.id for m in store.models())
+    assert len(registered) == runs
+    assert [r.model_version_id for r in daemon.retrained] == registered[-RETRAINED_KEPT:], "the newest, in order"
+    assert daemon.trial is not None and daemon.trial[1] is daemon.retrained[-1], "the newest is still followed"
 
 
 def test_a_newer_challenger_supersedes_a_running_retrained_one(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -727,6 +743,46 @@ def test_production_follows_the_registry_champion_and_a_rollback(daemon_factory)
     assert daemon.deps.model_version_id == first
 
 
+def test_following_reads_only_the_followed_rollouts_and_the_familys_champion(daemon_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The once-a-minute follow_champion / follow_rollout read every row of model_versions and
+    rollouts (never pruned: ~0.2 s each at 10,000 rows). They now read the family's champion and
+    the followed rollouts by id, and follow as before."""
+    from actuator.rollouts import RolloutBook
+
+    daemon, clock, _, store = daemon_factory(n=2, reference_error=100.0)
+    for i in range(5):  # history the daemon has no use for
+        old = store.register_model(f"seasonal_naive-{i}", "seasonal_naive", status="retired")
+        store.update_rollout(
+            store.rollout(store.create_rollout("default", "shadow", "x", str(old), now=1.0)), 2.0, state="aborted"
+        )
+    champion = store.register_model("seasonal_naive-a", "seasonal_naive", status="champion")
+    mid = store.register_model("window_mean-cron", "window_mean", status="challenger")
+    book = RolloutBook(store)
+    rid = book.start("default", "canary", "seasonal_naive", str(mid), clock.now())
+    wide: list[str] = []
+    models, rollouts = store.models, store.rollouts
+
+    def all_models():  # type: ignore[no-untyped-def]
+        wide.append("models()")
+        return models()
+
+    def some_rollouts(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not args and not kwargs:
+            wide.append("rollouts()")
+        return rollouts(*args, **kwargs)
+
+    monkeypatch.setattr(store, "models", all_models)
+    monkeypatch.setattr(store, "rollouts", some_rollouts)
+    daemon.run(lambda: False, max_ticks=20)  # three minute checks
+    assert daemon.deps.model_version_id == champion, "production follows the registry's champion"
+    assert daemon.trial is not None and daemon.trial[0] == rid, "the running rollout is adopted"
+    book.promote("default", clock.now())
+    daemon.run(lambda: False, max_ticks=8)
+    assert daemon.deps.model_version_id == mid and daemon.deps.forecaster.name == "window_mean"
+    assert daemon.trial is None and daemon.deps.trials == ()
+    assert wide == [], "a once-a-minute check read a whole registry table"
+
+
 def test_a_champion_that_cannot_be_loaded_is_logged_once_and_production_stays(daemon_factory, caplog) -> None:  # type: ignore[no-untyped-def]
     daemon, _, _, store = daemon_factory(n=2, reference_error=100.0)
     daemon.settings.forecast.model = "lstm"  # no version in production yet: the family to follow
@@ -914,7 +970,7 @@ def test_a_scheduled_retraining_on_too_little_history_registers_nothing(daemon_f
     daemon.training_history = _TwoRowTrainingHistory()
     daemon.run(lambda: False, max_ticks=400)  # the hour marks 04:00 and 05:00
     assert metric_value(daemon, "scaleahead_job_runs_total", job_name="retrain", result="error") == 2
-    assert daemon.retrained == [] and store.models() == [] and store.rollouts() == []
+    assert not daemon.retrained and store.models() == [] and store.rollouts() == []
 
 
 def test_the_observed_gauge_skips_a_sample_beyond_float32_as_missing(daemon_factory) -> None:  # type: ignore[no-untyped-def]
