@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -286,6 +287,9 @@ class PolicyStatusWriter:
         #: policy deleted) is forgotten, so policy churn does not grow the two maps for ever.
         self._seen: dict[tuple[str, str], float] = {}
         self._swept = -math.inf
+        #: ``publish`` runs on the loop's thread (the cycle's statuses) and on the job thread (a policy
+        #: reload's rejections): one at a time, since the sweep walks the maps the other changes.
+        self._lock = threading.Lock()
         self.writes = 0
 
     #: A policy object not in any publish for this long (s) is forgotten (found by the soak audit:
@@ -321,6 +325,10 @@ class PolicyStatusWriter:
         }
 
     def publish(self, statuses: Sequence[StatusLike], now: float | None = None) -> None:
+        with self._lock:
+            self._publish(statuses, now)
+
+    def _publish(self, statuses: Sequence[StatusLike], now: float | None) -> None:
         latest = -math.inf
         for st in statuses:
             status = st.to_status()

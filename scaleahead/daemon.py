@@ -49,7 +49,7 @@ from scaleahead.commands import check_folder
 from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
 from scaleahead.observability import Health, Metrics
-from scaleahead.policy import Policy
+from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.retraining import (
     RetrainResult,
     load_model_version,
@@ -400,6 +400,16 @@ class Jobs:
     def due(self, now: float) -> list[Job]:
         return [j for j in self.jobs.values() if j.next_fire is not None and j.next_fire <= now]
 
+    def rebase(self, now: float) -> None:
+        """The wall clock stepped back to ``now``: an interval job (the policy reload every 30 s)
+        fires one interval from now, not a step's length later. A cron job keeps its next fire time,
+        an absolute time the new clock still reaches (it would otherwise run twice)."""
+        for job in self.jobs.values():
+            if isinstance(job.trigger, IntervalTrigger):
+                nxt = now + float(job.trigger.interval_length)
+                if job.next_fire is None or nxt < job.next_fire:
+                    job.next_fire = nxt
+
     def run_due(self, now: float, run: Callable[[Job, float], object]) -> list[str]:
         ran = []
         for job in self.due(now):
@@ -686,6 +696,23 @@ class Daemon:
         self._by_workload = {p.workload: p for p in deps.policies}
 
     # -- one tick --------------------------------------------------------------------------------
+    def _rebase(self, now: float) -> None:
+        """After the wall clock stepped back to ``now``: what was timed from a later time is timed
+        from ``now``, so the minute checks (rollouts, champion, released functions), the reconcile
+        retry, the drift cooldown, the interval jobs and the rebalance period do not wait out the
+        step as well (found in review, 2026-12-05)."""
+        self._rollout_checked = min(self._rollout_checked, now)
+        self._released_checked = min(self._released_checked, now)
+        self.last_drift_retrain = min(self.last_drift_retrain, now)
+        retry = self.settings.actuation.reconcile_retry_s
+        if self._reconcile_at != math.inf and retry > 0:
+            self._reconcile_at = min(self._reconcile_at, now + retry)
+        self._unloadable = {mid: min(at, now) for mid, at in self._unloadable.items()}
+        self.jobs.rebase(now)
+        last = self.deps.rebalance.last_at
+        if last is not None and last > now:
+            self.deps.rebalance.last_at = now
+
     def tick(self, now: float, lateness_s: float = 0.0) -> TickResult:
         """One control tick at ``now``: a cycle if leader, then due jobs."""
         if now < self._last_tick - 1.0:
@@ -697,6 +724,7 @@ class Daemon:
                 extra={"event": "clock_stepped_back", "step_s": round(self._last_tick - now, 3)},
             )
             self.target.rebase(now)
+            self._rebase(now)
         self._last_tick = now
         self.health.tick(now)
         if not self.leadership.is_leader(now):
@@ -933,7 +961,9 @@ class Daemon:
                         "planned again once it is read",
                         "state_unreadable",
                         now,
-                        self.deps.forecaster.name,
+                        WARM_POOL_MODEL
+                        if pol.spec.workload_class == WorkloadClass.FUNCTION and pol.spec.warm_pool.enabled
+                        else self.deps.forecaster.name,
                     )
                 )
         try:

@@ -233,6 +233,11 @@ class Metrics:
         for key, why in report.errors.items():
             if why.startswith("state: "):
                 _remove(self.current, key)
+                # not planned this cycle: no planned count, peak or fallback mode now either
+                _remove(self.planned, key)
+                _remove(self.forecast_peak, key)
+                for mode in ("reactive", "current", "static"):
+                    _remove(self.fallback, key, mode)
         risk_keys: set[str] = set()
         for ref, weight in report.slo_risk.items():
             risk_keys.add(ref.key)

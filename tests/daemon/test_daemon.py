@@ -1028,7 +1028,14 @@ def test_an_unreadable_workload_gets_a_status_saying_so_and_loses_its_current_re
     assert "API server error 500" in by_name["web0"].last_reason
     assert by_name["web0"].to_status()["desiredReplicas"] is None
     assert by_name["web1"].last_reason_code != "state_unreadable" and by_name["web1"].desired_replicas
-    assert daemon.metrics.registry.get_sample_value("scaleahead_current_replicas", {"workload": web0.key}) is None
+    for name in ("scaleahead_current_replicas", "scaleahead_planned_replicas", "scaleahead_forecast_peak"):
+        assert daemon.metrics.registry.get_sample_value(name, {"workload": web0.key}) is None, name
+    assert (
+        daemon.metrics.registry.get_sample_value(
+            "scaleahead_fallback_active", {"workload": web0.key, "mode": "reactive"}
+        )
+        is None
+    )
     target.read_state = read  # type: ignore[method-assign]
     clock.sleep(10)
     daemon.tick(clock.now())
@@ -1134,3 +1141,29 @@ def test_a_removed_workloads_error_counter_goes_with_its_policy(daemon_factory) 
     daemon.tick(clock.now())
     body = daemon.metrics.render().decode()
     assert gone.workload.key not in body, [line for line in body.splitlines() if gone.workload.key in line]
+
+
+def test_after_the_wall_clock_steps_back_policy_reloads_and_minute_checks_go_on(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """The review's case: an hour's step back; a policy added to the cluster right after is read
+    by the next reload (every 30 s), not an hour later, and the minute checks are due within a
+    minute. A cron job keeps its absolute next fire time (it does not run twice)."""
+    from tests.daemon.conftest import make_policies
+
+    pols = make_policies(3)
+    source = {"p": pols[:2]}
+    daemon, clock, _, _ = daemon_factory(n=2, policy_source=lambda: source["p"], policy_reload_s=30.0)
+    t = clock.now()
+    for _ in range(5):
+        daemon.tick(t)
+        t += 10
+    prune_at = daemon.jobs.jobs["prune"].next_fire
+    t -= 3600.0
+    source["p"] = pols
+    reloads = []
+    for _ in range(6):  # one minute on the new clock
+        clock._now = t
+        reloads += [j for j in daemon.tick(t).jobs if j == "reload_policies"]
+        t += 10
+    assert reloads and len(daemon.deps.policies) == 3
+    assert daemon._rollout_checked + 60 - t <= 60
+    assert daemon.jobs.jobs["prune"].next_fire == prune_at
