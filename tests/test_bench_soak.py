@@ -83,3 +83,23 @@ def test_bad_options_exit_2_with_a_clear_message(args: list[str], message: str) 
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert message in out.stderr + out.stdout
     assert "Traceback" not in out.stderr
+
+
+def test_db_writes_to_the_database_given_and_keeps_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "soak.db"
+    out = cli("--cycles", "60", "--workloads", "2", "--churn", "1", "--churn-every", "30", "--sample-every", "30",
+              "--db", f"sqlite:///{db}")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    with sqlite3.connect(db) as conn:
+        names = {r[0] for r in conn.execute("select namespace || '/' || name from workloads")}
+    # the stable policies and both generations of the churning one the daemon read
+    assert {"shop/stable0", "shop/stable1", "churn0/w0x0", "churn1/w1x0"} <= names, names
+
+
+def test_an_unusable_db_url_exits_2_without_a_traceback() -> None:
+    out = cli("--cycles", "20", "--sample-every", "10", "--churn-every", "10", "--db", "nonsense", timeout=60)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "Database URL 'nonsense' is not usable" in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr

@@ -130,7 +130,7 @@ def _policy(name: str, namespace: str) -> Policy:
         {
             "metadata": {"name": name, "namespace": namespace},
             "spec": {
-                "target": {"name": name},
+                "target": {"name": name, "namespace": namespace},
                 "demand": {"query": f'sum(rate(http_requests_total{{deployment="{name}"}}[1m]))', "unit": "req/10s"},
                 "capacityPerReplica": 2,
                 "maxReplicas": 60,

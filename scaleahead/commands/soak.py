@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scaleahead.commands import DbOpt, check_output, check_positive
+from scaleahead.commands import check_output, check_positive
 from scaleahead.errors import UserError
 
 #: the columns of a printed row, then the structures' sizes, then the rows per table
@@ -53,7 +53,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         plan_retention_h: Annotated[
             float, typer.Option(help="jobs.plan_retention_days for the run, in hours (short, so prune deletes some).")
         ] = 2.4,
-        db: DbOpt = None,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                "--db",
+                help="SQLAlchemy URL of a database to soak against (written to); default: a temporary SQLite "
+                "file, deleted at the end (SCALEAHEAD_STORAGE__URL and SCALEAHEAD_DB_URL are not read).",
+            ),
+        ] = None,
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the samples and the summary here.")] = None,
     ) -> None:
         """Run a real Daemon on a virtual clock with policy churn; print memory and per-workload state sizes.
