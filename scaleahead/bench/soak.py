@@ -235,7 +235,11 @@ def bench_soak(
     settings.jobs.report_cron = REPORT_CRON
 
     tmp = Path(tempfile.mkdtemp(prefix="scaleahead-soak-"))
-    store = Store(db_url or f"sqlite:///{tmp / 'soak.db'}")
+    try:
+        store = Store(db_url or f"sqlite:///{tmp / 'soak.db'}")
+    except BaseException:  # an unusable --db: nothing of the run is left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     clock = VirtualClock(t0)
     fitted = make_model(MODEL).fit([nasa.between(nasa.start, t0)])
     deps = Deps(history, fitted, target, store, source())
