@@ -646,7 +646,9 @@ class Daemon:
         #: champion versions that could not be loaded, and when: tried again after UNLOADABLE_RETRY_S
         #: (a 60 s checkpoint refused at a start-up without history, assumed 10 s, loads once it comes)
         self._unloadable: dict[int, float] = dict(unloadable or {})
-        self.reports: list[Path] = []
+        #: The last ``RETRAINED_KEPT`` accuracy reports' paths, newest last (a list grew by one a day
+        #: for the life of the process: found by ``bench soak``).
+        self.reports: deque[Path] = deque(maxlen=RETRAINED_KEPT)
         self.last_drift_retrain = -math.inf
         self.cycle_backoff = 0.0
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="scaleahead-job") if background_jobs else None

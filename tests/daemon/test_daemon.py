@@ -295,7 +295,7 @@ def test_a_report_that_cannot_be_written_keeps_its_counts_for_the_next_one(  # t
     daemon.run(lambda: False, max_ticks=200)  # more forecasts are scored meanwhile
     now = clock.now()
     path = daemon.accuracy_report(now)
-    assert path is not None and daemon.reports == [path]
+    assert path is not None and list(daemon.reports) == [path]
     doc = json.loads(path.read_text())
     assert doc["period_start"] == datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for key, n in before.items():
