@@ -160,6 +160,9 @@ class PrometheusHistory:
         self._overlap_from: dict[str, float] = {}
         #: Keys whose lag was logged (once per process).
         self._lag_said: set[str] = set()
+        #: Keys whose cache was cut back after this clock went back: their whole window is read
+        #: again until a read of it succeeds (a failed one would otherwise leave the hole for good).
+        self._reread: set[str] = set()
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -189,6 +192,7 @@ class PrometheusHistory:
                 failed[key] = res
                 continue
             self._merge(key, res, labels[key])
+            self._reread.discard(key)
         self._overlap_from.clear()
         out: dict[WorkloadRef, Series] = {}
         for policy, key in wanted:
@@ -237,6 +241,7 @@ class PrometheusHistory:
             self._entries.pop(key, None)
             self._overlap_from.pop(key, None)
             self._lag_said.discard(key)
+            self._reread.discard(key)
             if self.cache_dir is not None:
                 self._delete_files([self.cache_dir / f"{key}{suffix}" for suffix in _CACHE_SUFFIXES])
         if gone:
@@ -330,16 +335,19 @@ class PrometheusHistory:
             buf = entry.buf.copy()
             buf[known_n:] = np.nan
             entry.buf, entry.n = buf, known_n
+            self._reread.add(key)
         elif entry.end > t_last:
             return None  # nothing new since the last read
         overlap_from = max(entry.end - self.overlap_steps * step_s, entry.start, w_start)
         # Read again the newest points that are still missing (Prometheus lagging), as far back as
-        # the look-back; after the clock went back, as far back as the window (once).
-        lookback_s = self.window_s if went_back else self.missing_lookback_s
+        # the look-back; after the clock went back, as far back as the window, until that succeeds.
+        reread = key in self._reread
+        lookback_s = self.window_s if reread else self.missing_lookback_s
         tail_n = min(entry.n, int(lookback_s // step_s))
         tail = entry.buf[entry.n - tail_n : entry.n]
         finite = np.flatnonzero(np.isfinite(tail))
-        if finite.size == 0 and not went_back and tail_n * step_s >= lookback_s - 1e-6:
+        # (compared in points: 600 s is no whole number of 7 s or 45 s steps)
+        if finite.size == 0 and not reread and tail_n >= max(1, int(lookback_s // step_s)):
             # Nothing in the whole look-back: a series that ended (an idle function, a removed
             # exporter) or a lag beyond it. Only the overlap is read again, as for a full series, so
             # an ended series costs 4 points a cycle, not the look-back's 61 for ever.
@@ -347,7 +355,7 @@ class PrometheusHistory:
         else:
             first_missing = entry.start + (entry.n - tail_n + (int(finite[-1]) + 1 if finite.size else 0)) * step_s
             since = max(min(overlap_from, first_missing), entry.start, w_start)
-        if since < overlap_from - 1e-6:
+        if since < overlap_from - 1e-6 and not reread:  # after this clock went back, no lag to tell
             self._overlap_from[key] = overlap_from
         return RangeRequest(label, query, since, t_last, step_s, allow_empty=True)
 

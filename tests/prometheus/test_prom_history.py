@@ -358,6 +358,48 @@ def test_after_the_daemons_clock_is_corrected_backwards_its_history_has_no_holes
         assert restarted._paths(key)[1].stat().st_size == 8 * (1 + restarted._entries[key].n)  # the file cut back too
 
 
+def test_a_failed_read_right_after_the_clock_was_corrected_leaves_no_hole(prom, proxy, make_policy, tmp_path) -> None:
+    """The review's case: the first read after the correction fails (a 503, retries included);
+    the window is read again at the next cycle, not only the 10-minute look-back (the hole of the
+    hour the clock ran ahead stayed for good), and no lag is blamed on Prometheus for it."""
+    import logging
+
+    p, hist, real = _ahead_then_corrected(prom, proxy, make_policy, tmp_path, 900.0)
+    from dataclasses import replace
+
+    hist.client.config = replace(hist.client.config, retries=0)
+    proxy.state.fail_first = 1
+    assert p.workload not in hist.read([p], real)  # failed: reported in hist.errors
+    assert p.workload in hist.errors
+    logger = logging.getLogger("scaleahead.prometheus")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        got = hist.read([p], real + 10)[p.workload]
+    finally:
+        logger.removeHandler(handler)
+    fresh = source(proxy.url).read([p], real + 10)[p.workload]
+    np.testing.assert_array_equal(got.values, fresh.values)
+    assert not [r for r in records if getattr(r, "event", "") == "prometheus_lag"]
+
+
+def test_an_ended_series_reads_only_the_overlap_whatever_its_step(prom, proxy, make_policy) -> None:
+    """The look-back's 600 s is no whole number of 45 s steps: an ended series read 14 points a
+    cycle for ever instead of the overlap's 4."""
+    p = make_policy("web", 'nasa_requests{workload="web"}', step=45.0)
+    lag = _Lagging()
+    proxy.state.rewrite = lag
+    hist = source(proxy.url)
+    asked = _count_asked(hist)
+    t0 = prom.web.start + 20 * HOUR
+    lag.seen_until = t0 - 3600  # ended an hour ago
+    for cycle in range(40):
+        hist.read([p], t0 + 45 * cycle)
+    assert asked[-1] <= 4, asked[-10:]
+
+
 def _cache_keys(folder) -> set[str]:  # type: ignore[no-untyped-def]
     return {f.name.split(".")[0] for f in folder.iterdir()}
 
