@@ -70,6 +70,8 @@ from scaleahead.types import (
 )
 
 MIN_SCALE = "autoscaling.knative.dev/min-scale"
+#: The label Knative puts on every pod of a Service's revisions: the Service's name.
+KNATIVE_SERVICE_LABEL = "serving.knative.dev/service"
 #: Pod label naming its interference class for rebalancing (cpu-bound, io-bound, latency-critical).
 INTERFERENCE_LABEL = "scaleahead.io/interference"
 _INTERFERENCE = ("cpu-bound", "io-bound", "latency-critical")
@@ -745,6 +747,16 @@ def _restarted(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+def _knative_pod_of(pod: Mapping[str, Any], service: str) -> bool:
+    """Whether ``pod`` is a pod of Knative Service ``service`` that the quotas count: one of its
+    revisions' (label ``serving.knative.dev/service``), not terminating (no ``deletionTimestamp``),
+    not finished (phase ``Succeeded`` or ``Failed``)."""
+    meta = pod.get("metadata") or {}
+    if (meta.get("labels") or {}).get(KNATIVE_SERVICE_LABEL) != service or meta.get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
 def _ready_pod(pod: Mapping[str, Any], since: float) -> _ReadyPod | None:
     """The pod's readiness sample, if it was created at or after ``since``, is Ready and none of
     its containers restarted (``lastTransitionTime`` is the latest change of Ready: after a
@@ -837,6 +849,9 @@ class KubernetesTarget:
         self._overheads_unread: set[str] = set()
         # the workloads the last read_state could not read, and why (warned once per reason)
         self._unreadable: dict[WorkloadRef, str] = {}
+        # namespaces whose pods could not be listed to count a Knative Service's running pods
+        # (warned once until a list succeeds again)
+        self._knative_pods_unread: set[str] = set()
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -972,16 +987,45 @@ class KubernetesTarget:
         free = min(n for n, _ in limits)
         return free, tuple(sorted({key for n, key in limits if n == free}))
 
-    def _ready_pods(self, namespace: str, since: float) -> _PodIndex:
-        """The namespace's pods created since ``since`` that became Ready and never restarted (empty if unreadable)."""
+    def _list_pods(self, namespace: str, label_selector: str = "") -> list[Mapping[str, Any]] | Exception:
+        """The namespace's pods (those ``label_selector`` selects, if given), or why they cannot be listed."""
+        kwargs = {"label_selector": label_selector} if label_selector else {}
         try:
-            data = self._raw(self.core.list_namespaced_pod, namespace)
+            data = self._raw(self.core.list_namespaced_pod, namespace, **kwargs)
         except (ApiException, HTTPError, ActuationError, ValueError) as exc:
+            return exc
+        return [p for p in data.get("items") or [] if isinstance(p, Mapping)]
+
+    def _ready_pods(self, namespace: str, since: float, listed: list[Mapping[str, Any]] | Exception) -> _PodIndex:
+        """The namespace's pods created since ``since`` that became Ready and never restarted (empty if unreadable)."""
+        if isinstance(listed, Exception):
             # Without 'list pods' the loop plans with the configured start-up delay.
-            log.warning("cannot list pods in %s for readiness times: %s", namespace, exc)
+            log.warning("cannot list pods in %s for readiness times: %s", namespace, listed)
             return _PodIndex([])
-        pods = [p for p in data.get("items") or [] if isinstance(p, Mapping)]
-        return _PodIndex([r for r in (_ready_pod(p, since) for p in pods) if r is not None])
+        return _PodIndex([r for r in (_ready_pod(p, since) for p in listed) if r is not None])
+
+    def _knative_pods(self, ref: WorkloadRef, listed: list[Mapping[str, Any]] | Exception | None = None) -> int | None:
+        """The pods Knative Service ``ref`` runs now (its revisions' pods, label
+        ``serving.knative.dev/service``, neither terminating nor Succeeded or Failed): what the
+        namespace's quotas count as its pods, often more than ``min-scale`` (its autoscaler adds pods
+        for traffic). From ``listed`` (the namespace's pods, listed once a cycle), else one list of its
+        pods. None when the pods cannot be listed, with one warning until a list succeeds again."""
+        if listed is None:
+            listed = self._list_pods(ref.namespace, f"{KNATIVE_SERVICE_LABEL}={ref.name}")
+        if isinstance(listed, Exception):
+            if ref.namespace not in self._knative_pods_unread:
+                self._knative_pods_unread.add(ref.namespace)
+                status = getattr(listed, "status", None)
+                log.warning(
+                    "cannot list pods in %s (%s): a Knative Service's pods there are counted as its min-scale "
+                    "in quota checks, though its autoscaler may run more%s",
+                    ref.namespace,
+                    status or type(listed).__name__,
+                    "; grant 'list pods' (deploy/base/rbac.yaml)" if status == 403 else "",
+                )
+            return None
+        self._knative_pods_unread.discard(ref.namespace)
+        return sum(1 for p in listed if _knative_pod_of(p, ref.name))
 
     def kill_switch(self, namespace: str, name: str = "scaleahead-kill-switch") -> str:
         """A reason if ConfigMap ``namespace/name`` has ``data.paused: "true"``, else ``""``.
@@ -1153,6 +1197,7 @@ class KubernetesTarget:
         states: dict[WorkloadRef, WorkloadState] = {}
         unreadable: dict[WorkloadRef, str] = {}
         pods: dict[str, _PodIndex] = {}
+        listed: dict[str, list[Mapping[str, Any]] | Exception] = {}  # each namespace's pods, listed once
         pods_now: dict[WorkloadRef, int] = {}  # per workload read, the pods it has now
         asked_now: dict[WorkloadRef, dict[str, int]] = {}  # ... and what those pods ask for (pod_shape)
         shapes: dict[WorkloadRef, dict[str, int]] = {}
@@ -1191,7 +1236,9 @@ class KubernetesTarget:
                 started: tuple[_ReadyPod, ...] = ()
                 if ref.kind != "Headroom":
                     if ref.namespace not in pods:
-                        pods[ref.namespace] = self._ready_pods(ref.namespace, since)
+                        if ref.namespace not in listed:
+                            listed[ref.namespace] = self._list_pods(ref.namespace)
+                        pods[ref.namespace] = self._ready_pods(ref.namespace, since, listed[ref.namespace])
                     started = pods[ref.namespace].matching((obj.get("spec") or {}).get("selector"))
                 states[ref] = WorkloadState(
                     ref,
@@ -1215,7 +1262,7 @@ class KubernetesTarget:
         self._unreadable = unreadable
         self._templates = templates
         pod_quotas, resource_quotas, members, refused = (
-            self._namespace_quotas(pods_now, asked_now, templates) if self.quotas else ({}, {}, {}, {})
+            self._namespace_quotas(pods_now, asked_now, templates, shapes, listed) if self.quotas else ({}, {}, {}, {})
         )
         state = ClusterState(
             workloads=states,
@@ -1241,6 +1288,8 @@ class KubernetesTarget:
         pods_now: Mapping[WorkloadRef, int],
         asked_now: Mapping[WorkloadRef, Mapping[str, int]],
         templates: Mapping[WorkloadRef, Mapping[str, Any]],
+        shapes: Mapping[WorkloadRef, Mapping[str, int]] | None = None,
+        listed: dict[str, list[Mapping[str, Any]] | Exception] | None = None,
     ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, frozenset[WorkloadRef]], dict[WorkloadRef, str]]:
         """The pools the namespaces' ResourceQuotas make of the managed workloads read
         (``ClusterState.pod_quotas``, ``resource_quotas``, ``quota_members``), and the workloads
@@ -1257,8 +1306,33 @@ class KubernetesTarget:
         of its own, key ``namespace/quota-name``, shared among those workloads only; one that counts
         none of them (e.g. a ban on best-effort pods) is no pool. A namespace whose quotas cannot be
         read is left out: the planner then shares nothing there.
+
+        A Knative Service in a pool has the pods it runs now (``_knative_pods``: its autoscaler's,
+        at least its ``min-scale``; those are in the quota's ``used``), counted from one pod list
+        per namespace (``listed``, shared with the readiness times), listed only for a namespace
+        with such a pool; unlistable: its ``min-scale``.
         """
         pods: dict[str, int] = {}
+        running: dict[WorkloadRef, int] = {}
+        listed = {} if listed is None else listed
+
+        def held(r: WorkloadRef) -> int:
+            """The pods ``r`` has now, as the quotas count them."""
+            n = pods_now.get(r, 0)
+            if r.kind != "KnativeService":
+                return n
+            if r not in running:
+                if r.namespace not in listed:
+                    listed[r.namespace] = self._list_pods(r.namespace)
+                now = self._knative_pods(r, listed[r.namespace])
+                running[r] = n if now is None else max(n, now)
+            return running[r]
+
+        def asked(r: WorkloadRef, key: str) -> int:
+            if r.kind == "KnativeService" and shapes is not None and r in shapes:
+                return held(r) * shapes[r].get(key, 0)
+            return (asked_now.get(r) or {}).get(key, 0)
+
         resources: dict[str, dict[str, int]] = {}
         members: dict[str, frozenset[WorkloadRef]] = {}
         refused: dict[WorkloadRef, str] = {}
@@ -1278,12 +1352,8 @@ class KubernetesTarget:
 
         def add_pool(key: str, left: Mapping[str, int], refs: Sequence[WorkloadRef]) -> None:
             if "pods" in left:
-                pods[key] = max(left["pods"], 0) + sum(pods_now.get(r, 0) for r in refs)
-            amounts = {
-                k: max(v, 0) + sum((asked_now.get(r) or {}).get(k, 0) for r in refs)
-                for k, v in left.items()
-                if k != "pods"
-            }
+                pods[key] = max(left["pods"], 0) + sum(held(r) for r in refs)
+            amounts = {k: max(v, 0) + sum(asked(r, k) for r in refs) for k, v in left.items() if k != "pods"}
             if amounts:
                 resources[key] = amounts
 
@@ -1362,7 +1432,13 @@ class KubernetesTarget:
             to = action.to_instances if isinstance(action, SetWarmPool) else getattr(action, "to_replicas", value)
             if to > value:
                 template = (obj.get("spec") or {}).get("template") or {}
-                room.update(self._quota_facts(ref.namespace, lambda: knative_pod_template(template)))
+                quota = self._quota_facts(ref.namespace, lambda: knative_pod_template(template))
+                if quota:
+                    # Its autoscaler often runs more pods than min-scale, and the quota counts them as
+                    # used: a min-scale up to them creates no pod and needs no room (as an HPA floor).
+                    # Pods that cannot be listed: counted as min-scale.
+                    running = self._knative_pods(ref)
+                    room.update(quota, pods_now=value if running is None else max(value, running))
             return LiveObject(ref.key, field, value, _rv(obj), room)
         if ref.kind == "Headroom":
             try:

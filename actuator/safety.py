@@ -103,7 +103,8 @@ def check(
         want = hpa_max
     free = live.fact("quota_pods_free")
     # The pods that exist now, which the quota counts as used: the replicas asked for, or for an
-    # HPA floor the HPA's currentReplicas (``pods_now``). A new value above them creates pods.
+    # HPA floor the HPA's currentReplicas, for a Knative Service's min-scale the pods its revisions
+    # run (``pods_now``). A new value above them creates pods.
     pods = live.fact("pods_now")
     pods = live.value if pods is None else pods
     if free is not None and want > live.value and want > pods:

@@ -546,3 +546,105 @@ def test_a_bare_pod_is_copied_before_it_is_evicted_so_a_failure_never_loses_it(k
     done = {i: (state, why) for i, state, why in Actuator(target, store, []).reconcile(NOW + 30)}
     assert done[aid] == ("applied", "reconciled after restart: the pod is gone (evicted before the restart)")
     store.close()
+
+
+def _knative_fleet(kube, running: int, min_scale: int = 2, **extra: dict) -> WorkloadRef:
+    """Knative Service default/fn at ``min-scale``, its autoscaler running ``running`` pods, plus
+    ``extra`` pods of it (name -> metadata/status changes) and one pod of another service."""
+    template = {"metadata": {"annotations": {MIN_SCALE: str(min_scale)}}}
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": template}})
+
+    def pod(service: str, **change: dict) -> dict:
+        meta = {"labels": {"serving.knative.dev/service": service}} | change.get("metadata", {})
+        return {"metadata": meta, "status": {"phase": "Running"} | change.get("status", {})}
+
+    for i in range(running):
+        kube.cluster.put(PODS, "default", f"fn-{i}", pod("fn"))
+    for name, change in extra.items():
+        kube.cluster.put(PODS, "default", name, pod("fn", **change))
+    kube.cluster.put(PODS, "default", "other-0", pod("other"))
+    return WorkloadRef("KnativeService", "default", "fn")
+
+
+def test_a_knative_min_scale_up_to_the_pods_its_autoscaler_runs_creates_none_and_is_not_limited(kube):
+    """min-scale 2, its autoscaler runs 8 pods, the pod quota is full (10/10, those 8 counted):
+    raising min-scale to 5 creates no pod, by ScaleTo or by SetWarmPool (until 2026-12-05 skipped,
+    "pod quota allows no more pods", counted above min-scale)."""
+    ref = _knative_fleet(kube, running=8)
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(used=10))
+    pol = policy("fn", kind="KnativeService")
+    (res,) = make(kube, [pol]).apply_plan(Plan(NOW, (ScaleTo(ref, 2, 5, R),)), NOW)
+    assert res.outcome == "applied" and "limited" not in res.detail, res
+    assert kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"][MIN_SCALE] == "5"
+    warm = pol.spec.warm_pool.model_copy(update={"enabled": True, "max_instances": 10})
+    pol = pol.model_copy(update={"spec": pol.spec.model_copy(update={"warm_pool": warm})})
+    (res,) = make(kube, [pol]).apply_plan(Plan(NOW, (SetWarmPool(ref, 5, 8, 600.0, R),)), NOW)
+    assert res.outcome == "applied" and "limited" not in res.detail, res
+    assert kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"][MIN_SCALE] == "8"
+    list_calls = [p for m, p in kube.cluster.calls() if m == "GET" and p == "/api/v1/namespaces/default/pods"]
+    assert len(list_calls) == 2, "one pod list per quota-checked write"
+
+
+def test_a_knative_min_scale_above_the_running_pods_is_limited_to_them_plus_the_quota_room(kube):
+    """8 pods run, 1 more fits the quota (9/10 used): 2 -> 12 is limited to 9; a terminating pod,
+    a Succeeded and a Failed one are not pods it runs (nor is another service's)."""
+    gone = {"metadata": {"deletionTimestamp": "2026-12-05T00:00:00Z", "finalizers": ["x"]}}
+    ref = _knative_fleet(
+        kube, running=8, old=gone, done={"status": {"phase": "Succeeded"}}, crashed={"status": {"phase": "Failed"}}
+    )
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(used=9))
+    (res,) = make(kube, [policy("fn", kind="KnativeService")]).apply_plan(Plan(NOW, (ScaleTo(ref, 2, 12, R),)), NOW)
+    assert res.outcome == "applied" and "limited by the namespace's pod quota (1 more pods allowed)" in res.detail, res
+    assert kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"][MIN_SCALE] == "9"
+
+
+def test_a_knative_pod_list_that_fails_counts_min_scale_as_its_pods_with_one_warning(kube, caplog):
+    """No 'list pods' (403): the room is counted above min-scale as before, one warning naming the
+    grant, not one a cycle."""
+    ref = _knative_fleet(kube, running=8)
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(used=10))
+    kube.cluster.faults.append(Fault("GET", "/namespaces/default/pods", status=403, times=2))
+    act = make(kube, [policy("fn", kind="KnativeService")])
+    for _ in range(2):
+        (res,) = act.apply_plan(Plan(NOW, (ScaleTo(ref, 2, 5, R),)), NOW)
+        assert res.outcome == "skipped" and "pod quota allows no more pods" in res.detail, res
+    warned = [r for r in caplog.records if "cannot list pods in default (403)" in r.getMessage()]
+    assert len(warned) == 1 and "grant 'list pods'" in warned[0].getMessage()
+    (res,) = act.apply_plan(Plan(NOW, (ScaleTo(ref, 2, 5, R),)), NOW)  # listed again: 8 run
+    assert res.outcome == "applied", res
+
+
+def test_read_state_counts_the_pods_a_knative_service_runs_in_the_namespace_pool(kube):
+    """The pool adds back the pods the quota's ``used`` counts for the service: the 8 its autoscaler
+    runs, not its min-scale 2 (else a warm pool of 5 would be cut to 2 though it creates no pod),
+    from one pod list for the namespace, shared with the Deployment's readiness times."""
+    template = {
+        "metadata": {"annotations": {MIN_SCALE: "2"}},
+        "spec": {"containers": [{"image": "fn", "resources": {"requests": {"cpu": "100m"}}}]},
+    }
+    ref = _knative_fleet(kube, running=8, old={"metadata": {"deletionTimestamp": "2026-12-05T00:00:00Z"}})
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": template}})
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
+    hard = {"pods": "10", "requests.cpu": "2"}
+    kube.cluster.put(QUOTAS, "default", "q", {"status": {"hard": hard, "used": {"pods": "10", "requests.cpu": "2"}}})
+    web = WorkloadRef("Deployment", "default", "web")
+    state = KubernetesTarget(kube.api_client(), []).read_state([ref, web])
+    assert state.workloads[ref].warm_instances == 2
+    assert state.pod_quotas == {"default": 8 + 1}
+    # 8 pods x (100m + the queue-proxy's 25m); web asks for none
+    assert state.resource_quotas == {"default": {"requests.cpu": 8 * 125}}
+    lists = [p for m, p in kube.cluster.calls() if m == "GET" and p == "/api/v1/namespaces/default/pods"]
+    assert len(lists) == 1
+    # without a quota, a namespace of Knative Services only is not listed
+    kube.cluster.objects[QUOTAS, "default", "q"].delete()
+    before = len(kube.cluster.calls())
+    KubernetesTarget(kube.api_client(), []).read_state([ref])
+    assert not [p for m, p in kube.cluster.calls()[before:] if p.endswith("/pods")]
+
+
+def test_read_state_falls_back_to_min_scale_when_the_pods_cannot_be_listed(kube):
+    ref = _knative_fleet(kube, running=8)
+    kube.cluster.put(QUOTAS, "default", "q", _pod_quota(used=10))
+    kube.cluster.faults.append(Fault("GET", "/namespaces/default/pods", status=500))
+    state = KubernetesTarget(kube.api_client(), [], timeout_s=2.0).read_state([ref])
+    assert state.pod_quotas == {"default": 2}
