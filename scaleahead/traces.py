@@ -302,17 +302,24 @@ def _warn_off_grid(name: str, idx: np.ndarray, n: int, step_s: float) -> None:
     """Warn when timestamps off the grid make samples share a step while others hold none (jitter:
     a sample 0.5 s late goes to the next step, which then holds two, and its own stays empty)."""
     per_step = np.bincount(idx, minlength=n)
-    # A step holding two samples right after one holding none: a sample slid into the next step.
-    slid = int(((per_step[1:] > 1) & (per_step[:-1] == 0)).sum())
+    if n < 3:
+        return
+    # A late sample goes to the next step: a run of late samples leaves one step empty between steps
+    # with samples and one step with two (averaged). Outages leave runs of empty steps instead.
+    empty = per_step == 0
+    isolated = int((empty[1:-1] & ~empty[:-2] & ~empty[2:]).sum())
+    shared = int((per_step > 1).sum())
+    slid = min(isolated, shared)
     if slid < max(2, 0.01 * n):  # a stray late sample (NAB's traces have one) is not jitter
         return
     log.warning(
-        "series %s: %d of its %g s steps hold two or more samples (averaged) right after a step that holds "
-        "none: its timestamps are off the grid (jitter?), and a sample goes to the first step that starts at "
-        "or after its time; round the timestamps to the step to keep every sample",
+        "series %s: %d of its %g s steps are empty between steps with samples while %d hold two or more "
+        "(averaged): its timestamps are off the grid (jitter?), and a sample goes to the first step that "
+        "starts at or after its time; round the timestamps to the step to keep every sample",
         name,
-        slid,
+        isolated,
         step_s,
+        shared,
         extra={"event": "series_off_grid", "series": name, "slid_steps": slid},
     )
 
