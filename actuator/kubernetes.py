@@ -852,6 +852,7 @@ class KubernetesTarget:
         # namespaces whose pods could not be listed to count a Knative Service's running pods
         # (warned once until a list succeeds again)
         self._knative_pods_unread: set[str] = set()
+        self._running: dict[WorkloadRef, int] = {}  # the last read's ClusterState.pods_running
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -1266,6 +1267,7 @@ class KubernetesTarget:
         )
         state = ClusterState(
             workloads=states,
+            pods_running=self._running if self.quotas else {},
             pod_quotas=pod_quotas,
             resource_quotas=resource_quotas,
             pod_shapes=shapes,
@@ -1388,6 +1390,9 @@ class KubernetesTarget:
                     shared[k] = min(shared.get(k, v), v)
             if shared:
                 add_pool(ns, shared, here)
+        # the Knative Services whose autoscaler runs more pods than their min-scale (the planner takes
+        # off a pool those a claim does not want: ``ClusterState.pods_running``)
+        self._running = {r: n for r, n in running.items() if n > pods_now.get(r, 0)}
         return pods, resources, members, refused
 
     def apply(self, action: Action) -> ActionResult:

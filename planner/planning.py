@@ -111,12 +111,15 @@ def plan(
         final = [_hold_refused(a, state.quota_refused) for a in final]
     if capacity or state.pod_quotas or state.resource_quotas:
         specs = [p.spec for p in table.policies]  # ``final`` is in policy order, one action each
+        pod_pools, resource_pools = state.pod_quotas, state.resource_quotas
+        if state.pods_running:
+            pod_pools, resource_pools = _without_unwanted_pods(final, state)
         final, fair_notes = _share_capacity(
             final,
             specs,
             capacity or {},
-            state.pod_quotas,
-            state.resource_quotas,
+            pod_pools,
+            resource_pools,
             state.pod_shapes,
             workloads,
             table.ref_set,
@@ -127,6 +130,37 @@ def plan(
         final.extend(plan_moves(state, max_moves))
         notes.extend(unmovable_notes(state.pods))
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
+
+
+def _without_unwanted_pods(
+    actions: Sequence[Action], state: ClusterState
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """The namespace pools less the pods a Knative Service runs beyond what its decision wants
+    (``ClusterState.pods_running``): its autoscaler runs them whatever the plan, so they are in
+    the quota's ``used`` and not free for the others, while its claim asks only for what it wants.
+    A floor raise up to them then needs no room; one above them needs the room for the rest."""
+    pods = dict(state.pod_quotas)
+    resources = {k: dict(v) for k, v in state.resource_quotas.items()}
+    for a in actions:
+        if not isinstance(a, (ScaleTo, SetWarmPool)):
+            continue
+        running = state.pods_running.get(a.workload)
+        if not running:
+            continue
+        want = a.to_instances if isinstance(a, SetWarmPool) else a.to_replicas
+        extra = running - max(want, 0)
+        if extra <= 0:
+            continue
+        ref = a.workload
+        keys = [ref.namespace] + [k for k, refs in state.quota_members.items() if ref in refs]
+        shape = state.pod_shapes.get(ref) or {}
+        for key in keys:
+            if key in pods:
+                pods[key] -= extra
+            for res, amount in shape.items():
+                if key in resources and res in resources[key]:
+                    resources[key][res] -= extra * amount
+    return pods, resources
 
 
 def share_capacity(

@@ -668,6 +668,11 @@ class ClusterState:
     #: each as an error at stage ``state`` and leaves it out of the cycle's plan rather than plan it
     #: from a count it does not know. Empty from targets that always read every workload.
     unreadable: Mapping[WorkloadRef, str] = field(default_factory=dict)
+    #: Knative Services in a quota pool whose autoscaler runs more pods than their warm instances
+    #: (``min-scale``): the pods each runs now. The pools hold them (they are in the quota's
+    #: ``used``); what a claim does not want of them is not free for the others, so the planner
+    #: takes ``running - wanted`` off the pools before sharing (``planner.planning``).
+    pods_running: Mapping[WorkloadRef, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -631,6 +631,7 @@ def test_read_state_counts_the_pods_a_knative_service_runs_in_the_namespace_pool
     state = KubernetesTarget(kube.api_client(), []).read_state([ref, web])
     assert state.workloads[ref].warm_instances == 2
     assert state.pod_quotas == {"default": 8 + 1}
+    assert state.pods_running == {ref: 8}  # the planner takes off what fn's claim does not want of them
     # 8 pods x (100m + the queue-proxy's 25m); web asks for none
     assert state.resource_quotas == {"default": {"requests.cpu": 8 * 125}}
     lists = [p for m, p in kube.cluster.calls() if m == "GET" and p == "/api/v1/namespaces/default/pods"]

@@ -471,6 +471,29 @@ def test_warm_instances_of_functions_share_a_namespace_pod_quota_with_the_servic
     assert got == {"api": 1, "f1": 1, "f2": 1}, got
 
 
+def test_pods_a_knative_autoscaler_runs_beyond_what_its_claim_wants_are_not_free_for_the_others() -> None:
+    """fn's autoscaler runs 8 pods (min-scale 0), which are in the quota's used: the pool of 12 is
+    2 free + web's 2 + fn's 8. fn wants 1 warm instance: the 7 other pods it runs are not free,
+    so web (wanting 10) gets the 2 free pods, 4 in all, not 11 (the review's over-count)."""
+    from planner_helpers import function_policy, invocation_forecast
+
+    web = service_policy("web", target={"name": "web", "namespace": "fns"})
+    fn = function_policy("fn")
+    workloads = {
+        web.workload: WorkloadState(web.workload, 2, 2, observed_demand=5, observed_at=NOW - 10),
+        fn.workload: WorkloadState(fn.workload, 0, 0, warm_instances=0),
+    }
+    forecasts = {web.workload: flat_forecast(web.workload, NOW, 100.0)}  # wants 10 replicas
+    calls = {fn.workload: invocation_forecast(fn.workload, NOW, [0.9] * 15)}  # wants 1 warm instance
+    state = ClusterState(workloads, pod_quotas={"fns": 12}, pods_running={fn.workload: 8})
+    got = plan(forecasts, state, [web, fn], NOW, invocations=calls)
+    counts = {a.workload.name: getattr(a, "to_instances", getattr(a, "to_replicas", None)) for a in got.actions}
+    assert counts == {"web": 4, "fn": 1}, counts
+    # Without the autoscaler's pods (as before the pods were counted): all 12 look free.
+    plain = plan(forecasts, ClusterState(workloads, pod_quotas={"fns": 12}), [web, fn], NOW, invocations=calls)
+    assert {a.workload.name: getattr(a, "to_replicas", None) for a in plain.actions}["web"] == 10
+
+
 def test_a_workload_whose_state_was_not_read_is_left_out_of_its_namespace_quota() -> None:
     gold = service_policy("checkout", tenant="gold")
     bronze = service_policy("search", tenant="bronze")
