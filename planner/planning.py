@@ -124,6 +124,7 @@ def plan(
             workloads,
             table.ref_set,
             state.quota_members,
+            state.pods_running,
         )
         notes.extend(fair_notes)
     if max_moves > 0:
@@ -243,6 +244,7 @@ def _share_capacity(
     read: Mapping[WorkloadRef, WorkloadState] | None = None,
     planned: frozenset[WorkloadRef] = frozenset(),
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
+    running: Mapping[WorkloadRef, int] | None = None,
 ) -> tuple[list[Action], list[str]]:
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
 
@@ -256,7 +258,9 @@ def _share_capacity(
     A function's warm instances (``SetWarmPool``) are pods too: they share every pool with the
     services' replicas, by the same priorities and weights, with no floor. ``members``: the pools
     of ``namespace_pods`` / ``namespace_resources`` that are not a whole namespace
-    (``ClusterState.quota_members``).
+    (``ClusterState.quota_members``). ``running``: the pods a Knative Service's autoscaler runs
+    (``ClusterState.pods_running``); up to what its decision wants they are kept off the top of
+    every pool like a service's ``keep``, since they run whatever it is granted.
     """
     slots = [i for i, a in enumerate(actions) if isinstance(a, (ScaleTo, SetWarmPool)) and specs[i] is not None]
     pools = (capacity, namespace_pods, namespace_resources, shapes, members or {})
@@ -271,7 +275,7 @@ def _share_capacity(
         if outside and not _is_short(actions, specs, slots, *pools, outside):
             return actions, []
     with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
-        return _cut_to_shares(actions, specs, slots, *pools, outside)
+        return _cut_to_shares(actions, specs, slots, *pools, outside, running or {})
 
 
 def _is_short(
@@ -348,23 +352,28 @@ def _cut_to_shares(
     shapes: Mapping[WorkloadRef, Mapping[str, int]],
     members: Mapping[str, frozenset[WorkloadRef]],
     outside: frozenset[WorkloadRef] = frozenset(),
+    running: Mapping[WorkloadRef, int] | None = None,
 ) -> tuple[list[Action], list[str]]:
     claims = []
     for i in slots:
         a = cast("ScaleTo | SetWarmPool", actions[i])
         spec = cast(PolicySpec, specs[i])
         warm = isinstance(a, SetWarmPool)
+        want = _now_and_wanted(a)[1]
+        keep = 0 if warm else max(spec.min_replicas, cast(ScaleTo, a).from_replicas - spec.max_step_down)
+        if running and a.workload in running:  # its autoscaler's pods run whatever it is granted
+            keep = max(keep, min(want, running[a.workload]))
         claims.append(
             Claim(
                 a.workload,
                 spec.tenant,
                 spec.priority,
                 spec.weight,
-                _now_and_wanted(a)[1],
+                want,
                 0 if warm else spec.min_replicas,
                 spec.objective.fairness,
                 shapes.get(a.workload),
-                0 if warm else max(spec.min_replicas, cast(ScaleTo, a).from_replicas - spec.max_step_down),
+                keep,
             )
         )
     grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources, outside, members)

@@ -494,6 +494,22 @@ def test_pods_a_knative_autoscaler_runs_beyond_what_its_claim_wants_are_not_free
     assert {a.workload.name: getattr(a, "to_replicas", None) for a in plain.actions}["web"] == 10
 
 
+def test_a_knative_service_wanting_more_than_it_runs_keeps_its_running_pods_in_the_sharing() -> None:
+    """The second review's case: kn runs 8 pods (min-scale 3) and wants 10, web runs 2 and wants
+    10, 2 pods free. An equal split (6 and 6) handed web 4 of kn's running pods as if free; kn keeps
+    its 8 (they run whatever it is granted) and web gets the 2 free pods."""
+    web = service_policy("web", target={"name": "web", "namespace": "fns"})
+    kn = service_policy("kn", target={"kind": "KnativeService", "name": "kn", "namespace": "fns"})
+    workloads = {
+        web.workload: WorkloadState(web.workload, 2, 2, observed_demand=5, observed_at=NOW - 10),
+        kn.workload: WorkloadState(kn.workload, 3, 3, warm_instances=3, observed_demand=5, observed_at=NOW - 10),
+    }
+    forecasts = {r: flat_forecast(r, NOW, 100.0) for r in (web.workload, kn.workload)}
+    state = ClusterState(workloads, pod_quotas={"fns": 12}, pods_running={kn.workload: 8})
+    got = {a.workload.name: a.to_replicas for a in plan(forecasts, state, [web, kn], NOW).actions}  # type: ignore[union-attr]
+    assert got == {"web": 4, "kn": 8}, got
+
+
 def test_a_workload_whose_state_was_not_read_is_left_out_of_its_namespace_quota() -> None:
     gold = service_policy("checkout", tenant="gold")
     bronze = service_policy("search", tenant="bronze")
