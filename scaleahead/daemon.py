@@ -239,6 +239,13 @@ class LiveError:
         #: Workload keys forgotten while a report's counts are out (``daily_taken``): not put back.
         self._forgotten: set[str] = set()
 
+    def rebase(self, now: float) -> None:
+        """The wall clock stepped back to ``now``: a workload last sampled after it is sampled
+        again from ``now`` on, not once the clock has caught up with the step."""
+        for ref, t in list(self.last_sample.items()):
+            if t > now:
+                self.last_sample[ref] = now - self.sample_interval_s
+
     def forget(self, keys: set[str]) -> None:
         """Drop everything kept for the workloads ``keys`` (their policies were removed)."""
         with self.daily_lock:
@@ -700,9 +707,10 @@ class Daemon:
     # -- one tick --------------------------------------------------------------------------------
     def _rebase(self, now: float) -> None:
         """After the wall clock stepped back to ``now``: what was timed from a later time is timed
-        from ``now``, so the minute checks (rollouts, champion, released functions), the reconcile
-        retry, the drift cooldown, the interval jobs and the rebalance period do not wait out the
-        step as well (found in review, 2026-12-05)."""
+        from ``now``, so the minute checks (rollouts, champion, released functions), a removed
+        function's grace period and release retries, the reconcile retry, the drift cooldown, the
+        live error's sampling, the interval jobs and the rebalance period do not wait out the step
+        as well (found in review, 2026-12-05)."""
         self._rollout_checked = min(self._rollout_checked, now)
         self._released_checked = min(self._released_checked, now)
         self.last_drift_retrain = min(self.last_drift_retrain, now)
@@ -710,6 +718,12 @@ class Daemon:
         if self._reconcile_at != math.inf and retry > 0:
             self._reconcile_at = min(self._reconcile_at, now + retry)
         self._unloadable = {mid: min(at, now) for mid, at in self._unloadable.items()}
+        # a removed function's grace period and its release retries, the live error's sampling
+        self._orphans = {key: min(t, now) for key, t in self._orphans.items()}
+        self._release_retry = {
+            key: (n, min(t, now + min(60.0 * 2 ** (n - 1), 3600.0))) for key, (n, t) in self._release_retry.items()
+        }
+        self.live.rebase(now)
         self.jobs.rebase(now)
         last = self.deps.rebalance.last_at
         if last is not None and last > now:

@@ -1121,6 +1121,8 @@ def test_after_the_wall_clock_steps_back_the_daemons_own_decisions_count_from_no
     seen = daemon.target.last_state.workloads[ref].recent_desired
     assert len(seen) >= 2 and all(t <= back for t, _ in seen), seen  # the planner read them as now's
     assert any(getattr(r, "event", "") == "clock_stepped_back" for r in caplog.records)
+    # The live error samples again from the step (it waited until the clock caught up with it).
+    assert daemon.live.last_sample and all(t <= back for t in daemon.live.last_sample.values())
     # A step of less than a second (a small NTP slew) is not one.
     caplog.clear()
     daemon.tick(back - 0.5)

@@ -398,3 +398,27 @@ def test_one_check_reads_no_longer_than_its_budget(kube: Any, store: Store) -> N
     res = act.release([FN.key, "KnativeService/default/slow"], 2000.0, budget_s=0.1)
     assert [r.action.target for r in res] == [FN.key]  # the second was left for the next check
     assert kube.cluster.get(KSVC, "default", "slow")["spec"]["template"]["metadata"]["annotations"][MIN_SCALE] == "2"
+
+
+def test_a_removed_functions_release_is_not_held_up_by_a_wall_clock_stepped_back(
+    kube: Any, store: Any, nasa: Any
+) -> None:
+    """The second review's case: 180 s of the 300 s grace waited, then the wall clock steps back an
+    hour: the release comes about 2 minutes later on the new clock, not an hour and 2 minutes."""
+    settings = Settings()
+    settings.actuation.release_removed_after_s = 300.0
+    daemon, _ = _daemon(kube, store, nasa, settings)
+    clock = daemon.clock
+    _warmed(kube, store, clock.now())
+    for _ in range(3):
+        daemon.tick(clock.now())
+        clock.sleep(60.0)
+    clock._now -= 3600.0  # type: ignore[attr-defined]
+    released_at = None
+    for minute in range(10):
+        daemon.tick(clock.now())
+        if _min_scale(kube) is None:
+            released_at = minute
+            break
+        clock.sleep(60.0)
+    assert released_at is not None and released_at <= 5, released_at
