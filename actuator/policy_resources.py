@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -287,9 +286,6 @@ class PolicyStatusWriter:
         #: policy deleted) is forgotten, so policy churn does not grow the two maps for ever.
         self._seen: dict[tuple[str, str], float] = {}
         self._swept = -math.inf
-        #: ``publish`` runs on the loop's thread (the cycle's statuses) and on the job thread (a policy
-        #: reload's rejections): one at a time, since the sweep walks the maps the other changes.
-        self._lock = threading.Lock()
         self.writes = 0
 
     #: A policy object not in any publish for this long (s) is forgotten (found by the soak audit:
@@ -300,7 +296,11 @@ class PolicyStatusWriter:
         if t - self._swept < self.refresh_s:
             return
         self._swept = t
-        old = [key for key, seen in self._seen.items() if t - seen > self.FORGET_AFTER_S]
+        # ``publish`` runs on the loop's thread (the cycle's statuses) and on the job thread (a policy
+        # reload's rejections): the sweep reads a copy (made in one step under the GIL), since the
+        # other thread may add keys meanwhile; no lock is held across the PATCH calls (a reload
+        # waited seconds behind a cycle's 2,000 writes).
+        old = [key for key, seen in list(self._seen.items()) if t - seen > self.FORGET_AFTER_S]
         for key in old:
             self._seen.pop(key, None)
             self._last.pop(key, None)
@@ -325,10 +325,6 @@ class PolicyStatusWriter:
         }
 
     def publish(self, statuses: Sequence[StatusLike], now: float | None = None) -> None:
-        with self._lock:
-            self._publish(statuses, now)
-
-    def _publish(self, statuses: Sequence[StatusLike], now: float | None) -> None:
         latest = -math.inf
         for st in statuses:
             status = st.to_status()
