@@ -57,7 +57,7 @@ from sqlalchemy import func, inspect, select, table
 
 from forecaster import make_model
 from scaleahead.clock import VirtualClock
-from scaleahead.daemon import Daemon
+from scaleahead.daemon import RETRAINED_KEPT, Daemon
 from scaleahead.loop import Deps
 from scaleahead.policy import Policy
 from scaleahead.settings import Settings
@@ -118,9 +118,12 @@ STRUCTURES = {
     "unread_last": "Deps.unread.last: each workload's pods as last read",
     "orphans": "Daemon._orphans: managed functions without a policy",
     "history_series": "TraceHistory.series: the benchmark's history, one series per live workload",
-    "retrained": "Daemon.retrained: one entry per retraining (not per workload)",
-    "reports": "Daemon.reports: one path per accuracy report written (not per workload)",
+    "retrained": "Daemon.retrained: one entry per retraining (not per workload; the last RETRAINED_KEPT kept)",
+    "reports": "Daemon.reports: one path per accuracy report written (not per workload; the last RETRAINED_KEPT kept)",
 }
+
+#: Structures that are not per workload: each keeps at most ``RETRAINED_KEPT`` entries.
+PER_PROCESS = ("retrained", "reports")
 
 _WORKLOAD = re.compile(r'workload="([^"]*)"')
 
@@ -345,6 +348,9 @@ def summarize(samples: list[dict[str, Any]], live: int) -> dict[str, Any]:
         if name == "live_forgotten":  # reset by each accuracy report: judged against the keys removed since
             over = [s for s in samples if s["sizes"][name] > s["removed_since_report"]]
             bound: int | str = "removed_since_report"
+        elif name in PER_PROCESS:  # not per workload: kept up to a fixed number
+            over = [s for s in samples if s["sizes"][name] > RETRAINED_KEPT]
+            bound = RETRAINED_KEPT
         else:
             over = [s for s in samples if s["sizes"][name] > live]
             bound = live
