@@ -298,28 +298,25 @@ def _utc(t: float) -> str:
         return f"{t:.0f}"
 
 
-def _warn_off_grid(name: str, idx: np.ndarray, n: int, step_s: float) -> None:
-    """Warn when timestamps off the grid make samples share a step while others hold none (jitter:
-    a sample 0.5 s late goes to the next step, which then holds two, and its own stays empty)."""
+def _warn_off_grid(name: str, idx: np.ndarray, n: int, step_s: float, steps: np.ndarray) -> None:
+    """Warn when samples stamped off the grid (jitter) went to the next step and left their own
+    empty: a sample goes to the first step that starts at or after its time, so one 0.5 s late on
+    a 10 s grid is averaged into the next step. ``steps``: each sample's time in steps from the start."""
     per_step = np.bincount(idx, minlength=n)
-    if n < 3:
+    off = np.abs(steps - np.round(steps)) > 1e-6
+    if not off.any():
         return
-    # A late sample goes to the next step: a run of late samples leaves one step empty between steps
-    # with samples and one step with two (averaged). Outages leave runs of empty steps instead.
-    empty = per_step == 0
-    isolated = int((empty[1:-1] & ~empty[:-2] & ~empty[2:]).sum())
-    shared = int((per_step > 1).sum())
-    slid = min(isolated, shared)
+    floor = np.clip(np.floor(steps[off] + 1e-9).astype(np.int64), 0, n - 1)
+    slid = int((per_step[floor] == 0).sum())  # off-grid samples whose own step holds nothing
     if slid < max(2, 0.01 * n):  # a stray late sample (NAB's traces have one) is not jitter
         return
     log.warning(
-        "series %s: %d of its %g s steps are empty between steps with samples while %d hold two or more "
-        "(averaged): its timestamps are off the grid (jitter?), and a sample goes to the first step that "
-        "starts at or after its time; round the timestamps to the step to keep every sample",
+        "series %s: %d of its samples are stamped off its %g s grid and went to the next step (averaged "
+        "there), leaving their own empty: jitter? A sample goes to the first step that starts at or after "
+        "its time; round the timestamps to the step to keep every sample",
         name,
-        isolated,
+        slid,
         step_s,
-        shared,
         extra={"event": "series_off_grid", "series": name, "slid_steps": slid},
     )
 
@@ -392,7 +389,7 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
     # stamped 4 s late on a 10 s grid is not known 4 s before its own step ends (no peeking).
     idx = np.ceil((ts - start) / step_s - 1e-9).astype(np.int64)
     n = int(idx[-1]) + 1
-    _warn_off_grid(name, idx, n, step_s)
+    _warn_off_grid(name, idx, n, step_s, (ts - start) / step_s)
     grid = np.full(n, np.nan)
     # Several samples in one grid step (irregular sampling): average them.
     sums = np.bincount(idx[finite], weights=values[finite], minlength=n)
