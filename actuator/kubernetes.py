@@ -852,9 +852,6 @@ class KubernetesTarget:
         # namespaces whose pods could not be listed to count a Knative Service's running pods
         # (warned once until a list succeeds again)
         self._knative_pods_unread: set[str] = set()
-        self._running: dict[WorkloadRef, int] = {}  # the last read's ClusterState.pods_running
-        # the Knative pods of the last pod list counted, per Service name (``_knative_pods``)
-        self._knative_counts: dict[int, tuple[list[Mapping[str, Any]], dict[str, int]]] = {}
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -1007,40 +1004,32 @@ class KubernetesTarget:
             return _PodIndex([])
         return _PodIndex([r for r in (_ready_pod(p, since) for p in listed) if r is not None])
 
-    def _knative_pods(self, ref: WorkloadRef, listed: list[Mapping[str, Any]] | Exception | None = None) -> int | None:
-        """The pods Knative Service ``ref`` runs now (its revisions' pods, label
-        ``serving.knative.dev/service``, neither terminating nor Succeeded or Failed): what the
-        namespace's quotas count as its pods, often more than ``min-scale`` (its autoscaler adds pods
-        for traffic). From ``listed`` (the namespace's pods, listed once a cycle), else one list of its
-        pods. None when the pods cannot be listed, with one warning until a list succeeds again."""
-        if listed is None:
-            listed = self._list_pods(ref.namespace, f"{KNATIVE_SERVICE_LABEL}={ref.name}")
+    def _knative_tally(self, namespace: str, listed: list[Mapping[str, Any]] | Exception) -> dict[str, int] | None:
+        """Per Knative Service name, the pods of ``listed`` (pods of ``namespace``) that the quotas
+        count as its own (its revisions' pods, label ``serving.knative.dev/service``, neither
+        terminating nor Succeeded or Failed): often more than its ``min-scale``, since its autoscaler
+        adds pods for traffic. Counted in one pass (a pass per Service cost 0.46 s a cycle for
+        1,000 Services). None when the pods cannot be listed, with one warning until a list succeeds
+        again."""
         if isinstance(listed, Exception):
-            if ref.namespace not in self._knative_pods_unread:
-                self._knative_pods_unread.add(ref.namespace)
+            if namespace not in self._knative_pods_unread:
+                self._knative_pods_unread.add(namespace)
                 status = getattr(listed, "status", None)
                 log.warning(
                     "cannot list pods in %s (%s): a Knative Service's pods there are counted as its min-scale "
                     "in quota checks, though its autoscaler may run more%s",
-                    ref.namespace,
+                    namespace,
                     status or type(listed).__name__,
                     "; grant 'list pods' (deploy/base/rbac.yaml)" if status == 403 else "",
                 )
             return None
-        self._knative_pods_unread.discard(ref.namespace)
-        # counted once per list (a namespace of 1,000 Services scanned its pods once per Service:
-        # 0.46 s a cycle, second review), then looked up by the Service's name
-        key = id(listed)
-        counts = self._knative_counts.get(key)
-        if counts is None or counts[0] is not listed:
-            tally: dict[str, int] = {}
-            for p in listed:
-                name = ((p.get("metadata") or {}).get("labels") or {}).get(KNATIVE_SERVICE_LABEL)
-                if isinstance(name, str) and _knative_pod_of(p, name):
-                    tally[name] = tally.get(name, 0) + 1
-            counts = (listed, tally)
-            self._knative_counts = {key: counts}  # only the newest list is kept
-        return counts[1].get(ref.name, 0)
+        self._knative_pods_unread.discard(namespace)
+        tally: dict[str, int] = {}
+        for p in listed:
+            name = ((p.get("metadata") or {}).get("labels") or {}).get(KNATIVE_SERVICE_LABEL)
+            if isinstance(name, str) and _knative_pod_of(p, name):
+                tally[name] = tally.get(name, 0) + 1
+        return tally
 
     def kill_switch(self, namespace: str, name: str = "scaleahead-kill-switch") -> str:
         """A reason if ConfigMap ``namespace/name`` has ``data.paused: "true"``, else ``""``.
@@ -1276,12 +1265,14 @@ class KubernetesTarget:
                 )
         self._unreadable = unreadable
         self._templates = templates
-        pod_quotas, resource_quotas, members, refused = (
-            self._namespace_quotas(pods_now, asked_now, templates, shapes, listed) if self.quotas else ({}, {}, {}, {})
+        pod_quotas, resource_quotas, members, refused, running = (
+            self._namespace_quotas(pods_now, asked_now, templates, shapes, listed)
+            if self.quotas
+            else ({}, {}, {}, {}, {})
         )
         state = ClusterState(
             workloads=states,
-            pods_running=self._running if self.quotas else {},
+            pods_running=running,
             pod_quotas=pod_quotas,
             resource_quotas=resource_quotas,
             pod_shapes=shapes,
@@ -1306,12 +1297,19 @@ class KubernetesTarget:
         templates: Mapping[WorkloadRef, Mapping[str, Any]],
         shapes: Mapping[WorkloadRef, Mapping[str, int]] | None = None,
         listed: dict[str, list[Mapping[str, Any]] | Exception] | None = None,
-    ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, frozenset[WorkloadRef]], dict[WorkloadRef, str]]:
+    ) -> tuple[
+        dict[str, int],
+        dict[str, dict[str, int]],
+        dict[str, frozenset[WorkloadRef]],
+        dict[WorkloadRef, str],
+        dict[WorkloadRef, int],
+    ]:
         """The pools the namespaces' ResourceQuotas make of the managed workloads read
         (``ClusterState.pod_quotas``, ``resource_quotas``, ``quota_members``), and the workloads
         whose new pods a quota refuses outright (``quota_refused``: a container leaves unset a
         resource the quota constrains; known only where the namespace's LimitRanges could be read,
-        as in ``_quota_room``).
+        as in ``_quota_room``), and the Knative Services in a pool that run more pods than their
+        ``min-scale`` (``pods_running``).
 
         A pool holds what its quotas leave (``hard - used``; 0 when a quota is already over its
         limit, since Kubernetes removes no running pod for it) plus what its workloads' pods have or
@@ -1323,7 +1321,7 @@ class KubernetesTarget:
         none of them (e.g. a ban on best-effort pods) is no pool. A namespace whose quotas cannot be
         read is left out: the planner then shares nothing there.
 
-        A Knative Service in a pool has the pods it runs now (``_knative_pods``: its autoscaler's,
+        A Knative Service in a pool has the pods it runs now (``_knative_tally``: its autoscaler's,
         at least its ``min-scale``; those are in the quota's ``used``), counted from one pod list
         per namespace (``listed``, shared with the readiness times), listed only for a namespace
         with such a pool; unlistable: its ``min-scale``.
@@ -1331,6 +1329,7 @@ class KubernetesTarget:
         pods: dict[str, int] = {}
         running: dict[WorkloadRef, int] = {}
         listed = {} if listed is None else listed
+        tallies: dict[str, dict[str, int] | None] = {}  # per namespace, its Knative pods (``_knative_tally``)
 
         def held(r: WorkloadRef) -> int:
             """The pods ``r`` has now, as the quotas count them."""
@@ -1338,10 +1337,12 @@ class KubernetesTarget:
             if r.kind != "KnativeService":
                 return n
             if r not in running:
-                if r.namespace not in listed:
-                    listed[r.namespace] = self._list_pods(r.namespace)
-                now = self._knative_pods(r, listed[r.namespace])
-                running[r] = n if now is None else max(n, now)
+                if r.namespace not in tallies:
+                    if r.namespace not in listed:
+                        listed[r.namespace] = self._list_pods(r.namespace)
+                    tallies[r.namespace] = self._knative_tally(r.namespace, listed[r.namespace])
+                tally = tallies[r.namespace]
+                running[r] = n if tally is None else max(n, tally.get(r.name, 0))
             return running[r]
 
         def asked(r: WorkloadRef, key: str) -> int:
@@ -1406,8 +1407,7 @@ class KubernetesTarget:
                 add_pool(ns, shared, here)
         # the Knative Services whose autoscaler runs more pods than their min-scale (the planner takes
         # off a pool those a claim does not want: ``ClusterState.pods_running``)
-        self._running = {r: n for r, n in running.items() if n > pods_now.get(r, 0)}
-        return pods, resources, members, refused
+        return pods, resources, members, refused, {r: n for r, n in running.items() if n > pods_now.get(r, 0)}
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""
@@ -1456,7 +1456,10 @@ class KubernetesTarget:
                     # Its autoscaler often runs more pods than min-scale, and the quota counts them as
                     # used: a min-scale up to them creates no pod and needs no room (as an HPA floor).
                     # Pods that cannot be listed: counted as min-scale.
-                    running = self._knative_pods(ref)
+                    tally = self._knative_tally(
+                        ref.namespace, self._list_pods(ref.namespace, f"{KNATIVE_SERVICE_LABEL}={ref.name}")
+                    )
+                    running = None if tally is None else tally.get(ref.name, 0)
                     room.update(quota, pods_now=value if running is None else max(value, running))
             return LiveObject(ref.key, field, value, _rv(obj), room)
         if ref.kind == "Headroom":

@@ -559,6 +559,13 @@ def _stabilization_window(policies: Sequence[Policy]) -> float:
 #: A champion that could not be loaded is tried again after this long (s).
 UNLOADABLE_RETRY_S = 600.0
 
+
+def _release_wait(failures: int) -> float:
+    """How long (s) a removed function's failed release waits before the next try: 1 minute,
+    doubled per failure in a row, at most an hour."""
+    return min(60.0 * 2.0 ** (failures - 1), 3600.0)
+
+
 #: How many retraining results ``Daemon.retrained`` keeps (it kept every one, each with its fitted
 #: model, for the life of the process until 2026-12-05).
 RETRAINED_KEPT = 8
@@ -720,9 +727,7 @@ class Daemon:
         self._unloadable = {mid: min(at, now) for mid, at in self._unloadable.items()}
         # a removed function's grace period and its release retries, the live error's sampling
         self._orphans = {key: min(t, now) for key, t in self._orphans.items()}
-        self._release_retry = {
-            key: (n, min(t, now + min(60.0 * 2 ** (n - 1), 3600.0))) for key, (n, t) in self._release_retry.items()
-        }
+        self._release_retry = {key: (n, min(t, now + _release_wait(n))) for key, (n, t) in self._release_retry.items()}
         self.live.rebase(now)
         self.jobs.rebase(now)
         last = self.deps.rebalance.last_at
@@ -1063,7 +1068,7 @@ class Daemon:
             key = res.action.target
             if res.outcome == "failed":
                 n = self._release_retry.get(key, (0, 0.0))[0] + 1
-                self._release_retry[key] = (n, now + min(60.0 * 2 ** (n - 1), 3600.0))
+                self._release_retry[key] = (n, now + _release_wait(n))
             else:
                 self._release_retry.pop(key, None)
             if dry:  # reported once (a dry run forgets nothing, so the same result would repeat)
