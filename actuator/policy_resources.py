@@ -9,7 +9,8 @@ fallback mode), but only when something a person would notice changed, or at mos
 
 Every status carries an ``Accepted`` condition: ``True`` for a policy that is planned, ``False``
 (with the reason: an invalid spec, a second policy for the same target, a target in another
-namespace than the object's, or one that the caller's check refuses) for a skipped one, so
+namespace than the object's, one that would fight a HorizontalPodAutoscaler (``actuator.autoscalers``),
+or one that the caller's check refuses) for a skipped one, so
 ``kubectl get pspol`` shows why a workload is not scaled.
 
 A policy object scales workloads of its own namespace only: scaleahead's ClusterRole may scale
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from actuator.autoscalers import CONFLICT, AutoscalerCheck
 from scaleahead.errors import UserError
 from scaleahead.policy import API_VERSION, Policy, malformed
 
@@ -72,7 +74,7 @@ class Rejected:
 
     name: str
     namespace: str
-    reason: str  # condition reason, CamelCase: InvalidSpec, DuplicateTarget, Refused
+    reason: str  # condition reason, CamelCase: InvalidSpec, DuplicateTarget, Refused, ConflictingAutoscaler
     message: str
     updated_at: float = 0.0
 
@@ -101,6 +103,7 @@ class ClusterPolicies:
         namespace: str | None = None,
         check: Callable[[Policy], str | None] | None = None,
         cross_namespace: bool = False,
+        autoscalers: AutoscalerCheck | None = None,
     ) -> None:
         from kubernetes import client
 
@@ -108,6 +111,7 @@ class ClusterPolicies:
         self.namespace = namespace
         self.check = check
         self.cross_namespace = cross_namespace
+        self.autoscalers = autoscalers
         self.invalid: dict[str, str] = {}
         self.rejected: list[Rejected] = []
         #: Workload keys named by skipped objects (``Kind/namespace/name`` from their raw
@@ -153,6 +157,7 @@ class ClusterPolicies:
         self.rejected = []
         rejected_targets: set[str] = set()  # assigned whole at the end: another thread may read it
         seen: dict[str, str] = {}  # workload key -> the object that targets it
+        rejecters: dict[str, Callable[..., None]] = {}  # workload key -> its object's ``reject``
         for index, item in enumerate(doc.get("items", [])):
             # An object the API server's schema would refuse (a CRD older than this controller, or
             # none checking it) is skipped on its own: never a failure of the whole list.
@@ -252,7 +257,15 @@ class ClusterPolicies:
                 log.warning("policy %s is refused: %s", name, refused, extra={"event": "policy_invalid"})
                 continue
             seen[key] = name
+            rejecters[key] = reject
             policies.append(policy)
+        if self.autoscalers is not None:  # checked on the accepted ones: a duplicate names the first
+            self.autoscalers.refresh(policies)
+            fighting = {p.workload.key: c for p in policies if (c := self.autoscalers.conflict(p)) is not None}
+            for key, (why, hint) in fighting.items():
+                rejecters[key](CONFLICT, why, hint)  # still claimed: not handed back meanwhile
+                log.warning("policy %s is refused: %s", seen[key], why, extra={"event": "policy_invalid"})
+            policies = [p for p in policies if p.workload.key not in fighting]
         self.rejected_targets = rejected_targets
         return policies
 

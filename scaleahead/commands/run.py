@@ -87,6 +87,29 @@ def load_policy_path(path: Path) -> list[Policy]:
     return load_policy_files([path])
 
 
+def _without_hpa_fights(api: Any, pols: list[Policy]) -> list[Policy]:
+    """The file policies (``--policies``) but those that would fight a HorizontalPodAutoscaler
+    (``actuator.autoscalers``), each logged with why and what to do; checked once, at start."""
+    from actuator.autoscalers import AutoscalerCheck
+
+    check = AutoscalerCheck(api)
+    check.refresh(pols)
+    kept = []
+    for p in pols:
+        found = check.conflict(p)
+        if found is None:
+            kept.append(p)
+            continue
+        log.error(
+            "policy %s/%s is refused: %s. %s",
+            p.metadata.namespace,
+            p.metadata.name,
+            *found,
+            extra={"event": "policy_invalid", "workload": p.workload.key},
+        )
+    return kept
+
+
 def _trace_history(spec: str, window_s: float, offset_s: float) -> HistorySource:
     from scaleahead.tracesource import TraceHistory
 
@@ -581,8 +604,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     return step_mismatch(p, trace, source_name)
 
             api = kube_api = _kube_api(kubeconfig)
+            from actuator.autoscalers import AutoscalerCheck
+
             cluster = ClusterPolicies(
-                api, namespace, check=check, cross_namespace=settings.actuation.cross_namespace_targets
+                api,
+                namespace,
+                check=check,
+                cross_namespace=settings.actuation.cross_namespace_targets,
+                # a policy that would fight an HPA on the workload it scales is refused (writes only there)
+                autoscalers=AutoscalerCheck(api, cluster_wide=namespace is None) if target == "kubernetes" else None,
             )
             pols = cluster.load()
             writer = PolicyStatusWriter(api)
@@ -657,6 +687,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             check_clock(hist.client)  # type: ignore[attr-defined]
         if target == "kubernetes" and kube_api is None:  # a missing kubeconfig creates no database either
             kube_api = _kube_api(kubeconfig)
+            pols = _without_hpa_fights(kube_api, pols)
         # Opened after the options and the trace are checked: a bad one creates no database.
         store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
         clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()

@@ -135,6 +135,7 @@ EXPECTED_CLUSTER_RULES = {
     ("apps", "statefulsets/scale", "get"),
     ("apps", "statefulsets/scale", "patch"),
     ("autoscaling", "horizontalpodautoscalers", "get"),
+    ("autoscaling", "horizontalpodautoscalers", "list"),
     ("autoscaling", "horizontalpodautoscalers", "patch"),
     ("serving.knative.dev", "services", "get"),
     ("serving.knative.dev", "services", "patch"),
