@@ -117,6 +117,8 @@ class ClusterPolicies:
         #: Workload keys named by skipped objects (``Kind/namespace/name`` from their raw
         #: ``spec.target``): not planned, but not given up either (``Daemon`` does not release them).
         self.rejected_targets: set[str] = set()
+        #: Workload (and floor HPA) key -> the object (``namespace/name``) planned for it at the last load.
+        self._owners: dict[str, str] = {}
 
     def load(self) -> list[Policy]:
         """The valid policies; a list that fails (no CRD, RBAC, an unreachable API server) is a
@@ -158,6 +160,7 @@ class ClusterPolicies:
         rejected_targets: set[str] = set()  # assigned whole at the end: another thread may read it
         seen: dict[str, str] = {}  # workload key -> the object that targets it
         rejecters: dict[str, Callable[..., None]] = {}  # workload key -> its object's ``reject``
+        candidates: list[tuple[int, Policy, str, Callable[..., None], str]] = []  # valid, in list order
         for index, item in enumerate(doc.get("items", [])):
             # An object the API server's schema would refuse (a CRD older than this controller, or
             # none checking it) is skipped on its own: never a failure of the whole list.
@@ -242,23 +245,48 @@ class ClusterPolicies:
                     extra={"event": "policy_invalid"},
                 )
                 continue
-            key = policy.workload.key
-            if key in seen:
+            created = meta.get("creationTimestamp")
+            candidates.append((index, policy, name, reject, created if isinstance(created, str) else "~"))
+        # Which of several objects naming one workload (or, in mode floor, one HPA: each would overwrite
+        # the other's minReplicas) is planned: the one planned at the last load, then the oldest, then
+        # the first listed. Not the list order alone: a new object named "a-..." took over before.
+        owners = self._owners
+
+        def rank(c: tuple[int, Policy, str, Callable[..., None], str]) -> tuple[int, str, int]:
+            index, policy, name, _, created = c
+            return (0 if any(owners.get(k) == name for k in _claims(policy)) else 1, created, index)
+
+        accepted: list[tuple[int, Policy]] = []
+        for index, policy, name, reject, _ in sorted(candidates, key=rank):
+            claims = _claims(policy)
+            taken = next((k for k in claims if k in seen), None)
+            if taken is not None:
+                what = "already targets" if taken == claims[0] else "in mode floor already names"
                 reject(
                     "DuplicateTarget",
-                    f"another policy, {seen[key]}, already targets {key}",
-                    "Keep one policy per workload: delete this one or point it at another target.",
+                    f"another policy, {seen[taken]}, {what} {taken}",
+                    "Keep one policy per workload (and per HPA): delete this one or point it at another target "
+                    f"(the one planned before is kept, else the oldest: {seen[taken]} here).",
                 )
-                log.warning("policy %s duplicates a target and is skipped", name, extra={"event": "policy_invalid"})
+                log.warning(
+                    "policy %s is skipped: %s %s %s",
+                    name,
+                    seen[taken],
+                    what,
+                    taken,
+                    extra={"event": "policy_invalid", "workload": claims[0], "kept": seen[taken]},
+                )
                 continue
             refused = self.check(policy) if self.check is not None else None
             if refused is not None:
                 reject("Refused", refused, "Change the policy as said, or the process's history source.")
                 log.warning("policy %s is refused: %s", name, refused, extra={"event": "policy_invalid"})
                 continue
-            seen[key] = name
-            rejecters[key] = reject
-            policies.append(policy)
+            for k in claims:
+                seen[k] = name
+            rejecters[claims[0]] = reject
+            accepted.append((index, policy))
+        policies = [p for _, p in sorted(accepted, key=lambda a: a[0])]
         if self.autoscalers is not None:  # checked on the accepted ones: a duplicate names the first
             self.autoscalers.refresh(policies)
             fighting = {p.workload.key: c for p in policies if (c := self.autoscalers.conflict(p)) is not None}
@@ -266,8 +294,19 @@ class ClusterPolicies:
                 rejecters[key](CONFLICT, why, hint)  # still claimed: not handed back meanwhile
                 log.warning("policy %s is refused: %s", seen[key], why, extra={"event": "policy_invalid"})
             policies = [p for p in policies if p.workload.key not in fighting]
+        planned = {seen[p.workload.key] for p in policies}
+        self._owners = {k: v for k, v in seen.items() if v in planned}
         self.rejected_targets = rejected_targets
         return policies
+
+
+def _claims(policy: Policy) -> list[str]:
+    """The keys one policy object may hold alone: its workload, and in mode floor the HPA it writes."""
+    target = policy.spec.target
+    keys = [policy.workload.key]
+    if target.mode == "floor" and target.kind != "KnativeService":
+        keys.append(f"HorizontalPodAutoscaler/{target.namespace}/{target.hpa_name}")
+    return keys
 
 
 class StatusLike(Protocol):

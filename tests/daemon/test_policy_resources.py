@@ -451,3 +451,58 @@ def test_cluster_policies_that_cannot_be_listed_are_one_error_paragraph(tmp_path
     finally:
         if server is not None:
             server.shutdown()
+
+
+def test_a_new_duplicate_does_not_take_a_workload_from_the_policy_planned_for_it(cluster, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Before 2026-12-06 the first object in the API server's list order (namespace, then name) won:
+    a new ``a-web-test`` took the workload (and its mode and bounds) from a long-planned ``web`` at
+    the next reload. Now the one planned at the last load keeps it, else the oldest; the log line
+    names both objects and the workload."""
+    import logging
+
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    web = _cr("web", maxReplicas=40)
+    web["metadata"]["creationTimestamp"] = "2026-01-05T10:00:00Z"
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, web)
+    source = ClusterPolicies(api)
+    assert [p.metadata.name for p in source.load()] == ["web"]
+    new = _cr("a-web-test", maxReplicas=3)
+    new["spec"]["target"] = {"name": "web"}
+    new["metadata"]["creationTimestamp"] = "2026-12-06T00:00:00Z"
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, new)
+    with caplog.at_level(logging.WARNING, logger="scaleahead.actuator.policies"):
+        kept = source.load()
+    assert [(p.metadata.name, p.spec.max_replicas) for p in kept] == [("web", 40)]
+    (dup,) = source.rejected
+    assert (dup.name, dup.reason) == ("a-web-test", "DuplicateTarget")
+    assert dup.message.startswith("another policy, shop/web, already targets Deployment/shop/web")
+    assert any(
+        "shop/a-web-test is skipped: shop/web already targets Deployment/shop/web" in r.getMessage()
+        for r in caplog.records
+    )
+    # a new process (nothing planned yet): the oldest object wins, not the first listed
+    fresh = ClusterPolicies(api)
+    assert [p.metadata.name for p in fresh.load()] == ["web"]
+    # the planned one gone: the other takes over; it keeps the workload when the old one is back
+    co.delete_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, "web")
+    assert [p.metadata.name for p in source.load()] == ["a-web-test"]
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, web)
+    assert [p.metadata.name for p in source.load()] == ["a-web-test"]
+
+
+def test_two_floor_policies_naming_one_hpa_are_duplicates(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Two policies in mode floor naming one HPA (a copy-paste slip) each set its minReplicas from
+    their own forecast: before 2026-12-06 both were planned and overwrote each other every cycle."""
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    for name in ("web", "api"):
+        body = _cr(name)
+        body["spec"]["target"] = {"name": name, "mode": "floor", "hpaName": "web-hpa"}
+        co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, body)
+    source = ClusterPolicies(api)
+    assert [p.metadata.name for p in source.load()] == ["web"]  # no creation times: the first listed
+    (dup,) = source.rejected
+    assert (dup.name, dup.reason) == ("api", "DuplicateTarget")
+    assert "another policy, shop/web, in mode floor already names HorizontalPodAutoscaler/shop/web-hpa" in dup.message
+    assert "Deployment/shop/api" in source.rejected_targets, "still claimed"
