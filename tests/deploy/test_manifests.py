@@ -127,8 +127,6 @@ def test_the_crd_schema_rejects_what_the_policy_schema_rejects(change: dict[str,
 #: min-scale, pod moves through the Eviction API, its own CRD and status, and the leader Lease.
 EXPECTED_CLUSTER_RULES = {
     ("apps", "deployments", "get"),
-    ("apps", "deployments", "create"),
-    ("apps", "deployments", "patch"),
     ("apps", "statefulsets", "get"),
     ("apps", "deployments/scale", "get"),
     ("apps", "deployments/scale", "patch"),
@@ -152,6 +150,12 @@ EXPECTED_CLUSTER_RULES = {
     ("node.k8s.io", "runtimeclasses", "get"),
     ("scaleahead.io", "predictivescalingpolicies", "list"),
     ("scaleahead.io", "predictivescalingpolicies/status", "patch"),
+}
+#: The optional component deploy/components/headroom: writing the headroom placeholder Deployment
+#: (a patch on Deployments could change any pod template, so the base does not grant it).
+HEADROOM_RULES = {
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"),
 }
 EXPECTED_NAMESPACE_RULES = {
     ("coordination.k8s.io", "leases", "get"),
@@ -240,7 +244,7 @@ def _api_calls() -> Iterator[tuple[str, str, str, str]]:
 
 
 def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
-    allowed = EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES
+    allowed = EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES | HEADROOM_RULES
     missing = []
     for path, group, resource, verb in _api_calls():
         if group == "<custom>":
@@ -250,6 +254,32 @@ def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
         elif (group, resource, verb) not in allowed:
             missing.append((path, f"{group}/{resource}", verb))
     assert missing == [], f"API calls without an RBAC rule: {missing}"
+
+
+def test_the_headroom_component_grants_the_placeholder_writes_and_its_priority_class(tmp_path: Path) -> None:
+    """Found by a coexistence audit: the base granted create and patch on every Deployment for a
+    placeholder no policy can ask for yet. The base grants neither now; the component does."""
+    assert not any(r[:2] == ("apps", "deployments") and r[2] != "get" for r in _triples(_cluster_rules("base")))
+    assert not by_kind(render("base"), "PriorityClass")
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    overlay = tmp_path / "deploy" / "overlays" / "with-headroom"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [../../base]\ncomponents: [../../components/headroom]\n"
+    )
+    out = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, check=True, timeout=60)
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    roles = {r["metadata"]["name"]: r for r in by_kind(docs, "ClusterRole")}
+    assert _triples(roles["scaleahead-headroom"]["rules"]) == HEADROOM_RULES
+    (binding,) = [b for b in by_kind(docs, "ClusterRoleBinding") if b["metadata"]["name"] == "scaleahead-headroom"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "scaleahead", "namespace": "scaleahead-system"}]
+    (pc,) = by_kind(docs, "PriorityClass")
+    assert (pc["metadata"]["name"], pc["value"], pc["preemptionPolicy"]) == ("scaleahead-headroom", -10, "Never")
+
+
+def _cluster_rules(overlay: str) -> list[dict[str, Any]]:
+    return {r["metadata"]["name"]: r for r in by_kind(render(overlay), "ClusterRole")}["scaleahead"]["rules"]
 
 
 def test_every_rbac_rule_is_used_by_some_api_call_in_the_code() -> None:
