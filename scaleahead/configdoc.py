@@ -74,6 +74,8 @@ def _rows(schema: dict[str, Any], defs: dict[str, Any], prefix: str) -> list[str
             continue
         default = node.get("default")
         dflt = "" if name in required or "default" not in node else f"`{json.dumps(default)}`"
+        if path == "target.namespace":  # the loader's default is the object's own namespace, "default" only without one
+            dflt = "`metadata.namespace`"
         rows.append(
             f"| `{path}` | {_type(node, defs)} | {'yes' if name in required else ''} | {dflt} | "
             f"{_bounds(node)} | {_md(node.get('description', ''))} |"
