@@ -5,7 +5,8 @@ What each action changes (docs/actuator.md has the RBAC table):
 - ``ScaleTo`` on a Deployment or StatefulSet, mode ``direct``: ``spec.replicas`` through the
   ``scale`` subresource; mode ``floor``: ``spec.minReplicas`` of the HPA named by the policy.
 - ``ScaleTo`` / ``SetWarmPool`` on a ``KnativeService``: the ``autoscaling.knative.dev/min-scale``
-  annotation of the Service's revision template (warm instances).
+  annotation of the Service's revision template (warm instances), or its older spelling
+  ``autoscaling.knative.dev/minScale`` where the template uses that one (both: skipped).
 - ``ScaleTo`` / ``SetWarmPool`` on kind ``Headroom``: the replicas of a placeholder Deployment of
   pause pods at a low PriorityClass (the cluster-autoscaler over-provisioning pattern); the
   Deployment is created on first use.
@@ -70,6 +71,9 @@ from scaleahead.types import (
 )
 
 MIN_SCALE = "autoscaling.knative.dev/min-scale"
+#: The older spelling of ``MIN_SCALE``, which Knative still accepts (since Knative 1.1 it looks the
+#: key up as ``min-scale``, then ``minScale``; many manifests and older docs use this one).
+MIN_SCALE_OLD = "autoscaling.knative.dev/minScale"
 #: The label Knative puts on every pod of a Service's revisions: the Service's name.
 KNATIVE_SERVICE_LABEL = "serving.knative.dev/service"
 #: Pod label naming its interference class for rebalancing (cpu-bound, io-bound, latency-critical).
@@ -667,6 +671,29 @@ def _names_disruption_budget(exc: ApiException) -> bool:
     return "disruption budget" in body.lower() or "DisruptionBudget" in body
 
 
+def min_scale_key(template: Mapping[str, Any], target: str) -> str:
+    """The annotation of a Knative revision template (``spec.template``) that holds its min-scale:
+    the spelling it uses (``MIN_SCALE`` or the older ``MIN_SCALE_OLD``), ``MIN_SCALE`` if it has
+    neither. Both at once raise ``ActuationError`` (skipped): which one counts is Knative's choice
+    (it reads ``min-scale`` first), and writing either would leave the other behind."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        return MIN_SCALE
+    if MIN_SCALE in annotations and MIN_SCALE_OLD in annotations:
+        raise ActuationError(
+            "skipped",
+            f"{target} has both {MIN_SCALE}={annotations[MIN_SCALE]!r} and the older spelling "
+            f"{MIN_SCALE_OLD}={annotations[MIN_SCALE_OLD]!r} on spec.template.metadata.annotations: "
+            "Knative goes by min-scale and ignores minScale, so scaleahead cannot tell which one the owner "
+            "meant and does not write either; remove one of them",
+        )
+    return MIN_SCALE_OLD if MIN_SCALE_OLD in annotations else MIN_SCALE
+
+
+def _min_scale_field(key: str) -> str:
+    return f"spec.template.metadata.annotations[{key}]"
+
+
 def _int_field(obj: Mapping[str, Any], path: str, target: str, default: int | None = None) -> int:
     """The integer at dotted ``path`` (annotation keys may contain dots: use ``annotations[key]``)."""
     node: Any = obj
@@ -1213,7 +1240,8 @@ class KubernetesTarget:
                 if ref.kind == "KnativeService":
                     obj = self._raw(read, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name, target=ref.key)
                     template = (obj.get("spec") or {}).get("template") or {}
-                    warm = int(((template.get("metadata") or {}).get("annotations") or {}).get(MIN_SCALE, 0))
+                    # either spelling of min-scale (both: unreadable, with the reason)
+                    warm = _int_field(obj, _min_scale_field(min_scale_key(template, ref.key)), ref.key, default=0)
                     states[ref] = WorkloadState(ref, warm, warm, warm_instances=warm)
                     # The warm instances are pods in the namespace, under its quotas like any other.
                     pods_now[ref] = max(warm, 0)
@@ -1441,16 +1469,15 @@ class KubernetesTarget:
             obj = self._call(
                 action, self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
             )
-            field = f"spec.template.metadata.annotations[{MIN_SCALE}]"
+            template = (obj.get("spec") or {}).get("template") or {}
+            key = min_scale_key(template, ref.key)  # the spelling the Service uses (both: skipped)
+            field = _min_scale_field(key)
             value = _int_field(obj, field, ref.key, default=0)
-            annotations = (
-                (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations")
-            ) or {}
-            room: dict[str, int] = {} if MIN_SCALE in annotations else {"unset": 1}
+            annotations = (template.get("metadata") or {}).get("annotations") or {}
+            room: dict[str, int] = {} if key in annotations else {"unset": 1}
             # A higher min-scale (a warm pool's, or a service's ScaleTo) creates pods: they need quota room.
             to = action.to_instances if isinstance(action, SetWarmPool) else getattr(action, "to_replicas", value)
             if to > value:
-                template = (obj.get("spec") or {}).get("template") or {}
                 quota = self._quota_facts(ref.namespace, lambda: knative_pod_template(template))
                 if quota:
                     # Its autoscaler often runs more pods than min-scale, and the quota counts them as
@@ -1589,7 +1616,9 @@ class KubernetesTarget:
         if ref.kind == "KnativeService":
             # a merge patch's null removes the annotation: the platform's default applies again
             ann = None if isinstance(action, SetWarmPool) and action.restore_default else str(value)
-            body = {"metadata": meta, "spec": {"template": {"metadata": {"annotations": {MIN_SCALE: ann}}}}}
+            # the spelling ``live`` read (the resourceVersion precondition holds it): never both on the object
+            key = MIN_SCALE_OLD if live.field == _min_scale_field(MIN_SCALE_OLD) else MIN_SCALE
+            body = {"metadata": meta, "spec": {"template": {"metadata": {"annotations": {key: ann}}}}}
             obj = self._call(
                 action,
                 self.custom.patch_namespaced_custom_object,
