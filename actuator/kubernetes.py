@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -42,6 +43,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from actuator.api_status import status_message
 from actuator.base import ActionResult, ActuationError, LiveObject
 from actuator.limit_ranges import Defaults, container_defaults, with_defaults
 from actuator.quota_scopes import quota_applies
@@ -602,8 +604,9 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
     An error someone must fix (403, 404, 422) or that may pass (5xx, no answer) is ``failed``: it
     is journaled so, counts in ``scaleahead_actions_total{result="failed"}`` and backs the workload
     off. Only a refusal that is the cluster working as meant (429: a PodDisruptionBudget allows no
-    eviction now) is ``skipped``; a 429 on an eviction whose answer does not name a disruption
-    budget is the API server's throttling (API Priority and Fairness), ``failed`` like any other.
+    eviction now; a 403 from a full ResourceQuota, ``_forbidden``) is ``skipped``; a 429 on an
+    eviction whose answer does not name a disruption budget is the API server's throttling (API
+    Priority and Fairness), ``failed`` like any other.
     """
     if isinstance(exc, ApiException):
         status = exc.status or 0
@@ -614,12 +617,7 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
                 404,
             )
         if status == 403:
-            return ActuationError(
-                "failed",
-                f"RBAC forbids '{verb}' on {resource} in namespace {namespace} for {target} (403). "
-                "Grant it to scaleahead's service account (docs/actuator.md, 'RBAC needed').",
-                403,
-            )
+            return _forbidden(status_message(exc), target, verb, resource, namespace)
         if status == 409:
             return ActuationError("conflict", f"{target} changed since it was read (409)")
         if status == 429 and resource == "pods/eviction" and _names_disruption_budget(exc):
@@ -637,6 +635,72 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
         why = f"{target}: no answer from the API server ({type(exc).__name__}); retried next cycle"
         return ActuationError("failed", why)
     raise exc
+
+
+_RBAC_REFUSAL = re.compile(r'\bcannot [\w*.-]+ (?:resource|path) "')
+_QUOTA_EXCEEDED = re.compile(r"\bexceeded quota: ([^,\s]+)")
+_QUOTA_UNSET = re.compile(r"\bfailed quota: ([^:\s]+): must specify")
+_TERMINATING = re.compile(r"\bin namespace (\S+) because it is being terminated")
+_ADMISSION = re.compile(
+    r"admission webhook \"([^\"]+)\" denied the request|ValidatingAdmissionPolicy '([^']+)'[^:]* denied request"
+)
+
+
+def _forbidden(said: str, target: str, verb: str, resource: str, namespace: str) -> ActuationError:
+    """A 403, told by the API server's message ``said``: RBAC ("User ... cannot VERB resource ..."),
+    a full ResourceQuota, a namespace being deleted, an admission policy (a webhook such as
+    Gatekeeper or Kyverno, or a ValidatingAdmissionPolicy), or another refusal, quoted. Only an RBAC
+    refusal, or a 403 with no message, says "RBAC forbids" (until 2026-12-06 every 403 did).
+
+    A full quota is ``skipped``, as when the quota check before the write finds no room
+    (``actuator.safety``): the cluster working as meant, tried again by the next plans. The others
+    are ``failed``: someone must fix them.
+    """
+    quoted = f"(403: '{said}')" if said else "(403)"
+    if not said or _RBAC_REFUSAL.search(said):
+        return ActuationError(
+            "failed",
+            f"RBAC forbids '{verb}' on {resource} in namespace {namespace} for {target} {quoted}. "
+            "Grant it to scaleahead's service account (docs/actuator.md, 'RBAC needed').",
+            403,
+        )
+    if m := _QUOTA_EXCEEDED.search(said):
+        return ActuationError(
+            "skipped",
+            f"{target}: the namespace's ResourceQuota {namespace}/{m.group(1)} is full, the API server refused "
+            f"'{verb}' on {resource} {quoted}; retried by the next plans, and done once the quota has room "
+            "(raise the quota, or free room in it)",
+            403,
+        )
+    if m := _QUOTA_UNSET.search(said):
+        return ActuationError(
+            "skipped",
+            f"{target}: the namespace's ResourceQuota {namespace}/{m.group(1)} refuses pods whose containers do not "
+            f"set what it limits {quoted}: set those resources on every container, or a LimitRange default",
+            403,
+        )
+    if m := _TERMINATING.search(said):
+        return ActuationError(
+            "failed",
+            f"{target}: namespace {m.group(1)} is being deleted, so the API server refuses '{verb}' on {resource} "
+            f"{quoted}. Nothing to grant: the workload goes with its namespace; delete its policy, or wait "
+            "until the namespace is gone",
+            403,
+        )
+    if m := _ADMISSION.search(said):
+        return ActuationError(
+            "failed",
+            f"{target}: an admission policy ({m.group(1) or m.group(2)}) refused '{verb}' on {resource} {quoted}. "
+            "Change the policy engine's rule (e.g. Gatekeeper, Kyverno) so that it allows scaleahead's change, "
+            "or the scaleahead policy so that it does not ask for it",
+            403,
+        )
+    return ActuationError(
+        "failed",
+        f"{target}: the API server refused '{verb}' on {resource} in namespace {namespace} {quoted}; not an RBAC "
+        "refusal: fix what the message says",
+        403,
+    )
 
 
 def _read_failure(exc: Exception, ref: WorkloadRef, fn: Any) -> str:

@@ -337,6 +337,12 @@ class PolicyStatusWriter:
         #: When each policy object was last in a publish: one not seen for ``FORGET_AFTER_S`` (its
         #: policy deleted) is forgotten, so policy churn does not grow the two maps for ever.
         self._seen: dict[tuple[str, str], float] = {}
+        #: Objects whose status write answered 404 (the object is gone), and when: not written
+        #: while they keep being published; written again once published anew (``_published_anew``).
+        self._gone: dict[tuple[str, str], float] = {}
+        #: Why each object's last write failed (HTTP status, or the error's type): warned once per
+        #: object and reason, and again only after a write of it succeeded in between.
+        self._failed: dict[tuple[str, str], str] = {}
         self._swept = -math.inf
         self.writes = 0
 
@@ -357,6 +363,53 @@ class PolicyStatusWriter:
             self._seen.pop(key, None)
             self._last.pop(key, None)
             self._since.pop(key, None)
+            self._gone.pop(key, None)
+            self._failed.pop(key, None)
+
+    def _published_anew(self, key: tuple[str, str], previous: float | None, t: float) -> bool:
+        """Whether ``key``, whose write answered 404, is to be written again at ``t``: it was not
+        published for longer than ``refresh_s`` before (its policy left the daemon's list at a reload
+        and came back: a new object of that name), or its 404 is ``FORGET_AFTER_S`` old (an object
+        deleted and re-created between two reloads was never left out: it is tried once an hour)."""
+        gone = self._gone.get(key)
+        if gone is None:
+            return True
+        if previous is None or t - previous > self.refresh_s or t - gone >= self.FORGET_AFTER_S:
+            self._gone.pop(key, None)
+            return True
+        return False
+
+    def _not_written(self, key: tuple[str, str], exc: Exception, t: float) -> None:
+        """One line, once per object and reason (``status_failed``); a 404 marks the object gone."""
+        from actuator.api_status import one_line, status_message
+
+        status = getattr(exc, "status", None)
+        said = status_message(exc)
+        if status == 404:
+            self._gone[key] = t
+            self._last.pop(key, None)
+            self._since.pop(key, None)
+            why = "the object is gone (deleted, or its namespace deleted); not written again until it is published anew"
+        elif status == 403:
+            why = (
+                "the API server refuses it: check what it says, and the ClusterRole's 'patch' on "
+                "predictivescalingpolicies/status (deploy/base/rbac.yaml); tried again at the next publish"
+            )
+        else:
+            why = "tried again at the next publish"
+        reason = f"HTTP {status}" if isinstance(status, int) and status else type(exc).__name__
+        if self._failed.get(key) == reason:
+            return
+        self._failed[key] = reason
+        detail = f"{reason}: '{said}'" if said else (reason if status else f"{reason}: {one_line(str(exc))}")
+        log.warning(
+            "status of %s/%s not written (%s): %s",
+            key[0],
+            key[1],
+            detail,
+            why,
+            extra={"event": "status_failed", "policy": f"{key[0]}/{key[1]}", "status": status},
+        )
 
     def _condition(self, key: tuple[str, str], st: StatusLike, t: float) -> dict[str, str]:
         accepted = not isinstance(st, Rejected)
@@ -382,8 +435,11 @@ class PolicyStatusWriter:
             status = st.to_status()
             t = now if now is not None else float(getattr(st, "updated_at", 0.0))
             key = (st.namespace, st.name)
+            previous = self._seen.get(key)
             self._seen[key] = t
             latest = max(latest, t)
+            if not self._published_anew(key, previous, t):
+                continue  # its object answered 404 and it has been published ever since
             condition = self._condition(key, st, t)
             status["conditions"] = [condition]
             salient = (*(status.get(k) for k in _SALIENT), condition["status"], condition["message"])
@@ -395,8 +451,9 @@ class PolicyStatusWriter:
                     GROUP, VERSION, st.namespace, PLURAL, st.name, {"status": status}
                 )
             except Exception as exc:  # noqa: BLE001 - one missing object must not stop the others
-                log.warning("status of %s/%s not written: %s", st.namespace, st.name, exc)
+                self._not_written(key, exc, t)
                 continue
+            self._failed.pop(key, None)
             self.writes += 1
             self._last[key] = (salient, t)
         if latest > -math.inf:

@@ -138,7 +138,11 @@ def test_a_timeout_fails_the_action_quickly_and_the_next_cycle_applies_it(kube, 
 
 def test_rbac_forbidding_the_verb_fails_the_action_naming_the_object_and_the_fix(kube, store):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=403))
+    rbac = (  # what the API server says when RBAC refuses
+        'deployments.apps "web" is forbidden: User "system:serviceaccount:scaleahead-system:scaleahead" '
+        'cannot patch resource "deployments/scale" in API group "apps" in the namespace "default"'
+    )
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", status=403, message=rbac))
     res = actuator(kube, store).apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
     assert res[0].outcome == "failed"
     assert "RBAC forbids 'patch' on deployments/scale in namespace default" in res[0].detail

@@ -333,7 +333,11 @@ def test_a_missing_hpa_in_floor_mode_is_named_in_the_failure(kube):
 
 def test_rbac_forbidding_a_read_names_the_get_verb_and_the_resource(kube):
     kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {}}}}})
-    kube.cluster.faults.append(Fault("GET", "/services/fn", status=403))
+    rbac = (  # what the API server says when RBAC refuses
+        'services.serving.knative.dev "fn" is forbidden: User "system:serviceaccount:scaleahead-system:scaleahead" '
+        'cannot get resource "services" in API group "serving.knative.dev" in the namespace "default"'
+    )
+    kube.cluster.faults.append(Fault("GET", "/services/fn", status=403, message=rbac))
     action = SetWarmPool(WorkloadRef("KnativeService", "default", "fn"), 0, 2, 600.0, R)
     res = make(kube, [policy("fn", kind="KnativeService")]).apply_plan(Plan(NOW, (action,)), NOW)
     assert res[0].outcome == "failed"
