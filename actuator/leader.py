@@ -1,15 +1,16 @@
 """Leader election with a ``coordination.k8s.io/v1`` Lease, so two replicas never act at once.
 
 The rule (client-go's leaderelection, simplified): a replica acts only while it holds the Lease
-and its last renewal is younger than ``leaseDurationSeconds``. Each cycle it renews; a follower
-takes the Lease over once the election record has not changed for a whole lease duration *on the
-follower's own clock*: from when it first saw the current record (holder, renewTime and the
-rest of the spec; not the resourceVersion, which a label write changes), as client-go does, not
-from the ``renewTime`` the holder wrote, so a follower whose clock runs ahead of the holder's
-cannot take over early. On a process's first read only, a record renewed more than a lease
-duration ago counts as seen then (``first_seen_at``). Every write carries the Lease's
-``resourceVersion``, so of two replicas racing for an expired Lease exactly one wins (the other
-gets 409 and follows).
+and its last renewal is younger than its ``lease_duration_s``. Each cycle it renews, writing the
+whole election record (its own ``leaseDurationSeconds`` too, so a duration edited by hand does not
+stay); a follower takes the Lease over once the election record has not changed for a whole lease
+duration (the longer of its own and the record's) *on the follower's own clock*: from when it
+first saw the current record (holder, renewTime and the rest of the spec; not the
+resourceVersion, which a label write changes), as client-go does, not from the ``renewTime`` the
+holder wrote, so a follower whose clock runs ahead of the holder's cannot take over early. On a
+process's first read only, a record renewed more than a lease duration ago counts as seen then
+(``first_seen_at``). Every write carries the Lease's ``resourceVersion``, so of two replicas
+racing for an expired Lease exactly one wins (the other gets 409 and follows).
 
 Two clocks, as in client-go: the wall clock (``now``, epoch seconds, passed in) only stamps the
 ``renewTime`` and ``acquireTime`` written into the Lease; every duration (the follower's wait, the
@@ -56,14 +57,19 @@ def parse_time(text: str | None) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def decide(record: LeaseRecord | None, identity: str, now: float, observed_at: float) -> Step:
+def decide(
+    record: LeaseRecord | None, identity: str, now: float, observed_at: float, lease_duration_s: float = 0.0
+) -> Step:
     """What ``identity`` should do with the Lease at ``now`` (pure): ``observed_at`` is when it
-    first saw this election record, on the same clock as ``now`` (the replica's monotonic clock)."""
+    first saw this election record, on the same clock as ``now`` (the replica's monotonic clock).
+    ``lease_duration_s`` is the replica's own lease duration: a holder is taken over only after
+    the longer of it and the record's ``leaseDurationSeconds`` (a duration shortened by hand does
+    not shorten the wait: the holder acts for its own duration after each renewal)."""
     if record is None:
         return "create"
     if record.holder == identity:
         return "renew"
-    if not record.holder or now >= observed_at + record.duration_s:
+    if not record.holder or now >= observed_at + max(record.duration_s, lease_duration_s):
         return "takeover"
     return "follow"
 
@@ -155,18 +161,21 @@ class LeaderElector:
                     # offset is the one comparison with the wall clock (first_seen_at).
                     ago = now - first_seen_at(record, now, self._seen is None)
                     self._seen, self._seen_at = seen, read_at - ago
-            step = decide(record, self.identity, read_at, self._seen_at)
-            spec: dict[str, Any] = {"holderIdentity": self.identity, "renewTime": micro_time(now)}
+            step = decide(record, self.identity, read_at, self._seen_at, self.lease_duration_s)
+            # The whole election record on every write, as client-go writes it: a renewal keeps
+            # acquireTime and leaseTransitions and restores this replica's leaseDurationSeconds, so
+            # a duration edited by hand lasts until the next renewal only.
+            spec: dict[str, Any] = {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": self.lease_duration_s,
+                "renewTime": micro_time(now),
+            }
             if step == "follow":
                 self._held_until = float("-inf")
                 self.last_error = f"lease held by {record.holder if record else '?'}"
                 return False
             if step == "create":
-                spec |= {
-                    "leaseDurationSeconds": self.lease_duration_s,
-                    "acquireTime": micro_time(now),
-                    "leaseTransitions": 0,
-                }
+                spec |= {"acquireTime": micro_time(now), "leaseTransitions": 0}
                 body: Any = {
                     "apiVersion": "coordination.k8s.io/v1",
                     "kind": "Lease",
@@ -177,11 +186,11 @@ class LeaderElector:
             else:
                 assert record is not None
                 if step == "takeover":
-                    spec |= {
-                        "leaseDurationSeconds": self.lease_duration_s,
-                        "acquireTime": micro_time(now),
-                        "leaseTransitions": record.transitions + 1,
-                    }
+                    spec |= {"acquireTime": micro_time(now), "leaseTransitions": record.transitions + 1}
+                else:  # renew: as the holder acquired it (a record without acquireTime keeps none)
+                    spec["leaseTransitions"] = record.transitions
+                    if record.acquire_time != float("-inf"):
+                        spec["acquireTime"] = micro_time(record.acquire_time)
                 body = {"metadata": {"resourceVersion": record.resource_version}, "spec": spec}
                 self.api.patch_namespaced_lease(
                     self.name, self.namespace, body, _request_timeout=self.timeout_s, _content_type=MERGE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from kubeemu import LEASES
 
-from actuator.leader import LeaderElector, LeaseRecord, decide
+from actuator.leader import LeaderElector, LeaseRecord, decide, parse_time
 
 T0 = 1_700_000_000.0
 
@@ -282,3 +282,37 @@ def test_writes_to_the_lease_that_are_not_renewals_do_not_keep_a_dead_holder(kub
         assert not b.is_leader(real.at(t))
     assert b.is_leader(real.at(16.5)), "a lease duration after b first saw a's last renewal"
     assert holder_of(kube) == "replica-b"
+
+
+def test_a_renewal_writes_the_whole_election_record_and_restores_a_hand_edited_duration(kube, real):
+    # Finding 3 of the 2026-12-06 HA audit: a renewal wrote only holderIdentity and renewTime, so a
+    # leaseDurationSeconds shortened by hand (to 2 s) stayed, and a follower took over whenever the
+    # holder was 2 s late, while the holder still acted for its own 15 s.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    acquired = kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["acquireTime"]
+    kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"spec": {"leaseDurationSeconds": 2}})
+    assert a.is_leader(real.at(1))  # a's next tick renews
+    spec = kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]
+    assert spec["leaseDurationSeconds"] == 15, "the renewal restores the holder's own duration"
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("replica-a", 0)
+    assert parse_time(spec["acquireTime"]) == parse_time(acquired) == T0, "kept as the holder acquired it"
+    assert not b.is_leader(real.at(1.5))  # b sees the renewed record
+    assert a.holds(real.at(4.5), margin_s=10), "a acts from memory until 16 s less the margin"
+    assert not b.is_leader(real.at(4.5)), "3 s of silence is not a lease duration"
+    assert holder_of(kube) == "replica-a"
+    assert b.is_leader(real.at(16.5)), "a whole lease duration of silence: taken over"
+
+
+def test_a_duration_shortened_by_hand_between_renewals_does_not_shorten_the_followers_wait(kube, real):
+    # The edit lands after a's renewal and before the next one: b waits its own lease duration,
+    # not the 2 s the record now says, so it cannot take over while a acts on its renewal.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"spec": {"leaseDurationSeconds": 2}})
+    assert not b.is_leader(real.at(1))  # b sees the edited record
+    assert a.holds(real.at(4), margin_s=10)
+    assert not b.is_leader(real.at(4)), "3 s since the edit: a may still be writing"
+    assert holder_of(kube) == "replica-a"
+    assert b.is_leader(real.at(16)), "15 s since b saw the record: a's hold ended"
+    assert not a.holds(real.at(16), margin_s=10)
