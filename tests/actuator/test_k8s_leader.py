@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from kubeemu import LEASES
 
-from actuator.leader import LeaderElector, LeaseRecord, decide
+from actuator.leader import LeaderElector, LeaseRecord, decide, parse_time
 
 T0 = 1_700_000_000.0
 
@@ -54,7 +54,12 @@ def test_decide_creates_renews_follows_and_takes_over_an_expired_lease():
     assert decide(rec, "a", T0 + 5, T0) == "renew"
     assert decide(rec, "b", T0 + 14.9, T0) == "follow"
     assert decide(rec, "b", T0 + 15, T0) == "takeover"
-    assert decide(LeaseRecord("", 15, T0, T0, 0, "7"), "b", T0 + 1, T0 + 1) == "takeover"
+    assert decide(LeaseRecord("", 1, T0, T0, 0, "7"), "b", T0 + 1, T0 + 1) == "takeover"  # released
+    # A holder cleared by hand (its duration kept), or a Lease deleted: a lease duration's wait.
+    assert decide(LeaseRecord("", 15, T0, T0, 0, "7"), "b", T0 + 1, T0 + 1, 15) == "follow"
+    assert decide(LeaseRecord("", 15, T0, T0, 0, "7"), "b", T0 + 16, T0 + 1, 15) == "takeover"
+    assert decide(None, "b", T0 + 15.9, T0 + 1, 15) == "follow"
+    assert decide(None, "b", T0 + 16, T0 + 1, 15) == "create"
     # Timed from when the follower saw the record, not from the renewTime the holder wrote.
     assert decide(rec, "b", T0 + 20, T0 + 10) == "follow"
 
@@ -174,8 +179,13 @@ def test_of_two_replicas_racing_for_an_expired_lease_only_one_wins(kube, real):
 def test_a_released_lease_is_taken_over_at_once(kube, real):
     a, b = electors(kube, real)
     assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(0.5))
     a.release(real.at(1))
+    spec = kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1), "client-go's release mark"
     assert b.is_leader(real.at(2))
+    assert not a.holds(real.at(2), margin_s=1), "the releaser forgot its renewal"
+    assert kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["leaseDurationSeconds"] == 15
 
 
 def test_an_api_error_means_not_leader(kube, real):
@@ -282,3 +292,159 @@ def test_writes_to_the_lease_that_are_not_renewals_do_not_keep_a_dead_holder(kub
         assert not b.is_leader(real.at(t))
     assert b.is_leader(real.at(16.5)), "a lease duration after b first saw a's last renewal"
     assert holder_of(kube) == "replica-b"
+
+
+def test_a_renewal_writes_the_whole_election_record_and_restores_a_hand_edited_duration(kube, real):
+    # Finding 3 of the 2026-12-06 HA audit: a renewal wrote only holderIdentity and renewTime, so a
+    # leaseDurationSeconds shortened by hand (to 2 s) stayed, and a follower took over whenever the
+    # holder was 2 s late, while the holder still acted for its own 15 s.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    acquired = kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]["acquireTime"]
+    kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"spec": {"leaseDurationSeconds": 2}})
+    assert a.is_leader(real.at(1))  # a's next tick renews
+    spec = kube.cluster.get(LEASES, "default", "scaleahead-leader")["spec"]
+    assert spec["leaseDurationSeconds"] == 15, "the renewal restores the holder's own duration"
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("replica-a", 0)
+    assert parse_time(spec["acquireTime"]) == parse_time(acquired) == T0, "kept as the holder acquired it"
+    assert not b.is_leader(real.at(1.5))  # b sees the renewed record
+    assert a.holds(real.at(4.5), margin_s=10), "a acts from memory until 16 s less the margin"
+    assert not b.is_leader(real.at(4.5)), "3 s of silence is not a lease duration"
+    assert holder_of(kube) == "replica-a"
+    assert b.is_leader(real.at(16.5)), "a whole lease duration of silence: taken over"
+
+
+def test_a_duration_shortened_by_hand_between_renewals_does_not_shorten_the_followers_wait(kube, real):
+    # The edit lands after a's renewal and before the next one: b waits its own lease duration,
+    # not the 2 s the record now says, so it cannot take over while a acts on its renewal.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"spec": {"leaseDurationSeconds": 2}})
+    assert not b.is_leader(real.at(1))  # b sees the edited record
+    assert a.holds(real.at(4), margin_s=10)
+    assert not b.is_leader(real.at(4)), "3 s since the edit: a may still be writing"
+    assert holder_of(kube) == "replica-a"
+    assert b.is_leader(real.at(16)), "15 s since b saw the record: a's hold ended"
+    assert not a.holds(real.at(16), margin_s=10)
+
+
+def never_both(kube, real, a, b, start, end, margin_s=10.0):
+    """Ticks ``a`` and ``b`` every half second from ``start`` to ``end``, each asking just before a
+    write (``holds``), as the actuator does: never may both write at one moment. Answers when each
+    last and first could."""
+    could: dict[str, list[float]] = {"a": [], "b": []}
+    t = start
+    while t <= end:
+        now = real.at(t)
+        a_may, b_may = a.holds(now, margin_s), b.holds(now, margin_s)
+        assert not (a_may and b_may), f"both replicas may write at {t} s (Lease held by {holder_of(kube)!r})"
+        for who, may in (("a", a_may), ("b", b_may)):
+            if may:
+                could[who].append(t)
+        t += 0.5
+    return could
+
+
+def test_a_lease_deleted_by_hand_is_created_again_only_once_its_last_holder_stopped(kube, real):
+    # Finding 2 of the 2026-12-06 HA audit: after `kubectl delete lease`, b created the Lease on
+    # its next read and acted while a still acted on its last renewal (holds() answers from memory
+    # for a lease duration less the margin): two replicas wrote within a second.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1))
+    kube.cluster.objects[LEASES, "default", "scaleahead-leader"].delete()
+    assert not b.is_leader(real.at(2))
+    assert "was deleted" in b.last_error
+    could = never_both(kube, real, a, b, 2, 40)
+    assert could["a"] == [2.0, 2.5, 3.0, 3.5, 4.0, 4.5], "on its renewal at 0 s until 15 s less the margin"
+    assert could["b"][0] == 17.0, "b creates it a lease duration after it first saw it missing"
+    assert holder_of(kube) == "replica-b"
+
+
+def test_a_holder_cleared_by_hand_is_taken_over_only_once_its_last_holder_stopped(kube, real):
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1))
+    # kubectl patch lease scaleahead-leader -p '{"spec":{"holderIdentity":""}}': not a release
+    kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"spec": {"holderIdentity": ""}})
+    assert not b.is_leader(real.at(2))
+    assert "has no holder but was not released" in b.last_error
+    could = never_both(kube, real, a, b, 2, 40)
+    assert could["a"] == [2.0, 2.5, 3.0, 3.5, 4.0, 4.5]
+    assert could["b"][0] == 17.0, "taken over a lease duration after b first saw it empty"
+    assert holder_of(kube) == "replica-b"
+
+
+def test_a_replica_whose_first_read_finds_no_lease_creates_it_at_once(kube, real):
+    # A new cluster, or `run --once`: nothing says a holder is acting (docs: the one case a Lease
+    # deleted by hand is not covered).
+    a, _ = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert holder_of(kube) == "replica-a"
+
+
+def test_after_the_lease_is_deleted_only_one_actuator_writes(kube):
+    # The audit's end-to-end case, wired as `scaleahead run` wires it, on a virtual clock: a's
+    # actuator still applied its plan a second after b had created the Lease and applied its own.
+    from kubeemu import DEPLOYMENTS, deployment, policy
+
+    from scaleahead.clock import VirtualClock
+    from scaleahead.commands.run import cluster_actuation
+    from scaleahead.settings import Settings
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    pols = [policy()]
+    settings = Settings()
+    settings.actuation.namespace = "default"
+    clock = VirtualClock(T0)
+    _, act_a, lead_a = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
+    _, act_b, lead_b = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-b")
+    web = WorkloadRef("Deployment", "default", "web")
+
+    def apply(act, frm, to):
+        plan = Plan(clock.now(), (ScaleTo(web, frm, to, Reason("t", "t")),))
+        return act.apply_plan(plan, clock.now())[0]
+
+    assert lead_a.is_leader(clock.now())
+    assert not lead_b.is_leader(clock.now())
+    clock.sleep(1.0)
+    kube.cluster.objects[LEASES, "default", "scaleahead-leader"].delete()
+    assert not lead_b.is_leader(clock.now()), "b's tick: the Lease is missing, a may still act"
+    assert apply(act_b, 2, 6).outcome == "skipped"
+    clock.sleep(1.0)
+    assert apply(act_a, 2, 12).outcome == "applied", "a acts on its last renewal"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 12
+    clock.sleep(8.0)  # the next ticks: a sees the Lease missing and stops; b waits on
+    assert not lead_a.is_leader(clock.now())
+    assert not lead_b.is_leader(clock.now())
+    assert apply(act_a, 12, 3).outcome == "skipped"
+    clock.sleep(10.0)  # 20 s after b first saw it missing: b creates the Lease and acts
+    assert lead_b.is_leader(clock.now())
+    assert not lead_a.is_leader(clock.now())
+    assert apply(act_b, 12, 6).outcome == "applied"
+    assert apply(act_a, 6, 3).outcome == "skipped"
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 6
+
+
+def test_a_replica_named_holder_by_hand_acts_only_once_the_last_holder_stopped(kube, real):
+    # kubectl patch lease ... -p '{"spec":{"holderIdentity":"replica-b"}}': b did not take the
+    # Lease, and a may still act on its last renewal.
+    a, b = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    assert not b.is_leader(real.at(1))
+    kube.cluster.edit(LEASES, "default", "scaleahead-leader", {"spec": {"holderIdentity": "replica-b"}})
+    assert not b.is_leader(real.at(2))
+    assert "names this replica, which did not take it" in b.last_error
+    could = never_both(kube, real, a, b, 2, 40)
+    assert could["a"] == [2.0, 2.5, 3.0, 3.5, 4.0, 4.5]
+    assert could["b"][0] == 17.0, "a lease duration after b first saw itself named"
+    assert holder_of(kube) == "replica-b"
+
+
+def test_a_restarted_process_named_holder_at_its_first_read_renews_at_once(kube, real):
+    # The same identity (a container restarted in the same pod): its earlier process is gone.
+    a, _ = electors(kube, real)
+    assert a.is_leader(real.at(0))
+    again = elector(kube, real, "replica-a")
+    assert again.is_leader(real.at(1))
