@@ -111,6 +111,38 @@ def db_upgrade(
         console.print(f"note: {after} is newer than {revision}; nothing was changed (upgrade never goes back).")
 
 
+@db_app.command("downgrade")
+def db_downgrade(
+    revision: Annotated[
+        str,
+        typer.Option(
+            help="Target revision, older than the database's: one of docs/storage.md's revision ids (in a "
+            "rollback, the head of the version rolled back to)."
+        ),
+    ],
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL (default: $SCALEAHEAD_STORAGE__URL as for run, else $SCALEAHEAD_DB_URL, else "
+            "SQLite; docs/storage.md); never created."
+        ),
+    ] = None,
+) -> None:
+    """Migrate the database schema back to an older revision (a rollback: run it with the newer scaleahead, the
+    one that migrated the database, before the older one starts)."""
+    from storage import Store
+
+    known = Store.revisions()
+    if revision not in known:  # before the database is opened
+        raise UserError(f"Unknown schema revision {revision!r}.", f"Use one of: {', '.join(known)} (docs/storage.md).")
+    store = Store(db, upgrade=False, create=False)
+    before, after = store.downgrade(revision)
+    if before == after:
+        console.print(f"database {store._safe_url()}: already at {after}; nothing to do")
+    else:
+        console.print(f"database {store._safe_url()}: {before} -> {after}")
+
+
 @app.command()
 def plan(
     policy: Annotated[

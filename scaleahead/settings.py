@@ -154,6 +154,13 @@ class StorageSettings(BaseModel):
     forecast_interval_s: float = Field(
         120.0, gt=0, description="Store at most one forecast per workload per this many seconds (keeps ~0.6 MB/day)."
     )
+    migration_lock_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="PostgreSQL: how long a schema migration waits for a table lock another session holds (an old "
+        "replica's transaction, an idle-in-transaction psql) before it rolls back, letting that table's readers go; "
+        "it tries 3 times, logging the sessions that hold locks, then fails naming them (s; docs/storage.md).",
+    )
 
 
 class PrometheusSettings(BaseModel):

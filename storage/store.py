@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -50,6 +51,17 @@ from storage.schema import (
 )
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+log = logging.getLogger("scaleahead.storage")
+
+#: Tries of a PostgreSQL migration whose table locks other sessions hold: each waits at most
+#: ``storage.migration_lock_timeout_s`` (``lock_timeout``), then the transaction is rolled back
+#: (nothing migrated, the tables' readers let go) and, after a pause, tried again; after the last
+#: a ``UserError`` names the sessions (found in an audit, 2026-12-06: it waited without limit).
+MIGRATION_LOCK_TRIES = 3
+
+#: Seconds between those tries (at most; never more than the lock timeout).
+MIGRATION_LOCK_PAUSE_S = 1.0
 
 #: ``pg_advisory_xact_lock`` key held while the schema is migrated (any constant, the same in every
 #: scaleahead: "scaleahd" in ASCII).
@@ -111,6 +123,14 @@ def json_safe(value: Any) -> Any:
 def json_dumps(value: Any) -> str:
     """The JSON columns' serializer (``json_safe``, then strict JSON)."""
     return json.dumps(json_safe(value), allow_nan=False, default=str)
+
+
+class _LockTimedOut(Exception):
+    """A migration's transaction waited ``lock_timeout`` for a lock another session holds (rolled back)."""
+
+    def __init__(self, exc: OperationalError) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
 
 
 class _TooLate(Exception):
@@ -394,10 +414,18 @@ class Store:
     """
 
     def __init__(
-        self, url: str | None = None, upgrade: bool = True, forecast_interval_s: float = 120.0, create: bool = True
+        self,
+        url: str | None = None,
+        upgrade: bool = True,
+        forecast_interval_s: float = 120.0,
+        create: bool = True,
+        migration_lock_timeout_s: float | None = None,
     ) -> None:
         self.url = url or default_db_url()
         self.create = create
+        #: PostgreSQL: how long a migration waits for another session's table lock per try (None:
+        #: the setting ``storage.migration_lock_timeout_s``, read from the environment when needed).
+        self.migration_lock_timeout_s = migration_lock_timeout_s
         self.forecast_interval_s = forecast_interval_s
         self._last_forecast: dict[int, float] = {}
         #: Workload key -> row id. Rows are never deleted or re-keyed, so the cache cannot go stale
@@ -529,7 +557,9 @@ class Store:
                 raise UserError(
                     f"The database {self._safe_url()} is at schema revision {current!r}, which this version "
                     f"of scaleahead does not know (it knows {', '.join(known)}).",
-                    "It was written by a newer scaleahead (upgrade scaleahead) or by another application "
+                    "It was written by a newer scaleahead (upgrade scaleahead; or, to roll back to this version, "
+                    "downgrade the database with that newer scaleahead: `scaleahead db downgrade --revision "
+                    f"{known[-1]}`, or restore the backup taken before the upgrade) or by another application "
                     "that uses Alembic (point --db at scaleahead's own database); nothing was written.",
                 )
             return
@@ -575,24 +605,123 @@ class Store:
         if revision == "head" and self._at_head():
             self._check_complete()
             return  # the usual start: nothing to migrate, no lock taken
-        with self._reachable(), self.engine.begin() as conn:
-            if conn.dialect.name == "sqlite":
-                # pysqlite runs DDL outside a transaction unless one is open: open it, so that a
-                # migration failing part-way leaves the schema as it was (PostgreSQL's DDL is
-                # transactional already), not half-made and failing every later start. IMMEDIATE:
-                # with the write lock from the start, a second process waits (busy timeout) and
-                # then reads the schema the first one made, instead of failing as "locked" when
-                # its read turns into a write.
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-            else:
-                # Two replicas and the retraining CronJob starting at once: one migrates, the
-                # others wait here until it commits, then find the schema at head (each statement
-                # below reads what is committed by then) and do nothing.
-                conn.execute(text("SELECT pg_advisory_xact_lock(CAST(:key AS bigint))"), {"key": MIGRATION_LOCK})
-            self._check_schema(conn)
+
+        def migrate(conn: Any) -> None:
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+
+        self._migrating(migrate)
+
+    def _migrating(self, migrate: Callable[[Any], None]) -> None:
+        """Run ``migrate(connection)`` in one transaction that holds the migration lock, on a schema
+        ``_check_schema`` accepts. Every migration of one call runs in that transaction (Alembic's
+        ``begin_transaction`` joins it): a failure leaves the schema as it was.
+
+        PostgreSQL: each try waits at most ``storage.migration_lock_timeout_s`` for a table lock
+        that another session holds (``SET LOCAL lock_timeout``): the queued ACCESS EXCLUSIVE lock
+        of an ``ALTER TABLE`` would otherwise hold up every reader of that table (the old replica's
+        cycle) for as long as that session stays in its transaction. Lock timeouts are tried
+        ``MIGRATION_LOCK_TRIES`` times, each logged with the sessions that hold locks on
+        scaleahead's tables, then a ``UserError`` names them.
+        """
+        for attempt in range(1, MIGRATION_LOCK_TRIES + 1):
+            try:
+                with self._reachable():
+                    try:
+                        with self.engine.begin() as conn:
+                            if conn.dialect.name == "sqlite":
+                                # pysqlite runs DDL outside a transaction unless one is open: open it, so
+                                # that a migration failing part-way leaves the schema as it was
+                                # (PostgreSQL's DDL is transactional already), not half-made and failing
+                                # every later start. IMMEDIATE: with the write lock from the start, a
+                                # second process waits (busy timeout) and then reads the schema the first
+                                # one made, instead of failing as "locked" when its read turns into a write.
+                                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                            else:
+                                self._lock_migrations(conn)
+                                # after the advisory lock: another process's migration is waited for
+                                ms = max(1, round(self._migration_lock_timeout_s() * 1000))
+                                conn.execute(text("SELECT set_config('lock_timeout', :t, true)"), {"t": f"{ms}ms"})
+                            self._check_schema(conn)
+                            migrate(conn)
+                    except OperationalError as exc:
+                        if _lock_timed_out(exc):
+                            raise _LockTimedOut(exc) from exc
+                        raise
+                return
+            except _LockTimedOut as timed_out:
+                lock = timed_out.exc
+                holders = self._lock_holders()
+                waited = self._migration_lock_timeout_s()
+                statement = " ".join(str(lock.statement or "").split())[:100]
+                if attempt == MIGRATION_LOCK_TRIES:
+                    raise UserError(
+                        f"Cannot migrate the schema of {self._safe_url()}: other sessions hold locks on its "
+                        f"tables ({holders}); {MIGRATION_LOCK_TRIES} tries waited {waited:g} s each "
+                        f"(storage.migration_lock_timeout_s) for `{statement}`. Nothing was migrated.",
+                        "End that session (an idle-in-transaction psql, a stuck job: "
+                        "SELECT pg_terminate_backend(PID)) or stop the old replica, then start again; "
+                        "migrate from a one-off pod while no long transactions run (docs/operations.md).",
+                    ) from lock
+                log.warning(
+                    "schema migration of %s waited %g s for locks other sessions hold on its tables (%s) "
+                    "for `%s`; rolled back, trying again (%d of %d)",
+                    self._safe_url(),
+                    waited,
+                    holders,
+                    statement,
+                    attempt + 1,
+                    MIGRATION_LOCK_TRIES,
+                )
+                time.sleep(min(MIGRATION_LOCK_PAUSE_S, waited))
+
+    def _migration_lock_timeout_s(self) -> float:
+        if self.migration_lock_timeout_s is None:
+            from scaleahead.settings import Settings
+
+            self.migration_lock_timeout_s = Settings.from_env().storage.migration_lock_timeout_s
+        return self.migration_lock_timeout_s
+
+    def _lock_migrations(self, conn: Any) -> None:
+        """Two replicas and the retraining CronJob starting at once: one migrates, the others wait
+        here until it commits (said once in the log), then find the schema at head (each statement
+        after this reads what is committed by then) and do nothing."""
+        key = {"key": MIGRATION_LOCK}
+        if conn.execute(text("SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint))"), key).scalar():
+            return
+        log.warning("another process is migrating the schema of %s; waiting for it to finish", self._safe_url())
+        conn.execute(text("SELECT pg_advisory_xact_lock(CAST(:key AS bigint))"), key)
+
+    def _lock_holders(self) -> str:
+        """The other sessions holding locks on scaleahead's tables (PostgreSQL), for a message:
+        pid, application_name, state, since when its transaction and its last query run, the
+        tables; "none found" if they are gone by now."""
+        tables = [*Base.metadata.tables, "alembic_version"]
+        query = text(
+            "SELECT a.pid, a.application_name, a.state, a.xact_start, a.query_start, left(a.query, 60), "
+            "array_agg(DISTINCT c.relname ORDER BY c.relname) "
+            "FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.granted AND l.pid <> pg_backend_pid() "
+            "AND l.relation IN (SELECT to_regclass(t) FROM unnest(CAST(:tables AS text[])) AS t) "
+            "GROUP BY a.pid, a.application_name, a.state, a.xact_start, a.query_start, a.query ORDER BY a.pid"
+        )
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(query, {"tables": tables}).all()
+        except DatabaseError as exc:
+            return f"which ones could not be read: {exc.orig}"
+        if not rows:
+            return "none found any more"
+
+        def when(t: datetime | None) -> str:
+            return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "?"
+
+        return "; ".join(
+            f"pid {pid} application_name {app or ''!r} {state or '?'} since {when(xact)} (last query at "
+            f"{when(at)}: {' '.join(str(q or '').split())!r}) on {', '.join(rels)}"
+            for pid, app, state, xact, at, q, rels in rows
+        )
 
     def _check_complete(self) -> None:
         """At head, every table of the schema is there: one dropped by hand (or a backup restored in
@@ -618,11 +747,43 @@ class Store:
         except DatabaseError:
             return False  # unreachable, damaged, locked...: the upgrade below says what is wrong
 
-    def downgrade(self, revision: str) -> None:
-        with self._reachable(), self.engine.begin() as conn:
+    def downgrade(self, revision: str) -> tuple[str | None, str | None]:
+        """Migrate the schema back to ``revision`` (one of ``revisions()``, or ``base``: no tables),
+        under the migration lock and the lock timeout, as ``upgrade``; returns the revisions before
+        and after. A rollback runs it with the newer scaleahead, the one that knows the database's
+        revision (an older one cannot: it has not the newer migrations' downgrade steps).
+
+        ``UserError``: an unknown revision (the known ones listed), a database without a schema,
+        or one at an older revision than ``revision`` (nothing to do; ``db upgrade`` goes forward).
+        """
+        known = self.revisions()
+        if revision != "base" and revision not in known:
+            raise UserError(
+                f"Unknown schema revision {revision!r}.", f"Use one of: {', '.join(known)} (docs/storage.md)."
+            )
+        moved: list[str | None] = []
+
+        def migrate(conn: Any) -> None:
+            current = MigrationContext.configure(conn).get_current_revision()
+            if current is None:
+                raise UserError(
+                    f"The database {self._safe_url()} has no scaleahead schema (no schema revision): there is "
+                    "nothing to downgrade.",
+                    "Check --db; nothing was written.",
+                )
+            if revision != "base" and known.index(current) < known.index(revision):
+                raise UserError(
+                    f"The database {self._safe_url()} is at schema revision {current!r}, older than "
+                    f"{revision!r}: there is nothing to downgrade, and nothing was changed.",
+                    "A downgrade only goes back; `scaleahead db upgrade --revision REV` goes forward.",
+                )
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, revision)
+            moved[:] = [current, MigrationContext.configure(conn).get_current_revision()]
+
+        self._migrating(migrate)
+        return moved[0], moved[1]
 
     def current_revision(self) -> str | None:
         with self._reachable(), self.engine.connect() as conn:
@@ -1599,6 +1760,11 @@ def _sqlite_file(url: str) -> Path | None:
     if u.database.startswith("file:") or "uri" in u.query:
         return None
     return Path(u.database)
+
+
+def _lock_timed_out(exc: OperationalError) -> bool:
+    """PostgreSQL's "canceling statement due to lock timeout" (SQLSTATE 55P03)."""
+    return getattr(exc.orig, "sqlstate", None) == "55P03"
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

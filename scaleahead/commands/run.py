@@ -689,7 +689,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             kube_api = _kube_api(kubeconfig)
             pols = _without_hpa_fights(kube_api, pols)
         # Opened after the options and the trace are checked: a bad one creates no database.
-        store = Store(db or settings.storage.url, forecast_interval_s=settings.storage.forecast_interval_s)
+        store = Store(
+            db or settings.storage.url,
+            forecast_interval_s=settings.storage.forecast_interval_s,
+            migration_lock_timeout_s=settings.storage.migration_lock_timeout_s,
+        )
         clock: Any = VirtualClock(start if start is not None else real_now) if virtual else SystemClock()
         if rejected_at_start and writer is not None:
             writer.publish_rejected(rejected_at_start, clock.now())
@@ -881,7 +885,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             now = parse_time(at) if at is not None else default_at(series)
         else:
             now = parse_time(at) if at is not None else SystemClock().now()
-        store = Store(db or settings.storage.url)  # after the options: a bad one creates no database
+        # after the options: a bad one creates no database
+        store = Store(db or settings.storage.url, migration_lock_timeout_s=settings.storage.migration_lock_timeout_s)
         source = _history(history, settings, settings.jobs.history_days * 86400.0, 0.0)
         data = source.read(pols, now)
         champion_name = settings.forecast.model
