@@ -553,7 +553,11 @@ class PrometheusClient:
         """
         head = reqs[0]
         first, n = grid(head.start, head.end, head.step_s)
-        query = _balanced_or([f'label_replace({r.query}, "{BATCH_TAG}", "{i}", "", "")' for i, r in enumerate(reqs)])
+        # Each query in its own parentheses and lines: ``fetch_many`` batches only queries that close
+        # every bracket they open (``batchable``), so none can close ours and tag another's series.
+        query = _balanced_or(
+            [f'label_replace((\n{r.query}\n), "{BATCH_TAG}", "{i}", "", "")' for i, r in enumerate(reqs)]
+        )
         label = f"{head.label} and {len(reqs) - 1} other(s)"
         end = first + (n - 1) * head.step_s
         try:
@@ -616,6 +620,12 @@ class PrometheusClient:
             got: Series | PrometheusError = self.range_series(req, retries)
         except PrometheusError as exc:
             got = exc
+        if isinstance(got, PrometheusError) and got.kind == "query":
+            # Refused alone too (a typo, or a query written to break out of a batch): read alone for a
+            # while, so it does not fail every batch it joins and send its neighbours one by one.
+            with self._lock:
+                self._alone[req.query] = SLOW_READS
+            return got
         if alone:
             with self._lock:
                 if isinstance(got, PrometheusError) and got.kind == "timeout":
@@ -640,7 +650,12 @@ class PrometheusClient:
         groups: dict[tuple[float, int, float], list[int]] = {}
         for i, r in enumerate(requests):
             first, n = grid(r.start, r.end, r.step_s)
-            if self.batch_limit > 1 and 0 < n <= self.config.batch_points and r.query not in self._alone:
+            if (
+                self.batch_limit > 1
+                and 0 < n <= self.config.batch_points
+                and r.query not in self._alone
+                and batchable(r.query)
+            ):
                 groups.setdefault((first, n, r.step_s), []).append(i)
             else:
                 tasks.append([i])
@@ -833,6 +848,45 @@ class _Assembly:
                 empty=True,
             )
         return Series(req.label, self.first, req.step_s, self.values)
+
+
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def batchable(query: str) -> bool:
+    """Whether ``query`` may share a request with other policies' queries (``_range_batch``).
+
+    Only if, read as PromQL tokens, every bracket it closes is one it opened and it leaves none
+    open, and every string ends: then wrapped in ``(\n...\n)`` it stays inside those parentheses.
+    Found by a security audit: a policy whose query began ``vector(0), "scaleahead_batch_index",
+    "0", "", "") or label_replace(vector(1e6), "scaleahead_batch_index", "1", ...`` closed the
+    ``label_replace`` it was put in and replaced the next workload's history (another tenant's)
+    by 1e6 while its own read failed alone. A query that is not batchable is read alone.
+    """
+    stack: list[str] = []
+    i, n = 0, len(query)
+    while i < n:
+        c = query[i]
+        if c == "#":  # a comment, to the end of the line (the batch puts a line break after the query)
+            end = query.find("\n", i)
+            if end < 0:
+                break
+            i = end + 1
+            continue
+        if c in "\"'`":
+            j = i + 1
+            while j < n and query[j] != c:
+                j += 2 if c != "`" and query[j] == "\\" else 1
+            if j >= n:
+                return False  # a string that does not end
+            i = j + 1
+            continue
+        if c in _CLOSERS:
+            stack.append(_CLOSERS[c])
+        elif c in ")]}" and (not stack or stack.pop() != c):
+            return False
+        i += 1
+    return not stack
 
 
 def _balanced_or(parts: Sequence[str]) -> str:

@@ -111,6 +111,65 @@ def test_a_bad_query_in_a_batch_fails_only_its_own_workload(prom) -> None:
     assert "broken" in err.message and "sum(rate(nasa_requests[1m]" in err.message
 
 
+def test_a_query_cannot_close_its_place_in_a_batch_and_rewrite_another_workloads_history(prom) -> None:
+    """Found by a security audit: a policy (any tenant's, in its own namespace) whose query closed
+    the ``label_replace(`` it was put in and tagged a series of its own with the next workload's
+    index replaced that workload's history by 1e6 (and got it scaled to maxReplicas), while its own
+    read failed alone. Such a query is never batched now, and one refused alone is read alone for a
+    while instead of breaking every batch it joins."""
+    tag = "scaleahead_batch_index"
+    evil = f'vector(0), "{tag}", "0", "", "") or label_replace(vector(1e6), "{tag}", "1", "", "") '
+    evil += "or label_replace(vector(0)"
+    w = prom.workers["w01"]
+    start = w.start + 500 * 10
+    reqs = [
+        RangeRequest("team-a/evil", evil, start, start + 50, 10.0),
+        RangeRequest("team-b/w01", 'nasa_requests{workload="w01"}', start, start + 50, 10.0),
+    ]
+    with client(prom.url) as c:
+        got = c.fetch_many(reqs)
+        assert isinstance(got[0], PrometheusError) and got[0].kind == "query"
+        assert not isinstance(got[1], PrometheusError)
+        np.testing.assert_array_equal(got[1].values, w.values[500:506])
+        assert c.stats.requests == 2, "each alone: the query that does not close its brackets is not batched"
+    # balanced but refused alone (a typo): read alone next time, the others batched without it
+    typo = RangeRequest("team-a/typo", "sum(nasa_requests) nope", start, start + 50, 10.0)
+    ok = [RangeRequest(k, f'nasa_requests{{workload="{k}"}}', start, start + 50, 10.0) for k in ("w01", "w02", "w03")]
+    with client(prom.url) as c:
+        first = c.fetch_many([typo, *ok])
+        assert c.stats.requests == 5, "the batch refused, then each read alone"
+        assert isinstance(first[0], PrometheusError) and all(not isinstance(g, PrometheusError) for g in first[1:])
+        before = c.stats.requests
+        again = c.fetch_many([typo, *ok])
+        assert isinstance(again[0], PrometheusError)
+        assert c.stats.requests - before == 2, "the typo alone, the three others in one request"
+
+
+@pytest.mark.parametrize(
+    ("query", "ok"),
+    [
+        ("sum(rate(x[1m]))", True),
+        ('sum(x{a=")"})', True),
+        ('sum(x{a="\\")"})', True),
+        ("sum(x{a='('})", True),
+        ("sum(x) # )", True),
+        ("`)`", True),
+        (
+            'vector(0), "t", "0", "", "") or label_replace(vector(1), "t", "1", "", "") or label_replace(vector(0)',
+            False,
+        ),
+        ("sum(x)) # (", False),
+        ('x{a="abc', False),
+        ("sum(x[5m)]", False),
+        ("(", False),
+    ],
+)
+def test_only_queries_that_close_what_they_open_are_batchable(query: str, ok: bool) -> None:
+    from scaleahead.prometheus.client import batchable
+
+    assert batchable(query) is ok
+
+
 def test_several_series_where_one_is_expected_is_an_error_naming_workload_and_query(prom) -> None:
     w = prom.workers["w01"]
     with client(prom.url) as c, pytest.raises(PrometheusError) as info:
