@@ -231,6 +231,7 @@ class Actuator:
                         intent_version(verdict.value, live.resource_version),
                         now,
                         original=None if live.fact("unset") else live.value,  # kept only by a first write
+                        uid=live.uid,
                     )
                 try:
                     new = self.target.write(action, verdict.value, live)
@@ -258,7 +259,9 @@ class Actuator:
                     action, "failed", f"{action.target}: unexpected {type(exc).__name__}: {exc}; retried next cycle"
                 )
             if self.store is not None and not isinstance(action, MovePod):
-                self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now, written=True)
+                self.store.set_managed_field(
+                    new.target, new.field, new.value, new.resource_version, now, written=True, uid=new.uid or live.uid
+                )
             return ActionResult(action, "applied", diff + notes)
         return ActionResult(
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
@@ -316,6 +319,24 @@ class Actuator:
         if self.store is None or isinstance(action, MovePod):
             return ""
         mf = self.store.managed_field(live.target)
+        if mf is not None and mf.uid and live.uid and mf.uid != live.uid:
+            # Deleted and created again under the same name (a re-install, a GitOps prune and sync):
+            # a new object, whose value is its own, not an edit of scaleahead's. The record starts
+            # anew: the next write records this value as the field's original.
+            if record:
+                self.store.forget_managed_field(live.target)
+                log.info(
+                    "%s was re-created (UID %s, was %s): its %s %s is its own, not an edit; managed from it",
+                    live.target,
+                    live.uid,
+                    mf.uid,
+                    live.field,
+                    "unset" if live.fact("unset") else live.value,
+                    extra={"event": "target_recreated", "target": live.target},
+                )
+            return ""
+        if mf is not None and not mf.uid and live.uid and record:
+            self.store.set_managed_uid(live.target, live.uid)
         if mf is not None and mf.resource_version == "":
             # An intent written before intents carried the field's previous value: its outcome is
             # unknown (timeout, crash), so no claim about anyone's edit. If the live object shows

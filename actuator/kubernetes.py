@@ -1461,7 +1461,7 @@ class KubernetesTarget:
                     )
                     running = None if tally is None else tally.get(ref.name, 0)
                     room.update(quota, pods_now=value if running is None else max(value, running))
-            return LiveObject(ref.key, field, value, _rv(obj), room)
+            return LiveObject(ref.key, field, value, _rv(obj), room, uid=_uid(obj))
         if ref.kind == "Headroom":
             try:
                 obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace, target=ref.key)
@@ -1511,7 +1511,7 @@ class KubernetesTarget:
                     quota = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
                     if quota:
                         floor_facts.update(quota, pods_now=pods_now)
-            return LiveObject(target, "spec.minReplicas", value, _rv(obj), floor_facts)
+            return LiveObject(target, "spec.minReplicas", value, _rv(obj), floor_facts, uid=_uid(obj))
         read = {
             "Deployment": self.apps.read_namespaced_deployment_scale,
             "StatefulSet": self.apps.read_namespaced_stateful_set_scale,
@@ -1523,7 +1523,8 @@ class KubernetesTarget:
         facts: dict[str, int] = {}
         if isinstance(action, ScaleTo) and action.to_replicas > value:
             facts = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
-        return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts)
+        # The Scale's metadata.uid is the Deployment's or StatefulSet's own (the API server copies it).
+        return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts, uid=_uid(obj))
 
     def _quota_facts(self, namespace: str, template: Callable[[], Mapping[str, Any]]) -> dict[str, int]:
         """``quota_pods_free`` and the binding quota keys (``quota_limited_by:KEY``) for a scale-up of
@@ -1630,7 +1631,7 @@ class KubernetesTarget:
                 }[ref.kind]
                 body = {"metadata": meta, "spec": {"replicas": value}}
                 obj = self._call(action, patch, ref.name, ref.namespace, body, _content_type=MERGE)
-        return LiveObject(live.target, live.field, value, _rv(obj), live.facts)
+        return LiveObject(live.target, live.field, value, _rv(obj), live.facts, uid=_uid(obj) or live.uid)
 
     def _headroom(self, ref: WorkloadRef, replicas: int) -> dict[str, Any]:
         labels = {
@@ -1738,3 +1739,7 @@ class KubernetesTarget:
 
 def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")

@@ -179,6 +179,8 @@ class ManagedField:
     #: set), when that was recorded (``original_recorded``; since migration 0008_original).
     original_recorded: bool = False
     original_value: int | None = None
+    #: The object's ``metadata.uid`` as last recorded (None: not known; since migration 0011_managed_uid).
+    uid: str | None = None
 
 
 class Unrecorded:
@@ -381,6 +383,7 @@ def _managed(r: ManagedFieldRow) -> ManagedField:
         r.written_value,
         bool(r.original_recorded),
         r.original_value,
+        r.uid,
     )
 
 
@@ -918,11 +921,13 @@ class Store:
         now: float,
         written: bool = False,
         original: int | None | Unrecorded = UNRECORDED,
+        uid: str = "",
     ) -> None:
         """Record what we just wrote (or are about to: an intent); clears any human edit seen before.
         ``written``: the field is known to hold ``value`` because scaleahead wrote it (``written_value``).
         ``original``: what the field held before scaleahead's first write (None: not set), recorded
-        only if the target has no record yet (a later first write of a forgotten record records anew)."""
+        only if the target has no record yet (a later first write of a forgotten record records anew).
+        ``uid``: the object's ``metadata.uid`` (empty: not known, the recorded one is kept)."""
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
             if r is None:
@@ -934,6 +939,15 @@ class Store:
             r.human_value, r.human_seen_at = None, None
             if written:
                 r.written_value = value
+            if uid:
+                r.uid = uid
+
+    def set_managed_uid(self, target: str, uid: str) -> None:
+        """Record the UID of ``target``'s object (read live) on a record that has none yet."""
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is not None and not r.uid and uid:
+                r.uid = uid
 
     def set_human_edit(self, target: str, value: int, now: float) -> None:
         """Record that someone else set ``target`` to ``value`` (seen at ``now``)."""
