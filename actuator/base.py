@@ -69,6 +69,11 @@ class LiveObject:
         return None if self.facts is None else self.facts.get(name)
 
 
+#: The field manager scaleahead's writes carry (``fieldManager``): its own entries in an object's
+#: ``metadata.managedFields``, never taken for another writer's.
+FIELD_MANAGER = "scaleahead"
+
+
 class ActuationError(Exception):
     """An action that cannot be applied; ``outcome`` says whether to skip it or count it as failed.
 

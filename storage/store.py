@@ -181,6 +181,10 @@ class ManagedField:
     original_value: int | None = None
     #: The object's ``metadata.uid`` as last recorded (None: not known; since migration 0011_managed_uid).
     uid: str | None = None
+    #: The field manager of the last edit seen (None: not named) and how many of scaleahead's writes
+    #: in a row it undid (since migration 0011_managed_uid).
+    editor: str | None = None
+    editor_reverts: int = 0
 
 
 class Unrecorded:
@@ -384,6 +388,8 @@ def _managed(r: ManagedFieldRow) -> ManagedField:
         bool(r.original_recorded),
         r.original_value,
         r.uid,
+        r.editor,
+        r.editor_reverts or 0,
     )
 
 
@@ -949,13 +955,25 @@ class Store:
             if r is not None and not r.uid and uid:
                 r.uid = uid
 
-    def set_human_edit(self, target: str, value: int, now: float) -> None:
-        """Record that someone else set ``target`` to ``value`` (seen at ``now``)."""
+    def set_human_edit(
+        self, target: str, value: int, now: float, editor: str | None = None, reverts: int | None = None
+    ) -> None:
+        """Record that someone else set ``target`` to ``value`` (seen at ``now``); ``editor``/``reverts``
+        given: who (a field manager, None: not named) and how many of scaleahead's writes in a row it undid."""
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
             if r is None:
                 raise KeyError(target)
             r.human_value, r.human_seen_at = value, now
+            if reverts is not None:
+                r.editor, r.editor_reverts = editor, reverts
+
+    def reset_editor(self, target: str) -> None:
+        """Forget who undid scaleahead's writes to ``target`` (scaleahead's value stood)."""
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is not None:
+                r.editor, r.editor_reverts = None, 0
 
     # -- risk adaptation (planner.risk) -------------------------------------------------------------
     def risk_factors(self) -> dict[str, int]:
