@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from actuator.base import ActionResult, ActuationError, LiveObject, LiveTarget
+from actuator.base import FIELD_MANAGER, ActionResult, ActuationError, LiveObject, LiveTarget
 from actuator.safety import SafetyConfig, check, desired_value
 from actuator.steering import STEERABLE_OWNERS
 from scaleahead.policy import Policy
@@ -231,6 +231,7 @@ class Actuator:
                         intent_version(verdict.value, live.resource_version),
                         now,
                         original=None if live.fact("unset") else live.value,  # kept only by a first write
+                        uid=live.uid,
                     )
                 try:
                     new = self.target.write(action, verdict.value, live)
@@ -258,7 +259,9 @@ class Actuator:
                     action, "failed", f"{action.target}: unexpected {type(exc).__name__}: {exc}; retried next cycle"
                 )
             if self.store is not None and not isinstance(action, MovePod):
-                self.store.set_managed_field(new.target, new.field, new.value, new.resource_version, now, written=True)
+                self.store.set_managed_field(
+                    new.target, new.field, new.value, new.resource_version, now, written=True, uid=new.uid or live.uid
+                )
             return ActionResult(action, "applied", diff + notes)
         return ActionResult(
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
@@ -316,6 +319,24 @@ class Actuator:
         if self.store is None or isinstance(action, MovePod):
             return ""
         mf = self.store.managed_field(live.target)
+        if mf is not None and mf.uid and live.uid and mf.uid != live.uid:
+            # Deleted and created again under the same name (a re-install, a GitOps prune and sync):
+            # a new object, whose value is its own, not an edit of scaleahead's. The record starts
+            # anew: the next write records this value as the field's original.
+            if record:
+                self.store.forget_managed_field(live.target)
+                log.info(
+                    "%s was re-created (UID %s, was %s): its %s %s is its own, not an edit; managed from it",
+                    live.target,
+                    live.uid,
+                    mf.uid,
+                    live.field,
+                    "unset" if live.fact("unset") else live.value,
+                    extra={"event": "target_recreated", "target": live.target},
+                )
+            return ""
+        if mf is not None and not mf.uid and live.uid and record:
+            self.store.set_managed_uid(live.target, live.uid)
         if mf is not None and mf.resource_version == "":
             # An intent written before intents carried the field's previous value: its outcome is
             # unknown (timeout, crash), so no claim about anyone's edit. If the live object shows
@@ -340,29 +361,96 @@ class Actuator:
             if record:
                 self.store.set_managed_field(live.target, live.field, mf.value, before_version, mf.written_at)
             mf = replace(mf, resource_version=before_version, human_value=None, human_seen_at=None)
-        if mf is None or live.value == mf.value or live.resource_version == mf.resource_version:
+        if mf is None:
+            return ""
+        hold_s = self.config.human_edit_hold_s
+        if live.value == mf.value or live.resource_version == mf.resource_version:
+            if record and mf.editor_reverts and pending is None and now - mf.written_at >= hold_s:
+                # scaleahead's write has stood a whole hold: whoever undid it before stopped doing so
+                self.store.reset_editor(live.target)
             return ""
         seen = mf.human_seen_at
+        editor, reverts = mf.editor, mf.editor_reverts
         if seen is None or mf.human_value != live.value:
-            seen = now
             if record:
-                self.store.set_human_edit(live.target, live.value, now)
+                named = self._field_manager(action)
+                if seen is None:  # the first edit since scaleahead's write: it undid that write
+                    reverts = reverts + 1 if named and named == editor else 1
+                elif named != (editor or ""):
+                    reverts = 1
+                editor = named or None
+                self.store.set_human_edit(live.target, live.value, now, editor, reverts)
                 log.warning(
-                    "human edit: %s %s set to %d by someone else (scaleahead had set %d); respected for %.0f s",
+                    "human edit: %s %s set to %d by %s (scaleahead had set %d); respected for %.0f s",
                     live.target,
                     live.field,
                     live.value,
+                    editor or "someone else",
                     mf.value,
-                    self.config.human_edit_hold_s,
+                    self._hold_s(editor, reverts),
                 )
-        until = seen + self.config.human_edit_hold_s
+                if editor and reverts == 2:
+                    self._warn_co_writer(live, mf.value, editor, now + self._hold_s(editor, reverts))
+            seen = now
+        until = seen + self._hold_s(editor, reverts)
         if now < until:
+            co = ""
+            if editor and reverts >= 2:
+                co = (
+                    f"; {editor} has undone {reverts} of scaleahead's writes in a row: a persistent co-writer, "
+                    "left alone for twice as long after each (at most a day; docs/actuator.md, "
+                    '"GitOps tools and other writers")'
+                )
             return (
-                f"human edit: {live.target} {live.field} was set to {live.value} by someone else "
-                f"(scaleahead had set {mf.value}); respected until {_iso(until)}, the plan wanted "
+                f"human edit: {live.target} {live.field} was set to {live.value} by {editor or 'someone else'} "
+                f"(scaleahead had set {mf.value}){co}; respected until {_iso(until)}, the plan wanted "
                 f"{desired_value(action)}"
             )
         return ""
+
+    #: The longest a persistent co-writer's field is left alone before scaleahead writes it again.
+    CO_WRITER_MAX_HOLD_S = 86_400.0
+
+    def _hold_s(self, editor: str | None, reverts: int) -> float:
+        """How long an edit is respected: ``human_edit_hold_s``; a writer named by the object's
+        managedFields that undid scaleahead's writes ``reverts`` >= 2 times in a row (a persistent
+        co-writer), twice as long after each, up to a day (or the hold, if longer)."""
+        hold = self.config.human_edit_hold_s
+        if not editor or reverts < 2:
+            return hold
+        return min(hold * 2.0 ** (reverts - 1), max(hold, self.CO_WRITER_MAX_HOLD_S))
+
+    def _field_manager(self, action: Action) -> str:
+        """The writer of the field as the object's managedFields name it (``""``: not known, or scaleahead)."""
+        ask = getattr(self.target, "field_manager", None)
+        name = ask(action) if ask is not None else ""
+        return "" if not isinstance(name, str) or name == FIELD_MANAGER else name
+
+    def _warn_co_writer(self, live: LiveObject, ours: int, editor: str, until: float) -> None:
+        """Say once, with what to do, that ``editor`` keeps undoing scaleahead's writes to the field."""
+        pointer = {
+            "spec.replicas": "/spec/replicas",
+            "spec.minReplicas": "/spec/minReplicas",
+        }.get(live.field, "/spec/template/metadata/annotations/autoscaling.knative.dev~1min-scale")
+        log.warning(
+            "%s %s: %s has undone scaleahead's write twice in a row (it sets %d, scaleahead had set %d): a "
+            "persistent co-writer, such as a GitOps tool's self-heal or an operator (KEDA). scaleahead leaves "
+            "the field to it and writes again only at %s, then after twice as long each time it is undone (at "
+            "most a day). To let scaleahead manage the field, stop the other writer from setting it: Argo CD: "
+            "ignoreDifferences on %s with syncOptions RespectIgnoreDifferences=true; Flux: remove %s from the "
+            "manifest in Git; KEDA: set the ScaledObject's minReplicaCount instead of a floor on KEDA's HPA (or "
+            "drop the ScaledObject and let scaleahead use mode floor on your own HPA); else remove this policy "
+            '(docs/actuator.md, "GitOps tools and other writers")',
+            live.target,
+            live.field,
+            editor,
+            live.value,
+            ours,
+            _iso(until),
+            pointer,
+            live.field,
+            extra={"event": "co_writer", "target": live.target, "field_manager": editor},
+        )
 
     # -- removed policies -----------------------------------------------------------------------
     #: Kinds whose managed field holds capacity only scaleahead asked for: a Knative Service's

@@ -52,8 +52,9 @@ class LiveObject:
     if the pod still runs on its ``from`` node); ``resource_version`` is the object's version for
     optimistic concurrency; ``facts`` carries what the safety layer checks (HPA maxReplicas, free
     pod quota, PDB disruptions allowed); ``owner`` is a pod's controller ``(kind, name)``, if any;
-    ``uid`` is a pod's ``metadata.uid``: which pod of that name was read (a StatefulSet re-creates
-    ``db-0`` under the same name, with a new UID).
+    ``uid`` is the object's ``metadata.uid``: which pod of that name was read (a StatefulSet
+    re-creates ``db-0`` under the same name, with a new UID), or which Deployment, HPA or Knative
+    Service (one deleted and created again under its name is a new object, not an edited one).
     """
 
     target: str
@@ -66,6 +67,11 @@ class LiveObject:
 
     def fact(self, name: str) -> int | None:
         return None if self.facts is None else self.facts.get(name)
+
+
+#: The field manager scaleahead's writes carry (``fieldManager``): its own entries in an object's
+#: ``metadata.managedFields``, never taken for another writer's.
+FIELD_MANAGER = "scaleahead"
 
 
 class ActuationError(Exception):

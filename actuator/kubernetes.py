@@ -44,7 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from actuator.api_status import status_message
-from actuator.base import ActionResult, ActuationError, LiveObject
+from actuator.base import FIELD_MANAGER, ActionResult, ActuationError, LiveObject
 from actuator.limit_ranges import Defaults, container_defaults, with_defaults
 from actuator.quota_scopes import quota_applies
 from actuator.steering import STEERED_TO, controller_owner
@@ -1552,7 +1552,7 @@ class KubernetesTarget:
                     )
                     running = None if tally is None else tally.get(ref.name, 0)
                     room.update(quota, pods_now=value if running is None else max(value, running))
-            return LiveObject(ref.key, field, value, _rv(obj), room)
+            return LiveObject(ref.key, field, value, _rv(obj), room, uid=_uid(obj))
         if ref.kind == "Headroom":
             try:
                 obj = self._raw(self.apps.read_namespaced_deployment, ref.name, ref.namespace, target=ref.key)
@@ -1602,7 +1602,7 @@ class KubernetesTarget:
                     quota = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
                     if quota:
                         floor_facts.update(quota, pods_now=pods_now)
-            return LiveObject(target, "spec.minReplicas", value, _rv(obj), floor_facts)
+            return LiveObject(target, "spec.minReplicas", value, _rv(obj), floor_facts, uid=_uid(obj))
         read = {
             "Deployment": self.apps.read_namespaced_deployment_scale,
             "StatefulSet": self.apps.read_namespaced_stateful_set_scale,
@@ -1614,7 +1614,38 @@ class KubernetesTarget:
         facts: dict[str, int] = {}
         if isinstance(action, ScaleTo) and action.to_replicas > value:
             facts = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
-        return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts)
+        # The Scale's metadata.uid is the Deployment's or StatefulSet's own (the API server copies it).
+        return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts, uid=_uid(obj))
+
+    def field_manager(self, action: Action) -> str:
+        """Who last set the field ``action`` manages, as the object's ``metadata.managedFields`` name
+        it (the field manager: ``argocd-controller``, ``kustomize-controller``, ``kubectl-edit``...);
+        ``""`` when unknown (no entry owns the field, the object cannot be read, a pod move).
+
+        One more read of the whole object (a Deployment's ``scale`` subresource carries no
+        managedFields), made only when an edit of the field is first seen."""
+        if isinstance(action, MovePod):
+            return ""
+        ref = action.workload
+        mode, hpa = self.mode(ref)
+        path: tuple[str, ...] = ("f:spec", "f:replicas")
+        try:
+            if ref.kind == "KnativeService":
+                path = ("f:spec", "f:template", "f:metadata", "f:annotations", f"f:{MIN_SCALE}")
+                obj = self._call(
+                    action, self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
+                )
+            elif mode == "floor" and hpa:
+                path = ("f:spec", "f:minReplicas")
+                obj = self._call(action, self.autoscaling.read_namespaced_horizontal_pod_autoscaler, hpa, ref.namespace)
+            elif ref.kind in ("Deployment", "StatefulSet", "Headroom"):
+                read = self.apps.read_namespaced_stateful_set if ref.kind == "StatefulSet" else None
+                obj = self._call(action, read or self.apps.read_namespaced_deployment, ref.name, ref.namespace)
+            else:
+                return ""
+        except ActuationError:
+            return ""
+        return field_owner(obj, path)
 
     def _quota_facts(self, namespace: str, template: Callable[[], Mapping[str, Any]]) -> dict[str, int]:
         """``quota_pods_free`` and the binding quota keys (``quota_limited_by:KEY``) for a scale-up of
@@ -1692,6 +1723,7 @@ class KubernetesTarget:
                 ref.name,
                 body,
                 _content_type=MERGE,
+                field_manager=FIELD_MANAGER,
             )
         elif ref.kind == "Headroom":
             if live.fact("missing"):
@@ -1715,6 +1747,7 @@ class KubernetesTarget:
                     body,
                     target=live.target,
                     _content_type=MERGE,
+                    field_manager=FIELD_MANAGER,
                 )
             else:
                 patch = {
@@ -1722,8 +1755,10 @@ class KubernetesTarget:
                     "StatefulSet": self.apps.patch_namespaced_stateful_set_scale,
                 }[ref.kind]
                 body = {"metadata": meta, "spec": {"replicas": value}}
-                obj = self._call(action, patch, ref.name, ref.namespace, body, _content_type=MERGE)
-        return LiveObject(live.target, live.field, value, _rv(obj), live.facts)
+                obj = self._call(
+                    action, patch, ref.name, ref.namespace, body, _content_type=MERGE, field_manager=FIELD_MANAGER
+                )
+        return LiveObject(live.target, live.field, value, _rv(obj), live.facts, uid=_uid(obj) or live.uid)
 
     def _headroom(self, ref: WorkloadRef, replicas: int) -> dict[str, Any]:
         labels = {
@@ -1831,3 +1866,24 @@ class KubernetesTarget:
 
 def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def field_owner(obj: Mapping[str, Any], path: Sequence[str]) -> str:
+    """The manager of the newest ``metadata.managedFields`` entry whose ``fieldsV1`` holds ``path``
+    (``("f:spec", "f:replicas")``); ``""``: none does (or the entries are not what the API serves)."""
+    best, best_time = "", ""
+    entries = (obj.get("metadata") or {}).get("managedFields")
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        node: Any = entry.get("fieldsV1")
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        manager, when = entry.get("manager"), str(entry.get("time") or "")
+        if node is not None and isinstance(manager, str) and manager and (not best or when >= best_time):
+            best, best_time = manager, when
+    return best
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")

@@ -171,6 +171,14 @@ class ManagedFieldRow(Base):
     #: before the migration). A removed function policy's Service gets this value back.
     original_recorded: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     original_value: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: The object's ``metadata.uid`` when scaleahead last wrote or read the field (migration
+    #: ``0011_managed_uid``; None: not known yet). Another UID is a new object of the same name
+    #: (deleted and created again): its value is its own, not an edit, and the record starts anew.
+    uid: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    #: The field manager (``metadata.managedFields``) of the last edit seen, and how many of
+    #: scaleahead's writes in a row it undid (a persistent co-writer from 2; migration 0011_managed_uid).
+    editor: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    editor_reverts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class PodSteerRow(Base):

@@ -199,6 +199,12 @@ class ManagedField:
     #: set), when that was recorded (``original_recorded``; since migration 0008_original).
     original_recorded: bool = False
     original_value: int | None = None
+    #: The object's ``metadata.uid`` as last recorded (None: not known; since migration 0011_managed_uid).
+    uid: str | None = None
+    #: The field manager of the last edit seen (None: not named) and how many of scaleahead's writes
+    #: in a row it undid (since migration 0011_managed_uid).
+    editor: str | None = None
+    editor_reverts: int = 0
 
 
 class Unrecorded:
@@ -401,6 +407,9 @@ def _managed(r: ManagedFieldRow) -> ManagedField:
         r.written_value,
         bool(r.original_recorded),
         r.original_value,
+        r.uid,
+        r.editor,
+        r.editor_reverts or 0,
     )
 
 
@@ -1079,11 +1088,13 @@ class Store:
         now: float,
         written: bool = False,
         original: int | None | Unrecorded = UNRECORDED,
+        uid: str = "",
     ) -> None:
         """Record what we just wrote (or are about to: an intent); clears any human edit seen before.
         ``written``: the field is known to hold ``value`` because scaleahead wrote it (``written_value``).
         ``original``: what the field held before scaleahead's first write (None: not set), recorded
-        only if the target has no record yet (a later first write of a forgotten record records anew)."""
+        only if the target has no record yet (a later first write of a forgotten record records anew).
+        ``uid``: the object's ``metadata.uid`` (empty: not known, the recorded one is kept)."""
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
             if r is None:
@@ -1095,14 +1106,35 @@ class Store:
             r.human_value, r.human_seen_at = None, None
             if written:
                 r.written_value = value
+            if uid:
+                r.uid = uid
 
-    def set_human_edit(self, target: str, value: int, now: float) -> None:
-        """Record that someone else set ``target`` to ``value`` (seen at ``now``)."""
+    def set_managed_uid(self, target: str, uid: str) -> None:
+        """Record the UID of ``target``'s object (read live) on a record that has none yet."""
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is not None and not r.uid and uid:
+                r.uid = uid
+
+    def set_human_edit(
+        self, target: str, value: int, now: float, editor: str | None = None, reverts: int | None = None
+    ) -> None:
+        """Record that someone else set ``target`` to ``value`` (seen at ``now``); ``editor``/``reverts``
+        given: who (a field manager, None: not named) and how many of scaleahead's writes in a row it undid."""
         with self.session() as s:
             r = s.get(ManagedFieldRow, target)
             if r is None:
                 raise KeyError(target)
             r.human_value, r.human_seen_at = value, now
+            if reverts is not None:
+                r.editor, r.editor_reverts = editor, reverts
+
+    def reset_editor(self, target: str) -> None:
+        """Forget who undid scaleahead's writes to ``target`` (scaleahead's value stood)."""
+        with self.session() as s:
+            r = s.get(ManagedFieldRow, target)
+            if r is not None:
+                r.editor, r.editor_reverts = None, 0
 
     # -- risk adaptation (planner.risk) -------------------------------------------------------------
     def risk_factors(self) -> dict[str, int]:
