@@ -123,6 +123,11 @@ class Actuator:
         #: Action targets (``Kind/namespace/name``) whose actions are held back this cycle: the
         #: daemon's workloads backing off after errors (skipped, not written).
         self.held: frozenset[str] = frozenset()
+        #: Journal rows of the plan being applied that are still ``planned``: each leaves once its
+        #: outcome is recorded. What is left after ``apply_plan`` raised (the database failed in the
+        #: middle of the plan, possibly after a write landed) is what the caller must reconcile:
+        #: the daemon counts them as unresolved and reconciles them at its next tick.
+        self.unsettled: set[int] = set()
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -139,6 +144,7 @@ class Actuator:
         them (and with a store) the plan is recorded here first.
         """
         changes = plan.changes
+        self.unsettled = set()
         ids: list[int | None] = list(action_ids) if action_ids is not None else [None] * len(changes)
         if action_ids is None and self.store is not None and changes:
             _, new_ids = self.store.record_plan(
@@ -147,6 +153,8 @@ class Actuator:
                 state="dry-run" if dry_run else "planned",
             )
             ids = list(new_ids)
+        if action_ids is not None or not dry_run:  # a dry run recorded here is never 'planned'
+            self.unsettled = {aid for aid in ids if aid is not None}
         self.report_steers(now)
         stop = self._stop_reason(now)
         results: list[ActionResult] = []
@@ -167,6 +175,7 @@ class Actuator:
             results.append(res)
             if self.store is not None and aid is not None:
                 self.store.set_action_state(aid, res.outcome, res.detail, now)
+                self.unsettled.discard(aid)  # (a dry run's rows recorded here were never in it)
             log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
         return results
 

@@ -39,6 +39,7 @@ import numpy as np
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from actuator.applying import parse_intent
 from actuator.base import ActionResult, Target
@@ -81,7 +82,11 @@ log = logging.getLogger("scaleahead.daemon")
 
 # -- collaborators ---------------------------------------------------------------------------------
 class Leadership(Protocol):
-    """Leader election (a coordination.k8s.io Lease in cluster): only the leader acts."""
+    """Leader election (a coordination.k8s.io Lease in cluster): only the leader acts.
+
+    An election may also have ``holds_now() -> bool``: whether the Lease is still held as of its
+    last renewal, with no API call (asked off the tick's thread, by a job before it writes).
+    """
 
     def is_leader(self, now: float) -> bool:
         """Acquire or renew as needed; True while this replica may act."""
@@ -689,7 +694,8 @@ class Daemon:
         self._retain_due = False  # the policies changed: drop the history no policy uses (``_forget_removed``)
         self._reload = threading.Lock()  # one policy read and swap at a time (job thread, new leader)
         #: Called once each time this replica starts to lead (its first cycle as leader, at start-up
-        #: or after standing by), before the cycle: `run` reconciles the action journal there, which
+        #: or after standing by), and at the tick after a failed cycle (``_cycle_failed_while_leading``),
+        #: before the cycle: `run` reconciles the action journal there, which
         #: only the Lease holder may do (a standby would rewrite what the leader is applying). When it
         #: returns a count of actions it left unresolved (objects that could not be read), it is called
         #: again every ``actuation.reconcile_retry_s`` while this replica leads, until none is left.
@@ -700,6 +706,7 @@ class Daemon:
         self._unresolved = 0
         self._reconcile_at = math.inf
         self._risk_resumed = False  # whether the risk adaptation was reset since this replica started to lead
+        self._giving_up = False  # shutting down: the Lease is (being) released, a job's result is dropped
         if policy_source is not None:
             every = IntervalTrigger(seconds=policy_reload_s, start_date=_dt(now + policy_reload_s), timezone=UTC)
             self.jobs.add("reload_policies", every, self.reload_policies, now)
@@ -779,7 +786,12 @@ class Daemon:
             try:
                 left = self.on_lead(now)
             except Exception as exc:  # noqa: BLE001 - tried again at the next tick
-                log.warning("starting to lead failed: %s", exc, extra={"event": "lead_start_failed"})
+                log.warning(
+                    "reconciling the journal on starting to lead (or after a failed cycle) failed: %s; tried again "
+                    "at the next tick",
+                    exc,
+                    extra={"event": "lead_start_failed"},
+                )
             else:
                 self._lead_started = True
                 self._left_unresolved(left, now)
@@ -801,10 +813,29 @@ class Daemon:
             self._cycling = True
         try:
             return self._lead(now, lateness_s, deps, settings)
+        except Exception:
+            self._cycle_failed_while_leading(now)
+            raise
         finally:
             with self._swap:  # what a reload during the cycle removed: forgotten after the cycle's accounting
                 self._cycling = False
                 self._forget_removed()
+
+    def _cycle_failed_while_leading(self, now: float) -> None:
+        """A cycle failed while this replica leads (the database gone in the middle of a plan, after
+        a write may have landed): its journal rows can be left ``planned``, as by a crash. They are
+        reconciled as when a replica starts to lead, at the next tick (and at each tick after it
+        until a reconciliation succeeds); meanwhile ``scaleahead_actions_unresolved`` counts the rows
+        the actuator could not settle. Until 2026-12-06 they stayed ``planned``, the metric at 0, for
+        as long as the same replica led."""
+        if self.on_lead is None:  # nothing reconciles here (a test's daemon, `replay`)
+            return
+        self._lead_started = False
+        pending = getattr(self.deps.actuator, "unsettled", None)
+        n = len(pending) if isinstance(pending, set | frozenset) else 0
+        if n > self._unresolved:
+            self._unresolved = n
+            self.metrics.unresolved.set(n)
 
     def _left_unresolved(self, left: object, now: float) -> None:
         """Record how many actions the journal's reconciliation left unresolved (``on_lead``'s answer:
@@ -1171,6 +1202,17 @@ class Daemon:
         self.metrics.job_ended(name, "ok", now)
         return out
 
+    def _still_leading(self) -> bool:
+        """Whether a job may still write what it made (a retraining's model version and rollout),
+        asked just before it does: the last tick led, the daemon is not shutting down, and the
+        Lease is still held as of its last renewal (``holds_now`` where the election has one: no
+        API call, on the job's thread). Until 2026-12-06 a job started while leading wrote after
+        the replica had lost the Lease."""
+        if self._giving_up or not self._leading:
+            return False
+        holds = getattr(self.leadership, "holds_now", None)
+        return bool(holds()) if callable(holds) else True
+
     def _retrain_scheduled(self, now: float) -> RetrainResult | None:
         return self._retrain(now, "schedule")
 
@@ -1198,6 +1240,7 @@ class Daemon:
                 ),
                 trigger=trigger,
                 artifact_dir=self.artifact_dir,
+                still_leading=self._still_leading,
                 **read_problems(self.training_history),
             )
         except DataError as exc:  # counted as a failed run by _record_job
@@ -1561,12 +1604,22 @@ class Daemon:
             except Exception as exc:  # noqa: BLE001 - the daemon must keep going
                 self.metrics.cycles.labels(result="error").inc()
                 self.cycle_backoff = min(self.settings.loop.max_backoff_s, max(interval, self.cycle_backoff * 2))
-                self.health.set_ready(False, f"last cycle failed: {type(exc).__name__}: {exc}")
-                log.exception(
-                    "cycle failed; backing off %.0f s",
-                    self.cycle_backoff,
-                    extra={"event": "cycle_failed", "backoff_s": self.cycle_backoff},
-                )
+                unreachable = self._database_unreachable(exc)
+                self.health.set_ready(False, f"last cycle failed: {unreachable or f'{type(exc).__name__}: {exc}'}")
+                if unreachable:  # foreseeable (the server down, restarting, the network): what to do, no traceback
+                    log.error(
+                        "cycle failed: %s; backing off %.0f s (the cycle is retried then; actions a failed cycle "
+                        "left 'planned' are reconciled once the database answers)",
+                        unreachable,
+                        self.cycle_backoff,
+                        extra={"event": "cycle_failed", "backoff_s": self.cycle_backoff, "cause": "database"},
+                    )
+                else:
+                    log.exception(
+                        "cycle failed; backing off %.0f s",
+                        self.cycle_backoff,
+                        extra={"event": "cycle_failed", "backoff_s": self.cycle_backoff},
+                    )
             ticks += 1
             next_tick += interval + self.cycle_backoff
             if next_tick - self.clock.now() > interval + self.cycle_backoff:
@@ -1580,21 +1633,40 @@ class Daemon:
             sleeper(max(0.0, next_tick - self.clock.now()))
         return ticks
 
+    def _database_unreachable(self, exc: BaseException) -> str:
+        """What to say when ``exc`` is the database's operational error (the server down or
+        restarting, the network, a SQLite file that cannot be written): "cannot reach or write the
+        database URL (password hidden): reason. What to do", as docs/storage.md words it; ``""`` for
+        any other error (logged with its traceback)."""
+        if not isinstance(exc, OperationalError | InterfaceError):
+            return ""
+        from storage.store import _hide_password
+
+        url = str(getattr(self.deps.store, "url", "") or "")
+        shown = _hide_password(url) if url else "(the configured database)"
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split()).rstrip(". ")
+        if url:
+            reason = _hide_password(reason, url)
+        return (
+            f"Cannot reach or write the database {shown}: {reason}. Check that the server is running and "
+            "reachable from this pod (and has disk space), and the URL (--db, storage.url) is right"
+        )
+
     #: How long ``shutdown`` waits for a running job (a retrain takes minutes): within the pod's
     #: ``terminationGracePeriodSeconds`` (60 s), so the process still exits 0 on its own.
     SHUTDOWN_JOB_WAIT_S = 40.0
 
     def shutdown(self, job_wait_s: float | None = None) -> bool:
-        """Graceful stop: release the lease (a standby takes over now, not after the lease runs
-        out), cancel queued jobs, wait for a running one at most ``job_wait_s`` (default
-        ``SHUTDOWN_JOB_WAIT_S``), close the store. Returns False when a job was still running: it is
-        abandoned (a retrain records its model version and rollout in single transactions, so
-        nothing half-written is left; the work is lost) and the caller should exit without waiting
-        for its thread (``scaleahead run`` does)."""
-        try:
-            self.leadership.release()
-        except Exception as exc:  # noqa: BLE001 - best effort on the way out
-            log.warning("releasing the lease failed: %s", exc)
+        """Graceful stop: cancel queued jobs, wait for a running one at most ``job_wait_s`` (default
+        ``SHUTDOWN_JOB_WAIT_S``), then release the lease (a standby takes over now, not after the
+        lease runs out) and close the store. A job finishing during the wait writes its result only
+        while the Lease is still held as of the last renewal (the ticks have stopped: one
+        ``lease_duration_s``); after that, and after the release, it is dropped (``_still_leading``).
+        Until 2026-12-06 the lease went first, and a retraining that finished during the wait still
+        registered its model and rollout while the successor led. Returns False when a job was
+        still running: it is abandoned (a retrain records its model version and rollout in single
+        transactions, so nothing half-written is left; the work is lost) and the caller should exit
+        without waiting for its thread (``scaleahead run`` does)."""
         finished = True
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -1615,6 +1687,11 @@ class Daemon:
                     )
                 except Exception:  # noqa: BLE001, S110 - its failure was logged by the job runner
                     pass
+        self._giving_up = True  # an abandoned job's result is dropped from now on, before a successor leads
+        try:
+            self.leadership.release()
+        except Exception as exc:  # noqa: BLE001 - best effort on the way out
+            log.warning("releasing the lease failed: %s", exc)
         if self.deps.store is not None and finished:
             self.deps.store.close()
         self.health.set_ready(False, "shutting down")

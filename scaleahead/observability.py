@@ -155,7 +155,8 @@ class Metrics:
         self.unresolved = Gauge(
             "scaleahead_actions_unresolved",
             "Journaled actions this leader's last reconciliation left 'planned': their objects could not be "
-            "read (a 5xx, a 429, a timeout); reconciled again every actuation.reconcile_retry_s.",
+            "read (a 5xx, a 429, a timeout); reconciled again every actuation.reconcile_retry_s. After a failed "
+            "cycle, until a reconciliation succeeds: the rows its plan could not settle.",
             registry=r,
         )
         # Which shard this replica serves (`run --shard i/N`; 0 and 1 without): alert

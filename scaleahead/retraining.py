@@ -14,7 +14,7 @@ import logging
 import math
 import tempfile
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -279,6 +279,7 @@ def retrain(
     history_errors: Mapping[WorkloadRef, str] | None = None,
     no_data: Collection[WorkloadRef] = (),
     allow_failed_reads: bool | None = None,
+    still_leading: Callable[[], bool] | None = None,
 ) -> RetrainResult:
     """Fit ``settings.forecast.model`` on history before ``now``; register it as a challenger.
 
@@ -291,10 +292,15 @@ def retrain(
     score (``not_scored``: a workload newer than the holdout, one with no demand observed in it)
     are listed in ``metrics["left_out"]`` and logged (event ``retrain_left_out``).
 
+    ``still_leading`` (the daemon's job) is asked after the fit, just before anything is registered:
+    False (this replica lost the leader Lease during the fit, or is shutting down and gave it up)
+    drops the fitted model: nothing is registered and no rollout is touched.
+
     Raises:
         DataError: a history read failed (and that is not allowed), no workload has enough history
-            to fit on, or to score the fitted model on its holdout, or the database refused the
-            registration (then nothing is registered and no rollout is touched).
+            to fit on, or to score the fitted model on its holdout, the database refused the
+            registration, or ``still_leading`` said no (then nothing is registered and no rollout
+            is touched).
     """
     family = retrained_family(settings)
     note = ""
@@ -399,6 +405,13 @@ def retrain(
         artifact_path = str(path) if artifact_dir is not None else ""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
     step = cut[0].step_s
+    if still_leading is not None and not still_leading():
+        removed = _remove_checkpoint(artifact_path)
+        raise DataError(
+            "This replica no longer holds the leader Lease (another replica took it during the fit, or this "
+            f"one is shutting down): the retrained {family} model is dropped. {removed}{NOT_REGISTERED}",
+            "Nothing to do: the leader retrains at its next jobs.retrain_cron time (a missed one is caught up).",
+        )
     try:
         mid = store.register_model(
             f"{family}-{stamp}",

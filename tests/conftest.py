@@ -36,9 +36,34 @@ def _as_postgres(cmd: list[str]) -> list[str]:
     return cmd
 
 
+class PostgresServer:
+    """The throw-away PostgreSQL server of the session: its URL, and ``stop``/``start`` for the tests
+    of a database that goes away (``pg_ctl stop -m immediate``: a crash or a lost server) and comes back."""
+
+    def __init__(self, base: Path, port: int) -> None:
+        self.base, self.data, self.port = base, base / "data", port
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+
+    def _pg_ctl(self, *args: str) -> None:
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), *args]), check=True, capture_output=True
+        )
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1"
+        self._pg_ctl("-o", opts, "-l", str(self.base / "log"), "-w", "start")
+
+    def stop(self, mode: str = "immediate") -> None:
+        self._pg_ctl("-m", mode, "-w", "stop")
+
+    def running(self) -> bool:
+        status = _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "status"])
+        return subprocess.run(status, capture_output=True).returncode == 0
+
+
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A throw-away PostgreSQL server; yields a SQLAlchemy URL to an empty database."""
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A throw-away PostgreSQL server (``PostgresServer``), for the session."""
     if not (PG_BIN / "initdb").exists():
         pytest.fail(f"PostgreSQL is not installed ({PG_BIN}/initdb missing): run `make test`, which installs it.")
     base = Path("/tmp") / f"scaleahead-pg-{os.getpid()}"
@@ -48,36 +73,26 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
         shutil.chown(data, "postgres")
-    port = free_port()
     subprocess.run(
         _as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
         check=True,
         capture_output=True,
     )
-    subprocess.run(
-        _as_postgres(
-            [
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(data),
-                "-o",
-                f"-p {port} -k {base} -c listen_addresses=127.0.0.1",
-                "-l",
-                str(base / "log"),
-                "-w",
-                "start",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
+    server = PostgresServer(base, free_port())
+    server.start()
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+        yield server
     finally:
         subprocess.run(
             _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A throw-away PostgreSQL server; a SQLAlchemy URL to an empty database."""
+    return postgres_server.url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

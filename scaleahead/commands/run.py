@@ -395,6 +395,12 @@ class _LeaseLeadership:
     def is_leader(self, now: float) -> bool:
         return bool(self.elector.is_leader(now))
 
+    def holds_now(self) -> bool:
+        """Whether the Lease is still held as of its last renewal (the tick's, or the actuator's
+        before a write), on the election's monotonic clock: no API call, so a job's thread may ask
+        (a retraining, before it registers its model)."""
+        return bool(self.elector._monotonic() < self.elector._held_until)
+
     def release(self) -> None:
         import time
 

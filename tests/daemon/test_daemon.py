@@ -898,10 +898,12 @@ class _Lease:
         self.released += 1
 
 
-def test_shutdown_releases_the_lease_first_and_does_not_wait_a_retrain_out(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+def test_shutdown_does_not_wait_a_retrain_out_and_then_releases_the_lease(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     """Found in review: shutdown waited for a running job with no limit and released the lease after
     it, so a retrain (minutes) outlived the pod's 60-s grace period: SIGKILL, the lease held until
-    it ran out. Now the lease goes first and a job is waited for at most a bound, then abandoned."""
+    it ran out. A job is waited for at most a bound, then abandoned, and the lease released. (For a
+    while the lease went first; since 2026-12-06 it goes after the bounded wait, so a job never
+    writes while a successor leads: tests/daemon/test_daemon_ha.py.)"""
     import threading
 
     lease = _Lease()
