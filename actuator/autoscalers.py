@@ -6,8 +6,9 @@ scaleahead took the HPA's writes for a person's (``kubectl scale``) and left the
 ``actuation.human_edit_hold_s``, then wrote again. ``AutoscalerCheck`` reads the HPAs once per
 policy load and says which policy would do that, so it is refused with a reason that says what to
 do (mode ``floor`` with that HPA, or delete it) instead. It also refuses a policy in mode ``floor``
-whose ``hpaName`` names an HPA that scales another workload: raising that HPA's minReplicas would
-scale the wrong one.
+whose ``hpaName`` names an HPA that scales another workload (raising that HPA's minReplicas would
+scale the wrong one), or one that another controller manages (a controller ownerReference, such as
+KEDA's ScaledObject: it sets the HPA's minReplicas back).
 
 An HPA list that fails (no RBAC ``list`` on horizontalpodautoscalers, an error) is logged once
 per failing streak and the last answer read stays in force (none read yet: no policy is refused),
@@ -44,6 +45,9 @@ class AutoscalerCheck:
         self.timeout_s = timeout_s
         #: (namespace, HPA name) -> the key (``Kind/namespace/name``) of the workload it scales.
         self.targets: dict[tuple[str, str], str] = {}
+        #: (namespace, HPA name) -> its controller (``Kind name`` of a controller ownerReference, such
+        #: as KEDA's ``ScaledObject web``), which sets the HPA's spec back when anyone else changes it.
+        self.controllers: dict[tuple[str, str], str] = {}
         self._read: set[str | None] = set()  # the scopes read at least once (None: every namespace)
         self._failing = False
 
@@ -73,6 +77,7 @@ class AutoscalerCheck:
             self._read.add(scope)
             for key in [k for k in self.targets if scope is None or k[0] == scope]:
                 del self.targets[key]
+                self.controllers.pop(key, None)
             for item in items:
                 meta = item.get("metadata") if isinstance(item, dict) else None
                 spec = item.get("spec") if isinstance(item, dict) else None
@@ -83,6 +88,10 @@ class AutoscalerCheck:
                 kind, target = ref.get("kind"), ref.get("name")
                 if all(isinstance(v, str) and v for v in (ns, name, kind, target)):
                     self.targets[(str(ns), str(name))] = f"{kind}/{ns}/{target}"
+                    owners = meta.get("ownerReferences")
+                    for o in owners if isinstance(owners, list) else []:
+                        if isinstance(o, dict) and o.get("controller") is True:
+                            self.controllers[(str(ns), str(name))] = f"{o.get('kind', '?')} {o.get('name', '?')}"
 
     def _list(self, scope: str | None) -> list[Any]:
         opts: dict[str, Any] = {"_preload_content": False, "_request_timeout": self.timeout_s}
@@ -107,15 +116,34 @@ class AutoscalerCheck:
             if not hpas:
                 return None
             named = ", ".join(f"HorizontalPodAutoscaler {target.namespace}/{h}" for h in hpas)
+            why = f"{named} also scales {key}: in mode direct each would undo the other's writes to spec.replicas"
+            own = [h for h in hpas if (target.namespace, h) not in self.controllers]
+            if not own:  # every one is another controller's (KEDA's): a floor on it would be undone too
+                by = self.controllers[(target.namespace, hpas[0])]
+                return (
+                    f"{why}; {hpas[0]} is managed by {by}, which sets its minReplicas back",
+                    f"Leave {key} to {by} (delete this policy), or replace {by} by an HPA of your own and set "
+                    "spec.target.mode: floor with its name (docs/actuator.md, Other autoscalers).",
+                )
             return (
-                f"{named} also scales {key}: in mode direct each would undo the other's writes to spec.replicas",
-                f"Set spec.target.mode: floor and spec.target.hpaName: {hpas[0]} (scaleahead then raises the HPA's "
+                why,
+                f"Set spec.target.mode: floor and spec.target.hpaName: {own[0]} (scaleahead then raises the HPA's "
                 "minReplicas ahead of demand and the HPA keeps scaling above it), or delete the HPA "
                 "(docs/actuator.md, Other autoscalers).",
             )
         scaled = self.targets.get((target.namespace, str(target.hpa_name)))
-        if scaled is None or scaled == key:
+        if scaled is None:
             return None  # an HPA not (yet) there is the actuator's to report, per action
+        ctl = self.controllers.get((target.namespace, str(target.hpa_name)))
+        if scaled == key and ctl is not None:
+            return (
+                f"spec.target.hpaName {target.hpa_name} is managed by {ctl}, which sets the HPA's minReplicas back: "
+                "a floor written there would be undone at its next reconcile",
+                f"Leave {key} to {ctl} (delete this policy), or replace {ctl} by an HPA of your own "
+                "(docs/actuator.md, Other autoscalers).",
+            )
+        if scaled == key:
+            return None
         own = sorted(name for (ns, name), s in self.targets.items() if s == key)
         return (
             f"spec.target.hpaName {target.hpa_name} names the HorizontalPodAutoscaler of {scaled}, not of {key}: "

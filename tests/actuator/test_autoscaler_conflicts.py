@@ -210,3 +210,42 @@ def test_run_leaves_a_workload_an_hpa_scales_alone(api, kube, tmp_path, source: 
     if source == "cluster":
         status = kube.cluster.get(POLICIES, "shop", "web")["status"]  # type: ignore[index]
         assert [c["reason"] for c in status["conditions"] if c["type"] == "Accepted"] == [CONFLICT]
+
+
+def test_an_hpa_that_keda_manages_is_no_floor_and_the_advice_says_so(api, kube) -> None:  # type: ignore[no-untyped-def]
+    """KEDA scales through an HPA it owns (``keda-hpa-NAME``) and sets its spec back: a floor on it
+    would be undone, so neither mode direct (whose advice would be that floor) nor mode floor on
+    it is planned."""
+    scaling = client.AutoscalingV2Api(api)
+    scaling.delete_namespaced_horizontal_pod_autoscaler("web", "shop")
+    keda = _hpa("keda-hpa-web", "web")
+    keda["metadata"]["ownerReferences"] = [
+        {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "name": "web", "uid": "u1", "controller": True}
+    ]
+    scaling.create_namespaced_horizontal_pod_autoscaler("shop", keda)
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(
+        GROUP, VERSION, "shop", PLURAL, _cr("web2", mode="floor", hpaName="keda-hpa-web")
+    )
+    kube.cluster.put(DEPLOYMENTS, "shop", "web2", deployment(2))
+    scaling.patch_namespaced_horizontal_pod_autoscaler(
+        "keda-hpa-web",
+        "shop",
+        {"spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web2"}}},
+    )
+    source = ClusterPolicies(api, autoscalers=AutoscalerCheck(api, cluster_wide=True))
+    source.load()
+    why = {r.name: r.message for r in source.rejected}
+    assert "web2" in why and "is managed by ScaledObject web, which sets the HPA's minReplicas back" in why["web2"]
+    assert "Leave Deployment/shop/web2 to ScaledObject web" in why["web2"]
+    # the same HPA on web, the policy in mode direct: not told to take KEDA's HPA as its floor
+    scaling.patch_namespaced_horizontal_pod_autoscaler(
+        "keda-hpa-web",
+        "shop",
+        {"spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}},
+    )
+    source.load()
+    why = {r.name: r.message for r in source.rejected}
+    assert "keda-hpa-web is managed by ScaledObject web" in why["web"]
+    assert "spec.target.mode: floor and spec.target.hpaName: keda-hpa-web" not in why["web"]
+    assert "web2" in why, "its floor names the HPA of another workload now"
