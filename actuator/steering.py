@@ -12,6 +12,13 @@ The webhook never blocks a pod: whatever goes wrong (a malformed review, the dat
 unexpected pod shape) it answers ``allowed: true`` without a patch and logs why. The
 MutatingWebhookConfiguration (deploy/base/webhook.yaml) has ``failurePolicy: Ignore`` too, so a
 webhook that is down or slow does not block pods either.
+
+A review's namespace, owner and ``userInfo`` are whatever its sender wrote: only the connection
+says who sent it. With a client CA (``serve_webhook(client_ca_file=...)``, the setting
+``webhook.client_ca_file``) the server requires a client certificate signed by it, the one the API
+server presents from its admission configuration's kubeConfigFile; without one, anyone who can
+reach the port can consume another namespace's steer with a forged review (docs/actuator.md,
+Steering).
 """
 
 from __future__ import annotations
@@ -299,9 +306,18 @@ class ReloadingTLS:
     are. A pair that cannot be loaded (half written) keeps the old one and is tried again.
     """
 
-    def __init__(self, cert_file: str, key_file: str | None) -> None:
+    def __init__(
+        self, cert_file: str, key_file: str | None, client_ca_file: str | None = None, client_name: str | None = None
+    ) -> None:
         self.cert_file = cert_file
         self.key_file = key_file or cert_file
+        #: With a client CA, a client must present a certificate it signed (``ssl.CERT_REQUIRED``);
+        #: it is reloaded with the pair when it changes.
+        self.client_ca_file = client_ca_file or None
+        #: With a name, the client certificate's subject CN or a DNS name must be it.
+        self.client_name = client_name or None
+        if self.client_name and not self.client_ca_file:
+            raise ValueError("a client name is only checked with a client CA (client_ca_file)")
         self._stamp = self._files_stamp()
         self.context = self._load()
         self.reloads = 0
@@ -313,10 +329,29 @@ class ReloadingTLS:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.cert_file, self.key_file)
+        if self.client_ca_file:
+            context.load_verify_locations(cafile=self.client_ca_file)
+            context.verify_mode = ssl.CERT_REQUIRED
         return context
 
+    def _files(self) -> tuple[str, ...]:
+        return (self.cert_file, self.key_file) + ((self.client_ca_file,) if self.client_ca_file else ())
+
     def _files_stamp(self) -> tuple[tuple[int, int], ...]:
-        return tuple((st.st_mtime_ns, st.st_size) for st in (os.stat(f) for f in (self.cert_file, self.key_file)))
+        return tuple((st.st_mtime_ns, st.st_size) for st in (os.stat(f) for f in self._files()))
+
+    def client_refusal(self, peer: Mapping[str, Any] | None) -> str:
+        """Why a verified client certificate (``SSLSocket.getpeercert()``) is refused, or ``""``.
+
+        Only the name is checked here (the chain was verified in the handshake): the subject's
+        commonName or a DNS subjectAltName must be ``client_name`` when one is set.
+        """
+        if not self.client_name:
+            return ""
+        names = certificate_names(peer or {})
+        if self.client_name in names:
+            return ""
+        return f"its certificate names {sorted(names) or 'nothing'}, not {self.client_name!r} (webhook.client_name)"
 
     def reload_if_changed(self) -> bool:
         """Load the files again if they changed since the last load; True if a new pair is in use."""
@@ -332,6 +367,19 @@ class ReloadingTLS:
         self.reloads += 1
         log.info("webhook certificate reloaded", extra={"event": "webhook_cert_reloaded"})
         return True
+
+
+def certificate_names(peer: Mapping[str, Any]) -> set[str]:
+    """The subject commonNames and DNS subjectAltNames of a certificate as ``getpeercert()`` gives it."""
+    names = {str(value) for rdn in peer.get("subject") or () for key, value in rdn if key == "commonName"}
+    names.update(str(value) for kind, value in peer.get("subjectAltName") or () if kind == "DNS")
+    return names
+
+
+#: The handshake errors of a client that presented no certificate, or one the client CA did not sign.
+_CLIENT_CERT_REASONS = frozenset(
+    {"PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED", "TLSV13_ALERT_CERTIFICATE_REQUIRED"}
+)
 
 
 #: Seconds a client has for its TLS handshake (the API server's call times out after 2 s anyway).
@@ -355,17 +403,33 @@ class WebhookServer(ThreadingHTTPServer):
         self.stopped.set()
         super().shutdown()
 
+    def _refused(self, client_address: Any, why: str) -> None:
+        log.warning(
+            "webhook client %s refused: %s; see docs/actuator.md#steering",
+            client_address[0] if isinstance(client_address, tuple) else client_address,
+            why,
+            extra={"event": "webhook_client_refused"},
+        )
+
     def finish_request(self, request: Any, client_address: Any) -> None:
         if self.tls is None:
             super().finish_request(request, client_address)
             return
+        tls = self.tls
         try:
             request.settimeout(HANDSHAKE_TIMEOUT_S)
-            conn = self.tls.context.wrap_socket(request, server_side=True)
+            conn = tls.context.wrap_socket(request, server_side=True)
         except (OSError, ssl.SSLError) as exc:  # a timeout, a client that is not TLS, a reset
-            log.debug("webhook TLS handshake failed from %s: %s", client_address, exc)
+            if tls.client_ca_file and getattr(exc, "reason", None) in _CLIENT_CERT_REASONS:
+                self._refused(client_address, f"no client certificate signed by {tls.client_ca_file} ({exc})")
+            else:
+                log.debug("webhook TLS handshake failed from %s: %s", client_address, exc)
             return
         try:
+            why = tls.client_refusal(conn.getpeercert()) if tls.client_ca_file else ""
+            if why:
+                self._refused(client_address, why)  # closed unread: nothing of the review is used
+                return
             super().finish_request(conn, client_address)
         finally:
             with contextlib.suppress(OSError):
@@ -380,6 +444,8 @@ def serve_webhook(
     cert_file: str | None = None,
     key_file: str | None = None,
     reload_s: float = 60.0,
+    client_ca_file: str | None = None,
+    client_name: str | None = None,
 ) -> WebhookServer:
     """Serve ``POST /mutate-pods`` on a background thread: HTTPS with ``cert_file``/``key_file``.
 
@@ -387,13 +453,21 @@ def serve_webhook(
     for a TLS-terminating sidecar. ``port`` 0 picks a free port (``server.server_address[1]``).
     With a certificate, a thread checks the files every ``reload_s`` seconds and reloads a renewed
     pair (``ReloadingTLS``; ``server.tls``).
+
+    With ``client_ca_file`` (HTTPS only), a client must present a certificate that CA signed, and
+    with ``client_name`` one that names it (subject CN or DNS subjectAltName); any other client's
+    connection is closed before its request is read, and logged (``webhook_client_refused``).
     """
+    if client_ca_file and not cert_file:
+        raise ValueError("client certificates are only checked over HTTPS: give cert_file with client_ca_file")
+    # The files are loaded before the port is bound: a pair or CA that does not load yet leaves
+    # nothing listening (run tries again later) and never a server that answers without them.
+    tls = ReloadingTLS(cert_file, key_file, client_ca_file, client_name) if cert_file else None
     handler = type("SteeringHandler", (_Handler,), {"webhook": webhook})
     server = WebhookServer((host, port), handler)
     server.daemon_threads = True
     server.stopped = threading.Event()
-    if cert_file:
-        tls = ReloadingTLS(cert_file, key_file)
+    if tls is not None:
         server.tls = tls  # each connection is wrapped on its own thread (WebhookServer.finish_request)
 
         def watch() -> None:

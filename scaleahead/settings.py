@@ -382,6 +382,18 @@ class WebhookSettings(BaseModel):
         "docs/operations.md, Install).",
     )
     key_file: str = Field("/etc/scaleahead/webhook/tls.key", description="Private key of cert_file (PEM).")
+    client_ca_file: str = Field(
+        "",
+        description="CA bundle (PEM) that signs the client certificate the API server presents (its "
+        "admission configuration's kubeConfigFile; deploy/webhook/gen-client-cert.sh makes one): when set, "
+        "a client without a certificate signed by it is refused before any review is read. Empty: no "
+        "client authentication, anyone who can reach the port can send reviews (docs/actuator.md, Steering).",
+    )
+    client_name: str = Field(
+        "",
+        description="When set (with client_ca_file), the client certificate's subject CN or one of its DNS "
+        "names must be this name; needed when client_ca_file also signs other clients' certificates.",
+    )
     affinity: Literal["required", "preferred"] = Field(
         "required",
         description="Node affinity given to a steered pod: required pins it (it may wait Pending if the "
@@ -393,6 +405,15 @@ class WebhookSettings(BaseModel):
         description="A steer not consumed by a new pod within this time expires and is reported (s); "
         "controllers replace an evicted pod within seconds.",
     )
+
+    @model_validator(mode="after")
+    def _client_name_needs_a_ca(self) -> WebhookSettings:
+        if self.client_name.strip() and not self.client_ca_file.strip():
+            raise ValueError(
+                f"client_name ({self.client_name!r}) is set but client_ca_file ('') is not: a name is only "
+                "checked on a client certificate verified against client_ca_file"
+            )
+        return self
 
 
 class LogSettings(BaseModel):

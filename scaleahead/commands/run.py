@@ -456,22 +456,38 @@ def _serve_steering(
 
     def start() -> Any:
         webhook = SteeringWebhook(store, clock.now, w.affinity, on_review=on_review)
-        return serve_webhook(webhook, w.host, w.port, w.cert_file, w.key_file)
+        return serve_webhook(
+            webhook,
+            w.host,
+            w.port,
+            w.cert_file,
+            w.key_file,
+            client_ca_file=w.client_ca_file or None,
+            client_name=w.client_name or None,
+        )
 
     try:
         server = start()
     except (OSError, ValueError, ssl.SSLError) as exc:
         log.error(
-            "pod steering webhook not served yet: %s (certificate %s, key %s); trying again every %g s; "
+            "pod steering webhook not served yet: %s (certificate %s, key %s%s); trying again every %g s; "
             "see docs/actuator.md#steering",
             exc,
             w.cert_file,
             w.key_file,
+            f", client CA {w.client_ca_file}" if w.client_ca_file else "",
             retry_s,
             extra={"event": "webhook_not_served"},
         )
         return _DeferredWebhook(start, retry_s)
-    log.info("serving the pod steering webhook", extra={"event": "listening", "port": server.server_address[1]})
+    log.info(
+        "serving the pod steering webhook (%s)",
+        f"clients must present a certificate signed by {w.client_ca_file}"
+        if w.client_ca_file
+        else "no client authentication: anyone who can reach the port can send reviews; "
+        "see webhook.client_ca_file in docs/actuator.md#steering",
+        extra={"event": "listening", "port": server.server_address[1], "client_auth": bool(w.client_ca_file)},
+    )
     return server
 
 
