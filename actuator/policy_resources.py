@@ -19,6 +19,11 @@ allowed to create policies in one namespace scale the workloads of all the other
 refused (reason ``Refused``) unless the operator allows it (``cross_namespace``, the setting
 ``actuation.cross_namespace_targets``). Policy files (``--policies``) are the operator's and may
 name any namespace.
+
+Likewise what a policy says about its share of capacity is bounded by the operator (``PolicyLimits``,
+from the ``actuation`` settings): its tenant is its own namespace (a ``spec.tenant`` naming another
+is refused), its ``priority`` and ``weight`` at most the operator's bounds, and its tenant's
+``minReplicas`` floors together at most the tenant's ``loop.capacity``. Policy files are not bounded.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -69,6 +74,41 @@ def _stamp(t: float) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyLimits:
+    """What a policy object read from the cluster may say about its share of capacity (the
+    ``actuation`` settings of the same names; docs/operations.md, Security). The defaults are the
+    settings' defaults."""
+
+    #: The tenant is the object's namespace: ``spec.tenant`` unset (or ``default``) becomes it, and
+    #: one naming another tenant is refused.
+    tenant_from_namespace: bool = True
+    #: A ``spec.priority`` above this is refused (None: no bound).
+    max_priority: int | None = None
+    #: A ``spec.weight`` above this is refused (None: no bound).
+    max_weight: float | None = None
+    #: A function's ``warmPool.memoryMbPerInstance`` below this is refused (None: no bound).
+    min_memory_mb_per_instance: float | None = None
+    #: ``loop.capacity``: a tenant's ``minReplicas`` floors together may not exceed its entry (nor
+    #: ``*``); the objects planned before, then the oldest, keep theirs. Empty: no bound.
+    capacity: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> PolicyLimits:
+        """From a ``scaleahead.settings.Settings``."""
+        act = settings.actuation
+        return cls(
+            tenant_from_namespace=act.tenant_from_namespace,
+            max_priority=act.max_policy_priority,
+            max_weight=act.max_policy_weight,
+            min_memory_mb_per_instance=act.min_policy_memory_mb_per_instance,
+            capacity=dict(settings.loop.capacity) if act.policy_floors_within_capacity else {},
+        )
+
+
+_HOW = "docs/operations.md, Security"
+
+
+@dataclass(frozen=True, slots=True)
 class Rejected:
     """A policy object that is not planned, and why (its status says so)."""
 
@@ -94,7 +134,8 @@ class ClusterPolicies:
     ``check`` (optional) refuses a valid policy that this process cannot plan: it returns why, or
     None. Skipped objects are in ``invalid`` (name -> why) and ``rejected`` after each ``load``.
     An object whose ``spec.target.namespace`` is not its own namespace is refused unless
-    ``cross_namespace`` (``actuation.cross_namespace_targets``).
+    ``cross_namespace`` (``actuation.cross_namespace_targets``); one that claims more than ``limits``
+    allow (its tenant, priority, weight, memory per instance, floors) is refused too.
     """
 
     def __init__(
@@ -104,6 +145,7 @@ class ClusterPolicies:
         check: Callable[[Policy], str | None] | None = None,
         cross_namespace: bool = False,
         autoscalers: AutoscalerCheck | None = None,
+        limits: PolicyLimits | None = None,
     ) -> None:
         from kubernetes import client
 
@@ -112,6 +154,7 @@ class ClusterPolicies:
         self.check = check
         self.cross_namespace = cross_namespace
         self.autoscalers = autoscalers
+        self.limits = limits if limits is not None else PolicyLimits()
         self.invalid: dict[str, str] = {}
         self.rejected: list[Rejected] = []
         #: Workload keys named by skipped objects (``Kind/namespace/name`` from their raw
@@ -245,6 +288,13 @@ class ClusterPolicies:
                     extra={"event": "policy_invalid"},
                 )
                 continue
+            bounded = self._bounded(policy, own)
+            if isinstance(bounded, tuple):
+                why, hint = bounded
+                reject("Refused", why, hint)
+                log.warning("policy %s is refused: %s", name, why, extra={"event": "policy_invalid"})
+                continue
+            policy = bounded
             created = meta.get("creationTimestamp")
             candidates.append((index, policy, name, reject, created if isinstance(created, str) else "~"))
         # Which of several objects naming one workload (or, in mode floor, one HPA: each would overwrite
@@ -257,6 +307,7 @@ class ClusterPolicies:
             return (0 if any(owners.get(k) == name for k in _claims(policy)) else 1, created, index)
 
         accepted: list[tuple[int, Policy]] = []
+        floors = _Floors(self.limits.capacity)
         for index, policy, name, reject, _ in sorted(candidates, key=rank):
             claims = _claims(policy)
             taken = next((k for k in claims if k in seen), None)
@@ -282,6 +333,11 @@ class ClusterPolicies:
                 reject("Refused", refused, "Change the policy as said, or the process's history source.")
                 log.warning("policy %s is refused: %s", name, refused, extra={"event": "policy_invalid"})
                 continue
+            over = floors.take(policy)
+            if over is not None:
+                reject("Refused", *over)
+                log.warning("policy %s is refused: %s", name, over[0], extra={"event": "policy_invalid"})
+                continue
             for k in claims:
                 seen[k] = name
             rejecters[claims[0]] = reject
@@ -298,6 +354,80 @@ class ClusterPolicies:
         self._owners = {k: v for k, v in seen.items() if v in planned}
         self.rejected_targets = rejected_targets
         return policies
+
+    def _bounded(self, policy: Policy, own: str) -> Policy | tuple[str, str]:
+        """``policy`` with its tenant set to its namespace (``limits.tenant_from_namespace``), or
+        why it is refused and what to do."""
+        limits, spec = self.limits, policy.spec
+        if limits.tenant_from_namespace and spec.tenant not in ("default", own):
+            return (
+                f"spec.tenant {spec.tenant!r} is not this policy's own namespace {own!r}: a policy's tenant is "
+                "its namespace (a tenant named by the policy would let it escape its own limit in loop.capacity, "
+                "or draw on another tenant's)",
+                f"Drop spec.tenant (or set it to {own}); or, if the policies' authors may choose their tenants, "
+                f"have the operator set SCALEAHEAD_ACTUATION__TENANT_FROM_NAMESPACE=false ({_HOW}).",
+            )
+        if limits.max_priority is not None and spec.priority > limits.max_priority:
+            return (
+                f"spec.priority {spec.priority} is above the operator's bound {limits.max_priority} "
+                "(actuation.max_policy_priority): a higher priority is served first under shortage",
+                f"Set spec.priority to at most {limits.max_priority}, or ask the operator to raise "
+                f"SCALEAHEAD_ACTUATION__MAX_POLICY_PRIORITY ({_HOW}).",
+            )
+        if limits.max_weight is not None and spec.weight > limits.max_weight:
+            return (
+                f"spec.weight {spec.weight:g} is above the operator's bound {limits.max_weight:g} "
+                "(actuation.max_policy_weight): the weight decides the share under shortage",
+                f"Set spec.weight to at most {limits.max_weight:g}, or ask the operator to raise "
+                f"SCALEAHEAD_ACTUATION__MAX_POLICY_WEIGHT ({_HOW}).",
+            )
+        least, warm = limits.min_memory_mb_per_instance, spec.warm_pool
+        if (
+            least is not None
+            and spec.workload_class == "function"
+            and warm.enabled
+            and warm.memory_mb_per_instance < least
+        ):
+            return (
+                f"spec.warmPool.memoryMbPerInstance {warm.memory_mb_per_instance:g} is below the operator's "
+                f"bound {least:g} (actuation.min_policy_memory_mb_per_instance): the declared memory decides "
+                "the function's share of loop.warm_memory_budget_mb",
+                f"Declare the memory one instance really holds (at least {least:g} MB), or ask the operator to "
+                f"lower SCALEAHEAD_ACTUATION__MIN_POLICY_MEMORY_MB_PER_INSTANCE ({_HOW}).",
+            )
+        if limits.tenant_from_namespace and spec.tenant != own:
+            policy = policy.model_copy(update={"spec": spec.model_copy(update={"tenant": own})})
+        return policy
+
+
+class _Floors:
+    """The ``minReplicas`` floors each tenant's accepted policies hold, against ``capacity``: the
+    planner serves floors before any limit, so a floor above the tenant's limit would pass it."""
+
+    def __init__(self, capacity: dict[str, int]) -> None:
+        self.capacity = capacity
+        self.held: dict[str, int] = {}
+
+    def take(self, policy: Policy) -> tuple[str, str] | None:
+        """None (and the floor counted), or why the policy's floor does not fit and what to do."""
+        tenant, floor = policy.spec.tenant, policy.spec.min_replicas
+        limits = [(f"tenant {tenant}'s", self.capacity[tenant])] if tenant in self.capacity else []
+        if "*" in self.capacity:
+            limits.append(("the whole ('*')", self.capacity["*"]))
+        held = self.held.get(tenant, 0)
+        for which, cap in limits:
+            if held + floor > cap:
+                others = f" with the {held} its other policies hold" if held else ""
+                return (
+                    f"spec.minReplicas {floor}{others} is above {which} capacity {cap} (loop.capacity): floors are "
+                    "served before any limit, so this one would pass it",
+                    f"Lower minReplicas to at most {max(cap - held, 0)} (the policies planned before, then the oldest, "
+                    "keep theirs), or ask the operator to raise loop.capacity, or to set "
+                    f"SCALEAHEAD_ACTUATION__POLICY_FLOORS_WITHIN_CAPACITY=false ({_HOW}).",
+                )
+        if limits:
+            self.held[tenant] = held + floor
+        return None
 
 
 def _claims(policy: Policy) -> list[str]:

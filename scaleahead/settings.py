@@ -231,6 +231,43 @@ class ActuationSettings(BaseModel):
         "namespace could otherwise scale the workloads of all (docs/operations.md, Security). Policy files "
         "(--policies) are the operator's and may always name any namespace.",
     )
+    tenant_from_namespace: bool = Field(
+        True,
+        description="A PredictiveScalingPolicy object's tenant (the name loop.capacity limits) is its own namespace: "
+        "one without spec.tenant (or with 'default') gets its namespace, one naming another tenant is refused "
+        "(status Accepted False, reason Refused), so no policy escapes its namespace's limit or draws on another's. "
+        "Off: the tenant is whatever spec.tenant says, for clusters where only the operators create policies "
+        "(docs/operations.md, Security). Policy files (--policies) are the operator's and are not bound.",
+    )
+    max_policy_priority: int | None = Field(
+        None,
+        description="A PredictiveScalingPolicy object whose spec.priority is above this is refused (reason "
+        "Refused): a higher priority is served in full first under shortage, so an unbounded one lets any "
+        "policy author take a shared capacity. None: no bound (docs/operations.md, Security). Policy files are "
+        "not bound.",
+    )
+    max_policy_weight: float | None = Field(
+        None,
+        gt=0,
+        description="A PredictiveScalingPolicy object whose spec.weight is above this is refused (reason Refused): "
+        "the weight decides the share of a shared capacity within a priority. None: no bound "
+        "(docs/operations.md, Security). Policy files are not bound.",
+    )
+    min_policy_memory_mb_per_instance: float | None = Field(
+        None,
+        gt=0,
+        description="A PredictiveScalingPolicy object of a function with a warm pool whose "
+        "warmPool.memoryMbPerInstance is below this is refused (reason Refused): the declared memory decides "
+        "the function's share of loop.warm_memory_budget_mb. None: no bound (docs/operations.md, Security). "
+        "Policy files are not bound.",
+    )
+    policy_floors_within_capacity: bool = Field(
+        True,
+        description="The minReplicas of a tenant's PredictiveScalingPolicy objects together may not exceed the "
+        "tenant's loop.capacity entry, nor '*': floors are served before any limit, so one above would pass it. "
+        "The objects planned before, then the oldest, keep theirs; one that does not fit is refused (reason "
+        "Refused). Off: floors are not bounded (docs/operations.md, Security). Policy files are not bound.",
+    )
     namespace: str = Field(
         "scaleahead",
         description="Namespace of scaleahead's own objects: the leader Lease and the kill-switch ConfigMap.",

@@ -153,12 +153,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             pols: list[Any] = list(load_policy_path(policies))
         api = make_api_client(str(kubeconfig) if kubeconfig else None)
         if policies is None:
-            from actuator.policy_resources import ClusterPolicies
+            from actuator.policy_resources import ClusterPolicies, PolicyLimits
             from scaleahead.settings import Settings
 
             # A list that fails is a UserError (HTTP status or the unreachable server, and what to do).
-            cross = Settings.from_env().actuation.cross_namespace_targets
-            pols = list(ClusterPolicies(api, cross_namespace=cross).load())
+            settings = Settings.from_env()
+            cross = settings.actuation.cross_namespace_targets
+            limits = PolicyLimits.from_settings(settings)
+            pols = list(ClusterPolicies(api, cross_namespace=cross, limits=limits).load())
         store = Store(db)
         done = build_actuator(pols, store, kubeconfig, api=api).reconcile(time.time())
         for aid, state, why in done:

@@ -613,7 +613,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if policies is not None:
             pols = load_policy_path(policies)
         else:
-            from actuator.policy_resources import ClusterPolicies, PolicyStatusWriter
+            from actuator.policy_resources import ClusterPolicies, PolicyLimits, PolicyStatusWriter
 
             check = None
             if history.startswith("trace:"):  # a policy at another step than the trace's is skipped
@@ -633,6 +633,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 namespace,
                 check=check,
                 cross_namespace=settings.actuation.cross_namespace_targets,
+                limits=PolicyLimits.from_settings(settings),
                 # a policy that would fight an HPA on the workload it scales is refused (writes only there)
                 autoscalers=AutoscalerCheck(api, cluster_wide=namespace is None) if target == "kubernetes" else None,
             )
@@ -891,10 +892,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if policies is not None:
             pols = load_policy_path(policies)
         else:
-            from actuator.policy_resources import ClusterPolicies
+            from actuator.policy_resources import ClusterPolicies, PolicyLimits
 
             pols = ClusterPolicies(
-                _kube_api(kubeconfig), cross_namespace=settings.actuation.cross_namespace_targets
+                _kube_api(kubeconfig),
+                cross_namespace=settings.actuation.cross_namespace_targets,
+                limits=PolicyLimits.from_settings(settings),
             ).load()
             if not pols:
                 raise UserError("No PredictiveScalingPolicy objects in the cluster.", "Apply policies first.")

@@ -241,8 +241,8 @@ def test_the_daemon_reloads_policies_from_the_cluster_and_writes_their_status(cl
     assert "status" in co.get_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, "web1")
 
 
-def _accepted(co: Any, name: str) -> dict[str, Any]:
-    status = co.get_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, name).get("status") or {}
+def _accepted(co: Any, name: str, ns: str = "shop") -> dict[str, Any]:
+    status = co.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name).get("status") or {}
     found = [c for c in status.get("conditions", []) if c["type"] == "Accepted"]
     assert len(found) == 1, f"one Accepted condition in {status}"
     return {**found[0], "_status": status}
@@ -506,3 +506,161 @@ def test_two_floor_policies_naming_one_hpa_are_duplicates(cluster) -> None:  # t
     assert (dup.name, dup.reason) == ("api", "DuplicateTarget")
     assert "another policy, shop/web, in mode floor already names HorizontalPodAutoscaler/shop/web-hpa" in dup.message
     assert "Deployment/shop/api" in source.rejected_targets, "still claimed"
+
+
+def test_a_cluster_policys_tenant_is_its_namespace_and_one_naming_another_is_refused(cluster) -> None:  # type: ignore[no-untyped-def]
+    """secaudit finding 2: ``spec.tenant`` naming another tenant escaped the policy's own limit in
+    ``loop.capacity`` and drew on the other's; an unknown name was never limited."""
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("plain", ns="team-a"))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("dflt", ns="team-a", tenant="default"))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("own", ns="team-a", tenant="team-a"))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("victim", ns="team-a", tenant="team-b"))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("free", ns="team-a", tenant="nobody"))
+
+    source = ClusterPolicies(api)  # the default: the tenant is the namespace
+    assert {p.metadata.name: p.spec.tenant for p in source.load()} == {
+        "plain": "team-a",
+        "dflt": "team-a",
+        "own": "team-a",
+    }
+    refused = {r.name: r for r in source.rejected}
+    assert sorted(refused) == ["free", "victim"]
+    assert {r.reason for r in refused.values()} == {"Refused"}
+    msg = refused["victim"].message
+    assert "spec.tenant 'team-b' is not this policy's own namespace 'team-a'" in msg
+    assert "Drop spec.tenant" in msg and "SCALEAHEAD_ACTUATION__TENANT_FROM_NAMESPACE=false" in msg
+    # refused, but its workload (in its own namespace) is still claimed: not handed back meanwhile
+    assert source.rejected_targets == {"Deployment/team-a/victim", "Deployment/team-a/free"}
+
+    from actuator.policy_resources import PolicyLimits
+
+    trusting = ClusterPolicies(api, limits=PolicyLimits(tenant_from_namespace=False))
+    assert {p.metadata.name: p.spec.tenant for p in trusting.load()} == {
+        "plain": "default",
+        "dflt": "default",
+        "own": "team-a",
+        "victim": "team-b",
+        "free": "nobody",
+    }
+
+
+def test_cluster_policies_above_the_operators_priority_weight_or_below_its_memory_bound_are_refused(cluster) -> None:  # type: ignore[no-untyped-def]
+    """secaudit findings 2 and 7: priority 2e9 or weight 1e300 took a whole shared capacity; a
+    declared memoryMbPerInstance of 0.001 MB was kept warm before everyone else."""
+    from actuator.policy_resources import PolicyLimits
+
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    fn = {"kind": "KnativeService"}
+    for name, spec in {
+        "at": {"priority": 10, "weight": 4},
+        "high": {"priority": 2_000_000_000},
+        "heavy": {"weight": 1e300},
+        "tiny": {"workloadClass": "function", "warmPool": {"enabled": True, "memoryMbPerInstance": 0.001}},
+        "sized": {"workloadClass": "function", "warmPool": {"enabled": True, "memoryMbPerInstance": 64}},
+        "cold": {"workloadClass": "function", "warmPool": {"enabled": False, "memoryMbPerInstance": 0.001}},
+    }.items():
+        body = _cr(name, ns="team-a", **spec)
+        if "warmPool" in spec:
+            body["spec"]["target"] = {**fn, "name": name}
+        co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, body)
+
+    assert len(ClusterPolicies(api).load()) == 6  # no bounds by default
+    limits = PolicyLimits(max_priority=10, max_weight=4, min_memory_mb_per_instance=16)
+    source = ClusterPolicies(api, limits=limits)
+    assert sorted(p.metadata.name for p in source.load()) == ["at", "cold", "sized"]
+    refused = {r.name: r for r in source.rejected}
+    assert sorted(refused) == ["heavy", "high", "tiny"] and {r.reason for r in refused.values()} == {"Refused"}
+    assert "spec.priority 2000000000 is above the operator's bound 10" in refused["high"].message
+    assert "SCALEAHEAD_ACTUATION__MAX_POLICY_PRIORITY" in refused["high"].message
+    assert "spec.weight 1e+300 is above the operator's bound 4" in refused["heavy"].message
+    assert "spec.warmPool.memoryMbPerInstance 0.001 is below the operator's bound 16" in refused["tiny"].message
+
+
+def test_a_tenants_cluster_policy_floors_may_not_pass_its_capacity(cluster) -> None:  # type: ignore[no-untyped-def]
+    """secaudit finding 2: floors are served before any limit, so ``minReplicas: 100`` got 20 times its
+    tenant's limit of 5 (and more than the whole capacity of 30)."""
+    from actuator.policy_resources import PolicyLimits
+
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("a1", ns="team-a", minReplicas=3))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("a2", ns="team-a", minReplicas=3))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("a3", ns="team-a", minReplicas=2))
+    big = _cr("big", ns="team-c", minReplicas=100, maxReplicas=200)
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-c", PLURAL, big)
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-b", PLURAL, _cr("b1", ns="team-b", minReplicas=20))
+
+    capacity = {"team-a": 5, "team-b": 30, "*": 30}
+    source = ClusterPolicies(api, limits=PolicyLimits(capacity=capacity))
+    # a1 (first) keeps its 3; a2's 3 more would make 6 > 5; a3's 2 fit; team-c has no entry but '*' is 30
+    assert sorted(p.metadata.name for p in source.load()) == ["a1", "a3", "b1"]
+    refused = {r.name: r for r in source.rejected}
+    assert sorted(refused) == ["a2", "big"]
+    assert "spec.minReplicas 3 with the 3 its other policies hold is above tenant team-a's capacity 5" in (
+        refused["a2"].message
+    )
+    assert "Lower minReplicas to at most 2" in refused["a2"].message
+    assert "spec.minReplicas 100 is above the whole ('*') capacity 30" in refused["big"].message
+    assert source.rejected_targets == {"Deployment/team-a/a2", "Deployment/team-c/big"}
+    assert sorted(p.metadata.name for p in ClusterPolicies(api).load()) == ["a1", "a2", "a3", "b1", "big"]
+
+
+def test_policy_limits_come_from_the_actuation_settings() -> None:
+    from actuator.policy_resources import PolicyLimits
+    from scaleahead.settings import Settings
+
+    default = PolicyLimits.from_settings(Settings())
+    assert default == PolicyLimits() and default.tenant_from_namespace is True
+    env = {
+        "SCALEAHEAD_ACTUATION__TENANT_FROM_NAMESPACE": "false",
+        "SCALEAHEAD_ACTUATION__MAX_POLICY_PRIORITY": "100",
+        "SCALEAHEAD_ACTUATION__MAX_POLICY_WEIGHT": "10",
+        "SCALEAHEAD_ACTUATION__MIN_POLICY_MEMORY_MB_PER_INSTANCE": "64",
+        "SCALEAHEAD_LOOP__CAPACITY": "shop=40,*=200",
+    }
+    assert PolicyLimits.from_settings(Settings.from_env(env)) == PolicyLimits(
+        tenant_from_namespace=False,
+        max_priority=100,
+        max_weight=10,
+        min_memory_mb_per_instance=64,
+        capacity={"shop": 40, "*": 200},
+    )
+    off = Settings.from_env({**env, "SCALEAHEAD_ACTUATION__POLICY_FLOORS_WITHIN_CAPACITY": "false"})
+    assert PolicyLimits.from_settings(off).capacity == {}
+
+
+def test_run_keeps_a_cluster_policy_within_its_namespaces_capacity(cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """secaudit finding 2 end to end (``scaleahead run`` with loop.capacity): the policy of team-a that
+    names team-b as its tenant is refused, so it neither escapes team-a's limit of 5 nor draws on
+    team-b's 30; team-a's own policy (no spec.tenant) is held to 5."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from scaleahead.cli import app
+
+    em, api = cluster
+    co = client.CustomObjectsApi(api)
+    spec = {"capacityPerReplica": 0.5, "maxReplicas": 100, "minReplicas": 1, "maxStepUp": 100}
+    co.create_namespaced_custom_object(
+        GROUP, VERSION, "team-b", PLURAL, _cr("web", ns="team-b", tenant="team-b", **spec)
+    )
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("web", ns="team-a", **spec))
+    co.create_namespaced_custom_object(
+        GROUP, VERSION, "team-a", PLURAL, _cr("api", ns="team-a", tenant="team-b", **spec)
+    )
+    argv = ["run", "--once", "--virtual", "--no-server", "--history", "trace:nasa-10s", "--target", "memory"]
+    argv += ["--kubeconfig", str(_kubeconfig(tmp_path / "kubeconfig", em.url))]
+    argv += ["--db", f"sqlite:///{tmp_path / 'r.db'}", "--model", "seasonal_naive"]
+    out = CliRunner().invoke(app, argv, env={"SCALEAHEAD_LOOP__CAPACITY": "team-a=5,team-b=30,*=30"})
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout[out.stdout.index("{") :])
+    got = {a["target"]: a["to"] for a in summary["actions"]}
+    # each wants more than 60 replicas: team-a is held to its 5, team-b gets the rest of the 30
+    assert got == {"Deployment/team-a/web": 5, "Deployment/team-b/web": 25}
+    spy = _accepted(co, "api", ns="team-a")
+    assert spy["status"] == "False" and spy["reason"] == "Refused"
+    assert "spec.tenant 'team-b' is not this policy's own namespace 'team-a'" in spy["message"]
