@@ -73,6 +73,16 @@ class LoopSettings(BaseModel):
         "also reads the half hour around one week back, which only 7.02 days or more give it (it is trained with "
         "it; about 3.5x the history memory); shorter, that input is missing at every forecast (docs/forecaster.md).",
     )
+    max_history_points: int | None = Field(
+        None,
+        ge=1,
+        description="Most points one policy's history window (history_days at its demand.stepSeconds) may hold: "
+        "a policy over it is refused (in the cluster: status Accepted False, reason Refused; from --policies "
+        "files: run stops with a message) and never read, since every read of its window costs window / step "
+        "points in requests, decoding and memory. The retraining window (jobs.history_days) is held to the same "
+        "multiple. None: twice the points of the default 10 s step (34,560 for 2 days: steps of 5 s or more) "
+        "(docs/prometheus.md, 'Points per window').",
+    )
     max_moves: int = Field(
         0,
         ge=0,
