@@ -16,6 +16,7 @@ What this module guarantees:
   the query; so is an empty result;
 - 5xx, 429, timeouts and refused/reset connections are retried with exponential back-off; 4xx
   (bad query, 401, 403) and TLS failures are not;
+- a URL's ``USER:PASSWORD@`` is sent as basic auth and never shown (``base`` is the URL without it);
 - every error is a ``PrometheusError`` (a ``UserError``) naming the workload, the query and what
   to check.
 """
@@ -34,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 import urllib3
@@ -45,7 +47,7 @@ from urllib3.exceptions import (
     SSLError,
 )
 
-from scaleahead.errors import UserError
+from scaleahead.errors import UserError, hide_password
 from scaleahead.types import F32_MAX, FloatArray, Series
 
 log = logging.getLogger("scaleahead.prometheus")
@@ -132,8 +134,16 @@ class PrometheusConfig:
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise UserError(
-                f"Prometheus URL {self.url!r} is not an http:// or https:// URL.",
+                f"Prometheus URL {hide_password(self.url)!r} is not an http:// or https:// URL.",
                 "Give the base URL, e.g. http://prometheus.monitoring:9090.",
+            )
+        _, url_user, _ = split_credentials(self.url)
+        if url_user is not None and (self.bearer_token or self.bearer_token_file or self.username is not None):
+            raise UserError(
+                f"The Prometheus URL {hide_password(self.url)!r} holds a username and password, and other "
+                "credentials are given too (a bearer token or a username).",
+                "Give the credentials once: drop USER:PASSWORD@ from the URL (better: the password in a file, "
+                "SCALEAHEAD_PROMETHEUS__PASSWORD_FILE or --password-file), or the other credentials.",
             )
         if not 1 <= self.max_points <= PROMETHEUS_MAX_POINTS:
             raise UserError(f"max_points must be in 1..{PROMETHEUS_MAX_POINTS}, got {self.max_points}.")
@@ -247,7 +257,9 @@ class PrometheusClient:
 
     def __init__(self, config: PrometheusConfig, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
-        self.base = config.url.rstrip("/")
+        # The URL without USER:PASSWORD@ (which become basic auth): it is what messages and logs show.
+        base, self._url_user, self._url_password = split_credentials(config.url)
+        self.base = base.rstrip("/")
         self.stats = FetchStats()
         self._sleep = sleep
         #: Queries read alone, and for how many more reads: 1 after their batch timed out (batched
@@ -307,6 +319,8 @@ class PrometheusClient:
             headers["Authorization"] = f"Bearer {token}"
         elif cfg.username is not None:
             headers.update(urllib3.util.make_headers(basic_auth=f"{cfg.username}:{cfg.password or ''}"))
+        elif self._url_user is not None:  # http://USER:PASSWORD@host: urllib3 would send neither
+            headers.update(urllib3.util.make_headers(basic_auth=f"{self._url_user}:{self._url_password or ''}"))
         headers.update(cfg.headers)
         return headers
 
@@ -925,6 +939,19 @@ def _decode_values(values: Sequence[Any]) -> tuple[FloatArray, FloatArray]:
     if ts.ndim != 1 or vs.ndim != 1:
         raise ValueError(f"a sample is {_excerpt(values[0])}")
     return ts, vs
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``url`` without ``USER:PASSWORD@``, and the user and password it held (percent-decoded;
+    None when it held none). The client sends them as basic auth and shows only the URL without
+    them: until 2026-12-06 the whole URL, password included, was in every message and log line
+    that named the server (and urllib3 sent neither, so the server answered 401)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, sep, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=hostport)), unquote(user), unquote(password) if sep else None
 
 
 def _fmt(t: float) -> str:
