@@ -176,7 +176,13 @@ class StorageSettings(BaseModel):
 class PrometheusSettings(BaseModel):
     model_config = _NO_INF_NAN
     url: str | None = Field(None, description="Base URL of Prometheus (or Thanos, Mimir, VictoriaMetrics).")
-    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout (s).")
+    timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Per-request timeout (s). Each query is sent Prometheus' own timeout= a tenth below it (at most "
+        "1 s below: 29 s by default), so the server stops an expensive query instead of finishing it for nobody; "
+        "a policy's query that timed out is not retried (docs/prometheus.md, Timeouts).",
+    )
     max_concurrency: int = Field(8, ge=1, description="Parallel range queries.")
     bearer_token_file: str | None = Field(
         None, description="File holding a bearer token, re-read on every request (rotated tokens keep working)."

@@ -1,5 +1,6 @@
 """What one tenant's policy may cost the others, against the real test Prometheus (security audit
-of 2026-12-06): the points of a window at a tiny step, and a URL's password in messages."""
+of 2026-12-06): the points of a window at a tiny step, an expensive query's timeout, and a URL's
+password in messages."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import pytest
 
 from scaleahead.errors import UserError
 from scaleahead.policy import parse_policies
-from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, RangeRequest
+from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, RangeRequest
 from scaleahead.prometheus.history import PrometheusHistory
 
 DAY = 86400.0
+#: 172.8 M subquery steps (2 days at 1 ms), about 36 s of work here, in little memory where the test
+#: server has no data (a month after it: ``FAR``); Prometheus checks its timeout at every step.
+HEAVY = "count_over_time(sum(nasa_requests)[2d:1ms])"
+FAR = 30 * 86400.0
 
 
 # -- finding 3: the points of one policy's window -------------------------------------------------------
@@ -43,6 +48,52 @@ def test_a_policy_whose_window_holds_too_many_points_is_not_read_and_says_what_t
     got = hist.read([tiny], prom.end)
     assert hist.errors == {} and len(got[tiny.workload]) == 172_800
     assert np.nanmax(got[tiny.workload].values) == np.nanmax(prom.web.values)
+
+
+# -- finding 5: an expensive query's timeout --------------------------------------------------------------
+
+
+def test_prometheus_stops_an_expensive_query_at_the_timeout_it_is_sent_and_it_is_not_retried(prom) -> None:
+    """Until 2026-12-06 no timeout was sent: Prometheus went on with a query the client had given up
+    on, and the client tried it 4 times (the audit's read of one victim next to it: 36 s at an 8 s
+    timeout, 2 minutes at the default 30 s). Now Prometheus is sent timeout= just under the client's
+    and answers that it stopped the query; that read is not retried, and the query is read alone
+    (never batched with the others) for the next reads."""
+    from scaleahead.prometheus.client import SLOW_READS
+
+    w = prom.workers["w01"]
+    t0 = w.start + 600
+    far = prom.end + FAR
+    heavy = RangeRequest("team-a/heavy", HEAVY, far, far, 10.0, allow_empty=True)
+    light = RangeRequest("team-b/web", 'nasa_requests{workload="w01"}', t0, t0 + 300, 10.0)
+    slept: list[float] = []
+    client = PrometheusClient(PrometheusConfig(prom.url, timeout_s=3.0, retries=1, batch_size=1), sleep=slept.append)
+    got = client.fetch_many([heavy, light])
+    assert isinstance(got[0], PrometheusError) and got[0].kind == "timeout"
+    msg = got[0].message
+    assert "stopped the query at its evaluation timeout (2.7 s" in msg and "team-a/heavy" in msg, msg
+    assert "SCALEAHEAD_PROMETHEUS__TIMEOUT_S" in msg
+    assert not isinstance(got[1], PrometheusError)
+    np.testing.assert_array_equal(got[1].values, w.between(t0, t0 + 310).values)
+    assert client.stats.retries == 0 and slept == []  # one attempt, no back-off
+    assert client.alone == {HEAVY: SLOW_READS}
+
+
+def test_a_batch_that_prometheus_stopped_at_its_timeout_is_not_retried_whole(prom) -> None:
+    """Prometheus answers a query it stopped with HTTP 503, which a batch retried whole as an
+    overloaded server's: the timeout is told apart (errorType timeout) and handled as a timeout."""
+    far = prom.end + FAR
+    reqs = [
+        RangeRequest("team-a/heavy", HEAVY, far, far + 30, 10.0, allow_empty=True),
+        RangeRequest("team-b/web", "sum(nasa_requests)", far, far + 30, 10.0, allow_empty=True),
+    ]
+    client = PrometheusClient(PrometheusConfig(prom.url, timeout_s=2.0, retries=1), sleep=lambda _: None)
+    got = client.fetch_many(reqs)
+    assert all(isinstance(g, PrometheusError) and g.kind == "timeout" for g in got)
+    assert client.stats.retries == 0 and client.stats.requests == 1
+    assert client.alone == {r.query: 1 for r in reqs}  # each read alone next time: web then reads fine
+    again = client.fetch_many(reqs)
+    assert isinstance(again[0], PrometheusError) and not isinstance(again[1], PrometheusError)
 
 
 # -- finding 8: a URL's password -----------------------------------------------------------------------
