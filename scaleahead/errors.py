@@ -34,3 +34,12 @@ class DataError(UserError):
 
 class ConfigError(UserError):
     """A malformed policy or settings file."""
+
+
+def hide_password(text: str) -> str:
+    """``text`` (a URL, or a message quoting one) with every URL's password as ``***``:
+    ``http://admin:pw@host`` -> ``http://admin:***@host``. Shared by the database (storage) and
+    Prometheus messages: a password written in a URL must never reach a log, an error or a status."""
+    import re
+
+    return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)

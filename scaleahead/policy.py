@@ -48,6 +48,16 @@ MAX_INT32 = 2**31 - 1
 #: Longest ``rolloutGroup``: the width of ``rollouts.group`` (storage/schema.py; a test checks they
 #: agree). A longer one failed every retraining on PostgreSQL after it had registered the model.
 MAX_ROLLOUT_GROUP = 128
+#: Shortest ``demand.stepSeconds`` (s). Every read of a policy's window costs window / step points: at
+#: 0.001 s the 2-day window was 172.8 M points, 15,710 requests and 3 GB, so one policy object got the
+#: controller (2 GiB) OOM-killed at every start and no workload was scaled (until 2026-12-06 any step
+#: above 0 was accepted). ``history_points_refusal`` bounds the points of a window at any step.
+MIN_STEP_SECONDS = 1.0
+#: The default ``demand.stepSeconds`` (s): what a window's points are counted against by default.
+DEFAULT_STEP_SECONDS = 10.0
+#: Unless the operator sets a limit (``loop.max_history_points``), a window may hold this many times
+#: the points of the default step: a policy costs at most twice a default one (steps of 5 s or more).
+DEFAULT_POINTS_FACTOR = 2.0
 
 
 def _spelt(value: Any) -> str:
@@ -289,11 +299,12 @@ class Demand(_Model):
     query: str = Field(..., min_length=1, description="PromQL giving one series of demand.")
     unit: str = Field("req/s", description="Unit of the query's value, used in reasons.")
     step_seconds: Float = Field(
-        10.0,
-        gt=0,
-        description="Resolution of history and forecasts (s): the step of the Prometheus query. A trace or "
-        "series CSV given as history (plan --history, run --history trace:) must be at this step: it is not "
-        "resampled, and another step is an error.",
+        DEFAULT_STEP_SECONDS,
+        ge=MIN_STEP_SECONDS,
+        description="Resolution of history and forecasts (s): the step of the Prometheus query, at least 1. A "
+        "trace or series CSV given as history (plan --history, run --history trace:) must be at this step: it is "
+        "not resampled, and another step is an error. The loop's history window at this step may hold at most "
+        "loop.max_history_points points (by default steps of 5 s or more; docs/prometheus.md).",
     )
 
 
@@ -558,6 +569,42 @@ class Policy(_Model):
     def workload(self) -> WorkloadRef:
         t = self.spec.target
         return WorkloadRef(t.kind, t.namespace, t.name)
+
+
+def history_points_limit(window_s: float, max_points: int | None = None) -> int:
+    """The most points a policy's history window of ``window_s`` may hold: ``max_points`` (the
+    operator's ``loop.max_history_points``), or by default ``DEFAULT_POINTS_FACTOR`` times the
+    window's points at the default step (34,560 for 2 days)."""
+    if max_points is not None:
+        return max(1, int(max_points))
+    return max(1, math.floor(DEFAULT_POINTS_FACTOR * window_s / DEFAULT_STEP_SECONDS + 1e-9))
+
+
+def history_points_refusal(policy: Policy, window_s: float, max_points: int | None = None) -> str | None:
+    """Why ``policy`` may not be read over a history window of ``window_s`` (None: it may): its
+    ``demand.stepSeconds`` would put more than ``history_points_limit`` points in the window.
+
+    Each read of a first (or lost) window costs window / step points in requests to Prometheus,
+    decoding and memory, for as long as the policy exists: a tenant's tiny step cost every tenant
+    their scaling (docs/prometheus.md, "Points per window")."""
+    step = policy.spec.demand.step_seconds
+    points = math.floor(window_s / step + 1e-9)
+    limit = history_points_limit(window_s, max_points)
+    if points <= limit:
+        return None
+    least = math.ceil(window_s / limit * 1000.0 - 1e-6) / 1000.0
+    days = window_s / 86400.0
+    source = (
+        "loop.max_history_points"
+        if max_points is not None
+        else f"twice the {DEFAULT_STEP_SECONDS:g} s default step's points, unless loop.max_history_points says"
+    )
+    return (
+        f"demand.stepSeconds {step:g} puts {points:,} points in the {days:g}-day history window "
+        f"(loop.history_days), more than the {limit:,} a policy's window may hold ({source}): "
+        f"set demand.stepSeconds to {least:g} or more, or have the operator raise "
+        "SCALEAHEAD_LOOP__MAX_HISTORY_POINTS (docs/prometheus.md)"
+    )
 
 
 class _DuplicateKey(yaml.constructor.ConstructorError):

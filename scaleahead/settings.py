@@ -73,6 +73,16 @@ class LoopSettings(BaseModel):
         "also reads the half hour around one week back, which only 7.02 days or more give it (it is trained with "
         "it; about 3.5x the history memory); shorter, that input is missing at every forecast (docs/forecaster.md).",
     )
+    max_history_points: int | None = Field(
+        None,
+        ge=1,
+        description="Most points one policy's history window (history_days at its demand.stepSeconds) may hold: "
+        "a policy over it is refused (in the cluster: status Accepted False, reason Refused; from --policies "
+        "files: run stops with a message) and never read, since every read of its window costs window / step "
+        "points in requests, decoding and memory. The retraining window (jobs.history_days) is held to the same "
+        "multiple. None: twice the points of the default 10 s step (34,560 for 2 days: steps of 5 s or more) "
+        "(docs/prometheus.md, 'Points per window').",
+    )
     max_moves: int = Field(
         0,
         ge=0,
@@ -166,7 +176,13 @@ class StorageSettings(BaseModel):
 class PrometheusSettings(BaseModel):
     model_config = _NO_INF_NAN
     url: str | None = Field(None, description="Base URL of Prometheus (or Thanos, Mimir, VictoriaMetrics).")
-    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout (s).")
+    timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Per-request timeout (s). Each query is sent Prometheus' own timeout= a tenth below it (at most "
+        "1 s below: 29 s by default), so the server stops an expensive query instead of finishing it for nobody; "
+        "a policy's query that timed out is not retried (docs/prometheus.md, Timeouts).",
+    )
     max_concurrency: int = Field(8, ge=1, description="Parallel range queries.")
     bearer_token_file: str | None = Field(
         None, description="File holding a bearer token, re-read on every request (rotated tokens keep working)."

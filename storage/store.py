@@ -13,7 +13,6 @@ import json
 import logging
 import math
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -34,7 +33,7 @@ from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLA
 from sqlalchemy.exc import DataError as SQLDataError
 from sqlalchemy.orm import Session, sessionmaker
 
-from scaleahead.errors import DataError, UserError
+from scaleahead.errors import DataError, UserError, hide_password
 from scaleahead.types import Action, Forecast, Plan, QuantileRows, WorkloadRef, action_endpoints
 from storage.schema import (
     ActionRow,
@@ -1774,7 +1773,7 @@ def _hide_password(shown: str, url: str | None = None) -> str:
         password = None
     if password and len(str(password)) >= 4:
         shown = shown.replace(str(password), "***")
-    return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s]*@", r"\1***@", shown)
+    return hide_password(shown)
 
 
 def _few(names: Sequence[str]) -> str:

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from scaleahead.commands import DbOpt, OutputOpt, check_fits, check_folder, check_output, check_positive, db_width
-from scaleahead.errors import DataError, UserError
+from scaleahead.errors import DataError, UserError, hide_password
 from scaleahead.types import Series
 
 console = Console()
@@ -59,7 +59,7 @@ def _prometheus_training_data(url: str, policy: Path | None, days: float, end: s
     usable = [s for s in series.values() if np.isfinite(s.values).any()]
     if not usable:
         raise UserError(
-            f"No usable history from {url} for the {len(policies)} policies of {policy}.",
+            f"No usable history from {hide_password(url)} for the {len(policies)} policies of {policy}.",
             "Check the URL, the demand queries and the range (--days, --end).",
         )
     return usable
@@ -213,7 +213,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend, model_name)
         if prometheus is not None:
             train_data = _prometheus_training_data(prometheus, policy, days, end)
-            source = f"{prometheus} ({len(train_data)} series)"
+            source = f"{hide_password(prometheus)} ({len(train_data)} series)"  # a registry column
             name = "prometheus"
         else:
             assert trace is not None

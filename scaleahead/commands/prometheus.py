@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scaleahead.commands import check_output, check_positive
-from scaleahead.errors import DataError, UserError
+from scaleahead.errors import DataError, UserError, hide_password
 
 if TYPE_CHECKING:
     from scaleahead.planning import DryRun
@@ -152,7 +152,7 @@ def dry_run_from_prometheus(
             raise res
         # The point at T is the step [T - step, T), known when it ends, as a trace's (as_steps).
         steps = as_steps(res)
-        _check_usable(steps, when, key[0], config.url, groups[key])
+        _check_usable(steps, when, key[0], hide_password(config.url), groups[key])
         runs.append(dry_run(groups[key], steps, when, model=model, current_replicas=current_replicas))
     first = runs[0]
     merged = Plan(

@@ -138,8 +138,19 @@ def _history(
 
         hist = history_from_settings(settings.prometheus, cache_dir=cache_dir)
         hist.window_s = window_s
+        hist.max_points = points_cap(settings, window_s)
         return hist
     raise UserError(f"--history {spec!r} is not known.", "Use 'prometheus' or 'trace:NAME'.")
+
+
+def points_cap(settings: Settings, window_s: float) -> int | None:
+    """The most points one policy's window of ``window_s`` may hold: ``loop.max_history_points`` for
+    the loop's window, the same multiple of it for another (the retraining's ``jobs.history_days``);
+    None when unset (``scaleahead.policy.history_points_limit``'s default, relative to any window)."""
+    cap = settings.loop.max_history_points
+    if cap is None:
+        return None
+    return max(1, math.floor(cap * window_s / (settings.loop.history_days * 86400.0) + 1e-9))
 
 
 def history_short_for(forecaster: Any, history_days: float) -> str:
@@ -610,20 +621,39 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         writer = None
         cluster: Any = None
         kube_api: Any = None
+        from scaleahead.policy import history_points_refusal
+
+        loop_window = settings.loop.history_days * 86400.0
+        max_points = settings.loop.max_history_points
         if policies is not None:
             pols = load_policy_path(policies)
+            # The operator's files: a window with too many points stops the run here, naming the policy.
+            for p in pols:
+                too_many = history_points_refusal(p, loop_window, max_points)
+                if too_many is not None:
+                    raise UserError(
+                        f"Policy {p.metadata.namespace}/{p.metadata.name} ({policies}): {too_many}.",
+                        "Change the policy's demand.stepSeconds, or raise SCALEAHEAD_LOOP__MAX_HISTORY_POINTS.",
+                    )
         else:
             from actuator.policy_resources import ClusterPolicies, PolicyLimits, PolicyStatusWriter
 
-            check = None
+            step_check: Callable[[Policy], str | None] | None = None
             if history.startswith("trace:"):  # a policy at another step than the trace's is skipped
                 from scaleahead.planning import step_mismatch
 
                 trace = _load_trace(history)
                 source_name = history.removeprefix("trace:")
 
-                def check(p: Policy) -> str | None:
+                def step_check(p: Policy) -> str | None:
                     return step_mismatch(p, trace, source_name)
+
+            def check(p: Policy) -> str | None:
+                # A tenant's tiny step is refused on its own object (status Refused), not read.
+                too_many = history_points_refusal(p, loop_window, max_points)
+                if too_many is not None:
+                    return too_many
+                return step_check(p) if step_check is not None else None
 
             api = kube_api = _kube_api(kubeconfig)
             from actuator.autoscalers import AutoscalerCheck

@@ -14,8 +14,12 @@ What this module guarantees:
   negative);
 - a query that returns several series where one is expected is an error naming the workload and
   the query; so is an empty result;
-- 5xx, 429, timeouts and refused/reset connections are retried with exponential back-off; 4xx
-  (bad query, 401, 403) and TLS failures are not;
+- every range query is sent Prometheus' own ``timeout`` just under the client's
+  (``server_timeout_s``), so the server stops an expensive query rather than finishing it for nobody;
+- 5xx, 429, timeouts and refused/reset connections are retried with exponential back-off, except a
+  timeout in ``fetch_many`` (the same query would time out again); 4xx (bad query, 401, 403) and TLS
+  failures are not;
+- a URL's ``USER:PASSWORD@`` is sent as basic auth and never shown (``base`` is the URL without it);
 - every error is a ``PrometheusError`` (a ``UserError``) naming the workload, the query and what
   to check.
 """
@@ -34,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 import urllib3
@@ -45,7 +50,7 @@ from urllib3.exceptions import (
     SSLError,
 )
 
-from scaleahead.errors import UserError
+from scaleahead.errors import UserError, hide_password
 from scaleahead.types import F32_MAX, FloatArray, Series
 
 log = logging.getLogger("scaleahead.prometheus")
@@ -132,8 +137,16 @@ class PrometheusConfig:
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise UserError(
-                f"Prometheus URL {self.url!r} is not an http:// or https:// URL.",
+                f"Prometheus URL {hide_password(self.url)!r} is not an http:// or https:// URL.",
                 "Give the base URL, e.g. http://prometheus.monitoring:9090.",
+            )
+        _, url_user, _ = split_credentials(self.url)
+        if url_user is not None and (self.bearer_token or self.bearer_token_file or self.username is not None):
+            raise UserError(
+                f"The Prometheus URL {hide_password(self.url)!r} holds a username and password, and other "
+                "credentials are given too (a bearer token or a username).",
+                "Give the credentials once: drop USER:PASSWORD@ from the URL (better: the password in a file, "
+                "SCALEAHEAD_PROMETHEUS__PASSWORD_FILE or --password-file), or the other credentials.",
             )
         if not 1 <= self.max_points <= PROMETHEUS_MAX_POINTS:
             raise UserError(f"max_points must be in 1..{PROMETHEUS_MAX_POINTS}, got {self.max_points}.")
@@ -247,7 +260,9 @@ class PrometheusClient:
 
     def __init__(self, config: PrometheusConfig, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
-        self.base = config.url.rstrip("/")
+        # The URL without USER:PASSWORD@ (which become basic auth): it is what messages and logs show.
+        base, self._url_user, self._url_password = split_credentials(config.url)
+        self.base = base.rstrip("/")
         self.stats = FetchStats()
         self._sleep = sleep
         #: Queries read alone, and for how many more reads: 1 after their batch timed out (batched
@@ -307,13 +322,22 @@ class PrometheusClient:
             headers["Authorization"] = f"Bearer {token}"
         elif cfg.username is not None:
             headers.update(urllib3.util.make_headers(basic_auth=f"{cfg.username}:{cfg.password or ''}"))
+        elif self._url_user is not None:  # http://USER:PASSWORD@host: urllib3 would send neither
+            headers.update(urllib3.util.make_headers(basic_auth=f"{self._url_user}:{self._url_password or ''}"))
         headers.update(cfg.headers)
         return headers
 
     def _post(
-        self, path: str, fields: Mapping[str, str], label: str, query: str, retries: int | None = None
+        self,
+        path: str,
+        fields: Mapping[str, str],
+        label: str,
+        query: str,
+        retries: int | None = None,
+        retry_timeout: bool = True,
     ) -> dict[str, Any]:
-        """One API call with retries (``config.retries`` unless given); returns the decoded ``data`` object."""
+        """One API call with retries (``config.retries`` unless given; a timeout only if
+        ``retry_timeout``); returns the decoded ``data`` object."""
         url = f"{self.base}{path}"
         attempts = max(0, self.config.retries if retries is None else retries) + 1
         last: PrometheusError | None = None
@@ -324,7 +348,7 @@ class PrometheusClient:
             try:
                 return self._post_once(url, fields, label, query)
             except PrometheusError as exc:
-                if not exc.retryable:
+                if not exc.retryable or (exc.kind == "timeout" and not retry_timeout):
                     raise
                 last = exc
                 log.info("retrying %s (attempt %d of %d): %s", label, attempt + 1, attempts, exc.reason)
@@ -430,6 +454,19 @@ class PrometheusClient:
                 )
             return data
         detail = _error_detail(body)
+        if status == 503 and _error_type(body) == "timeout":
+            # Prometheus stopped the query at the timeout it was sent (``query_range_raw``): the
+            # same as no answer within the client's timeout, but the server no longer works on it.
+            raise PrometheusError(
+                f"Prometheus at {self.base} stopped the query at its evaluation timeout "
+                f"({server_timeout_s(timeout):g} s, just under the {timeout:g} s request timeout; {detail}).",
+                "Narrow the query (a recording rule), or raise the timeout (SCALEAHEAD_PROMETHEUS__TIMEOUT_S; the "
+                "server's own --query.timeout caps it too).",
+                workload=label,
+                query=query,
+                kind="timeout",
+                retryable=True,
+            )
         if status in (401, 403):
             raise PrometheusError(
                 f"Prometheus at {self.base} refused the request with HTTP {status} ({detail}).",
@@ -495,13 +532,30 @@ class PrometheusClient:
     # -- range queries --------------------------------------------------------------------------
 
     def query_range_raw(
-        self, query: str, start: float, end: float, step_s: float, label: str = "", retries: int | None = None
+        self,
+        query: str,
+        start: float,
+        end: float,
+        step_s: float,
+        label: str = "",
+        retries: int | None = None,
+        retry_timeout: bool = True,
     ) -> list[Any]:
-        """The ``result`` list of one ``query_range`` call (no chunking)."""
-        fields = {"query": query, "start": _fmt(start), "end": _fmt(end), "step": _fmt(step_s)}
+        """The ``result`` list of one ``query_range`` call (no chunking).
+
+        Sends Prometheus' own ``timeout`` (``server_timeout_s``), just under the client's: an
+        expensive query is stopped by the server, which answers that it timed out, instead of
+        being worked out to the end for a client that gave up on it."""
+        fields = {
+            "query": query,
+            "start": _fmt(start),
+            "end": _fmt(end),
+            "step": _fmt(step_s),
+            "timeout": _fmt(server_timeout_s(self.config.timeout_s)),
+        }
         if not self.config.accept_partial:
             fields["partial_response"] = "false"  # Thanos: an error instead of a partial answer
-        data = self._post("/api/v1/query_range", fields, label, query, retries)
+        data = self._post("/api/v1/query_range", fields, label, query, retries, retry_timeout)
         result = data.get("result")
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise PrometheusError(
@@ -529,13 +583,13 @@ class PrometheusClient:
                 )
         return result
 
-    def range_series(self, req: RangeRequest, retries: int | None = None) -> Series:
+    def range_series(self, req: RangeRequest, retries: int | None = None, retry_timeout: bool = True) -> Series:
         """One series on the aligned grid of ``req``, chunked, with missing points as NaN."""
         first, n = grid(req.start, req.end, req.step_s)
         part = _Assembly(req, first, n)
         with paused_gc():
             for c0, c1 in chunks(first, n, req.step_s, self.config.max_points):
-                part.add(self.query_range_raw(req.query, c0, c1, req.step_s, req.label, retries))
+                part.add(self.query_range_raw(req.query, c0, c1, req.step_s, req.label, retries, retry_timeout))
         return part.finish(self.stats)
 
     def _range_batch(self, reqs: Sequence[RangeRequest]) -> list[Series | PrometheusError]:
@@ -612,18 +666,24 @@ class PrometheusClient:
 
     def _one(self, req: RangeRequest) -> Series | PrometheusError:
         # A query read alone after a timeout is tried once a read, not 4 times: a read waits one
-        # timeout for it at most (the loop then backs that workload off), never minutes.
+        # timeout for it at most (the loop then backs that workload off), never minutes. Nor is any
+        # read's timeout retried (the same query would time out again: until 2026-12-06 a tenant's
+        # expensive first read held every workload's read for 4 timeouts and their back-off).
         with self._lock:
             alone = self._alone.get(req.query, 0)
         retries = 0 if alone else None
         try:
-            got: Series | PrometheusError = self.range_series(req, retries)
+            got: Series | PrometheusError = self.range_series(req, retries, retry_timeout=False)
         except PrometheusError as exc:
             got = exc
         if isinstance(got, PrometheusError) and got.kind == "query":
             # Refused alone too (a typo, or a query written to break out of a batch): read alone for a
             # while, so it does not fail every batch it joins and send its neighbours one by one.
             with self._lock:
+                self._alone[req.query] = SLOW_READS
+            return got
+        if isinstance(got, PrometheusError) and got.kind == "timeout" and not alone:
+            with self._lock:  # slow alone on its first read: alone, without retries, for a while
                 self._alone[req.query] = SLOW_READS
             return got
         if alone:
@@ -925,6 +985,35 @@ def _decode_values(values: Sequence[Any]) -> tuple[FloatArray, FloatArray]:
     if ts.ndim != 1 or vs.ndim != 1:
         raise ValueError(f"a sample is {_excerpt(values[0])}")
     return ts, vs
+
+
+def server_timeout_s(timeout_s: float) -> float:
+    """The evaluation timeout sent to Prometheus with each query (``timeout=``): the client's
+    request timeout less a tenth, at most 1 s (29 s for the default 30 s), so the server stops an
+    expensive query and says so before the client gives up on it."""
+    return timeout_s - min(1.0, timeout_s / 10.0)
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``url`` without ``USER:PASSWORD@``, and the user and password it held (percent-decoded;
+    None when it held none). The client sends them as basic auth and shows only the URL without
+    them: until 2026-12-06 the whole URL, password included, was in every message and log line
+    that named the server (and urllib3 sent neither, so the server answered 401)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, sep, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=hostport)), unquote(user), unquote(password) if sep else None
+
+
+def _error_type(body: bytes) -> str:
+    """The ``errorType`` of a Prometheus error answer ("timeout", "bad_data", ...), else empty."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return ""
+    return str(doc.get("errorType") or "") if isinstance(doc, dict) else ""
 
 
 def _fmt(t: float) -> str:

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from scaleahead.errors import UserError
-from scaleahead.policy import Policy
+from scaleahead.policy import Policy, history_points_refusal
 from scaleahead.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, RangeRequest
 from scaleahead.settings import PrometheusSettings
 from scaleahead.types import FloatArray, Series, WorkloadRef
@@ -135,6 +135,10 @@ class PrometheusHistory:
         overlap_steps: points before the newest held one that are read again each cycle.
         missing_lookback_s: how far back before ``now`` the newest points that are still missing
             are read again each cycle (s): a Prometheus lagging by less than this leaves no hole.
+        max_points: the most points one policy's window may hold (``loop.max_history_points``);
+            None: twice the window's points at the default 10 s step
+            (``scaleahead.policy.history_points_limit``). A policy over it is never read: its
+            workload gets an error in ``errors`` saying what to change.
     """
 
     def __init__(
@@ -144,9 +148,11 @@ class PrometheusHistory:
         cache_dir: str | Path | None = None,
         overlap_steps: int = 3,
         missing_lookback_s: float = MISSING_LOOKBACK_S,
+        max_points: int | None = None,
     ) -> None:
         self.client = client
         self.window_s = window_s
+        self.max_points = max_points
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.overlap_steps = max(0, overlap_steps)
         self.missing_lookback_s = max(0.0, missing_lookback_s)
@@ -176,6 +182,14 @@ class PrometheusHistory:
         wanted: list[tuple[Policy, str]] = []
         for policy in policies:
             demand = policy.spec.demand
+            refused = history_points_refusal(policy, self.window_s, self.max_points)
+            if refused is not None:
+                # Not even one request: the window at a tiny step was millions of points (a second
+                # guard behind the schema's 1 s floor, and what refuses a cluster object: run's check).
+                ref = policy.workload
+                self.errors[ref] = f"{ref}: not read: {refused}."
+                log.warning("history for %s", self.errors[ref], extra={"event": "history_too_many_points"})
+                continue
             key = self._key(demand.query, demand.step_seconds)
             wanted.append((policy, key))
             if key in plans:
