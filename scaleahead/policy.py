@@ -521,7 +521,9 @@ class PolicySpec(_Model):
     )
     tenant: Annotated[str, AfterValidator(_check_tenant)] = Field(
         "default",
-        description="Tenant for fair sharing under shortage (letters, digits, '-', '_', '.').",
+        description="Tenant for fair sharing under shortage (letters, digits, '-', '_', '.'). A policy object in "
+        "the cluster belongs to its namespace's tenant: unset (or default) it is the namespace, another name is "
+        "refused unless actuation.tenant_from_namespace is off (docs/operations.md, Security).",
         json_schema_extra={"minLength": 1, "maxLength": TENANT_MAX, "pattern": TENANT},
     )
     priority: Int = Field(0, description="Higher priority is served first under shortage.")
