@@ -437,10 +437,10 @@ class Actuator:
 
     def _warn_co_writer(self, live: LiveObject, ours: int, editor: str, until: float) -> None:
         """Say once, with what to do, that ``editor`` keeps undoing scaleahead's writes to the field."""
-        pointer = {
-            "spec.replicas": "/spec/replicas",
-            "spec.minReplicas": "/spec/minReplicas",
-        }.get(live.field, "/spec/template/metadata/annotations/autoscaling.knative.dev~1min-scale")
+        pointer = {"spec.replicas": "/spec/replicas", "spec.minReplicas": "/spec/minReplicas"}.get(live.field, "")
+        if not pointer:  # a Knative annotation, in the spelling the Service uses: "...annotations[KEY]"
+            key = live.field.partition("[")[2].rstrip("]") or "autoscaling.knative.dev/min-scale"
+            pointer = "/spec/template/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
         log.warning(
             "%s %s: %s has undone scaleahead's write twice in a row (it sets %d, scaleahead had set %d): a "
             "persistent co-writer, such as a GitOps tool's self-heal or an operator (KEDA). scaleahead leaves "

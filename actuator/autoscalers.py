@@ -49,7 +49,7 @@ class AutoscalerCheck:
         #: as KEDA's ``ScaledObject web``), which sets the HPA's spec back when anyone else changes it.
         self.controllers: dict[tuple[str, str], str] = {}
         self._read: set[str | None] = set()  # the scopes read at least once (None: every namespace)
-        self._failing = False
+        self._failing: set[str | None] = set()  # the scopes whose last list failed (warned once per streak)
 
     def refresh(self, policies: list[Policy]) -> None:
         """Read the HPAs the policies' targets could have (see the class); never raises."""
@@ -60,7 +60,7 @@ class AutoscalerCheck:
             try:
                 items = self._list(scope)
             except Exception as exc:  # noqa: BLE001 - any failure keeps the last answer (see the module)
-                if not self._failing:
+                if scope not in self._failing:
                     where = "every namespace" if scope is None else f"namespace {scope}"
                     log.warning(
                         "cannot list the HorizontalPodAutoscalers of %s (%s); policies that would fight an HPA "
@@ -71,9 +71,9 @@ class AutoscalerCheck:
                         "" if scope in self._read else " (none yet: none is refused)",
                         extra={"event": "autoscaler_check_failed"},
                     )
-                self._failing = True
+                self._failing.add(scope)
                 continue
-            self._failing = False
+            self._failing.discard(scope)
             self._read.add(scope)
             for key in [k for k in self.targets if scope is None or k[0] == scope]:
                 del self.targets[key]

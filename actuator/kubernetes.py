@@ -1631,10 +1631,13 @@ class KubernetesTarget:
         path: tuple[str, ...] = ("f:spec", "f:replicas")
         try:
             if ref.kind == "KnativeService":
-                path = ("f:spec", "f:template", "f:metadata", "f:annotations", f"f:{MIN_SCALE}")
                 obj = self._call(
                     action, self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
                 )
+                template = (obj.get("spec") or {}).get("template") if isinstance(obj, Mapping) else None
+                # the spelling the template uses (the older minScale too: found by a review)
+                key = min_scale_key(template if isinstance(template, Mapping) else {}, ref.key)
+                path = ("f:spec", "f:template", "f:metadata", "f:annotations", f"f:{key}")
             elif mode == "floor" and hpa:
                 path = ("f:spec", "f:minReplicas")
                 obj = self._call(action, self.autoscaling.read_namespaced_horizontal_pod_autoscaler, hpa, ref.namespace)

@@ -202,7 +202,6 @@ class ClusterPolicies:
         self.rejected = []
         rejected_targets: set[str] = set()  # assigned whole at the end: another thread may read it
         seen: dict[str, str] = {}  # workload key -> the object that targets it
-        rejecters: dict[str, Callable[..., None]] = {}  # workload key -> its object's ``reject``
         candidates: list[tuple[int, Policy, str, Callable[..., None], str]] = []  # valid, in list order
         for index, item in enumerate(doc.get("items", [])):
             # An object the API server's schema would refuse (a CRD older than this controller, or
@@ -308,8 +307,18 @@ class ClusterPolicies:
 
         accepted: list[tuple[int, Policy]] = []
         floors = _Floors(self.limits.capacity)
+        if self.autoscalers is not None:
+            self.autoscalers.refresh([c[1] for c in candidates])
         for index, policy, name, reject, _ in sorted(candidates, key=rank):
             claims = _claims(policy)
+            # First: a policy that would fight an HPA claims nothing (its workload is not handed back,
+            # ``reject`` keeps it claimed), so it neither blocks the floor policy its message asks for
+            # nor takes its tenant's floor budget (found by a review: both did).
+            fight = self.autoscalers.conflict(policy) if self.autoscalers is not None else None
+            if fight is not None:
+                reject(CONFLICT, *fight)
+                log.warning("policy %s is refused: %s", name, fight[0], extra={"event": "policy_invalid"})
+                continue
             taken = next((k for k in claims if k in seen), None)
             if taken is not None:
                 what = "already targets" if taken == claims[0] else "in mode floor already names"
@@ -340,16 +349,8 @@ class ClusterPolicies:
                 continue
             for k in claims:
                 seen[k] = name
-            rejecters[claims[0]] = reject
             accepted.append((index, policy))
         policies = [p for _, p in sorted(accepted, key=lambda a: a[0])]
-        if self.autoscalers is not None:  # checked on the accepted ones: a duplicate names the first
-            self.autoscalers.refresh(policies)
-            fighting = {p.workload.key: c for p in policies if (c := self.autoscalers.conflict(p)) is not None}
-            for key, (why, hint) in fighting.items():
-                rejecters[key](CONFLICT, why, hint)  # still claimed: not handed back meanwhile
-                log.warning("policy %s is refused: %s", seen[key], why, extra={"event": "policy_invalid"})
-            policies = [p for p in policies if p.workload.key not in fighting]
         planned = {seen[p.workload.key] for p in policies}
         self._owners = {k: v for k, v in seen.items() if v in planned}
         self.rejected_targets = rejected_targets

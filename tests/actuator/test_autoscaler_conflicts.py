@@ -249,3 +249,53 @@ def test_an_hpa_that_keda_manages_is_no_floor_and_the_advice_says_so(api, kube) 
     assert "keda-hpa-web is managed by ScaledObject web" in why["web"]
     assert "spec.target.mode: floor and spec.target.hpaName: keda-hpa-web" not in why["web"]
     assert "web2" in why, "its floor names the HPA of another workload now"
+
+
+def test_a_policy_refused_for_an_hpa_claims_neither_its_workload_nor_its_tenants_floors(api, kube) -> None:  # type: ignore[no-untyped-def]
+    """Found by a review: the HPA check ran after the others, so a refused policy still held its
+    workload (the floor policy its own message asks for was refused as a duplicate of it, at every
+    reload) and its tenant's floor budget (another policy of the tenant was refused for floors no
+    planned policy held)."""
+    from actuator.policy_resources import PolicyLimits
+
+    co = client.CustomObjectsApi(api)
+    for name in ("api", "batch", "plain"):
+        co.delete_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, name)
+    old = _cr("web")
+    old["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    old["spec"]["minReplicas"] = 4
+    co.delete_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, "web")
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, old)
+    fixed = _cr("web-floor", mode="floor", hpaName="web")
+    fixed["spec"]["target"]["name"] = "web"
+    fixed["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+    fixed["spec"]["minReplicas"] = 3
+    co.create_namespaced_custom_object(GROUP, VERSION, "shop", PLURAL, fixed)
+    limits = PolicyLimits(capacity={"shop": 5})
+    source = ClusterPolicies(api, autoscalers=AutoscalerCheck(api, cluster_wide=True), limits=limits)
+    for _ in range(2):  # and again at the next reload
+        assert [p.metadata.name for p in source.load()] == ["web-floor"]
+        assert [(r.name, r.reason) for r in source.rejected] == [("web", CONFLICT)]
+        assert "Deployment/shop/web" in source.rejected_targets
+
+
+def test_a_namespace_whose_hpa_list_keeps_failing_is_warned_about_once(api, kube, caplog) -> None:  # type: ignore[no-untyped-def]
+    """One flag for every namespace was reset by the namespace that could be listed (found by a
+    review): the other's failure was warned about at every reload."""
+    import logging
+
+    check = AutoscalerCheck(api)  # one list per namespace of the targets
+    pols = [policy("web"), policy("api")]
+    other = pols[1].model_copy(
+        update={
+            "spec": pols[1].spec.model_copy(
+                update={"target": pols[1].spec.target.model_copy(update={"namespace": "team-b"})}
+            )
+        }
+    )
+    kube.cluster.faults.append(Fault("GET", "/namespaces/team-b/horizontalpodautoscalers", status=403, times=3))
+    with caplog.at_level(logging.WARNING, logger="scaleahead.actuator.autoscalers"):
+        for _ in range(3):
+            check.refresh([pols[0], other])
+    failed = [r for r in caplog.records if getattr(r, "event", "") == "autoscaler_check_failed"]
+    assert len(failed) == 1 and "namespace team-b" in failed[0].getMessage()

@@ -179,21 +179,28 @@ def test_a_gitops_tool_that_keeps_reverting_replicas_is_named_and_left_alone_lon
     assert patches and all("fieldManager=scaleahead" in url for url in patches)
 
 
-def test_a_knative_min_scale_reset_by_flux_names_it(kube, store):
-    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "0"}}}}})
+@pytest.mark.parametrize("key", [MIN_SCALE, "autoscaling.knative.dev/minScale"])
+def test_a_knative_min_scale_reset_by_flux_names_it(kube, store, caplog, key):
+    """Also in the older spelling, which scaleahead reads and writes since 2026-12-06: a review found
+    the writer looked up under min-scale only there, so Flux was "someone else" and held an hour."""
+    kube.cluster.put(KSVC, "default", "fn", {"spec": {"template": {"metadata": {"annotations": {key: "0"}}}}})
     act = actuator(kube, store, [policy("fn", kind="KnativeService")], human_edit_hold_s=3600)
-    path = ("f:spec", "f:template", "f:metadata", "f:annotations", f"f:{MIN_SCALE}")
+    path = ("f:spec", "f:template", "f:metadata", "f:annotations", f"f:{key}")
 
     def flux() -> None:
         ann = kube.cluster.get(KSVC, "default", "fn")["spec"]["template"]["metadata"]["annotations"]
-        if ann.get(MIN_SCALE) != "0":
-            body = {"spec": {"template": {"metadata": {"annotations": {MIN_SCALE: "0"}}}}}
+        if ann.get(key) != "0":
+            body = {"spec": {"template": {"metadata": {"annotations": {key: "0"}}}}}
             kube.cluster.edit(KSVC, "default", "fn", body | {"metadata": owned_by("kustomize-controller", *path)})
 
-    applied = run_minutes(kube, act, 130, flux, SetWarmPool(FN, 0, 2, 600.0, R))
+    with caplog.at_level(logging.INFO, logger="scaleahead.actuator"):
+        applied = run_minutes(kube, act, 130, flux, SetWarmPool(FN, 0, 2, 600.0, R))
     assert applied == [0, 61]  # not again at 122: each write would be a new Revision
     held = act.apply_plan(Plan(NOW + 60 * 125, (SetWarmPool(FN, 0, 2, 600.0, R),)), NOW + 60 * 125)[0]
     assert "was set to 0 by kustomize-controller" in held.detail and "persistent co-writer" in held.detail
+    (warned,) = [r for r in caplog.records if getattr(r, "event", "") == "co_writer"]
+    pointer = "/spec/template/metadata/annotations/" + key.replace("/", "~1")
+    assert f"ignoreDifferences on {pointer} " in warned.getMessage()
 
 
 def test_a_writer_the_object_does_not_name_or_another_writer_each_time_is_held_one_hold_as_before(kube, store):

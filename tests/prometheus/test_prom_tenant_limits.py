@@ -122,6 +122,8 @@ def test_a_password_in_the_prometheus_url_is_never_shown_and_is_sent_as_basic_au
     with pytest.raises(UserError) as info:  # credentials twice: which ones count is not guessed
         PrometheusConfig(f"http://admin:{secret}@host:9090", bearer_token="t")
     assert secret not in info.value.message and "once" in info.value.message
+    with pytest.raises(UserError, match="once"):  # a password file beside them too (found by a review)
+        PrometheusConfig(f"http://admin:{secret}@host:9090", password="from-a-file")
     # The URL's credentials are sent as basic auth (percent-decoded).
     proxy.state.require_auth = "Basic YWxpY2U6cEB3"  # alice:p@w
     port = urlsplit(proxy.url).port
