@@ -5,6 +5,7 @@ cannot downgrade from a revision it does not know (a raw Alembic traceback)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,11 @@ def test_db_downgrade_goes_back_to_the_previous_head_and_keeps_the_rows(db_url: 
     store.close()
     head = Store.head_revision()
     code, out, err = cli("db", "downgrade", "--db", db_url, "--revision", "0009_one_running")
-    assert (code, err) == (0, ""), err
+    # nothing on stderr but Alembic's info lines, there when an earlier test of the same process
+    # configured logging (the full suite)
+    assert (
+        code == 0 and not re.sub(r'\{"time": "[^"]*", "level": "info", "logger": "alembic[^}]*\}', "", err).strip()
+    ), err
     assert f"{head} -> 0009_one_running" in " ".join(out.split())  # the console wraps long URLs
     store = Store(db_url, upgrade=False)
     assert store.current_revision() == "0009_one_running"
