@@ -64,6 +64,10 @@ def action_from_journal(row: StoredAction) -> Action:
 INTENT = "intent:"
 #: How ``reconcile`` starts the reason of an action it could not resolve (left ``planned``).
 UNRESOLVED = "unresolved"
+#: How a skip for the kill switch (or ``actuation.paused``) starts (its result's cause: ``paused``).
+PAUSED = "actuation is paused"
+#: What a human edit's hold says of a writer that keeps undoing scaleahead's writes (cause ``co_writer``).
+CO_WRITER = "a persistent co-writer"
 
 
 def intent_version(value: int, before_version: str) -> str:
@@ -162,14 +166,14 @@ class Actuator:
         i = 0
         for action in plan.actions:
             if action.is_noop:
-                results.append(ActionResult(action, "skipped", "no change"))
+                results.append(ActionResult(action, "skipped", "no change", "noop"))
                 continue
             aid = by_action[i]
             i += 1
             if stop:
-                res = ActionResult(action, "skipped", stop)
+                res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
             elif action.target in self.held:
-                res = ActionResult(action, "skipped", "backing off after errors")
+                res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
             else:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
             results.append(res)
@@ -181,11 +185,11 @@ class Actuator:
 
     def _stop_reason(self, now: float) -> str:
         if self.config.paused:
-            return "actuation is paused (kill switch: settings actuation.paused)"
+            return f"{PAUSED} (kill switch: settings actuation.paused)"
         if self.kill_switch is not None:
             why = self.kill_switch()
             if why:
-                return f"actuation is paused (kill switch: {why})"
+                return f"{PAUSED} (kill switch: {why})"
         if self.is_leader is not None and not self.is_leader(now):
             return "not the leader: another scaleahead replica holds the lease"
         return ""
@@ -208,7 +212,7 @@ class Actuator:
                     first_uid = live.uid
                 held = self._human_edit(action, live, now, record=not dry_run)
                 if held:
-                    return ActionResult(action, "skipped", held)
+                    return ActionResult(action, "skipped", held, "co_writer" if CO_WRITER in held else "human_edit")
                 # The plan's age as of now, after the live read: the check sees what the write will.
                 checked_at = self.clock() if self.clock is not None else now
                 verdict = check(action, live, policy, created_at, checked_at, self.config)
@@ -216,7 +220,7 @@ class Actuator:
                 if verdict.decision == "skip":
                     return ActionResult(action, "skipped", verdict.reason + notes)
                 if verdict.decision == "noop":
-                    return ActionResult(action, "skipped", verdict.reason + notes)
+                    return ActionResult(action, "skipped", verdict.reason + notes, "noop")
                 diff = f"{live.target} {live.field}: {live.value} -> {verdict.value}"
                 if isinstance(action, MovePod):
                     diff = f"{live.target}: evict from {action.from_node} (planned node {action.to_node})"
@@ -225,7 +229,7 @@ class Actuator:
                 if self.is_leader is not None and not self.is_leader(now):
                     # Renewed just before each write: no other replica can hold the Lease until
                     # a whole lease duration after this renewal.
-                    return ActionResult(action, "skipped", "lost the lease to another scaleahead replica")
+                    return ActionResult(action, "skipped", "lost the lease to another scaleahead replica", "not_leader")
                 steer = self._record_steer(action, live, now)
                 if steer:
                     diff += f"; {steer[1]}"
@@ -406,7 +410,7 @@ class Actuator:
             co = ""
             if editor and reverts >= 2:
                 co = (
-                    f"; {editor} has undone {reverts} of scaleahead's writes in a row: a persistent co-writer, "
+                    f"; {editor} has undone {reverts} of scaleahead's writes in a row: {CO_WRITER}, "
                     "left alone for twice as long after each (at most a day; docs/actuator.md, "
                     '"GitOps tools and other writers")'
                 )

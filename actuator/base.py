@@ -14,12 +14,24 @@ from scaleahead.types import Action, ClusterState, Plan, WorkloadRef
 
 Outcome = Literal["applied", "skipped", "failed", "dry-run"]
 
+#: Why an action was not applied, where the policy status tells it apart (``lastReasonCode``):
+#: ``noop`` (the field already holds the value: nothing to apply), ``paused`` (the kill switch, or
+#: ``actuation.paused``), ``backing_off`` (the workload sits out after errors), ``human_edit`` (someone
+#: else set the field: their value is respected for a while), ``co_writer`` (the same writer, named by
+#: the object's managedFields, keeps undoing scaleahead's writes), ``not_leader`` (the Lease was lost).
+#: Other skips (a safety check, a refused write) have no cause: their ``detail`` says why.
+Cause = Literal["", "noop", "paused", "backing_off", "human_edit", "co_writer", "not_leader"]
+
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
+    """How one action went: ``outcome`` and a sentence (``detail``); ``cause`` says, machine-readably,
+    why an action was not applied where a policy's status must tell it apart (``Cause``), else ``""``."""
+
     action: Action
     outcome: Outcome
     detail: str = ""
+    cause: Cause = ""
 
 
 class Target(Protocol):
@@ -33,7 +45,7 @@ def apply_plan(plan: Plan, target: Target, dry_run: bool = False) -> list[Action
     results: list[ActionResult] = []
     for action in plan.actions:
         if action.is_noop:
-            results.append(ActionResult(action, "skipped", "no change"))
+            results.append(ActionResult(action, "skipped", "no change", "noop"))
         elif dry_run:
             results.append(ActionResult(action, "dry-run", "would apply"))
         else:

@@ -1504,7 +1504,7 @@ class KubernetesTarget:
     def apply(self, action: Action) -> ActionResult:
         """Apply one action without the safety layer or journal (``actuator.applying.Actuator`` adds them)."""
         if action.is_noop:
-            return ActionResult(action, "skipped", "no change")
+            return ActionResult(action, "skipped", "no change", "noop")
         try:
             live = self.live(action)
             value = action.to_replicas if isinstance(action, ScaleTo) else 0
@@ -1513,7 +1513,7 @@ class KubernetesTarget:
             if isinstance(action, MovePod) and not live.value:
                 return ActionResult(action, "skipped", f"{action.target} is no longer on {action.from_node}")
             if not isinstance(action, MovePod) and live.value == value:
-                return ActionResult(action, "skipped", f"{live.field} is already {value}")
+                return ActionResult(action, "skipped", f"{live.field} is already {value}", "noop")
             self.write(action, value, live)
         except ActuationError as exc:
             if exc.outcome in ("failed", "conflict"):

@@ -146,6 +146,14 @@ class PolicyStatus:
         return doc
 
 
+#: The status's ``lastReasonCode`` when the plan's change was not applied this cycle (docs/operations.md,
+#: "Policy status"): the workload ``backing_off`` after errors, actuation ``paused`` (kill switch),
+#: a ``dry_run``, a ``human_edit`` respected, a persistent ``co_writer`` left alone, another skip
+#: (``action_skipped``: a safety check, a refused write, the Lease lost) or a failed write
+#: (``action_failed``). ``lastReason`` then says why, and ends with what the plan wanted.
+NOT_APPLIED = ("backing_off", "paused", "dry_run", "human_edit", "co_writer", "action_skipped", "action_failed")
+
+
 #: The model a function's status names: its warm pool is planned from the invocation forecaster
 #: (``forecaster.invocations``), not from the demand forecaster.
 WARM_POOL_MODEL = InvocationForecaster.name
@@ -948,10 +956,45 @@ class Daemon:
         if math.isfinite(overall):
             self.metrics.live_error_all.set(overall)
 
+    def _not_applied(self, action: ScaleTo | SetWarmPool, res: ActionResult | None) -> tuple[str, str] | None:
+        """``(lastReasonCode, lastReason)`` of a planned change that did not happen this cycle (a code
+        of ``NOT_APPLIED``), else None: applied, nothing to change, or no result (nothing acts here).
+        The reason says why, from the action's result (who holds the field and until when), then
+        what the plan wanted, so ``Desired`` (the plan's wish) and ``Current`` need no guessing."""
+        planned = f"planned: {action.reason.message}"
+        key = action.workload.key
+        if key in self.target.blocked:  # held back this cycle, whatever the plan (a fallback's hold too)
+            until = self.backoff.until.get(key)
+            when = f" until {_dt(until).strftime('%Y-%m-%dT%H:%M:%SZ')}" if until is not None else ""
+            n = self.backoff.failures.get(key, 0)
+            return (
+                "backing_off",
+                f"not applied: backing off after {n} failed cycle{'s' if n != 1 else ''} in a row{when} "
+                f"(logs event=backoff, scaleahead_workload_backoff_seconds); {planned}",
+            )
+        if res is None or res.outcome == "applied" or res.cause == "noop" or action.is_noop:
+            return None
+        if res.outcome == "dry-run":
+            if self.settings.actuation.paused:
+                return (
+                    "paused",
+                    f"not applied: actuation is paused (settings actuation.paused): {res.detail}; {planned}",
+                )
+            return "dry_run", f"not applied: dry run (settings actuation.dry_run): {res.detail}; {planned}"
+        if res.outcome == "failed":
+            return "action_failed", f"not applied: the write failed: {res.detail}; {planned}"
+        code = res.cause if res.cause in ("paused", "backing_off", "human_edit", "co_writer") else "action_skipped"
+        return code, f"not applied: {res.detail}; {planned}"
+
     def _publish_status(self, report: CycleReport, now: float) -> None:
+        """Each planned policy's status after the cycle's actions: the plan's decision, and, when its
+        change was not applied (held, failed, dry run, paused, backing off), why (``_not_applied``).
+        Until 2026-12-06 it told the plan's reason only: a change a GitOps tool kept undoing showed
+        ``lastReasonCode: forecast``, "scale shop/web 3 -> 14", every cycle while nothing was written."""
         if self.status_sink is None:
             return
         statuses = []
+        results = {id(r.action): r for r in report.results}  # the result of each of the plan's actions
         for a in report.plan.actions:
             if not isinstance(a, ScaleTo | SetWarmPool):
                 continue
@@ -959,6 +1002,7 @@ class Daemon:
             if pol is None:
                 continue
             fallback = report.plan.fallbacks.get(a.workload, "none")
+            code, reason = self._not_applied(a, results.get(id(a))) or (a.reason.code, a.reason.message)
             if isinstance(a, SetWarmPool):  # a function's warm pool: its warm instances, not replicas
                 statuses.append(
                     PolicyStatus(
@@ -969,8 +1013,8 @@ class Daemon:
                         None,
                         None,
                         fallback,
-                        a.reason.message,
-                        a.reason.code,
+                        reason,
+                        code,
                         now,
                         WARM_POOL_MODEL,
                         a.to_instances,
@@ -988,8 +1032,8 @@ class Daemon:
                     a.from_replicas,
                     float(peak) if isinstance(peak, int | float) else None,
                     fallback,
-                    a.reason.message,
-                    a.reason.code,
+                    reason,
+                    code,
                     now,
                     self.deps.forecaster.name,
                 )
