@@ -197,8 +197,18 @@ def status_schema() -> dict[str, Any]:
                 "enum": ["none", "reactive", "current", "static"],
                 "description": "The fallback mode in force (none: the forecast decided).",
             },
-            "lastReason": {"type": "string", "description": "The last decision's reason, in words."},
-            "lastReasonCode": {"type": "string", "description": "Machine-readable code of the last reason."},
+            "lastReason": {
+                "type": "string",
+                "description": "The last decision's reason, in words; when its change was not applied, "
+                "'not applied: why; planned: the plan's reason'.",
+            },
+            "lastReasonCode": {
+                "type": "string",
+                "description": "Machine-readable code of the last reason: the plan's (forecast, fair_share, a "
+                "fallback's, ...) when its change was applied or there was nothing to change; else why not "
+                "(human_edit, co_writer, paused, dry_run, backing_off, action_skipped, action_failed); "
+                "policy_rejected or state_unreadable when it is not planned (docs/operations.md).",
+            },
             "lastUpdateTime": {"type": "string", "format": "date-time", "description": "When the status was written."},
             "model": {"type": "string", "description": "The forecaster that made the forecast."},
             "conditions": {
@@ -257,6 +267,10 @@ def crd() -> dict[str, Any]:
                             "type": "string",
                             "jsonPath": '.status.conditions[?(@.type=="Accepted")].status',
                         },
+                        # why Desired and Current are what they are: the plan's reason code, or
+                        # why its change was not applied (human_edit, co_writer, paused, ...), or
+                        # why the policy is not planned (policy_rejected, state_unreadable)
+                        {"name": "Reason", "type": "string", "jsonPath": ".status.lastReasonCode"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {

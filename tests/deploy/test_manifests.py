@@ -91,6 +91,42 @@ def test_crd_has_cel_rules_and_a_status_subresource() -> None:
     assert {"forecastPeak", "desiredReplicas", "lastReason", "fallbackMode"} <= status.keys()
 
 
+def _column(obj: dict[str, Any], path: str) -> Any:
+    """What ``kubectl get`` shows for a printer column's JSONPath: a dotted path, or a condition's field."""
+    if m := re.fullmatch(r'\.status\.conditions\[\?\(@\.type=="(\w+)"\)\]\.(\w+)', path):
+        found = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] == m.group(1)]
+        return found[0].get(m.group(2)) if found else None
+    node: Any = obj
+    for key in path.strip(".").split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def test_kubectl_get_pspol_shows_the_reason_code_of_each_policy() -> None:
+    """``kubectl get pspol`` had no reason: Desired 14 and Current 3 with Accepted True said nothing of a
+    change a GitOps tool kept undoing, nor a refused policy's or an unreadable target's why (obsaudit F11)."""
+    from actuator.policy_resources import Rejected
+    from scaleahead.daemon import PolicyStatus
+
+    committed = yaml.safe_load((DEPLOY / "base" / "crd.yaml").read_text())
+    columns = committed["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [c["name"] for c in columns][-2:] == ["Reason", "Age"], columns  # Age last, as kubectl shows
+    (reason,) = [c for c in columns if c["name"] == "Reason"]
+    assert reason["type"] == "string" and reason.get("priority", 0) == 0, "shown without -o wide"
+    held = PolicyStatus(
+        "web", "shop", "Deployment/shop/web", 14, 3, 27.5, "none", "not applied: human edit: ...", "co_writer", 0.0, "m"
+    )
+    statuses = {
+        "co_writer": held.to_status(),
+        "policy_rejected": Rejected("web", "shop", "DuplicateTarget", "another policy ...").to_status(),
+    }
+    for code, status in statuses.items():
+        obj = {"metadata": {"name": "web"}, "spec": {"target": {"name": "web"}}, "status": status}
+        assert _column(obj, reason["jsonPath"]) == code
+    shown = {c["name"]: _column({"status": statuses["co_writer"]}, c["jsonPath"]) for c in columns}
+    assert (shown["Desired"], shown["Current"], shown["Reason"]) == (14, 3, "co_writer"), shown
+
+
 def _crd_validator() -> jsonschema.Draft4Validator:
     # OpenAPI v3.0 (boolean exclusiveMinimum) is JSON schema draft 4 for these keywords.
     schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
