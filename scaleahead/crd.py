@@ -214,7 +214,7 @@ def status_schema() -> dict[str, Any]:
             "conditions": {
                 "type": "array",
                 "description": "Accepted: True while the policy is planned; False (reason InvalidSpec, "
-                "DuplicateTarget or Refused, with a message) while it is skipped.",
+                "DuplicateTarget, Refused or ConflictingAutoscaler, with a message) while it is skipped.",
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["type"],
                 "items": {
