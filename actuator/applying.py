@@ -127,6 +127,10 @@ class Actuator:
         #: Action targets (``Kind/namespace/name``) whose actions are held back this cycle: the
         #: daemon's workloads backing off after errors (skipped, not written).
         self.held: frozenset[str] = frozenset()
+        #: Workload key -> why its field is left to another writer now (``human_edit``, or
+        #: ``co_writer``: a writer that undid scaleahead's writes twice or more in a row), as the
+        #: last action evaluated for it found: the daemon's gauge ``scaleahead_workload_held``.
+        self.held_for: dict[str, str] = {}
         #: Journal rows of the plan being applied that are still ``planned``: each leaves once its
         #: outcome is recorded. What is left after ``apply_plan`` raised (the database failed in the
         #: middle of the plan, possibly after a write landed) is what the caller must reconcile:
@@ -167,6 +171,8 @@ class Actuator:
         for action in plan.actions:
             if action.is_noop:
                 results.append(ActionResult(action, "skipped", "no change", "noop"))
+                if not isinstance(action, MovePod):  # nothing to write: no one's edit is in the way
+                    self.held_for.pop(action.workload.key, None)
                 continue
             aid = by_action[i]
             i += 1
@@ -210,6 +216,8 @@ class Actuator:
                             f"of that name, UID {live.uid}); it is not the pod the plan moves: the next plan decides",
                         )
                     first_uid = live.uid
+                if not isinstance(action, MovePod):
+                    self.held_for.pop(action.workload.key, None)
                 held = self._human_edit(action, live, now, record=not dry_run)
                 if held:
                     return ActionResult(action, "skipped", held, "co_writer" if CO_WRITER in held else "human_edit")
@@ -401,6 +409,12 @@ class Actuator:
                     editor or "someone else",
                     mf.value,
                     self._hold_s(editor, reverts),
+                    extra={
+                        "event": "human_edit",
+                        "target": live.target,
+                        "field_manager": editor or "",
+                        "hold_s": self._hold_s(editor, reverts),
+                    },
                 )
                 if editor and reverts == 2:
                     self._warn_co_writer(live, mf.value, editor, now + self._hold_s(editor, reverts))
@@ -408,6 +422,7 @@ class Actuator:
         until = seen + self._hold_s(editor, reverts)
         if now < until:
             co = ""
+            self.held_for[action.workload.key] = "co_writer" if editor and reverts >= 2 else "human_edit"
             if editor and reverts >= 2:
                 co = (
                     f"; {editor} has undone {reverts} of scaleahead's writes in a row: {CO_WRITER}, "

@@ -93,6 +93,11 @@ class AutoscalerCheck:
                         if isinstance(o, dict) and o.get("controller") is True:
                             self.controllers[(str(ns), str(name))] = f"{o.get('kind', '?')} {o.get('name', '?')}"
 
+    @property
+    def up(self) -> bool:
+        """Whether the last list of every scope read answered (``scaleahead_autoscaler_check_up``)."""
+        return not self._failing
+
     def _list(self, scope: str | None) -> list[Any]:
         opts: dict[str, Any] = {"_preload_content": False, "_request_timeout": self.timeout_s}
         if scope is None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -146,11 +146,20 @@ class ClusterPolicies:
         cross_namespace: bool = False,
         autoscalers: AutoscalerCheck | None = None,
         limits: PolicyLimits | None = None,
+        on_load: Callable[[Mapping[str, int], bool | None], None] | None = None,
     ) -> None:
         from kubernetes import client
 
         self.custom = client.CustomObjectsApi(api)
         self.namespace = namespace
+        #: Told after each load the objects skipped by reason, and whether the HPA list was read
+        #: (``AutoscalerCheck.up``; None without the check): the daemon's metrics.
+        self.on_load = on_load
+        #: Objects skipped at the last load by reason (InvalidSpec, DuplicateTarget, Refused, ConflictingAutoscaler).
+        self.rejected_reasons: dict[str, int] = {}
+        self._rejected_now: dict[str, tuple[str, str]] = {}
+        #: The skipped objects already logged, with their reason and why: logged again only once changed.
+        self._warned: dict[str, tuple[str, str]] = {}
         self.check = check
         self.cross_namespace = cross_namespace
         self.autoscalers = autoscalers
@@ -201,6 +210,7 @@ class ClusterPolicies:
         self.invalid = {}
         self.rejected = []
         rejected_targets: set[str] = set()  # assigned whole at the end: another thread may read it
+        rejected_now = self._rejected_now = {}  # object name -> (reason, why) at this load
         seen: dict[str, str] = {}  # workload key -> the object that targets it
         candidates: list[tuple[int, Policy, str, Callable[..., None], str]] = []  # valid, in list order
         for index, item in enumerate(doc.get("items", [])):
@@ -226,6 +236,7 @@ class ClusterPolicies:
                 namespace: str | None = namespace,
             ) -> None:
                 self.invalid[name] = why
+                rejected_now[name] = (reason, why)
                 spec = item.get("spec") if isinstance(item, dict) else None
                 target = spec.get("target") if isinstance(spec, dict) else None
                 # still a workload someone means to manage (not when the object may not manage it at all:
@@ -246,7 +257,9 @@ class ClusterPolicies:
                     f"malformed object: {shape}",
                     "Fix the object (kubectl edit); see docs/configuration.md.",
                 )
-                log.warning("policy %s is malformed and skipped: %s", name, shape, extra={"event": "policy_invalid"})
+                self._warn_rejected(
+                    "policy %s is malformed and skipped: %s", name, shape, extra={"event": "policy_invalid"}
+                )
                 continue
             obj: dict[str, Any] = {
                 "apiVersion": item.get("apiVersion", API_VERSION),
@@ -264,7 +277,9 @@ class ClusterPolicies:
                 reject(
                     "InvalidSpec", f"invalid spec: {why}", "Fix the object (kubectl edit); see docs/configuration.md."
                 )
-                log.warning("policy %s is invalid and skipped: %s", name, why, extra={"event": "policy_invalid"})
+                self._warn_rejected(
+                    "policy %s is invalid and skipped: %s", name, why, extra={"event": "policy_invalid"}
+                )
                 continue
             own = str(obj["metadata"]["namespace"])
             if not self.cross_namespace and policy.spec.target.namespace != own:
@@ -280,7 +295,7 @@ class ClusterPolicies:
                     "SCALEAHEAD_ACTUATION__CROSS_NAMESPACE_TARGETS=true (docs/operations.md, Security).",
                     claims=False,
                 )
-                log.warning(
+                self._warn_rejected(
                     "policy %s targets namespace %s and is refused",
                     name,
                     policy.spec.target.namespace,
@@ -291,7 +306,7 @@ class ClusterPolicies:
             if isinstance(bounded, tuple):
                 why, hint = bounded
                 reject("Refused", why, hint)
-                log.warning("policy %s is refused: %s", name, why, extra={"event": "policy_invalid"})
+                self._warn_rejected("policy %s is refused: %s", name, why, extra={"event": "policy_invalid"})
                 continue
             policy = bounded
             created = meta.get("creationTimestamp")
@@ -317,7 +332,7 @@ class ClusterPolicies:
             fight = self.autoscalers.conflict(policy) if self.autoscalers is not None else None
             if fight is not None:
                 reject(CONFLICT, *fight)
-                log.warning("policy %s is refused: %s", name, fight[0], extra={"event": "policy_invalid"})
+                self._warn_rejected("policy %s is refused: %s", name, fight[0], extra={"event": "policy_invalid"})
                 continue
             taken = next((k for k in claims if k in seen), None)
             if taken is not None:
@@ -328,7 +343,7 @@ class ClusterPolicies:
                     "Keep one policy per workload (and per HPA): delete this one or point it at another target "
                     f"(the one planned before is kept, else the oldest: {seen[taken]} here).",
                 )
-                log.warning(
+                self._warn_rejected(
                     "policy %s is skipped: %s %s %s",
                     name,
                     seen[taken],
@@ -340,12 +355,12 @@ class ClusterPolicies:
             refused = self.check(policy) if self.check is not None else None
             if refused is not None:
                 reject("Refused", refused, "Change the policy as said, or the process's history source.")
-                log.warning("policy %s is refused: %s", name, refused, extra={"event": "policy_invalid"})
+                self._warn_rejected("policy %s is refused: %s", name, refused, extra={"event": "policy_invalid"})
                 continue
             over = floors.take(policy)
             if over is not None:
                 reject("Refused", *over)
-                log.warning("policy %s is refused: %s", name, over[0], extra={"event": "policy_invalid"})
+                self._warn_rejected("policy %s is refused: %s", name, over[0], extra={"event": "policy_invalid"})
                 continue
             for k in claims:
                 seen[k] = name
@@ -354,7 +369,22 @@ class ClusterPolicies:
         planned = {seen[p.workload.key] for p in policies}
         self._owners = {k: v for k, v in seen.items() if v in planned}
         self.rejected_targets = rejected_targets
+        self._warned = rejected_now  # a refusal is logged again only once it went or changed
+        counts: dict[str, int] = {}
+        for reason, _ in rejected_now.values():
+            counts[reason] = counts.get(reason, 0) + 1
+        self.rejected_reasons = counts
+        if self.on_load is not None:
+            self.on_load(counts, self.autoscalers.up if self.autoscalers is not None else None)
         return policies
+
+    def _warn_rejected(self, msg: str, name: str, *args: Any, extra: dict[str, Any]) -> None:
+        """Log a skipped object's line (``policy_invalid``, with its ``policy`` and ``reason``) when it
+        was not skipped at the last load, or for another reason or message: not at every reload."""
+        reason, why = self._rejected_now[name]
+        if self._warned.get(name) == (reason, why):
+            return
+        log.warning(msg, name, *args, extra={**extra, "policy": name, "reason": reason})
 
     def _bounded(self, policy: Policy, own: str) -> Policy | tuple[str, str]:
         """``policy`` with its tenant set to its namespace (``limits.tenant_from_namespace``), or
@@ -458,11 +488,14 @@ class PolicyStatusWriter:
     when this writer first saw the current state (since the process started, at the earliest).
     """
 
-    def __init__(self, api: Any, refresh_s: float = 60.0) -> None:
+    def __init__(self, api: Any, refresh_s: float = 60.0, on_write: Callable[[str], None] | None = None) -> None:
         from kubernetes import client
 
         self.custom = client.CustomObjectsApi(api)
         self.refresh_s = refresh_s
+        #: Told each write's result: ``ok``, ``failed_4xx``, ``failed_5xx`` or ``failed_other`` (no
+        #: answer): the daemon's counter ``scaleahead_status_writes_total{result}``.
+        self.on_write = on_write
         self._last: dict[tuple[str, str], tuple[tuple[Any, ...], float]] = {}
         self._since: dict[tuple[str, str], tuple[bool, float]] = {}  # accepted?, since when
         #: When each policy object was last in a publish: one not seen for ``FORGET_AFTER_S`` (its
@@ -582,8 +615,12 @@ class PolicyStatusWriter:
                     GROUP, VERSION, st.namespace, PLURAL, st.name, {"status": status}
                 )
             except Exception as exc:  # noqa: BLE001 - one missing object must not stop the others
+                if self.on_write is not None:
+                    self.on_write(_failure_class(exc))
                 self._not_written(key, exc, t)
                 continue
+            if self.on_write is not None:
+                self.on_write("ok")
             self._failed.pop(key, None)
             self.writes += 1
             self._last[key] = (salient, t)
@@ -593,6 +630,14 @@ class PolicyStatusWriter:
     def publish_rejected(self, rejected: Sequence[Rejected], now: float) -> None:
         """The status of each skipped object (``Accepted`` False), written at ``now``."""
         self.publish([replace(r, updated_at=now) for r in rejected], now=now)
+
+
+def _failure_class(exc: Exception) -> str:
+    """``failed_4xx`` or ``failed_5xx`` by the answer's HTTP status; ``failed_other`` without one."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and 400 <= status < 600:
+        return f"failed_{status // 100}xx"
+    return "failed_other"
 
 
 def publishing_rejections(

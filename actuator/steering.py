@@ -398,18 +398,41 @@ class WebhookServer(ThreadingHTTPServer):
 
     tls: ReloadingTLS | None = None
     stopped: threading.Event
+    #: At most one ``webhook_client_refused`` warning per this many seconds (each refused
+    #: connection is one pod created unsteered: a wrong CA meant one warning per pod). The next
+    #: warning says how many were refused in between; every one is counted (``on_refused``).
+    REFUSED_WARN_EVERY_S = 60.0
+    #: The clock of that limit (monotonic; a test may set another).
+    monotonic: Callable[[], float] = staticmethod(time.monotonic)
+    #: Told each refused connection: the daemon's counter ``scaleahead_webhook_clients_refused_total``.
+    on_refused: Callable[[], None] | None = None
+    _refused_lock: threading.Lock
+    _refused_warned_at: float | None = None
+    _refused_unwarned = 0
 
     def shutdown(self) -> None:
         self.stopped.set()
         super().shutdown()
 
     def _refused(self, client_address: Any, why: str) -> None:
-        log.warning(
-            "webhook client %s refused: %s; see docs/actuator.md#steering",
-            client_address[0] if isinstance(client_address, tuple) else client_address,
-            why,
-            extra={"event": "webhook_client_refused"},
-        )
+        t = self.monotonic()
+        with self._refused_lock:
+            quiet = self._refused_warned_at is not None and t - self._refused_warned_at < self.REFUSED_WARN_EVERY_S
+            if quiet:
+                self._refused_unwarned += 1
+            else:
+                self._refused_warned_at, since, self._refused_unwarned = t, self._refused_unwarned, 0
+        if not quiet:
+            more = f" ({since} more refused since the last such warning, not logged one by one)" if since else ""
+            log.warning(
+                "webhook client %s refused: %s%s; see docs/actuator.md#steering",
+                client_address[0] if isinstance(client_address, tuple) else client_address,
+                why,
+                more,
+                extra={"event": "webhook_client_refused", "refused_since_last": since},
+            )
+        if self.on_refused is not None:
+            self.on_refused()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         if self.tls is None:
@@ -446,6 +469,7 @@ def serve_webhook(
     reload_s: float = 60.0,
     client_ca_file: str | None = None,
     client_name: str | None = None,
+    on_refused: Callable[[], None] | None = None,
 ) -> WebhookServer:
     """Serve ``POST /mutate-pods`` on a background thread: HTTPS with ``cert_file``/``key_file``.
 
@@ -456,7 +480,8 @@ def serve_webhook(
 
     With ``client_ca_file`` (HTTPS only), a client must present a certificate that CA signed, and
     with ``client_name`` one that names it (subject CN or DNS subjectAltName); any other client's
-    connection is closed before its request is read, and logged (``webhook_client_refused``).
+    connection is closed before its request is read, told to ``on_refused`` and logged
+    (``webhook_client_refused``, at most once per ``WebhookServer.REFUSED_WARN_EVERY_S``).
     """
     if client_ca_file and not cert_file:
         raise ValueError("client certificates are only checked over HTTPS: give cert_file with client_ca_file")
@@ -467,6 +492,8 @@ def serve_webhook(
     server = WebhookServer((host, port), handler)
     server.daemon_threads = True
     server.stopped = threading.Event()
+    server._refused_lock = threading.Lock()
+    server.on_refused = on_refused
     if tls is not None:
         server.tls = tls  # each connection is wrapped on its own thread (WebhookServer.finish_request)
 

@@ -688,6 +688,9 @@ class Daemon:
             self.jobs.add("retrain", cron(j.retrain_cron, "jobs.retrain_cron"), self._retrain_scheduled, now)
         self.policy_source = policy_source
         self._leading = True  # whether the last tick led (a standby that becomes the leader reads the policies first)
+        #: Whether the last tick led, None before the first: a change is logged (leader_acquired,
+        #: leader_lost) and counted (scaleahead_leader_transitions_total).
+        self._was_leader: bool | None = None
         self.on_policies = on_policies
         # Held while the policies (and what ``on_policies`` derives from them, such as a shard's
         # limits) are swapped in, and while a cycle takes its copy of them and of the settings:
@@ -749,6 +752,11 @@ class Daemon:
         if last is not None and last > now:
             self.deps.rebalance.last_at = now
 
+    def _identity(self) -> str:
+        """This replica's name in the leader election (the Lease's holderIdentity), or ``-``."""
+        identity = getattr(self.leadership, "identity", None)
+        return identity if isinstance(identity, str) and identity else "-"
+
     def tick(self, now: float, lateness_s: float = 0.0) -> TickResult:
         """One control tick at ``now``: a cycle if leader, then due jobs."""
         if now < self._last_tick - 1.0:
@@ -764,6 +772,14 @@ class Daemon:
         self._last_tick = now
         self.health.tick(now)
         if not self.leadership.is_leader(now):
+            if self._was_leader:
+                log.warning(
+                    "this replica (%s) lost the leader lease: standing by, another replica (or none) leads",
+                    self._identity(),
+                    extra={"event": "leader_lost", "identity": self._identity()},
+                )
+                self.metrics.leader_transitions.labels(to="standby").inc()
+            self._was_leader = False
             self._leading = False
             self._lead_started = False
             self._risk_resumed = False
@@ -782,7 +798,19 @@ class Daemon:
                 try:
                     self.reload_policies(now)
                 except Exception as exc:  # noqa: BLE001 - the policies read last stay
-                    log.warning("reading the policies on becoming the leader failed: %s", exc)
+                    log.warning(
+                        "reading the policies on becoming the leader failed: %s",
+                        exc,
+                        extra={"event": "lead_policies_failed"},
+                    )
+        if not self._was_leader:
+            log.info(
+                "this replica (%s) holds the leader lease: it plans and acts",
+                self._identity(),
+                extra={"event": "leader_acquired", "identity": self._identity()},
+            )
+            self.metrics.leader_transitions.labels(to="leader").inc()
+            self._was_leader = True
         self.metrics.leader.set(1)
         if not self._risk_resumed:
             # Another leader may have moved the risk adaptation's steps while this replica stood by:
@@ -879,6 +907,12 @@ class Daemon:
                 self.metrics.observed.labels(workload=ref.key).set(float(series.values[real[-1]]))
         for key in skipped:
             self.metrics.backoff.labels(workload=key).set(self.backoff.remaining(key, now))
+        held_for = getattr(deps.actuator, "held_for", None)
+        if isinstance(held_for, dict):  # fields left to another writer (a human edit, a co-writer)
+            keys = {p.workload.key for p in deps.policies}
+            for key in [k for k in held_for if k not in keys]:
+                del held_for[key]
+            self.metrics.observe_held(held_for, keys)
         self.metrics.cycles.labels(result="ok").inc()
         made_by = {ref: report.versions.get(ref, self.deps.model_version_id) for ref in report.forecasts}
         self.live.observe(report.forecasts, self.history.last, now, made_by)
@@ -1735,7 +1769,7 @@ class Daemon:
         try:
             self.leadership.release()
         except Exception as exc:  # noqa: BLE001 - best effort on the way out
-            log.warning("releasing the lease failed: %s", exc)
+            log.warning("releasing the lease failed: %s", exc, extra={"event": "lease_release_failed"})
         if self.deps.store is not None and finished:
             self.deps.store.close()
         self.health.set_ready(False, "shutting down")

@@ -506,7 +506,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             # the forecasters, the observed demand and its trend, warm pools and rebalancing peaks.
             history = {ref: without_glitches(s) for ref, s in deps.history.read(deps.policies, now).items()}
         except Exception as exc:  # noqa: BLE001 - the planner falls back per policy
-            log.warning("history read failed: %s", exc)
+            log.warning("history read failed: %s", exc, extra={"event": "history_read_failed"})
             errors["history"] = str(exc)
             history = {}
         else:
@@ -621,7 +621,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 deps.store.set_risk_factors(dict(deps.risk.unsaved), now)
                 deps.risk.unsaved.clear()
         except Exception as exc:  # noqa: BLE001 - the policies' own sloRisk stays
-            log.warning("risk adaptation failed: %s", exc)
+            log.warning("risk adaptation failed: %s", exc, extra={"event": "risk_adaptation_failed"})
             errors["risk"] = str(exc)
     with timer.phase("plan"):
         # The unreadable workloads' pods still run: they keep their share of the shared limits.

@@ -15,7 +15,7 @@ import logging
 import math
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +34,12 @@ CYCLE_RESULTS = ("ok", "error", "standby")
 ACTION_KINDS = ("ScaleTo", "SetWarmPool", "MovePod")
 ACTION_RESULTS = ("applied", "failed", "skipped", "dry-run")
 JOB_RESULTS = ("ok", "error")
+#: Why a policy object is not planned (its Accepted condition's reason), exported at 0 from the start.
+REJECTION_REASONS = ("InvalidSpec", "DuplicateTarget", "Refused", "ConflictingAutoscaler")
+#: Results of a policy status write: ok, or failed by HTTP status class (other: no answer).
+STATUS_WRITE_RESULTS = ("ok", "failed_4xx", "failed_5xx", "failed_other")
+#: Why a workload's field is left to another writer (``scaleahead_workload_held``).
+HELD_CAUSES = ("human_edit", "co_writer")
 
 _PHASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -174,6 +180,46 @@ class Metrics:
             registry=r,
         )
 
+        self.webhook_refused = Counter(
+            "scaleahead_webhook_clients_refused",
+            "Connections to the pod steering webhook refused at TLS (no client certificate signed by "
+            "webhook.client_ca_file, or not naming webhook.client_name): their pods are created unsteered.",
+            registry=r,
+        )
+        self.leader_transitions = Counter(
+            "scaleahead_leader_transitions",
+            "Times this replica started (to=leader) or stopped (to=standby) holding the leader lease.",
+            ["to"],
+            registry=r,
+        )
+        self.policies_rejected = Gauge(
+            "scaleahead_policies_rejected",
+            "PredictiveScalingPolicy objects not planned at the last policy load, by their Accepted "
+            "condition's reason (InvalidSpec, DuplicateTarget, Refused, ConflictingAutoscaler).",
+            ["reason"],
+            registry=r,
+        )
+        self.autoscaler_check_up = Gauge(
+            "scaleahead_autoscaler_check_up",
+            "0 while the last list of HorizontalPodAutoscalers failed (policies that would fight one are "
+            "judged on the last list read), else 1.",
+            registry=r,
+        )
+        self.status_writes = Counter(
+            "scaleahead_status_writes",
+            "PredictiveScalingPolicy status writes by result: ok, or failed with the HTTP status class "
+            "(failed_4xx, failed_5xx) or failed_other (no answer).",
+            ["result"],
+            registry=r,
+        )
+        self.workload_held = Gauge(
+            "scaleahead_workload_held",
+            "1 while a workload's field is left to another writer: cause human_edit (an edit respected for "
+            "actuation.human_edit_hold_s) or co_writer (a writer that keeps undoing scaleahead's writes).",
+            ["workload", "cause"],
+            registry=r,
+        )
+
         # The workloads whose forecast and sloRisk the last cycle exported (``observe_cycle``).
         self._forecast_keys: set[str] = set()
         self._risk_keys: set[str] = set()
@@ -187,6 +233,36 @@ class Metrics:
                 self.actions.labels(kind=kind, result=outcome)
         for result in ("steered", "passed", "errors"):
             self.webhook_reviews.labels(result=result)
+        for to in ("leader", "standby"):
+            self.leader_transitions.labels(to=to)
+        for result in STATUS_WRITE_RESULTS:
+            self.status_writes.labels(result=result)
+        for reason in REJECTION_REASONS:
+            self.policies_rejected.labels(reason=reason).set(0)
+        self.autoscaler_check_up.set(1)
+
+    def policies_loaded(self, rejected: Mapping[str, int], autoscaler_check_up: bool | None) -> None:
+        """After a policy load: the objects not planned by reason, and whether the HPA list is read
+        (None: no check, or it did not run)."""
+        for reason in {*REJECTION_REASONS, *rejected}:
+            self.policies_rejected.labels(reason=reason).set(rejected.get(reason, 0))
+        if autoscaler_check_up is not None:
+            self.autoscaler_check_up.set(1 if autoscaler_check_up else 0)
+
+    def status_written(self, result: str) -> None:
+        """Count one policy status write (``STATUS_WRITE_RESULTS``)."""
+        self.status_writes.labels(result=result).inc()
+
+    def observe_held(self, held: Mapping[str, str], workloads: Iterable[str]) -> None:
+        """``held``: workload key -> cause (human_edit, co_writer) of the workloads whose field is left to
+        another writer now: 1 for that cause; every other of ``workloads`` has no series (most never
+        are held: two series per workload would be mostly zeros)."""
+        for key in workloads:
+            for cause in HELD_CAUSES:
+                if held.get(key) == cause:
+                    self.workload_held.labels(workload=key, cause=cause).set(1.0)
+                else:
+                    _remove(self.workload_held, key, cause)
 
     def add_job(self, name: str) -> None:
         """Export a scheduled job's run counters at 0 before its first run."""
@@ -273,7 +349,7 @@ class Metrics:
         self._risk_keys -= workloads
         for gauge in (
             self.forecast, self.forecast_peak, self.observed, self.planned, self.current, self.slo_risk,
-            self.fallback, self.backoff, self.live_error, self.workload_errors,
+            self.fallback, self.backoff, self.live_error, self.workload_errors, self.workload_held,
         ):  # fmt: skip
             names = list(gauge._labelnames)
             for metric in gauge.collect():

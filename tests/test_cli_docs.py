@@ -80,3 +80,18 @@ def test_every_exported_metric_is_in_docs_operations_md() -> None:
         names.append(shown)
     missing = [n for n in names if not re.search(re.escape(n) + r"(?![\w])", text)]
     assert names and not missing, f"docs/operations.md does not name the metrics {missing}"
+
+
+def test_every_logged_event_is_in_docs_operations_md() -> None:
+    """The list of events in docs/operations.md ("Endpoints and logs") presents itself as complete:
+    until 2026-12-06 it missed history_too_many_points, series_off_grid and webhook_client_refused
+    (found by the observability audit, which compared the code's events with it)."""
+    root = DOCS.parent
+    text = (DOCS / "operations.md").read_text()
+    events: set[str] = set()
+    for package in ("scaleahead", "actuator", "storage", "forecaster", "planner"):
+        for path in (root / package).rglob("*.py"):
+            events |= set(re.findall(r'"event": *"([A-Za-z_]+)"', path.read_text()))
+    assert len(events) > 50, events
+    missing = sorted(e for e in events if f"`{e}`" not in text and f"event={e}`" not in text)
+    assert not missing, f"docs/operations.md does not list the events {missing}"

@@ -403,6 +403,11 @@ class _LeaseLeadership:
     def __init__(self, elector: Any) -> None:
         self.elector = elector
 
+    @property
+    def identity(self) -> str:
+        """This replica's holderIdentity (logged with leader_acquired and leader_lost)."""
+        return str(self.elector.identity)
+
     def is_leader(self, now: float) -> bool:
         return bool(self.elector.is_leader(now))
 
@@ -452,7 +457,12 @@ class _DeferredWebhook:
 
 
 def _serve_steering(
-    settings: Any, store: Any, clock: Any, retry_s: float = 60.0, on_review: Callable[[str], None] | None = None
+    settings: Any,
+    store: Any,
+    clock: Any,
+    retry_s: float = 60.0,
+    on_review: Callable[[str], None] | None = None,
+    on_refused: Callable[[], None] | None = None,
 ) -> Any:
     """Start the pod steering webhook (HTTPS) next to the loop.
 
@@ -475,6 +485,7 @@ def _serve_steering(
             w.key_file,
             client_ca_file=w.client_ca_file or None,
             client_name=w.client_name or None,
+            on_refused=on_refused,
         )
 
     try:
@@ -571,7 +582,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.clock import SystemClock, VirtualClock
         from scaleahead.daemon import Daemon
         from scaleahead.loop import Deps
-        from scaleahead.observability import configure_logging, serve
+        from scaleahead.observability import Metrics, configure_logging, serve
         from scaleahead.retraining import holdout_wape
         from scaleahead.settings import Settings
         from storage import Store
@@ -614,6 +625,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         configure_logging(log_format or settings.log.format, settings.log.level)
         from scaleahead.sharding import owned, parse_shard
 
+        metrics = Metrics()  # made first: the policy load and the status writer count into it
         status_sink = None
         policy_source = None
         apply_shard_limits: Callable[[Sequence[Policy]], None] | None = None
@@ -666,9 +678,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 limits=PolicyLimits.from_settings(settings),
                 # a policy that would fight an HPA on the workload it scales is refused (writes only there)
                 autoscalers=AutoscalerCheck(api, cluster_wide=namespace is None) if target == "kubernetes" else None,
+                on_load=metrics.policies_loaded,
             )
             pols = cluster.load()
-            writer = PolicyStatusWriter(api)
+            writer = PolicyStatusWriter(api, on_write=metrics.status_written)
             status_sink = writer
             policy_source = cluster.load
             if shard is None or parse_shard(shard)[0] == 0:  # one shard says why objects are skipped
@@ -786,6 +799,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             settings,
             clock,
             leadership=leadership,
+            metrics=metrics,
             training_history=training,
             background_jobs=not virtual and not once,
             artifact_dir=artifacts / "models" if artifacts else None,
@@ -830,7 +844,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if settings.webhook.enabled and not once:
             reviews = daemon.metrics.webhook_reviews
             webhook_server = _serve_steering(
-                settings, store, clock, on_review=lambda result: reviews.labels(result=result).inc()
+                settings,
+                store,
+                clock,
+                on_review=lambda result: reviews.labels(result=result).inc(),
+                on_refused=daemon.metrics.webhook_refused.inc,
             )
         stop = threading.Event()
         exit_code = 0

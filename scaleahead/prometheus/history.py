@@ -217,7 +217,16 @@ class PrometheusHistory:
                 self.errors[ref] = msg
                 if err.empty:
                     self.empty.add(ref)
-                log.warning("history for %s: %s", ref, msg)
+                log.warning(
+                    "history for %s: %s",
+                    ref,
+                    msg,
+                    extra={
+                        "event": "history_failed",
+                        "workload": ref.key,
+                        "reason": "empty" if err.empty else err.kind,
+                    },
+                )
                 continue
             entry = self._entries.get(key)
             if entry is None:

@@ -275,3 +275,43 @@ def test_a_client_name_without_a_client_ca_is_a_settings_error(certs):
 
     with pytest.raises(ConfigError, match="SCALEAHEAD_WEBHOOK__CLIENT_NAME: client_name .* client_ca_file"):
         settings(certs, client_name="front-proxy-client")
+
+
+def test_every_refused_client_is_counted_and_the_warning_is_limited_to_one_a_minute(store, certs, client, refusals):
+    """Until 2026-12-06 each refused connection was one warning (one per pod created, with a wrong
+    CA) and no metric: reviews fell to zero instead of errors rising, so no alert could fire."""
+    counted = threading.Semaphore(0)
+    webhook = SteeringWebhook(store, lambda: NOW)
+    server = serve_webhook(
+        webhook,
+        "127.0.0.1",
+        0,
+        str(certs / "tls.crt"),
+        str(certs / "tls.key"),
+        client_ca_file=str(client / "client-ca.crt"),
+        on_refused=counted.release,
+    )
+    clock = [100.0]
+    server.monotonic = lambda: clock[0]
+    port = server.server_address[1]
+
+    def refuse(n: int) -> None:
+        for i in range(n):
+            refused(port, certs, uid=f"forged-{i}")
+            assert counted.acquire(timeout=10), "the refusal was counted"
+
+    try:
+        refuse(5)
+        assert len(refusals.records) == 1, [r.getMessage() for r in refusals.records]
+        clock[0] += 59.0
+        refuse(1)
+        assert len(refusals.records) == 1
+        clock[0] += 2.0  # a minute after the first warning
+        refuse(1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(refusals.records) == 2
+    assert "5 more refused since the last such warning" in refusals.records[1].getMessage()
+    assert refusals.records[1].refused_since_last == 5
+    assert webhook.counts == {"steered": 0, "passed": 0, "errors": 0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -1171,3 +1172,38 @@ def test_after_the_wall_clock_steps_back_policy_reloads_and_minute_checks_go_on(
     assert reloads and len(daemon.deps.policies) == 3
     assert daemon._rollout_checked + 60 - t <= 60
     assert daemon.jobs.jobs["prune"].next_fire == prune_at
+
+
+class _FlappingLease:
+    """Leads 3 ticks, stands by 3 ticks, and so on (the audit's flapping Lease)."""
+
+    identity = "scaleahead-7d9f-abcde_1234"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def is_leader(self, now: float) -> bool:
+        self.n += 1
+        return ((self.n - 1) // 3) % 2 == 0
+
+    def release(self) -> None:
+        pass
+
+
+def test_leadership_changes_are_logged_with_the_identity_and_counted(daemon_factory, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Until 2026-12-06 a replica gaining or losing the Lease logged nothing (only the gauge
+    scaleahead_leader changed: a flap between two scrapes was not seen at all)."""
+    daemon, clock, _, _ = daemon_factory(n=1, leadership=_FlappingLease())
+    reg = daemon.metrics.registry
+    assert reg.get_sample_value("scaleahead_leader_transitions_total", {"to": "leader"}) == 0
+    with caplog.at_level(logging.INFO, logger="scaleahead.daemon"):
+        for _ in range(12):  # leader, standby, leader, standby: 3 ticks each
+            daemon.tick(clock.now())
+            clock.advance_to(clock.now() + daemon.settings.loop.interval_s)
+    events = [
+        (r.event, r.identity) for r in caplog.records if getattr(r, "event", "") in ("leader_acquired", "leader_lost")
+    ]  # type: ignore[attr-defined]
+    who = _FlappingLease.identity
+    assert events == [("leader_acquired", who), ("leader_lost", who)] * 2
+    assert reg.get_sample_value("scaleahead_leader_transitions_total", {"to": "leader"}) == 2
+    assert reg.get_sample_value("scaleahead_leader_transitions_total", {"to": "standby"}) == 2

@@ -333,3 +333,24 @@ def test_samples_off_the_grid_are_dropped_with_a_warning(prom, proxy, caplog) ->
         got = client.range_series(one_hour(prom))
     assert np.isnan(got.values[5]) and np.isnan(got.values[6]) and np.isfinite(got.values[4])
     assert any("dropped 2 sample(s) at times outside the range" in r.getMessage() for r in caplog.records)
+
+
+def test_a_history_read_that_times_out_is_logged_with_an_event_the_workload_and_the_reason(
+    prom, proxy, make_policy, caplog
+) -> None:  # type: ignore[no-untyped-def]
+    """The root cause of a Prometheus outage's per-workload back-offs: until 2026-12-06 its warning
+    had no event field, so a search on event found only the back-offs."""
+    import logging
+
+    from scaleahead.prometheus.history import PrometheusHistory
+
+    p = make_policy("w02", 'nasa_requests{workload="w02"}')
+    now = prom.workers["w02"].start + 3600
+    proxy.state.slow_marker = 'workload="w02"'
+    proxy.state.slow_delay_s = 1.0
+    hist = PrometheusHistory(PrometheusClient(PrometheusConfig(proxy.url, timeout_s=0.3, retries=1, backoff_s=0.01)))
+    with caplog.at_level(logging.WARNING, logger="scaleahead"):
+        assert hist.read([p], now) == {}
+    (line,) = [r for r in caplog.records if getattr(r, "event", "") == "history_failed"]
+    assert line.getMessage().startswith(f"history for {p.workload}: ")
+    assert (line.workload, line.reason) == (p.workload.key, "timeout")  # type: ignore[attr-defined]
