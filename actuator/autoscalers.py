@@ -48,6 +48,9 @@ class AutoscalerCheck:
         #: (namespace, HPA name) -> its controller (``Kind name`` of a controller ownerReference, such
         #: as KEDA's ``ScaledObject web``), which sets the HPA's spec back when anyone else changes it.
         self.controllers: dict[tuple[str, str], str] = {}
+        #: workload key -> the names of the HPAs that scale it (built from ``targets`` once per refresh:
+        #: scanning every HPA for every policy took 5.6 s per load at 10,000 of each, a scale audit).
+        self._by_target: dict[str, list[str]] = {}
         self._read: set[str | None] = set()  # the scopes read at least once (None: every namespace)
         self._failing: set[str | None] = set()  # the scopes whose last list failed (warned once per streak)
 
@@ -93,6 +96,11 @@ class AutoscalerCheck:
                         if isinstance(o, dict) and o.get("controller") is True:
                             self.controllers[(str(ns), str(name))] = f"{o.get('kind', '?')} {o.get('name', '?')}"
 
+        by_target: dict[str, list[str]] = {}
+        for (_, name), scaled in self.targets.items():
+            by_target.setdefault(scaled, []).append(name)
+        self._by_target = {k: sorted(v) for k, v in by_target.items()}
+
     @property
     def up(self) -> bool:
         """Whether the last list of every scope read answered (``scaleahead_autoscaler_check_up``)."""
@@ -117,7 +125,7 @@ class AutoscalerCheck:
             return None
         key = policy.workload.key
         if target.mode == "direct":
-            hpas = sorted(name for (ns, name), scaled in self.targets.items() if scaled == key)
+            hpas = self._by_target.get(key, [])
             if not hpas:
                 return None
             named = ", ".join(f"HorizontalPodAutoscaler {target.namespace}/{h}" for h in hpas)
@@ -149,7 +157,7 @@ class AutoscalerCheck:
             )
         if scaled == key:
             return None
-        own = sorted(name for (ns, name), s in self.targets.items() if s == key)
+        own = self._by_target.get(key, [])
         return (
             f"spec.target.hpaName {target.hpa_name} names the HorizontalPodAutoscaler of {scaled}, not of {key}: "
             "raising its minReplicas would scale the other workload",
