@@ -88,7 +88,11 @@ class ForecastRow(Base):
     model: Mapped[str] = mapped_column(String(128))
     model_version_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id"), nullable=True)
     values_f16: Mapped[bytes] = mapped_column(LargeBinary)
-    __table_args__ = (Index("ix_forecasts_workload_origin", "workload_id", "origin"),)
+    __table_args__ = (
+        Index("ix_forecasts_workload_origin", "workload_id", "origin"),
+        # the prune job's ``origin < T`` batches (migration 0012_forecast_origin)
+        Index("ix_forecasts_origin", "origin"),
+    )
 
 
 class PlanRow(Base):

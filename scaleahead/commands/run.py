@@ -307,6 +307,7 @@ def _reconciler(
     ``budget_s``): the daemon calls it again every ``retry_s`` (``actuation.reconcile_retry_s``)
     while it leads, until none is left. The budget keeps a slow API server from holding the cycle
     (each read may wait a request timeout); it applies only with a retry period."""
+    from actuator.applying import UNRESOLVED
     from scaleahead.sharding import parse_shard, shard_of
 
     index, count = parse_shard(shard) if shard is not None else (0, 1)
@@ -320,8 +321,14 @@ def _reconciler(
 
     def reconcile(now: float) -> int:
         left = 0
+        # Rows not reached (the budget ran out, the Lease was lost): one line per reason, not one
+        # per row (until 2026-12-06 10,000 such rows logged ~9,600 warnings every retry).
+        not_reached: dict[str, list[int]] = {}
         for aid, state, why in actuator.reconcile(now, owns, budget_s if retry_s > 0 else None):
-            if state == "planned":  # the object cannot be read now: reconciled again later
+            if state == "planned" and why.startswith(f"{UNRESOLVED}: not reached"):
+                left += 1
+                not_reached.setdefault(why, []).append(aid)
+            elif state == "planned":  # the object cannot be read now: reconciled again later
                 left += 1
                 log.warning(
                     "journal: action %s stays planned: %s; reconciled again %s, or by `scaleahead actuator reconcile`",
@@ -332,6 +339,17 @@ def _reconciler(
                 )
             else:
                 log.info("journal: action %s -> %s: %s", aid, state, why, extra={"event": "reconciled"})
+        for why, ids in not_reached.items():
+            shown = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
+            log.warning(
+                "journal: %d action(s) stay planned (ids %s): %s; reconciled again %s, or by "
+                "`scaleahead actuator reconcile`",
+                len(ids),
+                shown,
+                why,
+                again,
+                extra={"event": "unreconciled", "actions": len(ids)},
+            )
         return left
 
     return reconcile

@@ -457,3 +457,31 @@ def test_actions_of_a_workload_held_back_are_skipped_without_a_call(kube, store)
     assert kube.cluster.writes() == []
     act.held = frozenset()
     assert act.apply_plan(Plan(NOW + 10, (scale(2, 4),)), NOW + 10)[0].outcome == "applied"
+
+
+def test_run_s_reconcile_logs_the_rows_it_did_not_reach_in_one_line(kube, store, caplog):
+    """``scaleahead run``'s reconcile on a large journal: the rows its budget did not reach are one
+    warning (count, first ids), not one per row (until 2026-12-06 10,000 such rows logged ~9,600
+    warnings every retry); a row whose object cannot be read keeps its own line."""
+    import logging
+
+    from scaleahead.commands.run import _reconciler
+
+    for i in range(12):
+        kube.cluster.put(DEPLOYMENTS, "default", f"w{i}", deployment(2))
+        store.record_plan(Plan(NOW, (scale(2, 4, f"w{i}"),)), source="loop", state="planned")
+    kube.cluster.faults.append(Fault("GET", "/deployments/w11/scale", status=500, times=1))  # read first
+    act = actuator(kube, store, [policy(f"w{i}") for i in range(12)])
+    with caplog.at_level(logging.INFO, logger="scaleahead"):
+        left = _reconciler(act, None, retry_s=60.0, budget_s=0.0)(NOW + 60)  # budget 0: one row is read
+    assert left == 12
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("journal: action 12 stays planned: unresolved: cannot read the object")
+    assert warnings[1] == (
+        "journal: 11 action(s) stay planned (ids 11, 10, 9, 8, 7, ...): unresolved: not reached within this "
+        "reconcile's 0 s (slow reads); tried again; reconciled again in 60 s while this replica leads, or by "
+        "`scaleahead actuator reconcile`"
+    )
+    assert [getattr(r, "actions", None) for r in caplog.records if r.levelno == logging.WARNING] == [None, 11]
+    assert len(store.actions(state="planned")) == 12
