@@ -5,7 +5,9 @@ pydantic schema as the YAML files). ``ClusterPolicies`` lists them through the o
 (an invalid object is skipped and reported, never fatal for the others); ``PolicyStatusWriter``
 patches their status subresource with the last decision (forecast peak, desired replicas, reason,
 fallback mode), but only when something a person would notice changed, or at most once per
-``refresh_s``, so a thousand policies do not mean a hundred writes a second.
+``refresh_s``, so a thousand policies do not mean a hundred writes a second; and at most
+``max_writes`` (100) per publish, a changed reason first, the rest in the next publishes, with the
+refreshes spread over the cycles (docs/operations.md, "Policy status writes").
 
 Every status carries an ``Accepted`` condition: ``True`` for a policy that is planned, ``False``
 (with the reason: an invalid spec, a second policy for the same target, a target in another
@@ -55,6 +57,9 @@ _SALIENT = (
     "lastReasonCode",
     "model",
 )
+_CODE_AT = _SALIENT.index("lastReasonCode")
+#: The rank of a refresh (nothing salient changed, written ``refresh_s`` ago): written last.
+_REFRESH = 2
 #: The condition every status carries: is the policy planned?
 ACCEPTED = "Accepted"
 #: Fields of a planned policy's status that a skipped one clears (a JSON merge patch removes a null).
@@ -488,11 +493,36 @@ class PolicyStatusWriter:
     when this writer first saw the current state (since the process started, at the earliest).
     """
 
-    def __init__(self, api: Any, refresh_s: float = 60.0, on_write: Callable[[str], None] | None = None) -> None:
+    #: At most this many status writes (PATCH calls) per ``publish``, by default: the rest wait for
+    #: the next one (docs/operations.md, "Policy status writes").
+    MAX_WRITES = 100
+
+    def __init__(
+        self,
+        api: Any,
+        refresh_s: float = 60.0,
+        on_write: Callable[[str], None] | None = None,
+        max_writes: int = MAX_WRITES,
+    ) -> None:
         from kubernetes import client
 
+        if max_writes < 1:
+            raise ValueError(f"max_writes must be at least 1, not {max_writes}")
         self.custom = client.CustomObjectsApi(api)
         self.refresh_s = refresh_s
+        #: PATCH calls one ``publish`` makes at most: a new object or a changed reason first, then other
+        #: changes, then refreshes, each the longest waiting first; the rest is written by later publishes.
+        self.max_writes = max_writes
+        #: Writes due but left for a later publish by the last ``publish`` (over ``max_writes``, or
+        #: refreshes beyond their share).
+        self.deferred = 0
+        #: Refreshes may use this many writes now: it grows by (objects known) / ``refresh_s`` per
+        #: second, at most one interval's worth, so the refreshes of N objects written in the same
+        #: cycle are spread over the following ones instead of all falling due in one.
+        self._refresh_tokens = 0.0
+        self._tokens_at = -math.inf
+        #: When each object's status was last tried (written or not): the longest waiting goes first.
+        self._tried: dict[tuple[str, str], float] = {}
         #: Told each write's result: ``ok``, ``failed_4xx``, ``failed_5xx`` or ``failed_other`` (no
         #: answer): the daemon's counter ``scaleahead_status_writes_total{result}``.
         self.on_write = on_write
@@ -529,6 +559,7 @@ class PolicyStatusWriter:
             self._since.pop(key, None)
             self._gone.pop(key, None)
             self._failed.pop(key, None)
+            self._tried.pop(key, None)
 
     def _published_anew(self, key: tuple[str, str], previous: float | None, t: float) -> bool:
         """Whether ``key``, whose write answered 404, is to be written again at ``t``: it was not
@@ -594,8 +625,14 @@ class PolicyStatusWriter:
         }
 
     def publish(self, statuses: Sequence[StatusLike], now: float | None = None) -> None:
+        """Writes the statuses that changed (or are due a refresh), at most ``max_writes`` of them:
+        a new object or a changed reason (code, ``Accepted`` condition) first, then any other salient
+        change, then refreshes (at most their share, ``_refresh_tokens``); within each, the object
+        tried longest ago first. The rest is left for a later publish (``deferred``), which writes
+        the status it is given then: only an object's newest status is ever written."""
         latest = -math.inf
-        for st in statuses:
+        due: list[tuple[int, float, int, tuple[str, str], StatusLike, dict[str, Any], tuple[Any, ...], float]] = []
+        for i, st in enumerate(statuses):
             status = st.to_status()
             t = now if now is not None else float(getattr(st, "updated_at", 0.0))
             key = (st.namespace, st.name)
@@ -608,8 +645,28 @@ class PolicyStatusWriter:
             status["conditions"] = [condition]
             salient = (*(status.get(k) for k in _SALIENT), condition["status"], condition["message"])
             last = self._last.get(key)
-            if last is not None and last[0] == salient and t - last[1] < self.refresh_s:
+            if last is None or _reason(last[0]) != _reason(salient):
+                rank = 0  # never written by this process, or its reason or condition changed
+            elif last[0] != salient:
+                rank = 1
+            elif t - last[1] < self.refresh_s:
                 continue
+            else:
+                rank = _REFRESH
+            due.append((rank, self._tried.get(key, -math.inf), i, key, st, status, salient, t))
+        if latest > -math.inf:
+            self._add_refresh_tokens(latest)
+        due.sort(key=lambda d: d[:3])
+        budget = self.max_writes
+        deferred = 0
+        for rank, _, _, key, st, status, salient, t in due:
+            if budget <= 0 or (rank == _REFRESH and self._refresh_tokens < 1.0):
+                deferred += 1
+                continue
+            budget -= 1
+            if rank == _REFRESH:
+                self._refresh_tokens -= 1.0
+            self._tried[key] = t
             try:
                 self.custom.patch_namespaced_custom_object_status(
                     GROUP, VERSION, st.namespace, PLURAL, st.name, {"status": status}
@@ -624,12 +681,38 @@ class PolicyStatusWriter:
             self._failed.pop(key, None)
             self.writes += 1
             self._last[key] = (salient, t)
+        self.deferred = deferred
+        if deferred:
+            log.debug(
+                "%d policy status writes left for the next publish (at most %d per publish)",
+                deferred,
+                self.max_writes,
+                extra={"event": "status_deferred"},
+            )
         if latest > -math.inf:
             self._sweep(latest)
+
+    def _add_refresh_tokens(self, t: float) -> None:
+        """Refreshes earned since the last publish: the objects known over ``refresh_s``, per second."""
+        if self.refresh_s <= 0:
+            self._refresh_tokens = float(self.max_writes)
+        elif t > self._tokens_at:
+            if self._tokens_at > -math.inf:
+                earned = len(self._last) * (t - self._tokens_at) / self.refresh_s
+                # not banked beyond this interval's share (a fraction of one write carries over): the
+                # refreshes of objects written together are spread over the next publishes
+                self._refresh_tokens = min(self._refresh_tokens + earned, max(1.0, earned))
+            self._tokens_at = t
 
     def publish_rejected(self, rejected: Sequence[Rejected], now: float) -> None:
         """The status of each skipped object (``Accepted`` False), written at ``now``."""
         self.publish([replace(r, updated_at=now) for r in rejected], now=now)
+
+
+def _reason(salient: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The reason in a status's salient fields (``lastReasonCode``, the condition's status and
+    message): its change is written before other changes."""
+    return salient[_CODE_AT], salient[-2], salient[-1]
 
 
 def _failure_class(exc: Exception) -> str:
