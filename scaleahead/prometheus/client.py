@@ -698,6 +698,16 @@ class PrometheusClient:
                     self._alone[req.query] = alone - 1
         return got
 
+    def forget_queries(self, keep: set[str]) -> int:
+        """Forget the queries read alone (slow or refused ones) that are not in ``keep``: a removed
+        policy's query is never read again, so its entry would stay for good (found by a review).
+        Returns how many were forgotten."""
+        with self._lock:
+            gone = [q for q in self._alone if q not in keep]
+            for q in gone:
+                del self._alone[q]
+        return len(gone)
+
     def fetch_many(self, requests: Sequence[RangeRequest]) -> list[Series | PrometheusError]:
         """Read many series in parallel (at most ``max_concurrency`` requests at a time), in order.
 

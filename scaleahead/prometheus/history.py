@@ -258,6 +258,9 @@ class PrometheusHistory:
         file that cannot be deleted is logged (``history_cache_not_deleted``); ``prune_cache``
         deletes it once it is a window old."""
         wanted = {(p.spec.demand.query, p.spec.demand.step_seconds) for p in policies}
+        forget = getattr(self.client, "forget_queries", None)
+        if callable(forget):  # the client's memory of queries read alone (slow or refused ones)
+            forget({q for q, _ in wanted})
         gone = [qs for qs in self._keys if qs not in wanted]
         for qs in gone:
             key = self._keys.pop(qs)

@@ -434,6 +434,21 @@ def test_retain_drops_the_history_of_queries_no_policy_uses_any_more(prom, make_
     assert restarted.client.stats.points <= 4 * 9
 
 
+def test_retain_also_forgets_the_queries_the_client_reads_alone(prom, make_policy) -> None:
+    """A query Prometheus refuses is read alone for a while (not batched); the client's memory of it
+    stayed for good once its policy was removed, since it was never read again (found by a review).
+    ``retain`` forgets it with the policy; one still in force is kept."""
+    good = make_policy("w01", 'nasa_requests{workload="w01"}')
+    typo = make_policy("typo", "sum(nasa_requests) nope")
+    other = make_policy("other", "sum(nasa_requests) nope too")
+    now = prom.workers["w01"].start + 3 * HOUR
+    hist = source(prom.url)
+    hist.read([good, typo, other], now)
+    assert set(hist.client._alone) == {"sum(nasa_requests) nope", "sum(nasa_requests) nope too"}
+    hist.retain([good, other])
+    assert set(hist.client._alone) == {"sum(nasa_requests) nope too"}
+
+
 def test_retain_with_a_policy_whose_query_changed_drops_the_old_query(prom, make_policy, tmp_path) -> None:
     old = make_policy("web", 'nasa_requests{workload="w01"}')
     new = make_policy("web", 'nasa_requests{workload="w02"}')
