@@ -7,7 +7,8 @@ For each action of a plan the ``Actuator``:
    changed it since our last write): the edit is respected for ``human_edit_hold_s`` and reported;
 3. runs the safety check (``actuator.safety.check``) against the policy and the live object, with
    the plan's age at that moment (the actuator's ``clock``): a slow cycle or a slow plan skips what
-   is left once the plan is older than ``max_plan_age_s``;
+   is left once the plan is older than ``max_plan_age_s`` (asked before the live read too: an action
+   of a plan already too old makes no request);
 4. writes with the live ``resourceVersion`` as precondition; on 409 reads again and re-checks;
 5. journals ``applied`` / ``failed`` / ``skipped`` / ``dry-run`` with the reason.
 
@@ -20,11 +21,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from actuator.base import FIELD_MANAGER, ActionResult, ActuationError, LiveObject, LiveTarget
-from actuator.safety import SafetyConfig, check, desired_value
+from actuator.safety import SafetyConfig, check, desired_value, too_old
 from actuator.steering import STEERABLE_OWNERS
 from scaleahead.policy import Policy
 from scaleahead.types import Action, MovePod, Plan, Reason, ScaleTo, SetWarmPool, WorkloadRef
@@ -167,26 +169,30 @@ class Actuator:
         stop = self._stop_reason(now)
         results: list[ActionResult] = []
         by_action = dict(zip(range(len(changes)), ids, strict=True))
-        i = 0
-        for action in plan.actions:
-            if action.is_noop:
-                results.append(ActionResult(action, "skipped", "no change", "noop"))
-                if not isinstance(action, MovePod):  # nothing to write: no one's edit is in the way
-                    self.held_for.pop(action.workload.key, None)
-                continue
-            aid = by_action[i]
-            i += 1
-            if stop:
-                res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
-            elif action.target in self.held:
-                res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
-            else:
-                res = self._apply_one(action, plan.created_at, now, dry_run)
-            results.append(res)
-            if self.store is not None and aid is not None:
-                self.store.set_action_state(aid, res.outcome, res.detail, now)
-                self.unsettled.discard(aid)  # (a dry run's rows recorded here were never in it)
-            log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
+        # Within one plan the target reads each namespace's ResourceQuotas and LimitRanges once, and
+        # counts the room this plan's earlier scale-ups take (``KubernetesTarget.plan_reads``).
+        scope = getattr(self.target, "plan_reads", None)
+        with scope() if scope is not None else nullcontext():
+            i = 0
+            for action in plan.actions:
+                if action.is_noop:
+                    results.append(ActionResult(action, "skipped", "no change", "noop"))
+                    if not isinstance(action, MovePod):  # nothing to write: no one's edit is in the way
+                        self.held_for.pop(action.workload.key, None)
+                    continue
+                aid = by_action[i]
+                i += 1
+                if stop:
+                    res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
+                elif action.target in self.held:
+                    res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
+                else:
+                    res = self._apply_one(action, plan.created_at, now, dry_run)
+                results.append(res)
+                if self.store is not None and aid is not None:
+                    self.store.set_action_state(aid, res.outcome, res.detail, now)
+                    self.unsettled.discard(aid)  # (a dry run's rows recorded here were never in it)
+                log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
         return results
 
     def _stop_reason(self, now: float) -> str:
@@ -205,6 +211,11 @@ class Actuator:
         attempts = self.config.max_conflict_retries + 1
         first_uid = ""  # a moved pod's UID as first read: a re-read after a 409 must find that pod
         for _ in range(attempts):
+            # A plan already too old skips the action before any read (before 2026-12-06 its object
+            # and the namespace's quotas were read first, only to skip it after).
+            old = too_old(created_at, self.clock() if self.clock is not None else now, self.config)
+            if old:
+                return ActionResult(action, "skipped", old)
             try:
                 live = self.target.live(action)
                 if isinstance(action, MovePod) and live.uid:
@@ -233,6 +244,9 @@ class Actuator:
                 if isinstance(action, MovePod):
                     diff = f"{live.target}: evict from {action.from_node} (planned node {action.to_node})"
                 if dry_run:
+                    take_room = getattr(self.target, "take_room", None)
+                    if take_room is not None:  # the plan's later scale-ups see the room this one would take
+                        take_room(action, verdict.value, live)
                     return ActionResult(action, "dry-run", diff + notes)
                 if self.is_leader is not None and not self.is_leader(now):
                     # Renewed just before each write: no other replica can hold the Lease until
@@ -631,7 +645,9 @@ class Actuator:
                 break
             try:
                 action = action_from_journal(row)
-                live = self.target.live(action)
+                # Only the field's value decides here: no quota room (before 2026-12-06 each row's
+                # scale-up listed its namespace's ResourceQuotas and LimitRanges too).
+                live = self.target.live(action, quota_room=False)
             except (ActuationError, ValueError) as exc:
                 msg = exc.message if isinstance(exc, ActuationError) else str(exc)
                 state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"

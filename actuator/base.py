@@ -7,6 +7,7 @@ A ``Target`` is a Kubernetes cluster (``actuator.kubernetes``) or a simulated on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -43,16 +44,18 @@ class Target(Protocol):
 def apply_plan(plan: Plan, target: Target, dry_run: bool = False) -> list[ActionResult]:
     """Apply a plan's changes one by one; no-ops make no calls; one failure does not stop the rest."""
     results: list[ActionResult] = []
-    for action in plan.actions:
-        if action.is_noop:
-            results.append(ActionResult(action, "skipped", "no change", "noop"))
-        elif dry_run:
-            results.append(ActionResult(action, "dry-run", "would apply"))
-        else:
-            try:
-                results.append(target.apply(action))
-            except Exception as exc:  # noqa: BLE001 - one failed action must not stop the plan
-                results.append(ActionResult(action, "failed", f"{type(exc).__name__}: {exc}"))
+    scope = getattr(target, "plan_reads", None)  # quotas read once a plan (``KubernetesTarget.plan_reads``)
+    with scope() if scope is not None else nullcontext():
+        for action in plan.actions:
+            if action.is_noop:
+                results.append(ActionResult(action, "skipped", "no change", "noop"))
+            elif dry_run:
+                results.append(ActionResult(action, "dry-run", "would apply"))
+            else:
+                try:
+                    results.append(target.apply(action))
+                except Exception as exc:  # noqa: BLE001 - one failed action must not stop the plan
+                    results.append(ActionResult(action, "failed", f"{type(exc).__name__}: {exc}"))
     return results
 
 
@@ -107,6 +110,6 @@ class ActuationError(Exception):
 class LiveTarget(Target, Protocol):
     """A target that can read the live managed field and write it with a version precondition."""
 
-    def live(self, action: Action) -> LiveObject: ...
+    def live(self, action: Action, quota_room: bool = True) -> LiveObject: ...
 
     def write(self, action: Action, value: int, live: LiveObject) -> LiveObject: ...

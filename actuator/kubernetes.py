@@ -33,8 +33,9 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -537,6 +538,20 @@ MERGE = "application/merge-patch+json"
 log = logging.getLogger("scaleahead.actuator")
 
 
+@dataclass(slots=True)
+class _PlanReads:
+    """What one plan read once and took (``KubernetesTarget.plan_reads``)."""
+
+    #: namespace -> its ResourceQuotas as listed in this plan (None: could not be listed)
+    quotas: dict[str, list[Mapping[str, Any]] | None] = field(default_factory=dict)
+    #: namespaces whose LimitRange defaults this plan uses as read (re-read at most once a plan)
+    limit_ranges: set[str] = field(default_factory=set)
+    #: action target -> (namespace, its pod as the quota admission counts it), from its quota check
+    pods: dict[str, tuple[str, Callable[[], Mapping[str, Any]]]] = field(default_factory=dict)
+    #: namespace -> action target -> (its pod, pods its write adds): room the quota list does not show yet
+    taken: dict[str, dict[str, tuple[Callable[[], Mapping[str, Any]], int]]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class HeadroomSpec:
     """The placeholder pods that hold node headroom (their PriorityClass must exist, see deploy/)."""
@@ -943,6 +958,52 @@ class KubernetesTarget:
         # namespaces whose pods could not be listed to count a Knative Service's running pods
         # (warned once until a list succeeds again)
         self._knative_pods_unread: set[str] = set()
+        # the reads and quota room of the plan being applied (``plan_reads``), None between plans
+        self._plan: _PlanReads | None = None
+
+    @contextmanager
+    def plan_reads(self) -> Iterator[None]:
+        """Within this block (one plan, ``Actuator.apply_plan``), each namespace's ResourceQuotas are
+        listed at most once and its LimitRange defaults read at most once, and the room a scale-up
+        of the plan takes is taken off the listed room for the plan's later scale-ups in the
+        namespace (the quota's ``used`` counts new pods only once the controller created them).
+        Before 2026-12-06 every scale-up listed its namespace's quotas again (1,000 lists for
+        1,000 scale-ups), and two scale-ups in one namespace could both be given the same free room.
+        A scale-down's pods are not given back within the plan (they stop later). Nested: the
+        outer block's reads."""
+        if self._plan is not None:
+            yield
+            return
+        self._plan = _PlanReads()
+        try:
+            yield
+        finally:
+            self._plan = None
+
+    def take_room(self, action: Action, value: int, live: LiveObject) -> None:
+        """Count the pods a write of ``value`` for ``action`` adds against its namespace's quotas
+        for the rest of the plan (``plan_reads``; outside one: nothing). ``write`` calls it; the
+        actuator calls it for a dry run's actions too. A retry of the action (after a 409)
+        replaces its count."""
+        if self._plan is None or isinstance(action, MovePod) or live.fact("quota_pods_free") is None:
+            return
+        found = self._plan.pods.get(action.target)
+        if found is None:
+            return
+        namespace, pod = found
+        pods_now = live.fact("pods_now")
+        added = value - (live.value if pods_now is None else pods_now)
+        taken = self._plan.taken.setdefault(namespace, {})
+        if added > 0:
+            taken[action.target] = (pod, added)
+        else:
+            taken.pop(action.target, None)
+
+    def _give_back_room(self, action: Action) -> None:
+        """A write the API server refused (a 4xx other than a 409): its pods do not come."""
+        if self._plan is not None and not isinstance(action, MovePod):
+            for taken in self._plan.taken.values():
+                taken.pop(action.target, None)
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -980,7 +1041,10 @@ class KubernetesTarget:
             raise _error(exc, target or action.target, verb, resource, ns) from exc
 
     def _quota_left(
-        self, namespace: str, templates: Callable[[], Sequence[Mapping[str, Any]]] | None = None
+        self,
+        namespace: str,
+        templates: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+        key: str = "",
     ) -> dict[str, int] | None:
         """What the namespace's ResourceQuotas leave: ``pods`` (quotas on ``pods`` / ``count/pods``)
         and ``requests.cpu`` (m), ``requests.memory`` (MiB), ``limits.cpu``, ``limits.memory`` (``cpu``
@@ -990,20 +1054,42 @@ class KubernetesTarget:
 
         A quota with scopes counts only if it applies to a pod of one of ``templates`` (called only
         when such a quota exists; ``actuator.quota_scopes``); without ``templates``, every quota counts.
+
+        Within a plan (``plan_reads``) the quotas are listed once per namespace, and what the plan's
+        scale-ups other than ``key``'s took (``take_room``) is taken off each quota that counts their pods.
         """
-        try:
-            data = self._raw(self.core.list_namespaced_resource_quota, namespace)
-        except (ApiException, HTTPError):
+        plan = self._plan
+        if plan is not None and namespace in plan.quotas:
+            items = plan.quotas[namespace]
+        else:
+            try:
+                data = self._raw(self.core.list_namespaced_resource_quota, namespace)
+            except (ApiException, HTTPError):
+                items = None
+            else:
+                items = [rq for rq in data.get("items") or [] if isinstance(rq, Mapping)]
+            if plan is not None:
+                plan.quotas[namespace] = items
+        if items is None:
             return None
+        taken = [] if plan is None else [t for k, t in plan.taken.get(namespace, {}).items() if k != key]
         left: dict[str, int] = {}
         pods: Sequence[Mapping[str, Any]] | None = None
-        for rq in data.get("items") or []:
+        for rq in items:
             spec = rq.get("spec") or {}
-            if templates is not None and (spec.get("scopes") or spec.get("scopeSelector")):
+            scoped = bool(spec.get("scopes") or spec.get("scopeSelector"))
+            if templates is not None and scoped:
                 pods = templates() if pods is None else pods
                 if not any(quota_applies(rq, t) for t in pods):
                     continue
-            for norm, room in _rooms(rq).items():
+            rooms = _rooms(rq)
+            for pod, n in taken:
+                if scoped and not quota_applies(rq, pod()):
+                    continue
+                shape = pod_shape(pod()) if any(k != "pods" for k in rooms) else {}
+                for norm in rooms:
+                    rooms[norm] -= n * (1 if norm == "pods" else shape.get(norm, 0))
+            for norm, room in rooms.items():
                 left[norm] = min(left.get(norm, room), room)
         return left
 
@@ -1019,8 +1105,15 @@ class KubernetesTarget:
         namespace; quota room is then counted from the templates as they are."""
         now = self.clock.now()
         cached = self._limit_ranges.get(namespace)
-        if cached is not None and now - cached[0] < self.LIMIT_RANGES_TTL_S:
+        plan = self._plan
+        if cached is not None and (
+            now - cached[0] < self.LIMIT_RANGES_TTL_S or (plan is not None and namespace in plan.limit_ranges)
+        ):
+            if plan is not None:
+                plan.limit_ranges.add(namespace)
             return cached[1]
+        if plan is not None:  # read once a plan, even a plan longer than the minute
+            plan.limit_ranges.add(namespace)
         try:
             items = self._raw(self.core.list_namespaced_limit_range, namespace).get("items") or []
         except (ApiException, HTTPError, ActuationError, ValueError) as exc:
@@ -1042,7 +1135,7 @@ class KubernetesTarget:
         return defaults
 
     def _quota_room(
-        self, namespace: str, template: Callable[[], Mapping[str, Any]] | None = None
+        self, namespace: str, template: Callable[[], Mapping[str, Any]] | None = None, key: str = ""
     ) -> tuple[int | None, tuple[str, ...]]:
         """Pods the namespace's ResourceQuotas still allow, and the quota keys that bind.
 
@@ -1051,7 +1144,7 @@ class KubernetesTarget:
         CPU and memory count how many pods of it (``pod_shape``) fit in what is left, and a quota
         whose scopes do not apply to its pods does not count; a pod that asks for none of a quota's
         resource is not limited by it here (the API server decides). None: no such quota, or the
-        quotas cannot be read.
+        quotas cannot be read. ``key``: the action's target, whose write takes the room (``take_room``).
         """
         seen: list[Mapping[str, Any]] = []
 
@@ -1060,7 +1153,9 @@ class KubernetesTarget:
                 seen.append(self._with_overhead(with_defaults(template(), self._limit_defaults(namespace))))
             return seen[0]
 
-        left = self._quota_left(namespace, None if template is None else lambda: [pod()])
+        if self._plan is not None and key and template is not None:
+            self._plan.pods[key] = (namespace, pod)
+        left = self._quota_left(namespace, None if template is None else lambda: [pod()], key)
         if not left:
             return None, ()
         limits = [(left["pods"], "pods")] if "pods" in left else []
@@ -1524,8 +1619,11 @@ class KubernetesTarget:
         return ActionResult(action, "applied", f"{live.target} {live.field}: {live.value} -> {value}")
 
     # -- live reads -----------------------------------------------------------------------------
-    def live(self, action: Action) -> LiveObject:
-        """Read the managed field of the object behind ``action`` (raises ``ActuationError``)."""
+    def live(self, action: Action, quota_room: bool = True) -> LiveObject:
+        """Read the managed field of the object behind ``action`` (raises ``ActuationError``).
+
+        ``quota_room``: for a scale-up, also read what the namespace's quotas leave (``quota_pods_free``,
+        and the pods a Knative Service runs); False reads the field only (``Actuator.reconcile``)."""
         if isinstance(action, MovePod):
             return self._live_pod(action)
         ref = action.workload
@@ -1541,8 +1639,8 @@ class KubernetesTarget:
             room: dict[str, int] = {} if key in annotations else {"unset": 1}
             # A higher min-scale (a warm pool's, or a service's ScaleTo) creates pods: they need quota room.
             to = action.to_instances if isinstance(action, SetWarmPool) else getattr(action, "to_replicas", value)
-            if to > value:
-                quota = self._quota_facts(ref.namespace, lambda: knative_pod_template(template))
+            if quota_room and to > value:
+                quota = self._quota_facts(ref.namespace, lambda: knative_pod_template(template), ref.key)
                 if quota:
                     # Its autoscaler often runs more pods than min-scale, and the quota counts them as
                     # used: a min-scale up to them creates no pod and needs no room (as an HPA floor).
@@ -1559,9 +1657,9 @@ class KubernetesTarget:
             except ApiException as exc:
                 if exc.status == 404:  # created by the write, with the template of _headroom
                     missing = {"missing": 1}
-                    if isinstance(action, ScaleTo) and action.to_replicas > 0:
+                    if quota_room and isinstance(action, ScaleTo) and action.to_replicas > 0:
                         new = self._headroom(ref, action.to_replicas)["spec"]["template"]
-                        missing.update(self._quota_facts(ref.namespace, lambda: new))
+                        missing.update(self._quota_facts(ref.namespace, lambda: new, ref.key))
                     return LiveObject(ref.key, "spec.replicas", 0, "", missing)
                 raise _error(exc, ref.key, "get", "deployments", ref.namespace) from exc
             except HTTPError as exc:
@@ -1575,9 +1673,10 @@ class KubernetesTarget:
                 )
             value = _int_field(obj, "spec.replicas", ref.key, 1)
             placeholder: dict[str, int] = {}
-            if isinstance(action, ScaleTo) and action.to_replicas > value:  # placeholder pods count in quotas
+            # placeholder pods count in quotas
+            if quota_room and isinstance(action, ScaleTo) and action.to_replicas > value:
                 template = (obj.get("spec") or {}).get("template") or {}
-                placeholder = self._quota_facts(ref.namespace, lambda: template)
+                placeholder = self._quota_facts(ref.namespace, lambda: template, ref.key)
             return LiveObject(ref.key, "spec.replicas", value, _rv(obj), placeholder)
         mode, hpa = self.mode(ref)
         if mode == "floor":
@@ -1598,8 +1697,8 @@ class KubernetesTarget:
                 pods_now = value
                 if isinstance(current, int) and not isinstance(current, bool) and current >= 0:
                     pods_now = current
-                if action.to_replicas > pods_now:
-                    quota = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
+                if quota_room and action.to_replicas > pods_now:
+                    quota = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref), ref.key)
                     if quota:
                         floor_facts.update(quota, pods_now=pods_now)
             return LiveObject(target, "spec.minReplicas", value, _rv(obj), floor_facts, uid=_uid(obj))
@@ -1612,8 +1711,8 @@ class KubernetesTarget:
         obj = self._call(action, read, ref.name, ref.namespace)
         value = _int_field(obj, "spec.replicas", ref.key, default=0)
         facts: dict[str, int] = {}
-        if isinstance(action, ScaleTo) and action.to_replicas > value:
-            facts = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref))
+        if quota_room and isinstance(action, ScaleTo) and action.to_replicas > value:
+            facts = self._quota_facts(ref.namespace, lambda: self._pod_template(action, ref), ref.key)
         # The Scale's metadata.uid is the Deployment's or StatefulSet's own (the API server copies it).
         return LiveObject(ref.key, "spec.replicas", value, _rv(obj), facts, uid=_uid(obj))
 
@@ -1650,11 +1749,12 @@ class KubernetesTarget:
             return ""
         return field_owner(obj, path)
 
-    def _quota_facts(self, namespace: str, template: Callable[[], Mapping[str, Any]]) -> dict[str, int]:
+    def _quota_facts(self, namespace: str, template: Callable[[], Mapping[str, Any]], key: str = "") -> dict[str, int]:
         """``quota_pods_free`` and the binding quota keys (``quota_limited_by:KEY``) for a scale-up of
         pods of ``template`` in ``namespace`` (``actuator.safety`` limits it); empty: no quota, or the
-        quotas cannot be read (the API server's quota admission still decides)."""
-        free, binding = self._quota_room(namespace, template)
+        quotas cannot be read (the API server's quota admission still decides). ``key``: the
+        action's target (``_quota_room``)."""
+        free, binding = self._quota_room(namespace, template, key)
         if free is None:
             return {}
         return {"quota_pods_free": free, **{f"quota_limited_by:{key}": 1 for key in binding}}
@@ -1706,9 +1806,22 @@ class KubernetesTarget:
 
     # -- writes ---------------------------------------------------------------------------------
     def write(self, action: Action, value: int, live: LiveObject) -> LiveObject:
-        """Set the managed field to ``value`` with ``live.resource_version`` as precondition."""
+        """Set the managed field to ``value`` with ``live.resource_version`` as precondition.
+
+        Within a plan (``plan_reads``) the pods it adds take their namespace's quota room from the
+        plan's later scale-ups, unless the API server refuses the write (a 4xx other than 409)."""
         if isinstance(action, MovePod):
             return self._move(action, live)
+        self.take_room(action, value, live)
+        try:
+            return self._write(action, value, live)
+        except ActuationError as exc:
+            if exc.status is not None and 400 <= exc.status < 500 and exc.status != 409:
+                self._give_back_room(action)
+            raise
+
+    def _write(self, action: Action, value: int, live: LiveObject) -> LiveObject:
+        assert not isinstance(action, MovePod)
         ref = action.workload
         meta = {"resourceVersion": live.resource_version} if live.resource_version else {}
         if ref.kind == "KnativeService":

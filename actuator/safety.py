@@ -43,6 +43,17 @@ def desired_value(action: Action) -> int:
     return 0
 
 
+def too_old(plan_created_at: float, now: float, config: SafetyConfig) -> str:
+    """Why a plan made at ``plan_created_at`` may no longer be applied at ``now`` (older than
+    ``max_plan_age_s``), else ``""``. The actuator asks before reading an action's object too: an
+    action of a plan already too old costs no request."""
+    age = now - plan_created_at
+    if age > config.max_plan_age_s:
+        limit = config.max_plan_age_s
+        return f"the plan is {age:.0f} s old, older than maxPlanAge {limit:.0f} s; the next plan decides"
+    return ""
+
+
 def check(
     action: Action,
     live: LiveObject,
@@ -52,13 +63,9 @@ def check(
     config: SafetyConfig,
 ) -> Verdict:
     """Decide what may be done for ``action`` given the live object (see the module docstring)."""
-    age = now - plan_created_at
-    if age > config.max_plan_age_s:
-        return Verdict(
-            "skip",
-            live.value,
-            f"the plan is {age:.0f} s old, older than maxPlanAge {config.max_plan_age_s:.0f} s; the next plan decides",
-        )
+    old = too_old(plan_created_at, now, config)
+    if old:
+        return Verdict("skip", live.value, old)
     if isinstance(action, MovePod):
         if not live.value:
             where = "on " + action.to_node if live.fact("on_to_node") else "elsewhere"

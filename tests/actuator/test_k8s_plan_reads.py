@@ -1,0 +1,171 @@
+"""What one plan reads (findings F5 and F7 of the 2026-12-06 scale audit): each namespace's
+ResourceQuotas and LimitRanges once a plan, the room earlier scale-ups of the plan took counted
+for the later ones, no read at all for an action of a plan already past maxPlanAge, and no quota
+read when reconciling. Counted from the emulated API server's requests."""
+
+from __future__ import annotations
+
+import pytest
+from kubeemu import DEPLOYMENTS, LIMITRANGES, QUOTAS, Fault, deployment, policy
+
+from actuator.applying import Actuator
+from actuator.kubernetes import KubernetesTarget
+from actuator.safety import SafetyConfig
+from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+from storage import Store
+
+R = Reason("test", "because the test says so")
+NOW = 1_000_000.0
+
+
+@pytest.fixture
+def store(tmp_path):  # type: ignore[no-untyped-def]
+    s = Store(f"sqlite:///{tmp_path / 'j.db'}")
+    yield s
+    s.close()
+
+
+def ref(ns: str, name: str) -> WorkloadRef:
+    return WorkloadRef("Deployment", ns, name)
+
+
+def pol(ns: str, name: str):  # type: ignore[no-untyped-def]
+    body = policy(name).model_dump(by_alias=True, exclude_none=True)
+    body["spec"]["target"]["namespace"] = ns
+    return type(policy()).model_validate(body)
+
+
+def put(kube, ns: str, name: str, replicas: int = 2, cpu: str = "") -> None:  # type: ignore[no-untyped-def]
+    body = deployment(replicas, labels={"app": name})
+    if cpu:
+        body["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    kube.cluster.put(DEPLOYMENTS, ns, name, body)
+
+
+def pod_quota(used: int, hard: int) -> dict:
+    return {"spec": {"hard": {"pods": str(hard)}}, "status": {"hard": {"pods": str(hard)}, "used": {"pods": str(used)}}}
+
+
+def actuator(kube, pols, store=None, **cfg) -> Actuator:  # type: ignore[no-untyped-def]
+    return Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=2.0), store, pols, SafetyConfig(**cfg))
+
+
+def lists(kube, what: str, since: int = 0) -> int:  # type: ignore[no-untyped-def]
+    return sum(1 for m, p in kube.cluster.calls()[since:] if m == "GET" and p.endswith("/" + what))
+
+
+def replicas(kube, ns: str, name: str) -> int:  # type: ignore[no-untyped-def]
+    return kube.cluster.get(DEPLOYMENTS, ns, name)["spec"]["replicas"]
+
+
+def test_a_plan_lists_each_namespaces_quotas_once(kube) -> None:  # type: ignore[no-untyped-def]
+    """Six scale-ups in two namespaces: two quota lists (before 2026-12-06: six, one per scale-up)."""
+    names = [("a", f"w{i}") for i in range(3)] + [("b", f"w{i}") for i in range(3)]
+    for ns, name in names:
+        put(kube, ns, name)
+    for ns in ("a", "b"):
+        kube.cluster.put(QUOTAS, ns, "q", pod_quota(used=6, hard=100))
+    pols = [pol(ns, name) for ns, name in names]
+    results = actuator(kube, pols).apply_plan(Plan(NOW, tuple(ScaleTo(ref(*k), 2, 4, R) for k in names)), NOW)
+    assert [r.outcome for r in results] == ["applied"] * 6, results
+    assert lists(kube, "resourcequotas") == 2
+    # the next plan lists them again: its room is not the last plan's
+    before = len(kube.cluster.calls())
+    actuator(kube, pols).apply_plan(Plan(NOW, (ScaleTo(ref("a", "w0"), 4, 5, R),)), NOW)
+    assert lists(kube, "resourcequotas", before) == 1
+
+
+def test_two_scale_ups_in_one_namespace_do_not_both_take_the_same_free_room(kube) -> None:  # type: ignore[no-untyped-def]
+    """Four pods free: the first scale-up takes three, the second gets the one left (before
+    2026-12-06 both were given the four the quota's ``used`` showed: the second's pods were refused)."""
+    put(kube, "a", "x")
+    put(kube, "a", "y")
+    kube.cluster.put(QUOTAS, "a", "q", pod_quota(used=6, hard=10))
+    pols = [pol("a", "x"), pol("a", "y")]
+    plan = Plan(NOW, (ScaleTo(ref("a", "x"), 2, 5, R), ScaleTo(ref("a", "y"), 2, 5, R)))
+    results = actuator(kube, pols).apply_plan(plan, NOW)
+    assert [r.outcome for r in results] == ["applied", "applied"], results
+    assert "limited" not in results[0].detail
+    assert "pod quota (1 more pods allowed)" in results[1].detail, results[1].detail
+    assert (replicas(kube, "a", "x"), replicas(kube, "a", "y")) == (5, 3)
+    # a dry run counts the same way
+    put(kube, "a", "x")
+    put(kube, "a", "y")
+    results = actuator(kube, pols).apply_plan(plan, NOW, dry_run=True)
+    assert [r.outcome for r in results] == ["dry-run", "dry-run"]
+    assert "pod quota (1 more pods allowed)" in results[1].detail, results[1].detail
+
+
+def test_the_room_an_earlier_scale_up_took_counts_in_a_cpu_quota(kube) -> None:  # type: ignore[no-untyped-def]
+    """1500m free, 500m a pod: x takes two pods (1000m), y gets the one pod left."""
+    put(kube, "a", "x", cpu="500m")
+    put(kube, "a", "y", cpu="500m")
+    hard = {"requests.cpu": "4"}
+    used = {"requests.cpu": "2500m"}
+    kube.cluster.put(QUOTAS, "a", "cpu", {"spec": {"hard": hard}, "status": {"hard": hard, "used": used}})
+    pols = [pol("a", "x"), pol("a", "y")]
+    plan = Plan(NOW, (ScaleTo(ref("a", "x"), 2, 4, R), ScaleTo(ref("a", "y"), 2, 6, R)))
+    results = actuator(kube, pols).apply_plan(plan, NOW)
+    assert "ResourceQuota on requests.cpu (1 more pods allowed)" in results[1].detail, results[1].detail
+    assert (replicas(kube, "a", "x"), replicas(kube, "a", "y")) == (4, 3)
+
+
+def test_a_refused_write_gives_its_room_back_to_the_plans_later_scale_ups(kube) -> None:  # type: ignore[no-untyped-def]
+    put(kube, "a", "x")
+    put(kube, "a", "y")
+    kube.cluster.put(QUOTAS, "a", "q", pod_quota(used=6, hard=10))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/x/scale", status=422))
+    pols = [pol("a", "x"), pol("a", "y")]
+    plan = Plan(NOW, (ScaleTo(ref("a", "x"), 2, 5, R), ScaleTo(ref("a", "y"), 2, 6, R)))
+    results = actuator(kube, pols).apply_plan(plan, NOW)
+    assert [r.outcome for r in results] == ["failed", "applied"], results  # the API server refused x
+    assert (replicas(kube, "a", "x"), replicas(kube, "a", "y")) == (2, 6)
+
+
+def test_limit_ranges_are_read_once_a_plan_even_past_their_minute(kube) -> None:  # type: ignore[no-untyped-def]
+    names = [f"w{i}" for i in range(4)]
+    for name in names:
+        put(kube, "a", name)
+    kube.cluster.put(QUOTAS, "a", "cpu", {"status": {"hard": {"requests.cpu": "40"}, "used": {"requests.cpu": "0"}}})
+    item = {"type": "Container", "defaultRequest": {"cpu": "500m"}}
+    kube.cluster.put(LIMITRANGES, "a", "defaults", {"spec": {"limits": [item]}})
+    act = actuator(kube, [pol("a", n) for n in names])
+    act.target.LIMIT_RANGES_TTL_S = 0.0  # type: ignore[attr-defined]  # the minute is over at each read
+    results = act.apply_plan(Plan(NOW, tuple(ScaleTo(ref("a", n), 2, 3, R) for n in names)), NOW)
+    assert [r.outcome for r in results] == ["applied"] * 4, results
+    assert lists(kube, "limitranges") == 1
+    assert lists(kube, "resourcequotas") == 1
+
+
+def test_an_action_of_a_plan_already_past_max_plan_age_costs_no_request(kube, store) -> None:  # type: ignore[no-untyped-def]
+    """Before 2026-12-06 each such action still read its object and its namespace's quotas first."""
+    names = [f"w{i}" for i in range(3)]
+    for name in names:
+        put(kube, "a", name)
+    kube.cluster.put(QUOTAS, "a", "q", pod_quota(used=0, hard=100))
+    pols = [pol("a", n) for n in names]
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=2.0)
+    act = Actuator(target, store, pols, SafetyConfig(max_plan_age_s=30.0), clock=lambda: NOW + 31.0)
+    plan = Plan(NOW, tuple(ScaleTo(ref("a", n), 2, 4, R) for n in names))
+    results = act.apply_plan(plan, NOW)
+    assert [r.outcome for r in results] == ["skipped"] * 3
+    assert {r.detail for r in results} == {"the plan is 31 s old, older than maxPlanAge 30 s; the next plan decides"}
+    assert kube.cluster.calls() == []
+    assert {a.state for a in store.actions()} == {"skipped"}
+
+
+def test_reconcile_reads_only_the_objects_not_their_quotas(kube, store) -> None:  # type: ignore[no-untyped-def]
+    names = [f"w{i}" for i in range(3)]
+    for name in names:
+        put(kube, "a", name)  # 2: the scale-ups to 4 never landed
+    kube.cluster.put(QUOTAS, "a", "q", pod_quota(used=6, hard=100))
+    kube.cluster.put(LIMITRANGES, "a", "defaults", {"spec": {"limits": [{"type": "Container"}]}})
+    store.record_plan(Plan(NOW, tuple(ScaleTo(ref("a", n), 2, 4, R) for n in names)), source="actuator")
+    act = actuator(kube, [pol("a", n) for n in names], store)
+    done = act.reconcile(NOW + 5)
+    assert [state for _, state, _ in done] == ["skipped"] * 3
+    assert all("not applied before the restart" in why for _, _, why in done), done
+    assert lists(kube, "resourcequotas") == 0 and lists(kube, "limitranges") == 0
+    assert sorted(p for _, p in kube.cluster.calls()) == [
+        f"/apis/apps/v1/namespaces/a/deployments/{n}/scale" for n in names
+    ]
