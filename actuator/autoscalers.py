@@ -59,6 +59,13 @@ class AutoscalerCheck:
         scopes: list[str | None] = [None]
         if not self.cluster_wide:
             scopes = [*sorted({p.spec.target.namespace for p in policies if p.spec.target.kind in _SCALED})]
+        # A namespace no policy targets any more is not listed again: forget it, else its last
+        # failure kept ``up`` at 0 (and its alert firing) for good (found by a review).
+        self._failing &= set(scopes)
+        self._read &= set(scopes)
+        for key in [k for k in self.targets if None not in scopes and k[0] not in scopes]:
+            del self.targets[key]
+            self.controllers.pop(key, None)
         for scope in scopes:
             try:
                 items = self._list(scope)

@@ -544,6 +544,8 @@ class _PlanReads:
 
     #: namespace -> its ResourceQuotas as listed in this plan (None: could not be listed)
     quotas: dict[str, list[Mapping[str, Any]] | None] = field(default_factory=dict)
+    #: namespaces whose quota list failed in this plan (warned once)
+    quota_failed: set[str] = field(default_factory=set)
     #: namespaces whose LimitRange defaults this plan uses as read (re-read at most once a plan)
     limit_ranges: set[str] = field(default_factory=set)
     #: action target -> (namespace, its pod as the quota admission counts it), from its quota check
@@ -1062,13 +1064,27 @@ class KubernetesTarget:
         if plan is not None and namespace in plan.quotas:
             items = plan.quotas[namespace]
         else:
+            forbidden = False
             try:
                 data = self._raw(self.core.list_namespaced_resource_quota, namespace)
-            except (ApiException, HTTPError):
+            except (ApiException, HTTPError) as exc:
                 items = None
+                forbidden = getattr(exc, "status", None) == 403
+                if plan is not None and namespace not in plan.quota_failed:
+                    plan.quota_failed.add(namespace)
+                    log.warning(
+                        "cannot list the ResourceQuotas of namespace %s (%s): scale-ups there are not limited "
+                        "by them%s; the API server's quota admission still refuses pods beyond them",
+                        namespace,
+                        f"HTTP {exc.status}" if isinstance(exc, ApiException) else type(exc).__name__,
+                        " this plan (no permission)" if forbidden else " until a list answers (tried again for each)",
+                        extra={"event": "quota_list_failed", "namespace": namespace},
+                    )
             else:
                 items = [rq for rq in data.get("items") or [] if isinstance(rq, Mapping)]
-            if plan is not None:
+            # A failed list is not kept for the plan (a review found one 500 lifting the quotas for
+            # every later scale-up of the plan): the next scale-up there lists again. No permission is.
+            if plan is not None and (items is not None or forbidden):
                 plan.quotas[namespace] = items
         if items is None:
             return None

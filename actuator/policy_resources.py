@@ -60,6 +60,8 @@ _SALIENT = (
 _CODE_AT = _SALIENT.index("lastReasonCode")
 #: The rank of a refresh (nothing salient changed, written ``refresh_s`` ago): written last.
 _REFRESH = 2
+#: Its rank while an object's last status write failed: last.
+_FAILING = 3
 #: The condition every status carries: is the policy planned?
 ACCEPTED = "Accepted"
 #: Fields of a planned policy's status that a skipped one clears (a JSON merge patch removes a null).
@@ -653,6 +655,11 @@ class PolicyStatusWriter:
                 continue
             else:
                 rank = _REFRESH
+            if key in self._failed:
+                # its last write failed: after every other write, so that 100 objects that keep failing
+                # (422s, a CRD without status) cannot take the whole budget every publish and starve
+                # the others' changes for good (found by a review)
+                rank = _FAILING
             due.append((rank, self._tried.get(key, -math.inf), i, key, st, status, salient, t))
         if latest > -math.inf:
             self._add_refresh_tokens(latest)

@@ -1027,6 +1027,12 @@ class Daemon:
         ``lastReasonCode: forecast``, "scale shop/web 3 -> 14", every cycle while nothing was written."""
         if self.status_sink is None:
             return
+        if any(r.cause == "not_leader" for r in report.results):
+            # The Lease was lost during the cycle: the statuses are the new leader's to write (found by
+            # a review: "not applied: not the leader" overwrote the new leader's, whose writer thought
+            # its own still stood).
+            log.info("lost the lease during the cycle: its statuses are left to the new leader")
+            return
         statuses = []
         results = {id(r.action): r for r in report.results}  # the result of each of the plan's actions
         for a in report.plan.actions:

@@ -299,3 +299,18 @@ def test_a_namespace_whose_hpa_list_keeps_failing_is_warned_about_once(api, kube
             check.refresh([pols[0], other])
     failed = [r for r in caplog.records if getattr(r, "event", "") == "autoscaler_check_failed"]
     assert len(failed) == 1 and "namespace team-b" in failed[0].getMessage()
+
+
+def test_a_namespace_no_policy_targets_any_more_no_longer_counts_as_failing(api, kube) -> None:  # type: ignore[no-untyped-def]
+    """Found by a review: its last failure kept ``up`` (scaleahead_autoscaler_check_up) at 0, and
+    ScaleaheadAutoscalerCheckFailing firing, until a restart."""
+    check = AutoscalerCheck(api)
+    web = policy("web")
+    other = web.model_copy(
+        update={"spec": web.spec.model_copy(update={"target": web.spec.target.model_copy(update={"namespace": "b"})})}
+    )
+    kube.cluster.faults.append(Fault("GET", "/namespaces/b/horizontalpodautoscalers", status=403, times=5))
+    check.refresh([web, other])
+    assert check.up is False
+    check.refresh([web])  # the policy in b is gone
+    assert check.up is True

@@ -113,3 +113,34 @@ def test_objects_written_together_are_not_all_refreshed_in_one_publish(kube) -> 
     assert max(refreshed_by.values()) <= 1000.0 + 60 + 60, refreshed_by
     assert sum(counts[-12:]) >= n, "once spread, each is refreshed about every refresh_s"
     assert min(counts[-12:]) >= 1 and max(counts[-12:]) <= 11, counts
+
+
+def test_objects_whose_writes_keep_failing_do_not_starve_the_others() -> None:
+    """Found by a review: an object whose write failed was never written, so it stayed first ("never
+    written") at every publish; 100 of them took the whole budget every time and another object's
+    change was never written. They now come after every other write."""
+    from kubernetes.client import ApiClient
+    from kubernetes.client.rest import ApiException
+
+    from scaleahead.daemon import PolicyStatus
+
+    class Custom:
+        def __init__(self) -> None:
+            self.ok: list[tuple[str, object]] = []
+
+        def patch_namespaced_custom_object_status(self, group, version, ns, plural, name, body):  # type: ignore[no-untyped-def]
+            if name.startswith("bad"):
+                raise ApiException(status=422, reason="Unprocessable Entity")
+            self.ok.append((name, body["status"].get("desiredReplicas")))
+
+    def st(name: str, desired: int, t: float) -> PolicyStatus:
+        return PolicyStatus(
+            name, "shop", f"Deployment/shop/{name}", desired, 2, 12.5, "none", "why", "forecast", t, "seasonal_naive"
+        )
+
+    w = PolicyStatusWriter(ApiClient(), refresh_s=60.0, max_writes=100)
+    fake = w.custom = Custom()  # type: ignore[assignment]
+    bad = [f"bad{i}" for i in range(100)]
+    w.publish([st("good", 3, 0.0)] + [st(b, 3, 0.0) for b in bad])
+    w.publish([st("good", 8, 10.0)] + [st(b, 3, 10.0) for b in bad])
+    assert ("good", 8) in fake.ok

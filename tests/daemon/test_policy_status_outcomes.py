@@ -212,3 +212,26 @@ def test_a_refused_write_a_failed_one_and_the_back_off_after_it_each_show_in_the
     assert r.replicas() == 8
     assert st["lastReasonCode"] not in NOT_APPLIED and not st["lastReason"].startswith("not applied"), st
     assert (st["desiredReplicas"], st["currentReplicas"]) == (8, 8), st
+
+
+def test_a_replica_that_lost_the_lease_during_the_cycle_leaves_the_statuses_to_the_new_leader(run) -> None:  # type: ignore[no-untyped-def]
+    """Found by a review: the old leader published "not applied: not the leader" over the status the
+    new leader had just written, which the new leader's writer took to be still in place."""
+    from kubernetes import client
+
+    r = run()
+    act = r.daemon.deps.actuator
+    calls: list[float] = []
+
+    def lost(now: float) -> bool:  # the renewal before the write fails: another replica leads now
+        if not calls:  # meanwhile the new leader applies the change and writes its status
+            r.kube.cluster.edit(DEPLOYMENTS, "shop", "web0", {"spec": {"replicas": 8}})
+            client.CustomObjectsApi(r.kube.api_client()).patch_namespaced_custom_object_status(
+                GROUP, VERSION, "shop", PLURAL, "web0", {"status": {"lastReasonCode": "forecast", "lastReason": "new"}}
+            )
+        calls.append(now)
+        return False
+
+    act.is_leader = lost
+    st = r.tick()
+    assert (st["lastReasonCode"], st["lastReason"]) == ("forecast", "new")
