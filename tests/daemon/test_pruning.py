@@ -70,8 +70,10 @@ def test_pruning_commits_in_batches(db_url: str) -> None:
 def test_pruning_many_forecasts_on_sqlite_never_locks_out_the_loops_writes(tmp_path: Path) -> None:
     """One day of forecasts of thousands of workloads is pruned while the loop journals plans: on
     SQLite each batch holds the write lock briefly (~0.1 s here) and the prune pauses between
-    batches, so the writer waits well under a second and never gets "database is locked" (until 2026-12-06 one
-    DELETE held the lock for seconds, minutes at 10,000 workloads; the writer failed after 5 s)."""
+    batches, so the writer's plans go in between the batches and it never gets "database is locked"
+    (until 2026-12-06 one DELETE held the lock for seconds, minutes at 10,000 workloads; the writer
+    waited it out, or failed after 5 s). Checked by what went in while the prune ran, not by wall
+    times (a loaded machine stretches those: a 0.6 s bound failed once in CI at 0.73 s)."""
     db = tmp_path / "prune.db"
     store = Store(f"sqlite:///{db}")
     store.prune_batch = 20_000  # 20 batches of ~0.1 s (the default 10,000: twice as many)
@@ -88,6 +90,7 @@ def test_pruning_many_forecasts_on_sqlite_never_locks_out_the_loops_writes(tmp_p
         )
     stop = threading.Event()
     waits: list[float] = []
+    done: list[float] = []  # when each of the writer's plans went in
     errors: list[str] = []
 
     def writer() -> None:
@@ -97,6 +100,8 @@ def test_pruning_many_forecasts_on_sqlite_never_locks_out_the_loops_writes(tmp_p
                 store.record_plan(_plan(time.time()), source="loop")
             except Exception as exc:  # noqa: BLE001 - recorded: the assertion below shows it
                 errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+            else:
+                done.append(time.perf_counter())
             waits.append(time.perf_counter() - t0)
             stop.wait(0.02)
 
@@ -105,11 +110,17 @@ def test_pruning_many_forecasts_on_sqlite_never_locks_out_the_loops_writes(tmp_p
     while not waits:  # the writer runs before the prune starts
         time.sleep(0.01)
     try:
+        started = time.perf_counter()
         assert store.prune_forecasts(before=float(n)) == old
+        ended = time.perf_counter()
     finally:
         stop.set()
         thread.join()
     assert errors == []
-    assert len(waits) >= 5 and max(waits) < 0.6, f"the writer waited up to {max(waits):.2f} s"
+    during = [t for t in done if started < t < ended]
+    # 20 batches: the writer's plans go in between them (one DELETE let none in until it ended)
+    assert len(during) >= 10, (
+        f"{len(during)} plans went in during the prune, the writer waited up to {max(waits):.2f} s"
+    )
     assert store.count_forecasts() == n - old
     store.close()
