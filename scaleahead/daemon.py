@@ -1541,6 +1541,14 @@ class Daemon:
         write fails (its folder replaced by a file, not writable, a full disk) a ``UserError`` says
         so, and the next report covers the whole period since the last one written."""
         since = self.report_since
+        if not self._still_leading():
+            # Until 2026-12-06 a replica that had lost the Lease between the job's start and here
+            # still wrote its report, under the same file name as the new leader's.
+            log.warning(
+                "accuracy report not written: this replica no longer holds the leader Lease (the leader writes it)",
+                extra={"event": "accuracy_report_skipped"},
+            )
+            return None
         with self.live.daily_taken() as (per, totals):  # put back if the write below raises
             wapes = [float(w) for v in per.values() if isinstance(w := v.get("wape"), float)]
             doc = {
@@ -1602,13 +1610,26 @@ class Daemon:
         if store is None:
             return {"history_cache_files": caches} if caches else {}
         j = self.settings.jobs
-        forecasts = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
-        plans, actions = store.prune_plans(now - j.plan_retention_days * 86400.0)
-        steers = store.prune_steers(now - j.plan_retention_days * 86400.0)
+        out: dict[str, int] = {"history_cache_files": caches}
+        if not self._prune_may_go_on("forecasts", out):
+            return out
+        out["forecasts"] = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
+        if not self._prune_may_go_on("plans", out):
+            return out
+        out["plans"], out["actions"] = store.prune_plans(now - j.plan_retention_days * 86400.0)
+        if not self._prune_may_go_on("steers", out):
+            return out
+        out["steers"] = store.prune_steers(now - j.plan_retention_days * 86400.0)
+        if not self._prune_may_go_on("risk_factors", out):
+            return out
         # A service's step is written only when it moves: one with a policy keeps it however old.
         ours = {p.workload.key for p in self.deps.policies}
         owns = self.deps.risk.owns
-        risk = store.prune_risk_factors(now - j.plan_retention_days * 86400.0, lambda key: key in ours or not owns(key))
+        out["risk_factors"] = store.prune_risk_factors(
+            now - j.plan_retention_days * 86400.0, lambda key: key in ours or not owns(key)
+        )
+        if not self._prune_may_go_on("checkpoints", out):
+            return out
         with self._trials_lock:
             in_use = [r.model_version_id for _, r in self.trials.values()]
         if self.deps.model_version_id is not None:
@@ -1644,20 +1665,25 @@ class Daemon:
         pruned = store.prune_model_checkpoints(
             now - j.model_retention_days * 86400.0, j.keep_retired_models, now, in_use=in_use, remove_file=remove_file
         )
-        out = {
-            "forecasts": forecasts,
-            "plans": plans,
-            "actions": actions,
-            "steers": steers,
-            "risk_factors": risk,
-            "checkpoints": len(pruned),
-            "checkpoint_files": files,
-            "checkpoint_files_not_deleted": kept,
-            "history_cache_files": caches,
-        }
+        out.update(checkpoints=len(pruned), checkpoint_files=files, checkpoint_files_not_deleted=kept)
         # A file that could not be deleted was named in its own warning; the count says it here too.
         log.log(logging.WARNING if kept else logging.INFO, "pruned old records", extra={"event": "prune", **out})
         return out
+
+    def _prune_may_go_on(self, step: str, done: Mapping[str, int]) -> bool:
+        """Whether the prune job may delete its next kind of record: only while this replica still
+        leads (``_still_leading``). Until 2026-12-06 a prune that started while leading went on after
+        the Lease was lost, deleting by this replica's view (its policies, the model versions it
+        runs) beside the new leader. The local history cache files are pruned whatever the role."""
+        if self._still_leading():
+            return True
+        log.warning(
+            "prune stopped before %s: this replica no longer holds the leader Lease; the leader's next prune "
+            "deletes what is left",
+            step,
+            extra={"event": "prune_stopped", "step": step, **done},
+        )
+        return False
 
     def _prune_history_caches(self) -> int:
         """Delete the history cache files (``--artifacts`` history-cache and training-cache) that no
