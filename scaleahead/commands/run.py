@@ -279,6 +279,44 @@ def _shard_limiter(settings: Settings, index: int, count: int) -> Callable[[Sequ
     return apply
 
 
+def _capacity_names_checker(settings: Settings, namespace: str | None) -> Callable[[Sequence[Policy]], None]:
+    """A function that warns (event ``capacity_unused``) about ``loop.capacity`` entries naming a
+    tenant no policy has: a typo, or (with ``actuation.tenant_from_namespace``, the default) a name
+    that is not a namespace, limits nothing. Called with every policy read (all shards' together);
+    an entry is named again only after it was in use in between. Until 2026-12-06 such an entry was
+    silently unused. Not with ``--namespace``: that process reads one namespace's policies only, so
+    another namespace's entry is expected to limit nothing in it."""
+    names = {t for t in settings.loop.capacity if t != "*"}
+    from_namespace = settings.actuation.tenant_from_namespace
+    warned: set[str] = set()
+
+    def check(policies: Sequence[Policy]) -> None:
+        if not names or namespace is not None:
+            return
+        tenants = {p.spec.tenant for p in policies}
+        unused = names - tenants
+        new = sorted(unused - warned)
+        warned.intersection_update(unused)
+        warned.update(unused)
+        if not new:
+            return
+        why = (
+            " (a PredictiveScalingPolicy object's tenant is its namespace: actuation.tenant_from_namespace)"
+            if from_namespace
+            else ""
+        )
+        log.warning(
+            "loop.capacity names tenant(s) %s that no policy has%s; the policies' tenants are %s. Such an entry "
+            "limits nothing: correct the name, or remove the entry",
+            ", ".join(new),
+            why,
+            ", ".join(sorted(tenants)) or "none",
+            extra={"event": "capacity_unused", "tenants": new},
+        )
+
+    return check
+
+
 def _owner(shard: str | None, namespace: str | None) -> Callable[[str], bool] | None:
     """Which workload keys this process answers for when it releases a removed policy's warm
     instances: with ``--shard i/N`` those that hash to it, with ``--namespace NS`` those in NS (a
@@ -707,6 +745,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
                 rejected_at_start = cluster.rejected
                 policy_source = publishing_rejections(cluster, writer, lambda: clock.now())
+        check_capacity_names = _capacity_names_checker(settings, namespace)
+        check_capacity_names(pols)
+        if policy_source is not None:
+            apply_shard_limits = check_capacity_names  # at each reload, from every policy read
         if shard is not None:
             index, count = parse_shard(shard)
             limit_shard = _shard_limiter(settings, index, count)
@@ -733,6 +775,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     return owned(everything, index, count)
 
                 def split_last_read(_: Sequence[Policy]) -> None:
+                    check_capacity_names(read_last[0])
                     limit_shard(read_last[0])
 
                 apply_shard_limits = split_last_read

@@ -277,3 +277,59 @@ def test_a_champion_that_cannot_be_loaded_at_start_is_warned_about_once(tmp_path
     later = run(70)
     assert [x["event"] for x in later] == ["model_fallback", "champion_not_loaded"], later
     assert later[1]["model_version_id"] == mid
+
+
+def test_run_warns_about_a_capacity_entry_that_no_policy_tenant_has(tmp_path: Path) -> None:
+    """Until 2026-12-06 a loop.capacity entry naming no tenant (a typo; a name other than a namespace,
+    with the cluster's policies) limited nothing, silently."""
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s",
+            "--target", "memory", "--db", f"sqlite:///{tmp_path / 'w.db'}", "--once", "--virtual",
+        ],
+        capture_output=True, text=True, timeout=300,
+        env={**ENV, "SCALEAHEAD_LOOP__CAPACITY": "shpo=10,default=5,*=40", "SCALEAHEAD_LOG__FORMAT": "json"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    logs = [json.loads(line) for line in out.stderr.splitlines() if line.startswith("{")]
+    (unused,) = [rec for rec in logs if rec.get("event") == "capacity_unused"]
+    assert unused["tenants"] == ["shpo"] and unused["level"] == "warning"
+    assert "limits nothing" in unused["message"] and "default" in unused["message"]
+
+
+def test_the_capacity_check_names_an_entry_again_only_after_it_was_in_use() -> None:
+    import logging
+
+    from scaleahead.commands.run import _capacity_names_checker
+    from scaleahead.settings import Settings
+
+    settings = Settings()
+    settings.loop.capacity = {"shop": 10, "web": 5, "*": 40}
+    check = _capacity_names_checker(settings, None)
+    shop = parse_policies(
+        "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\nmetadata: {name: a}\n"
+        "spec:\n  tenant: shop\n  target: {name: a}\n  demand: {query: 'x'}\n  capacityPerReplica: 2\n"
+    )
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    logger = logging.getLogger("scaleahead")
+    logger.addHandler(handler)
+    try:
+        check(shop)  # web is unused
+        check(shop)  # still: not named again
+        check([])  # shop is unused now too: only shop is new
+        check(shop)
+        check([])  # shop unused again after it was in use: named again
+    finally:
+        logger.removeHandler(handler)
+    named = [r.tenants for r in seen if getattr(r, "event", "") == "capacity_unused"]  # type: ignore[attr-defined]
+    assert named == [["web"], ["shop"], ["shop"]]
+    quiet: list[logging.LogRecord] = []
+    handler.emit = quiet.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        _capacity_names_checker(settings, "shop")([])  # with --namespace: one namespace's policies only
+    finally:
+        logger.removeHandler(handler)
+    assert quiet == []
