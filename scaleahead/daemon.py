@@ -1020,6 +1020,24 @@ class Daemon:
         code = res.cause if res.cause in ("paused", "backing_off", "human_edit", "co_writer") else "action_skipped"
         return code, f"not applied: {res.detail}; {planned}"
 
+    def _status_models(self, report: CycleReport) -> Callable[[WorkloadRef], str]:
+        """The status's ``model`` of a workload: production's forecaster, or, for a workload on a
+        running canary's or A/B rollout's challenger arm whose forecast the cycle used (``report.versions``),
+        the challenger's name and version. Until 2026-12-06 it named production's for every workload."""
+        deps = self.deps
+        running = [(deps.rollout, deps.challenger)] if deps.rollout is not None and deps.challenger is not None else []
+        names = {view.challenger_version: model.name for view, model in (*running, *deps.trials)}
+        production = deps.forecaster.name
+
+        def model_of(ref: WorkloadRef) -> str:
+            if ref not in report.versions:
+                return production
+            version = report.versions[ref]
+            name = names.get(version, "challenger")
+            return f"{name} (challenger, version {version})" if version is not None else f"{name} (challenger)"
+
+        return model_of
+
     def _publish_status(self, report: CycleReport, now: float) -> None:
         """Each planned policy's status after the cycle's actions: the plan's decision, and, when its
         change was not applied (held, failed, dry run, paused, backing off), why (``_not_applied``).
@@ -1035,6 +1053,7 @@ class Daemon:
             return
         statuses = []
         results = {id(r.action): r for r in report.results}  # the result of each of the plan's actions
+        model_of = self._status_models(report)
         for a in report.plan.actions:
             if not isinstance(a, ScaleTo | SetWarmPool):
                 continue
@@ -1075,7 +1094,7 @@ class Daemon:
                     reason,
                     code,
                     now,
-                    self.deps.forecaster.name,
+                    model_of(a.workload),
                 )
             )
         unread = {key: why for key, why in report.errors.items() if why.startswith("state: ")}
@@ -1495,6 +1514,7 @@ class Daemon:
         with self._swap:  # a policy swap between the read and the write would be lost
             self.deps = replace(self.deps, forecaster=model, model_version_id=model_version_id)
         self.metrics.set_model(model.name, model_version_id)
+        self.metrics.set_fallback(model.name, None)  # a registered version runs: no fallback any more
         if isinstance(holdout_wape, float) and holdout_wape > 0:
             self.reference_error = holdout_wape
 

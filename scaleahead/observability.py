@@ -132,6 +132,14 @@ class Metrics:
             ["model", "version"],
             registry=r,
         )
+        self.model_fallback = Gauge(
+            "scaleahead_model_fallback",
+            "1 while the fallback baseline forecasts instead of the configured learned model (label configured: "
+            "forecast.model; reason: no_model, none registered yet, or unloadable, the champion's checkpoint "
+            "could not be loaded); no series otherwise.",
+            ["configured", "reason"],
+            registry=r,
+        )
         self.live_error = Gauge(
             "scaleahead_live_forecast_error",
             "Live forecast error: WAPE of the median over matured forecasts (exponentially weighted).",
@@ -273,6 +281,15 @@ class Metrics:
         """Count one run of a job that ended at ``now`` with ``result`` (ok or error)."""
         self.jobs.labels(job_name=name, result=result).inc()
         self.job_last_run.labels(job_name=name, result=result).set(now)
+
+    def set_fallback(self, configured: str, reason: str | None) -> None:
+        """``scaleahead_model_fallback``: ``reason`` (``no_model``, ``unloadable``) while the fallback
+        runs instead of the configured learned model ``configured``; None clears it. Until 2026-12-06
+        only ``scaleahead_model_info`` told, and a fallback looked the same there as a baseline
+        configured on purpose (``version="unregistered"``)."""
+        self.model_fallback.clear()
+        if reason is not None:
+            self.model_fallback.labels(configured=configured, reason=reason).set(1)
 
     def set_model(self, name: str, version: int | None) -> None:
         self.model.clear()

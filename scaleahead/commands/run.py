@@ -171,7 +171,12 @@ def history_short_for(forecaster: Any, history_days: float) -> str:
 
 
 def _production_model(
-    name: str, store: Any, settings: Settings, history: list[Any], unloadable: list[int] | None = None
+    name: str,
+    store: Any,
+    settings: Settings,
+    history: list[Any],
+    unloadable: list[int] | None = None,
+    fell_back: list[str] | None = None,
 ) -> tuple[Any, int | None]:
     """The forecaster the loop starts with, and its registry id.
 
@@ -179,7 +184,9 @@ def _production_model(
     ready): the newest ``champion`` (or ``production``) version of that family in the registry is
     loaded from its checkpoint. Without one, or when it cannot be loaded, the fallback baseline is
     fitted on the loop's history, and the log says why. Baselines are fitted on that history.
-    ``unloadable``: gets the id of a champion that could not be loaded.
+    ``unloadable``: gets the id of a champion that could not be loaded. ``fell_back``: gets why the
+    fallback runs instead of ``name`` (``no_model``: no champion registered; ``unloadable``: its
+    checkpoint could not be loaded), for ``scaleahead_model_fallback``.
     """
     from forecaster import make_model
     from forecaster.registry import BASELINES, LEARNED
@@ -201,20 +208,24 @@ def _production_model(
     step = history[0].step_s if history else 10.0
     fallback = settings.forecast.fallback_model
     why = f"no LSTM checkpoint configured; using fallback {fallback!r}"
+    code = "no_model"
     if versions:
         try:  # the checkpoint stored in the database (any replica, any restart), else the file
             loaded = load_model_version(store, versions[-1].id, step, history, settings.forecast.horizon_s)
             return loaded, versions[-1].id
         except DataError as exc:
             why = f"{exc.what} Fallback: {fallback!r}"
+            code = "unloadable"
             if unloadable is not None:
                 unloadable.append(versions[-1].id)
     log.warning(
         "%s. Train one (scaleahead train --model %s, or train-distributed for lstm) and promote it.",
         why,
         name,
-        extra={"event": "model_fallback", "reason": why},
+        extra={"event": "model_fallback", "reason": why, "code": code},
     )
+    if fell_back is not None:
+        fell_back.append(code)
     model = make_model(fallback)
     if history:
         model.fit(history)
@@ -829,7 +840,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         # The loop's own window: fits a baseline, scores the model, warms the incremental cache.
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
         unloadable: list[int] = []
-        forecaster, model_version_id = _production_model(name, store, settings, train_series, unloadable)
+        fell_back: list[str] = []
+        forecaster, model_version_id = _production_model(name, store, settings, train_series, unloadable, fell_back)
+        metrics.set_fallback(name, fell_back[0] if fell_back else None)
         short = history_short_for(forecaster, settings.loop.history_days)
         if short:
             log.warning(short, extra={"event": "history_short_for_model"})
