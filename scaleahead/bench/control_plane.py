@@ -1,0 +1,523 @@
+"""``scaleahead bench control-plane``: the control plane's cost at 1,000-10,000 workloads.
+
+Why it exists: a read-only scale audit measured what one cycle, one policy reload and one plan
+cost scaleahead at 1,000 and 10,000 workloads, with throwaway scripts against the Kubernetes API
+emulator; this module is that audit as a product benchmark, so the numbers in docs/benchmarks.md
+("Control plane") can be made again.
+
+Per size N, against the emulator (``scaleahead.bench.kubeemu``, kmock) run in its **own process**
+(its CPU is not counted here; it is stopped at the end, also on Ctrl-C or an error), holding N
+Deployments ``w{i}``, N PredictiveScalingPolicy objects (one per Deployment, direct mode) and N
+HPAs on other workloads in ``namespaces`` namespaces, each namespace with a ResourceQuota and a
+LimitRange, through the official ``kubernetes`` client:
+
+- ``policy_load``: ``ClusterPolicies.load`` with the cluster-wide HPA check and ``PolicyLimits``;
+- ``policy_reload_unchanged``: ``Daemon._reload_policies``' "did the policies change?" test on two
+  loads of the same objects (equal, distinct ``Policy`` values), as every reload with nothing changed;
+- ``PolicyStatusWriter.publish``: ``status_first`` (a new writer, every status new: at most
+  ``PolicyStatusWriter.MAX_WRITES`` PATCHes, the rest deferred); then the rest is written once
+  without requests (a stand-in client, not measured: N PATCHes to the emulator take minutes at
+  10,000), so that ``status_steady`` (the same statuses a second later: nothing to write) and
+  ``status_all_changed`` (every desired replica count changed: at most ``MAX_WRITES`` PATCHes, the
+  rest deferred) start from a writer that has written every status;
+- ``read_state``: ``KubernetesTarget.read_state`` of the N Deployments (quotas on);
+- ``apply_plan``: ``Actuator.apply_plan`` of a plan scaling every workload up by one, journaled in
+  a SQLite file, with the kill switch and the Lease as ``scaleahead run`` has them: how many actions
+  were applied and how many skipped, by reason (e.g. the plan got older than ``max_plan_age_s``);
+- ``journal``: the same plan against a target that answers at once (no API): the journal's and
+  the safety layer's share, per action;
+- ``reconcile``: ``Actuator.reconcile`` (no budget) of N journal rows left ``planned``.
+
+Each is run ``repeat`` times; per run: CPU of this process (``time.process_time``), wall time,
+HTTP requests the client sent (counted at ``kubernetes.client.rest.RESTClientObject.request``, by
+method and resource) and the process's peak RSS so far (``ru_maxrss``: it only grows, so it is the
+peak of everything measured up to then). The emulator answers a request in several ms, slower than a
+real API server: the wall time of the API-bound sections is an upper bound; CPU and requests are
+the portable figures.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+from scaleahead.errors import UserError
+
+#: Every section of a size's result, in the order they run.
+SECTIONS = (
+    "policy_load",
+    "policy_reload_unchanged",
+    "status_first",
+    "status_steady",
+    "status_all_changed",
+    "read_state",
+    "apply_plan",
+    "journal",
+    "reconcile",
+)
+
+#: How long the emulator may take to start and fill itself (10,000 workloads take seconds).
+START_TIMEOUT_S = 300.0
+
+INSTALL_HINT = "Install the development extra: pip install -e '.[dev]' (or: pip install kmock)."
+
+
+def require_emulator() -> None:
+    """A ``UserError`` unless the emulator's ``kmock`` package can be imported (``dev`` extra only)."""
+    try:
+        import kmock  # noqa: F401
+    except ImportError as exc:
+        raise UserError(
+            "scaleahead bench control-plane needs the Kubernetes API emulator, which uses the kmock "
+            "package; kmock is not installed (it is in the dev extra only).",
+            INSTALL_HINT,
+        ) from exc
+
+
+# -- counting requests ------------------------------------------------------------------------
+def request_label(method: str, url: str) -> str:
+    """``"GET deployments/scale"``, ``"GET resourcequotas (list)"``, ``"PATCH predictivescalingpolicies/status"``."""
+    path = url.split("//", 1)[-1].split("/", 1)[-1].split("?", 1)[0].strip("/")
+    parts = path.split("/")
+    if parts[:1] == ["api"]:
+        parts = parts[2:]
+    elif parts[:1] == ["apis"]:
+        parts = parts[3:]
+    if len(parts) >= 2 and parts[0] == "namespaces" and len(parts) > 2:
+        parts = parts[2:]
+    if not parts or not parts[0]:
+        return f"{method} (other)"
+    if len(parts) == 1:
+        return f"{method} {parts[0]} (list)"
+    return f"{method} {parts[0]}/{parts[2]}" if len(parts) > 2 else f"{method} {parts[0]}"
+
+
+class RequestCounter:
+    """Counts the official client's HTTP requests by ``request_label`` while installed."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._orig: Any = None
+
+    def __enter__(self) -> RequestCounter:
+        from kubernetes.client import rest
+
+        orig: Any = rest.RESTClientObject.request
+        counts = self.counts
+
+        def counted(client: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            counts[request_label(method, url)] += 1
+            return orig(client, method, url, *args, **kwargs)
+
+        self._orig = orig
+        setattr(rest.RESTClientObject, "request", counted)  # noqa: B010 - a method replaced while counting
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from kubernetes.client import rest
+
+        setattr(rest.RESTClientObject, "request", self._orig)  # noqa: B010
+
+
+def _peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _measure(
+    counter: RequestCounter,
+    repeat: int,
+    run: Callable[[], dict[str, Any] | None],
+    before: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """``run`` ``repeat`` times (``before`` each time, not measured): every run's numbers, the
+    medians, and the last run's requests and extra numbers (what ``run`` returns)."""
+    runs = []
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        counter.counts.clear()
+        c0, w0 = time.process_time(), time.perf_counter()
+        extra = run() or {}
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        runs.append(
+            {
+                "cpu_s": round(cpu, 4),
+                "wall_s": round(wall, 4),
+                "requests": sum(counter.counts.values()),
+                "by_request": dict(sorted(counter.counts.items())),
+                "peak_rss_mb": _peak_rss_mb(),
+                **extra,
+            }
+        )
+    last = runs[-1]
+    return {
+        **{k: v for k, v in last.items() if k not in ("cpu_s", "wall_s")},
+        "median_cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 4),
+        "median_wall_s": round(statistics.median(r["wall_s"] for r in runs), 4),
+        "runs": runs,
+    }
+
+
+# -- the emulator in its own process ----------------------------------------------------------
+@contextmanager
+def emulator(workloads: int, namespaces: int) -> Iterator[tuple[str, int]]:
+    """A populated emulator (``python -m scaleahead.bench.kubeemu``) in a child process: yields its
+    URL and pid; it is stopped (and waited for) on the way out, whatever happened. The child also
+    stops by itself when this process goes (its stdin closes)."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+    spec = json.dumps({"workloads": workloads, "namespaces": namespaces, "quotas": True})
+    # its messages go to a file, not a pipe: a pipe nobody reads would stop it once full
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "scaleahead.bench.kubeemu", spec],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+        try:
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+            line = proc.stdout.readline() if ready else b""
+            if not line:
+                _stop(proc)
+                err.seek(0)
+                tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
+                raise UserError(
+                    f"the Kubernetes API emulator did not start within {START_TIMEOUT_S:.0f} s "
+                    f"(exit code {proc.poll()}): {' | '.join(tail) or 'no message'}",
+                    INSTALL_HINT + " Or try a smaller --sizes.",
+                )
+            yield json.loads(line)["url"], proc.pid
+        finally:
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            stream.close()
+
+
+# -- the sections -----------------------------------------------------------------------------
+class _InstantTarget:
+    """A cluster that answers at once and keeps each workload's replicas (the journal's share)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def read_state(self, workloads: Sequence[Any]) -> Any:  # pragma: no cover - not called by apply_plan
+        raise NotImplementedError
+
+    def live(self, action: Any, quota_room: bool = True) -> Any:
+        from actuator.base import LiveObject
+
+        value = self.values.get(action.target, 2)
+        return LiveObject(action.target, "spec.replicas", value, str(value), {})
+
+    def write(self, action: Any, value: int, live: Any) -> Any:
+        from actuator.base import LiveObject
+
+        self.values[action.target] = value
+        return LiveObject(live.target, live.field, value, str(value), {})
+
+
+class _NoWrites:
+    """A ``CustomObjectsApi`` stand-in whose status writes succeed without a request."""
+
+    def patch_namespaced_custom_object_status(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {}
+
+
+class _EventCatcher(logging.Handler):
+    def __init__(self, event: str) -> None:
+        super().__init__()
+        self.event, self.seen = event, 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) == self.event:
+            self.seen += 1
+
+
+def _skip_reason(detail: str, cause: str) -> str:
+    if "older than maxPlanAge" in detail:
+        return "plan_too_old"
+    return cause or (detail.split(":", 1)[0][:60] if detail else "unknown")
+
+
+def _outcomes(results: Sequence[Any]) -> dict[str, Any]:
+    by_outcome = Counter(r.outcome for r in results)
+    skipped = Counter(_skip_reason(r.detail, r.cause) for r in results if r.outcome == "skipped")
+    return {
+        "actions": len(results),
+        "applied": by_outcome.get("applied", 0),
+        "skipped": by_outcome.get("skipped", 0),
+        "failed": sum(v for k, v in by_outcome.items() if k not in ("applied", "skipped")),
+        "outcomes": dict(sorted(by_outcome.items())),
+        "skipped_by_reason": dict(sorted(skipped.items())),
+    }
+
+
+def bench_size(
+    url: str,
+    workloads: int,
+    repeat: int,
+    max_plan_age_s: float,
+    workdir: Path,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Every section for one size against the emulator at ``url``; the result per section."""
+    from kubernetes import client as k8s
+
+    from actuator.applying import Actuator
+    from actuator.autoscalers import AutoscalerCheck
+    from actuator.kubernetes import KubernetesTarget
+    from actuator.leader import LeaderElector
+    from actuator.policy_resources import ClusterPolicies, PolicyLimits, PolicyStatusWriter
+    from actuator.safety import SafetyConfig
+    from scaleahead.daemon import Daemon, PolicyStatus
+    from scaleahead.types import Plan, Reason, ScaleTo
+    from storage import Store
+
+    cfg = k8s.Configuration()
+    cfg.host = url.rstrip("/")
+    cfg.retries = 0
+    api: Any = k8s.ApiClient(cfg)
+    out: dict[str, Any] = {}
+
+    def done(name: str, result: dict[str, Any]) -> None:
+        out[name] = result
+        if progress is not None:
+            progress(name, result)
+
+    with RequestCounter() as counter:
+        # 1. policies: the load, then the reload's change test with nothing changed
+        policies_api = ClusterPolicies(
+            api,
+            None,
+            autoscalers=AutoscalerCheck(api, cluster_wide=True),
+            limits=PolicyLimits(capacity={"*": 10**9}),
+        )
+        loaded: list[Any] = []
+
+        def load() -> dict[str, Any]:
+            loaded[:] = policies_api.load()
+            return {"accepted": len(loaded), "rejected": len(policies_api.rejected)}
+
+        done("policy_load", _measure(counter, repeat, load))
+        policies = list(loaded)
+        again = policies_api.load()  # equal values, distinct objects: as the daemon's next reload
+        catcher = _EventCatcher("policies_reloaded")
+        daemon_log = logging.getLogger("scaleahead.daemon")
+        saved = (logging.root.manager.disable, daemon_log.level, daemon_log.propagate)
+        # the change test says "policies changed" at INFO: caught here, printed nowhere
+        logging.disable(logging.NOTSET)
+        daemon_log.setLevel(logging.INFO)
+        daemon_log.propagate = False
+        daemon_log.addHandler(catcher)
+        stand_in = types.SimpleNamespace(
+            policy_source=lambda: again,
+            deps=types.SimpleNamespace(policies=policies),
+            set_policies=lambda _p: None,
+        )
+        try:
+
+            def reload() -> dict[str, Any]:
+                seen = catcher.seen
+                Daemon._reload_policies(stand_in)  # type: ignore[arg-type]
+                return {"policies": len(again), "changed": catcher.seen > seen}
+
+            done("policy_reload_unchanged", _measure(counter, repeat, reload))
+        finally:
+            daemon_log.removeHandler(catcher)
+            logging.disable(saved[0])
+            daemon_log.setLevel(saved[1])
+            daemon_log.propagate = saved[2]
+
+        # 2. status publish
+        writer = PolicyStatusWriter(api, refresh_s=60.0)
+        clock = [1_000_000.0]
+        desired = [3]
+
+        def statuses() -> list[Any]:
+            return [
+                PolicyStatus(
+                    p.metadata.name,
+                    p.metadata.namespace or p.workload.namespace,
+                    p.workload.key,
+                    desired[0],
+                    2,
+                    12.5,
+                    "none",
+                    "forecast",
+                    "forecast_up",
+                    clock[0],
+                    "seasonal_naive",
+                )
+                for p in policies
+            ]
+
+        def publish() -> dict[str, Any]:
+            before = writer.writes
+            writer.publish(statuses(), now=clock[0])
+            return {"patches": writer.writes - before, "deferred": writer.deferred, "cap": writer.max_writes}
+
+        done("status_first", _measure(counter, 1, publish))
+        # the rest written once too, as by the publishes of the following cycles, but without
+        # requests (a stand-in client): N PATCHes to the emulator would take minutes at 10,000
+        client, cap = writer.custom, writer.max_writes
+        writer.custom, writer.max_writes = cast(Any, _NoWrites()), max(len(policies), 1)
+        try:
+            writer.publish(statuses(), now=clock[0])
+        finally:
+            writer.custom, writer.max_writes = client, cap
+
+        def tick() -> None:
+            clock[0] += 1.0  # well within refresh_s: nothing is due a refresh
+
+        done("status_steady", _measure(counter, repeat, publish, before=tick))
+
+        def change() -> None:
+            tick()
+            desired[0] += 1
+
+        done("status_all_changed", _measure(counter, repeat, publish, before=change))
+
+        # 3. read_state
+        refs = [p.workload for p in policies]
+        target = KubernetesTarget(api, policies, timeout_s=10.0, quotas=True)
+
+        def read() -> dict[str, Any]:
+            state = target.read_state(refs)
+            return {"workloads_read": len(state.workloads)}
+
+        done("read_state", _measure(counter, repeat, read))
+
+        # 4. apply_plan, journaled in SQLite, with the kill switch and the Lease
+        store = Store(f"sqlite:///{workdir / f'apply-{workloads}.db'}")
+        store.upgrade()
+        elector = LeaderElector(api, "scaleahead-system", "bench", lease_duration_s=15, timeout_s=10.0)
+        elector.is_leader(time.time())
+        actuator = Actuator(
+            target,
+            store,
+            policies,
+            SafetyConfig(max_plan_age_s=max_plan_age_s),
+            kill_switch=lambda: target.kill_switch("scaleahead-system", "scaleahead-kill-switch"),
+            is_leader=lambda _t: elector.holds(time.time(), 10.0),
+            clock=time.time,
+        )
+        replicas = [2]
+
+        def scale_up(cur: int) -> Any:
+            reason = Reason("forecast_up", "bench: one replica more")
+            return Plan(time.time(), tuple(ScaleTo(r, cur, cur + 1, reason) for r in refs))
+
+        def apply() -> dict[str, Any]:
+            plan = scale_up(replicas[0])
+            _, ids = store.record_plan(plan, source="actuator")
+            results = actuator.apply_plan(plan, plan.created_at, action_ids=ids)
+            replicas[0] += 1
+            return _outcomes(results)
+
+        done("apply_plan", _measure(counter, repeat, apply))
+
+        # 5. the journal alone: the same plans against a target that answers at once
+        jstore = Store(f"sqlite:///{workdir / f'journal-{workloads}.db'}")
+        jstore.upgrade()
+        jact = Actuator(cast(Any, _InstantTarget()), jstore, (), SafetyConfig(max_plan_age_s=1e9), clock=time.time)
+        jreplicas = [2]
+
+        def journal() -> dict[str, Any]:
+            plan = scale_up(jreplicas[0])
+            _, ids = jstore.record_plan(plan, source="actuator")
+            results = jact.apply_plan(plan, plan.created_at, action_ids=ids)
+            jreplicas[0] += 1
+            return _outcomes(results)
+
+        result = _measure(counter, repeat, journal)
+        result["median_cpu_ms_per_action"] = round(1000 * result["median_cpu_s"] / max(workloads, 1), 4)
+        result["median_wall_ms_per_action"] = round(1000 * result["median_wall_s"] / max(workloads, 1), 4)
+        done("journal", result)
+
+        # 6. reconcile N rows left planned (as after a crash between journal and API call)
+        def leave_planned() -> None:
+            store.record_plan(scale_up(replicas[0]), source="actuator")
+
+        def reconcile() -> dict[str, Any]:
+            rows = actuator.reconcile(time.time())
+            return {"rows": len(rows), "states": dict(sorted(Counter(state for _, state, _ in rows).items()))}
+
+        done("reconcile", _measure(counter, repeat, reconcile, before=leave_planned))
+        store.close()
+        jstore.close()
+    api.close()
+    return out
+
+
+def bench_control_plane(
+    sizes: Sequence[int],
+    repeat: int = 1,
+    namespaces: int = 100,
+    max_plan_age_s: float = 30.0,
+    progress: Callable[[int, str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Every section per size, each size against a fresh emulator process; the result object."""
+    require_emulator()
+    result: dict[str, Any] = {
+        "params": {
+            "sizes": list(sizes),
+            "repeat": repeat,
+            "namespaces": namespaces,
+            "max_plan_age_s": max_plan_age_s,
+            "status_max_writes": _status_cap(),
+        },
+        "sizes": {},
+        "emulator_pids": [],
+    }
+    logging.disable(logging.WARNING)  # thousands of per-action lines would measure the log, not the work
+    try:
+        with tempfile.TemporaryDirectory(prefix="scaleahead-bench-cp-") as tmp:
+            for n in sizes:
+                w0 = time.perf_counter()
+                with emulator(n, namespaces) as (url, pid):
+                    result["emulator_pids"].append(pid)
+                    started = round(time.perf_counter() - w0, 2)
+
+                    def show(name: str, section: dict[str, Any], n: int = n) -> None:
+                        if progress is not None:
+                            progress(n, name, section)
+
+                    sections = bench_size(url, n, repeat, max_plan_age_s, Path(tmp), show)
+                result["sizes"][str(n)] = {"emulator_start_s": started, **sections}
+    finally:
+        logging.disable(logging.NOTSET)
+    return result
+
+
+def _status_cap() -> int:
+    from actuator.policy_resources import PolicyStatusWriter
+
+    return PolicyStatusWriter.MAX_WRITES

@@ -1,0 +1,167 @@
+"""`scaleahead bench control-plane` through the real console entry point, on a tiny cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scaleahead.bench.control_plane import SECTIONS, request_label
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+N = 20
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "scaleahead.cli", "bench", "control-plane", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a pid reused by another process is not our emulator
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    return not cmdline.exists() or b"scaleahead.bench.kubeemu" not in cmdline.read_bytes()
+
+
+def test_a_tiny_run_measures_every_section_and_stops_the_emulator(tmp_path: Path) -> None:
+    out_file = tmp_path / "cp.json"
+    out = cli("--sizes", str(N), "--repeat", "2", "--namespaces", "3", "--json", str(out_file))
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    doc = json.loads(out_file.read_text())
+    assert doc["params"]["sizes"] == [N] and doc["params"]["repeat"] == 2
+    cap = doc["params"]["status_max_writes"]
+    size = doc["sizes"][str(N)]
+    for name in SECTIONS:
+        section = size[name]
+        for key in ("median_cpu_s", "median_wall_s", "requests", "by_request", "peak_rss_mb", "runs"):
+            assert key in section, (name, key)
+        assert section["requests"] == sum(section["by_request"].values()), name
+        assert len(section["runs"]) == (1 if name == "status_first" else 2), name
+        assert section["median_cpu_s"] >= 0 and section["peak_rss_mb"] > 0
+        assert name in out.stdout  # the human table has a row per section
+    # the policies: one list of them and one of the HPAs; a reload with nothing changed says so
+    assert size["policy_load"]["by_request"] == {
+        "GET horizontalpodautoscalers (list)": 1,
+        "GET predictivescalingpolicies (list)": 1,
+    }
+    assert size["policy_load"]["accepted"] == N and size["policy_load"]["rejected"] == 0
+    assert size["policy_reload_unchanged"] == size["policy_reload_unchanged"] | {"changed": False, "requests": 0}
+    # status: every object new, then (after the rest was written) nothing to write, then every one
+    # changed; never more PATCHes than the cap
+    first = size["status_first"]
+    assert first["patches"] == min(N, cap) <= cap and first["patches"] + first["deferred"] == N
+    assert size["status_steady"]["patches"] == 0 and size["status_steady"]["requests"] == 0
+    changed = size["status_all_changed"]
+    assert changed["patches"] == min(N, cap) <= cap
+    assert changed["by_request"] == {"PATCH predictivescalingpolicies/status": changed["patches"]}
+    assert changed["patches"] + changed["deferred"] == N
+    # read_state: one GET per Deployment, one pod and quota list per namespace
+    read = size["read_state"]
+    assert read["workloads_read"] == N
+    assert read["by_request"]["GET deployments"] == N
+    assert read["by_request"]["GET pods (list)"] == 3 and read["by_request"]["GET resourcequotas (list)"] == 3
+    # apply_plan: every action applied or skipped; one PATCH per applied one; quotas once per namespace
+    apply = size["apply_plan"]
+    assert apply["actions"] == N and apply["applied"] + apply["skipped"] + apply["failed"] == N
+    assert apply["applied"] + apply["skipped"] == N  # nothing fails against the emulator
+    assert apply["by_request"].get("PATCH deployments/scale", 0) == apply["applied"]
+    assert apply["by_request"]["GET resourcequotas (list)"] <= 3
+    assert sum(apply["skipped_by_reason"].values()) == apply["skipped"]
+    for run in apply["runs"]:
+        assert run["applied"] + run["skipped"] == N
+        assert run["by_request"].get("PATCH deployments/scale", 0) == run["applied"]
+    # the journal alone: no request at all
+    journal = size["journal"]
+    assert journal["requests"] == 0 and journal["applied"] == N
+    assert journal["median_cpu_ms_per_action"] > 0
+    # reconcile: every planned row read once, no write to a Deployment
+    rec = size["reconcile"]
+    assert rec["rows"] == N and sum(rec["states"].values()) == N
+    assert rec["by_request"]["GET deployments/scale"] == N
+    assert not any(k.startswith("PATCH deployments") for k in rec["by_request"])
+    # the emulator ran in its own process and is gone
+    assert len(doc["emulator_pids"]) == 1 and doc["emulator_pids"][0] != os.getpid()
+    assert gone(doc["emulator_pids"][0])
+
+
+def test_without_kmock_it_says_what_to_install_and_exits_2(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['kmock'] = None; "  # import kmock now raises ImportError
+        "sys.argv = ['scaleahead', 'bench', 'control-plane', '--sizes', '5']; "
+        "from scaleahead.cli import main; main()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, env=ENV, cwd=tmp_path
+    )
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert "kmock" in out.stderr and "pip install -e '.[dev]'" in out.stderr
+    assert "size" not in out.stdout  # stopped before the table
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--sizes", "0"], "--sizes '0' needs counts of at least 1"),
+        (["--sizes", "ten"], "is not a comma-separated list of counts"),
+        (["--repeat", "0"], "--repeat 0 is not a count of 1 or more"),
+        (["--max-plan-age-s", "-1"], "--max-plan-age-s -1 is not a finite number above 0"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(args: list[str], says: str) -> None:
+    out = cli(*args, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert says in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "label"),
+    [
+        ("GET", "http://127.0.0.1:1/apis/apps/v1/namespaces/ns0/deployments/w0/scale", "GET deployments/scale"),
+        ("GET", "http://127.0.0.1:1/apis/apps/v1/namespaces/ns0/deployments/w0", "GET deployments"),
+        ("GET", "http://127.0.0.1:1/api/v1/namespaces/ns0/resourcequotas?limit=5", "GET resourcequotas (list)"),
+        (
+            "GET",
+            "http://127.0.0.1:1/apis/scaleahead.io/v1alpha1/predictivescalingpolicies",
+            "GET predictivescalingpolicies (list)",
+        ),
+        (
+            "PATCH",
+            "http://127.0.0.1:1/apis/scaleahead.io/v1alpha1/namespaces/ns1/predictivescalingpolicies/p1/status",
+            "PATCH predictivescalingpolicies/status",
+        ),
+    ],
+)
+def test_requests_are_counted_by_method_and_resource(method: str, url: str, label: str) -> None:
+    assert request_label(method, url) == label
+
+
+def test_the_emulator_process_is_stopped_when_the_work_fails() -> None:
+    from scaleahead.bench.control_plane import emulator
+
+    seen: list[int] = []
+
+    def work() -> None:
+        with emulator(3, 2) as (url, pid):
+            seen.append(pid)
+            assert url.startswith("http://") and not gone(pid)
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        work()
+    assert seen and seen[0] != os.getpid() and gone(seen[0])
