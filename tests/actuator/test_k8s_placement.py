@@ -11,6 +11,7 @@ from kubeemu import NODES, PDBS, POD_METRICS, PODS, Fault
 
 from actuator.applying import Actuator
 from actuator.kubernetes import KubernetesTarget, cpu_millis, memory_mb, pod_limit
+from actuator.safety import SafetyConfig
 from actuator.steering import STEERED_TO, affinity_patch
 from planner import plan as make_plan
 from planner.placement_rules import fits_node
@@ -21,7 +22,9 @@ from scaleahead.types import (
     LabelSelector,
     MovePod,
     NodeSelectorRequirement,
+    Plan,
     PodAffinityTerm,
+    Reason,
     Taint,
     Toleration,
 )
@@ -509,3 +512,29 @@ def test_a_plan_keeps_zone_anti_affinity_and_leaves_a_pvc_pod_saying_why(kube) -
     kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical"))
     kube.cluster.put(NODES, None, "n1", node("4") | {"metadata": {"labels": {"topology.kubernetes.io/zone": "z3"}}})
     assert planned_moves(target) == {"cart-1": ("n3", "n1"), "web-2": ("n2", "n1")}, "n1 is now in zone z3"
+
+
+def test_the_tightest_of_two_pdbs_refuses_the_move_before_any_eviction(kube) -> None:  # type: ignore[no-untyped-def]
+    """Of several PDBs covering a pod the tightest is read: the safety check refuses the move and no
+    eviction is sent (untested until the mutation audit of 2026-12-06: reading the loosest passed,
+    the API server's 429 then refusing it)."""
+    meta = {
+        "labels": {"app": "web", "tier": "front"},
+        "ownerReferences": [
+            {"kind": "ReplicaSet", "name": "web-1", "controller": True, "apiVersion": "apps/v1", "uid": "u"}
+        ],
+    }
+    kube.cluster.put(
+        PODS, "default", "p1", {"metadata": meta, "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}}
+    )
+    for name, label, allowed in (("a", {"app": "web"}, 1), ("b", {"tier": "front"}, 0)):
+        kube.cluster.put(
+            PDBS,
+            "default",
+            name,
+            {"spec": {"selector": {"matchLabels": label}}, "status": {"disruptionsAllowed": allowed}},
+        )
+    act = Actuator(KubernetesTarget(kube.api_client(), [], timeout_s=2.0), None, [], SafetyConfig())
+    (res,) = act.apply_plan(Plan(NOW, (MovePod("default", "p1", "n1", "n2", Reason("t", "t")),)), NOW)
+    assert res.outcome == "skipped" and "allows no disruption" in res.detail
+    assert not [c for c in kube.cluster.writes() if "eviction" in str(c)]

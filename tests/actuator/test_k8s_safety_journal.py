@@ -485,3 +485,25 @@ def test_run_s_reconcile_logs_the_rows_it_did_not_reach_in_one_line(kube, store,
     )
     assert [getattr(r, "actions", None) for r in caplog.records if r.levelno == logging.WARNING] == [None, 11]
     assert len(store.actions(state="planned")) == 12
+
+
+class _Dies:
+    """A target whose process dies (Ctrl-C, an OOM kill) at its first read."""
+
+    def live(self, action):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+
+def test_a_dry_run_that_dies_midway_leaves_no_planned_row_for_a_reconcile(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A dry run's rows are journaled `dry-run` from the start: a `planned` row would be read at the
+    next start as a write that may have landed (untested until the mutation audit of 2026-12-06)."""
+    store = Store(f"sqlite:///{tmp_path / 'j.db'}")
+    try:
+        act = Actuator(_Dies(), store, [policy()], SafetyConfig())  # type: ignore[arg-type]
+        plan = Plan(NOW, (ScaleTo(WorkloadRef("Deployment", "default", "web"), 2, 6, Reason("t", "t")),))
+        with pytest.raises(KeyboardInterrupt):
+            act.apply_plan(plan, NOW, dry_run=True)
+        assert store.actions(state="planned") == []
+        assert {a.state for a in store.actions()} == {"dry-run"}
+    finally:
+        store.close()

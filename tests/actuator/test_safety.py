@@ -89,3 +89,32 @@ def test_a_pod_that_already_left_its_node_is_not_evicted_again():
 def test_the_plan_age_limit_is_inclusive_of_its_bound():
     assert check(ScaleTo(WEB, 2, 3, R), live(2), policy(), NOW - 30, NOW, CFG).decision == "apply"
     assert check(ScaleTo(WEB, 2, 3, R), live(2), policy(), NOW - 30.5, NOW, CFG).decision == "skip"
+
+
+def test_the_step_limits_bind_exactly_one_past_the_step() -> None:
+    """One replica past the step is limited, the step itself is not (a mutation audit of
+    2026-12-06 found the boundary untested: a limit one off in either direction passed)."""
+    pol = policy(max_step_up=2, max_step_down=2)
+    up = check(ScaleTo(WEB, 10, 13, R), live(10), pol, NOW, NOW, CFG)
+    assert (up.decision, up.value) == ("apply", 12)
+    down = check(ScaleTo(WEB, 10, 7, R), live(10), pol, NOW, NOW, CFG)
+    assert (down.decision, down.value) == ("apply", 8)
+    for to in (12, 8):
+        exact = check(ScaleTo(WEB, 10, to, R), live(10), pol, NOW, NOW, CFG)
+        assert (exact.decision, exact.value, exact.notes) == ("apply", to, ())
+
+
+def test_a_quota_on_a_resource_the_pods_do_not_set_refuses_a_scale_up_despite_free_pods() -> None:
+    """A ResourceQuota on requests.cpu refuses pods whose containers set none, whatever room the pod
+    count leaves: the scale-up is skipped, saying which resource to set (untested until the mutation
+    audit of 2026-12-06)."""
+    v = check(
+        ScaleTo(WEB, 2, 5, R),
+        live(2, **{"quota_pods_free": 5, "quota_limited_by:unset:requests.cpu": 1}),
+        policy(),
+        NOW,
+        NOW,
+        CFG,
+    )
+    assert (v.decision, v.value) == ("skip", 2)
+    assert "set resources.requests.cpu" in v.reason

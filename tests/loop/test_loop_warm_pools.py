@@ -339,3 +339,17 @@ def test_a_shadow_plan_plans_warm_pools_from_the_cycles_invocation_forecasts() -
     live = [a for a in report.plan.actions if isinstance(a, SetWarmPool)]
     shadow = [a for a in report.shadow_plan.actions if isinstance(a, SetWarmPool)]
     assert len(shadow) == 3 and shadow == live
+
+
+def test_an_invocation_forecast_is_not_dated_by_samples_after_now() -> None:
+    """``invocation_forecasts`` reads history strictly before ``now``, also when given more (it is
+    public); the test above compares probabilities only, and a mutation that dropped the cut survived
+    (mutation audit, 2026-12-06)."""
+    policies, series = _setup(2)
+    now = 700 * 60.0
+    cut = {ref: s.before(now) for ref, s in series.items()}
+    full = invocation_forecasts(policies, series, now, 900.0)
+    past = invocation_forecasts(policies, cut, now, 900.0)
+    for ref in full:
+        assert full[ref].data_until <= now
+        assert full[ref].data_until == past[ref].data_until

@@ -184,3 +184,23 @@ def test_a_step_longer_than_stale_after_is_not_stale_between_two_points(step: in
     assert fallbacks == {pol.workload: mode} and "stale history" in action.reason.message
     if mode == "reactive":
         assert f"staleAfterSeconds 60, or one step: {step} s" in action.reason.message
+
+
+def test_replicas_cover_the_forecast_where_a_replica_started_now_is_ready() -> None:
+    """The window a replica asked for now serves is [now + start-up, + one interval]: a peak there is
+    provisioned for, and a peak before it (no new replica could serve it) is not scaled up for.
+    A mutation audit of 2026-12-06 found only a randomized batch-equality test noticing a planner
+    that ignored the start-up delay."""
+    pol = service_policy(startupSeconds=60, maxReplicas=200, maxStepUp=200, maxStepDown=200)
+    ws = WorkloadState(pol.workload, 10, 10, observed_demand=100.0, observed_at=NOW - 5)
+
+    def spike_at(offset_s: float) -> Forecast:
+        base = np.full(90, 100.0)
+        base[int(offset_s // 10)] = 1000.0  # one 10-s step at now + offset
+        return Forecast(pol.workload, NOW, 10.0, {0.5: base * 0.8, 0.9: base, 0.99: base * 1.2})
+
+    ready, _ = decide(pol, ws, spike_at(60.0))
+    assert ready.to_replicas == 100  # 1,000 / 10 per replica
+    assert ready.reason.details["peak_at"] == NOW + 60.0
+    early, _ = decide(pol, ws, spike_at(20.0))
+    assert early.to_replicas == 10  # the flat 100 once a new replica is ready
