@@ -20,14 +20,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, bindparam, create_engine, delete, event, func, insert, make_url, select, text, update
+from sqlalchemy import (
+    Engine,
+    Table,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    make_url,
+    select,
+    text,
+    update,
+)
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import DataError as SQLDataError
@@ -1044,9 +1057,38 @@ class Store:
             return
         with self.session() as s:
             if outcomes:
-                self._set_action_states(s, outcomes, now)
+                # Core executemany by id (no existence SELECT, no ORM bookkeeping): the actuator's
+                # own rows; one that is gone is still a KeyError, found by the row count.
+                t = cast(Table, ActionRow.__table__)
+                result = s.execute(
+                    update(t)
+                    .where(t.c.id == bindparam("aid"))
+                    .values(state=bindparam("st"), outcome=bindparam("out"), updated_at=now),
+                    [{"aid": aid, "st": st, "out": out} for aid, st, out in outcomes],
+                )
+                if int(getattr(result, "rowcount", -1)) not in (-1, len(outcomes)):
+                    self._set_action_states(s, outcomes, now)  # names the missing row
             for w in fields:
-                self._set_managed_field(s, w)
+                self._write_managed_field(s, w)
+
+    @staticmethod
+    def _write_managed_field(s: Session, w: FieldWrite) -> None:
+        """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else the insert."""
+        t = cast(Table, ManagedFieldRow.__table__)
+        values: dict[str, Any] = {
+            "field": w.field,
+            "value": w.value,
+            "resource_version": w.resource_version,
+            "written_at": w.now,
+            "human_value": None,
+            "human_seen_at": None,
+        }
+        if w.written:
+            values["written_value"] = w.value
+        if w.uid:
+            values["uid"] = w.uid
+        if int(getattr(s.execute(update(t).where(t.c.target == w.target).values(**values)), "rowcount", 0)) != 1:
+            Store._set_managed_field(s, w)
 
     def set_action_state(
         self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None

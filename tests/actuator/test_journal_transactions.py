@@ -122,3 +122,12 @@ def test_a_second_action_on_the_same_object_sees_the_first_ones_record(kube, sto
     assert kube.cluster.get(DEPLOYMENTS, "default", "w0")["spec"]["replicas"] == 5
     mf = store.managed_field("Deployment/default/w0")
     assert mf is not None and mf.written_value == 5 and mf.human_value is None
+
+
+def test_store_journal_names_a_row_that_is_gone_and_writes_nothing(store):
+    _, ids = store.record_plan(plan(), source="actuator")
+    with pytest.raises(KeyError, match="999999"):
+        store.journal([(ids[0], "applied", "ok"), (999_999, "applied", "ok")], [], NOW)
+    with pytest.raises(ValueError, match="unknown action state"):
+        store.journal([(ids[0], "done", "ok")], [], NOW)
+    assert {a.state for a in store.actions()} == {"planned"}  # the transaction was rolled back
