@@ -230,7 +230,13 @@ class Actuator:
             return
         outcomes, fields = self._outcomes, self._confirmed
         self._outcomes, self._confirmed = [], []
-        self.store.journal(outcomes, [*fields, *([intent] if intent is not None else [])], self._journal_now)
+        try:
+            self.store.journal(outcomes, [*fields, *([intent] if intent is not None else [])], self._journal_now)
+        except BaseException:
+            # Kept for the next commit (the intent's action fails without its write, and the plan
+            # goes on): an outcome is never dropped while its row is still ``planned``.
+            self._outcomes[:0], self._confirmed[:0] = outcomes, fields
+            raise
         self.unsettled.difference_update(aid for aid, _, _ in outcomes)  # (a dry run's: never in it)
 
     def _managed(self, target: str) -> ManagedField | None:

@@ -131,3 +131,29 @@ def test_store_journal_names_a_row_that_is_gone_and_writes_nothing(store):
     with pytest.raises(ValueError, match="unknown action state"):
         store.journal([(ids[0], "done", "ok")], [], NOW)
     assert {a.state for a in store.actions()} == {"planned"}  # the transaction was rolled back
+
+
+def test_an_intent_the_database_refuses_fails_its_action_and_keeps_the_earlier_outcomes(kube, store):
+    from tests.conftest import fail_once
+
+    target, pols = setup(kube)
+    p = plan()
+    _, ids = store.record_plan(p, source="actuator")
+    real_write = target.write
+    done: list[str] = []
+
+    def write(action, value, live):
+        done.append(action.target)
+        if len(done) == 3:  # the 4th action's intent transaction fails once
+            fail_once(store.engine, "UPDATE actions", "database is locked")
+        return real_write(action, value, live)
+
+    target.write = write  # type: ignore[method-assign]
+    act = Actuator(target, store, pols, SafetyConfig())
+    results = act.apply_plan(p, NOW, action_ids=ids)
+    assert [r.outcome for r in results] == ["applied"] * 3 + ["failed"] + ["applied"] * (N - 4)
+    assert "database is locked" in results[3].detail
+    # the outcomes that transaction carried were committed by the next one: nothing left planned
+    states = {a.id: a.state for a in store.actions()}
+    assert [states[i] for i in ids] == [r.outcome for r in results]
+    assert act.unsettled == set()
