@@ -2,7 +2,7 @@
 
 For each action of a plan the ``Actuator``:
 
-1. journals it as ``planned`` (before any API call);
+1. journals it as ``planned`` (all of the plan's rows in one transaction, before any API call);
 2. reads the live object and checks for a human edit of the field we manage (someone else
    changed it since our last write): the edit is respected for ``human_edit_hold_s`` and reported;
 3. runs the safety check (``actuator.safety.check``) against the policy and the live object, with
@@ -10,7 +10,8 @@ For each action of a plan the ``Actuator``:
    is left once the plan is older than ``max_plan_age_s`` (asked before the live read too: an action
    of a plan already too old makes no request);
 4. writes with the live ``resourceVersion`` as precondition; on 409 reads again and re-checks;
-5. journals ``applied`` / ``failed`` / ``skipped`` / ``dry-run`` with the reason.
+5. journals ``applied`` / ``failed`` / ``skipped`` / ``dry-run`` with the reason: committed with the
+   next write's intent (or at the plan's end), see ``apply_plan``.
 
 A no-op makes no API call at all. After a crash, ``reconcile(now)`` checks every action left
 ``planned`` against the live object and marks it ``applied`` or ``skipped``.
@@ -31,7 +32,7 @@ from actuator.steering import STEERABLE_OWNERS
 from scaleahead.policy import Policy
 from scaleahead.types import Action, MovePod, Plan, Reason, ScaleTo, SetWarmPool, WorkloadRef
 from storage import Store
-from storage.store import StoredAction, StoredSteer
+from storage.store import FieldWrite, ManagedField, StoredAction, StoredSteer
 
 log = logging.getLogger("scaleahead.actuator")
 
@@ -138,6 +139,13 @@ class Actuator:
         #: middle of the plan, possibly after a write landed) is what the caller must reconcile:
         #: the daemon counts them as unresolved and reconciles them at its next tick.
         self.unsettled: set[int] = set()
+        # The journal writes of the plan being applied not committed yet (see ``apply_plan``):
+        # outcomes ``(action id, state, detail)`` and confirmed managed fields; and the managed-field
+        # records of the plan's targets read in one query up front (each used once, then read anew).
+        self._outcomes: list[tuple[int, str, str]] = []
+        self._confirmed: list[FieldWrite] = []
+        self._known: dict[str, ManagedField | None] = {}
+        self._journal_now = 0.0
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -169,6 +177,22 @@ class Actuator:
         stop = self._stop_reason(now)
         results: list[ActionResult] = []
         by_action = dict(zip(range(len(changes)), ids, strict=True))
+        # The journal's invariant, in one transaction per API write instead of four per action
+        # (until 2026-12-06: the managed-field read, the intent, the confirmed field and the outcome,
+        # each its own): every row of the plan is ``planned`` before its first write (above, or the
+        # caller's ``record_plan``); an action's write-ahead intent commits BEFORE its API write, in
+        # the same transaction as the outcomes (journal rows and confirmed managed fields) of every
+        # action of the plan finished before it; the last ones commit when the plan ends. So the
+        # outcome of each write is durable before the next write of the plan (to the same object or
+        # any other), and a crash at any point leaves every action whose write may have landed either
+        # with its outcome or ``planned`` with its intent on the field's record: reconciliation
+        # settles it. An action finished but not committed yet stays in ``unsettled``.
+        self._outcomes, self._confirmed, self._journal_now = [], [], now
+        self._known = {}
+        if self.store is not None and not stop:
+            self._known = self.store.managed_fields_of(
+                {a.target for a in changes if not isinstance(a, MovePod) and a.target not in self.held}
+            )
         # Within one plan the target reads each namespace's ResourceQuotas and LimitRanges once, and
         # counts the room this plan's earlier scale-ups take (``KubernetesTarget.plan_reads``).
         scope = getattr(self.target, "plan_reads", None)
@@ -190,10 +214,39 @@ class Actuator:
                     res = self._apply_one(action, plan.created_at, now, dry_run)
                 results.append(res)
                 if self.store is not None and aid is not None:
-                    self.store.set_action_state(aid, res.outcome, res.detail, now)
-                    self.unsettled.discard(aid)  # (a dry run's rows recorded here were never in it)
+                    self._outcomes.append((aid, res.outcome, res.detail))  # committed by the next write's intent
                 log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
+        try:
+            self._commit()
+        finally:
+            self._known = {}
         return results
+
+    def _commit(self, intent: FieldWrite | None = None) -> None:
+        """Commit the plan's pending outcomes and confirmed fields, with ``intent`` (a write-ahead
+        intent: committed before its write), in one transaction; the rows leave ``unsettled``.
+        If it fails, nothing of it is recorded: the rows stay ``planned`` (and in ``unsettled``)."""
+        if self.store is None or (not self._outcomes and not self._confirmed and intent is None):
+            return
+        outcomes, fields = self._outcomes, self._confirmed
+        self._outcomes, self._confirmed = [], []
+        try:
+            self.store.journal(outcomes, [*fields, *([intent] if intent is not None else [])], self._journal_now)
+        except BaseException:
+            # Kept for the next commit (the intent's action fails without its write, and the plan
+            # goes on): an outcome is never dropped while its row is still ``planned``.
+            self._outcomes[:0], self._confirmed[:0] = outcomes, fields
+            raise
+        self.unsettled.difference_update(aid for aid, _, _ in outcomes)  # (a dry run's: never in it)
+
+    def _managed(self, target: str) -> ManagedField | None:
+        """The record of ``target``'s field: read with the plan's others up front, once; else (a
+        second action on it, outside a plan) from the store, after committing what is pending."""
+        if target in self._known:
+            return self._known.pop(target)
+        self._commit()
+        assert self.store is not None
+        return self.store.managed_field(target)
 
     def _stop_reason(self, now: float) -> str:
         if self.config.paused:
@@ -255,18 +308,24 @@ class Actuator:
                 steer = self._record_steer(action, live, now)
                 if steer:
                     diff += f"; {steer[1]}"
-                if self.store is not None and not isinstance(action, MovePod):
+                if self.store is not None:
                     # Write-ahead intent: the value about to be written, with the field's value and
                     # version now. A write that times out but lands must not look like someone else's
-                    # edit next cycle; one that does not land (a 409, a 500) must not hide one.
-                    self.store.set_managed_field(
-                        live.target,
-                        live.field,
-                        live.value,
-                        intent_version(verdict.value, live.resource_version),
-                        now,
-                        original=None if live.fact("unset") else live.value,  # kept only by a first write
-                        uid=live.uid,
+                    # edit next cycle; one that does not land (a 409, a 500) must not hide one. It
+                    # commits before the write, with the outcomes of the plan's actions before it
+                    # (a pod move has no field: those outcomes alone).
+                    self._commit(
+                        None
+                        if isinstance(action, MovePod)
+                        else FieldWrite(
+                            live.target,
+                            live.field,
+                            live.value,
+                            intent_version(verdict.value, live.resource_version),
+                            now,
+                            original=None if live.fact("unset") else live.value,  # kept only by a first write
+                            uid=live.uid,
+                        )
                     )
                 try:
                     new = self.target.write(action, verdict.value, live)
@@ -294,8 +353,17 @@ class Actuator:
                     action, "failed", f"{action.target}: unexpected {type(exc).__name__}: {exc}; retried next cycle"
                 )
             if self.store is not None and not isinstance(action, MovePod):
-                self.store.set_managed_field(
-                    new.target, new.field, new.value, new.resource_version, now, written=True, uid=new.uid or live.uid
+                # committed with the next write's intent (or at the plan's end), with the outcome
+                self._confirmed.append(
+                    FieldWrite(
+                        new.target,
+                        new.field,
+                        new.value,
+                        new.resource_version,
+                        now,
+                        written=True,
+                        uid=new.uid or live.uid,
+                    )
                 )
             return ActionResult(action, "applied", diff + notes)
         return ActionResult(
@@ -353,7 +421,7 @@ class Actuator:
         """A non-empty reason while a human edit of the field is respected."""
         if self.store is None or isinstance(action, MovePod):
             return ""
-        mf = self.store.managed_field(live.target)
+        mf = self._managed(live.target)
         if mf is not None and mf.uid and live.uid and mf.uid != live.uid:
             # Deleted and created again under the same name (a re-install, a GitOps prune and sync):
             # a new object, whose value is its own, not an edit of scaleahead's. The record starts

@@ -957,6 +957,8 @@ class KubernetesTarget:
         self._overheads_unread: set[str] = set()
         # the workloads the last read_state could not read, and why (warned once per reason)
         self._unreadable: dict[WorkloadRef, str] = {}
+        #: (resource, namespace) -> why its last list failed (warned once per reason; GETs instead)
+        self._list_failed: dict[tuple[str, str], str] = {}
         # namespaces whose pods could not be listed to count a Knative Service's running pods
         # (warned once until a list succeeds again)
         self._knative_pods_unread: set[str] = set()
@@ -1392,6 +1394,73 @@ class KubernetesTarget:
         return {**template, "spec": {**spec, "overhead": dict(cached[1])}} if cached[1] else template
 
     # -- Target protocol ------------------------------------------------------------------------
+    #: ``read_state`` lists a namespace's Deployments (or StatefulSets) in one request when it reads
+    #: more than this many of them there; this many or fewer are read with one GET each (a list of a
+    #: namespace holding thousands of other objects for one workload of ours would cost more).
+    LIST_ABOVE = 5
+    #: Objects per page of such a list (``limit``; the API server's continue token fetches the rest).
+    LIST_PAGE = 500
+
+    def _list_workloads(self, workloads: Sequence[WorkloadRef]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+        """``(resource, namespace) -> {name: object}`` for each namespace where ``read_state`` reads
+        more than ``LIST_ABOVE`` Deployments (Headroom placeholders included) or StatefulSets: one
+        list (paged) instead of a GET each. A list that fails (no ``list`` permission, an error, an
+        answer that is not a list of objects) is left out, with a warning once per reason: its
+        workloads are read one by one, as before 2026-12-06 every workload was."""
+        kinds = {"Deployment": "deployments", "Headroom": "deployments", "StatefulSet": "statefulsets"}
+        wanted: dict[tuple[str, str], set[str]] = {}
+        for ref in workloads:
+            resource = kinds.get(ref.kind)
+            if resource is not None:
+                wanted.setdefault((resource, ref.namespace), set()).add(ref.name)
+        fns = {
+            "deployments": self.apps.list_namespaced_deployment,
+            "statefulsets": self.apps.list_namespaced_stateful_set,
+        }
+        found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        for (resource, namespace), names in wanted.items():
+            if len(names) <= self.LIST_ABOVE:
+                continue
+            fn = fns[resource]
+            objects: dict[str, dict[str, Any]] = {}
+            token = ""
+            try:
+                while True:
+                    more = {"_continue": token} if token else {}
+                    page = self._raw(fn, namespace, target=f"{resource} in {namespace}", limit=self.LIST_PAGE, **more)
+                    items = page.get("items")
+                    if not isinstance(items, list):
+                        raise ValueError(f"its items are a {type(items).__name__}, not a list")
+                    for item in items:
+                        name = ((item.get("metadata") or {}) if isinstance(item, dict) else {}).get("name")
+                        if isinstance(name, str) and name in names:
+                            objects[name] = item
+                    token = str((page.get("metadata") or {}).get("continue") or "")
+                    if not token:
+                        break
+            except (ApiException, HTTPError, ActuationError, ValueError, TypeError, AttributeError) as exc:
+                why = (
+                    _error(exc, f"{resource} in {namespace}", "list", resource, namespace).message
+                    if isinstance(exc, ApiException | HTTPError)
+                    else (exc.message if isinstance(exc, ActuationError) else f"unexpected answer ({exc})")
+                )
+                if self._list_failed.get((resource, namespace)) != why:
+                    log.warning(
+                        "cannot list %s in namespace %s (%s); reading its %d workloads one by one. Grant list "
+                        "on %s (deploy/base/rbac.yaml) to read them in one request",
+                        resource,
+                        namespace,
+                        why.removesuffix("; retried next cycle"),
+                        len(names),
+                        resource,
+                        extra={"event": "list_failed", "namespace": namespace},
+                    )
+                self._list_failed[resource, namespace] = why
+                continue
+            self._list_failed.pop((resource, namespace), None)
+            found[resource, namespace] = objects
+        return found
+
     def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
         """Replicas, ready replicas and readiness times per workload.
 
@@ -1409,6 +1478,8 @@ class KubernetesTarget:
         shapes: dict[WorkloadRef, dict[str, int]] = {}
         templates: dict[WorkloadRef, Mapping[str, Any]] = {}  # what the workloads' pods look like
         since = self.clock.now() - self.sample_window_s
+        # Namespaces with more than LIST_ABOVE of one kind: listed once (until 2026-12-06 one GET each).
+        bulk = self._list_workloads(workloads)
         for ref in workloads:
             read: Any = self.custom.get_namespaced_custom_object
             try:
@@ -1432,7 +1503,12 @@ class KubernetesTarget:
                 if read is None:
                     unreadable[ref] = f"{ref.key}: the Kubernetes target reads no object of kind {ref.kind}"
                     continue
-                obj = self._raw(read, ref.name, ref.namespace, target=ref.key)
+                resource = "statefulsets" if ref.kind == "StatefulSet" else "deployments"
+                # From its namespace's list; not in it (gone, or created since): its own GET, whose
+                # 404 / 403 / not-JSON answer says so as before.
+                obj = bulk.get((resource, ref.namespace), {}).get(ref.name) or self._raw(
+                    read, ref.name, ref.namespace, target=ref.key
+                )
                 spec = _int_field(obj, "spec.replicas", ref.key, default=1)
                 ready = _int_field(obj, "status.readyReplicas", ref.key, default=0)
                 have = _int_field(obj, "status.replicas", ref.key, default=0)

@@ -20,14 +20,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, bindparam, create_engine, delete, event, func, insert, make_url, select, text, update
+from sqlalchemy import (
+    Engine,
+    Table,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    make_url,
+    select,
+    text,
+    update,
+)
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import DataError as SQLDataError
@@ -221,6 +234,20 @@ class Unrecorded:
 
 #: ``Store.set_managed_field(original=...)`` default: nothing known about the field before.
 UNRECORDED = Unrecorded()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldWrite:
+    """One ``set_managed_field`` call, for ``Store.journal`` (the same arguments, the same meaning)."""
+
+    target: str
+    field: str
+    value: int
+    resource_version: str
+    now: float
+    written: bool = False
+    original: int | None | Unrecorded = UNRECORDED
+    uid: str = ""
 
 
 class RolloutRunning(Exception):
@@ -1001,16 +1028,67 @@ class Store:
         if not updates:
             return
         with self.session() as s:
-            ids = [u[0] for u in updates]
-            found = set(s.scalars(select(ActionRow.id).where(ActionRow.id.in_(ids))))
-            missing = [i for i in ids if i not in found]
-            if missing:
-                raise KeyError(missing[0])
-            # ORM bulk UPDATE by primary key: one executemany, no objects loaded.
-            s.execute(
-                update(ActionRow),
-                [{"id": aid, "state": st, "outcome": out, "updated_at": now} for aid, st, out in updates],
-            )
+            self._set_action_states(s, updates, now)
+
+    @staticmethod
+    def _set_action_states(s: Session, updates: Sequence[tuple[int, str, str]], now: float) -> None:
+        ids = [u[0] for u in updates]
+        found: set[int] = set()
+        for i in range(0, len(ids), 500):  # (SQLite's bound-parameter limit)
+            found.update(s.scalars(select(ActionRow.id).where(ActionRow.id.in_(ids[i : i + 500]))))
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise KeyError(missing[0])
+        # ORM bulk UPDATE by primary key: one executemany, no objects loaded.
+        s.execute(
+            update(ActionRow),
+            [{"id": aid, "state": st, "outcome": out, "updated_at": now} for aid, st, out in updates],
+        )
+
+    def journal(self, outcomes: Sequence[tuple[int, str, str]], fields: Sequence[FieldWrite], now: float) -> None:
+        """In ONE transaction: the outcomes ``(action_id, state, outcome)`` (as ``set_action_states``,
+        at ``now``) and the managed-field records ``fields`` (each as ``set_managed_field``, in
+        order). The actuator writes a write-ahead intent this way together with the outcomes of the
+        actions finished before it (docs/storage.md, "The journal's transactions")."""
+        for _, state, _ in outcomes:
+            if state not in ACTION_STATES:
+                raise ValueError(f"unknown action state {state!r}")
+        if not outcomes and not fields:
+            return
+        with self.session() as s:
+            if outcomes:
+                # Core executemany by id (no existence SELECT, no ORM bookkeeping): the actuator's
+                # own rows; one that is gone is still a KeyError, found by the row count.
+                t = cast(Table, ActionRow.__table__)
+                result = s.execute(
+                    update(t)
+                    .where(t.c.id == bindparam("aid"))
+                    .values(state=bindparam("st"), outcome=bindparam("out"), updated_at=now),
+                    [{"aid": aid, "st": st, "out": out} for aid, st, out in outcomes],
+                )
+                if int(getattr(result, "rowcount", -1)) not in (-1, len(outcomes)):
+                    self._set_action_states(s, outcomes, now)  # names the missing row
+            for w in fields:
+                self._write_managed_field(s, w)
+
+    @staticmethod
+    def _write_managed_field(s: Session, w: FieldWrite) -> None:
+        """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else the insert."""
+        t = cast(Table, ManagedFieldRow.__table__)
+        values: dict[str, Any] = {
+            "field": w.field,
+            "value": w.value,
+            "resource_version": w.resource_version,
+            "written_at": w.now,
+            "human_value": None,
+            "human_seen_at": None,
+        }
+        if w.written:
+            values["written_value"] = w.value
+        if w.uid:
+            values["uid"] = w.uid
+        if int(getattr(s.execute(update(t).where(t.c.target == w.target).values(**values)), "rowcount", 0)) != 1:
+            Store._set_managed_field(s, w)
 
     def set_action_state(
         self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None
@@ -1079,6 +1157,18 @@ class Store:
             r = s.get(ManagedFieldRow, target)
             return None if r is None else _managed(r)
 
+    def managed_fields_of(self, targets: Collection[str]) -> dict[str, ManagedField | None]:
+        """The records of ``targets`` in one transaction: target -> record (None: none)."""
+        wanted = sorted(set(targets))
+        found: dict[str, ManagedField | None] = dict.fromkeys(wanted)
+        if not wanted:
+            return found
+        with self.session() as s:
+            for i in range(0, len(wanted), 500):  # (SQLite's bound-parameter limit)
+                q = select(ManagedFieldRow).where(ManagedFieldRow.target.in_(wanted[i : i + 500]))
+                found.update((r.target, _managed(r)) for r in s.scalars(q))
+        return found
+
     def managed_fields(self) -> list[ManagedField]:
         """Every field the actuator has written (one row per target), by target."""
         with self.session() as s:
@@ -1108,18 +1198,22 @@ class Store:
         only if the target has no record yet (a later first write of a forgotten record records anew).
         ``uid``: the object's ``metadata.uid`` (empty: not known, the recorded one is kept)."""
         with self.session() as s:
-            r = s.get(ManagedFieldRow, target)
-            if r is None:
-                r = ManagedFieldRow(target=target, original_recorded=False)
-                if not isinstance(original, Unrecorded):
-                    r.original_recorded, r.original_value = True, original
-                s.add(r)
-            r.field, r.value, r.resource_version, r.written_at = field, value, resource_version, now
-            r.human_value, r.human_seen_at = None, None
-            if written:
-                r.written_value = value
-            if uid:
-                r.uid = uid
+            self._set_managed_field(s, FieldWrite(target, field, value, resource_version, now, written, original, uid))
+
+    @staticmethod
+    def _set_managed_field(s: Session, w: FieldWrite) -> None:
+        r = s.get(ManagedFieldRow, w.target)
+        if r is None:
+            r = ManagedFieldRow(target=w.target, original_recorded=False)
+            if not isinstance(w.original, Unrecorded):
+                r.original_recorded, r.original_value = True, w.original
+            s.add(r)
+        r.field, r.value, r.resource_version, r.written_at = w.field, w.value, w.resource_version, w.now
+        r.human_value, r.human_seen_at = None, None
+        if w.written:
+            r.written_value = w.value
+        if w.uid:
+            r.uid = w.uid
 
     def set_managed_uid(self, target: str, uid: str) -> None:
         """Record the UID of ``target``'s object (read live) on a record that has none yet."""

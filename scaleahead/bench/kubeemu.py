@@ -57,9 +57,11 @@ class Fault:
     html: str = ""  # answer 200 with this text/html body instead (an authenticating proxy's login page)
     message: str = ""  # the Status message of the answer (default: "injected <status>")
     skip: int = 0  # let this many matching requests through first (e.g. the read before a write)
+    at_end: bool = False  # the path ends with path_contains (a list, not the GETs of its objects)
 
     def matches(self, method: str, path: str) -> bool:
-        return method.upper() == self.method.upper() and self.path_contains in path
+        found = path.endswith(self.path_contains) if self.at_end else self.path_contains in path
+        return method.upper() == self.method.upper() and found
 
 
 @attrs.define(kw_only=True)

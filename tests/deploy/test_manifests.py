@@ -163,7 +163,9 @@ def test_the_crd_schema_rejects_what_the_policy_schema_rejects(change: dict[str,
 #: min-scale, pod moves through the Eviction API, its own CRD and status, and the leader Lease.
 EXPECTED_CLUSTER_RULES = {
     ("apps", "deployments", "get"),
+    ("apps", "deployments", "list"),
     ("apps", "statefulsets", "get"),
+    ("apps", "statefulsets", "list"),
     ("apps", "deployments/scale", "get"),
     ("apps", "deployments/scale", "patch"),
     ("apps", "statefulsets/scale", "get"),
@@ -295,7 +297,9 @@ def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
 def test_the_headroom_component_grants_the_placeholder_writes_and_its_priority_class(tmp_path: Path) -> None:
     """Found by a coexistence audit: the base granted create and patch on every Deployment for a
     placeholder no policy can ask for yet. The base grants neither now; the component does."""
-    assert not any(r[:2] == ("apps", "deployments") and r[2] != "get" for r in _triples(_cluster_rules("base")))
+    assert not any(
+        r[:2] == ("apps", "deployments") and r[2] not in ("get", "list") for r in _triples(_cluster_rules("base"))
+    )
     assert not by_kind(render("base"), "PriorityClass")
     shutil.copytree(DEPLOY, tmp_path / "deploy")
     overlay = tmp_path / "deploy" / "overlays" / "with-headroom"
