@@ -6,9 +6,10 @@ of ``bench replay``, and the tests:
 
 - ``assign(workload, share, salt)``: a stable hash puts a workload in the challenger's arm when
   its hash falls below ``share``; raising the share only ever moves workloads *to* the challenger.
-- ``decide_canary``: compares the arms over the window; rolls back when the challenger is worse
-  than the champion by more than the configured margins (SLO violations, cost per unit of demand,
-  forecast error); otherwise advances to the next share step, and promotes after the last one.
+- ``decide_canary``: one-sided Welch t bounds per metric (the error rate split over the looks),
+  on each workload's change from its baseline when the outcomes have baselines; rolls back when
+  the challenger is shown worse beyond a margin, advances (promotes after the last step below 1.0)
+  when it is shown no worse, otherwise waits a bounded number of windows and then rolls back.
 - ``ab_report``: the difference of means (challenger minus champion) per metric with a Welch
   confidence interval (Student t, Welch–Satterthwaite degrees of freedom); the split stays fixed.
 - ``shadow_report``: the challenger plans for the same workloads without acting; the paired
@@ -51,24 +52,57 @@ class Outcome:
     ``violation_fraction``: share of steps with demand above ready capacity; ``cost_per_demand``:
     replica-seconds per unit of served demand (comparable across workloads of different size);
     ``forecast_error``: the median forecast's MAE relative to seasonal-naive on the same origins.
+    ``baseline_*``: the same workload's outcome under the champion in a window before the rollout
+    (NaN: not recorded); a canary compares each workload's change from it when every compared
+    workload has one (difference in differences).
     """
 
     workload: str
     violation_fraction: float
     cost_per_demand: float
     forecast_error: float = float("nan")
+    baseline_violation_fraction: float = float("nan")
+    baseline_cost_per_demand: float = float("nan")
+    baseline_forecast_error: float = float("nan")
 
 
 @dataclass(frozen=True, slots=True)
 class CanaryParams:
-    """Share steps and the margins by which the challenger may be worse before it is rolled back."""
+    """Share steps, the margins by which the challenger may be worse, and the test's error rate.
+
+    ``max_violation_increase`` is absolute (a fraction of steps); the cost and error margins are
+    relative (compared on a log scale as log(1 + margin)). ``alpha``: the one-sided error rate of
+    the whole canary, split evenly (Bonferroni) over its looks (steps below 1.0 times
+    1 + ``max_inconclusive_windows``) and metrics. Stored rollouts without the newer keys read
+    them with these defaults (``CanaryParams.from_stored``)."""
 
     steps: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0)
-    max_violation_increase: float = 0.002
+    max_violation_increase: float = 0.02
     max_cost_increase: float = 0.05
     max_error_increase: float = 0.05
-    min_workloads_per_arm: int = 1
+    min_workloads_per_arm: int = 3
     window_s: float = 3600.0
+    alpha: float = 0.05
+    max_inconclusive_windows: int = 3
+
+    @classmethod
+    def from_stored(cls, p: Mapping[str, Any]) -> CanaryParams:
+        """The params of a stored rollout; a key it lacks (stored before it existed) takes its default."""
+        d = cls()
+        return cls(
+            steps=tuple(p.get("steps", d.steps)),
+            max_violation_increase=p.get("max_violation_increase", d.max_violation_increase),
+            max_cost_increase=p.get("max_cost_increase", d.max_cost_increase),
+            max_error_increase=p.get("max_error_increase", d.max_error_increase),
+            min_workloads_per_arm=max(2, int(p.get("min_workloads_per_arm", d.min_workloads_per_arm))),
+            window_s=p.get("window_s", d.window_s),
+            alpha=p.get("alpha", d.alpha),
+            max_inconclusive_windows=p.get("max_inconclusive_windows", d.max_inconclusive_windows),
+        )
+
+    def looks(self) -> int:
+        """How many windows the canary may test: (1 + max_inconclusive_windows) per step below 1.0."""
+        return max(1, len([s for s in self.steps if s < 1.0 - 1e-12])) * (1 + max(0, self.max_inconclusive_windows))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,16 +157,6 @@ def assign(workload: str, share: float, salt: str = "") -> Arm:
     return "challenger" if position < share else "champion"
 
 
-def _number(value: Any) -> float:
-    """A stored value as a float; None or anything not a number is NaN.
-
-    The JSON columns store NaN as null (``json_safe``), so a mean that was NaN (an optional metric,
-    such as ``forecast_error``, measured for no workload) reads back as None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return float("nan")
-    return float(value)
-
-
 def _scale(*groups: Iterable[float]) -> float:
     """A power of two near the largest magnitude in ``groups`` (1 when all are 0): dividing finite
     values by it, and multiplying back, is exact (short of subnormals), and keeps sums, squares and
@@ -154,65 +178,147 @@ def _mean(outcomes: Sequence[Outcome], metric: str) -> float:
     return _fmean([getattr(o, metric) for o in outcomes if math.isfinite(getattr(o, metric))])
 
 
+#: The canary's metrics: (name, log scale, the params field of its margin, what "worse" means).
+_CANARY_METRICS = (
+    ("violation_fraction", False, "max_violation_increase", "violates the SLO more"),
+    ("cost_per_demand", True, "max_cost_increase", "costs more per unit of demand"),
+    ("forecast_error", True, "max_error_increase", "forecasts worse"),
+)
+
+
+def _test_values(outcomes: Sequence[Outcome], metric: str, log: bool, paired: bool) -> list[float]:
+    """Per workload: the metric (its log for cost and error), minus its baseline when ``paired``;
+    workloads without a finite (and, on a log scale, positive) value are left out."""
+    out = []
+    for o in outcomes:
+        v = getattr(o, metric)
+        b = getattr(o, f"baseline_{metric}") if paired else 0.0 if not log else 1.0
+        if not (math.isfinite(v) and math.isfinite(b)) or (log and (v <= 0.0 or b <= 0.0)):
+            continue
+        out.append(math.log(v) - math.log(b) if log else v - b)
+    return out
+
+
+def _has_baselines(outcomes: Iterable[Outcome], metric: str) -> bool:
+    measured = [o for o in outcomes if math.isfinite(getattr(o, metric))]
+    return bool(measured) and all(math.isfinite(getattr(o, f"baseline_{metric}")) for o in measured)
+
+
+def _welch_bounds(a: Sequence[float], b: Sequence[float], level: float) -> tuple[float, float, float]:
+    """b's mean minus a's, with the one-sided ``level`` Welch t bounds (low, high) around it."""
+    s = _scale(a, b)
+    xa, xb = [v / s for v in a], [v / s for v in b]
+    ma, mb = fmean(xa), fmean(xb)
+    va = pvariance(xa) * len(xa) / (len(xa) - 1)
+    vb = pvariance(xb) * len(xb) / (len(xb) - 1)
+    se = math.sqrt(va / len(xa) + vb / len(xb))
+    t = t_quantile(level, welch_df(va, len(xa), vb, len(xb)))
+    d = mb - ma
+    return d * s, (d - t * se) * s, (d + t * se) * s
+
+
 def decide_canary(
     params: CanaryParams,
     share: float,
     champion: Sequence[Outcome],
     challenger: Sequence[Outcome],
     reference: Mapping[str, Any] | None = None,
+    inconclusive: int = 0,
+    compared: bool = False,
 ) -> Decision:
-    """Advance, promote, roll back or wait, from the two arms' outcomes over the window.
+    """Advance, promote, roll back or wait, from the two arms' outcomes over one window.
 
-    At a share of 100 % no workload is left on the champion: then the challenger's window is
-    compared with ``reference``, the champion's means (``champion_<metric>``) from the last window
-    that had both arms (``RolloutBook.evaluate`` passes them); without one the canary waits. A
-    reference value that is missing, None (NaN stored as JSON null) or not a number counts as NaN.
+    Per metric, the challenger-minus-champion difference of the per-workload values (violation
+    fraction; log cost per demand and log forecast error; each workload's change from its
+    baseline when every compared workload has one) gets a one-sided Welch t bound at level
+    1 - alpha / (looks x metrics). Rolled back when a metric's lower bound is above its margin
+    (shown worse beyond it); advanced (promoted after the last step below 1.0) when every upper
+    bound is below its margin (shown no worse: non-inferiority); otherwise ``wait`` another
+    window at the same share, and after ``inconclusive`` == ``max_inconclusive_windows`` such
+    windows before this one, rolled back as not shown to be no worse (the champion is the
+    known-good one). A step whose arms have fewer than ``min_workloads_per_arm`` workloads
+    advances without a comparison; a canary never promotes unless a comparison passed (this
+    window or ``compared``, an earlier step's). At 100 % nothing is left to compare with: it
+    waits for ``rollout promote`` or ``abort``. ``reference`` is accepted for compatibility
+    and ignored (comparing with an earlier window of the champion mixes in the time of day).
     """
-    using_reference = (
-        share >= 1.0 - 1e-12
-        and not champion
-        and reference is not None
-        and len(challenger) >= params.min_workloads_per_arm
-    )
-    if not using_reference and (
-        len(champion) < params.min_workloads_per_arm or len(challenger) < params.min_workloads_per_arm
-    ):
+    del reference
+    summary: dict[str, float] = {
+        f"{arm}_{m}": _mean(o, m) for arm, o in (("champion", champion), ("challenger", challenger)) for m in METRICS
+    }
+    if share >= 1.0 - 1e-12:
         return Decision(
             "wait",
             share,
-            f"not enough workloads to compare ({len(champion)} champion, {len(challenger)} challenger; "
-            f"need {params.min_workloads_per_arm} each)",
+            "at 100 % no workload is left on the champion to compare with: promote or abort it by hand "
+            "(scaleahead rollout promote|abort)",
+            summary,
         )
-    summary = {
-        f"{arm}_{m}": _mean(o, m) for arm, o in (("champion", champion), ("challenger", challenger)) for m in METRICS
-    }
-    if using_reference:
-        assert reference is not None
-        summary.update({f"champion_{m}": _number(reference.get(f"champion_{m}")) for m in METRICS})
-    v0, v1 = summary["champion_violation_fraction"], summary["challenger_violation_fraction"]
-    if v1 - v0 > params.max_violation_increase:
+    later = [s for s in params.steps if share + 1e-12 < s < 1.0 - 1e-12]
+    need = max(2, params.min_workloads_per_arm)
+    if len(champion) < need or len(challenger) < need:
+        few = (
+            f"too few workloads to compare at share {share:.0%} ({len(champion)} champion, "
+            f"{len(challenger)} challenger; need {need} each)"
+        )
+        if later:
+            return Decision("advance", later[0], f"{few}: advancing to {later[0]:.0%} without a comparison", summary)
+        if compared:
+            return Decision("promote", 1.0, f"{few}; the challenger passed an earlier step: promoted", summary)
         return Decision(
             "rollback",
             0.0,
-            f"challenger violates the SLO more: {v1:.4f} vs {v0:.4f} of steps "
-            f"(allowed +{params.max_violation_increase:.4f})",
+            f"{few}, and no step had enough: never compared, so not promoted (use larger --steps, "
+            "or shadow mode, which compares the same workloads)",
             summary,
         )
-    for metric, margin, name in (
-        ("cost_per_demand", params.max_cost_increase, "costs more per unit of demand"),
-        ("forecast_error", params.max_error_increase, "forecasts worse"),
-    ):
-        c0, c1 = summary[f"champion_{metric}"], summary[f"challenger_{metric}"]
-        if math.isfinite(c0) and math.isfinite(c1) and c1 > c0 * (1 + margin):
+    tested = [
+        (m, log, getattr(params, field), worse, _has_baselines([*champion, *challenger], m))
+        for m, log, field, worse in _CANARY_METRICS
+    ]
+    values = {m: (_test_values(champion, m, log, p), _test_values(challenger, m, log, p)) for m, log, _, _, p in tested}
+    tested = [t for t in tested if len(values[t[0]][0]) >= 2 and len(values[t[0]][1]) >= 2]
+    level = 1.0 - params.alpha / (params.looks() * max(1, len(tested)))
+    summary["level"] = level
+    passed: list[str] = []
+    open_: list[str] = []
+    for m, log, margin, worse, paired in tested:
+        bound = math.log1p(margin) if log else margin
+        d, low, high = _welch_bounds(*values[m], level)
+        summary.update({f"{m}_difference": d, f"{m}_low": low, f"{m}_high": high, f"{m}_margin": bound})
+        summary[f"{m}_paired"] = float(paired)
+        scale = " (log)" if log else ""
+        if low > bound:
             return Decision(
-                "rollback", 0.0, f"challenger {name}: {c1:.4g} vs {c0:.4g} (allowed +{margin:.0%})", summary
+                "rollback",
+                0.0,
+                f"challenger {worse}: difference{scale} {d:.4g}, lower bound {low:.4g} above the margin "
+                f"{bound:.4g} (one-sided {level:.2%})",
+                summary,
             )
-    later = [s for s in params.steps if s > share + 1e-12]
-    if not later:
-        against = " (against the champion's last compared window)" if using_reference else ""
-        return Decision("promote", 1.0, f"challenger held up at every step{against}: promoted", summary)
+        (passed if high < bound else open_).append(f"{m}{scale} upper bound {high:.4g} vs margin {bound:.4g}")
+    if not tested:
+        open_.append("no metric has two workloads with outcomes in each arm")
+    if not open_:
+        if later:
+            return Decision(
+                "advance", later[0], f"challenger shown no worse at {share:.0%}: advancing to {later[0]:.0%}", summary
+            )
+        return Decision("promote", 1.0, "challenger shown no worse at every compared step: promoted", summary)
+    if inconclusive >= params.max_inconclusive_windows:
+        return Decision(
+            "rollback",
+            0.0,
+            f"not shown to be no worse after {inconclusive + 1} windows at {share:.0%} ({'; '.join(open_)}): "
+            "rolled back, the champion being the known-good one",
+            summary,
+        )
     return Decision(
-        "advance", later[0], f"challenger no worse at share {share:.0%}: advancing to {later[0]:.0%}", summary
+        "wait",
+        share,
+        f"inconclusive at {share:.0%} ({'; '.join(open_)}): another window at the same share "
+        f"({inconclusive + 1} of {params.max_inconclusive_windows + 1})",
+        summary,
     )
 
 
@@ -474,26 +580,22 @@ class RolloutBook:
         entry: dict[str, Any]
         history = list(results.get("history", []))
         if rollout.mode == "canary":
-            p = rollout.params
-            params = CanaryParams(
-                steps=tuple(p["steps"]),
-                max_violation_increase=p["max_violation_increase"],
-                max_cost_increase=p["max_cost_increase"],
-                max_error_increase=p["max_error_increase"],
-                min_workloads_per_arm=p["min_workloads_per_arm"],
-                window_s=p["window_s"],
+            params = CanaryParams.from_stored(rollout.params)
+            at_share = []  # this share's entries since it was set, newest first
+            for h in reversed(history):
+                if h.get("decision") == "advance":
+                    break
+                at_share.append(h)
+            inconclusive = sum(1 for h in at_share if h.get("inconclusive"))
+            compared = any(h.get("compared") for h in history)
+            # The share in force since the last advance (or the start) or the last inconclusive
+            # window: outcomes must cover a whole window of it, else a canary could run through
+            # every step in as many quick calls.
+            since = next(
+                (h["at"] for h in reversed(history) if h.get("decision") == "advance" or h.get("inconclusive")),
+                rollout.started_at,
             )
-            reference = next(
-                (
-                    h
-                    for h in reversed(history)
-                    if h.get("champion_workloads", 1) and math.isfinite(_number(h.get("champion_violation_fraction")))
-                ),
-                None,
-            )
-            # The share in force since the last advance (or the start): outcomes must cover a whole
-            # window of it, else a canary could run through every step in as many quick calls.
-            since = next((h["at"] for h in reversed(history) if h.get("decision") == "advance"), rollout.started_at)
+            decided = False
             if now < since - 1.0:
                 # A clock behind the one that set the share (another machine's): no negative time.
                 d = Decision(
@@ -511,7 +613,8 @@ class RolloutBook:
                     f"{params.window_s:.0f} s window; a shorter time does not decide",
                 )
             else:
-                d = decide_canary(params, rollout.share, champ, chal, reference)
+                d = decide_canary(params, rollout.share, champ, chal, None, inconclusive, compared)
+                decided = True
             entry = {
                 "at": now,
                 "share": rollout.share,
@@ -521,6 +624,11 @@ class RolloutBook:
                 "challenger_workloads": len(chal),
                 **d.summary,
             }
+            if decided and rollout.share < 1.0 - 1e-12:
+                if d.action == "wait":
+                    entry["inconclusive"] = True
+                elif "level" in d.summary and d.action in ("advance", "promote"):
+                    entry["compared"] = True
             history.append(entry)
             results.update(last=entry, history=history)
             state = {"promote": "promoted", "rollback": "rolled-back"}.get(d.action, "running")

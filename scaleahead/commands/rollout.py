@@ -145,9 +145,14 @@ def _print(r: Any, as_json: bool) -> None:
             )
 
 
+#: The outcomes CSV's optional baseline columns: the workload's outcome under the champion in a
+#: window before the rollout; a canary then compares each workload's change from it.
+BASELINES = ("baseline_violation_fraction", "baseline_cost_per_demand", "baseline_forecast_error")
+
+
 def read_outcomes(path: Path) -> list[dict[str, Any]]:
-    """Rows of ``workload,arm,violation_fraction,cost_per_demand[,forecast_error]``, each with its
-    ``line`` in the file (for messages)."""
+    """Rows of ``workload,arm,violation_fraction,cost_per_demand[,forecast_error]`` and the optional
+    ``baseline_<metric>`` columns, each with its ``line`` in the file (for messages)."""
     need = {"workload", "violation_fraction", "cost_per_demand"}
     header = "workload,arm,violation_fraction,cost_per_demand[,forecast_error]"
     try:
@@ -166,7 +171,8 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
         raise DataError(f"{path} is not a CSV file ({exc}).", f"Give a CSV of {header}; nothing was recorded.") from exc
     if not need <= set(fields):
         raise DataError(
-            f"{path} needs a header with {', '.join(sorted(need))} (and optionally arm, forecast_error)"
+            f"{path} needs a header with {', '.join(sorted(need))} (and optionally arm, forecast_error, "
+            f"{', '.join(BASELINES)})"
             + (f"; its first line has {', '.join(fields)}." if fields else "; the file is empty."),
             "See docs/actuator.md, 'Rollouts'.",
         )
@@ -191,6 +197,9 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             c = float(row["cost_per_demand"])
             err = (row.get("forecast_error") or "").strip()  # an empty cell: not measured
             e = float(err) if err else math.nan
+            # optional: the workload's outcome under the champion before the rollout (empty: none)
+            base = {b: (row.get(b) or "").strip() for b in BASELINES}
+            bv = {b: float(x) if x else math.nan for b, x in base.items()}
         except ValueError as exc:
             raise DataError(f"{path}:{i}: {exc}.", "Numbers must be plain decimals.") from exc
         except TypeError as exc:  # a short row: csv gives None for its missing cells
@@ -201,8 +210,15 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
         wrong = (
             f"violation_fraction {v:g} is not a share between 0 and 1" if not 0.0 <= v <= 1.0 else
             f"cost_per_demand {c:g} is not a finite number >= 0" if not (math.isfinite(c) and c >= 0) else
-            f"forecast_error {err} is not a finite number >= 0" if err and not (math.isfinite(e) and e >= 0)
-            else ""
+            f"forecast_error {err} is not a finite number >= 0" if err and not (math.isfinite(e) and e >= 0) else
+            next((
+                f"{b} {x} is not a share between 0 and 1" if b == "baseline_violation_fraction"
+                else f"{b} {x} is not a finite number >= 0"
+                for b, x in base.items()
+                if x and not (
+                    math.isfinite(bv[b]) and bv[b] >= 0 and (b != "baseline_violation_fraction" or bv[b] <= 1)
+                )
+            ), "")
         )  # fmt: skip
         if wrong:
             raise DataError(f"{path}:{i}: {wrong}.", "Fix the measurement (leave forecast_error empty if unknown).")
@@ -221,6 +237,7 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
                 "violation_fraction": v,
                 "cost_per_demand": c,
                 "forecast_error": e,
+                **bv,
             }
         )
     return out
@@ -306,8 +323,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         split: Annotated[float, typer.Option(help="Challenger share in mode ab.")] = 0.5,
         steps: Annotated[str, typer.Option(help="Canary share steps, comma-separated.")] = "0.1,0.25,0.5,1.0",
         max_violation_increase: Annotated[
-            float, typer.Option(help="Canary: most extra share of violating steps before rollback (0 to 1).")
-        ] = 0.002,
+            float, typer.Option(help="Canary: margin, the added share of violating steps still no worse (0 to 1).")
+        ] = 0.02,
         max_cost_increase: Annotated[
             float,
             typer.Option(
@@ -414,6 +431,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         challenger: Annotated[str, typer.Option(help="Challenger forecaster.")] = "window_mean",
         steps: Annotated[str, typer.Option(help="Canary share steps, comma-separated.")] = "0.25,0.5,1.0",
         split: Annotated[float, typer.Option(help="A/B challenger share.")] = 0.5,
+        aa: Annotated[
+            bool,
+            typer.Option(
+                "--aa",
+                help="A/A check: allow --challenger equal to --champion and print how often the canary and A/B "
+                "decide anything over 200 assignments.",
+            ),
+        ] = False,
     ) -> None:
         """A rollout end to end on the simulated cluster: canary, A/B and shadow of two forecasters."""
         from actuator.rollouts import CanaryParams
@@ -424,8 +449,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         shares = share_steps("--steps", steps)
         if not (math.isfinite(split) and 0.0 < split < 1.0):
             raise UserError(f"--split {split:g} is not a share strictly between 0 and 1.", "Use e.g. --split 0.5.")
-        doc = run_rollout_bench(names, champion, challenger, CanaryParams(steps=shares), split=split)
+        doc = run_rollout_bench(names, champion, challenger, CanaryParams(steps=shares), split=split, aa=aa)
         json_path.write_text(json.dumps(doc, indent=2, default=str))
+        if "aa" in doc:
+            a = doc["aa"]
+            console.print(
+                f"A/A check ({champion} against itself, {a['assignments']} assignments of {len(doc['per_workload'])} "
+                f"workloads): canary rolled back {a['canary_rolled_back']:.1%} (shown worse "
+                f"{a['canary_shown_worse']:.1%}, not shown no worse {a['canary_not_shown_no_worse']:.1%}), "
+                f"promoted {a['canary_promoted']:.1%}; A/B 'significant' for some metric {a['ab_significant']:.1%}",
+                markup=False,
+            )
         c = doc["canary"]
         console.print(f"canary {challenger} vs {champion}: {c['state']} at share {c['final_share']:.0%}", markup=False)
         for h in c["history"]:
@@ -466,7 +500,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 raise DataError(f"{outcomes}: arm {arm!r} is neither champion nor challenger.", "Fix the arm column.")
             row["arm"] = arm
             arms[arm].append(
-                Outcome(row["workload"], row["violation_fraction"], row["cost_per_demand"], row["forecast_error"])
+                Outcome(
+                    row["workload"],
+                    row["violation_fraction"],
+                    row["cost_per_demand"],
+                    row["forecast_error"],
+                    *(row[b] for b in BASELINES),
+                )
             )
         check_arms(outcomes, rows, r.mode)
         contradicting = contradicting_arms(rows, r, book)

@@ -118,7 +118,10 @@ def test_a_canarys_last_evaluation_does_not_promote_a_challenger_whose_checkpoin
     # started (by the library, as retraining does) a window ago with one step: the next evaluation decides
     RolloutBook(store).start("default", "canary", "default", str(new), time.time() - 7200, canary=CanaryParams((0.5,)))
     csv = tmp_path / "o.csv"
-    csv.write_text(f"{HEADER}\na,champion,0.1,1\nb,champion,0.1,1\nc,challenger,0.1,1\nd,challenger,0.1,1\n")
+    csv.write_text(
+        f"{HEADER}\na,champion,0.1,1\nb,champion,0.1,1\ne,champion,0.1,1\n"
+        "c,challenger,0.1,1\nd,challenger,0.1,1\nf,challenger,0.1,1\n"
+    )  # three per arm: a t interval's minimum
     before = (_statuses(store), _rollouts(store))
     code, out, err = cli("rollout", "evaluate", "--outcomes", str(csv), "--db", db)
     assert code == 2, (out, err)
@@ -174,10 +177,10 @@ def test_ab_and_shadow_reports_of_values_near_the_float_limit_are_computed_witho
 
 
 def test_a_canary_decides_on_costs_near_the_float_limit() -> None:
-    champ = [Outcome("a", 0.0, 1e308), Outcome("b", 0.0, 1e308)]
-    chal = [Outcome("c", 0.0, 1e308), Outcome("d", 0.0, 1e308)]
+    champ = [Outcome("a", 0.0, 1e308), Outcome("b", 0.0, 1e308), Outcome("e", 0.0, 1e308)]
+    chal = [Outcome("c", 0.0, 1e308), Outcome("d", 0.0, 1e308), Outcome("f", 0.0, 1e308)]
     d = decide_canary(CanaryParams((0.5, 1.0)), 0.5, champ, chal)
-    assert d.action == "advance" and d.summary["champion_cost_per_demand"] == pytest.approx(1e308)
+    assert d.action == "promote" and d.summary["champion_cost_per_demand"] == pytest.approx(1e308)
 
 
 def _started(tmp_path: Path, cli: Cli, mode: str) -> tuple[str, Store]:
