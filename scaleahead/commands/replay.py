@@ -308,9 +308,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         max_violation_increase: Annotated[
             float,
             typer.Option(
-                help="With --rollout canary: roll back if the challenger's violation fraction is higher by more."
+                help="With --rollout canary: the margin on the violation fraction (roll back when the challenger "
+                "is shown worse by more; advance only when shown worse by less), as rollout start."
             ),
-        ] = 0.002,
+        ] = 0.02,
         max_cost_increase: Annotated[
             float,
             typer.Option(help="With --rollout canary: roll back if its cost per demand is higher by more (relative)."),
