@@ -305,9 +305,6 @@ class Actuator:
                     # Renewed just before each write: no other replica can hold the Lease until
                     # a whole lease duration after this renewal.
                     return ActionResult(action, "skipped", "lost the lease to another scaleahead replica", "not_leader")
-                steer = self._record_steer(action, live, now)
-                if steer:
-                    diff += f"; {steer[1]}"
                 if self.store is not None:
                     # Write-ahead intent: the value about to be written, with the field's value and
                     # version now. A write that times out but lands must not look like someone else's
@@ -327,6 +324,11 @@ class Actuator:
                             uid=live.uid,
                         )
                     )
+                # After that commit: a commit failing between the steer and the eviction would leave an
+                # armed steer for an eviction never made (found by a review on 2026-12-06).
+                steer = self._record_steer(action, live, now)
+                if steer:
+                    diff += f"; {steer[1]}"
                 try:
                     new = self.target.write(action, verdict.value, live)
                 except ActuationError as exc:

@@ -1487,6 +1487,11 @@ class Daemon:
                 was,
                 extra={"event": "champion_not_loaded", "model_version_id": newest.id},
             )
+            if current is None and family in LEARNED:
+                # production is still the fallback (as on a fresh install), now because the champion
+                # cannot be loaded: the gauge says so (until 2026-12-06 it kept "no_model", and
+                # ScaleaheadModelUnloadable never fired)
+                self.metrics.set_fallback(family, "unloadable")
             return
         if model is None:
             return  # a baseline waits for the loop's history: the next check, after a cycle

@@ -157,3 +157,59 @@ def test_an_intent_the_database_refuses_fails_its_action_and_keeps_the_earlier_o
     states = {a.id: a.state for a in store.actions()}
     assert [states[i] for i in ids] == [r.outcome for r in results]
     assert act.unsettled == set()
+
+
+class _MoveTarget:
+    """A Deployment ``web`` and its pod ``web-abc-1`` (ReplicaSet ``web-abc``); records evictions."""
+
+    def __init__(self, on_move_read) -> None:  # type: ignore[no-untyped-def]
+        self.replicas = 2
+        self.evicted: list[str] = []
+        self.on_move_read = on_move_read
+
+    def live(self, action, quota_room=True):  # type: ignore[no-untyped-def]
+        from actuator.base import LiveObject
+        from scaleahead.types import MovePod
+
+        if isinstance(action, MovePod):
+            self.on_move_read()
+            facts = {"on_from_node": 1, "pdb_disruptions_allowed": 5}
+            return LiveObject(f"Pod/default/{action.pod}", "spec.nodeName", 1, "1", facts, owner=("ReplicaSet", "web-abc"))
+        return LiveObject(action.target, "spec.replicas", self.replicas, "7", {}, uid="dep")
+
+    def write(self, action, value, live):  # type: ignore[no-untyped-def]
+        from actuator.base import LiveObject
+        from scaleahead.types import MovePod
+
+        if isinstance(action, MovePod):
+            self.evicted.append(action.pod)
+            return live
+        self.replicas = value
+        return LiveObject(action.target, "spec.replicas", value, "8", {}, uid="dep")
+
+
+def test_a_journal_commit_failing_before_an_eviction_leaves_no_armed_steer(store: Store) -> None:
+    """The commit before a pod move's eviction (the outcomes of the plan's earlier actions) runs
+    before the steer is recorded: when it fails, the move fails with no steer left to send an
+    unrelated new pod of the ReplicaSet to the planned node (found by a review on 2026-12-06: the
+    steer was recorded first and stayed pending)."""
+    from sqlalchemy.exc import OperationalError
+
+    from scaleahead.types import MovePod
+
+    armed = [False]
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def blip(conn, cursor, statement, params, context, many):  # type: ignore[no-untyped-def]
+        if armed[0] and statement.startswith("UPDATE actions"):
+            armed[0] = False
+            raise OperationalError(statement, params, Exception("database is locked"))
+
+    target = _MoveTarget(lambda: armed.__setitem__(0, True))
+    act = Actuator(target, store, [policy("web")], SafetyConfig(), steer_ttl_s=300)  # type: ignore[arg-type]
+    web = WorkloadRef("Deployment", "default", "web")
+    results = act.apply_plan(Plan(NOW, (ScaleTo(web, 2, 3, R), MovePod("default", "web-abc-1", "n1", "n2", R))), NOW)
+    assert [r.outcome for r in results] == ["applied", "failed"]
+    assert target.evicted == []
+    assert store.steers(state="pending") == []
+    assert store.consume_steer("default", "ReplicaSet", "web-abc", "web-abc-new", NOW + 10) is None

@@ -111,3 +111,20 @@ def test_a_status_names_the_challenger_for_a_workload_on_its_arm(daemon_factory,
     daemon.tick(clock.now())
     assert {s.model for s in sink.published[-1]} == {daemon.deps.forecaster.name}
     daemon.shutdown()
+
+
+def test_a_champion_registered_later_that_cannot_be_loaded_turns_the_fallback_reason_to_unloadable(  # type: ignore[no-untyped-def]
+    daemon_factory, tmp_path: Path
+) -> None:
+    """Started on the fallback with nothing registered (``no_model``); the first champion then
+    registered cannot be loaded: the reason becomes ``unloadable`` (found by a review on 2026-12-06:
+    it stayed ``no_model`` and ScaleaheadModelUnloadable never fired)."""
+    daemon, clock, _, store = daemon_factory()
+    daemon.settings.forecast.model = "lstm"
+    daemon.metrics.set_fallback("lstm", "no_model")  # as `run` sets it at start
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    store.register_model("lstm-bad", "lstm", artifact_path=str(bad), status="champion")
+    daemon.follow_champion(clock.now())
+    assert _fallback_series(daemon.metrics) == {("lstm", "unloadable"): 1.0}
+    daemon.shutdown()
