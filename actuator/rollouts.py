@@ -66,6 +66,10 @@ class Outcome:
     baseline_forecast_error: float = float("nan")
 
 
+#: ``--max-violation-increase``'s default until 2026-12-06 (``CanaryParams.from_stored``).
+OLD_DEFAULT_VIOLATION_MARGIN = 0.002
+
+
 @dataclass(frozen=True, slots=True)
 class CanaryParams:
     """Share steps, the margins by which the challenger may be worse, and the test's error rate.
@@ -87,11 +91,20 @@ class CanaryParams:
 
     @classmethod
     def from_stored(cls, p: Mapping[str, Any]) -> CanaryParams:
-        """The params of a stored rollout; a key it lacks (stored before it existed) takes its default."""
+        """The params of a stored rollout; a key it lacks (stored before it existed) takes its default.
+
+        A rollout stored before 2026-12-06 (no ``alpha``) with the violation margin of that day's
+        default, 0.002, reads today's default, 0.02: 0.002 was a threshold on plain means then, and
+        as a margin the challenger must be *shown* within, it could almost never be (a review found
+        such canaries rolled back as inconclusive about 40 % of the time with identical models).
+        Any other stored margin is kept as given."""
         d = cls()
+        violation = p.get("max_violation_increase", d.max_violation_increase)
+        if "alpha" not in p and violation == OLD_DEFAULT_VIOLATION_MARGIN:
+            violation = d.max_violation_increase
         return cls(
             steps=tuple(p.get("steps", d.steps)),
-            max_violation_increase=p.get("max_violation_increase", d.max_violation_increase),
+            max_violation_increase=violation,
             max_cost_increase=p.get("max_cost_increase", d.max_cost_increase),
             max_error_increase=p.get("max_error_increase", d.max_error_increase),
             min_workloads_per_arm=max(2, int(p.get("min_workloads_per_arm", d.min_workloads_per_arm))),
@@ -186,16 +199,34 @@ _CANARY_METRICS = (
 )
 
 
-def _test_values(outcomes: Sequence[Outcome], metric: str, log: bool, paired: bool) -> list[float]:
-    """Per workload: the metric (its log for cost and error), minus its baseline when ``paired``;
-    workloads without a finite (and, on a log scale, positive) value are left out."""
+def _log_floor(outcomes: Iterable[Outcome], metric: str) -> float:
+    """What a log-scale metric adds before its log: a thousandth of the median positive value of
+    ``metric`` and its baselines over ``outcomes`` (both arms), so a 0 (no replica-seconds, no
+    error) is compared as a large step down rather than left out; 0 when there is no zero."""
+    values = [
+        v
+        for o in outcomes
+        for v in (getattr(o, metric), getattr(o, f"baseline_{metric}"))
+        if math.isfinite(v) and v >= 0.0
+    ]
+    if not any(v == 0.0 for v in values):
+        return 0.0
+    positive = sorted(v for v in values if v > 0.0)
+    return 1e-3 * positive[len(positive) // 2] if positive else 1.0
+
+
+def _test_values(outcomes: Sequence[Outcome], metric: str, log: bool, paired: bool, floor: float = 0.0) -> list[float]:
+    """Per workload: the metric (its log for cost and error, of the value plus ``floor``), minus its
+    baseline when ``paired``; workloads without a finite value (or, on a log scale, a negative one,
+    or 0 with no ``floor``) are left out. Until 2026-12-06 a 0 was always left out, so a cost going
+    from a baseline of 0 to 5 did not count against the challenger (found by a review)."""
     out = []
     for o in outcomes:
         v = getattr(o, metric)
-        b = getattr(o, f"baseline_{metric}") if paired else 0.0 if not log else 1.0
-        if not (math.isfinite(v) and math.isfinite(b)) or (log and (v <= 0.0 or b <= 0.0)):
+        b = getattr(o, f"baseline_{metric}") if paired else 0.0 if not log else 1.0 - floor
+        if not (math.isfinite(v) and math.isfinite(b)) or (log and (v + floor <= 0.0 or b + floor <= 0.0)):
             continue
-        out.append(math.log(v) - math.log(b) if log else v - b)
+        out.append(math.log(v + floor) - math.log(b + floor) if log else v - b)
     return out
 
 
@@ -276,7 +307,11 @@ def decide_canary(
         (m, log, getattr(params, field), worse, _has_baselines([*champion, *challenger], m))
         for m, log, field, worse in _CANARY_METRICS
     ]
-    values = {m: (_test_values(champion, m, log, p), _test_values(challenger, m, log, p)) for m, log, _, _, p in tested}
+    floors = {m: _log_floor([*champion, *challenger], m) if log else 0.0 for m, log, _, _, _ in tested}
+    values = {
+        m: (_test_values(champion, m, log, p, floors[m]), _test_values(challenger, m, log, p, floors[m]))
+        for m, log, _, _, p in tested
+    }
     tested = [t for t in tested if len(values[t[0]][0]) >= 2 and len(values[t[0]][1]) >= 2]
     level = 1.0 - params.alpha / (params.looks() * max(1, len(tested)))
     summary["level"] = level

@@ -148,7 +148,10 @@ def test_a_rollout_stored_before_the_new_keys_still_evaluates_with_their_default
     r = book.get("web")
     assert "alpha" not in r.params and "max_inconclusive_windows" not in r.params
     p = CanaryParams.from_stored(r.params)
-    assert (p.alpha, p.max_inconclusive_windows, p.max_violation_increase) == (0.05, 3, 0.002)
+    # the old default 0.002 reads as today's 0.02: as a margin to be shown within it could almost never be
+    assert (p.alpha, p.max_inconclusive_windows, p.max_violation_increase) == (0.05, 3, 0.02)
+    assert CanaryParams.from_stored({**old, "max_violation_increase": 0.01}).max_violation_increase == 0.01
+    assert CanaryParams.from_stored({**old, "alpha": 0.05}).max_violation_increase == 0.002  # a new rollout's own
     assert p.min_workloads_per_arm == 2  # one workload shows no spread: a t interval needs two
     # one challenger workload: too few, advances without a comparison (it waited for ever before)
     e = _evaluate(book, noisy("a", 6, 1), noisy("b", 1, 2), T0 + 3600)
@@ -219,3 +222,15 @@ def test_bench_rollout_aa_checks_the_rule_against_the_champion_itself(tmp_path: 
     assert aa["canary_shown_worse"] == 0.0  # the same run in both arms: never shown worse
     assert math.isclose(aa["canary_rolled_back"] + aa["canary_promoted"] + aa["canary_undecided"], 1.0)
     assert "A/A check (naive against itself, 200 assignments of 3 workloads)" in " ".join(out.split())
+
+
+def test_a_cost_that_rose_from_zero_counts_against_the_challenger():
+    """A workload whose cost per demand went from a baseline of 0 to 5 is compared (on the log of the
+    value plus a thousandth of the median positive one), not left out: until 2026-12-06 (a review)
+    two such workloads were dropped and the canary promoted "shown no worse"."""
+    champion = [Outcome(f"a{i}", 0.0, 1.0, math.nan, 0.0, 1.0) for i in range(5)]
+    steady = [Outcome(f"b{i}", 0.0, 1.0, math.nan, 0.0, 1.0) for i in range(3)]
+    rose = [Outcome(f"b{i}", 0.0, 5.0, math.nan, 0.0, 0.0) for i in range(3, 5)]
+    d = decide_canary(CanaryParams(), 0.5, champion, steady + rose)
+    assert d.action != "promote" and "cost_per_demand" in d.reason
+    assert decide_canary(CanaryParams(), 0.5, champion, steady + steady[:2]).action == "promote"
