@@ -1033,6 +1033,15 @@ class KubernetesTarget:
             return "direct", None
         return p.spec.target.mode, p.spec.target.hpa_name
 
+    def field_target(self, action: Action) -> str:
+        """The object whose field ``live`` reads and the write changes (its managed field's record):
+        the HPA named by the policy for mode ``floor``, else the action's own target."""
+        if not isinstance(action, MovePod) and action.workload.kind in ("Deployment", "StatefulSet"):
+            mode, hpa = self.mode(action.workload)
+            if mode == "floor" and hpa:
+                return f"HorizontalPodAutoscaler/{action.workload.namespace}/{hpa}"
+        return action.target
+
     def _call(self, action: Action, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
         """Call ``fn`` for ``action``; errors name ``target`` (default: the action's), verb and resource."""
         ns = action.namespace if isinstance(action, MovePod) else action.workload.namespace
@@ -1774,7 +1783,7 @@ class KubernetesTarget:
         if mode == "floor":
             if not hpa:
                 raise ActuationError("skipped", f"{ref.key}: mode floor needs spec.target.hpaName in its policy")
-            target = f"HorizontalPodAutoscaler/{ref.namespace}/{hpa}"
+            target = self.field_target(action)
             obj = self._call(
                 action, self.autoscaling.read_namespaced_horizontal_pod_autoscaler, hpa, ref.namespace, target=target
             )
