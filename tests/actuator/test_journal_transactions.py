@@ -195,7 +195,9 @@ class _MoveTarget:
         if isinstance(action, MovePod):
             self.on_move_read()
             facts = {"on_from_node": 1, "pdb_disruptions_allowed": 5}
-            return LiveObject(f"Pod/default/{action.pod}", "spec.nodeName", 1, "1", facts, owner=("ReplicaSet", "web-abc"))
+            return LiveObject(
+                f"Pod/default/{action.pod}", "spec.nodeName", 1, "1", facts, owner=("ReplicaSet", "web-abc")
+            )
         return LiveObject(action.target, "spec.replicas", self.replicas, "7", {}, uid="dep")
 
     def write(self, action, value, live):  # type: ignore[no-untyped-def]
