@@ -127,6 +127,7 @@ def test_help_names_the_dev_extra() -> None:
     assert out.returncode == 0, out.stderr
     assert "pip install -e '.[dev]'" in out.stdout, out.stdout
 
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
