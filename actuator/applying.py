@@ -190,8 +190,16 @@ class Actuator:
         self._outcomes, self._confirmed, self._journal_now = [], [], now
         self._known = {}
         if self.store is not None and not stop:
+            # Keyed as ``_managed`` looks them up: by the object whose field is written (mode floor:
+            # the HPA; until 2026-12-06 by the workload, so every floor action missed its record here
+            # and paid a commit and a read of its own).
+            field_target = getattr(self.target, "field_target", None)
             self._known = self.store.managed_fields_of(
-                {a.target for a in changes if not isinstance(a, MovePod) and a.target not in self.held}
+                {
+                    field_target(a) if field_target is not None else a.target
+                    for a in changes
+                    if not isinstance(a, MovePod) and a.target not in self.held
+                }
             )
         # Within one plan the target reads each namespace's ResourceQuotas and LimitRanges once, and
         # counts the room this plan's earlier scale-ups take (``KubernetesTarget.plan_reads``).

@@ -959,6 +959,9 @@ class KubernetesTarget:
         self._unreadable: dict[WorkloadRef, str] = {}
         #: (resource, namespace) -> why its last list failed (warned once per reason; GETs instead)
         self._list_failed: dict[tuple[str, str], str] = {}
+        # (resource, namespace) -> (how many of ours were read there, when): found holding far more
+        # objects than ours, so read one by one (``_list_workloads``)
+        self._list_sparse: dict[tuple[str, str], tuple[int, float]] = {}
         # namespaces whose pods could not be listed to count a Knative Service's running pods
         # (warned once until a list succeeds again)
         self._knative_pods_unread: set[str] = set()
@@ -1032,6 +1035,15 @@ class KubernetesTarget:
         if p is None:
             return "direct", None
         return p.spec.target.mode, p.spec.target.hpa_name
+
+    def field_target(self, action: Action) -> str:
+        """The object whose field ``live`` reads and the write changes (its managed field's record):
+        the HPA named by the policy for mode ``floor``, else the action's own target."""
+        if not isinstance(action, MovePod) and action.workload.kind in ("Deployment", "StatefulSet"):
+            mode, hpa = self.mode(action.workload)
+            if mode == "floor" and hpa:
+                return f"HorizontalPodAutoscaler/{action.workload.namespace}/{hpa}"
+        return action.target
 
     def _call(self, action: Action, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
         """Call ``fn`` for ``action``; errors name ``target`` (default: the action's), verb and resource."""
@@ -1400,13 +1412,26 @@ class KubernetesTarget:
     LIST_ABOVE = 5
     #: Objects per page of such a list (``limit``; the API server's continue token fetches the rest).
     LIST_PAGE = 500
+    #: A namespace whose list runs past one page and holds more than this many times the objects we
+    #: read there (the first page's ``metadata.remainingItemCount``, or the objects paged through so
+    #: far where the server does not say) is not listed further: ours are read one by one ...
+    LIST_SPARSE = 4
+    #: ... and it is not listed again until the number of ours there changes or this long has passed.
+    LIST_RECHECK_S = 3600.0
+    #: A list still going after this many pages (or answering a continue token it gave before: a
+    #: proxy that drops the ``continue`` parameter) is given up: its workloads are read one by one.
+    LIST_MAX_PAGES = 200
 
     def _list_workloads(self, workloads: Sequence[WorkloadRef]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
         """``(resource, namespace) -> {name: object}`` for each namespace where ``read_state`` reads
         more than ``LIST_ABOVE`` Deployments (Headroom placeholders included) or StatefulSets: one
-        list (paged) instead of a GET each. A list that fails (no ``list`` permission, an error, an
-        answer that is not a list of objects) is left out, with a warning once per reason: its
-        workloads are read one by one, as before 2026-12-06 every workload was."""
+        list (paged) instead of a GET each. A namespace found holding far more objects than ours
+        (``LIST_SPARSE``) is listed no further: what its first page held is used, the rest are read
+        one by one, and it is not listed again for ``LIST_RECHECK_S`` or until the number of ours
+        there changes. A list that fails (no ``list`` permission, an error, an answer that is not a
+        list of objects, a continue token repeated or pages past ``LIST_MAX_PAGES``) is left out, with
+        a warning once per reason: its workloads are read one by one, as before 2026-12-06 every
+        workload was."""
         kinds = {"Deployment": "deployments", "Headroom": "deployments", "StatefulSet": "statefulsets"}
         wanted: dict[tuple[str, str], set[str]] = {}
         for ref in workloads:
@@ -1418,14 +1443,21 @@ class KubernetesTarget:
             "statefulsets": self.apps.list_namespaced_stateful_set,
         }
         found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        now = self.clock.now()
         for (resource, namespace), names in wanted.items():
             if len(names) <= self.LIST_ABOVE:
                 continue
+            sparse = self._list_sparse.get((resource, namespace))
+            if sparse is not None and sparse[0] == len(names) and now - sparse[1] < self.LIST_RECHECK_S:
+                continue  # read one by one, as decided when it was last listed
+            self._list_sparse.pop((resource, namespace), None)
             fn = fns[resource]
             objects: dict[str, dict[str, Any]] = {}
             token = ""
+            tokens: set[str] = set()
+            scanned = 0
             try:
-                while True:
+                for _ in range(self.LIST_MAX_PAGES):
                     more = {"_continue": token} if token else {}
                     page = self._raw(fn, namespace, target=f"{resource} in {namespace}", limit=self.LIST_PAGE, **more)
                     items = page.get("items")
@@ -1435,9 +1467,35 @@ class KubernetesTarget:
                         name = ((item.get("metadata") or {}) if isinstance(item, dict) else {}).get("name")
                         if isinstance(name, str) and name in names:
                             objects[name] = item
-                    token = str((page.get("metadata") or {}).get("continue") or "")
+                    scanned += len(items)
+                    meta = page.get("metadata") or {}
+                    token = str(meta.get("continue") or "")
                     if not token:
                         break
+                    left = meta.get("remainingItemCount")
+                    total = scanned + (left if isinstance(left, int) and not isinstance(left, bool) and left > 0 else 0)
+                    if total > self.LIST_SPARSE * len(names):
+                        self._list_sparse[resource, namespace] = (len(names), now)
+                        log.info(
+                            "namespace %s holds %s%d %s for the %d of ours read there: not listed (again until "
+                            "that number changes, or for %.0f s); those not on its first page are read one by one",
+                            namespace,
+                            "" if left is not None else "at least ",
+                            total,
+                            resource,
+                            len(names),
+                            self.LIST_RECHECK_S,
+                            extra={"event": "list_sparse", "namespace": namespace},
+                        )
+                        break
+                    if token in tokens:
+                        raise ValueError(
+                            "the server answered a continue token it had given before (a proxy that drops "
+                            "the 'continue' parameter?)"
+                        )
+                    tokens.add(token)
+                else:
+                    raise ValueError(f"still more after {self.LIST_MAX_PAGES} pages of {self.LIST_PAGE}")
             except (ApiException, HTTPError, ActuationError, ValueError, TypeError, AttributeError) as exc:
                 why = (
                     _error(exc, f"{resource} in {namespace}", "list", resource, namespace).message
@@ -1445,14 +1503,20 @@ class KubernetesTarget:
                     else (exc.message if isinstance(exc, ActuationError) else f"unexpected answer ({exc})")
                 )
                 if self._list_failed.get((resource, namespace)) != why:
+                    # The RBAC hint only where RBAC refused the list (not for a 410 on an expired
+                    # continue token, a 500, no answer: until 2026-12-06 every failure said so).
+                    grant = (
+                        f". Grant list on {resource} (deploy/base/rbac.yaml) to read them in one request"
+                        if getattr(exc, "status", None) == 403
+                        else ""
+                    )
                     log.warning(
-                        "cannot list %s in namespace %s (%s); reading its %d workloads one by one. Grant list "
-                        "on %s (deploy/base/rbac.yaml) to read them in one request",
+                        "cannot list %s in namespace %s (%s); reading its %d workloads one by one%s",
                         resource,
                         namespace,
                         why.removesuffix("; retried next cycle"),
                         len(names),
-                        resource,
+                        grant,
                         extra={"event": "list_failed", "namespace": namespace},
                     )
                 self._list_failed[resource, namespace] = why
@@ -1774,7 +1838,7 @@ class KubernetesTarget:
         if mode == "floor":
             if not hpa:
                 raise ActuationError("skipped", f"{ref.key}: mode floor needs spec.target.hpaName in its policy")
-            target = f"HorizontalPodAutoscaler/{ref.namespace}/{hpa}"
+            target = self.field_target(action)
             obj = self._call(
                 action, self.autoscaling.read_namespaced_horizontal_pod_autoscaler, hpa, ref.namespace, target=target
             )

@@ -115,6 +115,19 @@ def test_without_kmock_it_says_what_to_install_and_exits_2(tmp_path: Path) -> No
     assert "size" not in out.stdout  # stopped before the table
 
 
+def test_help_names_the_dev_extra() -> None:
+    # rich markup took "[dev]" for a style tag: until 2026-12-06 --help said "pip install -e '.'"
+    out = subprocess.run(
+        [sys.executable, "-P", "-m", "scaleahead.cli", "bench", "control-plane", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**ENV, "COLUMNS": "200"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "pip install -e '.[dev]'" in out.stdout, out.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -8,7 +8,8 @@ importing this module without it raises ``ImportError`` (the bench command says 
 kmock's ``KubernetesEmulator`` stores objects and serves get/list/create/patch/delete. This file
 adds what the actuator relies on and the emulator leaves to its users (its docs say: inherit and
 implement): ``resourceVersion`` bumps with a 409 when a write's precondition is stale, the pod
-eviction subresource with its UID precondition (409) and PodDisruptionBudget checks (429), and
+eviction subresource with its UID precondition (409) and PodDisruptionBudget checks (429), lists
+paged by ``limit`` with ``continue`` and ``remainingItemCount`` (kmock answers every object at once), and
 injected faults (an HTTP status, a delay or a 200 answer that is not JSON, for N matching
 requests). The server runs in a background thread with its own event loop.
 """
@@ -16,6 +17,7 @@ requests). The server runs in a background thread with its own event loop.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -130,6 +132,37 @@ class Cluster(kmock.KubernetesEmulator):
             if action in (kmock.action.UPDATE, kmock.action.CREATE):
                 request.data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
         return await super()._handle(request)
+
+    async def _serve_list(self, request: Any) -> Any:
+        """kmock's list, paged as the API server pages it: with ``limit``, at most that many objects in
+        name order, ``metadata.continue`` (a token for the rest) and ``metadata.remainingItemCount``
+        (how many objects the following pages hold) while more remain."""
+        answer = await super()._serve_list(request)
+        params = getattr(request, "params", None) or {}
+        try:
+            limit = int(params.get("limit") or 0)
+        except ValueError:
+            raise KubernetesError(status=400, reason="BadRequest", message="limit must be an integer") from None
+        token = str(params.get("continue") or "")
+        if limit <= 0 or not isinstance(answer, dict):
+            return answer
+        items = sorted(answer.get("items") or [], key=lambda o: str((o.get("metadata") or {}).get("name") or ""))
+        start = ""
+        if token:
+            try:
+                start = str(json.loads(base64.b64decode(token, validate=True))["start"])
+            except (ValueError, KeyError, TypeError):
+                raise KubernetesError(
+                    status=400, reason="BadRequest", message="continue key is not valid: malformed token"
+                ) from None
+            items = [o for o in items if str((o.get("metadata") or {}).get("name") or "") > start]
+        page, rest = items[:limit], items[limit:]
+        meta = dict(answer.get("metadata") or {})
+        if rest:
+            last = str((page[-1].get("metadata") or {}).get("name") or "")
+            meta["continue"] = base64.b64encode(json.dumps({"start": last}).encode()).decode()
+            meta["remainingItemCount"] = len(rest)
+        return {**answer, "metadata": meta, "items": page}
 
     def _evict(self, request: Any) -> aiohttp.web.StreamResponse:
         key = (PODS, request.namespace, request.name)

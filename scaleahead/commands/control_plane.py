@@ -71,7 +71,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Time the control plane (policy load and reload, status publish, read_state, apply_plan,
         the journal, reconcile) at N workloads against the Kubernetes API emulator.
 
-        The emulator (kmock, in the dev extra: pip install -e '.[dev]') runs in its own process,
+        The emulator (kmock, in the dev extra: pip install -e '.\\[dev]') runs in its own process,
         filled with N Deployments, N PredictiveScalingPolicy objects and N HPAs; its CPU is not
         counted. Per section: CPU of this process, wall time, API requests (by method and
         resource) and peak RSS so far. The emulator is slower than a real API server: wall

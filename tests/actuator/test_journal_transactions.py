@@ -4,7 +4,7 @@ an action's write-ahead intent commits before its API write, with the outcomes o
 from __future__ import annotations
 
 import pytest
-from kubeemu import DEPLOYMENTS, deployment, policy
+from kubeemu import DEPLOYMENTS, HPAS, deployment, policy
 from sqlalchemy import event
 
 from actuator.applying import Actuator, parse_intent
@@ -62,6 +62,27 @@ def test_one_transaction_per_write_plus_two_per_plan(kube, store):
     assert count[0] == N + 2
     assert {a.state for a in store.actions()} == {"applied"}
     assert all(store.managed_field(f"Deployment/default/{n}").written_value == 3 for n in names())  # type: ignore[union-attr]
+
+
+def test_mode_floor_also_costs_one_transaction_per_write(kube, store):
+    # mode floor writes the HPA's minReplicas: its managed field is keyed by the HPA, and the read up
+    # front must be too (until 2026-12-06 it was keyed by the Deployment, so every floor action missed
+    # it and paid a commit and a read of its own: about 3 transactions per write)
+    pols = [policy(n, mode="floor", hpa=f"{n}-hpa") for n in names()]
+    for n in names():
+        kube.cluster.put(DEPLOYMENTS, "default", n, deployment(2))
+        kube.cluster.put(HPAS, "default", f"{n}-hpa", {"spec": {"minReplicas": 2, "maxReplicas": 10}})
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=2.0)
+    p = plan()
+    _, ids = store.record_plan(p, source="actuator")
+    count = commits(store)
+    results = Actuator(target, store, pols, SafetyConfig()).apply_plan(p, NOW, action_ids=ids)
+    assert [r.outcome for r in results] == ["applied"] * N, [r.detail for r in results]
+    assert count[0] == N + 2
+    assert {a.state for a in store.actions()} == {"applied"}
+    for n in names():
+        assert store.managed_field(f"HorizontalPodAutoscaler/default/{n}-hpa").written_value == 3  # type: ignore[union-attr]
+        assert kube.cluster.get(HPAS, "default", f"{n}-hpa")["spec"]["minReplicas"] == 3  # type: ignore[index]
 
 
 def test_skipped_actions_cost_no_transaction_of_their_own(kube, store):
