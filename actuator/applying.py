@@ -204,31 +204,65 @@ class Actuator:
         # Within one plan the target reads each namespace's ResourceQuotas and LimitRanges once, and
         # counts the room this plan's earlier scale-ups take (``KubernetesTarget.plan_reads``).
         scope = getattr(self.target, "plan_reads", None)
+        change_index: dict[int, int] = {}
+        for k, action in enumerate(plan.actions):
+            if not action.is_noop:
+                change_index[k] = len(change_index)
+        done: list[ActionResult | None] = [None] * len(plan.actions)
         with scope() if scope is not None else nullcontext():
-            i = 0
-            for action in plan.actions:
+            for k in self._apply_order(plan.actions):
+                action = plan.actions[k]
                 if action.is_noop:
-                    results.append(ActionResult(action, "skipped", "no change", "noop"))
+                    done[k] = ActionResult(action, "skipped", "no change", "noop")
                     if not isinstance(action, MovePod):  # nothing to write: no one's edit is in the way
                         self.held_for.pop(action.workload.key, None)
                     continue
-                aid = by_action[i]
-                i += 1
+                aid = by_action[change_index[k]]
                 if stop:
                     res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
                 elif action.target in self.held:
                     res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
                 else:
                     res = self._apply_one(action, plan.created_at, now, dry_run)
-                results.append(res)
+                done[k] = res
                 if self.store is not None and aid is not None:
                     self._outcomes.append((aid, res.outcome, res.detail))  # committed by the next write's intent
                 log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
+        results.extend(r for r in done if r is not None)  # in the plan's order
         try:
             self._commit()
         finally:
             self._known = {}
         return results
+
+    def _apply_order(self, actions: Sequence[Action]) -> list[int]:
+        """The order (indices into ``actions``) in which a plan is applied: what protects the SLO
+        first, so that when a large plan outlasts ``max_plan_age_s`` the actions skipped as too old
+        are the ones that only save cost. Scale-ups first (replicas or warm instances; the policy's
+        higher ``priority`` first, as the planner shares a shortage), then other changes, then
+        scale-downs, then pod moves; ties keep the plan's order (the policies' order), so the room
+        a quota leaves goes to the same scale-ups as before. Actions on one object keep their
+        order among themselves: each object sorts by its most urgent action. Until 2026-12-06 a plan
+        was applied in policy order, so its tail, whatever it held, was skipped."""
+
+        def urgency(action: Action) -> tuple[int, float]:
+            if isinstance(action, MovePod):
+                return (3, 0.0)
+            before, after = (
+                (action.from_replicas, action.to_replicas)
+                if isinstance(action, ScaleTo)
+                else (action.from_instances, action.to_instances)
+            )
+            if after > before:
+                policy = self.policies.get(action.workload)
+                return (0, -float(policy.spec.priority) if policy is not None else 0.0)
+            return (2, 0.0) if after < before else (1, 0.0)
+
+        first: dict[str, tuple[tuple[int, float], int]] = {}
+        for k, action in enumerate(actions):
+            key = (urgency(action), k)
+            first[action.target] = min(first.get(action.target, key), key)
+        return sorted(range(len(actions)), key=lambda k: (first[actions[k].target], k))
 
     def _commit(self, intent: FieldWrite | None = None) -> None:
         """Commit the plan's pending outcomes and confirmed fields, with ``intent`` (a write-ahead
