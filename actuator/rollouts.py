@@ -438,16 +438,12 @@ def ab_report(champion: Sequence[Outcome], challenger: Sequence[Outcome], confid
         b = [getattr(o, m) for o in challenger if math.isfinite(getattr(o, m))]
         if len(a) < 2 or len(b) < 2:
             continue  # one workload shows no spread: an interval from it would claim a certainty it lacks
-        # In units of a power of two near the largest value (``_scale``): exact, and no overflow.
+        # In units of a power of two near the largest value (``_scale``): exact, and no overflow;
+        # the two-sided interval at ``confidence`` is the one-sided bounds at 0.5 + confidence / 2.
         s = _scale(a, b)
-        a, b = [v / s for v in a], [v / s for v in b]
-        ma, mb = fmean(a), fmean(b)
-        va = pvariance(a) * len(a) / (len(a) - 1)
-        vb = pvariance(b) * len(b) / (len(b) - 1)
-        se = math.sqrt(va / len(a) + vb / len(b))
-        t = t_quantile(0.5 + confidence / 2, welch_df(va, len(a), vb, len(b)))
-        d = mb - ma
-        out.append(Difference(m, ma * s, mb * s, d * s, (d - t * se) * s, (d + t * se) * s, len(a), len(b)))
+        d, low, high = _welch_bounds(a, b, 0.5 + confidence / 2)
+        ma, mb = fmean(v / s for v in a) * s, fmean(v / s for v in b) * s
+        out.append(Difference(m, ma, mb, d, low, high, len(a), len(b)))
     return out
 
 
