@@ -445,17 +445,20 @@ class _Floors:
     def __init__(self, capacity: dict[str, int]) -> None:
         self.capacity = capacity
         self.held: dict[str, int] = {}
+        #: Every tenant's floors together, against ``*`` (until 2026-12-06 each tenant's own were
+        #: compared with ``*``, so several tenants' floors together could pass it).
+        self.total = 0
 
     def take(self, policy: Policy) -> tuple[str, str] | None:
         """None (and the floor counted), or why the policy's floor does not fit and what to do."""
         tenant, floor = policy.spec.tenant, policy.spec.min_replicas
-        limits = [(f"tenant {tenant}'s", self.capacity[tenant])] if tenant in self.capacity else []
-        if "*" in self.capacity:
-            limits.append(("the whole ('*')", self.capacity["*"]))
         held = self.held.get(tenant, 0)
-        for which, cap in limits:
+        limits = [(f"tenant {tenant}'s", self.capacity[tenant], held, "its")] if tenant in self.capacity else []
+        if "*" in self.capacity:
+            limits.append(("the whole ('*')", self.capacity["*"], self.total, "all"))
+        for which, cap, held, whose in limits:
             if held + floor > cap:
-                others = f" with the {held} its other policies hold" if held else ""
+                others = f" with the {held} {whose} other policies hold" if held else ""
                 return (
                     f"spec.minReplicas {floor}{others} is above {which} capacity {cap} (loop.capacity): floors are "
                     "served before any limit, so this one would pass it",
@@ -464,7 +467,8 @@ class _Floors:
                     f"SCALEAHEAD_ACTUATION__POLICY_FLOORS_WITHIN_CAPACITY=false ({_HOW}).",
                 )
         if limits:
-            self.held[tenant] = held + floor
+            self.held[tenant] = self.held.get(tenant, 0) + floor
+            self.total += floor
         return None
 
 

@@ -603,9 +603,32 @@ def test_a_tenants_cluster_policy_floors_may_not_pass_its_capacity(cluster) -> N
         refused["a2"].message
     )
     assert "Lower minReplicas to at most 2" in refused["a2"].message
-    assert "spec.minReplicas 100 is above the whole ('*') capacity 30" in refused["big"].message
+    # against '*', every tenant's floors count: a1's 3 and a3's 2 (checked before it)
+    assert "spec.minReplicas 100 with the 5 all other policies hold is above the whole ('*') capacity 30" in (
+        refused["big"].message
+    )
     assert source.rejected_targets == {"Deployment/team-a/a2", "Deployment/team-c/big"}
     assert sorted(p.metadata.name for p in ClusterPolicies(api).load()) == ["a1", "a2", "a3", "b1", "big"]
+
+
+def test_the_floors_of_all_tenants_together_may_not_pass_the_whole_capacity(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Each tenant's floors fit its entry, but together they pass ``*``: the later policy is refused.
+    Until 2026-12-06 each tenant's own floors were compared with ``*`` (left by the security audit)."""
+    from actuator.policy_resources import PolicyLimits
+
+    _, api = cluster
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-a", PLURAL, _cr("a1", ns="team-a", minReplicas=8))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-b", PLURAL, _cr("b1", ns="team-b", minReplicas=8))
+    co.create_namespaced_custom_object(GROUP, VERSION, "team-b", PLURAL, _cr("b2", ns="team-b", minReplicas=2))
+    source = ClusterPolicies(api, limits=PolicyLimits(capacity={"team-a": 10, "team-b": 10, "*": 12}))
+    assert sorted(p.metadata.name for p in source.load()) == ["a1", "b2"]
+    (refused,) = source.rejected
+    assert refused.name == "b1"
+    assert "spec.minReplicas 8 with the 8 all other policies hold is above the whole ('*') capacity 12" in (
+        refused.message
+    )
+    assert "Lower minReplicas to at most 4" in refused.message
 
 
 def test_policy_limits_come_from_the_actuation_settings() -> None:
