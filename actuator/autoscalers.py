@@ -21,6 +21,7 @@ import json
 import logging
 from typing import Any
 
+from scaleahead.errors import UserError
 from scaleahead.policy import Policy
 
 log = logging.getLogger("scaleahead.actuator.autoscalers")
@@ -179,3 +180,19 @@ def _why(exc: Exception) -> str:
         return f"HTTP {status} {getattr(exc, 'reason', '') or ''}".strip()
     text = str(exc).splitlines()[0][:200] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def refuse_hpa_fights(api: Any, policies: list[Policy]) -> None:
+    """``scaleahead plan --apply``: a ``UserError`` naming every policy that would fight an HPA
+    (``AutoscalerCheck.conflict``), with what to do, before anything is written; nothing when the
+    HPAs cannot be listed (the check warns, as in ``run``). Until 2026-12-06 ``plan --apply`` wrote
+    ``spec.replicas`` under an HPA, which undid it within seconds."""
+    check = AutoscalerCheck(api)
+    check.refresh(policies)
+    fights = [(p, found) for p in policies if (found := check.conflict(p)) is not None]
+    if fights:
+        raise UserError(
+            "; ".join(f"policy {p.metadata.namespace}/{p.metadata.name}: {why}" for p, (why, _) in fights)
+            + ". Nothing was applied.",
+            fights[0][1][1],
+        )

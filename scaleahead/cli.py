@@ -239,9 +239,11 @@ def plan(
         check_history(series, default_at(series) if when is None else when)  # --at before the data, ...
     api = None
     if apply:  # the client is made before the store is opened: an unreadable kubeconfig creates no database
+        from actuator.autoscalers import refuse_hpa_fights
         from actuator.kubernetes import make_api_client
 
         api = make_api_client(str(kubeconfig) if kubeconfig else None)
+        refuse_hpa_fights(api, policies)  # before the store is opened and anything is read or written
     if series is None:  # read Prometheus before opening the store: a failed read writes nothing
         from scaleahead.commands.prometheus import dry_run_from_prometheus, make_config
 

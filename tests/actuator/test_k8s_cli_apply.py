@@ -192,3 +192,21 @@ def test_plan_apply_exits_1_when_an_earlier_action_stays_unresolved(kube, tmp_pa
     assert [r["outcome"] for r in doc["results"]] == ["applied"]
     states = {a.id: a.state for a in Store(f"sqlite:///{tmp_path / 'j.db'}").actions()}
     assert states == {1: "planned", 2: "applied"}
+
+
+def test_plan_apply_refuses_a_policy_that_would_fight_an_hpa_and_writes_nothing(kube, tmp_path):
+    """Until 2026-12-06 `plan --apply` wrote spec.replicas under an HPA (which undid it within
+    seconds); `run` already refused such a policy."""
+    from kubeemu import HPAS
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
+    hpa = {"spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 9}}
+    kube.cluster.put(HPAS, "default", "web-hpa", hpa)
+    for extra in ((), ("--dry-run",)):
+        out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url), *extra))
+        assert isinstance(out.exception, UserError), out.output  # the entry point's exit 2
+        said = f"{out.exception.what} {out.exception.fix}"
+        assert "HorizontalPodAutoscaler default/web-hpa also scales Deployment/default/web" in said, said
+        assert "Nothing was applied" in said and "spec.target.mode: floor" in said, said
+    assert kube.cluster.writes() == []
+    assert not (tmp_path / "j.db").exists()
