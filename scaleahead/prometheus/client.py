@@ -439,7 +439,13 @@ class PrometheusClient:
                 )
             warnings = [str(w) for w in doc.get("warnings") or ()]
             for warning in warnings:
-                log.warning("Workload %s, query %r: Prometheus warns: %s", label, query, warning)
+                log.warning(
+                    "Workload %s, query %r: Prometheus warns: %s",
+                    label,
+                    query,
+                    warning,
+                    extra={"event": "prometheus_warning", "workload": label},
+                )
             # PromQL's own annotations ("PromQL warning: ...", "PromQL info: ...") are about the
             # query; any other warning says the answer may be partial (a Thanos store or a remote
             # read that failed): its low values would read as real demand and be cached.
@@ -867,6 +873,7 @@ class _Assembly:
                 req.query,
                 self.bad,
                 _metric_text(self.labels or {}),
+                extra={"event": "history_values_dropped", "workload": req.label, "kind": "nan", "count": self.bad},
             )
         if self.negative:
             log.warning(
@@ -876,6 +883,12 @@ class _Assembly:
                 req.query,
                 self.negative,
                 _metric_text(self.labels or {}),
+                extra={
+                    "event": "history_values_dropped",
+                    "workload": req.label,
+                    "kind": "negative",
+                    "count": self.negative,
+                },
             )
         if self.beyond:
             log.warning(
@@ -886,6 +899,12 @@ class _Assembly:
                 self.beyond,
                 F32_MAX,
                 _metric_text(self.labels or {}),
+                extra={
+                    "event": "history_values_dropped",
+                    "workload": req.label,
+                    "kind": "beyond",
+                    "count": self.beyond,
+                },
             )
         if self.off_grid:
             log.warning(
@@ -895,6 +914,12 @@ class _Assembly:
                 req.query,
                 self.off_grid,
                 req.step_s,
+                extra={
+                    "event": "history_values_dropped",
+                    "workload": req.label,
+                    "kind": "off_grid",
+                    "count": self.off_grid,
+                },
             )
         if self.labels is not None and self.points == 0 and not req.allow_empty:
             histogram = self.histograms

@@ -202,6 +202,12 @@ def test_nan_and_inf_values_are_dropped_with_a_warning_naming_the_series(prom, c
     assert np.isnan(got.values).all()
     text = caplog.text
     assert "default/web" in text and "dropped 1000 NaN/Inf" in text and 'workload="web"' in text
+    dropped = [
+        (r.kind, r.count, r.workload)  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "event", "") == "history_values_dropped"
+    ]
+    assert dropped == [("nan", 1000, "default/web")]  # an event since 2026-12-06
 
 
 def test_negative_values_are_dropped_with_a_warning_saying_demand_is_never_negative(prom, caplog) -> None:
@@ -215,6 +221,8 @@ def test_negative_values_are_dropped_with_a_warning_saying_demand_is_never_negat
         )
     assert np.isnan(got.values).all() and np.isfinite(plain.values).sum() > 900
     assert "default/web" in caplog.text and "dropped 1000 negative value(s)" in caplog.text
+    dropped = [(r.kind, r.count) for r in caplog.records if getattr(r, "event", "") == "history_values_dropped"]
+    assert dropped == [("negative", 1000)]
 
 
 def test_a_value_beyond_float32_is_read_as_missing_with_a_warning_naming_the_series(prom, caplog) -> None:
