@@ -182,14 +182,20 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def hpa_fights(api: Any, policies: list[Policy]) -> list[tuple[Policy, tuple[str, str]]]:
+    """Each of ``policies`` that would fight an HPA, with (why, what to do), from one read of the
+    HPAs (``AutoscalerCheck``; none when they cannot be listed: the check warns)."""
+    check = AutoscalerCheck(api)
+    check.refresh(policies)
+    return [(p, found) for p in policies if (found := check.conflict(p)) is not None]
+
+
 def refuse_hpa_fights(api: Any, policies: list[Policy]) -> None:
     """``scaleahead plan --apply``: a ``UserError`` naming every policy that would fight an HPA
     (``AutoscalerCheck.conflict``), with what to do, before anything is written; nothing when the
     HPAs cannot be listed (the check warns, as in ``run``). Until 2026-12-06 ``plan --apply`` wrote
     ``spec.replicas`` under an HPA, which undid it within seconds."""
-    check = AutoscalerCheck(api)
-    check.refresh(policies)
-    fights = [(p, found) for p in policies if (found := check.conflict(p)) is not None]
+    fights = hpa_fights(api, policies)
     if fights:
         raise UserError(
             "; ".join(f"policy {p.metadata.namespace}/{p.metadata.name}: {why}" for p, (why, _) in fights)

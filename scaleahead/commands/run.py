@@ -90,16 +90,10 @@ def load_policy_path(path: Path) -> list[Policy]:
 def _without_hpa_fights(api: Any, pols: list[Policy]) -> list[Policy]:
     """The file policies (``--policies``) but those that would fight a HorizontalPodAutoscaler
     (``actuator.autoscalers``), each logged with why and what to do; checked once, at start."""
-    from actuator.autoscalers import AutoscalerCheck
+    from actuator.autoscalers import hpa_fights
 
-    check = AutoscalerCheck(api)
-    check.refresh(pols)
-    kept = []
-    for p in pols:
-        found = check.conflict(p)
-        if found is None:
-            kept.append(p)
-            continue
+    fights = hpa_fights(api, pols)
+    for p, found in fights:
         log.error(
             "policy %s/%s is refused: %s. %s",
             p.metadata.namespace,
@@ -107,7 +101,8 @@ def _without_hpa_fights(api: Any, pols: list[Policy]) -> list[Policy]:
             *found,
             extra={"event": "policy_invalid", "workload": p.workload.key},
         )
-    return kept
+    refused = {id(p) for p, _ in fights}
+    return [p for p in pols if id(p) not in refused]
 
 
 def _trace_history(spec: str, window_s: float, offset_s: float) -> HistorySource:
