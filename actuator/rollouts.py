@@ -502,6 +502,8 @@ class RolloutView:
     #: The challenger's model version (registry id) when its arm is a model version, so that the
     #: forecasts it makes are stored and scored as that version's (set by the daemon).
     challenger_version: int | None = None
+    #: The rollout's id in storage (``scaleahead.outcomes`` records the outcomes under it); None: not stored.
+    rollout_id: int | None = None
 
     def covers(self, rollout_group: str) -> bool:
         """Whether a workload of policies in ``rollout_group`` takes part in this rollout."""
@@ -581,7 +583,7 @@ class RolloutBook:
         r = self.running(group)
         if r is None:
             return None
-        return RolloutView(r.mode, r.share, str(r.params.get("salt", "")), group)  # type: ignore[arg-type]
+        return RolloutView(r.mode, r.share, str(r.params.get("salt", "")), group, rollout_id=r.id)  # type: ignore[arg-type]
 
     def arm(self, rollout: StoredRollout, workload: str) -> Arm:
         """Which arm acts for ``workload`` (shadow: always the champion)."""

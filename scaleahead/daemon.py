@@ -50,6 +50,7 @@ from scaleahead.commands import check_folder
 from scaleahead.errors import ConfigError, DataError, UserError
 from scaleahead.loop import CycleReport, Deps, HistorySource, run_once
 from scaleahead.observability import Health, Metrics
+from scaleahead.outcomes import ArmOf, OutcomeBook
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.retraining import (
     RetrainResult,
@@ -209,6 +210,8 @@ class _Pending:
     median: np.ndarray
     q90: np.ndarray
     version: int | None = None  # the model version that made it (None: not a registered one)
+    #: The rollout and arm that made it (``scaleahead.outcomes.ArmOf``), for the measured outcomes.
+    arm: tuple[int, str, int | None] | None = None
 
 
 @dataclass
@@ -251,6 +254,9 @@ class LiveError:
         self.daily_lock = threading.Lock()
         #: Workload keys forgotten while a report's counts are out (``daily_taken``): not put back.
         self._forgotten: set[str] = set()
+        #: Called with each scored forecast: ``(workload key, origin, arm, absolute error, actual)``
+        #: (the daemon's ``OutcomeBook.score``), for forecasts observed with an arm.
+        self.on_score: Callable[[str, float, tuple[int, str, int | None], float, float], None] | None = None
 
     def rebase(self, now: float) -> None:
         """The wall clock stepped back to ``now``: a workload last sampled after it is sampled
@@ -274,9 +280,10 @@ class LiveError:
         history: Mapping[WorkloadRef, Series],
         now: float,
         versions: Mapping[WorkloadRef, int | None] | None = None,
+        arms: Mapping[WorkloadRef, tuple[int, str, int | None]] | None = None,
     ) -> None:
-        """Keep a sample of ``forecasts`` (made by the model versions ``versions``) and score those
-        whose horizon ``history`` now covers."""
+        """Keep a sample of ``forecasts`` (made by the model versions ``versions``, for the rollout
+        arms ``arms``) and score those whose horizon ``history`` now covers."""
         for ref, fc in forecasts.items():
             last = self.last_sample.get(ref)
             if last is None or fc.origin - last >= self.sample_interval_s:
@@ -288,6 +295,7 @@ class LiveError:
                         np.asarray(fc.quantile(0.5)),
                         np.asarray(fc.quantile(0.9)),
                         (versions or {}).get(ref),
+                        (arms or {}).get(ref),
                     )
                 )
         for ref, items in self.pending.items():
@@ -319,6 +327,8 @@ class LiveError:
             day.scored += int(ok.sum())
             day.forecasts += 1
             day.versions[p.version] = day.versions.get(p.version, 0) + 1
+        if self.on_score is not None and p.arm is not None:
+            self.on_score(ref.key, p.origin, p.arm, err, tot)
         if tot <= 0:
             return
         wape = err / tot
@@ -583,6 +593,10 @@ def _release_wait(failures: int) -> float:
 #: model, for the life of the process until 2026-12-05).
 RETRAINED_KEPT = 8
 
+#: Measured outcome rows that could not be written are kept for later cycles for at most this long
+#: (s, by their bucket's start), so a database down for hours does not grow the process without bound.
+OUTCOMES_KEPT_S = 3600.0
+
 
 def _may_need_release(record: ManagedField) -> bool:
     """Whether a managed field may differ from what a release gives back: any record whose value
@@ -656,6 +670,11 @@ class Daemon:
         self._last_tick = -math.inf  # the last tick's time: a later tick before it means the clock stepped back
         self.backoff = Backoff(settings.loop.interval_s, settings.loop.max_backoff_s)
         self.live = LiveError(settings.jobs.error_sample_interval_s)
+        #: Each service's measured outcome per bucket and rollout arm (``scaleahead.outcomes``), and a
+        #: shadow rollout's challenger forecasts scored like production's (only for those outcomes).
+        self.outcomes = OutcomeBook()
+        self.shadow_live = LiveError(settings.jobs.error_sample_interval_s)
+        self.live.on_score = self.shadow_live.on_score = self.outcomes.score
         self.artifact_dir = artifact_dir
         self.report_dir = report_dir
         self.reference_error = reference_error
@@ -747,6 +766,7 @@ class Daemon:
         self._orphans = {key: min(t, now) for key, t in self._orphans.items()}
         self._release_retry = {key: (n, min(t, now + _release_wait(n))) for key, (n, t) in self._release_retry.items()}
         self.live.rebase(now)
+        self.shadow_live.rebase(now)
         self.jobs.rebase(now)
         last = self.deps.rebalance.last_at
         if last is not None and last > now:
@@ -841,6 +861,8 @@ class Daemon:
             self._left_unresolved(left, now)
         if now - self._rollout_checked >= 60.0:
             self._rollout_checked = now
+            if self.settings.jobs.evaluate_canaries:
+                self.evaluate_canaries(now)
             self.follow_rollout(now)
             self.follow_champion(now)
         with self._swap:  # this cycle's policies and settings: a reload in between waits or comes after
@@ -915,7 +937,17 @@ class Daemon:
             self.metrics.observe_held(held_for, keys)
         self.metrics.cycles.labels(result="ok").inc()
         made_by = {ref: report.versions.get(ref, self.deps.model_version_id) for ref in report.forecasts}
-        self.live.observe(report.forecasts, self.history.last, now, made_by)
+        arms, shadow_arms = self._arms(report, deps, active)
+        self.live.observe(report.forecasts, self.history.last, now, made_by, arms)
+        if report.shadow_forecasts or self.shadow_live.pending:
+            self.shadow_live.observe(
+                report.shadow_forecasts,
+                self.history.last,
+                now,
+                {ref: arm[2] for ref, arm in shadow_arms.items()},
+                shadow_arms,
+            )
+        self._record_outcomes(report, active, arms, now, settings)
         self._export_live_error()
         self._publish_status(report, now)
         self._release_removed(now, deps, settings)
@@ -982,6 +1014,62 @@ class Daemon:
             elif key in self.backoff.failures:
                 self.backoff.succeeded(key)
                 self.metrics.backoff.labels(workload=key).set(0)
+
+    def _arms(
+        self, report: CycleReport, deps: Deps, policies: Sequence[Policy]
+    ) -> tuple[dict[WorkloadRef, ArmOf], dict[WorkloadRef, ArmOf]]:
+        """Per workload, the rollout (id, 0: none), arm and model version that acted this cycle; and
+        per workload a shadow challenger forecast, its arm (only forecast, never acted)."""
+        running = [deps.rollout] if deps.rollout is not None and deps.challenger is not None else []
+        running += [view for view, _ in deps.trials]
+        production = deps.model_version_id
+        arms: dict[WorkloadRef, ArmOf] = {}
+        shadow: dict[WorkloadRef, ArmOf] = {}
+        for p in policies:
+            ref = p.workload
+            view = next((v for v in running if v.covers(p.spec.rollout_group)), None)
+            rid = (view.rollout_id or 0) if view is not None else 0
+            if ref in report.versions:
+                arms[ref] = (rid, "challenger", report.versions[ref])
+            else:
+                arms[ref] = (rid, "champion", production)
+            if view is not None and ref in report.shadow_forecasts:
+                shadow[ref] = (rid, "challenger", view.challenger_version)
+        return arms, shadow
+
+    def _record_outcomes(
+        self,
+        report: CycleReport,
+        policies: Sequence[Policy],
+        arms: Mapping[WorkloadRef, ArmOf],
+        now: float,
+        settings: Settings,
+    ) -> None:
+        """Score this cycle's outcomes (``OutcomeBook.step``) and write the buckets that have ended.
+        A failed write keeps them for the next cycle, for at most ``OUTCOMES_KEPT_S``."""
+        store = self.deps.store
+        if store is None or not settings.jobs.record_outcomes:
+            self.outcomes.sums.clear()
+            return
+        read = [p for p in policies if p.workload.key not in report.errors]
+        self.outcomes.step(read, self.target.last_state, self.history.last, now, settings.loop.interval_s, arms)
+        rows = self.outcomes.take(now)
+        if not rows:
+            return
+        try:
+            store.record_outcomes(rows)
+        except Exception as exc:  # noqa: BLE001 - the loop goes on; the rows wait for the next cycle
+            kept = [r for r in rows if now - r["bucket"] <= OUTCOMES_KEPT_S]
+            self.outcomes.put_back(kept)
+            log.warning(
+                "measured outcomes of %d bucket row(s) could not be recorded (%s); %s",
+                len(rows),
+                exc,
+                f"kept for the next cycle, {len(rows) - len(kept)} older than {OUTCOMES_KEPT_S:.0f} s dropped"
+                if len(kept) < len(rows)
+                else "kept for the next cycle",
+                extra={"event": "outcomes_not_recorded", "rows": len(rows), "dropped": len(rows) - len(kept)},
+            )
 
     def _export_live_error(self) -> None:
         for ref, err in self.live.error.items():
@@ -1254,6 +1342,8 @@ class Daemon:
         if gone:
             self.metrics.forget(gone)  # its gauges would otherwise stay (and alert) until a restart
             self.live.forget(gone)  # and its error would come back, frozen, in the gauge and the median
+            self.shadow_live.forget(gone)
+            self.outcomes.forget(gone)
 
     def reload_policies(self, now: float) -> int:
         """Read the policies again (the ``reload_policies`` job); keep the old ones if that fails.
@@ -1451,6 +1541,75 @@ class Daemon:
         with self._swap:  # a policy swap between the read and the write would be lost
             self.deps = replace(self.deps, rollout=None, challenger=None, trials=tuple(running))
 
+    def evaluate_canaries(self, now: float) -> list[dict[str, Any]]:
+        """Evaluate each followed running canary on the measured outcomes (``jobs.evaluate_canaries``)
+        once its window, and the bucket after it, has passed, as ``scaleahead rollout evaluate
+        --measured`` does: advance, promote (its challenger's checkpoint checked first) or roll back.
+        A rollout changed meanwhile, or a challenger that cannot be promoted, is logged and left as
+        it is. Returns the decisions recorded."""
+        store = self.deps.store
+        if store is None:
+            return []
+        from actuator.rollouts import CanaryParams, RolloutBook
+        from scaleahead.commands.rollout import loadable_challenger
+        from scaleahead.outcomes import BUCKET_S, measured_outcomes, window_start
+
+        book = RolloutBook(store)
+        with self._trials_lock:
+            ids = [rid for rid, _ in self.trials.values()]
+        decided: list[dict[str, Any]] = []
+        for r in store.rollouts(ids=ids) if ids else []:
+            if r.state != "running" or r.mode != "canary":
+                continue
+            window = CanaryParams.from_stored(r.params).window_s
+            if now - window_start(r) < window + BUCKET_S:
+                continue  # the window's last bucket is written by the cycle after it ends
+
+            def check(rollout: Any) -> None:
+                note = loadable_challenger(
+                    store,
+                    rollout.challenger,
+                    f"Rollout {rollout.id} (group {rollout.group}) is not promoted: the canary held up at its last "
+                    "step, but its challenger cannot be the champion",
+                    "Abort it (scaleahead rollout abort) and roll out a version whose checkpoint loads; nothing "
+                    "was recorded (nor this evaluation): the rollout is still running as it was.",
+                )
+                if note:
+                    log.warning("rollout %d: %s", rollout.id, note, extra={"event": "canary_promotion_note"})
+
+            try:
+                arms, measured = measured_outcomes(store, r, now)
+                entry = book.evaluate(r, arms, now, check_promotion=check)  # type: ignore[arg-type]
+            except Exception as exc:  # noqa: BLE001 - the canary stays as it was; tried at the next check
+                log.warning(
+                    "canary rollout %d (group %s) was not evaluated: %s",
+                    r.id,
+                    r.group,
+                    getattr(exc, "what", None) or exc,
+                    extra={"event": "canary_not_evaluated", "rollout": r.id, "group": r.group},
+                )
+                continue
+            decided.append(entry)
+            log.info(
+                "canary rollout %d (group %s) at %.0f%%: %s: %s",
+                r.id,
+                r.group,
+                r.share * 100.0,
+                entry["decision"],
+                entry["reason"],
+                extra={
+                    "event": "canary_evaluated",
+                    "rollout": r.id,
+                    "group": r.group,
+                    "decision": entry["decision"],
+                    "share": r.share,
+                    "champion_workloads": entry.get("champion_workloads"),
+                    "challenger_workloads": entry.get("challenger_workloads"),
+                    "other_arm": len(measured.other_arm),
+                },
+            )
+        return decided
+
     def follow_champion(self, now: float) -> None:
         """Switch production to the registry's champion when it changes (checked every minute).
 
@@ -1639,6 +1798,9 @@ class Daemon:
         if not self._prune_may_go_on("forecasts", out):
             return out
         out["forecasts"] = store.prune_forecasts(now - j.forecast_retention_days * 86400.0)
+        if not self._prune_may_go_on("outcomes", out):
+            return out
+        out["outcomes"] = store.prune_outcomes(now - j.outcome_retention_days * 86400.0)
         if not self._prune_may_go_on("plans", out):
             return out
         out["plans"], out["actions"] = store.prune_plans(now - j.plan_retention_days * 86400.0)

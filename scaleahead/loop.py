@@ -298,6 +298,8 @@ class CycleReport:
     #: The model version of each forecast that is not production's (``Deps.model_version_id``): a
     #: rollout's challenger arm (``RolloutView.challenger_version``).
     versions: dict[WorkloadRef, int | None] = field(default_factory=dict)
+    #: A shadow rollout's challenger forecasts (planned with, never acted on): scored for its outcomes.
+    shadow_forecasts: dict[WorkloadRef, Forecast] = field(default_factory=dict)
 
 
 class _Timer:
@@ -685,7 +687,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             # plan from there on its own clock as it checks each action (actuation.max_plan_age_s).
             results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
             return CycleReport(
-                now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions
+                now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions, shadow
             )
         results = apply_plan(plan, deps.target, dry_run=dry)
     with timer.phase("journal"):
@@ -693,7 +695,9 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             changed = [r for r in results if not r.action.is_noop]
             updates = [(aid, res.outcome, res.detail) for aid, res in zip(action_ids, changed, strict=True)]
             deps.store.set_action_states(updates, now)
-    return CycleReport(now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions)
+    return CycleReport(
+        now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions, shadow
+    )
 
 
 def run_forever(

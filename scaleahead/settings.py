@@ -356,6 +356,23 @@ class JobSettings(BaseModel):
         "them): the model is fitted on the others and lists them in its metrics (left_out). False refuses such a "
         "retraining, so a model fitted on part of the workloads never supersedes the running retrained rollout.",
     )
+    record_outcomes: bool = Field(
+        True,
+        description="Record each service's measured outcome (steps short of capacity, capacity run, demand, forecast "
+        "error) per 5-minute bucket in the database (table outcomes), with the rollout arm that acted: what "
+        "`scaleahead rollout evaluate --measured` and evaluate_canaries compare.",
+    )
+    evaluate_canaries: bool = Field(
+        False,
+        description="The leader evaluates every running canary it follows on the measured outcomes once its window "
+        "has passed, as `scaleahead rollout evaluate --measured` does: it advances, promotes or rolls back without a "
+        "person (a retraining's canary too, with rollout_mode canary). False leaves that to the operator.",
+    )
+    outcome_retention_days: float = Field(
+        14.0,
+        gt=0,
+        description="Recorded outcomes older than this are deleted (days): baselines and rollouts of two weeks.",
+    )
     report_cron: str = Field("5 0 * * *", description="When to write the daily accuracy report (cron, UTC).")
     report_dir: str | None = Field(
         None,

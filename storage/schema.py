@@ -224,3 +224,36 @@ class RiskFactorRow(Base):
     slo_risk: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class OutcomeRow(Base):
+    """What a service got from the control loop over part of a 5-minute bucket (``scaleahead.outcomes``).
+
+    Written by the leader: the control steps it scored (``steps``), those with demand above the
+    ready replicas' capacity (``short_steps``), the capacity it ran (``capacity_seconds``:
+    capacityPerReplica x replicas x seconds) and the demand it served (``demand_seconds``); and the
+    forecasts made in the bucket once they were scored against the demand that came
+    (``error_abs``, ``error_actual``, ``forecasts``), in rows of their own. ``rollout_id`` (0: none)
+    and ``arm`` say which model acted (or, in shadow, forecast) for the workload. A bucket may have
+    several rows per workload and arm: they are summed (``Store.outcome_sums``). Migration 0013_outcomes.
+    """
+
+    __tablename__ = "outcomes"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload: Mapped[str] = mapped_column(String(512))
+    bucket: Mapped[float] = mapped_column(Float)
+    rollout_id: Mapped[int] = mapped_column(Integer, default=0)
+    arm: Mapped[str] = mapped_column(String(16))
+    model_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    short_steps: Mapped[int] = mapped_column(Integer, default=0)
+    capacity_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    demand_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    error_abs: Mapped[float] = mapped_column(Float, default=0.0)
+    error_actual: Mapped[float] = mapped_column(Float, default=0.0)
+    forecasts: Mapped[int] = mapped_column(Integer, default=0)
+    __table_args__ = (
+        Index("ix_outcomes_rollout_bucket", "rollout_id", "bucket"),
+        Index("ix_outcomes_workload_bucket", "workload", "bucket"),
+        Index("ix_outcomes_bucket", "bucket"),
+    )

@@ -55,6 +55,7 @@ from storage.schema import (
     ManagedFieldRow,
     ModelArtifactRow,
     ModelVersionRow,
+    OutcomeRow,
     PlanRow,
     PodSteerRow,
     RiskFactorRow,
@@ -1732,6 +1733,76 @@ class Store:
             with self.session() as s:
                 old = select(ForecastRow.id).where(ForecastRow.origin < before).limit(self.prune_batch)
                 result = s.execute(delete(ForecastRow).where(ForecastRow.id.in_(old)))
+                n = int(getattr(result, "rowcount", 0) or 0)
+            total += n
+            if n < self.prune_batch:
+                return total
+            self._pause_between_batches()
+
+    # -- measured outcomes (scaleahead.outcomes) ------------------------------------------------
+    def record_outcomes(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Insert measured outcome rows (``OutcomeRow``'s columns but ``id``) in one transaction.
+
+        A row whose ``workload`` is longer than its column is refused (``ValueTooLong``) before
+        anything is written. Returns the count."""
+        if not rows:
+            return 0
+        for r in rows:
+            _check_lengths(OutcomeRow.__table__, {"workload": r["workload"], "arm": r["arm"]})
+        with self.session() as s:
+            s.execute(insert(OutcomeRow), [dict(r) for r in rows])
+        return len(rows)
+
+    def outcome_sums(
+        self,
+        start: float,
+        end: float = math.inf,
+        rollout_id: int | None = None,
+        workloads: Collection[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Per workload, rollout and arm, the sums of the outcome rows of the buckets that start
+        in ``[start, end)``; only ``rollout_id``'s rows when given (0: recorded outside a
+        rollout), only ``workloads``' when given. One dict per group: ``workload``, ``rollout_id``,
+        ``arm`` and the summed columns."""
+        cols = (
+            OutcomeRow.steps,
+            OutcomeRow.short_steps,
+            OutcomeRow.capacity_seconds,
+            OutcomeRow.demand_seconds,
+            OutcomeRow.error_abs,
+            OutcomeRow.error_actual,
+            OutcomeRow.forecasts,
+        )
+        q = select(
+            OutcomeRow.workload, OutcomeRow.rollout_id, OutcomeRow.arm, *(func.sum(c).label(c.key) for c in cols)
+        ).where(OutcomeRow.bucket >= start)
+        if math.isfinite(end):
+            q = q.where(OutcomeRow.bucket < end)
+        if rollout_id is not None:
+            q = q.where(OutcomeRow.rollout_id == rollout_id)
+        q = q.group_by(OutcomeRow.workload, OutcomeRow.rollout_id, OutcomeRow.arm).order_by(
+            OutcomeRow.workload, OutcomeRow.rollout_id, OutcomeRow.arm
+        )
+        wanted = set(workloads) if workloads is not None else None
+        out: list[dict[str, Any]] = []
+        with self.session() as s:
+            for row in s.execute(q):
+                if wanted is not None and row.workload not in wanted:
+                    continue
+                d = dict(row._mapping)
+                for c in cols:
+                    d[c.key] = (int if c.key in ("steps", "short_steps", "forecasts") else float)(d[c.key] or 0)
+                out.append(d)
+        return out
+
+    def prune_outcomes(self, before: float) -> int:
+        """Delete the outcome rows of buckets that start before ``before`` (epoch s), in batches as
+        ``prune_forecasts`` does. Returns the count."""
+        total = 0
+        while True:
+            with self.session() as s:
+                old = select(OutcomeRow.id).where(OutcomeRow.bucket < before).limit(self.prune_batch)
+                result = s.execute(delete(OutcomeRow).where(OutcomeRow.id.in_(old)))
                 n = int(getattr(result, "rowcount", 0) or 0)
             total += n
             if n < self.prune_batch:

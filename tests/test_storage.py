@@ -195,7 +195,7 @@ def test_migration_0007_adds_the_confirmed_value_without_claiming_old_rows(db_ur
         )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0012_forecast_origin"
+    assert store.current_revision() == Store.head_revision() == "0013_outcomes"
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
     store.set_managed_field("KnativeService/fn/a", "min-scale", 4, "intent:4:7", 20.0)  # an intent: not confirmed
     assert store.managed_field("KnativeService/fn/a").written_value is None  # type: ignore[union-attr]
@@ -227,7 +227,7 @@ def test_migration_0008_records_a_fields_original_only_at_its_first_write(db_url
         )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0012_forecast_origin"
+    assert store.current_revision() == Store.head_revision() == "0013_outcomes"
     a = store.managed_field("KnativeService/fn/a")
     assert a is not None and (a.original_recorded, a.original_value, a.written_value) == (False, None, 3)
     store.set_managed_field("KnativeService/fn/a", "min-scale", 3, "intent:4:7", 20.0, original=3)
@@ -288,7 +288,7 @@ def test_migration_0009_keeps_one_running_rollout_per_group_and_notes_the_others
             )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0012_forecast_origin"
+    assert store.current_revision() == Store.head_revision() == "0013_outcomes"
     got = {r.challenger: (r.group, r.state, r.results) for r in store.rollouts()}
     note = {"retrained": True, "superseded_by_migration": "0009_one_running", "superseded_by_rollout": 5}
     assert got == {
@@ -332,7 +332,7 @@ def test_migration_0010_keeps_one_champion_per_family_and_notes_the_others(db_ur
             )
     old.close()
     store = Store(db_url)
-    assert store.current_revision() == Store.head_revision() == "0012_forecast_origin"
+    assert store.current_revision() == Store.head_revision() == "0013_outcomes"
     got = {m.name: m.status for m in store.models()}
     assert got == {"l1": "retired", "l2": "retired", "l3": "candidate", "r4": "champion", "l5": "champion"}
     l1 = next(m for m in store.models() if m.name == "l1")

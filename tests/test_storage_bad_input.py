@@ -187,7 +187,7 @@ def test_a_sqlite_file_of_another_program_gets_no_scaleahead_tables(foreign: Pat
         ("DELETE FROM alembic_version", "but its schema version is empty (no row in alembic_version)"),
         (
             "DROP TABLE actions",
-            "is at schema revision '0012_forecast_origin' but has no table actions: the schema is damaged",
+            "is at schema revision '0013_outcomes' but has no table actions: the schema is damaged",
         ),
     ],
 )

@@ -12,6 +12,7 @@ import csv
 import json
 import math
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -193,8 +194,11 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
                 f"Give every row {header} (a comma in a value?); nothing was recorded.",
             )
         try:
-            v = float(row["violation_fraction"])
-            c = float(row["cost_per_demand"])
+            # an empty cell: not measured (`rollout outcomes` writes one where the window had no scored
+            # step, no demand, or, for a shadow challenger, only its forecasts)
+            vc, cc = (row["violation_fraction"] or "").strip(), (row["cost_per_demand"] or "").strip()
+            v = float(vc) if vc else math.nan
+            c = float(cc) if cc else math.nan
             err = (row.get("forecast_error") or "").strip()  # an empty cell: not measured
             e = float(err) if err else math.nan
             # optional: the workload's outcome under the champion before the rollout (empty: none)
@@ -208,8 +212,8 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             ) from exc
         # A rollout promotes or rolls back on these: a value no measurement can give is refused.
         wrong = (
-            f"violation_fraction {v:g} is not a share between 0 and 1" if not 0.0 <= v <= 1.0 else
-            f"cost_per_demand {c:g} is not a finite number >= 0" if not (math.isfinite(c) and c >= 0) else
+            f"violation_fraction {v:g} is not a share between 0 and 1" if vc and not 0.0 <= v <= 1.0 else
+            f"cost_per_demand {c:g} is not a finite number >= 0" if cc and not (math.isfinite(c) and c >= 0) else
             f"forecast_error {err} is not a finite number >= 0" if err and not (math.isfinite(e) and e >= 0) else
             next((
                 f"{b} {x} is not a share between 0 and 1" if b == "baseline_violation_fraction"
@@ -241,6 +245,96 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+METRIC_COLUMNS = ("violation_fraction", "cost_per_demand", "forecast_error")
+
+
+def _cell(v: float, missing: str = "-") -> str:
+    return f"{v:.6g}" if math.isfinite(v) else missing
+
+
+def _outcome_doc(arm: str, o: Any) -> dict[str, Any]:
+    return {"workload": o.workload, "arm": arm, **{m: getattr(o, m) for m in (*METRIC_COLUMNS, *BASELINES)}}
+
+
+def _measured(db: str | None, group: str, baseline_s: float | None = None) -> tuple[Any, Any, Any]:
+    """GROUP's running rollout and its measured outcomes (``scaleahead.outcomes.measured_outcomes``)."""
+    from scaleahead.outcomes import measured_outcomes
+
+    if baseline_s is not None and not (math.isfinite(baseline_s) and baseline_s > 0):
+        raise UserError(f"--baseline-s {baseline_s:g} is not a positive number of seconds.", "Use e.g. 3600.")
+    book = _book(db)
+    r = book.running(group)
+    if r is None:
+        raise UserError(f"No running rollout in group {group!r}.", "Start one with `scaleahead rollout start`.")
+    arms, measured = measured_outcomes(book.store, r, time.time(), baseline_s)
+    return r, arms, measured
+
+
+def _print_window(r: Any, measured: Any, arms: Any) -> None:
+    from scaleahead.outcomes import iso
+
+    n = {a: len(arms.get(a, [])) for a in ("champion", "challenger")}
+    console.print(
+        f"rollout {r.id} ({r.mode}, group {r.group}): outcomes measured {iso(measured.start)} - {iso(measured.end)}, "
+        f"{n['champion']} champion and {n['challenger']} challenger workload(s); baselines "
+        f"{iso(measured.baseline_start)} - {iso(measured.baseline_end)}",
+        markup=False,
+    )
+    if measured.other_arm:
+        console.print(
+            f"note: {len(measured.other_arm)} workload(s) have rows of another arm than the current share assigns "
+            "(recorded before the loop followed the new share): those rows are left out",
+            markup=False,
+        )
+
+
+def _print_entry(entry: dict[str, Any]) -> None:
+    """An A/B or shadow evaluation's note and differences (a canary's decision is in ``_print``)."""
+    if entry.get("note"):
+        console.print(f"note: {entry['note']}", markup=False)
+    if entry.get("differences"):
+        table = Table(title="challenger - champion")
+        for col in ("metric", "champion", "challenger", "difference", "95% CI"):
+            table.add_column(col)
+        for d in entry["differences"]:
+            table.add_row(
+                d["metric"],
+                f"{d['champion']:.4g}",
+                f"{d['challenger']:.4g}",
+                f"{d['difference']:+.4g}",
+                f"[{d['low']:+.4g}, {d['high']:+.4g}]",
+            )
+        console.print(table)
+
+
+def _evaluate_measured(db: str | None, group: str, output: str) -> None:
+    """``rollout evaluate --measured``: the recorded outcomes of GROUP's running rollout, decided on."""
+    from actuator.rollouts import TooLargeToCompare
+
+    r, arms, measured = _measured(db, group)
+    if not any(arms.values()):
+        raise UserError(
+            f"Rollout {r.id} (group {group}) has no measured outcomes in its window yet "
+            "(since the share was set, in whole 5-minute buckets).",
+            "Is `scaleahead run` (the leader) running with this database and jobs.record_outcomes true? Wait for a "
+            "bucket to end; nothing was recorded.",
+        )
+    book = _book(db)
+    try:
+        entry = book.evaluate(r, arms, time.time(), check_promotion=promotion_check(book.store, evaluating=True))
+    except TooLargeToCompare as exc:
+        raise DataError(
+            f"The measured outcomes of rollout {r.id} are too large to compare for {', '.join(exc.metrics)}.",
+            "See `scaleahead rollout outcomes`; nothing was recorded.",
+        ) from exc
+    if output == "json":
+        print(json_text({**entry, "measured": measured.__dict__}))
+        return
+    _print_window(r, measured, arms)
+    _print(book.get(group, r.id), False)
+    _print_entry(entry)
 
 
 def too_large(path: Path, rows: list[dict[str, Any]], metrics: list[str]) -> DataError:
@@ -476,11 +570,77 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     markup=False,
                 )
 
+    @rollout_app.command("outcomes")
+    def outcomes_cmd(
+        group: GroupOption = "default",
+        db: DbOpt = None,
+        output: Annotated[
+            str, typer.Option(help="csv (what `evaluate --outcomes` reads, with baselines), table or json.")
+        ] = "csv",
+        baseline_s: Annotated[
+            float | None,
+            typer.Option(
+                "--baseline-s",
+                help="Length of the baseline window before the rollout started (s); default the canary window "
+                "(3600 s).",
+            ),
+        ] = None,
+    ) -> None:
+        """Each workload's outcome in GROUP's running rollout as the daemon measured it (docs/actuator.md)."""
+        r, arms, measured = _measured(db, group, baseline_s)
+        rows = [(arm, o) for arm in ("champion", "challenger") for o in arms.get(arm, [])]
+        if output == "json":
+            print(
+                json_text(
+                    {"rollout": r.id, "window": measured.__dict__, "outcomes": [_outcome_doc(a, o) for a, o in rows]}
+                )
+            )
+            return
+        if output == "table":
+            _print_window(r, measured, arms)
+            table = Table()
+            for col in ("workload", "arm", "violation_fraction", "cost_per_demand", "forecast_error", "baselines"):
+                table.add_column(col)
+            for arm, o in rows:
+                base = ", ".join(_cell(getattr(o, b)) for b in BASELINES)
+                table.add_row(
+                    o.workload,
+                    arm,
+                    _cell(o.violation_fraction),
+                    _cell(o.cost_per_demand),
+                    _cell(o.forecast_error),
+                    base,
+                )
+            console.print(table)
+            return
+        if output != "csv":
+            raise UserError(f"--output {output!r} is not csv, table or json.", "Use one of them.")
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["workload", "arm", "violation_fraction", "cost_per_demand", "forecast_error", *BASELINES])
+        for arm, o in rows:
+            w.writerow(
+                [
+                    o.workload,
+                    arm,
+                    *(_cell(getattr(o, m), "") for m in METRIC_COLUMNS),
+                    *(_cell(getattr(o, b), "") for b in BASELINES),
+                ]
+            )
+
     @rollout_app.command("evaluate")
     def evaluate(
         outcomes: Annotated[
-            Path, typer.Option(help="CSV: workload,arm,violation_fraction,cost_per_demand[,forecast_error].")
-        ],
+            Path | None,
+            typer.Option(help="CSV: workload,arm,violation_fraction,cost_per_demand[,forecast_error]."),
+        ] = None,
+        measured: Annotated[
+            bool,
+            typer.Option(
+                "--measured",
+                help="Compare the outcomes the daemon measured and recorded (`scaleahead rollout outcomes`), with "
+                "baselines, instead of a CSV.",
+            ),
+        ] = False,
         group: GroupOption = "default",
         db: DbOpt = None,
         output: OutputOpt = "table",
@@ -488,6 +648,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Compare measured outcomes of the two arms; a canary advances, promotes or rolls back."""
         from actuator.rollouts import Outcome, TooLargeToCompare
 
+        if (outcomes is None) == (not measured):
+            raise UserError(
+                "Give either --outcomes FILE.csv or --measured (not both, not neither).",
+                "--measured compares what the daemon recorded (scaleahead rollout outcomes); --outcomes a CSV of "
+                "your own.",
+            )
+        if outcomes is None:
+            _evaluate_measured(db, group, output)
+            return
         rows = read_outcomes(outcomes)
         book = _book(db)
         r = book.running(group)
@@ -527,18 +696,4 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             print(json_text(entry))
             return
         _print(book.get(group, r.id), False)
-        if entry.get("note"):
-            console.print(f"note: {entry['note']}", markup=False)
-        if entry.get("differences"):
-            table = Table(title="challenger - champion")
-            for col in ("metric", "champion", "challenger", "difference", "95% CI"):
-                table.add_column(col)
-            for d in entry["differences"]:
-                table.add_row(
-                    d["metric"],
-                    f"{d['champion']:.4g}",
-                    f"{d['challenger']:.4g}",
-                    f"{d['difference']:+.4g}",
-                    f"[{d['low']:+.4g}, {d['high']:+.4g}]",
-                )
-            console.print(table)
+        _print_entry(entry)

@@ -1,0 +1,279 @@
+"""Measured outcomes: what each service got from the control loop, for rollouts decided on them.
+
+A canary or A/B rollout promotes or rolls back on each workload's outcome under the arm that acted
+for it (``actuator.rollouts``). Until 2026-12-06 those outcomes had to be measured elsewhere and
+given to ``scaleahead rollout evaluate`` as a CSV; now the daemon's leader measures them itself:
+
+- every control cycle, per service with a readable state and a fresh demand sample (at most three
+  control intervals or history steps old, whichever is longer): one scored step, short when the
+  demand is above ``capacityPerReplica`` times the ready replicas (../shared/EVALUATION.md's
+  violation), the capacity it ran (``capacityPerReplica`` x replicas x the interval) and the demand
+  (x the interval);
+- every forecast the live error scores (``scaleahead.daemon.LiveError``: one per workload per 5
+  minutes, once its horizon has passed): its absolute error and the demand that came, in the
+  bucket of its origin;
+
+summed per workload, 5-minute bucket (``BUCKET_S``, aligned to the epoch), rollout and arm, and
+written once a bucket has ended (``Store.record_outcomes``; scored forecasts as they come).
+``measured_outcomes`` turns the rows of a rollout's window into the ``Outcome`` per workload that
+``RolloutBook.evaluate`` compares, each with its baseline: the same workload's outcome in the window
+of the same length before the rollout started. Functions (warm pools) are not measured here: a
+cold start is not something the loop observes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scaleahead.policy import Policy, WorkloadClass
+from scaleahead.types import ClusterState, Series, WorkloadRef
+
+if TYPE_CHECKING:
+    from actuator.rollouts import Outcome
+    from storage.store import Store, StoredRollout
+
+#: Length of an outcome bucket (s); buckets start at multiples of it (epoch time).
+BUCKET_S = 300.0
+
+#: A demand sample older than this many control intervals (or history steps) is not scored.
+FRESH_STEPS = 3.0
+
+#: Which rollout and arm acted for a workload this cycle: ``(rollout id, arm, model version)``;
+#: rollout id 0 when none covered it.
+ArmOf = tuple[int, str, int | None]
+NO_ROLLOUT: ArmOf = (0, "champion", None)
+
+
+@dataclass
+class _Sums:
+    steps: int = 0
+    short_steps: int = 0
+    capacity_seconds: float = 0.0
+    demand_seconds: float = 0.0
+    error_abs: float = 0.0
+    error_actual: float = 0.0
+    forecasts: int = 0
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if math.isfinite(t) else str(t)
+
+
+def bucket_of(t: float) -> float:
+    return math.floor(t / BUCKET_S) * BUCKET_S
+
+
+def fresh_demand(series: Series | None, now: float, interval_s: float) -> float | None:
+    """The newest finite sample of ``series`` at or before ``now`` if it is at most
+    ``FRESH_STEPS`` control intervals (or history steps) old, else None."""
+    if series is None or len(series) == 0:
+        return None
+    upto = series.known_by(now + 1e-9)
+    vals = upto.values
+    ok = np.flatnonzero(np.isfinite(vals) & (vals >= 0))
+    if ok.size == 0:
+        return None
+    j = int(ok[-1])
+    t = upto.start + j * upto.step_s
+    if now - t > FRESH_STEPS * max(interval_s, upto.step_s):
+        return None
+    return float(vals[j])
+
+
+class OutcomeBook:
+    """Per workload, bucket, rollout and arm: the sums not yet written (see the module's doc).
+
+    ``step`` and ``score`` run on the loop's thread; ``take`` too (the daemon writes after a
+    cycle). A lock keeps a score from another thread consistent all the same."""
+
+    def __init__(self) -> None:
+        self.sums: dict[tuple[str, float, int, str, int | None], _Sums] = {}
+        self._lock = threading.Lock()
+
+    def step(
+        self,
+        policies: Sequence[Policy],
+        state: ClusterState,
+        history: Mapping[WorkloadRef, Series],
+        now: float,
+        interval_s: float,
+        arms: Mapping[WorkloadRef, ArmOf],
+    ) -> int:
+        """Score one control cycle at ``now`` (each service's state as read this cycle, the demand
+        history read this cycle, the arm that acted for it). Returns how many were scored."""
+        bucket = bucket_of(now)
+        scored = 0
+        with self._lock:
+            for p in policies:
+                if p.spec.workload_class != WorkloadClass.SERVICE:
+                    continue
+                ref = p.workload
+                ws = state.workloads.get(ref)
+                if ws is None or ref in state.unreadable:
+                    continue
+                demand = fresh_demand(history.get(ref), now, interval_s)
+                if demand is None:
+                    continue
+                c = float(p.spec.capacity_per_replica)
+                rid, arm, version = arms.get(ref, NO_ROLLOUT)
+                s = self.sums.setdefault((ref.key, bucket, rid, arm, version), _Sums())
+                s.steps += 1
+                s.short_steps += int(demand > c * max(0, ws.ready_replicas))
+                s.capacity_seconds += c * max(0, ws.replicas) * interval_s
+                s.demand_seconds += demand * interval_s
+                scored += 1
+        return scored
+
+    def score(
+        self, key: str, origin: float, arm_of: ArmOf, error_abs: float, actual: float, forecasts: int = 1
+    ) -> None:
+        """A forecast made at ``origin`` for workload ``key`` by ``arm_of`` was scored: its absolute
+        error and the demand that came, summed over its steps."""
+        if not (math.isfinite(error_abs) and math.isfinite(actual)):
+            return
+        rid, arm, version = arm_of
+        with self._lock:
+            s = self.sums.setdefault((key, bucket_of(origin), rid, arm, version), _Sums())
+            s.error_abs += error_abs
+            s.error_actual += actual
+            s.forecasts += forecasts
+
+    def take(self, now: float) -> list[dict[str, Any]]:
+        """The rows to write: every bucket that has ended by ``now`` (scored forecasts of older
+        buckets come as rows of their own), removed from the book."""
+        rows: list[dict[str, Any]] = []
+        with self._lock:
+            for key in [k for k in self.sums if k[1] + BUCKET_S <= now]:
+                s = self.sums.pop(key)
+                workload, bucket, rid, arm, version = key
+                rows.append(
+                    {
+                        "workload": workload,
+                        "bucket": bucket,
+                        "rollout_id": rid,
+                        "arm": arm,
+                        "model_version_id": version,
+                        "steps": s.steps,
+                        "short_steps": s.short_steps,
+                        "capacity_seconds": s.capacity_seconds,
+                        "demand_seconds": s.demand_seconds,
+                        "error_abs": s.error_abs,
+                        "error_actual": s.error_actual,
+                        "forecasts": s.forecasts,
+                    }
+                )
+        return rows
+
+    def put_back(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Rows ``take`` gave that could not be written: kept for the next try."""
+        with self._lock:
+            for r in rows:
+                key = (r["workload"], r["bucket"], r["rollout_id"], r["arm"], r["model_version_id"])
+                s = self.sums.setdefault(key, _Sums())
+                s.steps += r["steps"]
+                s.short_steps += r["short_steps"]
+                s.capacity_seconds += r["capacity_seconds"]
+                s.demand_seconds += r["demand_seconds"]
+                s.error_abs += r["error_abs"]
+                s.error_actual += r["error_actual"]
+                s.forecasts += r["forecasts"]
+
+    def forget(self, keys: set[str]) -> None:
+        """Drop what is kept for the workloads ``keys`` (their policies were removed)."""
+        with self._lock:
+            for k in [k for k in self.sums if k[0] in keys]:
+                del self.sums[k]
+
+    def __len__(self) -> int:
+        return len(self.sums)
+
+
+def outcome_of(workload: str, sums: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> Outcome:
+    """An ``Outcome`` from summed rows (``Store.outcome_sums``), with ``baseline``'s as its baseline."""
+    from actuator.rollouts import Outcome
+
+    def metrics(d: Mapping[str, Any] | None) -> tuple[float, float, float]:
+        if d is None:
+            return math.nan, math.nan, math.nan
+        steps, demand, actual = d["steps"], d["demand_seconds"], d["error_actual"]
+        return (
+            d["short_steps"] / steps if steps > 0 else math.nan,
+            d["capacity_seconds"] / demand if steps > 0 and demand > 0 else math.nan,
+            d["error_abs"] / actual if d["forecasts"] > 0 and actual > 0 else math.nan,
+        )
+
+    return Outcome(workload, *metrics(sums), *metrics(baseline))
+
+
+@dataclass(frozen=True)
+class MeasuredWindow:
+    """What ``measured_outcomes`` compared: the window, its baseline window, and what it left out."""
+
+    start: float
+    end: float
+    baseline_start: float
+    baseline_end: float
+    #: Workloads whose rows in the window name another arm than the rollout assigns them now
+    #: (the loop follows a new share within a minute): those rows are left out.
+    other_arm: tuple[str, ...] = ()
+
+
+def window_start(rollout: StoredRollout) -> float:
+    """Since when the rollout's current share has been in force: its start, a canary's last advance
+    or last inconclusive window (as ``RolloutBook.evaluate`` counts its window)."""
+    history = rollout.results.get("history", []) if isinstance(rollout.results, Mapping) else []
+    if rollout.mode == "canary":
+        for h in reversed(history):
+            if h.get("decision") == "advance" or h.get("inconclusive"):
+                return float(h["at"])
+    return float(rollout.started_at)
+
+
+def measured_outcomes(
+    store: Store, rollout: StoredRollout, now: float, baseline_s: float | None = None
+) -> tuple[dict[str, list[Outcome]], MeasuredWindow]:
+    """Each workload's measured outcome in ``rollout``'s arms over its current window (buckets that
+    start at or after ``window_start`` and end by ``now``), with baselines from the window of
+    ``baseline_s`` (default: the canary's ``window_s``, 3600 s) before the rollout started, when the
+    workload was on the champion. Shadow: the champion's outcomes in both arms' rows, the
+    challenger's forecast error only (it does not act)."""
+    from actuator.rollouts import CanaryParams, assign
+
+    start = window_start(rollout)
+    end = bucket_of(now)  # only whole buckets: the current one is still being written
+    span = float(baseline_s if baseline_s is not None else CanaryParams.from_stored(rollout.params).window_s)
+    b_end = bucket_of(rollout.started_at)
+    b_start = b_end - span
+    rows = store.outcome_sums(math.ceil(start / BUCKET_S) * BUCKET_S, end, rollout_id=rollout.id)
+    base: dict[str, dict[str, Any]] = {}
+    for d in store.outcome_sums(b_start, b_end, workloads={r["workload"] for r in rows}):
+        if d["arm"] != "champion":
+            continue  # another rollout's challenger acted then: not this champion's baseline
+        acc = base.setdefault(d["workload"], {k: 0 for k in d if k not in ("workload", "rollout_id", "arm")})
+        for k in acc:
+            acc[k] += d[k]
+    arms: dict[str, list[Outcome]] = {"champion": [], "challenger": []}
+    other: list[str] = []
+    salt = str(rollout.params.get("salt", ""))
+    for d in rows:
+        w, arm = d["workload"], d["arm"]
+        if rollout.mode != "shadow" and arm != assign(w, rollout.share, salt):
+            other.append(w)
+            continue
+        arms.setdefault(arm, []).append(outcome_of(w, d, base.get(w)))
+    if rollout.mode == "shadow":
+        # the challenger only forecast: its violations and cost are the champion's (not compared)
+        from actuator.rollouts import Outcome
+
+        arms["challenger"] = [
+            Outcome(o.workload, math.nan, math.nan, o.forecast_error, baseline_forecast_error=o.baseline_forecast_error)
+            for o in arms["challenger"]
+        ]
+    return arms, MeasuredWindow(start, end, b_start, b_end, tuple(sorted(set(other))))
