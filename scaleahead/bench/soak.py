@@ -84,6 +84,8 @@ def _size(d: Daemon, history: TraceHistory) -> dict[str, int]:
         "live_error": len(live.error),
         "live_daily": len(live.daily),
         "live_forgotten": len(live._forgotten),
+        "outcome_sums": len(d.outcomes),
+        "shadow_pending": len(d.shadow_live.pending),
         "startup_cache": len(startup._cache),
         "startup_kept": len(startup._kept),
         "risk_adapters": len(risk._adapters),
@@ -108,6 +110,8 @@ STRUCTURES = {
     "live_error": "LiveError.error: live WAPE per workload",
     "live_daily": "LiveError.daily: the accuracy report's counts per workload",
     "live_forgotten": "LiveError._forgotten: keys removed since the last accuracy report (reset by each report)",
+    "outcome_sums": "OutcomeBook.sums: measured outcomes not yet written, per workload, open bucket and arm",
+    "shadow_pending": "Daemon.shadow_live.pending: a shadow challenger's sampled forecasts waiting to be scored",
     "startup_cache": "StartupBook._cache: start-up estimates per policy object",
     "startup_kept": "StartupBook._kept: kept readiness times per workload",
     "risk_adapters": "RiskBook._adapters: sloRisk adapters per workload",
@@ -233,6 +237,7 @@ def bench_soak(
     settings.forecast.model = MODEL
     settings.loop.interval_s = INTERVAL_S
     settings.jobs.forecast_retention_days = forecast_retention_h / 24.0
+    settings.jobs.outcome_retention_days = forecast_retention_h / 24.0  # measured outcomes: as the forecasts
     settings.jobs.plan_retention_days = plan_retention_h / 24.0
     settings.jobs.prune_cron = PRUNE_CRON
     settings.jobs.report_cron = REPORT_CRON

@@ -48,7 +48,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ] = 1000,
         forecast_retention_h: Annotated[
             float,
-            typer.Option(help="jobs.forecast_retention_days for the run, in hours (short, so prune deletes some)."),
+            typer.Option(
+                help="jobs.forecast_retention_days (and outcome_retention_days) for the run, in hours (short, so "
+                "prune deletes some)."
+            ),
         ] = 1.2,
         plan_retention_h: Annotated[
             float, typer.Option(help="jobs.plan_retention_days for the run, in hours (short, so prune deletes some).")
