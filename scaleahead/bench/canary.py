@@ -1,0 +1,228 @@
+"""``scaleahead bench canary``: canaries decided by the daemon on the outcomes it measures.
+
+Why it exists: ``bench rollout`` scores the canary's decision rule on outcomes the replay computes;
+this runs the whole path a cluster runs (docs/actuator.md, "Measured outcomes"): a real
+``scaleahead.daemon.Daemon`` on a virtual clock measures every service's outcome per 5-minute
+bucket and arm (``scaleahead.outcomes``), stores it in SQLite, and with ``jobs.evaluate_canaries``
+decides a canary started after a baseline period, window after window, until it is promoted, rolled
+back or ``max_hours`` pass. Run ``runs`` times with the challenger equal to the champion's family
+(an A/A: how often an identical model is rolled back or promoted) or another family.
+
+The setup (deterministic: every run of the same arguments decides the same):
+
+- history: the real trace (``nasa-10s`` by default) spread over ``workloads`` series
+  (``spread_series``: scaled and shifted by whole hours; seed = the run), starting
+  ``3 days + run x offset_h`` into it, read 1.2 days at a time;
+- the cluster: ``DelayedTarget``, the in-memory cluster with each added replica ready
+  ``startup_s`` (60 s, ../shared/EVALUATION.md's L) after it is asked for; a scale-down removes
+  replicas not yet ready first;
+- policies: ``capacityPerReplica`` 2 (req/10s), ``maxReplicas`` 60, ``maxStepUp`` 20, every
+  one in rollout group ``run<N>`` (so each run assigns its workloads afresh: the assignment hashes
+  the group and the challenger);
+- the daemon: production ``champion`` (a baseline family, fitted on the history before the start;
+  no retraining), ``jobs.evaluate_canaries`` on; after ``baseline_h`` the challenger is registered
+  as a model version of family ``challenger`` and a canary of it started (``steps``, ``window_s``,
+  the default margins and alpha); the daemon follows it within a minute (a baseline family is
+  fitted on the loop's history) and evaluates it on its measured outcomes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from forecaster import make_model
+from scaleahead.clock import VirtualClock
+from scaleahead.loop import Deps
+from scaleahead.policy import Policy
+from scaleahead.settings import Settings
+from scaleahead.traces import load_series
+from scaleahead.tracesource import InMemoryTarget, TraceHistory, spread_series
+from scaleahead.types import Action, ClusterState, ScaleTo, WorkloadRef, WorkloadState
+
+DAY = 86400.0
+INTERVAL_S = 10.0
+
+
+class DelayedTarget(InMemoryTarget):
+    """The in-memory cluster with a start-up delay: a replica added at t is ready at t + ``startup_s``."""
+
+    def __init__(self, clock: VirtualClock, startup_s: float) -> None:
+        super().__init__()
+        self.clock = clock
+        self.startup_s = startup_s
+        self.pending: dict[WorkloadRef, list[float]] = {}  # ready times of replicas not ready yet
+
+    def _pending(self, ref: WorkloadRef) -> list[float]:
+        now = self.clock.now()
+        left = [t for t in self.pending.get(ref, []) if t > now]
+        self.pending[ref] = left
+        return left
+
+    def read_state(self, workloads: Sequence[WorkloadRef]) -> ClusterState:
+        state = super().read_state(workloads)
+        out = {}
+        for ref, ws in state.workloads.items():
+            ready = max(0, ws.replicas - len(self._pending(ref)))
+            out[ref] = WorkloadState(ref, ws.replicas, ready, warm_instances=ws.warm_instances)
+        return ClusterState(out)
+
+    def apply(self, action: Action) -> Any:
+        before = self.replicas.get(action.workload, self.default_replicas) if isinstance(action, ScaleTo) else 0
+        result = super().apply(action)
+        if isinstance(action, ScaleTo) and result.outcome == "applied":
+            pending = self._pending(action.workload)
+            added = action.to_replicas - before
+            if added > 0:
+                pending.extend([self.clock.now() + self.startup_s] * added)
+            elif added < 0:  # the newest pending go first
+                pending.sort()
+                del pending[max(0, len(pending) + added) :]
+        return result
+
+
+def _policy(name: str, group: str) -> Policy:
+    return Policy.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {
+                "target": {"name": name, "namespace": "shop"},
+                "demand": {"query": f'sum(rate(http_requests_total{{deployment="{name}"}}[1m]))', "unit": "req/10s"},
+                "capacityPerReplica": 2,
+                "maxReplicas": 60,
+                "maxStepUp": 20,
+                "rolloutGroup": group,
+            },
+        }
+    )
+
+
+def run_canary(
+    run: int,
+    *,
+    trace: str,
+    workloads: int,
+    champion: str,
+    challenger: str,
+    steps: tuple[float, ...],
+    window_s: float,
+    baseline_h: float,
+    max_hours: float,
+    offset_h: float,
+    startup_s: float,
+) -> dict[str, Any]:
+    """One canary (module docstring); returns its outcome, decisions and timings."""
+    from actuator.rollouts import CanaryParams, RolloutBook
+    from scaleahead.daemon import Daemon
+    from storage import Store
+
+    series = load_series(trace)
+    t0 = series.start + 3 * DAY + run * offset_h * 3600.0
+    group = f"run{run}"
+    policies = [_policy(f"web{i}", group) for i in range(workloads)]
+    history = TraceHistory(window_s=1.2 * DAY)
+    for p, s in zip(policies, spread_series(series, workloads, seed=run), strict=True):
+        history.series[p.workload.key] = s
+    clock = VirtualClock(t0)
+    target = DelayedTarget(clock, startup_s)
+    settings = Settings()
+    settings.forecast.model = champion
+    settings.loop.interval_s = INTERVAL_S
+    settings.jobs.retrain_in_process = False
+    settings.jobs.evaluate_canaries = True
+    tmp = Path(tempfile.mkdtemp(prefix="scaleahead-canary-"))
+    store = Store(f"sqlite:///{tmp / 'canary.db'}")
+    fitted = make_model(champion).fit([s.between(s.start, t0) for s in history.series.values()])
+    daemon = Daemon(Deps(history, fitted, target, store, policies), settings, clock, report_dir=tmp / "reports")
+    started = time.process_time()
+    try:
+        ticks = 0
+        for _ in range(int(baseline_h * 3600.0 / INTERVAL_S)):
+            daemon.tick(clock.now())
+            clock.sleep(INTERVAL_S)
+            ticks += 1
+        mid = store.register_model(f"{challenger}-canary", challenger, status="challenger")
+        book = RolloutBook(store)
+        start = clock.now()
+        rid = book.start(
+            group, "canary", champion, str(mid), start, canary=CanaryParams(steps=steps, window_s=window_s)
+        )
+        end = start + max_hours * 3600.0
+        while clock.now() < end and store.rollout(rid).state == "running":
+            daemon.tick(clock.now())
+            clock.sleep(INTERVAL_S)
+            ticks += 1
+        r = store.rollout(rid)
+        history_rows = list(r.results.get("history", []))
+        decided = [h for h in history_rows if "level" in h or h.get("decision") != "wait"]
+        return {
+            "run": run,
+            "group": group,
+            "state": r.state,
+            "final_share": r.share,
+            "hours": round((clock.now() - start) / 3600.0, 2),
+            "windows": len(decided),
+            "decisions": [
+                {
+                    "at_h": round((h["at"] - start) / 3600.0, 2),
+                    "share": h["share"],
+                    "decision": h["decision"],
+                    "reason": h["reason"],
+                    "champion_workloads": h.get("champion_workloads"),
+                    "challenger_workloads": h.get("challenger_workloads"),
+                    **{k: h[k] for k in h if k.endswith(("_difference", "_high", "_low", "_paired")) or k == "level"},
+                }
+                for h in history_rows
+            ],
+            # (workload, arm) pairs measured under the canary: each service in its arm(s)
+            "measured_workload_arms": len(store.outcome_sums(-math.inf, rollout_id=rid)),
+            "ticks": ticks,
+            "cpu_s": round(time.process_time() - started, 1),
+        }
+    finally:
+        daemon.shutdown()
+        store.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _kind(result: Mapping[str, Any]) -> str:
+    if result["state"] == "promoted":
+        return "promoted"
+    if result["state"] == "rolled-back":
+        last = str(result["decisions"][-1]["reason"]) if result["decisions"] else ""
+        if last.startswith("not shown"):
+            return "rolled back: not shown no worse"
+        if last.startswith("too few"):
+            return "rolled back: too few workloads to compare"
+        return "rolled back: shown worse"
+    return str(result["state"])
+
+
+def bench_canary(
+    runs: Sequence[int],
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """``run_canary`` for each of ``runs``; the counts of each ending."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)  # the daemon logs every cycle
+    try:
+        results = []
+        for run in runs:
+            result = run_canary(run, **kwargs)
+            result["ending"] = _kind(result)
+            results.append(result)
+            if progress is not None:
+                progress(result)
+    finally:
+        logging.disable(previous)
+    endings: dict[str, int] = {}
+    for r in results:
+        endings[r["ending"]] = endings.get(r["ending"], 0) + 1
+    return {"params": {"runs": list(runs), **kwargs}, "runs": results, "endings": endings}
