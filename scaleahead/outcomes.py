@@ -75,16 +75,17 @@ def fresh_demand(series: Series | None, now: float, interval_s: float) -> float 
     ``FRESH_STEPS`` control intervals (or history steps) old, else None."""
     if series is None or len(series) == 0:
         return None
-    upto = series.known_by(now + 1e-9)
-    vals = upto.values
-    ok = np.flatnonzero(np.isfinite(vals) & (vals >= 0))
+    limit = FRESH_STEPS * max(interval_s, series.step_s)
+    # only the samples at most ``limit`` old (the history holds a day or more: 8,640+ per workload)
+    stop = min(len(series), int(math.floor((now - series.start) / series.step_s + 1e-9)) + 1)
+    first = max(0, int(math.ceil((now - limit - series.start) / series.step_s - 1e-9)))
+    if stop <= first:
+        return None
+    tail = series.values[first:stop]
+    ok = np.flatnonzero(np.isfinite(tail) & (tail >= 0))
     if ok.size == 0:
         return None
-    j = int(ok[-1])
-    t = upto.start + j * upto.step_s
-    if now - t > FRESH_STEPS * max(interval_s, upto.step_s):
-        return None
-    return float(vals[j])
+    return float(tail[ok[-1]])
 
 
 class OutcomeBook:

@@ -47,6 +47,8 @@ def test_a_tiny_run_measures_every_section_and_stops_the_emulator(tmp_path: Path
     cap = doc["params"]["status_max_writes"]
     size = doc["sizes"][str(N)]
     for name in SECTIONS:
+        if name == "outcomes":
+            continue  # a section of parts, below
         section = size[name]
         for key in ("median_cpu_s", "median_wall_s", "requests", "by_request", "peak_rss_mb", "runs"):
             assert key in section, (name, key)
@@ -90,6 +92,14 @@ def test_a_tiny_run_measures_every_section_and_stops_the_emulator(tmp_path: Path
     journal = size["journal"]
     assert journal["requests"] == 0 and journal["applied"] == N
     assert journal["median_cpu_ms_per_action"] > 0
+    # the measured outcomes: every service scored once a cycle, one row each per bucket, an hour
+    # of them summed to one per workload; no request to the API server
+    outcomes = size["outcomes"]
+    assert set(outcomes) == {"step", "write", "window"}
+    assert outcomes["step"]["scored"] == N and outcomes["write"]["rows"] == N
+    assert outcomes["window"]["workloads"] == N
+    assert all(part["requests"] == 0 and len(part["runs"]) == 2 for part in outcomes.values())
+    assert "outcomes.step" in out.stdout and "outcomes.window" in out.stdout
     # reconcile: every planned row read once, no write to a Deployment
     rec = size["reconcile"]
     assert rec["rows"] == N and sum(rec["states"].values()) == N

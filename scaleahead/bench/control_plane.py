@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import resource
 import select
@@ -67,6 +68,7 @@ SECTIONS = (
     "read_state",
     "apply_plan",
     "journal",
+    "outcomes",
     "reconcile",
 )
 
@@ -462,7 +464,55 @@ def bench_size(
         result["median_wall_ms_per_action"] = round(1000 * result["median_wall_s"] / max(workloads, 1), 4)
         done("journal", result)
 
-        # 6. reconcile N rows left planned (as after a crash between journal and API call)
+        # 6. the leader's measured outcomes (scaleahead.outcomes): one cycle's scoring of every
+        # service (a day of real demand each, the state as read above), one bucket's write to
+        # SQLite, and an hour's window summed as `rollout evaluate --measured` reads it
+        from scaleahead.outcomes import BUCKET_S, OutcomeBook
+        from scaleahead.traces import load_series
+        from scaleahead.types import ClusterState, WorkloadState
+
+        nasa = load_series("nasa-10s")
+        day = nasa.between(nasa.start, nasa.start + 86400.0)
+        history = {r: day for r in refs}
+        now = day.end
+        state = ClusterState({r: WorkloadState(r, 3, 3) for r in refs})
+        book = OutcomeBook()
+        ostore = Store(f"sqlite:///{workdir / f'outcomes-{workloads}.db'}")
+        ostore.upgrade()
+        flushed = [0]
+
+        def score() -> dict[str, Any]:
+            return {"scored": book.step(policies, state, history, now, 10.0, {})}
+
+        def write() -> dict[str, Any]:
+            rows = book.take(math.inf)
+            for row in rows:  # each write another bucket, as the loop writes one per 5 minutes
+                row["bucket"] += flushed[0] * BUCKET_S
+            flushed[0] += 1
+            return {"rows": ostore.record_outcomes(rows)}
+
+        def window() -> dict[str, Any]:
+            return {"workloads": len(ostore.outcome_sums(-math.inf, rollout_id=0))}
+
+        def one_cycle() -> None:
+            book.step(policies, state, history, now, 10.0, {})
+
+        def an_hour() -> None:
+            for _ in range(11):  # with the one written each time: twelve buckets, a canary's window
+                one_cycle()
+                write()
+
+        done(
+            "outcomes",
+            {
+                "step": _measure(counter, repeat, score),
+                "write": _measure(counter, repeat, write, before=one_cycle),
+                "window": _measure(counter, repeat, window, before=an_hour),
+            },
+        )
+        ostore.close()
+
+        # 7. reconcile N rows left planned (as after a crash between journal and API call)
         def leave_planned() -> None:
             store.record_plan(scale_up(replicas[0]), source="actuator")
 

@@ -44,6 +44,12 @@ def _note(name: str, s: dict[str, Any]) -> str:
         return f"applied {s['applied']}, skipped {s['skipped']}{extra}, failed {s['failed']}{per}"
     if name == "reconcile":
         return f"{s['rows']} rows: " + ", ".join(f"{k} {v}" for k, v in s["states"].items())
+    if name == "outcomes.step":
+        return f"{s['scored']} services scored (one cycle)"
+    if name == "outcomes.write":
+        return f"{s['rows']} rows written (one bucket)"
+    if name == "outcomes.window":
+        return f"{s['workloads']} workloads summed over 12 buckets"
     return ""
 
 
@@ -90,6 +96,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
 
         def show(n: int, name: str, s: dict[str, Any]) -> None:
+            if "median_cpu_s" not in s:  # a section of parts (outcomes: step, write, window)
+                for part, sub in s.items():
+                    show(n, f"{name}.{part}", sub)
+                return
             print(
                 f"{n:>6} {name:<24} {s['median_cpu_s']:>8.3f} {s['median_wall_s']:>8.3f} {s['requests']:>8} "
                 f"{s['peak_rss_mb']:>7.1f}  {_note(name, s)}",
