@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 #: Length of an outcome bucket (s); buckets start at multiples of it (epoch time).
 BUCKET_S = 300.0
 
+#: Baselines come from the same hours this many seconds (whole multiples) before the window: a day.
+BASELINE_PERIOD_S = 86400.0
+
 #: A demand sample older than this many control intervals (or history steps) is not scored.
 FRESH_STEPS = 3.0
 
@@ -224,6 +227,12 @@ class MeasuredWindow:
     #: Workloads whose rows in the window name another arm than the rollout assigns them now
     #: (the loop follows a new share within a minute): those rows are left out.
     other_arm: tuple[str, ...] = ()
+    #: The same hours of an earlier day (NaN: not looked for), and how many workloads had their
+    #: baseline there, and how many from the window right before the start (``baseline_start``..).
+    day_before_start: float = math.nan
+    day_before_end: float = math.nan
+    baselines_day_before: int = 0
+    baselines_before_start: int = 0
 
 
 def window_start(rollout: StoredRollout) -> float:
@@ -237,29 +246,50 @@ def window_start(rollout: StoredRollout) -> float:
     return float(rollout.started_at)
 
 
+def _champion_sums(store: Store, start: float, end: float, workloads: set[str]) -> dict[str, dict[str, Any]]:
+    """Per workload, the summed rows of ``[start, end)`` on the champion arm (any rollout, or none)."""
+    base: dict[str, dict[str, Any]] = {}
+    for d in store.outcome_sums(start, end, workloads=workloads):
+        if d["arm"] != "champion":
+            continue  # another rollout's challenger acted then: not the champion's outcome
+        acc = base.setdefault(d["workload"], {k: 0 for k in d if k not in ("workload", "rollout_id", "arm")})
+        for k in acc:
+            acc[k] += d[k]
+    return {w: d for w, d in base.items() if d["steps"] > 0 or d["forecasts"] > 0}
+
+
 def measured_outcomes(
-    store: Store, rollout: StoredRollout, now: float, baseline_s: float | None = None
+    store: Store,
+    rollout: StoredRollout,
+    now: float,
+    baseline_s: float | None = None,
+    period_s: float = BASELINE_PERIOD_S,
 ) -> tuple[dict[str, list[Outcome]], MeasuredWindow]:
     """Each workload's measured outcome in ``rollout``'s arms over its current window (buckets that
-    start at or after ``window_start`` and end by ``now``), with baselines from the window of
-    ``baseline_s`` (default: the canary's ``window_s``, 3600 s) before the rollout started, when the
-    workload was on the champion. Shadow: the champion's outcomes in both arms' rows, the
-    challenger's forecast error only (it does not act)."""
+    start at or after ``window_start`` and end by ``now``), with its baseline on the champion:
+
+    - **the same hours of an earlier day** (``period_s``, a day): the window moved back by whole
+      periods until it ends before the rollout started, so a workload's daily rhythm (busy at noon,
+      idle at night) is not taken for a difference between the models;
+    - else (a workload with nothing recorded then: newer, or the daemon was not running) the
+      ``baseline_s`` (default: the canary's ``window_s``, 3600 s) right before the rollout started.
+
+    Shadow: the champion's outcomes in both arms' rows, the challenger's forecast error only (it
+    does not act)."""
     from actuator.rollouts import CanaryParams, assign
 
     start = window_start(rollout)
     end = bucket_of(now)  # only whole buckets: the current one is still being written
+    first = math.ceil(start / BUCKET_S) * BUCKET_S
     span = float(baseline_s if baseline_s is not None else CanaryParams.from_stored(rollout.params).window_s)
     b_end = bucket_of(rollout.started_at)
     b_start = b_end - span
-    rows = store.outcome_sums(math.ceil(start / BUCKET_S) * BUCKET_S, end, rollout_id=rollout.id)
-    base: dict[str, dict[str, Any]] = {}
-    for d in store.outcome_sums(b_start, b_end, workloads={r["workload"] for r in rows}):
-        if d["arm"] != "champion":
-            continue  # another rollout's challenger acted then: not this champion's baseline
-        acc = base.setdefault(d["workload"], {k: 0 for k in d if k not in ("workload", "rollout_id", "arm")})
-        for k in acc:
-            acc[k] += d[k]
+    rows = store.outcome_sums(first, end, rollout_id=rollout.id)
+    names = {r["workload"] for r in rows}
+    shift = period_s * max(1, math.ceil((end - b_end) / period_s - 1e-9)) if period_s > 0 else math.inf
+    day_before = _champion_sums(store, first - shift, end - shift, names) if math.isfinite(shift) else {}
+    before_start = _champion_sums(store, b_start, b_end, names - set(day_before))
+    base = {**before_start, **day_before}
     arms: dict[str, list[Outcome]] = {"champion": [], "challenger": []}
     other: list[str] = []
     salt = str(rollout.params.get("salt", ""))
@@ -277,4 +307,15 @@ def measured_outcomes(
             Outcome(o.workload, math.nan, math.nan, o.forecast_error, baseline_forecast_error=o.baseline_forecast_error)
             for o in arms["challenger"]
         ]
-    return arms, MeasuredWindow(start, end, b_start, b_end, tuple(sorted(set(other))))
+    measured = MeasuredWindow(
+        start,
+        end,
+        b_start,
+        b_end,
+        tuple(sorted(set(other))),
+        first - shift if math.isfinite(shift) else math.nan,
+        end - shift if math.isfinite(shift) else math.nan,
+        len(names & set(day_before)),
+        len(names & set(before_start)),
+    )
+    return arms, measured

@@ -132,3 +132,51 @@ def test_measured_outcomes_take_the_current_shares_window_and_the_champions_base
     assert len(arms["champion"]) + len(arms["challenger"]) == len(names)
     o = next(x for x in [*arms["champion"], *arms["challenger"]] if x.workload == moved[0])
     assert (o.violation_fraction, o.cost_per_demand, o.forecast_error) == (0.1, 3.0, 0.25)  # its lagged row left out
+
+
+def test_the_baseline_is_the_same_hours_of_an_earlier_day_when_recorded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from actuator.rollouts import CanaryParams, RolloutBook
+    from scaleahead.outcomes import measured_outcomes
+
+    store = Store(f"sqlite:///{tmp_path / 'o.db'}")
+    day = 86400.0
+    t0 = 10 * day + 3600.0  # the rollout starts at 01:00
+    rid = RolloutBook(store).start("default", "canary", "a", "b", t0, canary=CanaryParams(window_s=3600.0))
+    r = store.rollout(rid)
+    old, new = "Deployment/s/old", "Deployment/s/new"
+    rows = [
+        # the window, 26-27 h after the start (an evaluation long after it): both on the champion
+        *(
+            _row(
+                w,
+                t0 + 26 * 3600.0,
+                rid,
+                "champion",
+                steps=10,
+                short_steps=2,
+                capacity_seconds=40.0,
+                demand_seconds=10.0,
+            )
+            for w in (old, new)
+        ),
+        # the same hours two days before (one day before is during the rollout): old only
+        _row(old, t0 + 26 * 3600.0 - 2 * day, steps=10, short_steps=1, capacity_seconds=30.0, demand_seconds=10.0),
+        # ... and another rollout's challenger then, which is not the champion's
+        _row(old, t0 + 26 * 3600.0 - 2 * day, 9, "challenger", steps=10, short_steps=10),
+        # the hour before the start: both
+        *(
+            _row(w, t0 - 3600.0, steps=10, short_steps=5, capacity_seconds=90.0, demand_seconds=10.0)
+            for w in (old, new)
+        ),
+    ]
+    store.record_outcomes(rows)
+    arms, w = measured_outcomes(store, r, t0 + 27 * 3600.0)
+    by = {o.workload: o for o in arms["champion"]}
+    assert (by[old].baseline_violation_fraction, by[old].baseline_cost_per_demand) == (0.1, 3.0)  # the day before
+    assert (by[new].baseline_violation_fraction, by[new].baseline_cost_per_demand) == (0.5, 9.0)  # before the start
+    # the window runs from the start (nothing decided yet): 27 hours, moved back two days
+    assert (w.day_before_start, w.day_before_end) == (t0 - 2 * day, t0 + 27 * 3600.0 - 2 * day)
+    assert (w.baselines_day_before, w.baselines_before_start) == (1, 1)
+    # a window within the first day: one day back ends before the start
+    arms, w = measured_outcomes(store, r, t0 + 3600.0)
+    assert (w.day_before_start, w.day_before_end) == (t0 - day, t0 + 3600.0 - day)

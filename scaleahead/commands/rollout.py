@@ -278,8 +278,10 @@ def _print_window(r: Any, measured: Any, arms: Any) -> None:
     n = {a: len(arms.get(a, [])) for a in ("champion", "challenger")}
     console.print(
         f"rollout {r.id} ({r.mode}, group {r.group}): outcomes measured {iso(measured.start)} - {iso(measured.end)}, "
-        f"{n['champion']} champion and {n['challenger']} challenger workload(s); baselines "
-        f"{iso(measured.baseline_start)} - {iso(measured.baseline_end)}",
+        f"{n['champion']} champion and {n['challenger']} challenger workload(s); baselines: "
+        f"{measured.baselines_day_before} from the same hours of an earlier day ({iso(measured.day_before_start)} - "
+        f"{iso(measured.day_before_end)}), {measured.baselines_before_start} from before the start "
+        f"({iso(measured.baseline_start)} - {iso(measured.baseline_end)})",
         markup=False,
     )
     if measured.other_arm:
