@@ -230,9 +230,19 @@ def _test_values(outcomes: Sequence[Outcome], metric: str, log: bool, paired: bo
     return out
 
 
-def _has_baselines(outcomes: Iterable[Outcome], metric: str) -> bool:
-    measured = [o for o in outcomes if math.isfinite(getattr(o, metric))]
-    return bool(measured) and all(math.isfinite(getattr(o, f"baseline_{metric}")) for o in measured)
+def _with_baseline(outcomes: Iterable[Outcome], metric: str) -> int:
+    """How many of ``outcomes`` have ``metric`` and its baseline."""
+    return sum(
+        1 for o in outcomes if math.isfinite(getattr(o, metric)) and math.isfinite(getattr(o, f"baseline_{metric}"))
+    )
+
+
+def _has_baselines(champion: Sequence[Outcome], challenger: Sequence[Outcome], metric: str, need: int) -> bool:
+    """Whether ``metric`` is tested paired: at least ``need`` workloads of each arm have it and a
+    baseline (the others are then left out of that metric). Until 2026-12-06 one workload without a
+    baseline (new, or idle in the baseline window) made the metric unpaired for all (an audit: an
+    identical challenger then went from "shown no worse" to inconclusive)."""
+    return min(_with_baseline(champion, metric), _with_baseline(challenger, metric)) >= need
 
 
 def _welch_bounds(a: Sequence[float], b: Sequence[float], level: float) -> tuple[float, float, float]:
@@ -304,7 +314,7 @@ def decide_canary(
             summary,
         )
     tested = [
-        (m, log, getattr(params, field), worse, _has_baselines([*champion, *challenger], m))
+        (m, log, getattr(params, field), worse, _has_baselines(champion, challenger, m, need))
         for m, log, field, worse in _CANARY_METRICS
     ]
     floors = {m: _log_floor([*champion, *challenger], m) if log else 0.0 for m, log, _, _, _ in tested}
@@ -322,6 +332,9 @@ def decide_canary(
         d, low, high = _welch_bounds(*values[m], level)
         summary.update({f"{m}_difference": d, f"{m}_low": low, f"{m}_high": high, f"{m}_margin": bound})
         summary[f"{m}_paired"] = float(paired)
+        if paired:  # the workloads with the metric but no baseline, left out of the paired test
+            measured = sum(1 for o in [*champion, *challenger] if math.isfinite(getattr(o, m)))
+            summary[f"{m}_without_baseline"] = float(measured - _with_baseline([*champion, *challenger], m))
         scale = " (log)" if log else ""
         if low > bound:
             return Decision(
@@ -353,6 +366,32 @@ def decide_canary(
         share,
         f"inconclusive at {share:.0%} ({'; '.join(open_)}): another window at the same share "
         f"({inconclusive + 1} of {params.max_inconclusive_windows + 1})",
+        summary,
+    )
+
+
+def not_measured(
+    params: CanaryParams, share: float, champion: Sequence[Outcome], challenger: Sequence[Outcome], inconclusive: int
+) -> Decision:
+    """A window of measured outcomes (``RolloutBook.evaluate(measured=True)``) in which an arm has
+    fewer than ``min_workloads_per_arm`` workloads measured for enough of it: inconclusive (another
+    window at the same share), and after ``max_inconclusive_windows`` such windows rolled back. Never
+    an advance or promotion: a Prometheus or database outage is not evidence that the challenger
+    is no worse (found by an audit: the daemon promoted a canary on windows with no rows at all)."""
+    need = max(2, params.min_workloads_per_arm)
+    summary: dict[str, float] = {
+        f"{arm}_{m}": _mean(o, m) for arm, o in (("champion", champion), ("challenger", challenger)) for m in METRICS
+    }
+    few = (
+        f"too few workloads measured at {share:.0%} ({len(champion)} champion, {len(challenger)} challenger "
+        f"measured for enough of the window; need {need} each: was the loop, Prometheus or the database down?)"
+    )
+    if inconclusive >= params.max_inconclusive_windows:
+        return Decision("rollback", 0.0, f"{few} after {inconclusive + 1} windows: rolled back, nothing shown", summary)
+    return Decision(
+        "wait",
+        share,
+        f"{few}: another window at the same share ({inconclusive + 1} of {params.max_inconclusive_windows + 1})",
         summary,
     )
 
@@ -597,8 +636,13 @@ class RolloutBook:
         outcomes: Mapping[Arm, Sequence[Outcome]],
         now: float,
         check_promotion: PromotionCheck | None = None,
+        measured: bool = False,
     ) -> dict[str, Any]:
         """Feed measured outcomes; a canary advances/promotes/rolls back; A/B and shadow report.
+
+        ``measured``: the outcomes are the daemon's own (``scaleahead.outcomes``), where an arm
+        with too few workloads means too few were *measured* (an outage), not a small group: such a
+        window is inconclusive (``not_measured``), never an advance without a comparison.
 
         The decision is recorded only if the rollout is still as ``rollout`` was read (running, same
         share, not updated since): an abort, supersede, promotion or another evaluation committed
@@ -645,6 +689,13 @@ class RolloutBook:
                     f"the challenger has run at {rollout.share:.0%} for {max(now - since, 0.0):.0f} s of the "
                     f"{params.window_s:.0f} s window; a shorter time does not decide",
                 )
+            elif (
+                measured
+                and rollout.share < 1.0 - 1e-12
+                and min(len(champ), len(chal)) < max(2, params.min_workloads_per_arm)
+            ):
+                d = not_measured(params, rollout.share, champ, chal, inconclusive)
+                decided = True
             else:
                 d = decide_canary(params, rollout.share, champ, chal, None, inconclusive, compared)
                 decided = True

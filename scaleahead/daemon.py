@@ -243,8 +243,11 @@ class LiveError:
     weighted mean (``alpha`` per matured forecast), the overall error the median over workloads.
     """
 
-    def __init__(self, sample_interval_s: float = 300.0, alpha: float = 0.2) -> None:
+    def __init__(self, sample_interval_s: float = 300.0, alpha: float = 0.2, report: bool = True) -> None:
         self.sample_interval_s = sample_interval_s
+        #: Whether to keep the accuracy report's counts (``daily``, ``_forgotten``); a shadow
+        #: challenger's scorer only feeds the measured outcomes (``on_score``).
+        self.report = report
         self.alpha = alpha
         self.pending: dict[WorkloadRef, list[_Pending]] = {}
         self.last_sample: dict[WorkloadRef, float] = {}
@@ -268,7 +271,8 @@ class LiveError:
     def forget(self, keys: set[str]) -> None:
         """Drop everything kept for the workloads ``keys`` (their policies were removed)."""
         with self.daily_lock:
-            self._forgotten |= keys
+            if self.report:
+                self._forgotten |= keys
             tables: tuple[dict[WorkloadRef, Any], ...] = (self.pending, self.last_sample, self.error, self.daily)
             for table in tables:
                 for ref in [r for r in table if r.key in keys]:
@@ -314,13 +318,14 @@ class LiveError:
             self.pending[ref] = keep
 
     def _score(self, ref: WorkloadRef, p: _Pending, actual: np.ndarray) -> None:
-        ok = np.isfinite(actual)
+        # a sample beyond float32 (an exporter's 1e308 glitch) is missing, as for the forecasters
+        ok = np.isfinite(actual) & (np.abs(actual) <= F32_MAX)
         if ok.sum() < max(1, len(actual) // 2):
             return
         err = float(np.abs(p.median[ok] - actual[ok]).sum())
         tot = float(np.abs(actual[ok]).sum())
         with self.daily_lock:  # the report job takes the day's counts on its own thread
-            day = self.daily.setdefault(ref, _Daily())
+            day = self.daily.setdefault(ref, _Daily()) if self.report else _Daily()
             day.abs_err += err
             day.actual += tot
             day.under_q90 += int((actual[ok] <= p.q90[ok]).sum())
@@ -673,7 +678,7 @@ class Daemon:
         #: Each service's measured outcome per bucket and rollout arm (``scaleahead.outcomes``), and a
         #: shadow rollout's challenger forecasts scored like production's (only for those outcomes).
         self.outcomes = OutcomeBook()
-        self.shadow_live = LiveError(settings.jobs.error_sample_interval_s)
+        self.shadow_live = LiveError(settings.jobs.error_sample_interval_s, report=False)
         self.live.on_score = self.shadow_live.on_score = self.outcomes.score
         self.artifact_dir = artifact_dir
         self.report_dir = report_dir
@@ -1028,12 +1033,17 @@ class Daemon:
         for p in policies:
             ref = p.workload
             view = next((v for v in running if v.covers(p.spec.rollout_group)), None)
-            rid = (view.rollout_id or 0) if view is not None else 0
-            if ref in report.versions:
-                arms[ref] = (rid, "challenger", report.versions[ref])
+            if view is None:
+                arms[ref] = (0, "champion", production)
+                continue
+            rid = view.rollout_id or 0
+            # the arm the rollout assigns, whatever acted: a challenger that failed to forecast is
+            # measured in its arm (its fallback steps counted), not moved to the champion's
+            if view.arm(ref.key) == "challenger":
+                arms[ref] = (rid, "challenger", view.challenger_version)
             else:
                 arms[ref] = (rid, "champion", production)
-            if view is not None and ref in report.shadow_forecasts:
+            if ref in report.shadow_forecasts:
                 shadow[ref] = (rid, "challenger", view.challenger_version)
         return arms, shadow
 
@@ -1051,8 +1061,17 @@ class Daemon:
         if store is None or not settings.jobs.record_outcomes:
             self.outcomes.sums.clear()
             return
-        read = [p for p in policies if p.workload.key not in report.errors]
-        self.outcomes.step(read, self.target.last_state, self.history.last, now, settings.loop.interval_s, arms)
+        # Every workload whose state and fresh demand were read is scored, whatever failed for it
+        # (a forecast, the challenger's): a fallback step counts in its arm, and is counted.
+        fallbacks = {
+            p.workload
+            for p in policies
+            if p.workload not in report.forecasts
+            or (arms.get(p.workload, (0, "champion", None))[1] == "challenger" and p.workload not in report.versions)
+        }
+        self.outcomes.step(
+            policies, self.target.last_state, self.history.last, now, settings.loop.interval_s, arms, fallbacks
+        )
         rows = self.outcomes.take(now)
         if not rows:
             return
@@ -1559,11 +1578,11 @@ class Daemon:
             ids = [rid for rid, _ in self.trials.values()]
         decided: list[dict[str, Any]] = []
         for r in store.rollouts(ids=ids) if ids else []:
-            if r.state != "running" or r.mode != "canary":
-                continue
+            if r.state != "running" or r.mode != "canary" or r.share >= 1.0 - 1e-12:
+                continue  # at 100 % nothing is left to compare with: promote or abort it by hand
             window = CanaryParams.from_stored(r.params).window_s
-            if now - window_start(r) < window + BUCKET_S:
-                continue  # the window's last bucket is written by the cycle after it ends
+            if now - window_start(r) < window + BUCKET_S + self.settings.loop.interval_s:
+                continue  # the window's last bucket is written by the first cycle after it ends
 
             def check(rollout: Any) -> None:
                 note = loadable_challenger(
@@ -1579,7 +1598,7 @@ class Daemon:
 
             try:
                 arms, measured = measured_outcomes(store, r, now)
-                entry = book.evaluate(r, arms, now, check_promotion=check)  # type: ignore[arg-type]
+                entry = book.evaluate(r, arms, now, check_promotion=check, measured=True)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - the canary stays as it was; tried at the next check
                 log.warning(
                     "canary rollout %d (group %s) was not evaluated: %s",
@@ -1606,6 +1625,7 @@ class Daemon:
                     "champion_workloads": entry.get("champion_workloads"),
                     "challenger_workloads": entry.get("challenger_workloads"),
                     "other_arm": len(measured.other_arm),
+                    "under_measured": len(measured.under_measured),
                 },
             )
         return decided

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scaleahead.policy import Policy, WorkloadClass
-from scaleahead.types import ClusterState, Series, WorkloadRef
+from scaleahead.types import F32_MAX, ClusterState, Series, WorkloadRef
 
 if TYPE_CHECKING:
     from actuator.rollouts import Outcome
@@ -44,6 +44,10 @@ BUCKET_S = 300.0
 
 #: Baselines come from the same hours this many seconds (whole multiples) before the window: a day.
 BASELINE_PERIOD_S = 86400.0
+
+#: A workload counts in a window (and a baseline) only when its scored steps cover at least this
+#: share of it: an outage of the loop, of Prometheus or of the database is not a measurement.
+MIN_COVERAGE = 0.8
 
 #: A demand sample older than this many control intervals (or history steps) is not scored.
 FRESH_STEPS = 3.0
@@ -57,7 +61,9 @@ NO_ROLLOUT: ArmOf = (0, "champion", None)
 @dataclass
 class _Sums:
     steps: int = 0
+    seconds: float = 0.0
     short_steps: int = 0
+    fallback_steps: int = 0
     capacity_seconds: float = 0.0
     demand_seconds: float = 0.0
     error_abs: float = 0.0
@@ -85,7 +91,8 @@ def fresh_demand(series: Series | None, now: float, interval_s: float) -> float 
     if stop <= first:
         return None
     tail = series.values[first:stop]
-    ok = np.flatnonzero(np.isfinite(tail) & (tail >= 0))
+    # a sample beyond float32 (an exporter's 1e308 glitch) is missing, as everywhere the loop reads history
+    ok = np.flatnonzero(np.isfinite(tail) & (tail >= 0) & (tail <= F32_MAX))
     if ok.size == 0:
         return None
     return float(tail[ok[-1]])
@@ -109,9 +116,11 @@ class OutcomeBook:
         now: float,
         interval_s: float,
         arms: Mapping[WorkloadRef, ArmOf],
+        fallbacks: Collection[WorkloadRef] = (),
     ) -> int:
         """Score one control cycle at ``now`` (each service's state as read this cycle, the demand
-        history read this cycle, the arm that acted for it). Returns how many were scored."""
+        history read this cycle, the arm it is in; ``fallbacks``: those whose arm's model made no
+        forecast for it, so the policy's fallback acted). Returns how many were scored."""
         bucket = bucket_of(now)
         scored = 0
         with self._lock:
@@ -129,7 +138,9 @@ class OutcomeBook:
                 rid, arm, version = arms.get(ref, NO_ROLLOUT)
                 s = self.sums.setdefault((ref.key, bucket, rid, arm, version), _Sums())
                 s.steps += 1
+                s.seconds += interval_s
                 s.short_steps += int(demand > c * max(0, ws.ready_replicas))
+                s.fallback_steps += int(ref in fallbacks)
                 s.capacity_seconds += c * max(0, ws.replicas) * interval_s
                 s.demand_seconds += demand * interval_s
                 scored += 1
@@ -165,7 +176,9 @@ class OutcomeBook:
                         "arm": arm,
                         "model_version_id": version,
                         "steps": s.steps,
+                        "seconds": s.seconds,
                         "short_steps": s.short_steps,
+                        "fallback_steps": s.fallback_steps,
                         "capacity_seconds": s.capacity_seconds,
                         "demand_seconds": s.demand_seconds,
                         "error_abs": s.error_abs,
@@ -182,7 +195,9 @@ class OutcomeBook:
                 key = (r["workload"], r["bucket"], r["rollout_id"], r["arm"], r["model_version_id"])
                 s = self.sums.setdefault(key, _Sums())
                 s.steps += r["steps"]
+                s.seconds += r["seconds"]
                 s.short_steps += r["short_steps"]
+                s.fallback_steps += r["fallback_steps"]
                 s.capacity_seconds += r["capacity_seconds"]
                 s.demand_seconds += r["demand_seconds"]
                 s.error_abs += r["error_abs"]
@@ -218,7 +233,8 @@ def outcome_of(workload: str, sums: Mapping[str, Any], baseline: Mapping[str, An
 
 @dataclass(frozen=True)
 class MeasuredWindow:
-    """What ``measured_outcomes`` compared: the window, its baseline window, and what it left out."""
+    """What ``measured_outcomes`` compared: the window (``start``: its first whole bucket), its
+    baseline windows, and what it left out."""
 
     start: float
     end: float
@@ -233,6 +249,9 @@ class MeasuredWindow:
     day_before_end: float = math.nan
     baselines_day_before: int = 0
     baselines_before_start: int = 0
+    #: Workloads measured for less than ``MIN_COVERAGE`` of the window (the loop or the database
+    #: down, no fresh demand, a workload backing off): left out.
+    under_measured: tuple[str, ...] = ()
 
 
 def window_start(rollout: StoredRollout) -> float:
@@ -247,7 +266,8 @@ def window_start(rollout: StoredRollout) -> float:
 
 
 def _champion_sums(store: Store, start: float, end: float, workloads: set[str]) -> dict[str, dict[str, Any]]:
-    """Per workload, the summed rows of ``[start, end)`` on the champion arm (any rollout, or none)."""
+    """Per workload, the summed rows of ``[start, end)`` on the champion arm (any rollout, or none),
+    of the workloads measured for at least ``MIN_COVERAGE`` of that time."""
     base: dict[str, dict[str, Any]] = {}
     for d in store.outcome_sums(start, end, workloads=workloads):
         if d["arm"] != "champion":
@@ -255,7 +275,7 @@ def _champion_sums(store: Store, start: float, end: float, workloads: set[str]) 
         acc = base.setdefault(d["workload"], {k: 0 for k in d if k not in ("workload", "rollout_id", "arm")})
         for k in acc:
             acc[k] += d[k]
-    return {w: d for w, d in base.items() if d["steps"] > 0 or d["forecasts"] > 0}
+    return {w: d for w, d in base.items() if d["seconds"] >= MIN_COVERAGE * (end - start)}
 
 
 def measured_outcomes(
@@ -292,11 +312,16 @@ def measured_outcomes(
     base = {**before_start, **day_before}
     arms: dict[str, list[Outcome]] = {"champion": [], "challenger": []}
     other: list[str] = []
+    short: list[str] = []
     salt = str(rollout.params.get("salt", ""))
     for d in rows:
         w, arm = d["workload"], d["arm"]
         if rollout.mode != "shadow" and arm != assign(w, rollout.share, salt):
             other.append(w)
+            continue
+        forecast_only = rollout.mode == "shadow" and arm == "challenger"
+        if (d["forecasts"] < 1) if forecast_only else (d["seconds"] < MIN_COVERAGE * (end - first)):
+            short.append(w)  # measured for too little of the window: a part is not the whole
             continue
         arms.setdefault(arm, []).append(outcome_of(w, d, base.get(w)))
     if rollout.mode == "shadow":
@@ -308,7 +333,7 @@ def measured_outcomes(
             for o in arms["challenger"]
         ]
     measured = MeasuredWindow(
-        start,
+        first,
         end,
         b_start,
         b_end,
@@ -317,5 +342,6 @@ def measured_outcomes(
         end - shift if math.isfinite(shift) else math.nan,
         len(names & set(day_before)),
         len(names & set(before_start)),
+        tuple(sorted(set(short))),
     )
     return arms, measured

@@ -246,7 +246,11 @@ class OutcomeRow(Base):
     arm: Mapped[str] = mapped_column(String(16))
     model_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     steps: Mapped[int] = mapped_column(Integer, default=0)
+    #: Seconds the scored steps cover (steps x the control interval): how much of a window was measured.
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
     short_steps: Mapped[int] = mapped_column(Integer, default=0)
+    #: Scored steps in which the arm's model made no forecast for the workload (the policy's fallback acted).
+    fallback_steps: Mapped[int] = mapped_column(Integer, default=0)
     capacity_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     demand_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     error_abs: Mapped[float] = mapped_column(Float, default=0.0)

@@ -1749,6 +1749,13 @@ class Store:
             return 0
         for r in rows:
             _check_lengths(OutcomeRow.__table__, {"workload": r["workload"], "arm": r["arm"]})
+            bad = [k for k, v in r.items() if isinstance(v, float) and not math.isfinite(v)]
+            if bad:
+                raise DataError(
+                    f"Cannot record the measured outcome of {r['workload']} (bucket {r['bucket']:.0f}): "
+                    f"{', '.join(bad)} is not a finite number; nothing was recorded.",
+                    "This is a bug in what measured it (a glitch sample should count as missing): report it.",
+                )
         with self.session() as s:
             s.execute(insert(OutcomeRow), [dict(r) for r in rows])
         return len(rows)
@@ -1766,7 +1773,9 @@ class Store:
         ``arm`` and the summed columns."""
         cols = (
             OutcomeRow.steps,
+            OutcomeRow.seconds,
             OutcomeRow.short_steps,
+            OutcomeRow.fallback_steps,
             OutcomeRow.capacity_seconds,
             OutcomeRow.demand_seconds,
             OutcomeRow.error_abs,
@@ -1791,7 +1800,9 @@ class Store:
                     continue
                 d = dict(row._mapping)
                 for c in cols:
-                    d[c.key] = (int if c.key in ("steps", "short_steps", "forecasts") else float)(d[c.key] or 0)
+                    d[c.key] = (int if c.key in ("steps", "short_steps", "fallback_steps", "forecasts") else float)(
+                        d[c.key] or 0
+                    )
                 out.append(d)
         return out
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import Cli
-
 from scaleahead.bench.canary import DelayedTarget
 from scaleahead.clock import VirtualClock
 from scaleahead.types import Reason, ScaleTo, WorkloadRef
+from tests.conftest import Cli
 
 WHY = Reason("test", "because")
 

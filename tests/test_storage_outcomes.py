@@ -16,7 +16,9 @@ def _row(workload: str, bucket: float, rollout_id: int = 0, arm: str = "champion
         "arm": arm,
         "model_version_id": None,
         "steps": 0,
+        "seconds": 0.0,
         "short_steps": 0,
+        "fallback_steps": 0,
         "capacity_seconds": 0.0,
         "demand_seconds": 0.0,
         "error_abs": 0.0,
@@ -101,15 +103,37 @@ def test_measured_outcomes_take_the_current_shares_window_and_the_champions_base
     rows = []
     for n in names:
         rows.append(
-            _row(n, t0 - 1200.0, steps=10, short_steps=1, capacity_seconds=20.0, demand_seconds=10.0)
+            _row(n, t0 - 1200.0, steps=10, seconds=1200.0, short_steps=1, capacity_seconds=20.0, demand_seconds=10.0)
         )  # baseline
         rows.append(
             _row(n, t0 - 2400.0, steps=10, short_steps=9, capacity_seconds=99.0, demand_seconds=1.0)
         )  # before it
         rows.append(_row(n, t0 - 900.0, 3, "challenger", steps=10, short_steps=10))  # another rollout's challenger then
-        rows.append(_row(n, t0, rid, first[n], steps=10, short_steps=5, capacity_seconds=50.0, demand_seconds=10.0))
         rows.append(
-            _row(n, t0 + 1500.0, rid, second[n], steps=20, short_steps=2, capacity_seconds=60.0, demand_seconds=20.0)
+            _row(
+                n,
+                t0,
+                rid,
+                first[n],
+                steps=10,
+                seconds=1200.0,
+                short_steps=5,
+                capacity_seconds=50.0,
+                demand_seconds=10.0,
+            )
+        )
+        rows.append(
+            _row(
+                n,
+                t0 + 1500.0,
+                rid,
+                second[n],
+                steps=20,
+                seconds=1200.0,
+                short_steps=2,
+                capacity_seconds=60.0,
+                demand_seconds=20.0,
+            )
         )
         rows.append(_row(n, t0 + 1500.0, rid, second[n], error_abs=1.0, error_actual=4.0, forecasts=2))
     rows.append(_row(moved[0], t0 + 1500.0, rid, first[moved[0]], steps=3, short_steps=3))  # the loop lagged a minute
@@ -127,7 +151,7 @@ def test_measured_outcomes_take_the_current_shares_window_and_the_champions_base
     store.update_rollout(r, t0 + 1300.0, share=0.5, results={"history": [{"at": t0 + 1300.0, "decision": "advance"}]})
     r2 = store.rollout(rid)
     arms, w = measured_outcomes(store, r2, t0 + 2700.0)
-    assert w.start == t0 + 1300.0 and w.other_arm == (moved[0],)
+    assert w.start == t0 + 1500.0 and w.other_arm == (moved[0],)  # its first whole bucket
     assert {o.workload for o in arms["challenger"]} == {n for n in names if second[n] == "challenger"}
     assert len(arms["champion"]) + len(arms["challenger"]) == len(names)
     o = next(x for x in [*arms["champion"], *arms["challenger"]] if x.workload == moved[0])
@@ -153,6 +177,7 @@ def test_the_baseline_is_the_same_hours_of_an_earlier_day_when_recorded(tmp_path
                 rid,
                 "champion",
                 steps=10,
+                seconds=27 * 3600.0,
                 short_steps=2,
                 capacity_seconds=40.0,
                 demand_seconds=10.0,
@@ -160,12 +185,20 @@ def test_the_baseline_is_the_same_hours_of_an_earlier_day_when_recorded(tmp_path
             for w in (old, new)
         ),
         # the same hours two days before (one day before is during the rollout): old only
-        _row(old, t0 + 26 * 3600.0 - 2 * day, steps=10, short_steps=1, capacity_seconds=30.0, demand_seconds=10.0),
+        _row(
+            old,
+            t0 + 26 * 3600.0 - 2 * day,
+            steps=10,
+            seconds=27 * 3600.0,
+            short_steps=1,
+            capacity_seconds=30.0,
+            demand_seconds=10.0,
+        ),
         # ... and another rollout's challenger then, which is not the champion's
         _row(old, t0 + 26 * 3600.0 - 2 * day, 9, "challenger", steps=10, short_steps=10),
         # the hour before the start: both
         *(
-            _row(w, t0 - 3600.0, steps=10, short_steps=5, capacity_seconds=90.0, demand_seconds=10.0)
+            _row(w, t0 - 3600.0, steps=10, seconds=3600.0, short_steps=5, capacity_seconds=90.0, demand_seconds=10.0)
             for w in (old, new)
         ),
     ]

@@ -196,7 +196,9 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
         try:
             # an empty cell: not measured (`rollout outcomes` writes one where the window had no scored
             # step, no demand, or, for a shadow challenger, only its forecasts)
-            vc, cc = (row["violation_fraction"] or "").strip(), (row["cost_per_demand"] or "").strip()
+            if row["violation_fraction"] is None or row["cost_per_demand"] is None:
+                raise TypeError("a short row")  # csv gives None for the cells a row lacks
+            vc, cc = row["violation_fraction"].strip(), row["cost_per_demand"].strip()
             v = float(vc) if vc else math.nan
             c = float(cc) if cc else math.nan
             err = (row.get("forecast_error") or "").strip()  # an empty cell: not measured
@@ -284,6 +286,12 @@ def _print_window(r: Any, measured: Any, arms: Any) -> None:
         f"({iso(measured.baseline_start)} - {iso(measured.baseline_end)})",
         markup=False,
     )
+    if measured.under_measured:
+        console.print(
+            f"note: {len(measured.under_measured)} workload(s) measured for less than 80 % of the window (the loop, "
+            "Prometheus or the database down, a workload backing off): left out",
+            markup=False,
+        )
     if measured.other_arm:
         console.print(
             f"note: {len(measured.other_arm)} workload(s) have rows of another arm than the current share assigns "
@@ -313,9 +321,19 @@ def _print_entry(entry: dict[str, Any]) -> None:
 
 def _evaluate_measured(db: str | None, group: str, output: str) -> None:
     """``rollout evaluate --measured``: the recorded outcomes of GROUP's running rollout, decided on."""
-    from actuator.rollouts import TooLargeToCompare
+    from actuator.rollouts import CanaryParams, TooLargeToCompare
+    from scaleahead.outcomes import BUCKET_S, iso, window_start
 
     r, arms, measured = _measured(db, group)
+    if r.mode == "canary":
+        since, window = window_start(r), CanaryParams.from_stored(r.params).window_s
+        now = time.time()
+        if since + window <= now < since + window + BUCKET_S:
+            raise UserError(
+                f"Rollout {r.id}'s window ({window:.0f} s since {iso(since)}) has passed, but its last 5-minute "
+                "bucket of outcomes is not written yet (the first control cycle after it ends writes it).",
+                f"Run it again after {iso(since + window + BUCKET_S)}; nothing was recorded.",
+            )
     if not any(arms.values()):
         raise UserError(
             f"Rollout {r.id} (group {group}) has no measured outcomes in its window yet "
@@ -325,7 +343,9 @@ def _evaluate_measured(db: str | None, group: str, output: str) -> None:
         )
     book = _book(db)
     try:
-        entry = book.evaluate(r, arms, time.time(), check_promotion=promotion_check(book.store, evaluating=True))
+        entry = book.evaluate(
+            r, arms, time.time(), check_promotion=promotion_check(book.store, evaluating=True), measured=True
+        )
     except TooLargeToCompare as exc:
         raise DataError(
             f"The measured outcomes of rollout {r.id} are too large to compare for {', '.join(exc.metrics)}.",

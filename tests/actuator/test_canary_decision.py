@@ -234,3 +234,26 @@ def test_a_cost_that_rose_from_zero_counts_against_the_challenger():
     d = decide_canary(CanaryParams(), 0.5, champion, steady + rose)
     assert d.action != "promote" and "cost_per_demand" in d.reason
     assert decide_canary(CanaryParams(), 0.5, champion, steady + steady[:2]).action == "promote"
+
+
+def test_a_workload_without_a_baseline_is_left_out_of_the_paired_test_not_unpairing_all() -> None:
+    # Found by the measured-outcomes audit: one new (or idle) workload without a baseline made every
+    # metric unpaired, and an identical challenger went from "shown no worse" to inconclusive.
+    rng = np.random.default_rng(3)
+
+    def arm(prefix: str, n: int) -> list[Outcome]:
+        out = []
+        for i in range(n):
+            level = float(rng.uniform(0.5, 8.0))  # workloads differ a lot; each one changes little
+            v = float(rng.uniform(0.0, 0.2))
+            out.append(Outcome(f"{prefix}{i}", v, level * 1.001, math.nan, v, level))
+        return out
+
+    champion, challenger = arm("c", 12), arm("d", 12)
+    params = CanaryParams(steps=(0.5, 1.0))
+    before = decide_canary(params, 0.5, champion, challenger)
+    assert before.action == "promote" and before.summary["cost_per_demand_paired"] == 1.0
+    idle = Outcome("new", 0.0, 3.0)  # no baselines at all
+    after = decide_canary(params, 0.5, champion, [*challenger, idle])
+    assert after.action == "promote", after.reason
+    assert after.summary["cost_per_demand_paired"] == 1.0 and after.summary["cost_per_demand_without_baseline"] == 1.0

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from actuator.rollouts import CanaryParams, RolloutBook, assign
+from scaleahead.errors import DataError
 from scaleahead.outcomes import BUCKET_S, OutcomeBook, bucket_of, measured_outcomes
 from scaleahead.policy import parse_policies
 from scaleahead.settings import Settings
@@ -135,16 +136,17 @@ def test_a_canary_is_left_to_the_operator_by_default(daemon_factory) -> None:  #
     assert store.outcome_sums(0.0, rollout_id=rid), "the outcomes are recorded all the same"
 
 
-def test_rollout_outcomes_and_evaluate_measured_from_the_cli(daemon_factory, tmp_path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_rollout_outcomes_and_evaluate_measured_from_the_cli(daemon_factory, tmp_path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     daemon, clock, _, store = daemon_factory(n=6)
     db = str(store.url)
     daemon.run(lambda: False, max_ticks=70)
     _, rid = _canary(store, clock, window_s=300.0)
     daemon.run(lambda: False, max_ticks=70)
+    monkeypatch.setattr("time.time", clock.now)  # the CLI on the daemon's (virtual) clock
     code, out, err = cli("rollout", "outcomes", "--db", db)
     assert code == 0, (out, err)
     rows = list(csv.DictReader(io.StringIO(out)))
-    arms, _ = measured_outcomes(store, store.rollout(rid), 1e12)
+    arms, _ = measured_outcomes(store, store.rollout(rid), clock.now())
     want = {(o.workload, arm) for arm, os_ in arms.items() for o in os_}
     assert {(r["workload"], r["arm"]) for r in rows} == want and want
     for r in rows:
@@ -165,7 +167,7 @@ def test_rollout_outcomes_and_evaluate_measured_from_the_cli(daemon_factory, tmp
     assert code == 0, (out4, err4)
     entry = json.loads(out4)
     assert entry["champion_workloads"] + entry["challenger_workloads"] == len(want)
-    assert entry["measured"]["start"] == store.rollout(rid).started_at
+    assert entry["measured"]["start"] == math.ceil(store.rollout(rid).started_at / BUCKET_S) * BUCKET_S
     assert len(store.rollout(rid).results["history"]) == 1
 
 
@@ -232,3 +234,97 @@ def test_the_book_scores_only_fresh_demand_of_readable_services() -> None:
     book2.step(pols, state, {a: nan_last}, now, 10.0, {})
     assert next(iter(book2.sums.values())).demand_seconds == 50.0  # the newest finite sample
     assert book.take(now) == [] and len(book.take(bucket_of(now) + BUCKET_S)) == 1
+
+
+class _Failing:
+    """A forecaster whose every forecast fails (a challenger broken in production)."""
+
+    name = "broken"
+    needs_fit = False
+
+    def forecast_many(self, items, now, steps):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the challenger cannot forecast (injected)")
+
+
+def test_a_challengers_failures_are_measured_in_its_arm_with_its_fallback_steps(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    daemon, clock, _, store = daemon_factory(n=8)
+    daemon.run(lambda: False, max_ticks=10)
+    mid, rid = _canary(store, clock)
+    daemon.run(lambda: False, max_ticks=7)  # adopted within a minute
+    ((view, _),) = daemon.deps.trials
+    daemon.deps = replace(daemon.deps, trials=((view, _Failing()),))
+    daemon.trials[view.group] = (rid, replace(daemon.trials[view.group][1], model=_Failing()))  # type: ignore[arg-type]
+    daemon._rollout_checked = clock.now()  # no re-adoption in this test's cycles
+    t = clock.now()
+    for _ in range(60):
+        daemon.tick(clock.now())
+        daemon._rollout_checked = clock.now()
+        clock.sleep(10.0)
+    rows = store.outcome_sums(bucket_of(t) + BUCKET_S, bucket_of(clock.now()), rollout_id=rid)
+    salt = str(store.rollout(rid).params["salt"])
+    assigned = {p.workload.key: assign(p.workload.key, 0.5, salt) for p in daemon.deps.policies}
+    assert rows and {(r["workload"], r["arm"]) for r in rows} == set(assigned.items())  # its arm, not the champion's
+    for r in rows:
+        if r["arm"] == "challenger":
+            assert r["steps"] > 0 and r["fallback_steps"] == r["steps"]  # every step the fallback's
+        else:
+            assert r["fallback_steps"] == 0
+
+
+def test_the_daemon_never_promotes_on_windows_it_could_not_measure(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.evaluate_canaries = True
+    daemon, clock, _, store = daemon_factory(n=12, settings=settings)
+    daemon.run(lambda: False, max_ticks=70)
+    mid = store.register_model("window_mean-x", "window_mean", status="challenger")
+    params = CanaryParams(steps=(0.25, 0.5, 1.0), window_s=600.0, min_workloads_per_arm=2)
+    rid = RolloutBook(store).start("default", "canary", "seasonal_naive", str(mid), clock.now(), canary=params)
+    while not store.rollout(rid).results.get("history"):
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+    first = store.rollout(rid).results["history"][-1]
+    assert first["decision"] == "advance" and "level" in first, first  # compared and shown no worse
+    inner = daemon.history.inner
+
+    class Down:
+        def read(self, policies, now):  # type: ignore[no-untyped-def]
+            raise ConnectionError("Prometheus unreachable (injected)")
+
+    daemon.history.inner = Down()
+    daemon.run(lambda: False, max_ticks=400)  # windows of 600 s with nothing measured
+    r = store.rollout(rid)
+    later = r.results["history"][1:]
+    assert r.state != "promoted" and later
+    assert all(
+        h["decision"] in ("wait", "rollback") and h["reason"].startswith("too few workloads measured") for h in later
+    )
+    assert r.state == "rolled-back" or all(h.get("inconclusive") for h in later)
+    daemon.history.inner = inner
+
+
+def test_a_canary_at_full_share_is_not_evaluated_every_minute(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings()
+    settings.jobs.evaluate_canaries = True
+    daemon, clock, _, store = daemon_factory(n=4, settings=settings)
+    mid = store.register_model("window_mean-x", "window_mean", status="challenger")
+    params = CanaryParams(steps=(1.0,), window_s=300.0)
+    rid = RolloutBook(store).start("default", "canary", "seasonal_naive", str(mid), clock.now(), canary=params)
+    daemon.run(lambda: False, max_ticks=200)
+    assert store.rollout(rid).state == "running" and not store.rollout(rid).results.get("history")
+
+
+def test_a_glitch_sample_is_missing_not_infinite_demand() -> None:
+    pols = parse_policies(POLICY % ("a", "a", "service"))
+    (a,) = (p.workload for p in pols)
+    now = 10_000.0
+    glitch = Series("d", now - 100.0, 10.0, np.array([4.0] * 9 + [1e308]))
+    book = OutcomeBook()
+    book.step(pols, ClusterState({a: WorkloadState(a, 1, 1)}), {a: glitch}, now, 10.0, {})
+    (sums,) = book.sums.values()
+    assert sums.demand_seconds == 40.0 and sums.short_steps == 0  # the sample before it
+    rows = book.take(math.inf)
+    rows[0]["demand_seconds"] = math.inf
+    from storage import Store
+
+    with pytest.raises(DataError, match="demand_seconds is not a finite number"):
+        Store("sqlite://").record_outcomes(rows)
