@@ -22,7 +22,7 @@ The setup (deterministic: every run of the same arguments decides the same):
 - the daemon: production ``champion`` (a baseline family, fitted on the history before the start;
   no retraining), ``jobs.evaluate_canaries`` on; after ``baseline_h`` the challenger is registered
   as a model version of family ``challenger`` and a canary of it started (``steps``, ``window_s``,
-  the default margins and alpha); the daemon follows it within a minute (a baseline family is
+  the margins given and the default alpha); the daemon follows it within a minute (a baseline family is
   fitted on the loop's history) and evaluates it on its measured outcomes.
 """
 
@@ -116,8 +116,10 @@ def run_canary(
     max_hours: float,
     offset_h: float,
     startup_s: float,
+    margins: tuple[float, float, float] = (0.02, 0.05, 0.05),
 ) -> dict[str, Any]:
-    """One canary (module docstring); returns its outcome, decisions and timings."""
+    """One canary (module docstring); returns its outcome, decisions and timings. ``margins``: the
+    canary's violation, cost and error margins (``rollout start``'s ``--max-*-increase``)."""
     from actuator.rollouts import CanaryParams, RolloutBook
     from scaleahead.daemon import Daemon
     from storage import Store
@@ -150,9 +152,14 @@ def run_canary(
         mid = store.register_model(f"{challenger}-canary", challenger, status="challenger")
         book = RolloutBook(store)
         start = clock.now()
-        rid = book.start(
-            group, "canary", champion, str(mid), start, canary=CanaryParams(steps=steps, window_s=window_s)
+        params = CanaryParams(
+            steps=steps,
+            window_s=window_s,
+            max_violation_increase=margins[0],
+            max_cost_increase=margins[1],
+            max_error_increase=margins[2],
         )
+        rid = book.start(group, "canary", champion, str(mid), start, canary=params)
         end = start + max_hours * 3600.0
         while clock.now() < end and store.rollout(rid).state == "running":
             daemon.tick(clock.now())

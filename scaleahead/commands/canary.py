@@ -41,6 +41,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         startup_s: Annotated[
             float, typer.Option("--startup-s", help="Seconds until an added replica is ready.")
         ] = 60.0,
+        max_violation_increase: Annotated[
+            float, typer.Option(help="The canary's violation margin (an added share of steps), as rollout start.")
+        ] = 0.02,
+        max_cost_increase: Annotated[
+            float, typer.Option(help="The canary's cost margin (relative), as rollout start.")
+        ] = 0.05,
+        max_error_increase: Annotated[
+            float, typer.Option(help="The canary's forecast-error margin (relative), as rollout start.")
+        ] = 0.05,
         json_out: Annotated[Path | None, typer.Option("--json", help="Write every run's decisions here.")] = None,
     ) -> None:
         """A real daemon on a virtual clock decides canaries on the outcomes it measures (docs/actuator.md).
@@ -50,6 +59,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         promoted, rolled back or MAX_HOURS pass. Prints each run's decisions and how the runs ended."""
         from forecaster.registry import LEARNED, available_models
         from scaleahead.bench.canary import bench_canary
+        from scaleahead.commands.rollout import check_margins
+
+        check_margins(max_violation_increase, max_cost_increase, max_error_increase)
 
         if runs < 1 or workloads < 2:
             raise UserError("--runs must be at least 1 and --workloads at least 2.", "E.g. --runs 4 --workloads 40.")
@@ -93,6 +105,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             max_hours=max_hours,
             offset_h=offset_h,
             startup_s=startup_s,
+            margins=(max_violation_increase, max_cost_increase, max_error_increase),
         )
         typer.echo(
             f"{challenger} vs {champion}, {runs} run(s): " + ", ".join(f"{k} {v}" for k, v in doc["endings"].items())
