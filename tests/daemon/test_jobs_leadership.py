@@ -76,9 +76,9 @@ def test_a_prune_stops_once_the_lease_is_lost_and_deletes_nothing_more(daemon_fa
     store.prune_plans = plans
     out = daemon.prune(now)
     assert calls == ["forecasts"]
-    assert out["forecasts"] == 1 and "plans" not in out and "checkpoints" not in out
+    assert out["forecasts"] == 1 and "outcomes" not in out and "plans" not in out and "checkpoints" not in out
     stopped = [r for r in records if getattr(r, "event", "") == "prune_stopped"]
-    assert len(stopped) == 1 and stopped[0].step == "plans"  # type: ignore[attr-defined]
+    assert len(stopped) == 1 and stopped[0].step == "outcomes"  # type: ignore[attr-defined]
     assert "no longer holds the leader Lease" in stopped[0].getMessage()
     daemon.shutdown()
 
@@ -89,7 +89,7 @@ def test_a_prune_while_leading_does_every_step(daemon_factory, records) -> None:
     _old_forecasts(store, now - 40 * 86400.0)
     out = daemon.prune(now)
     assert out["forecasts"] == 1
-    assert {"plans", "actions", "steers", "risk_factors", "checkpoints"} <= set(out)
+    assert {"outcomes", "plans", "actions", "steers", "risk_factors", "checkpoints"} <= set(out)
     assert not [r for r in records if getattr(r, "event", "") == "prune_stopped"]
     daemon.shutdown()
 
