@@ -16,7 +16,9 @@ The setup (deterministic: every run of the same arguments decides the same):
 - the cluster: ``DelayedTarget``, the in-memory cluster with each added replica ready
   ``startup_s`` (60 s, ../shared/EVALUATION.md's L) after it is asked for; a scale-down removes
   replicas not yet ready first;
-- policies: ``capacityPerReplica`` 2 (req/10s), ``maxReplicas`` 60, ``maxStepUp`` 20, every
+- policies: ``capacityPerReplica`` the p99 of the service's demand over the 3 days before the start
+  divided by 40 (its peak needs about 40 replicas, as ../shared/EVALUATION.md sizes the replay's
+  service), ``maxReplicas`` 160, ``maxStepUp`` 20, every
   one in rollout group ``run<N>`` (so each run assigns its workloads afresh: the assignment hashes
   the group and the challenger);
 - the daemon: production ``champion`` (a baseline family, fitted on the history before the start;
@@ -36,6 +38,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from forecaster import make_model
 from scaleahead.clock import VirtualClock
@@ -87,15 +91,22 @@ class DelayedTarget(InMemoryTarget):
         return result
 
 
-def _policy(name: str, group: str) -> Policy:
+#: A service's capacity per replica is the p99 of its demand over this history before the start,
+#: divided by ``PEAK_REPLICAS``: its peak needs about that many replicas (../shared/EVALUATION.md's
+#: replay sizes its service the same way).
+SIZING_HISTORY_S = 3 * DAY
+PEAK_REPLICAS = 40
+
+
+def _policy(name: str, group: str, capacity: float) -> Policy:
     return Policy.model_validate(
         {
             "metadata": {"name": name, "namespace": "shop"},
             "spec": {
                 "target": {"name": name, "namespace": "shop"},
                 "demand": {"query": f'sum(rate(http_requests_total{{deployment="{name}"}}[1m]))', "unit": "req/10s"},
-                "capacityPerReplica": 2,
-                "maxReplicas": 60,
+                "capacityPerReplica": capacity,
+                "maxReplicas": 4 * PEAK_REPLICAS,
                 "maxStepUp": 20,
                 "rolloutGroup": group,
             },
@@ -127,10 +138,14 @@ def run_canary(
     series = load_series(trace)
     t0 = series.start + 3 * DAY + run * offset_h * 3600.0
     group = f"run{run}"
-    policies = [_policy(f"web{i}", group) for i in range(workloads)]
     history = TraceHistory(window_s=1.2 * DAY)
-    for p, s in zip(policies, spread_series(series, workloads, seed=run), strict=True):
-        history.series[p.workload.key] = s
+    policies = []
+    for i, s in enumerate(spread_series(series, workloads, seed=run)):
+        seen = s.between(t0 - SIZING_HISTORY_S, t0).values
+        p99 = float(np.nanpercentile(seen, 99)) if np.isfinite(seen).any() else 0.0
+        policy = _policy(f"web{i}", group, max(p99 / PEAK_REPLICAS, 1e-3))
+        policies.append(policy)
+        history.series[policy.workload.key] = s
     clock = VirtualClock(t0)
     target = DelayedTarget(clock, startup_s)
     settings = Settings()
