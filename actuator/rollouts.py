@@ -370,6 +370,39 @@ def decide_canary(
     )
 
 
+def _fallback_gap(share: Mapping[str, float] | None) -> float:
+    """How much more often the challenger's model made no forecast than the champion's (0: unknown)."""
+    if not share:
+        return 0.0
+    chal, champ = share.get("challenger", math.nan), share.get("champion", math.nan)
+    if not math.isfinite(chal):
+        return 0.0
+    return chal - (champ if math.isfinite(champ) else 0.0)
+
+
+def _fallback_rollback(
+    params: CanaryParams,
+    share: float,
+    champion: Sequence[Outcome],
+    challenger: Sequence[Outcome],
+    fallback_share: Mapping[str, float],
+) -> Decision:
+    summary: dict[str, float] = {
+        f"{arm}_{m}": _mean(o, m) for arm, o in (("champion", champion), ("challenger", challenger)) for m in METRICS
+    }
+    chal = fallback_share.get("challenger", math.nan)
+    champ = fallback_share.get("champion", math.nan)
+    summary.update(challenger_fallback_share=chal, champion_fallback_share=champ)
+    return Decision(
+        "rollback",
+        0.0,
+        f"the challenger made no forecast in {chal:.1%} of its measured steps at {share:.0%} (the champion in "
+        f"{champ if math.isfinite(champ) else 0.0:.1%}), more than the margin {params.max_violation_increase:g}: its "
+        "arm ran on the champion's forecasts or the policies' fallbacks, so its outcomes are not its own; rolled back",
+        summary,
+    )
+
+
 def not_measured(
     params: CanaryParams, share: float, champion: Sequence[Outcome], challenger: Sequence[Outcome], inconclusive: int
 ) -> Decision:
@@ -637,12 +670,17 @@ class RolloutBook:
         now: float,
         check_promotion: PromotionCheck | None = None,
         measured: bool = False,
+        fallback_share: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
         """Feed measured outcomes; a canary advances/promotes/rolls back; A/B and shadow report.
 
-        ``measured``: the outcomes are the daemon's own (``scaleahead.outcomes``), where an arm
-        with too few workloads means too few were *measured* (an outage), not a small group: such a
-        window is inconclusive (``not_measured``), never an advance without a comparison.
+        ``measured``: the outcomes are the daemon's own (``scaleahead.outcomes``) and the group
+        has enough workloads in each arm, so an arm with too few outcomes means too few were
+        *measured* (an outage): such a window is inconclusive (``not_measured``), never an advance
+        without a comparison. ``fallback_share``: per arm, the share of its measured steps in
+        which its model made no forecast; a canary whose challenger's exceeds the champion's by
+        more than ``max_violation_increase`` is rolled back (its arm ran on the champion's
+        forecasts or the policies' fallbacks, so its outcomes are not its own).
 
         The decision is recorded only if the rollout is still as ``rollout`` was read (running, same
         share, not updated since): an abort, supersede, promotion or another evaluation committed
@@ -689,6 +727,9 @@ class RolloutBook:
                     f"the challenger has run at {rollout.share:.0%} for {max(now - since, 0.0):.0f} s of the "
                     f"{params.window_s:.0f} s window; a shorter time does not decide",
                 )
+            elif rollout.share < 1.0 - 1e-12 and _fallback_gap(fallback_share) > params.max_violation_increase:
+                d = _fallback_rollback(params, rollout.share, champ, chal, fallback_share or {})
+                decided = True
             elif (
                 measured
                 and rollout.share < 1.0 - 1e-12

@@ -693,6 +693,7 @@ class Daemon:
         #: group (``KeyError``) or one's adoption be lost. Taken before ``_swap``, never inside it.
         self._trials_lock = threading.RLock()
         self._rollout_checked = -math.inf
+        self._canaries_checked = -math.inf
         self._unfollowed: set[int] = set()  # rollouts whose challenger could not be loaded
         #: champion versions that could not be loaded, and when: tried again after UNLOADABLE_RETRY_S
         #: (a 60 s checkpoint refused at a start-up without history, assumed 10 s, loads once it comes)
@@ -866,8 +867,6 @@ class Daemon:
             self._left_unresolved(left, now)
         if now - self._rollout_checked >= 60.0:
             self._rollout_checked = now
-            if self.settings.jobs.evaluate_canaries:
-                self.evaluate_canaries(now)
             self.follow_rollout(now)
             self.follow_champion(now)
         with self._swap:  # this cycle's policies and settings: a reload in between waits or comes after
@@ -953,6 +952,10 @@ class Daemon:
                 shadow_arms,
             )
         self._record_outcomes(report, active, arms, now, settings)
+        if settings.jobs.evaluate_canaries and now - self._canaries_checked >= 60.0:
+            # after this cycle wrote the bucket that just ended: the window's last one is in
+            self._canaries_checked = now
+            self.evaluate_canaries(now)
         self._export_live_error()
         self._publish_status(report, now)
         self._release_removed(now, deps, settings)
@@ -1580,9 +1583,9 @@ class Daemon:
         for r in store.rollouts(ids=ids) if ids else []:
             if r.state != "running" or r.mode != "canary" or r.share >= 1.0 - 1e-12:
                 continue  # at 100 % nothing is left to compare with: promote or abort it by hand
-            window = CanaryParams.from_stored(r.params).window_s
-            if now - window_start(r) < window + BUCKET_S + self.settings.loop.interval_s:
-                continue  # the window's last bucket is written by the first cycle after it ends
+            params = CanaryParams.from_stored(r.params)
+            if now - window_start(r) < params.window_s + BUCKET_S:
+                continue  # the window's last bucket is written by the first cycle after it ends (this one)
 
             def check(rollout: Any) -> None:
                 note = loadable_challenger(
@@ -1596,9 +1599,20 @@ class Daemon:
                 if note:
                     log.warning("rollout %d: %s", rollout.id, note, extra={"event": "canary_promotion_note"})
 
+            group = [p.workload.key for p in self.deps.policies if p.spec.rollout_group == r.group]
             try:
-                arms, measured = measured_outcomes(store, r, now)
-                entry = book.evaluate(r, arms, now, check_promotion=check, measured=True)  # type: ignore[arg-type]
+                arms, measured = measured_outcomes(store, r, now, assigned=group)
+                # Enough workloads assigned to each arm: too few outcomes is too few *measured*
+                # (inconclusive); a group too small for the share advances as with a CSV.
+                enough = min(measured.assigned.values(), default=0) >= max(2, params.min_workloads_per_arm)
+                entry = book.evaluate(
+                    r,
+                    arms,  # type: ignore[arg-type]
+                    now,
+                    check_promotion=check,
+                    measured=enough,
+                    fallback_share=measured.fallback_share,
+                )
             except Exception as exc:  # noqa: BLE001 - the canary stays as it was; tried at the next check
                 log.warning(
                     "canary rollout %d (group %s) was not evaluated: %s",
@@ -1626,6 +1640,7 @@ class Daemon:
                     "challenger_workloads": entry.get("challenger_workloads"),
                     "other_arm": len(measured.other_arm),
                     "under_measured": len(measured.under_measured),
+                    "baseline": measured.baseline,
                 },
             )
         return decided

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +106,8 @@ class OutcomeBook:
 
     def __init__(self) -> None:
         self.sums: dict[tuple[str, float, int, str, int | None], _Sums] = {}
+        #: When each workload was last scored (the time its next step stands for starts there).
+        self.last_scored: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def step(
@@ -136,13 +138,19 @@ class OutcomeBook:
                     continue
                 c = float(p.spec.capacity_per_replica)
                 rid, arm, version = arms.get(ref, NO_ROLLOUT)
+                # the time this step stands for: since the workload's last scored step (cycles that
+                # run longer than the interval cover more), at most FRESH_STEPS intervals (a gap is
+                # not measured time)
+                last = self.last_scored.get(ref.key)
+                dt = interval_s if last is None or not now > last else min(now - last, FRESH_STEPS * interval_s)
+                self.last_scored[ref.key] = now
                 s = self.sums.setdefault((ref.key, bucket, rid, arm, version), _Sums())
                 s.steps += 1
-                s.seconds += interval_s
+                s.seconds += dt
                 s.short_steps += int(demand > c * max(0, ws.ready_replicas))
                 s.fallback_steps += int(ref in fallbacks)
-                s.capacity_seconds += c * max(0, ws.replicas) * interval_s
-                s.demand_seconds += demand * interval_s
+                s.capacity_seconds += c * max(0, ws.replicas) * dt
+                s.demand_seconds += demand * dt
                 scored += 1
         return scored
 
@@ -209,6 +217,8 @@ class OutcomeBook:
         with self._lock:
             for k in [k for k in self.sums if k[0] in keys]:
                 del self.sums[k]
+            for key in keys & set(self.last_scored):
+                del self.last_scored[key]
 
     def __len__(self) -> int:
         return len(self.sums)
@@ -243,15 +253,20 @@ class MeasuredWindow:
     #: Workloads whose rows in the window name another arm than the rollout assigns them now
     #: (the loop follows a new share within a minute): those rows are left out.
     other_arm: tuple[str, ...] = ()
-    #: The same hours of an earlier day (NaN: not looked for), and how many workloads had their
-    #: baseline there, and how many from the window right before the start (``baseline_start``..).
+    #: The same hours of an earlier day (NaN: not looked for).
     day_before_start: float = math.nan
     day_before_end: float = math.nan
-    baselines_day_before: int = 0
-    baselines_before_start: int = 0
+    #: Which baselines were used, for every workload: ``day_before`` or ``before_start``
+    #: (``baseline_start`` .. ``baseline_end``); and how many workloads had one there.
+    baseline: str = "before_start"
+    baselines: int = 0
     #: Workloads measured for less than ``MIN_COVERAGE`` of the window (the loop or the database
     #: down, no fresh demand, a workload backing off): left out.
     under_measured: tuple[str, ...] = ()
+    #: The rollout group's workloads per arm (``assigned``, or those recorded under the rollout).
+    assigned: Mapping[str, int] = field(default_factory=dict)
+    #: Per arm, the share of its scored steps in which its model made no forecast (NaN: none scored).
+    fallback_share: Mapping[str, float] = field(default_factory=dict)
 
 
 def window_start(rollout: StoredRollout) -> float:
@@ -284,46 +299,84 @@ def measured_outcomes(
     now: float,
     baseline_s: float | None = None,
     period_s: float = BASELINE_PERIOD_S,
+    assigned: Collection[str] | None = None,
 ) -> tuple[dict[str, list[Outcome]], MeasuredWindow]:
-    """Each workload's measured outcome in ``rollout``'s arms over its current window (buckets that
-    start at or after ``window_start`` and end by ``now``), with its baseline on the champion:
+    """Each workload's measured outcome in ``rollout``'s arms over its current window, with its
+    baseline on the champion.
+
+    The window: whole buckets from the first that starts at or after ``window_start``; for a canary
+    its ``window_s`` of them (what the decision is about: an evaluation hours late does not judge
+    the hours after the window), for A/B and shadow up to ``now``. A workload counts when its
+    scored steps cover ``MIN_COVERAGE`` of that window. The baselines, one kind for every workload
+    (mixing kinds could differ by arm: a challenger version that ran yesterday too has no
+    champion rows then for the workloads it had):
 
     - **the same hours of an earlier day** (``period_s``, a day): the window moved back by whole
       periods until it ends before the rollout started, so a workload's daily rhythm (busy at noon,
-      idle at night) is not taken for a difference between the models;
-    - else (a workload with nothing recorded then: newer, or the daemon was not running) the
-      ``baseline_s`` (default: the canary's ``window_s``, 3600 s) right before the rollout started.
+      idle at night) is not taken for a difference between the models; used when at least
+      ``min_workloads_per_arm`` workloads of each arm were measured then (the others have none);
+    - else the ``baseline_s`` (default: the canary's ``window_s``, 3600 s) right before the
+      rollout started.
 
-    Shadow: the champion's outcomes in both arms' rows, the challenger's forecast error only (it
-    does not act)."""
+    ``assigned``: the workloads of the rollout's group (the daemon's policies); default: those
+    recorded under this rollout since it started. ``MeasuredWindow.assigned`` counts them per arm,
+    so a caller can tell a small group from an outage. Shadow: the champion's outcomes in both
+    arms' rows, the challenger's forecast error only (it does not act)."""
     from actuator.rollouts import CanaryParams, assign
 
+    params = CanaryParams.from_stored(rollout.params)
+    need = max(2, params.min_workloads_per_arm)
     start = window_start(rollout)
-    end = bucket_of(now)  # only whole buckets: the current one is still being written
     first = math.ceil(start / BUCKET_S) * BUCKET_S
-    span = float(baseline_s if baseline_s is not None else CanaryParams.from_stored(rollout.params).window_s)
+    end = bucket_of(now)  # only whole buckets: the current one is still being written
+    if rollout.mode == "canary":
+        end = min(end, first + math.ceil(params.window_s / BUCKET_S - 1e-9) * BUCKET_S)
+    span = float(baseline_s if baseline_s is not None else params.window_s)
     b_end = bucket_of(rollout.started_at)
     b_start = b_end - span
+    salt = str(rollout.params.get("salt", ""))
     rows = store.outcome_sums(first, end, rollout_id=rollout.id)
-    names = {r["workload"] for r in rows}
-    shift = period_s * max(1, math.ceil((end - b_end) / period_s - 1e-9)) if period_s > 0 else math.inf
-    day_before = _champion_sums(store, first - shift, end - shift, names) if math.isfinite(shift) else {}
-    before_start = _champion_sums(store, b_start, b_end, names - set(day_before))
-    base = {**before_start, **day_before}
+
+    def arm_of(w: str) -> str:
+        return "champion" if rollout.mode == "shadow" else assign(w, rollout.share, salt)
+
+    group = (
+        set(assigned)
+        if assigned is not None
+        else {d["workload"] for d in store.outcome_sums(bucket_of(rollout.started_at), math.inf, rollout_id=rollout.id)}
+    )
+    counts = {"champion": 0, "challenger": 0}
+    for w in group:
+        counts[arm_of(w)] += 1
     arms: dict[str, list[Outcome]] = {"champion": [], "challenger": []}
     other: list[str] = []
     short: list[str] = []
-    salt = str(rollout.params.get("salt", ""))
+    kept: list[dict[str, Any]] = []
+    steps = {"champion": 0, "challenger": 0}
+    fallback = {"champion": 0, "challenger": 0}
     for d in rows:
         w, arm = d["workload"], d["arm"]
-        if rollout.mode != "shadow" and arm != assign(w, rollout.share, salt):
+        if rollout.mode != "shadow" and arm != arm_of(w):
             other.append(w)
             continue
         forecast_only = rollout.mode == "shadow" and arm == "challenger"
         if (d["forecasts"] < 1) if forecast_only else (d["seconds"] < MIN_COVERAGE * (end - first)):
             short.append(w)  # measured for too little of the window: a part is not the whole
             continue
-        arms.setdefault(arm, []).append(outcome_of(w, d, base.get(w)))
+        kept.append(d)
+        if not forecast_only:
+            steps[arm] += d["steps"]
+            fallback[arm] += d["fallback_steps"]
+    names = {d["workload"] for d in kept}
+    shift = period_s * max(1, math.ceil((end - b_end) / period_s - 1e-9)) if period_s > 0 else math.inf
+    day_before = _champion_sums(store, first - shift, end - shift, names) if math.isfinite(shift) else {}
+    with_day = {a: sum(1 for d in kept if d["arm"] == a and d["workload"] in day_before) for a in counts}
+    day = rollout.mode == "shadow" or min(with_day.values()) >= need
+    if rollout.mode == "shadow":
+        day = len(day_before) >= need
+    base = day_before if day else _champion_sums(store, b_start, b_end, names)
+    for d in kept:
+        arms[d["arm"]].append(outcome_of(d["workload"], d, base.get(d["workload"])))
     if rollout.mode == "shadow":
         # the challenger only forecast: its violations and cost are the champion's (not compared)
         from actuator.rollouts import Outcome
@@ -340,8 +393,10 @@ def measured_outcomes(
         tuple(sorted(set(other))),
         first - shift if math.isfinite(shift) else math.nan,
         end - shift if math.isfinite(shift) else math.nan,
-        len(names & set(day_before)),
-        len(names & set(before_start)),
+        "day_before" if day else "before_start",
+        len(names & set(base)),
         tuple(sorted(set(short))),
+        counts,
+        {a: fallback[a] / steps[a] if steps[a] else math.nan for a in steps},
     )
     return arms, measured

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from storage import Store
@@ -158,58 +160,82 @@ def test_measured_outcomes_take_the_current_shares_window_and_the_champions_base
     assert (o.violation_fraction, o.cost_per_demand, o.forecast_error) == (0.1, 3.0, 0.25)  # its lagged row left out
 
 
-def test_the_baseline_is_the_same_hours_of_an_earlier_day_when_recorded(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from actuator.rollouts import CanaryParams, RolloutBook
+def test_the_baseline_is_the_same_hours_of_an_earlier_day_for_every_workload_or_for_none(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import math
+
+    from actuator.rollouts import CanaryParams, RolloutBook, assign
     from scaleahead.outcomes import measured_outcomes
 
-    store = Store(f"sqlite:///{tmp_path / 'o.db'}")
     day = 86400.0
-    t0 = 10 * day + 3600.0  # the rollout starts at 01:00
-    rid = RolloutBook(store).start("default", "canary", "a", "b", t0, canary=CanaryParams(window_s=3600.0))
-    r = store.rollout(rid)
-    old, new = "Deployment/s/old", "Deployment/s/new"
-    rows = [
-        # the window, 26-27 h after the start (an evaluation long after it): both on the champion
-        *(
-            _row(
-                w,
-                t0 + 26 * 3600.0,
-                rid,
-                "champion",
-                steps=10,
-                seconds=27 * 3600.0,
-                short_steps=2,
-                capacity_seconds=40.0,
-                demand_seconds=10.0,
+
+    def run(day_before_for: Callable[[str, str], bool]):  # type: ignore[no-untyped-def]
+        store = Store(f"sqlite:///{tmp_path / f'o{len(list(tmp_path.iterdir()))}.db'}")
+        t0 = 10 * day + 3600.0  # the rollout starts at 01:00
+        params = CanaryParams(steps=(0.5, 1.0), window_s=3600.0)
+        rid = RolloutBook(store).start("default", "canary", "a", "b", t0, canary=params)
+        r = store.rollout(rid)
+        salt = str(r.params["salt"])
+        names = [f"Deployment/s/w{i}" for i in range(12)]
+        arm = {n: assign(n, 0.5, salt) for n in names}
+        rows = []
+        for n in names:
+            # the window (its first hour) and, after it, hours the canary's decision is not about
+            rows.append(
+                _row(
+                    n,
+                    t0,
+                    rid,
+                    arm[n],
+                    steps=360,
+                    seconds=3600.0,
+                    short_steps=36,
+                    capacity_seconds=40.0,
+                    demand_seconds=10.0,
+                )
             )
-            for w in (old, new)
-        ),
-        # the same hours two days before (one day before is during the rollout): old only
-        _row(
-            old,
-            t0 + 26 * 3600.0 - 2 * day,
-            steps=10,
-            seconds=27 * 3600.0,
-            short_steps=1,
-            capacity_seconds=30.0,
-            demand_seconds=10.0,
-        ),
-        # ... and another rollout's challenger then, which is not the champion's
-        _row(old, t0 + 26 * 3600.0 - 2 * day, 9, "challenger", steps=10, short_steps=10),
-        # the hour before the start: both
-        *(
-            _row(w, t0 - 3600.0, steps=10, seconds=3600.0, short_steps=5, capacity_seconds=90.0, demand_seconds=10.0)
-            for w in (old, new)
-        ),
-    ]
-    store.record_outcomes(rows)
-    arms, w = measured_outcomes(store, r, t0 + 27 * 3600.0)
-    by = {o.workload: o for o in arms["champion"]}
-    assert (by[old].baseline_violation_fraction, by[old].baseline_cost_per_demand) == (0.1, 3.0)  # the day before
-    assert (by[new].baseline_violation_fraction, by[new].baseline_cost_per_demand) == (0.5, 9.0)  # before the start
-    # the window runs from the start (nothing decided yet): 27 hours, moved back two days
-    assert (w.day_before_start, w.day_before_end) == (t0 - 2 * day, t0 + 27 * 3600.0 - 2 * day)
-    assert (w.baselines_day_before, w.baselines_before_start) == (1, 1)
-    # a window within the first day: one day back ends before the start
-    arms, w = measured_outcomes(store, r, t0 + 3600.0)
+            rows.append(_row(n, t0 + 7200.0, rid, arm[n], steps=360, seconds=3600.0, short_steps=360))
+            rows.append(
+                _row(
+                    n,
+                    t0 - 3600.0,
+                    steps=360,
+                    seconds=3600.0,
+                    short_steps=180,
+                    capacity_seconds=90.0,
+                    demand_seconds=10.0,
+                )
+            )
+            if day_before_for(n, arm[n]):
+                rows.append(
+                    _row(
+                        n,
+                        t0 - day,
+                        steps=360,
+                        seconds=3600.0,
+                        short_steps=18,
+                        capacity_seconds=30.0,
+                        demand_seconds=10.0,
+                    )
+                )
+        store.record_outcomes(rows)
+        return measured_outcomes(store, r, t0 + 27 * 3600.0), arm, t0
+
+    # every workload but one has the day before: that is every workload's baseline (none mixed)
+    (arms, w), arm, t0 = run(lambda n, a: n != "Deployment/s/w0")
+    assert (w.start, w.end) == (t0, t0 + 3600.0)  # the canary's window, not the 27 hours since
     assert (w.day_before_start, w.day_before_end) == (t0 - day, t0 + 3600.0 - day)
+    assert w.baseline == "day_before" and w.baselines == 11
+    by = {o.workload: o for a in arms.values() for o in a}
+    assert (by["Deployment/s/w1"].violation_fraction, by["Deployment/s/w1"].baseline_violation_fraction) == (0.1, 0.05)
+    assert by["Deployment/s/w1"].baseline_cost_per_demand == 3.0
+    assert math.isnan(by["Deployment/s/w0"].baseline_violation_fraction)  # left out of the paired test
+    assert w.assigned == {
+        "champion": sum(a == "champion" for a in arm.values()),
+        "challenger": sum(a == "challenger" for a in arm.values()),
+    }
+    # the challenger's workloads ran yesterday too (no champion rows then): the hour before the start for all
+    (arms, w), arm, _ = run(lambda n, a: a == "champion")
+    assert w.baseline == "before_start" and w.baselines == 12
+    assert all(
+        o.baseline_violation_fraction == 0.5 and o.baseline_cost_per_demand == 9.0 for a in arms.values() for o in a
+    )

@@ -30,8 +30,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         steps: Annotated[str, typer.Option(help="Canary share steps.")] = "0.25,0.5,1.0",
         window_s: Annotated[float, typer.Option("--window-s", help="Canary window (s).")] = 3600.0,
         baseline_h: Annotated[
-            float, typer.Option("--baseline-h", help="Hours on the champion before the canary starts.")
-        ] = 2.0,
+            float,
+            typer.Option(
+                "--baseline-h",
+                help="Hours on the champion before the canary starts (more than a day: the baselines are the same "
+                "hours of the day before).",
+            ),
+        ] = 26.0,
         max_hours: Annotated[
             float, typer.Option("--max-hours", help="Hours a canary may run before the run stops.")
         ] = 16.0,

@@ -251,6 +251,10 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
 
 METRIC_COLUMNS = ("violation_fraction", "cost_per_demand", "forecast_error")
 
+#: `evaluate --measured` waits this long after a window's last bucket ends (s): the daemon's first
+#: cycle after it writes it.
+WRITE_MARGIN_S = 60.0
+
 
 def _cell(v: float, missing: str = "-") -> str:
     return f"{v:.6g}" if math.isfinite(v) else missing
@@ -280,10 +284,15 @@ def _print_window(r: Any, measured: Any, arms: Any) -> None:
     n = {a: len(arms.get(a, [])) for a in ("champion", "challenger")}
     console.print(
         f"rollout {r.id} ({r.mode}, group {r.group}): outcomes measured {iso(measured.start)} - {iso(measured.end)}, "
-        f"{n['champion']} champion and {n['challenger']} challenger workload(s); baselines: "
-        f"{measured.baselines_day_before} from the same hours of an earlier day ({iso(measured.day_before_start)} - "
-        f"{iso(measured.day_before_end)}), {measured.baselines_before_start} from before the start "
-        f"({iso(measured.baseline_start)} - {iso(measured.baseline_end)})",
+        f"{n['champion']} champion and {n['challenger']} challenger workload(s) measured (of "
+        f"{measured.assigned.get('champion', 0)} and {measured.assigned.get('challenger', 0)}); baselines: "
+        + (
+            f"the same hours of an earlier day ({iso(measured.day_before_start)} - {iso(measured.day_before_end)})"
+            if measured.baseline == "day_before"
+            else f"the window before the start ({iso(measured.baseline_start)} - {iso(measured.baseline_end)})"
+        )
+        + f", {measured.baselines} workload(s) with one; steps without the arm's own forecast: "
+        + ", ".join(f"{a} {v:.1%}" for a, v in measured.fallback_share.items() if math.isfinite(v)),
         markup=False,
     )
     if measured.under_measured:
@@ -322,29 +331,37 @@ def _print_entry(entry: dict[str, Any]) -> None:
 def _evaluate_measured(db: str | None, group: str, output: str) -> None:
     """``rollout evaluate --measured``: the recorded outcomes of GROUP's running rollout, decided on."""
     from actuator.rollouts import CanaryParams, TooLargeToCompare
-    from scaleahead.outcomes import BUCKET_S, iso, window_start
+    from scaleahead.outcomes import iso, window_start
 
     r, arms, measured = _measured(db, group)
+    params = CanaryParams.from_stored(r.params)
+    now = time.time()
     if r.mode == "canary":
-        since, window = window_start(r), CanaryParams.from_stored(r.params).window_s
-        now = time.time()
-        if since + window <= now < since + window + BUCKET_S:
+        since = window_start(r)
+        if since + params.window_s <= now < measured.end + WRITE_MARGIN_S:
             raise UserError(
-                f"Rollout {r.id}'s window ({window:.0f} s since {iso(since)}) has passed, but its last 5-minute "
-                "bucket of outcomes is not written yet (the first control cycle after it ends writes it).",
-                f"Run it again after {iso(since + window + BUCKET_S)}; nothing was recorded.",
+                f"Rollout {r.id}'s window ({params.window_s:.0f} s since {iso(since)}) has passed, but its last "
+                "5-minute bucket of outcomes may not be written yet (the first control cycle after it ends writes it).",
+                f"Run it again after {iso(measured.end + WRITE_MARGIN_S)}; nothing was recorded.",
             )
-    if not any(arms.values()):
+    if not any(arms.values()) and not any(measured.assigned.values()):
         raise UserError(
-            f"Rollout {r.id} (group {group}) has no measured outcomes in its window yet "
+            f"Rollout {r.id} (group {group}) has no measured outcomes yet "
             "(since the share was set, in whole 5-minute buckets).",
             "Is `scaleahead run` (the leader) running with this database and jobs.record_outcomes true? Wait for a "
             "bucket to end; nothing was recorded.",
         )
     book = _book(db)
+    # enough workloads in each arm (recorded under the rollout): too few outcomes is an outage
+    enough = min(measured.assigned.values(), default=0) >= max(2, params.min_workloads_per_arm)
     try:
         entry = book.evaluate(
-            r, arms, time.time(), check_promotion=promotion_check(book.store, evaluating=True), measured=True
+            r,
+            arms,
+            now,
+            check_promotion=promotion_check(book.store, evaluating=True),
+            measured=enough,
+            fallback_share=measured.fallback_share,
         )
     except TooLargeToCompare as exc:
         raise DataError(

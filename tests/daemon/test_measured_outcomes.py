@@ -328,3 +328,57 @@ def test_a_glitch_sample_is_missing_not_infinite_demand() -> None:
 
     with pytest.raises(DataError, match="demand_seconds is not a finite number"):
         Store("sqlite://").record_outcomes(rows)
+
+
+def test_a_challenger_that_cannot_forecast_is_rolled_back_not_promoted(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # Found by the second audit: its arm ran on the champion's forecasts, measured like the champion.
+    settings = Settings()
+    settings.jobs.evaluate_canaries = True
+    daemon, clock, _, store = daemon_factory(n=12, settings=settings)
+    daemon.run(lambda: False, max_ticks=70)
+    mid, rid = _canary(store, clock)
+    daemon.run(lambda: False, max_ticks=7)  # adopted within a minute
+    ((view, model),) = daemon.deps.trials
+    daemon.deps = replace(daemon.deps, trials=((view, _Failing()),))
+    daemon.trials[view.group] = (rid, replace(daemon.trials[view.group][1], model=_Failing()))  # type: ignore[arg-type]
+    daemon.run(lambda: False, max_ticks=120)
+    r = store.rollout(rid)
+    assert r.state == "rolled-back", r.results
+    last = r.results["history"][-1]
+    assert last["decision"] == "rollback" and last["reason"].startswith("the challenger made no forecast in")
+    assert last["challenger_fallback_share"] > 0.9 and last["champion_fallback_share"] == 0.0
+
+
+def test_a_small_group_is_not_taken_for_an_outage(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    # Found by the second audit: every measured window of a small group read "was the loop,
+    # Prometheus or the database down?"; a group too small for the share is said to be so.
+    settings = Settings()
+    settings.jobs.evaluate_canaries = True
+    daemon, clock, _, store = daemon_factory(n=3, settings=settings)
+    daemon.run(lambda: False, max_ticks=70)
+    _, rid = _canary(store, clock)  # steps 0.5, 1.0, at least 2 a side
+    r = store.rollout(rid)
+    per_arm = [assign(p.workload.key, 0.5, str(r.params["salt"])) for p in daemon.deps.policies]
+    assert per_arm.count("champion") == 1  # the assignment of these three: too few on one side
+    daemon.run(lambda: False, max_ticks=100)
+    (entry,) = store.rollout(rid).results["history"]
+    assert entry["reason"].startswith("too few workloads to compare at share 50%"), entry
+    assert entry["decision"] == "rollback"  # never compared at any step: not promoted
+
+
+def test_a_slow_cycle_stands_for_the_time_it_took() -> None:
+    # Found by the second audit: cycles of 13 s (the interval 10 s) counted 10 s each, so every
+    # workload covered 77 % of a window and every canary window was "not measured".
+    pols = parse_policies(POLICY % ("a", "a", "service"))
+    (a,) = (p.workload for p in pols)
+    book = OutcomeBook()
+    state = ClusterState({a: WorkloadState(a, 1, 1)})
+    for k in range(5):
+        now = 3000.0 + 13.0 * k
+        series = Series("d", now - 100.0, 10.0, np.array([4.0] * 10))
+        book.step(pols, state, {a: series}, now, 10.0, {})
+    gap = 3000.0 + 13.0 * 4 + 200.0  # a gap (the leader lost its Lease) is not measured time
+    book.step(pols, state, {a: Series("d", gap - 100.0, 10.0, np.array([4.0] * 10))}, gap, 10.0, {})
+    (sums,) = book.sums.values()
+    assert sums.steps == 6 and sums.seconds == pytest.approx(10.0 + 4 * 13.0 + 30.0)
+    assert sums.demand_seconds == pytest.approx(4.0 * sums.seconds)
