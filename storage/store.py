@@ -1728,11 +1728,16 @@ class Store:
         write lock is held briefly and the loop's writes go on meanwhile. Until 2026-12-06 one
         transaction deleted them all (about 100 s for one day of 10,000 workloads on SQLite, and the
         loop's writes failed with "database is locked")."""
+        return self._delete_in_batches(ForecastRow, ForecastRow.origin < before)
+
+    def _delete_in_batches(self, row: Any, condition: Any) -> int:
+        """Delete ``row``'s rows where ``condition`` holds, ``prune_batch`` at a time, each batch its
+        own transaction with a pause between batches on SQLite. Returns the count."""
         total = 0
         while True:
             with self.session() as s:
-                old = select(ForecastRow.id).where(ForecastRow.origin < before).limit(self.prune_batch)
-                result = s.execute(delete(ForecastRow).where(ForecastRow.id.in_(old)))
+                old = select(row.id).where(condition).limit(self.prune_batch)
+                result = s.execute(delete(row).where(row.id.in_(old)))
                 n = int(getattr(result, "rowcount", 0) or 0)
             total += n
             if n < self.prune_batch:
@@ -1809,16 +1814,7 @@ class Store:
     def prune_outcomes(self, before: float) -> int:
         """Delete the outcome rows of buckets that start before ``before`` (epoch s), in batches as
         ``prune_forecasts`` does. Returns the count."""
-        total = 0
-        while True:
-            with self.session() as s:
-                old = select(OutcomeRow.id).where(OutcomeRow.bucket < before).limit(self.prune_batch)
-                result = s.execute(delete(OutcomeRow).where(OutcomeRow.id.in_(old)))
-                n = int(getattr(result, "rowcount", 0) or 0)
-            total += n
-            if n < self.prune_batch:
-                return total
-            self._pause_between_batches()
+        return self._delete_in_batches(OutcomeRow, OutcomeRow.bucket < before)
 
     def prune_plans(self, before: float) -> tuple[int, int]:
         """Delete plans created before ``before`` and their journaled actions.
