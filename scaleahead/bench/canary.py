@@ -22,8 +22,10 @@ The setup (deterministic: every run of the same arguments decides the same):
   one in rollout group ``run<N>`` (so each run assigns its workloads afresh: the assignment hashes
   the group and the challenger);
 - the daemon: production ``champion`` (a baseline family, fitted on the history before the start;
-  no retraining), ``jobs.evaluate_canaries`` on; after ``baseline_h`` the challenger is registered
-  as a model version of family ``challenger`` and a canary of it started (``steps``, ``window_s``,
+  no retraining), ``jobs.evaluate_canaries`` on; after ``baseline_h`` the champion's family is
+  registered as the champion version and the challenger as a version of family ``challenger``
+  (the daemon loads both in the same minute, each fitted on the loop's history then: with one
+  family for both, identical models) and a canary of it started (``steps``, ``window_s``,
   the margins given and the default alpha); the daemon follows it within a minute (a baseline family is
   fitted on the loop's history) and evaluates it on its measured outcomes.
 """
@@ -164,6 +166,11 @@ def run_canary(
             daemon.tick(clock.now())
             clock.sleep(INTERVAL_S)
             ticks += 1
+        # Both arms as registered versions, loaded by the daemon in the same minute's check and
+        # fitted on the same history (a baseline family is fitted on the loop's history when
+        # loaded): with the same family the two are identical, a true A/A. (Production fitted at the
+        # start on another span would differ from a version fitted now.)
+        champion_id = store.register_model(f"{champion}-production", champion, status="champion")
         mid = store.register_model(f"{challenger}-canary", challenger, status="challenger")
         book = RolloutBook(store)
         start = clock.now()
@@ -174,7 +181,7 @@ def run_canary(
             max_cost_increase=margins[1],
             max_error_increase=margins[2],
         )
-        rid = book.start(group, "canary", champion, str(mid), start, canary=params)
+        rid = book.start(group, "canary", str(champion_id), str(mid), start, canary=params)
         end = start + max_hours * 3600.0
         while clock.now() < end and store.rollout(rid).state == "running":
             daemon.tick(clock.now())
