@@ -371,12 +371,13 @@ def decide_canary(
 
 
 def _fallback_gap(share: Mapping[str, float] | None) -> float:
-    """How much more often the challenger's model made no forecast than the champion's (0: unknown)."""
+    """How much more often the challenger's model made no forecast than the champion's (-inf: not
+    known, e.g. outcomes from a CSV or no scored step of the challenger)."""
     if not share:
-        return 0.0
+        return -math.inf
     chal, champ = share.get("challenger", math.nan), share.get("champion", math.nan)
     if not math.isfinite(chal):
-        return 0.0
+        return -math.inf
     return chal - (champ if math.isfinite(champ) else 0.0)
 
 
@@ -727,7 +728,9 @@ class RolloutBook:
                     f"the challenger has run at {rollout.share:.0%} for {max(now - since, 0.0):.0f} s of the "
                     f"{params.window_s:.0f} s window; a shorter time does not decide",
                 )
-            elif rollout.share < 1.0 - 1e-12 and _fallback_gap(fallback_share) > params.max_violation_increase:
+            elif rollout.share < 1.0 - 1e-12 and _fallback_gap(fallback_share) > max(
+                params.max_violation_increase, 0.0
+            ):
                 d = _fallback_rollback(params, rollout.share, champ, chal, fallback_share or {})
                 decided = True
             elif (
