@@ -37,7 +37,8 @@ from storage.store import RolloutRunning, StoredRollout
 Mode = Literal["canary", "ab", "shadow"]
 
 
-def _iso(t: float) -> str:
+def iso_utc(t: float) -> str:
+    """``t`` (epoch s) as ``2026-12-06T07:00:00Z``."""
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -718,7 +719,7 @@ class RolloutBook:
                     "wait",
                     rollout.share,
                     f"this clock is {since - now:.0f} s before the time the challenger's {rollout.share:.0%} share "
-                    f"was set ({_iso(since)}): check this machine's clock against the one that wrote it; "
+                    f"was set ({iso_utc(since)}): check this machine's clock against the one that wrote it; "
                     "no time in the window is counted until it has passed",
                 )
             elif now - since < params.window_s - 1e-6:

@@ -1070,7 +1070,7 @@ class Daemon:
             p.workload
             for p in policies
             if p.workload not in report.forecasts
-            or (arms.get(p.workload, (0, "champion", None))[1] == "challenger" and p.workload not in report.versions)
+            or (arms[p.workload][1] == "challenger" and p.workload not in report.versions)
         }
         self.outcomes.step(
             policies, self.target.last_state, self.history.last, now, settings.loop.interval_s, arms, fallbacks
@@ -1573,46 +1573,28 @@ class Daemon:
         if store is None:
             return []
         from actuator.rollouts import CanaryParams, RolloutBook
-        from scaleahead.commands.rollout import loadable_challenger
-        from scaleahead.outcomes import BUCKET_S, measured_outcomes, window_start
+        from scaleahead.commands.rollout import promotion_check
+        from scaleahead.outcomes import BUCKET_S, decide_on_measured, measured_outcomes, window_start
 
         book = RolloutBook(store)
+        # a learned challenger is promoted only when its checkpoint loads, as `rollout promote` checks it
+        check = promotion_check(
+            store,
+            evaluating=True,
+            note=lambda text: log.warning("%s", text, extra={"event": "canary_promotion_note"}),
+        )
         with self._trials_lock:
             ids = [rid for rid, _ in self.trials.values()]
         decided: list[dict[str, Any]] = []
         for r in store.rollouts(ids=ids) if ids else []:
             if r.state != "running" or r.mode != "canary" or r.share >= 1.0 - 1e-12:
                 continue  # at 100 % nothing is left to compare with: promote or abort it by hand
-            params = CanaryParams.from_stored(r.params)
-            if now - window_start(r) < params.window_s + BUCKET_S:
+            if now - window_start(r) < CanaryParams.from_stored(r.params).window_s + BUCKET_S:
                 continue  # the window's last bucket is written by the first cycle after it ends (this one)
-
-            def check(rollout: Any) -> None:
-                note = loadable_challenger(
-                    store,
-                    rollout.challenger,
-                    f"Rollout {rollout.id} (group {rollout.group}) is not promoted: the canary held up at its last "
-                    "step, but its challenger cannot be the champion",
-                    "Abort it (scaleahead rollout abort) and roll out a version whose checkpoint loads; nothing "
-                    "was recorded (nor this evaluation): the rollout is still running as it was.",
-                )
-                if note:
-                    log.warning("rollout %d: %s", rollout.id, note, extra={"event": "canary_promotion_note"})
-
             group = [p.workload.key for p in self.deps.policies if p.spec.rollout_group == r.group]
             try:
                 arms, measured = measured_outcomes(store, r, now, assigned=group)
-                # Enough workloads assigned to each arm: too few outcomes is too few *measured*
-                # (inconclusive); a group too small for the share advances as with a CSV.
-                enough = min(measured.assigned.values(), default=0) >= max(2, params.min_workloads_per_arm)
-                entry = book.evaluate(
-                    r,
-                    arms,  # type: ignore[arg-type]
-                    now,
-                    check_promotion=check,
-                    measured=enough,
-                    fallback_share=measured.fallback_share,
-                )
+                entry = decide_on_measured(book, r, arms, measured, now, check)
             except Exception as exc:  # noqa: BLE001 - the canary stays as it was; tried at the next check
                 log.warning(
                     "canary rollout %d (group %s) was not evaluated: %s",

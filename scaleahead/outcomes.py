@@ -26,8 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,8 +70,8 @@ class _Sums:
     forecasts: int = 0
 
 
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if math.isfinite(t) else str(t)
+#: The summed columns of an outcome row (``_Sums``'s fields, ``OutcomeRow``'s counts and seconds).
+SUMMED = tuple(f.name for f in fields(_Sums))
 
 
 def bucket_of(t: float) -> float:
@@ -154,9 +153,7 @@ class OutcomeBook:
                 scored += 1
         return scored
 
-    def score(
-        self, key: str, origin: float, arm_of: ArmOf, error_abs: float, actual: float, forecasts: int = 1
-    ) -> None:
+    def score(self, key: str, origin: float, arm_of: ArmOf, error_abs: float, actual: float) -> None:
         """A forecast made at ``origin`` for workload ``key`` by ``arm_of`` was scored: its absolute
         error and the demand that came, summed over its steps."""
         if not (math.isfinite(error_abs) and math.isfinite(actual)):
@@ -166,7 +163,7 @@ class OutcomeBook:
             s = self.sums.setdefault((key, bucket_of(origin), rid, arm, version), _Sums())
             s.error_abs += error_abs
             s.error_actual += actual
-            s.forecasts += forecasts
+            s.forecasts += 1
 
     def take(self, now: float) -> list[dict[str, Any]]:
         """The rows to write: every bucket that has ended by ``now`` (scored forecasts of older
@@ -174,7 +171,6 @@ class OutcomeBook:
         rows: list[dict[str, Any]] = []
         with self._lock:
             for key in [k for k in self.sums if k[1] + BUCKET_S <= now]:
-                s = self.sums.pop(key)
                 workload, bucket, rid, arm, version = key
                 rows.append(
                     {
@@ -183,15 +179,7 @@ class OutcomeBook:
                         "rollout_id": rid,
                         "arm": arm,
                         "model_version_id": version,
-                        "steps": s.steps,
-                        "seconds": s.seconds,
-                        "short_steps": s.short_steps,
-                        "fallback_steps": s.fallback_steps,
-                        "capacity_seconds": s.capacity_seconds,
-                        "demand_seconds": s.demand_seconds,
-                        "error_abs": s.error_abs,
-                        "error_actual": s.error_actual,
-                        "forecasts": s.forecasts,
+                        **asdict(self.sums.pop(key)),
                     }
                 )
         return rows
@@ -202,15 +190,8 @@ class OutcomeBook:
             for r in rows:
                 key = (r["workload"], r["bucket"], r["rollout_id"], r["arm"], r["model_version_id"])
                 s = self.sums.setdefault(key, _Sums())
-                s.steps += r["steps"]
-                s.seconds += r["seconds"]
-                s.short_steps += r["short_steps"]
-                s.fallback_steps += r["fallback_steps"]
-                s.capacity_seconds += r["capacity_seconds"]
-                s.demand_seconds += r["demand_seconds"]
-                s.error_abs += r["error_abs"]
-                s.error_actual += r["error_actual"]
-                s.forecasts += r["forecasts"]
+                for f in SUMMED:
+                    setattr(s, f, getattr(s, f) + r[f])
 
     def forget(self, keys: set[str]) -> None:
         """Drop what is kept for the workloads ``keys`` (their policies were removed)."""
@@ -253,7 +234,7 @@ class MeasuredWindow:
     #: Workloads whose rows in the window name another arm than the rollout assigns them now
     #: (the loop follows a new share within a minute): those rows are left out.
     other_arm: tuple[str, ...] = ()
-    #: The same hours of an earlier day (NaN: not looked for).
+    #: The same hours of an earlier day.
     day_before_start: float = math.nan
     day_before_end: float = math.nan
     #: Which baselines were used, for every workload: ``day_before`` or ``before_start``
@@ -287,8 +268,8 @@ def _champion_sums(store: Store, start: float, end: float, workloads: set[str]) 
     for d in store.outcome_sums(start, end, workloads=workloads):
         if d["arm"] != "champion":
             continue  # another rollout's challenger acted then: not the champion's outcome
-        acc = base.setdefault(d["workload"], {k: 0 for k in d if k not in ("workload", "rollout_id", "arm")})
-        for k in acc:
+        acc = base.setdefault(d["workload"], dict.fromkeys(SUMMED, 0))
+        for k in SUMMED:
             acc[k] += d[k]
     return {w: d for w, d in base.items() if d["seconds"] >= MIN_COVERAGE * (end - start)}
 
@@ -298,7 +279,6 @@ def measured_outcomes(
     rollout: StoredRollout,
     now: float,
     baseline_s: float | None = None,
-    period_s: float = BASELINE_PERIOD_S,
     assigned: Collection[str] | None = None,
 ) -> tuple[dict[str, list[Outcome]], MeasuredWindow]:
     """Each workload's measured outcome in ``rollout``'s arms over its current window, with its
@@ -311,8 +291,8 @@ def measured_outcomes(
     (mixing kinds could differ by arm: a challenger version that ran yesterday too has no
     champion rows then for the workloads it had):
 
-    - **the same hours of an earlier day** (``period_s``, a day): the window moved back by whole
-      periods until it ends before the rollout started, so a workload's daily rhythm (busy at noon,
+    - **the same hours of an earlier day** (``BASELINE_PERIOD_S``): the window moved back by whole
+      days until it ends before the rollout started, so a workload's daily rhythm (busy at noon,
       idle at night) is not taken for a difference between the models; used when at least
       ``min_workloads_per_arm`` workloads of each arm were measured then (the others have none);
     - else the ``baseline_s`` (default: the canary's ``window_s``, 3600 s) right before the
@@ -368,12 +348,11 @@ def measured_outcomes(
             steps[arm] += d["steps"]
             fallback[arm] += d["fallback_steps"]
     names = {d["workload"] for d in kept}
-    shift = period_s * max(1, math.ceil((end - b_end) / period_s - 1e-9)) if period_s > 0 else math.inf
-    day_before = _champion_sums(store, first - shift, end - shift, names) if math.isfinite(shift) else {}
+    shift = BASELINE_PERIOD_S * max(1, math.ceil((end - b_end) / BASELINE_PERIOD_S - 1e-9))
+    day_before = _champion_sums(store, first - shift, end - shift, names)
     with_day = {a: sum(1 for d in kept if d["arm"] == a and d["workload"] in day_before) for a in counts}
-    day = rollout.mode == "shadow" or min(with_day.values()) >= need
-    if rollout.mode == "shadow":
-        day = len(day_before) >= need
+    # shadow: every workload is the champion's (the challenger's rows are its forecasts)
+    day = (len(day_before) if rollout.mode == "shadow" else min(with_day.values())) >= need
     base = day_before if day else _champion_sums(store, b_start, b_end, names)
     for d in kept:
         arms[d["arm"]].append(outcome_of(d["workload"], d, base.get(d["workload"])))
@@ -391,8 +370,8 @@ def measured_outcomes(
         b_start,
         b_end,
         tuple(sorted(set(other))),
-        first - shift if math.isfinite(shift) else math.nan,
-        end - shift if math.isfinite(shift) else math.nan,
+        first - shift,
+        end - shift,
         "day_before" if day else "before_start",
         len(names & set(base)),
         tuple(sorted(set(short))),
@@ -400,3 +379,28 @@ def measured_outcomes(
         {a: fallback[a] / steps[a] if steps[a] else math.nan for a in steps},
     )
     return arms, measured
+
+
+def decide_on_measured(
+    book: Any,
+    rollout: StoredRollout,
+    arms: Mapping[str, Sequence[Outcome]],
+    measured: MeasuredWindow,
+    now: float,
+    check_promotion: Any = None,
+) -> dict[str, Any]:
+    """``RolloutBook.evaluate`` on ``measured_outcomes``'s arms (the daemon's canary evaluation and
+    ``rollout evaluate --measured``): with enough workloads in each arm of the group, too few
+    outcomes is too few *measured* (inconclusive), else a group too small for the share (as with a
+    CSV); and the arms' fallback shares for the check of a challenger that did not forecast."""
+    from actuator.rollouts import CanaryParams
+
+    need = max(2, CanaryParams.from_stored(rollout.params).min_workloads_per_arm)
+    return book.evaluate(  # type: ignore[no-any-return]
+        rollout,
+        arms,
+        now,
+        check_promotion=check_promotion,
+        measured=min(measured.assigned.values(), default=0) >= need,
+        fallback_share=measured.fallback_share,
+    )

@@ -14,6 +14,7 @@ import math
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -79,13 +80,14 @@ def loadable_challenger(store: Any, challenger: str, refused: str, fix: str) -> 
         raise UserError(f"{refused}: {exc.what}", fix) from exc
 
 
-def promotion_check(store: Any, evaluating: bool = False) -> Any:
+def promotion_check(store: Any, evaluating: bool = False, note: Callable[[str], None] | None = None) -> Any:
     """``RolloutBook.promote`` / ``evaluate``'s ``check``: a learned challenger is promoted only
-    when its checkpoint loads (``loadable_challenger``); a note is printed."""
+    when its checkpoint loads (``loadable_challenger``); a note is printed on stderr (or given to
+    ``note``: the daemon logs it)."""
 
     def check(r: Any) -> None:
         why = "the canary held up at its last step, but " if evaluating else ""
-        note = loadable_challenger(
+        text = loadable_challenger(
             store,
             r.challenger,
             f"Rollout {r.id} (group {r.group}) is not promoted: {why}its challenger cannot be the champion",
@@ -94,8 +96,10 @@ def promotion_check(store: Any, evaluating: bool = False) -> Any:
             + (" (nor this evaluation)" if evaluating else "")
             + ": the rollout is still running as it was.",
         )
-        if note:  # on stderr: --output json stays JSON
-            typer.echo(f"note: {note}", err=True)
+        if text and note is not None:
+            note(text)
+        elif text:  # on stderr: --output json stays JSON
+            typer.echo(f"note: {text}", err=True)
 
     return check
 
@@ -279,7 +283,7 @@ def _measured(db: str | None, group: str, baseline_s: float | None = None) -> tu
 
 
 def _print_window(r: Any, measured: Any, arms: Any) -> None:
-    from scaleahead.outcomes import iso
+    from actuator.rollouts import iso_utc as iso
 
     n = {a: len(arms.get(a, [])) for a in ("champion", "challenger")}
     console.print(
@@ -331,7 +335,8 @@ def _print_entry(entry: dict[str, Any]) -> None:
 def _evaluate_measured(db: str | None, group: str, output: str) -> None:
     """``rollout evaluate --measured``: the recorded outcomes of GROUP's running rollout, decided on."""
     from actuator.rollouts import CanaryParams, TooLargeToCompare
-    from scaleahead.outcomes import iso, window_start
+    from actuator.rollouts import iso_utc as iso
+    from scaleahead.outcomes import decide_on_measured, window_start
 
     r, arms, measured = _measured(db, group)
     params = CanaryParams.from_stored(r.params)
@@ -352,17 +357,8 @@ def _evaluate_measured(db: str | None, group: str, output: str) -> None:
             "bucket to end; nothing was recorded.",
         )
     book = _book(db)
-    # enough workloads in each arm (recorded under the rollout): too few outcomes is an outage
-    enough = min(measured.assigned.values(), default=0) >= max(2, params.min_workloads_per_arm)
     try:
-        entry = book.evaluate(
-            r,
-            arms,
-            now,
-            check_promotion=promotion_check(book.store, evaluating=True),
-            measured=enough,
-            fallback_share=measured.fallback_share,
-        )
+        entry = decide_on_measured(book, r, arms, measured, now, promotion_check(book.store, evaluating=True))
     except TooLargeToCompare as exc:
         raise DataError(
             f"The measured outcomes of rollout {r.id} are too large to compare for {', '.join(exc.metrics)}.",
