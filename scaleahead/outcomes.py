@@ -7,8 +7,8 @@ given to ``scaleahead rollout evaluate`` as a CSV; now the daemon's leader measu
 - every control cycle, per service with a readable state and a fresh demand sample (at most three
   control intervals or history steps old, whichever is longer): one scored step, short when the
   demand is above ``capacityPerReplica`` times the ready replicas (../shared/EVALUATION.md's
-  violation), the capacity it ran (``capacityPerReplica`` x replicas x the interval) and the demand
-  (x the interval);
+  violation), the capacity it ran (``capacityPerReplica`` x replicas x the time since the
+  workload's last step, at most three intervals) and the demand (x that time);
 - every forecast the live error scores (``scaleahead.daemon.LiveError``: one per workload per 5
   minutes, once its horizon has passed): its absolute error and the demand that came, in the
   bucket of its origin;
@@ -16,9 +16,9 @@ given to ``scaleahead rollout evaluate`` as a CSV; now the daemon's leader measu
 summed per workload, 5-minute bucket (``BUCKET_S``, aligned to the epoch), rollout and arm, and
 written once a bucket has ended (``Store.record_outcomes``; scored forecasts as they come).
 ``measured_outcomes`` turns the rows of a rollout's window into the ``Outcome`` per workload that
-``RolloutBook.evaluate`` compares, each with its baseline: the same workload's outcome in the window
-of the same length before the rollout started. Functions (warm pools) are not measured here: a
-cold start is not something the loop observes.
+``RolloutBook.evaluate`` compares (``decide_on_measured``), each with its baseline on the champion:
+the same hours of an earlier day, else the window before the rollout started. Functions (warm
+pools) are not measured here: a cold start is not something the loop observes.
 """
 
 from __future__ import annotations
