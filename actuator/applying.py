@@ -19,10 +19,13 @@ A no-op makes no API call at all. After a crash, ``reconcile(now)`` checks every
 
 from __future__ import annotations
 
+import heapq
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -146,6 +149,9 @@ class Actuator:
         self._confirmed: list[FieldWrite] = []
         self._known: dict[str, ManagedField | None] = {}
         self._journal_now = 0.0
+        # Held by the worker running an action while a plan's writes run concurrently, released
+        # only around its API requests (``_io``); None when applying one action at a time.
+        self._lock: threading.Lock | None = None
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -209,31 +215,122 @@ class Actuator:
             if not action.is_noop:
                 change_index[k] = len(change_index)
         done: list[ActionResult | None] = [None] * len(plan.actions)
+
+        def one(k: int) -> None:
+            action = plan.actions[k]
+            if action.is_noop:
+                done[k] = ActionResult(action, "skipped", "no change", "noop")
+                if not isinstance(action, MovePod):  # nothing to write: no one's edit is in the way
+                    self.held_for.pop(action.workload.key, None)
+                return
+            aid = by_action[change_index[k]]
+            if stop:
+                res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
+            elif action.target in self.held:
+                res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
+            else:
+                res = self._apply_one(action, plan.created_at, now, dry_run)
+            done[k] = res
+            if self.store is not None and aid is not None:
+                self._outcomes.append((aid, res.outcome, res.detail))  # committed by the next write's intent
+            log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
+
+        order = self._apply_order(plan.actions)
+        lanes = self._lanes(plan.actions, order) if not stop else None
         with scope() if scope is not None else nullcontext():
-            for k in self._apply_order(plan.actions):
-                action = plan.actions[k]
-                if action.is_noop:
-                    done[k] = ActionResult(action, "skipped", "no change", "noop")
-                    if not isinstance(action, MovePod):  # nothing to write: no one's edit is in the way
-                        self.held_for.pop(action.workload.key, None)
-                    continue
-                aid = by_action[change_index[k]]
-                if stop:
-                    res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
-                elif action.target in self.held:
-                    res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
-                else:
-                    res = self._apply_one(action, plan.created_at, now, dry_run)
-                done[k] = res
-                if self.store is not None and aid is not None:
-                    self._outcomes.append((aid, res.outcome, res.detail))  # committed by the next write's intent
-                log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
+            if lanes is None:
+                for k in order:
+                    one(k)
+            else:
+                self._apply_concurrently(one, order, lanes, [k for k in order if isinstance(plan.actions[k], MovePod)])
         results.extend(r for r in done if r is not None)  # in the plan's order
         try:
             self._commit()
         finally:
             self._known = {}
         return results
+
+    def _lanes(self, actions: Sequence[Action], order: Sequence[int]) -> list[list[int]] | None:
+        """The plan's actions other than pod moves, in ``order``, split into one lane per namespace;
+        None: applied one at a time (``concurrent_writes`` 1, a target that does not declare
+        ``concurrent_io``, a journal in an in-memory SQLite database, or fewer than two namespaces
+        with a write to make)."""
+        workers = max(1, int(self.config.concurrent_writes))
+        if workers < 2 or not getattr(self.target, "concurrent_io", False):
+            return None
+        if self.store is not None and not self.store.shared_by_threads:
+            return None  # an in-memory SQLite journal: another thread would see an empty database
+        lanes: dict[str, list[int]] = {}
+        for k in order:
+            action = actions[k]
+            if not isinstance(action, MovePod):
+                lanes.setdefault(action.workload.namespace, []).append(k)
+        busy = [lane for lane in lanes.values() if any(not actions[k].is_noop for k in lane)]
+        return list(lanes.values()) if len(busy) >= 2 else None
+
+    def _apply_concurrently(
+        self, one: Callable[[int], None], order: Sequence[int], lanes: list[list[int]], moves: Sequence[int]
+    ) -> None:
+        """Apply the lanes' actions with up to ``concurrent_writes`` of them in flight, at most one per
+        namespace, then the pod moves one at a time.
+
+        Only the API requests overlap: every worker holds ``self._lock`` except while its request is on
+        the wire (``_io``), so the journal, the safety checks, the Lease and the kill switch see one
+        action at a time, and each action's write-ahead intent still commits before its own write. One
+        namespace's actions are applied in order, one at a time, so its quota room is taken by each
+        scale-up before the next is checked (``KubernetesTarget.plan_reads``). The next action started
+        is always the most urgent one waiting (``_apply_order``) in a namespace with none in flight, so a
+        plan cut short by ``max_plan_age_s`` still skips the least urgent ones. If an action raises (the
+        journal's database failed), no new one starts, those in flight finish, and the error is raised:
+        what is not committed stays in ``unsettled``, as when a plan applied one at a time fails."""
+        workers = max(1, int(self.config.concurrent_writes))
+        rank = {k: r for r, k in enumerate(order)}
+        heads = [(rank[lane[0]], i, 0) for i, lane in enumerate(lanes) if lane]
+        heapq.heapify(heads)
+        lock = threading.Lock()
+        error: list[BaseException] = []
+
+        def run(k: int) -> None:
+            with lock:
+                one(k)
+
+        self._lock = lock
+        try:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scaleahead-write") as pool:
+                running: dict[Future[None], tuple[int, int]] = {}
+                while heads or running:
+                    while heads and len(running) < workers and not error:
+                        _, i, pos = heapq.heappop(heads)
+                        running[pool.submit(run, lanes[i][pos])] = (i, pos)
+                    if not running:
+                        break
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        i, pos = running.pop(future)
+                        exc = future.exception()
+                        if exc is not None:
+                            error.append(exc)
+                        elif pos + 1 < len(lanes[i]):
+                            heapq.heappush(heads, (rank[lanes[i][pos + 1]], i, pos + 1))
+        finally:
+            self._lock = None
+        if error:
+            raise error[0]
+        for k in moves:
+            one(k)
+
+    @contextmanager
+    def _io(self) -> Iterator[None]:
+        """Around an API request: lets the other workers of ``_apply_concurrently`` run meanwhile."""
+        lock = self._lock
+        if lock is None:
+            yield
+            return
+        lock.release()
+        try:
+            yield
+        finally:
+            lock.acquire()
 
     def _apply_order(self, actions: Sequence[Action]) -> list[int]:
         """The order (indices into ``actions``) in which a plan is applied: what protects the SLO
@@ -312,7 +409,8 @@ class Actuator:
             if old:
                 return ActionResult(action, "skipped", old)
             try:
-                live = self.target.live(action)
+                with self._io():
+                    live = self.target.live(action)
                 if isinstance(action, MovePod) and live.uid:
                     if first_uid and live.uid != first_uid:
                         return ActionResult(
@@ -372,9 +470,11 @@ class Actuator:
                 if steer:
                     diff += f"; {steer[1]}"
                 try:
-                    new = self.target.write(action, verdict.value, live)
+                    with self._io():
+                        new = self.target.write(action, verdict.value, live)
                 except ActuationError as exc:
-                    landed = self._landed(action, verdict.value, exc)
+                    with self._io():
+                        landed = self._landed(action, verdict.value, exc)
                     if landed is None:
                         if steer and self.store is not None:  # not evicted: no replacement to steer
                             self.store.set_steer_state(steer[0], "cancelled", now)

@@ -591,6 +591,9 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
             "Pass --kubeconfig FILE with a valid cluster, user and context (or run in the cluster).",
         ) from exc
     cfg.retries = 0
+    # Room for the actuator's concurrent writes (actuation.concurrent_writes, at most 32) beside the
+    # Lease and the reads: the client's default is 5 connections a CPU core, 10 on 2 cores.
+    cfg.connection_pool_maxsize = max(int(cfg.connection_pool_maxsize or 0), 40)
     return k8s.ApiClient(cfg)
 
 
@@ -911,6 +914,9 @@ class _PodIndex:
 class KubernetesTarget:
     """Reads and writes the objects behind a plan's actions through the official client.
 
+    ``live`` and ``write`` may run for actions of different namespaces at once (``concurrent_io``:
+    ``Actuator`` with ``concurrent_writes`` above 1); one namespace's stay one at a time.
+
     Args:
         api_client: a ``kubernetes.client.ApiClient`` (``make_api_client``).
         policies: the policies, for each workload's mode (``direct``/``floor``) and HPA name.
@@ -922,6 +928,10 @@ class KubernetesTarget:
         placement: ``read_state`` also reads nodes, pods and PDBs (``read_placement``), for
             rebalancing moves.
     """
+
+    #: ``live`` and ``write`` of actions in different namespaces may overlap (``Actuator``): what a
+    #: plan reads and takes is kept per namespace (``_PlanReads``), and the client's pool is shared.
+    concurrent_io = True
 
     def __init__(
         self,
@@ -1009,8 +1019,11 @@ class KubernetesTarget:
     def _give_back_room(self, action: Action) -> None:
         """A write the API server refused (a 4xx other than a 409): its pods do not come."""
         if self._plan is not None and not isinstance(action, MovePod):
-            for taken in self._plan.taken.values():
-                taken.pop(action.target, None)
+            # only its own namespace's: another namespace's writes may be adding to theirs right now
+            # (``Actuator`` with ``concurrent_writes``: one worker per namespace at a time)
+            found = self._plan.pods.get(action.target)
+            if found is not None:
+                self._plan.taken.get(found[0], {}).pop(action.target, None)
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:

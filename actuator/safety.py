@@ -25,6 +25,9 @@ class SafetyConfig:
     paused: bool = False
     human_edit_hold_s: float = 3600.0
     max_conflict_retries: int = 3
+    #: API writes of one plan in flight at once (``Actuator.apply_plan``; 1: one at a time). Applies
+    #: only to a target that declares ``concurrent_io`` (``KubernetesTarget``).
+    concurrent_writes: int = 1
 
 
 @dataclass(frozen=True, slots=True)

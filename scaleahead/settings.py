@@ -213,6 +213,14 @@ class ActuationSettings(BaseModel):
         3600.0, ge=0, description="Leave a field someone else edited alone this long before managing it again (s)."
     )
     max_conflict_retries: int = Field(3, ge=0, description="Re-reads after a 409 before an action counts as failed.")
+    concurrent_writes: int = Field(
+        4,
+        ge=1,
+        le=32,
+        description="Kubernetes API requests of one plan in flight at once, at most one per namespace (1: one "
+        "action at a time). Each action is still read, checked, journaled and written in order within its "
+        "namespace, the most urgent first; only the requests overlap (docs/actuator.md, 'Throughput').",
+    )
     reconcile_retry_s: float = Field(
         60.0,
         ge=0,

@@ -45,6 +45,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import DataError as SQLDataError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import SingletonThreadPool
 
 from scaleahead.errors import DataError, UserError, hide_password
 from scaleahead.types import Action, Forecast, Plan, QuantileRows, WorkloadRef, action_endpoints
@@ -506,6 +507,13 @@ class Store:
         event.listen(self._session, "before_flush", _check_flush_lengths)
         if upgrade:
             self.upgrade()
+
+    @property
+    def shared_by_threads(self) -> bool:
+        """Whether other threads see the same database through this store: False for an in-memory
+        SQLite database, where each thread's connection is a database of its own (SQLAlchemy's
+        ``SingletonThreadPool``); the actuator then applies a plan from one thread only."""
+        return not isinstance(self.engine.pool, SingletonThreadPool)
 
     # -- schema ---------------------------------------------------------------------------------
     def _check_sqlite_file(self, path: Path) -> None:

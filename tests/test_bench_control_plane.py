@@ -39,11 +39,13 @@ def gone(pid: int) -> bool:
 
 def test_a_tiny_run_measures_every_section_and_stops_the_emulator(tmp_path: Path) -> None:
     out_file = tmp_path / "cp.json"
-    out = cli("--sizes", str(N), "--repeat", "2", "--namespaces", "3", "--json", str(out_file))
+    out = cli("--sizes", str(N), "--repeat", "2", "--namespaces", "3", "--api-latency-ms", "2", "--json", str(out_file))
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
     doc = json.loads(out_file.read_text())
     assert doc["params"]["sizes"] == [N] and doc["params"]["repeat"] == 2
+    # the setting's default: up to 4 requests in flight (3 namespaces: 3 at most); 2 ms a request
+    assert doc["params"]["concurrent_writes"] == 4 and doc["params"]["api_latency_s"] == 0.002
     cap = doc["params"]["status_max_writes"]
     size = doc["sizes"][str(N)]
     for name in SECTIONS:
@@ -145,6 +147,9 @@ def test_help_names_the_dev_extra() -> None:
         (["--sizes", "ten"], "is not a comma-separated list of counts"),
         (["--repeat", "0"], "--repeat 0 is not a count of 1 or more"),
         (["--max-plan-age-s", "-1"], "--max-plan-age-s -1 is not a finite number above 0"),
+        (["--concurrent-writes", "0"], "--concurrent-writes 0 is not a count of 1 or more"),
+        (["--api-latency-ms", "-1"], "--api-latency-ms -1.0 is not a latency between 0 and 10,000 ms"),
+        (["--api-latency-ms", "nan"], "--api-latency-ms nan is not a latency"),
     ],
 )
 def test_bad_options_are_refused_before_any_work(args: list[str], says: str) -> None:

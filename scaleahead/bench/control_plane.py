@@ -48,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections import Counter
@@ -120,9 +121,12 @@ class RequestCounter:
 
         orig: Any = rest.RESTClientObject.request
         counts = self.counts
+        lock = threading.Lock()  # the actuator's concurrent writes count from several threads
 
         def counted(client: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            counts[request_label(method, url)] += 1
+            label = request_label(method, url)
+            with lock:
+                counts[label] += 1
             return orig(client, method, url, *args, **kwargs)
 
         self._orig = orig
@@ -176,13 +180,13 @@ def _measure(
 
 # -- the emulator in its own process ----------------------------------------------------------
 @contextmanager
-def emulator(workloads: int, namespaces: int) -> Iterator[tuple[str, int]]:
+def emulator(workloads: int, namespaces: int, latency_s: float = 0.0) -> Iterator[tuple[str, int]]:
     """A populated emulator (``python -m scaleahead.bench.kubeemu``) in a child process: yields its
     URL and pid; it is stopped (and waited for) on the way out, whatever happened. The child also
     stops by itself when this process goes (its stdin closes)."""
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
-    spec = json.dumps({"workloads": workloads, "namespaces": namespaces, "quotas": True})
+    spec = json.dumps({"workloads": workloads, "namespaces": namespaces, "quotas": True, "latency_s": latency_s})
     # its messages go to a file, not a pipe: a pipe nobody reads would stop it once full
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -289,6 +293,7 @@ def bench_size(
     max_plan_age_s: float,
     workdir: Path,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
+    concurrent_writes: int = 1,
 ) -> dict[str, Any]:
     """Every section for one size against the emulator at ``url``; the result per section."""
     from kubernetes import client as k8s
@@ -426,7 +431,7 @@ def bench_size(
             target,
             store,
             policies,
-            SafetyConfig(max_plan_age_s=max_plan_age_s),
+            SafetyConfig(max_plan_age_s=max_plan_age_s, concurrent_writes=concurrent_writes),
             kill_switch=lambda: target.kill_switch("scaleahead-system", "scaleahead-kill-switch"),
             is_leader=lambda _t: elector.holds(time.time(), 10.0),
             clock=time.time,
@@ -533,6 +538,8 @@ def bench_control_plane(
     namespaces: int = 100,
     max_plan_age_s: float = 30.0,
     progress: Callable[[int, str, dict[str, Any]], None] | None = None,
+    concurrent_writes: int = 1,
+    api_latency_s: float = 0.0,
 ) -> dict[str, Any]:
     """Every section per size, each size against a fresh emulator process; the result object."""
     require_emulator()
@@ -542,6 +549,8 @@ def bench_control_plane(
             "repeat": repeat,
             "namespaces": namespaces,
             "max_plan_age_s": max_plan_age_s,
+            "concurrent_writes": concurrent_writes,
+            "api_latency_s": api_latency_s,
             "status_max_writes": _status_cap(),
         },
         "sizes": {},
@@ -552,7 +561,7 @@ def bench_control_plane(
         with tempfile.TemporaryDirectory(prefix="scaleahead-bench-cp-") as tmp:
             for n in sizes:
                 w0 = time.perf_counter()
-                with emulator(n, namespaces) as (url, pid):
+                with emulator(n, namespaces, api_latency_s) as (url, pid):
                     result["emulator_pids"].append(pid)
                     started = round(time.perf_counter() - w0, 2)
 
@@ -560,7 +569,7 @@ def bench_control_plane(
                         if progress is not None:
                             progress(n, name, section)
 
-                    sections = bench_size(url, n, repeat, max_plan_age_s, Path(tmp), show)
+                    sections = bench_size(url, n, repeat, max_plan_age_s, Path(tmp), show, concurrent_writes)
                 result["sizes"][str(n)] = {"emulator_start_s": started, **sections}
     finally:
         logging.disable(logging.NOTSET)

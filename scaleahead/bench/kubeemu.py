@@ -74,6 +74,9 @@ class Cluster(kmock.KubernetesEmulator):
     #: kept (``request in payload._source`` scans them): a long benchmark run turns that into
     #: seconds per request, so ``scaleahead bench control-plane`` keeps only the current one.
     keep_requests: bool = True
+    #: Every answer waits this long (s) after the request is served, without using CPU: the network
+    #: round trip and etcd commit a real API server spends waiting (``bench control-plane --api-latency-ms``).
+    latency_s: float = 0.0
 
     def declare(self) -> None:
         """Declare every resource the actuator uses, so that an empty list answers 200, as in Kubernetes."""
@@ -91,6 +94,15 @@ class Cluster(kmock.KubernetesEmulator):
         if not self.keep_requests:
             del self._requests[:-1]  # this request is the last one kept
         method, path = str(request.method.value), request.url.path
+        if self.latency_s > 0:
+            # served first, then the wait: kmock finds a request among those it keeps, and without
+            # ``keep_requests`` a request arriving during the wait would drop this one from them
+            response = await self._handle_now(request, method, path)
+            await asyncio.sleep(self.latency_s)
+            return response
+        return await self._handle_now(request, method, path)
+
+    async def _handle_now(self, request: Any, method: str, path: str) -> aiohttp.web.StreamResponse:
         for fault in list(self.faults):
             if fault.matches(method, path):
                 if fault.skip > 0:
@@ -298,7 +310,8 @@ def populate(cluster: Cluster, workloads: int, namespaces: int, quotas: bool = T
 async def _serve_populated(spec: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    async with Cluster(keep_requests=False) as cluster, kmock.Server(cluster) as server:
+    latency_s = float(spec.get("latency_s", 0.0))
+    async with Cluster(keep_requests=False, latency_s=latency_s) as cluster, kmock.Server(cluster) as server:
         populate(cluster, int(spec["workloads"]), int(spec["namespaces"]), bool(spec.get("quotas", True)))
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
@@ -314,7 +327,7 @@ async def _serve_populated(spec: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m scaleahead.bench.kubeemu '{"workloads": N, "namespaces": M, "quotas": true}'``:
+    """``python -m scaleahead.bench.kubeemu '{"workloads": N, "namespaces": M, "quotas": true, "latency_s": 0}'``:
     serve a populated emulator on loopback, print ``{"url": ...}`` on one line once it answers,
     and stop on SIGTERM, SIGINT or when stdin closes (the parent is gone)."""
     spec = json.loads((argv if argv is not None else sys.argv[1:])[0])

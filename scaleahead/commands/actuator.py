@@ -45,7 +45,9 @@ def build_actuator(
     s = Settings.from_env().actuation
     api = api if api is not None else make_api_client(str(kubeconfig) if kubeconfig else None, context, in_cluster)
     target = KubernetesTarget(api, policies, timeout_s=s.request_timeout_s)
-    config = SafetyConfig(s.max_plan_age_s, s.paused, s.human_edit_hold_s, s.max_conflict_retries)
+    config = SafetyConfig(
+        s.max_plan_age_s, s.paused, s.human_edit_hold_s, s.max_conflict_retries, concurrent_writes=s.concurrent_writes
+    )
     leader = None
     if leader_identity:
         leader = LeaderElector(api, s.namespace, leader_identity, s.lease_name, s.lease_duration_s, s.request_timeout_s)

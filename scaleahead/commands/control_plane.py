@@ -8,6 +8,7 @@ measured and writes ``--json`` (every run's numbers) at the end.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,6 +74,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         json_out: Annotated[
             Path | None, typer.Option("--json", help="Write every number (each run of each section) here.")
         ] = None,
+        concurrent_writes: Annotated[
+            int | None,
+            typer.Option(
+                help="actuation.concurrent_writes for the apply_plan run: API requests in flight at once "
+                "(default: the setting's default)."
+            ),
+        ] = None,
+        api_latency_ms: Annotated[
+            float,
+            typer.Option(
+                help="Make the emulator wait this long before it answers each request, without using CPU: the "
+                "network round trip and etcd commit of a real API server (0: none)."
+            ),
+        ] = 0.0,
     ) -> None:
         """Time the control plane (policy load and reload, status publish, read_state, apply_plan,
         the journal, reconcile) at N workloads against the Kubernetes API emulator.
@@ -88,6 +103,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_positive("--namespaces", namespaces, "Give a count of 1 or more.")
         check_positive("--max-plan-age-s", max_plan_age_s, "Give seconds above 0, e.g. 30.")
         check_output(json_out, "--json")
+        if concurrent_writes is None:
+            from scaleahead.settings import ActuationSettings
+
+            concurrent_writes = int(ActuationSettings.model_fields["concurrent_writes"].default)
+        check_positive("--concurrent-writes", concurrent_writes, "Give a count of 1 or more (1: one at a time).")
+        if not math.isfinite(api_latency_ms) or not 0 <= api_latency_ms <= 10_000:
+            raise UserError(
+                f"--api-latency-ms {api_latency_ms} is not a latency between 0 and 10,000 ms.", "Give e.g. 5."
+            )
         from scaleahead.bench.control_plane import bench_control_plane, require_emulator
 
         require_emulator()
@@ -107,7 +131,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
 
         result = bench_control_plane(
-            counts, repeat=repeat, namespaces=namespaces, max_plan_age_s=max_plan_age_s, progress=show
+            counts,
+            repeat=repeat,
+            namespaces=namespaces,
+            max_plan_age_s=max_plan_age_s,
+            progress=show,
+            concurrent_writes=concurrent_writes,
+            api_latency_s=api_latency_ms / 1000.0,
         )
         if json_out is not None:
             json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
