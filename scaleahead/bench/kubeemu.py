@@ -86,6 +86,17 @@ class Cluster(kmock.KubernetesEmulator):
         self.resources[RUNTIMECLASSES] = kmock.ResourceInfo(namespaced=False)
         self.resources[POD_METRICS] = kmock.ResourceInfo(namespaced=True)
 
+    def _KubernetesEmulator__get_objs(self, request: Any, strict: bool) -> list[Any]:  # noqa: N802 - kmock's private name
+        """kmock's lookup of the objects a request names, by key when it names one object: kmock scans
+        every object for each request, about 40 ms at 10,000 workloads (30,000 objects), which made
+        ``bench control-plane`` measure the emulator. A key it does not find (another spelling of the
+        resource) falls back to kmock's scan."""
+        if strict and request.name is not None and request.resource is not None:
+            found = self._objects._objects.get((request.resource, request.namespace, request.name))
+            if found is not None:
+                return [found]
+        return super()._KubernetesEmulator__get_objs(request, strict)  # type: ignore[misc, no-any-return]
+
     def _next_rv(self) -> str:
         self.rv += 1
         return str(self.rv)
