@@ -192,3 +192,29 @@ def test_a_failed_quota_list_is_listed_again_by_the_plans_next_scale_up_and_warn
     assert lists(kube, "resourcequotas") == 2, "listed again once, then kept"
     warned = [r for r in caplog.records if getattr(r, "event", "") == "quota_list_failed"]
     assert len(warned) == 1 and "namespace a (HTTP 500)" in warned[0].getMessage()
+
+
+def test_each_scale_ups_pod_shape_is_worked_out_once_a_plan(kube, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Twelve scale-ups in a namespace with a CPU quota: each subtracts the pods every earlier one took,
+    but works out each earlier one's pod shape only once (before 2026-12-06: 12 + 66 shapes, growing
+    with the square of the namespace's scale-ups)."""
+    import actuator.kubernetes as kmod
+
+    names = [f"w{i}" for i in range(12)]
+    for name in names:
+        put(kube, "a", name, cpu="100m")
+    hard, used = {"requests.cpu": "100"}, {"requests.cpu": "1"}
+    kube.cluster.put(QUOTAS, "a", "cpu", {"spec": {"hard": hard}, "status": {"hard": hard, "used": used}})
+    calls = [0]
+    real = kmod.pod_shape
+
+    def counted(template):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return real(template)
+
+    monkeypatch.setattr(kmod, "pod_shape", counted)
+    pols = [pol("a", name) for name in names]
+    results = actuator(kube, pols).apply_plan(Plan(NOW, tuple(ScaleTo(ref("a", n), 2, 4, R) for n in names)), NOW)
+    assert [r.outcome for r in results] == ["applied"] * 12, results
+    assert [replicas(kube, "a", n) for n in names] == [4] * 12
+    assert calls[0] <= 2 * len(names), calls[0]
