@@ -152,6 +152,8 @@ class Actuator:
         # Held by the worker running an action while a plan's writes run concurrently, released
         # only around its API requests (``_io``); None when applying one action at a time.
         self._lock: threading.Lock | None = None
+        # action index -> its urgency in the plan being applied (``_apply_order``)
+        self._tiers: dict[int, tuple[int, float]] = {}
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -192,7 +194,10 @@ class Actuator:
         # outcome of each write is durable before the next write of the plan (to the same object or
         # any other), and a crash at any point leaves every action whose write may have landed either
         # with its outcome or ``planned`` with its intent on the field's record: reconciliation
-        # settles it. An action finished but not committed yet stays in ``unsettled``.
+        # settles it. An action finished but not committed yet stays in ``unsettled``. With writes in
+        # flight at once (``concurrent_writes``), another namespace's write may be made before the
+        # outcome of one that just landed is committed (up to ``concurrent_writes`` - 1 of them):
+        # each write's own intent still commits before it, so the same reconciliation settles them.
         self._outcomes, self._confirmed, self._journal_now = [], [], now
         self._known = {}
         if self.store is not None and not stop:
@@ -279,14 +284,33 @@ class Actuator:
         action at a time, and each action's write-ahead intent still commits before its own write. One
         namespace's actions are applied in order, one at a time, so its quota room is taken by each
         scale-up before the next is checked (``KubernetesTarget.plan_reads``). The next action started
-        is always the most urgent one waiting (``_apply_order``) in a namespace with none in flight, so a
-        plan cut short by ``max_plan_age_s`` still skips the least urgent ones. If an action raises (the
-        journal's database failed), no new one starts, those in flight finish, and the error is raised:
-        what is not committed stays in ``unsettled``, as when a plan applied one at a time fails."""
+        is always the most urgent one waiting (``_apply_order``) in a namespace with none in flight, and
+        only if no action still waiting anywhere is more urgent (a scale-down waits while any scale-up,
+        and a scale-up while any of a higher priority, is still to start): so a plan cut short by
+        ``max_plan_age_s`` still skips the least urgent ones, and actions overlap only with equally
+        urgent ones of other namespaces. If an action raises (a ``BaseException``: the actuator journals
+        every ``Exception`` as the action's failure), no new one starts, those in flight finish (their
+        writes included), and the error is raised: what is not committed stays in ``unsettled``, as when
+        a plan applied one at a time fails."""
         workers = max(1, int(self.config.concurrent_writes))
         rank = {k: r for r, k in enumerate(order)}
         heads = [(rank[lane[0]], i, 0) for i, lane in enumerate(lanes) if lane]
         heapq.heapify(heads)
+        # The urgency (``_apply_order``'s key) of each action in the order, and the first rank not
+        # started yet: a head starts only if it is as urgent as every action still waiting, so no
+        # scale-down (or lower priority) starts while a more urgent action waits behind a busy
+        # namespace (a review found one namespace's 40 scale-ups skipped as too old while other
+        # namespaces' scale-downs were written).
+        tiers = [self._tiers.get(k) for k in order]
+        later = set(moves)
+        started = [k in later for k in order]  # pod moves: one at a time after the pool
+        lowest = [0]
+
+        def next_waiting() -> int:
+            while lowest[0] < len(order) and started[lowest[0]]:
+                lowest[0] += 1
+            return lowest[0]
+
         lock = threading.Lock()
         error: list[BaseException] = []
 
@@ -300,7 +324,10 @@ class Actuator:
                 running: dict[Future[None], tuple[int, int]] = {}
                 while heads or running:
                     while heads and len(running) < workers and not error:
-                        _, i, pos = heapq.heappop(heads)
+                        if running and tiers[heads[0][0]] != tiers[next_waiting()]:
+                            break  # a more urgent action waits in a namespace with one in flight
+                        r, i, pos = heapq.heappop(heads)
+                        started[r] = True
                         running[pool.submit(run, lanes[i][pos])] = (i, pos)
                     if not running:
                         break
@@ -359,6 +386,7 @@ class Actuator:
         for k, action in enumerate(actions):
             key = (urgency(action), k)
             first[action.target] = min(first.get(action.target, key), key)
+        self._tiers = {k: first[a.target][0] for k, a in enumerate(actions)}
         return sorted(range(len(actions)), key=lambda k: (first[actions[k].target], k))
 
     def _commit(self, intent: FieldWrite | None = None) -> None:
@@ -620,7 +648,8 @@ class Actuator:
         editor, reverts = mf.editor, mf.editor_reverts
         if seen is None or mf.human_value != live.value:
             if record:
-                named = self._field_manager(action)
+                with self._io():  # a GET of the whole object: the other namespaces' workers go on
+                    named = self._field_manager(action)
                 if seen is None:  # the first edit since scaleahead's write: it undid that write
                     reverts = reverts + 1 if named and named == editor else 1
                 elif named != (editor or ""):

@@ -148,6 +148,7 @@ def test_help_names_the_dev_extra() -> None:
         (["--repeat", "0"], "--repeat 0 is not a count of 1 or more"),
         (["--max-plan-age-s", "-1"], "--max-plan-age-s -1 is not a finite number above 0"),
         (["--concurrent-writes", "0"], "--concurrent-writes 0 is not a count of 1 or more"),
+        (["--concurrent-writes", "33"], "--concurrent-writes 33 is above 32"),
         (["--api-latency-ms", "-1"], "--api-latency-ms -1.0 is not a latency between 0 and 10,000 ms"),
         (["--api-latency-ms", "nan"], "--api-latency-ms nan is not a latency"),
     ],

@@ -311,6 +311,7 @@ def bench_size(
     cfg = k8s.Configuration()
     cfg.host = url.rstrip("/")
     cfg.retries = 0
+    cfg.connection_pool_maxsize = 40  # as make_api_client: room for the concurrent writes
     api: Any = k8s.ApiClient(cfg)
     out: dict[str, Any] = {}
 

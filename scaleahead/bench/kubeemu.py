@@ -108,9 +108,10 @@ class Cluster(kmock.KubernetesEmulator):
         if self.latency_s > 0:
             # served first, then the wait: kmock finds a request among those it keeps, and without
             # ``keep_requests`` a request arriving during the wait would drop this one from them
-            response = await self._handle_now(request, method, path)
-            await asyncio.sleep(self.latency_s)
-            return response
+            try:
+                return await self._handle_now(request, method, path)
+            finally:  # an error answer (404, 409, a fault) waits as long
+                await asyncio.sleep(self.latency_s)
         return await self._handle_now(request, method, path)
 
     async def _handle_now(self, request: Any, method: str, path: str) -> aiohttp.web.StreamResponse:

@@ -108,6 +108,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
             concurrent_writes = int(ActuationSettings.model_fields["concurrent_writes"].default)
         check_positive("--concurrent-writes", concurrent_writes, "Give a count of 1 or more (1: one at a time).")
+        if concurrent_writes > 32:
+            raise UserError(
+                f"--concurrent-writes {concurrent_writes} is above 32, actuation.concurrent_writes' limit.",
+                "Give a count from 1 to 32.",
+            )
         if not math.isfinite(api_latency_ms) or not 0 <= api_latency_ms <= 10_000:
             raise UserError(
                 f"--api-latency-ms {api_latency_ms} is not a latency between 0 and 10,000 ms.", "Give e.g. 5."

@@ -241,3 +241,78 @@ def test_an_in_memory_journal_is_applied_from_one_thread(kube) -> None:  # type:
 
 def test_a_file_store_is_shared_by_threads(store) -> None:  # type: ignore[no-untyped-def]
     assert store.shared_by_threads
+
+
+def _started(target, log):  # type: ignore[no-untyped-def]
+    real = target.live
+
+    def live(action, *args):  # type: ignore[no-untyped-def]
+        log.append(action)
+        time.sleep(0.005)  # the other workers start meanwhile if they may
+        return real(action, *args)
+
+    target.live = live
+
+
+def test_no_less_urgent_action_starts_while_a_more_urgent_one_waits(kube) -> None:  # type: ignore[no-untyped-def]
+    """Ten scale-ups in a (one at a time there) and scale-downs in b, c, d, with 4 in flight: every
+    scale-up starts before any scale-down (a review found the other namespaces' scale-downs taking
+    the free slots, and a's scale-ups skipped as too old while they were written). Among the
+    scale-ups, the higher priority ones (in e) start first."""
+    ups = [("a", f"u{i}") for i in range(10)]
+    urgent = [("e", f"p{i}") for i in range(2)]
+    downs = [(ns, f"d{i}") for ns in ("b", "c", "d") for i in range(4)]
+    for k in ups + urgent:
+        put(kube, *k)
+    for k in downs:
+        put(kube, *k, replicas=5)
+    pols = [pol(*k) for k in ups + downs] + [pol(*k, priority=5) for k in urgent]
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=10.0)
+    started: list = []
+    _started(target, started)
+    plan = Plan(
+        time.time(),
+        tuple(ScaleTo(ref(*k), 5, 3, R) for k in downs) + tuple(ScaleTo(ref(*k), 2, 4, R) for k in ups + urgent),
+    )
+    act = Actuator(target, None, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+    results = act.apply_plan(plan, plan.created_at)
+    assert {r.outcome for r in results} == {"applied"}, results
+    kinds = ["down" if a.to_replicas < a.from_replicas else "up" for a in started]
+    assert kinds == ["up"] * 12 + ["down"] * 12, kinds
+    assert {a.workload.namespace for a in started[:2]} == {"e"}  # priority 5 first
+    # the scale-downs of b, c and d still overlap with each other
+    assert [replicas(kube, *k) for k in downs] == [3] * len(downs)
+
+
+def test_a_human_edits_field_manager_read_lets_other_namespaces_go_on(kube, store) -> None:  # type: ignore[no-untyped-def]
+    """Finding who edited a field is one more GET: made with the lock released like any request."""
+    put(kube, "a", "x")
+    put(kube, "b", "y")
+    pols = [pol("a", "x"), pol("b", "y")]
+    act = actuator(kube, pols, store, concurrent_writes=2)
+    first = Plan(time.time(), (ScaleTo(ref("a", "x"), 2, 3, R), ScaleTo(ref("b", "y"), 2, 3, R)))
+    assert {r.outcome for r in act.apply_plan(first, first.created_at)} == {"applied"}
+    put(kube, "a", "x", replicas=7)  # someone else's edit of the field scaleahead wrote
+    events: list[str] = []
+    target = act.target
+    real_fm, real_write = target.field_manager, target.write  # type: ignore[attr-defined]
+
+    def field_manager(action):  # type: ignore[no-untyped-def]
+        events.append("who edited: start")
+        time.sleep(0.3)
+        events.append("who edited: end")
+        return real_fm(action)
+
+    def write(action, value, live):  # type: ignore[no-untyped-def]
+        events.append(f"write {action.workload.namespace}")
+        return real_write(action, value, live)
+
+    target.field_manager = field_manager  # type: ignore[attr-defined]
+    target.write = write  # type: ignore[method-assign]
+    # b's read answers after a's: a is already asking who edited it when b is ready to write
+    kube.cluster.faults.append(Fault("GET", "/namespaces/b/deployments/y/scale", delay_s=0.1))
+    second = Plan(time.time(), (ScaleTo(ref("a", "x"), 7, 4, R), ScaleTo(ref("b", "y"), 3, 4, R)))
+    results = act.apply_plan(second, second.created_at)
+    assert results[0].outcome == "skipped" and "edit" in results[0].detail, results[0]
+    assert results[1].outcome == "applied", results[1]
+    assert events == ["who edited: start", "write b", "who edited: end"], events
