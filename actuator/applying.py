@@ -247,7 +247,12 @@ class Actuator:
                 for k in order:
                     one(k)
             else:
-                self._apply_concurrently(one, order, lanes, [k for k in order if isinstance(plan.actions[k], MovePod)])
+                quiet, busy = lanes
+                for k in quiet:  # no request to make: settled before the others start
+                    one(k)
+                settled = set(quiet)
+                moves = [k for k in order if isinstance(plan.actions[k], MovePod)]
+                self._apply_concurrently(one, [k for k in order if k not in settled], busy, moves)
         results.extend(r for r in done if r is not None)  # in the plan's order
         try:
             self._commit()
@@ -255,23 +260,30 @@ class Actuator:
             self._known = {}
         return results
 
-    def _lanes(self, actions: Sequence[Action], order: Sequence[int]) -> list[list[int]] | None:
-        """The plan's actions other than pod moves, in ``order``, split into one lane per namespace;
-        None: applied one at a time (``concurrent_writes`` 1, a target that does not declare
-        ``concurrent_io``, a journal in an in-memory SQLite database, or fewer than two namespaces
-        with a write to make)."""
+    def _lanes(self, actions: Sequence[Action], order: Sequence[int]) -> tuple[list[int], list[list[int]]] | None:
+        """The actions that make no request (no-ops and held targets, on objects with no other
+        action), and the rest of the plan's actions other than pod moves, in ``order``, split into one
+        lane per namespace; None: applied one at a time (``concurrent_writes`` 1, a target that does
+        not declare ``concurrent_io``, a journal in an in-memory SQLite database, or fewer than two
+        namespaces with a write to make). The quiet ones are settled first: left in a lane, one queued
+        behind a slow write held back every less urgent action of the plan (a review found it)."""
         workers = max(1, int(self.config.concurrent_writes))
         if workers < 2 or not getattr(self.target, "concurrent_io", False):
             return None
         if self.store is not None and not self.store.shared_by_threads:
             return None  # an in-memory SQLite journal: another thread would see an empty database
+        loud = {a.target for a in actions if not (a.is_noop or a.target in self.held)}
+        quiet: list[int] = []
         lanes: dict[str, list[int]] = {}
         for k in order:
             action = actions[k]
-            if not isinstance(action, MovePod):
+            if isinstance(action, MovePod):
+                continue
+            if action.target not in loud:
+                quiet.append(k)
+            else:
                 lanes.setdefault(action.workload.namespace, []).append(k)
-        busy = [lane for lane in lanes.values() if any(not actions[k].is_noop for k in lane)]
-        return list(lanes.values()) if len(busy) >= 2 else None
+        return (quiet, list(lanes.values())) if len(lanes) >= 2 else None
 
     def _apply_concurrently(
         self, one: Callable[[int], None], order: Sequence[int], lanes: list[list[int]], moves: Sequence[int]

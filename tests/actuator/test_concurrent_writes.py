@@ -316,3 +316,31 @@ def test_a_human_edits_field_manager_read_lets_other_namespaces_go_on(kube, stor
     assert results[0].outcome == "skipped" and "edit" in results[0].detail, results[0]
     assert results[1].outcome == "applied", results[1]
     assert events == ["who edited: start", "write b", "who edited: end"], events
+
+
+@pytest.mark.parametrize("extra", ["none", "noop", "held"])
+def test_an_action_without_a_request_does_not_hold_back_less_urgent_ones(kube, extra: str) -> None:  # type: ignore[no-untyped-def]
+    """a: a scale-up whose write takes 1.5 s, then a no-op or a held (backing-off) workload's scale-up,
+    neither of which makes a request; b: a scale-down. maxPlanAge 1 s, 2 in flight: b's scale-down is
+    written beside a's write (a review found the quiet action, waiting behind a's write in its lane,
+    holding the scale-down back until the plan was too old)."""
+    put(kube, "a", "up")
+    put(kube, "a", "x")
+    put(kube, "b", "down", replicas=5)
+    kube.cluster.faults.append(Fault("PATCH", "/namespaces/a/deployments/up/scale", delay_s=1.5, after=True))
+    pols = [pol("a", "up"), pol("a", "x"), pol("b", "down")]
+    actions = [ScaleTo(ref("a", "up"), 2, 4, R)]
+    if extra == "noop":
+        actions.append(ScaleTo(ref("a", "x"), 2, 2, R))
+    elif extra == "held":
+        actions.append(ScaleTo(ref("a", "x"), 2, 4, R))
+    actions.append(ScaleTo(ref("b", "down"), 5, 3, R))
+    act = actuator(kube, pols, max_plan_age_s=1.0, concurrent_writes=2)
+    if extra == "held":
+        act.held = frozenset({ref("a", "x").key})
+    plan = Plan(time.time(), tuple(actions))
+    results = act.apply_plan(plan, plan.created_at)
+    assert results[0].outcome == "applied" and results[-1].outcome == "applied", results
+    if extra != "none":
+        assert results[1].outcome == "skipped" and results[1].detail in ("no change", "backing off after errors")
+    assert (replicas(kube, "a", "up"), replicas(kube, "a", "x"), replicas(kube, "b", "down")) == (4, 2, 3)
