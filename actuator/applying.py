@@ -152,8 +152,6 @@ class Actuator:
         # Held by the worker running an action while a plan's writes run concurrently, released
         # only around its API requests (``_io``); None when applying one action at a time.
         self._lock: threading.Lock | None = None
-        # action index -> its urgency in the plan being applied (``_apply_order``)
-        self._tiers: dict[int, tuple[int, float]] = {}
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -240,7 +238,7 @@ class Actuator:
                 self._outcomes.append((aid, res.outcome, res.detail))  # committed by the next write's intent
             log.info("%s %s: %s %s", action.kind, action.target, res.outcome, res.detail)
 
-        order = self._apply_order(plan.actions)
+        order, urgency = self._apply_order(plan.actions)
         lanes = self._lanes(plan.actions, order) if not stop else None
         with scope() if scope is not None else nullcontext():
             if lanes is None:
@@ -252,7 +250,10 @@ class Actuator:
                     one(k)
                 settled = set(quiet)
                 moves = [k for k in order if isinstance(plan.actions[k], MovePod)]
-                self._apply_concurrently(one, [k for k in order if k not in settled], busy, moves)
+                rest = [k for k in order if k not in settled and not isinstance(plan.actions[k], MovePod)]
+                self._apply_concurrently(one, rest, [urgency[k] for k in rest], busy)
+                for k in moves:  # one at a time, after the rest
+                    one(k)
         results.extend(r for r in done if r is not None)  # in the plan's order
         try:
             self._commit()
@@ -286,10 +287,15 @@ class Actuator:
         return (quiet, list(lanes.values())) if len(lanes) >= 2 else None
 
     def _apply_concurrently(
-        self, one: Callable[[int], None], order: Sequence[int], lanes: list[list[int]], moves: Sequence[int]
+        self,
+        one: Callable[[int], None],
+        order: Sequence[int],
+        tiers: Sequence[tuple[int, float]],
+        lanes: list[list[int]],
     ) -> None:
-        """Apply the lanes' actions with up to ``concurrent_writes`` of them in flight, at most one per
-        namespace, then the pod moves one at a time.
+        """Apply the lanes' actions (``order``: all of them, most urgent first; ``tiers``: the urgency
+        of each, ``_apply_order``) with up to ``concurrent_writes`` of them in flight, at most one per
+        namespace.
 
         Only the API requests overlap: every worker holds ``self._lock`` except while its request is on
         the wire (``_io``), so the journal, the safety checks, the Lease and the kill switch see one
@@ -308,14 +314,11 @@ class Actuator:
         rank = {k: r for r, k in enumerate(order)}
         heads = [(rank[lane[0]], i, 0) for i, lane in enumerate(lanes) if lane]
         heapq.heapify(heads)
-        # The urgency (``_apply_order``'s key) of each action in the order, and the first rank not
-        # started yet: a head starts only if it is as urgent as every action still waiting, so no
-        # scale-down (or lower priority) starts while a more urgent action waits behind a busy
-        # namespace (a review found one namespace's 40 scale-ups skipped as too old while other
+        # The first rank not started yet: a head starts only if it is as urgent as every action still
+        # waiting, so no scale-down (or lower priority) starts while a more urgent action waits behind
+        # a busy namespace (a review found one namespace's 40 scale-ups skipped as too old while other
         # namespaces' scale-downs were written).
-        tiers = [self._tiers.get(k) for k in order]
-        later = set(moves)
-        started = [k in later for k in order]  # pod moves: one at a time after the pool
+        started = [False] * len(order)
         lowest = [0]
 
         def next_waiting() -> int:
@@ -355,8 +358,6 @@ class Actuator:
             self._lock = None
         if error:
             raise error[0]
-        for k in moves:
-            one(k)
 
     @contextmanager
     def _io(self) -> Iterator[None]:
@@ -371,7 +372,7 @@ class Actuator:
         finally:
             lock.acquire()
 
-    def _apply_order(self, actions: Sequence[Action]) -> list[int]:
+    def _apply_order(self, actions: Sequence[Action]) -> tuple[list[int], list[tuple[int, float]]]:
         """The order (indices into ``actions``) in which a plan is applied: what protects the SLO
         first, so that when a large plan outlasts ``max_plan_age_s`` the actions skipped as too old
         are the ones that only save cost. Scale-ups first (replicas or warm instances; the policy's
@@ -379,7 +380,8 @@ class Actuator:
         scale-downs, then pod moves; ties keep the plan's order (the policies' order), so the room
         a quota leaves goes to the same scale-ups as before. Actions on one object keep their
         order among themselves: each object sorts by its most urgent action. Until 2026-12-06 a plan
-        was applied in policy order, so its tail, whatever it held, was skipped."""
+        was applied in policy order, so its tail, whatever it held, was skipped. Also returned: each
+        action's urgency (its object's most urgent action's), by index into ``actions``."""
 
         def urgency(action: Action) -> tuple[int, float]:
             if isinstance(action, MovePod):
@@ -398,8 +400,8 @@ class Actuator:
         for k, action in enumerate(actions):
             key = (urgency(action), k)
             first[action.target] = min(first.get(action.target, key), key)
-        self._tiers = {k: first[a.target][0] for k, a in enumerate(actions)}
-        return sorted(range(len(actions)), key=lambda k: (first[actions[k].target], k))
+        order = sorted(range(len(actions)), key=lambda k: (first[actions[k].target], k))
+        return order, [first[a.target][0] for a in actions]
 
     def _commit(self, intent: FieldWrite | None = None) -> None:
         """Commit the plan's pending outcomes and confirmed fields, with ``intent`` (a write-ahead
