@@ -568,6 +568,12 @@ class HeadroomSpec:
     image: str = "registry.k8s.io/pause:3.9"
 
 
+#: Connections the client keeps open: room for the actuator's concurrent writes
+#: (actuation.concurrent_writes, at most 32) beside the Lease and the reads (the client's own
+#: default is 5 a CPU core, 10 on 2 cores).
+CLIENT_POOL_SIZE = 40
+
+
 def make_api_client(kubeconfig: str | None = None, context: str | None = None, in_cluster: bool = False) -> Any:
     """An ``ApiClient`` from a kubeconfig file or the in-cluster service account; no retries (we retry)."""
     import yaml
@@ -595,9 +601,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
             "Pass --kubeconfig FILE with a valid cluster, user and context (or run in the cluster).",
         ) from exc
     cfg.retries = 0
-    # Room for the actuator's concurrent writes (actuation.concurrent_writes, at most 32) beside the
-    # Lease and the reads: the client's default is 5 connections a CPU core, 10 on 2 cores.
-    cfg.connection_pool_maxsize = max(int(cfg.connection_pool_maxsize or 0), 40)
+    cfg.connection_pool_maxsize = max(int(cfg.connection_pool_maxsize or 0), CLIENT_POOL_SIZE)
     return k8s.ApiClient(cfg)
 
 

@@ -201,6 +201,10 @@ class PrometheusSettings(BaseModel):
     )
 
 
+#: ``actuation.concurrent_writes``' upper bound (``bench control-plane --concurrent-writes`` too).
+MAX_CONCURRENT_WRITES = 32
+
+
 class ActuationSettings(BaseModel):
     model_config = _NO_INF_NAN
     dry_run: bool = Field(
@@ -216,7 +220,7 @@ class ActuationSettings(BaseModel):
     concurrent_writes: int = Field(
         4,
         ge=1,
-        le=32,
+        le=MAX_CONCURRENT_WRITES,
         description="Kubernetes API requests of one plan in flight at once, at most one per namespace (1: one "
         "action at a time). Each action is still read, checked, journaled and written in order within its "
         "namespace, the most urgent first; only the requests overlap (docs/actuator.md, 'Throughput').",

@@ -300,7 +300,7 @@ def bench_size(
 
     from actuator.applying import Actuator
     from actuator.autoscalers import AutoscalerCheck
-    from actuator.kubernetes import KubernetesTarget
+    from actuator.kubernetes import CLIENT_POOL_SIZE, KubernetesTarget
     from actuator.leader import LeaderElector
     from actuator.policy_resources import ClusterPolicies, PolicyLimits, PolicyStatusWriter
     from actuator.safety import SafetyConfig
@@ -311,7 +311,7 @@ def bench_size(
     cfg = k8s.Configuration()
     cfg.host = url.rstrip("/")
     cfg.retries = 0
-    cfg.connection_pool_maxsize = 40  # as make_api_client: room for the concurrent writes
+    cfg.connection_pool_maxsize = CLIENT_POOL_SIZE  # as make_api_client: room for the concurrent writes
     api: Any = k8s.ApiClient(cfg)
     out: dict[str, Any] = {}
 

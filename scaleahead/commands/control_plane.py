@@ -103,15 +103,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         check_positive("--namespaces", namespaces, "Give a count of 1 or more.")
         check_positive("--max-plan-age-s", max_plan_age_s, "Give seconds above 0, e.g. 30.")
         check_output(json_out, "--json")
-        if concurrent_writes is None:
-            from scaleahead.settings import ActuationSettings
+        from scaleahead.settings import MAX_CONCURRENT_WRITES, ActuationSettings
 
+        if concurrent_writes is None:
             concurrent_writes = int(ActuationSettings.model_fields["concurrent_writes"].default)
         check_positive("--concurrent-writes", concurrent_writes, "Give a count of 1 or more (1: one at a time).")
-        if concurrent_writes > 32:
+        if concurrent_writes > MAX_CONCURRENT_WRITES:
             raise UserError(
-                f"--concurrent-writes {concurrent_writes} is above 32, actuation.concurrent_writes' limit.",
-                "Give a count from 1 to 32.",
+                f"--concurrent-writes {concurrent_writes} is above {MAX_CONCURRENT_WRITES}, "
+                "actuation.concurrent_writes' limit.",
+                f"Give a count from 1 to {MAX_CONCURRENT_WRITES}.",
             )
         if not math.isfinite(api_latency_ms) or not 0 <= api_latency_ms <= 10_000:
             raise UserError(
