@@ -29,6 +29,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import (
     Engine,
+    Integer,
+    String,
     Table,
     bindparam,
     create_engine,
@@ -250,6 +252,51 @@ class FieldWrite:
     written: bool = False
     original: int | None | Unrecorded = UNRECORDED
     uid: str = ""
+
+
+def _outcome_update() -> Any:
+    t = cast(Table, ActionRow.__table__)
+    return (
+        update(t)
+        .where(t.c.id == bindparam("aid"))
+        .values(state=bindparam("st"), outcome=bindparam("out"), updated_at=bindparam("at"))
+    )
+
+
+def _field_update() -> Any:
+    """``_write_managed_field`` as one statement for an executemany: ``written_value`` and ``uid``
+    are kept where the write leaves them (a NULL parameter), as ``_set_managed_field`` does."""
+    t = cast(Table, ManagedFieldRow.__table__)
+    return (
+        update(t)
+        .where(t.c.target == bindparam("w_target"))
+        .values(
+            field=bindparam("w_field"),
+            value=bindparam("w_value"),
+            resource_version=bindparam("w_rv"),
+            written_at=bindparam("w_now"),
+            human_value=None,
+            human_seen_at=None,
+            written_value=func.coalesce(bindparam("w_written", type_=Integer), t.c.written_value),
+            uid=func.coalesce(bindparam("w_uid", type_=String), t.c.uid),
+        )
+    )
+
+
+def _field_params(w: FieldWrite) -> dict[str, Any]:
+    return {
+        "w_target": w.target,
+        "w_field": w.field,
+        "w_value": w.value,
+        "w_rv": w.resource_version,
+        "w_now": w.now,
+        "w_written": w.value if w.written else None,
+        "w_uid": w.uid or None,
+    }
+
+
+_OUTCOME_UPDATE = _outcome_update()
+_FIELD_UPDATE = _field_update()
 
 
 class RolloutRunning(Exception):
@@ -1065,24 +1112,43 @@ class Store:
         if not outcomes and not fields:
             return
         with self.session() as s:
+            # Core executemany statements built once (module level: their compiled form is cached),
+            # on the session's connection (no ORM execution path): the actuator journals once an
+            # action, so this is its per-action database cost (docs/benchmarks.md, "Cheaper journal").
+            conn = s.connection()
             if outcomes:
-                # Core executemany by id (no existence SELECT, no ORM bookkeeping): the actuator's
-                # own rows; one that is gone is still a KeyError, found by the row count.
-                t = cast(Table, ActionRow.__table__)
-                result = s.execute(
-                    update(t)
-                    .where(t.c.id == bindparam("aid"))
-                    .values(state=bindparam("st"), outcome=bindparam("out"), updated_at=now),
-                    [{"aid": aid, "st": st, "out": out} for aid, st, out in outcomes],
+                # by id (no existence SELECT): the actuator's own rows; one that is gone is still a
+                # KeyError, found by the row count
+                result = conn.execute(
+                    _OUTCOME_UPDATE, [{"aid": aid, "st": st, "out": out, "at": now} for aid, st, out in outcomes]
                 )
                 if int(getattr(result, "rowcount", -1)) not in (-1, len(outcomes)):
                     self._set_action_states(s, outcomes, now)  # names the missing row
-            for w in fields:
-                self._write_managed_field(s, w)
+            if fields:
+                # every record in one executemany, in order; records that do not exist yet (a
+                # workload's first write; or a driver that cannot count an executemany's rows) are
+                # found and written after it, each in order: the writes of other records are
+                # independent of them
+                result = conn.execute(_FIELD_UPDATE, [_field_params(w) for w in fields])
+                if int(getattr(result, "rowcount", -1)) != len(fields):
+                    targets = sorted({w.target for w in fields})
+                    present: set[str] = set()
+                    for i in range(0, len(targets), 500):  # (SQLite's bound-parameter limit)
+                        chunk = targets[i : i + 500]
+                        present.update(
+                            s.scalars(select(ManagedFieldRow.target).where(ManagedFieldRow.target.in_(chunk)))
+                        )
+                    inserted: set[str] = set()
+                    for w in fields:
+                        if w.target not in present:
+                            self._write_managed_field(s, w, exists=w.target in inserted)
+                            inserted.add(w.target)
 
     @staticmethod
-    def _write_managed_field(s: Session, w: FieldWrite) -> None:
-        """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else the insert."""
+    def _write_managed_field(s: Session, w: FieldWrite, exists: bool = True) -> None:
+        """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else one
+        INSERT (Core: a plan's first writes of 10,000 workloads spent most of their journal time in
+        the ORM's insert); ``exists`` False: known to be missing, only the INSERT."""
         t = cast(Table, ManagedFieldRow.__table__)
         values: dict[str, Any] = {
             "field": w.field,
@@ -1096,8 +1162,19 @@ class Store:
             values["written_value"] = w.value
         if w.uid:
             values["uid"] = w.uid
-        if int(getattr(s.execute(update(t).where(t.c.target == w.target).values(**values)), "rowcount", 0)) != 1:
-            Store._set_managed_field(s, w)
+        if (
+            not exists
+            or int(getattr(s.execute(update(t).where(t.c.target == w.target).values(**values)), "rowcount", 0)) != 1
+        ):
+            recorded = not isinstance(w.original, Unrecorded)
+            s.execute(
+                insert(t).values(
+                    target=w.target,
+                    original_recorded=recorded,
+                    original_value=w.original if recorded else None,
+                    **values,
+                )
+            )
 
     def set_action_state(
         self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None

@@ -417,3 +417,64 @@ def test_a_forecast_with_many_quantile_levels_is_stored_on_every_database(db_url
     assert sorted(back.quantiles) == levels
     assert np.allclose(back.quantiles[0.95], 9.5, rtol=1e-3)
     store.close()
+
+
+def test_journal_writes_the_field_records_in_one_executemany_in_order(db_url: str) -> None:
+    """``Store.journal`` sends every field record of a transaction in one executemany (the
+    actuator's per-action cost) with the one-by-one path's meaning: ``written_value`` and ``uid``
+    kept where a write leaves them, a human edit forgotten, two writes to one record applied in
+    order; a record that does not exist yet is inserted, with its original."""
+    from sqlalchemy import event
+
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    a, b, c = "Deployment/shop/a", "Deployment/shop/b", "Deployment/shop/c"
+    store.set_managed_field(a, "spec.replicas", 4, "5", 10.0, written=True, uid="uid-a")
+    store.set_managed_field(b, "spec.replicas", 2, "6", 10.0, uid="uid-b")
+    store.set_human_edit(a, 9, 11.0)
+    seen: list[tuple[str, bool]] = []
+
+    def count(_conn, _cursor, statement, _params, _context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if "managed_fields" in statement:
+            seen.append((statement.split()[0].upper(), bool(executemany)))
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    store.journal(
+        [],
+        [
+            FieldWrite(a, "spec.replicas", 6, "9", 20.0, written=True),
+            FieldWrite(b, "spec.replicas", 7, "intent:7:6", 20.0, uid="uid-b2"),
+            FieldWrite(a, "spec.replicas", 8, "intent:8:9", 21.0),
+        ],
+        21.0,
+    )
+    assert seen == [("UPDATE", True)]  # one executemany: the driver counted its rows
+    ra, rb = store.managed_field(a), store.managed_field(b)
+    assert ra is not None and rb is not None
+    assert (ra.value, ra.resource_version, ra.written_at, ra.written_value, ra.uid) == (
+        8,
+        "intent:8:9",
+        21.0,
+        6,
+        "uid-a",
+    )
+    assert (ra.human_value, ra.human_seen_at) == (None, None)
+    assert (rb.value, rb.written_value, rb.uid) == (7, None, "uid-b2")
+
+    seen.clear()
+    store.journal(
+        [],
+        [
+            FieldWrite(a, "spec.replicas", 8, "10", 22.0, written=True),
+            FieldWrite(c, "spec.replicas", 3, "intent:3:1", 22.0, original=1, uid="uid-c"),
+        ],
+        22.0,
+    )
+    assert seen[0] == ("UPDATE", True) and len(seen) > 1  # c has no record: the one-by-one path inserts it
+    ra, rc = store.managed_field(a), store.managed_field(c)
+    assert ra is not None and (ra.value, ra.written_value, ra.uid) == (8, 8, "uid-a")
+    assert rc is not None
+    assert (rc.value, rc.written_value, rc.uid, rc.original_recorded, rc.original_value) == (3, None, "uid-c", True, 1)
+    event.remove(store.engine, "before_cursor_execute", count)
+    store.close()
