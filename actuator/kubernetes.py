@@ -538,6 +538,77 @@ MERGE = "application/merge-patch+json"
 log = logging.getLogger("scaleahead.actuator")
 
 
+class _PodOf:
+    """A scale-up's pod as the quota admission counts it (its template with the namespace's
+    LimitRange defaults and its RuntimeClass's overhead), worked out on first use, and its
+    ``pod_shape``, worked out once: the scale-up's own quota check and every later scale-up of the
+    namespace in the plan use the same one (until 2026-12-06 each later one worked it out again)."""
+
+    __slots__ = ("_make", "_pod", "_shape")
+
+    def __init__(self, make: Callable[[], Mapping[str, Any]]) -> None:
+        self._make = make
+        self._pod: Mapping[str, Any] | None = None
+        self._shape: dict[str, int] | None = None
+
+    def __call__(self) -> Mapping[str, Any]:
+        if self._pod is None:
+            self._pod = self._make()
+        return self._pod
+
+    def shape(self) -> dict[str, int]:
+        if self._shape is None:
+            self._shape = pod_shape(self())
+        return self._shape
+
+
+@dataclass(slots=True)
+class _Taken:
+    """The room a plan's scale-ups in one namespace took (``take_room``): per action target its pod
+    and the pods its write adds, and their sums, kept as entries come and go. A quota without
+    scopes subtracts the sums (less the asking scale-up's own entry): until 2026-12-06 each
+    scale-up went through every earlier one, so a namespace's scale-ups cost the square of their
+    number (100 in a namespace: 4,950 steps)."""
+
+    entries: dict[str, tuple[_PodOf, int]] = field(default_factory=dict)
+    pods: int = 0
+    #: sum of pods added x ``pod_shape`` per resource; None until a quota on a resource asks (the
+    #: shapes are worked out only then, as before)
+    resources: dict[str, int] | None = None
+
+    def put(self, target: str, pod: _PodOf, added: int) -> None:
+        self.pop(target)
+        self.entries[target] = (pod, added)
+        self.pods += added
+        if self.resources is not None:
+            for norm, v in pod.shape().items():
+                self.resources[norm] = self.resources.get(norm, 0) + added * v
+
+    def pop(self, target: str) -> None:
+        old = self.entries.pop(target, None)
+        if old is None:
+            return
+        pod, added = old
+        self.pods -= added
+        if self.resources is not None:
+            for norm, v in pod.shape().items():
+                self.resources[norm] -= added * v
+
+    def sums(self, key: str, resources: bool) -> dict[str, int]:
+        """What every entry but ``key``'s took: ``pods``, and with ``resources`` each resource."""
+        own = self.entries.get(key)
+        out = {"pods": self.pods - (own[1] if own is not None else 0)}
+        if resources:
+            if self.resources is None:
+                self.resources = {}
+                for pod, added in self.entries.values():
+                    for norm, v in pod.shape().items():
+                        self.resources[norm] = self.resources.get(norm, 0) + added * v
+            for norm, total in self.resources.items():
+                out[norm] = total - (own[1] * own[0].shape().get(norm, 0) if own is not None else 0)
+        return out
+
+
 @dataclass(slots=True)
 class _PlanReads:
     """What one plan read once and took (``KubernetesTarget.plan_reads``)."""
@@ -549,13 +620,9 @@ class _PlanReads:
     #: namespaces whose LimitRange defaults this plan uses as read (re-read at most once a plan)
     limit_ranges: set[str] = field(default_factory=set)
     #: action target -> (namespace, its pod as the quota admission counts it), from its quota check
-    pods: dict[str, tuple[str, Callable[[], Mapping[str, Any]]]] = field(default_factory=dict)
-    #: namespace -> action target -> (its pod, pods its write adds): room the quota list does not show yet
-    taken: dict[str, dict[str, tuple[Callable[[], Mapping[str, Any]], int]]] = field(default_factory=dict)
-    #: action target -> its pod's ``pod_shape``, worked out once a plan: each later scale-up of the
-    #: namespace subtracts every earlier one's pods (until 2026-12-06 the shape was worked out anew
-    #: each time, about 0.06 ms each: 100 scale-ups in a namespace cost 5,000 of them)
-    shapes: dict[str, dict[str, int]] = field(default_factory=dict)
+    pods: dict[str, tuple[str, _PodOf]] = field(default_factory=dict)
+    #: namespace -> the room its scale-ups took, which the quota list does not show yet
+    taken: dict[str, _Taken] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1018,11 +1085,11 @@ class KubernetesTarget:
         namespace, pod = found
         pods_now = live.fact("pods_now")
         added = value - (live.value if pods_now is None else pods_now)
-        taken = self._plan.taken.setdefault(namespace, {})
+        taken = self._plan.taken.setdefault(namespace, _Taken())
         if added > 0:
-            taken[action.target] = (pod, added)
+            taken.put(action.target, pod, added)
         else:
-            taken.pop(action.target, None)
+            taken.pop(action.target)
 
     def _give_back_room(self, action: Action) -> None:
         """A write the API server refused (a 4xx other than a 409): its pods do not come."""
@@ -1030,8 +1097,8 @@ class KubernetesTarget:
             # only its own namespace's: another namespace's writes may be adding to theirs right now
             # (``Actuator`` with ``concurrent_writes``: one worker per namespace at a time)
             found = self._plan.pods.get(action.target)
-            if found is not None:
-                self._plan.taken.get(found[0], {}).pop(action.target, None)
+            if found is not None and found[0] in self._plan.taken:
+                self._plan.taken[found[0]].pop(action.target)
 
     # -- helpers --------------------------------------------------------------------------------
     def _raw(self, fn: Any, *args: Any, target: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -1123,7 +1190,7 @@ class KubernetesTarget:
                 plan.quotas[namespace] = items
         if items is None:
             return None
-        taken = [] if plan is None else [(k, *t) for k, t in plan.taken.get(namespace, {}).items() if k != key]
+        taken = None if plan is None else plan.taken.get(namespace)
         left: dict[str, int] = {}
         pods: Sequence[Mapping[str, Any]] | None = None
         for rq in items:
@@ -1134,14 +1201,17 @@ class KubernetesTarget:
                 if not any(quota_applies(rq, t) for t in pods):
                     continue
             rooms = _rooms(rq)
-            for target, pod, n in taken:
-                if scoped and not quota_applies(rq, pod()):
-                    continue
-                shape: Mapping[str, int] = {}
-                if plan is not None and any(k != "pods" for k in rooms):
-                    shape = plan.shapes.get(target) or plan.shapes.setdefault(target, pod_shape(pod()))
-                for norm in rooms:
-                    rooms[norm] -= n * (1 if norm == "pods" else shape.get(norm, 0))
+            if taken is not None and taken.entries:
+                if scoped:  # only the pods it applies to
+                    for target, (pod, n) in taken.entries.items():
+                        if target == key or not quota_applies(rq, pod()):
+                            continue
+                        for norm in rooms:
+                            rooms[norm] -= n * (1 if norm == "pods" else pod.shape().get(norm, 0))
+                else:
+                    took = taken.sums(key, resources=any(k != "pods" for k in rooms))
+                    for norm in rooms:
+                        rooms[norm] -= took.get(norm, 0)
             for norm, room in rooms.items():
                 left[norm] = min(left.get(norm, room), room)
         return left
@@ -1199,13 +1269,12 @@ class KubernetesTarget:
         resource is not limited by it here (the API server decides). None: no such quota, or the
         quotas cannot be read. ``key``: the action's target, whose write takes the room (``take_room``).
         """
-        seen: list[Mapping[str, Any]] = []
 
-        def pod() -> Mapping[str, Any]:
-            if not seen and template is not None:
-                seen.append(self._with_overhead(with_defaults(template(), self._limit_defaults(namespace))))
-            return seen[0]
+        def make() -> Mapping[str, Any]:
+            assert template is not None  # (asked for only with a template)
+            return self._with_overhead(with_defaults(template(), self._limit_defaults(namespace)))
 
+        pod = _PodOf(make)
         if self._plan is not None and key and template is not None:
             self._plan.pods[key] = (namespace, pod)
         left = self._quota_left(namespace, None if template is None else lambda: [pod()], key)
@@ -1219,7 +1288,7 @@ class KubernetesTarget:
             unset = unset_resources(pod(), resources) if self._limit_defaults_read(namespace) is not None else []
             if unset:
                 return 0, tuple(f"unset:{key}" for key in unset)
-            per_pod = pod_shape(pod())
+            per_pod = pod.shape()
             limits += [(left[k] // per_pod[k], k) for k in resources if per_pod.get(k, 0) > 0]
         if not limits:
             return None, ()
