@@ -28,6 +28,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import (
+    Boolean,
     Engine,
     Integer,
     String,
@@ -295,8 +296,28 @@ def _field_params(w: FieldWrite) -> dict[str, Any]:
     }
 
 
+def _field_insert() -> Any:
+    """A record's first write (``_set_managed_field``'s new record), with the parameters of
+    ``_field_params`` and ``w_recorded``, ``w_original`` (whether and what it records as the field's
+    original)."""
+    t = cast(Table, ManagedFieldRow.__table__)
+    return insert(t).values(
+        target=bindparam("w_target"),
+        field=bindparam("w_field"),
+        value=bindparam("w_value"),
+        resource_version=bindparam("w_rv"),
+        written_at=bindparam("w_now"),
+        written_value=bindparam("w_written", type_=Integer),
+        uid=bindparam("w_uid", type_=String),
+        original_recorded=bindparam("w_recorded", type_=Boolean),
+        original_value=bindparam("w_original", type_=Integer),
+        editor_reverts=0,
+    )
+
+
 _OUTCOME_UPDATE = _outcome_update()
 _FIELD_UPDATE = _field_update()
+_FIELD_INSERT = _field_insert()
 
 
 class RolloutRunning(Exception):
@@ -1147,33 +1168,14 @@ class Store:
     @staticmethod
     def _write_managed_field(s: Session, w: FieldWrite, exists: bool = True) -> None:
         """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else one
-        INSERT (Core: a plan's first writes of 10,000 workloads spent most of their journal time in
-        the ORM's insert); ``exists`` False: known to be missing, only the INSERT."""
-        t = cast(Table, ManagedFieldRow.__table__)
-        values: dict[str, Any] = {
-            "field": w.field,
-            "value": w.value,
-            "resource_version": w.resource_version,
-            "written_at": w.now,
-            "human_value": None,
-            "human_seen_at": None,
-        }
-        if w.written:
-            values["written_value"] = w.value
-        if w.uid:
-            values["uid"] = w.uid
-        if (
-            not exists
-            or int(getattr(s.execute(update(t).where(t.c.target == w.target).values(**values)), "rowcount", 0)) != 1
-        ):
+        INSERT; ``exists`` False: known to be missing, only the INSERT. Both built once (Core: a
+        plan's first writes of 10,000 workloads spent most of their journal time in the ORM's insert)."""
+        conn = s.connection()
+        params = _field_params(w)
+        if not exists or int(getattr(conn.execute(_FIELD_UPDATE, params), "rowcount", 0)) != 1:
             recorded = not isinstance(w.original, Unrecorded)
-            s.execute(
-                insert(t).values(
-                    target=w.target,
-                    original_recorded=recorded,
-                    original_value=w.original if recorded else None,
-                    **values,
-                )
+            conn.execute(
+                _FIELD_INSERT, {**params, "w_recorded": recorded, "w_original": w.original if recorded else None}
             )
 
     def set_action_state(
