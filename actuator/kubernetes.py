@@ -577,21 +577,24 @@ class _Taken:
     resources: dict[str, int] | None = None
 
     def put(self, target: str, pod: _PodOf, added: int) -> None:
+        shape = pod.shape() if self.resources is not None else None  # (before anything changes: it may raise)
         self.pop(target)
         self.entries[target] = (pod, added)
         self.pods += added
-        if self.resources is not None:
-            for norm, v in pod.shape().items():
+        if self.resources is not None and shape is not None:
+            for norm, v in shape.items():
                 self.resources[norm] = self.resources.get(norm, 0) + added * v
 
     def pop(self, target: str) -> None:
-        old = self.entries.pop(target, None)
+        old = self.entries.get(target)
         if old is None:
             return
         pod, added = old
+        shape = pod.shape() if self.resources is not None else None  # (worked out already: summed)
+        del self.entries[target]
         self.pods -= added
-        if self.resources is not None:
-            for norm, v in pod.shape().items():
+        if self.resources is not None and shape is not None:
+            for norm, v in shape.items():
                 self.resources[norm] -= added * v
 
     def sums(self, key: str, resources: bool) -> dict[str, int]:
@@ -600,10 +603,11 @@ class _Taken:
         out = {"pods": self.pods - (own[1] if own is not None else 0)}
         if resources:
             if self.resources is None:
-                self.resources = {}
+                summed: dict[str, int] = {}  # kept only once whole (a pod that cannot be worked out raises)
                 for pod, added in self.entries.values():
                     for norm, v in pod.shape().items():
-                        self.resources[norm] = self.resources.get(norm, 0) + added * v
+                        summed[norm] = summed.get(norm, 0) + added * v
+                self.resources = summed
             for norm, total in self.resources.items():
                 out[norm] = total - (own[1] * own[0].shape().get(norm, 0) if own is not None else 0)
         return out

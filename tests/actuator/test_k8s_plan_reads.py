@@ -251,3 +251,28 @@ def test_the_room_taken_is_summed_as_entries_come_and_go() -> None:
             got = taken.sums(key, resources=True)
             assert {k: got.get(k, 0) for k in want} == want, (trial, key)
             assert taken.sums(key, resources=False) == {"pods": want["pods"]}
+
+
+def test_the_room_taken_is_not_left_half_summed_when_a_pod_cannot_be_worked_out() -> None:
+    """A pod whose shape cannot be worked out raises out of ``_Taken.sums`` and leaves no partial
+    sum behind: the next ask sums every entry (an audit found the first entries' sum kept)."""
+    from actuator.kubernetes import _PodOf, _Taken
+
+    def template(cpu: str):  # type: ignore[no-untyped-def]
+        return {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}
+
+    failing = [True]
+
+    def flaky():  # type: ignore[no-untyped-def]
+        if failing[0]:
+            raise RuntimeError("cannot read it now")
+        return template("300m")
+
+    taken = _Taken()
+    taken.put("a", _PodOf(lambda: template("100m")), 2)
+    taken.put("b", _PodOf(flaky), 1)
+    with pytest.raises(RuntimeError):
+        taken.sums("", resources=True)
+    failing[0] = False
+    assert taken.sums("", resources=True)["requests.cpu"] == 2 * 100 + 300
+    assert taken.sums("a", resources=True)["requests.cpu"] == 300
