@@ -70,6 +70,9 @@ def action_from_journal(row: StoredAction) -> Action:
 INTENT = "intent:"
 #: How ``reconcile`` starts the reason of an action it could not resolve (left ``planned``).
 UNRESOLVED = "unresolved"
+
+#: Rows ``Actuator.reconcile`` settles per transaction (and whose field records it reads in one query).
+RECONCILE_BATCH = 200
 #: How a skip for the kill switch (or ``actuation.paused``) starts (its result's cause: ``paused``).
 PAUSED = "actuation is paused"
 #: What a human edit's hold says of a writer that keeps undoing scaleahead's writes (cause ``co_writer``).
@@ -886,9 +889,52 @@ class Actuator:
         """
         if self.store is None:
             return []
+        store = self.store
         done: list[tuple[int, str, str]] = []
-        rows = [r for r in self.store.actions(state="planned", limit=100_000) if owns is None or owns(r)]
+        rows = [r for r in store.actions(state="planned", limit=100_000) if owns is None or owns(r)]
+        # A row's new state is written with the next few hundred rows' in one transaction, and the
+        # field records of the next rows are read in one query (each row cost two transactions and
+        # a query of its own until 2026-12-06: 1.7 ms of CPU a row, 17 s for 10,000). Nothing else
+        # writes them meanwhile: only the lease holder reconciles, its own shard's rows, in the
+        # thread that applies its plans; a record this loop writes is read again.
+        pending: list[tuple[int, str, str]] = []
+        records: dict[str, ManagedField | None] = {}
+
+        def flush() -> None:
+            if pending:
+                written = store.set_action_states_from(pending, now, only_from="planned")
+                lost = {aid for aid, _, _ in pending if aid not in written}  # journaled meanwhile by another
+                pending.clear()
+                if lost:
+                    done[:] = [d for d in done if d[0] not in lost]
+
+        def settle(aid: int, state: str, reason: str) -> None:
+            pending.append((aid, state, reason))
+            done.append((aid, state, reason))
+            if len(pending) >= RECONCILE_BATCH:
+                flush()
+
         started = time.monotonic()
+        try:
+            self._reconcile_rows(rows, now, budget_s, started, done, records, settle, flush)
+        finally:
+            flush()
+        return done
+
+    def _reconcile_rows(
+        self,
+        rows: list[StoredAction],
+        now: float,
+        budget_s: float | None,
+        started: float,
+        done: list[tuple[int, str, str]],
+        records: dict[str, ManagedField | None],
+        settle: Callable[[int, str, str], None],
+        flush: Callable[[], None],
+    ) -> None:
+        """``reconcile``'s loop over ``rows``: each row's new state goes to ``settle`` (written in
+        batches by ``flush``), an unresolved one straight to ``done``."""
+        assert self.store is not None
         for k, row in enumerate(rows):
             stop = ""
             if k and budget_s is not None and time.monotonic() - started >= budget_s:
@@ -898,6 +944,10 @@ class Actuator:
             if stop:
                 done.extend((r.id, "planned", f"{UNRESOLVED}: {stop}") for r in rows[k:])
                 break
+            if k % RECONCILE_BATCH == 0:  # the next rows' field records, in one query
+                ahead = [r.target for r in rows[k : k + RECONCILE_BATCH] if r.kind != "MovePod"]
+                records.clear()
+                records.update(self.store.managed_fields_of(ahead))
             try:
                 action = action_from_journal(row)
                 # Only the field's value decides here: no quota room (before 2026-12-06 each row's
@@ -920,11 +970,16 @@ class Actuator:
                     done.append((row.id, "planned", f"{UNRESOLVED}: cannot read the object ({msg})"))
                     continue
             else:
-                mf = None if isinstance(action, MovePod) else self.store.managed_field(live.target)
+                mf = None
+                if not isinstance(action, MovePod):
+                    mf = records[live.target] if live.target in records else self.store.managed_field(live.target)
                 # A write to this object recorded after the row's own cycle (its intent is stamped with
                 # the row's journal time), by a later action (the row stayed unresolved while the
                 # leader went on): the field's record and the live value are that action's.
-                later = self._written_after(row) if mf is not None and mf.written_at > row.updated_at else None
+                later = None
+                if mf is not None and mf.written_at > row.updated_at:
+                    flush()  # the newer rows' states decided so far, which it reads
+                    later = self._written_after(row)
                 if later is not None:
                     state = "skipped"
                     reason = (
@@ -932,8 +987,7 @@ class Actuator:
                         f"{later.state}) on the same workload since; {live.target} shows {live.field}="
                         f"{live.value} now, which says nothing about this action's own write"
                     )
-                    if self.store.set_action_state(row.id, state, reason, now, only_from="planned"):
-                        done.append((row.id, state, reason))
+                    settle(row.id, state, reason)
                     continue
                 # What was written may be less than the plan's value (a step limit, a bound): the
                 # actuator's record of the field says what it wrote since the action was journaled.
@@ -965,12 +1019,11 @@ class Actuator:
                         self.store.set_managed_field(
                             live.target, live.field, live.value, live.resource_version, now, written=True
                         )
+                        records.pop(live.target, None)  # read again by a later row on it
                 else:
                     state = "skipped"
                     reason = (
                         f"reconciled after restart: not applied before the restart ({live.field}={live.value}); "
                         "the next plan decides again"
                     )
-            if self.store.set_action_state(row.id, state, reason, now, only_from="planned"):
-                done.append((row.id, state, reason))
-        return done
+            settle(row.id, state, reason)

@@ -316,6 +316,8 @@ def _field_insert() -> Any:
 
 
 _OUTCOME_UPDATE = _outcome_update()
+#: the same, only where the row's state is still ``from_state`` (``set_action_states_from``)
+_OUTCOME_UPDATE_FROM = _outcome_update().where(ActionRow.__table__.c.state == bindparam("from_state"))
 _FIELD_UPDATE = _field_update()
 _FIELD_INSERT = _field_insert()
 
@@ -1132,6 +1134,11 @@ class Store:
                 raise ValueError(f"unknown action state {state!r}")
         if not outcomes and not fields:
             return
+        table = ManagedFieldRow.__table__
+        for w in fields:  # on SQLite too, which stores a longer string (the ORM's flush checked a new record's)
+            _check_lengths(
+                table, {"target": w.target, "field": w.field, "resource_version": w.resource_version, "uid": w.uid}
+            )
         with self.session() as s:
             # Core executemany statements built once (module level: their compiled form is cached),
             # on the session's connection (no ORM execution path): the actuator journals once an
@@ -1146,33 +1153,25 @@ class Store:
                 if int(getattr(result, "rowcount", -1)) not in (-1, len(outcomes)):
                     self._set_action_states(s, outcomes, now)  # names the missing row
             if fields:
-                # every record in one executemany, in order; records that do not exist yet (a
-                # workload's first write; or a driver that cannot count an executemany's rows) are
-                # found and written after it, each in order: the writes of other records are
-                # independent of them
+                # every record in one executemany, in order. Some not there (a workload's first
+                # write; or a driver that cannot count an executemany's rows): every write again,
+                # one by one in order, each an UPDATE, else the INSERT. Writing again what the
+                # executemany wrote leaves the same records; a record another process created
+                # meanwhile is updated, not skipped (an audit's finding: a SELECT for the missing
+                # ones, made after the UPDATE, saw it and the write was lost, on PostgreSQL).
                 result = conn.execute(_FIELD_UPDATE, [_field_params(w) for w in fields])
                 if int(getattr(result, "rowcount", -1)) != len(fields):
-                    targets = sorted({w.target for w in fields})
-                    present: set[str] = set()
-                    for i in range(0, len(targets), 500):  # (SQLite's bound-parameter limit)
-                        chunk = targets[i : i + 500]
-                        present.update(
-                            s.scalars(select(ManagedFieldRow.target).where(ManagedFieldRow.target.in_(chunk)))
-                        )
-                    inserted: set[str] = set()
                     for w in fields:
-                        if w.target not in present:
-                            self._write_managed_field(s, w, exists=w.target in inserted)
-                            inserted.add(w.target)
+                        self._write_managed_field(s, w)
 
     @staticmethod
-    def _write_managed_field(s: Session, w: FieldWrite, exists: bool = True) -> None:
+    def _write_managed_field(s: Session, w: FieldWrite) -> None:
         """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else one
-        INSERT; ``exists`` False: known to be missing, only the INSERT. Both built once (Core: a
-        plan's first writes of 10,000 workloads spent most of their journal time in the ORM's insert)."""
+        INSERT, both built once (Core: a plan's first writes of 10,000 workloads spent most of
+        their journal time in the ORM's insert)."""
         conn = s.connection()
         params = _field_params(w)
-        if not exists or int(getattr(conn.execute(_FIELD_UPDATE, params), "rowcount", 0)) != 1:
+        if int(getattr(conn.execute(_FIELD_UPDATE, params), "rowcount", 0)) != 1:
             recorded = not isinstance(w.original, Unrecorded)
             conn.execute(
                 _FIELD_INSERT, {**params, "w_recorded": recorded, "w_original": w.original if recorded else None}
@@ -1199,6 +1198,24 @@ class Store:
                 raise KeyError(action_id)
             row.state, row.outcome, row.updated_at = state, outcome, now
             return True
+
+    def set_action_states_from(self, updates: Sequence[tuple[int, str, str]], now: float, only_from: str) -> set[int]:
+        """``set_action_state(id, state, outcome, now, only_from)`` for each of ``updates``, in ONE
+        transaction (reconciliation writes its rows' states this way, a few hundred at a time):
+        each row only if its state is still ``only_from``; returns the ids written."""
+        for _, state, _ in updates:
+            if state not in ACTION_STATES:
+                raise ValueError(f"unknown action state {state!r}")
+        written: set[int] = set()
+        if not updates:
+            return written
+        with self.session() as s:
+            conn = s.connection()
+            for aid, state, outcome in updates:
+                params = {"aid": aid, "st": state, "out": outcome, "at": now, "from_state": only_from}
+                if int(getattr(conn.execute(_OUTCOME_UPDATE_FROM, params), "rowcount", 0) or 0) > 0:
+                    written.add(aid)
+        return written
 
     def actions(
         self,

@@ -478,3 +478,81 @@ def test_journal_writes_the_field_records_in_one_executemany_in_order(db_url: st
     assert (rc.value, rc.written_value, rc.uid, rc.original_recorded, rc.original_value) == (3, None, "uid-c", True, 1)
     event.remove(store.engine, "before_cursor_execute", count)
     store.close()
+
+
+def test_action_states_set_in_one_transaction_only_where_still_planned(db_url: str) -> None:
+    """``set_action_states_from``: each row written only if its state is still the given one (another
+    process may have journaled it meanwhile); the ids written are returned; a state it does not know
+    is refused before anything is written."""
+    store = Store(db_url)
+    plan = Plan(1000.0, tuple(ScaleTo(WorkloadRef("Deployment", "default", n), 1, 2, Reason("t", "t")) for n in "abc"))
+    _, (a, b, c) = store.record_plan(plan, source="test")
+    store.set_action_state(b, "applied", "by another process", 1001.0)
+    with pytest.raises(ValueError, match="unknown action state 'done'"):
+        store.set_action_states_from([(a, "skipped", "x"), (c, "done", "y")], 1002.0, only_from="planned")
+    assert {r.id: r.state for r in store.actions()} == {a: "planned", b: "applied", c: "planned"}
+    written = store.set_action_states_from(
+        [(a, "skipped", "reconciled: x"), (b, "skipped", "reconciled: y"), (c, "applied", "reconciled: z")],
+        1002.0,
+        only_from="planned",
+    )
+    assert written == {a, c}
+    rows = {r.id: (r.state, r.outcome) for r in store.actions()}
+    assert rows == {
+        a: ("skipped", "reconciled: x"),
+        b: ("applied", "by another process"),
+        c: ("applied", "reconciled: z"),
+    }
+    store.close()
+
+
+def test_journal_updates_a_record_another_process_created_after_its_first_update(db_url: str) -> None:
+    """The executemany finds no record of a target, another process creates it and commits, then
+    the journal's one-by-one pass runs: the write lands on that record (an audit found it skipped,
+    the write-ahead intent lost, when the missing records were found by a SELECT). PostgreSQL only:
+    on SQLite the journal's transaction holds the database's write lock, so no one can."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite: no other writer can get in between")
+    import psycopg
+    from sqlalchemy import event
+
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    target = "Deployment/shop/new"
+    done = [False]
+
+    def meanwhile(_conn, _cursor, statement, _params, _context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if not done[0] and statement.startswith("UPDATE managed_fields"):
+            done[0] = True
+            with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as other:
+                other.execute(
+                    "INSERT INTO managed_fields (target, field, value, resource_version, written_at, "
+                    "original_recorded, editor_reverts) VALUES (%s, 'spec.replicas', 1, 'other', 5.0, false, 0)",
+                    (target,),
+                )
+
+    event.listen(store.engine, "after_cursor_execute", meanwhile)
+    store.journal([], [FieldWrite(target, "spec.replicas", 7, "intent:7:1", 10.0, uid="u")], 10.0)
+    event.remove(store.engine, "after_cursor_execute", meanwhile)
+    record = store.managed_field(target)
+    assert done[0] and record is not None
+    assert (record.value, record.resource_version, record.uid) == (7, "intent:7:1", "u")
+    store.close()
+
+
+def test_journal_refuses_a_field_record_longer_than_its_column_before_writing_anything(db_url: str) -> None:
+    """A record's string longer than its column is refused (``ValueTooLong``) before anything of the
+    transaction is written, on SQLite too (which would store it: the ORM's flush used to check a new
+    record, the journal's Core statements do not)."""
+    from storage.store import FieldWrite, ValueTooLong
+
+    store = Store(db_url)
+    _, (aid,) = store.record_plan(_plan(), source="test")
+    with pytest.raises(ValueTooLong, match="resource_version"):
+        store.journal(
+            [(aid, "applied", "ok")], [FieldWrite("Deployment/default/web", "spec.replicas", 5, "r" * 65, 10.0)], 10.0
+        )
+    assert store.managed_field("Deployment/default/web") is None
+    assert [a.state for a in store.actions()] == ["planned"]
+    store.close()
