@@ -933,8 +933,42 @@ class Actuator:
         flush: Callable[[], None],
     ) -> None:
         """``reconcile``'s loop over ``rows``: each row's new state goes to ``settle`` (written in
-        batches by ``flush``), an unresolved one straight to ``done``."""
+        batches by ``flush``), an unresolved one straight to ``done``. With ``concurrent_writes``
+        of N >= 2 and a target that declares ``concurrent_io``, the objects of the next N rows are
+        read at once (a read changes nothing; the rows are still decided one by one, in order):
+        until 2026-12-06 one at a time, 65 s for 10,000 rows with answers taking 5 ms."""
+        workers = max(1, int(self.config.concurrent_writes))
+        pool = None
+        if workers >= 2 and getattr(self.target, "concurrent_io", False):
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scaleahead-reconcile")
+        try:
+            self._reconcile_loop(rows, now, budget_s, started, done, records, settle, flush, pool, workers)
+        finally:
+            if pool is not None:  # reads not started are dropped; one in flight is waited for (its timeout)
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def _read_live(self, row: StoredAction) -> tuple[Action, LiveObject]:
+        """The row's action and its object's field as it is now (``reconcile``): only the field's
+        value decides here, no quota room (before 2026-12-06 each row's scale-up listed its
+        namespace's ResourceQuotas and LimitRanges too)."""
+        action = action_from_journal(row)
+        return action, self.target.live(action, quota_room=False)
+
+    def _reconcile_loop(
+        self,
+        rows: list[StoredAction],
+        now: float,
+        budget_s: float | None,
+        started: float,
+        done: list[tuple[int, str, str]],
+        records: dict[str, ManagedField | None],
+        settle: Callable[[int, str, str], None],
+        flush: Callable[[], None],
+        pool: ThreadPoolExecutor | None,
+        workers: int,
+    ) -> None:
         assert self.store is not None
+        reads: dict[int, Future[tuple[Action, LiveObject]]] = {}
         for k, row in enumerate(rows):
             stop = ""
             if k and budget_s is not None and time.monotonic() - started >= budget_s:
@@ -948,11 +982,12 @@ class Actuator:
                 ahead = [r.target for r in rows[k : k + RECONCILE_BATCH] if r.kind != "MovePod"]
                 records.clear()
                 records.update(self.store.managed_fields_of(ahead))
+            if pool is not None:  # this row's read and the next ones', ``workers`` at a time
+                for j in range(k, min(k + workers, len(rows))):
+                    if j not in reads:
+                        reads[j] = pool.submit(self._read_live, rows[j])
             try:
-                action = action_from_journal(row)
-                # Only the field's value decides here: no quota room (before 2026-12-06 each row's
-                # scale-up listed its namespace's ResourceQuotas and LimitRanges too).
-                live = self.target.live(action, quota_room=False)
+                action, live = reads.pop(k).result() if pool is not None else self._read_live(row)
             except (ActuationError, ValueError) as exc:
                 msg = exc.message if isinstance(exc, ActuationError) else str(exc)
                 state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"

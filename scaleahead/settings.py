@@ -223,7 +223,8 @@ class ActuationSettings(BaseModel):
         le=MAX_CONCURRENT_WRITES,
         description="Kubernetes API requests of one plan in flight at once, at most one per namespace (1: one "
         "action at a time). Each action is still read, checked, journaled and written in order within its "
-        "namespace, the most urgent first; only the requests overlap (docs/actuator.md, 'Throughput').",
+        "namespace, the most urgent first; only the requests overlap (docs/actuator.md, 'Throughput'). "
+        "Reconciliation reads this many rows' objects at once.",
     )
     reconcile_retry_s: float = Field(
         60.0,

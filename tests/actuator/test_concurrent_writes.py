@@ -344,3 +344,43 @@ def test_an_action_without_a_request_does_not_hold_back_less_urgent_ones(kube, e
     if extra != "none":
         assert results[1].outcome == "skipped" and results[1].detail in ("no change", "backing off after errors")
     assert (replicas(kube, "a", "up"), replicas(kube, "a", "x"), replicas(kube, "b", "down")) == (4, 2, 3)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_reconcile_reads_the_next_rows_objects_at_once_and_decides_them_in_order(kube, store, workers: int) -> None:  # type: ignore[no-untyped-def]
+    """After a crash, 12 rows left planned in 3 namespaces: with ``concurrent_writes`` 4 the objects
+    of the next 4 rows are read at once (one at a time until 2026-12-06), and every row is decided
+    as one at a time decides it, in the same order: a landed write applied, the others skipped."""
+    names = [(ns, f"w{i}") for ns in "abc" for i in range(4)]
+    for ns, name in names:
+        put(kube, ns, name)
+    pols = [pol(ns, name) for ns, name in names]
+    act = actuator(kube, pols, store, concurrent_writes=workers)
+    plan = Plan(time.time(), tuple(ScaleTo(ref(ns, name), 2, 3, R) for ns, name in names))
+    _, ids = store.record_plan(plan, source="loop", state="planned")
+    # the crash came after b/w1's intent and write: its write landed
+    act_one = actuator(kube, pols, store)
+    assert act_one._apply_one(plan.actions[5], plan.created_at, time.time(), False).outcome == "applied"
+    store.set_action_state(ids[5], "planned", "", plan.created_at)  # (as if its outcome never came)
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+    real_live = act.target.live
+
+    def live(action, quota_room=True):  # type: ignore[no-untyped-def]
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        try:
+            time.sleep(0.05)
+            return real_live(action, quota_room)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    act.target.live = live  # type: ignore[method-assign]
+    done = act.reconcile(time.time())
+    assert most[0] == workers, most[0]
+    assert [aid for aid, _, _ in done] == sorted(ids, reverse=True)  # newest first, as one at a time
+    states = {aid: state for aid, state, _ in done}
+    assert states == {aid: ("applied" if aid == ids[5] else "skipped") for aid in ids}
+    assert store.actions(state="planned") == []
