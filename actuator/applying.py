@@ -71,7 +71,7 @@ INTENT = "intent:"
 #: How ``reconcile`` starts the reason of an action it could not resolve (left ``planned``).
 UNRESOLVED = "unresolved"
 
-#: Rows ``Actuator.reconcile`` settles per transaction (and whose field records it reads in one query).
+#: Rows ``Actuator.reconcile`` settles per transaction.
 RECONCILE_BATCH = 200
 #: How a skip for the kill switch (or ``actuation.paused``) starts (its result's cause: ``paused``).
 PAUSED = "actuation is paused"
@@ -892,13 +892,11 @@ class Actuator:
         store = self.store
         done: list[tuple[int, str, str]] = []
         rows = [r for r in store.actions(state="planned", limit=100_000) if owns is None or owns(r)]
-        # A row's new state is written with the next few hundred rows' in one transaction, and the
-        # field records of the next rows are read in one query (each row cost two transactions and
-        # a query of its own until 2026-12-06: 1.7 ms of CPU a row, 17 s for 10,000). Nothing else
-        # writes them meanwhile: only the lease holder reconciles, its own shard's rows, in the
-        # thread that applies its plans; a record this loop writes is read again.
+        # A row's new state is written with the next few hundred rows' in one transaction (each
+        # row's was a transaction of its own until 2026-12-06). Its field record is still read
+        # when the row is decided: `actuator reconcile` and `plan --apply` run without the Lease
+        # and may write records meanwhile (an audit found a record read 200 rows ahead stale).
         pending: list[tuple[int, str, str]] = []
-        records: dict[str, ManagedField | None] = {}
 
         def flush() -> None:
             if pending:
@@ -916,9 +914,16 @@ class Actuator:
 
         started = time.monotonic()
         try:
-            self._reconcile_rows(rows, now, budget_s, started, done, records, settle, flush)
-        finally:
-            flush()
+            self._reconcile_rows(rows, now, budget_s, started, done, settle, flush)
+        except BaseException:
+            # the states decided before the error are still written; if that fails too, the error
+            # raised is the first one (the rows stay planned, for the next reconcile)
+            try:
+                flush()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                log.warning("journal: the states of %d reconciled action(s) were not written", len(pending))
+            raise
+        flush()
         return done
 
     def _reconcile_rows(
@@ -928,7 +933,6 @@ class Actuator:
         budget_s: float | None,
         started: float,
         done: list[tuple[int, str, str]],
-        records: dict[str, ManagedField | None],
         settle: Callable[[int, str, str], None],
         flush: Callable[[], None],
     ) -> None:
@@ -942,7 +946,7 @@ class Actuator:
         if workers >= 2 and getattr(self.target, "concurrent_io", False):
             pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scaleahead-reconcile")
         try:
-            self._reconcile_loop(rows, now, budget_s, started, done, records, settle, flush, pool, workers)
+            self._reconcile_loop(rows, now, budget_s, started, done, settle, flush, pool, workers)
         finally:
             if pool is not None:  # reads not started are dropped; one in flight is waited for (its timeout)
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -961,7 +965,6 @@ class Actuator:
         budget_s: float | None,
         started: float,
         done: list[tuple[int, str, str]],
-        records: dict[str, ManagedField | None],
         settle: Callable[[int, str, str], None],
         flush: Callable[[], None],
         pool: ThreadPoolExecutor | None,
@@ -978,10 +981,6 @@ class Actuator:
             if stop:
                 done.extend((r.id, "planned", f"{UNRESOLVED}: {stop}") for r in rows[k:])
                 break
-            if k % RECONCILE_BATCH == 0:  # the next rows' field records, in one query
-                ahead = [r.target for r in rows[k : k + RECONCILE_BATCH] if r.kind != "MovePod"]
-                records.clear()
-                records.update(self.store.managed_fields_of(ahead))
             if pool is not None:  # this row's read and the next ones', ``workers`` at a time
                 for j in range(k, min(k + workers, len(rows))):
                     if j not in reads:
@@ -1007,7 +1006,7 @@ class Actuator:
             else:
                 mf = None
                 if not isinstance(action, MovePod):
-                    mf = records[live.target] if live.target in records else self.store.managed_field(live.target)
+                    mf = self.store.managed_field(live.target)
                 # A write to this object recorded after the row's own cycle (its intent is stamped with
                 # the row's journal time), by a later action (the row stayed unresolved while the
                 # leader went on): the field's record and the live value are that action's.
@@ -1054,7 +1053,6 @@ class Actuator:
                         self.store.set_managed_field(
                             live.target, live.field, live.value, live.resource_version, now, written=True
                         )
-                        records.pop(live.target, None)  # read again by a later row on it
                 else:
                     state = "skipped"
                     reason = (
