@@ -946,7 +946,101 @@ class Actuator:
         if workers >= 2 and getattr(self.target, "concurrent_io", False):
             pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scaleahead-reconcile")
         try:
-            self._reconcile_loop(rows, now, budget_s, started, done, settle, flush, pool, workers)
+            assert self.store is not None
+            reads: dict[int, Future[tuple[Action, LiveObject]]] = {}
+            for k, row in enumerate(rows):
+                stop = ""
+                if k and budget_s is not None and time.monotonic() - started >= budget_s:
+                    stop = f"not reached within this reconcile's {budget_s:g} s (slow reads); tried again"
+                elif self.is_leader is not None and not self.is_leader(now):
+                    stop = "not reached: this replica no longer holds the lease; the leader reconciles it"
+                if stop:
+                    done.extend((r.id, "planned", f"{UNRESOLVED}: {stop}") for r in rows[k:])
+                    break
+                if pool is not None:  # this row's read and the next ones', ``workers`` at a time
+                    for j in range(k, min(k + workers, len(rows))):
+                        if j not in reads:
+                            reads[j] = pool.submit(self._read_live, rows[j])
+                try:
+                    action, live = reads.pop(k).result() if pool is not None else self._read_live(row)
+                except (ActuationError, ValueError) as exc:
+                    msg = exc.message if isinstance(exc, ActuationError) else str(exc)
+                    state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
+                    if row.kind == "MovePod" and isinstance(exc, ActuationError) and exc.status == 404:
+                        state, reason = (
+                            "applied",
+                            "reconciled after restart: the pod is gone (evicted before the restart)",
+                        )
+                    elif (
+                        isinstance(exc, ActuationError)
+                        and exc.outcome == "failed"
+                        and (exc.status is None or exc.status == 429 or exc.status >= 500)
+                    ):
+                        # No answer about the object (a 5xx, a 429, a timeout, a proxy's page): the write
+                        # may have landed or not, and nothing looks again at a row closed now. It stays
+                        # planned. A 4xx (the object is gone, no permission) still closes it.
+                        msg = msg.removesuffix("; retried next cycle")
+                        done.append((row.id, "planned", f"{UNRESOLVED}: cannot read the object ({msg})"))
+                        continue
+                else:
+                    mf = None
+                    if not isinstance(action, MovePod):
+                        mf = self.store.managed_field(live.target)
+                    # A write to this object recorded after the row's own cycle (its intent is stamped with
+                    # the row's journal time), by a later action (the row stayed unresolved while the
+                    # leader went on): the field's record and the live value are that action's.
+                    later = None
+                    if mf is not None and mf.written_at > row.updated_at:
+                        flush()  # the newer rows' states decided so far, which it reads
+                        later = self._written_after(row)
+                    if later is not None:
+                        state = "skipped"
+                        reason = (
+                            f"reconciled: superseded by action {later.id} ({later.from_value} -> {later.to_value}, "
+                            f"{later.state}) on the same workload since; {live.target} shows {live.field}="
+                            f"{live.value} now, which says nothing about this action's own write"
+                        )
+                        settle(row.id, state, reason)
+                        continue
+                    # What was written may be less than the plan's value (a step limit, a bound): the
+                    # actuator's record of the field says what it wrote since the action was journaled.
+                    written = {desired_value(action)}
+                    # Every write is preceded by a write-ahead intent on the field's record, stamped at
+                    # or after the row's journal time. With none since, this process never got to the
+                    # write: a live value equal to the plan's is someone else's (or was there already).
+                    since = mf is not None and mf.written_at >= row.updated_at
+                    attempted = isinstance(action, MovePod) or since
+                    if mf is not None and since:
+                        pending = parse_intent(mf.resource_version)
+                        written.add(pending[0] if pending is not None else mf.value)
+                    # A pod move journaled with its pod's UID: a pod re-created under the same name (a
+                    # StatefulSet's) reads as not on the from node (the planned pod is gone: applied).
+                    # Journaled without one (an older row, a pod without a UID): such a pod back on the
+                    # from node counts as not moved; skipped, the next plan decides.
+                    moved = not live.value if isinstance(action, MovePod) else live.value in written
+                    if moved and not attempted:
+                        state = "skipped"
+                        reason = (
+                            f"reconciled after restart: the live object shows {live.field}={live.value}, but "
+                            "scaleahead recorded no write of it before the restart (someone else's change, or "
+                            "the value was there already); the next plan decides again"
+                        )
+                    elif moved:
+                        state = "applied"
+                        reason = (
+                            f"reconciled after restart: the live object shows the change ({live.field}={live.value})"
+                        )
+                        if not isinstance(action, MovePod):
+                            self.store.set_managed_field(
+                                live.target, live.field, live.value, live.resource_version, now, written=True
+                            )
+                    else:
+                        state = "skipped"
+                        reason = (
+                            f"reconciled after restart: not applied before the restart ({live.field}={live.value}); "
+                            "the next plan decides again"
+                        )
+                settle(row.id, state, reason)
         finally:
             if pool is not None:  # reads not started are dropped; one in flight is waited for (its timeout)
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -957,106 +1051,3 @@ class Actuator:
         namespace's ResourceQuotas and LimitRanges too)."""
         action = action_from_journal(row)
         return action, self.target.live(action, quota_room=False)
-
-    def _reconcile_loop(
-        self,
-        rows: list[StoredAction],
-        now: float,
-        budget_s: float | None,
-        started: float,
-        done: list[tuple[int, str, str]],
-        settle: Callable[[int, str, str], None],
-        flush: Callable[[], None],
-        pool: ThreadPoolExecutor | None,
-        workers: int,
-    ) -> None:
-        assert self.store is not None
-        reads: dict[int, Future[tuple[Action, LiveObject]]] = {}
-        for k, row in enumerate(rows):
-            stop = ""
-            if k and budget_s is not None and time.monotonic() - started >= budget_s:
-                stop = f"not reached within this reconcile's {budget_s:g} s (slow reads); tried again"
-            elif self.is_leader is not None and not self.is_leader(now):
-                stop = "not reached: this replica no longer holds the lease; the leader reconciles it"
-            if stop:
-                done.extend((r.id, "planned", f"{UNRESOLVED}: {stop}") for r in rows[k:])
-                break
-            if pool is not None:  # this row's read and the next ones', ``workers`` at a time
-                for j in range(k, min(k + workers, len(rows))):
-                    if j not in reads:
-                        reads[j] = pool.submit(self._read_live, rows[j])
-            try:
-                action, live = reads.pop(k).result() if pool is not None else self._read_live(row)
-            except (ActuationError, ValueError) as exc:
-                msg = exc.message if isinstance(exc, ActuationError) else str(exc)
-                state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
-                if row.kind == "MovePod" and isinstance(exc, ActuationError) and exc.status == 404:
-                    state, reason = "applied", "reconciled after restart: the pod is gone (evicted before the restart)"
-                elif (
-                    isinstance(exc, ActuationError)
-                    and exc.outcome == "failed"
-                    and (exc.status is None or exc.status == 429 or exc.status >= 500)
-                ):
-                    # No answer about the object (a 5xx, a 429, a timeout, a proxy's page): the write
-                    # may have landed or not, and nothing looks again at a row closed now. It stays
-                    # planned. A 4xx (the object is gone, no permission) still closes it.
-                    msg = msg.removesuffix("; retried next cycle")
-                    done.append((row.id, "planned", f"{UNRESOLVED}: cannot read the object ({msg})"))
-                    continue
-            else:
-                mf = None
-                if not isinstance(action, MovePod):
-                    mf = self.store.managed_field(live.target)
-                # A write to this object recorded after the row's own cycle (its intent is stamped with
-                # the row's journal time), by a later action (the row stayed unresolved while the
-                # leader went on): the field's record and the live value are that action's.
-                later = None
-                if mf is not None and mf.written_at > row.updated_at:
-                    flush()  # the newer rows' states decided so far, which it reads
-                    later = self._written_after(row)
-                if later is not None:
-                    state = "skipped"
-                    reason = (
-                        f"reconciled: superseded by action {later.id} ({later.from_value} -> {later.to_value}, "
-                        f"{later.state}) on the same workload since; {live.target} shows {live.field}="
-                        f"{live.value} now, which says nothing about this action's own write"
-                    )
-                    settle(row.id, state, reason)
-                    continue
-                # What was written may be less than the plan's value (a step limit, a bound): the
-                # actuator's record of the field says what it wrote since the action was journaled.
-                written = {desired_value(action)}
-                # Every write is preceded by a write-ahead intent on the field's record, stamped at
-                # or after the row's journal time. With none since, this process never got to the
-                # write: a live value equal to the plan's is someone else's (or was there already).
-                since = mf is not None and mf.written_at >= row.updated_at
-                attempted = isinstance(action, MovePod) or since
-                if mf is not None and since:
-                    pending = parse_intent(mf.resource_version)
-                    written.add(pending[0] if pending is not None else mf.value)
-                # A pod move journaled with its pod's UID: a pod re-created under the same name (a
-                # StatefulSet's) reads as not on the from node (the planned pod is gone: applied).
-                # Journaled without one (an older row, a pod without a UID): such a pod back on the
-                # from node counts as not moved; skipped, the next plan decides.
-                moved = not live.value if isinstance(action, MovePod) else live.value in written
-                if moved and not attempted:
-                    state = "skipped"
-                    reason = (
-                        f"reconciled after restart: the live object shows {live.field}={live.value}, but "
-                        "scaleahead recorded no write of it before the restart (someone else's change, or "
-                        "the value was there already); the next plan decides again"
-                    )
-                elif moved:
-                    state = "applied"
-                    reason = f"reconciled after restart: the live object shows the change ({live.field}={live.value})"
-                    if not isinstance(action, MovePod):
-                        self.store.set_managed_field(
-                            live.target, live.field, live.value, live.resource_version, now, written=True
-                        )
-                else:
-                    state = "skipped"
-                    reason = (
-                        f"reconciled after restart: not applied before the restart ({live.field}={live.value}); "
-                        "the next plan decides again"
-                    )
-            settle(row.id, state, reason)
