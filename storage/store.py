@@ -1142,7 +1142,8 @@ class Store:
         with self.session() as s:
             # Core executemany statements built once (module level: their compiled form is cached),
             # on the session's connection (no ORM execution path): the actuator journals once an
-            # action, so this is its per-action database cost (docs/benchmarks.md, "Cheaper journal").
+            # action, so this is its per-action database cost (docs/benchmarks.md, "Cheaper journal, quota
+            # arithmetic and reconcile").
             conn = s.connection()
             if outcomes:
                 # by id (no existence SELECT): the actuator's own rows; one that is gone is still a
