@@ -1184,16 +1184,11 @@ class Store:
         """Journal an action's outcome. With ``only_from``, only if its state is still that one (one
         conditional UPDATE: another process may have journaled it meanwhile); returns whether it was
         written."""
+        if only_from is not None:
+            return action_id in self.set_action_states_from([(action_id, state, outcome)], now, only_from)
         if state not in ACTION_STATES:
             raise ValueError(f"unknown action state {state!r}")
         with self.session() as s:
-            if only_from is not None:
-                result = s.execute(
-                    update(ActionRow)
-                    .where(ActionRow.id == action_id, ActionRow.state == only_from)
-                    .values(state=state, outcome=outcome, updated_at=now)
-                )
-                return int(getattr(result, "rowcount", 0) or 0) > 0
             row = s.get(ActionRow, action_id)
             if row is None:
                 raise KeyError(action_id)
