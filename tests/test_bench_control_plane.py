@@ -44,6 +44,7 @@ def test_a_tiny_run_measures_every_section_and_stops_the_emulator(tmp_path: Path
     assert "Traceback" not in out.stderr
     doc = json.loads(out_file.read_text())
     assert doc["params"]["sizes"] == [N] and doc["params"]["repeat"] == 2
+    assert doc["params"]["database"] == "sqlite" and "stores: sqlite" in out.stdout
     # the setting's default: up to 4 requests in flight (3 namespaces: 3 at most); 2 ms a request
     assert doc["params"]["concurrent_writes"] == 4 and doc["params"]["api_latency_s"] == 0.002
     cap = doc["params"]["status_max_writes"]
@@ -151,12 +152,66 @@ def test_help_names_the_dev_extra() -> None:
         (["--concurrent-writes", "33"], "--concurrent-writes 33 is above 32"),
         (["--api-latency-ms", "-1"], "--api-latency-ms -1.0 is not a latency between 0 and 10,000 ms"),
         (["--api-latency-ms", "nan"], "--api-latency-ms nan is not a latency"),
+        (["--db-url", "sqlite:///cp.db"], "--db-url 'sqlite:///cp.db' is not a PostgreSQL URL"),
+        (["--db-url", "not a url"], "--db-url 'not a url' is not a database URL"),
+        (
+            ["--db-url", "postgresql+psycopg://u:secret-pw@127.0.0.1:1/db?options=-cfoo%3Dbar"],
+            "sets the connect option 'options'",
+        ),
+        # an unreachable server: said before any emulator starts, the password not shown
+        (["--db-url", "postgresql+psycopg://u:secret-pw@127.0.0.1:1/db"], "Cannot reach the database"),
     ],
 )
 def test_bad_options_are_refused_before_any_work(args: list[str], says: str) -> None:
     out = cli(*args, timeout=60)
     assert out.returncode == 2, out.stderr
     assert says in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
+    assert "secret-pw" not in out.stderr and "policy_load" not in out.stdout
+
+
+def _bench_schemas(admin: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(admin) as conn:
+        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'scaleahead_bench_%'").fetchall()
+    return [r[0] for r in rows]
+
+
+def test_the_stores_can_be_postgresql_schemas_dropped_at_the_end(postgres_url: str, tmp_path: Path) -> None:
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    out_file = tmp_path / "cp.json"
+    out = cli("--sizes", str(N), "--namespaces", "3", "--db-url", postgres_url, "--json", str(out_file))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out_file.read_text())
+    assert doc["params"]["database"].startswith("postgresql 15")
+    assert "stores: postgresql 15" in out.stdout
+    size = doc["sizes"][str(N)]
+    # the same work as on SQLite: every action journaled and applied, every planned row reconciled
+    assert size["apply_plan"]["applied"] + size["apply_plan"]["skipped"] == N
+    assert size["journal"]["applied"] == N and size["outcomes"]["window"]["workloads"] == N
+    assert size["reconcile"]["rows"] == N
+    # and it was PostgreSQL that held them: nothing of the bench is left there
+    assert _bench_schemas(admin) == []
+
+
+def test_a_user_who_may_not_create_schemas_is_told_so(postgres_url: str) -> None:
+    import psycopg
+
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS cp_reader")
+        conn.execute("CREATE ROLE cp_reader LOGIN")
+    try:
+        url = postgres_url.replace("postgresql+psycopg://postgres@", "postgresql+psycopg://cp_reader@")
+        out = cli("--sizes", "3", "--namespaces", "1", "--db-url", url, timeout=120)
+        said = " ".join(out.stderr.split())
+        assert out.returncode == 2, out.stderr
+        assert "Cannot create the schema scaleahead_bench_" in said and "may create schemas" in said
+        assert "Traceback" not in out.stderr and _bench_schemas(admin) == []
+        assert "policy_load" not in out.stdout  # refused before any work
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP ROLE IF EXISTS cp_reader")
 
 
 @pytest.mark.parametrize(

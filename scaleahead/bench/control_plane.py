@@ -22,11 +22,18 @@ LimitRange, through the official ``kubernetes`` client:
   rest deferred) start from a writer that has written every status;
 - ``read_state``: ``KubernetesTarget.read_state`` of the N Deployments (quotas on);
 - ``apply_plan``: ``Actuator.apply_plan`` of a plan scaling every workload up by one, journaled in
-  a SQLite file, with the kill switch and the Lease as ``scaleahead run`` has them: how many actions
-  were applied and how many skipped, by reason (e.g. the plan got older than ``max_plan_age_s``);
+  a SQLite file (or a PostgreSQL schema: ``db_url``, below), with the kill switch and the Lease as
+  ``scaleahead run`` has them: how many actions were applied and how many skipped, by reason (e.g.
+  the plan got older than ``max_plan_age_s``);
 - ``journal``: the same plan against a target that answers at once (no API): the journal's and
   the safety layer's share, per action;
 - ``reconcile``: ``Actuator.reconcile`` (no budget) of N journal rows left ``planned``.
+
+The stores of ``apply_plan`` and ``reconcile`` (one), ``journal`` and ``outcomes`` are SQLite files
+in a temporary folder, or, given a PostgreSQL ``db_url`` (``--db-url``), fresh schemas of that
+database (``scaleahead_bench_<pid>_<store>_<size>``, each store's connections on it by their
+``search_path``), dropped at the end: production's database, with its network round trips and
+concurrent commits.
 
 Each is run ``repeat`` times; per run: CPU of this process (``time.process_time``), wall time,
 HTTP requests the client sent (counted at ``kubernetes.client.rest.RESTClientObject.request``, by
@@ -75,6 +82,9 @@ SECTIONS = (
 
 #: How long the emulator may take to start and fill itself (10,000 workloads take seconds).
 START_TIMEOUT_S = 300.0
+
+#: The PostgreSQL connect option the bench sets for each store's schema (``--db-url`` must not).
+_SEARCH_PATH = "options"
 
 INSTALL_HINT = "Install the development extra: pip install -e '.[dev]' (or: pip install kmock)."
 
@@ -294,8 +304,10 @@ def bench_size(
     workdir: Path,
     progress: Callable[[str, dict[str, Any]], None] | None = None,
     concurrent_writes: int = 1,
+    databases: Databases | None = None,
 ) -> dict[str, Any]:
-    """Every section for one size against the emulator at ``url``; the result per section."""
+    """Every section for one size against the emulator at ``url``; the result per section (the
+    stores in ``databases``: SQLite files in ``workdir`` when None)."""
     from kubernetes import client as k8s
 
     from actuator.applying import Actuator
@@ -314,6 +326,7 @@ def bench_size(
     cfg.connection_pool_maxsize = CLIENT_POOL_SIZE  # as make_api_client: room for the concurrent writes
     api: Any = k8s.ApiClient(cfg)
     out: dict[str, Any] = {}
+    dbs = databases if databases is not None else Databases(workdir)
 
     def done(name: str, result: dict[str, Any]) -> None:
         out[name] = result
@@ -424,7 +437,7 @@ def bench_size(
         done("read_state", _measure(counter, repeat, read))
 
         # 4. apply_plan, journaled in SQLite, with the kill switch and the Lease
-        store = Store(f"sqlite:///{workdir / f'apply-{workloads}.db'}")
+        store = Store(dbs.url(f"apply_{workloads}"))
         store.upgrade()
         elector = LeaderElector(api, "scaleahead-system", "bench", lease_duration_s=15, timeout_s=10.0)
         elector.is_leader(time.time())
@@ -453,7 +466,7 @@ def bench_size(
         done("apply_plan", _measure(counter, repeat, apply))
 
         # 5. the journal alone: the same plans against a target that answers at once
-        jstore = Store(f"sqlite:///{workdir / f'journal-{workloads}.db'}")
+        jstore = Store(dbs.url(f"journal_{workloads}"))
         jstore.upgrade()
         jact = Actuator(cast(Any, _InstantTarget()), jstore, (), SafetyConfig(max_plan_age_s=1e9), clock=time.time)
         jreplicas = [2]
@@ -483,7 +496,7 @@ def bench_size(
         now = day.end
         state = ClusterState({r: WorkloadState(r, 3, 3) for r in refs})
         book = OutcomeBook()
-        ostore = Store(f"sqlite:///{workdir / f'outcomes-{workloads}.db'}")
+        ostore = Store(dbs.url(f"outcomes_{workloads}"))
         ostore.upgrade()
         flushed = [0]
 
@@ -541,8 +554,10 @@ def bench_control_plane(
     progress: Callable[[int, str, dict[str, Any]], None] | None = None,
     concurrent_writes: int = 1,
     api_latency_s: float = 0.0,
+    db_url: str | None = None,
 ) -> dict[str, Any]:
-    """Every section per size, each size against a fresh emulator process; the result object."""
+    """Every section per size, each size against a fresh emulator process; the result object.
+    The stores are SQLite files, or fresh schemas of the PostgreSQL database ``db_url``."""
     require_emulator()
     result: dict[str, Any] = {
         "params": {
@@ -553,13 +568,15 @@ def bench_control_plane(
             "concurrent_writes": concurrent_writes,
             "api_latency_s": api_latency_s,
             "status_max_writes": _status_cap(),
+            "database": "sqlite",
         },
         "sizes": {},
         "emulator_pids": [],
     }
     logging.disable(logging.WARNING)  # thousands of per-action lines would measure the log, not the work
     try:
-        with tempfile.TemporaryDirectory(prefix="scaleahead-bench-cp-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="scaleahead-bench-cp-") as tmp, Databases(Path(tmp), db_url) as dbs:
+            result["params"]["database"] = dbs.describe()
             for n in sizes:
                 w0 = time.perf_counter()
                 with emulator(n, namespaces, api_latency_s) as (url, pid):
@@ -570,7 +587,7 @@ def bench_control_plane(
                         if progress is not None:
                             progress(n, name, section)
 
-                    sections = bench_size(url, n, repeat, max_plan_age_s, Path(tmp), show, concurrent_writes)
+                    sections = bench_size(url, n, repeat, max_plan_age_s, Path(tmp), show, concurrent_writes, dbs)
                 result["sizes"][str(n)] = {"emulator_start_s": started, **sections}
     finally:
         logging.disable(logging.NOTSET)
@@ -581,3 +598,135 @@ def _status_cap() -> int:
     from actuator.policy_resources import PolicyStatusWriter
 
     return PolicyStatusWriter.MAX_WRITES
+
+
+class Databases:
+    """Where the bench's stores live: SQLite files in ``workdir`` (``db_url`` None), or fresh
+    schemas of the PostgreSQL database ``db_url``, one per store, dropped on ``close``.
+
+    Bad input is refused before any work (``check``): a URL that is not PostgreSQL's, one that sets
+    the connect option ``options`` itself (the bench sets ``search_path`` there), a server that
+    cannot be reached or a user that may not create a schema; each says what to do.
+    """
+
+    def __init__(self, workdir: Path, db_url: str | None = None) -> None:
+        self.workdir = workdir
+        self.db_url = db_url
+        self.schemas: list[str] = []
+        self._engine: Any = None
+        if db_url is not None:
+            self._engine = self._connect(db_url)
+
+    @staticmethod
+    def check(db_url: str) -> None:
+        """Refuse a ``--db-url`` the bench cannot use (``UserError``); touches no server."""
+        from sqlalchemy.engine import make_url
+
+        from storage.store import _hide_password
+
+        shown = _hide_password(db_url)
+        try:
+            parsed = make_url(db_url)
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy says what is wrong with the URL
+            raise UserError(f"--db-url {shown!r} is not a database URL: {exc}.", _URL_HINT) from exc
+        if parsed.get_backend_name() != "postgresql":
+            raise UserError(
+                f"--db-url {shown!r} is not a PostgreSQL URL.",
+                "Leave --db-url out for SQLite (the default: files in a temporary folder); " + _URL_HINT,
+            )
+        if _SEARCH_PATH in parsed.query:
+            raise UserError(
+                f"--db-url {shown!r} sets the connect option {_SEARCH_PATH!r}.",
+                "Leave it out: the bench sets each store's schema there (search_path).",
+            )
+
+    def _connect(self, db_url: str) -> Any:
+        from sqlalchemy import create_engine, text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from storage.store import _connect_args, _hide_password
+
+        self.check(db_url)
+        try:
+            engine = create_engine(db_url, future=True, connect_args=_connect_args(db_url))
+            with engine.connect() as conn:
+                self.version = str(conn.execute(text("SHOW server_version")).scalar())
+        except (SQLAlchemyError, ImportError) as exc:
+            cause = getattr(exc, "orig", None) or exc
+            raise UserError(
+                f"Cannot reach the database {_hide_password(db_url)}: {_hide_password(str(cause), db_url)}.",
+                "Check that the server is running and the URL (host, port, user, database) is right.",
+            ) from exc
+        self._engine = engine
+        try:
+            self._new_schema("probe", keep=False)  # may this user create schemas? Asked before any work.
+        except UserError:
+            engine.dispose()
+            raise
+        return engine
+
+    def _new_schema(self, store: str, keep: bool = True) -> str:
+        """Create the store's schema (in a transaction rolled back unless ``keep``); a
+        ``UserError`` if this user may not."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from storage.store import _hide_password
+
+        schema = f"scaleahead_bench_{os.getpid()}_{store}"
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+                (conn.commit if keep else conn.rollback)()
+        except SQLAlchemyError as exc:
+            raise UserError(
+                f"Cannot create the schema {schema} in {_hide_password(str(self.db_url))}: "
+                f"{getattr(exc, 'orig', None) or exc}.",
+                "Give a database in which this user may create schemas (e.g. one it owns), or leave "
+                "--db-url out for SQLite.",
+            ) from exc
+        return schema
+
+    def describe(self) -> str:
+        """``sqlite``, or ``postgresql <server version>``."""
+        return "sqlite" if self._engine is None else f"postgresql {self.version}"
+
+    def url(self, store: str) -> str:
+        """A URL to an empty database for the store named ``store`` (a SQLite file, or a new schema)."""
+        if self._engine is None:
+            return f"sqlite:///{self.workdir / f'{store}.db'}"
+        schema = self._new_schema(store)
+        self.schemas.append(schema)
+        sep = "&" if "?" in str(self.db_url) else "?"
+        return f"{self.db_url}{sep}{_SEARCH_PATH}=-csearch_path%3D{schema}"
+
+    def close(self) -> None:
+        """Drop the schemas made (waiting at most 10 s for a lock); one that cannot be dropped is
+        named on stderr, to drop by hand."""
+        if self._engine is None:
+            return
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        for schema in self.schemas:
+            try:
+                with self._engine.begin() as conn:
+                    conn.execute(text("SET LOCAL lock_timeout = '10s'"))
+                    conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+            except SQLAlchemyError as exc:
+                print(
+                    f"could not drop the bench's schema {schema} ({getattr(exc, 'orig', None) or exc}): "
+                    f'drop it by hand: DROP SCHEMA "{schema}" CASCADE',
+                    file=sys.stderr,
+                )
+        self.schemas.clear()
+        self._engine.dispose()
+
+    def __enter__(self) -> Databases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_URL_HINT = "give postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"

@@ -88,6 +88,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "network round trip and etcd commit of a real API server (0: none)."
             ),
         ] = 0.0,
+        db_url: Annotated[
+            str | None,
+            typer.Option(
+                help="Journal apply_plan, the journal, the outcomes and reconcile in this PostgreSQL database "
+                "(postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB; the user must be allowed to create schemas): "
+                "each store in a fresh schema, dropped at the end. Default: SQLite files in a temporary folder."
+            ),
+        ] = None,
     ) -> None:
         """Time the control plane (policy load and reload, status publish, read_state, apply_plan,
         the journal, reconcile) at N workloads against the Kubernetes API emulator.
@@ -118,8 +126,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(
                 f"--api-latency-ms {api_latency_ms} is not a latency between 0 and 10,000 ms.", "Give e.g. 5."
             )
-        from scaleahead.bench.control_plane import bench_control_plane, require_emulator
+        from scaleahead.bench.control_plane import Databases, bench_control_plane, require_emulator
 
+        if db_url is not None:
+            Databases.check(db_url)
         require_emulator()
         print(
             f"{'size':>6} {'section':<24} {'cpu_s':>8} {'wall_s':>8} {'requests':>8} {'rss_mb':>7}  notes", flush=True
@@ -144,7 +154,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             progress=show,
             concurrent_writes=concurrent_writes,
             api_latency_s=api_latency_ms / 1000.0,
+            db_url=db_url,
         )
+        print(f"stores: {result['params']['database']}")
         if json_out is not None:
             json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
             print(f"wrote {json_out}")
