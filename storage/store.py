@@ -29,6 +29,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import (
     Boolean,
+    Connection,
     Engine,
     Integer,
     String,
@@ -931,19 +932,37 @@ class Store:
             with self._session.begin() as s:
                 yield s
         except BaseException as exc:
-            # Rolled back: a workload id cached in this transaction names no row (and on SQLite the
-            # next new workload may get it). Forget the cache; it is read again on next use.
-            self._workload_ids.clear()
-            if isinstance(exc, DatabaseError) and self._corrupt(exc):
-                raise self._unreadable(exc.orig) from exc
-            if isinstance(exc, SQLDataError) and getattr(exc.orig, "sqlstate", None) == "22001":
-                # PostgreSQL's "value too long" for a value no check above saw: still one paragraph
-                why = str(exc.orig).splitlines()[0]
-                raise UserError(
-                    f"The database {self._safe_url()} refused a value: {why}; nothing was recorded.",
-                    "Shorten it (a policy's name, namespace, target or rolloutGroup; a model's name).",
-                ) from exc
+            self._rolled_back(exc)
             raise
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """``session`` without the ORM: one transaction on a Core connection, its errors told the
+        same way. The journal's path (once an action): the ORM session's own bookkeeping cost about
+        0.15 ms of CPU a transaction on PostgreSQL, 0.06 ms on SQLite (docs/benchmarks.md, "The
+        journal on PostgreSQL")."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except BaseException as exc:
+            self._rolled_back(exc)
+            raise
+
+    def _rolled_back(self, exc: BaseException) -> None:
+        """After a transaction rolled back by ``exc``: raise what to tell instead of it (a damaged
+        SQLite file, a value too long), or return to let ``exc`` pass unchanged."""
+        # A workload id cached in this transaction names no row (and on SQLite the next new
+        # workload may get it). Forget the cache; it is read again on next use.
+        self._workload_ids.clear()
+        if isinstance(exc, DatabaseError) and self._corrupt(exc):
+            raise self._unreadable(exc.orig) from exc
+        if isinstance(exc, SQLDataError) and getattr(exc.orig, "sqlstate", None) == "22001":
+            # PostgreSQL's "value too long" for a value no check above saw: still one paragraph
+            why = str(exc.orig).splitlines()[0]
+            raise UserError(
+                f"The database {self._safe_url()} refused a value: {why}; nothing was recorded.",
+                "Shorten it (a policy's name, namespace, target or rolloutGroup; a model's name).",
+            ) from exc
 
     def close(self) -> None:
         self.engine.dispose()
@@ -1111,18 +1130,22 @@ class Store:
 
     @staticmethod
     def _set_action_states(s: Session, updates: Sequence[tuple[int, str, str]], now: float) -> None:
-        ids = [u[0] for u in updates]
+        Store._refuse_missing_actions(s, [u[0] for u in updates])
+        # ORM bulk UPDATE by primary key: one executemany, no objects loaded.
+        s.execute(
+            update(ActionRow),
+            [{"id": aid, "state": st, "outcome": out, "updated_at": now} for aid, st, out in updates],
+        )
+
+    @staticmethod
+    def _refuse_missing_actions(s: Session | Connection, ids: Sequence[int]) -> None:
+        """``KeyError`` naming the first of ``ids`` that is not a journal row."""
         found: set[int] = set()
         for i in range(0, len(ids), 500):  # (SQLite's bound-parameter limit)
             found.update(s.scalars(select(ActionRow.id).where(ActionRow.id.in_(ids[i : i + 500]))))
         missing = [i for i in ids if i not in found]
         if missing:
             raise KeyError(missing[0])
-        # ORM bulk UPDATE by primary key: one executemany, no objects loaded.
-        s.execute(
-            update(ActionRow),
-            [{"id": aid, "state": st, "outcome": out, "updated_at": now} for aid, st, out in updates],
-        )
 
     def journal(self, outcomes: Sequence[tuple[int, str, str]], fields: Sequence[FieldWrite], now: float) -> None:
         """In ONE transaction: the outcomes ``(action_id, state, outcome)`` (as ``set_action_states``,
@@ -1139,20 +1162,19 @@ class Store:
             _check_lengths(
                 table, {"target": w.target, "field": w.field, "resource_version": w.resource_version, "uid": w.uid}
             )
-        with self.session() as s:
+        with self._transaction() as conn:
             # Core executemany statements built once (module level: their compiled form is cached),
-            # on the session's connection (no ORM execution path): the actuator journals once an
-            # action, so this is its per-action database cost (docs/benchmarks.md, "Cheaper journal, quota
-            # arithmetic and reconcile").
-            conn = s.connection()
+            # on a Core connection (no ORM session or execution path): the actuator journals once an
+            # action, so this is its per-action database cost (docs/benchmarks.md, "Cheaper journal,
+            # quota arithmetic and reconcile" and "The journal on PostgreSQL").
             if outcomes:
                 # by id (no existence SELECT): the actuator's own rows; one that is gone is still a
-                # KeyError, found by the row count
+                # KeyError, found by the row count (and the transaction rolled back)
                 result = conn.execute(
                     _OUTCOME_UPDATE, [{"aid": aid, "st": st, "out": out, "at": now} for aid, st, out in outcomes]
                 )
                 if int(getattr(result, "rowcount", -1)) not in (-1, len(outcomes)):
-                    self._set_action_states(s, outcomes, now)  # names the missing row
+                    self._refuse_missing_actions(conn, [aid for aid, _, _ in outcomes])
             if fields:
                 # every record in one executemany, in order. Some not there (a workload's first
                 # write; or a driver that cannot count an executemany's rows): every write again,
@@ -1163,14 +1185,13 @@ class Store:
                 result = conn.execute(_FIELD_UPDATE, [_field_params(w) for w in fields])
                 if int(getattr(result, "rowcount", -1)) != len(fields):
                     for w in fields:
-                        self._write_managed_field(s, w)
+                        self._write_managed_field(conn, w)
 
     @staticmethod
-    def _write_managed_field(s: Session, w: FieldWrite) -> None:
+    def _write_managed_field(conn: Connection, w: FieldWrite) -> None:
         """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else one
         INSERT, both built once (Core: a plan's first writes of 10,000 workloads spent most of
         their journal time in the ORM's insert)."""
-        conn = s.connection()
         params = _field_params(w)
         if int(getattr(conn.execute(_FIELD_UPDATE, params), "rowcount", 0)) != 1:
             recorded = not isinstance(w.original, Unrecorded)
