@@ -153,8 +153,22 @@ class Actuator:
         self._known: dict[str, ManagedField | None] = {}
         self._journal_now = 0.0
         # Held by the worker running an action while a plan's writes run concurrently, released
-        # only around its API requests (``_io``); None when applying one action at a time.
+        # only around its API requests (``_io``) and, with a store whose writes may overlap, its
+        # group commits (``_commit``); None when applying one action at a time.
         self._lock: threading.Lock | None = None
+        # Group commit (``_commit``, concurrent writes on PostgreSQL): the intents waiting for the
+        # next journal transaction, how many transactions were started and finished in this plan,
+        # whether one is in flight, the errors of those that failed (by number), and the condition
+        # on ``_lock`` the waiting workers sleep on.
+        self._intents: list[FieldWrite] = []
+        self._groups_started = 0
+        self._groups_finished = 0
+        self._group_in_flight = False
+        self._group_errors: dict[int, BaseException] = {}
+        self._group_done: threading.Condition | None = None
+        #: Journal transactions of the last plan applied (``apply_plan``): fewer than its writes when
+        #: the writes of several workers were committed together.
+        self.journal_transactions = 0
 
     # -- plans ----------------------------------------------------------------------------------
     def apply_plan(
@@ -200,6 +214,8 @@ class Actuator:
         # outcome of one that just landed is committed (up to ``concurrent_writes`` - 1 of them):
         # each write's own intent still commits before it, so the same reconciliation settles them.
         self._outcomes, self._confirmed, self._journal_now = [], [], now
+        self._intents, self._group_errors, self.journal_transactions = [], {}, 0
+        self._groups_started = self._groups_finished = 0
         self._known = {}
         if self.store is not None and not stop:
             # Keyed as ``_managed`` looks them up: by the object whose field is written (mode floor:
@@ -337,6 +353,8 @@ class Actuator:
                 one(k)
 
         self._lock = lock
+        if self.store is not None and self.store.overlapping_writes:
+            self._group_done = threading.Condition(lock)
         try:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scaleahead-write") as pool:
                 running: dict[Future[None], tuple[int, int]] = {}
@@ -358,7 +376,7 @@ class Actuator:
                         elif pos + 1 < len(lanes[i]):
                             heapq.heappush(heads, (rank[lanes[i][pos + 1]], i, pos + 1))
         finally:
-            self._lock = None
+            self._lock = self._group_done = None
         if error:
             raise error[0]
 
@@ -409,15 +427,72 @@ class Actuator:
     def _commit(self, intent: FieldWrite | None = None) -> None:
         """Commit the plan's pending outcomes and confirmed fields, with ``intent`` (a write-ahead
         intent: committed before its write), in one transaction; the rows leave ``unsettled``.
-        If it fails, nothing of it is recorded: the rows stay ``planned`` (and in ``unsettled``)."""
-        if self.store is None or (not self._outcomes and not self._confirmed and intent is None):
+        If it fails, nothing of it is recorded: the rows stay ``planned`` (and in ``unsettled``),
+        the outcomes and confirmed fields are kept for the next commit, and the error is raised (the
+        intent's write is not made).
+
+        Writes in flight at once on a store whose transactions may overlap (PostgreSQL:
+        ``Store.overlapping_writes``): a group commit. The transaction is written with the lock
+        released, so the other workers go on meanwhile, and the intents that arrive while it is in
+        flight wait and go together in the next one, with every outcome and confirmed field pending
+        by then; one transaction at a time, so a target's records are written in order. On return
+        (or raise), every journal write pending when it was called is committed (or its transaction
+        failed), so a read of the store after it sees them. Until 2026-12-06 each worker's
+        transaction was written under the lock, one after the other: on PostgreSQL the journal was
+        then most of a large plan's time (docs/benchmarks.md, "The journal on PostgreSQL")."""
+        if self.store is None:
             return
+        cond = self._group_done
+        if cond is None:
+            if self._outcomes or self._confirmed or intent is not None:
+                self._write_journal([intent] if intent is not None else [])
+            return
+        if intent is not None:
+            self._intents.append(intent)
+        pending = bool(self._outcomes or self._confirmed or self._intents)
+        # The transaction that takes what is pending now: the next one to start (one in flight
+        # took its own before this call). With nothing pending, only the one in flight is waited for.
+        mine = self._groups_started + (1 if pending else 0)
+        if self._groups_finished >= mine:
+            return  # nothing pending, none in flight
+        while self._groups_finished < mine:
+            if self._group_in_flight:
+                cond.wait()
+                continue
+            self._groups_started += 1
+            number, intents = self._groups_started, self._intents
+            self._intents, self._group_in_flight = [], True
+            try:
+                self._write_journal(intents, cond)
+            except BaseException as exc:  # noqa: BLE001 - raised by every worker whose writes it held
+                self._group_errors[number] = exc
+            finally:
+                self._group_in_flight = False
+                self._groups_finished = number
+                cond.notify_all()
+        failed = self._group_errors.get(mine)
+        if failed is not None:
+            raise failed
+
+    def _write_journal(self, intents: list[FieldWrite], cond: threading.Condition | None = None) -> None:
+        """One journal transaction: the pending outcomes and confirmed fields, then ``intents``;
+        written with ``cond``'s lock released when given. On failure the outcomes and confirmed
+        fields go back in front of those pending since, and the error is raised."""
+        assert self.store is not None
         outcomes, fields = self._outcomes, self._confirmed
         self._outcomes, self._confirmed = [], []
+        self.journal_transactions += 1
         try:
-            self.store.journal(outcomes, [*fields, *([intent] if intent is not None else [])], self._journal_now)
+            if cond is None:
+                self.store.journal(outcomes, [*fields, *intents], self._journal_now)
+            else:
+                cond.release()
+                try:
+                    self.store.journal(outcomes, [*fields, *intents], self._journal_now)
+                finally:
+                    cond.acquire()
         except BaseException:
-            # Kept for the next commit (the intent's action fails without its write, and the plan
+            # Kept for the next commit (the intents' actions fail without their writes, and the plan
             # goes on): an outcome is never dropped while its row is still ``planned``.
             self._outcomes[:0], self._confirmed[:0] = outcomes, fields
             raise

@@ -586,6 +586,15 @@ class Store:
         ``SingletonThreadPool``); the actuator then applies a plan from one thread only."""
         return not isinstance(self.engine.pool, SingletonThreadPool)
 
+    @property
+    def overlapping_writes(self) -> bool:
+        """Whether one thread's write transaction may run while other threads read and write the
+        same database: PostgreSQL (row locks). Not SQLite: one writer at a time, and in WAL mode a
+        transaction that read before another committed fails to write (``SQLITE_BUSY_SNAPSHOT``)
+        instead of waiting. The actuator commits a plan's journal writes in groups, outside its
+        lock, only where this holds (``Actuator._commit``)."""
+        return self.engine.dialect.name != "sqlite"
+
     # -- schema ---------------------------------------------------------------------------------
     def _check_sqlite_file(self, path: Path) -> None:
         """Refuse a SQLite file that is not scaleahead's before SQLAlchemy opens it (its connect hook

@@ -22,8 +22,10 @@ R = Reason("test", "because the test says so")
 
 
 @pytest.fixture
-def store(tmp_path):  # type: ignore[no-untyped-def]
-    s = Store(f"sqlite:///{tmp_path / 'j.db'}")
+def store(db_url):  # type: ignore[no-untyped-def]
+    """On SQLite and on PostgreSQL, whose journal transactions are group commits written outside the
+    actuator's lock (``Actuator._commit``)."""
+    s = Store(db_url)
     yield s
     s.close()
 

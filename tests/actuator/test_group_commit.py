@@ -1,0 +1,150 @@
+"""Group commit of the journal (``Actuator._commit``) when a plan's writes are in flight at once on
+PostgreSQL: each journal transaction is written with the actuator's lock released, and the intents
+that arrive meanwhile go together in the next one. The journal's invariant still holds (an action's
+write-ahead intent is committed before its write); a failed transaction fails each write it held and
+loses no earlier outcome. SQLite keeps one transaction per write, under the lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from kubeemu import DEPLOYMENTS, deployment, policy
+from sqlalchemy.exc import OperationalError
+
+from actuator.applying import Actuator, parse_intent
+from actuator.kubernetes import KubernetesTarget
+from actuator.safety import SafetyConfig
+from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+from storage import Store
+
+R = Reason("test", "because the test says so")
+NAMES = [(ns, f"w{i}") for ns in ("a", "b", "c", "d") for i in range(4)]
+
+
+@pytest.fixture
+def store(db_url: str) -> Any:
+    s = Store(db_url)
+    yield s
+    s.close()
+
+
+def pol(ns: str, name: str) -> Any:
+    body = policy(name).model_dump(by_alias=True, exclude_none=True)
+    body["spec"]["target"]["namespace"] = ns
+    return type(policy()).model_validate(body)
+
+
+def replicas(kube: Any, ns: str, name: str) -> int:
+    return int(kube.cluster.get(DEPLOYMENTS, ns, name)["spec"]["replicas"])
+
+
+class Journal:
+    """``store.journal`` slowed down (a database far away) and watched: the intents of each call."""
+
+    def __init__(self, store: Store, delay_s: float, fail_first_group: bool = False) -> None:
+        self.store, self.real, self.delay_s = store, store.journal, delay_s
+        self.fail_first_group = fail_first_group
+        self.calls: list[list[str]] = []
+        self.failed: list[str] = []
+        self._lock = threading.Lock()
+        store.journal = self  # type: ignore[method-assign]
+
+    def __call__(self, outcomes: Any, fields: Any, now: float) -> None:
+        intents = [w.target for w in fields if parse_intent(w.resource_version) is not None]
+        time.sleep(self.delay_s)
+        with self._lock:
+            self.calls.append(intents)
+            fail = self.fail_first_group and len(intents) >= 2 and not self.failed
+            if fail:
+                self.failed = intents
+        if fail:
+            raise OperationalError("UPDATE managed_fields ...", {}, Exception("server closed the connection"))
+        self.real(outcomes, fields, now)
+
+
+def setup(kube: Any, store: Store) -> tuple[KubernetesTarget, list[Any], Plan, list[int], list[str]]:
+    for ns, name in NAMES:
+        kube.cluster.put(DEPLOYMENTS, ns, name, deployment(2, labels={"app": name}))
+    pols = [pol(*k) for k in NAMES]
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=10.0)
+    real_write = target.write
+    written: list[str] = []
+
+    def write(action: Any, value: int, live: Any) -> Any:
+        # the write-ahead intent of this action is committed (another connection sees it) before its write
+        mf = store.managed_field(action.target)
+        assert mf is not None and parse_intent(mf.resource_version) == (value, live.resource_version), mf
+        written.append(action.target)
+        return real_write(action, value, live)
+
+    target.write = write  # type: ignore[method-assign]
+    plan = Plan(time.time(), tuple(ScaleTo(WorkloadRef("Deployment", ns, n), 2, 3, R) for ns, n in NAMES))
+    _, ids = store.record_plan(plan, source="actuator")
+    return target, pols, plan, list(ids), written
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_intents_that_arrive_while_a_transaction_is_in_flight_are_committed_together(kube: Any, store: Store) -> None:
+    target, pols, plan, ids, written = setup(kube, store)
+    journal = Journal(store, delay_s=0.05)
+    act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+    results = act.apply_plan(plan, plan.created_at, action_ids=ids)
+    assert [r.outcome for r in results] == ["applied"] * len(NAMES), results
+    assert sorted(written) == sorted(WorkloadRef("Deployment", *k).key for k in NAMES)
+    # 16 writes, and fewer transactions: the intents of several workers went in one
+    grouped = [c for c in journal.calls if len(c) >= 2]
+    assert grouped, journal.calls
+    assert act.journal_transactions == len(journal.calls) < len(NAMES)
+    assert sorted(t for c in journal.calls for t in c) == sorted(written)  # each intent exactly once
+    states = {a.id: a.state for a in store.actions()}
+    assert [states[i] for i in ids] == ["applied"] * len(NAMES) and act.unsettled == set()
+    for ns, name in NAMES:
+        mf = store.managed_field(WorkloadRef("Deployment", ns, name).key)
+        assert mf is not None and mf.written_value == 3 and parse_intent(mf.resource_version) is None, mf
+        assert replicas(kube, ns, name) == 3
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_failed_transaction_fails_each_write_it_held_and_keeps_the_outcomes_before_it(
+    kube: Any, store: Store
+) -> None:
+    target, pols, plan, ids, written = setup(kube, store)
+    journal = Journal(store, delay_s=0.05, fail_first_group=True)
+    act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+    results = act.apply_plan(plan, plan.created_at, action_ids=ids)
+    lost = set(journal.failed)
+    assert len(lost) >= 2, journal.calls
+    by_target = {r.action.target: r for r in results}
+    for key, res in by_target.items():
+        if key in lost:  # its intent was not committed: its write was not made
+            assert res.outcome == "failed" and "OperationalError" in res.detail, res
+            assert key not in written
+        else:
+            assert res.outcome == "applied", res
+    for ns, name in NAMES:
+        key = WorkloadRef("Deployment", ns, name).key
+        assert replicas(kube, ns, name) == (2 if key in lost else 3)
+    # every row has its outcome: the ones committed before the failure, the failed transaction's
+    # outcomes in a later one, the failed writes as failed
+    states = {a.target: a.state for a in store.actions()}
+    assert states == {key: ("failed" if key in lost else "applied") for key in by_target}
+    assert act.unsettled == set()
+
+
+def test_sqlite_writes_one_intent_a_transaction(kube: Any, tmp_path: Any) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'j.db'}")
+    try:
+        assert not store.overlapping_writes
+        target, pols, plan, ids, written = setup(kube, store)
+        journal = Journal(store, delay_s=0.01)
+        act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+        results = act.apply_plan(plan, plan.created_at, action_ids=ids)
+        assert [r.outcome for r in results] == ["applied"] * len(NAMES), results
+        # under the lock, one transaction per write's intent, and the plan's last outcomes at its end
+        assert [len(c) for c in journal.calls] == [1] * len(NAMES) + [0]
+        assert act.journal_transactions == len(NAMES) + 1
+    finally:
+        store.close()
