@@ -88,6 +88,8 @@ def test_a_tiny_run_measures_every_section_and_stops_the_emulator(tmp_path: Path
     assert apply["by_request"].get("PATCH deployments/scale", 0) == apply["applied"]
     assert apply["by_request"]["GET resourcequotas (list)"] <= 3
     assert sum(apply["skipped_by_reason"].values()) == apply["skipped"]
+    # SQLite: one journal transaction per write (its intent), and the plan's last outcomes at its end
+    assert apply["journal_transactions"] == apply["applied"] + 1
     for run in apply["runs"]:
         assert run["applied"] + run["skipped"] == N
         assert run["by_request"].get("PATCH deployments/scale", 0) == run["applied"]
@@ -189,6 +191,8 @@ def test_the_stores_can_be_postgresql_schemas_dropped_at_the_end(postgres_url: s
     # the same work as on SQLite: every action journaled and applied, every planned row reconciled
     assert size["apply_plan"]["applied"] + size["apply_plan"]["skipped"] == N
     assert size["journal"]["applied"] == N and size["outcomes"]["window"]["workloads"] == N
+    # group commits on PostgreSQL: never more transactions than writes, and the plan's end
+    assert 1 <= size["apply_plan"]["journal_transactions"] <= size["apply_plan"]["applied"] + 1
     assert size["reconcile"]["rows"] == N
     # and it was PostgreSQL that held them: nothing of the bench is left there
     assert _bench_schemas(admin) == []

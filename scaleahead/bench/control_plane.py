@@ -283,7 +283,7 @@ def _skip_reason(detail: str, cause: str) -> str:
     return cause or (detail.split(":", 1)[0][:60] if detail else "unknown")
 
 
-def _outcomes(results: Sequence[Any]) -> dict[str, Any]:
+def _outcomes(results: Sequence[Any], actuator: Any) -> dict[str, Any]:
     by_outcome = Counter(r.outcome for r in results)
     skipped = Counter(_skip_reason(r.detail, r.cause) for r in results if r.outcome == "skipped")
     return {
@@ -293,6 +293,7 @@ def _outcomes(results: Sequence[Any]) -> dict[str, Any]:
         "failed": sum(v for k, v in by_outcome.items() if k not in ("applied", "skipped")),
         "outcomes": dict(sorted(by_outcome.items())),
         "skipped_by_reason": dict(sorted(skipped.items())),
+        "journal_transactions": int(actuator.journal_transactions),
     }
 
 
@@ -461,7 +462,7 @@ def bench_size(
             _, ids = store.record_plan(plan, source="actuator")
             results = actuator.apply_plan(plan, plan.created_at, action_ids=ids)
             replicas[0] += 1
-            return _outcomes(results)
+            return _outcomes(results, actuator)
 
         done("apply_plan", _measure(counter, repeat, apply))
 
@@ -476,7 +477,7 @@ def bench_size(
             _, ids = jstore.record_plan(plan, source="actuator")
             results = jact.apply_plan(plan, plan.created_at, action_ids=ids)
             jreplicas[0] += 1
-            return _outcomes(results)
+            return _outcomes(results, jact)
 
         result = _measure(counter, repeat, journal)
         result["median_cpu_ms_per_action"] = round(1000 * result["median_cpu_s"] / max(workloads, 1), 4)

@@ -42,7 +42,10 @@ def _note(name: str, s: dict[str, Any]) -> str:
         skipped = ", ".join(f"{k} {v}" for k, v in s["skipped_by_reason"].items())
         extra = f" ({skipped})" if skipped else ""
         per = f"; {s['median_cpu_ms_per_action']} ms CPU/action" if name == "journal" else ""
-        return f"applied {s['applied']}, skipped {s['skipped']}{extra}, failed {s['failed']}{per}"
+        return (
+            f"applied {s['applied']}, skipped {s['skipped']}{extra}, failed {s['failed']}; "
+            f"{s['journal_transactions']} journal transactions{per}"
+        )
     if name == "reconcile":
         return f"{s['rows']} rows: " + ", ".join(f"{k} {v}" for k, v in s["states"].items())
     if name == "outcomes.step":
