@@ -46,6 +46,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.dialects import postgresql as postgresql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import DataError as SQLDataError
 from sqlalchemy.orm import Session, sessionmaker
@@ -297,12 +299,18 @@ def _field_params(w: FieldWrite) -> dict[str, Any]:
     }
 
 
-def _field_insert() -> Any:
+def _upsert_params(w: FieldWrite) -> dict[str, Any]:
+    """``_field_params`` and what a record's first write records as the field's original
+    (``w_recorded``: whether it is known, ``w_original``: the value)."""
+    recorded = not isinstance(w.original, Unrecorded)
+    return {**_field_params(w), "w_recorded": recorded, "w_original": w.original if recorded else None}
+
+
+def _field_insert(ins: Callable[[Table], Any] = insert) -> Any:
     """A record's first write (``_set_managed_field``'s new record), with the parameters of
-    ``_field_params`` and ``w_recorded``, ``w_original`` (whether and what it records as the field's
-    original)."""
+    ``_upsert_params``."""
     t = cast(Table, ManagedFieldRow.__table__)
-    return insert(t).values(
+    return ins(t).values(
         target=bindparam("w_target"),
         field=bindparam("w_field"),
         value=bindparam("w_value"),
@@ -321,6 +329,33 @@ _OUTCOME_UPDATE = _outcome_update()
 _OUTCOME_UPDATE_FROM = _outcome_update().where(ActionRow.__table__.c.state == bindparam("from_state"))
 _FIELD_UPDATE = _field_update()
 _FIELD_INSERT = _field_insert()
+
+
+def _field_upsert(dialect: Any) -> Any:
+    """``_write_managed_field`` as ONE statement (``INSERT ... ON CONFLICT (target) DO UPDATE``, in
+    ``dialect``'s spelling): the first write's INSERT, else ``_field_update``'s assignments, with
+    ``written_value`` and ``uid`` kept where the write leaves them; the original, editor and revert
+    count of an existing record untouched."""
+    t = cast(Table, ManagedFieldRow.__table__)
+    ins = _field_insert(dialect.insert)
+    new = ins.excluded
+    return ins.on_conflict_do_update(
+        index_elements=[t.c.target],
+        set_={
+            "field": new.field,
+            "value": new.value,
+            "resource_version": new.resource_version,
+            "written_at": new.written_at,
+            "human_value": None,
+            "human_seen_at": None,
+            "written_value": func.coalesce(new.written_value, t.c.written_value),
+            "uid": func.coalesce(new.uid, t.c.uid),
+        },
+    )
+
+
+#: The journal's field write per database (``Store.journal``), built once.
+_FIELD_UPSERTS = {"postgresql": _field_upsert(postgresql_dialect), "sqlite": _field_upsert(sqlite_dialect)}
 
 
 class RolloutRunning(Exception):
@@ -1184,29 +1219,25 @@ class Store:
                 )
                 if int(getattr(result, "rowcount", -1)) not in (-1, len(outcomes)):
                     self._refuse_missing_actions(conn, [aid for aid, _, _ in outcomes])
-            if fields:
-                # every record in one executemany, in order. Some not there (a workload's first
-                # write; or a driver that cannot count an executemany's rows): every write again,
-                # one by one in order, each an UPDATE, else the INSERT. Writing again what the
-                # executemany wrote leaves the same records; a record another process created
-                # meanwhile is updated, not skipped (an audit's finding: a SELECT for the missing
-                # ones, made after the UPDATE, saw it and the write was lost, on PostgreSQL).
-                result = conn.execute(_FIELD_UPDATE, [_field_params(w) for w in fields])
-                if int(getattr(result, "rowcount", -1)) != len(fields):
-                    for w in fields:
-                        self._write_managed_field(conn, w)
+            upsert = _FIELD_UPSERTS.get(conn.dialect.name)
+            if fields and upsert is not None:
+                # every record in one executemany of upserts, in order: an UPDATE where the record
+                # is there, else the INSERT of a workload's first write, one statement either way
+                # (also where another process created the record meanwhile: ON CONFLICT is atomic).
+                # Until 2026-12-06 an executemany UPDATE, and on a first write every write again
+                # one by one: on PostgreSQL a plan's first writes cost three statements each.
+                conn.execute(upsert, [_upsert_params(w) for w in fields])
+            elif fields:  # a database without ON CONFLICT: an UPDATE, else the INSERT, one by one
+                for w in fields:
+                    self._write_managed_field(conn, w)
 
     @staticmethod
     def _write_managed_field(conn: Connection, w: FieldWrite) -> None:
-        """``_set_managed_field`` in one UPDATE where the record exists (the usual case), else one
-        INSERT, both built once (Core: a plan's first writes of 10,000 workloads spent most of
-        their journal time in the ORM's insert)."""
-        params = _field_params(w)
+        """``_set_managed_field`` in one UPDATE where the record exists, else one INSERT, both built
+        once (Core, not the ORM)."""
+        params = _upsert_params(w)
         if int(getattr(conn.execute(_FIELD_UPDATE, params), "rowcount", 0)) != 1:
-            recorded = not isinstance(w.original, Unrecorded)
-            conn.execute(
-                _FIELD_INSERT, {**params, "w_recorded": recorded, "w_original": w.original if recorded else None}
-            )
+            conn.execute(_FIELD_INSERT, params)
 
     def set_action_state(
         self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None

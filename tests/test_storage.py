@@ -420,10 +420,11 @@ def test_a_forecast_with_many_quantile_levels_is_stored_on_every_database(db_url
 
 
 def test_journal_writes_the_field_records_in_one_executemany_in_order(db_url: str) -> None:
-    """``Store.journal`` sends every field record of a transaction in one executemany (the
-    actuator's per-action cost) with the one-by-one path's meaning: ``written_value`` and ``uid``
-    kept where a write leaves them, a human edit forgotten, two writes to one record applied in
-    order; a record that does not exist yet is inserted, with its original."""
+    """``Store.journal`` sends every field record of a transaction in one executemany of upserts
+    (the actuator's per-action cost) with the one-by-one path's meaning: ``written_value`` and
+    ``uid`` kept where a write leaves them, a human edit forgotten, two writes to one record applied
+    in order; a record that does not exist yet is inserted, with its original, by the same one
+    executemany (until 2026-12-06 a first write sent every write again, one by one)."""
     from sqlalchemy import event
 
     from storage.store import FieldWrite
@@ -449,7 +450,7 @@ def test_journal_writes_the_field_records_in_one_executemany_in_order(db_url: st
         ],
         21.0,
     )
-    assert seen == [("UPDATE", True)]  # one executemany: the driver counted its rows
+    assert seen == [("INSERT", True)]  # one executemany of INSERT ... ON CONFLICT DO UPDATE
     ra, rb = store.managed_field(a), store.managed_field(b)
     assert ra is not None and rb is not None
     assert (ra.value, ra.resource_version, ra.written_at, ra.written_value, ra.uid) == (
@@ -471,7 +472,7 @@ def test_journal_writes_the_field_records_in_one_executemany_in_order(db_url: st
         ],
         22.0,
     )
-    assert seen[0] == ("UPDATE", True) and len(seen) > 1  # c has no record: the one-by-one path inserts it
+    assert seen == [("INSERT", True)]  # c has no record: the same executemany inserts it
     ra, rc = store.managed_field(a), store.managed_field(c)
     assert ra is not None and (ra.value, ra.written_value, ra.uid) == (8, 8, "uid-a")
     assert rc is not None
@@ -506,11 +507,12 @@ def test_action_states_set_in_one_transaction_only_where_still_planned(db_url: s
     store.close()
 
 
-def test_journal_updates_a_record_another_process_created_after_its_first_update(db_url: str) -> None:
-    """The executemany finds no record of a target, another process creates it and commits, then
-    the journal's one-by-one pass runs: the write lands on that record (an audit found it skipped,
-    the write-ahead intent lost, when the missing records were found by a SELECT). PostgreSQL only:
-    on SQLite the journal's transaction holds the database's write lock, so no one can."""
+def test_journal_updates_a_record_another_process_created_meanwhile(db_url: str) -> None:
+    """No record of a target when the journal's transaction starts; another process creates it and
+    commits right before the journal's write: the write lands on that record (an audit found it
+    skipped, the write-ahead intent lost, when the missing records were found by a SELECT after an
+    UPDATE; the upsert's ON CONFLICT is atomic). PostgreSQL only: on SQLite the journal's
+    transaction holds the database's write lock, so no one can."""
     if not db_url.startswith("postgresql"):
         pytest.skip("SQLite: no other writer can get in between")
     import psycopg
@@ -523,7 +525,7 @@ def test_journal_updates_a_record_another_process_created_after_its_first_update
     done = [False]
 
     def meanwhile(_conn, _cursor, statement, _params, _context, executemany) -> None:  # type: ignore[no-untyped-def]
-        if not done[0] and statement.startswith("UPDATE managed_fields"):
+        if not done[0] and statement.startswith("INSERT INTO managed_fields"):
             done[0] = True
             with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as other:
                 other.execute(
@@ -532,9 +534,11 @@ def test_journal_updates_a_record_another_process_created_after_its_first_update
                     (target,),
                 )
 
-    event.listen(store.engine, "after_cursor_execute", meanwhile)
-    store.journal([], [FieldWrite(target, "spec.replicas", 7, "intent:7:1", 10.0, uid="u")], 10.0)
-    event.remove(store.engine, "after_cursor_execute", meanwhile)
+    _, (aid,) = store.record_plan(_plan(), source="test")
+    event.listen(store.engine, "before_cursor_execute", meanwhile)
+    # an outcome first: the transaction has begun (and written) before the other process's insert
+    store.journal([(aid, "applied", "ok")], [FieldWrite(target, "spec.replicas", 7, "intent:7:1", 10.0, uid="u")], 10.0)
+    event.remove(store.engine, "before_cursor_execute", meanwhile)
     record = store.managed_field(target)
     assert done[0] and record is not None
     assert (record.value, record.resource_version, record.uid) == (7, "intent:7:1", "u")
