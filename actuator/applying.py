@@ -317,8 +317,10 @@ class Actuator:
         namespace.
 
         Only the API requests overlap: every worker holds ``self._lock`` except while its request is on
-        the wire (``_io``), so the journal, the safety checks, the Lease and the kill switch see one
-        action at a time, and each action's write-ahead intent still commits before its own write. One
+        the wire (``_io``) and, on a store whose writes may overlap (PostgreSQL), while it writes a
+        group of journal writes (``_commit``), so the journal, the safety checks, the Lease and the
+        kill switch see one action at a time, and each action's write-ahead intent still commits
+        before its own write. One
         namespace's actions are applied in order, one at a time, so its quota room is taken by each
         scale-up before the next is checked (``KubernetesTarget.plan_reads``). The next action started
         is always the most urgent one waiting (``_apply_order``) in a namespace with none in flight, and
