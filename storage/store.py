@@ -354,6 +354,11 @@ def _field_upsert(dialect: Any) -> Any:
     )
 
 
+#: ``Store.managed_field``'s read, built once.
+_MANAGED_BY_TARGET = select(ManagedFieldRow.__table__).where(
+    cast(Table, ManagedFieldRow.__table__).c.target == bindparam("t")
+)
+
 #: The journal's field write per database (``Store.journal``), built once.
 _FIELD_UPSERTS = {"postgresql": _field_upsert(postgresql_dialect), "sqlite": _field_upsert(sqlite_dialect)}
 
@@ -538,7 +543,8 @@ def _steer(r: PodSteerRow) -> StoredSteer:
     )
 
 
-def _managed(r: ManagedFieldRow) -> ManagedField:
+def _managed(r: Any) -> ManagedField:
+    """A ``ManagedFieldRow``, or a Core row of its table, as a ``ManagedField``."""
     return ManagedField(
         r.target,
         r.field,
@@ -1315,8 +1321,10 @@ class Store:
 
     # -- fields the actuator manages (human-edit detection) ---------------------------------------
     def managed_field(self, target: str) -> ManagedField | None:
-        with self.session() as s:
-            r = s.get(ManagedFieldRow, target)
+        """The record of ``target`` (None: none). A Core read (no ORM session): reconciliation reads
+        one per row it decides (until 2026-12-06 an ORM read, about 0.17 ms of CPU a row)."""
+        with self._transaction() as conn:
+            r = conn.execute(_MANAGED_BY_TARGET, {"t": target}).first()
             return None if r is None else _managed(r)
 
     def managed_fields_of(self, targets: Collection[str]) -> dict[str, ManagedField | None]:
