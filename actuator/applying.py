@@ -451,12 +451,27 @@ class Actuator:
             return
         if intent is not None:
             self._intents.append(intent)
-        pending = bool(self._outcomes or self._confirmed or self._intents)
-        # The transaction that takes what is pending now: the next one to start (one in flight
-        # took its own before this call). With nothing pending, only the one in flight is waited for.
-        mine = self._groups_started + (1 if pending else 0)
-        if self._groups_finished >= mine:
-            return  # nothing pending, none in flight
+        for again in (False, True):
+            pending = bool(self._outcomes or self._confirmed or self._intents)
+            # The transaction that takes what is pending now: the next one to start (one in flight
+            # took its own before this call). With nothing pending, only the one in flight is waited for.
+            mine = self._groups_started + (1 if pending else 0)
+            if self._groups_finished >= mine:
+                return  # nothing pending, none in flight
+            self._await_group(mine, cond)
+            failed = self._group_errors.get(mine)
+            if failed is None:
+                return
+            if intent is not None or pending or again:
+                raise failed  # this call's own writes were in it (or in the one tried again)
+            # A read's wait for another worker's transaction, which failed: that transaction's
+            # outcomes and confirmed records are pending again (its own workers raise its error);
+            # commit them now, so the read after this sees them (an audit found this read's action
+            # failed on the other one's error, though nothing of its own was lost).
+
+    def _await_group(self, mine: int, cond: threading.Condition) -> None:
+        """Until journal transaction number ``mine`` has finished: wait while one is in flight,
+        else write the next one (with the lock released), taking every journal write pending."""
         while self._groups_finished < mine:
             if self._group_in_flight:
                 cond.wait()
@@ -472,9 +487,6 @@ class Actuator:
                 self._group_in_flight = False
                 self._groups_finished = number
                 cond.notify_all()
-        failed = self._group_errors.get(mine)
-        if failed is not None:
-            raise failed
 
     def _write_journal(self, intents: list[FieldWrite], cond: threading.Condition | None = None) -> None:
         """One journal transaction: the pending outcomes and confirmed fields, then ``intents``;

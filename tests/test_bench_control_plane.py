@@ -254,3 +254,16 @@ def test_the_emulator_process_is_stopped_when_the_work_fails() -> None:
     with pytest.raises(RuntimeError, match="boom"):
         work()
     assert seen and seen[0] != os.getpid() and gone(seen[0])
+
+
+def test_one_size_twice_and_a_password_with_a_question_mark(postgres_url: str) -> None:
+    """Each store its own schema when a size is given twice (one name each time: the second was
+    refused as existing), and the schema is set on the URL as a URL's query (a '?' in the password
+    ended up in the database's name when it was appended as text). Trust authentication: the
+    password is not checked, only carried."""
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    url = postgres_url.replace("postgresql+psycopg://postgres@", "postgresql+psycopg://postgres:pa?ss@")
+    out = cli("--sizes", "3,3", "--namespaces", "1", "--db-url", url, timeout=200)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("reconcile") == 2 and "stores: postgresql" in out.stdout
+    assert "pa?ss" not in out.stdout + out.stderr and _bench_schemas(admin) == []

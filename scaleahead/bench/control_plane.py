@@ -31,7 +31,7 @@ LimitRange, through the official ``kubernetes`` client:
 
 The stores of ``apply_plan`` and ``reconcile`` (one), ``journal`` and ``outcomes`` are SQLite files
 in a temporary folder, or, given a PostgreSQL ``db_url`` (``--db-url``), fresh schemas of that
-database (``scaleahead_bench_<pid>_<store>_<size>``, each store's connections on it by their
+database (``scaleahead_bench_<pid><random>_<n>_<store>_<size>``, each store's connections on it by their
 ``search_path``), dropped at the end: production's database, with its network round trips and
 concurrent commits.
 
@@ -50,6 +50,7 @@ import logging
 import math
 import os
 import resource
+import secrets
 import select
 import statistics
 import subprocess
@@ -60,7 +61,7 @@ import time
 import types
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -334,7 +335,9 @@ def bench_size(
         if progress is not None:
             progress(name, result)
 
-    with RequestCounter() as counter:
+    # the stores are closed also when a section fails (an open connection would hold up the drop
+    # of its PostgreSQL schema)
+    with RequestCounter() as counter, ExitStack() as opened:
         # 1. policies: the load, then the reload's change test with nothing changed
         policies_api = ClusterPolicies(
             api,
@@ -439,6 +442,7 @@ def bench_size(
 
         # 4. apply_plan, journaled in SQLite, with the kill switch and the Lease
         store = Store(dbs.url(f"apply_{workloads}"))
+        opened.callback(store.close)
         store.upgrade()
         elector = LeaderElector(api, "scaleahead-system", "bench", lease_duration_s=15, timeout_s=10.0)
         elector.is_leader(time.time())
@@ -468,6 +472,7 @@ def bench_size(
 
         # 5. the journal alone: the same plans against a target that answers at once
         jstore = Store(dbs.url(f"journal_{workloads}"))
+        opened.callback(jstore.close)
         jstore.upgrade()
         jact = Actuator(cast(Any, _InstantTarget()), jstore, (), SafetyConfig(max_plan_age_s=1e9), clock=time.time)
         jreplicas = [2]
@@ -498,6 +503,7 @@ def bench_size(
         state = ClusterState({r: WorkloadState(r, 3, 3) for r in refs})
         book = OutcomeBook()
         ostore = Store(dbs.url(f"outcomes_{workloads}"))
+        opened.callback(ostore.close)
         ostore.upgrade()
         flushed = [0]
 
@@ -614,6 +620,7 @@ class Databases:
         self.workdir = workdir
         self.db_url = db_url
         self.schemas: list[str] = []
+        self._run = f"{os.getpid()}{secrets.token_hex(3)}"
         self._engine: Any = None
         if db_url is not None:
             self._engine = self._connect(db_url)
@@ -674,12 +681,19 @@ class Databases:
 
         from storage.store import _hide_password
 
-        schema = f"scaleahead_bench_{os.getpid()}_{store}"
+        # a run's own token (a pid alone repeats: PID 1 in containers, a run killed before its
+        # drop) and a count (one store name twice: --sizes 3,3)
+        schema = f"scaleahead_bench_{self._run}_{len(self.schemas) + 1}_{store}"
         try:
             with self._engine.connect() as conn:
                 conn.execute(text(f'CREATE SCHEMA "{schema}"'))
                 (conn.commit if keep else conn.rollback)()
         except SQLAlchemyError as exc:
+            if getattr(getattr(exc, "orig", None), "sqlstate", None) == "42P06":  # duplicate_schema
+                raise UserError(
+                    f"The schema {schema} already exists in {_hide_password(str(self.db_url))}.",
+                    f'Drop it if no bench is running (DROP SCHEMA "{schema}" CASCADE) and run again.',
+                ) from exc
             raise UserError(
                 f"Cannot create the schema {schema} in {_hide_password(str(self.db_url))}: "
                 f"{getattr(exc, 'orig', None) or exc}.",
@@ -698,8 +712,10 @@ class Databases:
             return f"sqlite:///{self.workdir / f'{store}.db'}"
         schema = self._new_schema(store)
         self.schemas.append(schema)
-        sep = "&" if "?" in str(self.db_url) else "?"
-        return f"{self.db_url}{sep}{_SEARCH_PATH}=-csearch_path%3D{schema}"
+        from sqlalchemy.engine import make_url
+
+        url = make_url(str(self.db_url)).update_query_dict({_SEARCH_PATH: f"-csearch_path={schema}"})
+        return url.render_as_string(hide_password=False)
 
     def close(self) -> None:
         """Drop the schemas made (waiting at most 10 s for a lock); one that cannot be dropped is

@@ -148,3 +148,51 @@ def test_sqlite_writes_one_intent_a_transaction(kube: Any, tmp_path: Any) -> Non
         assert act.journal_transactions == len(NAMES) + 1
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_read_that_waited_for_another_workers_failed_transaction_commits_what_it_needs_and_goes_on(
+    kube: Any, store: Store
+) -> None:
+    """a/x's second action reads a/x's record (``_managed``) while b/y's transaction, which also took
+    a/x's confirmed record of its first action, is in flight and fails. The failure is b/y's: a/x's
+    record is pending again and committed by the read's own transaction, and a/x's action goes on
+    (an audit found it failed on b/y's error)."""
+    names = [("a", "x"), ("b", "y")]
+    for ns, name in names:
+        kube.cluster.put(DEPLOYMENTS, ns, name, deployment(2, labels={"app": name}))
+    pols = [pol(*k) for k in names]
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=10.0)
+    real_live, real_journal = target.live, store.journal
+    by_in_flight = threading.Event()
+    reads: dict[str, int] = {}
+
+    def live(action: Any, *args: Any) -> Any:
+        reads[action.target] = reads.get(action.target, 0) + 1
+        if action.target == "Deployment/b/y":
+            time.sleep(0.2)  # a/x's first action is done (its confirmed record pending) first
+        if action.target == "Deployment/a/x" and reads[action.target] == 2:
+            assert by_in_flight.wait(10)  # the second action goes on once b/y's transaction is in flight
+        return real_live(action, *args)
+
+    def journal(outcomes: Any, fields: Any, now: float) -> None:
+        if any(w.target == "Deployment/b/y" and parse_intent(w.resource_version) for w in fields):
+            by_in_flight.set()
+            time.sleep(0.3)  # a/x's read now waits for this transaction
+            raise OperationalError("INSERT INTO managed_fields ...", {}, Exception("server closed the connection"))
+        real_journal(outcomes, fields, now)
+
+    target.live = live  # type: ignore[method-assign]
+    store.journal = journal  # type: ignore[method-assign]
+    x, y = WorkloadRef("Deployment", "a", "x"), WorkloadRef("Deployment", "b", "y")
+    plan = Plan(time.time(), (ScaleTo(x, 2, 3, R), ScaleTo(x, 3, 4, R), ScaleTo(y, 2, 3, R)))
+    _, ids = store.record_plan(plan, source="actuator")
+    act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=2), clock=time.time)
+    results = act.apply_plan(plan, plan.created_at, action_ids=ids)
+    assert by_in_flight.is_set()
+    assert [r.outcome for r in results] == ["applied", "applied", "failed"], results
+    assert "OperationalError" in results[2].detail
+    assert (replicas(kube, "a", "x"), replicas(kube, "b", "y")) == (4, 2)
+    assert [a.state for a in sorted(store.actions(), key=lambda a: a.id)] == ["applied", "applied", "failed"]
+    mf = store.managed_field(x.key)
+    assert mf is not None and mf.written_value == 4 and act.unsettled == set()
