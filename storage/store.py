@@ -267,27 +267,11 @@ def _outcome_update() -> Any:
     )
 
 
-def _field_update() -> Any:
-    """``_write_managed_field`` as one statement for an executemany: ``written_value`` and ``uid``
-    are kept where the write leaves them (a NULL parameter), as ``_set_managed_field`` does."""
-    t = cast(Table, ManagedFieldRow.__table__)
-    return (
-        update(t)
-        .where(t.c.target == bindparam("w_target"))
-        .values(
-            field=bindparam("w_field"),
-            value=bindparam("w_value"),
-            resource_version=bindparam("w_rv"),
-            written_at=bindparam("w_now"),
-            human_value=None,
-            human_seen_at=None,
-            written_value=func.coalesce(bindparam("w_written", type_=Integer), t.c.written_value),
-            uid=func.coalesce(bindparam("w_uid", type_=String), t.c.uid),
-        )
-    )
-
-
 def _field_params(w: FieldWrite) -> dict[str, Any]:
+    """The parameters of ``_field_upsert`` for the write ``w``: a NULL ``w_written``/``w_uid`` keeps
+    the record's; ``w_recorded``/``w_original``: whether and what a first write records as the
+    field's original."""
+    recorded = not isinstance(w.original, Unrecorded)
     return {
         "w_target": w.target,
         "w_field": w.field,
@@ -296,19 +280,14 @@ def _field_params(w: FieldWrite) -> dict[str, Any]:
         "w_now": w.now,
         "w_written": w.value if w.written else None,
         "w_uid": w.uid or None,
+        "w_recorded": recorded,
+        "w_original": w.original if recorded else None,
     }
 
 
-def _upsert_params(w: FieldWrite) -> dict[str, Any]:
-    """``_field_params`` and what a record's first write records as the field's original
-    (``w_recorded``: whether it is known, ``w_original``: the value)."""
-    recorded = not isinstance(w.original, Unrecorded)
-    return {**_field_params(w), "w_recorded": recorded, "w_original": w.original if recorded else None}
-
-
-def _field_insert(ins: Callable[[Table], Any] = insert) -> Any:
+def _field_insert(ins: Callable[[Table], Any]) -> Any:
     """A record's first write (``_set_managed_field``'s new record), with the parameters of
-    ``_upsert_params``."""
+    ``_field_params``; ``ins``: a dialect's ``insert``."""
     t = cast(Table, ManagedFieldRow.__table__)
     return ins(t).values(
         target=bindparam("w_target"),
@@ -327,15 +306,14 @@ def _field_insert(ins: Callable[[Table], Any] = insert) -> Any:
 _OUTCOME_UPDATE = _outcome_update()
 #: the same, only where the row's state is still ``from_state`` (``set_action_states_from``)
 _OUTCOME_UPDATE_FROM = _outcome_update().where(ActionRow.__table__.c.state == bindparam("from_state"))
-_FIELD_UPDATE = _field_update()
-_FIELD_INSERT = _field_insert()
 
 
 def _field_upsert(dialect: Any) -> Any:
-    """``_write_managed_field`` as ONE statement (``INSERT ... ON CONFLICT (target) DO UPDATE``, in
-    ``dialect``'s spelling): the first write's INSERT, else ``_field_update``'s assignments, with
-    ``written_value`` and ``uid`` kept where the write leaves them; the original, editor and revert
-    count of an existing record untouched."""
+    """``_set_managed_field`` as ONE statement (``INSERT ... ON CONFLICT (target) DO UPDATE``, in
+    ``dialect``'s spelling): a new record as its first write makes it (with the field's original),
+    else the write's field, value, version and time, the human edit cleared, ``written_value`` and
+    ``uid`` kept where the write leaves them (a NULL parameter), the original, editor and revert
+    count untouched."""
     t = cast(Table, ManagedFieldRow.__table__)
     ins = _field_insert(dialect.insert)
     new = ins.excluded
@@ -1225,25 +1203,13 @@ class Store:
                 )
                 if int(getattr(result, "rowcount", -1)) not in (-1, len(outcomes)):
                     self._refuse_missing_actions(conn, [aid for aid, _, _ in outcomes])
-            upsert = _FIELD_UPSERTS.get(conn.dialect.name)
-            if fields and upsert is not None:
+            if fields:
                 # every record in one executemany of upserts, in order: an UPDATE where the record
                 # is there, else the INSERT of a workload's first write, one statement either way
                 # (also where another process created the record meanwhile: ON CONFLICT is atomic).
                 # Until 2026-12-06 an executemany UPDATE, and on a first write every write again
                 # one by one: on PostgreSQL a plan's first writes cost three statements each.
-                conn.execute(upsert, [_upsert_params(w) for w in fields])
-            elif fields:  # a database without ON CONFLICT: an UPDATE, else the INSERT, one by one
-                for w in fields:
-                    self._write_managed_field(conn, w)
-
-    @staticmethod
-    def _write_managed_field(conn: Connection, w: FieldWrite) -> None:
-        """``_set_managed_field`` in one UPDATE where the record exists, else one INSERT, both built
-        once (Core, not the ORM)."""
-        params = _upsert_params(w)
-        if int(getattr(conn.execute(_FIELD_UPDATE, params), "rowcount", 0)) != 1:
-            conn.execute(_FIELD_INSERT, params)
+                conn.execute(_FIELD_UPSERTS[conn.dialect.name], [_field_params(w) for w in fields])
 
     def set_action_state(
         self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None
