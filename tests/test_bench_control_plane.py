@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -160,6 +161,12 @@ def test_help_names_the_dev_extra() -> None:
             ["--db-url", "postgresql+psycopg://u:secret-pw@127.0.0.1:1/db?options=-cfoo%3Dbar"],
             "sets the connect option 'options'",
         ),
+        (["--db-latency-ms", "1"], "--db-latency-ms needs --db-url"),
+        (["--db-latency-ms", "-1"], "--db-latency-ms -1.0 is not a latency between 0 and 1,000 ms"),
+        (
+            ["--db-url", "postgresql+psycopg://u:secret-pw@/db?host=/run/postgresql", "--db-latency-ms", "1"],
+            "--db-latency-ms needs a server reached over TCP",
+        ),
         # an unreachable server: said before any emulator starts, the password not shown
         (["--db-url", "postgresql+psycopg://u:secret-pw@127.0.0.1:1/db"], "Cannot reach the database"),
     ],
@@ -267,3 +274,31 @@ def test_one_size_twice_and_a_password_with_a_question_mark(postgres_url: str) -
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("reconcile") == 2 and "stores: postgresql" in out.stdout
     assert "pa?ss" not in out.stdout + out.stderr and _bench_schemas(admin) == []
+
+
+def test_a_database_on_another_machine_through_the_delay_proxy(postgres_url: str, tmp_path: Path) -> None:
+    """--db-latency-ms: the stores reach PostgreSQL through a proxy adding the round trip, which is
+    measured and reported; the proxy is gone afterwards and the schemas are dropped."""
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    out_file = tmp_path / "cp.json"
+    args = ("--sizes", "3", "--namespaces", "1", "--db-url", postgres_url, "--db-latency-ms", "20")
+    out = cli(*args, "--json", str(out_file), timeout=200)
+    assert out.returncode == 0, out.stderr
+    params = json.loads(out_file.read_text())["params"]
+    assert params["db_latency_ms"] == 20.0
+    trips = params["db_round_trip_ms"]
+    assert trips["stores"] >= 20.0 > trips["direct"]  # the added 20 ms, and not on the direct path
+    assert "through a proxy adding 20 ms" in out.stdout
+    doc = json.loads(out_file.read_text())["sizes"]["3"]
+    assert doc["journal"]["applied"] == 3 and doc["reconcile"]["rows"] == 3
+    assert _bench_schemas(admin) == []
+    assert not any(b"scaleahead.bench.netdelay" in c for c in _cmdlines())
+
+
+def _cmdlines() -> list[bytes]:
+    """Every running process's command line (one that ends meanwhile left out)."""
+    out = []
+    for p in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            out.append(p.read_bytes())
+    return out

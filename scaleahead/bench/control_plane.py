@@ -195,13 +195,27 @@ def emulator(workloads: int, namespaces: int, latency_s: float = 0.0) -> Iterato
     """A populated emulator (``python -m scaleahead.bench.kubeemu``) in a child process: yields its
     URL and pid; it is stopped (and waited for) on the way out, whatever happened. The child also
     stops by itself when this process goes (its stdin closes)."""
+    spec = {"workloads": workloads, "namespaces": namespaces, "quotas": True, "latency_s": latency_s}
+    with _child(
+        "scaleahead.bench.kubeemu", spec, "the Kubernetes API emulator", INSTALL_HINT + " Or try a smaller --sizes."
+    ) as (
+        ready,
+        pid,
+    ):
+        yield str(ready["url"]), pid
+
+
+@contextmanager
+def _child(module: str, spec: dict[str, Any], what: str, hint: str) -> Iterator[tuple[dict[str, Any], int]]:
+    """``python -m module SPEC`` in a child process that prints one JSON line when ready: yields
+    that line and the pid; the child is stopped (and waited for) on the way out, whatever
+    happened, and stops by itself when this process goes (its stdin closes)."""
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
-    spec = json.dumps({"workloads": workloads, "namespaces": namespaces, "quotas": True, "latency_s": latency_s})
     # its messages go to a file, not a pipe: a pipe nobody reads would stop it once full
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "scaleahead.bench.kubeemu", spec],
+            [sys.executable, "-P", "-m", module, json.dumps(spec)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=err,
@@ -216,11 +230,11 @@ def emulator(workloads: int, namespaces: int, latency_s: float = 0.0) -> Iterato
                 err.seek(0)
                 tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
                 raise UserError(
-                    f"the Kubernetes API emulator did not start within {START_TIMEOUT_S:.0f} s "
+                    f"{what} did not start within {START_TIMEOUT_S:.0f} s "
                     f"(exit code {proc.poll()}): {' | '.join(tail) or 'no message'}",
-                    INSTALL_HINT + " Or try a smaller --sizes.",
+                    hint,
                 )
-            yield json.loads(line)["url"], proc.pid
+            yield json.loads(line), proc.pid
         finally:
             _stop(proc)
 
@@ -562,9 +576,11 @@ def bench_control_plane(
     concurrent_writes: int = 1,
     api_latency_s: float = 0.0,
     db_url: str | None = None,
+    db_rtt_s: float = 0.0,
 ) -> dict[str, Any]:
     """Every section per size, each size against a fresh emulator process; the result object.
-    The stores are SQLite files, or fresh schemas of the PostgreSQL database ``db_url``."""
+    The stores are SQLite files, or fresh schemas of the PostgreSQL database ``db_url`` (reached
+    through a proxy that adds the round trip ``db_rtt_s``, when above 0)."""
     require_emulator()
     result: dict[str, Any] = {
         "params": {
@@ -576,14 +592,20 @@ def bench_control_plane(
             "api_latency_s": api_latency_s,
             "status_max_writes": _status_cap(),
             "database": "sqlite",
+            "db_latency_ms": db_rtt_s * 1000.0,
+            "db_round_trip_ms": {},
         },
         "sizes": {},
         "emulator_pids": [],
     }
     logging.disable(logging.WARNING)  # thousands of per-action lines would measure the log, not the work
     try:
-        with tempfile.TemporaryDirectory(prefix="scaleahead-bench-cp-") as tmp, Databases(Path(tmp), db_url) as dbs:
+        with (
+            tempfile.TemporaryDirectory(prefix="scaleahead-bench-cp-") as tmp,
+            Databases(Path(tmp), db_url, db_rtt_s) as dbs,
+        ):
             result["params"]["database"] = dbs.describe()
+            result["params"]["db_round_trip_ms"] = dbs.round_trip_ms
             for n in sizes:
                 w0 = time.perf_counter()
                 with emulator(n, namespaces, api_latency_s) as (url, pid):
@@ -614,20 +636,37 @@ class Databases:
     Bad input is refused before any work (``check``): a URL that is not PostgreSQL's, one that sets
     the connect option ``options`` itself (the bench sets ``search_path`` there), a server that
     cannot be reached or a user that may not create a schema; each says what to do.
+
+    With ``rtt_s`` above 0 the stores reach the server through a proxy in a child process
+    (``scaleahead.bench.netdelay``) that holds every chunk of bytes ``rtt_s / 2`` each way: a server
+    on another machine. The round trip it gives is measured (``round_trip_ms``): its timers wake
+    on whole milliseconds, so it may be longer than asked. Schemas are made and dropped directly.
     """
 
-    def __init__(self, workdir: Path, db_url: str | None = None) -> None:
+    def __init__(self, workdir: Path, db_url: str | None = None, rtt_s: float = 0.0) -> None:
         self.workdir = workdir
         self.db_url = db_url
+        self.rtt_s = rtt_s
         self.schemas: list[str] = []
+        self.round_trip_ms: dict[str, float] = {}
         self._run = f"{os.getpid()}{secrets.token_hex(3)}"
         self._engine: Any = None
+        self._proxy: tuple[str, int] | None = None
+        self._children = ExitStack()
         if db_url is not None:
             self._engine = self._connect(db_url)
+            try:
+                if rtt_s > 0:
+                    self._start_proxy(db_url)
+                self.round_trip_ms = self._round_trips()
+            except BaseException:
+                self.close()
+                raise
 
     @staticmethod
-    def check(db_url: str) -> None:
-        """Refuse a ``--db-url`` the bench cannot use (``UserError``); touches no server."""
+    def check(db_url: str, rtt_s: float = 0.0) -> None:
+        """Refuse a ``--db-url`` (with ``--db-latency-ms``: ``rtt_s``) the bench cannot use
+        (``UserError``); touches no server."""
         from sqlalchemy.engine import make_url
 
         from storage.store import _hide_password
@@ -646,6 +685,11 @@ class Databases:
             raise UserError(
                 f"--db-url {shown!r} sets the connect option {_SEARCH_PATH!r}.",
                 "Leave it out: the bench sets each store's schema there (search_path).",
+            )
+        if rtt_s > 0 and (not parsed.host or "host" in parsed.query or parsed.host.startswith("/")):
+            raise UserError(
+                f"--db-latency-ms needs a server reached over TCP, and --db-url {shown!r} names none (or a socket).",
+                "Give the server's host and port in the URL (postgresql+psycopg://USER@HOST:PORT/DB).",
             )
 
     def _connect(self, db_url: str) -> Any:
@@ -702,9 +746,52 @@ class Databases:
             ) from exc
         return schema
 
+    def _start_proxy(self, db_url: str) -> None:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(db_url)
+        spec = {"host": parsed.host, "port": parsed.port or 5432, "rtt_s": self.rtt_s}
+        ready, _ = self._children.enter_context(
+            _child("scaleahead.bench.netdelay", spec, "the database delay proxy", "Run again without --db-latency-ms.")
+        )
+        self._proxy = ("127.0.0.1", int(ready["port"]))
+
+    def _round_trips(self, pings: int = 30) -> dict[str, float]:
+        """The median time of ``SELECT 1`` on one connection, direct and (with a delay) through the
+        proxy, in ms (after one to warm up)."""
+        from sqlalchemy import create_engine, text
+
+        from storage.store import _connect_args
+
+        out: dict[str, float] = {}
+        for name, url in (("direct", str(self.db_url)), ("stores", self._store_url(None))):
+            if name == "stores" and self._proxy is None:
+                out[name] = out["direct"]
+                continue
+            engine = create_engine(url, future=True, connect_args=_connect_args(url))
+            try:
+                with engine.connect() as conn:
+                    times = []
+                    for _ in range(pings + 1):
+                        t0 = time.perf_counter()
+                        conn.execute(text("SELECT 1")).scalar()
+                        times.append(time.perf_counter() - t0)
+                out[name] = round(statistics.median(times[1:]) * 1000.0, 3)
+            finally:
+                engine.dispose()
+        return out
+
     def describe(self) -> str:
-        """``sqlite``, or ``postgresql <server version>``."""
-        return "sqlite" if self._engine is None else f"postgresql {self.version}"
+        """``sqlite``, or ``postgresql <server version>`` (with the stores' measured round trip)."""
+        if self._engine is None:
+            return "sqlite"
+        trips = self.round_trip_ms
+        if self._proxy is None:
+            return f"postgresql {self.version}, round trip {trips.get('direct', 0):.2f} ms"
+        return (
+            f"postgresql {self.version}, round trip {trips.get('stores', 0):.2f} ms through a proxy adding "
+            f"{self.rtt_s * 1000:g} ms ({trips.get('direct', 0):.2f} ms direct)"
+        )
 
     def url(self, store: str) -> str:
         """A URL to an empty database for the store named ``store`` (a SQLite file, or a new schema)."""
@@ -712,14 +799,24 @@ class Databases:
             return f"sqlite:///{self.workdir / f'{store}.db'}"
         schema = self._new_schema(store)
         self.schemas.append(schema)
+        return self._store_url(schema)
+
+    def _store_url(self, schema: str | None) -> str:
+        """``db_url`` with ``schema`` first on the search path, through the proxy if there is one."""
         from sqlalchemy.engine import make_url
 
-        url = make_url(str(self.db_url)).update_query_dict({_SEARCH_PATH: f"-csearch_path={schema}"})
+        url = make_url(str(self.db_url))
+        if schema is not None:
+            url = url.update_query_dict({_SEARCH_PATH: f"-csearch_path={schema}"})
+        if self._proxy is not None:
+            url = url.set(host=self._proxy[0], port=self._proxy[1])
         return url.render_as_string(hide_password=False)
 
     def close(self) -> None:
-        """Drop the schemas made (waiting at most 10 s for a lock); one that cannot be dropped is
-        named on stderr, to drop by hand."""
+        """Stop the proxy; drop the schemas made (waiting at most 10 s for a lock); one that cannot
+        be dropped is named on stderr, to drop by hand."""
+        self._children.close()
+        self._proxy = None
         if self._engine is None:
             return
         from sqlalchemy import text

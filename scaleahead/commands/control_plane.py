@@ -99,6 +99,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "each store in a fresh schema, dropped at the end. Default: SQLite files in a temporary folder."
             ),
         ] = None,
+        db_latency_ms: Annotated[
+            float,
+            typer.Option(
+                help="With --db-url: reach the server through a proxy (a child process) that adds this round trip "
+                "to every request and answer, as a database on another machine would (0: none). The round trip "
+                "it gives is measured and printed: its timers wake on whole milliseconds, so it may be longer."
+            ),
+        ] = 0.0,
     ) -> None:
         """Time the control plane (policy load and reload, status publish, read_state, apply_plan,
         the journal, reconcile) at N workloads against the Kubernetes API emulator.
@@ -131,8 +139,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         from scaleahead.bench.control_plane import Databases, bench_control_plane, require_emulator
 
+        if not math.isfinite(db_latency_ms) or not 0 <= db_latency_ms <= 1_000:
+            raise UserError(f"--db-latency-ms {db_latency_ms} is not a latency between 0 and 1,000 ms.", "Give e.g. 1.")
+        if db_latency_ms > 0 and db_url is None:
+            raise UserError("--db-latency-ms needs --db-url: SQLite files have no network.", "Give --db-url too.")
         if db_url is not None:
-            Databases.check(db_url)
+            Databases.check(db_url, db_latency_ms / 1000.0)
         require_emulator()
         print(
             f"{'size':>6} {'section':<24} {'cpu_s':>8} {'wall_s':>8} {'requests':>8} {'rss_mb':>7}  notes", flush=True
@@ -158,6 +170,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             concurrent_writes=concurrent_writes,
             api_latency_s=api_latency_ms / 1000.0,
             db_url=db_url,
+            db_rtt_s=db_latency_ms / 1000.0,
         )
         print(f"stores: {result['params']['database']}")
         if json_out is not None:
