@@ -341,6 +341,18 @@ _MANAGED_BY_TARGET = select(ManagedFieldRow.__table__).where(
 _FIELD_UPSERTS = {"postgresql": _field_upsert(postgresql_dialect), "sqlite": _field_upsert(sqlite_dialect)}
 
 
+@functools.cache
+def _psycopg_sql(name: str) -> tuple[str, dict[str, Any]]:
+    """The journal's statement ``name`` (``outcomes``, ``fields``) as psycopg runs it: its text
+    (``%(name)s`` parameters) and the values of the parameters it binds itself (``editor_reverts``
+    0, the cleared human edit), which each row's parameters complete (``Store._journal_pipelined``)."""
+    from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
+
+    stmt = _OUTCOME_UPDATE if name == "outcomes" else _FIELD_UPSERTS["postgresql"]
+    compiled = stmt.compile(dialect=postgresql_psycopg.dialect())  # type: ignore[no-untyped-call]
+    return str(compiled), dict(compiled.params)
+
+
 class RolloutRunning(Exception):
     """``Store.create_rollout``: another rollout of the group is running (one at a time per group)."""
 
@@ -976,6 +988,28 @@ class Store:
             self._rolled_back(exc)
             raise
 
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A Core connection for ONE read statement, its errors told as ``session``'s. On PostgreSQL
+        without a transaction (autocommit: the statement alone, one round trip to the server instead
+        of three with BEGIN and COMMIT; a database on another machine charges each,
+        docs/benchmarks.md, "The journal's round trips"); on SQLite ``_transaction``'s."""
+        if self.engine.dialect.name != "postgresql":
+            with self._transaction() as conn:
+                yield conn
+            return
+        try:
+            with self._autocommit.connect() as conn:
+                yield conn
+        except BaseException as exc:
+            self._rolled_back(exc)
+            raise
+
+    @functools.cached_property
+    def _autocommit(self) -> Engine:
+        """``engine`` in autocommit (``_read``): the same pool, each connection set back on return."""
+        return self.engine.execution_options(isolation_level="AUTOCOMMIT")
+
     def _rolled_back(self, exc: BaseException) -> None:
         """After a transaction rolled back by ``exc``: raise what to tell instead of it (a damaged
         SQLite file, a value too long), or return to let ``exc`` pass unchanged."""
@@ -1190,6 +1224,9 @@ class Store:
             _check_lengths(
                 table, {"target": w.target, "field": w.field, "resource_version": w.resource_version, "uid": w.uid}
             )
+        if self._pipelined:
+            self._journal_pipelined(outcomes, fields, now)
+            return
         with self._transaction() as conn:
             # Core executemany statements built once (module level: their compiled form is cached),
             # on a Core connection (no ORM session or execution path): the actuator journals once an
@@ -1210,6 +1247,79 @@ class Store:
                 # Until 2026-12-06 an executemany UPDATE, and on a first write every write again
                 # one by one: on PostgreSQL a plan's first writes cost three statements each.
                 conn.execute(_FIELD_UPSERTS[conn.dialect.name], [_field_params(w) for w in fields])
+
+    @functools.cached_property
+    def _pipelined(self) -> bool:
+        """Whether ``journal`` sends its transaction as one psycopg pipeline: PostgreSQL through
+        psycopg 3 (the driver the documented URL names)."""
+        return self.engine.dialect.name == "postgresql" and self.engine.dialect.driver == "psycopg"
+
+    def _journal_pipelined(
+        self, outcomes: Sequence[tuple[int, str, str]], fields: Sequence[FieldWrite], now: float
+    ) -> None:
+        """``journal``'s transaction on PostgreSQL in two round trips instead of four: BEGIN, the
+        outcomes' UPDATE and the records' upserts go together in one psycopg pipeline and are
+        answered together; then COMMIT. Each statement used to wait for its answer before the next
+        was sent (BEGIN, UPDATE, upserts, COMMIT), and a database on another machine charges a
+        round trip for each (docs/benchmarks.md, "The journal's round trips"). As on the Core path:
+        a missing action row is a ``KeyError`` and nothing is written; the statements are the
+        same ones (``_psycopg_sql``); a driver error is raised as SQLAlchemy raises it (an
+        ``OperationalError`` for a server gone), the connection discarded if it is broken."""
+        import psycopg
+        from sqlalchemy.exc import DBAPIError
+
+        rows: list[tuple[str, list[dict[str, Any]]]] = []
+        for name, params in (
+            ("outcomes", [{"aid": aid, "st": st, "out": out, "at": now} for aid, st, out in outcomes]),
+            ("fields", [_field_params(w) for w in fields]),
+        ):
+            if params:
+                sql, bound = _psycopg_sql(name)
+                rows.append((sql, [{**bound, **p} for p in params]))
+        raw = self.engine.raw_connection()
+        conn = cast(Any, raw.driver_connection)
+        broken = False
+        try:
+            conn.autocommit = True  # BEGIN and COMMIT are sent in the pipeline, by us
+            with conn.pipeline() as pipeline, conn.cursor() as tx:
+                cursors = [conn.cursor() for _ in rows]
+                tx.execute("BEGIN")
+                for cur, (sql, params) in zip(cursors, rows, strict=True):
+                    cur.executemany(sql, params)
+                pipeline.sync()  # the first round trip: every answer so far
+                counted = cursors[0].rowcount if outcomes else len(outcomes)
+                if counted != len(outcomes):
+                    tx.execute("ROLLBACK")
+                else:
+                    tx.execute("COMMIT")  # the second, at the pipeline's end
+            if counted != len(outcomes):
+                with self._transaction() as check:
+                    self._refuse_missing_actions(check, [aid for aid, _, _ in outcomes])
+                raise KeyError(outcomes[0][0])  # (a row gone and back meanwhile: still nothing written)
+        except psycopg.Error as exc:
+            broken = self.engine.dialect.is_disconnect(cast(Any, exc), raw, None) or conn.closed
+            if not broken:
+                try:  # an error aborts the transaction: the COMMIT after it never ran
+                    conn.rollback()
+                except psycopg.Error:
+                    broken = True
+            if broken:
+                raw.invalidate(exc)
+            wrapped = DBAPIError.instance(
+                None, None, exc, psycopg.Error, connection_invalidated=broken, dialect=self.engine.dialect
+            )
+            self._rolled_back(wrapped)
+            raise wrapped from exc
+        except BaseException as exc:
+            if not isinstance(exc, KeyError):  # stopped mid-way (Ctrl-C): where the server is, unknown
+                broken = True
+                raw.invalidate(exc)
+            self._rolled_back(exc)
+            raise
+        finally:
+            if not broken:
+                conn.autocommit = False
+            raw.close()
 
     def set_action_state(
         self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None
@@ -1288,8 +1398,9 @@ class Store:
     # -- fields the actuator manages (human-edit detection) ---------------------------------------
     def managed_field(self, target: str) -> ManagedField | None:
         """The record of ``target`` (None: none). A Core read (no ORM session): reconciliation reads
-        one per row it decides (until 2026-12-06 an ORM read, about 0.17 ms of CPU a row)."""
-        with self._transaction() as conn:
+        one per row it decides (until 2026-12-06 an ORM read, about 0.17 ms of CPU a row); on
+        PostgreSQL one round trip (``_read``)."""
+        with self._read() as conn:
             r = conn.execute(_MANAGED_BY_TARGET, {"t": target}).first()
             return None if r is None else _managed(r)
 

@@ -13,6 +13,7 @@ from storage import Store
 from tests.conftest import Cli
 
 WEB = WorkloadRef("Deployment", "default", "web")
+WEB_TARGET = "Deployment/default/web"
 
 
 def _plan(now: float = 1000.0) -> Plan:
@@ -419,12 +420,16 @@ def test_a_forecast_with_many_quantile_levels_is_stored_on_every_database(db_url
     store.close()
 
 
-def test_journal_writes_the_field_records_in_one_executemany_in_order(db_url: str) -> None:
+def test_journal_writes_the_field_records_in_one_executemany_in_order(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``Store.journal`` sends every field record of a transaction in one executemany of upserts
     (the actuator's per-action cost) with the one-by-one path's meaning: ``written_value`` and
     ``uid`` kept where a write leaves them, a human edit forgotten, two writes to one record applied
     in order; a record that does not exist yet is inserted, with its original, by the same one
-    executemany (until 2026-12-06 a first write sent every write again, one by one)."""
+    executemany (until 2026-12-06 a first write sent every write again, one by one). On
+    PostgreSQL it goes to psycopg directly, in a pipeline (counted there)."""
+    import psycopg
     from sqlalchemy import event
 
     from storage.store import FieldWrite
@@ -441,6 +446,13 @@ def test_journal_writes_the_field_records_in_one_executemany_in_order(db_url: st
             seen.append((statement.split()[0].upper(), bool(executemany)))
 
     event.listen(store.engine, "before_cursor_execute", count)
+    executemany = psycopg.Cursor.executemany
+
+    def counted(cur, query, params_seq, **kw):  # type: ignore[no-untyped-def]
+        count(None, cur, str(query), None, None, True)
+        return executemany(cur, query, params_seq, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "executemany", counted)
     store.journal(
         [],
         [
@@ -507,7 +519,9 @@ def test_action_states_set_in_one_transaction_only_where_still_planned(db_url: s
     store.close()
 
 
-def test_journal_updates_a_record_another_process_created_meanwhile(db_url: str) -> None:
+def test_journal_updates_a_record_another_process_created_meanwhile(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No record of a target when the journal's transaction starts; another process creates it and
     commits right before the journal's write: the write lands on that record (an audit found it
     skipped, the write-ahead intent lost, when the missing records were found by a SELECT after an
@@ -516,7 +530,6 @@ def test_journal_updates_a_record_another_process_created_meanwhile(db_url: str)
     if not db_url.startswith("postgresql"):
         pytest.skip("SQLite: no other writer can get in between")
     import psycopg
-    from sqlalchemy import event
 
     from storage.store import FieldWrite
 
@@ -524,8 +537,12 @@ def test_journal_updates_a_record_another_process_created_meanwhile(db_url: str)
     target = "Deployment/shop/new"
     done = [False]
 
-    def meanwhile(_conn, _cursor, statement, _params, _context, executemany) -> None:  # type: ignore[no-untyped-def]
-        if not done[0] and statement.startswith("INSERT INTO managed_fields"):
+    # the journal's statements go to psycopg directly (one pipeline): the other process writes
+    # right before the upserts are sent, after the transaction's BEGIN and UPDATE
+    executemany = psycopg.Cursor.executemany
+
+    def meanwhile(cur, query, params_seq, **kw):  # type: ignore[no-untyped-def]
+        if not done[0] and str(query).startswith("INSERT INTO managed_fields"):
             done[0] = True
             with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as other:
                 other.execute(
@@ -533,15 +550,123 @@ def test_journal_updates_a_record_another_process_created_meanwhile(db_url: str)
                     "original_recorded, editor_reverts) VALUES (%s, 'spec.replicas', 1, 'other', 5.0, false, 0)",
                     (target,),
                 )
+        return executemany(cur, query, params_seq, **kw)
 
     _, (aid,) = store.record_plan(_plan(), source="test")
-    event.listen(store.engine, "before_cursor_execute", meanwhile)
+    monkeypatch.setattr(psycopg.Cursor, "executemany", meanwhile)
     # an outcome first: the transaction has begun (and written) before the other process's insert
     store.journal([(aid, "applied", "ok")], [FieldWrite(target, "spec.replicas", 7, "intent:7:1", 10.0, uid="u")], 10.0)
-    event.remove(store.engine, "before_cursor_execute", meanwhile)
+    monkeypatch.undo()
     record = store.managed_field(target)
     assert done[0] and record is not None
     assert (record.value, record.resource_version, record.uid) == (7, "intent:7:1", "u")
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_journal_on_postgresql_takes_two_round_trips_and_a_refused_statement_writes_nothing(db_url: str) -> None:
+    """On PostgreSQL the journal's transaction goes in one psycopg pipeline: BEGIN, the outcomes'
+    UPDATE and the upserts answered together, then COMMIT (two waits for the server, was four). A
+    statement the server refuses (here a value out of INTEGER's range, which no check before
+    catches) raises SQLAlchemy's error, leaves nothing of the transaction written, and the
+    connection is fit for the next journal."""
+    import psycopg
+    from sqlalchemy.exc import DataError as SQLDataError
+
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    assert store._pipelined
+    _, (aid,) = store.record_plan(_plan(), source="test")
+    waits: list[str] = []
+    sync, commit = psycopg.Pipeline.sync, psycopg.Cursor.execute
+
+    def counted_sync(pipeline):  # type: ignore[no-untyped-def]
+        waits.append("sync")
+        return sync(pipeline)
+
+    def counted_execute(cur, query, *args, **kw):  # type: ignore[no-untyped-def]
+        if str(query) in ("BEGIN", "COMMIT", "ROLLBACK"):
+            waits.append(str(query))
+        return commit(cur, query, *args, **kw)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(psycopg.Pipeline, "sync", counted_sync)
+    mp.setattr(psycopg.Cursor, "execute", counted_execute)
+    try:
+        with pytest.raises(SQLDataError, match="out of range"):
+            store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 2**40, "9", 20.0)], 20.0)
+        assert store.managed_field(WEB_TARGET) is None
+        assert [a.state for a in store.actions()] == ["planned"]  # the outcome's UPDATE rolled back too
+        # an outcome for a row that is gone: named, and nothing written (checked before the COMMIT)
+        with pytest.raises(KeyError, match="999999"):
+            store.journal(
+                [(aid, "applied", "ok"), (999_999, "applied", "ok")],
+                [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 20.0)],
+                20.0,
+            )
+        assert store.managed_field(WEB_TARGET) is None and [a.state for a in store.actions()] == ["planned"]
+        waits.clear()
+        store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 21.0)], 21.0)
+    finally:
+        mp.undo()
+    assert waits == ["BEGIN", "sync", "COMMIT"]  # one pipeline: sent together, then the COMMIT
+    record = store.managed_field(WEB_TARGET)
+    assert record is not None and (record.value, record.resource_version) == (5, "9")
+    assert [(a.state, a.outcome) for a in store.actions()] == [("applied", "ok")]
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_journal_on_postgresql_after_the_server_dropped_the_connection(db_url: str) -> None:
+    """The server ends the journal's connection (a restart, a failover, an idle timeout): the next
+    journal raises SQLAlchemy's ``OperationalError`` (the daemon's loop retries those), the broken
+    connection is discarded, and the one after writes on a new connection."""
+    import psycopg
+    from sqlalchemy.exc import OperationalError
+
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    _, (aid,) = store.record_plan(_plan(), source="test")
+    store.journal([], [FieldWrite(WEB_TARGET, "spec.replicas", 4, "8", 19.0)], 19.0)
+    admin = db_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1
+    with pytest.raises(OperationalError):
+        store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 20.0)], 20.0)
+    store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 21.0)], 21.0)
+    record = store.managed_field(WEB_TARGET)
+    assert record is not None and (record.value, record.written_at) == (5, 21.0)
+    assert [a.state for a in store.actions()] == ["applied"]
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_field_record_read_on_postgresql_is_one_statement_without_a_transaction(db_url: str) -> None:
+    """``managed_field`` (reconcile reads one per row) runs in autocommit on PostgreSQL: the SELECT
+    alone, no BEGIN and COMMIT around it (one round trip instead of three); the connection goes back
+    to the pool as it came (the next transaction is a transaction)."""
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    store.journal([], [FieldWrite(WEB_TARGET, "spec.replicas", 4, "8", 19.0)], 19.0)
+    seen: list[bool] = []
+    with store._read() as conn:
+        seen.append(conn.connection.driver_connection.autocommit)  # type: ignore[union-attr]
+    record = store.managed_field(WEB_TARGET)
+    assert seen == [True] and record is not None and record.value == 4
+    raw = store.engine.raw_connection()
+    try:
+        assert raw.driver_connection.autocommit is False  # type: ignore[union-attr]
+    finally:
+        raw.close()
+    with store._transaction() as conn:
+        assert conn.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
     store.close()
 
 
