@@ -519,6 +519,25 @@ def test_action_states_set_in_one_transaction_only_where_still_planned(db_url: s
     store.close()
 
 
+def test_action_states_of_more_rows_than_one_statement_holds(db_url: str) -> None:
+    """1,201 rows, every third one journaled by another process first: exactly the others written,
+    each with its own state and outcome, across the chunks of 500 (on PostgreSQL one ``UPDATE ...
+    FROM (VALUES ...)`` a chunk, in one transaction; on SQLite a statement a row)."""
+    store = Store(db_url)
+    refs = [WorkloadRef("Deployment", "default", f"w{i}") for i in range(1201)]
+    plan = Plan(1000.0, tuple(ScaleTo(r, 1, 2, Reason("t", "t")) for r in refs))
+    _, ids = store.record_plan(plan, source="test")
+    taken = set(ids[::3])
+    assert store.set_action_states_from([(i, "applied", "other") for i in taken], 1001.0, "planned") == taken
+    ups = [(i, "skipped" if n % 2 else "applied", f"reconciled {n}") for n, i in enumerate(ids)]
+    assert store.set_action_states_from(ups, 1002.0, only_from="planned") == set(ids) - taken
+    rows = {r.id: (r.state, r.outcome, r.updated_at) for r in store.actions(limit=5000)}
+    for n, i in enumerate(ids):
+        want = ("applied", "other", 1001.0) if i in taken else (ups[n][1], ups[n][2], 1002.0)
+        assert rows[i] == want, (n, i)
+    store.close()
+
+
 def test_journal_updates_a_record_another_process_created_meanwhile(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
