@@ -1367,9 +1367,14 @@ class Store:
         if self.engine.dialect.name == "postgresql":
             # one statement a few hundred rows (reconcile's batch): one round trip, where a row's
             # own statement cost one each (docs/benchmarks.md, "The journal's round trips")
+            # (a row given twice: its first, as one by one, where the second finds it no longer so)
+            firsts: dict[int, tuple[int, str, str]] = {}
+            for u in updates:
+                firsts.setdefault(u[0], u)
+            first = list(firsts.values())
             with self._transaction() as conn:
-                for i in range(0, len(updates), 500):
-                    written.update(conn.execute(_outcome_updates_from(updates[i : i + 500], now, only_from)).scalars())
+                for i in range(0, len(first), 500):
+                    written.update(conn.execute(_outcome_updates_from(first[i : i + 500], now, only_from)).scalars())
             return written
         with self.session() as s:
             conn = s.connection()

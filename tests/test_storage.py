@@ -530,7 +530,8 @@ def test_action_states_of_more_rows_than_one_statement_holds(db_url: str) -> Non
     taken = set(ids[::3])
     assert store.set_action_states_from([(i, "applied", "other") for i in taken], 1001.0, "planned") == taken
     ups = [(i, "skipped" if n % 2 else "applied", f"reconciled {n}") for n, i in enumerate(ids)]
-    assert store.set_action_states_from(ups, 1002.0, only_from="planned") == set(ids) - taken
+    again = [(ids[1], "failed", "given twice: the first one counts")]
+    assert store.set_action_states_from(ups + again, 1002.0, only_from="planned") == set(ids) - taken
     rows = {r.id: (r.state, r.outcome, r.updated_at) for r in store.actions(limit=5000)}
     for n, i in enumerate(ids):
         want = ("applied", "other", 1001.0) if i in taken else (ups[n][1], ups[n][2], 1002.0)
