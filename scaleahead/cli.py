@@ -9,6 +9,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -288,10 +289,17 @@ def plan(
 
 
 def parse_capacity(items: list[str]) -> dict[str, int]:
-    """``["shop=40", "*=200"]`` -> ``{"shop": 40, "*": 200}``; anything else (a tenant named twice too) is
-    a ``UserError``."""
+    """``["shop=40", "*=200"]`` (or ``["shop=40,*=200"]``, as ``loop.capacity`` takes it) ->
+    ``{"shop": 40, "*": 200}``; anything else (a tenant named twice, a name that is no tenant's) is a
+    ``UserError``."""
+    from scaleahead.policy import TENANT, TENANT_MAX
+
+    tenant = re.compile(TENANT)
     out: dict[str, int] = {}
-    for item in items:
+    parts: list[str] = []
+    for given in items:  # (an option with nothing in it is still refused below)
+        parts += [part.strip() for part in given.split(",") if part.strip()] or [given.strip()]
+    for item in parts:
         name, sep, count = item.partition("=")
         try:
             value = int(count.strip())
@@ -301,6 +309,13 @@ def parse_capacity(items: list[str]) -> dict[str, int]:
             raise UserError(
                 f"--capacity {item!r} is not TENANT=REPLICAS with a whole number of replicas of at least 0.",
                 "For example --capacity shop=40 --capacity '*=200' ('*': all services together).",
+            )
+        if name.strip() != "*" and (len(name.strip()) > TENANT_MAX or not tenant.match(name.strip())):
+            raise UserError(
+                f"--capacity {item!r} does not name a tenant: a tenant is letters, digits, '-', '_' and '.', "
+                f"starting and ending with a letter or digit, at most {TENANT_MAX} characters ('*': all "
+                "services together).",
+                "For example --capacity shop=40 --capacity '*=200', or --capacity 'shop=40,*=200'.",
             )
         if name.strip() in out:
             raise UserError(

@@ -199,10 +199,20 @@ def load_series(name_or_path: str, column: str | None = None) -> Series:
     return load_series_csv(path, column=column)
 
 
+#: A series CSV's cells that are missing values: empty, NaN, NA or null (NumPy writes nan; ``load_series_csv``).
+MISSING_WORDS = ["", "NaN", "nan", "NAN", "NA", "null", "NULL"]
+
+
 def load_series_csv(path: Path, column: str | None = None, name: str | None = None) -> Series:
     """A series CSV: ``timestamp`` (ISO-8601 or epoch seconds, UTC) and ``value`` (or ``column``)."""
     frame = _read_csv(
-        path, "series CSV", "Give a (gzipped) CSV file with a header line 'timestamp,value' and at least 2 rows."
+        path,
+        "series CSV",
+        "Give a (gzipped) CSV file with a header line 'timestamp,value' and at least 2 rows.",
+        # missing: an empty cell, NaN, NA or null only (docs/cli.md); pandas' own list would also
+        # take 'N/A', 'None', '#N/A', 'nan', '-nan', '1.#QNAN'... silently as gaps (docs audit)
+        keep_default_na=False,
+        na_values=MISSING_WORDS,
     )
     col = column or "value"
     if "timestamp" not in frame.columns or col not in frame.columns:
@@ -247,8 +257,9 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
             "Give every row its time (epoch seconds or ISO-8601), or remove those rows.",
         )
     parsed = pd.to_numeric(frame[col], errors="coerce")
-    # Empty cells and NaN/NA/null are read as missing by read_csv; anything else that is not a
-    # number (a shifted column, a unit pasted into the cell) is an error, not a silent gap.
+    # Empty cells and NaN/NA/null (MISSING_WORDS) are read as missing by read_csv; anything else
+    # that is not a number (a shifted column, a unit pasted into the cell, 'N/A', 'None') is an
+    # error, not a silent gap.
     text = parsed.isna() & frame[col].notna()
     if text.any():
         first = int(np.flatnonzero(text.to_numpy())[0])

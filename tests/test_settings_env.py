@@ -163,6 +163,14 @@ def test_plan_capacity_naming_a_tenant_twice_is_an_error() -> None:
     from scaleahead.errors import UserError
 
     assert parse_capacity(["shop=40", "*=200"]) == {"shop": 40, "*": 200}
+    # entries joined by ',' as loop.capacity takes them, too (the docs said so; it was refused)
+    assert parse_capacity(["default=3,api=4", "*=9"]) == {"default": 3, "api": 4, "*": 9}
+    with pytest.raises(UserError, match=r"--capacity 'bad tenant=3' does not name a tenant"):
+        parse_capacity(["bad tenant=3"])  # was accepted, and limited nothing
+    with pytest.raises(UserError, match=r"--capacity '' is not TENANT=REPLICAS"):
+        parse_capacity([""])
+    with pytest.raises(UserError, match=r"--capacity names tenant 'api' twice"):
+        parse_capacity(["api=1,api=2"])
     with pytest.raises(UserError, match=r"--capacity names tenant 'shop' twice \(40 and 4\)"):
         parse_capacity(["shop=40", "*=200", "shop=4"])
 
