@@ -168,8 +168,8 @@ class WindowDataModule(pl.LightningDataModule):
             raise DataError(
                 f"Too little usable history to train the LSTM: {len(self.train)} training and {len(self.val)} "
                 f"validation windows (longest series {longest / 3600:.1f} h).",
-                "Give at least a few hours of history with observed values, or use a baseline model "
-                "(--model seasonal_naive).",
+                "Give at least a few hours of history with observed values, or plan with a baseline model, "
+                "which needs no training (plan --model seasonal_naive; run's default until an LSTM is the champion).",
             )
 
     def train_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:

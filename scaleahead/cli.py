@@ -162,7 +162,11 @@ def plan(
         typer.Option(help="Prometheus base URL, in place of --history: runs each policy's demand.query."),
     ] = None,
     at: Annotated[
-        str | None, typer.Option(help="Decision time (ISO-8601 or epoch s); default: after the last point.")
+        str | None,
+        typer.Option(
+            help="Decision time (ISO-8601 or epoch s); default: after the last point of --history, "
+            "now with --prometheus."
+        ),
     ] = None,
     output: Annotated[Output, typer.Option(help="table or json.")] = Output.table,
     db: Annotated[

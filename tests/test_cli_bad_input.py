@@ -184,6 +184,17 @@ def test_an_empty_or_binary_csv_is_one_clear_error(
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "tsdb").exists()
 
 
+@pytest.mark.parametrize("option", [["--days", "0.5"], ["--end", "1995-07-03T00:00:00Z"]])
+def test_train_on_a_trace_refuses_the_prometheus_range_options_it_would_ignore(
+    cli: Cli, tmp_path: Path, option: list[str]
+) -> None:
+    """`train --trace X --days N` trained on the whole history split without a word (docs audit)."""
+    db = tmp_path / "a.db"
+    result = cli("train", "--trace", "nasa-10s", *option, "--db", f"sqlite:///{db}", "--out", str(tmp_path / "m"))
+    assert_refused(result, f"{option[0]} only applies with --prometheus")
+    assert not db.exists() and not (tmp_path / "m").exists()
+
+
 # -- 4. and 5. Prometheus ---------------------------------------------------------------------
 
 

@@ -162,7 +162,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         policy: Annotated[
             Path | None, typer.Option(help="Policy YAML whose demand queries are read (with --prometheus).")
         ] = None,
-        days: Annotated[float, typer.Option(help="Days of Prometheus history before --end (with --prometheus).")] = 7.0,
+        days: Annotated[
+            float | None, typer.Option(help="Days of Prometheus history before --end (with --prometheus; default 7).")
+        ] = None,
         end: Annotated[
             str | None, typer.Option(help="End of the Prometheus range (ISO-8601 or epoch s; default: now).")
         ] = None,
@@ -207,12 +209,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError("Give exactly one of --trace and --prometheus.", "See scaleahead train --help.")
         if model_name not in LEARNED:
             raise UserError(f"--model {model_name!r} is not a learned model.", f"Use one of {', '.join(LEARNED)}.")
+        if trace is not None and (days is not None or end is not None):  # (they were ignored: docs audit)
+            raise UserError(
+                f"{'--days' if days is not None else '--end'} only applies with --prometheus; a trace is read whole "
+                "(--whole) or its history split (--history, the default).",
+                "Leave it out, or cut the series CSV to the span to train on.",
+            )
         # Checked before minutes of training, but made only when the checkpoint is saved: a refused
         # train leaves no empty folder behind.
         check_folder(out, "--out", create=False)
         cfg = _lstm_config(epochs, threads, seed, max_minutes, prior, blend, model_name)
         if prometheus is not None:
-            train_data = _prometheus_training_data(prometheus, policy, days, end)
+            train_data = _prometheus_training_data(prometheus, policy, 7.0 if days is None else days, end)
             source = f"{hide_password(prometheus)} ({len(train_data)} series)"  # a registry column
             name = "prometheus"
         else:

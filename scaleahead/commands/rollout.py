@@ -14,7 +14,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,6 +55,24 @@ def check_margins(*values: float) -> None:
                 f"{option} {value:g} is not {what} between {low:g} and {high:g}.",
                 f"Give a number from {low:g} to {high:g} (see scaleahead rollout start --help); nothing was started.",
             )
+
+
+def _version_by_name(models: Sequence[Any], option: str, name: str) -> str:
+    """``name`` itself, or the id of the one model version named ``name`` (a note on stderr says
+    so); a ``UserError`` when several versions have that name."""
+    if name.isdigit():
+        return name
+    same = [m for m in models if m.name == name]
+    if not same:
+        return name
+    if len(same) > 1:
+        ids = ", ".join(str(m.id) for m in same)
+        raise UserError(
+            f"{option} {name!r} is the name of {len(same)} model versions ({ids}).",
+            f"Give the one you mean by its id ({option} {same[-1].id}; scaleahead models list). Nothing was started.",
+        )
+    typer.echo(f"note: {option} {name!r} is model version {same[0].id}", err=True)
+    return str(same[0].id)
 
 
 def loadable_challenger(store: Any, challenger: str, refused: str, fix: str) -> str:
@@ -443,7 +461,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     @rollout_app.command("start")
     def start(
-        challenger: Annotated[str, typer.Option(help="Challenger: a model version id/name or a policy name.")],
+        challenger: Annotated[
+            str,
+            typer.Option(
+                help="Challenger: a model version's id, or its name when one version has it (scaleahead models "
+                "list); any other name labels a policy variant."
+            ),
+        ],
         mode: Annotated[str, typer.Option(help="canary (growing share), ab (fixed split) or shadow (plan only).")],
         group: GroupOption = "default",
         champion: Annotated[
@@ -504,6 +528,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "Check --db (or register models first: `scaleahead retrain`); nothing was created.",
             ) from exc
         models = book.store.models()
+        # A version's name (`models list`'s name column) names that version, as its id does; until
+        # 2026-12-06 it was taken as a policy label, and its rollout promoted nothing (docs audit).
+        challenger = _version_by_name(models, "--challenger", challenger)
+        if champion is not None:
+            champion = _version_by_name(models, "--champion", champion)
         if champion is None:
             prod = [m for m in models if m.status == "champion"]
             champion = f"{prod[-1].id}" if prod else "default"

@@ -35,7 +35,10 @@ def bench_serverless(
     ] = None,
     memory: Annotated[
         Path | None,
-        typer.Option(help="App memory CSV in the Azure layout (HashApp, AverageAllocatedMb); default 128 MB each."),
+        typer.Option(
+            help="App memory CSV in the Azure layout (HashApp, AverageAllocatedMb); default: the trace's own file for "
+            "azure-functions-1m, else 128 MB per function."
+        ),
     ] = None,
     decisions: Annotated[
         Path | None, typer.Option(help="Write policy,function,minute,invocations,warm rows here (.gz to compress).")

@@ -69,6 +69,37 @@ def test_rollout_start_refuses_a_learned_challenger_without_a_checkpoint(tmp_pat
     assert code == 0, (out, err)
 
 
+def test_a_challenger_given_by_its_version_name_is_that_version(tmp_path: Path, cli: Cli) -> None:
+    """`models list` shows each version's name: `--challenger NAME` of one version is that version
+    (checked and promoted as its id would be; a note says which); a name that two versions have is
+    refused with their ids; any other name is still a policy label. Until 2026-12-06 a version's
+    name was taken as a label, and promoting its rollout made no version champion (docs audit)."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(db)
+    wm = store.register_model("wm-one", "window_mean", status="candidate")
+    nockpt = store.register_model("lstm-nockpt", "lstm", status="candidate")
+    twice = [store.register_model("lstm-twice", "window_mean") for _ in range(2)]
+    code, out, err = cli("rollout", "start", "--challenger", "wm-one", "--mode", "canary", "--steps", "1.0", "--db", db)
+    assert code == 0, (out, err)
+    assert f"--challenger 'wm-one' is model version {wm}" in err
+    (r,) = store.rollouts()
+    assert r.challenger == str(wm)
+    code, out, err = cli("rollout", "promote", "--db", db)
+    assert code == 0, (out, err)
+    assert _statuses(store)[wm] == "champion"  # the version, not a label
+    # the checks an id gets: a learned version without a checkpoint is refused by its name too
+    code, out, err = cli("rollout", "start", "--challenger", "lstm-nockpt", "--mode", "ab", "--db", db)
+    assert code == 2 and f"--challenger {nockpt} cannot be rolled out" in err, (out, err)
+    code, out, err = cli("rollout", "start", "--challenger", "lstm-twice", "--mode", "ab", "--db", db)
+    assert code == 2, (out, err)
+    assert f"--challenger 'lstm-twice' is the name of 2 model versions ({twice[0]}, {twice[1]})" in " ".join(
+        err.split()
+    )
+    code, out, err = cli("rollout", "start", "--challenger", "bigger-buffer", "--mode", "ab", "--db", db)
+    assert code == 0 and "is model version" not in err, (out, err)
+    assert max(store.rollouts(), key=lambda r: r.id).challenger == "bigger-buffer"
+
+
 def test_rollout_promote_refuses_a_challenger_whose_checkpoint_went_missing_and_records_nothing(
     tmp_path: Path, checkpoint: bytes, cli: Cli
 ) -> None:
