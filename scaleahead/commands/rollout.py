@@ -367,6 +367,14 @@ def _evaluate_measured(db: str | None, group: str, output: str) -> None:
                 "5-minute bucket of outcomes may not be written yet (the first control cycle after it ends writes it).",
                 f"Run it again after {iso(measured.end + WRITE_MARGIN_S)}; nothing was recorded.",
             )
+    if not any(arms.values()) and not any(measured.assigned.values()) and not r.challenger.isdigit():
+        # (it blamed the daemon, which was running: docs audit)
+        raise UserError(
+            f"Rollout {r.id} (group {group}) has no measured outcomes: its challenger {r.challenger!r} is a policy "
+            "label, not a model version, and the daemon plans only with model versions, so it measures no arm of it.",
+            "Evaluate a policy variant with --outcomes FILE.csv (outcomes you measured); to roll out a model, give "
+            "its version id or name (scaleahead models list). Nothing was recorded.",
+        )
     if not any(arms.values()) and not any(measured.assigned.values()):
         raise UserError(
             f"Rollout {r.id} (group {group}) has no measured outcomes yet "
@@ -555,6 +563,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
         if note:  # on stderr: --output json stays JSON
             typer.echo(f"note: {note}", err=True)
+        if not challenger.isdigit():
+            typer.echo(
+                f"note: --challenger {challenger!r} is no model version, so it labels a policy variant: the daemon "
+                "does not plan with it; evaluate it with --outcomes FILE.csv (scaleahead models list has the versions)",
+                err=True,
+            )
         params = CanaryParams(shares, max_violation_increase, max_cost_increase, max_error_increase)
         rid = book.start(group, mode, champion, challenger, time.time(), canary=params, split=split)  # type: ignore[arg-type]
         _print(book.get(group, rid), output == "json")

@@ -180,6 +180,23 @@ def test_evaluate_measured_without_outcomes_says_what_to_do(daemon_factory, cli,
     assert not store.rollout(rid).results.get("history")
 
 
+def test_evaluate_measured_of_a_policy_label_says_the_daemon_does_not_plan_with_it(daemon_factory, cli) -> None:  # type: ignore[no-untyped-def]
+    """A rollout whose challenger is no model version (a policy label, or a family's name taken for
+    one) is not followed by the daemon, so nothing is measured for it: `evaluate --measured` says so
+    and what to do, instead of asking whether the daemon runs (docs audit); `start` warns of it."""
+    daemon, clock, _, store = daemon_factory(n=2)
+    db = str(store.url)
+    daemon.run(lambda: False, max_ticks=10)
+    code, out, err = cli("rollout", "start", "--challenger", "window_mean", "--mode", "ab", "--db", db)
+    assert code == 0 and "the daemon does not plan with it" in " ".join(err.split()), (out, err)
+    daemon.run(lambda: False, max_ticks=70)
+    code, out, err = cli("rollout", "evaluate", "--db", db, "--measured")
+    said = " ".join(err.split())
+    assert code == 2 and "its challenger 'window_mean' is a policy label, not a model version" in said, (out, err)
+    assert "--outcomes FILE.csv" in said and "record_outcomes" not in said
+    assert not store.rollouts()[0].results.get("history")
+
+
 def test_a_shadow_challenger_is_measured_on_its_forecasts(daemon_factory) -> None:  # type: ignore[no-untyped-def]
     daemon, clock, _, store = daemon_factory(n=4)
     mid = store.register_model("window_mean-s", "window_mean", status="challenger")
