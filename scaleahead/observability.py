@@ -498,6 +498,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message`` and then the ``extra={...}`` fields as ``key=value`` (a value
+    with a space, quote or ``=``, or not a string, as JSON), so that ``--log-format text`` keeps what
+    the JSON lines hold (until 2026-12-06 a cycle's line was just "cycle": docs audit)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = []
+        for key, value in record.__dict__.items():
+            if key in JsonFormatter._STANDARD or key.startswith("_"):
+                continue
+            plain = isinstance(value, str) and value and not any(c in value for c in ' "=\n')
+            fields.append(f"{key}={value if plain else json.dumps(value, default=str)}")
+        if not fields:
+            return line
+        head, sep, tail = line.partition("\n")  # a traceback stays below the line
+        return f"{head} {' '.join(fields)}{sep}{tail}"
+
+
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """A stream handler writing to ``sys.stderr`` as it is when a record is emitted (as logging's
     own last-resort handler does), not the stream it was when configured: a command run in-process
@@ -521,7 +543,7 @@ def configure_logging(fmt: str = "json", level: str = "INFO") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

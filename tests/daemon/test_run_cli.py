@@ -333,3 +333,16 @@ def test_the_capacity_check_names_an_entry_again_only_after_it_was_in_use() -> N
     finally:
         logger.removeHandler(handler)
     assert quiet == []
+
+
+def test_text_logs_keep_the_fields_of_the_json_lines(tmp_path: Path) -> None:
+    """`--log-format text`: a cycle's line carries its fields as key=value (it was just "cycle")."""
+    out = cli(
+        "run", "--once", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "memory",
+        "--no-server", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--log-format", "text",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if "scaleahead.daemon: cycle " in x]
+    assert " event=cycle " in line and " changes=1 " in line and " errors=0 " in line, line
+    phases = json.loads(line.split(" phase_ms=", 1)[1].split(" cycle_ms=", 1)[0])
+    assert "plan" in phases and "forecast" in phases
