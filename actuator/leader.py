@@ -145,6 +145,9 @@ class LeaderElector:
         self.lease_duration_s = lease_duration_s
         self.timeout_s = timeout_s
         self.last_error = ""
+        #: Whether the last ``is_leader`` could not read or write the Lease (the API server unreachable,
+        #: refused, or answering nonsense), as opposed to another replica holding it.
+        self.lease_failed = False
         self._monotonic = monotonic
         #: When this replica's hold on the Lease ends, on the monotonic clock: a lease duration
         #: after the start of its last successful renewal.
@@ -180,6 +183,7 @@ class LeaderElector:
         this replica may act for ``leaseDurationSeconds`` from the start of this call, on the
         monotonic clock (minus however long this call took: ``holds``)."""
         started = self._monotonic()
+        self.lease_failed = False
         try:
             record = self._read()
             read_at = self._monotonic()
@@ -270,6 +274,7 @@ class LeaderElector:
         except (ApiException, HTTPError, ValueError) as exc:  # ValueError: an answer that is not JSON
             self._held_until = float("-inf")
             self.last_error = f"lease {self.namespace}/{self.name}: {getattr(exc, 'status', '')} {exc}".strip()
+            self.lease_failed = True
             return False
         # The record just written is the one seen last: a Lease missing at the next read was
         # deleted (by hand), not never made.

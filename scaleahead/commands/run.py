@@ -479,6 +479,16 @@ class _LeaseLeadership:
     def is_leader(self, now: float) -> bool:
         return bool(self.elector.is_leader(now))
 
+    @property
+    def last_error(self) -> str:
+        """Why the last ``is_leader`` was False ("lease held by ...", the API's error), or ``""``."""
+        return str(self.elector.last_error)
+
+    @property
+    def lease_failed(self) -> bool:
+        """Whether the last ``is_leader`` could not read or write the Lease (not: another holds it)."""
+        return bool(self.elector.lease_failed)
+
     def holds_now(self) -> bool:
         """Whether the Lease is still held as of its last renewal (the tick's, or the actuator's
         before a write), on the election's monotonic clock: no API call, so a job's thread may ask
@@ -948,7 +958,24 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     summary["results"] = [
                         {"target": r.action.target, "outcome": r.outcome, "detail": r.detail} for r in report.results
                     ]
+                if result.role == "standby":  # why: another holder, or no Lease to be had at all
+                    summary["standby_reason"] = str(getattr(daemon.leadership, "last_error", "") or "")
                 print(json.dumps(summary, indent=2))
+                if result.role == "standby" and getattr(daemon.leadership, "lease_failed", False):
+                    # One cycle that could not even read the Lease is a failure, not a quiet standby
+                    # (exit 0 with {"role": "standby"}: a docs audit read it as success).
+                    from rich.markup import escape
+
+                    from scaleahead.cli import err_console
+
+                    err_console.print(
+                        f"[bold red]error:[/] nothing was planned: the leader Lease could not be read or written "
+                        f"({escape(summary['standby_reason'])}). Check --kubeconfig, that the API server is "
+                        "reachable, and the RBAC for leases in actuation.namespace.",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+                    exit_code = 1
                 if report is not None:
                     failed = _none_planned_from_data(report, daemon.deps.policies)
                     if failed:

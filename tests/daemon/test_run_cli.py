@@ -346,3 +346,28 @@ def test_text_logs_keep_the_fields_of_the_json_lines(tmp_path: Path) -> None:
     assert " event=cycle " in line and " changes=1 " in line and " errors=0 " in line, line
     phases = json.loads(line.split(" phase_ms=", 1)[1].split(" cycle_ms=", 1)[0])
     assert "plan" in phases and "forecast" in phases
+
+
+def test_run_once_that_cannot_reach_the_lease_is_an_error_not_a_quiet_standby(tmp_path: Path) -> None:
+    """`run --once --target kubernetes` with an API server that refuses connections printed
+    {"role": "standby"} and exited 0 (a docs audit read it as success): now the summary says why
+    (`standby_reason`), stderr says what to check, and the exit code is 1."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    out = cli(
+        "run", "--once", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s", "--target", "kubernetes",
+        "--kubeconfig", str(kubeconfig), "--no-server", "--db", f"sqlite:///{tmp_path / 'a.db'}",
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["role"] == "standby" and "Connection refused" in doc["standby_reason"]
+    err = " ".join(out.stderr.split())
+    assert "the leader Lease could not be read or written" in err and "Check --kubeconfig" in err
+    assert "Traceback" not in err
