@@ -106,7 +106,10 @@ def db_upgrade(
     before = store.current_revision()
     store.upgrade(revision)
     after = store.current_revision()
-    console.print(f"database {store._safe_url()}: {before or 'empty'} -> {after}")
+    if before == after:
+        console.print(f"database {store._safe_url()}: already at {after}; nothing to do")
+    else:
+        console.print(f"database {store._safe_url()}: {before or 'empty'} -> {after}")
     order = Store.revisions()
     if revision != "head" and after in order and order.index(after) > order.index(revision):
         console.print(f"note: {after} is newer than {revision}; nothing was changed (upgrade never goes back).")

@@ -206,6 +206,8 @@ def test_db_upgrade_to_an_unknown_revision_lists_the_known_ones_and_leaves_the_d
     assert "Unknown schema revision '0003_steers'" in bad.stderr and "0003_steer, 0004_risk" in bad.stderr
     assert "empty -> 0002_actuator" in upgrade("--revision", "0002_actuator").stdout.replace("\n", "")
     assert "0002_actuator -> 0013_outcomes" in upgrade().stdout.replace("\n", "")
+    # at head already: said so (it printed "0013_outcomes -> 0013_outcomes")
+    assert "already at 0013_outcomes; nothing to do" in " ".join(upgrade().stdout.split())
     back = upgrade("--revision", "0003_steer")
     assert back.returncode == 0 and "nothing was changed" in back.stdout.replace("\n", " ")
 

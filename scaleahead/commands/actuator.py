@@ -103,7 +103,8 @@ def apply_once(
     if counts["failed"] or unseen:
         # Exit 1: a script must not go on as if the plan had been applied.
         why = f"{counts['failed']} action(s) failed" if counts["failed"] else "the kill switch could not be read"
-        err_console.print(f"not everything was applied: {why} (see the detail column; scaleahead actuator journal)")
+        where = "each result's detail" if as_json else "the detail column"
+        err_console.print(f"not everything was applied: {why} (see {where}; scaleahead actuator journal)")
         raise typer.Exit(1)
     if unresolved:
         # Exit 1 as `actuator reconcile`: the journal still holds actions whose outcome nobody knows.

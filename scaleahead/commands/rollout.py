@@ -249,7 +249,9 @@ def read_outcomes(path: Path) -> list[dict[str, Any]]:
             ), "")
         )  # fmt: skip
         if wrong:
-            raise DataError(f"{path}:{i}: {wrong}.", "Fix the measurement (leave forecast_error empty if unknown).")
+            # (only a forecast error may be left out: it said so for every column)
+            unknown = "; leave forecast_error empty if unknown" if wrong.startswith("forecast_error") else ""
+            raise DataError(f"{path}:{i}: {wrong}.", f"Fix the measurement{unknown}.")
         # Trimmed, as the arm: "web0 " is web0 (else it would be another workload, listed once per arm).
         workload = row["workload"].strip()
         if not workload:
