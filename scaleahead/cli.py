@@ -234,6 +234,17 @@ def plan(
             "--dry-run only goes with --apply: without --apply, plan changes nothing in the cluster anyway.",
             "Add --apply to print the diff the plan would make, or drop --dry-run.",
         )
+    if kubeconfig is not None and not apply:  # (both were ignored without a word: docs audit)
+        raise UserError(
+            "--kubeconfig only goes with --apply: without --apply, plan reads no cluster.",
+            "Add --apply to apply the plan to that cluster, or drop --kubeconfig.",
+        )
+    if column is not None and history is None:
+        raise UserError(
+            "--column only goes with --history (a series CSV's value column); --prometheus reads each policy's "
+            "demand.query.",
+            "Drop --column.",
+        )
     policies = load_policy_files(policy)  # several files: a workload targeted twice is an error
     shares = parse_capacity(capacity or [])
     tenants = {p.spec.tenant for p in policies}

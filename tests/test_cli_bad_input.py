@@ -411,6 +411,21 @@ def test_plan_dry_run_without_apply_is_refused(cli: Cli, tmp_path: Path) -> None
     assert not db.exists()
 
 
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--history", "{trace}", "--kubeconfig", "{tmp}/kubeconfig"], "--kubeconfig only goes with --apply"),
+        (["--prometheus", "http://127.0.0.1:1", "--column", "value"], "--column only goes with --history"),
+    ],
+)
+def test_plan_options_that_would_be_ignored_are_refused(cli: Cli, tmp_path: Path, extra: list[str], says: str) -> None:
+    db = tmp_path / "a.db"
+    trace = series_csv(tmp_path / "s.csv")
+    args = [a.format(trace=trace, tmp=tmp_path) for a in extra]
+    assert_refused(cli("plan", "--policy", str(EXAMPLE), *args, "--db", f"sqlite:///{db}"), says)
+    assert not db.exists()
+
+
 def test_plan_capacity_for_a_tenant_no_policy_has_is_named_in_a_warning_and_a_note(cli: Cli, tmp_path: Path) -> None:
     trace = series_csv(tmp_path / "s.csv")
     code, out, err = cli(
