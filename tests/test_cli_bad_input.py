@@ -411,6 +411,14 @@ def test_plan_dry_run_without_apply_is_refused(cli: Cli, tmp_path: Path) -> None
     assert not db.exists()
 
 
+@pytest.mark.parametrize("extra", [["--workload", "Deployment/default/web"], ["--column", "value"]])
+def test_report_options_that_go_with_trace_are_refused_without_it(cli: Cli, tmp_path: Path, extra: list[str]) -> None:
+    bench = tmp_path / "b.json"
+    bench.write_text("{}")
+    assert_refused(cli("report", "--bench", str(bench), *extra, "--out", str(tmp_path / "r")), "only goes with --trace")
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize(
     ("extra", "says"),
     [

@@ -505,6 +505,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         if forecasts and (not bench or len(forecasts) != len(bench)):
             raise UserError("--forecasts must pair with --bench, one each, in the same order.", "")
+        if trace is None and (workload or column is not None):  # (ignored without a word: docs audit)
+            raise UserError(
+                f"{'--workload' if workload else '--column'} only goes with --trace (the stored forecasts' demand).",
+                "Add --trace NAME, or drop it.",
+            )
         summaries, scored = [], []
         for i, b in enumerate(bench or []):
             s, sc = rp.from_bench(b, forecasts[i] if forecasts else None)
