@@ -15,6 +15,7 @@ import math
 import os
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -1281,6 +1282,8 @@ class Store:
         a missing action row is a ``KeyError`` and nothing is written; the statements are the
         same ones (``_psycopg_sql``); a driver error is raised as SQLAlchemy raises it (an
         ``OperationalError`` for a server gone), the connection discarded if it is broken."""
+        import contextlib
+
         import psycopg
         from sqlalchemy.exc import DBAPIError
 
@@ -1294,47 +1297,56 @@ class Store:
                 rows.append((sql, [{**bound, **p} for p in params]))
         raw = self.engine.raw_connection()
         conn = cast(Any, raw.driver_connection)
-        broken = False
+        clean = False  # the connection idle, its pipeline closed: fit to go back to the pool
         try:
-            conn.autocommit = True  # BEGIN and COMMIT are sent in the pipeline, by us
-            with conn.pipeline() as pipeline, conn.cursor() as tx:
-                cursors = [conn.cursor() for _ in rows]
-                tx.execute("BEGIN")
-                for cur, (sql, params) in zip(cursors, rows, strict=True):
-                    cur.executemany(sql, params)
-                pipeline.sync()  # the first round trip: every answer so far
-                counted = cursors[0].rowcount if outcomes else len(outcomes)
-                if counted != len(outcomes):
-                    tx.execute("ROLLBACK")
+            try:
+                conn.autocommit = True  # BEGIN and COMMIT are sent in the pipeline, by us
+                with conn.pipeline() as pipeline, conn.cursor() as tx:
+                    cursors = [conn.cursor() for _ in rows]
+                    tx.execute("BEGIN")
+                    for cur, (sql, params) in zip(cursors, rows, strict=True):
+                        cur.executemany(sql, params)
+                    pipeline.sync()  # the first round trip: every answer so far
+                    counted = cursors[0].rowcount if outcomes else len(outcomes)
+                    tx.execute("COMMIT" if counted == len(outcomes) else "ROLLBACK")  # the second, at the end
+                clean = True
+            except psycopg.Error as exc:
+                gone = bool(self.engine.dialect.is_disconnect(cast(Any, exc), raw, None) or conn.closed)
+                if gone:
+                    # As SQLAlchemy does on a disconnect: the pool's other connections, as old, are
+                    # replaced on their next checkout too (after a failover every one is dead; an
+                    # audit saw each fail a journal in turn when only this one was dropped).
+                    self.engine.pool._invalidate(raw, exc)
                 else:
-                    tx.execute("COMMIT")  # the second, at the pipeline's end
+                    with contextlib.suppress(psycopg.Error):  # an error aborts the transaction
+                        conn.rollback()
+                        clean = True
+                raise DBAPIError.instance(
+                    None, None, exc, psycopg.Error, connection_invalidated=gone, dialect=self.engine.dialect
+                ) from exc
             if counted != len(outcomes):
                 with self._transaction() as check:
                     self._refuse_missing_actions(check, [aid for aid, _, _ in outcomes])
                 raise KeyError(outcomes[0][0])  # (a row gone and back meanwhile: still nothing written)
-        except psycopg.Error as exc:
-            broken = self.engine.dialect.is_disconnect(cast(Any, exc), raw, None) or conn.closed
-            if not broken:
-                try:  # an error aborts the transaction: the COMMIT after it never ran
-                    conn.rollback()
-                except psycopg.Error:
-                    broken = True
-            if broken:
-                raw.invalidate(exc)
-            wrapped = DBAPIError.instance(
-                None, None, exc, psycopg.Error, connection_invalidated=broken, dialect=self.engine.dialect
-            )
-            self._rolled_back(wrapped)
-            raise wrapped from exc
         except BaseException as exc:
-            if not isinstance(exc, KeyError):  # stopped mid-way (Ctrl-C): where the server is, unknown
-                broken = True
-                raw.invalidate(exc)
             self._rolled_back(exc)
             raise
         finally:
-            if not broken:
-                conn.autocommit = False
+            # Back to the pool only as it came: idle, no pipeline, autocommit off. Anything else (an
+            # interrupt mid-pipeline, a failed reset) discards it: a connection left in autocommit
+            # would make a later session's transaction a statement at a time (audit).
+            if clean:
+                try:
+                    clean = (
+                        conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                        and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+                    )
+                    if clean:
+                        conn.autocommit = False
+                except Exception:  # noqa: BLE001 - whatever it was, the connection is not reused
+                    clean = False
+            if not clean and raw.is_valid:
+                raw.invalidate()
             raw.close()
 
     def set_action_state(
@@ -1367,14 +1379,18 @@ class Store:
         if self.engine.dialect.name == "postgresql":
             # one statement a few hundred rows (reconcile's batch): one round trip, where a row's
             # own statement cost one each (docs/benchmarks.md, "The journal's round trips")
-            # (a row given twice: its first, as one by one, where the second finds it no longer so)
-            firsts: dict[int, tuple[int, str, str]] = {}
+            # A row given twice: its second update in a later statement (of the same transaction),
+            # which sees the first's write, as one by one did (one statement would apply either).
+            rounds: list[list[tuple[int, str, str]]] = []
+            seen: Counter[int] = Counter()
             for u in updates:
-                firsts.setdefault(u[0], u)
-            first = list(firsts.values())
+                if seen[u[0]] == len(rounds):
+                    rounds.append([])
+                rounds[seen[u[0]]].append(u)
+                seen[u[0]] += 1
             with self._transaction() as conn:
-                for i in range(0, len(first), 500):
-                    written.update(conn.execute(_outcome_updates_from(first[i : i + 500], now, only_from)).scalars())
+                for chunk in (r[i : i + 500] for r in rounds for i in range(0, len(r), 500)):
+                    written.update(conn.execute(_outcome_updates_from(chunk, now, only_from)).scalars())
             return written
         with self.session() as s:
             conn = s.connection()

@@ -539,6 +539,20 @@ def test_action_states_of_more_rows_than_one_statement_holds(db_url: str) -> Non
     store.close()
 
 
+def test_a_row_given_twice_is_updated_in_order_as_one_statement_a_row_would(db_url: str) -> None:
+    """The second update of a row sees the first's write, on every database: after one that keeps
+    the row ``planned`` the second applies too (an audit saw PostgreSQL's single statement keep the
+    first only, where SQLite's one-by-one statements applied both)."""
+    store = Store(db_url)
+    plan = Plan(1000.0, tuple(ScaleTo(WorkloadRef("Deployment", "default", n), 1, 2, Reason("t", "t")) for n in "ab"))
+    _, (a, b) = store.record_plan(plan, source="test")
+    ups = [(a, "planned", "first"), (b, "applied", "b first"), (a, "applied", "second"), (b, "failed", "b second")]
+    assert store.set_action_states_from(ups, 1002.0, only_from="planned") == {a, b}
+    rows = {r.id: (r.state, r.outcome) for r in store.actions()}
+    assert rows == {a: ("applied", "second"), b: ("applied", "b first")}
+    store.close()
+
+
 def test_journal_updates_a_record_another_process_created_meanwhile(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -639,9 +653,9 @@ def test_journal_on_postgresql_takes_two_round_trips_and_a_refused_statement_wri
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_journal_on_postgresql_after_the_server_dropped_the_connection(db_url: str) -> None:
-    """The server ends the journal's connection (a restart, a failover, an idle timeout): the next
-    journal raises SQLAlchemy's ``OperationalError`` (the daemon's loop retries those), the broken
-    connection is discarded, and the one after writes on a new connection."""
+    """The server ends the store's connections (a restart, a failover): the next journal raises
+    SQLAlchemy's ``OperationalError`` (the daemon's loop retries those), the pool's dead
+    connections are discarded, and the one after writes on a new connection."""
     import psycopg
     from sqlalchemy.exc import OperationalError
 
@@ -650,6 +664,9 @@ def test_journal_on_postgresql_after_the_server_dropped_the_connection(db_url: s
     store = Store(db_url)
     _, (aid,) = store.record_plan(_plan(), source="test")
     store.journal([], [FieldWrite(WEB_TARGET, "spec.replicas", 4, "8", 19.0)], 19.0)
+    idle = [store.engine.raw_connection() for _ in range(4)]  # four connections waiting in the pool
+    for c in idle:
+        c.close()
     admin = db_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin, autocommit=True) as conn:
         ended = conn.execute(
@@ -659,6 +676,8 @@ def test_journal_on_postgresql_after_the_server_dropped_the_connection(db_url: s
     assert ended is not None and ended[0] >= 1
     with pytest.raises(OperationalError):
         store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 20.0)], 20.0)
+    # one failure, not one per dead connection: the pool's other connections are replaced too (an
+    # audit saw each of them fail a journal in turn, as a failover would make them all dead)
     store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 21.0)], 21.0)
     record = store.managed_field(WEB_TARGET)
     assert record is not None and (record.value, record.written_at) == (5, 21.0)
@@ -687,6 +706,58 @@ def test_a_field_record_read_on_postgresql_is_one_statement_without_a_transactio
         raw.close()
     with store._transaction() as conn:
         assert conn.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("raised", [KeyError("not ours"), KeyboardInterrupt()], ids=["KeyError", "interrupt"])
+def test_journal_stopped_mid_pipeline_raises_what_stopped_it_and_pools_no_autocommit_connection(
+    db_url: str, raised: BaseException
+) -> None:
+    """Something raised while the pipeline's transaction is open (an interrupt; a ``KeyError`` that
+    is not the missing-row check's): it is what the caller sees, nothing is written, and the
+    connection is not pooled in autocommit (an audit saw a ``ProgrammingError`` replace the
+    exception, and the next session on that connection commit each statement at once)."""
+    import psycopg
+
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    _, (aid,) = store.record_plan(_plan(), source="test")
+    executemany = psycopg.Cursor.executemany
+    calls = [0]
+
+    def stop_at_the_second(cur, query, params_seq, **kw):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == 2:  # the upserts, after BEGIN and the outcomes' UPDATE were sent
+            raise raised
+        return executemany(cur, query, params_seq, **kw)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(psycopg.Cursor, "executemany", stop_at_the_second)
+    try:
+        with pytest.raises(type(raised)):
+            store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 20.0)], 20.0)
+    finally:
+        mp.undo()
+    assert store.managed_field(WEB_TARGET) is None and [a.state for a in store.actions()] == ["planned"]
+    # every pooled connection's transactions are transactions again: a session that fails half-way
+    # leaves nothing (with autocommit left on, its first UPDATE stayed)
+    from sqlalchemy import update as sa_update
+
+    from storage.schema import ActionRow
+
+    def half_way() -> None:
+        with store.session() as s:
+            s.execute(sa_update(ActionRow).values(outcome="half-written"))
+            raise RuntimeError("stop")
+
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            half_way()
+    assert [a.outcome for a in store.actions()] != ["half-written"]
+    store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 21.0)], 21.0)
+    assert [a.state for a in store.actions()] == ["applied"]
     store.close()
 
 
