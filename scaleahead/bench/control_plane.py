@@ -639,8 +639,8 @@ class Databases:
 
     With ``rtt_s`` above 0 the stores reach the server through a proxy in a child process
     (``scaleahead.bench.netdelay``) that holds every chunk of bytes ``rtt_s / 2`` each way: a server
-    on another machine. The round trip it gives is measured (``round_trip_ms``): its timers wake
-    on whole milliseconds, so it may be longer than asked. Schemas are made and dropped directly.
+    on another machine. The round trip it gives is measured (``round_trip_ms``): its threads add a
+    few tenths of a millisecond to what is asked. Schemas are made and dropped directly.
     """
 
     def __init__(self, workdir: Path, db_url: str | None = None, rtt_s: float = 0.0) -> None:
