@@ -96,6 +96,38 @@ def _check_scorable(series: Sequence[Series], starts: Sequence[int], horizon_s: 
     )
 
 
+def _usable(
+    history: Mapping[WorkloadRef, Series], now: float
+) -> tuple[list[WorkloadRef], list[Series], list[dict[str, str]]]:
+    """The workloads with history before ``now`` to retrain on, each series from its first observed
+    value on, and the others as ``left_out`` entries (``no_data``)."""
+    refs: list[WorkloadRef] = []
+    cut: list[Series] = []
+    left_out: list[dict[str, str]] = []
+    for ref, whole in history.items():
+        s = whole.before(now)
+        if len(s) == 0 or np.isfinite(s.values).sum() < 2:
+            left_out.append(
+                {"workload": ref.key, "reason": "no_data", "detail": "fewer than 2 observed values in the window."}
+            )
+            continue
+        # A window that starts with missing data (a new workload, a metric added later) is split
+        # into fit and holdout over the part that has data, not over the window.
+        first = int(np.flatnonzero(np.isfinite(s.values))[0])
+        refs.append(ref)
+        cut.append(s.between(s.start + first * s.step_s, s.end))
+    return refs, cut, left_out
+
+
+def check_history_to_retrain(history: Mapping[WorkloadRef, Series], now: float, horizon_s: float) -> None:
+    """The ``DataError`` ``retrain`` would raise for history too short to fit on or to score (none:
+    go on), without a store: ``scaleahead retrain`` asks before it opens (or creates) the database."""
+    _, cut, _ = _usable(history, now)
+    if not cut:
+        raise DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
+    _check_scorable(cut, _holdout_starts(cut, HOLDOUT_SHARE), horizon_s)
+
+
 def _holdout_starts(series: Sequence[Series], share: float) -> list[int]:
     """Per series, where the held-out tail starts: one time cut for the series of each resolution."""
     starts = [0] * len(series)
@@ -330,20 +362,8 @@ def retrain(
         if ref not in history and ref not in failed:
             detail = (history_errors or {}).get(ref) or "the history source returned no data for it."
             left_out.append({"workload": ref.key, "reason": "no_data", "detail": detail})
-    refs: list[WorkloadRef] = []
-    cut: list[Series] = []
-    for ref, whole in history.items():
-        s = whole.before(now)
-        if len(s) == 0 or np.isfinite(s.values).sum() < 2:
-            left_out.append(
-                {"workload": ref.key, "reason": "no_data", "detail": "fewer than 2 observed values in the window."}
-            )
-            continue
-        # A window that starts with missing data (a new workload, a metric added later) is split
-        # into fit and holdout over the part that has data, not over the window.
-        first = int(np.flatnonzero(np.isfinite(s.values))[0])
-        refs.append(ref)
-        cut.append(s.between(s.start + first * s.step_s, s.end))
+    refs, cut, unusable = _usable(history, now)
+    left_out += unusable
     if not cut:
         for entry in left_out:
             _log_left_out(entry)

@@ -1031,7 +1031,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from forecaster.registry import available_models
         from scaleahead.cli import parse_time
         from scaleahead.clock import SystemClock
-        from scaleahead.retraining import read_problems
+        from scaleahead.retraining import check_history_to_retrain, read_problems
         from scaleahead.retraining import retrain as do_retrain
         from scaleahead.settings import Settings
         from storage import Store
@@ -1060,10 +1060,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             now = parse_time(at) if at is not None else default_at(series)
         else:
             now = parse_time(at) if at is not None else SystemClock().now()
-        # after the options: a bad one creates no database
-        store = Store(db or settings.storage.url, migration_lock_timeout_s=settings.storage.migration_lock_timeout_s)
         source = _history(history, settings, settings.jobs.history_days * 86400.0, 0.0)
         data = source.read(pols, now)
+        # after the options and the history: a bad option, or history too short to retrain on,
+        # creates no database (it was created and migrated first: docs audit)
+        check_history_to_retrain(data, now, settings.forecast.horizon_s)
+        store = Store(db or settings.storage.url, migration_lock_timeout_s=settings.storage.migration_lock_timeout_s)
         champion_name = settings.forecast.model
         if champion_name not in available_models():
             champion_name = settings.forecast.fallback_model

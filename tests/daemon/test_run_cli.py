@@ -371,3 +371,16 @@ def test_run_once_that_cannot_reach_the_lease_is_an_error_not_a_quiet_standby(tm
     err = " ".join(out.stderr.split())
     assert "the leader Lease could not be read or written" in err and "Check --kubeconfig" in err
     assert "Traceback" not in err
+
+
+def test_retrain_on_too_short_history_creates_no_database(tmp_path: Path) -> None:
+    """Refused (exit 2, nothing registered) before the database is opened: the SQLite file was
+    created and migrated first, although nothing was written to it (docs audit)."""
+    trace = tmp_path / "short.csv"
+    trace.write_text("timestamp,value\n" + "".join(f"{t},{5 + t % 3}\n" for t in range(0, 600, 10)))
+    db = tmp_path / "r.db"
+    out = cli("retrain", "--policies", str(EXAMPLE), "--history", f"trace:{trace}", "--db", f"sqlite:///{db}")
+    err = " ".join(out.stderr.split())
+    assert out.returncode == 2, out.stderr
+    assert "Too little history to score a retrained model" in err and "Nothing was registered" in err
+    assert not db.exists()
