@@ -304,10 +304,16 @@ def _measured(db: str | None, group: str, baseline_s: float | None = None) -> tu
 
 def _print_window(r: Any, measured: Any, arms: Any) -> None:
     from actuator.rollouts import iso_utc as iso
+    from scaleahead.outcomes import BUCKET_S
 
     n = {a: len(arms.get(a, [])) for a in ("champion", "challenger")}
+    window = (
+        f"{iso(measured.start)} - {iso(measured.end)}"
+        if measured.end > measured.start  # (an empty window read as a start after its end)
+        else f"none yet (the first whole 5-minute bucket ends at {iso(measured.start + BUCKET_S)})"
+    )
     console.print(
-        f"rollout {r.id} ({r.mode}, group {r.group}): outcomes measured {iso(measured.start)} - {iso(measured.end)}, "
+        f"rollout {r.id} ({r.mode}, group {r.group}): outcomes measured {window}, "
         f"{n['champion']} champion and {n['challenger']} challenger workload(s) measured (of "
         f"{measured.assigned.get('champion', 0)} and {measured.assigned.get('challenger', 0)}); baselines: "
         + (

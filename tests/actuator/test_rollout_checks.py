@@ -331,3 +331,15 @@ def test_a_challenger_loaded_from_its_stored_copy_is_started_with_a_note_on_stde
     assert code == 0, (out, err)
     assert json.loads(out)["challenger"] == str(new)
     assert f"note: the checkpoint file {path} is missing; the daemon loads the intact copy" in err
+
+
+def test_outcomes_of_a_rollout_without_a_whole_bucket_say_none_yet(tmp_path: Path, cli: Cli) -> None:
+    """Right after the start no 5-minute bucket has ended: the window is "none yet" with when the
+    first ends (it printed a start after its end)."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    mid = Store(db).register_model("wm", "window_mean", status="candidate")
+    assert cli("rollout", "start", "--challenger", str(mid), "--mode", "ab", "--db", db)[0] == 0
+    code, out, err = cli("rollout", "outcomes", "--output", "table", "--db", db)
+    said = " ".join(out.split())
+    assert code == 0, (out, err)
+    assert "outcomes measured none yet (the first whole 5-minute bucket ends at" in said, said
