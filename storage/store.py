@@ -17,7 +17,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -359,13 +359,12 @@ _FIELD_UPSERTS = {"postgresql": _field_upsert(postgresql_dialect), "sqlite": _fi
 
 
 @functools.cache
-def _psycopg_sql(name: str) -> tuple[str, dict[str, Any]]:
-    """The journal's statement ``name`` (``outcomes``, ``fields``) as psycopg runs it: its text
-    (``%(name)s`` parameters) and the values of the parameters it binds itself (``editor_reverts``
-    0, the cleared human edit), which each row's parameters complete (``Store._journal_pipelined``)."""
+def _psycopg_sql(stmt: Any) -> tuple[str, dict[str, Any]]:
+    """One of the journal's statements as psycopg runs it: its text (``%(name)s`` parameters) and
+    the values of the parameters it binds itself (``editor_reverts`` 0, the cleared human edit),
+    which each row's parameters complete (``Store._journal_pipelined``)."""
     from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
 
-    stmt = _OUTCOME_UPDATE if name == "outcomes" else _FIELD_UPSERTS["postgresql"]
     compiled = stmt.compile(dialect=postgresql_psycopg.dialect())  # type: ignore[no-untyped-call]
     return str(compiled), dict(compiled.params)
 
@@ -1282,18 +1281,16 @@ class Store:
         a missing action row is a ``KeyError`` and nothing is written; the statements are the
         same ones (``_psycopg_sql``); a driver error is raised as SQLAlchemy raises it (an
         ``OperationalError`` for a server gone), the connection discarded if it is broken."""
-        import contextlib
-
         import psycopg
         from sqlalchemy.exc import DBAPIError
 
         rows: list[tuple[str, list[dict[str, Any]]]] = []
-        for name, params in (
-            ("outcomes", [{"aid": aid, "st": st, "out": out, "at": now} for aid, st, out in outcomes]),
-            ("fields", [_field_params(w) for w in fields]),
+        for stmt, params in (
+            (_OUTCOME_UPDATE, [{"aid": aid, "st": st, "out": out, "at": now} for aid, st, out in outcomes]),
+            (_FIELD_UPSERTS["postgresql"], [_field_params(w) for w in fields]),
         ):
             if params:
-                sql, bound = _psycopg_sql(name)
+                sql, bound = _psycopg_sql(stmt)
                 rows.append((sql, [{**bound, **p} for p in params]))
         raw = self.engine.raw_connection()
         conn = cast(Any, raw.driver_connection)
@@ -1307,7 +1304,7 @@ class Store:
                     for cur, (sql, params) in zip(cursors, rows, strict=True):
                         cur.executemany(sql, params)
                     pipeline.sync()  # the first round trip: every answer so far
-                    counted = cursors[0].rowcount if outcomes else len(outcomes)
+                    counted = cursors[0].rowcount if outcomes else 0
                     tx.execute("COMMIT" if counted == len(outcomes) else "ROLLBACK")  # the second, at the end
                 clean = True
             except psycopg.Error as exc:
@@ -1318,7 +1315,7 @@ class Store:
                     # audit saw each fail a journal in turn when only this one was dropped).
                     self.engine.pool._invalidate(raw, exc)
                 else:
-                    with contextlib.suppress(psycopg.Error):  # an error aborts the transaction
+                    with suppress(psycopg.Error):  # an error aborts the transaction
                         conn.rollback()
                         clean = True
                 raise DBAPIError.instance(

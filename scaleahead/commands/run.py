@@ -961,30 +961,24 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 if result.role == "standby":  # why: another holder, or no Lease to be had at all
                     summary["standby_reason"] = str(getattr(daemon.leadership, "last_error", "") or "")
                 print(json.dumps(summary, indent=2))
+                failed = None
                 if result.role == "standby" and getattr(daemon.leadership, "lease_failed", False):
                     # One cycle that could not even read the Lease is a failure, not a quiet standby
                     # (exit 0 with {"role": "standby"}: a docs audit read it as success).
+                    failed = (
+                        f"nothing was planned: the leader Lease could not be read or written "
+                        f"({summary['standby_reason']}). Check --kubeconfig, that the API server is "
+                        "reachable, and the RBAC for leases in actuation.namespace."
+                    )
+                elif report is not None:
+                    failed = _none_planned_from_data(report, daemon.deps.policies)
+                if failed:
                     from rich.markup import escape
 
                     from scaleahead.cli import err_console
 
-                    err_console.print(
-                        f"[bold red]error:[/] nothing was planned: the leader Lease could not be read or written "
-                        f"({escape(summary['standby_reason'])}). Check --kubeconfig, that the API server is "
-                        "reachable, and the RBAC for leases in actuation.namespace.",
-                        highlight=False,
-                        soft_wrap=True,
-                    )
+                    err_console.print(f"[bold red]error:[/] {escape(failed)}", highlight=False, soft_wrap=True)
                     exit_code = 1
-                if report is not None:
-                    failed = _none_planned_from_data(report, daemon.deps.policies)
-                    if failed:
-                        from rich.markup import escape
-
-                        from scaleahead.cli import err_console
-
-                        err_console.print(f"[bold red]error:[/] {escape(failed)}", highlight=False, soft_wrap=True)
-                        exit_code = 1
             else:
                 sleep = None if virtual else stop.wait
                 daemon.run(stop.is_set, sleep=sleep, max_ticks=ticks)
