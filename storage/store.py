@@ -369,6 +369,16 @@ def _psycopg_sql(stmt: Any) -> tuple[str, dict[str, Any]]:
     return str(compiled), dict(compiled.params)
 
 
+@functools.cache
+def _checked_outcome_update() -> tuple[str, dict[str, Any]]:
+    """``_OUTCOME_UPDATE`` as the journal's pipeline sends it (``_psycopg_sql``), made to fail on
+    the server where it finds no action row: ``1 / count(*)`` of the rows it wrote is a division by
+    zero, which aborts the transaction, so nothing of it is written and its COMMIT can go in the
+    same round trip instead of waiting for the row count (``Store._journal_pipelined``)."""
+    sql, bound = _psycopg_sql(_OUTCOME_UPDATE)
+    return f"WITH written AS ({sql} RETURNING actions.id) SELECT 1 / count(*) FROM written", bound
+
+
 class RolloutRunning(Exception):
     """``Store.create_rollout``: another rollout of the group is running (one at a time per group)."""
 
@@ -602,21 +612,7 @@ class Store:
         path = _sqlite_file(self.url)
         if path is not None:
             self._check_sqlite_file(path)
-        try:
-            self.engine: Engine = create_engine(
-                self.url, future=True, json_serializer=json_dumps, connect_args=_connect_args(self.url)
-            )
-        except (SQLAlchemyError, ImportError, ValueError) as exc:
-            shown = _hide_password(self.url)
-            scheme = shown.split("://", 1)[0] if "://" in shown else ""
-            hint = (
-                f"{scheme}:// is not a scheme SQLAlchemy knows: write postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
-                if scheme == "postgres"
-                else "Use sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
-            )
-            raise UserError(
-                f"Database URL {shown!r} is not usable: {_hide_password(str(exc), self.url)}.", f"{hint}."
-            ) from exc
+        self.engine: Engine = _engine(self.url)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
@@ -625,6 +621,19 @@ class Store:
         event.listen(self._session, "before_flush", _check_flush_lengths)
         if upgrade:
             self.upgrade()
+
+    @classmethod
+    def check_url(cls, url: str | None) -> None:
+        """Refuse what ``Store(url)`` would refuse before it connects (a URL SQLAlchemy cannot use,
+        a SQLite path that is a folder or a file that is not scaleahead's) without connecting,
+        creating or migrating anything: a command that reads history for minutes asks this first, so
+        a mistyped ``--db`` is said at once (``scaleahead retrain``)."""
+        probe = cls.__new__(cls)
+        probe.url, probe.create = url or default_db_url(), True
+        path = _sqlite_file(probe.url)
+        if path is not None and path.exists():  # (a missing file is created later: nothing to check)
+            probe._check_sqlite_file(path)
+        _engine(probe.url).dispose()
 
     @property
     def shared_by_threads(self) -> bool:
@@ -1273,40 +1282,47 @@ class Store:
     def _journal_pipelined(
         self, outcomes: Sequence[tuple[int, str, str]], fields: Sequence[FieldWrite], now: float
     ) -> None:
-        """``journal``'s transaction on PostgreSQL in two round trips instead of four: BEGIN, the
-        outcomes' UPDATE and the records' upserts go together in one psycopg pipeline and are
-        answered together; then COMMIT. Each statement used to wait for its answer before the next
-        was sent (BEGIN, UPDATE, upserts, COMMIT), and a database on another machine charges a
-        round trip for each (docs/benchmarks.md, "The journal's round trips"). As on the Core path:
-        a missing action row is a ``KeyError`` and nothing is written; the statements are the
-        same ones (``_psycopg_sql``); a driver error is raised as SQLAlchemy raises it (an
+        """``journal``'s transaction on PostgreSQL in ONE round trip instead of four: BEGIN, the
+        outcomes' UPDATEs, the records' upserts and COMMIT go together in one psycopg pipeline and
+        are answered together. Each statement used to wait for its answer before the next was sent
+        (BEGIN, UPDATE, upserts, COMMIT), and a database on another machine charges a round trip
+        for each (docs/benchmarks.md, "The journal's round trips"); until the evening of 2026-12-06 the COMMIT
+        waited for the UPDATE's row count (two round trips), where now each outcome's UPDATE fails
+        on the server when it finds no row (``_checked_outcome_update``). As on the Core path: a
+        missing action row is a ``KeyError`` and nothing is written; the statements are the same
+        ones (``_psycopg_sql``); a driver error is raised as SQLAlchemy raises it (an
         ``OperationalError`` for a server gone), the connection discarded if it is broken."""
         import psycopg
         from sqlalchemy.exc import DBAPIError
 
         rows: list[tuple[str, list[dict[str, Any]]]] = []
-        for stmt, params in (
-            (_OUTCOME_UPDATE, [{"aid": aid, "st": st, "out": out, "at": now} for aid, st, out in outcomes]),
-            (_FIELD_UPSERTS["postgresql"], [_field_params(w) for w in fields]),
+        for (sql, bound), params in (
+            (_checked_outcome_update(), [{"aid": aid, "st": st, "out": out, "at": now} for aid, st, out in outcomes]),
+            (_psycopg_sql(_FIELD_UPSERTS["postgresql"]), [_field_params(w) for w in fields]),
         ):
             if params:
-                sql, bound = _psycopg_sql(stmt)
                 rows.append((sql, [{**bound, **p} for p in params]))
         raw = self.engine.raw_connection()
         conn = cast(Any, raw.driver_connection)
         clean = False  # the connection idle, its pipeline closed: fit to go back to the pool
+        missing = False  # an outcome's action row was not there
         try:
             try:
                 conn.autocommit = True  # BEGIN and COMMIT are sent in the pipeline, by us
-                with conn.pipeline() as pipeline, conn.cursor() as tx:
-                    cursors = [conn.cursor() for _ in rows]
-                    tx.execute("BEGIN")
-                    for cur, (sql, params) in zip(cursors, rows, strict=True):
+                # the one round trip: the pipeline's end sends everything and waits for the answers
+                with conn.pipeline(), conn.cursor() as cur:
+                    cur.execute("BEGIN")
+                    for sql, params in rows:
                         cur.executemany(sql, params)
-                    pipeline.sync()  # the first round trip: every answer so far
-                    counted = cursors[0].rowcount if outcomes else 0
-                    tx.execute("COMMIT" if counted == len(outcomes) else "ROLLBACK")  # the second, at the end
+                    cur.execute("COMMIT")
                 clean = True
+            except psycopg.errors.DivisionByZero:
+                # an outcome's action row is not there (``_checked_outcome_update``): the server
+                # aborted the transaction at that UPDATE, so the rest was not run and nothing written
+                missing = True
+                with suppress(psycopg.Error):  # (a connection that fails here is not reused)
+                    conn.rollback()
+                    clean = True
             except psycopg.Error as exc:
                 gone = bool(self.engine.dialect.is_disconnect(cast(Any, exc), raw, None) or conn.closed)
                 if gone:
@@ -1321,7 +1337,7 @@ class Store:
                 raise DBAPIError.instance(
                     None, None, exc, psycopg.Error, connection_invalidated=gone, dialect=self.engine.dialect
                 ) from exc
-            if counted != len(outcomes):
+            if missing:
                 with self._transaction() as check:
                     self._refuse_missing_actions(check, [aid for aid, _, _ in outcomes])
                 raise KeyError(outcomes[0][0])  # (a row gone and back meanwhile: still nothing written)
@@ -2281,6 +2297,22 @@ def _hide_password(shown: str, url: str | None = None) -> str:
 
 def _few(names: Sequence[str]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _engine(url: str) -> Engine:
+    """The store's engine for ``url`` (no connection yet), or a ``UserError`` saying what is wrong
+    with the URL."""
+    try:
+        return create_engine(url, future=True, json_serializer=json_dumps, connect_args=_connect_args(url))
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        shown = _hide_password(url)
+        scheme = shown.split("://", 1)[0] if "://" in shown else ""
+        hint = (
+            f"{scheme}:// is not a scheme SQLAlchemy knows: write postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
+            if scheme == "postgres"
+            else "Use sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
+        )
+        raise UserError(f"Database URL {shown!r} is not usable: {_hide_password(str(exc), url)}.", f"{hint}.") from exc
 
 
 def _sqlite_file(url: str) -> Path | None:

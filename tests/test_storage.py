@@ -598,12 +598,14 @@ def test_journal_updates_a_record_another_process_created_meanwhile(
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_journal_on_postgresql_takes_two_round_trips_and_a_refused_statement_writes_nothing(db_url: str) -> None:
+def test_journal_on_postgresql_takes_one_round_trip_and_a_refused_statement_writes_nothing(db_url: str) -> None:
     """On PostgreSQL the journal's transaction goes in one psycopg pipeline: BEGIN, the outcomes'
-    UPDATE and the upserts answered together, then COMMIT (two waits for the server, was four). A
-    statement the server refuses (here a value out of INTEGER's range, which no check before
-    catches) raises SQLAlchemy's error, leaves nothing of the transaction written, and the
-    connection is fit for the next journal."""
+    UPDATEs, the upserts and COMMIT sent together and answered together (one wait for the server;
+    was four, then two while the COMMIT waited for the UPDATE's row count). A statement the server
+    refuses (here a value out of INTEGER's range, which no check before catches) raises
+    SQLAlchemy's error, leaves nothing of the transaction written, and the connection is fit for
+    the next journal. An outcome for an action row that is not there is refused by the server
+    (its UPDATE fails), so the COMMIT sent with it writes nothing."""
     import psycopg
     from sqlalchemy.exc import DataError as SQLDataError
 
@@ -614,10 +616,15 @@ def test_journal_on_postgresql_takes_two_round_trips_and_a_refused_statement_wri
     _, (aid,) = store.record_plan(_plan(), source="test")
     waits: list[str] = []
     sync, commit = psycopg.Pipeline.sync, psycopg.Cursor.execute
+    end = psycopg.Pipeline.__exit__
 
     def counted_sync(pipeline):  # type: ignore[no-untyped-def]
-        waits.append("sync")
+        waits.append("sync")  # the client sends what it has and waits for every answer so far
         return sync(pipeline)
+
+    def counted_end(pipeline, *args):  # type: ignore[no-untyped-def]
+        waits.append("end")  # the same, at the pipeline's end
+        return end(pipeline, *args)
 
     def counted_execute(cur, query, *args, **kw):  # type: ignore[no-untyped-def]
         if str(query) in ("BEGIN", "COMMIT", "ROLLBACK"):
@@ -627,12 +634,14 @@ def test_journal_on_postgresql_takes_two_round_trips_and_a_refused_statement_wri
     mp = pytest.MonkeyPatch()
     mp.setattr(psycopg.Pipeline, "sync", counted_sync)
     mp.setattr(psycopg.Cursor, "execute", counted_execute)
+    mp.setattr(psycopg.Pipeline, "__exit__", counted_end)
     try:
         with pytest.raises(SQLDataError, match="out of range"):
             store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 2**40, "9", 20.0)], 20.0)
         assert store.managed_field(WEB_TARGET) is None
         assert [a.state for a in store.actions()] == ["planned"]  # the outcome's UPDATE rolled back too
-        # an outcome for a row that is gone: named, and nothing written (checked before the COMMIT)
+        # an outcome for a row that is gone: named, and nothing written (refused by the server
+        # before the COMMIT sent with it)
         with pytest.raises(KeyError, match="999999"):
             store.journal(
                 [(aid, "applied", "ok"), (999_999, "applied", "ok")],
@@ -644,7 +653,7 @@ def test_journal_on_postgresql_takes_two_round_trips_and_a_refused_statement_wri
         store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 21.0)], 21.0)
     finally:
         mp.undo()
-    assert waits == ["BEGIN", "sync", "COMMIT"]  # one pipeline: sent together, then the COMMIT
+    assert waits == ["BEGIN", "COMMIT", "end"]  # one pipeline, sent together with its COMMIT: one wait
     record = store.managed_field(WEB_TARGET)
     assert record is not None and (record.value, record.resource_version) == (5, "9")
     assert [(a.state, a.outcome) for a in store.actions()] == [("applied", "ok")]
