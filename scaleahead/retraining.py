@@ -119,12 +119,17 @@ def _usable(
     return refs, cut, left_out
 
 
+def _no_history() -> DataError:
+    """``retrain``'s error when no workload has usable history."""
+    return DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
+
+
 def check_history_to_retrain(history: Mapping[WorkloadRef, Series], now: float, horizon_s: float) -> None:
     """The ``DataError`` ``retrain`` would raise for history too short to fit on or to score (none:
     go on), without a store: ``scaleahead retrain`` asks before it opens (or creates) the database."""
     _, cut, _ = _usable(history, now)
     if not cut:
-        raise DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
+        raise _no_history()
     _check_scorable(cut, _holdout_starts(cut, HOLDOUT_SHARE), horizon_s)
 
 
@@ -367,7 +372,7 @@ def retrain(
     if not cut:
         for entry in left_out:
             _log_left_out(entry)
-        raise DataError("No workload has history to retrain on.", "Check the demand queries and the history window.")
+        raise _no_history()
     # One time cut for all: a newer, shorter series' fit part must not overlap a longer one's holdout.
     starts = _holdout_starts(cut, HOLDOUT_SHARE)
     left_out += _not_scored(refs, cut, starts, settings.forecast.horizon_s)

@@ -107,6 +107,31 @@ def test_run_and_retrain_refuse_artifacts_that_is_a_file_before_any_work(
 
 
 @pytest.mark.parametrize(
+    ("db", "says"),
+    [
+        ("postgres://u@localhost/x", "postgres:// is not a scheme SQLAlchemy knows"),
+        ("folder", "is a folder, not a SQLite file"),
+        ("theirs", "is not a scaleahead database"),
+    ],
+)
+def test_retrain_refuses_a_bad_database_before_reading_history(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: str, says: str
+) -> None:
+    # The history was read first (a minute from Prometheus at 1,000 workloads), then the --db
+    # refused; here the history is Prometheus with no URL configured, which it would have said.
+    import sqlite3
+
+    monkeypatch.delenv("SCALEAHEAD_PROMETHEUS__URL", raising=False)
+    (tmp_path / "folder").mkdir()
+    with contextlib.closing(sqlite3.connect(tmp_path / "theirs")) as other:
+        other.execute("CREATE TABLE notes (x)")
+    url = db if "://" in db else f"sqlite:///{tmp_path / db}"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert_refused(cli("retrain", "--policies", str(EXAMPLE), "--history", "prometheus", "--db", url), says)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(
     ("extra", "says"),
     [
         (["--history", "bogus", "--target", "memory"], "--history 'bogus' is not known"),

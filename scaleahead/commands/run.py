@@ -1033,6 +1033,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         settings = Settings.from_env()
         if artifacts is not None:  # before the fit (minutes): a file there failed after it
             check_folder(artifacts, "--artifacts", create=False)
+        # before the history's read (a minute from Prometheus), creating nothing: a bad --db was
+        # said only after it
+        Store.check_url(db or settings.storage.url)
         if policies is not None:
             pols = load_policy_path(policies)
         else:
