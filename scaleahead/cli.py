@@ -24,6 +24,19 @@ from rich.table import Table
 from scaleahead import __version__
 from scaleahead.errors import UserError
 
+
+
+def _flag_type_rich(self: Any, ctx: Any) -> str | None:
+    """An on/off flag takes no value, so ``--help`` shows no type beside it (typer 0.29 showed
+    ``<bool>`` beside every flag, ``--once <bool>`` read as if it took one; its plain help does not)."""
+    if self.is_flag and self.metavar is None:
+        return None
+    return _option_type_rich(self, ctx)
+
+
+_option_type_rich = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_type_rich  # type: ignore[method-assign]
+
 app = typer.Typer(
     name="scaleahead",
     help="Forecast-driven predictive autoscaler and pre-provisioner for Kubernetes.",

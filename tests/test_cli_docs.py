@@ -95,3 +95,14 @@ def test_every_logged_event_is_in_docs_operations_md() -> None:
     assert len(events) > 50, events
     missing = sorted(e for e in events if f"`{e}`" not in text and f"event={e}`" not in text)
     assert not missing, f"docs/operations.md does not list the events {missing}"
+
+
+def test_help_shows_no_type_beside_a_flag_and_the_type_beside_an_option(cli: Any) -> None:
+    """``--once`` takes no value: its help line had ``<bool>`` beside it (typer 0.29's rich help),
+    as if ``--once true`` were expected; options that take a value keep their type."""
+    code, out, _ = cli("run", "--help")
+    assert code == 0
+    lines = {line.split()[1]: line for line in out.splitlines() if line.lstrip("│ ").startswith("--")}
+    for flag in ("--once", "--dry-run", "--no-server", "--help"):
+        assert "<bool>" not in lines[flag], lines[flag]
+    assert "<str>" in lines["--model"] and "<float>" in lines["--interval"]

@@ -39,7 +39,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ] = None,
         epochs: Annotated[int, typer.Option(min=1, help="Maximum epochs.")] = 30,
         hidden: Annotated[int, typer.Option(min=1, help="LSTM hidden size.")] = 32,
-        max_train_windows: Annotated[int, typer.Option(min=100, help="Training windows sampled.")] = 80000,
+        max_train_windows: Annotated[
+            int,
+            typer.Option(
+                min=100,
+                help="Training windows sampled, shared among the series by length (each at least one: up to one "
+                "more per series).",
+            ),
+        ] = 80000,
         days: Annotated[
             float | None, typer.Option(help="Use only the last DAYS of the history split (default: all of it).")
         ] = None,
