@@ -46,6 +46,8 @@ def test_bench_canary_runs_a_canary_decided_on_measured_outcomes(tmp_path: Path,
         assert d["violation_fraction_paired"] == 1.0  # baselines from the half hour before the start
     assert run["ending"] in ("promoted", "rolled back: shown worse", "rolled back: not shown no worse", "running"), run
     assert doc["endings"] == {run["ending"]: 1}
+    # the share it ended at: 1.0 promoted, the share in force at a rollback (not the 0 stored then)
+    assert run["final_share"] == (1.0 if run["ending"] == "promoted" else decided[-1]["share"]), run
     assert run["measured_workload_arms"] >= 10  # every service measured under the canary
     assert stdout.splitlines()[-1].startswith("seasonal_naive vs seasonal_naive, 1 run(s): ")
 

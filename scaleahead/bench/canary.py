@@ -194,7 +194,9 @@ def run_canary(
             "run": run,
             "group": group,
             "state": r.state,
-            "final_share": r.share,
+            # the share in force when it was decided, as `bench rollout` reports it: a rollback
+            # stores share 0, which said "rolled back at share 0%" whatever share it ran at
+            "final_share": decided[-1]["share"] if r.state == "rolled-back" and decided else r.share,
             "hours": round((clock.now() - start) / 3600.0, 2),
             "windows": len(decided),
             "decisions": [
