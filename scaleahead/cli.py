@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -25,17 +25,19 @@ from scaleahead import __version__
 from scaleahead.errors import UserError
 
 
-
 def _flag_type_rich(self: Any, ctx: Any) -> str | None:
     """An on/off flag takes no value, so ``--help`` shows no type beside it (typer 0.29 showed
     ``<bool>`` beside every flag, ``--once <bool>`` read as if it took one; its plain help does not)."""
     if self.is_flag and self.metavar is None:
         return None
-    return _option_type_rich(self, ctx)
+    return cast(str | None, _option_type_rich(self, ctx))  # type: ignore[misc]  # (set only where it exists)
 
 
-_option_type_rich = typer.core.TyperOption.display_type_rich
-typer.core.TyperOption.display_type_rich = _flag_type_rich  # type: ignore[method-assign]
+# (only where typer has the method: pyproject allows typer from 0.12, and older releases have no
+# such method; an audit saw the import fail, and every command with it, on a typer without it)
+_option_type_rich = getattr(typer.core.TyperOption, "display_type_rich", None)
+if _option_type_rich is not None:
+    typer.core.TyperOption.display_type_rich = _flag_type_rich  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="scaleahead",

@@ -631,8 +631,18 @@ class Store:
         probe = cls.__new__(cls)
         probe.url, probe.create = url or default_db_url(), True
         path = _sqlite_file(probe.url)
-        if path is not None and path.exists():  # (a missing file is created later: nothing to check)
+        if path is not None and path.exists():
             probe._check_sqlite_file(path)
+        elif path is not None:  # created later, in its folder or the folders made for it
+            parent = path.absolute().parent
+            while not parent.exists() and parent != parent.parent:
+                parent = parent.parent
+            if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+                raise UserError(
+                    f"Cannot create the folder for database {probe.url}: {parent} is "
+                    f"{'not a folder' if not parent.is_dir() else 'not writable'}.",
+                    "Pass a writable --db URL or set SCALEAHEAD_DB_URL.",
+                )
         _engine(probe.url).dispose()
 
     @property
@@ -1276,8 +1286,14 @@ class Store:
     @functools.cached_property
     def _pipelined(self) -> bool:
         """Whether ``journal`` sends its transaction as one psycopg pipeline: PostgreSQL through
-        psycopg 3 (the driver the documented URL names)."""
-        return self.engine.dialect.name == "postgresql" and self.engine.dialect.driver == "psycopg"
+        psycopg 3 (the driver the documented URL names) on a libpq with pipeline mode (14 or later)."""
+        if self.engine.dialect.name != "postgresql" or self.engine.dialect.driver != "psycopg":
+            return False
+        import psycopg
+
+        # libpq before 14 (or psycopg's pure-Python build on one) has no pipeline mode: the Core
+        # path then, where every journal failed (audit)
+        return bool(psycopg.Pipeline.is_supported())
 
     def _journal_pipelined(
         self, outcomes: Sequence[tuple[int, str, str]], fields: Sequence[FieldWrite], now: float
@@ -1302,10 +1318,12 @@ class Store:
         ):
             if params:
                 rows.append((sql, [{**bound, **p} for p in params]))
+        _quiet_pipeline_ends()
         raw = self.engine.raw_connection()
         conn = cast(Any, raw.driver_connection)
         clean = False  # the connection idle, its pipeline closed: fit to go back to the pool
-        missing = False  # an outcome's action row was not there
+        failed: Any = None  # the driver's error, raised once the connection is back in the pool
+        gone = False  # ... and the connection was broken
         try:
             try:
                 conn.autocommit = True  # BEGIN and COMMIT are sent in the pipeline, by us
@@ -1316,14 +1334,14 @@ class Store:
                         cur.executemany(sql, params)
                     cur.execute("COMMIT")
                 clean = True
-            except psycopg.errors.DivisionByZero:
-                # an outcome's action row is not there (``_checked_outcome_update``): the server
-                # aborted the transaction at that UPDATE, so the rest was not run and nothing written
-                missing = True
-                with suppress(psycopg.Error):  # (a connection that fails here is not reused)
-                    conn.rollback()
-                    clean = True
             except psycopg.Error as exc:
+                stopped = _interrupt_behind(exc)
+                if stopped is not None:
+                    # an interrupt while the pipeline's end waited: psycopg's "cannot exit pipeline
+                    # mode while busy" replaced it (an audit saw Ctrl-C reported as a database
+                    # error after the COMMIT); the connection is discarded (not clean)
+                    raise stopped from None
+                failed = exc
                 gone = bool(self.engine.dialect.is_disconnect(cast(Any, exc), raw, None) or conn.closed)
                 if gone:
                     # As SQLAlchemy does on a disconnect: the pool's other connections, as old, are
@@ -1334,13 +1352,6 @@ class Store:
                     with suppress(psycopg.Error):  # an error aborts the transaction
                         conn.rollback()
                         clean = True
-                raise DBAPIError.instance(
-                    None, None, exc, psycopg.Error, connection_invalidated=gone, dialect=self.engine.dialect
-                ) from exc
-            if missing:
-                with self._transaction() as check:
-                    self._refuse_missing_actions(check, [aid for aid, _, _ in outcomes])
-                raise KeyError(outcomes[0][0])  # (a row gone and back meanwhile: still nothing written)
         except BaseException as exc:
             self._rolled_back(exc)
             raise
@@ -1361,6 +1372,25 @@ class Store:
             if not clean and raw.is_valid:
                 raw.invalidate()
             raw.close()
+        if failed is None:
+            return
+        try:
+            if outcomes and not gone:
+                # A missing action row is the KeyError whatever else failed, as on the Core path,
+                # which runs the outcomes' UPDATE first: here an upsert's value the driver cannot
+                # send fails before the server answers the UPDATE (audit). Also where the server
+                # refused the UPDATE for it (``_checked_outcome_update``'s division by zero). Run
+                # with the pipeline's connection back in the pool (it took a second one: audit).
+                with self._transaction() as check:
+                    self._refuse_missing_actions(check, [aid for aid, _, _ in outcomes])
+            if isinstance(failed, psycopg.errors.DivisionByZero):
+                raise KeyError(outcomes[0][0]) from None  # (a row gone and back meanwhile: nothing written)
+            raise DBAPIError.instance(
+                None, None, failed, psycopg.Error, connection_invalidated=gone, dialect=self.engine.dialect
+            ) from failed
+        except BaseException as exc:
+            self._rolled_back(exc)
+            raise
 
     def set_action_state(
         self, action_id: int, state: str, outcome: str, now: float, only_from: str | None = None
@@ -2313,6 +2343,39 @@ def _engine(url: str) -> Engine:
             else "Use sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB"
         )
         raise UserError(f"Database URL {shown!r} is not usable: {_hide_password(str(exc), url)}.", f"{hint}.") from exc
+
+
+class _PipelineEndNotice(logging.Filter):
+    """Drops psycopg's warning "error ignored terminating <Pipeline>: ..." (``_quiet_pipeline_ends``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import psycopg
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg == "error ignored terminating %r: %s" and args and isinstance(args[0], psycopg.Pipeline))
+
+
+@functools.cache
+def _quiet_pipeline_ends() -> None:
+    """The journal's pipeline raises the first error it meets; psycopg then also logs, as a
+    warning, the second error it met ending the pipeline ("pipeline aborted", or the "division by
+    zero" of a missing action row), which would show an operator a database problem for an
+    ordinary ``KeyError`` or refused value (audit). Only the journal opens psycopg pipelines."""
+    logging.getLogger("psycopg").addFilter(_PipelineEndNotice())
+
+
+def _interrupt_behind(exc: BaseException) -> BaseException | None:
+    """The ``KeyboardInterrupt`` or ``SystemExit`` (not an ``Exception``) that ``exc`` was raised
+    while handling, if any: psycopg's pipeline, interrupted while it waits, ends with an error of its
+    own that hides the interrupt."""
+    seen: set[int] = set()
+    cause = exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if not isinstance(cause, Exception):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__context__
+    return None
 
 
 def _sqlite_file(url: str) -> Path | None:

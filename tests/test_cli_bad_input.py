@@ -112,6 +112,7 @@ def test_run_and_retrain_refuse_artifacts_that_is_a_file_before_any_work(
         ("postgres://u@localhost/x", "postgres:// is not a scheme SQLAlchemy knows"),
         ("folder", "is a folder, not a SQLite file"),
         ("theirs", "is not a scaleahead database"),
+        ("theirs/sub/x.db", "Cannot create the folder for database"),  # under a file: no folder can be made
     ],
 )
 def test_retrain_refuses_a_bad_database_before_reading_history(
@@ -583,6 +584,9 @@ def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a command typed at a terminal gets it: where the tests run as a background job (a CI
+        # runner, `make test &`) the shell ignores SIGINT for them, and the child inherits that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stderr is not None
     seen = ""

@@ -106,3 +106,21 @@ def test_help_shows_no_type_beside_a_flag_and_the_type_beside_an_option(cli: Any
     for flag in ("--once", "--dry-run", "--no-server", "--help"):
         assert "<bool>" not in lines[flag], lines[flag]
     assert "<str>" in lines["--model"] and "<float>" in lines["--interval"]
+
+
+def test_the_cli_imports_on_a_typer_without_the_rich_type_method() -> None:
+    """The flag patch applies only where typer has ``display_type_rich``: pyproject allows older
+    releases without it, where the import (every command) failed (audit)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import typer.core\n"
+        "for k in typer.core.TyperOption.__mro__:\n"
+        "    if 'display_type_rich' in vars(k):\n"
+        "        delattr(k, 'display_type_rich')\n"
+        "import scaleahead.cli\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -661,6 +661,107 @@ def test_journal_on_postgresql_takes_one_round_trip_and_a_refused_statement_writ
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_journal_on_postgresql_interrupted_while_the_pipeline_ends_raises_the_interrupt(db_url: str) -> None:
+    """Ctrl-C while the pipeline's end waits for the server: the caller gets the
+    ``KeyboardInterrupt``, not psycopg's "cannot exit pipeline mode while busy" wrapped as a
+    database error (an audit saw the CLI say the database was down, for a transaction that had
+    committed); the connection is discarded and the next journal works."""
+    import psycopg._pipeline_base as pipeline_base
+
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    _, (aid,) = store.record_plan(_plan(), source="test")
+    fetch_many, hits = pipeline_base.fetch_many, [0]
+
+    def interrupted(pgconn):  # type: ignore[no-untyped-def]
+        hits[0] += 1
+        if hits[0] == 1:  # the wait for the answers at the pipeline's end
+            raise KeyboardInterrupt
+        return (yield from fetch_many(pgconn))
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(pipeline_base, "fetch_many", interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 20.0)], 20.0)
+    finally:
+        mp.undo()
+    assert hits[0] >= 1
+    store.journal([(aid, "failed", "x")], [FieldWrite(WEB_TARGET, "spec.replicas", 6, "10", 21.0)], 21.0)
+    record = store.managed_field(WEB_TARGET)
+    assert record is not None and record.value == 6 and [a.state for a in store.actions()] == ["failed"]
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_journal_on_postgresql_names_a_missing_row_first_quietly_on_one_connection(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missing action row is the ``KeyError`` also when a field's value cannot be sent (a NUL
+    byte: psycopg refuses it before the server answers the UPDATE), as on the Core path, which runs
+    the UPDATE first; the check for missing rows runs with the pipeline's connection back in the
+    pool, not on a second one beside it; and psycopg logs no warning of the error it met ending
+    the pipeline ("division by zero" for an ordinary missing row; audit findings)."""
+    import logging
+
+    from storage.store import FieldWrite
+
+    store = Store(db_url)
+    _, (aid,) = store.record_plan(_plan(), source="test")
+    checked_out: list[int] = []
+    refuse = Store._refuse_missing_actions
+
+    def counted(s, ids):  # type: ignore[no-untyped-def]
+        checked_out.append(store.engine.pool.checkedout())  # type: ignore[attr-defined]
+        return refuse(s, ids)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Store, "_refuse_missing_actions", staticmethod(counted))
+    try:
+        with caplog.at_level(logging.WARNING, logger="psycopg"):
+            with pytest.raises(KeyError, match="424242"):
+                store.journal(
+                    [(aid, "applied", "ok"), (424_242, "applied", "ok")],
+                    [FieldWrite(WEB_TARGET, "spec.replicas", 5, "bad\x00version", 20.0)],
+                    20.0,
+                )
+            with pytest.raises(KeyError, match="424242"):
+                store.journal(
+                    [(424_242, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 20.0)], 20.0
+                )
+    finally:
+        mp.undo()
+    assert checked_out == [1, 1]  # the check's own connection only
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
+    assert store.managed_field(WEB_TARGET) is None and [a.state for a in store.actions()] == ["planned"]
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_journal_on_a_libpq_without_pipeline_mode_takes_the_core_path(db_url: str) -> None:
+    """libpq before 14 (or psycopg's pure-Python build on one) has no pipeline mode: the journal
+    uses the Core path there, where every journal failed with "pipeline mode not supported" (audit)."""
+    import psycopg
+
+    from storage.store import FieldWrite
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
+    try:
+        store = Store(db_url)
+        assert not store._pipelined
+        _, (aid,) = store.record_plan(_plan(), source="test")
+        store.journal([(aid, "applied", "ok")], [FieldWrite(WEB_TARGET, "spec.replicas", 5, "9", 20.0)], 20.0)
+        with pytest.raises(KeyError, match="777"):
+            store.journal([(777, "applied", "ok")], [], 21.0)
+    finally:
+        mp.undo()
+    assert [a.state for a in store.actions()] == ["applied"]
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_journal_on_postgresql_after_the_server_dropped_the_connection(db_url: str) -> None:
     """The server ends the store's connections (a restart, a failover): the next journal raises
     SQLAlchemy's ``OperationalError`` (the daemon's loop retries those), the pool's dead
