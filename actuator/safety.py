@@ -101,12 +101,21 @@ def check(
             want = clamped
         if isinstance(action, ScaleTo):
             up, down = spec.max_step_up, spec.max_step_down
-            if want > live.value + up:
-                notes.append(f"step limited to +{up} from the live {live.value}")
-                want = live.value + up
-            elif want < live.value - down:
-                notes.append(f"step limited to -{down} from the live {live.value}")
-                want = live.value - down
+            # The step limit from the live value, within the bounds: a live value outside them
+            # (someone set 30 where maxReplicas is 20, or the bounds were just changed) goes into
+            # them at once, as the planner plans it and the HPA does; until 2026-12-06 it moved
+            # by one step a cycle, so the plan's "raised to minReplicas 10" wrote 2 (audit).
+            raw = min(want, live.value + up) if want > live.value else max(want, live.value - down)
+            if raw != want:
+                sign = f"+{up}" if want > live.value else f"-{down}"
+                stepped = min(hi, max(lo, raw))
+                notes.append(
+                    f"step limited to {sign} from the live {live.value}"
+                    if stepped == raw
+                    else f"the live {live.value} is outside the bounds: moved into them at once (to {stepped}), "
+                    f"more than the step limit {sign}"
+                )
+                want = stepped
     hpa_max = live.fact("hpa_max")
     if hpa_max is not None and want > hpa_max:
         notes.append(f"capped at the HPA's maxReplicas {hpa_max}")

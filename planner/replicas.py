@@ -1,4 +1,4 @@
-"""Replica decisions for services: ready before demand, never below current need.
+"""Replica decisions for services: ready before demand, never scaled in below current need.
 
 The rule (docs/planner.md):
 
@@ -339,14 +339,21 @@ def explain(
             f"{churn_window(spec, interval_s):.0f} s, less than the two scale events it may cost "
             f"(objective.churn {_fmt(spec.objective.churn)} each)"
         )
-    if b.step_up:
+    # The bounds win over the step limits (the actuator's safety layer applies them so too): a
+    # current count outside the bounds goes into them at once, which the sentence says, not a step
+    # limit that was overridden.
+    if b.step_up and not b.raised:
         text += f"; limited to +{spec.max_step_up} per decision"
-    if b.step_down:
+    if b.step_down and not b.capped:
         text += f"; limited to -{spec.max_step_down} per decision"
     if b.raised:
         text += f"; raised to minReplicas {spec.min_replicas}"
+        if desired - current > spec.max_step_up:
+            text += f" at once, beyond the +{spec.max_step_up} step limit (the current {current} is below it)"
     if b.capped:
         text += f"; capped at maxReplicas {spec.max_replicas}"
+        if current - desired > spec.max_step_down:
+            text += f" at once, beyond the -{spec.max_step_down} step limit (the current {current} is above it)"
     sentence = (
         f"scale {workload} {current} -> {desired}: {text}"
         if desired != current

@@ -26,13 +26,29 @@ def test_a_plan_made_from_an_older_value_is_step_limited_from_the_live_value():
     assert (v.decision, v.value) == ("apply", 7)
 
 
-def test_a_live_value_outside_the_bounds_moves_toward_them_by_at_most_one_step():
-    """docs/actuator.md: the bounds first, then the step limit from the live value."""
+def test_a_live_value_outside_the_bounds_goes_into_them_at_once():
+    """docs/actuator.md: the bounds win over the step limit, as in the planner (its property tests:
+    bounds always hold, step limits when the current count is within the bounds) and the HPA. It
+    moved by one step a cycle (28 here), so a plan's "raised to minReplicas 10" wrote 2 (audit)."""
     v = check(ScaleTo(WEB, 30, 25, R), live(30), policy(max_replicas=20, max_step_down=2), NOW, NOW, CFG)
-    assert (v.decision, v.value) == ("apply", 28)
-    assert v.notes == ("clamped 25 -> 20 to the policy's bounds [1, 20]", "step limited to -2 from the live 30")
-    v = check(ScaleTo(WEB, 0, 3, R), live(0), policy(min_replicas=5, max_step_up=2), NOW, NOW, CFG)
-    assert (v.decision, v.value) == ("apply", 2)
+    assert (v.decision, v.value) == ("apply", 20)
+    assert v.notes == (
+        "clamped 25 -> 20 to the policy's bounds [1, 20]",
+        "the live 30 is outside the bounds: moved into them at once (to 20), more than the step limit -2",
+    )
+    v = check(ScaleTo(WEB, 0, 10, R), live(0), policy(min_replicas=10, max_step_up=2), NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 10)
+    # into the bounds, then no further than the step allows: the live 0 under minReplicas 5
+    v = check(ScaleTo(WEB, 0, 9, R), live(0), policy(min_replicas=5, max_step_up=2), NOW, NOW, CFG)
+    assert (v.decision, v.value) == ("apply", 5)
+    assert v.notes == ("the live 0 is outside the bounds: moved into them at once (to 5), more than the step limit +2",)
+    # within the bounds the step limit holds as before
+    v = check(ScaleTo(WEB, 6, 30, R), live(6), policy(max_replicas=10, max_step_up=2), NOW, NOW, CFG)
+    assert (v.decision, v.value, v.notes) == (
+        "apply",
+        8,
+        ("clamped 30 -> 10 to the policy's bounds [1, 10]", "step limited to +2 from the live 6"),
+    )
 
 
 def test_a_warm_pool_is_kept_within_the_policy_max_instances():

@@ -204,3 +204,44 @@ def test_replicas_cover_the_forecast_where_a_replica_started_now_is_ready() -> N
     assert ready.reason.details["peak_at"] == NOW + 60.0
     early, _ = decide(pol, ws, spike_at(20.0))
     assert early.to_replicas == 10  # the flat 100 once a new replica is ready
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), level=st.floats(0, 1000))
+def test_the_safety_layer_writes_what_the_planner_planned(data: st.DataObject, level: float) -> None:
+    """What ``scaleahead plan`` shows is what the actuator writes: its safety layer's bounds and
+    step limits, checked against the live value the plan was made from, change nothing, also for
+    a current count outside the bounds (an audit found a plan's "raised to minReplicas 10" from 0
+    with maxStepUp 2 written as 2: the safety layer let the step limit win, the planner the bounds)."""
+    from actuator.base import LiveObject
+    from actuator.safety import SafetyConfig, check
+
+    pol = data.draw(policies())
+    ws = data.draw(states(pol))
+    action, _ = decide(pol, ws, flat_forecast(pol.workload, NOW, level))
+    live = LiveObject(pol.workload.key, "spec.replicas", ws.replicas, "1", None)
+    verdict = check(action, live, pol, NOW, NOW, SafetyConfig(max_plan_age_s=30))
+    if action.to_replicas == ws.replicas:
+        assert verdict.decision == "noop"
+    else:
+        assert (verdict.decision, verdict.value) == ("apply", action.to_replicas), verdict.notes
+        # nothing clamped or step-limited; only a current count outside the bounds is noted
+        assert all("is outside the bounds" in n for n in verdict.notes), verdict.notes
+
+
+def test_a_count_outside_the_bounds_goes_into_them_at_once_and_the_sentence_says_so() -> None:
+    below = service_policy(minReplicas=10, maxStepUp=2)
+    ws = WorkloadState(below.workload, replicas=0, ready_replicas=0, observed_demand=0.0, observed_at=NOW - 5)
+    action, _ = decide(below, ws, flat_forecast(below.workload, NOW, 0.0))
+    assert action.to_replicas == 10
+    assert "raised to minReplicas 10 at once, beyond the +2 step limit (the current 0 is below it)" in (
+        action.reason.message
+    )
+    assert "limited to +2" not in action.reason.message
+    above = service_policy(maxReplicas=10, maxStepDown=2)
+    ws = WorkloadState(above.workload, replicas=50, ready_replicas=50, observed_demand=0.0, observed_at=NOW - 5)
+    action, _ = decide(above, ws, flat_forecast(above.workload, NOW, 0.0))
+    assert action.to_replicas == 10
+    assert "capped at maxReplicas 10 at once, beyond the -2 step limit (the current 50 is above it)" in (
+        action.reason.message
+    )
