@@ -348,9 +348,10 @@ def allocate(
             # that round, as the share used or, with none left to share, would have used).
             tenant_w, n = (weights_a if i in causes_a else weights_b).get(i) or (c.weight, 1)
             own = f", this workload's {c.weight:g}" if n > 1 and c.weight != tenant_w else ""
+            # "got N of M" is this workload's (an audit read it as the tenant's)
             why = (
-                f"{pool} {cap}{unit} is short of the {total}{unit} wanted; tenant {c.tenant} "
-                f"(priority {c.priority}, weight {tenant_w:g}{own}) got {got} of {wants[i]}: {stage}{cause}"
+                f"{pool} {cap}{unit} is short of the {total}{unit} wanted; this workload got {got} of {wants[i]} "
+                f"(tenant {c.tenant}, priority {c.priority}, weight {tenant_w:g}{own}): {stage}{cause}"
             )
         grants.append(Grant(c, got, why))
     return grants

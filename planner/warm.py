@@ -80,22 +80,27 @@ def _held(current: int, want: int) -> str:
     return f"keep {want} of the current {current} warm instances (the cap)"
 
 
-def break_even_probability(memory_mb: float, cold_start_cost_mb_minutes: float | None) -> float:
-    """Probability of a call at which one warm instance of ``memory_mb`` pays for itself (0 if no cost given).
+def break_even_probability(memory_mb: float, cold_start_cost_mb_minutes: float | None, step_s: float = 60.0) -> float:
+    """Probability of a call in the next step (``step_s`` long) at which one warm instance of
+    ``memory_mb`` pays for itself (0 if no cost given).
 
     At ``p`` the expected cold starts avoided, ``p``, times their worth in MB-minutes equals the
-    expected idle memory, ``(1 - p) * memory_mb``.
+    expected idle memory over the step, ``(1 - p) * memory_mb * step_s / 60`` MB-minutes. (Until
+    2026-12-06 the step was taken as a minute whatever ``demand.stepSeconds`` was, so at 10-s
+    steps a cold start was worth a sixth of the MB-minutes the policy gave: audit.)
     """
     if cold_start_cost_mb_minutes is None:
         return 0.0
-    return memory_mb / (memory_mb + cold_start_cost_mb_minutes)
+    idle = memory_mb * step_s / 60.0
+    return idle / (idle + cold_start_cost_mb_minutes)
 
 
 def warm_threshold(spec: PolicySpec) -> float:
     """The probability a function's next step needs to be kept warm: the break-even, floored by minProbability."""
     pool = spec.warm_pool
     return max(
-        pool.min_probability, break_even_probability(pool.memory_mb_per_instance, pool.cold_start_cost_mb_minutes)
+        pool.min_probability,
+        break_even_probability(pool.memory_mb_per_instance, pool.cold_start_cost_mb_minutes, spec.demand.step_seconds),
     )
 
 
@@ -280,7 +285,9 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
     """Keep total warm memory within ``budget_mb``: drop the instances that avoid the fewest cold starts per MB.
 
     Instances are ranked by expected cold starts avoided per MB-minute of expected idle memory
-    (``worth_per_mb``); a fallback decision without a probability ranks last.
+    (``worth_per_mb``); a fallback decision without a probability ranks last. They are packed in
+    that order, each kept if it fits in what is left: one that does not fit is dropped and the next
+    ones are still tried, so a smaller, less worthy one can be kept after a larger one was dropped.
 
     Returns the decisions (in the same order, dropped ones cut to 0 warm instances with the reason
     extended) and notes for the plan.
@@ -294,10 +301,13 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
     )
     used = 0.0
     keep: set[int] = set()
+    room: dict[int, float] = {}  # dropped -> MB left when its turn came (smaller, less worthy ones may fit after it)
     for i in order:
         if used + decisions[i].memory_mb <= budget_mb + 1e-9:
             keep.add(i)
             used += decisions[i].memory_mb
+        else:
+            room[i] = max(budget_mb - used, 0.0)
     out: list[WarmDecision] = []
     dropped = 0
     for i, d in enumerate(decisions):
@@ -315,7 +325,7 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
             text = (
                 f"{head}: wanted {a.to_instances} warm "
                 f"({a.reason.message.split(': ', 1)[-1]}), but the total warm-memory budget of {budget_mb:g} MB "
-                f"{ranked}"
+                f"{ranked}: its {d.memory_mb:g} MB did not fit in the {room[i]:g} MB left when its turn came"
             )
             reason = Reason("warm_budget_cut", text, {**a.reason.details, "budget_mb": budget_mb})
             out.append(replace(d, action=replace(a, to_instances=0, keep_warm_s=0.0, reason=reason), memory_mb=0.0))

@@ -343,11 +343,20 @@ class WarmPool(_Model):
         DEFAULT_COLD_START_COST_MB_MINUTES,
         gt=0,
         description="What one avoided cold start is worth, in MB-minutes of idle warm memory: keep warm while "
-        "P(invocation) >= memoryMbPerInstance / (memoryMbPerInstance + this). The default was chosen on the "
+        "P(invocation in the next step) >= M / (M + this), M = memoryMbPerInstance x demand.stepSeconds / 60 (the "
+        "MB-minutes one instance idles in a step). The default was chosen on the "
         "history part of azure-functions-1m to spend what a 10-minute keep-alive spends (docs/serverless.md); "
         "null: minProbability alone decides.",
     )
-    keep_alive_seconds: Float = Field(600.0, ge=0, description="Longest keep-alive after the last invocation (s).")
+    keep_alive_seconds: Float = Field(
+        600.0,
+        ge=0,
+        description=(
+            "Keep-alive of the reactive fallback: warm while the last invocation is at most this old (s). With a "
+            "usable forecast, its invocation probability decides each cycle instead (a function idle longer stays "
+            "warm while the forecast stays above the threshold); a decision's stated keep-warm is at most this long."
+        ),
+    )
     keep_alive_budget_ratio: OptFloat = Field(
         1.0,
         gt=0,
@@ -452,8 +461,8 @@ class Objective(_Model):
         80.0,
         ge=0,
         description=(
-            "Weight of one second in which demand exceeds what the ready replicas serve, in the unit of "
-            "cost: at 80 a second short is worth 80 replica-seconds. Sets the forecast quantile "
+            "Weight of one second in which demand exceeds what the replicas serve at targetUtilization, in "
+            "the unit of cost: at 80 a second short is worth 80 replica-seconds. Sets the forecast quantile "
             "services are provisioned at, unless forecastQuantile is given."
         ),
     )
@@ -493,7 +502,13 @@ class PolicySpec(_Model):
     )
     startup_learning: StartupLearning = Field(default_factory=StartupLearning)  # type: ignore[arg-type]
     scale_down_stabilization_seconds: Float = Field(
-        60.0, ge=0, description="Scale down only to the highest desired count over this window (s)."
+        60.0,
+        ge=0,
+        description=(
+            "Scale down only to the highest desired count over this window (s); with a usable forecast, at most "
+            "what its top quantile (p99) needs over the window, so a count set for a spike the forecast now rules "
+            "out is released (docs/planner.md)."
+        ),
     )
     observed_window_seconds: Float = Field(
         60.0,

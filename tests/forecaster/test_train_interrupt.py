@@ -16,6 +16,9 @@ def test_ctrl_c_during_training_exits_130_says_interrupted_and_registers_nothing
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a command typed at a terminal gets it: where the tests run as a background job (a CI
+        # runner, `make test &`) the shell ignores SIGINT for them, and the child inherits that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stderr is not None
     seen = ""

@@ -539,7 +539,10 @@ def test_a_cut_names_who_took_the_capacity() -> None:
     high, low = Claim(ref("high"), "gold", 1, 1.0, 4, 0), Claim(ref("low"), "bronze", 0, 1.0, 5, 5)
     g_high, g_low = allocate([high, low], 5)
     assert (g_high.granted, g_low.granted) == (0, 5)
-    assert g_high.why.endswith("got 0 of 4: the minReplicas of every workload (served first) took all of it")
+    assert g_high.why.endswith(
+        "this workload got 0 of 4 (tenant gold, priority 1, weight 1): the minReplicas of every workload (served "
+        "first) took all of it"
+    ), g_high.why
     # a higher priority takes what the floors left
     top = Claim(ref("top"), "gold", 2, 1.0, 3, 0)
     grants = allocate([top, Claim(ref("mid"), "silver", 1, 1.0, 4, 0), low], 8)
@@ -549,7 +552,8 @@ def test_a_cut_names_who_took_the_capacity() -> None:
     )
     # no floors, a higher priority alone
     grants = allocate([Claim(ref("top"), "gold", 2, 1.0, 3, 0), Claim(ref("mid"), "silver", 1, 1.0, 4, 0)], 3)
-    assert grants[1].why.endswith("got 0 of 4: higher priorities than 1 took all of it")
+    assert "this workload got 0 of 4 (" in grants[1].why
+    assert grants[1].why.endswith("): higher priorities than 1 took all of it"), grants[1].why
     assert allocate([Claim(ref("mid"), "silver", 1, 1.0, 4, 0)], 0)[0].why.endswith("there is none to share")
 
 
@@ -561,9 +565,9 @@ def test_a_cut_names_the_tenant_weight_it_was_shared_by() -> None:
     ]
     g1, g3, gu = allocate(claims, 12)
     assert (g1.granted + g3.granted, gu.granted) == (8, 4)  # tenant t at the mean weight 2, u at 1
-    assert "tenant t (priority 0, weight 2, this workload's 1) got 2 of 10" in g1.why
-    assert "tenant t (priority 0, weight 2, this workload's 3) got 6 of 10" in g3.why
-    assert "tenant u (priority 0, weight 1) got 4 of 20" in gu.why
+    assert "this workload got 2 of 10 (tenant t, priority 0, weight 2, this workload's 1)" in g1.why
+    assert "this workload got 6 of 10 (tenant t, priority 0, weight 2, this workload's 3)" in g3.why
+    assert "this workload got 4 of 20 (tenant u, priority 0, weight 1)" in gu.why
 
 
 @pytest.mark.parametrize("costs", [None, [2, 2, 2]])  # replicas, or units (millicores) per replica
@@ -578,8 +582,8 @@ def test_a_cut_names_the_weight_and_workloads_of_the_round_that_cut_it(costs: li
     ]
     a1, a2, b = allocate(claims, 15 if costs is None else 30, costs=costs, unit="" if costs is None else "m")
     assert (a1.granted, a2.granted, b.granted) == (5, 8, 2)  # 10 (20m) left, shared 3 : 1
-    assert "tenant A (priority 0, weight 3) got 8 of 10: weighted max-min share" in a2.why, a2.why
-    assert "tenant B (priority 0, weight 1) got 2 of 10: weighted max-min share" in b.why, b.why
+    assert "this workload got 8 of 10 (tenant A, priority 0, weight 3): weighted max-min share" in a2.why, a2.why
+    assert "this workload got 2 of 10 (tenant B, priority 0, weight 1): weighted max-min share" in b.why, b.why
     left = "10 left" if costs is None else "20m left"
     assert all(g.why.endswith(f"among the 2 priority-0 workloads of the {left}") for g in (a2, b))
 
@@ -595,8 +599,10 @@ def test_with_none_left_a_cut_names_the_weight_of_the_workloads_asking_in_that_r
     ]
     _, _, a2, a3 = allocate(claims, 4)
     assert a2.granted == a3.granted == 0
-    assert "tenant A (priority 0, weight 4, this workload's 3) got 0 of 5: higher priorities" in a2.why, a2.why
-    assert "tenant A (priority 0, weight 4, this workload's 5) got 0 of 5" in a3.why, a3.why
+    assert "this workload got 0 of 5 (tenant A, priority 0, weight 4, this workload's 3): higher priorities" in (
+        a2.why
+    ), a2.why
+    assert "this workload got 0 of 5 (tenant A, priority 0, weight 4, this workload's 5)" in a3.why, a3.why
 
 
 def test_a_tenant_share_a_namespace_quota_cuts_goes_to_the_tenants_other_workloads() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
 
 from planner import plan
 from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools
+from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, SetWarmPool, WorkloadState
 
 NOW = 1_000_000.0
@@ -90,6 +92,26 @@ def test_a_total_memory_budget_keeps_the_most_likely_calls_per_mb_and_explains_t
     cut = decisions[1].action
     assert cut.reason.code == "warm_budget_cut" and "450 MB" in cut.reason.message
     assert notes and "2 function(s) left cold" in notes[0]
+
+
+def test_a_total_memory_budget_keeps_a_smaller_function_after_a_larger_one_did_not_fit() -> None:
+    """Packed by worth per MB, each kept if it fits in what is left: a large, worthy function that
+    does not fit is dropped and smaller ones after it are still kept; its reason says it did not
+    fit (an audit read "went to functions that avoid more cold starts per MB", which was false)."""
+    big = function_policy("big", memoryMbPerInstance=500)
+    small = [function_policy(f"s{i}", memoryMbPerInstance=100) for i in range(2)]
+    pols = [*small, big]
+    probs = {"s0": 0.9, "s1": 0.3, "big": 0.9}
+    items = [(p.workload, p.spec, WorkloadState(p.workload, 0, 0)) for p in pols]
+    fcs = {p.workload: invocation_forecast(p.workload, NOW, [probs[p.workload.name]] * 5) for p in pols}
+    decisions, notes = plan_warm_pools(items, fcs, NOW, memory_budget_mb=450)
+    kept = {d.action.workload.name: d.action.to_instances for d in decisions}
+    assert kept == {"s0": 1, "s1": 1, "big": 0}  # big (0.9 at 500 MB) ranks above s1 (0.3 at 100 MB)
+    cut = next(d.action for d in decisions if d.action.workload.name == "big")
+    assert cut.reason.message.endswith("its 500 MB did not fit in the 350 MB left when its turn came"), (
+        cut.reason.message
+    )
+    assert notes and "1 function(s) left cold, keeping 200 MB" in notes[0]
 
 
 def test_a_budget_that_covers_everything_changes_nothing() -> None:
@@ -317,3 +339,20 @@ def test_nothing_stamped_after_now_warms_a_function() -> None:
     )
     d = decide_warm_pool(ref, pol.spec, future_last, None, NOW)
     assert d.action.to_instances == 0, d.action.reason.message
+
+
+def test_the_break_even_counts_the_idle_memory_of_one_step_not_of_a_minute() -> None:
+    """``coldStartCostMbMinutes`` is in MB-minutes: at 10-s steps one warm instance idles a sixth
+    of its MB-minutes in a step, so the break-even is a sixth as high (about); it was taken as a
+    minute whatever the step (audit)."""
+    from planner.warm import break_even_probability, warm_threshold
+
+    # (the cost is the policy's default, 9,000 MB-min)
+    assert break_even_probability(600, 9000) == pytest.approx(600 / 9600)
+    assert break_even_probability(600, 9000, 10.0) == pytest.approx(100 / 9100)
+    minute = function_policy(memoryMbPerInstance=600)
+    doc = minute.model_dump(by_alias=True)
+    doc["spec"]["demand"]["stepSeconds"] = 10
+    ten_s = Policy.model_validate(doc)
+    assert warm_threshold(minute.spec) == pytest.approx(600 / 9600)
+    assert warm_threshold(ten_s.spec) == pytest.approx(100 / 9100)
