@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from planner_helpers import flat_forecast, service_policy
@@ -229,19 +230,27 @@ def test_the_safety_layer_writes_what_the_planner_planned(data: st.DataObject, l
         assert all("is outside the bounds" in n for n in verdict.notes), verdict.notes
 
 
-def test_a_count_outside_the_bounds_goes_into_them_at_once_and_the_sentence_says_so() -> None:
-    below = service_policy(minReplicas=10, maxStepUp=2)
-    ws = WorkloadState(below.workload, replicas=0, ready_replicas=0, observed_demand=0.0, observed_at=NOW - 5)
-    action, _ = decide(below, ws, flat_forecast(below.workload, NOW, 0.0))
+@pytest.mark.parametrize(
+    ("spec", "current", "says"),
+    [
+        (
+            {"minReplicas": 10, "maxStepUp": 2},
+            0,
+            "raised to minReplicas 10 at once, beyond the +2 step limit (the current 0 is below it)",
+        ),
+        (
+            {"maxReplicas": 10, "maxStepDown": 2},
+            50,
+            "capped at maxReplicas 10 at once, beyond the -2 step limit (the current 50 is above it)",
+        ),
+    ],
+)
+def test_a_count_outside_the_bounds_goes_into_them_at_once_and_the_sentence_says_so(
+    spec: dict[str, int], current: int, says: str
+) -> None:
+    pol = service_policy(**spec)
+    ws = WorkloadState(pol.workload, replicas=current, ready_replicas=current, observed_demand=0.0, observed_at=NOW - 5)
+    action, _ = decide(pol, ws, flat_forecast(pol.workload, NOW, 0.0))
     assert action.to_replicas == 10
-    assert "raised to minReplicas 10 at once, beyond the +2 step limit (the current 0 is below it)" in (
-        action.reason.message
-    )
-    assert "limited to +2" not in action.reason.message
-    above = service_policy(maxReplicas=10, maxStepDown=2)
-    ws = WorkloadState(above.workload, replicas=50, ready_replicas=50, observed_demand=0.0, observed_at=NOW - 5)
-    action, _ = decide(above, ws, flat_forecast(above.workload, NOW, 0.0))
-    assert action.to_replicas == 10
-    assert "capped at maxReplicas 10 at once, beyond the -2 step limit (the current 50 is above it)" in (
-        action.reason.message
-    )
+    assert says in action.reason.message, action.reason.message
+    assert "limited to" not in action.reason.message
