@@ -246,7 +246,7 @@ def test_the_safety_layer_writes_what_the_planner_planned(data: st.DataObject, l
     ],
 )
 def test_a_count_outside_the_bounds_goes_into_them_at_once_and_the_sentence_says_so(
-    spec: dict[str, int], current: int, says: str
+    spec: dict[str, Any], current: int, says: str
 ) -> None:
     pol = service_policy(**spec)
     ws = WorkloadState(pol.workload, replicas=current, ready_replicas=current, observed_demand=0.0, observed_at=NOW - 5)
