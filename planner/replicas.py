@@ -329,9 +329,12 @@ def explain(
         if b.held_note and not math.isfinite(b.top_hold):  # a fallback: no forecast capped it
             text += f" (not above maxReplicas {spec.max_replicas})"
         elif b.held_note:
+            # the window the cap reads: until the stabilization window's end or, when later, the
+            # end of the first interval a replica asked for now would serve (audit: "in that
+            # window" named the stabilization window alone)
             text += (
                 f" (not above the {b.held} that the p{b.top_q * 100:g} forecast peak "
-                f"{_fmt(b.top_hold)} {unit} needs in that window)"
+                f"{_fmt(b.top_hold)} {unit} needs until {_clock(b.t_keep)})"
             )
     if b.churn_kept:
         text += (

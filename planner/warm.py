@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from planner.replicas import stale_limit
-from scaleahead.policy import FallbackMode, PolicySpec
+from scaleahead.policy import FallbackMode, PolicySpec, WarmPool
 from scaleahead.types import InvocationForecast, Reason, SetWarmPool, WorkloadRef, WorkloadState
 
 
@@ -120,6 +120,13 @@ def instance_cap(spec: PolicySpec) -> int:
     if pool.memory_budget_mb is not None:
         cap = min(cap, int(math.floor(pool.memory_budget_mb / pool.memory_mb_per_instance + 1e-9)))
     return max(cap, 0)
+
+
+def _cap_rule(pool: WarmPool, cap: int) -> str:
+    """What limits a function to ``cap`` warm instances (``instance_cap``), for a reason."""
+    if pool.memory_budget_mb is not None and cap < pool.max_instances:
+        return f"the memory budget of {pool.memory_budget_mb:g} MB ({pool.memory_mb_per_instance:g} MB each)"
+    return f"maxInstances {pool.max_instances}"
 
 
 def decide_warm_pool(
@@ -243,6 +250,8 @@ def decide_warm_pool(
                 f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) is above {rule}; "
                 f"keep warm for {_minutes(keep)} while the forecast stays above it"
             )
+            if want < current:  # the cap, not the forecast, cools it (audit: "cool 3 -> 2" named no cap)
+                text += f"; {want} of the current {current} within {_cap_rule(pool, cap)}"
         else:
             want = 0
             keep = 0.0

@@ -254,3 +254,27 @@ def test_a_count_outside_the_bounds_goes_into_them_at_once_and_the_sentence_says
     assert action.to_replicas == 10
     assert says in action.reason.message, action.reason.message
     assert "limited to" not in action.reason.message
+
+
+def test_the_stabilization_cap_names_the_time_its_forecast_peak_is_read_until() -> None:
+    """A hold capped by the top quantile says until when that quantile's peak was read: the
+    stabilization window's end, or the end of the first interval a new replica would serve when
+    that is later ("in that window" named the stabilization window alone: policy docs audit)."""
+    from datetime import UTC, datetime
+
+    pol = service_policy(scaleDownStabilizationSeconds=300, targetUtilization=1.0)
+    ws = WorkloadState(
+        pol.workload,
+        replicas=20,
+        ready_replicas=20,
+        observed_demand=40.0,
+        observed_at=NOW - 5,
+        recent_desired=((NOW - 30, 18),),
+    )
+    action, _ = decide(pol, ws, flat_forecast(pol.workload, NOW, 50.0))  # p99 60 req/s: 6 replicas
+    until = datetime.fromtimestamp(NOW + 300, UTC).strftime("%H:%M:%S")
+    assert action.to_replicas == 6
+    assert action.reason.message.endswith(
+        f"held at 6 by 300 s scale-down stabilization (not above the 6 that the p99 forecast peak 60 req/s needs "
+        f"until {until})"
+    ), action.reason.message

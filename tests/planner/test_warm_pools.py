@@ -10,7 +10,7 @@ from planner_helpers import flat_forecast, function_policy, invocation_forecast,
 from planner import plan
 from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools
 from scaleahead.policy import Policy
-from scaleahead.types import ClusterState, SetWarmPool, WorkloadState
+from scaleahead.types import ClusterState, SetWarmPool, WorkloadRef, WorkloadState
 
 NOW = 1_000_000.0
 
@@ -356,3 +356,16 @@ def test_the_break_even_counts_the_idle_memory_of_one_step_not_of_a_minute() -> 
     ten_s = Policy.model_validate(doc)
     assert warm_threshold(minute.spec) == pytest.approx(600 / 9600)
     assert warm_threshold(ten_s.spec) == pytest.approx(100 / 9100)
+
+
+def test_a_function_cooled_by_its_cap_not_its_forecast_says_which_cap() -> None:
+    """A likely call keeps a function warm, but its memory budget allows fewer instances than it
+    has: "cool 3 -> 2" named no cap (policy docs audit)."""
+    fc = invocation_forecast(WorkloadRef("KnativeService", "fns", "fn"), NOW, [0.9] * 5)
+    budget = function_policy(memoryBudgetMb=450, maxInstances=5)  # 2 of 200 MB
+    a = decide_warm_pool(budget.workload, budget.spec, WorkloadState(budget.workload, 0, 0, warm_instances=3), fc, NOW)
+    assert (a.action.from_instances, a.action.to_instances) == (3, 2)
+    assert a.action.reason.message.endswith("; 2 of the current 3 within the memory budget of 450 MB (200 MB each)")
+    most = function_policy(maxInstances=1)
+    a = decide_warm_pool(most.workload, most.spec, WorkloadState(most.workload, 0, 0, warm_instances=3), fc, NOW)
+    assert a.action.reason.message.endswith("; 1 of the current 3 within maxInstances 1")
