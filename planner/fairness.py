@@ -370,15 +370,25 @@ def _hold_kept(
     what it must keep (``Claim.keep``: minReplicas, or its current replicas less maxStepDown) keeps
     that, and the others share what is left, each up to its fair grant, so that nobody is handed
     replicas that are not free yet. Cycle by cycle the held workloads step down to their fair
-    share. Only when what must be kept exceeds the pool does the total exceed it."""
+    share. Only when what must be kept exceeds the pool does the total exceed it, which the held
+    workloads' reasons say."""
     cost = costs or [1] * len(claims)
     held = [i for i, g in enumerate(fair) if g.granted < keeps[i]]
     if not held:
         return list(fair)
     out = list(fair)
+    kept = sum(keeps[i] * cost[i] for i in held)
+    # what must be kept alone exceeds the pool (minReplicas, or current counts far above a new,
+    # smaller capacity that maxStepDown lets down only a step a cycle): said, not silent (audit)
+    over = (
+        f"; {pool} {cap}{unit} is exceeded by {kept - cap}{unit} this cycle: what the held workloads must keep "
+        "does not fit"
+        if kept > cap
+        else ""
+    )
     for i in held:
         note = f"held at {keeps[i]} this cycle: it gives up at most maxStepDown replicas a cycle, down to minReplicas"
-        out[i] = Grant(claims[i], keeps[i], f"{fair[i].why}; {note}" if fair[i].why else "")
+        out[i] = Grant(claims[i], keeps[i], f"{fair[i].why}; {note}{over}" if fair[i].why else "")
     held_set = set(held)
     others = [i for i in range(len(claims)) if i not in held_set]
     if not others:

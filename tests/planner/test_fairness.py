@@ -690,6 +690,24 @@ def test_minreplicas_are_kept_even_when_they_do_not_fit_and_the_reason_says_so()
     p = plan({r: flat_forecast(r, NOW, 100.0) for r in state.workloads}, state, [one, two], NOW, capacity={CLUSTER: 10})
     assert [a.to_replicas for a in p.actions if isinstance(a, ScaleTo)] == [8, 8]
     assert all("held at 8" in a.reason.message for a in p.actions)
+    assert all(
+        a.reason.message.endswith(
+            "cluster capacity 10 is exceeded by 6 this cycle: what the held workloads must keep does not fit"
+        )
+        for a in p.actions
+    ), p.actions[0].reason.message
+
+
+def test_counts_far_above_a_new_capacity_step_down_and_the_overrun_is_said() -> None:
+    """minReplicas 0, but 10 running each under a new capacity of 12 with maxStepDown 2: each must
+    keep 8 this cycle, 16 in all, more than the 12 (the audit saw no word of it)."""
+    pols = [service_policy(n, tenant=f"t{n}", maxStepDown=2) for n in ("a", "b")]
+    state = ClusterState(
+        {p.workload: WorkloadState(p.workload, 10, 10, observed_demand=5, observed_at=NOW - 10) for p in pols}
+    )
+    p = plan({r: flat_forecast(r, NOW, 100.0) for r in state.workloads}, state, pols, NOW, capacity={CLUSTER: 12})
+    assert [a.to_replicas for a in p.actions if isinstance(a, ScaleTo)] == [8, 8]
+    assert all("is exceeded by 4 this cycle" in a.reason.message for a in p.actions), p.actions[0].reason.message
 
 
 def test_a_scoped_quota_that_alone_is_short_cuts_the_workloads_it_selects() -> None:
