@@ -1302,9 +1302,10 @@ class Store:
         outcomes' UPDATEs, the records' upserts and COMMIT go together in one psycopg pipeline and
         are answered together. Each statement used to wait for its answer before the next was sent
         (BEGIN, UPDATE, upserts, COMMIT), and a database on another machine charges a round trip
-        for each (docs/benchmarks.md, "The journal's round trips"); until the evening of 2026-12-06 the COMMIT
-        waited for the UPDATE's row count (two round trips), where now each outcome's UPDATE fails
-        on the server when it finds no row (``_checked_outcome_update``). As on the Core path: a
+        for each (docs/benchmarks.md, "The journal's round trips"); until the evening of 2026-12-06
+        the COMMIT waited for the UPDATE's row count (two round trips), where now each outcome's
+        UPDATE fails on the server when it finds no row (``_checked_outcome_update``; measured in
+        docs/benchmarks.md, "The journal in one round trip"). As on the Core path: a
         missing action row is a ``KeyError`` and nothing is written; the statements are the same
         ones (``_psycopg_sql``); a driver error is raised as SQLAlchemy raises it (an
         ``OperationalError`` for a server gone), the connection discarded if it is broken."""
