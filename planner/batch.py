@@ -523,6 +523,8 @@ class ReplicaBatch:
         # Only the windows are read: a non-finite value in one goes to the reference (NaN argmax etc.).
         good &= ~usable | (np.isfinite(peak) & np.isfinite(top_peak) & np.isfinite(hold_peak) & np.isfinite(top_hold))
         peak_t = o + (lo + peak_i) * s
+        with np.errstate(invalid="ignore"):  # rows without a forecast (step inf, index 0) are never read
+            hold_t = o + hold_i * s
         rows_all = np.arange(n_items)
         level = Lv[rows_all, np.clip(lo + peak_i, 0, width - 1)]
         hold_level = Lv[rows_all, np.clip(hold_i, 0, width - 1)]
@@ -620,6 +622,8 @@ class ReplicaBatch:
             "top_peak": top_peak,
             "top_hold": top_hold,
             "t_keep": t_keep,
+            "hold_t": hold_t,
+            "hold_soon": hold_i < hi,
             "floor": floor,
             "missed": missed,
             "raw": raw,
@@ -690,6 +694,7 @@ class ReplicaBatch:
             b.peak, b.peak_t, b.need = c["peak"][i], c["peak_t"][i], int(c["need"][i])
             b.level, b.hold_level = c["level"][i], c["hold_level"][i]
             b.hold_peak, b.t_keep, b.hold = c["hold_peak"][i], c["t_keep"][i], int(c["hold"][i])
+            b.hold_t, b.hold_soon = c["hold_t"][i], bool(c["hold_soon"][i])
             b.floor, b.top_peak, b.missed = int(c["floor"][i]), c["top_peak"][i], bool(c["missed"][i])
             if code == "ramp_floor":
                 b.ramp, b.ramp_demand, b.ramp_t = int(c["ramp"][i]), c["ramp_demand"][i], c["ramp_t"][i]

@@ -176,6 +176,8 @@ class Basis:
     need: int = 0
     hold_peak: float = math.nan
     hold_level: float = math.nan
+    hold_t: float = math.nan  # when the hold's peak is forecast
+    hold_soon: bool = False  # its step overlaps [now, now + startup + interval]: a removed replica is not back
     t_keep: float = math.nan
     hold: int = 0
     floor: int = 0
@@ -302,10 +304,18 @@ def explain(
                 f"the {pct(b.level)} forecast needs {b.need}, {seen} needs {b.reactive}"
             )
         elif b.code == "keep_until_replacement":
+            # Why a peak that has not come yet keeps replicas now: a replica removed now cannot be
+            # back before it (policy docs audit: "needs 3" alone did not say so), or it falls in
+            # the scale-down stabilization window.
+            when = (
+                f"before a replica removed now could be back (start-up {spec.startup_seconds:.0f} s)"
+                if b.hold_soon
+                else f"within the {spec.scale_down_stabilization_seconds:.0f} s scale-down stabilization window "
+                f"(until {_clock(b.t_keep)})"
+            )
             text = (
-                f"{pct(b.hold_level)} forecast peak {_fmt(b.hold_peak)} {unit} until {_clock(b.t_keep)} (start-up "
-                f"{spec.startup_seconds:.0f} s, stabilization {spec.scale_down_stabilization_seconds:.0f} s) "
-                f"needs {b.hold}; {seen} needs {b.reactive}"
+                f"{pct(b.hold_level)} forecast peak {_fmt(b.hold_peak)} {unit} at {_clock(b.hold_t)} needs {b.hold}, "
+                f"{when}; {seen} needs {b.reactive}"
             )
         else:
             text = (
@@ -373,6 +383,8 @@ class _Windows(NamedTuple):
     level: float
     hold_peak: float  # its peak over [now, t_keep]
     hold_level: float
+    hold_t: float
+    hold_soon: bool  # that peak's step overlaps [now, now + startup + interval]
     t_keep: float
     top_q: float
     top_peak: float  # the top quantile's peak over the first window
@@ -403,15 +415,26 @@ def _windows(forecast: Forecast, spec: PolicySpec, now: float, interval_s: float
     if khi > klo:
         hold_i = klo + int(values[klo:khi].argmax())
         hold_peak, hold_level = float(values[hold_i]), float(levels[hold_i])
+        hold_t, hold_soon = forecast.origin + hold_i * step, hold_i < hi
     else:
-        hold_peak, hold_level = peak, level
+        hold_peak, hold_level, hold_t, hold_soon = peak, level, forecast.origin + (lo + peak_i) * step, True
     top_q = max(forecast.quantiles)
     top = forecast.quantiles[top_q]
     top_peak = float(top[lo:hi].max())
     # The most the stabilization may hold: what even the top quantile needs until t_keep.
     top_hold = float(top[klo:khi].max()) if khi > klo else top_peak
     return _Windows(
-        peak, forecast.origin + (lo + peak_i) * step, level, hold_peak, hold_level, t_keep, top_q, top_peak, top_hold
+        peak,
+        forecast.origin + (lo + peak_i) * step,
+        level,
+        hold_peak,
+        hold_level,
+        hold_t,
+        hold_soon,
+        t_keep,
+        top_q,
+        top_peak,
+        top_hold,
     )
 
 
@@ -532,8 +555,8 @@ def decide_replicas(
             desired, code = ramp, "ramp_floor"
         b = Basis(
             code, reactive, peak=win.peak, peak_t=win.peak_t, level=win.level, need=need, hold_peak=win.hold_peak,
-            hold_level=win.hold_level, t_keep=win.t_keep, hold=hold, floor=floor, top_q=top_q, top_peak=top_peak,
-            missed=missed,
+            hold_level=win.hold_level, hold_t=win.hold_t, hold_soon=win.hold_soon, t_keep=win.t_keep, hold=hold,
+            floor=floor, top_q=top_q, top_peak=top_peak, missed=missed,
         )  # fmt: skip
         if code == "ramp_floor":
             b.ramp, b.ramp_demand, b.ramp_t = ramp, ramp_demand, ramp_t

@@ -61,6 +61,24 @@ def test_scale_down_keeps_replicas_the_forecast_needs_before_a_replacement_could
     assert b.reason.code == "forecast_down"
 
 
+def test_a_hold_says_whether_its_peak_comes_before_a_replacement_or_within_the_stabilization() -> None:
+    # 10,000 s is 02:46:40 UTC. The peak 30 s ahead comes before a replica removed now could be
+    # back (start-up 60 s); one 200 s ahead only within the 300 s stabilization window.
+    soon = decide(forecast([20, 20, 20, 50] + [20] * 86), replicas=5, ready=5, observed=20.0)
+    assert soon.reason.code == "keep_until_replacement"
+    assert (
+        "p90 forecast peak 50 req/s at 02:47:10 needs 5, before a replica removed now could be back (start-up 60 s)"
+        in (soon.reason.message)
+    )
+    stab = policy(scaleDownStabilizationSeconds=300)
+    later = decide(forecast([20] * 20 + [50] + [20] * 69), replicas=5, ready=5, observed=20.0, pol=stab)
+    assert later.reason.code == "keep_until_replacement"
+    assert (
+        "p90 forecast peak 50 req/s at 02:50:00 needs 5, within the 300 s scale-down stabilization window "
+        "(until 02:51:40)"
+    ) in later.reason.message
+
+
 def test_a_noisy_step_above_the_planning_quantile_alone_does_not_scale_up() -> None:
     # observed 45 needs 5 replicas, above the p90 (3), below the p99 (60) and served by 5 ready
     a = decide(forecast([30] * 90, [60] * 90), replicas=5, ready=5, observed=45.0)
