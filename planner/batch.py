@@ -656,8 +656,8 @@ class ReplicaBatch:
             _CODE_NAMES[code].tolist(),
             self,
         )
-        modes = self.columns.modes
-        fallbacks = {i: modes[i] for i in np.flatnonzero(~usable & good).tolist()}
+        # The rule that decided (a reactive fallback with nothing observed keeps the current count).
+        fallbacks = {i: _CODES[code[i]].removeprefix("fallback_") for i in np.flatnonzero(~usable & good).tolist()}
         for i in np.flatnonzero(~good).tolist():
             d = decide_replicas(
                 self.refs[i], self.columns.specs[i], self.states[i], self.forecasts[i], self.now, self.interval_s

@@ -267,9 +267,16 @@ def explain(
                 )
         elif b.code == "fallback_static":
             text = f"{b.why}: fallback static {int(spec.fallback.static_replicas or 0)} replicas"
+        elif spec.fallback.mode == FallbackMode.REACTIVE:  # nothing observed to react to
+            text = (
+                f"{b.why}: fallback reactive has no observed demand to react to, so it keeps the current "
+                f"{current} replicas"
+            )
         else:
             text = f"{b.why}: fallback keeps the current {current} replicas"
-        details = {"fallback": spec.fallback.mode.value, "cause": b.why}
+        details = {"fallback": b.code.removeprefix("fallback_"), "cause": b.why}
+        if details["fallback"] != spec.fallback.mode.value:
+            details["policy_fallback"] = spec.fallback.mode.value
     else:
         if b.code == "reactive_floor":
             why_now = (
@@ -514,7 +521,6 @@ def decide_replicas(
         if not all(map(math.isfinite, (win.peak, win.hold_peak, win.top_peak, win.top_hold))):
             why, win = "forecast not finite (NaN or infinite values in the steps it must cover)", None
     if win is None:
-        fallback = spec.fallback.mode.value
         if spec.fallback.mode == FallbackMode.REACTIVE and observed_ok:
             # An observation older than staleAfterSeconds may scale out but never in: demand may
             # have risen since (the HPA, too, does not scale in without fresh metrics).
@@ -526,6 +532,9 @@ def decide_replicas(
         else:
             desired = current
             b = Basis("fallback_current", reactive, why=why)
+        # The rule that decided: a reactive fallback with nothing observed keeps the current count,
+        # and says so (loop reasons audit: status and metrics named "reactive" for it).
+        fallback = b.code.removeprefix("fallback_")
         stab_cap, top_hold, top_q = spec.max_replicas, math.inf, 0.0
     else:
         need = replicas_for(win.peak, spec)

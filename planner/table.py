@@ -55,7 +55,6 @@ class SpecColumns:
     ``objective`` is True); ``quantile`` is the fixed quantile when every row plans at the same one,
     else None. ``cost_weight``, ``slo_weight`` and ``churn_weight`` are the objective's weights;
     ``ramp_window_s`` and ``ramp_min_t`` the ramp floor's window and t statistic.
-    ``modes[i]`` is row ``i``'s fallback mode as a string (what ``Plan.fallbacks`` holds);
     ``stale_after_s`` is ``replicas.stale_limit`` (staleAfterSeconds, or one demand step if longer).
     """
 
@@ -80,7 +79,6 @@ class SpecColumns:
     fallback_static: BoolArray
     static_replicas: FloatArray
     stale_after_s: FloatArray
-    modes: Sequence[str]
 
 
 def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
@@ -99,7 +97,6 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
     flags = np.array(
         [(m == FallbackMode.REACTIVE, m == FallbackMode.STATIC, r or 0, a) for m, r, a in fb], dtype=np.float64
     ).reshape(-1, 4)[idx]
-    mode_of = [m.value for m, _, _ in fb]
     qs = {s.forecast_quantile for s in uniq}
     return SpecColumns(
         specs=specs,
@@ -123,7 +120,6 @@ def spec_columns(specs: Sequence[PolicySpec]) -> SpecColumns:
         fallback_static=flags[:, 1] > 0,
         static_replicas=flags[:, 2],
         stale_after_s=flags[:, 3],
-        modes=[mode_of[k] for k in idx.tolist()],
     )
 
 

@@ -195,7 +195,10 @@ def status_schema() -> dict[str, Any]:
             "fallbackMode": {
                 "type": "string",
                 "enum": ["none", "reactive", "current", "static"],
-                "description": "The fallback mode in force (none: the forecast decided).",
+                "description": (
+                    "The fallback rule that decided (none: the forecast decided); current where a reactive "
+                    "fallback had no observed demand."
+                ),
             },
             "lastReason": {
                 "type": "string",

@@ -615,11 +615,21 @@ def test_policy_status_shows_peak_desired_replicas_reason_and_fallback(daemon_fa
     assert status["forecastPeak"] > 0
     assert status["fallbackMode"] == "none"
     assert "forecast" in status["lastReason"]
-    # A workload without history falls back, and the status says which mode is in force.
+    # A workload without history falls back, and the status says which rule decided: the policy's
+    # reactive fallback has no observed demand to react to, so the current count is kept (the
+    # status said "reactive": loop reasons audit).
     daemon.history.inner = type("Empty", (), {"read": lambda self, p, n: {}})()
     clock.sleep(10)
     daemon.tick(clock.now())
-    assert {s.fallback_mode for s in published[-1]} == {"reactive"}
+    assert {s.fallback_mode for s in published[-1]} == {"current"}
+    assert all("fallback reactive has no observed demand to react to" in s.last_reason for s in published[-1])
+    for s in published[-1]:
+        key = f"Deployment/{s.namespace}/{s.name}"
+        for mode, want in (("current", 1.0), ("reactive", 0.0)):
+            got = daemon.metrics.registry.get_sample_value(
+                "scaleahead_fallback_active", {"workload": key, "mode": mode}
+            )
+            assert got == want, (key, mode)
 
 
 def test_metrics_and_health_are_served_over_http(daemon_factory) -> None:  # type: ignore[no-untyped-def]

@@ -204,7 +204,7 @@ def test_run_once_that_planned_no_workload_from_data_exits_1_with_a_summary(tmp_
         server.server_close()
     assert out.returncode == 1, out.stderr  # was 0: the errors were only in the JSON
     doc = json.loads(out.stdout)  # the summary is still printed, the fallback plan recorded
-    assert doc["fallbacks"] == {"Deployment/default/web": "reactive"} and doc["plan_id"] == 1
+    assert doc["fallbacks"] == {"Deployment/default/web": "current"} and doc["plan_id"] == 1
     err = " ".join(out.stderr.split())
     assert "no workload could be planned from data" in err and "HTTP 500" in err and "Traceback" not in err
 

@@ -53,14 +53,19 @@ def test_an_observation_stamped_after_now_is_no_observation() -> None:
     policy = service_policy("web", capacityPerReplica=10.0)
     ws = WorkloadState(policy.workload, 5, 5, 400.0, NOW + 3600)
     d, action, fallback = _both(policy, ws, flat_forecast(policy.workload, NOW - 5, 50.0))
-    assert d.fallback == fallback == "reactive"
+    # The policy's fallback is reactive, but with nothing observed the current count is kept, and
+    # the plan names the rule that decided (loop reasons audit: status and metrics said "reactive").
+    assert d.fallback == fallback == "current"
     assert action.to_replicas == 5 and action.reason.code == "fallback_current"
     assert action.reason.message == (
-        "hold shop/web at 5: observed demand stamped after now (3600 s ahead): fallback keeps the current 5 replicas"
+        "hold shop/web at 5: observed demand stamped after now (3600 s ahead): fallback reactive has no observed "
+        "demand to react to, so it keeps the current 5 replicas"
     )
     assert action.reason.details["raw_desired"] == 5
+    assert (action.reason.details["fallback"], action.reason.details["policy_fallback"]) == ("current", "reactive")
     d, action, fallback = _both(policy, ws, None)
-    assert fallback == "reactive" and action.to_replicas == 5 and action.reason.code == "fallback_current"
+    assert fallback == "current" and action.to_replicas == 5 and action.reason.code == "fallback_current"
+    assert action.reason.message.startswith("hold shop/web at 5: no forecast: fallback reactive has no observed demand")
 
 
 def test_an_earlier_decision_stamped_after_now_is_not_in_the_stabilization_window() -> None:

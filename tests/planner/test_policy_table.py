@@ -69,8 +69,9 @@ def test_functions_and_services_keep_policy_order_and_missing_states_start_at_mi
                 ws = state.workloads.get(p.workload) or WorkloadState(p.workload, 2, 2)
                 want = decide_replicas(p.workload, p.spec, ws, forecasts[p.workload], NOW).action
                 assert repr(action) == repr(want)
-        # no observed demand for the services without a state: their policy's fallback, named
-        assert dict(result.fallbacks) == {svc[0].workload: "reactive", svc[2].workload: "reactive"}
+        # no observed demand for the services without a state: their reactive fallback has nothing
+        # to react to and keeps the current count, and the plan names that rule
+        assert dict(result.fallbacks) == {svc[0].workload: "current", svc[2].workload: "current"}
 
 
 def test_a_batch_without_any_forecast_falls_back_for_every_service() -> None:
