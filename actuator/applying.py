@@ -565,8 +565,9 @@ class Actuator:
                 notes = ("; " + "; ".join(verdict.notes)) if verdict.notes else ""
                 if verdict.decision == "skip":
                     return ActionResult(action, "skipped", verdict.reason + notes)
+                written = None if isinstance(action, MovePod) else verdict.value
                 if verdict.decision == "noop":
-                    return ActionResult(action, "skipped", verdict.reason + notes, "noop")
+                    return ActionResult(action, "skipped", verdict.reason + notes, "noop", written)
                 diff = f"{live.target} {live.field}: {live.value} -> {verdict.value}"
                 if isinstance(action, MovePod):
                     diff = f"{live.target}: evict from {action.from_node} (planned node {action.to_node})"
@@ -574,7 +575,7 @@ class Actuator:
                     take_room = getattr(self.target, "take_room", None)
                     if take_room is not None:  # the plan's later scale-ups see the room this one would take
                         take_room(action, verdict.value, live)
-                    return ActionResult(action, "dry-run", diff + notes)
+                    return ActionResult(action, "dry-run", diff + notes, written=written)
                 if self.is_leader is not None and not self.is_leader(now):
                     # Renewed just before each write: no other replica can hold the Lease until
                     # a whole lease duration after this renewal.
@@ -643,7 +644,7 @@ class Actuator:
                         uid=new.uid or live.uid,
                     )
                 )
-            return ActionResult(action, "applied", diff + notes)
+            return ActionResult(action, "applied", diff + notes, written=written)
         return ActionResult(
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
         )

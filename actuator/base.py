@@ -33,6 +33,12 @@ class ActionResult:
     outcome: Outcome
     detail: str = ""
     cause: Cause = ""
+    #: The value the safety layer let through for a replica count or warm pool (``safety.check``):
+    #: written (``applied``), to be written (``dry-run``), or already held (a ``noop``). It differs
+    #: from what the action asked when a limit from the live object or the cluster cut it (a step
+    #: limit from the live value, the HPA's ``maxReplicas`` in floor mode, a quota); None when no
+    #: check decided (a failure, a skip before the check, a pod move, a simulated target).
+    written: int | None = None
 
 
 class Target(Protocol):

@@ -209,7 +209,8 @@ def status_schema() -> dict[str, Any]:
                 "type": "string",
                 "description": "Machine-readable code of the last reason: the plan's (forecast, fair_share, a "
                 "fallback's, ...) when its change was applied or there was nothing to change; else why not "
-                "(human_edit, co_writer, paused, dry_run, backing_off, action_skipped, action_failed); "
+                "(human_edit, co_writer, paused, dry_run, backing_off, action_skipped, action_failed), or "
+                "action_limited when it was written at another value than planned; "
                 "policy_rejected or state_unreadable when it is not planned (docs/operations.md).",
             },
             "lastUpdateTime": {"type": "string", "format": "date-time", "description": "When the status was written."},

@@ -152,7 +152,19 @@ class PolicyStatus:
 #: a ``dry_run``, a ``human_edit`` respected, a persistent ``co_writer`` left alone, another skip
 #: (``action_skipped``: a safety check, a refused write, the Lease lost) or a failed write
 #: (``action_failed``). ``lastReason`` then says why, and ends with what the plan wanted.
-NOT_APPLIED = ("backing_off", "paused", "dry_run", "human_edit", "co_writer", "action_skipped", "action_failed")
+#: ``action_limited``: applied, or already in place, but at another value than planned (the actuator's
+#: limits from the live object or the cluster: a step limit from the live value, the HPA's
+#: ``maxReplicas`` in floor mode, a ResourceQuota).
+NOT_APPLIED = (
+    "backing_off",
+    "paused",
+    "dry_run",
+    "human_edit",
+    "co_writer",
+    "action_skipped",
+    "action_failed",
+    "action_limited",
+)
 
 
 #: The model a function's status names: its warm pool is planned from the invocation forecaster
@@ -1116,6 +1128,16 @@ class Daemon:
                 f"not applied: backing off after {n} failed cycle{'s' if n != 1 else ''} in a row{when} "
                 f"(logs event=backoff, scaleahead_workload_backoff_seconds); {planned}",
             )
+        if res is not None and res.written is not None and (res.outcome == "applied" or res.cause == "noop"):
+            asked = action.to_replicas if isinstance(action, ScaleTo) else action.to_instances
+            if res.written != asked:
+                # The actuator's limits cut it (loop reasons audit: the status said "forecast", "scale
+                # 3 -> 12" every cycle while the HPA's maxReplicas kept the floor at 6).
+                done = "applied" if res.outcome == "applied" else "in place"
+                return (
+                    "action_limited",
+                    f"{done} at {res.written}, not the planned {asked}: {res.detail}; {planned}",
+                )
         if res is None or res.outcome == "applied" or res.cause == "noop" or action.is_noop:
             return None
         if res.outcome == "dry-run":

@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "actuator"))
 
-from kubeemu import CONFIGMAPS, DEPLOYMENTS, Fault, deployment  # noqa: E402
+from kubeemu import CONFIGMAPS, DEPLOYMENTS, HPAS, Fault, deployment  # noqa: E402
 from kubeemu import kube as kube  # noqa: E402 - the fixture, used by name
 from test_other_writers import owned_by  # noqa: E402
 
@@ -73,8 +73,8 @@ class Run:
 
 @pytest.fixture
 def run(kube, nasa: Series, tmp_path) -> Iterator[Any]:  # type: ignore[no-untyped-def]
-    def build(**actuation: Any) -> Run:
-        pols = parse_policies(POLICY)
+    def build(policy: str = POLICY, **actuation: Any) -> Run:
+        pols = parse_policies(policy)
         kube.cluster.resources[POLICIES] = kmock.ResourceInfo(namespaced=True, subresources=["status"])
         kube.cluster.put(POLICIES, "shop", "web0", {"apiVersion": f"{GROUP}/{VERSION}", "spec": {}})
         kube.cluster.put(DEPLOYMENTS, "shop", "web0", deployment(3))
@@ -235,3 +235,38 @@ def test_a_replica_that_lost_the_lease_during_the_cycle_leaves_the_statuses_to_t
     act.is_leader = lost
     st = r.tick()
     assert (st["lastReasonCode"], st["lastReason"]) == ("forecast", "new")
+
+
+def test_a_change_the_actuator_cut_shows_as_limited_with_the_value_written(run) -> None:  # type: ignore[no-untyped-def]
+    # Floor mode under an HPA whose maxReplicas is 5: the plan asks for 8 every cycle (the trace
+    # needs more), the actuator writes the HPA's minReplicas 5 and then finds it in place. Until
+    # 2026-12-06 the status said "forecast", "scale shop/web0 3 -> 8" as if applied (loop reasons
+    # audit).
+    floor = POLICY.replace("target: {name: web0}", "target: {name: web0, mode: floor, hpaName: web0}")
+    r = run(floor)
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web0"}, "minReplicas": 2, "maxReplicas": 5},
+        "status": {"currentReplicas": 3},
+    }
+    r.kube.cluster.put(HPAS, "shop", "web0", hpa)
+    first = r.tick()
+    assert r.kube.cluster.get(HPAS, "shop", "web0")["spec"]["minReplicas"] == 5
+    assert first["desiredReplicas"] == 8 and first["lastReasonCode"] == "action_limited", first
+    assert first["lastReason"].startswith(
+        "applied at 5, not the planned 8: HorizontalPodAutoscaler/shop/web0 spec.minReplicas: 2 -> 5; "
+        "capped at the HPA's maxReplicas 5; planned: scale shop/web0 3 -> 8"
+    ), first
+    for _ in range(9):  # the same code is rewritten at the status's minute refresh
+        again = r.tick()
+    assert again["lastReasonCode"] == "action_limited", again
+    assert again["lastReason"].startswith(
+        "in place at 5, not the planned 8: spec.minReplicas is already 5; capped at the HPA's maxReplicas 5; planned:"
+    ), again
+    # Room under the HPA's maximum: the plan's change is applied whole, and the plan's reason stands.
+    hpa = r.kube.cluster.get(HPAS, "shop", "web0")
+    r.kube.cluster.put(HPAS, "shop", "web0", {**hpa, "spec": {**hpa["spec"], "maxReplicas": 20}})
+    whole = r.tick()
+    assert r.kube.cluster.get(HPAS, "shop", "web0")["spec"]["minReplicas"] == 8
+    assert whole["lastReasonCode"] not in NOT_APPLIED and whole["lastReason"].startswith("scale"), whole
