@@ -1710,7 +1710,7 @@ class Daemon:
         if not history and store.model(model_id).family not in LEARNED:
             return None
         step = history[0].step_s if history else 10.0
-        return load_model_version(store, model_id, step, history, self.settings.forecast.horizon_s)
+        return load_model_version(store, model_id, step, history, self.settings.forecast.horizon_s, self.clock.now())
 
     def _to_production(self, model: Forecaster, model_version_id: int, holdout_wape: object) -> None:
         """Plan with ``model`` from now on (every group), and measure drift against its error."""

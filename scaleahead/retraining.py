@@ -144,13 +144,27 @@ def _holdout_starts(series: Sequence[Series], share: float) -> list[int]:
 
 
 def load_model_version(
-    store: Store, model_id: int, step_s: float, history: Sequence[Series], horizon_s: float | None = None
+    store: Store,
+    model_id: int,
+    step_s: float,
+    history: Sequence[Series],
+    horizon_s: float | None = None,
+    now: float | None = None,
 ) -> Forecaster:
     """The forecaster of a registered model version: a learned one (``LEARNED``) from the checkpoint stored with it
     (or its file), a baseline family fitted on ``history``. A ``DataError`` says why it cannot, also when a
     learned one forecasts fewer steps than ``horizon_s`` (``forecast.horizon_s``) asks for at ``step_s``: every
-    forecast would fail, so the caller falls back as for a missing checkpoint."""
+    forecast would fail, so the caller falls back as for a missing checkpoint; and, given ``now``, when a
+    learned one was trained on data after it (``trained_after``): its forecasts would read the future."""
     m = store.model(model_id)
+    if m.family in LEARNED and now is not None and (late := trained_after(m.data_end, now, step_s)):
+        raise DataError(
+            f"Model version {model_id} was trained on data up to {late}: forecasting with it "
+            "would read the period it is asked about (trained with --whole on the trace a virtual run replays, "
+            "or a clock behind the data's).",
+            "Train and promote a version on history before the run's start (scaleahead train without --whole), "
+            "or start the run after its data.",
+        )
     if m.family in LEARNED:
         from forecaster.lstm import CheckpointError, LSTMForecaster
 
@@ -192,6 +206,21 @@ def load_model_version(
     if not history:
         raise DataError(f"No history to fit model version {model_id} ({m.family}) on.", "Wait for history.")
     return make_model(m.family).fit(list(history))
+
+
+def trained_after(data_end: float | None, now: float, step_s: float) -> str:
+    """``"TIME, after now (TIME)"`` when a model's training data ends after ``now`` by more than one
+    step ``step_s`` (the newest step a loop reads may end at now), else ``""``. No peeking: a
+    forecast made at ``now`` may use only data from before it, and a network trained on what comes
+    after has seen it (no-peeking audit: ``run --virtual`` planned with a version trained on the
+    whole trace it replayed, and nothing said so)."""
+    if data_end is None or not math.isfinite(data_end) or data_end <= now + step_s:
+        return ""
+
+    def iso(t: float) -> str:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return f"{iso(data_end)}, after now ({iso(now)})"
 
 
 def retrained_family(settings: Settings) -> str:

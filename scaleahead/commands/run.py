@@ -172,6 +172,7 @@ def _production_model(
     history: list[Any],
     unloadable: list[int] | None = None,
     fell_back: list[str] | None = None,
+    now: float | None = None,
 ) -> tuple[Any, int | None]:
     """The forecaster the loop starts with, and its registry id.
 
@@ -181,7 +182,8 @@ def _production_model(
     fitted on the loop's history, and the log says why. Baselines are fitted on that history.
     ``unloadable``: gets the id of a champion that could not be loaded. ``fell_back``: gets why the
     fallback runs instead of ``name`` (``no_model``: no champion registered; ``unloadable``: its
-    checkpoint could not be loaded), for ``scaleahead_model_fallback``.
+    checkpoint could not be loaded, or, given ``now``, it was trained on data after it), for
+    ``scaleahead_model_fallback``.
     """
     from forecaster import make_model
     from forecaster.registry import BASELINES, LEARNED
@@ -206,7 +208,7 @@ def _production_model(
     code = "no_model"
     if versions:
         try:  # the checkpoint stored in the database (any replica, any restart), else the file
-            loaded = load_model_version(store, versions[-1].id, step, history, settings.forecast.horizon_s)
+            loaded = load_model_version(store, versions[-1].id, step, history, settings.forecast.horizon_s, now)
             return loaded, versions[-1].id
         except DataError as exc:
             why = f"{exc.what} Fallback: {fallback!r}"
@@ -852,7 +854,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         train_series = [s for s in hist.read(pols, now).values() if len(s) > 0]
         unloadable: list[int] = []
         fell_back: list[str] = []
-        forecaster, model_version_id = _production_model(name, store, settings, train_series, unloadable, fell_back)
+        forecaster, model_version_id = _production_model(
+            name, store, settings, train_series, unloadable, fell_back, now
+        )
         metrics.set_fallback(name, fell_back[0] if fell_back else None)
         short = history_short_for(forecaster, settings.loop.history_days)
         if short:
@@ -1069,7 +1073,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         # The champion is what production runs: the registry's newest champion of the family (a
         # learned one from its checkpoint), not a model trained here (retrain scores a fitted
         # family out of sample on its own).
-        champion, champion_id = _production_model(champion_name, store, settings, list(data.values()))
+        champion, champion_id = _production_model(champion_name, store, settings, list(data.values()), now=now)
         result = do_retrain(
             pols,
             data,

@@ -53,3 +53,27 @@ def test_an_lstm_clock_champion_is_loaded_with_its_clock_not_trained(tmp_path: P
     assert version == mid
     assert isinstance(model, LSTMForecaster) and model.report.epochs == 0, "loaded, not fitted again"
     assert model.spec is not None and model.spec.clock_period_s == 300.0
+
+
+def test_a_champion_trained_on_data_after_now_is_not_used(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    # No peeking: a version trained on the trace a virtual run replays (`train --whole`) would
+    # forecast a period it has seen. Until 2026-12-07 `run` planned with it and said nothing
+    # (no-peeking audit).
+    from forecaster.lstm import LSTMConfig, LSTMForecaster
+
+    history = _history()
+    path = LSTMForecaster(LSTMConfig(max_epochs=1, hidden=8, max_train_windows=500, calibrate=False)).fit(history)
+    saved = path.save(tmp_path / "lstm.pt")
+    end = history[0].end
+    store = Store(f"sqlite:///{tmp_path / 'd.db'}")
+    mid = store.register_model("lstm-whole", "lstm", artifact_path=str(saved), status="champion", data_end=end)
+    fell_back: list[str] = []
+    unloadable: list[int] = []
+    model, version = _production_model("lstm", store, Settings(), history, unloadable, fell_back, now=end - 3600.0)
+    assert (model.name, version, fell_back, unloadable) == ("seasonal_naive", None, ["unloadable"], [mid])
+    assert f"Model version {mid} was trained on data up to" in caplog.text and "after now" in caplog.text
+    # Its data ending within one step of now is what a loop reads: used.
+    model, version = _production_model("lstm", store, Settings(), history, now=end - 10.0)
+    assert (model.name, version) == ("lstm", mid)
+    model, version = _production_model("lstm", store, Settings(), history, now=end + 600.0)
+    assert (model.name, version) == ("lstm", mid)
