@@ -422,7 +422,7 @@ class RiskBook:
                 if held is not None and held[2].k:
                     out[i] = self._policy(ref, policy, held[2])
                 continue
-            past = past.before(now)
+            past = past.known_by(now)  # the steps ended by now (no-peeking audit: before() kept a step in progress)
             spec = policy.spec
             cfg = spec.objective.risk_adaptation
             base = spec.objective.slo_risk

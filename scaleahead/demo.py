@@ -48,14 +48,15 @@ DAY_S = 86400.0
 
 
 class TraceHistory:
-    """Demand history from a trace: for every policy, the last ``window_s`` strictly before ``now``."""
+    """Demand history from a trace: for every policy, the steps of the last ``window_s`` that ended
+    by ``now`` (a step in progress at an off-grid ``now`` is not known yet: no-peeking audit)."""
 
     def __init__(self, series: Series, window_s: float = DAY_S + 3600.0) -> None:
         self.series = series
         self.window_s = window_s
 
     def read(self, policies: Sequence[Policy], now: float) -> Mapping[WorkloadRef, Series]:
-        part = self.series.between(now - self.window_s, now)
+        part = self.series.known_by(now).between(now - self.window_s, now)
         return {p.workload: part for p in policies}
 
 

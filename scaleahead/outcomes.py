@@ -79,13 +79,15 @@ def bucket_of(t: float) -> float:
 
 
 def fresh_demand(series: Series | None, now: float, interval_s: float) -> float | None:
-    """The newest finite sample of ``series`` at or before ``now`` if it is at most
-    ``FRESH_STEPS`` control intervals (or history steps) old, else None."""
+    """The newest finite sample of ``series`` whose step ended by ``now`` (``Series.known_by``) if it
+    is at most ``FRESH_STEPS`` control intervals (or history steps) old, else None. Until 2026-12-07
+    a sample stamped at ``now``, whose step had only begun, was read too (no-peeking audit; the
+    loop's history sources hold none, so no measurement changed)."""
     if series is None or len(series) == 0:
         return None
     limit = FRESH_STEPS * max(interval_s, series.step_s)
     # only the samples at most ``limit`` old (the history holds a day or more: 8,640+ per workload)
-    stop = min(len(series), int(math.floor((now - series.start) / series.step_s + 1e-9)) + 1)
+    stop = min(len(series), int(math.floor((now - series.start) / series.step_s + 1e-9)))
     first = max(0, int(math.ceil((now - limit - series.start) / series.step_s - 1e-9)))
     if stop <= first:
         return None

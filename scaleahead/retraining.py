@@ -105,7 +105,7 @@ def _usable(
     cut: list[Series] = []
     left_out: list[dict[str, str]] = []
     for ref, whole in history.items():
-        s = whole.before(now)
+        s = whole.known_by(now)  # the steps ended by now
         if len(s) == 0 or np.isfinite(s.values).sum() < 2:
             left_out.append(
                 {"workload": ref.key, "reason": "no_data", "detail": "fewer than 2 observed values in the window."}

@@ -116,7 +116,7 @@ class WarmBudgetBook:
             past = history.get(policy.workload)
             if past is None:
                 continue
-            past = past.before(now)
+            past = past.known_by(now)  # the steps ended by now
             key = budget_key(policy, past.step_s)
             if key is not None and len(past) and np.isfinite(past.values).any():
                 groups.setdefault(key, []).append((i, policy, past))

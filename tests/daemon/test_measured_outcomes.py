@@ -399,3 +399,15 @@ def test_a_slow_cycle_stands_for_the_time_it_took() -> None:
     (sums,) = book.sums.values()
     assert sums.steps == 6 and sums.seconds == pytest.approx(10.0 + 4 * 13.0 + 30.0)
     assert sums.demand_seconds == pytest.approx(4.0 * sums.seconds)
+
+
+def test_fresh_demand_reads_only_steps_that_ended_by_now() -> None:
+    # A sample covers its step from its timestamp on: the one stamped at now (step [now, now + 10))
+    # has only begun. Until 2026-12-07 it was read (no-peeking audit).
+    from scaleahead.outcomes import fresh_demand
+
+    now = 10_000.0
+    s = Series("d", now - 30.0, 10.0, np.array([1.0, 2.0, 3.0, 999.0]))  # the last stamped at now
+    assert fresh_demand(s, now, 10.0) == 3.0
+    assert fresh_demand(s, now + 5.0, 10.0) == 3.0  # [now, now + 10) still in progress
+    assert fresh_demand(s, now + 10.0, 10.0) == 999.0

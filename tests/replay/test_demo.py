@@ -64,3 +64,21 @@ def test_a_demo_asked_for_more_hours_than_the_test_period_says_so(tmp_path: Path
     text = " ".join(proc.stdout.split())
     assert "holds only 24 h; replayed all of it, not the 48 h asked for" in text
     assert "1,440 cycles of 60 s" in text
+
+
+def test_the_demo_history_holds_only_steps_that_ended_by_now() -> None:
+    # At an off-grid now the step in progress is not known yet (no-peeking audit): the demo's
+    # history stopped at the step ending after now.
+    from scaleahead.demo import TraceHistory
+    from scaleahead.policy import parse_policies
+    from scaleahead.types import Series
+
+    pols = parse_policies(
+        "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\nmetadata: {name: web}\n"
+        "spec: {target: {name: web}, demand: {query: q}, capacityPerReplica: 1}\n"
+    )
+    series = Series("d", 0.0, 10.0, np.arange(100, dtype=float))
+    (part,) = TraceHistory(series, window_s=60.0).read(pols, 505.0).values()
+    assert part.values.tolist() == [45.0, 46.0, 47.0, 48.0, 49.0]  # steps [450, 460) .. [490, 500)
+    (part,) = TraceHistory(series, window_s=60.0).read(pols, 500.0).values()
+    assert part.values.tolist() == [44.0, 45.0, 46.0, 47.0, 48.0, 49.0]
