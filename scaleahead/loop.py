@@ -38,7 +38,16 @@ from scaleahead.clock import Clock
 from scaleahead.observed import aligned_counts, demand_trends, last_active_at, last_finite, observed_demand
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
-from scaleahead.types import ClusterState, Forecast, InvocationForecast, Plan, Series, WorkloadRef, WorkloadState
+from scaleahead.types import (
+    ClusterState,
+    Forecast,
+    InvocationForecast,
+    MovePod,
+    Plan,
+    Series,
+    WorkloadRef,
+    WorkloadState,
+)
 from scaleahead.unread import UnreadBook
 from scaleahead.warm_budgets import WarmBudgetBook
 from storage import Store
@@ -393,7 +402,7 @@ def invocation_forecasts(
     ]
     by_step: dict[float, list[tuple[WorkloadRef, Series]]] = {}
     for ref in refs:
-        past = history[ref].before(now)
+        past = history[ref].known_by(now)  # the steps ended by now
         if len(past) and np.isfinite(past.values).any():
             by_step.setdefault(past.step_s, []).append((ref, past))
     out: dict[WorkloadRef, InvocationForecast] = {}
@@ -523,7 +532,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         for ref, pol in zip(refs, policy_table(deps.policies).policies, strict=True):
             if ref not in history or (pol.spec.workload_class == WorkloadClass.FUNCTION and pol.spec.warm_pool.enabled):
                 continue  # a warm-pool function is planned from its invocation forecast (below)
-            if not np.isfinite(history[ref].before(now).values).any():
+            if not np.isfinite(history[ref].known_by(now).values).any():
                 # No usable value: one such workload must not send the whole batch one by one.
                 errors[ref.key] = "forecast: no usable history before now"
                 continue
@@ -531,10 +540,10 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             item_policies.append(pol)
         if items and getattr(deps.forecaster, "needs_fit", False):  # duck-typed wrappers have none
             # A baseline started without history (Prometheus down at start-up): fit it on the first
-            # history there is, strictly before now. If that is still too short, the forecasts fail
+            # history there is, the steps ended by now. If that is still too short, the forecasts fail
             # below with the reason and the policies' fallbacks apply; the next cycle tries again.
             try:
-                deps.forecaster.fit([s.before(now) for _, s in items])
+                deps.forecaster.fit([s.known_by(now) for _, s in items])
             except Exception as exc:  # noqa: BLE001 - unfitted: no forecasts, the fallbacks apply
                 log.warning("fitting %s on this cycle's history failed: %s", deps.forecaster.name, exc)
                 errors["forecast_fit"] = f"fitting {deps.forecaster.name} on this cycle's history failed: {exc}"
@@ -550,6 +559,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
         if items and "forecast_fit" not in errors:  # an unfitted model would fail every series, one by one
             forecast_by_step(deps.forecaster, items, now, settings.forecast.horizon_s, forecasts, errors)
     shadow: dict[WorkloadRef, Forecast] = {}
+    shadow_versions: set[int | None] = set()  # the shadow challengers' model versions
     versions: dict[WorkloadRef, int | None] = {}  # forecasts not made by production's version
     running = [(deps.rollout, deps.challenger)] if deps.rollout is not None and deps.challenger is not None else []
     running += list(deps.trials)
@@ -568,6 +578,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             errors.update({f"challenger:{key}": why for key, why in challenger_errors.items()})
         if rollout.mode == "shadow":
             shadow.update(challenger)
+            if challenger:
+                shadow_versions.add(rollout.challenger_version)
             continue
         for ref, fc in challenger.items():
             if rollout.arm(ref.key) == "challenger":
@@ -663,8 +675,17 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 capacity=held.capacity,
                 warm_memory_budget_mb=held.warm_memory_budget_mb,
             )
-            if deps.store is not None:
-                deps.store.record_plan(shadow_plan, source="shadow", state="dry-run")
+            # Journaled: the challenger's changes only, for the workloads it forecast, under source
+            # "shadow" with a note naming its version (loop reasons audit: every workload's plan,
+            # no-ops included, read as plain dry-run rows of no model).
+            mine = tuple(a for a in shadow_plan.changes if not isinstance(a, MovePod) and a.workload in shadow)
+            if deps.store is not None and mine:
+                named = ", ".join(str(v) for v in sorted(v for v in shadow_versions if v is not None)) or "unregistered"
+                note = f"shadow rollout: the challenger's plan (model version {named}); never applied"
+                fallbacks = {ref: mode for ref, mode in shadow_plan.fallbacks.items() if ref in shadow}
+                deps.store.record_plan(
+                    Plan(shadow_plan.created_at, mine, fallbacks, (note,)), source="shadow", state="dry-run"
+                )
     plan_id = None
     action_ids: list[int] = []
     with timer.phase("record"):

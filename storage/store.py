@@ -212,6 +212,9 @@ class StoredAction:
     updated_at: float
     #: The reason's numbers as journaled (``reason_details``); a pod move's include ``pod_uid``.
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: Who made its plan (``plans.source``): ``loop``, ``shadow`` (a shadow rollout's challenger,
+    #: never applied), ``cli-plan`` (``scaleahead plan``), ``actuator``, ...
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1451,12 +1454,21 @@ class Store:
         limit: int = 1000,
         target: str | None = None,
         since: float | None = None,
+        source: str | None = None,
     ) -> list[StoredAction]:
         """The newest ``limit`` journaled actions, newest first; optionally of one plan, one state,
         one ``target`` (the action's full target, ``Deployment/shop/checkout``, or ``shop/checkout``
-        for any of ``TARGET_KINDS``), or last updated at or after ``since`` (epoch s)."""
+        for any of ``TARGET_KINDS``), last updated at or after ``since`` (epoch s), or of plans from
+        one ``source`` (``StoredAction.source``)."""
         with self.session() as s:
-            q = select(ActionRow).order_by(ActionRow.id.desc()).limit(limit)
+            q = (
+                select(ActionRow, PlanRow.source)
+                .join(PlanRow, PlanRow.id == ActionRow.plan_id)
+                .order_by(ActionRow.id.desc())
+                .limit(limit)
+            )
+            if source is not None:
+                q = q.where(PlanRow.source == source)
             if plan_id is not None:
                 q = q.where(ActionRow.plan_id == plan_id)
             if state is not None:
@@ -1479,8 +1491,9 @@ class Store:
                     r.outcome,
                     r.updated_at,
                     dict(r.reason_details or {}),
+                    src,
                 )
-                for r in s.scalars(q)
+                for r, src in s.execute(q).tuples()
             ]
 
     # -- fields the actuator manages (human-edit detection) ---------------------------------------

@@ -285,6 +285,17 @@ def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Pa
     assert out.splitlines()[0].count("┳") == 8  # nine columns; each reason follows the table, whole
     assert any(line.endswith("(forecast): scale shop/web 2 -> 6: p90 forecast") for line in out.splitlines()), out
     assert not any(len(line) > 200 for line in out.splitlines())
+    # A shadow challenger's dry run says whose it is, and --source picks a source's plans.
+    why = Reason("forecast", "scale shop/web 2 -> 9: p90 forecast")
+    _, (aid,) = store.record_plan(Plan(1030.0, (ScaleTo(web, 2, 9, why),)), "shadow", state="dry-run")
+    code, out, err = cli("actuator", "journal", "--db", url, "--source", "shadow", "--output", "json")
+    assert code == 0, err
+    assert [(r["id"], r["to"], r["state"], r["source"]) for r in json.loads(out)] == [(aid, 9, "dry-run", "shadow")]
+    code, out, err = cli("actuator", "journal", "--db", url)
+    assert code == 0, err
+    assert "dry-run (shadow)" in out and "applied (test)" in out
+    code, out, err = cli("actuator", "journal", "--db", url, "--source", "loop")
+    assert code == 0 and "no journaled action matches" in out, out
     code, out, err = cli("actuator", "journal", "--db", url, "--workload", "web")
     assert code == 2 and "is not NAMESPACE/NAME" in err
     code, out, err = cli("actuator", "journal", "--db", url, "--since", "yesterday")

@@ -200,6 +200,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 help="Only actions last updated at or after this time (ISO-8601, UTC if no zone, or epoch s)."
             ),
         ] = None,
+        source: Annotated[
+            str | None,
+            typer.Option(
+                help="Only the actions of plans from this source: loop (the control loop), shadow (a shadow "
+                "rollout's challenger, never applied), cli-plan (scaleahead plan), actuator."
+            ),
+        ] = None,
         reasons: Annotated[bool, typer.Option("--reasons", help="Add each action's reason (the sentence).")] = False,
         output: OutputOpt = "table",
     ) -> None:
@@ -218,7 +225,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "For example --workload shop/checkout or --workload Deployment/shop/checkout.",
             )
         after = parse_time(since, "--since") if since is not None else None
-        rows = Store(db, create=False).actions(state=state, limit=limit, target=workload, since=after)
+        rows = Store(db, create=False).actions(state=state, limit=limit, target=workload, since=after, source=source)
         if output == "json":
             print(
                 json_text(
@@ -234,6 +241,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                             "outcome": a.outcome,
                             "reason_code": a.reason_code,
                             "reason": a.reason,
+                            "source": a.source,
                             "updated_at": iso(a.updated_at),
                         }
                         for a in rows
@@ -249,10 +257,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             table.add_column(col, overflow="fold", no_wrap=col not in ("target", "outcome"))
         for a in rows:
             cells = [str(a.id), str(a.plan_id), iso(a.updated_at), a.kind, a.target, a.from_value, a.to_value]
-            table.add_row(*cells, a.state, escape(a.outcome))
+            # A plan not the loop's says whose it is: a shadow challenger's dry run is not one of
+            # `run --dry-run` (loop reasons audit: both read "dry-run").
+            st = a.state if a.source in ("loop", "actuator", "") else f"{a.state} ({a.source})"
+            table.add_row(*cells, st, escape(a.outcome))
         console.print(table)
         if reasons:
             for a in rows:
                 console.print(f"{a.id} ({a.reason_code}): {a.reason}", markup=False, highlight=False, soft_wrap=True)
-        if not rows and (workload or since or state):
+        if not rows and (workload or since or state or source):
             console.print("no journaled action matches (the filters are exact; --workload shop/checkout)")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from kubeemu import DEPLOYMENTS, deployment, policy
+from sqlalchemy import select
 
 from actuator.applying import Actuator
 from actuator.kubernetes import KubernetesTarget
@@ -12,6 +15,7 @@ from scaleahead.loop import Deps, run_once
 from scaleahead.settings import Settings
 from scaleahead.types import Series
 from storage import Store
+from storage.schema import PlanRow
 
 T0 = 1_700_000_000.0
 
@@ -64,7 +68,7 @@ class Scaled:
         return [self.forecast(ref, series, origin, steps) for ref, series in items]
 
 
-def _deps(kube, store, rollout):
+def _deps(kube, store, rollout, version=None):
     from actuator.rollouts import RolloutView
 
     pols = [policy(max_replicas=100)]
@@ -73,14 +77,15 @@ def _deps(kube, store, rollout):
     model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
     return Deps(
         RisingDemand(), model, target, store, pols, actuator=Actuator(target, store, pols),
-        rollout=RolloutView(*rollout), challenger=Scaled(model, 2.0),
+        rollout=RolloutView(*rollout, challenger_version=version), challenger=Scaled(model, 2.0),
     )  # fmt: skip
 
 
 def test_in_shadow_mode_the_challenger_plans_without_acting(kube, tmp_path):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     store = Store(f"sqlite:///{tmp_path / 'shadow.db'}")
-    report = run_once(_deps(kube, store, ("shadow", 0.0, "s")), Settings(), T0)
+    version = store.register_model("scaled", "naive", status="candidate")
+    report = run_once(_deps(kube, store, ("shadow", 0.0, "s"), version), Settings(), T0)
     acted = kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"]
     assert report.shadow_plan is not None
     shadow_to = report.shadow_plan.actions[0].to_replicas
@@ -88,6 +93,27 @@ def test_in_shadow_mode_the_challenger_plans_without_acting(kube, tmp_path):
     assert report.plan.actions[0].to_replicas == acted
     shadow_rows = [a for a in store.actions() if a.state == "dry-run"]
     assert [int(a.to_value) for a in shadow_rows] == [shadow_to]
+    # The journal says whose plan it was (loop reasons audit: it read as a plain dry run), and its
+    # plan names the challenger's version.
+    assert [a.source for a in shadow_rows] == ["shadow"]
+    assert [a.id for a in store.actions(source="shadow")] == [shadow_rows[0].id]
+    assert all(a.source == "loop" for a in store.actions(source="loop"))
+    with store.session() as session:
+        notes = session.scalars(select(PlanRow.notes).where(PlanRow.source == "shadow")).all()
+    assert notes == [{"notes": [f"shadow rollout: the challenger's plan (model version {version}); never applied"]}]
+
+
+def test_a_shadow_challenger_that_would_change_nothing_journals_nothing(kube, tmp_path):
+    # Its plan holds the current count: no row (they were journaled as dry runs, unlike the loop's
+    # no-ops).
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    store = Store(f"sqlite:///{tmp_path / 'same.db'}")
+    deps = _deps(kube, store, ("shadow", 0.0, "s"))
+    planned = run_once(replace(deps, store=None), Settings(), T0, dry_run=True).plan.actions[0].to_replicas
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(planned))
+    report = run_once(replace(deps, challenger=deps.forecaster), Settings(), T0)
+    assert report.shadow_plan is not None and report.shadow_plan.actions[0].is_noop
+    assert store.actions(source="shadow") == []
 
 
 def test_a_canary_at_full_share_lets_the_challenger_drive_the_workload(kube, tmp_path):
