@@ -470,8 +470,13 @@ def allocate_pools(
     namespace_resources: Mapping[str, Mapping[str, int]] | None = None,
     outside: frozenset[WorkloadRef] = frozenset(),
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
+    scope: str = "",
 ) -> tuple[list[Grant], list[str]]:
     """``_allocate_pools_once``, and what a later pool cut handed back to the tenant quotas.
+
+    ``scope``: what ``capacity`` is a part of, put before its pools' names in the reasons and
+    notes (``run --shard 2/3``: "shard 2/3's part of the ", so "shard 2/3's part of the cluster
+    capacity 12 is short ..."; loop reasons audit: a shard's part read as the cluster's capacity).
 
     The pools are applied in one order (tenant quotas first). When a later pool (a namespace
     quota, the cluster) cuts a workload below what its tenant quota granted it, that share of the
@@ -481,7 +486,7 @@ def allocate_pools(
     """
     tenants = {t: q for t, q in capacity.items() if t != CLUSTER}
     grants, by_pool, first = _allocate_pools_once(
-        claims, capacity, namespace_pods, namespace_resources, outside, members
+        claims, capacity, namespace_pods, namespace_resources, outside, members, scope=scope
     )
     notes = list(by_pool.values())
     if not tenants or not (namespace_pods or namespace_resources or CLUSTER in capacity):
@@ -506,7 +511,7 @@ def allocate_pools(
             held[i] = grants[i]
         capped = [replace(c, want=held[i].granted) if i in held else c for i, c in enumerate(claims)]
         again, more, first = _allocate_pools_once(
-            capped, capacity, namespace_pods, namespace_resources, outside, members, wants
+            capped, capacity, namespace_pods, namespace_resources, outside, members, wants, scope
         )
         grants = [
             Grant(claims[i], g.granted, "; ".join(x for x in (held[i].why, g.why) if x))
@@ -530,6 +535,7 @@ def _allocate_pools_once(
     outside: frozenset[WorkloadRef] = frozenset(),
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
     asked: Sequence[int] | None = None,
+    scope: str = "",
 ) -> tuple[list[Grant], dict[str, str], list[int]]:
     """Apply tenant quotas (``capacity`` keys = tenant names), the pod, CPU and memory quotas of
     scoped ResourceQuotas (``members``), then of namespaces, then the cluster.
@@ -560,12 +566,12 @@ def _allocate_pools_once(
         idx = by_tenant_idx.get(tenant, [])
         if not idx:
             continue
-        wanted, cut = _share_pool(claims, grants, idx, quota, f"tenant {tenant} quota")
+        wanted, cut = _share_pool(claims, grants, idx, quota, f"{scope}tenant {tenant} quota")
         if wanted > quota:
             if asked is not None:
                 wanted = sum(asked[i] for i in idx)
             notes[f"tenant:{tenant}"] = (
-                f"tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
+                f"{scope}tenant {tenant} quota {quota} is short of the {wanted} replicas its workloads want: "
                 f"{len(cut)} of them get less{_mixed_fairness(claims, idx)}"
             )
     after_tenants = [g.granted for g in grants]
@@ -624,7 +630,7 @@ def _allocate_pools_once(
                 share_resources(ns, amounts)
     if CLUSTER in capacity:
         cap = capacity[CLUSTER]
-        wanted, _ = _share_pool(claims, grants, range(len(claims)), cap, "cluster capacity")
+        wanted, _ = _share_pool(claims, grants, range(len(claims)), cap, f"{scope}cluster capacity")
         if wanted > cap:
             by_tenant: dict[str, list[int]] = defaultdict(lambda: [0, 0])
             for i, (c, g) in enumerate(zip(claims, grants, strict=True)):
@@ -632,7 +638,7 @@ def _allocate_pools_once(
                 by_tenant[c.tenant][1] += asked[i] if asked is not None else max(c.want, 0)
             parts = ", ".join(f"{t} {got}/{want}" for t, (got, want) in sorted(by_tenant.items()))
             notes["cluster"] = (
-                f"cluster capacity {cap} is short of the {wanted} replicas wanted; got/wanted by tenant: {parts}"
+                f"{scope}cluster capacity {cap} is short of the {wanted} replicas wanted; got/wanted by tenant: {parts}"
                 f"{_mixed_fairness(claims, range(len(claims)))}"
             )
     return grants, notes, after_tenants

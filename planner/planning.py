@@ -46,6 +46,7 @@ def plan(
     invocations: Mapping[WorkloadRef, InvocationForecast] | None = None,
     capacity: Mapping[str, int] | None = None,
     warm_memory_budget_mb: float | None = None,
+    capacity_scope: str = "",
 ) -> Plan:
     """Decide actions for every policy's workload. Pure: no I/O, no clock.
 
@@ -66,6 +67,8 @@ def plan(
             ``"*"`` (the whole cluster). None: no limit. The namespaces' pod quotas
             (``state.pod_quotas``) are shared the same way, after the tenant quotas.
         warm_memory_budget_mb: total memory all warm pools may hold together. None: no limit.
+        capacity_scope: what ``capacity`` is a part of, before its pools' names in the reasons
+            (``run --shard 2/3``: "shard 2/3's part of the "); "" for the whole.
     """
     fallbacks: dict[WorkloadRef, str] = {}
     table = policy_table(policies)  # built once per set of policy objects (planner/table.py)
@@ -125,6 +128,7 @@ def plan(
             table.ref_set,
             state.quota_members,
             state.pods_running,
+            capacity_scope,
         )
         notes.extend(fair_notes)
     if max_moves > 0:
@@ -245,6 +249,7 @@ def _share_capacity(
     planned: frozenset[WorkloadRef] = frozenset(),
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
     running: Mapping[WorkloadRef, int] | None = None,
+    scope: str = "",
 ) -> tuple[list[Action], list[str]]:
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
 
@@ -275,7 +280,7 @@ def _share_capacity(
         if outside and not _is_short(actions, specs, slots, *pools, outside):
             return actions, []
     with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
-        return _cut_to_shares(actions, specs, slots, *pools, outside, running or {})
+        return _cut_to_shares(actions, specs, slots, *pools, outside, running or {}, scope)
 
 
 def _is_short(
@@ -353,6 +358,7 @@ def _cut_to_shares(
     members: Mapping[str, frozenset[WorkloadRef]],
     outside: frozenset[WorkloadRef] = frozenset(),
     running: Mapping[WorkloadRef, int] | None = None,
+    scope: str = "",
 ) -> tuple[list[Action], list[str]]:
     claims = []
     for i in slots:
@@ -376,7 +382,7 @@ def _cut_to_shares(
                 keep,
             )
         )
-    grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources, outside, members)
+    grants, notes = allocate_pools(claims, capacity, namespace_pods, namespace_resources, outside, members, scope)
     out = list(actions)
     reasons = _SharedReasons()
     for i, g in zip(slots, grants, strict=True):

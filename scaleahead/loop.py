@@ -288,6 +288,9 @@ class Deps:
     rebalance: RebalanceClock = field(default_factory=RebalanceClock)
     #: Each workload's pods as last read, held against the shared limits while it cannot be read.
     unread: UnreadBook = field(default_factory=UnreadBook)
+    #: What ``loop.capacity`` is a part of, for the reasons (``run --shard 1/3``: "shard 1/3's part
+    #: of the "; ``planner.plan``'s ``capacity_scope``); "" when it is the whole.
+    capacity_scope: str = ""
 
 
 @dataclass
@@ -655,6 +658,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             invocations=invocations,
             capacity=held.capacity,
             warm_memory_budget_mb=held.warm_memory_budget_mb,
+            capacity_scope=deps.capacity_scope,
         )
         if moves:
             deps.rebalance.done(now)
@@ -674,6 +678,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 invocations=invocations,  # without them every warm pool was in fallback in the shadow plan
                 capacity=held.capacity,
                 warm_memory_budget_mb=held.warm_memory_budget_mb,
+                capacity_scope=deps.capacity_scope,
             )
             # Journaled: the challenger's changes only, for the workloads it forecast, under source
             # "shadow" with a note naming its version (loop reasons audit: every workload's plan,

@@ -883,6 +883,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             from scaleahead.sharding import shard_of
 
             deps.risk = RiskBook(owns=lambda key: shard_of(key, count) == index)
+            deps.capacity_scope = f"shard {index}/{count}'s part of the "  # what its capacity is
         daemon = Daemon(
             deps,
             settings,
