@@ -233,9 +233,15 @@ def _objective(spec: PolicySpec) -> str:
     obj = spec.objective
     if obj.slo_risk <= 0:
         return "the objective weighs only cost, so the median"
+    own = obj._slo_risk_policy
+    adapted = (
+        f" (sloRisk {_fmt(obj.slo_risk)}: the policy's {_fmt(own)} x{obj.slo_risk / own:.3g} by the risk adaptation)"
+        if own is not None and own > 0
+        else ""
+    )
     return (
         f"where one more replica stops paying for itself, a second short weighing "
-        f"{_fmt(obj.slo_risk / obj.cost) if obj.cost > 0 else 'infinitely many'} replica-seconds"
+        f"{_fmt(obj.slo_risk / obj.cost) if obj.cost > 0 else 'infinitely many'} replica-seconds{adapted}"
     )
 
 

@@ -287,9 +287,13 @@ class RiskAdapter:
 
 
 def with_slo_risk(policy: Policy, slo_risk: float) -> Policy:
-    """A copy of ``policy`` whose ``objective.sloRisk`` is ``slo_risk`` (the rest unchanged)."""
+    """A copy of ``policy`` whose ``objective.sloRisk`` is ``slo_risk`` (the rest unchanged); when
+    that differs from the policy's, the objective remembers the policy's own, for the reasons."""
     spec = policy.spec
     objective = spec.objective.model_copy(update={"slo_risk": float(slo_risk)})
+    if float(slo_risk) != spec.objective.slo_risk:
+        own = spec.objective._slo_risk_policy
+        objective._slo_risk_policy = spec.objective.slo_risk if own is None else own
     return policy.model_copy(update={"spec": spec.model_copy(update={"objective": objective})})
 
 

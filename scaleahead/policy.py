@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -481,6 +490,10 @@ class Objective(_Model):
         "workloads' policies.",
     )
     risk_adaptation: RiskAdaptation = Field(default_factory=RiskAdaptation)  # type: ignore[arg-type]
+    #: The policy's own sloRisk when ``slo_risk`` is the risk adaptation's (``planner.risk.with_slo_risk``),
+    #: so that a reason can say so; None for a policy as written. Not a field: not in the CRD or
+    #: any file.
+    _slo_risk_policy: float | None = PrivateAttr(default=None)
 
 
 class PolicySpec(_Model):

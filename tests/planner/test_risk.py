@@ -344,3 +344,35 @@ def test_a_failed_write_of_the_step_is_retried(alibaba_day: Series, tmp_path: Pa
     assert "risk" not in report.errors and report.slo_risk[ref] == 3.75
     assert store.risk_factors() == {ref.key: 1}  # the write that had failed is made
     store.close()
+
+
+def test_a_decision_at_an_adapted_slo_risk_says_so_and_names_the_policys_own() -> None:
+    # Until 2026-12-07 a reason said "a second short weighing 200 replica-seconds" while the policy
+    # said 80, and only the plan note of the cycle the factor changed told why (loop reasons audit).
+    from planner import plan
+    from planner.replicas import decide_replicas
+
+    (pol,) = parse_policies(
+        "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\nmetadata: {name: web, namespace: shop}\n"
+        "spec: {target: {name: web}, demand: {query: q}, capacityPerReplica: 10}\n"
+    )
+    now = 1_000_000.0
+    base = np.full(90, 100.0)
+    from scaleahead.types import Forecast
+
+    fc = Forecast(pol.workload, now - 5, 10.0, {0.5: base * 0.8, 0.9: base, 0.99: base * 1.2})
+    ws = WorkloadState(pol.workload, 2, 2, 100.0, now - 5)
+    adapted = with_slo_risk(pol, 200.0)
+    twice = with_slo_risk(adapted, 400.0)
+    for p, text in (
+        (adapted, "weighing 200 replica-seconds (sloRisk 200: the policy's 80 x2.5 by the risk adaptation)"),
+        (twice, "weighing 400 replica-seconds (sloRisk 400: the policy's 80 x5 by the risk adaptation)"),
+    ):
+        ref = decide_replicas(p.workload, p.spec, ws, fc, now).action.reason.message
+        assert text in ref, ref
+        out = plan({p.workload: fc}, ClusterState({p.workload: ws}), [p], now)
+        assert out.actions[0].reason.message == ref  # the batch path words it alike
+    own = decide_replicas(pol.workload, pol.spec, ws, fc, now).action.reason.message
+    assert "weighing 80 replica-seconds)" in own and "risk adaptation" not in own
+    # Unchanged, it is the policy as written (equal to it).
+    assert with_slo_risk(pol, 80.0) == pol
