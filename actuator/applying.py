@@ -95,6 +95,20 @@ def parse_intent(version: str) -> tuple[int, str] | None:
         return None
 
 
+#: What reconciliation cannot tell of a pod move found done: pod moves are journaled with no
+#: write-ahead intent (a field write has one), so whether scaleahead's eviction did it is unknown.
+_NO_MOVE_INTENT = "scaleahead's eviction before the restart or someone else's (pod moves record no write-ahead intent)"
+
+
+def _where_now(action: MovePod, live: LiveObject) -> str:
+    """Where a moved pod is, from its live read's facts (``spec.nodeName`` reads 1/0: on the from node)."""
+    if live.fact("recreated"):
+        return "a pod re-created under its name is not the planned one"
+    if live.fact("terminating"):
+        return "terminating"
+    return f"on {action.to_node}, the planned node" if live.fact("on_to_node") else "on another node than planned"
+
+
 class Actuator:
     """Applies plans to a ``LiveTarget`` with the safety layer and the journal.
 
@@ -1057,10 +1071,9 @@ class Actuator:
                     msg = exc.message if isinstance(exc, ActuationError) else str(exc)
                     state, reason = "skipped", f"reconciled after restart: cannot read the object ({msg})"
                     if row.kind == "MovePod" and isinstance(exc, ActuationError) and exc.status == 404:
-                        state, reason = (
-                            "applied",
-                            "reconciled after restart: the pod is gone (evicted before the restart)",
-                        )
+                        # The move's aim holds; who removed the pod is not known (loop reasons audit:
+                        # "evicted before the restart" was said of a pod someone else deleted).
+                        state, reason = "applied", f"reconciled after restart: the pod is gone; {_NO_MOVE_INTENT}"
                     elif (
                         isinstance(exc, ActuationError)
                         and exc.outcome == "failed"
@@ -1115,6 +1128,12 @@ class Actuator:
                             "scaleahead recorded no write of it before the restart (someone else's change, or "
                             "the value was there already); the next plan decides again"
                         )
+                    elif moved and isinstance(action, MovePod):
+                        state = "applied"
+                        reason = (
+                            f"reconciled after restart: pod {action.namespace}/{action.pod} is no longer on "
+                            f"{action.from_node} ({_where_now(action, live)}); {_NO_MOVE_INTENT}"
+                        )
                     elif moved:
                         state = "applied"
                         reason = (
@@ -1126,8 +1145,13 @@ class Actuator:
                             )
                     else:
                         state = "skipped"
+                        was = (
+                            f"pod {action.namespace}/{action.pod} is still on {action.from_node}"
+                            if isinstance(action, MovePod)
+                            else f"{live.field}={live.value}"
+                        )
                         reason = (
-                            f"reconciled after restart: not applied before the restart ({live.field}={live.value}); "
+                            f"reconciled after restart: not applied before the restart ({was}); "
                             "the next plan decides again"
                         )
                 settle(row.id, state, reason)

@@ -548,7 +548,44 @@ def test_a_bare_pod_is_copied_before_it_is_evicted_so_a_failure_never_loses_it(k
     (aid,) = store.record_plan(Plan(NOW, (move,)), source="loop", state="planned")[1]
     target = KubernetesTarget(kube.api_client(), [], timeout_s=2.0)
     done = {i: (state, why) for i, state, why in Actuator(target, store, []).reconcile(NOW + 30)}
-    assert done[aid] == ("applied", "reconciled after restart: the pod is gone (evicted before the restart)")
+    # (until 2026-12-07 it said "evicted before the restart", also of a pod someone else deleted)
+    assert done[aid] == (
+        "applied",
+        "reconciled after restart: the pod is gone; scaleahead's eviction before the restart or someone else's "
+        "(pod moves record no write-ahead intent)",
+    )
+    store.close()
+
+
+def test_reconcile_says_where_a_moved_pod_is_and_does_not_claim_the_eviction(kube, tmp_path):
+    # Journaled moves, then the process died before any eviction; someone else moved one pod and
+    # left one. Until 2026-12-07 these read "shows the change (spec.nodeName=0)" and "not applied
+    # (spec.nodeName=1)": the field is a flag, not a node (loop reasons audit).
+    from storage import Store
+
+    kube.cluster.put(PODS, "default", "moved", _pod("n2", owned=False))
+    kube.cluster.put(PODS, "default", "elsewhere", _pod("n3", owned=False))
+    kube.cluster.put(PODS, "default", "same", _pod("n1", owned=False))
+    moves = tuple(MovePod("default", p, "n1", "n2", R) for p in ("moved", "elsewhere", "same"))
+    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+    ids = store.record_plan(Plan(NOW, moves), source="loop", state="planned")[1]
+    target = KubernetesTarget(kube.api_client(), [], timeout_s=2.0)
+    done = {i: (state, why) for i, state, why in Actuator(target, store, []).reconcile(NOW + 30)}
+    tail = "scaleahead's eviction before the restart or someone else's (pod moves record no write-ahead intent)"
+    assert done[ids[0]] == (
+        "applied",
+        f"reconciled after restart: pod default/moved is no longer on n1 (on n2, the planned node); {tail}",
+    )
+    assert done[ids[1]] == (
+        "applied",
+        f"reconciled after restart: pod default/elsewhere is no longer on n1 (on another node than planned); {tail}",
+    )
+    assert done[ids[2]] == (
+        "skipped",
+        "reconciled after restart: not applied before the restart (pod default/same is still on n1); "
+        "the next plan decides again",
+    )
+    assert not [w for w in kube.cluster.writes() if w[1].endswith("/eviction")]
     store.close()
 
 
