@@ -358,8 +358,8 @@ def decide_canary(
         return Decision(
             "rollback",
             0.0,
-            f"not shown to be no worse after {inconclusive + 1} windows at {share:.0%} ({'; '.join(open_)}): "
-            "rolled back, the champion being the known-good one",
+            f"not shown to be no worse after {inconclusive + 1} windows at {share:.0%} without a conclusion "
+            f"(this window's: {'; '.join(open_)}): rolled back, the champion being the known-good one",
             summary,
         )
     return Decision(
@@ -399,8 +399,10 @@ def _fallback_rollback(
         "rollback",
         0.0,
         f"the challenger made no forecast in {chal:.1%} of its measured steps at {share:.0%} (the champion in "
-        f"{champ if math.isfinite(champ) else 0.0:.1%}), more than the margin {params.max_violation_increase:g}: its "
-        "arm ran on the champion's forecasts or the policies' fallbacks, so its outcomes are not its own; rolled back",
+        f"{champ if math.isfinite(champ) else 0.0:.1%}): {_fallback_gap(fallback_share) * 100:.3g} points more, above "
+        f"the margin of {params.max_violation_increase * 100:g} points (maxViolationIncrease "
+        f"{params.max_violation_increase:g}): its arm ran on the champion's forecasts or the policies' fallbacks, so "
+        "its outcomes are not its own; rolled back",
         summary,
     )
 

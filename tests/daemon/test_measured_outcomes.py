@@ -364,6 +364,9 @@ def test_a_challenger_that_cannot_forecast_is_rolled_back_not_promoted(daemon_fa
     last = r.results["history"][-1]
     assert last["decision"] == "rollback" and last["reason"].startswith("the challenger made no forecast in")
     assert last["challenger_fallback_share"] > 0.9 and last["champion_fallback_share"] == 0.0
+    # the gap in points against the margin in points (it read "... more than the margin 0.02")
+    gap = (last["challenger_fallback_share"] - last["champion_fallback_share"]) * 100
+    assert f"(the champion in 0.0%): {gap:.3g} points more, above the margin of 2 points" in last["reason"]
 
 
 def test_a_small_group_is_not_taken_for_an_outage(daemon_factory) -> None:  # type: ignore[no-untyped-def]
