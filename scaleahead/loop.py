@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -44,7 +44,10 @@ from scaleahead.types import (
     InvocationForecast,
     MovePod,
     Plan,
+    Reason,
+    ScaleTo,
     Series,
+    SetWarmPool,
     WorkloadRef,
     WorkloadState,
 )
@@ -291,6 +294,21 @@ class Deps:
     #: What ``loop.capacity`` is a part of, for the reasons (``run --shard 1/3``: "shard 1/3's part
     #: of the "; ``planner.plan``'s ``capacity_scope``); "" when it is the whole.
     capacity_scope: str = ""
+
+
+def _on_arm(action: Any, arms: Mapping[WorkloadRef, tuple[str, str, int | None]]) -> Any:
+    """``action`` with its rollout arm, model and version in its reason's details (``arm``,
+    ``model``, ``model_version``) when a challenger's forecast decided it (loop reasons audit: a
+    canary's or A/B test's challenger rows read like the champion's in the journal)."""
+    on = arms.get(action.workload) if isinstance(action, ScaleTo | SetWarmPool) else None
+    if on is None:
+        return action
+    arm, model, version = on
+    extra: dict[str, float | int | str] = {"arm": arm, "model": model}
+    if version is not None:
+        extra["model_version"] = version
+    r = action.reason
+    return replace(action, reason=Reason(r.code, r.message, {**r.details, **extra}))
 
 
 @dataclass
@@ -564,6 +582,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
     shadow: dict[WorkloadRef, Forecast] = {}
     shadow_versions: set[int | None] = set()  # the shadow challengers' model versions
     versions: dict[WorkloadRef, int | None] = {}  # forecasts not made by production's version
+    arms: dict[WorkloadRef, tuple[str, str, int | None]] = {}  # (arm, model, version) of those
     running = [(deps.rollout, deps.challenger)] if deps.rollout is not None and deps.challenger is not None else []
     running += list(deps.trials)
     for rollout, model in running:
@@ -588,6 +607,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             if rollout.arm(ref.key) == "challenger":
                 forecasts[ref] = fc
                 versions[ref] = rollout.challenger_version
+                arms[ref] = (f"{rollout.mode} challenger", model.name, rollout.challenger_version)
     with timer.phase("invocations"):
         try:
             invocations = invocation_forecasts(
@@ -660,6 +680,8 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             warm_memory_budget_mb=held.warm_memory_budget_mb,
             capacity_scope=deps.capacity_scope,
         )
+        if arms:  # a decision made from a challenger's forecast says so in its journaled details
+            plan = Plan(plan.created_at, tuple(_on_arm(a, arms) for a in plan.actions), plan.fallbacks, plan.notes)
         if moves:
             deps.rebalance.done(now)
         learned = (

@@ -291,10 +291,17 @@ def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Pa
     code, out, err = cli("actuator", "journal", "--db", url, "--source", "shadow", "--output", "json")
     assert code == 0, err
     assert [(r["id"], r["to"], r["state"], r["source"]) for r in json.loads(out)] == [(aid, 9, "dry-run", "shadow")]
+    # A rollout challenger's decision names its arm and model (details, and --reasons)
+    why = Reason("forecast", "scale shop/web 2 -> 7: p90 forecast", {"arm": "canary challenger", "model": "lstm"})
+    _, (cid,) = store.record_plan(Plan(1040.0, (ScaleTo(web, 2, 7, why),)), "loop")
+    code, out, err = cli("actuator", "journal", "--db", url, "--output", "json", "--limit", "1")
+    assert code == 0 and json.loads(out)[0]["details"] == {"arm": "canary challenger", "model": "lstm"}, out
+    code, out, err = cli("actuator", "journal", "--db", url, "--reasons", "--limit", "1")
+    assert f"{cid} (forecast; canary challenger lstm): scale shop/web 2 -> 7" in out, out
     code, out, err = cli("actuator", "journal", "--db", url)
     assert code == 0, err
     assert "dry-run (shadow)" in out and "applied (test)" in out
-    code, out, err = cli("actuator", "journal", "--db", url, "--source", "loop")
+    code, out, err = cli("actuator", "journal", "--db", url, "--source", "cli-plan")
     assert code == 0 and "no journaled action matches" in out, out
     code, out, err = cli("actuator", "journal", "--db", url, "--workload", "web")
     assert code == 2 and "is not NAMESPACE/NAME" in err

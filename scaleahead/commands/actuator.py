@@ -242,6 +242,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                             "reason_code": a.reason_code,
                             "reason": a.reason,
                             "source": a.source,
+                            "details": dict(a.details),
                             "updated_at": iso(a.updated_at),
                         }
                         for a in rows
@@ -264,6 +265,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         console.print(table)
         if reasons:
             for a in rows:
-                console.print(f"{a.id} ({a.reason_code}): {a.reason}", markup=False, highlight=False, soft_wrap=True)
+                # a rollout challenger's decision names its arm and model (details ``arm``, ``model``)
+                arm = a.details.get("arm")
+                on = f"; {arm} {a.details.get('model')}" if arm else ""
+                if arm and "model_version" in a.details:
+                    on += f" version {a.details['model_version']}"
+                console.print(
+                    f"{a.id} ({a.reason_code}{on}): {a.reason}", markup=False, highlight=False, soft_wrap=True
+                )
         if not rows and (workload or since or state or source):
             console.print("no journaled action matches (the filters are exact; --workload shop/checkout)")

@@ -123,6 +123,13 @@ def test_a_canary_at_full_share_lets_the_challenger_drive_the_workload(kube, tmp
     report = run_once(_deps(kube, store, ("canary", 1.0, "s")), Settings(), T0)
     assert report.results[0].outcome == "applied"
     assert report.plan.actions[0].to_replicas > champion_only.plan.actions[0].to_replicas
+    # The decision says which arm and model made it, in the plan and the journal (loop reasons
+    # audit part 2: a challenger's rows read like the champion's); the champion's say nothing.
+    details = report.plan.actions[0].reason.details
+    assert (details["arm"], details["model"]) == ("canary challenger", "scaled")
+    (row,) = store.actions()
+    assert (row.details["arm"], row.details["model"]) == ("canary challenger", "scaled")
+    assert "arm" not in champion_only.plan.actions[0].reason.details
 
 
 def test_run_forever_reconciles_the_journal_before_its_first_cycle(kube, tmp_path):
