@@ -327,7 +327,7 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
                 f"cool {a.workload} {a.from_instances} -> 0" if a.from_instances > 0 else f"hold {a.workload} at 0 warm"
             )
             ranked = (
-                "went to functions that avoid more cold starts per MB"
+                "went to functions that avoid more cold starts per MB of the warm pool they want"
                 if math.isfinite(d.probability)
                 else "went first to functions with a forecast (this one has none: its fallback's instances rank last)"
             )

@@ -205,7 +205,7 @@ def test_a_total_budget_prefers_the_cold_starts_avoided_per_mb_over_the_raw_prob
     }
     decisions, _ = plan_warm_pools(items, fcs, NOW, memory_budget_mb=450)
     assert [d.action.to_instances for d in decisions] == [1, 0]
-    assert "avoid more cold starts per MB" in decisions[1].action.reason.message
+    assert "avoid more cold starts per MB of the warm pool they want" in decisions[1].action.reason.message
 
 
 def test_the_reactive_fallback_keeps_the_warm_pool_when_nothing_could_be_observed() -> None:
