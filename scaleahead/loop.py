@@ -734,10 +734,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             # plan.created_at is this cycle's now, when its history was read: the actuator ages the
             # plan from there on its own clock as it checks each action (actuation.max_plan_age_s).
             results = deps.actuator.apply_plan(plan, now, dry_run=dry, action_ids=action_ids if deps.store else None)
+            deps.unread.wrote(results, policies, now)
             return CycleReport(
                 now, plan, forecasts, results, phases, errors, plan_id, shadow_plan, startup, slo_risk, versions, shadow
             )
         results = apply_plan(plan, deps.target, dry_run=dry)
+        deps.unread.wrote(results, policies, now)
     with timer.phase("journal"):
         if deps.store is not None and action_ids:
             changed = [r for r in results if not r.action.is_noop]

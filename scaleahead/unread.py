@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from actuator.base import ActionResult
+from actuator.safety import desired_value
 from planner.fairness import CLUSTER
 from scaleahead.policy import Policy, WorkloadClass
-from scaleahead.types import ClusterState, WorkloadRef
+from scaleahead.types import ClusterState, ScaleTo, SetWarmPool, WorkloadRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,8 @@ class UnreadBook:
     """Each planned workload's pods as last read: ``(replicas, warm instances, time read)``."""
 
     last: dict[WorkloadRef, tuple[int, int, float]] = field(default_factory=dict)
+    #: The workloads whose ``last`` entry is scaleahead's own write since their last read (``wrote``).
+    written: set[WorkloadRef] = field(default_factory=set)
 
     def update(self, state: ClusterState, refs: Sequence[WorkloadRef], now: float) -> None:
         """Remember this cycle's reads; an unread workload keeps its last read. Only ``refs`` (the
@@ -44,9 +48,40 @@ class UnreadBook:
             ws = read.get(ref)
             if ws is not None and ref not in state.unreadable:
                 new[ref] = (max(ws.replicas, 0), max(ws.warm_instances, 0), now)
+                self.written.discard(ref)
             elif ref in old:
                 new[ref] = old[ref]
         self.last = new
+        self.written &= new.keys()
+
+    def wrote(self, results: Sequence[ActionResult], policies: Sequence[Policy], now: float) -> None:
+        """Remember this cycle's own writes as a read right after them would show them: an applied
+        warm-pool size, or replica count of a Deployment or StatefulSet scaled directly (the value
+        written, ``ActionResult.written``). A floor (``mode: floor``'s HPA minReplicas, a Knative
+        Service's min-scale) only raises what runs: a raised one is counted, a lowered one leaves the
+        last read. Without this a workload unreadable the next cycle kept what was read before
+        scaleahead's own write (loop reasons audit: a function cooled 2 -> 0, then unreadable, held
+        2 instances' memory against the budget)."""
+        direct: set[WorkloadRef] | None = None
+        for r in results:
+            a = r.action
+            if r.outcome != "applied" or not isinstance(a, ScaleTo | SetWarmPool):
+                continue
+            old = self.last.get(a.workload)
+            if old is None:
+                continue  # a workload with no policy now is not tracked
+            value = max(r.written if r.written is not None else desired_value(a), 0)
+            self.written.add(a.workload)
+            if isinstance(a, SetWarmPool):
+                self.last[a.workload] = (old[0], value, now)
+                continue
+            if direct is None:
+                direct = {
+                    p.workload
+                    for p in policies
+                    if p.spec.target.mode == "direct" and p.spec.target.kind in ("Deployment", "StatefulSet")
+                }
+            self.last[a.workload] = (value if a.workload in direct else max(old[0], value), old[1], now)
 
     def hold(
         self,
@@ -74,7 +109,13 @@ class UnreadBook:
             if pods <= 0:
                 continue
             what = f"{pods} warm instance{'s' * (pods != 1)}" if function else f"{pods} replica{'s' * (pods != 1)}"
-            since = "as last read" if seen is not None else "its minReplicas: not read since the start"
+            since = (
+                "its minReplicas: not read since the start"
+                if seen is None
+                else "as scaleahead last wrote it"
+                if ref in self.written
+                else "as last read"
+            )
             taken: list[str] = []
             for key in (p.spec.tenant, CLUSTER):
                 if key in cap:

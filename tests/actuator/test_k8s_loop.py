@@ -357,3 +357,28 @@ def test_an_unreadable_workloads_pods_stay_counted_against_the_shared_capacity(k
     again = run_once(fresh, settings, T0 + 800)
     assert kube.cluster.get(DEPLOYMENTS, "default", "web1")["spec"]["replicas"] == 5, again.results
     assert any("its minReplicas: not read since the start" in n for n in again.plan.notes), again.plan.notes
+
+
+def test_an_unreadable_workload_holds_what_scaleahead_wrote_to_it_not_the_read_before(kube, tmp_path):
+    """web0 read at 2 and scaled to 4 in the first cycle, then unreadable: its 4 pods are held
+    (until 2026-12-07 the 2 read before the write, so web1 could take 7 of the 9 and the pods
+    overfill the capacity by 2; loop reasons audit part 2)."""
+    from kubeemu import Fault
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web0", deployment(2, labels={"app": "web0"}))
+    kube.cluster.put(DEPLOYMENTS, "default", "web1", deployment(2, labels={"app": "web1"}))
+    pols = [policy("web0", max_replicas=4, min_replicas=2), policy("web1", max_replicas=50)]
+    target = KubernetesTarget(kube.api_client(), pols, timeout_s=2.0)
+    model = make_model("naive")
+    model.fit([RisingDemand().read(pols, T0)[pols[0].workload]])
+    settings = Settings.model_validate({"loop": {"capacity": {"*": 9}}})
+    deps = Deps(RisingDemand(), model, target, None, pols, actuator=Actuator(target, None, pols))
+    run_once(deps, settings, T0)
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web0")["spec"]["replicas"] == 4
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web1")["spec"]["replicas"] == 5
+    kube.cluster.faults.append(Fault("GET", "/deployments/web0", status=500, times=10_000))
+    report = run_once(deps, settings, T0 + 400)
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web1")["spec"]["replicas"] == 5, report.results
+    assert any("its 4 replicas (as scaleahead last wrote it) stay counted" in n for n in report.plan.notes), (
+        report.plan.notes
+    )

@@ -63,3 +63,41 @@ def test_nothing_is_held_without_a_shared_limit_or_an_unreadable_workload() -> N
     assert book.hold([web], {}, {"*": 10}, None).capacity == {"*": 10}
     held = book.hold([web], {web.workload: "500"}, None, None)
     assert (held.capacity, held.warm_memory_budget_mb, held.notes) == (None, None, ())
+
+
+def test_scaleaheads_own_writes_are_what_an_unreadable_workload_holds() -> None:
+    # Cooled 2 -> 0 by scaleahead, then unreadable: until 2026-12-07 it held the 2 instances read
+    # before the write (loop reasons audit part 2). A direct scale-down counts at once; a floor only
+    # when raised (the HPA may run more than it).
+    from actuator.base import ActionResult
+    from scaleahead.types import Reason, ScaleTo, SetWarmPool
+
+    fn, web = function_policy("fn"), service_policy("web")
+    floor = service_policy("api", target={"name": "api", "namespace": "shop", "mode": "floor", "hpaName": "api"})
+    pols = [fn, web, floor]
+    book = UnreadBook()
+    read = {
+        fn.workload: WorkloadState(fn.workload, 3, 3, warm_instances=2),
+        web.workload: WorkloadState(web.workload, 7, 7),
+        floor.workload: WorkloadState(floor.workload, 5, 5),
+    }
+    book.update(_state(read), [p.workload for p in pols], 0.0)
+    why = Reason("t", "t")
+    results = [
+        ActionResult(SetWarmPool(fn.workload, 2, 0, 0.0, why), "applied", "", written=0),
+        ActionResult(ScaleTo(web.workload, 7, 4, why), "applied", "", written=4),
+        ActionResult(ScaleTo(floor.workload, 5, 2, why), "applied", "", written=2),
+    ]
+    book.wrote(results, pols, 10.0)
+    assert book.last[fn.workload][1] == 0 and book.last[web.workload][0] == 4 and book.last[floor.workload][0] == 5
+    held = book.hold(pols, {fn.workload: "403", web.workload: "500"}, {"*": 20}, 1000.0)
+    assert held.capacity == {"*": 16} and held.warm_memory_budget_mb == 1000.0
+    assert held.notes == (
+        f"{web.workload.key}: its state cannot be read, so its 4 replicas (as scaleahead last wrote it) stay "
+        "counted against loop.capacity['*']",
+    )
+    # A raised floor counts; a failed or skipped write, or a dry run, leaves the last read.
+    book.wrote([ActionResult(ScaleTo(floor.workload, 5, 9, why), "applied", "", written=9)], pols, 20.0)
+    book.wrote([ActionResult(ScaleTo(web.workload, 4, 9, why), "failed", "500")], pols, 20.0)
+    book.wrote([ActionResult(ScaleTo(web.workload, 4, 8, why), "dry-run", "", written=8)], pols, 20.0)
+    assert book.last[floor.workload][0] == 9 and book.last[web.workload][0] == 4
