@@ -321,7 +321,8 @@ def explain(
             # back before it (policy docs audit: "needs 3" alone did not say so), or it falls in
             # the scale-down stabilization window.
             when = (
-                f"before a replica removed now could be back (start-up {spec.startup_seconds:.0f} s)"
+                f"before a replica removed now could be back (start-up {spec.startup_seconds:.0f} s, then one "
+                f"{interval_s:g} s interval)"
                 if b.hold_soon
                 else f"within the {spec.scale_down_stabilization_seconds:.0f} s scale-down stabilization window "
                 f"(until {_clock(b.t_keep)})"

@@ -67,9 +67,9 @@ def test_a_hold_says_whether_its_peak_comes_before_a_replacement_or_within_the_s
     soon = decide(forecast([20, 20, 20, 50] + [20] * 86), replicas=5, ready=5, observed=20.0)
     assert soon.reason.code == "keep_until_replacement"
     assert (
-        "p90 forecast peak 50 req/s at 02:47:10 needs 5, before a replica removed now could be back (start-up 60 s)"
-        in (soon.reason.message)
-    )
+        "p90 forecast peak 50 req/s at 02:47:10 needs 5, before a replica removed now could be back (start-up "
+        "60 s, then one 10 s interval)"
+    ) in soon.reason.message
     stab = policy(scaleDownStabilizationSeconds=300)
     later = decide(forecast([20] * 20 + [50] + [20] * 69), replicas=5, ready=5, observed=20.0, pol=stab)
     assert later.reason.code == "keep_until_replacement"
