@@ -95,6 +95,32 @@ def parse_intent(version: str) -> tuple[int, str] | None:
         return None
 
 
+def _drain_left(res: ActionResult, done: Sequence[ActionResult | None]) -> ActionResult:
+    """A drain's move not made: its outcome says the node stays, naming the drain's moves this plan
+    already made (loop reasons audit: a refused last move left the applied ones' "frees n3" standing,
+    with nothing saying n3 kept a pod). Moves are applied one at a time, so ``done`` holds those."""
+    move = res.action
+    assert isinstance(move, MovePod)
+    if move.reason.details.get("step") != "drain":
+        return res
+    made = [
+        f"{r.action.namespace}/{r.action.pod}"
+        for r in done
+        if r is not None
+        and r.outcome == "applied"
+        and isinstance(r.action, MovePod)
+        and r.action.from_node == move.from_node
+        and r.action.reason.details.get("step") == "drain"
+    ]
+    if not made:
+        return res
+    return replace(
+        res,
+        detail=f"{res.detail}; so {move.from_node} is not freed by this plan, though {len(made)} other move"
+        f"{'s' if len(made) != 1 else ''} of its drain {'were' if len(made) != 1 else 'was'} made ({', '.join(made)})",
+    )
+
+
 #: What reconciliation cannot tell of a pod move found done: pod moves are journaled with no
 #: write-ahead intent (a field write has one), so whether scaleahead's eviction did it is unknown.
 _NO_MOVE_INTENT = "scaleahead's eviction before the restart or someone else's (pod moves record no write-ahead intent)"
@@ -266,6 +292,8 @@ class Actuator:
                 res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
             else:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
+            if isinstance(action, MovePod) and res.outcome in ("skipped", "failed"):
+                res = _drain_left(res, done)
             done[k] = res
             if self.store is not None and aid is not None:
                 self._outcomes.append((aid, res.outcome, res.detail))  # committed by the next write's intent

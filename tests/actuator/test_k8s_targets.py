@@ -589,6 +589,26 @@ def test_reconcile_says_where_a_moved_pod_is_and_does_not_claim_the_eviction(kub
     store.close()
 
 
+def test_a_drains_refused_move_says_the_node_is_not_freed_and_names_the_moves_made(kube):
+    # Two moves drain n1; the second eviction is refused (429). The first's reason ("frees n1 ...")
+    # stands in the journal, so the refused one says n1 keeps a pod (loop reasons audit part 2).
+    for name in ("a", "b"):
+        kube.cluster.put(PODS, "default", name, _pod("n1", owned=False))
+    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain"})
+    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
+    kube.cluster.faults.append(Fault("POST", "/pods/b/eviction", status=429, message=PDB_REFUSAL))
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == ["applied", "skipped"]
+    assert res[1].detail.endswith(
+        "; so n1 is not freed by this plan, though 1 other move of its drain was made (default/a)"
+    ), res[1].detail
+    # A move of no drain, or a drain with nothing made before it, is left as it was.
+    kube.cluster.put(PODS, "default", "c", _pod("n3", owned=False))
+    kube.cluster.faults.append(Fault("POST", "/pods/c/eviction", status=429, message=PDB_REFUSAL))
+    (alone,) = make(kube, []).apply_plan(Plan(NOW + 10, (MovePod("default", "c", "n3", "n2", why),)), NOW + 10)
+    assert alone.outcome == "skipped" and "not freed" not in alone.detail
+
+
 def _knative_fleet(kube, running: int, min_scale: int = 2, **extra: dict) -> WorkloadRef:
     """Knative Service default/fn at ``min-scale``, its autoscaler running ``running`` pods, plus
     ``extra`` pods of it (name -> metadata/status changes) and one pod of another service."""
