@@ -43,6 +43,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from actuator.applying import parse_intent
 from actuator.base import ActionResult, Target
+from actuator.safety import desired_value
 from forecaster.invocations import InvocationForecaster
 from forecaster.registry import LEARNED
 from scaleahead.clock import Clock
@@ -1129,7 +1130,7 @@ class Daemon:
                 f"(logs event=backoff, scaleahead_workload_backoff_seconds); {planned}",
             )
         if res is not None and res.written is not None and (res.outcome == "applied" or res.cause == "noop"):
-            asked = action.to_replicas if isinstance(action, ScaleTo) else action.to_instances
+            asked = desired_value(action)
             if res.written != asked:
                 # The actuator's limits cut it (loop reasons audit: the status said "forecast", "scale
                 # 3 -> 12" every cycle while the HPA's maxReplicas kept the floor at 6).

@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -39,15 +39,14 @@ from scaleahead.observed import aligned_counts, demand_trends, last_active_at, l
 from scaleahead.policy import Policy, WorkloadClass
 from scaleahead.settings import Settings
 from scaleahead.types import (
+    Action,
     ClusterState,
     Forecast,
     InvocationForecast,
     MovePod,
     Plan,
     Reason,
-    ScaleTo,
     Series,
-    SetWarmPool,
     WorkloadRef,
     WorkloadState,
 )
@@ -296,12 +295,11 @@ class Deps:
     capacity_scope: str = ""
 
 
-def _on_arm(action: Any, arms: Mapping[WorkloadRef, tuple[str, str, int | None]]) -> Any:
+def _on_arm(action: Action, arms: Mapping[WorkloadRef, tuple[str, str, int | None]]) -> Action:
     """``action`` with its rollout arm, model and version in its reason's details (``arm``,
     ``model``, ``model_version``) when a challenger's forecast decided it (loop reasons audit: a
     canary's or A/B test's challenger rows read like the champion's in the journal)."""
-    on = arms.get(action.workload) if isinstance(action, ScaleTo | SetWarmPool) else None
-    if on is None:
+    if isinstance(action, MovePod) or (on := arms.get(action.workload)) is None:
         return action
     arm, model, version = on
     extra: dict[str, float | int | str] = {"arm": arm, "model": model}
