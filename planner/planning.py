@@ -8,7 +8,7 @@ quota, replicas are shared under shortage by priority, then alpha-fair by weight
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from itertools import compress, repeat
 from operator import is_
@@ -18,7 +18,7 @@ from planner.batch import ReplicaBatch, gc_paused
 from planner.fairness import CLUSTER, Claim, Grant, allocate_pools
 from planner.rebalance import plan_moves, unmovable_notes
 from planner.table import policy_table
-from planner.warm import plan_warm_pools
+from planner.warm import WarmDecision, fit_memory_budget, plan_warm_pools
 from scaleahead.policy import Policy, PolicySpec
 from scaleahead.types import (
     Action,
@@ -94,31 +94,34 @@ def plan(
         ws = workloads.get(ref) or WorkloadState(ref, replicas=spec.min_replicas, ready_replicas=spec.min_replicas)
         functions.append((i, (ref, spec, ws)))
     notes: list[str] = []
-    final: list[Action] = list(decided)
+    wanted: list[WarmDecision] = []
     if functions:
-        warm, warm_notes = plan_warm_pools(
-            [item for _, item in functions], invocations or {}, now, warm_memory_budget_mb
-        )
-        notes.extend(warm_notes)
-        # Back into policy order: services keep their order, each function goes to its index.
-        merged: list[Action] = []
-        it = iter(decided)
-        slots = {slot: d.action for (slot, _), d in zip(functions, warm, strict=True)}
-        for i in range(len(policies)):
-            merged.append(slots[i] if i in slots else next(it))
-        final = merged
-        for (_, (ref, _, _)), d in zip(functions, warm, strict=True):
+        wanted, _ = plan_warm_pools([item for _, item in functions], invocations or {}, now)
+        for (_, (ref, _, _)), d in zip(functions, wanted, strict=True):
             if d.fallback:
                 fallbacks[ref] = d.fallback
-    if state.quota_refused:
-        final = [_hold_refused(a, state.quota_refused) for a in final]
-    if capacity or state.pod_quotas or state.resource_quotas:
-        specs = [p.spec for p in table.policies]  # ``final`` is in policy order, one action each
+    slots = [slot for slot, _ in functions]
+
+    def merged(warm: Sequence[WarmDecision]) -> list[Action]:
+        """The services' and the functions' decisions in policy order."""
+        if not warm:
+            return list(decided)
+        by_slot = {slot: d.action for slot, d in zip(slots, warm, strict=True)}
+        it = iter(decided)
+        return [by_slot[i] if i in by_slot else next(it) for i in range(len(policies))]
+
+    def limited(actions: list[Action]) -> tuple[list[Action], list[str]]:
+        """``actions`` held where a ResourceQuota refuses their new pods, then cut to the shared pools."""
+        if state.quota_refused:
+            actions = [_hold_refused(a, state.quota_refused) for a in actions]
+        if not (capacity or state.pod_quotas or state.resource_quotas):
+            return actions, []
+        specs = [p.spec for p in table.policies]  # ``actions`` is in policy order, one action each
         pod_pools, resource_pools = state.pod_quotas, state.resource_quotas
         if state.pods_running:
-            pod_pools, resource_pools = _without_unwanted_pods(final, state)
-        final, fair_notes = _share_capacity(
-            final,
+            pod_pools, resource_pools = _without_unwanted_pods(actions, state)
+        return _share_capacity(
+            actions,
             specs,
             capacity or {},
             pod_pools,
@@ -130,11 +133,56 @@ def plan(
             state.pods_running,
             capacity_scope,
         )
-        notes.extend(fair_notes)
+
+    warm: list[WarmDecision] = wanted
+    warm_notes: list[str] = []
+    if functions and warm_memory_budget_mb is not None:
+        warm, warm_notes = fit_memory_budget(wanted, warm_memory_budget_mb)
+    final, fair_notes = limited(merged(warm))
+    if warm_notes:  # the budget dropped some: memory the sharing then cut is theirs (_settle_budget)
+        final, warm_notes, fair_notes = _settle_budget(
+            wanted, (final, warm, warm_notes, fair_notes), slots, cast(float, warm_memory_budget_mb), merged, limited
+        )
+    notes.extend(warm_notes)
+    notes.extend(fair_notes)
     if max_moves > 0:
         final.extend(plan_moves(state, max_moves))
         notes.extend(unmovable_notes(state.pods))
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
+
+
+def _settle_budget(
+    wanted: Sequence[WarmDecision],
+    first: tuple[list[Action], list[WarmDecision], list[str], list[str]],
+    slots: Sequence[int],
+    budget_mb: float,
+    merged: Callable[[Sequence[WarmDecision]], list[Action]],
+    limited: Callable[[list[Action]], tuple[list[Action], list[str]]],
+) -> tuple[list[Action], list[str], list[str]]:
+    """The plan's actions, warm-budget notes and sharing notes with the warm-memory budget packed
+    on what the sharing (capacity, pod and resource quotas, a quota's refusal) grants each function.
+
+    ``first`` (actions, warm decisions, budget notes, sharing notes) is the budget packed on what
+    each function wants, then shared. When the sharing would cut a function, that packing is
+    false: a kept function holds the memory of instances its quota refuses, and the functions
+    dropped for want of it are told they "did not fit"; a dropped one may also have fitted at
+    what its quota grants. So the pools are shared on what every function wants (the budget
+    aside), the budget is packed on those grants (``fit_memory_budget(counted=...)``), and the
+    pools are shared again with each kept function claiming its grant (with the reason of the cut)
+    and each dropped one nothing: the pods the dropped ones leave go to the services, and no kept
+    function is granted more memory than the budget counted.
+    """
+    whole = merged(wanted)
+    everyone, everyone_notes = limited(whole)
+    if all(everyone[s] is whole[s] for s in slots):
+        return first[0], first[2], first[3]  # no function is cut even when all claim: the first packing holds
+    per = [w.memory_mb / w.action.to_instances if w.action.to_instances > 0 else 0.0 for w in wanted]
+    granted = [cast(SetWarmPool, everyone[s]) for s in slots]
+    counted = [g.to_instances * m for g, m in zip(granted, per, strict=True)]
+    warm, warm_notes = fit_memory_budget(wanted, budget_mb, counted)
+    claims = [replace(d, action=g) if d.memory_mb > 0 else d for d, g in zip(warm, granted, strict=True)]
+    final, fair_notes = limited(merged(claims))
+    return final, warm_notes, fair_notes or everyone_notes
 
 
 def _without_unwanted_pods(

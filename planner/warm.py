@@ -290,7 +290,9 @@ def decide_warm_pool(
     return WarmDecision(action, fallback, p_now, want * mem)
 
 
-def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tuple[list[WarmDecision], list[str]]:
+def fit_memory_budget(
+    decisions: Sequence[WarmDecision], budget_mb: float, counted: Sequence[float] | None = None
+) -> tuple[list[WarmDecision], list[str]]:
     """Keep total warm memory within ``budget_mb``: drop the instances that avoid the fewest cold starts per MB.
 
     Instances are ranked by expected cold starts avoided per MB-minute of expected idle memory
@@ -298,29 +300,38 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
     that order, each kept if it fits in what is left: one that does not fit is dropped and the next
     ones are still tried, so a smaller, less worthy one can be kept after a larger one was dropped.
 
+    ``counted[i]``: the memory decision ``i`` takes from the budget when it is kept, at most its
+    ``memory_mb`` (None: ``memory_mb``). ``plan`` counts a function at what the capacity and the
+    namespace quotas grant it, once a sharing has cut it (``planner.planning``): the memory its
+    cut instances would have held is then left for the functions the budget dropped. Ranks stay
+    those of the wanted memory; a kept decision keeps its wanted instances (the sharing cuts them).
+
     Returns the decisions (in the same order, dropped ones cut to 0 warm instances with the reason
     extended) and notes for the plan.
     """
-    total = sum(d.memory_mb for d in decisions)
+    need = [d.memory_mb for d in decisions]
+    if counted is not None:
+        need = [min(c, m) for c, m in zip(counted, need, strict=True)]
+    total = sum(need)
     if total <= budget_mb + 1e-9:
         return list(decisions), []
     order = sorted(
-        (i for i, d in enumerate(decisions) if d.memory_mb > 0),
+        (i for i, m in enumerate(need) if m > 0),
         key=lambda i: (-worth_per_mb(decisions[i].probability, decisions[i].memory_mb), decisions[i].action.workload),
     )
     used = 0.0
     keep: set[int] = set()
     room: dict[int, float] = {}  # dropped -> MB left when its turn came (smaller, less worthy ones may fit after it)
     for i in order:
-        if used + decisions[i].memory_mb <= budget_mb + 1e-9:
+        if used + need[i] <= budget_mb + 1e-9:
             keep.add(i)
-            used += decisions[i].memory_mb
+            used += need[i]
         else:
             room[i] = max(budget_mb - used, 0.0)
     out: list[WarmDecision] = []
     dropped = 0
     for i, d in enumerate(decisions):
-        if d.memory_mb > 0 and i not in keep:
+        if need[i] > 0 and i not in keep:
             dropped += 1
             a = d.action
             head = (
@@ -331,17 +342,27 @@ def fit_memory_budget(decisions: Sequence[WarmDecision], budget_mb: float) -> tu
                 if math.isfinite(d.probability)
                 else "went first to functions with a forecast (this one has none: its fallback's instances rank last)"
             )
-            text = (
-                f"{head}: wanted {a.to_instances} warm "
-                f"({a.reason.message.split(': ', 1)[-1]}), but the total warm-memory budget of {budget_mb:g} MB "
-                f"{ranked}: its {d.memory_mb:g} MB did not fit in the {room[i]:g} MB left when its turn came"
+            its = (
+                f"its {need[i]:g} MB"
+                if need[i] >= d.memory_mb
+                else f"its {need[i]:g} MB (of the {d.memory_mb:g} MB wanted: the quotas grant no more)"
             )
+            wants = f"{head}: wanted {a.to_instances} warm ({a.reason.message.split(': ', 1)[-1]}), but "
+            if room[i] >= budget_mb - 1e-9:  # nothing was kept before it: the budget itself is too small
+                text = f"{wants}{its} did not fit in the total warm-memory budget of {budget_mb:g} MB"
+            else:
+                text = (
+                    f"{wants}the total warm-memory budget of {budget_mb:g} MB "
+                    f"{ranked}: {its} did not fit in the {room[i]:g} MB left when its turn came"
+                )
             reason = Reason("warm_budget_cut", text, {**a.reason.details, "budget_mb": budget_mb})
             out.append(replace(d, action=replace(a, to_instances=0, keep_warm_s=0.0, reason=reason), memory_mb=0.0))
         else:
             out.append(d)
+    granted = sum(1 for i, m in enumerate(need) if 0 < m < decisions[i].memory_mb)
+    within = f" ({granted} function(s) counted at what the quotas grant them)" if granted else ""
     notes = [
-        f"warm-memory budget {budget_mb:g} MB is short of the {total:g} MB wanted: {dropped} function(s) "
+        f"warm-memory budget {budget_mb:g} MB is short of the {total:g} MB wanted{within}: {dropped} function(s) "
         f"left cold, keeping {used:g} MB for the most cold starts avoided per MB"
     ]
     return out, notes
