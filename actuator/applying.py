@@ -29,7 +29,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from actuator.base import FIELD_MANAGER, ActionResult, ActuationError, LiveObject, LiveTarget
+from actuator.base import FIELD_MANAGER, PDB_FACT, ActionResult, ActuationError, LiveObject, LiveTarget
 from actuator.safety import SafetyConfig, check, desired_value, too_old
 from actuator.steering import STEERABLE_OWNERS
 from scaleahead.policy import Policy
@@ -95,22 +95,29 @@ def parse_intent(version: str) -> tuple[int, str] | None:
         return None
 
 
+def drained_node(move: MovePod) -> str:
+    """The node ``move`` helps free when it moves one of that node's pods as part of its drain, else
+    "". A drain step's other moves (``frees_node`` set, from another node: "so that freeing n3 adds
+    no interfering pair") free nothing by themselves; a reason without ``frees_node`` (older plans,
+    hand-made ones) counts as the drain of its ``from`` node when its step is a drain."""
+    details = move.reason.details
+    node = str(details.get("frees_node") or (move.from_node if details.get("step") == "drain" else ""))
+    return node if node == move.from_node else ""
+
+
 def _drain_left(res: ActionResult, done: Sequence[ActionResult | None]) -> ActionResult:
     """A drain's move not made: its outcome says the node stays, naming the drain's moves this plan
     already made (loop reasons audit: a refused last move left the applied ones' "frees n3" standing,
     with nothing saying n3 kept a pod). Moves are applied one at a time, so ``done`` holds those."""
     move = res.action
     assert isinstance(move, MovePod)
-    if move.reason.details.get("step") != "drain":
+    node = drained_node(move)
+    if not node:
         return res
     made = [
         f"{r.action.namespace}/{r.action.pod}"
         for r in done
-        if r is not None
-        and r.outcome == "applied"
-        and isinstance(r.action, MovePod)
-        and r.action.from_node == move.from_node
-        and r.action.reason.details.get("step") == "drain"
+        if r is not None and r.outcome == "applied" and isinstance(r.action, MovePod) and drained_node(r.action) == node
     ]
     if not made:
         return res
@@ -277,6 +284,7 @@ class Actuator:
             if not action.is_noop:
                 change_index[k] = len(change_index)
         done: list[ActionResult | None] = [None] * len(plan.actions)
+        drains: dict[str, str] = {}  # a drained node -> why its drain is refused ("": it may go on)
 
         def one(k: int) -> None:
             action = plan.actions[k]
@@ -290,6 +298,8 @@ class Actuator:
                 res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
             elif action.target in self.held:
                 res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
+            elif isinstance(action, MovePod) and (refused := self._drain_refusal(plan.actions, action, drains)):
+                res = ActionResult(action, "skipped", refused)
             else:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
             if isinstance(action, MovePod) and res.outcome in ("skipped", "failed"):
@@ -690,6 +700,56 @@ class Actuator:
         return ActionResult(
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
         )
+
+    def _drain_refusal(self, actions: Sequence[Action], move: MovePod, drains: dict[str, str]) -> str:
+        """Why none of the pods of ``move``'s drain is to be evicted, or "" (checked once a plan per
+        drained node, before its first eviction; ``drains`` keeps the answers; ``drained_node``).
+
+        A drain frees its node only if every one of its moves is made. The planner checks each
+        PodDisruptionBudget on the state it read, but a budget may allow fewer disruptions when the
+        plan is applied; each move's own check then refuses a later move after earlier ones were
+        made, and the pods moved so far were disrupted for nothing (loop reasons audit part 2). So
+        the drain's pods still on the node are read first and counted per budget that covers them
+        (the live facts ``PDB_FACT`` + name, from targets that read budgets): when some budget
+        allows fewer disruptions than it covers pods of the drain, no pod of the drain is evicted.
+        A read that fails leaves the drain to each move's own checks."""
+        node = drained_node(move)
+        if not node:
+            return ""
+        if node in drains:
+            return drains[node]
+        group = [a for a in actions if isinstance(a, MovePod) and not a.is_noop and drained_node(a) == node]
+        drains[node] = ""
+        if len(group) < 2:
+            return ""
+        covered: dict[str, list[str]] = {}
+        allowed: dict[str, int] = {}
+        for m in group:
+            try:
+                with self._io():
+                    live = self.target.live(m)
+            except ActuationError:
+                return ""
+            if not live.value:  # no longer on the node: nothing to evict
+                continue
+            for key, n in (live.facts or {}).items():
+                if key.startswith(PDB_FACT):
+                    budget = f"{m.namespace}/{key[len(PDB_FACT) :]}"
+                    covered.setdefault(budget, []).append(f"{m.namespace}/{m.pod}")
+                    allowed[budget] = n
+        short = sorted(b for b, pods in covered.items() if len(pods) > allowed[b])
+        if not short:
+            return ""
+        why = "; ".join(
+            f"PodDisruptionBudget {b} allows {allowed[b]} disruption{'s' if allowed[b] != 1 else ''} now and covers "
+            f"{len(covered[b])} of its pods ({', '.join(covered[b])})"
+            for b in short
+        )
+        drains[node] = (
+            f"the drain of {node} ({len(group)} moves) is not started: {why}; evicting only some would not free "
+            f"{node}, so none of its pods is evicted this plan"
+        )
+        return drains[node]
 
     def _landed(self, action: Action, value: int, exc: ActuationError) -> LiveObject | None:
         """After a write that got no answer (a timeout: it may have landed), the object read again if

@@ -90,6 +90,10 @@ class LiveObject:
         return None if self.facts is None else self.facts.get(name)
 
 
+#: A pod move's live facts name each PodDisruptionBudget that covers the pod: ``PDB_FACT + name``
+#: is that budget's ``status.disruptionsAllowed`` (``pdb_disruptions_allowed`` is the least of them).
+PDB_FACT = "pdb:"
+
 #: The field manager scaleahead's writes carry (``fieldManager``): its own entries in an object's
 #: ``metadata.managedFields``, never taken for another writer's.
 FIELD_MANAGER = "scaleahead"

@@ -45,7 +45,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from actuator.api_status import status_message
-from actuator.base import FIELD_MANAGER, ActionResult, ActuationError, LiveObject
+from actuator.base import FIELD_MANAGER, PDB_FACT, ActionResult, ActuationError, LiveObject
 from actuator.limit_ranges import Defaults, container_defaults, with_defaults
 from actuator.quota_scopes import quota_applies
 from actuator.steering import STEERED_TO, controller_owner
@@ -2049,6 +2049,8 @@ class KubernetesTarget:
             if _selector_matches((pdb.get("spec") or {}).get("selector"), labels):
                 n = int((pdb.get("status") or {}).get("disruptionsAllowed", 0) or 0)
                 allowed = n if allowed is None else min(allowed, n)
+                # Each budget by name: a drain counts its pods per budget (``ActuatorLoop._drain_refusal``).
+                facts[PDB_FACT + str((pdb.get("metadata") or {}).get("name") or "")] = n
         if allowed is not None:
             facts["pdb_disruptions_allowed"] = allowed
         owners = (pod.get("metadata") or {}).get("ownerReferences") or []

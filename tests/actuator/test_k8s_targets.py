@@ -607,6 +607,58 @@ def test_a_drains_refused_move_says_the_node_is_not_freed_and_names_the_moves_ma
     kube.cluster.faults.append(Fault("POST", "/pods/c/eviction", status=429, message=PDB_REFUSAL))
     (alone,) = make(kube, []).apply_plan(Plan(NOW + 10, (MovePod("default", "c", "n3", "n2", why),)), NOW + 10)
     assert alone.outcome == "skipped" and "not freed" not in alone.detail
+    # A drain step's moves of pods from another node ("so that freeing n6 adds no interfering
+    # pair") are not n6's pods, and n7 is not being drained: one of them refused says nothing of
+    # either (until 2026-12-07: "so n7 is not freed by this plan, though 1 other move ... (default/e)").
+    for name, node in (("d", "n6"), ("e", "n7"), ("f", "n7")):
+        kube.cluster.put(PODS, "default", name, _pod(node, owned=False))
+    step = {"step": "drain", "frees_node": "n6"}
+    drain = Reason("rebalance.drain", "move ... frees n6", step | {"move_kind": "drain"})
+    other = Reason("rebalance.drain", "move ... so that freeing n6 adds no pair", step | {"move_kind": "separate"})
+    kube.cluster.faults.append(Fault("POST", "/pods/f/eviction", status=429, message=PDB_REFUSAL))
+    three = (
+        MovePod("default", "d", "n6", "n2", drain),
+        MovePod("default", "e", "n7", "n2", other),
+        MovePod("default", "f", "n7", "n2", other),
+    )
+    res = make(kube, []).apply_plan(Plan(NOW + 20, three), NOW + 20)
+    assert [r.outcome for r in res] == ["applied", "applied", "skipped"] and "not freed" not in res[2].detail, res
+
+
+def test_a_drain_its_pdb_cannot_absorb_whole_is_not_started(kube):
+    """a and b drain n1; their PodDisruptionBudget allows 1 disruption. Evicting a first (applied)
+    and then b (429) disrupted a for nothing; the drain is now checked whole before its first
+    eviction, and neither pod is evicted."""
+    for name in ("a", "b"):
+        kube.cluster.put(PODS, "default", name, _pod("n1", owned=False))
+    budget = {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}}
+    kube.cluster.put(PDBS, "default", "web", budget)
+    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain"})
+    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    assert (
+        res[0].detail
+        == res[1].detail
+        == (
+            "the drain of n1 (2 moves) is not started: PodDisruptionBudget default/web allows 1 disruption now and "
+            "covers 2 of its pods (default/a, default/b); evicting only some would not free n1, so none of its pods "
+            "is evicted this plan"
+        )
+    ), res[0].detail
+    assert not any(path.endswith("/eviction") for _, path in kube.cluster.writes())
+    assert kube.cluster.get(PODS, "default", "a") is not None
+    # Allowing 2, the drain goes ahead; a pod no longer on n1 is not counted against the budget.
+    kube.cluster.put(PDBS, "default", "web", budget | {"status": {"disruptionsAllowed": 2}})
+    res = make(kube, []).apply_plan(Plan(NOW + 10, moves), NOW + 10)
+    assert [r.outcome for r in res] == ["applied", "applied"], res
+    kube.cluster.put(PODS, "default", "c", _pod("n3", owned=False))
+    kube.cluster.put(PODS, "default", "d", _pod("n4", owned=False))
+    kube.cluster.put(PDBS, "default", "web", budget)
+    gone = (MovePod("default", "c", "n3", "n2", why), MovePod("default", "d", "n3", "n2", why))  # d is on n4
+    res = make(kube, []).apply_plan(Plan(NOW + 20, gone), NOW + 20)
+    assert [r.outcome for r in res] == ["applied", "skipped"], res
+    assert "no longer on n3" in res[1].detail
 
 
 def _knative_fleet(kube, running: int, min_scale: int = 2, **extra: dict) -> WorkloadRef:
