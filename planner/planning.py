@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from itertools import compress, repeat
 from operator import is_
 from typing import cast
@@ -47,6 +48,7 @@ def plan(
     capacity: Mapping[str, int] | None = None,
     warm_memory_budget_mb: float | None = None,
     capacity_scope: str = "",
+    warm_memory_held_mb: float = 0.0,
 ) -> Plan:
     """Decide actions for every policy's workload. Pure: no I/O, no clock.
 
@@ -67,8 +69,10 @@ def plan(
             ``"*"`` (the whole cluster). None: no limit. The namespaces' pod quotas
             (``state.pod_quotas``) are shared the same way, after the tenant quotas.
         warm_memory_budget_mb: total memory all warm pools may hold together. None: no limit.
-        capacity_scope: what ``capacity`` is a part of, before its pools' names in the reasons
-            (``run --shard 2/3``: "shard 2/3's part of the "); "" for the whole.
+        capacity_scope: what ``capacity`` and ``warm_memory_budget_mb`` are a part of, before their
+            names in the reasons (``run --shard 2/3``: "shard 2/3's part of the "); "" for the whole.
+        warm_memory_held_mb: memory of the warm-memory budget held outside this plan (the loop's
+            unreadable functions); ``warm_memory_budget_mb`` is what is left, and the reasons say so.
     """
     fallbacks: dict[WorkloadRef, str] = {}
     table = policy_table(policies)  # built once per set of policy objects (planner/table.py)
@@ -137,11 +141,14 @@ def plan(
     warm: list[WarmDecision] = wanted
     warm_notes: list[str] = []
     if functions and warm_memory_budget_mb is not None:
-        warm, warm_notes = fit_memory_budget(wanted, warm_memory_budget_mb)
+        fit = partial(
+            fit_memory_budget, budget_mb=warm_memory_budget_mb, scope=capacity_scope, held_mb=warm_memory_held_mb
+        )
+        warm, warm_notes = fit(wanted)
     final, fair_notes = limited(merged(warm))
     if warm_notes:  # the budget dropped some: memory the sharing then cut is theirs (_settle_budget)
         final, warm_notes, fair_notes = _settle_budget(
-            wanted, (final, warm, warm_notes, fair_notes), slots, cast(float, warm_memory_budget_mb), merged, limited
+            wanted, (final, warm, warm_notes, fair_notes), slots, fit, merged, limited
         )
     notes.extend(warm_notes)
     notes.extend(fair_notes)
@@ -155,7 +162,7 @@ def _settle_budget(
     wanted: Sequence[WarmDecision],
     first: tuple[list[Action], list[WarmDecision], list[str], list[str]],
     slots: Sequence[int],
-    budget_mb: float,
+    fit: Callable[..., tuple[list[WarmDecision], list[str]]],
     merged: Callable[[Sequence[WarmDecision]], list[Action]],
     limited: Callable[[list[Action]], tuple[list[Action], list[str]]],
 ) -> tuple[list[Action], list[str], list[str]]:
@@ -167,7 +174,8 @@ def _settle_budget(
     false: a kept function holds the memory of instances its quota refuses, and the functions
     dropped for want of it are told they "did not fit"; a dropped one may also have fitted at
     what its quota grants. So the pools are shared on what every function wants (the budget
-    aside), the budget is packed on those grants (``fit_memory_budget(counted=...)``), and the
+    aside), the budget is packed on those grants (``fit``: ``fit_memory_budget`` with the plan's
+    budget, given ``counted``), and the
     pools are shared again with each kept function claiming its grant (with the reason of the cut)
     and each dropped one nothing: the pods the dropped ones leave go to the services, and no kept
     function is granted more memory than the budget counted.
@@ -179,7 +187,7 @@ def _settle_budget(
     per = [w.memory_mb / w.action.to_instances if w.action.to_instances > 0 else 0.0 for w in wanted]
     granted = [cast(SetWarmPool, everyone[s]) for s in slots]
     counted = [g.to_instances * m for g, m in zip(granted, per, strict=True)]
-    warm, warm_notes = fit_memory_budget(wanted, budget_mb, counted)
+    warm, warm_notes = fit(wanted, counted=counted)
     claims = [replace(d, action=g) if d.memory_mb > 0 else d for d, g in zip(warm, granted, strict=True)]
     final, fair_notes = limited(merged(claims))
     return final, warm_notes, fair_notes or everyone_notes

@@ -291,7 +291,12 @@ def decide_warm_pool(
 
 
 def fit_memory_budget(
-    decisions: Sequence[WarmDecision], budget_mb: float, counted: Sequence[float] | None = None
+    decisions: Sequence[WarmDecision],
+    budget_mb: float,
+    counted: Sequence[float] | None = None,
+    *,
+    scope: str = "",
+    held_mb: float = 0.0,
 ) -> tuple[list[WarmDecision], list[str]]:
     """Keep total warm memory within ``budget_mb``: drop the instances that avoid the fewest cold starts per MB.
 
@@ -306,9 +311,19 @@ def fit_memory_budget(
     cut instances would have held is then left for the functions the budget dropped. Ranks stay
     those of the wanted memory; a kept decision keeps its wanted instances (the sharing cuts them).
 
+    ``scope``: what the budget is a part of, before its name ("shard 1/2's part of the "; "": the
+    whole, "the total warm-memory budget"). ``held_mb``: memory the budget holds for functions not
+    in ``decisions`` (the loop's unreadable ones, ``scaleahead.unread``); ``budget_mb`` is what is
+    left after it, and the reasons and notes say so.
+
     Returns the decisions (in the same order, dropped ones cut to 0 warm instances with the reason
     extended) and notes for the plan.
     """
+    name = f"{scope}warm-memory budget" if scope else "the total warm-memory budget"
+    if held_mb > 0:
+        name += f" ({budget_mb + held_mb:g} MB, {held_mb:g} MB of it held for functions whose state cannot be read)"
+    else:
+        name += f" of {budget_mb:g} MB"
     need = [d.memory_mb for d in decisions]
     if counted is not None:
         need = [min(c, m) for c, m in zip(counted, need, strict=True)]
@@ -349,20 +364,20 @@ def fit_memory_budget(
             )
             wants = f"{head}: wanted {a.to_instances} warm ({a.reason.message.split(': ', 1)[-1]}), but "
             if room[i] >= budget_mb - 1e-9:  # nothing was kept before it: the budget itself is too small
-                text = f"{wants}{its} did not fit in the total warm-memory budget of {budget_mb:g} MB"
+                left = f", {budget_mb:g} MB left" if held_mb > 0 else ""
+                text = f"{wants}{its} did not fit in {name}{left}"
             else:
-                text = (
-                    f"{wants}the total warm-memory budget of {budget_mb:g} MB "
-                    f"{ranked}: {its} did not fit in the {room[i]:g} MB left when its turn came"
-                )
+                text = f"{wants}{name} {ranked}: {its} did not fit in the {room[i]:g} MB left when its turn came"
             reason = Reason("warm_budget_cut", text, {**a.reason.details, "budget_mb": budget_mb})
             out.append(replace(d, action=replace(a, to_instances=0, keep_warm_s=0.0, reason=reason), memory_mb=0.0))
         else:
             out.append(d)
     granted = sum(1 for i, m in enumerate(need) if 0 < m < decisions[i].memory_mb)
     within = f" ({granted} function(s) counted at what the quotas grant them)" if granted else ""
+    whose = f"{scope}warm-memory budget" if scope else "warm-memory budget"
+    amount = f"{budget_mb:g} MB" + (f" (after the {held_mb:g} MB held for unreadable functions)" if held_mb > 0 else "")
     notes = [
-        f"warm-memory budget {budget_mb:g} MB is short of the {total:g} MB wanted{within}: {dropped} function(s) "
+        f"{whose} {amount} is short of the {total:g} MB wanted{within}: {dropped} function(s) "
         f"left cold, keeping {used:g} MB for the most cold starts avoided per MB"
     ]
     return out, notes

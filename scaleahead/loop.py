@@ -677,6 +677,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             capacity=held.capacity,
             warm_memory_budget_mb=held.warm_memory_budget_mb,
             capacity_scope=deps.capacity_scope,
+            warm_memory_held_mb=held.warm_memory_held_mb,
         )
         if arms:  # a decision made from a challenger's forecast says so in its journaled details
             plan = Plan(plan.created_at, tuple(_on_arm(a, arms) for a in plan.actions), plan.fallbacks, plan.notes)
@@ -699,6 +700,7 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
                 capacity=held.capacity,
                 warm_memory_budget_mb=held.warm_memory_budget_mb,
                 capacity_scope=deps.capacity_scope,
+                warm_memory_held_mb=held.warm_memory_held_mb,
             )
             # Journaled: the challenger's changes only, for the workloads it forecast, under source
             # "shadow" with a note naming its version (loop reasons audit: every workload's plan,

@@ -29,6 +29,8 @@ class Held:
     capacity: dict[str, int] | None
     warm_memory_budget_mb: float | None
     notes: tuple[str, ...] = ()
+    #: Memory of ``loop.warm_memory_budget_mb`` held for them (``plan(warm_memory_held_mb=...)``).
+    warm_memory_held_mb: float = 0.0
 
 
 @dataclass
@@ -130,4 +132,5 @@ class UnreadBook:
                     f"{ref.key}: its state cannot be read, so its {what} ({since}) stay counted against "
                     f"{' and '.join(taken)}"
                 )
-        return Held(cap or None, budget, tuple(notes))
+        held = 0.0 if budget is None or warm_memory_budget_mb is None else warm_memory_budget_mb - budget
+        return Held(cap or None, budget, tuple(notes), held)

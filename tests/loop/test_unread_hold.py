@@ -38,7 +38,7 @@ def test_a_function_holds_its_warm_instances_and_their_memory() -> None:
     book.update(_state({fn.workload: WorkloadState(fn.workload, 3, 3, warm_instances=2)}), [fn.workload], 0.0)
     held = book.hold([fn], {fn.workload: "timeout"}, {"*": 10}, 1000.0)
     assert held.capacity == {"*": 8}
-    assert held.warm_memory_budget_mb == 600.0
+    assert held.warm_memory_budget_mb == 600.0 and held.warm_memory_held_mb == 400.0
     assert "its 2 warm instances (as last read)" in held.notes[0]
     assert "400 MB of loop.warm_memory_budget_mb" in held.notes[0]
     # Never read: a function holds nothing it is known to have (its warm pool has no floor).

@@ -114,6 +114,36 @@ def test_a_total_memory_budget_keeps_a_smaller_function_after_a_larger_one_did_n
     assert notes and "1 function(s) left cold, keeping 200 MB" in notes[0]
 
 
+def test_a_budget_cut_names_the_shards_part_and_the_memory_held_for_unreadable_functions() -> None:
+    """The loop plans with what is left of loop.warm_memory_budget_mb once the unreadable functions
+    hold theirs, and under --shard with the shard's part: until 2026-12-07 a cut read "the total
+    warm-memory budget of 300 MB" either way."""
+    pols = [function_policy(f"f{i}") for i in range(2)]  # 200 MB an instance
+    workloads = {p.workload: WorkloadState(p.workload, 0, 0, warm_instances=0) for p in pols}
+    calls = {p.workload: invocation_forecast(p.workload, NOW, [q] * 5) for p, q in zip(pols, (0.9, 0.5), strict=True)}
+
+    def cut(**kw: object) -> tuple[str, str]:
+        p = plan({}, ClusterState(workloads), pols, NOW, invocations=calls, warm_memory_budget_mb=300, **kw)  # type: ignore[arg-type]
+        (a,) = [a for a in p.actions if a.reason.code == "warm_budget_cut"]
+        return a.reason.message, next(n for n in p.notes if "warm-memory budget" in n)
+
+    reason, note = cut()
+    assert "but the total warm-memory budget of 300 MB went to functions" in reason, reason
+    assert note.startswith("warm-memory budget 300 MB is short of the 400 MB wanted"), note
+    reason, note = cut(warm_memory_held_mb=200.0, capacity_scope="shard 1/2's part of the ")
+    assert (
+        "but shard 1/2's part of the warm-memory budget (500 MB, 200 MB of it held for functions whose state "
+        "cannot be read) went to functions that avoid more cold starts per MB of the warm pool they want: its 200 MB "
+        "did not fit in the 100 MB left when its turn came"
+    ) in reason, reason
+    assert note.startswith(
+        "shard 1/2's part of the warm-memory budget 300 MB (after the 200 MB held for unreadable functions) is short"
+    ), note
+    # Too small for one function on its own: said without "went to".
+    small = plan({}, ClusterState(workloads), pols[:1], NOW, invocations=calls, warm_memory_budget_mb=100)
+    assert small.actions[0].reason.message.endswith("its 200 MB did not fit in the total warm-memory budget of 100 MB")
+
+
 def test_a_budget_that_covers_everything_changes_nothing() -> None:
     pols = [function_policy(f"f{i}") for i in range(2)]
     items = [(p.workload, p.spec, WorkloadState(p.workload, 0, 0)) for p in pols]
