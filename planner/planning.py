@@ -138,18 +138,24 @@ def plan(
             capacity_scope,
         )
 
-    warm: list[WarmDecision] = wanted
     warm_notes: list[str] = []
     if functions and warm_memory_budget_mb is not None:
         fit = partial(
             fit_memory_budget, budget_mb=warm_memory_budget_mb, scope=capacity_scope, held_mb=warm_memory_held_mb
         )
-        warm, warm_notes = fit(wanted)
-    final, fair_notes = limited(merged(warm))
-    if warm_notes:  # the budget dropped some: memory the sharing then cut is theirs (_settle_budget)
-        final, warm_notes, fair_notes = _settle_budget(
-            wanted, (final, warm, warm_notes, fair_notes), slots, fit, merged, limited
-        )
+        if capacity or state.pod_quotas or state.resource_quotas or state.quota_refused:
+            bounds = [
+                _pool_bound(ref, spec, w.action.to_instances, capacity or {}, state)
+                for (_, (ref, spec, _)), w in zip(functions, wanted, strict=True)
+            ]
+            final, warm_notes, fair_notes = _budget_and_share(
+                wanted, bounds, slots, warm_memory_budget_mb, fit, merged, limited
+            )
+        else:
+            warm, warm_notes = fit(wanted)
+            final, fair_notes = merged(warm), []
+    else:
+        final, fair_notes = limited(merged(wanted))
     notes.extend(warm_notes)
     notes.extend(fair_notes)
     if max_moves > 0:
@@ -158,39 +164,96 @@ def plan(
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
 
 
-def _settle_budget(
+#: Most packings of the warm-memory budget on what the sharing grants (``_budget_and_share``).
+BUDGET_ROUNDS = 8
+
+
+def _budget_and_share(
     wanted: Sequence[WarmDecision],
-    first: tuple[list[Action], list[WarmDecision], list[str], list[str]],
+    bounds: Sequence[int],
     slots: Sequence[int],
+    budget_mb: float,
     fit: Callable[..., tuple[list[WarmDecision], list[str]]],
     merged: Callable[[Sequence[WarmDecision]], list[Action]],
     limited: Callable[[list[Action]], tuple[list[Action], list[str]]],
 ) -> tuple[list[Action], list[str], list[str]]:
-    """The plan's actions, warm-budget notes and sharing notes with the warm-memory budget packed
-    on what the sharing (capacity, pod and resource quotas, a quota's refusal) grants each function.
+    """The plan's actions, warm-budget notes and sharing notes when functions share both the
+    warm-memory budget and a capacity or quotas (their warm instances are pods).
 
-    ``first`` (actions, warm decisions, budget notes, sharing notes) is the budget packed on what
-    each function wants, then shared. When the sharing would cut a function, that packing is
-    false: a kept function holds the memory of instances its quota refuses, and the functions
-    dropped for want of it are told they "did not fit"; a dropped one may also have fitted at
-    what its quota grants. So the pools are shared on what every function wants (the budget
-    aside), the budget is packed on those grants (``fit``: ``fit_memory_budget`` with the plan's
-    budget, given ``counted``), and the
-    pools are shared again with each kept function claiming its grant (with the reason of the cut)
-    and each dropped one nothing: the pods the dropped ones leave go to the services, and no kept
-    function is granted more memory than the budget counted.
+    Packing the budget on what each function wants and sharing after it (as until 2026-12-07) let
+    a kept function hold the memory of instances its quota then refused: the functions dropped for
+    want of it were told they "did not fit", and the memory went unspent. So:
+
+    1. The budget is packed counting each function at most at what the pools could grant it
+       (``bounds``: the smallest of its pools, at least the pods its autoscaler runs); the kept
+       ones claim what they want, the dropped ones nothing, and the pools are shared.
+    2. Packed again with each kept function counted at its grant, packed first (its memory stays
+       its own), and the dropped ones after it in rank order: a dropped one that fits now is kept,
+       and the pools are shared again (a new claimant only lowers the others' grants). Repeated
+       until no dropped function fits (at most ``BUDGET_ROUNDS`` packings); the last packing's
+       reasons and note are those of the final grants ("did not fit in the 100 MB left").
+
+    A kept function is only cut by the functions that hold warm instances in the final plan. A
+    sharing that would take the budget over (a bound too small) is not used: the round before it
+    stands, or, for the first, the packing on what each function wants.
     """
-    whole = merged(wanted)
-    everyone, everyone_notes = limited(whole)
-    if all(everyone[s] is whole[s] for s in slots):
-        return first[0], first[2], first[3]  # no function is cut even when all claim: the first packing holds
     per = [w.memory_mb / w.action.to_instances if w.action.to_instances > 0 else 0.0 for w in wanted]
-    granted = [cast(SetWarmPool, everyone[s]) for s in slots]
-    counted = [g.to_instances * m for g, m in zip(granted, per, strict=True)]
-    warm, warm_notes = fit(wanted, counted=counted)
-    claims = [replace(d, action=g) if d.memory_mb > 0 else d for d, g in zip(warm, granted, strict=True)]
-    final, fair_notes = limited(merged(claims))
-    return final, warm_notes, fair_notes or everyone_notes
+    bounded = [min(w.action.to_instances, b) * m for w, b, m in zip(wanted, bounds, per, strict=True)]
+
+    def held(actions: Sequence[Action]) -> list[float]:
+        return [cast(SetWarmPool, actions[s]).to_instances * m for s, m in zip(slots, per, strict=True)]
+
+    warm, warm_notes = fit(wanted, counted=bounded)
+    final, fair_notes = limited(merged(warm))
+    if sum(held(final)) > budget_mb + 1e-9:  # a bound below a grant: pack on the wants, which always holds
+        warm, warm_notes = fit(wanted)
+        final, fair_notes = limited(merged(warm))
+    for _ in range(BUDGET_ROUNDS - 1):
+        kept = [d.memory_mb > 0 for d in warm]
+        if not any(w.memory_mb > 0 and not k for w, k in zip(wanted, kept, strict=True)):
+            return final, warm_notes, fair_notes  # the budget dropped no function
+        got = held(final)
+        counted = [g if k else b for g, k, b in zip(got, kept, bounded, strict=True)]
+        again, again_notes = fit(wanted, counted=counted, first=[i for i, k in enumerate(kept) if k])
+        if [d.memory_mb > 0 for d in again] == kept:
+            # None fits in what the final grants leave: these reasons and this note are the true ones.
+            final = list(final)
+            for s, d, k in zip(slots, again, kept, strict=True):
+                if not k:
+                    final[s] = d.action
+            return final, again_notes, fair_notes
+        shared, shared_notes = limited(merged(again))
+        if sum(held(shared)) > budget_mb + 1e-9:
+            break
+        warm, warm_notes, final, fair_notes = again, again_notes, shared, shared_notes
+    left = budget_mb - sum(held(final))
+    note = (
+        f"the warm-memory budget did not settle with the capacity and quotas in {BUDGET_ROUNDS} packings: "
+        f"{left:g} MB of it is unspent, which a function it dropped may fit in"
+    )
+    return final, [*warm_notes, note], fair_notes
+
+
+def _pool_bound(ref: WorkloadRef, spec: PolicySpec, want: int, capacity: Mapping[str, int], state: ClusterState) -> int:
+    """Most warm instances of function ``ref`` any sharing could grant (``_budget_and_share``): its
+    smallest pool (tenant and cluster capacity; its namespace's and scoped quotas on pods, and on
+    CPU and memory by its pod's shape when the namespace's state was read), at least the pods its
+    Knative autoscaler runs up to ``want`` (they are kept whatever the pools), at most ``want``."""
+    bound = want
+    for key in (spec.tenant, CLUSTER):
+        if key in capacity:
+            bound = min(bound, capacity[key])
+    if ref in state.workloads:  # an unread workload is left out of the namespace quotas
+        pools = [ref.namespace] + [k for k, refs in state.quota_members.items() if ref in refs]
+        shape = state.pod_shapes.get(ref) or {}
+        for pool in pools:
+            if pool in state.pod_quotas:
+                bound = min(bound, state.pod_quotas[pool])
+            for res, amount in shape.items():
+                room = state.resource_quotas.get(pool, {}).get(res)
+                if room is not None and amount > 0:
+                    bound = min(bound, room // amount)
+    return max(bound, min(want, state.pods_running.get(ref, 0)), 0)
 
 
 def _without_unwanted_pods(

@@ -26,7 +26,7 @@ Pure: no I/O, no clock (docs/planner.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -297,6 +297,7 @@ def fit_memory_budget(
     *,
     scope: str = "",
     held_mb: float = 0.0,
+    first: Collection[int] = (),
 ) -> tuple[list[WarmDecision], list[str]]:
     """Keep total warm memory within ``budget_mb``: drop the instances that avoid the fewest cold starts per MB.
 
@@ -306,10 +307,12 @@ def fit_memory_budget(
     ones are still tried, so a smaller, less worthy one can be kept after a larger one was dropped.
 
     ``counted[i]``: the memory decision ``i`` takes from the budget when it is kept, at most its
-    ``memory_mb`` (None: ``memory_mb``). ``plan`` counts a function at what the capacity and the
-    namespace quotas grant it, once a sharing has cut it (``planner.planning``): the memory its
-    cut instances would have held is then left for the functions the budget dropped. Ranks stay
-    those of the wanted memory; a kept decision keeps its wanted instances (the sharing cuts them).
+    ``memory_mb`` (None: ``memory_mb``). ``plan`` counts a function at most at what the capacity
+    and the quotas could grant it, and at its grant once shared (``planner.planning``): the memory
+    its cut instances would have held is then left for the functions the budget dropped. Ranks
+    stay those of the wanted memory; a kept decision keeps its wanted instances (the sharing cuts
+    them). ``first``: decisions packed before all others (in rank order among themselves): those
+    an earlier packing kept, whose memory stays theirs.
 
     ``scope``: what the budget is a part of, before its name ("shard 1/2's part of the "; "": the
     whole, "the total warm-memory budget"). ``held_mb``: memory the budget holds for functions not
@@ -332,7 +335,11 @@ def fit_memory_budget(
         return list(decisions), []
     order = sorted(
         (i for i, m in enumerate(need) if m > 0),
-        key=lambda i: (-worth_per_mb(decisions[i].probability, decisions[i].memory_mb), decisions[i].action.workload),
+        key=lambda i: (
+            i not in first,
+            -worth_per_mb(decisions[i].probability, decisions[i].memory_mb),
+            decisions[i].action.workload,
+        ),
     )
     used = 0.0
     keep: set[int] = set()
@@ -360,20 +367,22 @@ def fit_memory_budget(
             its = (
                 f"its {need[i]:g} MB"
                 if need[i] >= d.memory_mb
-                else f"its {need[i]:g} MB (of the {d.memory_mb:g} MB wanted: the quotas grant no more)"
+                else f"its {need[i]:g} MB (of the {d.memory_mb:g} MB wanted: the capacity and quotas allow no more)"
             )
             wants = f"{head}: wanted {a.to_instances} warm ({a.reason.message.split(': ', 1)[-1]}), but "
             if room[i] >= budget_mb - 1e-9:  # nothing was kept before it: the budget itself is too small
                 left = f", {budget_mb:g} MB left" if held_mb > 0 else ""
                 text = f"{wants}{its} did not fit in {name}{left}"
             else:
-                text = f"{wants}{name} {ranked}: {its} did not fit in the {room[i]:g} MB left when its turn came"
+                # with memory held for unreadable functions, only what is left of it was given out by rank
+                whose = f"of {name}, what is left " if held_mb > 0 else f"{name} "
+                text = f"{wants}{whose}{ranked}: {its} did not fit in the {room[i]:g} MB left when its turn came"
             reason = Reason("warm_budget_cut", text, {**a.reason.details, "budget_mb": budget_mb})
             out.append(replace(d, action=replace(a, to_instances=0, keep_warm_s=0.0, reason=reason), memory_mb=0.0))
         else:
             out.append(d)
     granted = sum(1 for i, m in enumerate(need) if 0 < m < decisions[i].memory_mb)
-    within = f" ({granted} function(s) counted at what the quotas grant them)" if granted else ""
+    within = f" ({granted} function(s) counted at what the capacity and quotas allow them)" if granted else ""
     whose = f"{scope}warm-memory budget" if scope else "warm-memory budget"
     amount = f"{budget_mb:g} MB" + (f" (after the {held_mb:g} MB held for unreadable functions)" if held_mb > 0 else "")
     notes = [

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_helpers import invocation_forecast
 
+import planner.planning
 from planner import plan
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, SetWarmPool, WorkloadState
@@ -78,9 +80,59 @@ def test_a_function_still_dropped_is_told_the_room_left_once_the_quota_cut_is_co
     )
     note = next(n for n in p.notes if n.startswith("warm-memory budget"))
     assert note == (
-        "warm-memory budget 500 MB is short of the 600 MB wanted (1 function(s) counted at what the quotas "
-        "grant them): 1 function(s) left cold, keeping 400 MB for the most cold starts avoided per MB"
+        "warm-memory budget 500 MB is short of the 600 MB wanted (1 function(s) counted at what the capacity and "
+        "quotas allow them): 1 function(s) left cold, keeping 400 MB for the most cold starts avoided per MB"
     ), note
+
+
+def test_a_kept_function_is_cut_only_by_the_functions_that_keep_warm_instances() -> None:
+    """a (200 MB, 90 %, 3 warm) and b (500 MB, 50 %, 2 warm) share namespace fns's quota of 3 pods
+    and a 700 MB budget. The budget drops b (its 1000 MB); a must not be cut to its share of a
+    quota b no longer claims (the first version of the second sharing cut a to 2, 400 of 700 MB
+    spent, 2 of 3 pods, and, with b at a higher priority, a to 0: the auditor's finding)."""
+    for priority in (0, 1):
+        a, b = fn("a", "fns"), fn("b", "fns", memory=500.0)
+        b = b.model_copy(update={"spec": b.spec.model_copy(update={"priority": priority})})
+        workloads = {
+            a.workload: WorkloadState(a.workload, 3, 3, warm_instances=3),
+            b.workload: WorkloadState(b.workload, 2, 2, warm_instances=2),
+        }
+        calls = {a.workload: invocation_forecast(a.workload, NOW, [0.9] * 15)}
+        calls[b.workload] = invocation_forecast(b.workload, NOW, [0.5] * 15)
+        state = ClusterState(workloads, pod_quotas={"fns": 3})
+        p = plan({}, state, [a, b], NOW, invocations=calls, warm_memory_budget_mb=700)
+        assert counts(p) == {"a": 3, "b": 0}, (priority, [x.reason.message for x in p.actions])
+        by = {x.workload.name: x for x in p.actions}
+        assert by["a"].reason.code == "warm_forecast" and by["b"].reason.code == "warm_budget_cut"
+        assert by["b"].reason.message.endswith("its 1000 MB did not fit in the 100 MB left when its turn came")
+        assert not any("quota" in n for n in p.notes), p.notes
+
+
+def three(rounds: int | None = None) -> Any:
+    """a and c (200 MB, 90 %, 3 warm each) share namespace fns's quota of 4 pods; b (namespace other,
+    200 MB, 50 %, 2 warm) ranks last. The 1400 MB budget is packed with a and c at 600 MB each, so
+    b's 400 MB does not fit; the quota then grants a and c 2 each (800 MB), and b fits after all."""
+    a, c, b = fn("a", "fns"), fn("c", "fns"), fn("b", "other")
+    workloads = {r.workload: WorkloadState(r.workload, n, n, warm_instances=n) for r, n in ((a, 3), (c, 3), (b, 2))}
+    calls = {r.workload: invocation_forecast(r.workload, NOW, [q] * 15) for r, q in ((a, 0.9), (c, 0.9), (b, 0.5))}
+    state = ClusterState(workloads, pod_quotas={"fns": 4})
+    return plan({}, state, [a, c, b], NOW, invocations=calls, warm_memory_budget_mb=1400)
+
+
+def test_memory_the_sharing_frees_goes_to_a_function_the_first_packing_dropped() -> None:
+    p = three()
+    assert counts(p) == {"a": 2, "c": 2, "b": 2}, [x.reason.message for x in p.actions]
+    assert not any("warm-memory budget" in n for n in p.notes), p.notes
+
+
+def test_a_budget_that_does_not_settle_says_what_is_left_unspent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planner.planning, "BUDGET_ROUNDS", 1)
+    p = three()
+    assert counts(p) == {"a": 2, "c": 2, "b": 0}  # within the budget, b dropped by the first packing
+    assert (
+        "the warm-memory budget did not settle with the capacity and quotas in 1 packings: 600 MB of it is "
+        "unspent, which a function it dropped may fit in"
+    ) in p.notes, p.notes
 
 
 @settings(max_examples=60, deadline=None)

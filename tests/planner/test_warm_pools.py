@@ -132,9 +132,9 @@ def test_a_budget_cut_names_the_shards_part_and_the_memory_held_for_unreadable_f
     assert note.startswith("warm-memory budget 300 MB is short of the 400 MB wanted"), note
     reason, note = cut(warm_memory_held_mb=200.0, capacity_scope="shard 1/2's part of the ")
     assert (
-        "but shard 1/2's part of the warm-memory budget (500 MB, 200 MB of it held for functions whose state "
-        "cannot be read) went to functions that avoid more cold starts per MB of the warm pool they want: its 200 MB "
-        "did not fit in the 100 MB left when its turn came"
+        "but of shard 1/2's part of the warm-memory budget (500 MB, 200 MB of it held for functions whose state "
+        "cannot be read), what is left went to functions that avoid more cold starts per MB of the warm pool they "
+        "want: its 200 MB did not fit in the 100 MB left when its turn came"
     ) in reason, reason
     assert note.startswith(
         "shard 1/2's part of the warm-memory budget 300 MB (after the 200 MB held for unreadable functions) is short"
