@@ -298,7 +298,7 @@ class Actuator:
                 res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
             elif action.target in self.held:
                 res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
-            elif isinstance(action, MovePod) and (refused := self._drain_refusal(plan.actions, action, drains)):
+            elif isinstance(action, MovePod) and (refused := self._drain_refusal(plan, action, now, drains)):
                 res = ActionResult(action, "skipped", refused)
             else:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
@@ -701,7 +701,7 @@ class Actuator:
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
         )
 
-    def _drain_refusal(self, actions: Sequence[Action], move: MovePod, drains: dict[str, str]) -> str:
+    def _drain_refusal(self, plan: Plan, move: MovePod, now: float, drains: dict[str, str]) -> str:
         """Why none of the pods of ``move``'s drain is to be evicted, or "" (checked once a plan per
         drained node, before its first eviction; ``drains`` keeps the answers; ``drained_node``).
 
@@ -711,39 +711,53 @@ class Actuator:
         made, and the pods moved so far were disrupted for nothing (loop reasons audit part 2). So
         the drain's pods still on the node are read first and counted per budget that covers them
         (the live facts ``PDB_FACT`` + name, from targets that read budgets): when some budget
-        allows fewer disruptions than it covers pods of the drain, no pod of the drain is evicted.
-        A read that fails leaves the drain to each move's own checks."""
+        allows fewer disruptions than it covers pods of the drain, or a pod is covered by more than
+        one budget (the Eviction API refuses to evict it), no pod of the drain is evicted. A read
+        that fails, or a plan already too old (each move says so itself), leaves the drain to each
+        move's own checks."""
         node = drained_node(move)
         if not node:
             return ""
         if node in drains:
             return drains[node]
-        group = [a for a in actions if isinstance(a, MovePod) and not a.is_noop and drained_node(a) == node]
-        drains[node] = ""
-        if len(group) < 2:
+        group = [a for a in plan.actions if isinstance(a, MovePod) and not a.is_noop and drained_node(a) == node]
+        if len(group) < 2 or too_old(plan.created_at, self.clock() if self.clock is not None else now, self.config):
             return ""
+        drains[node] = ""
         covered: dict[str, list[str]] = {}
         allowed: dict[str, int] = {}
+        shared: list[str] = []  # pods more than one budget covers
         for m in group:
             try:
                 with self._io():
                     live = self.target.live(m)
-            except ActuationError:
+            except Exception as exc:  # noqa: BLE001 - each move's own read and checks decide then
+                log.warning(
+                    "drain of %s: reading %s/%s before its first eviction failed: %s", node, m.namespace, m.pod, exc
+                )
                 return ""
             if not live.value:  # no longer on the node: nothing to evict
                 continue
-            for key, n in (live.facts or {}).items():
-                if key.startswith(PDB_FACT):
-                    budget = f"{m.namespace}/{key[len(PDB_FACT) :]}"
-                    covered.setdefault(budget, []).append(f"{m.namespace}/{m.pod}")
-                    allowed[budget] = n
+            budgets = [k for k in (live.facts or {}) if k.startswith(PDB_FACT)]
+            if len(budgets) > 1:
+                shared.append(f"{m.namespace}/{m.pod} ({', '.join(sorted(k[len(PDB_FACT) :] for k in budgets))})")
+            for key in budgets:
+                budget = f"{m.namespace}/{key[len(PDB_FACT) :]}"
+                covered.setdefault(budget, []).append(f"{m.namespace}/{m.pod}")
+                allowed[budget] = (live.facts or {})[key]
         short = sorted(b for b, pods in covered.items() if len(pods) > allowed[b])
-        if not short:
+        if not short and not shared:
             return ""
         why = "; ".join(
-            f"PodDisruptionBudget {b} allows {allowed[b]} disruption{'s' if allowed[b] != 1 else ''} now and covers "
-            f"{len(covered[b])} of its pods ({', '.join(covered[b])})"
-            for b in short
+            [
+                f"PodDisruptionBudget {b} allows {allowed[b]} disruption{'s' if allowed[b] != 1 else ''} now and "
+                f"covers {len(covered[b])} of its pods ({', '.join(covered[b])})"
+                for b in short
+            ]
+            + [
+                f"pod {p} is covered by more than one PodDisruptionBudget, which the Eviction API refuses"
+                for p in shared
+            ]
         )
         drains[node] = (
             f"the drain of {node} ({len(group)} moves) is not started: {why}; evicting only some would not free "

@@ -1431,18 +1431,26 @@ class KubernetesTarget:
                 )
             )
         pdbs = []
+        budgets: dict[int, int] = {}  # pod index -> how many budgets cover it
         for item in self._raw(self.policy.list_pod_disruption_budget_for_all_namespaces).get("items") or []:
             meta = item.get("metadata") or {}
             ns = str(meta.get("namespace", ""))
             # policy/v1: no selector selects no pod, the empty one every pod of the namespace
             selector = label_selector((item.get("spec") or {}).get("selector"))
             allowed = int((item.get("status") or {}).get("disruptionsAllowed", 0))
-            covered = {
-                p.owner
-                for p in pods
-                if p.namespace == ns and p.owner and selector is not None and selector.matches(p.labels)
-            }
+            if selector is None:
+                continue
+            hit = [i for i, p in enumerate(pods) if p.namespace == ns and selector.matches(p.labels)]
+            for i in hit:
+                budgets[i] = budgets.get(i, 0) + 1
+            covered = {pods[i].owner for i in hit if pods[i].owner}
             pdbs += [PodDisruptionBudget(ns, str(meta.get("name", "")), o, allowed) for o in sorted(covered)]
+        for i, n in budgets.items():
+            if n > 1 and not pods[i].unmovable:  # the Eviction API answers 500 for such a pod
+                pods[i] = replace(
+                    pods[i],
+                    unmovable=f"it is covered by {n} PodDisruptionBudgets, which the Eviction API refuses to evict",
+                )
         return tuple(nodes), tuple(pods), tuple(pdbs)
 
     def _pod_usage(self) -> dict[tuple[str, str], float]:
@@ -2046,7 +2054,10 @@ class KubernetesTarget:
             raise _error(exc, action.target, "list", "poddisruptionbudgets.policy", action.namespace) from exc
         allowed: int | None = None
         for pdb in pdbs.get("items") or []:
-            if _selector_matches((pdb.get("spec") or {}).get("selector"), labels):
+            # policy/v1: no selector selects no pod, the empty one every pod of the namespace (until
+            # 2026-12-07 an empty one was read as selecting none, as read_state already did not)
+            selector = label_selector((pdb.get("spec") or {}).get("selector"))
+            if selector is not None and selector.matches(labels):
                 n = int((pdb.get("status") or {}).get("disruptionsAllowed", 0) or 0)
                 allowed = n if allowed is None else min(allowed, n)
                 # Each budget by name: a drain counts its pods per budget (``ActuatorLoop._drain_refusal``).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from actuator.base import LiveObject
+from actuator.base import PDB_FACT, LiveObject
 from scaleahead.policy import Policy
 from scaleahead.types import Action, MovePod, ScaleTo, SetWarmPool
 
@@ -78,6 +78,14 @@ def check(
                 where = "re-created under its name since the plan; the planned pod is gone"
             return Verdict(
                 "skip", 0, f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} ({where})"
+            )
+        budgets = sorted(k[len(PDB_FACT) :] for k in (live.facts or {}) if k.startswith(PDB_FACT))
+        if len(budgets) > 1:
+            return Verdict(
+                "skip",
+                1,
+                f"pod {action.namespace}/{action.pod} is covered by {len(budgets)} PodDisruptionBudgets "
+                f"({', '.join(budgets)}): the Eviction API refuses to evict a pod more than one budget covers",
             )
         allowed = live.fact("pdb_disruptions_allowed")
         if allowed is not None and allowed < 1:

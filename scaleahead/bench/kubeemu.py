@@ -66,6 +66,26 @@ class Fault:
         return method.upper() == self.method.upper() and found
 
 
+def _pdb_selects(selector: Any, labels: dict[str, str]) -> bool:
+    """policy/v1's rule, written here apart from the code under test: a null selector selects no
+    pod, the empty one every pod of the namespace; ``matchLabels`` and ``matchExpressions`` AND."""
+    if not isinstance(selector, dict):
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }.get(op, False)
+        if not ok:
+            return False
+    return True
+
+
 @attrs.define(kw_only=True)
 class Cluster(kmock.KubernetesEmulator):
     faults: list[Fault] = attrs.field(factory=list)
@@ -203,19 +223,30 @@ class Cluster(kmock.KubernetesEmulator):
                 f"UID in precondition: {wanted}, UID in object meta: {uid or ''}",
             )
         labels = (self.objects[key].get("metadata") or {}).get("labels") or {}
-        for (res, ns, _name), pdb in list(self.objects.items()):
-            if res != PDBS or ns != request.namespace or pdb.deleted:
-                continue
-            match = dict((pdb.get("spec") or {}).get("selector", {}).get("matchLabels") or {})
-            if all(labels.get(k) == v for k, v in match.items()):
-                allowed = int((pdb.get("status") or {}).get("disruptionsAllowed", 0))
-                if allowed < 1:
-                    raise KubernetesError(
-                        status=429,
-                        reason="TooManyRequests",
-                        message="Cannot evict pod as it would violate the pod's disruption budget.",
-                    )
-                pdb.patch({"status": {"disruptionsAllowed": allowed - 1}})
+        budgets = [
+            pdb
+            for (res, ns, _name), pdb in list(self.objects.items())
+            if res == PDBS
+            and ns == request.namespace
+            and not pdb.deleted
+            and _pdb_selects((pdb.get("spec") or {}).get("selector"), labels)
+        ]
+        if len(budgets) > 1:  # as the API server's eviction REST handler answers
+            raise KubernetesError(
+                status=500,
+                reason="InternalError",
+                message="This pod has more than one PodDisruptionBudget, which the eviction subresource does not "
+                "support.",
+            )
+        for pdb in budgets:
+            allowed = int((pdb.get("status") or {}).get("disruptionsAllowed", 0))
+            if allowed < 1:
+                raise KubernetesError(
+                    status=429,
+                    reason="TooManyRequests",
+                    message="Cannot evict pod as it would violate the pod's disruption budget.",
+                )
+            pdb.patch({"status": {"disruptionsAllowed": allowed - 1}})
         self.objects[key].delete()
         return aiohttp.web.json_response(
             {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, status=201

@@ -364,6 +364,13 @@ def test_pod_limits_host_ports_anti_affinity_terms_and_pdb_selectors_are_read(ku
         ("web-pdb", "batch-rs"),
         ("web-pdb", "web-rs"),
     ]
+    # The Eviction API refuses a pod two budgets cover (500): web's and batch's pods are unmovable,
+    # cart's (under all-pdb only) is not (until 2026-12-07 the planner moved them, then every
+    # eviction failed).
+    two = "it is covered by 2 PodDisruptionBudgets, which the Eviction API refuses to evict"
+    owners = {p.owner: p.unmovable for p in pods if p.namespace == "shop" and p.owner}
+    assert owners["web-rs"] == owners["batch-rs"] == two, owners
+    assert owners["cart-rs"] != two, owners
 
 
 def test_ephemeral_storage_is_read_as_the_scheduler_counts_it_on_pods_and_nodes(kube) -> None:
@@ -514,10 +521,10 @@ def test_a_plan_keeps_zone_anti_affinity_and_leaves_a_pvc_pod_saying_why(kube) -
     assert planned_moves(target) == {"cart-1": ("n3", "n1"), "web-2": ("n2", "n1")}, "n1 is now in zone z3"
 
 
-def test_the_tightest_of_two_pdbs_refuses_the_move_before_any_eviction(kube) -> None:  # type: ignore[no-untyped-def]
-    """Of several PDBs covering a pod the tightest is read: the safety check refuses the move and no
-    eviction is sent (untested until the mutation audit of 2026-12-06: reading the loosest passed,
-    the API server's 429 then refusing it)."""
+def test_a_pod_under_two_pdbs_is_refused_before_any_eviction(kube) -> None:  # type: ignore[no-untyped-def]
+    """A pod two PDBs cover is refused before any eviction is sent: the Eviction API answers 500 for
+    it whatever the budgets allow (since 2026-12-07; before, the tightest budget was read and its 0
+    refused the move, untested until the mutation audit of 2026-12-06)."""
     meta = {
         "labels": {"app": "web", "tier": "front"},
         "ownerReferences": [
@@ -536,5 +543,5 @@ def test_the_tightest_of_two_pdbs_refuses_the_move_before_any_eviction(kube) -> 
         )
     act = Actuator(KubernetesTarget(kube.api_client(), [], timeout_s=2.0), None, [], SafetyConfig())
     (res,) = act.apply_plan(Plan(NOW, (MovePod("default", "p1", "n1", "n2", Reason("t", "t")),)), NOW)
-    assert res.outcome == "skipped" and "allows no disruption" in res.detail
+    assert res.outcome == "skipped" and "is covered by 2 PodDisruptionBudgets (a, b)" in res.detail, res
     assert not [c for c in kube.cluster.writes() if "eviction" in str(c)]

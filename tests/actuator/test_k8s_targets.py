@@ -661,6 +661,75 @@ def test_a_drain_its_pdb_cannot_absorb_whole_is_not_started(kube):
     assert "no longer on n3" in res[1].detail
 
 
+def test_a_pdb_with_an_empty_selector_covers_every_pod_of_its_namespace(kube):
+    """policy/v1: an empty selector selects every pod of the namespace (the Eviction API counts it);
+    until 2026-12-07 a pod move's read took it for none, so a drain under it allowing 1 went half."""
+    for name in ("a", "b"):
+        kube.cluster.put(PODS, "default", name, _pod("n1", owned=False))
+    kube.cluster.put(PDBS, "default", "all", {"spec": {"selector": {}}, "status": {"disruptionsAllowed": 1}})
+    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
+    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    assert "PodDisruptionBudget default/all allows 1 disruption now and covers 2 of its pods" in res[0].detail
+    # Without a selector it selects no pod: a lone move goes ahead.
+    kube.cluster.put(PDBS, "default", "all", {"spec": {}, "status": {"disruptionsAllowed": 0}})
+    (one,) = make(kube, []).apply_plan(Plan(NOW + 10, moves[:1]), NOW + 10)
+    assert one.outcome == "applied", one
+
+
+def test_a_pod_two_pdbs_cover_is_not_evicted_and_its_drain_not_started(kube):
+    """The Eviction API refuses a pod more than one budget covers (500, "more than one
+    PodDisruptionBudget"): the move says so before calling, and the drain it belongs to is not
+    started, as a's eviction would be for nothing."""
+    kube.cluster.put(PODS, "default", "a", _pod("n1", owned=False))
+    kube.cluster.put(
+        PODS, "default", "b", _pod("n1", owned=False) | {"metadata": {"labels": {"app": "web", "tier": "db"}}}
+    )
+    for name, labels in (("web", {"app": "web"}), ("db", {"tier": "db"})):
+        kube.cluster.put(
+            PDBS, "default", name, {"spec": {"selector": {"matchLabels": labels}}, "status": {"disruptionsAllowed": 5}}
+        )
+    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
+    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    assert res[0].detail.endswith(
+        "pod default/b (db, web) is covered by more than one PodDisruptionBudget, which the Eviction API refuses; "
+        "evicting only some would not free n1, so none of its pods is evicted this plan"
+    ), res[0].detail
+    assert not any(path.endswith("/eviction") for _, path in kube.cluster.writes())
+    (alone,) = make(kube, []).apply_plan(Plan(NOW + 10, (MovePod("default", "b", "n1", "n2", R),)), NOW + 10)
+    assert alone.outcome == "skipped" and alone.detail == (
+        "pod default/b is covered by 2 PodDisruptionBudgets (db, web): the Eviction API refuses to evict a pod "
+        "more than one budget covers"
+    ), alone.detail
+
+
+def test_an_unexpected_error_reading_a_drain_leaves_it_to_each_moves_own_checks() -> None:
+    """A read before the drain's first eviction raising something unforeseen must not stop the plan
+    (each action's own surprise is its failure, and the plan goes on)."""
+    from actuator.base import PDB_FACT, LiveObject
+
+    class Target:
+        def read_state(self, refs):
+            raise NotImplementedError
+
+        def live(self, action, quota_room=True):
+            if action.pod == "b":
+                raise KeyError("status")
+            return LiveObject(action.target, "spec.nodeName", 1, "1", {"on_from_node": 1, PDB_FACT + "web": 5})
+
+        def write(self, action, value, live):
+            return LiveObject(action.target, "spec.nodeName", 0, "2", {})
+
+    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
+    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
+    res = Actuator(Target(), None, [], SafetyConfig()).apply_plan(Plan(NOW, moves), NOW)  # type: ignore[arg-type]
+    assert [r.outcome for r in res] == ["applied", "failed"], res
+    assert "unexpected KeyError" in res[1].detail
+
+
 def _knative_fleet(kube, running: int, min_scale: int = 2, **extra: dict) -> WorkloadRef:
     """Knative Service default/fn at ``min-scale``, its autoscaler running ``running`` pods, plus
     ``extra`` pods of it (name -> metadata/status changes) and one pod of another service."""
