@@ -19,7 +19,7 @@ from planner.batch import ReplicaBatch, gc_paused
 from planner.fairness import CLUSTER, Claim, Grant, allocate_pools
 from planner.rebalance import plan_moves, unmovable_notes
 from planner.table import policy_table
-from planner.warm import WarmDecision, fit_memory_budget, plan_warm_pools
+from planner.warm import WarmDecision, fit_memory_budget, plan_warm_pools, worth_per_mb
 from scaleahead.policy import Policy, PolicySpec
 from scaleahead.types import (
     Action,
@@ -145,7 +145,7 @@ def plan(
         )
         if capacity or state.pod_quotas or state.resource_quotas or state.quota_refused:
             bounds = [
-                _pool_bound(ref, spec, w.action.to_instances, capacity or {}, state)
+                _pool_bound(ref, spec, w.action.from_instances, w.action.to_instances, capacity or {}, state)
                 for (_, (ref, spec, _)), w in zip(functions, wanted, strict=True)
             ]
             final, warm_notes, fair_notes = _budget_and_share(
@@ -189,9 +189,14 @@ def _budget_and_share(
        ones claim what they want, the dropped ones nothing, and the pools are shared.
     2. Packed again with each kept function counted at its grant, packed first (its memory stays
        its own), and the dropped ones after it in rank order: a dropped one that fits now is kept,
-       and the pools are shared again (a new claimant only lowers the others' grants). Repeated
-       until no dropped function fits (at most ``BUDGET_ROUNDS`` packings); the last packing's
-       reasons and note are those of the final grants ("did not fit in the 100 MB left").
+       and the pools are shared again. A new claimant mostly lowers the others' grants, but can
+       raise one (it takes a tenant's room from a kept function of that tenant, and another kept
+       one then gets more of their namespace's quota): when the sharing then goes over the budget,
+       the best of the new ones is tried alone, and if that goes over too it is refused ("with it
+       warm the capacity and quotas would grant the functions already kept N MB more than the
+       warm-memory budget holds"). Repeated until no dropped function fits (at most
+       ``BUDGET_ROUNDS`` packings, else a note); the last packing's reasons and note are those of
+       the final grants ("did not fit in the 100 MB left").
 
     A kept function is only cut by the functions that hold warm instances in the final plan. A
     sharing that would take the budget over (a bound too small) is not used: the round before it
@@ -208,37 +213,77 @@ def _budget_and_share(
     if sum(held(final)) > budget_mb + 1e-9:  # a bound below a grant: pack on the wants, which always holds
         warm, warm_notes = fit(wanted)
         final, fair_notes = limited(merged(warm))
-    for _ in range(BUDGET_ROUNDS - 1):
+    refused: dict[int, str] = {}  # dropped functions whose admission took the budget over
+    packings = 1
+    while packings < BUDGET_ROUNDS:
         kept = [d.memory_mb > 0 for d in warm]
         if not any(w.memory_mb > 0 and not k for w, k in zip(wanted, kept, strict=True)):
             return final, warm_notes, fair_notes  # the budget dropped no function
         got = held(final)
         counted = [g if k else b for g, k, b in zip(got, kept, bounded, strict=True)]
-        again, again_notes = fit(wanted, counted=counted, first=[i for i, k in enumerate(kept) if k])
-        if [d.memory_mb > 0 for d in again] == kept:
+        first = [i for i, k in enumerate(kept) if k]
+        again, again_notes = fit(wanted, counted=counted, first=first, refused=refused)
+        packings += 1
+        admitted = [i for i, (d, k) in enumerate(zip(again, kept, strict=True)) if d.memory_mb > 0 and not k]
+        if not admitted:
             # None fits in what the final grants leave: these reasons and this note are the true ones.
-            final = list(final)
-            for s, d, k in zip(slots, again, kept, strict=True):
-                if not k:
-                    final[s] = d.action
-            return final, again_notes, fair_notes
+            return _with_dropped(final, again, kept, slots), again_notes, fair_notes
         shared, shared_notes = limited(merged(again))
-        if sum(held(shared)) > budget_mb + 1e-9:
-            break
-        warm, warm_notes, final, fair_notes = again, again_notes, shared, shared_notes
+        if sum(held(shared)) <= budget_mb + 1e-9:
+            warm, warm_notes, final, fair_notes = again, again_notes, shared, shared_notes
+            continue
+        # A new claimant can raise a kept function's grant (cutting one pool's claimant frees room in
+        # another pool, where a kept one then gets more): over the budget. Admit the best of them alone.
+        best = min(admitted, key=lambda i: (-worth_per_mb(wanted[i].probability, wanted[i].memory_mb), i))
+        alone = [again[i] if i == best else d for i, d in enumerate(warm)]
+        shared, shared_notes = limited(merged(alone))
+        if sum(held(shared)) <= budget_mb + 1e-9:
+            warm, final, fair_notes = alone, shared, shared_notes  # its reasons come from the next packing
+            continue
+        room = budget_mb - sum(got)
+        refused[best] = (
+            "with it warm the capacity and quotas would grant the functions already kept "
+            f"{sum(held(shared)) - budget_mb:g} MB more than the warm-memory budget holds (its {counted[best]:g} MB "
+            f"fitted in the {room:g} MB left when it was tried)"
+        )
+    kept = [d.memory_mb > 0 for d in warm]
+    counted = [g if k else b for g, k, b in zip(held(final), kept, bounded, strict=True)]
+    again, again_notes = fit(wanted, counted=counted, first=[i for i, k in enumerate(kept) if k], refused=refused)
     left = budget_mb - sum(held(final))
     note = (
         f"the warm-memory budget did not settle with the capacity and quotas in {BUDGET_ROUNDS} packings: "
         f"{left:g} MB of it is unspent, which a function it dropped may fit in"
     )
-    return final, [*warm_notes, note], fair_notes
+    return _with_dropped(final, again, kept, slots, only_unfit=True), [*again_notes, note], fair_notes
 
 
-def _pool_bound(ref: WorkloadRef, spec: PolicySpec, want: int, capacity: Mapping[str, int], state: ClusterState) -> int:
+def _with_dropped(
+    final: Sequence[Action],
+    packed: Sequence[WarmDecision],
+    kept: Sequence[bool],
+    slots: Sequence[int],
+    only_unfit: bool = False,
+) -> list[Action]:
+    """``final`` with the actions (and so the reasons) of the functions ``kept`` does not keep taken
+    from ``packed``, a packing on the final grants; with ``only_unfit``, only those ``packed`` drops
+    too (one it would keep has no true reason of its own: the plan's note speaks of it)."""
+    out = list(final)
+    for s, d, k in zip(slots, packed, kept, strict=True):
+        if not k and not (only_unfit and d.memory_mb > 0):
+            out[s] = d.action
+    return out
+
+
+def _pool_bound(
+    ref: WorkloadRef, spec: PolicySpec, have: int, want: int, capacity: Mapping[str, int], state: ClusterState
+) -> int:
     """Most warm instances of function ``ref`` any sharing could grant (``_budget_and_share``): its
     smallest pool (tenant and cluster capacity; its namespace's and scoped quotas on pods, and on
     CPU and memory by its pod's shape when the namespace's state was read), at least the pods its
-    Knative autoscaler runs up to ``want`` (they are kept whatever the pools), at most ``want``."""
+    Knative autoscaler runs up to ``want`` (they are kept whatever the pools), at most ``want``,
+    or ``have`` when a ResourceQuota refuses the pods it would add (``_hold_refused``)."""
+    if want > have and ref in state.quota_refused:
+        want = have
     bound = want
     for key in (spec.tenant, CLUSTER):
         if key in capacity:

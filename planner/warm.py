@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 import numpy as np
 
@@ -290,6 +291,9 @@ def decide_warm_pool(
     return WarmDecision(action, fallback, p_now, want * mem)
 
 
+_NONE: Mapping[int, str] = MappingProxyType({})
+
+
 def fit_memory_budget(
     decisions: Sequence[WarmDecision],
     budget_mb: float,
@@ -298,6 +302,7 @@ def fit_memory_budget(
     scope: str = "",
     held_mb: float = 0.0,
     first: Collection[int] = (),
+    refused: Mapping[int, str] = _NONE,
 ) -> tuple[list[WarmDecision], list[str]]:
     """Keep total warm memory within ``budget_mb``: drop the instances that avoid the fewest cold starts per MB.
 
@@ -312,7 +317,8 @@ def fit_memory_budget(
     its cut instances would have held is then left for the functions the budget dropped. Ranks
     stay those of the wanted memory; a kept decision keeps its wanted instances (the sharing cuts
     them). ``first``: decisions packed before all others (in rank order among themselves): those
-    an earlier packing kept, whose memory stays theirs.
+    an earlier packing kept, whose memory stays theirs. ``refused``: decisions not packed at all,
+    dropped with the given reason instead of the budget's ("its 300 MB would fit ..., but ...").
 
     ``scope``: what the budget is a part of, before its name ("shard 1/2's part of the "; "": the
     whole, "the total warm-memory budget"). ``held_mb``: memory the budget holds for functions not
@@ -331,10 +337,10 @@ def fit_memory_budget(
     if counted is not None:
         need = [min(c, m) for c, m in zip(counted, need, strict=True)]
     total = sum(need)
-    if total <= budget_mb + 1e-9:
+    if total <= budget_mb + 1e-9 and not refused:
         return list(decisions), []
     order = sorted(
-        (i for i, m in enumerate(need) if m > 0),
+        (i for i, m in enumerate(need) if m > 0 and i not in refused),
         key=lambda i: (
             i not in first,
             -worth_per_mb(decisions[i].probability, decisions[i].memory_mb),
@@ -370,7 +376,9 @@ def fit_memory_budget(
                 else f"its {need[i]:g} MB (of the {d.memory_mb:g} MB wanted: the capacity and quotas allow no more)"
             )
             wants = f"{head}: wanted {a.to_instances} warm ({a.reason.message.split(': ', 1)[-1]}), but "
-            if room[i] >= budget_mb - 1e-9:  # nothing was kept before it: the budget itself is too small
+            if i in refused:
+                text = f"{wants}{refused[i]}"
+            elif room[i] >= budget_mb - 1e-9:  # nothing was kept before it: the budget itself is too small
                 left = f", {budget_mb:g} MB left" if held_mb > 0 else ""
                 text = f"{wants}{its} did not fit in {name}{left}"
             else:
@@ -385,10 +393,16 @@ def fit_memory_budget(
     within = f" ({granted} function(s) counted at what the capacity and quotas allow them)" if granted else ""
     whose = f"{scope}warm-memory budget" if scope else "warm-memory budget"
     amount = f"{budget_mb:g} MB" + (f" (after the {held_mb:g} MB held for unreadable functions)" if held_mb > 0 else "")
-    notes = [
-        f"{whose} {amount} is short of the {total:g} MB wanted{within}: {dropped} function(s) "
-        f"left cold, keeping {used:g} MB for the most cold starts avoided per MB"
-    ]
+    if total > budget_mb + 1e-9:
+        notes = [
+            f"{whose} {amount} is short of the {total:g} MB wanted{within}: {dropped} function(s) "
+            f"left cold, keeping {used:g} MB for the most cold starts avoided per MB"
+        ]
+    else:  # only ``refused`` ones are cold
+        notes = [
+            f"{whose} {amount} holds the {total:g} MB wanted{within}, but {dropped} function(s) stay cold, as with "
+            f"them warm the capacity and quotas would grant the others more than it holds; keeping {used:g} MB"
+        ]
     return out, notes
 
 

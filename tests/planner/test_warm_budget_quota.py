@@ -24,10 +24,11 @@ from scaleahead.types import ClusterState, SetWarmPool, WorkloadState
 NOW = 1_000_000.0
 
 
-def fn(name: str, namespace: str, memory: float = 200.0) -> Policy:
+def fn(name: str, namespace: str, memory: float = 200.0, **extra: Any) -> Policy:
     doc: dict[str, Any] = {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
+            **extra,
             "target": {"kind": "KnativeService", "name": name, "namespace": namespace},
             "demand": {"query": "q", "unit": "invocations/min", "stepSeconds": 60},
             "capacityPerReplica": 1.0,
@@ -132,6 +133,49 @@ def test_a_budget_that_does_not_settle_says_what_is_left_unspent(monkeypatch: py
     assert (
         "the warm-memory budget did not settle with the capacity and quotas in 1 packings: 600 MB of it is "
         "unspent, which a function it dropped may fit in"
+    ) in p.notes, p.notes
+
+
+def test_a_function_a_resourcequota_refuses_more_pods_is_counted_at_what_it_holds() -> None:
+    """d's quota refuses its new pods, so the sharing holds it at its 2 (quota_refused): the budget
+    counts it at 200 MB, which fits beside k's 300 of 500 MB (the second audit: it was counted at
+    the 300 MB of its fallback's 3 and cooled 2 -> 0, "did not fit in the 200 MB left")."""
+    k, d = fn("k", "fns", 100.0), fn("d", "fns", 100.0, fallback={"mode": "static", "staticReplicas": 3})
+    workloads = {
+        k.workload: WorkloadState(k.workload, 3, 3, warm_instances=3),
+        d.workload: WorkloadState(d.workload, 2, 2, warm_instances=2),
+    }
+    calls = {k.workload: invocation_forecast(k.workload, NOW, [0.9] * 15)}  # d has none: its fallback
+    state = ClusterState(workloads, quota_refused={d.workload: "must specify requests.cpu"})
+    p = plan({}, state, [k, d], NOW, invocations=calls, warm_memory_budget_mb=500)
+    assert counts(p) == {"k": 3, "d": 2}, [x.reason.message for x in p.actions]
+    assert next(x for x in p.actions if x.workload.name == "d").reason.code == "quota_refused"
+
+
+def test_a_function_whose_claim_would_take_the_budget_over_through_the_pools_stays_cold() -> None:
+    """x (tenant A, namespace other) fits in what the budget leaves, but with x warm tenant A's
+    capacity of 4 is split between x and k1, and k2 then gets more of namespace fns's quota: 4600
+    of 4450 MB. x stays cold and says why; y (no pool) is kept (the second audit: the loop stopped
+    there and both read "did not fit in the 50 MB left", 1,150 MB unspent)."""
+    k1, k2 = fn("k1", "fns", 100.0, tenant="a"), fn("k2", "fns", 1000.0, tenant="b")
+    x, y = fn("x", "other", 150.0, tenant="a"), fn("y", "solo", 100.0, tenant="c")
+    workloads = {r.workload: WorkloadState(r.workload, 4, 4, warm_instances=4) for r in (k1, k2, x)}
+    workloads[y.workload] = WorkloadState(y.workload, 1, 1, warm_instances=1)
+    probs = ((k1, 0.9), (k2, 0.9), (x, 0.2), (y, 0.1))
+    calls = {r.workload: invocation_forecast(r.workload, NOW, [q] * 15) for r, q in probs}
+    state = ClusterState(workloads, pod_quotas={"fns": 6})
+    p = plan({}, state, [k1, k2, x, y], NOW, invocations=calls, capacity={"a": 4}, warm_memory_budget_mb=4450)
+    assert counts(p) == {"k1": 3, "k2": 3, "x": 0, "y": 1}, [a.reason.message for a in p.actions]
+    cut = next(a for a in p.actions if a.workload.name == "x")
+    assert cut.reason.code == "warm_budget_cut"
+    assert cut.reason.message.endswith(
+        "but with it warm the capacity and quotas would grant the functions already kept 150 MB more than the "
+        "warm-memory budget holds (its 600 MB fitted in the 1050 MB left when it was tried)"
+    ), cut.reason.message
+    assert (
+        "warm-memory budget 4450 MB holds the 4000 MB wanted (2 function(s) counted at what the capacity and quotas "
+        "allow them), but 1 function(s) stay cold, as with them warm the capacity and quotas would grant the others "
+        "more than it holds; keeping 3400 MB"
     ) in p.notes, p.notes
 
 
