@@ -674,6 +674,15 @@ class Actuator:
             except ActuationError as exc:
                 if exc.outcome == "conflict":
                     continue  # read again and re-check
+                if isinstance(action, MovePod) and exc.status == 404:
+                    # its move's aim holds; the 404's advice ("create it, or fix the policy's
+                    # spec.target") is a workload's, not a pod's (second review)
+                    return ActionResult(
+                        action,
+                        "skipped",
+                        f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} "
+                        "(deleted since the plan)",
+                    )
                 return ActionResult(action, "failed" if exc.outcome == "failed" else "skipped", exc.message)
             except Exception as exc:  # noqa: BLE001 - one action's surprise must not stop the plan
                 # A last resort (a bug, an answer no one foresaw): this action is journaled failed and
@@ -731,6 +740,13 @@ class Actuator:
             try:
                 with self._io():
                     live = self.target.live(m)
+            except ActuationError as exc:
+                if exc.status == 404:  # deleted since the plan: nothing to evict, the node may still be freed
+                    continue
+                log.warning(
+                    "drain of %s: reading %s/%s before its first eviction failed: %s", node, m.namespace, m.pod, exc
+                )
+                return ""
             except Exception as exc:  # noqa: BLE001 - each move's own read and checks decide then
                 log.warning(
                     "drain of %s: reading %s/%s before its first eviction failed: %s", node, m.namespace, m.pod, exc

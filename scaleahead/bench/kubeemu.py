@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,10 +67,10 @@ class Fault:
         return method.upper() == self.method.upper() and found
 
 
-def _pdb_selects(selector: Any, labels: dict[str, str]) -> bool:
+def _pdb_selects(selector: Any, labels: Mapping[str, str]) -> bool:
     """policy/v1's rule, written here apart from the code under test: a null selector selects no
     pod, the empty one every pod of the namespace; ``matchLabels`` and ``matchExpressions`` AND."""
-    if not isinstance(selector, dict):
+    if not isinstance(selector, Mapping):  # a stored object's fields are Mappings, not dicts
         return False
     if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
         return False

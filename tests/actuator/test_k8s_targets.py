@@ -730,6 +730,54 @@ def test_an_unexpected_error_reading_a_drain_leaves_it_to_each_moves_own_checks(
     assert "unexpected KeyError" in res[1].detail
 
 
+def test_the_emulators_eviction_answers_as_the_api_server_does(kube):
+    """The emulator refuses what the API server refuses: a budget allowing none (429), a pod two
+    budgets cover (500); it takes one disruption off a budget per eviction, and a budget without a
+    selector covers no pod (the second review: no budget ever covered a pod, as its selector was
+    read as a plain dict)."""
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(kube.api_client())
+
+    def evict(name: str) -> int:
+        try:
+            core.create_namespaced_pod_eviction(name, "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=name)))
+        except k8s.ApiException as exc:
+            return int(exc.status)
+        return 201
+
+    for name, labels in (("a", {"app": "web"}), ("b", {"app": "web", "tier": "db"}), ("c", {"app": "web"})):
+        kube.cluster.put(PODS, "default", name, _pod("n1", owned=False) | {"metadata": {"labels": labels}})
+    web = {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}}
+    kube.cluster.put(PDBS, "default", "web", web)
+    kube.cluster.put(PDBS, "default", "db", {"spec": {"selector": {"matchLabels": {"tier": "db"}}}, "status": {}})
+    kube.cluster.put(PDBS, "default", "none", {"spec": {}, "status": {"disruptionsAllowed": 0}})
+    assert evict("b") == 500  # two budgets
+    assert evict("a") == 201  # web allows 1: now 0 ("none" selects no pod)
+    assert kube.cluster.get(PDBS, "default", "web")["status"]["disruptionsAllowed"] == 0
+    assert evict("c") == 429
+    assert kube.cluster.get(PODS, "default", "c") is not None and kube.cluster.get(PODS, "default", "a") is None
+
+
+def test_a_drain_with_a_pod_deleted_since_the_plan_is_still_checked_whole(kube):
+    """a was deleted since the plan (404): nothing to evict there, but b and c are still counted
+    against their budget, which allows 1, and the drain is not started (the second review: the 404
+    ended the check, b was evicted and c refused; a's outcome advised "create it, or fix the
+    policy's spec.target")."""
+    for name in ("b", "c"):
+        kube.cluster.put(PODS, "default", name, _pod("n1", owned=False))
+    budget = {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}}
+    kube.cluster.put(PDBS, "default", "web", budget)
+    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
+    moves = tuple(MovePod("default", name, "n1", "n2", why) for name in ("a", "b", "c"))
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == ["skipped", "skipped", "skipped"], res
+    assert res[0].detail.startswith("the drain of n1 (3 moves) is not started: PodDisruptionBudget default/web")
+    assert not any(path.endswith("/eviction") for _, path in kube.cluster.writes())
+    (gone,) = make(kube, []).apply_plan(Plan(NOW + 10, moves[:1]), NOW + 10)
+    assert gone.outcome == "skipped" and gone.detail == "pod default/a is no longer on n1 (deleted since the plan)"
+
+
 def _knative_fleet(kube, running: int, min_scale: int = 2, **extra: dict) -> WorkloadRef:
     """Knative Service default/fn at ``min-scale``, its autoscaler running ``running`` pods, plus
     ``extra`` pods of it (name -> metadata/status changes) and one pod of another service."""
