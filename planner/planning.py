@@ -198,9 +198,9 @@ def _budget_and_share(
        ``BUDGET_ROUNDS`` packings, else a note); the last packing's reasons and note are those of
        the final grants ("did not fit in the 100 MB left").
 
-    A kept function is only cut by the functions that hold warm instances in the final plan. A
-    sharing that would take the budget over (a bound too small) is not used: the round before it
-    stands, or, for the first, the packing on what each function wants.
+    A kept function is only cut by the functions that hold warm instances in the final plan. The
+    first packing's sharing could go over the budget only if a bound were below a grant; it is then
+    replaced by the packing on what each function wants, which always holds.
     """
     per = [w.memory_mb / w.action.to_instances if w.action.to_instances > 0 else 0.0 for w in wanted]
     bounded = [min(w.action.to_instances, b) * m for w, b, m in zip(wanted, bounds, per, strict=True)]

@@ -318,7 +318,7 @@ def fit_memory_budget(
     stay those of the wanted memory; a kept decision keeps its wanted instances (the sharing cuts
     them). ``first``: decisions packed before all others (in rank order among themselves): those
     an earlier packing kept, whose memory stays theirs. ``refused``: decisions not packed at all,
-    dropped with the given reason instead of the budget's ("its 300 MB would fit ..., but ...").
+    dropped with the given reason instead of the budget's ("with it warm the capacity and quotas ...").
 
     ``scope``: what the budget is a part of, before its name ("shard 1/2's part of the "; "": the
     whole, "the total warm-memory budget"). ``held_mb``: memory the budget holds for functions not
