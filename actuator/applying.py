@@ -105,6 +105,12 @@ def drained_node(move: MovePod) -> str:
     return node if node == move.from_node else ""
 
 
+def drain_step_node(move: MovePod) -> str:
+    """The node the drain step of ``move`` frees ("" for no drain): its own moves' and also the
+    moves of other nodes' pods made for it (``frees_node``), which are not to be made without it."""
+    return str(move.reason.details.get("frees_node") or "") or drained_node(move)
+
+
 def _drain_left(res: ActionResult, done: Sequence[ActionResult | None]) -> ActionResult:
     """A drain's move not made: its outcome says the node stays, naming the drain's moves this plan
     already made (loop reasons audit: a refused last move left the applied ones' "frees n3" standing,
@@ -723,16 +729,29 @@ class Actuator:
         allows fewer disruptions than it covers pods of the drain, or a pod is covered by more than
         one budget (the Eviction API refuses to evict it), no pod of the drain is evicted. A read
         that fails, or a plan already too old (each move says so itself), leaves the drain to each
-        move's own checks."""
-        node = drained_node(move)
+        move's own checks. The moves of other nodes' pods made for a refused drain (``frees_node``)
+        are not made either."""
+        node = drain_step_node(move)
         if not node:
             return ""
-        if node in drains:
+        if node not in drains:
+            drains[node] = self._drain_check(plan, node, now)
+        if not drains[node] or drained_node(move) == node:
             return drains[node]
+        # a move of another node's pod, made for this drain (so that freeing it adds no pair)
+        return (
+            drains[node]
+            .replace(f"the drain of {node} (", f"the drain of {node} this move is made for (", 1)
+            .replace(
+                "so none of its pods is evicted this plan", "so none of its pods, nor this one, is evicted this plan"
+            )
+        )
+
+    def _drain_check(self, plan: Plan, node: str, now: float) -> str:
+        """``_drain_refusal``'s check of the drain of ``node``, "" when it may go on."""
         group = [a for a in plan.actions if isinstance(a, MovePod) and not a.is_noop and drained_node(a) == node]
         if len(group) < 2 or too_old(plan.created_at, self.clock() if self.clock is not None else now, self.config):
             return ""
-        drains[node] = ""
         covered: dict[str, list[str]] = {}
         allowed: dict[str, int] = {}
         shared: list[str] = []  # pods more than one budget covers
@@ -775,11 +794,10 @@ class Actuator:
                 for p in shared
             ]
         )
-        drains[node] = (
+        return (
             f"the drain of {node} ({len(group)} moves) is not started: {why}; evicting only some would not free "
             f"{node}, so none of its pods is evicted this plan"
         )
-        return drains[node]
 
     def _landed(self, action: Action, value: int, exc: ActuationError) -> LiveObject | None:
         """After a write that got no answer (a timeout: it may have landed), the object read again if

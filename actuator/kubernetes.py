@@ -2051,6 +2051,13 @@ class KubernetesTarget:
         try:
             pdbs = self._raw(self.policy.list_namespaced_pod_disruption_budget, action.namespace)
         except (ApiException, HTTPError) as exc:
+            if getattr(exc, "status", None) == 404:  # not the pod's 404: policy/v1 is not served
+                raise ActuationError(
+                    "skipped",
+                    f"{action.target}: the API server does not serve policy/v1 PodDisruptionBudgets (404 listing them "
+                    f"in {action.namespace}), so the move's budgets cannot be checked: pod moves need Kubernetes 1.21 "
+                    "or later",
+                ) from exc
             raise _error(exc, action.target, "list", "poddisruptionbudgets.policy", action.namespace) from exc
         allowed: int | None = None
         for pdb in pdbs.get("items") or []:

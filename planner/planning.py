@@ -213,6 +213,11 @@ def _budget_and_share(
     if sum(held(final)) > budget_mb + 1e-9:  # a bound below a grant: pack on the wants, which always holds
         warm, warm_notes = fit(wanted)
         final, fair_notes = limited(merged(warm))
+    if all(g >= c - 1e-9 for g, c, d in zip(held(final), bounded, warm, strict=True) if d.memory_mb > 0):
+        # The sharing cut no kept function below what the packing counted: no dropped one fits in
+        # what is left (room only shrank as the budget packed), and its reason, "did not fit in the
+        # N MB left when its turn came", stays true (as without a capacity or quota).
+        return final, warm_notes, fair_notes
     refused: dict[int, str] = {}  # dropped functions whose admission took the budget over
     packings = 1
     while packings < BUDGET_ROUNDS:

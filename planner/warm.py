@@ -370,6 +370,11 @@ def fit_memory_budget(
                 if math.isfinite(d.probability)
                 else "went first to functions with a forecast (this one has none: its fallback's instances rank last)"
             )
+            if first:  # re-packed: the functions an earlier packing kept came first, whatever their rank
+                ranked = (
+                    "went first to the functions an earlier packing kept, at what the capacity and quotas grant "
+                    f"them, then {ranked.removeprefix('went ').removeprefix('first ')}"
+                )
             its = (
                 f"its {need[i]:g} MB"
                 if need[i] >= d.memory_mb

@@ -778,6 +778,39 @@ def test_a_drain_with_a_pod_deleted_since_the_plan_is_still_checked_whole(kube):
     assert gone.outcome == "skipped" and gone.detail == "pod default/a is no longer on n1 (deleted since the plan)"
 
 
+def test_the_moves_made_for_a_refused_drain_are_not_made_either(kube):
+    """e (on n3) moves only so that freeing n1 adds no interfering pair (frees_node n1): when n1's
+    drain is refused, e stays too (the final review: it was evicted for a state that never came)."""
+    for name, node in (("a", "n1"), ("b", "n1"), ("e", "n3")):
+        kube.cluster.put(PODS, "default", name, _pod(node, owned=False))
+    budget = {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}}
+    kube.cluster.put(PDBS, "default", "web", budget)
+    kube.cluster.put(PDBS, "default", "other", {"spec": {"selector": {"matchLabels": {"x": "y"}}}, "status": {}})
+    step = {"step": "drain", "frees_node": "n1"}
+    why = Reason("rebalance.drain", "move ... frees n1", step | {"move_kind": "drain"})
+    repair = Reason("rebalance.drain", "move ... so that freeing n1 adds no pair", step | {"move_kind": "separate"})
+    moves = (
+        MovePod("default", "a", "n1", "n2", why),
+        MovePod("default", "b", "n1", "n2", why),
+        MovePod("default", "e", "n3", "n1", repair),
+    )
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == ["skipped", "skipped", "skipped"], res
+    assert res[2].detail.startswith("the drain of n1 this move is made for (2 moves) is not started: ")
+    assert res[2].detail.endswith("so none of its pods, nor this one, is evicted this plan"), res[2].detail
+    assert not any(path.endswith("/eviction") for _, path in kube.cluster.writes())
+
+
+def test_a_move_where_policy_v1_budgets_are_not_served_says_so(kube):
+    """A 404 listing the namespace's PodDisruptionBudgets is not the pod's: the move is skipped
+    naming the missing API (the final review: it read "deleted since the plan")."""
+    kube.cluster.put(PODS, "default", "a", _pod("n1", owned=False))
+    kube.cluster.faults.append(Fault("GET", "/poddisruptionbudgets", status=404, at_end=True))
+    (res,) = make(kube, []).apply_plan(Plan(NOW, (MovePod("default", "a", "n1", "n2", R),)), NOW)
+    assert res.outcome == "skipped" and "does not serve policy/v1 PodDisruptionBudgets (404" in res.detail, res
+    assert kube.cluster.get(PODS, "default", "a") is not None
+
+
 def _knative_fleet(kube, running: int, min_scale: int = 2, **extra: dict) -> WorkloadRef:
     """Knative Service default/fn at ``min-scale``, its autoscaler running ``running`` pods, plus
     ``extra`` pods of it (name -> metadata/status changes) and one pod of another service."""

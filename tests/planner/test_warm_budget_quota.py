@@ -1,9 +1,10 @@
 """The warm-memory budget counts each function at what the capacity and the namespace quotas grant it.
 
-The budget is packed first, on what each function wants; the sharing comes after it. Before
-planner.planning._settle_budget, a function the budget kept and a quota then cut still held its
-wanted memory in the budget: a function dropped for want of that memory stayed cold, told it "did
-not fit in the 0 MB left", while the memory was never spent (the second reasons audit's finding).
+Until 2026-12-07 the budget was packed on what each function wants and the sharing came after it:
+a function the budget kept and a quota then cut still held its wanted memory in the budget, and a
+function dropped for want of that memory stayed cold, told it "did not fit in the 0 MB left",
+while the memory was never spent (the second reasons audit's finding). planner.planning's
+_budget_and_share packs the budget on what the pools could grant, then on the grants.
 """
 
 from __future__ import annotations
@@ -177,6 +178,22 @@ def test_a_function_whose_claim_would_take_the_budget_over_through_the_pools_sta
         "allow them), but 1 function(s) stay cold, as with them warm the capacity and quotas would grant the others "
         "more than it holds; keeping 3400 MB"
     ) in p.notes, p.notes
+
+
+def test_a_roomy_capacity_changes_no_reason_of_the_budget() -> None:
+    """Nothing short: the reasons are those of a plan without a capacity ("did not fit in the 200 MB
+    left when its turn came"; the final review found "0 MB", re-packed with the kept ones first)."""
+    pols = [fn(n, "fns", m) for n, m in (("a", 300.0), ("b", 300.0), ("c", 200.0))]
+    workloads = {p.workload: WorkloadState(p.workload, 1, 1, warm_instances=1) for p in pols}
+    calls = {p.workload: invocation_forecast(p.workload, NOW, [q] * 15) for p, q in zip(pols, (0.9, 0.5, 0.2))}
+
+    def reasons(**kw: Any) -> list[str]:
+        p = plan({}, ClusterState(workloads), pols, NOW, invocations=calls, warm_memory_budget_mb=500, **kw)
+        return [a.reason.message for a in p.actions]
+
+    plain = reasons()
+    assert plain[1].endswith("its 300 MB did not fit in the 200 MB left when its turn came"), plain[1]
+    assert reasons(capacity={"*": 10**6}) == plain
 
 
 @settings(max_examples=60, deadline=None)
