@@ -2067,7 +2067,7 @@ class KubernetesTarget:
             if selector is not None and selector.matches(labels):
                 n = int((pdb.get("status") or {}).get("disruptionsAllowed", 0) or 0)
                 allowed = n if allowed is None else min(allowed, n)
-                # Each budget by name: a drain counts its pods per budget (``ActuatorLoop._drain_refusal``).
+                # Each budget by name: a drain counts its pods per budget (``Actuator._drain_check``).
                 facts[PDB_FACT + str((pdb.get("metadata") or {}).get("name") or "")] = n
         if allowed is not None:
             facts["pdb_disruptions_allowed"] = allowed
