@@ -23,7 +23,7 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
@@ -291,6 +291,7 @@ class Actuator:
                 change_index[k] = len(change_index)
         done: list[ActionResult | None] = [None] * len(plan.actions)
         drains: dict[str, str] = {}  # a drained node -> why its drain is refused ("": it may go on)
+        cut_short: dict[str, str] = {}  # a drained node -> which of its drain's own moves was not made
 
         def one(k: int) -> None:
             action = plan.actions[k]
@@ -304,12 +305,15 @@ class Actuator:
                 res = ActionResult(action, "skipped", stop, "paused" if stop.startswith(PAUSED) else "not_leader")
             elif action.target in self.held:
                 res = ActionResult(action, "skipped", "backing off after errors", "backing_off")
-            elif isinstance(action, MovePod) and (refused := self._drain_refusal(plan, action, now, drains)):
+            elif isinstance(action, MovePod) and (refused := self._drain_refusal(plan, action, now, drains, cut_short)):
                 res = ActionResult(action, "skipped", refused)
             else:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
             if isinstance(action, MovePod) and res.outcome in ("skipped", "failed"):
                 res = _drain_left(res, done)
+                node = drained_node(action)
+                if node and not cut_short.get(node):  # the moves made for this drain are not to be made
+                    cut_short[node] = f"its move of {action.namespace}/{action.pod} was not made ({res.detail})"
             done[k] = res
             if self.store is not None and aid is not None:
                 self._outcomes.append((aid, res.outcome, res.detail))  # committed by the next write's intent
@@ -716,7 +720,9 @@ class Actuator:
             action, "failed", f"{action.target} kept changing (409 {attempts} times); retried next cycle"
         )
 
-    def _drain_refusal(self, plan: Plan, move: MovePod, now: float, drains: dict[str, str]) -> str:
+    def _drain_refusal(
+        self, plan: Plan, move: MovePod, now: float, drains: dict[str, str], cut_short: Mapping[str, str]
+    ) -> str:
         """Why none of the pods of ``move``'s drain is to be evicted, or "" (checked once a plan per
         drained node, before its first eviction; ``drains`` keeps the answers; ``drained_node``).
 
@@ -729,27 +735,37 @@ class Actuator:
         allows fewer disruptions than it covers pods of the drain, or a pod is covered by more than
         one budget (the Eviction API refuses to evict it), no pod of the drain is evicted. A read
         that fails, or a plan already too old (each move says so itself), leaves the drain to each
-        move's own checks. The moves of other nodes' pods made for a refused drain (``frees_node``)
-        are not made either."""
+        move's own checks. The moves of other nodes' pods made for a drain (``frees_node``) are not
+        made when it is refused, nor when one of its own moves was not made (``cut_short``): the
+        node is not freed, and they were chosen for the state after it."""
         node = drain_step_node(move)
         if not node:
             return ""
         if node not in drains:
             drains[node] = self._drain_check(plan, node, now)
-        if not drains[node] or drained_node(move) == node:
+        if drained_node(move) == node:
             return drains[node]
         # a move of another node's pod, made for this drain (so that freeing it adds no pair)
-        return (
-            drains[node]
-            .replace(f"the drain of {node} (", f"the drain of {node} this move is made for (", 1)
-            .replace(
-                "so none of its pods is evicted this plan", "so none of its pods, nor this one, is evicted this plan"
+        if drains[node]:
+            return (
+                drains[node]
+                .replace(f"the drain of {node} (", f"the drain of {node} this move is made for (", 1)
+                .replace(
+                    "so none of its pods is evicted this plan",
+                    "so none of its pods, nor this one, is evicted this plan",
+                )
             )
-        )
+        if cut_short.get(node):
+            return (
+                f"this move is made for the drain of {node}, which this plan does not complete: {cut_short[node]}; "
+                f"so {node} is not freed and this pod stays"
+            )
+        return ""
 
     def _drain_check(self, plan: Plan, node: str, now: float) -> str:
         """``_drain_refusal``'s check of the drain of ``node``, "" when it may go on."""
-        group = [a for a in plan.actions if isinstance(a, MovePod) and not a.is_noop and drained_node(a) == node]
+        # its own moves and the moves of other nodes' pods made for it: every eviction of the step counts
+        group = [a for a in plan.actions if isinstance(a, MovePod) and not a.is_noop and drain_step_node(a) == node]
         if len(group) < 2 or too_old(plan.created_at, self.clock() if self.clock is not None else now, self.config):
             return ""
         covered: dict[str, list[str]] = {}

@@ -208,12 +208,18 @@ def _budget_and_share(
     def held(actions: Sequence[Action]) -> list[float]:
         return [cast(SetWarmPool, actions[s]).to_instances * m for s, m in zip(slots, per, strict=True)]
 
-    warm, warm_notes = fit(wanted, counted=bounded)
+    counted0: Sequence[float] = bounded
+    warm, warm_notes = fit(wanted, counted=counted0)
     final, fair_notes = limited(merged(warm))
     if sum(held(final)) > budget_mb + 1e-9:  # a bound below a grant: pack on the wants, which always holds
+        counted0 = [w.memory_mb for w in wanted]
         warm, warm_notes = fit(wanted)
         final, fair_notes = limited(merged(warm))
-    if all(g >= c - 1e-9 for g, c, d in zip(held(final), bounded, warm, strict=True) if d.memory_mb > 0):
+    if all(
+        abs(g - min(c, d.memory_mb)) <= 1e-9
+        for g, c, d in zip(held(final), counted0, warm, strict=True)
+        if d.memory_mb > 0
+    ):
         # The sharing cut no kept function below what the packing counted: no dropped one fits in
         # what is left (room only shrank as the budget packed), and its reason, "did not fit in the
         # N MB left when its turn came", stays true (as without a capacity or quota).

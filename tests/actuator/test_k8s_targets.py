@@ -796,9 +796,30 @@ def test_the_moves_made_for_a_refused_drain_are_not_made_either(kube):
     )
     res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
     assert [r.outcome for r in res] == ["skipped", "skipped", "skipped"], res
-    assert res[2].detail.startswith("the drain of n1 this move is made for (2 moves) is not started: ")
+    assert res[2].detail.startswith("the drain of n1 this move is made for (3 moves) is not started: ")
+    assert "covers 3 of its pods (default/a, default/b, default/e)" in res[2].detail, res[2].detail
     assert res[2].detail.endswith("so none of its pods, nor this one, is evicted this plan"), res[2].detail
     assert not any(path.endswith("/eviction") for _, path in kube.cluster.writes())
+
+
+def test_the_moves_made_for_a_drain_its_own_move_could_not_make_are_not_made(kube):
+    """a drains n1; the check before it passes, but its eviction is refused (429): e, made for that
+    drain, is not made either (the last review: it was evicted, for a state that never came)."""
+    kube.cluster.put(PODS, "default", "a", _pod("n1", owned=False))
+    kube.cluster.put(PODS, "default", "e", _pod("n3", owned=False))
+    kube.cluster.faults.append(Fault("POST", "/pods/a/eviction", status=429, message=PDB_REFUSAL))
+    step = {"step": "drain", "frees_node": "n1"}
+    own = Reason("rebalance.drain", "move ... frees n1", step | {"move_kind": "drain"})
+    repair = Reason("rebalance.drain", "move ... so that freeing n1 adds no pair", step | {"move_kind": "separate"})
+    moves = (MovePod("default", "a", "n1", "n2", own), MovePod("default", "e", "n3", "n1", repair))
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    assert res[1].detail.startswith(
+        "this move is made for the drain of n1, which this plan does not complete: its move of default/a was not "
+        "made (Pod/default/a: eviction refused (429)"
+    ), res[1].detail
+    assert res[1].detail.endswith("; so n1 is not freed and this pod stays"), res[1].detail
+    assert kube.cluster.get(PODS, "default", "e") is not None
 
 
 def test_a_move_where_policy_v1_budgets_are_not_served_says_so(kube):
