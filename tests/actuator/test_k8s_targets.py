@@ -612,9 +612,7 @@ def test_a_drains_refused_move_says_the_node_is_not_freed_and_names_the_moves_ma
     # either (until 2026-12-07: "so n7 is not freed by this plan, though 1 other move ... (default/e)").
     for name, node in (("d", "n6"), ("e", "n7"), ("f", "n7")):
         kube.cluster.put(PODS, "default", name, _pod(node, owned=False))
-    step = {"step": "drain", "frees_node": "n6"}
-    drain = Reason("rebalance.drain", "move ... frees n6", step | {"move_kind": "drain"})
-    other = Reason("rebalance.drain", "move ... so that freeing n6 adds no pair", step | {"move_kind": "separate"})
+    drain, other = _why("n6"), _why("n6", "separate")
     kube.cluster.faults.append(Fault("POST", "/pods/f/eviction", status=429, message=PDB_REFUSAL))
     three = (
         MovePod("default", "d", "n6", "n2", drain),
@@ -623,6 +621,25 @@ def test_a_drains_refused_move_says_the_node_is_not_freed_and_names_the_moves_ma
     )
     res = make(kube, []).apply_plan(Plan(NOW + 20, three), NOW + 20)
     assert [r.outcome for r in res] == ["applied", "applied", "skipped"] and "not freed" not in res[2].detail, res
+
+
+def _why(node: str, kind: str = "drain") -> Reason:
+    """A drain step's reason as the planner journals it: a move of ``node``'s own pod (``drain``) or
+    of another node's pod made so that freeing ``node`` adds no interfering pair (``separate``)."""
+    text = f"move ... frees {node}" if kind == "drain" else f"move ... so that freeing {node} adds no pair"
+    return Reason("rebalance.drain", text, {"step": "drain", "frees_node": node, "move_kind": kind})
+
+
+def _drain(node: str, *pods: str) -> tuple[MovePod, ...]:
+    """Moves of ``pods`` (namespace default) that drain ``node`` to n2."""
+    return tuple(MovePod("default", pod, node, "n2", _why(node)) for pod in pods)
+
+
+def _applied(kube, moves: tuple[MovePod, ...], *outcomes: str) -> list:
+    """The results of applying ``moves`` now, checked to have ``outcomes``."""
+    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
+    assert [r.outcome for r in res] == list(outcomes), res
+    return res
 
 
 def test_a_drain_its_pdb_cannot_absorb_whole_is_not_started(kube):
@@ -635,8 +652,7 @@ def test_a_drain_its_pdb_cannot_absorb_whole_is_not_started(kube):
     kube.cluster.put(PDBS, "default", "web", budget)
     why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain"})
     moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
-    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
-    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    res = _applied(kube, moves, "skipped", "skipped")
     assert (
         res[0].detail
         == res[1].detail
@@ -667,10 +683,8 @@ def test_a_pdb_with_an_empty_selector_covers_every_pod_of_its_namespace(kube):
     for name in ("a", "b"):
         kube.cluster.put(PODS, "default", name, _pod("n1", owned=False))
     kube.cluster.put(PDBS, "default", "all", {"spec": {"selector": {}}, "status": {"disruptionsAllowed": 1}})
-    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
-    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
-    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
-    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    moves = _drain("n1", "a", "b")
+    res = _applied(kube, moves, "skipped", "skipped")
     assert "PodDisruptionBudget default/all allows 1 disruption now and covers 2 of its pods" in res[0].detail
     # Without a selector it selects no pod: a lone move goes ahead.
     kube.cluster.put(PDBS, "default", "all", {"spec": {}, "status": {"disruptionsAllowed": 0}})
@@ -690,10 +704,8 @@ def test_a_pod_two_pdbs_cover_is_not_evicted_and_its_drain_not_started(kube):
         kube.cluster.put(
             PDBS, "default", name, {"spec": {"selector": {"matchLabels": labels}}, "status": {"disruptionsAllowed": 5}}
         )
-    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
-    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
-    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
-    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    moves = _drain("n1", "a", "b")
+    res = _applied(kube, moves, "skipped", "skipped")
     assert res[0].detail.endswith(
         "pod default/b (db, web) is covered by more than one PodDisruptionBudget, which the Eviction API refuses; "
         "evicting only some would not free n1, so none of its pods is evicted this plan"
@@ -723,8 +735,7 @@ def test_an_unexpected_error_reading_a_drain_leaves_it_to_each_moves_own_checks(
         def write(self, action, value, live):
             return LiveObject(action.target, "spec.nodeName", 0, "2", {})
 
-    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
-    moves = (MovePod("default", "a", "n1", "n2", why), MovePod("default", "b", "n1", "n2", why))
+    moves = _drain("n1", "a", "b")
     res = Actuator(Target(), None, [], SafetyConfig()).apply_plan(Plan(NOW, moves), NOW)  # type: ignore[arg-type]
     assert [r.outcome for r in res] == ["applied", "failed"], res
     assert "unexpected KeyError" in res[1].detail
@@ -768,10 +779,8 @@ def test_a_drain_with_a_pod_deleted_since_the_plan_is_still_checked_whole(kube):
         kube.cluster.put(PODS, "default", name, _pod("n1", owned=False))
     budget = {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}}
     kube.cluster.put(PDBS, "default", "web", budget)
-    why = Reason("rebalance.drain", "move ... frees n1", {"step": "drain", "frees_node": "n1"})
-    moves = tuple(MovePod("default", name, "n1", "n2", why) for name in ("a", "b", "c"))
-    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
-    assert [r.outcome for r in res] == ["skipped", "skipped", "skipped"], res
+    moves = _drain("n1", "a", "b", "c")
+    res = _applied(kube, moves, "skipped", "skipped", "skipped")
     assert res[0].detail.startswith("the drain of n1 (3 moves) is not started: PodDisruptionBudget default/web")
     assert not any(path.endswith("/eviction") for _, path in kube.cluster.writes())
     (gone,) = make(kube, []).apply_plan(Plan(NOW + 10, moves[:1]), NOW + 10)
@@ -786,16 +795,8 @@ def test_the_moves_made_for_a_refused_drain_are_not_made_either(kube):
     budget = {"spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}}
     kube.cluster.put(PDBS, "default", "web", budget)
     kube.cluster.put(PDBS, "default", "other", {"spec": {"selector": {"matchLabels": {"x": "y"}}}, "status": {}})
-    step = {"step": "drain", "frees_node": "n1"}
-    why = Reason("rebalance.drain", "move ... frees n1", step | {"move_kind": "drain"})
-    repair = Reason("rebalance.drain", "move ... so that freeing n1 adds no pair", step | {"move_kind": "separate"})
-    moves = (
-        MovePod("default", "a", "n1", "n2", why),
-        MovePod("default", "b", "n1", "n2", why),
-        MovePod("default", "e", "n3", "n1", repair),
-    )
-    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
-    assert [r.outcome for r in res] == ["skipped", "skipped", "skipped"], res
+    moves = (*_drain("n1", "a", "b"), MovePod("default", "e", "n3", "n1", _why("n1", "separate")))
+    res = _applied(kube, moves, "skipped", "skipped", "skipped")
     assert res[2].detail.startswith("the drain of n1 this move is made for (3 moves) is not started: ")
     assert "covers 3 of its pods (default/a, default/b, default/e)" in res[2].detail, res[2].detail
     assert res[2].detail.endswith("so none of its pods, nor this one, is evicted this plan"), res[2].detail
@@ -808,12 +809,8 @@ def test_the_moves_made_for_a_drain_its_own_move_could_not_make_are_not_made(kub
     kube.cluster.put(PODS, "default", "a", _pod("n1", owned=False))
     kube.cluster.put(PODS, "default", "e", _pod("n3", owned=False))
     kube.cluster.faults.append(Fault("POST", "/pods/a/eviction", status=429, message=PDB_REFUSAL))
-    step = {"step": "drain", "frees_node": "n1"}
-    own = Reason("rebalance.drain", "move ... frees n1", step | {"move_kind": "drain"})
-    repair = Reason("rebalance.drain", "move ... so that freeing n1 adds no pair", step | {"move_kind": "separate"})
-    moves = (MovePod("default", "a", "n1", "n2", own), MovePod("default", "e", "n3", "n1", repair))
-    res = make(kube, []).apply_plan(Plan(NOW, moves), NOW)
-    assert [r.outcome for r in res] == ["skipped", "skipped"], res
+    moves = (*_drain("n1", "a"), MovePod("default", "e", "n3", "n1", _why("n1", "separate")))
+    res = _applied(kube, moves, "skipped", "skipped")
     assert res[1].detail.startswith(
         "this move is made for the drain of n1, which this plan does not complete: its move of default/a was not "
         "made (Pod/default/a: eviction refused (429)"
