@@ -743,17 +743,14 @@ class Actuator:
             return ""
         if node not in drains:
             drains[node] = self._drain_check(plan, node, now)
+        refused = drains[node]
         if drained_node(move) == node:
-            return drains[node]
+            return refused and f"the drain of {node} {refused}, so none of its pods is evicted this plan"
         # a move of another node's pod, made for this drain (so that freeing it adds no pair)
-        if drains[node]:
+        if refused:
             return (
-                drains[node]
-                .replace(f"the drain of {node} (", f"the drain of {node} this move is made for (", 1)
-                .replace(
-                    "so none of its pods is evicted this plan",
-                    "so none of its pods, nor this one, is evicted this plan",
-                )
+                f"the drain of {node} this move is made for {refused}, so none of its pods, nor this one, is "
+                "evicted this plan"
             )
         if cut_short.get(node):
             return (
@@ -763,7 +760,8 @@ class Actuator:
         return ""
 
     def _drain_check(self, plan: Plan, node: str, now: float) -> str:
-        """``_drain_refusal``'s check of the drain of ``node``, "" when it may go on."""
+        """``_drain_refusal``'s check of the drain of ``node``: "" when it may go on, else why not
+        ("(2 moves) is not started: ...", the rest of the sentence told by the caller)."""
         # its own moves and the moves of other nodes' pods made for it: every eviction of the step counts
         group = [a for a in plan.actions if isinstance(a, MovePod) and not a.is_noop and drain_step_node(a) == node]
         if len(group) < 2 or too_old(plan.created_at, self.clock() if self.clock is not None else now, self.config):
@@ -775,14 +773,9 @@ class Actuator:
             try:
                 with self._io():
                     live = self.target.live(m)
-            except ActuationError as exc:
-                if exc.status == 404:  # deleted since the plan: nothing to evict, the node may still be freed
-                    continue
-                log.warning(
-                    "drain of %s: reading %s/%s before its first eviction failed: %s", node, m.namespace, m.pod, exc
-                )
-                return ""
             except Exception as exc:  # noqa: BLE001 - each move's own read and checks decide then
+                if isinstance(exc, ActuationError) and exc.status == 404:
+                    continue  # deleted since the plan: nothing to evict, the node may still be freed
                 log.warning(
                     "drain of %s: reading %s/%s before its first eviction failed: %s", node, m.namespace, m.pod, exc
                 )
@@ -810,10 +803,7 @@ class Actuator:
                 for p in shared
             ]
         )
-        return (
-            f"the drain of {node} ({len(group)} moves) is not started: {why}; evicting only some would not free "
-            f"{node}, so none of its pods is evicted this plan"
-        )
+        return f"({len(group)} moves) is not started: {why}; evicting only some would not free {node}"
 
     def _landed(self, action: Action, value: int, exc: ActuationError) -> LiveObject | None:
         """After a write that got no answer (a timeout: it may have landed), the object read again if
