@@ -645,6 +645,16 @@ class _DuplicateKey(yaml.constructor.ConstructorError):
         self.key, self.first, self.second = key, first, second
 
 
+class _NotUnicode(yaml.constructor.ConstructorError):
+    """A string holding a lone surrogate (the escape ``"\\ud800"`` in a double-quoted string): not
+    valid Unicode, so it could not be stored, logged as UTF-8 or sent to the API server (the plan's
+    record failed with a traceback, every cycle)."""
+
+    def __init__(self, value: str, position: int, mark: yaml.Mark) -> None:
+        super().__init__(None, None, f"{value!r} is not valid Unicode", mark)
+        self.value, self.position, self.mark = value, position, mark
+
+
 class _PolicyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that rejects duplicate keys and reads ``1e3`` as a number (YAML 1.2, JSON)."""
 
@@ -659,7 +669,21 @@ class _PolicyLoader(yaml.SafeLoader):
             seen[ident] = key_node
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_str(self, node: yaml.Node) -> str:
+        value = str(super().construct_yaml_str(node))
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            try:  # a JSON-style pair of escapes ("\\ud83d\\ude00") is one character: PyYAML keeps two halves
+                return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+            except UnicodeDecodeError:
+                raise _NotUnicode(value, exc.start, node.start_mark) from None
+        return value
 
+
+_PolicyLoader.add_constructor("tag:yaml.org,2002:str", _PolicyLoader.construct_yaml_str)
 _PolicyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
@@ -707,6 +731,15 @@ def _parse_located(text: str, source: str) -> list[tuple[Policy, str]]:
             f"{source}:{exc.second.line + 1}: key {exc.key!r} appears twice in one mapping (lines "
             f"{exc.first.line + 1} and {exc.second.line + 1}); YAML would silently keep the last one.",
             "Keep one of them.",
+        ) from exc
+    except _NotUnicode as exc:
+        shown = exc.value if len(exc.value) <= 60 else f"{exc.value[:40]}...{exc.value[-12:]}"
+        raise ConfigError(
+            f"{source}:{exc.mark.line + 1}: the string {shown!r} holds {exc.value[exc.position]!r}, a lone "
+            "surrogate: an escape of half a character, which is not valid Unicode and could not be recorded "
+            "or sent anywhere.",
+            "Write the character itself or its whole escape (\\U0001F600, or both halves of its pair: "
+            "\\ud83d\\ude00), or remove it.",
         ) from exc
     except RecursionError as exc:
         raise ConfigError(

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -415,6 +415,47 @@ class ValueTooLong(UserError):
             "data source).",
         )
         self.column, self.limit, self.length = column, limit, len(value)
+
+
+class NotUnicode(UserError):
+    """A value holding a lone surrogate (``'\\ud800'``), a character that is not valid Unicode: no
+    database's UTF-8 can hold it, and the driver's encoder raised a bare ``UnicodeEncodeError``
+    (with a traceback) for it, on SQLite and PostgreSQL alike."""
+
+    def __init__(self, value: str, position: int) -> None:
+        shown = value if len(value) <= 60 else f"{value[:40]}...{value[-12:]}"
+        super().__init__(
+            f"Cannot record or look up {shown!r}: it holds {value[position]!r} at position {position}, a lone "
+            "surrogate, which is not valid Unicode and cannot be stored as UTF-8; nothing was recorded.",
+            "Remove the character where the value came from: an escape such as \\ud800 in a JSON or YAML string, "
+            "or bytes that are not UTF-8 in a command-line argument, an environment variable or a file name.",
+        )
+        self.value, self.position = value, position
+
+
+def storable_text(value: str) -> str:
+    """``value`` as a free-text column (a reason, an outcome) stores it: a lone surrogate written as
+    its escape (``\\ud800``), so that one bad character in a message cannot fail the transaction
+    (the actuator keeps a failed journal's outcomes for its next one: one such outcome failed every
+    journal after it)."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _refuse_not_unicode(values: Iterable[str | None]) -> None:
+    """``NotUnicode`` for the first of ``values`` that cannot be stored as UTF-8."""
+    for v in values:
+        if v is None or v.isascii():
+            continue
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise NotUnicode(v, exc.start) from None
 
 
 #: Seconds to wait for a PostgreSQL server to accept a connection (libpq's ``connect_timeout``,
@@ -1054,6 +1095,9 @@ class Store:
         # A workload id cached in this transaction names no row (and on SQLite the next new
         # workload may get it). Forget the cache; it is read again on next use.
         self._workload_ids.clear()
+        if isinstance(exc, UnicodeEncodeError) and isinstance(exc.object, str):
+            # a value the driver could not encode (a lone surrogate): one paragraph, not a traceback
+            raise NotUnicode(exc.object, exc.start) from exc
         if isinstance(exc, DatabaseError) and self._corrupt(exc):
             raise self._unreadable(exc.orig) from exc
         if isinstance(exc, SQLDataError) and getattr(exc.orig, "sqlstate", None) == "22001":
@@ -1190,7 +1234,7 @@ class Store:
             "from_value": frm,
             "to_value": to,
             "reason_code": action.reason.code,
-            "reason": action.reason.message,
+            "reason": storable_text(action.reason.message),
             "reason_details": json.loads(json.dumps(dict(action.reason.details), default=str)),
             "state": state,
             "outcome": "",
@@ -1208,7 +1252,7 @@ class Store:
             from_value=frm,
             to_value=to,
             reason_code=action.reason.code,
-            reason=action.reason.message,
+            reason=storable_text(action.reason.message),
             reason_details=details,
             state=state,
             outcome="",
@@ -1234,7 +1278,7 @@ class Store:
         # ORM bulk UPDATE by primary key: one executemany, no objects loaded.
         s.execute(
             update(ActionRow),
-            [{"id": aid, "state": st, "outcome": out, "updated_at": now} for aid, st, out in updates],
+            [{"id": aid, "state": st, "outcome": storable_text(out), "updated_at": now} for aid, st, out in updates],
         )
 
     @staticmethod
@@ -1262,6 +1306,10 @@ class Store:
             _check_lengths(
                 table, {"target": w.target, "field": w.field, "resource_version": w.resource_version, "uid": w.uid}
             )
+            # before either path sends anything, so that both refuse it the same way (the pipeline's
+            # encoder raised it before the missing-row check, the Core path after: audit)
+            _refuse_not_unicode((w.target, w.field, w.resource_version, w.uid))
+        outcomes = [(aid, st, storable_text(out)) for aid, st, out in outcomes]
         if self._pipelined:
             self._journal_pipelined(outcomes, fields, now)
             return
@@ -1410,7 +1458,7 @@ class Store:
             row = s.get(ActionRow, action_id)
             if row is None:
                 raise KeyError(action_id)
-            row.state, row.outcome, row.updated_at = state, outcome, now
+            row.state, row.outcome, row.updated_at = state, storable_text(outcome), now
             return True
 
     def set_action_states_from(self, updates: Sequence[tuple[int, str, str]], now: float, only_from: str) -> set[int]:
@@ -1423,6 +1471,7 @@ class Store:
         written: set[int] = set()
         if not updates:
             return written
+        updates = [(aid, st, storable_text(out)) for aid, st, out in updates]
         if self.engine.dialect.name == "postgresql":
             # one statement a few hundred rows (reconcile's batch): one round trip, where a row's
             # own statement cost one each (docs/benchmarks.md, "The journal's round trips")

@@ -447,3 +447,16 @@ def test_the_crd_refuses_an_empty_rollout_group_or_tenant() -> None:
         assert not list(jsonschema.Draft4Validator(schema).iter_errors({**_example()["spec"], "tenant": tenant}))
         (policy,) = parse_policies(yaml.safe_dump({**_example(), "spec": {**_example()["spec"], "tenant": tenant}}))
         assert policy.spec.tenant == tenant
+
+
+def test_a_lone_surrogate_escape_is_refused_with_file_and_line_and_a_pair_of_them_is_one_character() -> None:
+    """``"\\ud800"`` in a double-quoted string is half a character: the plan's record then failed
+    with a traceback, every cycle. A JSON-style pair of halves is the character it spells."""
+    text = EXAMPLE.read_text()
+    line = _line(text, "unit: req/10s")
+    bad = text.replace("unit: req/10s ", 'unit: "req\\ud800" ', 1)
+    with pytest.raises(ConfigError, match=rf"p.yaml:{line}: the string 'req\\ud800' holds '\\ud800', a lone surrogate"):
+        parse_policies(bad, "p.yaml")
+    pair = text.replace("unit: req/10s ", 'unit: "req\\ud83d\\ude00" ', 1)
+    (policy,) = parse_policies(pair, "p.yaml")
+    assert policy.spec.demand.unit == "req\U0001f600"

@@ -551,3 +551,64 @@ def test_a_postgresql_server_that_accepts_but_never_answers_is_given_up_after_th
         assert outcome, "still waiting for the server: no connect timeout"
     assert isinstance(outcome[0], UserError), outcome
     assert "Cannot reach or write the database" in str(outcome[0]) and "p@" not in str(outcome[0])
+
+
+def test_a_lone_surrogate_is_escaped_in_free_text_and_refused_elsewhere_the_same_on_every_database(
+    db_url: str,
+) -> None:
+    """A lone surrogate (``'\\ud800'``: half of a UTF-16 pair, from an escape in a JSON or YAML
+    string or from undecodable bytes in an argument) cannot be stored as UTF-8: the driver raised a
+    bare ``UnicodeEncodeError``. A reason or outcome keeps it as its escape, so that one such
+    message cannot fail every journal after it (the actuator retries a failed journal's outcomes);
+    a key (a target, a source, a field record) is refused as one paragraph, nothing written. With
+    a missing action row beside it, both databases refuse the same way (the pipeline raised the
+    encoder's error, the Core path the missing row)."""
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+    from storage.store import FieldWrite, NotUnicode
+
+    bad = "half \ud800 a pair"
+    store = Store(db_url)
+    w = WorkloadRef("Deployment", "shop", "web")
+    _, (aid,) = store.record_plan(Plan(1.0, (ScaleTo(w, 1, 2, Reason("forecast", bad, {})),)), "loop")
+    store.journal([(aid, "applied", f"-> 2; {bad}")], [], 2.0)
+    (row,) = store.actions()
+    assert (row.reason, row.state, row.outcome) == ("half \\ud800 a pair", "applied", "-> 2; half \\ud800 a pair")
+    store.set_action_states([(aid, "failed", bad)], 3.0)
+    assert store.set_action_states_from([(aid, "skipped", bad)], 4.0, only_from="failed") == {aid}
+    assert store.actions()[0].outcome == "half \\ud800 a pair"
+
+    with pytest.raises(NotUnicode, match=r"holds '\\ud800' at position 5, a lone surrogate.*nothing was recorded"):
+        store.record_plan(Plan(5.0, (ScaleTo(w, 2, 3, Reason("forecast", "ok", {})),)), bad)
+    with pytest.raises(NotUnicode, match="a lone surrogate"):
+        store.actions(target=f"shop/{bad}")
+    gone = 10**6
+    for outcomes in ([(aid, "applied", "ok")], [(gone, "applied", "ok")]):
+        with pytest.raises(NotUnicode, match="a lone surrogate"):
+            store.journal(outcomes, [FieldWrite(w.key, "replicas", 3, bad, 6.0)], 6.0)
+    assert (store.count_plans(), store.actions()[0].state, store.managed_field(w.key)) == (1, "skipped", None)
+    store.journal([], [FieldWrite(w.key, "replicas", 3, "rv1", 7.0)], 7.0)  # and the store goes on
+    assert store.managed_field(w.key) is not None
+    store.close()
+
+
+def test_a_non_utf8_argument_is_one_clear_error(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 in an argument reach Python as lone surrogates (surrogateescape)."""
+    db = tmp_path / "j.db"
+    Store(url(db)).close()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaleahead.cli",
+            "actuator",
+            "journal",
+            "--db",
+            url(db),
+            "--workload",
+            b"shop/w\xff".decode(errors="surrogateescape"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    refused(out, "holds '\\udcff' at position 6, a lone surrogate")
