@@ -1733,7 +1733,15 @@ class KubernetesTarget:
             nodes, placed, pdbs = self.read_placement()
         except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
             # No placement read: no moves this cycle (the planner proposes none without nodes).
-            log.warning("cannot read nodes, pods and PDBs for rebalancing: %s", exc, extra={"event": "placement"})
+            hint = (
+                "; scaleahead's ServiceAccount may not read them: the shipped manifests grant it only with the "
+                "component deploy/components/rebalance (docs/operations.md, Install)"
+                if isinstance(exc, ApiException) and exc.status == 403
+                else ""
+            )
+            log.warning(
+                "cannot read nodes, pods and PDBs for rebalancing: %s%s", exc, hint, extra={"event": "placement"}
+            )
             return state
         return replace(state, nodes=nodes, pods=placed, pdbs=pdbs)
 

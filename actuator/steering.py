@@ -10,7 +10,7 @@ why this mechanism and not another.
 
 The webhook never blocks a pod: whatever goes wrong (a malformed review, the database down, an
 unexpected pod shape) it answers ``allowed: true`` without a patch and logs why. The
-MutatingWebhookConfiguration (deploy/base/webhook.yaml) has ``failurePolicy: Ignore`` too, so a
+MutatingWebhookConfiguration (deploy/components/rebalance/webhook.yaml) has ``failurePolicy: Ignore`` too, so a
 webhook that is down or slow does not block pods either.
 
 A review's namespace, owner and ``userInfo`` are whatever its sender wrote: only the connection

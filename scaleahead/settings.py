@@ -302,7 +302,9 @@ class ActuationSettings(BaseModel):
         description="Namespace of scaleahead's own objects: the leader Lease and the kill-switch ConfigMap.",
     )
     kill_switch_configmap: str = Field(
-        "scaleahead-kill-switch", description="ConfigMap whose data.paused='true' pauses all actuation."
+        "scaleahead-kill-switch",
+        description="ConfigMap whose data.paused='true' pauses all actuation. The shipped Role grants get on "
+        "this name only (deploy/base/rbac.yaml, resourceNames): rename it there too.",
     )
     lease_name: str = Field(
         "scaleahead-leader",

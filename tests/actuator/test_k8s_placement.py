@@ -141,6 +141,19 @@ def test_read_state_carries_the_placement_only_when_asked(kube) -> None:
     assert len(state.nodes) == 3 and len(state.pods) == 4
 
 
+def test_a_placement_read_forbidden_says_which_component_grants_it(kube, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The shipped base grants no node list (deploy/components/rebalance does): with loop.max_moves
+    set and the component missing, each cycle's warning says so, and the cycle's state is read."""
+    fragmented(kube)
+    kube.cluster.faults.append(Fault("GET", "/api/v1/nodes", status=403, message="nodes is forbidden"))
+    with caplog.at_level("WARNING"):
+        state = KubernetesTarget(kube.api_client(), placement=True).read_state([])
+    assert state.nodes == ()
+    (record,) = [r for r in caplog.records if getattr(r, "event", "") == "placement"]
+    assert "nodes is forbidden" in record.getMessage()
+    assert "only with the component deploy/components/rebalance" in record.getMessage()
+
+
 def test_a_planned_move_is_carried_out_as_an_eviction(kube) -> None:
     fragmented(kube)
     target = KubernetesTarget(kube.api_client(), placement=True)

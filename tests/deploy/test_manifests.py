@@ -175,14 +175,7 @@ EXPECTED_CLUSTER_RULES = {
     ("autoscaling", "horizontalpodautoscalers", "patch"),
     ("serving.knative.dev", "services", "get"),
     ("serving.knative.dev", "services", "patch"),
-    ("", "pods", "get"),
     ("", "pods", "list"),
-    ("", "pods", "create"),
-    ("", "pods", "delete"),
-    ("", "pods/eviction", "create"),
-    ("policy", "poddisruptionbudgets", "list"),
-    ("", "nodes", "list"),
-    ("metrics.k8s.io", "pods", "list"),
     ("", "resourcequotas", "list"),
     ("", "limitranges", "list"),
     ("node.k8s.io", "runtimeclasses", "get"),
@@ -194,6 +187,18 @@ EXPECTED_CLUSTER_RULES = {
 HEADROOM_RULES = {
     ("apps", "deployments", "create"),
     ("apps", "deployments", "patch"),
+}
+#: The optional component deploy/components/rebalance: what pod moves need (an audit found the base
+#: granting pod create and delete in every namespace, and serving the steering webhook, with
+#: rebalancing off by default).
+REBALANCE_RULES = {
+    ("", "pods", "get"),
+    ("", "pods", "create"),
+    ("", "pods", "delete"),
+    ("", "pods/eviction", "create"),
+    ("policy", "poddisruptionbudgets", "list"),
+    ("", "nodes", "list"),
+    ("metrics.k8s.io", "pods", "list"),
 }
 EXPECTED_NAMESPACE_RULES = {
     ("coordination.k8s.io", "leases", "get"),
@@ -228,6 +233,11 @@ def test_rbac_grants_exactly_the_expected_verbs_and_nothing_wild() -> None:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
     assert not any(r == "secrets" for _, r, _ in _triples(cluster_role["rules"]))
     assert role["metadata"]["namespace"] == "scaleahead-system"
+    from scaleahead.settings import ActuationSettings
+
+    # the kill switch's ConfigMap only, by the name the setting has by default
+    (configmaps,) = [r for r in role["rules"] if r["resources"] == ["configmaps"]]
+    assert configmaps["resourceNames"] == [ActuationSettings().kill_switch_configmap]
 
 
 _VERBS = {
@@ -282,7 +292,7 @@ def _api_calls() -> Iterator[tuple[str, str, str, str]]:
 
 
 def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
-    allowed = EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES | HEADROOM_RULES
+    allowed = EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES | HEADROOM_RULES | REBALANCE_RULES
     missing = []
     for path, group, resource, verb in _api_calls():
         if group == "<custom>":
@@ -330,7 +340,7 @@ def test_every_rbac_rule_is_used_by_some_api_call_in_the_code() -> None:
             custom_verbs.add((resource == "status", verb))
         else:
             calls.add((group, resource, verb))
-    typed = (EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES) - CUSTOM_OBJECT_RULES
+    typed = (EXPECTED_CLUSTER_RULES | EXPECTED_NAMESPACE_RULES | REBALANCE_RULES) - CUSTOM_OBJECT_RULES
     assert typed - calls == set(), "rules no typed API call needs"
     for _, resource, verb in CUSTOM_OBJECT_RULES:
         assert (resource.endswith("/status"), verb) in custom_verbs, f"no custom-object call uses {resource} {verb}"
@@ -419,10 +429,78 @@ def test_the_deployment_probes_the_health_endpoints_the_daemon_serves() -> None:
     assert not any(a.startswith("--policies") for a in c["args"]), "in a cluster policies are custom resources"
 
 
-# -- the pod steering webhook -------------------------------------------------------------------------
+# -- rebalancing and the pod steering webhook: the optional component ---------------------------------
+#: prod with rebalancing on and the webhook's certificate from cert-manager, as docs/operations.md says
+REBALANCED = (
+    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../prod]\n"
+    "components: [../../components/rebalance, ../../components/webhook-cert-manager]\n"
+)
+
+
+@pytest.fixture(scope="module")
+def rebalanced(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The prod overlay with deploy/components/rebalance and webhook-cert-manager, rendered and
+    validated strictly (cert-manager's objects have no bundled schema)."""
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl is needed to render the kustomize overlays (it is on the project's machine image).")
+    root = tmp_path_factory.mktemp("rebalanced")
+    shutil.copytree(DEPLOY, root / "deploy")
+    overlay = root / "deploy" / "overlays" / "rebalanced"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(REBALANCED)
+    text = subprocess.run(
+        ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    res = subprocess.run(
+        [str(VALIDATE), "--strict", "--quiet", "-"], input=text, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0 and "ERROR" not in res.stdout, res.stdout + res.stderr
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_the_steering_webhook_never_blocks_pods_and_only_sees_controller_owned_pods(overlay: str) -> None:
+def test_without_the_component_nothing_is_moved_evicted_or_steered(overlay: str) -> None:
+    """Rebalancing is off by default (loop.max_moves 0): the base and the shipped overlays grant no
+    pod get, create or delete, no eviction, no node, budget or pod-metrics read, serve no webhook
+    and open no port for one."""
     docs = render(overlay)
+    granted = set().union(*(_triples(r["rules"]) for r in by_kind(docs, "ClusterRole")))
+    assert granted & REBALANCE_RULES == set()
+    assert not by_kind(docs, "MutatingWebhookConfiguration")
+    (dep,) = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    env = {e["name"] for e in pod["containers"][0]["env"]}
+    assert not {"SCALEAHEAD_LOOP__MAX_MOVES", "SCALEAHEAD_WEBHOOK__ENABLED"} & env
+    assert [p["containerPort"] for p in pod["containers"][0]["ports"]] == [8080]
+    assert "webhook-tls" not in {v["name"] for v in pod["volumes"]}
+    (policy,) = by_kind(docs, "NetworkPolicy")[:1]
+    assert {p["port"] for rule in policy["spec"]["ingress"] for p in rule.get("ports", [])} == {8080}
+
+
+def test_the_rebalance_component_grants_the_moves_and_turns_them_on(rebalanced: list[dict[str, Any]]) -> None:
+    roles = {r["metadata"]["name"]: r for r in by_kind(rebalanced, "ClusterRole")}
+    assert _triples(roles["scaleahead-rebalance"]["rules"]) == REBALANCE_RULES
+    assert _triples(roles["scaleahead"]["rules"]) == EXPECTED_CLUSTER_RULES
+    (binding,) = [
+        b for b in by_kind(rebalanced, "ClusterRoleBinding") if b["metadata"]["name"] == "scaleahead-rebalance"
+    ]
+    assert binding["roleRef"]["name"] == "scaleahead-rebalance"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "scaleahead", "namespace": "scaleahead-system"}]
+    (dep,) = by_kind(rebalanced, "Deployment")
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    from scaleahead.settings import Settings
+
+    assert (
+        Settings.from_env({"SCALEAHEAD_LOOP__MAX_MOVES": env["SCALEAHEAD_LOOP__MAX_MOVES"]["value"]}).loop.max_moves > 0
+    )
+    # the prod overlay's own settings are kept (the component's patch merges, it does not replace)
+    assert env["SCALEAHEAD_DB_URL"]["valueFrom"]["secretKeyRef"]["name"] == "scaleahead-db"
+
+
+def test_the_steering_webhook_never_blocks_pods_and_only_sees_controller_owned_pods(
+    rebalanced: list[dict[str, Any]],
+) -> None:
+    docs = rebalanced
     (config,) = by_kind(docs, "MutatingWebhookConfiguration")
     (hook,) = config["webhooks"]
     assert hook["failurePolicy"] == "Ignore"
@@ -470,8 +548,8 @@ def test_the_steering_webhook_never_blocks_pods_and_only_sees_controller_owned_p
     assert any(p["port"] == container_port for rule in policy["spec"]["ingress"] for p in rule.get("ports", []))
 
 
-def test_prod_gets_the_webhook_certificate_from_cert_manager_into_the_mounted_secret() -> None:
-    docs = render("overlays/prod")
+def test_cert_manager_writes_the_webhook_certificate_into_the_mounted_secret(rebalanced: list[dict[str, Any]]) -> None:
+    docs = rebalanced
     (cert,) = by_kind(docs, "Certificate")
     (config,) = by_kind(docs, "MutatingWebhookConfiguration")
     assert cert["spec"]["secretName"] == "scaleahead-webhook-tls"
@@ -575,6 +653,17 @@ def test_every_namespaced_object_lands_in_scaleahead_system(overlay: str) -> Non
     stray = [
         (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace"))
         for d in render(overlay)
+        if d["kind"] not in CLUSTER_SCOPED and d["metadata"].get("namespace") != "scaleahead-system"
+    ]
+    assert stray == []
+
+
+def test_every_namespaced_object_of_the_components_lands_in_scaleahead_system(rebalanced: list[dict[str, Any]]) -> None:
+    """An overlay that adds the components needs no namespace of its own (the webhook's Service had
+    none: an overlay's namespace setting does not reach objects it did not set it for)."""
+    stray = [
+        (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace"))
+        for d in rebalanced
         if d["kind"] not in CLUSTER_SCOPED and d["metadata"].get("namespace") != "scaleahead-system"
     ]
     assert stray == []

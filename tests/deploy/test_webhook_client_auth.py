@@ -53,13 +53,14 @@ def test_the_client_auth_component_points_the_controller_at_the_mounted_client_c
     docs = build(
         tmp_path,
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        "resources: [../prod]\ncomponents: [../../components/webhook-client-auth]\n",
+        "resources: [../prod]\ncomponents: [../../components/rebalance, ../../components/webhook-client-auth]\n",
     )
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["SCALEAHEAD_WEBHOOK__CLIENT_CA_FILE"] == "/etc/scaleahead/webhook-client-ca/ca.crt"
-    # The prod overlay's own settings are kept (the component's patch merges, it does not replace).
+    # The prod overlay's and the rebalance component's settings are kept (the patch merges, it does
+    # not replace).
     assert env["SCALEAHEAD_WEBHOOK__ENABLED"] == "true" and "SCALEAHEAD_DB_URL" in env
     mount = next(m for m in container["volumeMounts"] if m["name"] == "webhook-client-ca")
     assert mount == {"name": "webhook-client-ca", "mountPath": "/etc/scaleahead/webhook-client-ca", "readOnly": True}
@@ -73,6 +74,7 @@ def test_the_control_plane_patch_narrows_only_the_webhook_port_to_its_ip_block(t
     docs = build(
         tmp_path,
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\n"
+        "components: [../../components/rebalance]\n"
         "patches:\n  - path: networkpolicy-control-plane.yaml\n"
         "    target: {kind: NetworkPolicy, name: scaleahead}\n",
         DEPLOY / "webhook" / "networkpolicy-control-plane.yaml",
@@ -84,8 +86,15 @@ def test_the_control_plane_patch_narrows_only_the_webhook_port_to_its_ip_block(t
         "from": [{"ipBlock": {"cidr": "192.0.2.10/32"}}],
         "ports": [{"port": 8443, "protocol": "TCP"}],
     }
-    # The base itself cannot know the addresses: 8443 from every source, which the patch narrows.
-    assert "from" not in base["spec"]["ingress"][1] and base["spec"]["ingress"][1]["ports"][0]["port"] == 8443
+    # The base opens no webhook port; the component cannot know the addresses: 8443 from every
+    # source, which the patch narrows.
+    assert [p["port"] for rule in base["spec"]["ingress"] for p in rule["ports"]] == [8080]
+    component = build(
+        tmp_path / "plain",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\n"
+        "components: [../../components/rebalance]\n",
+    )
+    assert one(component, "NetworkPolicy")["spec"]["ingress"][1] == {"ports": [{"port": 8443, "protocol": "TCP"}]}
 
 
 def test_the_client_certificate_script_makes_the_api_servers_certificate_and_admission_configuration(
