@@ -74,6 +74,21 @@ def test_the_multi_node_training_job_validates_and_ranks_nodes_by_completion_ind
     assert "--num-nodes=2" in args and args[0] == "train-distributed"
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["MASTER_ADDR"].startswith("scaleahead-train-0.")
+    # Both pods, on different nodes, mount both claims: each is defined, ReadWriteMany (a deploy
+    # audit found them defined nowhere; ReadWriteOnce fails the second pod with Multi-Attach).
+    volumes = REPO / "deploy" / "training" / "volumes.yaml"
+    res = subprocess.run(
+        [str(Path(sys.executable).parent / "kubernetes-validate"), "--strict", "--quiet", str(volumes)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    claims = {c["metadata"]["name"]: c for c in yaml.safe_load_all(volumes.read_text())}
+    mounted = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert mounted == set(claims)
+    assert all(c["spec"]["accessModes"] == ["ReadWriteMany"] for c in claims.values())
+    assert pod["automountServiceAccountToken"] is False, "training calls no Kubernetes API"
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
 
 
 def test_node_rank_comes_from_the_indexed_job(monkeypatch) -> None:  # type: ignore[no-untyped-def]
