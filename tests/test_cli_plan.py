@@ -261,8 +261,12 @@ def test_plan_with_a_capacity_shares_it_and_says_why(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "is not TENANT=REPLICAS" in bad.stderr
 
 
-def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import scaleahead.commands.actuator as journal_command
     from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    monkeypatch.setattr(journal_command.console, "_width", 160)  # the table (narrower: paragraphs)
+    monkeypatch.setattr(journal_command.console, "_height", 25)
     from storage import Store
 
     url = f"sqlite:///{tmp_path / 'j.db'}"
@@ -303,6 +307,8 @@ def test_the_journal_shows_one_workloads_actions_with_their_reasons(tmp_path: Pa
     assert "dry-run (shadow)" in out and "applied (test)" in out
     code, out, err = cli("actuator", "journal", "--db", url, "--source", "cli-plan")
     assert code == 0 and "no journaled action matches" in out, out
+    code, out, err = cli("actuator", "journal", "--db", url, "--source", "cli_plan")
+    assert code == 2 and "--source 'cli_plan' is not a source of plans" in err and "cli-plan" in err, err
     code, out, err = cli("actuator", "journal", "--db", url, "--workload", "web")
     assert code == 2 and "is not NAMESPACE/NAME" in err
     code, out, err = cli("actuator", "journal", "--db", url, "--since", "yesterday")
@@ -518,3 +524,31 @@ def test_plan_current_above_what_a_replica_count_holds_is_refused(tmp_path: Path
     )
     assert top.returncode == 0, top.stderr
     assert json.loads(top.stdout)["actions"][0]["from"] == 2147483647
+
+
+def test_the_journal_on_80_columns_gives_each_action_whole_in_a_paragraph(tmp_path: Path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Found by a newcomer audit: on 80 columns (or a pipe) the nine-column table left the target
+    and the outcome no room ("Dep/loy/men/t/d..." over eight lines) and cut the state."""
+    import scaleahead.commands.actuator as journal_command
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+    from storage import Store
+
+    monkeypatch.setattr(journal_command.console, "_width", 80)
+    monkeypatch.setattr(journal_command.console, "_height", 25)
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    store = Store(url)
+    ref = WorkloadRef("Deployment", "default", "checkout-frontend")
+    _, (aid,) = store.record_plan(Plan(1000.0, (ScaleTo(ref, 3, 8, Reason("forecast", "scale it")),)), "loop")
+    store.set_action_state(aid, "applied", "-> 6; capped at the HPA's maxReplicas 6", 1001.0)
+    store.record_plan(Plan(1010.0, (ScaleTo(ref, 3, 8, Reason("forecast", "scale it")),)), "cli-plan", "dry-run")
+    code, out, err = cli("actuator", "journal", "--db", url, "--reasons")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "2  plan 2  1970-01-01T00:16:50Z  dry-run (cli-plan)",
+        "    ScaleTo Deployment/default/checkout-frontend 3 -> 8",
+        "    (forecast): scale it",
+        "1  plan 1  1970-01-01T00:16:41Z  applied",
+        "    ScaleTo Deployment/default/checkout-frontend 3 -> 8",
+        "    -> 6; capped at the HPA's maxReplicas 6",
+        "    (forecast): scale it",
+    ]

@@ -22,6 +22,12 @@ from scaleahead.commands import DbOpt, OutputOpt
 from scaleahead.errors import UserError
 
 console = Console(highlight=False)
+#: Who records plans (``plans.source``, ``actuator journal --source``): the control loop, a shadow
+#: rollout's challenger, ``scaleahead plan``, the actuator's own (``actuator apply``, a plan of an
+#: embedder), and the release of a removed function's warm pool.
+JOURNAL_SOURCES = ("loop", "shadow", "cli-plan", "actuator", "release")
+#: ``actuator journal``'s table from this terminal width; a paragraph per action below it.
+JOURNAL_WIDE_COLUMNS = 120
 err_console = Console(stderr=True, highlight=False)
 
 
@@ -204,7 +210,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 help="Only the actions of plans from this source: loop (the control loop), shadow (a shadow "
-                "rollout's challenger, never applied), cli-plan (scaleahead plan), actuator."
+                "rollout's challenger, never applied), cli-plan (scaleahead plan), actuator, release (a removed "
+                "function's warm pool let go); another value is an error."
             ),
         ] = None,
         reasons: Annotated[bool, typer.Option("--reasons", help="Add each action's reason (the sentence).")] = False,
@@ -215,6 +222,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from scaleahead.commands.rollout import json_text
         from scaleahead.types import endpoint_value
         from storage import Store
+        from storage.store import StoredAction
 
         states = ("planned", "applied", "failed", "skipped", "dry-run")
         if state is not None and state not in states:
@@ -223,6 +231,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise UserError(
                 f"--workload {workload!r} is not NAMESPACE/NAME or KIND/NAMESPACE/NAME.",
                 "For example --workload shop/checkout or --workload Deployment/shop/checkout.",
+            )
+        if source is not None and source not in JOURNAL_SOURCES:
+            # a typo listed no actions and exited 0, as if there were none (newcomer audit)
+            raise UserError(
+                f"--source {source!r} is not a source of plans.", f"Use one of {', '.join(JOURNAL_SOURCES)}."
             )
         after = parse_time(since, "--since") if since is not None else None
         rows = Store(db, create=False).actions(state=state, limit=limit, target=workload, since=after, source=source)
@@ -250,28 +263,45 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 )
             )
             return
-        table = Table()
-        # Short columns are never split mid-word; the target and the outcome fold. The reasons (a
-        # sentence each) follow the table, one paragraph per action: in a column they were cut
-        # into a few letters per line on an 80-column terminal.
-        for col in ["id", "plan", "updated", "kind", "target", "from", "to", "state", "outcome"]:
-            table.add_column(col, overflow="fold", no_wrap=col not in ("target", "outcome"))
-        for a in rows:
-            cells = [str(a.id), str(a.plan_id), iso(a.updated_at), a.kind, a.target, a.from_value, a.to_value]
-            # A plan not the loop's says whose it is: a shadow challenger's dry run is not one of
-            # `run --dry-run` (loop reasons audit: both read "dry-run").
-            st = a.state if a.source in ("loop", "actuator", "") else f"{a.state} ({a.source})"
-            table.add_row(*cells, st, escape(a.outcome))
-        console.print(table)
-        if reasons:
+        # A plan not the loop's says whose it is: a shadow challenger's dry run is not one of
+        # `run --dry-run` (loop reasons audit: both read "dry-run").
+        shown = [a.state if a.source in ("loop", "actuator", "") else f"{a.state} ({a.source})" for a in rows]
+
+        def why(a: StoredAction) -> str:
+            """The reason as ``--reasons`` prints it; a rollout challenger's decision names its arm
+            and model (details ``arm``, ``model``)."""
+            arm = a.details.get("arm")
+            on = f"; {arm} {a.details.get('model')}" if arm else ""
+            if arm and "model_version" in a.details:
+                on += f" version {a.details['model_version']}"
+            return f"({a.reason_code}{on}): {a.reason}"
+
+        wide = console.width >= JOURNAL_WIDE_COLUMNS
+        if wide:
+            table = Table()
+            # Short columns are never split mid-word; the target and the outcome fold. The reasons
+            # (a sentence each) follow the table, one paragraph per action: in a column they were
+            # cut into a few letters per line on an 80-column terminal.
+            for col in ["id", "plan", "updated", "kind", "target", "from", "to", "state", "outcome"]:
+                table.add_column(col, overflow="fold", no_wrap=col not in ("target", "outcome"))
+            for a, st in zip(rows, shown, strict=True):
+                cells = [str(a.id), str(a.plan_id), iso(a.updated_at), a.kind, a.target, a.from_value, a.to_value]
+                table.add_row(*cells, st, escape(a.outcome))
+            console.print(table)
+        else:
+            # Narrower (80 columns, or a pipe): the nine columns left the target and the outcome no
+            # room and cut the state (a newcomer audit). An action per paragraph instead: its id,
+            # plan, time and state, then the change, then the outcome, each whole on its line.
+            for a, st in zip(rows, shown, strict=True):
+                lines = [
+                    f"{a.id}  plan {a.plan_id}  {iso(a.updated_at)}  {st}",
+                    f"    {a.kind} {a.target} {a.from_value} -> {a.to_value}",
+                    *([f"    {a.outcome}"] if a.outcome else []),
+                    *([f"    {why(a)}"] if reasons else []),
+                ]
+                console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+        if reasons and wide:
             for a in rows:
-                # a rollout challenger's decision names its arm and model (details ``arm``, ``model``)
-                arm = a.details.get("arm")
-                on = f"; {arm} {a.details.get('model')}" if arm else ""
-                if arm and "model_version" in a.details:
-                    on += f" version {a.details['model_version']}"
-                console.print(
-                    f"{a.id} ({a.reason_code}{on}): {a.reason}", markup=False, highlight=False, soft_wrap=True
-                )
+                console.print(f"{a.id} {why(a)}", markup=False, highlight=False, soft_wrap=True)
         if not rows and (workload or since or state or source):
             console.print("no journaled action matches (the filters are exact; --workload shop/checkout)")

@@ -548,7 +548,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     f"{', '.join(workload) if workload else 'any workload'}.",
                     f"It holds forecasts of: {', '.join(held[:10])}{' ...' if len(held) > 10 else ''}."
                     if held
-                    else "It holds none: `scaleahead plan` and `scaleahead run` store the forecasts they plan with.",
+                    else "It holds none: `scaleahead run` stores the forecasts it plans with (`scaleahead plan` "
+                    "stores only its plan), e.g. `scaleahead run --policies examples/policy.yaml --history "
+                    "trace:nasa-10s --target memory --virtual --ticks 360 --no-server --db URL`, then "
+                    "`report --db URL --trace nasa-10s`.",
                 )
         out.write_text(rp.render(summaries, scored))
         console.print(f"wrote {out} ({out.stat().st_size // 1024} KB)")
