@@ -676,6 +676,33 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
     return k8s.ApiClient(cfg)
 
 
+def require_api_server(api: Any, timeout_s: float = 5.0) -> None:
+    """A ``UserError`` when the API server of ``api`` cannot be reached at all: refused, unknown
+    host, a TLS failure, no answer within ``timeout_s``. Any HTTP answer passes (``GET /version``,
+    which every role may read; a 401 or 403 is for the calls that follow to report).
+
+    The one-shot commands (``plan --apply``, ``actuator reconcile``) ask first: with the server
+    unreachable, each of their reads failed on its own, with a message cut in the middle of the
+    client's exception and advice about RBAC and the kill switch (a newcomer audit)."""
+    from urllib3.exceptions import HTTPError
+
+    from scaleahead.errors import UserError
+
+    host = str(getattr(api.configuration, "host", "") or "the API server")
+    try:
+        k8s.VersionApi(api).get_code(_preload_content=False, _request_timeout=timeout_s)
+    except ApiException:
+        return
+    except (HTTPError, OSError) as exc:
+        why = getattr(exc, "reason", None) or exc  # urllib3's MaxRetryError names the cause
+        text = " ".join(str(why).split())
+        raise UserError(
+            f"Cannot reach the Kubernetes API server at {host}: {type(why).__name__}: {text[:300]}. "
+            "Nothing was changed or recorded.",
+            "Check the kubeconfig's server address (`kubectl cluster-info`) and the network, then run it again.",
+        ) from exc
+
+
 _RESOURCES = {
     "deployment_scale": "deployments/scale",
     "stateful_set_scale": "statefulsets/scale",

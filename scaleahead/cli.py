@@ -274,9 +274,10 @@ def plan(
     api = None
     if apply:  # the client is made before the store is opened: an unreadable kubeconfig creates no database
         from actuator.autoscalers import refuse_hpa_fights
-        from actuator.kubernetes import make_api_client
+        from actuator.kubernetes import make_api_client, require_api_server
 
         api = make_api_client(str(kubeconfig) if kubeconfig else None)
+        require_api_server(api)
         refuse_hpa_fights(api, policies)  # before the store is opened and anything is read or written
     if series is None:  # read Prometheus before opening the store: a failed read writes nothing
         from scaleahead.commands.prometheus import dry_run_from_prometheus, make_config

@@ -95,7 +95,11 @@ def test_report_on_an_existing_database_without_forecasts_still_says_so(cli: Cli
     assert cli("db", "upgrade", "--db", f"sqlite:///{db}")[0] == 0
     trace = series_csv(tmp_path / "s.csv")
     result = cli("report", "--trace", str(trace), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "x.html"))
-    assert_refused(result, "No stored forecasts in sqlite:///", "It holds none: `scaleahead run` stores the forecasts it plans with (`scaleahead plan` stores only its plan)")
+    assert_refused(
+        result,
+        "No stored forecasts in sqlite:///",
+        "It holds none: `scaleahead run` stores the forecasts it plans with (`scaleahead plan` stores only its plan)",
+    )
     assert not (tmp_path / "x.html").exists()
     # a workload it holds no forecasts of: the ones it holds are listed (was a Python list repr)
     import numpy as np

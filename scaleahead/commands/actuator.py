@@ -152,7 +152,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Mark journal actions left 'planned' by a crash as applied or skipped, from the live objects."""
-        from actuator.kubernetes import make_api_client
+        from actuator.kubernetes import make_api_client, require_api_server
         from storage import Store
 
         # The policies and the cluster first: a bad file or kubeconfig creates no database.
@@ -161,6 +161,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
             pols: list[Any] = list(load_policy_path(policies))
         api = make_api_client(str(kubeconfig) if kubeconfig else None)
+        require_api_server(api)
         if policies is None:
             from actuator.policy_resources import ClusterPolicies, PolicyLimits
             from scaleahead.settings import Settings

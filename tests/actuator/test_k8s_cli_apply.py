@@ -81,19 +81,32 @@ def test_plan_apply_to_a_missing_deployment_fails_with_the_fix(kube, tmp_path):
     assert "1 failed" in out.stderr and "not everything was applied" in out.stderr
 
 
-def test_plan_apply_that_cannot_see_the_kill_switch_applies_nothing_and_exits_1(tmp_path):
+def test_plan_apply_that_cannot_see_the_kill_switch_applies_nothing_and_exits_1(kube, tmp_path):
+    from kubeemu import Fault
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(1))
+    kube.cluster.faults.append(Fault("GET", "/configmaps/scaleahead-kill-switch", status=500, times=10))
+    out = here(*args(tmp_path, kubeconfig(tmp_path, kube.url)))
+    assert out.exit_code == 1, out.output
+    res = json.loads(out.stdout)["results"][0]
+    assert res["outcome"] == "skipped" and "cannot read ConfigMap" in res["detail"]
+    assert "the kill switch could not be read" in out.stderr
+    assert kube.cluster.writes() == []
+
+
+def test_plan_apply_with_no_api_server_there_says_so_and_records_nothing(tmp_path):
+    """Found by a newcomer audit: each read failed on its own, with the client's exception cut in
+    the middle and advice about RBAC and the kill switch, and the plan was recorded as skipped."""
     import socket
 
     with socket.socket() as s:  # an API server that is not there
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    out = CliRunner().invoke(
-        app, args(tmp_path, kubeconfig(tmp_path, url)), env={**ENV, "SCALEAHEAD_ACTUATION__REQUEST_TIMEOUT_S": "2"}
-    )
-    assert out.exit_code == 1, out.output
-    res = json.loads(out.stdout)["results"][0]
-    assert res["outcome"] == "skipped" and "cannot read ConfigMap" in res["detail"]
-    assert "the kill switch could not be read" in out.stderr
+    out = here(*args(tmp_path, kubeconfig(tmp_path, url)))
+    assert isinstance(out.exception, UserError)  # main() prints it as one paragraph, exit code 2
+    assert f"Cannot reach the Kubernetes API server at {url}: NewConnectionError:" in out.exception.message
+    assert "Connection refused" in out.exception.message and "RBAC" not in out.exception.message
+    assert not (tmp_path / "j.db").exists()
 
 
 def test_plan_apply_with_a_bad_kubeconfig_fails_with_a_user_error_naming_the_file(tmp_path):
