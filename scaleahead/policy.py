@@ -663,24 +663,37 @@ class _PolicyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # merged keys (<<: *anchor) may be overridden: that is what merging means
-            ident = (key_node.tag, key_node.value)
+            ident = (key_node.tag, _paired(key_node.value))  # "\\ud83d\\ude00" and "😀" are one key
             if ident in seen:
                 raise _DuplicateKey(key_node.value, seen[ident].start_mark, key_node.start_mark)
             seen[ident] = key_node
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_str(self, node: yaml.Node) -> str:
-        value = str(super().construct_yaml_str(node))
-        if value.isascii():
-            return value
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            try:  # a JSON-style pair of escapes ("\\ud83d\\ude00") is one character: PyYAML keeps two halves
-                return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-            except UnicodeDecodeError:
-                raise _NotUnicode(value, exc.start, node.start_mark) from None
+        value = _paired(str(super().construct_yaml_str(node)))
+        if not value.isascii():
+            lone = next((i for i, c in enumerate(value) if "\ud800" <= c <= "\udfff"), None)
+            if lone is not None:
+                raise _NotUnicode(value, lone, node.start_mark)
         return value
+
+
+def _paired(value: str) -> str:
+    """``value`` with each JSON-style pair of escapes (``"\\ud83d\\ude00"``, which PyYAML keeps as two
+    halves) made the one character it spells; a lone half is left as it is."""
+    if value.isascii() or not any("\ud800" <= c <= "\udfff" for c in value):
+        return value
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        c = value[i]
+        if "\ud800" <= c <= "\udbff" and i + 1 < len(value) and "\udc00" <= value[i + 1] <= "\udfff":
+            out.append((c + value[i + 1]).encode("utf-16-le", "surrogatepass").decode("utf-16-le"))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 _PolicyLoader.add_constructor("tag:yaml.org,2002:str", _PolicyLoader.construct_yaml_str)

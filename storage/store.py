@@ -1096,8 +1096,16 @@ class Store:
         # workload may get it). Forget the cache; it is read again on next use.
         self._workload_ids.clear()
         if isinstance(exc, UnicodeEncodeError) and isinstance(exc.object, str):
-            # a value the driver could not encode (a lone surrogate): one paragraph, not a traceback
-            raise NotUnicode(exc.object, exc.start) from exc
+            # a value the driver could not encode: one paragraph, not a traceback
+            if "\ud800" <= exc.object[exc.start] <= "\udfff":
+                raise NotUnicode(exc.object, exc.start) from exc
+            shown = exc.object if len(exc.object) <= 60 else f"{exc.object[:40]}...{exc.object[-12:]}"
+            raise UserError(
+                f"The database {self._safe_url()} cannot hold {exc.object[exc.start]!r} (in {shown!r}): its "
+                f"encoding is {exc.encoding}, not UTF-8; nothing was recorded.",
+                "Create scaleahead's database with ENCODING 'UTF8' (CREATE DATABASE scaleahead ENCODING 'UTF8' "
+                "TEMPLATE template0) and move to it.",
+            ) from exc
         if isinstance(exc, DatabaseError) and self._corrupt(exc):
             raise self._unreadable(exc.orig) from exc
         if isinstance(exc, SQLDataError) and getattr(exc.orig, "sqlstate", None) == "22001":

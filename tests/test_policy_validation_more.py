@@ -460,3 +460,11 @@ def test_a_lone_surrogate_escape_is_refused_with_file_and_line_and_a_pair_of_the
     pair = text.replace("unit: req/10s ", 'unit: "req\\ud83d\\ude00" ', 1)
     (policy,) = parse_policies(pair, "p.yaml")
     assert policy.spec.demand.unit == "req\U0001f600"
+    # the lone half is named, not the first half of a pair before it
+    both = text.replace("unit: req/10s ", 'unit: "\\ud83d\\ude00 \\udc00" ', 1)
+    with pytest.raises(ConfigError, match=r"the string '\U0001f600 \\udc00' holds '\\udc00'"):
+        parse_policies(both, "p.yaml")
+    # a key written as a pair of escapes is the same key as the character itself
+    twice = text.replace("    unit: req/10s ", '    "\\ud83d\\ude00": 1\n    "\U0001f600": 2\n    unit: req/10s ', 1)
+    with pytest.raises(ConfigError, match="appears twice in one mapping"):
+        parse_policies(twice, "p.yaml")

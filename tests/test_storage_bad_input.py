@@ -612,3 +612,29 @@ def test_a_non_utf8_argument_is_one_clear_error(tmp_path: Path) -> None:
         timeout=120,
     )
     refused(out, "holds '\\udcff' at position 6, a lone surrogate")
+
+
+def test_a_character_a_postgresql_database_in_another_encoding_cannot_hold_names_the_encoding(
+    postgres_url: str,
+) -> None:
+    """Only a lone surrogate is "not valid Unicode": in a LATIN1 database valid text such as 中 was
+    reported as one (a review of the surrogate fix)."""
+    import psycopg
+
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    name = f"latin{int(__import__('time').time() * 1e6) % 10**9}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} ENCODING 'LATIN1' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+
+    store = Store(postgres_url.rsplit("/", 1)[0] + f"/{name}")
+    try:
+        store.upgrade()
+        w = WorkloadRef("Deployment", "shop", "web")
+        with pytest.raises(UserError, match=r"cannot hold '中' \(in 'scale 中'\): its encoding is latin-1, not UTF-8"):
+            store.record_plan(Plan(1.0, (ScaleTo(w, 1, 2, Reason("forecast", "scale 中", {})),)), "loop")
+        assert store.count_plans() == 0
+    finally:
+        store.close()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name}")

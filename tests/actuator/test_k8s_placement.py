@@ -152,6 +152,12 @@ def test_a_placement_read_forbidden_says_which_component_grants_it(kube, caplog)
     (record,) = [r for r in caplog.records if getattr(r, "event", "") == "placement"]
     assert "nodes is forbidden" in record.getMessage()
     assert "only with the component deploy/components/rebalance" in record.getMessage()
+    caplog.clear()  # another failure is not blamed on the rights
+    kube.cluster.faults.append(Fault("GET", "/api/v1/nodes", status=500))
+    with caplog.at_level("WARNING"):
+        KubernetesTarget(kube.api_client(), placement=True).read_state([])
+    (record,) = [r for r in caplog.records if getattr(r, "event", "") == "placement"]
+    assert "injected 500" in record.getMessage() and "component" not in record.getMessage()
 
 
 def test_a_planned_move_is_carried_out_as_an_eviction(kube) -> None:

@@ -252,6 +252,12 @@ _VERBS = {
 
 
 def _api_calls() -> Iterator[tuple[str, str, str, str]]:
+    """(file, group, resource, verb) for every typed Kubernetes client call in the code base."""
+    for path, _, group, resource, verb in _api_calls_by_function():
+        yield path, group, resource, verb
+
+
+def _api_calls_by_function() -> Iterator[tuple[str, str, str, str, str]]:
     """(file, group, resource, verb) for every typed Kubernetes client call in the code base.
 
     The resource and group come from the client method's own request path, so the mapping is the
@@ -270,6 +276,11 @@ def _api_calls() -> Iterator[tuple[str, str, str, str]]:
                 methods.setdefault(name.removesuffix("_with_http_info"), getattr(api, name))
     for path in sorted([*REPO.glob("actuator/**/*.py"), *REPO.glob("scaleahead/**/*.py")]):
         tree = ast.parse(path.read_text())
+        where: dict[int, str] = {}  # each node's innermost enclosing function ("" at module level)
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                for inner in ast.walk(fn):
+                    where[id(inner)] = fn.name  # an inner function's own walk comes later: it wins
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in methods and "_" in node.attr:
                 src = inspect.getsource(methods[node.attr])
@@ -280,15 +291,16 @@ def _api_calls() -> Iterator[tuple[str, str, str, str]]:
                 verb = _VERBS.get(node.attr.split("_", 1)[0])
                 if verb is None:
                     continue
+                function = where.get(id(node), "")
                 if "{group}" in url:  # custom objects: group and plural are arguments
-                    yield str(path), "<custom>", "status" if "status" in node.attr else "", verb
+                    yield str(path), function, "<custom>", "status" if "status" in node.attr else "", verb
                     continue
                 parts = [p for p in url.split("/") if p and not p.startswith("{")]
                 group = "" if parts[0] == "api" else parts[1]
                 tail = parts[3:] if parts[0] == "apis" else parts[2:]
                 tail = [p for p in tail if p != "namespaces"]
                 resource = "/".join(tail)
-                yield str(path), group, resource, verb
+                yield str(path), function, group, resource, verb
 
 
 def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
@@ -302,6 +314,29 @@ def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
         elif (group, resource, verb) not in allowed:
             missing.append((path, f"{group}/{resource}", verb))
     assert missing == [], f"API calls without an RBAC rule: {missing}"
+
+
+#: The functions of the move path (actuator/kubernetes.py), the only ones that may call what only
+#: the rebalance component grants: the placement read with the pods' usage, a move's live pod, the
+#: move itself and the check that its eviction landed.
+MOVE_PATH = {"read_placement", "_pod_usage", "_live_pod", "_move", "_evicted"}
+
+
+def test_only_the_move_path_calls_what_only_the_rebalance_component_grants() -> None:
+    """Without the component (rebalancing off, the default) those calls are forbidden: any other
+    function calling one would fail in a cluster with the shipped base."""
+    outside = [
+        (Path(path).name, function, group, resource, verb)
+        for path, function, group, resource, verb in _api_calls_by_function()
+        if (group, resource, verb) in REBALANCE_RULES - EXPECTED_CLUSTER_RULES and function not in MOVE_PATH
+    ]
+    assert outside == []
+    custom = [
+        (Path(path).name, function)
+        for path, function, group, _, verb in _api_calls_by_function()
+        if group == "<custom>" and verb == "list" and function == "_pod_usage"
+    ]
+    assert custom, "the pod metrics list (metrics.k8s.io) is made by _pod_usage"
 
 
 def test_the_headroom_component_grants_the_placeholder_writes_and_its_priority_class(tmp_path: Path) -> None:
@@ -495,6 +530,13 @@ def test_the_rebalance_component_grants_the_moves_and_turns_them_on(rebalanced: 
     )
     # the prod overlay's own settings are kept (the component's patch merges, it does not replace)
     assert env["SCALEAHEAD_DB_URL"]["valueFrom"]["secretKeyRef"]["name"] == "scaleahead-db"
+    # every object carries the label the base gives its own (it does not reach a component's)
+    unlabelled = [
+        (d["kind"], d["metadata"]["name"])
+        for d in rebalanced
+        if (d["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") != "scaleahead"
+    ]
+    assert unlabelled == []
 
 
 def test_the_steering_webhook_never_blocks_pods_and_only_sees_controller_owned_pods(
