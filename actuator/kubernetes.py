@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -666,8 +667,12 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None, i
                 config_file=kubeconfig, context=context, client_configuration=cfg
             )
     except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
+        source = kubeconfig
+        if source is None and not in_cluster:  # name where the default was looked for (newcomer audit)
+            env = os.environ.get("KUBECONFIG")
+            source = f"$KUBECONFIG ({env})" if env else "~/.kube/config (the default: $KUBECONFIG is not set)"
         raise UserError(
-            f"Cannot load Kubernetes credentials from {kubeconfig or 'the default kubeconfig'}: "
+            f"Cannot load Kubernetes credentials from {source or 'the in-cluster service account'}: "
             f"{str(exc).rstrip('.')}.",
             "Pass --kubeconfig FILE with a valid cluster, user and context (or run in the cluster).",
         ) from exc

@@ -269,7 +269,7 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
             "Fix those cells, or leave them empty where the value is missing (missing is never taken as zero).",
         )
     values = parsed.to_numpy(np.float64)
-    return _regularize(name or path.name, ts, values, step_s=None, unit="")
+    return _regularize(name or path.name, ts, values, step_s=None, unit="", first_line=2)
 
 
 def _check_times(path: Path, ts: FloatArray, raw: pd.Series) -> None:
@@ -332,8 +332,11 @@ def _warn_off_grid(name: str, idx: np.ndarray, n: int, step_s: float, steps: np.
     )
 
 
-def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | None, unit: str) -> Series:
-    """Put irregular samples on a regular grid; gaps become NaN, never zero."""
+def _regularize(
+    name: str, ts: FloatArray, values: FloatArray, step_s: float | None, unit: str, first_line: int | None = None
+) -> Series:
+    """Put irregular samples on a regular grid; gaps become NaN, never zero. ``first_line``: the file
+    line of the first sample (a CSV's rows are named by their line, as its other errors name them)."""
     if len(ts) < 2:
         raise DataError(f"Trace {name!r} has {len(ts)} rows; at least 2 are needed.", "Give a longer trace.")
     if np.isnan(ts).any():
@@ -341,9 +344,11 @@ def _regularize(name: str, ts: FloatArray, values: FloatArray, step_s: float | N
     diffs = np.diff(ts)
     if (diffs < 0).any():
         bad = int(np.argmax(diffs < 0)) + 1
+        at = "row" if first_line is None else "line"
+        n = bad + (1 if first_line is None else first_line)
         raise DataError(
-            f"Trace {name!r} has non-monotonic timestamps: row {bad + 1} ({_utc(ts[bad])}) does not come "
-            f"after row {bad} ({_utc(ts[bad - 1])}).",
+            f"Trace {name!r} has non-monotonic timestamps: {at} {n} ({_utc(ts[bad])}) does not come "
+            f"after {at} {n - 1} ({_utc(ts[bad - 1])}).",
             "Sort the file by timestamp (rows sharing one timestamp are averaged). Times without a zone "
             "are read as UTC: local times that go back an hour when daylight saving time ends look like "
             "this, and sorting them would merge two hours; give such times with their offset "

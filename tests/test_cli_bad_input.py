@@ -298,6 +298,8 @@ def test_a_plain_web_server_in_place_of_prometheus_is_named_as_not_the_api(cli: 
         )  # fmt: skip
         assert_refused(result, "answered HTTP 501", "does not look like a Prometheus HTTP API", "path prefix")
         assert "health" not in result[2]
+        # the command reads a query of no workload: it names none (was "Workload (history), ...")
+        assert result[2].startswith("error: Query 'up': ") and "Workload" not in result[2], result[2]
 
 
 @pytest.mark.parametrize(

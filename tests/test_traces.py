@@ -47,8 +47,11 @@ def test_non_monotonic_timestamps_are_an_error(tmp_path: Path) -> None:
     f.write_text("timestamp,value\n2024-01-01T00:00:10Z,1\n2024-01-01T00:00:00Z,2\n")
     with pytest.raises(DataError, match="non-monotonic") as err:
         load_series(str(f))
-    # The times are shown as read (UTC) with the number, and the fix names the daylight-saving trap.
-    assert "row 2 (2024-01-01T00:00:00Z, 1704067200) does not come after row 1 (2024-01-01T00:00:10Z" in str(err.value)
+    # The times are shown as read (UTC) with the number, by file line as the other errors of a CSV (a newcomer
+    # audit: "row 2" was line 3), and the fix names the daylight-saving trap.
+    assert "line 3 (2024-01-01T00:00:00Z, 1704067200) does not come after line 2 (2024-01-01T00:00:10Z" in str(
+        err.value
+    )
     assert "daylight saving time" in err.value.fix
 
 

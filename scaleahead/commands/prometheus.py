@@ -256,7 +256,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         with PrometheusClient(cfg) as client:
             # A row is a step, stamped at its start; the Prometheus point at T is the step that ends at T.
-            raw = as_steps(client.range_series(RangeRequest("(history)", query, t0 + step_s, t1 + step_s, step_s)))
+            raw = as_steps(client.range_series(RangeRequest("", query, t0 + step_s, t1 + step_s, step_s)))
         # A sample beyond float32 (1e42: an overflow in an exporter) is a glitch that every reader of
         # Prometheus takes as missing; a series CSV refuses it, so it is written as an empty cell.
         series = without_glitches(raw)

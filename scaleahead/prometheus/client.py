@@ -866,21 +866,21 @@ class _Assembly:
     def finish(self, stats: FetchStats) -> Series:
         req = self.req
         stats.add(points=self.points)
+        # `scaleahead history` reads a query of no workload (label ""): "Query ..." alone
+        where = f"Workload {req.label}, query {req.query!r}" if req.label else f"Query {req.query!r}"
         if self.bad:
             log.warning(
-                "Workload %s, query %r: dropped %d NaN/Inf value(s) from series %s; they count as missing.",
-                req.label,
-                req.query,
+                "%s: dropped %d NaN/Inf value(s) from series %s; they count as missing.",
+                where,
                 self.bad,
                 _metric_text(self.labels or {}),
                 extra={"event": "history_values_dropped", "workload": req.label, "kind": "nan", "count": self.bad},
             )
         if self.negative:
             log.warning(
-                "Workload %s, query %r: dropped %d negative value(s) from series %s; they count as missing "
+                "%s: dropped %d negative value(s) from series %s; they count as missing "
                 "(demand is never negative: use rate() for counters, not deriv() or a hand-made difference).",
-                req.label,
-                req.query,
+                where,
                 self.negative,
                 _metric_text(self.labels or {}),
                 extra={

@@ -117,6 +117,16 @@ def test_plan_apply_with_a_bad_kubeconfig_fails_with_a_user_error_naming_the_fil
     assert "nope.yaml" in out.exception.message and "--kubeconfig" in out.exception.message
 
 
+def test_a_kubeconfig_environment_variable_naming_no_file_is_named(tmp_path):
+    """Found by a newcomer audit: the error said "the default kubeconfig", not which file."""
+    missing = tmp_path / "none.yaml"
+    argv = ["actuator", "reconcile", "--db", f"sqlite:///{tmp_path / 'j.db'}"]
+    out = CliRunner().invoke(app, argv, env={**ENV, "KUBECONFIG": str(missing)})
+    assert isinstance(out.exception, UserError)
+    assert f"Cannot load Kubernetes credentials from $KUBECONFIG ({missing})" in out.exception.message
+    assert not (tmp_path / "j.db").exists()
+
+
 def test_reconcile_checks_a_floor_mode_action_against_the_hpa_of_its_policy(kube, tmp_path):
     from kubeemu import HPAS
 
