@@ -849,6 +849,7 @@ class Store:
                 f"Unknown schema revision {revision!r}.",
                 f"Use one of: head, {', '.join(self.revisions())} (docs/storage.md).",
             )
+        self._check_encoding()
         if revision == "head" and self._at_head():
             self._check_complete()
             return  # the usual start: nothing to migrate, no lock taken
@@ -859,6 +860,27 @@ class Store:
             command.upgrade(cfg, revision)
 
         self._migrating(migrate)
+
+    def _check_encoding(self) -> None:
+        """A ``UserError`` for a PostgreSQL database whose encoding is not UTF8: reasons, outcomes and
+        names hold text in any language, and a character the encoding cannot hold failed the
+        transaction that wrote it, every time (the actuator retries a failed journal's outcomes, so
+        one such outcome failed every journal after it; a review found it with LATIN1)."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        try:
+            with self.engine.connect() as conn:
+                encoding = str(conn.exec_driver_sql("SHOW server_encoding").scalar())
+        except DatabaseError:
+            return  # unreachable, a password refused...: the upgrade after this says what is wrong
+        if encoding.upper() not in ("UTF8", "UTF-8"):
+            raise UserError(
+                f"The PostgreSQL database {self._safe_url()} has the encoding {encoding}: scaleahead stores text in "
+                "any language (reasons, outcomes, policy and model names) and needs UTF8; nothing was created "
+                "or migrated.",
+                "Create its database with ENCODING 'UTF8' (CREATE DATABASE scaleahead ENCODING 'UTF8' TEMPLATE "
+                "template0), point the URL at it, and copy any data over.",
+            )
 
     def _migrating(self, migrate: Callable[[Any], None]) -> None:
         """Run ``migrate(connection)`` in one transaction that holds the migration lock, on a schema
