@@ -1002,7 +1002,7 @@ class Actuator:
     #: Kinds whose managed field holds capacity only scaleahead asked for: a Knative Service's
     #: ``min-scale`` (warm instances kept while nothing calls). A Deployment's replicas are its own:
     #: they stay as they are when its policy goes. (Headroom placeholders are no policy's target:
-    #: they are released by a plan that scales them, ``scaleahead actuator apply``.)
+    #: they are released by a plan that scales them, ``scaleahead plan --apply``.)
     RELEASED_KINDS = ("KnativeService",)
 
     def release(

@@ -23,8 +23,8 @@ from scaleahead.errors import UserError
 
 console = Console(highlight=False)
 #: Who records plans (``plans.source``, ``actuator journal --source``): the control loop, a shadow
-#: rollout's challenger, ``scaleahead plan``, the actuator's own (``actuator apply``, a plan of an
-#: embedder), and the release of a removed function's warm pool.
+#: rollout's challenger, ``scaleahead plan`` (also with ``--apply``), the actuator's own (a plan an
+#: embedder gives ``Actuator.apply_plan``), and the release of a removed function's warm pool.
 JOURNAL_SOURCES = ("loop", "shadow", "cli-plan", "actuator", "release")
 #: ``actuator journal``'s table from this terminal width; a paragraph per action below it.
 JOURNAL_WIDE_COLUMNS = 120
