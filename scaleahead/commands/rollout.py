@@ -487,7 +487,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         mode: Annotated[str, typer.Option(help="canary (growing share), ab (fixed split) or shadow (plan only).")],
         group: GroupOption = "default",
         champion: Annotated[
-            str | None, typer.Option(help="Current model/policy (default: the registry's champion model).")
+            str | None,
+            typer.Option(
+                help="Current model/policy (default: the registry's champion of the challenger's family, else the "
+                "one champion; with several families' champions and none of its own, required). Retired when the "
+                "challenger is promoted."
+            ),
         ] = None,
         split: Annotated[float, typer.Option(help="Challenger share in mode ab.")] = 0.5,
         steps: Annotated[str, typer.Option(help="Canary share steps, comma-separated.")] = "0.1,0.25,0.5,1.0",
@@ -549,9 +554,34 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         challenger = _version_by_name(models, "--challenger", challenger)
         if champion is not None:
             champion = _version_by_name(models, "--champion", champion)
+        by_id = {str(m.id): m for m in models}
+        if challenger in by_id and by_id[challenger].status in ("champion", "production"):
+            # its promotion would only retire the other arm (an operator audit: a champion of one
+            # family "rolled out" against another's retired the model production ran)
+            raise UserError(
+                f"--challenger {challenger} is already a {by_id[challenger].status} (of {by_id[challenger].family}).",
+                "Roll out a candidate version (scaleahead models list); to go back to an older version, "
+                "`scaleahead models promote ID`. Nothing was started.",
+            )
         if champion is None:
-            prod = [m for m in models if m.status == "champion"]
-            champion = f"{prod[-1].id}" if prod else "default"
+            # the champion of the challenger's family: until 2026-12-07 the newest champion of any
+            # family, so an lstm challenger's promotion could retire a baseline's champion, or a
+            # baseline challenger's the LSTM that production ran (operator audit)
+            prod = [m for m in models if m.status in ("champion", "production")]
+            family = by_id[challenger].family if challenger in by_id else None
+            own = [m for m in prod if m.family == family]
+            if own:
+                champion = f"{own[-1].id}"
+            elif len({m.family for m in prod}) > 1:
+                raise UserError(
+                    f"--champion is needed: the challenger's family ({family or 'a policy label'}) has no champion "
+                    f"and several families do ({', '.join(f'{m.id} ({m.family})' for m in prod)}); the rollout's "
+                    "champion is retired when it is promoted.",
+                    "Name the version production runs with --champion ID (scaleahead models list); nothing was "
+                    "started.",
+                )
+            else:
+                champion = f"{prod[-1].id}" if prod else "default"
         # A number names a model version: one the registry does not have is a typo, and promoting
         # it would record a champion that does not exist. Other names label policies (free-form).
         known = {str(m.id) for m in models}

@@ -343,3 +343,39 @@ def test_outcomes_of_a_rollout_without_a_whole_bucket_say_none_yet(tmp_path: Pat
     said = " ".join(out.split())
     assert code == 0, (out, err)
     assert "outcomes measured none yet (the first whole 5-minute bucket ends at" in said, said
+
+
+# The champion a rollout is measured against (an operator audit) --------------------------------
+
+
+def test_the_default_champion_is_the_challengers_familys_and_a_champion_is_no_challenger(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """Until 2026-12-07 the default champion was the newest champion of any family: a baseline's
+    version rolled out while the LSTM ran in production had the LSTM as its champion, and its
+    promotion retired the LSTM (the fleet fell back to a baseline)."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(db)
+    old_sn = store.register_model("sn-1", "seasonal_naive", status="challenger")
+    store.make_champion(old_sn)
+    wm = store.register_model("wm-1", "window_mean", status="challenger")
+    store.make_champion(wm)  # the newest champion, of another family
+    new_sn = store.register_model("sn-2", "seasonal_naive", status="challenger")
+    code, out, err = cli("rollout", "start", "--challenger", str(old_sn), "--mode", "canary", "--db", db)
+    assert code == 2 and f"--challenger {old_sn} is already a champion (of seasonal_naive)" in err, err
+    code, out, err = cli(
+        "rollout", "start", "--challenger", str(new_sn), "--mode", "shadow", "--db", db, "--output", "json"
+    )
+    assert code == 0, err
+    assert (json.loads(out)["champion"], json.loads(out)["challenger"]) == (str(old_sn), str(new_sn))
+    assert cli("rollout", "promote", "--db", db)[0] == 0
+    assert _statuses(store) == {old_sn: "retired", wm: "champion", new_sn: "champion"}
+    # a family with no champion of its own, beside two others' champions: the operator names it
+    nv = store.register_model("naive-1", "naive", status="challenger")
+    code, out, err = cli("rollout", "start", "--challenger", str(nv), "--mode", "canary", "--db", db)
+    assert code == 2 and "--champion is needed: the challenger's family (naive) has no champion" in err, err
+    assert [r.state for r in store.rollouts()] == ["promoted"]
+    code, out, err = cli(
+        "rollout", "start", "--challenger", str(nv), "--mode", "canary", "--champion", str(wm), "--db", db
+    )
+    assert code == 0, err
