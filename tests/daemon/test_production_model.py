@@ -77,3 +77,30 @@ def test_a_champion_trained_on_data_after_now_is_not_used(tmp_path: Path, caplog
     assert (model.name, version) == ("lstm", mid)
     model, version = _production_model("lstm", store, Settings(), history, now=end + 600.0)
     assert (model.name, version) == ("lstm", mid)
+
+
+def test_a_restart_after_a_rollout_promoted_another_family_plans_with_the_promoted_version(
+    tmp_path: Path, caplog
+) -> None:  # type: ignore[no-untyped-def]
+    """The running daemon switches to a rollout's challenger when it is promoted, whatever its
+    family; until 2026-12-07 a restart went back to forecast.model (an operator audit: a promoted
+    window_mean version was dropped at the next pod restart, and an lstm_clock one promoted over the
+    lstm champion, which it retired, left the restarted daemon on the fallback)."""
+    from actuator.rollouts import RolloutBook
+
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    wm = store.register_model("wm-1", "window_mean", status="challenger")
+    book = RolloutBook(store)
+    book.start("default", "canary", "default", str(wm), 1000.0)
+    model, version = _production_model("seasonal_naive", store, Settings(), _history())
+    assert (model.name, version) == ("seasonal_naive", None), "running: nothing promoted yet"
+    book.promote("default", 2000.0)
+    with caplog.at_level("WARNING"):
+        model, version = _production_model("seasonal_naive", store, Settings(), _history())
+    assert (model.name, version) == ("window_mean", wm)
+    assert "forecast.model is seasonal_naive, but rollout 1 promoted window_mean version" in caplog.text
+    # the configured family's own champion, promoted since, is production again
+    sn = store.register_model("sn-1", "seasonal_naive", status="challenger")
+    store.make_champion(sn)
+    model, version = _production_model("seasonal_naive", store, Settings(), _history())
+    assert model.name == "seasonal_naive"
