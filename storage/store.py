@@ -664,6 +664,8 @@ class Store:
         # (the ORM's writes here; the bulk inserts of forecasts and actions check their rows).
         event.listen(self._session, "before_flush", _check_flush_lengths)
         if upgrade:
+            if not create:
+                self._refuse_older_schema()
             self.upgrade()
 
     @classmethod
@@ -1005,6 +1007,28 @@ class Store:
                 "in part), and migrating does not make it again.",
                 "Restore it from a backup, or point --db at another database; nothing was written.",
             )
+
+    def _refuse_older_schema(self) -> None:
+        """For a store that does not create (``create=False``: a command that reads, or changes
+        existing rows): a ``UserError`` when the schema is at an older revision this scaleahead
+        knows, instead of migrating it. Until 2026-12-07 ``models list`` after a ``db downgrade``
+        migrated the database back up, silently, and the older image then refused it (an operator
+        audit). A database at head, without a schema or at an unknown revision goes on as before."""
+        head = self.head_revision()
+        try:
+            with self.engine.connect() as conn:
+                current = MigrationContext.configure(conn).get_current_revision()
+        except DatabaseError:
+            return  # unreachable, damaged, locked...: the upgrade after this says what is wrong
+        if current is None or current == head or current not in self.revisions():
+            return
+        raise UserError(
+            f"The database {self._safe_url()} is at schema revision {current}, older than this scaleahead's "
+            f"{head}: a command that does not create the database does not migrate it either (after a "
+            "`db downgrade` that would undo it); nothing was changed.",
+            f"Run `scaleahead db upgrade --db {self._safe_url()}` to migrate it (the daemon migrates at start too), "
+            "or use the scaleahead version whose schema it is.",
+        )
 
     def _at_head(self) -> bool:
         """The schema is at the newest revision (read without a lock; a migration running

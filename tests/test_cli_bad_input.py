@@ -277,7 +277,7 @@ def test_a_malformed_prometheus_answer_names_the_query_and_what_was_wrong(
         "history", "--prometheus", url, "--query", "sum(up)", "--start", str(T0), "--end", str(T0 + 600),
         "--output", str(out),
     )  # fmt: skip
-    assert_refused(history, "query 'sum(up)'", says)
+    assert_refused(history, "Query 'sum(up)'", says)
     assert not out.exists()
     db = tmp_path / "a.db"
     plan = cli("plan", "--policy", str(EXAMPLE), "--prometheus", url, "--at", str(T0), "--db", f"sqlite:///{db}")

@@ -31,6 +31,14 @@ def test_db_downgrade_goes_back_to_the_previous_head_and_keeps_the_rows(db_url: 
     store = Store(db_url, upgrade=False)
     assert store.current_revision() == "0009_one_running"
     assert [r.id for r in store.rollouts()] == [rollout]
+    # a command that only reads (or changes rows) does not migrate it back up, as it did silently
+    # until 2026-12-07 (an operator audit): the older image would then refuse the database
+    for argv in (["models", "list"], ["rollout", "status"], ["actuator", "journal"], ["steers"]):
+        code, out, err = cli(*argv, "--db", db_url)
+        assert code == 2, (argv, out, err)
+        assert "is at schema revision 0009_one_running, older than this scaleahead's" in err, (argv, err)
+        assert "Run `scaleahead db upgrade --db" in err
+    assert store.current_revision() == "0009_one_running"
     # again: already there, nothing to do (a rollback script may run it twice)
     code, out, _ = cli("db", "downgrade", "--db", db_url, "--revision", "0009_one_running")
     assert code == 0 and "already at 0009_one_running; nothing to do" in " ".join(out.split())

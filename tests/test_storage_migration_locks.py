@@ -77,7 +77,7 @@ def test_a_migration_blocked_by_an_open_transaction_fails_clearly_within_its_bou
     }
     started = time.monotonic()
     new = subprocess.Popen(
-        [sys.executable, "-P", "-m", "scaleahead.cli", "models", "list", "--db", pg_db],
+        [sys.executable, "-P", "-m", "scaleahead.cli", "db", "upgrade", "--db", pg_db],
         env=env,
         cwd=CODE,
         stdout=subprocess.PIPE,
