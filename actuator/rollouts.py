@@ -651,7 +651,14 @@ class RolloutBook:
         # by id, whatever its group (as before), without reading every rollout
         rows = self.store.rollouts(ids=[rollout_id]) if rollout_id is not None else self.store.rollouts(group=group)
         if not rows:
-            raise UserError(f"No rollout in group {group!r}.", "Start one with `scaleahead rollout start`.")
+            # a typo in --group said to start a rollout there (an operator audit): the groups that have one
+            groups = sorted({r.group for r in self.store.rollouts()})
+            more = " ..." if len(groups) > 20 else ""
+            known = f" Groups with rollouts: {', '.join(groups[:20])}{more}." if groups else ""
+            raise UserError(
+                f"No rollout in group {group!r}.{known}",
+                "Check --group (a policy's spec.rolloutGroup), or start one with `scaleahead rollout start`.",
+            )
         return rows[-1]
 
     def view(self, group: str) -> RolloutView | None:

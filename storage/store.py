@@ -2288,6 +2288,16 @@ class Store:
                 out.append(d)
         return out
 
+    def outcome_span(self, rollout_id: int) -> tuple[int, float, float] | None:
+        """``(rows, first bucket, last bucket)`` of ``rollout_id``'s outcome rows, or None."""
+        with self.session() as s:
+            n, first, last = s.execute(
+                select(func.count(), func.min(OutcomeRow.bucket), func.max(OutcomeRow.bucket)).where(
+                    OutcomeRow.rollout_id == rollout_id
+                )
+            ).one()
+        return (int(n), float(first), float(last)) if n else None
+
     def prune_outcomes(self, before: float) -> int:
         """Delete the outcome rows of buckets that start before ``before`` (epoch s), in batches as
         ``prune_forecasts`` does. Returns the count."""

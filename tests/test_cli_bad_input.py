@@ -695,3 +695,23 @@ def test_an_unknown_schema_revision_or_a_tsdb_that_is_a_file_creates_nothing(tmp
     afile.write_text("")
     out = cli("backfill", "--trace", "nasa-10s", "--tsdb", str(afile), "--metric", "x")
     assert out.returncode == 2 and "is a file" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_retrain_at_a_time_before_the_trace_says_where_the_trace_starts(cli: Cli, tmp_path: Path) -> None:
+    """It said "No workload has history to retrain on" (an operator audit); `run` names the trace's start."""
+    db = tmp_path / "r.db"
+    result = cli(
+        "retrain",
+        "--policies",
+        str(EXAMPLE),
+        "--history",
+        "trace:nasa-10s",
+        "--at",
+        "1990-01-01",
+        "--db",
+        f"sqlite:///{db}",
+    )
+    assert_refused(
+        result, "has no data before --at 1990-01-01T00:00:00Z (its first step starts at 1995-07-01T04:00:00Z"
+    )
+    assert not db.exists()

@@ -314,6 +314,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         store = Store(db, create=False)
         m = store.model(model_id)
+        arm = [r for r in store.rollouts(state="running") if r.challenger == str(model_id)]
+        if arm:
+            # the rollout would go on comparing the version with itself, and an abort would not
+            # undo this (an operator audit)
+            raise UserError(
+                f"Model version {model_id} is the challenger of the running rollout {arm[0].id} (group "
+                f"{arm[0].group}); nothing was changed.",
+                f"Promote the rollout (`scaleahead rollout promote --group {arm[0].group}`), or abort it first "
+                f"(`scaleahead rollout abort --group {arm[0].group}`).",
+            )
         note = _promotable_checkpoint(store, m) if m.family in LEARNED else ""
         retired = store.make_champion(model_id, roll_back=True)
         console.print(

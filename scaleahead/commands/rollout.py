@@ -384,6 +384,19 @@ def _evaluate_measured(db: str | None, group: str, output: str) -> None:
             "its version id or name (scaleahead models list). Nothing was recorded.",
         )
     if not any(arms.values()) and not any(measured.assigned.values()):
+        span = _book(db).store.outcome_span(r.id)
+        if span is not None:
+            # rows of it there are, outside its window: a run on another clock (an operator audit:
+            # a `run --virtual` records the trace's time, and this said the daemon was not running)
+            raise UserError(
+                f"Rollout {r.id} (group {group}) has no measured outcomes in its window (since "
+                f"{iso(window_start(r))}, on the wall clock), but {span[0]} outcome row(s) of it are recorded, "
+                f"for buckets from {iso(span[1])} to {iso(span[2])}: written by a run on another clock "
+                "(`scaleahead run --virtual` records the trace's time).",
+                "A virtual run evaluates its canaries itself (SCALEAHEAD_JOBS__EVALUATE_CANARIES=true, "
+                "docs/actuator.md, Measured outcomes); `scaleahead rollout outcomes` shows the rows. Nothing was "
+                "recorded.",
+            )
         raise UserError(
             f"Rollout {r.id} (group {group}) has no measured outcomes yet "
             "(since the share was set, in whole 5-minute buckets).",
@@ -605,6 +618,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.echo(
                 f"note: --challenger {challenger!r} is no model version, so it labels a policy variant: the daemon "
                 "does not plan with it; evaluate it with --outcomes FILE.csv (scaleahead models list has the versions)",
+                err=True,
+            )
+        groups = {r.group for r in book.store.rollouts()}
+        if groups and group not in groups:
+            # a typo makes a group no policy is in: its rollout plans nothing, yet its promotion
+            # changes the champion of every workload (an operator audit)
+            typer.echo(
+                f"note: group {group!r} has had no rollout before (groups with rollouts: "
+                f"{', '.join(sorted(groups)[:20])}): check it is a policy's spec.rolloutGroup; a rollout whose "
+                "group no policy is in measures nothing, and its promotion still changes the champion",
                 err=True,
             )
         params = CanaryParams(shares, max_violation_increase, max_cost_increase, max_error_increase)

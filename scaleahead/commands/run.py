@@ -221,6 +221,13 @@ def _production_model(
             )
             return loaded, over[1].id
     if name in BASELINES or name not in LEARNED:
+        own = store.champion(name) if store is not None and history else None
+        if own is not None:
+            # a registered version of the family, fitted as the running daemon fits it when it
+            # follows that champion (model_changed); until 2026-12-07 a start ignored it, and a
+            # retraining's rollout named its champion by the family only (an operator audit)
+            step_s = history[0].step_s
+            return load_model_version(store, own.id, step_s, history, settings.forecast.horizon_s, now), own.id
         fitted = make_model(name)
         if history:
             fitted.fit(history)
@@ -1116,12 +1123,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             if not pols:
                 raise UserError("No PredictiveScalingPolicy objects in the cluster.", "Apply policies first.")
         if history.startswith("trace:"):
-            from scaleahead.planning import check_history_step, default_at
+            from scaleahead.planning import check_history, check_history_step, default_at
             from scaleahead.traces import load_series
 
             series = load_series(history.removeprefix("trace:"))
             check_history_step(pols, series, history.removeprefix("trace:"))
             now = parse_time(at) if at is not None else default_at(series)
+            check_history(series, now)  # --at before the trace: said as `run` says it (operator audit)
         else:
             now = parse_time(at) if at is not None else SystemClock().now()
         source = _history(history, settings, settings.jobs.history_days * 86400.0, 0.0)

@@ -379,3 +379,49 @@ def test_the_default_champion_is_the_challengers_familys_and_a_champion_is_no_ch
         "rollout", "start", "--challenger", str(nv), "--mode", "canary", "--champion", str(wm), "--db", db
     )
     assert code == 0, err
+
+
+def test_a_mistyped_group_is_told_with_the_groups_there_are_and_a_rollouts_challenger_is_not_promoted_alone(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """An operator audit: `rollout status --group defualt` said to start a rollout there, and
+    `rollout start` in it said nothing (its promotion still changes the champion of every workload);
+    `models promote` of a running rollout's challenger left the rollout comparing it with itself."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(db)
+    wm = store.register_model("wm-1", "window_mean", status="challenger")
+    code, out, err = cli("rollout", "start", "--challenger", str(wm), "--mode", "shadow", "--db", db)
+    assert code == 0 and "has had no rollout before" not in err, err  # the first rollout: nothing to compare
+    code, out, err = cli("rollout", "status", "--group", "defualt", "--db", db)
+    assert code == 2 and "No rollout in group 'defualt'. Groups with rollouts: default." in err, err
+    code, out, err = cli("models", "promote", str(wm), "--db", db)
+    assert code == 2 and f"Model version {wm} is the challenger of the running rollout 1 (group default)" in err
+    assert "rollout promote --group default" in err and store.model(wm).status == "challenger"
+    assert cli("rollout", "abort", "--db", db)[0] == 0
+    code, out, err = cli(
+        "rollout", "start", "--challenger", str(wm), "--mode", "shadow", "--group", "defualt", "--db", db
+    )
+    assert code == 0 and "note: group 'defualt' has had no rollout before (groups with rollouts: default)" in err, err
+
+
+def test_measured_outcomes_on_another_clock_are_named_not_blamed_on_the_daemon(tmp_path: Path, cli: Cli) -> None:
+    """An operator audit: a `run --virtual` recorded a rollout's outcomes at the trace's time, and
+    `evaluate --measured` (wall clock) asked whether the daemon was running."""
+    from tests.test_storage_outcomes import _row
+
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(db)
+    wm = store.register_model("wm-1", "window_mean", status="challenger")
+    assert cli("rollout", "start", "--challenger", str(wm), "--mode", "ab", "--db", db)[0] == 0
+    code, out, err = cli("rollout", "evaluate", "--measured", "--db", db)
+    assert code == 2 and "has no measured outcomes yet" in err, err  # none at all: as before
+    july_1995 = 804_556_800.0
+    store.record_outcomes(
+        [_row("Deployment/default/web", july_1995 + 300.0 * i, 1, "champion", steps=30) for i in range(3)]
+    )
+    code, out, err = cli("rollout", "evaluate", "--measured", "--db", db)
+    assert code == 2, err
+    assert (
+        "but 3 outcome row(s) of it are recorded, for buckets from 1995-07-01T00:00:00Z to 1995-07-01T00:10:00Z" in err
+    )
+    assert "written by a run on another clock" in err and "EVALUATE_CANARIES" in err

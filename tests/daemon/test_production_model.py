@@ -104,3 +104,13 @@ def test_a_restart_after_a_rollout_promoted_another_family_plans_with_the_promot
     store.make_champion(sn)
     model, version = _production_model("seasonal_naive", store, Settings(), _history())
     assert model.name == "seasonal_naive"
+
+
+def test_a_registered_champion_of_a_baseline_family_is_production_with_its_id(tmp_path: Path) -> None:
+    """As the running daemon follows it (model_changed); until 2026-12-07 a start ignored it, and a
+    retraining's rollout named its champion by the family only (an operator audit)."""
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    sn = store.register_model("sn-1", "seasonal_naive", status="challenger")
+    store.make_champion(sn)
+    model, version = _production_model("seasonal_naive", store, Settings(), _history())
+    assert (model.name, version) == ("seasonal_naive", sn)
