@@ -1665,20 +1665,11 @@ class Daemon:
         if store is None:
             return
         current = self.deps.model_version_id
-        configured = self.settings.forecast.model
         try:
-            family = store.model(current).family if current is not None else configured
+            family = store.model(current).family if current is not None else self.settings.forecast.model
         except UserError:  # the version was deleted from the registry: keep what runs
             return
         newest = store.champion(family)  # one row: the registry keeps every version ever trained
-        if newest is None and current is not None and family != configured:
-            # The version production runs, of another family than forecast.model (a rollout promoted
-            # it), was retired: `models promote` rolled back to a version of forecast.model's family.
-            # Back to that family's champion (until 2026-12-07 production kept the retired version).
-            family, newest = configured, store.champion(configured)
-            if newest is None and configured not in LEARNED:
-                self._to_configured_baseline(current)
-                return
         failed_at = self._unloadable.get(newest.id) if newest is not None else None
         if newest is None or newest.id == current or (failed_at is not None and now - failed_at < UNLOADABLE_RETRY_S):
             return
@@ -1712,24 +1703,6 @@ class Daemon:
             extra={"event": "model_changed", "model_version_id": newest.id},
         )
 
-    def _to_configured_baseline(self, was: int) -> None:
-        """Production back to ``forecast.model``, a baseline with no registered champion, fitted on
-        the loop's history (none yet: the next check)."""
-        from forecaster import make_model
-
-        history = [s for s in self.history.last.values() if len(s) > 0]
-        if not history:
-            return
-        model = make_model(self.settings.forecast.model)
-        model.fit(history)
-        self._to_production(model, None, None)
-        log.info(
-            "model %d was retired: now %s (forecast.model) in production",
-            was,
-            model.name,
-            extra={"event": "model_changed", "model_version_id": None},
-        )
-
     def _load_version(self, store: Any, model_id: int) -> Forecaster | None:
         """A registered version's forecaster (``load_model_version``), or None while a baseline has
         no history yet to be fitted on (after a restart the first check comes before the first
@@ -1740,7 +1713,7 @@ class Daemon:
         step = history[0].step_s if history else 10.0
         return load_model_version(store, model_id, step, history, self.settings.forecast.horizon_s, self.clock.now())
 
-    def _to_production(self, model: Forecaster, model_version_id: int | None, holdout_wape: object) -> None:
+    def _to_production(self, model: Forecaster, model_version_id: int, holdout_wape: object) -> None:
         """Plan with ``model`` from now on (every group), and measure drift against its error."""
         with self._swap:  # a policy swap between the read and the write would be lost
             self.deps = replace(self.deps, forecaster=model, model_version_id=model_version_id)

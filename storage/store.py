@@ -1822,44 +1822,17 @@ class Store:
                 raise UserError(f"No model version {model_id}.", "See `scaleahead models list`.")
             row.status = status
 
-    def make_champion(self, model_id: int, now: float | None = None, roll_back: bool = False) -> list[int]:
+    def make_champion(self, model_id: int, now: float | None = None) -> list[int]:
         """Make a version the champion of its family, in one transaction: every other ``champion``
         or ``production`` version of that family becomes ``retired``, with ``retired_at`` = ``now``
         (epoch s; default the wall clock) in its metrics. Returns the retired ids.
-
-        With ``roll_back`` (``scaleahead models promote``, a rollback): also retired, in the same
-        transaction, a champion of another family that a rollout promoted over a version of this one
-        (its champion arm): the rollback of an ``lstm_clock`` promoted over the ``lstm`` left it
-        champion, and the daemon planning with it kept it (an operator audit).
 
         Promotions in one family are serialized (``_make_champion``): of two at once, the one that
         commits second retires the first's champion, so the family always has one champion, the
         one promoted last. A writer that does not wait for that (the index refuses a second
         champion) gets ``ChampionChanged`` (a ``UserError``), nothing recorded."""
-        at = time.time() if now is None else now
         with _one_champion(f"Model version {model_id}", lambda: self.model(model_id).family), self.session() as s:
-            retired = self._make_champion(s, model_id, at)
-            if roll_back:
-                retired += self._retire_promoted_over(s, model_id, at)
-            return retired
-
-    def _retire_promoted_over(self, s: Session, model_id: int, now: float) -> list[int]:
-        """Retire each champion of another family that a promoted rollout put over a version of
-        ``model_id``'s family (its champion arm); returns their ids."""
-        family = s.get(ModelVersionRow, model_id).family  # type: ignore[union-attr]
-        rows = s.scalars(select(RolloutRow).where(RolloutRow.state == "promoted")).all()
-        retired: list[int] = []
-        for r in rows:
-            if not (r.challenger.isdigit() and r.champion.isdigit()):
-                continue
-            over = s.get(ModelVersionRow, int(r.champion))
-            won = s.get(ModelVersionRow, int(r.challenger))
-            if over is None or won is None or over.family != family or won.family == family:
-                continue
-            if won.status in CHAMPION_STATUSES:
-                self._retire(won, now)
-                retired.append(won.id)
-        return retired
+            return self._make_champion(s, model_id, time.time() if now is None else now)
 
     @staticmethod
     def _retire(row: ModelVersionRow, now: float) -> None:
@@ -2005,8 +1978,10 @@ class Store:
         results: dict[str, Any] | None = None,
     ) -> None:
         """Mark a rollout promoted and, when its arms are model versions, make the challenger the
-        champion and retire the old one: one transaction, so the rollout and the registry never
-        disagree (a promotion half-recorded would be undone by the daemon following the registry).
+        champion of its family and retire the family's others (``champion_model`` among them when
+        it is of that family; one of another family stays champion): one transaction, so the
+        rollout and the registry never disagree (a promotion half-recorded would be undone by the
+        daemon following the registry).
         Only if the rollout is still as ``seen`` (running, same share, not updated since): else a
         ``RolloutChanged`` (a ``UserError``) and nothing is recorded; ``ChampionChanged`` likewise
         if the challenger's family got another champion from a writer that did not wait its turn."""
@@ -2017,10 +1992,11 @@ class Store:
                 values["results"] = results
             self._change_rollout(s, seen, now, **values)
             if challenger_model is not None and s.get(ModelVersionRow, challenger_model) is not None:
-                self._make_champion(s, challenger_model, now)  # its family's other champions retire
-                old = s.get(ModelVersionRow, champion_model) if champion_model is not None else None
-                if old is not None and old.status in CHAMPION_STATUSES:
-                    self._retire(old, now)  # the rollout's champion, of another family
+                # its family's other champions retire (the rollout's champion among them when it is
+                # of that family). A champion of another family stays: production runs
+                # forecast.model's family, and until 2026-12-07 a promotion over it retired its
+                # champion, so a restart fell back to a baseline (an operator audit).
+                self._make_champion(s, challenger_model, now)
 
     def update_rollout(
         self,

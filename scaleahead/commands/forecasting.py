@@ -306,14 +306,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @models_app.command("promote")
     def models_promote(model_id: Annotated[int, typer.Argument(help="Model version id.")], db: DbOpt = None) -> None:
         """Make a model version the champion of its family (the others retired): also how a promoted
-        model is rolled back, also one of another family that a rollout promoted over this family
-        (retired too). A running daemon that plans with that family switches to it within a minute
-        (docs/operations.md)."""
+        model is rolled back. A running daemon that plans with that family switches to it within a
+        minute (docs/operations.md)."""
         from forecaster.registry import LEARNED
         from storage import Store
 
         store = Store(db, create=False)
         m = store.model(model_id)
+        note = _promotable_checkpoint(store, m) if m.family in LEARNED else ""
         arm = [r for r in store.rollouts(state="running") if r.challenger == str(model_id)]
         if arm:
             # the rollout would go on comparing the version with itself, and an abort would not
@@ -324,8 +324,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 f"Promote the rollout (`scaleahead rollout promote --group {arm[0].group}`), or abort it first "
                 f"(`scaleahead rollout abort --group {arm[0].group}`).",
             )
-        note = _promotable_checkpoint(store, m) if m.family in LEARNED else ""
-        retired = store.make_champion(model_id, roll_back=True)
+        retired = store.make_champion(model_id)
         console.print(
             f"model {model_id} ({m.family}) is the champion; retired: {', '.join(map(str, retired)) or 'none'}. "
             f"A running daemon planning with a {m.family} version (or with forecast.model {m.family}) switches "

@@ -190,36 +190,7 @@ def _production_model(
     from scaleahead.errors import DataError
     from scaleahead.retraining import load_model_version
 
-    over = _promoted_over(store, name)
-    if over is not None:
-        try:
-            step_s = history[0].step_s if history else 10.0
-            loaded = load_model_version(store, over[1].id, step_s, history, settings.forecast.horizon_s, now)
-        except DataError as exc:
-            log.warning(
-                "rollout %d promoted %s version %d over %s, but it cannot be loaded (%s); planning with %s",
-                over[0],
-                over[1].family,
-                over[1].id,
-                name,
-                exc.what,
-                name,
-                extra={"event": "champion_not_loaded", "model_version_id": over[1].id},
-            )
-        else:
-            log.warning(
-                "forecast.model is %s, but rollout %d promoted %s version %d over it: planning with version %d, "
-                "as the running daemon did when it was promoted. Set forecast.model: %s (scheduled retraining "
-                "trains forecast.model's family).",
-                name,
-                over[0],
-                over[1].family,
-                over[1].id,
-                over[1].id,
-                over[1].family,
-                extra={"event": "model_promoted_over_configured", "model_version_id": over[1].id},
-            )
-            return loaded, over[1].id
+    _warn_promoted_elsewhere(store, name)
     if name in BASELINES or name not in LEARNED:
         own = store.champion(name) if store is not None and history else None
         if own is not None:
@@ -265,37 +236,34 @@ def _production_model(
     return model, None
 
 
-def _promoted_over(store: Any, name: str) -> tuple[int, Any] | None:
-    """``(rollout id, version)`` when family ``name`` (``forecast.model``) has no champion in the
-    registry because a rollout promoted a version of another family over it (its champion arm a
-    version of ``name``, the label ``name``, or ``default``: whatever production ran, when the
-    registry had no champion), and that version is still the champion: the
-    running daemon switched to it at the promotion, and until 2026-12-07 a restart went back to
-    ``name`` (its fallback, for a learned family whose champion the promotion retired; an
-    operator audit). None otherwise: ``name``'s own champion, or no such promotion."""
+def _warn_promoted_elsewhere(store: Any, name: str) -> None:
+    """Log (``model_promoted_not_run``) when the newest promoted rollout made a version of another
+    family than ``name`` (``forecast.model``) the champion of its family: the daemon that ran when
+    it was promoted switched to it, but a start runs ``name``'s family (whose champion such a
+    promotion leaves in place since 2026-12-07; before, it was retired, and a restart fell back to
+    a baseline: an operator audit)."""
     if store is None:
-        return None
+        return
     from storage.store import CHAMPION_STATUSES
 
     try:
-        if store.champion(name) is not None:
-            return None
-        rollouts = store.rollouts(state="promoted")
+        promoted = sorted(store.rollouts(state="promoted"), key=lambda r: (r.updated_at, r.id))
+        if not promoted or not promoted[-1].challenger.isdigit():
+            return
+        version = store.model(int(promoted[-1].challenger))
     except UserError:
-        return None
-    for r in reversed(rollouts):  # the newest promotion first
-        if not r.challenger.isdigit():
-            continue
-        try:
-            version = store.model(int(r.challenger))
-            over = store.model(int(r.champion)).family if r.champion.isdigit() else r.champion
-        except UserError:
-            continue
-        if version.family == name:
-            return None  # the newest promotion stayed in the family (its version since retired)
-        if over in (name, "default") and version.status in CHAMPION_STATUSES:
-            return r.id, version
-    return None
+        return
+    if version.family != name and version.status in CHAMPION_STATUSES:
+        log.warning(
+            "rollout %d promoted %s version %d, but a start runs forecast.model's family, %s: set forecast.model: %s "
+            "to plan with it",
+            promoted[-1].id,
+            version.family,
+            version.id,
+            name,
+            version.family,
+            extra={"event": "model_promoted_not_run", "model_version_id": version.id},
+        )
 
 
 def replica_identity() -> str:

@@ -128,27 +128,3 @@ def test_a_champion_registered_later_that_cannot_be_loaded_turns_the_fallback_re
     daemon.follow_champion(clock.now())
     assert _fallback_series(daemon.metrics) == {("lstm", "unloadable"): 1.0}
     daemon.shutdown()
-
-
-def test_a_rollback_over_a_promotion_of_another_family_takes_production_back(daemon_factory) -> None:  # type: ignore[no-untyped-def]
-    """A rollout promoted a window_mean version over the seasonal_naive champion (forecast.model);
-    `models promote` of that champion is the rollback. Until 2026-12-07 it left the window_mean
-    version champion of its family, and the daemon, following that family, kept planning with it
-    (an operator audit: "retired: none", the model unchanged)."""
-    from actuator.rollouts import RolloutBook
-
-    daemon, clock, _, store = daemon_factory()
-    daemon.tick(clock.now())  # the loop's history, on which a baseline version is fitted
-    sn = store.register_model("sn-1", "seasonal_naive", status="challenger")
-    store.make_champion(sn)
-    wm = store.register_model("wm-1", "window_mean", status="challenger")
-    book = RolloutBook(store)
-    book.start("default", "canary", str(sn), str(wm), clock.now())
-    book.promote("default", clock.now())
-    daemon.follow_champion(clock.now())  # the family of production (seasonal_naive) has no champion
-    daemon._to_production(make_model("window_mean"), wm, None)  # as the daemon switches at the promotion
-    assert store.make_champion(sn, roll_back=True) == [wm]  # the rollback retires what was put over it
-    assert {m.id: m.status for m in store.models()} == {sn: "champion", wm: "retired"}
-    daemon.follow_champion(clock.now())
-    assert (daemon.deps.model_version_id, daemon.deps.forecaster.name) == (sn, "seasonal_naive")
-    daemon.shutdown()

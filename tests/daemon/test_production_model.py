@@ -79,33 +79,6 @@ def test_a_champion_trained_on_data_after_now_is_not_used(tmp_path: Path, caplog
     assert (model.name, version) == ("lstm", mid)
 
 
-def test_a_restart_after_a_rollout_promoted_another_family_plans_with_the_promoted_version(
-    tmp_path: Path, caplog
-) -> None:  # type: ignore[no-untyped-def]
-    """The running daemon switches to a rollout's challenger when it is promoted, whatever its
-    family; until 2026-12-07 a restart went back to forecast.model (an operator audit: a promoted
-    window_mean version was dropped at the next pod restart, and an lstm_clock one promoted over the
-    lstm champion, which it retired, left the restarted daemon on the fallback)."""
-    from actuator.rollouts import RolloutBook
-
-    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
-    wm = store.register_model("wm-1", "window_mean", status="challenger")
-    book = RolloutBook(store)
-    book.start("default", "canary", "default", str(wm), 1000.0)
-    model, version = _production_model("seasonal_naive", store, Settings(), _history())
-    assert (model.name, version) == ("seasonal_naive", None), "running: nothing promoted yet"
-    book.promote("default", 2000.0)
-    with caplog.at_level("WARNING"):
-        model, version = _production_model("seasonal_naive", store, Settings(), _history())
-    assert (model.name, version) == ("window_mean", wm)
-    assert "forecast.model is seasonal_naive, but rollout 1 promoted window_mean version" in caplog.text
-    # the configured family's own champion, promoted since, is production again
-    sn = store.register_model("sn-1", "seasonal_naive", status="challenger")
-    store.make_champion(sn)
-    model, version = _production_model("seasonal_naive", store, Settings(), _history())
-    assert model.name == "seasonal_naive"
-
-
 def test_a_registered_champion_of_a_baseline_family_is_production_with_its_id(tmp_path: Path) -> None:
     """As the running daemon follows it (model_changed); until 2026-12-07 a start ignored it, and a
     retraining's rollout named its champion by the family only (an operator audit)."""
@@ -114,3 +87,24 @@ def test_a_registered_champion_of_a_baseline_family_is_production_with_its_id(tm
     store.make_champion(sn)
     model, version = _production_model("seasonal_naive", store, Settings(), _history())
     assert (model.name, version) == ("seasonal_naive", sn)
+
+
+def test_a_promotion_of_another_family_leaves_forecast_models_champion_for_a_restart(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """An operator audit: a rollout of a version of another family than forecast.model retired
+    forecast.model's champion when it was promoted, so a restart fell back to a baseline (for the
+    lstm, its fallback). The champion stays; a start runs it and says what to set."""
+    from actuator.rollouts import RolloutBook
+
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    sn = store.register_model("sn-1", "seasonal_naive", status="challenger")
+    store.make_champion(sn)
+    wm = store.register_model("wm-1", "window_mean", status="challenger")
+    book = RolloutBook(store)
+    book.start("default", "canary", str(sn), str(wm), 1000.0)
+    book.promote("default", 2000.0)
+    assert {m.id: m.status for m in store.models()} == {sn: "champion", wm: "champion"}
+    with caplog.at_level("WARNING"):
+        model, version = _production_model("seasonal_naive", store, Settings(), _history())
+    assert (model.name, version) == ("seasonal_naive", sn)
+    assert "rollout 1 promoted window_mean version 2, but a start runs forecast.model's family" in caplog.text
+    assert "set forecast.model: window_mean" in caplog.text
