@@ -1026,8 +1026,9 @@ class Store:
             f"The database {self._safe_url()} is at schema revision {current}, older than this scaleahead's "
             f"{head}: a command that does not create the database does not migrate it either (after a "
             "`db downgrade` that would undo it); nothing was changed.",
-            f"Run `scaleahead db upgrade --db {self._safe_url()}` to migrate it (the daemon migrates at start too), "
-            "or use the scaleahead version whose schema it is.",
+            f"Run `scaleahead db upgrade --db {self._safe_url()}` to migrate it (the daemon migrates at start too; "
+            "one starting now may be migrating it: then try again in a minute), or use the scaleahead version "
+            "whose schema it is.",
         )
 
     def _at_head(self) -> bool:
