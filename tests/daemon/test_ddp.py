@@ -56,15 +56,19 @@ def test_two_processes_train_one_lstm_that_forecasts_and_is_a_challenger(tmp_pat
     assert registered.metrics["world_size"] == 2
 
 
-def test_the_multi_node_training_job_validates_and_ranks_nodes_by_completion_index() -> None:
-    import yaml
-
-    path = REPO / "deploy" / "training" / "ddp-job.yaml"
+def _validates(path: Path) -> None:
     res = subprocess.run(
         [str(Path(sys.executable).parent / "kubernetes-validate"), "--strict", "--quiet", str(path)],
         capture_output=True, text=True,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_multi_node_training_job_validates_and_ranks_nodes_by_completion_index() -> None:
+    import yaml
+
+    path = REPO / "deploy" / "training" / "ddp-job.yaml"
+    _validates(path)
     service, job = list(yaml.safe_load_all(path.read_text()))
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
@@ -77,11 +81,7 @@ def test_the_multi_node_training_job_validates_and_ranks_nodes_by_completion_ind
     # Both pods, on different nodes, mount both claims: each is defined, ReadWriteMany (a deploy
     # audit found them defined nowhere; ReadWriteOnce fails the second pod with Multi-Attach).
     volumes = REPO / "deploy" / "training" / "volumes.yaml"
-    res = subprocess.run(
-        [str(Path(sys.executable).parent / "kubernetes-validate"), "--strict", "--quiet", str(volumes)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stdout + res.stderr
+    _validates(volumes)
     claims = {c["metadata"]["name"]: c for c in yaml.safe_load_all(volumes.read_text())}
     mounted = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
     assert mounted == set(claims)

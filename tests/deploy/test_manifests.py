@@ -476,21 +476,9 @@ REBALANCED = (
 def rebalanced(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The prod overlay with deploy/components/rebalance and webhook-cert-manager, rendered and
     validated strictly (cert-manager's objects have no bundled schema)."""
-    if shutil.which("kubectl") is None:
-        pytest.fail("kubectl is needed to render the kustomize overlays (it is on the project's machine image).")
-    root = tmp_path_factory.mktemp("rebalanced")
-    shutil.copytree(DEPLOY, root / "deploy")
-    overlay = root / "deploy" / "overlays" / "rebalanced"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(REBALANCED)
-    text = subprocess.run(
-        ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
-    res = subprocess.run(
-        [str(VALIDATE), "--strict", "--quiet", "-"], input=text, capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 0 and "ERROR" not in res.stdout, res.stdout + res.stderr
-    return [d for d in yaml.safe_load_all(text) if d]
+    from tests.deploy.test_webhook_client_auth import build
+
+    return build(tmp_path_factory.mktemp("rebalanced"), REBALANCED)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
