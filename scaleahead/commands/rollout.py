@@ -502,9 +502,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         champion: Annotated[
             str | None,
             typer.Option(
-                help="Current model/policy (default: the registry's champion of the challenger's family, else the "
-                "one champion; with several families' champions and none of its own, required). Retired when the "
-                "challenger is promoted."
+                help="Current model/policy the challenger is measured against (default: the registry's champion of "
+                "the challenger's family, else the one champion; with several families' champions and none of its "
+                "own, required). Retired at the promotion when it is of the challenger's family."
             ),
         ] = None,
         split: Annotated[float, typer.Option(help="Challenger share in mode ab.")] = 0.5,
@@ -588,8 +588,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             elif len({m.family for m in prod}) > 1:
                 raise UserError(
                     f"--champion is needed: the challenger's family ({family or 'a policy label'}) has no champion "
-                    f"and several families do ({', '.join(f'{m.id} ({m.family})' for m in prod)}); the rollout's "
-                    "champion is retired when it is promoted.",
+                    f"and several families do ({', '.join(f'{m.id} ({m.family})' for m in prod)}), so which one the "
+                    "challenger is measured against is not clear.",
                     "Name the version production runs with --champion ID (scaleahead models list); nothing was "
                     "started.",
                 )
