@@ -1597,7 +1597,7 @@ class Store:
                     dict(r.reason_details or {}),
                     src,
                 )
-                for r, src in s.execute(q).tuples()
+                for r, src in s.execute(q)
             ]
 
     # -- fields the actuator manages (human-edit detection) ---------------------------------------
