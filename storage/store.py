@@ -402,15 +402,19 @@ class RolloutChanged(UserError):
         self.rollout_id, self.state = rollout_id, state
 
 
+def _shown(value: str) -> str:
+    """``value`` as an error quotes it: whole up to 60 characters, else its start and end."""
+    return value if len(value) <= 60 else f"{value[:40]}...{value[-12:]}"
+
+
 class ValueTooLong(UserError):
     """A value longer than its column holds (``VARCHAR(n)``), refused before it is written and the
     same on every database: SQLite would store it whole, PostgreSQL refuse it with a raw DataError."""
 
     def __init__(self, column: str, limit: int, value: str) -> None:
-        shown = value if len(value) <= 60 else f"{value[:40]}...{value[-12:]}"
         super().__init__(
-            f"Cannot record {shown!r} as {column}: it is {len(value)} characters long, the column holds at most "
-            f"{limit}; nothing was recorded.",
+            f"Cannot record {_shown(value)!r} as {column}: it is {len(value)} characters long, the column holds "
+            f"at most {limit}; nothing was recorded.",
             "Shorten it (a policy's name, namespace, target or rolloutGroup; a rollout's arm; a model's name or "
             "data source).",
         )
@@ -423,9 +427,8 @@ class NotUnicode(UserError):
     (with a traceback) for it, on SQLite and PostgreSQL alike."""
 
     def __init__(self, value: str, position: int) -> None:
-        shown = value if len(value) <= 60 else f"{value[:40]}...{value[-12:]}"
         super().__init__(
-            f"Cannot record or look up {shown!r}: it holds {value[position]!r} at position {position}, a lone "
+            f"Cannot record or look up {_shown(value)!r}: it holds {value[position]!r} at position {position}, a lone "
             "surrogate, which is not valid Unicode and cannot be stored as UTF-8; nothing was recorded.",
             "Remove the character where the value came from: an escape such as \\ud800 in a JSON or YAML string, "
             "or bytes that are not UTF-8 in a command-line argument, an environment variable or a file name.",
@@ -1146,10 +1149,9 @@ class Store:
             # a value the driver could not encode: one paragraph, not a traceback
             if "\ud800" <= exc.object[exc.start] <= "\udfff":
                 raise NotUnicode(exc.object, exc.start) from exc
-            shown = exc.object if len(exc.object) <= 60 else f"{exc.object[:40]}...{exc.object[-12:]}"
             raise UserError(
-                f"The database {self._safe_url()} cannot hold {exc.object[exc.start]!r} (in {shown!r}): its "
-                f"encoding is {exc.encoding}, not UTF-8; nothing was recorded.",
+                f"The database {self._safe_url()} cannot hold {exc.object[exc.start]!r} (in "
+                f"{_shown(exc.object)!r}): its encoding is {exc.encoding}, not UTF-8; nothing was recorded.",
                 "Create scaleahead's database with ENCODING 'UTF8' (CREATE DATABASE scaleahead ENCODING 'UTF8' "
                 "TEMPLATE template0) and move to it.",
             ) from exc
@@ -2037,6 +2039,18 @@ class Store:
                     return []
                 q = q.where(RolloutRow.id.in_(sorted(set(ids))))
             return [_rollout(r) for r in s.scalars(q)]
+
+    def last_promoted_rollout(self) -> StoredRollout | None:
+        """The rollout promoted last (by when it was last updated, then id), or None: one row read,
+        whatever the size of the table (never pruned), for a start's check of what it runs."""
+        with self.session() as s:
+            row = s.scalars(
+                select(RolloutRow)
+                .where(RolloutRow.state == "promoted")
+                .order_by(RolloutRow.updated_at.desc(), RolloutRow.id.desc())
+                .limit(1)
+            ).first()
+            return _rollout(row) if row is not None else None
 
     def rollout(self, rollout_id: int) -> StoredRollout:
         """One rollout by id (a ``UserError`` if there is none)."""

@@ -247,17 +247,17 @@ def _warn_promoted_elsewhere(store: Any, name: str) -> None:
     from storage.store import CHAMPION_STATUSES
 
     try:
-        promoted = sorted(store.rollouts(state="promoted"), key=lambda r: (r.updated_at, r.id))
-        if not promoted or not promoted[-1].challenger.isdigit():
+        last = store.last_promoted_rollout()
+        if last is None or not last.challenger.isdigit():
             return
-        version = store.model(int(promoted[-1].challenger))
+        version = store.model(int(last.challenger))
     except UserError:
         return
     if version.family != name and version.status in CHAMPION_STATUSES:
         log.warning(
             "rollout %d promoted %s version %d, but a start runs forecast.model's family, %s: set forecast.model: %s "
             "to plan with it",
-            promoted[-1].id,
+            last.id,
             version.family,
             version.id,
             name,
