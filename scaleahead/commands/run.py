@@ -737,6 +737,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         if target not in ("kubernetes", "memory"):
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
+        if model is not None:
+            # forecast.model for this process: the family whose champion it runs and follows every
+            # minute, and that its retraining fits (until 2026-12-07 the minute check followed
+            # forecast.model's champion, replacing the model asked for)
+            settings.forecast.model = model
         if dry_run:
             settings.actuation.dry_run = True
         configure_logging(log_format or settings.log.format, settings.log.level)

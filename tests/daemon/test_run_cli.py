@@ -279,6 +279,35 @@ def test_a_champion_that_cannot_be_loaded_at_start_is_warned_about_once(tmp_path
     assert later[1]["model_version_id"] == mid
 
 
+def test_run_model_is_the_family_the_daemon_follows(tmp_path: Path) -> None:
+    """`run --model window_mean` with forecast.model seasonal_naive and a registered
+    seasonal_naive champion: until 2026-12-07 the first minute's registry check read
+    forecast.model's family and switched production to its champion (`model_changed`), so the
+    model asked for ran for one minute. --model is forecast.model for the process."""
+    from storage import Store
+
+    db = tmp_path / "m.db"
+    store = Store(f"sqlite:///{db}")
+    sn = store.register_model("sn-1", "seasonal_naive", status="champion")
+    store.close()
+    env = {**ENV, "SCALEAHEAD_FORECAST__MODEL": "seasonal_naive"}
+
+    def events(*model: str) -> list[dict]:
+        out = subprocess.run(
+            [sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE), "--history", "trace:nasa-10s",
+             "--target", "memory", "--virtual", "--no-server", "--ticks", "12", "--log-format", "json",
+             "--db", f"sqlite:///{db}", *model],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        lines = [json.loads(x) for x in out.stderr.splitlines() if x.startswith("{")]
+        return [x for x in lines if x.get("event") == "model_changed"]
+
+    assert events("--model", "window_mean") == []
+    # Without --model the start runs forecast.model's champion: nothing to switch to either.
+    assert events() == [] and sn == 1
+
+
 def test_run_warns_about_a_capacity_entry_that_no_policy_tenant_has(tmp_path: Path) -> None:
     """Until 2026-12-06 a loop.capacity entry naming no tenant (a typo; a name other than a namespace,
     with the cluster's policies) limited nothing, silently."""
