@@ -187,6 +187,10 @@ def decide_warm_pool(
                 f"{why}: fallback reactive, but no invocation count could be observed (no usable history): "
                 f"{_held(current, want)} rather than cool on missing data"
             )
+            # The rule that decided is `current`, as for a service's reactive fallback with nothing
+            # observed (Plan.fallbacks, fallbackMode, scaleahead_fallback_active; issue review
+            # 2026-12-07: a function said `reactive` where a service said `current`).
+            fallback = FallbackMode.CURRENT.value
         elif spec.fallback.mode == FallbackMode.REACTIVE:
             # A fixed keep-alive: warm while the last call is at most keepAliveSeconds old. The
             # loop gives the last call within the keep-alive (last_active_at); a caller that does
@@ -233,6 +237,8 @@ def decide_warm_pool(
                 text = f"{why}: fallback keeps the current warm instances, {want} of {current} within the cap"
         keep = pool.keep_alive_seconds if want > 0 else 0.0
         details: dict[str, float | int | str] = {"fallback": fallback, "cause": why}
+        if fallback != spec.fallback.mode.value:
+            details["policy_fallback"] = spec.fallback.mode.value
         code = f"fallback_{fallback}"
         p_now = float("nan")
     else:

@@ -265,6 +265,11 @@ def plan(
     tenants = {p.spec.tenant for p in policies}
     unknown_tenants = sorted(t for t in shares if t != "*" and t not in tenants)
     when = parse_time(at) if at is not None else None
+    # The loop's interval: the replicas cover a start-up plus one interval, as the loop's would
+    from forecaster.registry import available_models
+    from scaleahead.settings import Settings
+
+    interval = Settings.from_env(known_models=available_models()).loop.interval_s
     series = load_series(history, column=column) if history is not None else None
     if series is not None:  # before the store is opened: a mismatch creates no database
         check_history_step(policies, series, str(history))
@@ -283,10 +288,10 @@ def plan(
         from scaleahead.commands.prometheus import dry_run_from_prometheus, make_config
 
         assert prometheus is not None
-        result = dry_run_from_prometheus(make_config(prometheus), policies, when, model, current)
+        result = dry_run_from_prometheus(make_config(prometheus), policies, when, model, current, interval)
     store = Store(db)  # opened before planning so a bad URL fails before any work
     if series is not None:
-        result = dry_run(policies, series, when, model=model, current_replicas=current)
+        result = dry_run(policies, series, when, model=model, current_replicas=current, interval_s=interval)
     if shares:
         from planner import share_capacity
 

@@ -120,9 +120,12 @@ def dry_run(
     model: str = "seasonal_naive",
     current_replicas: int | None = None,
     known_at_end: bool = True,
+    interval_s: float = 10.0,
 ) -> DryRun:
     """Forecast and plan every policy's workload from one demand series at time ``at``, from the
-    samples known by then (``check_history``)."""
+    samples known by then (``check_history``). ``interval_s``: the control interval the plan's
+    replicas cover after a start-up, as the loop's (``loop.interval_s``; until 2026-12-07 the demand
+    step, 60 s longer than the loop's window on a 60-s series)."""
     check_history_step(policies, series, repr(series.name))
     at = default_at(series) if at is None else at
     past = check_history(without_glitches(series), at, known_at_end)  # a 1e42 glitch is a missing sample
@@ -203,7 +206,7 @@ def dry_run(
             [p for p in policies if p.workload in functions], dict.fromkeys(functions, past), at, horizon_s
         )
     state = ClusterState(workloads=workloads)
-    result = make_plan(forecasts, state, policies, at, interval_s=past.step_s, invocations=invocations)
+    result = make_plan(forecasts, state, policies, at, interval_s=interval_s, invocations=invocations)
     if notes:
         result = Plan(result.created_at, result.actions, result.fallbacks, tuple(notes) + result.notes)
     return DryRun(result, forecasts, at, past, fitted.name)

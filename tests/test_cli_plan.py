@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -552,3 +553,37 @@ def test_the_journal_on_80_columns_gives_each_action_whole_in_a_paragraph(tmp_pa
         "    -> 6; capped at the HPA's maxReplicas 6",
         "    (forecast): scale it",
     ]
+
+
+def test_plan_covers_a_start_up_plus_the_loops_interval_not_the_demand_step(tmp_path: Path) -> None:
+    """A 60-s series: the window a replica asked for now serves is [at + start-up, at + start-up +
+    loop.interval_s), as the loop's decision; until 2026-12-07 `plan` used the demand step (60 s),
+    reading a step the loop would not. Three days at 60 s with a daily spike in one minute; the
+    decision is 90 s before it, so only a 60-s interval reaches the spike."""
+    day, t0 = 86400, 1_700_006_400  # t0: midnight
+    spike = 600  # minute 600 of every day
+    rows = [f"{t0 + 60 * i},{500 if (i % 1440) == spike else 10}\n" for i in range(3 * 1440)]
+    csv = tmp_path / "daily.csv"
+    csv.write_text("timestamp,value\n" + "".join(rows))
+    pol = tmp_path / "p.yaml"
+    pol.write_text(
+        EXAMPLE.read_text()
+        .replace("stepSeconds: 10 ", "stepSeconds: 60 ")
+        .replace("staleAfterSeconds: 60 ", "staleAfterSeconds: 120 ")
+        .replace("windowSeconds: 300 ", "windowSeconds: 0 ")
+    )
+    at = t0 + 2 * day + 60 * spike - 90  # the spike's step starts 90 s later
+
+    def to(interval: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-m", "scaleahead.cli", "plan", "--policy", str(pol), "--history", str(csv),
+             "--at", str(at), "--current", "5", "--output", "json", "--db", f"sqlite:///{tmp_path / 'a.db'}"],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "SCALEAHEAD_LOOP__INTERVAL_S": interval},
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        (action,) = json.loads(out.stdout)["actions"]
+        return int(action["to"])
+
+    quiet, spiked = to("10"), to("60")
+    assert spiked == 25 and quiet <= 10, (quiet, spiked)  # 25: maxStepUp from 5

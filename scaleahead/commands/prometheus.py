@@ -121,6 +121,7 @@ def dry_run_from_prometheus(
     at: float | None,
     model: str,
     current_replicas: int | None,
+    interval_s: float = 10.0,
 ) -> DryRun:
     """``scaleahead plan --prometheus``: each policy's ``demand.query`` over the 2 days before ``at``.
 
@@ -153,7 +154,9 @@ def dry_run_from_prometheus(
         # The point at T is the step [T - step, T), known when it ends, as a trace's (as_steps).
         steps = as_steps(res)
         _check_usable(steps, when, key[0], hide_password(config.url), groups[key])
-        runs.append(dry_run(groups[key], steps, when, model=model, current_replicas=current_replicas))
+        runs.append(
+            dry_run(groups[key], steps, when, model=model, current_replicas=current_replicas, interval_s=interval_s)
+        )
     first = runs[0]
     merged = Plan(
         when,

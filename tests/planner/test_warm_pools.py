@@ -243,8 +243,16 @@ def test_the_reactive_fallback_keeps_the_warm_pool_when_nothing_could_be_observe
     # cooling now would be undone (a new Knative Revision each way) once the history is back.
     pol = function_policy(maxInstances=2)
     ref = pol.workload
-    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=2), None, NOW).action
-    assert a.is_noop and a.to_instances == 2 and a.reason.code == "fallback_reactive"
+    d = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=2), None, NOW)
+    a = d.action
+    # The rule that decided is `current`, as for a service (the policy's mode kept in the details);
+    # until 2026-12-07 a function said `reactive` here where a service said `current`.
+    assert a.is_noop and a.to_instances == 2 and a.reason.code == "fallback_current"
+    assert (d.fallback, a.reason.details["policy_fallback"]) == ("current", "reactive")
+    service = service_policy("s", fallback={"mode": "reactive"})
+    states = {ref: WorkloadState(ref, 0, 0, warm_instances=2), service.workload: WorkloadState(service.workload, 2, 2)}
+    both = plan({}, ClusterState(states), [pol, service], NOW)
+    assert set(both.fallbacks.values()) == {"current"}
     assert "no invocation count could be observed" in a.reason.message
     assert "rather than cool on missing data" in a.reason.message
     assert "no recent invocation observed" not in a.reason.message
@@ -360,7 +368,9 @@ def test_nothing_stamped_after_now_warms_a_function() -> None:
     cold = WorkloadState(ref, 0, 0, warm_instances=0)
     ahead = invocation_forecast(ref, NOW + 600, [0.9] * 15)
     d = decide_warm_pool(ref, pol.spec, cold, ahead, NOW)
-    assert d.fallback == "reactive" and "invocation forecast made after now" in d.action.reason.message
+    # nothing observed either: the reactive fallback keeps what is warm, reported as `current`
+    assert d.fallback == "current" and "invocation forecast made after now" in d.action.reason.message
+    assert d.action.reason.details["policy_fallback"] == "reactive"
     future_call = WorkloadState(ref, 0, 0, observed_demand=3, observed_at=NOW + 120, warm_instances=0)
     d = decide_warm_pool(ref, pol.spec, future_call, None, NOW)
     assert d.action.to_instances == 0, d.action.reason.message
