@@ -464,7 +464,7 @@ class ReplicaBatch:
         cap, tu, minr, maxr = c.capacity, c.target_utilization, c.min_replicas, c.max_replicas
         startup, stab, up, down = c.startup_s, c.stabilization_s, c.max_step_up, c.max_step_down
         mode_r, mode_s, static, stale = c.fallback_reactive, c.fallback_static, c.static_replicas, c.stale_after_s
-        cur, ready, obs, obs_at, recent = _state_columns(states)
+        cur, _ready, obs, obs_at, recent = _state_columns(states)
         replicas = list(map(_REPLICAS, states))
         fc = _Forecasts(self.forecasts, c)
         o, s, hasf, horizon, good, self._top_q = fc.origin, fc.step, fc.has, fc.horizon, fc.good, fc.top_q
@@ -532,9 +532,8 @@ class ReplicaBatch:
         hold = _rf(hold_peak, per)
         with np.errstate(invalid="ignore"):
             missed = observed_ok & (obs > top_peak)
-            short_now = observed_ok & (obs > cap * ready)
         floor = np.maximum(np.maximum(need, reactive), hold)
-        is_react = (reactive > need) & (reactive > cur) & (missed | short_now)
+        is_react = (reactive > need) & (reactive > cur)  # replicas.decide_replicas: never below the reactive need
         is_fc = ~is_react & (need >= cur)
         down_d = np.minimum(cur, floor)
         f_desired = np.where(is_react, reactive, np.where(is_fc, need, down_d))
