@@ -158,6 +158,9 @@ class Actuator:
         config: plan age, kill switch, human-edit hold, conflict retries.
         kill_switch: asked before each plan; a non-empty answer pauses all actuation (the reason).
         is_leader: asked before each plan with ``now``; False skips every action.
+        leader_error: why ``is_leader`` said no (the elector's ``last_error``: "lease held by B", or
+            the API server's 500 on the Lease), for the skipped actions' reason; "" or None: another
+            replica holds it.
         steer_ttl_s: when set (the steering webhook runs), a move of a ReplicaSet/StatefulSet pod
             first records a steer for its replacement, valid this long (``actuator.steering``).
         clock: the time now, read as each action is checked: the plan's age is this minus
@@ -177,8 +180,10 @@ class Actuator:
         is_leader: Callable[[float], bool] | None = None,
         steer_ttl_s: float | None = None,
         clock: Callable[[], float] | None = None,
+        leader_error: Callable[[], str] | None = None,
     ) -> None:
         self.target = target
+        self.leader_error = leader_error
         self.clock = clock
         self.store = store
         self.policies = {p.workload: p for p in policies}
@@ -591,8 +596,14 @@ class Actuator:
             if why:
                 return f"{PAUSED} (kill switch: {why})"
         if self.is_leader is not None and not self.is_leader(now):
-            return "not the leader: another scaleahead replica holds the lease"
+            return f"not the leader: {self._not_leader()}"
         return ""
+
+    def _not_leader(self) -> str:
+        """Why this replica may not write: the elector's last error (a 500 on the Lease is not
+        another replica holding it: a review of 2026-12-07), else another replica holds it."""
+        why = self.leader_error() if self.leader_error is not None else ""
+        return f"the lease could not be held ({why})" if why else "another scaleahead replica holds the lease"
 
     def _apply_one(self, action: Action, created_at: float, now: float, dry_run: bool) -> ActionResult:
         policy = None if isinstance(action, MovePod) else self.policies.get(action.workload)
@@ -641,7 +652,7 @@ class Actuator:
                 if self.is_leader is not None and not self.is_leader(now):
                     # Renewed just before each write: no other replica can hold the Lease until
                     # a whole lease duration after this renewal.
-                    return ActionResult(action, "skipped", "lost the lease to another scaleahead replica", "not_leader")
+                    return ActionResult(action, "skipped", f"lost the lease: {self._not_leader()}", "not_leader")
                 if self.store is not None:
                     # Write-ahead intent: the value about to be written, with the field's value and
                     # version now. A write that times out but lands must not look like someone else's

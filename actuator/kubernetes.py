@@ -759,9 +759,21 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
             return ActuationError(
                 "failed", f"{target}: the API server is throttling requests (429 on '{verb}'); retried next cycle", 429
             )
-        if status == 422:
-            return ActuationError("failed", f"{target}: the API server rejected the change (422): {exc.reason}", 422)
-        return ActuationError("failed", f"{target}: API server error {status} {exc.reason}; retried next cycle", status)
+        # What the API server (or an admission webhook: Knative refuses a min-scale above its
+        # max-scale with a 400) said, quoted: until 2026-12-07 only the status line was kept
+        # ("(422): Unprocessable Entity"), which named neither the field nor the fix (a review).
+        said = status_message(exc)
+        quoted = f": '{said}'" if said else ""
+        if status in (400, 422):
+            return ActuationError(
+                "failed",
+                f"{target}: the API server rejected the change ({status} {exc.reason}){quoted}; "
+                "fix what it names (the policy's bounds, or the object), retried next cycle",
+                status,
+            )
+        return ActuationError(
+            "failed", f"{target}: API server error {status} {exc.reason}{quoted}; retried next cycle", status
+        )
     if isinstance(exc, HTTPError):
         why = f"{target}: no answer from the API server ({type(exc).__name__}); retried next cycle"
         return ActuationError("failed", why)
@@ -1977,7 +1989,8 @@ class KubernetesTarget:
             if quota_room and isinstance(action, ScaleTo) and action.to_replicas > value:
                 template = (obj.get("spec") or {}).get("template") or {}
                 placeholder = self._quota_facts(ref.namespace, lambda: template, ref.key)
-            return LiveObject(ref.key, "spec.replicas", value, _rv(obj), placeholder)
+            # with its UID: a placeholder deleted and re-created is another object, not a human edit
+            return LiveObject(ref.key, "spec.replicas", value, _rv(obj), placeholder, uid=_uid(obj))
         mode, hpa = self.mode(ref)
         if mode == "floor":
             if not hpa:
@@ -2154,14 +2167,27 @@ class KubernetesTarget:
                 field_manager=FIELD_MANAGER,
             )
         elif ref.kind == "Headroom":
+            # field manager `scaleahead`, as every other write (until 2026-12-07 the placeholder's
+            # create and patch carried the client's default, so the co-writer check could not tell
+            # them from someone else's: a review)
             if live.fact("missing"):
                 obj = self._call(
-                    action, self.apps.create_namespaced_deployment, ref.namespace, self._headroom(ref, value)
+                    action,
+                    self.apps.create_namespaced_deployment,
+                    ref.namespace,
+                    self._headroom(ref, value),
+                    field_manager=FIELD_MANAGER,
                 )
             else:
                 body = {"metadata": meta, "spec": {"replicas": value}}
                 obj = self._call(
-                    action, self.apps.patch_namespaced_deployment, ref.name, ref.namespace, body, _content_type=MERGE
+                    action,
+                    self.apps.patch_namespaced_deployment,
+                    ref.name,
+                    ref.namespace,
+                    body,
+                    _content_type=MERGE,
+                    field_manager=FIELD_MANAGER,
                 )
         else:
             mode, hpa = self.mode(ref)
@@ -2261,10 +2287,25 @@ class KubernetesTarget:
             self._call(action, self.core.create_namespaced_pod_eviction, action.pod, action.namespace, eviction)
         except ActuationError as exc:
             unclear = exc.status is None or exc.status >= 500  # no answer, or a server error
-            if exc.outcome == "failed" and unclear and self._evicted(action, live.uid):
+            evicted = self._evicted(action, live.uid) if exc.outcome == "failed" and unclear else False
+            if evicted:
                 # No answer, or a 5xx after the server had evicted it: the pod is gone or going,
                 # so the move happened (its steer stays pending for the replacement).
                 return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
+            if bare is not None and evicted is None:
+                # Not known whether the eviction landed (its answer and the read after it were both
+                # lost): deleting the copy could leave the pod nowhere (a review of 2026-12-07
+                # found it so). The copy stays; one of the two may run twice until someone looks.
+                raise ActuationError(
+                    "failed",
+                    f"pod {action.namespace}/{action.pod}: the eviction got no clear answer "
+                    f"({exc.message.removesuffix('; retried next cycle')}) and the "
+                    f"pod could not be read again, so whether it was evicted is not known; its copy "
+                    f"{action.namespace}/{copy_name} on {action.to_node} is kept so the pod is not lost: if "
+                    f"{action.pod} still runs, delete one of the two (kubectl delete pod -n {action.namespace} "
+                    f"{copy_name})",
+                    exc.status,
+                ) from exc
             if bare is not None:  # not evicted: take the copy back, so the pod does not run twice
                 try:
                     self._call(action, self.core.delete_namespaced_pod, copy_name, action.namespace)
@@ -2275,17 +2316,17 @@ class KubernetesTarget:
             raise
         return LiveObject(live.target, live.field, 0, "", live.facts, live.owner)
 
-    def _evicted(self, action: MovePod, uid: str = "") -> bool:
+    def _evicted(self, action: MovePod, uid: str = "") -> bool | None:
         """After an eviction that got no clear answer: whether the pod is gone or terminating (the
         eviction landed). A pod of that name with another UID than ``uid`` (the one the eviction
-        was for) is a new pod its controller made meanwhile: the evicted one is gone. Unknown (no
-        answer again) counts as not evicted."""
+        was for) is a new pod its controller made meanwhile: the evicted one is gone. None: not
+        known (no answer again, or an error other than 404)."""
         try:
             pod = self._raw(self.core.read_namespaced_pod, action.pod, action.namespace)
         except ApiException as exc:
-            return bool(exc.status == 404)
+            return True if exc.status == 404 else None
         except (HTTPError, ActuationError):  # no answer, or one that is not JSON: unknown
-            return False
+            return None
         meta = pod.get("metadata") or {}
         if uid and meta.get("uid") and meta.get("uid") != uid:
             return True

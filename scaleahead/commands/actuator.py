@@ -64,6 +64,7 @@ def build_actuator(
         config,
         kill_switch=lambda: target.kill_switch(s.namespace, s.kill_switch_configmap),
         is_leader=leader.is_leader if leader is not None else None,
+        leader_error=(lambda: leader.last_error) if leader is not None else None,
         clock=time.time,  # the plan's age when each action is checked (maxPlanAge)
     )
 
@@ -83,8 +84,13 @@ def apply_once(
     now = time.time()
     act = build_actuator(policies, store, kubeconfig, api=api)
     unresolved: list[int] = []
+    # Only the rows of its own policies' workloads: a row another process left (the daemon's, for a
+    # workload in mode floor that --policy does not name) would be read without its policy, from the
+    # Deployment instead of its HPA, and closed wrongly (a review of 2026-12-07). `scaleahead
+    # actuator reconcile` reads the cluster's policies and settles the rest.
+    own = {p.workload.key for p in policies}
     if not dry_run:
-        for aid, state, why in act.reconcile(now):
+        for aid, state, why in act.reconcile(now, owns=lambda row: row.target in own):
             # With --output json, stdout is the JSON document alone.
             (err_console if as_json else console).print(f"journal: {journal_line(aid, state, why)}", markup=False)
             if state == "planned":

@@ -499,6 +499,7 @@ def cluster_actuation(
         kill_switch=lambda: target.kill_switch(a.namespace, a.kill_switch_configmap),
         steer_ttl_s=settings.webhook.steer_ttl_s if settings.webhook.enabled else None,
         is_leader=lambda _planned_at: elector.holds(clock.now(), a.request_timeout_s),
+        leader_error=lambda: elector.last_error,
         clock=clock.now,  # the plan's age when each action is checked (maxPlanAge)
     )
     return target, actuator, _LeaseLeadership(elector)
