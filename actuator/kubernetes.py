@@ -897,6 +897,25 @@ def min_scale_key(template: Mapping[str, Any], target: str) -> str:
     return MIN_SCALE_OLD if MIN_SCALE_OLD in annotations else MIN_SCALE
 
 
+def _check_mappings(obj: Any, path: Sequence[str], target: str) -> None:
+    """Each of ``path``'s objects in ``obj`` that is present is a mapping, else ``ActuationError``
+    (skipped) naming it: a Service whose ``spec.template.metadata`` is a string failed every cycle
+    as "unexpected AttributeError" (a review of 2026-12-07)."""
+    node: Any = obj
+    for i, key in enumerate(("", *path)):
+        if key:
+            node = node.get(key)
+        if node is None:
+            return
+        if not isinstance(node, Mapping):
+            where = ".".join(path[:i]) or "the object"
+            raise ActuationError(
+                "skipped",
+                f"{target} has {where} of type {type(node).__name__}, not an object: unexpected object shape; "
+                "fix the object (kubectl get -o yaml)",
+            )
+
+
 def _min_scale_field(key: str) -> str:
     return f"spec.template.metadata.annotations[{key}]"
 
@@ -1943,6 +1962,7 @@ class KubernetesTarget:
             obj = self._call(
                 action, self.custom.get_namespaced_custom_object, *KNATIVE[:2], ref.namespace, KNATIVE[2], ref.name
             )
+            _check_mappings(obj, ("spec", "template", "metadata", "annotations"), ref.key)
             template = (obj.get("spec") or {}).get("template") or {}
             key = min_scale_key(template, ref.key)  # the spelling the Service uses (both: skipped)
             field = _min_scale_field(key)

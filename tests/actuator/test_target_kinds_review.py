@@ -230,3 +230,21 @@ def test_a_lease_the_api_server_fails_to_renew_is_not_blamed_on_another_replica(
     res = act.apply_plan(Plan(NOW, (a, b)), NOW)
     assert [r.outcome for r in res] == ["applied", "skipped"]
     assert "another scaleahead replica" not in res[1].detail and "500" in res[1].detail, res[1].detail
+
+
+@pytest.mark.parametrize(
+    ("obj", "where"),
+    [
+        ({"spec": ["not", "a", "mapping"]}, "spec of type list"),
+        ({"spec": {"template": {"metadata": "oops"}}}, "spec.template.metadata of type str"),
+    ],
+)
+def test_a_knative_service_of_an_unexpected_shape_is_skipped_naming_the_field(
+    kube: Any, store: Store, obj: dict[str, Any], where: str
+) -> None:
+    """Until 2026-12-07 it failed every cycle as "unexpected AttributeError"."""
+    kube.cluster.put(KSVC, "default", "fn", obj)
+    (res,) = make(kube, store, [policy("fn", kind="KnativeService")]).apply_plan(
+        Plan(NOW, (SetWarmPool(FN, 0, 3, 600.0, R),)), NOW
+    )
+    assert res.outcome == "skipped" and f"KnativeService/default/fn has {where}" in res.detail, res.detail
