@@ -25,6 +25,9 @@ Snapshot (reproducible from ``seed``; see docs/rebalance.md):
 Scoring on the future part: ``peak_overcommit`` counts node-steps where the pods placed on a node
 use more CPU than it has; a pod whose machine did not report in a step counts at its forecast
 peak (missing data is never zero), and how many pod-steps were so filled is reported.
+``forecast_peak_overcommit`` is EVALUATION.md's words read literally: node-steps where the sum of
+the forecast peaks of the pods placed on a node exceeds its allocatable CPU (one peak per pod, so
+a node over it counts every future step). Neither reading is stricter in general.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ SEED_METRICS = (
     "interference_pairs_before",
     "interference_pairs_after",
     "peak_overcommit",
+    "forecast_peak_overcommit",
     "pdb_violations",
 )
 
@@ -357,6 +361,14 @@ def score(snap: Snapshot, outcome: Outcome) -> dict[str, float | int]:
             load[node] += snap.future_usage[key]
     alloc = {n.name: float(n.cpu_m) for n in state.nodes}
     over = sum(int(np.sum(load[n] > alloc[n] + 1e-6)) for n in load)
+    # EVALUATION.md's "forecast-peak usage" (a review of 2026-12-07: the usage that followed alone
+    # counted 3 node-steps against the high-utilization descheduler that this reading does not)
+    peaks = dict.fromkeys(alloc, 0.0)
+    for p in state.pods:
+        node = outcome.placement[pod_key(p)]
+        if node is not None:
+            peaks[node] += p.peak_cpu_m
+    forecast_over = n_future * sum(1 for n in peaks if peaks[n] > alloc[n] + 1e-6)
     max_pct = max(float(np.max(load[n]) / alloc[n]) for n in load if np.any(load[n] > 0))
     return {
         "nodes_freed": len(before_nodes - after_nodes),
@@ -364,6 +376,7 @@ def score(snap: Snapshot, outcome: Outcome) -> dict[str, float | int]:
         "interference_pairs_before": interference_pairs(state.pods),
         "interference_pairs_after": interference_pairs(moved_pods),
         "peak_overcommit": over,
+        "forecast_peak_overcommit": forecast_over,
         "pdb_violations": outcome.pdb_violations,
         "evictions_refused": outcome.evictions_refused,
         "pods_pending": sum(1 for v in outcome.placement.values() if v is None),
@@ -442,7 +455,9 @@ def targets(policies: dict[str, dict[str, float | int]]) -> dict[str, Any]:
         "evictions_at_most_half_reference": 2 * int(sa["moves"]) <= int(ref["moves"]),
         "pairs_cut_fraction": round(cut, 4),
         "pairs_cut_at_least_80pct": cut >= 0.8,
-        "zero_overcommit_and_pdb_violations": sa["peak_overcommit"] == 0 and sa["pdb_violations"] == 0,
+        "zero_overcommit_and_pdb_violations": sa["peak_overcommit"] == 0
+        and sa["forecast_peak_overcommit"] == 0
+        and sa["pdb_violations"] == 0,
     }
 
 
