@@ -652,9 +652,16 @@ def run_replay(
         "startup_s": setup.startup_s,
         "initial_ready": setup.initial_ready,
         "policies": {},
+        # Settings that are not defaults (EVALUATION.md section 7): the forecaster only when the
+        # scaleahead policy ran, the policies when not all of them (a check against the protocol
+        # on 2026-12-07 found the model named for runs without it, and --policies unrecorded).
         "params": {
-            "scaleahead_model": model_name,
-            "scaleahead_model_note": model_note,
+            **(
+                {"scaleahead_model": model_name, "scaleahead_model_note": model_note}
+                if "scaleahead" in policies
+                else {}
+            ),
+            **({"policies": list(policies)} if tuple(policies) != POLICIES else {}),
             **({"scaleahead_seed": seed} if seed is not None and "scaleahead" in policies else {}),
             **overrides,
         },

@@ -497,7 +497,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         for name, m in doc["policies"].items():
             table.add_row(name, *metric_cells(m))
         out.print(table)
-        out.print(f"scaleahead forecaster: {doc['params']['scaleahead_model_note']}", soft_wrap=True)
+        if "scaleahead_model_note" in doc["params"]:
+            out.print(f"scaleahead forecaster: {doc['params']['scaleahead_model_note']}", soft_wrap=True)
         if "seeds" in doc:
             out.print(_seed_table(doc["seeds"], doc["params"]["scaleahead_model"]))
         timing = doc["timing_s"]

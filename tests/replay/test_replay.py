@@ -231,4 +231,8 @@ def test_a_value_column_is_recorded_as_a_param(alibaba_two_days: Series, tmp_pat
         "bench", "replay", "--trace", str(path), "--column", "other", "--policies", "hpa,oracle", "--json", str(out)
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(out.read_text())["params"]["column"] == "other"
+    params = json.loads(out.read_text())["params"]
+    assert params["column"] == "other"
+    # the policies run, not all of them, are a setting; the scaleahead policy did not run: no model
+    assert params["policies"] == ["hpa", "oracle"] and "scaleahead_model" not in params
+    assert "scaleahead forecaster" not in proc.stdout
