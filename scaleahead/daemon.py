@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -489,10 +488,12 @@ class Jobs:
         return True
 
 
-def cron(expr: str, what: str) -> CronTrigger:
-    """A UTC cron trigger, or a ConfigError naming the setting."""
+def cron(expr: str, what: str) -> BaseTrigger:
+    """A UTC cron trigger with cron's meaning (``scaleahead.cronexpr``), or a ConfigError naming the setting."""
+    from scaleahead.cronexpr import parse_cron
+
     try:
-        return CronTrigger.from_crontab(expr, timezone=UTC)
+        return parse_cron(expr)
     except ValueError as exc:
         raise ConfigError(
             f"{what} {expr!r} is not a cron expression: {exc}.", "Use five fields, e.g. '0 3 * * *' (03:00 UTC)."

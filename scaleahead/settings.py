@@ -401,12 +401,10 @@ class JobSettings(BaseModel):
     def _cron(cls, value: str) -> str:
         # Checked with the settings (at start, before any database or history is touched), with
         # the parser the scheduler uses.
-        from datetime import UTC
-
-        from apscheduler.triggers.cron import CronTrigger
+        from scaleahead.cronexpr import parse_cron
 
         try:
-            CronTrigger.from_crontab(value, timezone=UTC)
+            parse_cron(value)  # cron's meaning: 0 and 7 are Sunday; both day fields: either matches
         except ValueError as exc:
             raise ValueError(f"not a cron expression ({exc}); use five fields, e.g. '0 3 * * *' (03:00 UTC)") from exc
         return value
