@@ -939,12 +939,20 @@ class Daemon:
         self.metrics.observe_cycle(
             report, lateness_s, {r: s.replicas for r, s in self.target.last_state.workloads.items()}
         )
+        seen: set[str] = set()
         for ref, series in self.history.last.items():
             # the newest real sample: not NaN/Inf, nor beyond float32 (a 1e300 exporter overflow
             # counts as missing, as for the forecasters and the planner)
             real = np.flatnonzero(np.abs(series.values) <= F32_MAX)
             if real.size:
                 self.metrics.observed.labels(workload=ref.key).set(float(series.values[real[-1]]))
+                seen.add(ref.key)
+        # A workload whose history read failed (or held no real sample) this cycle shows no observed
+        # demand, as it shows no forecast: until 2026-12-07 the last value stayed, a flat stale line
+        # on the dashboard's observed-vs-forecast panel (a review of in-cluster operation).
+        unseen = {p.workload.key for p in deps.policies} - seen
+        if unseen:
+            self.metrics.forget_observed(unseen)
         for key in skipped:
             self.metrics.backoff.labels(workload=key).set(self.backoff.remaining(key, now))
         held_for = getattr(deps.actuator, "held_for", None)

@@ -360,6 +360,11 @@ class Metrics:
                 continue
             self.actions.labels(kind=res.action.kind, result=res.outcome).inc()
 
+    def forget_observed(self, workloads: set[str]) -> None:
+        """Drop ``workloads``' observed demand (no sample read this cycle)."""
+        for key in workloads:
+            _remove(self.observed, key)
+
     def forget(self, workloads: set[str]) -> None:
         """Drop every per-workload series of ``workloads`` (their policies were removed)."""
         self._forecast_keys -= workloads

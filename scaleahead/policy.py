@@ -203,7 +203,7 @@ def _kubernetes_name(kind: Literal["label", "subdomain"], what: str) -> AfterVal
                 f"{{value}}... ({{length}} characters) is not a Kubernetes {what}: at most {longest} characters",
                 {"value": value[:20], "length": len(value)},
             )
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):  # fullmatch: "$" also matches before a final "\n"
             raise PydanticCustomError(
                 "kubernetes_name",
                 f"{{value}} is not a Kubernetes {what}: it must be {rule} (at most {longest} characters)",
@@ -222,7 +222,7 @@ _TENANT_RE = re.compile(TENANT)
 
 
 def _check_tenant(value: str) -> str:
-    if len(value) > TENANT_MAX or not _TENANT_RE.match(value):
+    if len(value) > TENANT_MAX or not _TENANT_RE.fullmatch(value):
         raise PydanticCustomError(
             "tenant_name",
             "{value} is not a tenant name: it must be letters, digits, '-', '_' and '.', starting and ending with "

@@ -41,3 +41,20 @@ def test_unknown_field_is_rejected() -> None:
 def test_broken_yaml_names_the_line() -> None:
     with pytest.raises(ConfigError, match=r"p.yaml:2: not valid YAML"):
         parse_policies("a: 1\nb: c: d\n", "p.yaml")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("  target:\n    name", '"web\\n"'), ("  tenant", '"shop\\n"'), ("  target:\n    namespace", '"shop\\n"')],
+)
+def test_a_name_with_a_trailing_newline_is_refused_as_the_api_server_refuses_it(field: str, value: str) -> None:
+    """`re.match` with `^...$` took "web\\n" ("$" matches before a final newline), so the loader
+    accepted names the API server's pattern refuses (a review of 2026-12-07)."""
+    text = (
+        "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\nmetadata: {name: a}\n"
+        f"spec:\n{field}: {value}\n  demand: {{query: 'x'}}\n  capacityPerReplica: 2\n"
+    )
+    if "target" not in field:
+        text += "  target: {name: web}\n"
+    with pytest.raises(ConfigError, match="is not a"):
+        parse_policies(text, "p.yaml")

@@ -1217,3 +1217,26 @@ def test_leadership_changes_are_logged_with_the_identity_and_counted(daemon_fact
     assert events == [("leader_acquired", who), ("leader_lost", who)] * 2
     assert reg.get_sample_value("scaleahead_leader_transitions_total", {"to": "leader"}) == 2
     assert reg.get_sample_value("scaleahead_leader_transitions_total", {"to": "standby"}) == 2
+
+
+def test_the_observed_gauge_goes_when_the_history_read_fails(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """As the forecast series go: until 2026-12-07 `scaleahead_observed_demand` kept its last value
+    while the reads failed, a flat stale line on the dashboard (a review of in-cluster operation)."""
+    daemon, clock, _, _ = daemon_factory(n=1)
+    ref = daemon.deps.policies[0].workload
+    daemon.tick(clock.now())
+    assert metric_value(daemon, "scaleahead_observed_demand", workload=ref.key) is not None
+    inner = daemon.history.inner
+
+    class Failing:
+        def read(self, policies, now):  # type: ignore[no-untyped-def]
+            return {}  # nothing read: Prometheus did not answer for it
+
+    daemon.history.inner = Failing()
+    clock.sleep(10.0)
+    daemon.tick(clock.now())
+    assert daemon.metrics.registry.get_sample_value("scaleahead_observed_demand", {"workload": ref.key}) is None
+    daemon.history.inner = inner
+    clock.sleep(10.0)
+    daemon.tick(clock.now())
+    assert metric_value(daemon, "scaleahead_observed_demand", workload=ref.key) is not None
