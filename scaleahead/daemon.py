@@ -982,7 +982,7 @@ class Daemon:
         self._publish_status(report, now)
         self._release_removed(now, deps, settings)
         ran = self.jobs.run_due(now, self._run_job)
-        if "retrain" in self.jobs.jobs and self._drifted(now):
+        if "retrain" in self.jobs.jobs and self._drifted(now) and not self._canary_deciding(now):
             self.last_drift_retrain = now
             log.warning(
                 "live forecast error %.3f is above %.3f: retraining",
@@ -1275,6 +1275,31 @@ class Daemon:
         if ref is not None and math.isfinite(ref) and ref > 0:
             return j.drift_ratio * ref
         return j.drift_threshold
+
+    def _canary_deciding(self, now: float) -> bool:
+        """Whether a retrained canary is running that this daemon decides on measured outcomes
+        (``jobs.evaluate_canaries``): a drift retraining would supersede it before it can finish (its
+        steps x ``window_s``, 4 hours by default, against the drift cooldown's hour), so it waits
+        until the canary is promoted or rolled back (a review of 2026-12-07: persistent drift
+        superseded every retrained canary an hour in, and none was ever promoted). Logged once per
+        drift cooldown (``drift_retrain_deferred``)."""
+        store = self.deps.store
+        if store is None or not self.settings.jobs.evaluate_canaries:
+            return False
+        try:
+            running = [r for r in store.rollouts(state="running") if r.mode == "canary" and r.results.get("retrained")]
+        except Exception:  # noqa: BLE001 - the database is down: the retraining would fail anyway
+            return False
+        if running:
+            self.last_drift_retrain = now  # the cooldown: checked and logged again an interval later
+            log.info(
+                "live forecast error %.3f is above %.3f, but retrained canary rollout %s is running and decides first",
+                self.live.overall(),
+                self.drift_limit(),
+                ", ".join(str(r.id) for r in running),
+                extra={"event": "drift_retrain_deferred", "rollouts": [r.id for r in running]},
+            )
+        return bool(running)
 
     def _drifted(self, now: float) -> bool:
         j = self.settings.jobs

@@ -1240,3 +1240,24 @@ def test_the_observed_gauge_goes_when_the_history_read_fails(daemon_factory) -> 
     clock.sleep(10.0)
     daemon.tick(clock.now())
     assert metric_value(daemon, "scaleahead_observed_demand", workload=ref.key) is not None
+
+
+def test_persistent_drift_does_not_supersede_a_retrained_canary_the_daemon_decides(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    """With `jobs.evaluate_canaries`, a retrained canary decides on its measured outcomes (4 steps
+    of `window_s`, an hour each by default). Until 2026-12-07 persistent drift retrained every
+    cooldown (an hour) and superseded it, so none was ever promoted (a review). Now drift waits
+    while it runs, and says so once per cooldown."""
+    settings = Settings()
+    settings.jobs.drift_min_forecasts = 2
+    settings.jobs.error_sample_interval_s = 60.0
+    settings.jobs.drift_cooldown_s = 600.0
+    settings.jobs.rollout_mode = "canary"
+    settings.jobs.evaluate_canaries = True
+    daemon, _, _, store = daemon_factory(n=1, settings=settings, reference_error=0.01)
+    daemon.run(lambda: False, max_ticks=400)  # 66 min: drift at once and past several cooldowns
+    assert len(daemon.retrained) == 1, "one drift retraining, then none while its canary runs"
+    assert [r.state for r in store.rollouts()] == ["running"]
+    # without evaluate_canaries nobody decides by itself: a newer retrained challenger supersedes it
+    settings.jobs.evaluate_canaries = False
+    daemon.run(lambda: False, max_ticks=100)
+    assert len(daemon.retrained) == 2 and [r.state for r in store.rollouts()] == ["superseded", "running"]
