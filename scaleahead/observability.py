@@ -405,6 +405,8 @@ class Health:
     ready: bool = False
     reasons: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Set by SIGTERM/SIGINT: not ready from then on, whatever the cycle in flight reports.
+    stopping: bool = False
 
     def tick(self, t: float) -> None:
         with self.lock:
@@ -417,9 +419,20 @@ class Health:
 
     def set_ready(self, ready: bool, why: str = "") -> None:
         with self.lock:
+            if self.stopping:
+                return
             self.ready = ready
             if why:
                 self.reasons["ready"] = why
+
+    def shutting_down(self) -> None:
+        """Not ready from now on (a signal to stop): the Service stops sending to this replica while
+        the cycle in flight and the jobs finish (until 2026-12-07 /readyz said 200 for that whole
+        time, up to the 40 s job wait: a review of in-cluster operation)."""
+        with self.lock:
+            self.ready = False
+            self.stopping = True
+            self.reasons["ready"] = "shutting down"
 
     def liveness(self) -> tuple[bool, str]:
         with self.lock:

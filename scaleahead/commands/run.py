@@ -988,6 +988,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         def _stop(signum: int, _frame: object) -> None:
             log.info("signal %d: stopping after this cycle", signum, extra={"event": "signal", "signal": signum})
+            daemon.health.shutting_down()
             stop.set()
 
         signal.signal(signal.SIGTERM, _stop)
