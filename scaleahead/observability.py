@@ -23,6 +23,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from scaleahead.errors import UserError
 from scaleahead.types import ScaleTo, SetWarmPool, WorkloadRef
 
 #: Quantiles exported per workload, and the leads (s after the origin) at which they are exported.
@@ -488,7 +489,13 @@ class _Handler(BaseHTTPRequestHandler):
 def serve(metrics: Metrics, health: Health, host: str, port: int) -> ThreadingHTTPServer:
     """Start the endpoint in a daemon thread; ``server.server_address`` has the bound port."""
     handler = type("Handler", (_Handler,), {"metrics": metrics, "health": health})
-    server = ThreadingHTTPServer((host, port), handler)
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:  # a port in use, an address this host does not have: one paragraph, exit 2
+        raise UserError(
+            f"Cannot serve /metrics, /healthz and /readyz on {host}:{port}: {exc.strerror or exc}.",
+            "Give a free --port (0: any), or set server.host / server.port; --no-server serves none.",
+        ) from exc
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="scaleahead-http", daemon=True).start()
     return server

@@ -14,3 +14,21 @@ def test_a_replica_shutting_down_is_not_ready_whatever_the_cycle_in_flight_repor
     health.shutting_down()
     health.set_ready(True, "leader: cycles running")  # the cycle in flight ends after the signal
     assert health.readiness() == (False, "shutting down")
+
+
+def test_a_port_in_use_is_one_paragraph_not_a_traceback() -> None:
+    """Until 2026-12-07 a busy --port ended `run` with an OSError traceback and exit 1."""
+    import socket
+
+    import pytest
+
+    from scaleahead.errors import UserError
+    from scaleahead.observability import Metrics, serve
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(UserError) as err:
+            serve(Metrics(), Health(60.0, lambda: 0.0), "127.0.0.1", port)
+    assert f"127.0.0.1:{port}" in str(err.value) and "--port" in str(err.value)
