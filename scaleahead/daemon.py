@@ -1108,7 +1108,8 @@ class Daemon:
             log.warning(
                 "measured outcomes of %d bucket row(s) could not be recorded (%s); %s",
                 len(rows),
-                exc,
+                # the driver's error on one line, not SQLAlchemy's whole statement and parameters
+                " ".join(str(getattr(exc, "orig", None) or exc).split())[:300],
                 f"kept for the next cycle, {len(rows) - len(kept)} older than {OUTCOMES_KEPT_S:.0f} s dropped"
                 if len(kept) < len(rows)
                 else "kept for the next cycle",
@@ -2056,7 +2057,7 @@ class Daemon:
                         "kept; it runs again when next due)",
                         name,
                         wait_s,
-                        extra={"event": "job_abandoned", "job_name": name},
+                        extra={"event": "job_abandoned", "job": name},
                     )
                 except Exception:  # noqa: BLE001, S110 - its failure was logged by the job runner
                     pass

@@ -42,7 +42,27 @@ STATUS_WRITE_RESULTS = ("ok", "failed_4xx", "failed_5xx", "failed_other")
 #: Why a workload's field is left to another writer (``scaleahead_workload_held``).
 HELD_CAUSES = ("human_edit", "co_writer")
 
-_PHASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Up to 5 minutes: a phase stalled on a slow Prometheus or database (30-150 s, the stalls that
+#: trip the liveness probe) shows on the p95 panels instead of in +Inf (a review of 2026-12-07).
+_PHASE_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
 
 
 class Metrics:

@@ -32,3 +32,15 @@ def test_a_port_in_use_is_one_paragraph_not_a_traceback() -> None:
         with pytest.raises(UserError) as err:
             serve(Metrics(), Health(60.0, lambda: 0.0), "127.0.0.1", port)
     assert f"127.0.0.1:{port}" in str(err.value) and "--port" in str(err.value)
+
+
+def test_the_cycle_and_phase_histograms_reach_past_the_liveness_limit() -> None:
+    """A cycle stalled 30-150 s (the stalls that trip the 60 s liveness probe) fell in +Inf, so the
+    dashboard's p95 panels could not show it (a review of 2026-12-07)."""
+    from scaleahead.observability import Metrics
+
+    metrics = Metrics()
+    metrics.cycle.observe(90.0)
+    body = metrics.render().decode()
+    assert 'scaleahead_cycle_seconds_bucket{le="60.0"} 0.0' in body
+    assert 'scaleahead_cycle_seconds_bucket{le="120.0"} 1.0' in body
