@@ -6,11 +6,13 @@ PostgreSQL is Debian's package (installed by ``make test``); the fixture runs ``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,3 +155,33 @@ def fail_once(engine: Any, statement_prefix: str, message: str) -> None:
         if armed[0] and statement.startswith(statement_prefix):
             armed[0] = False
             raise OperationalError(statement, params, Exception(message))
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[tuple[int, list[socket.socket]]]:
+    """A loopback server that accepts connections and never answers (a hung Prometheus): yields
+    its port and the connections it holds; closes them all at the end."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.05)
+        while not done.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1]), held
+    finally:
+        done.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -16,30 +15,10 @@ from scaleahead.types import ClusterState, Reason, ScaleTo, Series, WorkloadRef,
 from scaleahead.unread import UnreadBook
 from storage import Store
 from tests.planner.planner_helpers import function_policy, service_policy
+from tests.test_storage_outcomes import _row
 
 T0 = 36_000.0  # the rollout starts here (a whole bucket); its canary window is an hour
 NAMES = [f"Deployment/s/w{i}" for i in range(6)]
-
-
-def _row(workload: str, bucket: float, rollout_id: int = 0, arm: str = "champion", **values: float) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "workload": workload,
-        "bucket": bucket,
-        "rollout_id": rollout_id,
-        "arm": arm,
-        "model_version_id": None,
-        "steps": 0,
-        "seconds": 0.0,
-        "short_steps": 0,
-        "fallback_steps": 0,
-        "capacity_seconds": 0.0,
-        "demand_seconds": 0.0,
-        "error_abs": 0.0,
-        "error_actual": 0.0,
-        "forecasts": 0,
-    }
-    row.update(values)
-    return row
 
 
 def _measure(

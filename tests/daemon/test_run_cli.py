@@ -419,46 +419,26 @@ def test_sigterm_during_start_up_exits_0_with_a_stopped_line(tmp_path: Path) -> 
     """Start-up reads the history first, which against a Prometheus that answers nothing takes a
     request timeout. A SIGTERM then got the default handler (exit 143, no log line) until
     2026-12-07, where docs/operations.md says a shutdown exits 0 (a review)."""
-    import threading
+    from tests.conftest import silent_server
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    held: list[socket.socket] = []
-    done = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.05)
-        while not done.is_set():
-            try:
-                held.append(listener.accept()[0])  # accepted, never answered
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept)
-    thread.start()
-    env = {**ENV, "SCALEAHEAD_PROMETHEUS__URL": f"http://127.0.0.1:{listener.getsockname()[1]}",
-           "SCALEAHEAD_PROMETHEUS__TIMEOUT_S": "60", "SCALEAHEAD_LOG__FORMAT": "json"}  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE), "--history", "prometheus",
-         "--target", "memory", "--no-server", "--db", f"sqlite:///{tmp_path / 's.db'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not held and time.monotonic() < deadline:  # start-up is waiting on Prometheus
-            time.sleep(0.05)
-        assert held, "start-up read the history"
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        done.set()
-        thread.join()
-        for conn in held:
-            conn.close()
-        listener.close()
+    with silent_server() as (port, held):
+        env = {**ENV, "SCALEAHEAD_PROMETHEUS__URL": f"http://127.0.0.1:{port}",
+               "SCALEAHEAD_PROMETHEUS__TIMEOUT_S": "60", "SCALEAHEAD_LOG__FORMAT": "json"}  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(EXAMPLE), "--history", "prometheus",
+             "--target", "memory", "--no-server", "--db", f"sqlite:///{tmp_path / 's.db'}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not held and time.monotonic() < deadline:  # start-up is waiting on Prometheus
+                time.sleep(0.05)
+            assert held, "start-up read the history"
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 0, err
     events = [json.loads(line).get("event") for line in err.splitlines() if line.startswith("{")]
     assert events[-1] == "stopped", events

@@ -361,38 +361,17 @@ def test_a_server_that_accepts_and_never_answers_costs_one_timeout_not_one_per_r
     2026-12-07 every read waited its own timeout, so 40 policies took 150 s a cycle, past the
     liveness probe, and the pod was restarted over and over (a review). Once a read has waited a
     whole timeout with nothing else answered, the reads not yet sent fail at once, naming why."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
+    from tests.conftest import silent_server
 
-    def accept() -> None:
-        listener.settimeout(0.05)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            accepted.append(conn)  # held open, never answered
-
-    thread = threading.Thread(target=accept)
-    thread.start()
-    port = listener.getsockname()[1]
-    cfg = PrometheusConfig(f"http://127.0.0.1:{port}", timeout_s=0.3, retries=0, max_concurrency=4, batch_size=1)
     reqs = [RangeRequest(f"default/w{i}", f"q{i}", 0, 100, 10.0) for i in range(40)]
-    try:
+    with silent_server() as (port, accepted):
+        cfg = PrometheusConfig(f"http://127.0.0.1:{port}", timeout_s=0.3, retries=0, max_concurrency=4, batch_size=1)
         with PrometheusClient(cfg) as c:
             got = c.fetch_many(reqs)
-    finally:
-        stop.set()
-        thread.join()
-        for conn in accepted:
-            conn.close()
-        listener.close()
+        sent = len(accepted)
     assert all(isinstance(g, PrometheusError) and g.kind == "timeout" for g in got)
     # the reads in flight when the first gave up, not all 40
-    assert len(accepted) <= 2 * cfg.max_concurrency, len(accepted)
+    assert sent <= 2 * cfg.max_concurrency, sent
     unsent = [g for g in got if "were not sent" in g.message]  # type: ignore[union-attr]
     assert len(unsent) >= len(reqs) - 2 * cfg.max_concurrency
     assert "default/w39" in unsent[-1].message and "Check that Prometheus is up" in unsent[-1].message  # type: ignore[union-attr]
