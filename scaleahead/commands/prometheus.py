@@ -406,11 +406,24 @@ def write_series_csv(path: Path, series: Any) -> int:
             rows.append(f"{stamp},{int(v) if float(v).is_integer() else repr(v)}\n")
         else:
             rows.append(f"{stamp},\n")
+    import stat
+
+    text = "".join(rows)
+    # A symlink's target is written, not the link replaced; a device or pipe (/dev/stdout, a
+    # process substitution) is written in place, as check_output promises; a regular file through
+    # a temporary file renamed over it, so no half-written CSV is left (until 2026-12-07 every path
+    # was replaced: /dev/stdout became a file when run as root, a symlink a copy: a review).
+    target = path.resolve() if path.is_symlink() else path
+    tmp = target.with_name(target.name + ".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(rows), encoding="utf-8")
-        tmp.replace(path)
+        if target.exists() and not stat.S_ISREG(target.stat().st_mode):
+            with open(target, "w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(target)
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         raise UserError(f"Cannot write {path}: {exc.strerror}.", "Check the folder exists and is writable.") from exc
     return present

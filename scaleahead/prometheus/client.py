@@ -453,9 +453,8 @@ class PrometheusClient:
             warnings = [str(w) for w in doc.get("warnings") or ()]
             for warning in warnings:
                 log.warning(
-                    "Workload %s, query %r: Prometheus warns: %s",
-                    label,
-                    query,
+                    "%s: Prometheus warns: %s",
+                    f"Workload {label}, query {query!r}" if label else f"Query {query!r}",
                     warning,
                     extra={"event": "prometheus_warning", "workload": label},
                 )
@@ -926,10 +925,9 @@ class _Assembly:
             )
         if self.beyond:
             log.warning(
-                "Workload %s, query %r: %d value(s) beyond the float32 limit (%.3g) in series %s (an exporter "
+                "%s: %d value(s) beyond the float32 limit (%.3g) in series %s (an exporter "
                 "overflow or a counter glitch); they count as missing.",
-                req.label,
-                req.query,
+                where,
                 self.beyond,
                 F32_MAX,
                 _metric_text(self.labels or {}),
@@ -942,10 +940,9 @@ class _Assembly:
             )
         if self.off_grid:
             log.warning(
-                "Workload %s, query %r: dropped %d sample(s) at times outside the range asked for or between its "
+                "%s: dropped %d sample(s) at times outside the range asked for or between its "
                 "%g s steps (a Prometheus answers on the grid: check any proxy in between).",
-                req.label,
-                req.query,
+                where,
                 self.off_grid,
                 req.step_s,
                 extra={

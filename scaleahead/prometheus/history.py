@@ -332,6 +332,14 @@ class PrometheusHistory:
         key = self._keys.get((query, step_s))
         if key is None:
             text = f"{self.client.base}\n{query}\n{step_s!r}"
+            # Who reads: on one URL another basic-auth user or tenant header (Mimir, Grafana Cloud:
+            # the user is the tenant) is another history; until 2026-12-07 it got the old one's cache
+            # (a review). Not the password or a bearer token: rotating one keeps the cache.
+            cfg = self.client.config
+            who = [f"user={cfg.username}"] if cfg.username else []
+            who += [f"{k.lower()}={v}" for k, v in sorted(cfg.headers.items()) if k.lower() != "authorization"]
+            if who:
+                text += "\n" + "\n".join(who)
             key = self._keys[(query, step_s)] = hashlib.sha256(text.encode()).hexdigest()[:24]
         return key
 
@@ -463,7 +471,7 @@ class PrometheusHistory:
                     f.truncate()  # the cache may have been cut back (the clock went back)
                 return
             meta = {"step_s": entry.step_s, "format": CACHE_FORMAT}
-            if not meta_path.exists() or json.loads(meta_path.read_text()) != meta:
+            if not meta_path.exists() or _read_meta(meta_path) != meta:
                 meta_tmp = meta_path.with_suffix(".jsontmp")
                 meta_tmp.write_text(json.dumps(meta))
                 meta_tmp.replace(meta_path)
@@ -595,3 +603,13 @@ def read_range(
         else:
             series[p.workload] = as_steps(Series(p.workload.key, res.start, res.step_s, res.values, d.unit))
     return series, errors
+
+
+def _read_meta(path: Path) -> object:
+    """A cache entry's metadata, or None when it is not JSON (damaged, emptied): then it is written
+    afresh. Until 2026-12-07 the error was taken for a failed write, the entry was never repaired,
+    and every cycle warned and every restart read the whole window again (a review)."""
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return None

@@ -61,6 +61,7 @@ def test_history_writes_a_sample_beyond_float32_as_missing_so_the_csv_loads_back
     assert r.returncode == 0, r.stderr
     said = " ".join(r.stdout.split())
     assert "1 value(s) beyond 3.4e+38" in said and "written as missing" in said, said
+    assert "Workload ," not in " ".join((r.stdout + r.stderr).split())  # no workload here: "Query ..."
     back = load_series(str(out))
     expected = prom.web.values.copy()
     expected[i] = np.nan
@@ -294,3 +295,29 @@ def test_retrain_with_a_failed_history_read_is_refused_unless_allowed_and_names_
     assert Store(db).model(out["model_version_id"]).metrics["left_out"] == out["left_out"]
     warning = [line for line in allowed.stderr.splitlines() if line.startswith("warning:")]
     assert warning and "broken" in warning[0] and "fresh" in warning[0]
+
+
+def test_history_writes_through_a_symlink_and_into_a_pipe_in_place(prom, tmp_path) -> None:
+    """Until 2026-12-07 `history --output` always wrote a temporary file and renamed it over the
+    path: a symlink became a plain file (its target untouched), /dev/stdout a regular file when run
+    as root, and a pipe failed after the whole read (a review)."""
+    import os
+
+    target = tmp_path / "real.csv"
+    target.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    args = ("history", "--prometheus", prom.url, "--query", 'nasa_requests{workload="web"}',
+            "--start", iso(prom.web.end - 600), "--end", iso(prom.web.end - 20), "--step", "10s")  # fmt: skip
+    r = cli(*args, "--output", str(link))
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and target.read_text().startswith("timestamp,value\n")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = __import__("threading").Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    r = cli(*args, "--output", str(fifo))
+    reader.join(timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert got and got[0].startswith("timestamp,value\n") and fifo.exists() and not fifo.is_file()

@@ -100,6 +100,37 @@ def test_a_cache_of_the_old_format_is_read_afresh_not_misread(prom, make_policy,
     assert again.client.stats.points >= 350  # the whole hour there is, read afresh (not 3 + 0 new points)
 
 
+def test_a_cache_whose_metadata_is_damaged_is_repaired_not_given_up(prom, make_policy, tmp_path, caplog) -> None:
+    """An emptied or damaged `<key>.json`: until 2026-12-07 the next write took the JSON error for a
+    failed write, deleted the values and never rewrote the metadata, so every cycle warned and every
+    restart read the whole window again (a review)."""
+    p = make_policy("w04", 'nasa_requests{workload="w04"}')
+    now = prom.workers["w04"].start + HOUR
+    source(prom.url, cache_dir=tmp_path).read([p], now)
+    (meta,) = tmp_path.glob("*.json")
+    meta.write_text("")
+    with caplog.at_level("WARNING"):
+        source(prom.url, cache_dir=tmp_path).read([p], now + 10)  # read afresh, and the entry rewritten
+    assert "cannot write the history cache" not in caplog.text
+    again = source(prom.url, cache_dir=tmp_path)
+    again.read([p], now + 20)
+    assert again.client.stats.points <= 10  # a restart reads only what is new
+
+
+def test_another_tenant_on_the_same_url_gets_its_own_cache_entry(prom, make_policy, tmp_path) -> None:
+    """Mimir or Grafana Cloud: the basic-auth user (or an X-Scope-OrgID header) is the tenant. Until
+    2026-12-07 the key held the URL, the query and the step only (a review)."""
+    p = make_policy("w04", 'nasa_requests{workload="w04"}')
+    now = prom.workers["w04"].start + HOUR
+    source(prom.url, cache_dir=tmp_path, username="a", password="x").read([p], now)
+    source(prom.url, cache_dir=tmp_path, username="b", password="x").read([p], now)
+    source(prom.url, cache_dir=tmp_path, headers={"X-Scope-OrgID": "c"}).read([p], now)
+    assert len(list(tmp_path.glob("*.json"))) == 3
+    rotated = source(prom.url, cache_dir=tmp_path, username="a", password="rotated")
+    rotated.read([p], now)
+    assert len(list(tmp_path.glob("*.json"))) == 3 and rotated.client.stats.points <= 10  # the same entry
+
+
 def test_a_cache_that_cannot_be_written_loses_no_history(prom, make_policy, tmp_path, caplog) -> None:
     p = make_policy("w06", 'nasa_requests{workload="w06"}')
     now = prom.workers["w06"].start + HOUR
