@@ -400,7 +400,8 @@ def write_series_csv(path: Path, series: Any) -> int:
     times = series.times()
     whole = bool((times == times.round()).all())  # sub-second steps: epoch seconds keep them exact
     for t, v in zip(times.tolist(), series.values.tolist(), strict=True):
-        stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if whole else repr(t)
+        # (sub-second: to the microsecond, not 804571259.9999999 from the float grid)
+        stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if whole else repr(round(t, 6))
         if math.isfinite(v):
             present += 1
             rows.append(f"{stamp},{int(v) if float(v).is_integer() else repr(v)}\n")

@@ -245,9 +245,13 @@ def check_clock(client: PrometheusClient, now: Callable[[], float] = time.time) 
 
 
 def grid(start: float, end: float, step_s: float) -> tuple[float, int]:
-    """The aligned grid in ``[start, end]``: first point (a multiple of ``step_s``) and count."""
-    first = math.ceil(start / step_s - 1e-9) * step_s
-    last = math.floor(end / step_s + 1e-9) * step_s
+    """The aligned grid in ``[start, end]``: first point (a multiple of ``step_s``) and count.
+
+    A millionth of a step is the tolerance: ``start / step_s`` of an epoch time carries float error
+    of about 1e-7 steps, so at a step that is not a whole second (1.2 s) the 1e-9 used until
+    2026-12-07 took a point at ``start`` for one just after it and dropped it (a review)."""
+    first = math.ceil(start / step_s - 1e-6) * step_s
+    last = math.floor(end / step_s + 1e-6) * step_s
     n = int(round((last - first) / step_s)) + 1
     return first, max(0, n)
 

@@ -321,3 +321,16 @@ def test_history_writes_through_a_symlink_and_into_a_pipe_in_place(prom, tmp_pat
     reader.join(timeout=60)
     assert r.returncode == 0, r.stderr
     assert got and got[0].startswith("timestamp,value\n") and fifo.exists() and not fifo.is_file()
+
+
+def test_history_at_a_step_that_is_not_a_whole_second_keeps_the_first_point(prom, tmp_path) -> None:
+    """At 1.2 s, `--start` on the grid: 51 points in a minute, the first at `--start` (a review of
+    2026-12-07 found 50 written, the first dropped as just off the grid by float error)."""
+    out = tmp_path / "fine.csv"
+    start = prom.web.end - 3600 - (prom.web.end - 3600) % 60  # a whole minute, a multiple of 1.2 s
+    r = cli("history", "--prometheus", prom.url, "--query", 'nasa_requests{workload="web"}',
+            "--start", iso(start), "--end", iso(start + 60), "--step", "1.2s", "--output", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = out.read_text().splitlines()[1:]
+    assert len(rows) == 51, len(rows)
+    assert rows[0].startswith(f"{float(start)!r},") and all(len(r.split(",")[0].split(".")[-1]) <= 6 for r in rows)
