@@ -136,8 +136,11 @@ def _named_path(name: str) -> Path:
         path = traces_dir() / _NAMED[name]
     elif name.startswith("nab-"):
         stem = name.removeprefix("nab-")
-        hits = sorted((traces_dir() / "nab_real").glob(f"*/{stem}.csv.gz"))
-        if not hits:
+        # An exact file stem: until 2026-12-07 the name was a glob pattern, so 'nab-*' took the first
+        # file and 'nab-../../...' reached outside nab_real (a review)
+        ok = bool(stem) and not any(c in stem for c in "*?[]/\\") and stem not in (".", "..")
+        hits = sorted(p for p in (traces_dir() / "nab_real").glob("*/*.csv.gz") if p.name == f"{stem}.csv.gz")
+        if not ok or not hits:
             raise DataError(
                 f"Unknown NAB trace {name!r}.",
                 f"Known NAB traces: {', '.join(nab_names()) or '(none found)'}.",
@@ -232,8 +235,22 @@ def load_series_csv(path: Path, column: str | None = None, name: str | None = No
             "Fix those cells (epoch seconds, or ISO-8601 such as 2024-01-01T00:00:00Z in every row).",
         )
     else:
+        # ISO-8601 only (EVALUATION.md section 1): until 2026-12-07 any format pandas could guess
+        # was read, "now" and "today" as the wall clock and 01/02/2024 month first, so a European
+        # export moved by a month (a review). A cell that does not start with a date is refused.
+        texts = raw_ts.astype("string")
+        not_iso = np.flatnonzero(
+            (raw_ts.notna() & ~texts.str.match(r"^\s*[+-]?\d{4}-\d{2}-\d{2}").fillna(False)).to_numpy()
+        )
+        if not_iso.size:
+            first = int(not_iso[0])
+            raise DataError(
+                f"{path}: column 'timestamp' has {not_iso.size} value(s) that are not ISO-8601 times (first at line "
+                f"{first + 2}: {raw_ts.iloc[first]!r}).",
+                "Use ISO-8601 (2024-01-01T00:00:00Z, or with an offset) or epoch seconds in every row.",
+            )
         try:
-            ts = _epoch_s(pd.to_datetime(raw_ts, utc=True, format="mixed"))
+            ts = _epoch_s(pd.to_datetime(raw_ts, utc=True, format="ISO8601"))
         except (ValueError, TypeError) as exc:
             where = ""
             for i, cell in enumerate(raw_ts):  # name the first cell that is no time (error path only)

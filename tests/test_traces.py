@@ -177,7 +177,7 @@ def test_a_sample_stamped_off_the_grid_is_never_known_before_its_own_step_ends(t
         ("1700000000,1\n1700000010,2\nyesterday,3\n1700000030,4\n", "holds epoch seconds, but 1 value(s) are not"),
         (
             "2024-01-01T00:00:00Z,1\n2024-01-01T00:00:10Z,2\nyesterday,3\n",
-            "are not times (first at line 4: 'yesterday')",
+            "are not ISO-8601 times (first at line 4: 'yesterday')",
         ),
     ],
     ids=["epoch", "iso"],
@@ -224,3 +224,38 @@ def test_jittered_timestamps_are_warned_about_and_a_stray_late_sample_is_not(tmp
     h.write_text("timestamp,value\n" + "".join(f"{x:.1f},1\n" for x in rows))
     load_series(str(h))
     assert not [r for r in caplog.records if getattr(r, "event", "") == "series_off_grid"]
+
+
+@pytest.mark.parametrize("name", ["nab-*", "nab-[a-z]*", "nab-ec2_cpu_utilization_24ae8?", "nab-../../worldcup98/x"])
+def test_a_nab_name_is_an_exact_file_stem_not_a_pattern(name: str) -> None:
+    """Until 2026-12-07 the stem was a glob pattern: 'nab-*' planned silently with the first file,
+    and '..' reached outside nab_real (a review)."""
+    with pytest.raises(DataError, match="Unknown NAB trace") as err:
+        load_series(name)
+    assert "nab-nyc_taxi" in str(err.value)  # the known names are listed
+
+
+@pytest.mark.parametrize(
+    ("rows", "line"),
+    [("now,1\ntoday,2\n", "line 2: 'now'"), ("01/02/2024 00:00:00,1\n01/02/2024 00:05:00,2\n", "line 2")],
+)
+def test_a_series_csv_time_that_is_not_iso_8601_is_refused_naming_the_line(
+    tmp_path: Path, rows: str, line: str
+) -> None:
+    """Until 2026-12-07 any format pandas could guess was read: "now" as the wall clock, and
+    01/02/2024 month first, so a day-first export moved by a month (a review)."""
+    path = tmp_path / "s.csv"
+    path.write_text("timestamp,value\n" + rows)
+    with pytest.raises(DataError, match="not ISO-8601") as err:
+        load_series(str(path))
+    assert line in str(err.value)
+
+
+def test_iso_8601_times_with_a_space_offsets_and_fractions_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    path.write_text(
+        "timestamp,value\n2024-01-01 00:00:00,1\n2024-01-01T00:00:10Z,2\n2024-01-01T02:00:20+02:00,3\n"
+        "2024-01-01T00:00:30.000Z,4\n"
+    )
+    s = load_series(str(path))
+    assert s.step_s == 10.0 and list(s.values) == [1.0, 2.0, 3.0, 4.0]
