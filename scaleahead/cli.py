@@ -457,10 +457,17 @@ def main() -> None:
         if sa_exc is not None and isinstance(exc, sa_exc.OperationalError):
             # Outside the store's own checks (a write while another process holds the SQLite lock):
             # still one paragraph, never a traceback.
+            readonly = "readonly database" in str(exc.orig)
             err_console.print(
                 f"[bold red]error:[/] {escape(f'the database could not be read or written: {exc.orig}.')} "
-                "Another writer may hold it (the control loop), or its server is down: try again, or check "
-                "--db.",
+                + (
+                    # SQLite's file or folder: retrying never helps (a review of 2026-12-07)
+                    "The SQLite file or its folder is read-only for this user (SQLite also writes -wal and -shm "
+                    "beside it): make both writable, or give --db a writable path."
+                    if readonly
+                    else "Another writer may hold it (the control loop), or its server is down: try again, or "
+                    "check --db."
+                ),
                 highlight=False,
                 soft_wrap=True,
             )

@@ -829,6 +829,15 @@ class Store:
                     f"or another tool holding a write transaction): {exc.orig}.",
                     "Try again when that process is done (stop it for a schema upgrade); nothing was written.",
                 ) from exc
+            if self.engine.dialect.name == "sqlite":
+                # There is no server to check (a review of 2026-12-07: a read-only folder was told
+                # to check "that the server is running")
+                raise UserError(
+                    f"Cannot open or write the SQLite database {self._safe_url()}: {exc.orig}.",
+                    "Check that the file and its folder exist and are writable by this user (SQLite also "
+                    "writes -wal and -shm files beside it, so a read-only folder fails even to read), or give "
+                    "--db a writable path.",
+                ) from exc
             raise UserError(
                 f"Cannot reach or write the database {self._safe_url()}: {exc.orig}.",
                 "Check that the server is running and the URL (host, port, user, database) is right, "
