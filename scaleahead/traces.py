@@ -149,7 +149,8 @@ def _named_path(name: str) -> Path:
     else:
         raise DataError(
             f"Unknown trace {name!r}: it is neither a known trace name nor an existing file.",
-            f"Use one of {', '.join(known_trace_names())}, or the path of a series CSV "
+            f"Use one of {', '.join(n for n in known_trace_names() if not n.startswith('nab-<'))}, a NAB trace "
+            f"({', '.join(nab_names()) or 'none found under SCALEAHEAD_TRACES'}), or the path of a series CSV "
             "(columns 'timestamp' and 'value').",
         )
     if not path.is_file():

@@ -259,3 +259,10 @@ def test_iso_8601_times_with_a_space_offsets_and_fractions_still_load(tmp_path: 
     )
     s = load_series(str(path))
     assert s.step_s == 10.0 and list(s.values) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_an_unknown_trace_name_lists_the_nab_names_not_a_placeholder() -> None:
+    with pytest.raises(DataError) as err:
+        load_series("nasa-1Os")
+    said = str(err.value)
+    assert "nab-nyc_taxi" in said and "nab-<file stem>" not in said and "nasa-10s" in said
