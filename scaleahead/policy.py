@@ -780,9 +780,17 @@ def _parse_located(text: str, source: str) -> list[tuple[Policy, str]]:
             lines = []
             for err in exc.errors():
                 loc = tuple(err["loc"])
+                msg = str(err["msg"]).removeprefix("Value error, ")  # pydantic's prefix says nothing
+                named = re.match(r"([a-z][A-Za-z]*(?:\.[a-z][A-Za-z]*)*)\b", msg)
+                if loc == ("spec",) and named:
+                    # a check across fields (minReplicas above maxReplicas): at the first field it names,
+                    # not at `spec:` (a review of 2026-12-07)
+                    inner = ("spec", *named.group(1).split("."))
+                    if _line_of(node, inner) != _line_of(node, loc):
+                        loc = inner
                 line = _line_of(node, loc)
                 field = ".".join(str(p) for p in loc) or "(document)"
-                lines.append(f"{source}:{line}: field '{field}': {err['msg']}")
+                lines.append(f"{source}:{line}: field '{field}': {msg}")
             raise ConfigError(
                 "Invalid policy. " + "; ".join(lines) + ".",
                 "Fix these fields; examples/policy.yaml shows every field with a comment, "

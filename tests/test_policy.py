@@ -58,3 +58,16 @@ def test_a_name_with_a_trailing_newline_is_refused_as_the_api_server_refuses_it(
         text += "  target: {name: web}\n"
     with pytest.raises(ConfigError, match="is not a"):
         parse_policies(text, "p.yaml")
+
+
+def test_a_check_across_fields_names_the_field_and_its_line_without_pydantics_prefix() -> None:
+    """Until 2026-12-07: "p.yaml:4: field 'spec': Value error, minReplicas (5) must not exceed ..."."""
+    text = (
+        "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\nmetadata: {name: a}\nspec:\n"
+        "  target: {name: web}\n  demand: {query: x}\n  capacityPerReplica: 2\n  minReplicas: 5\n  maxReplicas: 2\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_policies(text, "p.yaml")
+    said = str(err.value)
+    assert "p.yaml:8: field 'spec.minReplicas': minReplicas (5) must not exceed maxReplicas (2)" in said, said
+    assert "Value error" not in said
