@@ -643,6 +643,10 @@ class Store:
         migration_lock_timeout_s: float | None = None,
     ) -> None:
         self.url = url or default_db_url()
+        if self.url.startswith("sqlite:///~"):
+            # the home folder, as a shell would read it (until 2026-12-07 a folder named "~" was made
+            # in the working directory: a review)
+            self.url = "sqlite:///" + str(Path(self.url.removeprefix("sqlite:///")).expanduser())
         self.create = create
         #: PostgreSQL: how long a migration waits for another session's table lock per try (None:
         #: the setting ``storage.migration_lock_timeout_s``, read from the environment when needed).

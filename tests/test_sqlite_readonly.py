@@ -34,3 +34,13 @@ def test_a_read_only_database_is_not_told_to_try_again(tmp_path: Path) -> None:
     said = " ".join(out.stderr.split())
     assert out.returncode == 2, out.stderr
     assert "read-only" in said and "try again" not in said, said
+
+
+def test_a_sqlite_path_starting_with_a_tilde_is_in_the_home_folder(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Until 2026-12-07 `--db sqlite:///~/x.db` made a folder named "~" in the working directory."""
+    from storage import Store
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    Store("sqlite:///~/x.db").close()
+    assert (tmp_path / "home" / "x.db").is_file() and not (tmp_path / "~").exists()
