@@ -67,6 +67,11 @@ def _read_csv(path: Path | str, what: str, fix: str, **kwargs: object) -> pd.Dat
     except pd.errors.EmptyDataError as exc:
         raise DataError(f"{what} {path} is empty (no header line, no rows).", fix) from exc
     except UnicodeDecodeError as exc:
+        if bytes(exc.object[:2]) == b"\x1f\x8b":  # gzip's magic number, in a file not named .gz
+            raise DataError(
+                f"{what} {path} is gzip-compressed, but its name does not end in .gz, so it was read as text.",
+                f"Name it {Path(str(path)).name}.gz (gzipped CSVs are read by that suffix), or gunzip it. {fix}",
+            ) from exc
         raise DataError(
             f"{what} {path} is not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset "
             f"{exc.start}): it is not a CSV file, or it was saved in another encoding.",

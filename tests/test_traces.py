@@ -266,3 +266,14 @@ def test_an_unknown_trace_name_lists_the_nab_names_not_a_placeholder() -> None:
         load_series("nasa-1Os")
     said = str(err.value)
     assert "nab-nyc_taxi" in said and "nab-<file stem>" not in said and "nasa-10s" in said
+
+
+def test_a_gzipped_csv_without_the_gz_suffix_is_named_as_such(tmp_path: Path) -> None:
+    """Until 2026-12-07: "is not UTF-8 text ... it is not a CSV file"."""
+    import gzip
+
+    path = tmp_path / "series.csv"
+    path.write_bytes(gzip.compress(b"timestamp,value\n1700000000,1\n1700000010,2\n"))
+    with pytest.raises(DataError, match="gzip-compressed") as err:
+        load_series(str(path))
+    assert "series.csv.gz" in str(err.value)
