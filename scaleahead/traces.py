@@ -512,6 +512,15 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
             "Use the Azure Functions 2019 layout: HashFunction,HashOwner,HashApp,minute_1 ... minute_1440.",
         )
     _check_minute_columns(inv_path, minute_cols, layout)
+    # One row per function: a repeated row was counted twice in every metric until 2026-12-07 (a review)
+    again = np.flatnonzero(inv.duplicated(subset=["HashOwner", "HashApp", "HashFunction"]).to_numpy())
+    if again.size:
+        i = int(again[0])
+        raise DataError(
+            f"{inv_path}: function {inv['HashFunction'].iloc[i]!r} (app {inv['HashApp'].iloc[i]!r}) appears more than "
+            f"once (line {i + 2} repeats an earlier row; {again.size} such row(s)).",
+            "Give each function one row (sum its counts per minute if they come from several files).",
+        )
     minute_cols.sort(key=lambda c: int(c.removeprefix("minute_")))
     _check_row_lengths(inv_path, len(inv.columns))
     counts = _invocation_counts(inv, minute_cols, inv_path)

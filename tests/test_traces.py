@@ -277,3 +277,14 @@ def test_a_gzipped_csv_without_the_gz_suffix_is_named_as_such(tmp_path: Path) ->
     with pytest.raises(DataError, match="gzip-compressed") as err:
         load_series(str(path))
     assert "series.csv.gz" in str(err.value)
+
+
+def test_a_function_repeated_in_the_functions_csv_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """Until 2026-12-07 a repeated row was a second function, counted twice in every metric."""
+    f = tmp_path / "fns.csv"
+    f.write_text("HashFunction,HashOwner,HashApp,minute_1,minute_2\nfa,o,a,1,0\nfb,o,b,3,1\nfa,o,a,1,0\n")
+    with pytest.raises(DataError, match="appears more than once") as err:
+        load_functions(str(f))
+    assert "line 4" in str(err.value)
+    f.write_text("HashFunction,HashOwner,HashApp,minute_1,minute_2\nfa,o,a,1,0\nfa,o,b,3,1\n")  # another app's
+    assert len(load_functions(str(f)).names) == 2
