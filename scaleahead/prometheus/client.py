@@ -395,9 +395,13 @@ class PrometheusClient:
                 redirect=False,
             )
         except SSLError as exc:
+            plain = "WRONG_VERSION_NUMBER" in str(exc) or "wrong version number" in str(exc)
             raise PrometheusError(
                 f"TLS handshake with {self.base} failed ({_short(exc)}).",
-                "Check the CA bundle (--ca-file), the client certificate and key (--cert-file, --key-file) "
+                # https to a server that speaks plain HTTP answers no TLS at all (a review of 2026-12-07)
+                "The server does not speak TLS on that port: use http:// in the URL."
+                if plain
+                else "Check the CA bundle (--ca-file), the client certificate and key (--cert-file, --key-file) "
                 "and that the server name matches its certificate.",
                 workload=label,
                 query=query,

@@ -174,6 +174,14 @@ def test_tls_without_the_ca_bundle_is_a_tls_error_saying_what_to_check(prom, tls
     assert "default/w01" in info.value.message and "--ca-file" in info.value.message
 
 
+def test_https_to_a_server_that_speaks_plain_http_says_to_use_http(prom) -> None:
+    """Until 2026-12-07 it got the CA-bundle advice, which cannot help (a review)."""
+    cfg = PrometheusConfig(prom.url.replace("http://", "https://"), retries=0)
+    with PrometheusClient(cfg) as c, pytest.raises(PrometheusError) as info:
+        c.range_series(one_hour(prom))
+    assert info.value.kind == "tls" and "use http://" in info.value.message
+
+
 def test_the_control_loops_history_sends_the_credentials_set_in_the_environment(prom, proxy, tmp_path) -> None:
     from scaleahead.prometheus.history import history_from_settings
     from scaleahead.settings import Settings
