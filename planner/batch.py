@@ -32,7 +32,7 @@ from planner.table import SpecColumns, spec_columns
 from scaleahead.policy import PolicySpec
 from scaleahead.types import Forecast, LazyReason, QuantileRows, Reason, ScaleTo, WorkloadRef, WorkloadState
 
-_STATE = attrgetter("replicas", "ready_replicas", "observed_demand", "observed_at")
+_STATE = attrgetter("replicas", "observed_demand", "observed_at")
 _REPLICAS = attrgetter("replicas")
 _RECENT = attrgetter("recent_desired")
 _TREND = attrgetter("observed_trend")
@@ -69,12 +69,13 @@ def _consume(it: Any) -> None:
 
 def _state_columns(
     states: Sequence[WorkloadState],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int]]:
-    """Current and ready replicas, observed demand and its time, as arrays; rows with earlier decisions."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Current replicas, observed demand and its time, as arrays; rows with earlier decisions. (The
+    ready replicas are read by ``explain`` alone, for the reactive floor's sentence.)"""
     n = len(states)
-    st = np.fromiter(chain.from_iterable(map(_STATE, states)), np.float64, count=4 * n).reshape(-1, 4)
+    st = np.fromiter(chain.from_iterable(map(_STATE, states)), np.float64, count=3 * n).reshape(-1, 3)
     recent = list(compress(range(n), map(bool, map(_RECENT, states))))
-    return st[:, 0], st[:, 1], st[:, 2], st[:, 3], recent
+    return st[:, 0], st[:, 1], st[:, 2], recent
 
 
 class _Forecasts:
@@ -464,7 +465,7 @@ class ReplicaBatch:
         cap, tu, minr, maxr = c.capacity, c.target_utilization, c.min_replicas, c.max_replicas
         startup, stab, up, down = c.startup_s, c.stabilization_s, c.max_step_up, c.max_step_down
         mode_r, mode_s, static, stale = c.fallback_reactive, c.fallback_static, c.static_replicas, c.stale_after_s
-        cur, _ready, obs, obs_at, recent = _state_columns(states)
+        cur, obs, obs_at, recent = _state_columns(states)
         replicas = list(map(_REPLICAS, states))
         fc = _Forecasts(self.forecasts, c)
         o, s, hasf, horizon, good, self._top_q = fc.origin, fc.step, fc.has, fc.horizon, fc.good, fc.top_q
