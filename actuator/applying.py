@@ -704,7 +704,12 @@ class Actuator:
                         f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} "
                         "(deleted since the plan)",
                     )
-                return ActionResult(action, "failed" if exc.outcome == "failed" else "skipped", exc.message)
+                return ActionResult(
+                    action,
+                    "failed" if exc.outcome == "failed" else "skipped",
+                    exc.message,
+                    retry_after_s=exc.retry_after_s,
+                )
             except Exception as exc:  # noqa: BLE001 - one action's surprise must not stop the plan
                 # A last resort (a bug, an answer no one foresaw): this action is journaled failed and
                 # the plan goes on. A write-ahead intent stays as recorded: the next read settles it

@@ -39,6 +39,9 @@ class ActionResult:
     #: limit from the live value, the HPA's ``maxReplicas`` in floor mode, a quota); None when no
     #: check decided (a failure, a skip before the check, a pod move, a simulated target).
     written: int | None = None
+    #: A failure the API server answered with a wait (a throttling 429's ``Retry-After``, s): the
+    #: daemon's back-off for the workload lasts at least this long (``scaleahead.daemon.Backoff``).
+    retry_after_s: float | None = None
 
 
 class Target(Protocol):
@@ -108,13 +111,19 @@ class ActuationError(Exception):
     """
 
     def __init__(
-        self, outcome: Literal["skipped", "failed", "conflict"], message: str, status: int | None = None
+        self,
+        outcome: Literal["skipped", "failed", "conflict"],
+        message: str,
+        status: int | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.outcome = outcome
         self.message = message
         #: The API server's HTTP status, when it answered (404: the object does not exist).
         self.status = status
+        #: How long the API server asked to wait (a throttling 429's ``Retry-After``), else None.
+        self.retry_after_s = retry_after_s
 
 
 class LiveTarget(Target, Protocol):

@@ -45,7 +45,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from actuator.api_status import status_message
+from actuator.api_status import retry_after, status_message
 from actuator.base import FIELD_MANAGER, PDB_FACT, ActionResult, ActuationError, LiveObject
 from actuator.limit_ranges import Defaults, container_defaults, with_defaults
 from actuator.quota_scopes import quota_applies
@@ -756,8 +756,19 @@ def _error(exc: Exception, target: str, verb: str, resource: str, namespace: str
                 "skipped", f"{target}: eviction refused (429), a PodDisruptionBudget allows no disruption now"
             )
         if status == 429:  # the API server's rate limiting (API Priority and Fairness): it may pass
+            wait = retry_after(exc)
+            if wait is None:
+                return ActuationError(
+                    "failed",
+                    f"{target}: the API server is throttling requests (429 on '{verb}'); retried next cycle",
+                    429,
+                )
             return ActuationError(
-                "failed", f"{target}: the API server is throttling requests (429 on '{verb}'); retried next cycle", 429
+                "failed",
+                f"{target}: the API server is throttling requests (429 on '{verb}') and asked to wait {wait:g} s; "
+                "retried at a cycle after that",
+                429,
+                retry_after_s=wait,
             )
         # What the API server (or an admission webhook: Knative refuses a min-scale above its
         # max-scale with a 400) said, quoted: until 2026-12-07 only the status line was kept

@@ -9,9 +9,10 @@ delays a tick.
 
 - Per-workload back-off: a workload whose history, forecast, state (its object could not be read:
   not planned that cycle) or action failed is not read, forecast or acted on for
-  ``interval * 2^(n-1)`` seconds (capped at ``loop.max_backoff_s``)
-  after its n-th consecutive failure; meanwhile the planner's named fallback is reported for it
-  and the other workloads go on. A whole failed cycle backs the loop off the same way.
+  ``interval * 2^(n-1)`` seconds (at least the ``Retry-After`` a throttling API server's 429
+  asked for; capped at ``loop.max_backoff_s``) after its n-th consecutive failure; meanwhile the
+  planner's named fallback is reported for it and the other workloads go on. A whole failed
+  cycle backs the loop off the same way.
 - Jobs: ``retrain`` (on ``jobs.retrain_cron`` and when the live error drifts past
   ``jobs.drift_threshold``; the new model enters as a rollout challenger), ``accuracy_report``
   (daily JSON) and ``prune`` (old forecasts and plans).
@@ -188,10 +189,12 @@ class Backoff:
     failures: dict[str, int] = field(default_factory=dict)
     until: dict[str, float] = field(default_factory=dict)
 
-    def failed(self, key: str, now: float) -> float:
+    def failed(self, key: str, now: float, at_least: float = 0.0) -> float:
+        """Count a failure of ``key`` and return how long it sits out: ``interval * 2^(n-1)``, at
+        least ``at_least`` (the wait a throttling API server asked for), never more than ``max_s``."""
         n = self.failures.get(key, 0) + 1
         self.failures[key] = n
-        wait = min(self.max_s, self.interval_s * 2.0 ** (n - 1))
+        wait = min(self.max_s, max(self.interval_s * 2.0 ** (n - 1), at_least))
         self.until[key] = now + wait
         return wait
 
@@ -1025,13 +1028,17 @@ class Daemon:
                 failed[ref.key] = next((st for st in ("history", "state") if why.startswith(f"{st}:")), "forecast")
             elif not history_failed and ref not in seen:
                 failed[ref.key] = "history"
+        asked: dict[str, float] = {}  # the waits a throttling API server asked for, per workload
         for res in report.results:
             if res.outcome == "failed" and isinstance(res.action, ScaleTo | SetWarmPool):
-                failed[res.action.workload.key] = "action"
+                key = res.action.workload.key
+                failed[key] = "action"
+                if res.retry_after_s is not None:
+                    asked[key] = max(asked.get(key, 0.0), res.retry_after_s)
         for p in active:
             key = p.workload.key
             if key in failed:
-                wait = self.backoff.failed(key, now)
+                wait = self.backoff.failed(key, now, asked.get(key, 0.0))
                 self.metrics.workload_errors.labels(workload=key, stage=failed[key]).inc()
                 self.metrics.backoff.labels(workload=key).set(wait)
                 log.warning(

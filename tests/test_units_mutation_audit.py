@@ -45,6 +45,14 @@ def test_the_back_off_doubles_and_stops_at_its_cap():
     assert b.remaining("w", 1000.0) == 300.0
 
 
+def test_the_back_off_lasts_at_least_the_wait_asked_for_within_its_cap():
+    b = Backoff(10.0, 300.0)
+    assert b.failed("w", 1000.0, at_least=45.0) == 45.0  # a throttling 429's Retry-After
+    assert b.failed("w", 1000.0, at_least=5.0) == 20.0  # shorter than the doubling: the doubling
+    assert b.failed("w", 1000.0, at_least=900.0) == 300.0  # never past loop.max_backoff_s
+    assert b.remaining("w", 1000.0) == 300.0
+
+
 def test_causal_gap_filling_carries_the_last_value_into_at_most_max_gap_steps():
     nan = math.nan
     out = fill_short_gaps_causal(np.array([1.0, nan, nan, nan, nan, nan, 5.0, nan]), max_gap=3)

@@ -61,6 +61,9 @@ class Fault:
     message: str = ""  # the Status message of the answer (default: "injected <status>")
     skip: int = 0  # let this many matching requests through first (e.g. the read before a write)
     at_end: bool = False  # the path ends with path_contains (a list, not the GETs of its objects)
+    #: Answer with a ``Retry-After`` header of this many seconds and the Status'
+    #: ``details.retryAfterSeconds``, as the API server's throttling 429 does (None: neither).
+    retry_after: int | None = None
 
     def matches(self, method: str, path: str) -> bool:
         found = path.endswith(self.path_contains) if self.at_end else self.path_contains in path
@@ -154,6 +157,19 @@ class Cluster(kmock.KubernetesEmulator):
                     await asyncio.sleep(fault.delay_s)
                     break
                 message = fault.message or f"injected {fault.status}"
+                if fault.retry_after is not None:
+                    status = {
+                        "apiVersion": "v1",
+                        "kind": "Status",
+                        "metadata": {},
+                        "status": "Failure",
+                        "message": message,
+                        "reason": "TooManyRequests",
+                        "details": {"retryAfterSeconds": fault.retry_after},
+                        "code": fault.status,
+                    }
+                    headers = {"Retry-After": str(fault.retry_after)}
+                    return aiohttp.web.json_response(status, status=fault.status, headers=headers)
                 raise KubernetesError(status=fault.status, reason="Injected", message=message)
         return await self._serve(request)
 

@@ -159,6 +159,26 @@ def test_a_429_on_a_scale_write_is_the_api_servers_throttling_not_a_disruption_b
     assert "throttling" in res.detail and "PodDisruptionBudget" not in res.detail
 
 
+def test_a_throttling_429_with_retry_after_fails_with_the_wait_it_asked_for(kube):
+    """The API server's 429 carries ``Retry-After`` (and ``details.retryAfterSeconds``): the result
+    says the wait, and carries it for the daemon's back-off (docs/operations.md)."""
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web", status=429, retry_after=12))
+    (res,) = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 3),)), NOW)
+    assert res.outcome == "failed"
+    assert res.retry_after_s == 12.0
+    assert "throttling requests (429 on 'patch') and asked to wait 12 s" in res.detail, res.detail
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 2
+
+
+def test_a_throttling_429_without_retry_after_carries_no_wait(kube):
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web", status=429))
+    (res,) = make(kube, [policy()]).apply_plan(Plan(NOW, (scale("Deployment", "web", 2, 3),)), NOW)
+    assert res.outcome == "failed" and res.retry_after_s is None
+    assert "asked to wait" not in res.detail
+
+
 def test_a_scale_up_is_limited_by_the_namespace_pod_quota(kube):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
     kube.cluster.put(

@@ -214,6 +214,26 @@ def test_a_refused_write_a_failed_one_and_the_back_off_after_it_each_show_in_the
     assert (st["desiredReplicas"], st["currentReplicas"]) == (8, 8), st
 
 
+def test_a_throttling_429s_retry_after_is_waited_out_before_the_workload_is_tried_again(run) -> None:  # type: ignore[no-untyped-def]
+    """API Priority and Fairness answers 429 with ``Retry-After``. Until 2026-12-07 the wait it asked
+    for was ignored: the workload backed off one interval (10 s) and wrote again, into the same
+    throttle. Now it sits out at least the wait asked for (45 s: four 10-s cycles after the failure)."""
+    r = run()
+    r.kube.cluster.faults.append(
+        Fault("PATCH", "/deployments/web0", status=429, message="Too many requests", retry_after=45)
+    )
+    failed = r.tick()
+    assert r.replicas() == 3
+    assert failed["lastReasonCode"] == "action_failed", failed
+    assert "throttling requests (429 on 'patch') and asked to wait 45 s" in failed["lastReason"], failed
+    for _ in range(4):  # 10, 20, 30 and 40 s after it: still within the 45 s
+        held = r.tick()
+        assert r.replicas() == 3
+        assert held["lastReasonCode"] == "backing_off", held
+    r.tick()  # 50 s after it: tried again, and applied
+    assert r.replicas() == 8
+
+
 def test_a_replica_that_lost_the_lease_during_the_cycle_leaves_the_statuses_to_the_new_leader(run) -> None:  # type: ignore[no-untyped-def]
     """Found by a review: the old leader published "not applied: not the leader" over the status the
     new leader had just written, which the new leader's writer took to be still in place."""
