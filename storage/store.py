@@ -667,6 +667,14 @@ class Store:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        if not self.shared_by_threads:  # until 2026-12-07 silently (a review's "noticed")
+            log.warning(
+                "The database %s is in memory: what is recorded is lost when the process exits, and "
+                "each thread sees a database of its own (the daemon's HTTP server and webhook see "
+                "nothing). Pass a file (sqlite:///PATH) or a PostgreSQL URL to keep it.",
+                self.url,
+                extra={"event": "database_in_memory"},
+            )
         # Strings longer than their VARCHAR(n): refused before they are written, on both databases
         # (the ORM's writes here; the bulk inserts of forecasts and actions check their rows).
         event.listen(self._session, "before_flush", _check_flush_lengths)
