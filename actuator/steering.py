@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from scaleahead.listen import listen_host, server_class
 from storage import Store
 from storage.store import StoredSteer
 
@@ -489,7 +490,7 @@ def serve_webhook(
     # nothing listening (run tries again later) and never a server that answers without them.
     tls = ReloadingTLS(cert_file, key_file, client_ca_file, client_name) if cert_file else None
     handler = type("SteeringHandler", (_Handler,), {"webhook": webhook})
-    server = WebhookServer((host, port), handler)
+    server = server_class(WebhookServer, host)((listen_host(host), port), handler)
     server.daemon_threads = True
     server.stopped = threading.Event()
     server._refused_lock = threading.Lock()

@@ -24,6 +24,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from scaleahead.errors import UserError
+from scaleahead.listen import listen_host, server_class
 from scaleahead.types import ScaleTo, SetWarmPool, WorkloadRef
 
 #: Quantiles exported per workload, and the leads (s after the origin) at which they are exported.
@@ -510,7 +511,7 @@ def serve(metrics: Metrics, health: Health, host: str, port: int) -> ThreadingHT
     """Start the endpoint in a daemon thread; ``server.server_address`` has the bound port."""
     handler = type("Handler", (_Handler,), {"metrics": metrics, "health": health})
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        server = server_class(ThreadingHTTPServer, host)((listen_host(host), port), handler)
     except OSError as exc:  # a port in use, an address this host does not have: one paragraph, exit 2
         raise UserError(
             f"Cannot serve /metrics, /healthz and /readyz on {host}:{port}: {exc.strerror or exc}.",

@@ -444,7 +444,10 @@ class ServerSettings(BaseModel):
     """The HTTP endpoint with ``/metrics``, ``/healthz`` and ``/readyz``."""
 
     model_config = _NO_INF_NAN
-    host: str = Field("0.0.0.0", description="Listen address of the metrics and health endpoint.")  # noqa: S104
+    host: str = Field(
+        "0.0.0.0",  # noqa: S104
+        description="Listen address of the metrics and health endpoint ('::': IPv6, and IPv4 where the host allows).",
+    )
     port: int = Field(8080, ge=0, le=65535, description="Port of the metrics and health endpoint (0: any free port).")
     stale_after_intervals: float = Field(
         6.0, gt=0, description="/healthz fails when no tick happened for this many control intervals."
@@ -458,7 +461,10 @@ class WebhookSettings(BaseModel):
     enabled: bool = Field(
         False, description="Serve the pod steering webhook and record steers before moving owned pods."
     )
-    host: str = Field("0.0.0.0", description="Listen address of the webhook (HTTPS).")  # noqa: S104
+    host: str = Field(
+        "0.0.0.0",  # noqa: S104
+        description="Listen address of the webhook (HTTPS; '::': IPv6, and IPv4 where the host allows).",
+    )
     port: int = Field(8443, ge=0, le=65535, description="Port of the webhook (0: any free port).")
     cert_file: str = Field(
         "/etc/scaleahead/webhook/tls.crt",
