@@ -667,6 +667,11 @@ class ReplicaBatch:
                 fallbacks[i] = d.fallback
         self.fallback_rows = dict(sorted(fallbacks.items())) if n_items else {}
 
+    def needs_now(self) -> dict[WorkloadRef, int]:
+        """Each service's reactive need: the replicas demand observed now needs (0 when nothing
+        usable was observed). Under shortage it is part of the service's floor (``planner.planning``)."""
+        return dict(zip(self.refs, self._arrays["reactive"].astype(np.int64).tolist(), strict=True))
+
     def _columns(self) -> dict[str, list[Any]]:
         if self._cols is None:
             self._cols = {k: v.tolist() for k, v in self._arrays.items()}

@@ -41,6 +41,8 @@ class Claim:
     priority: int
     weight: float
     want: int
+    #: Served before the rest (``allocate``'s first round): minReplicas, and for a service what
+    #: demand observed now needs of the replicas it has (``planner.planning``, since 2026-12-07).
     floor: int = 0
     fairness: float = 1.0  # the policy's objective.fairness: inequality aversion (alpha_fill)
     #: What one replica counts against ResourceQuotas ("requests.cpu" in millicores,
@@ -257,8 +259,10 @@ def _round(
             continue
         if left <= 0:
             takers = [f"higher priorities than {prio}"] if left < capacity else []
-            if before:  # this round comes after the minReplicas round
-                takers.insert(0, "the minReplicas of every workload (served first)")
+            if before:  # this round comes after the floors' round
+                takers.insert(
+                    0, "the floors of every workload (served first: minReplicas, and what demand observed now needs)"
+                )
             asking = [i for i in idx if amounts[i] > 0]
             by_tenant: dict[str, list[int]] = defaultdict(list)
             for i in asking:
@@ -343,7 +347,11 @@ def allocate(
         why = ""
         if got < wants[i]:
             cause = causes_a.get(i) or causes_b.get(i) or "capacity exhausted"
-            stage = "even its minReplicas did not fit: " if i in causes_a else ""
+            stage = (
+                "even its floor did not fit (minReplicas, or what demand observed now needs of the replicas it has): "
+                if i in causes_a
+                else ""
+            )
             # The tenant's weight in the round that cut it (the mean over its workloads asking in
             # that round, as the share used or, with none left to share, would have used).
             tenant_w, n = (weights_a if i in causes_a else weights_b).get(i) or (c.weight, 1)

@@ -8,6 +8,7 @@ quota, replicas are shared under shortage by priority, then alpha-fair by weight
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -85,6 +86,7 @@ def plan(
     # Services: the batch path (planner/batch.py), decision for decision the same as
     # planner.replicas.decide_replicas, with reasons formatted on first read.
     decided: list[ScaleTo] = []
+    batch: ReplicaBatch | None = None
     if refs:
         batch = ReplicaBatch(
             refs, table.services, cast(list[WorkloadState], states), list(map(forecasts.get, refs)), now, interval_s
@@ -136,6 +138,7 @@ def plan(
             state.quota_members,
             state.pods_running,
             capacity_scope,
+            (lambda: batch.needs_now()) if batch is not None else (lambda: {}),
         )
 
     warm_notes: list[str] = []
@@ -425,6 +428,7 @@ def _share_capacity(
     members: Mapping[str, frozenset[WorkloadRef]] | None = None,
     running: Mapping[WorkloadRef, int] | None = None,
     scope: str = "",
+    needs_now: Callable[[], Mapping[WorkloadRef, int]] | None = None,
 ) -> tuple[list[Action], list[str]]:
     """Cut replica decisions to the capacity, explaining every cut in the action's reason.
 
@@ -440,7 +444,11 @@ def _share_capacity(
     of ``namespace_pods`` / ``namespace_resources`` that are not a whole namespace
     (``ClusterState.quota_members``). ``running``: the pods a Knative Service's autoscaler runs
     (``ClusterState.pods_running``); up to what its decision wants they are kept off the top of
-    every pool like a service's ``keep``, since they run whatever it is granted.
+    every pool like a service's ``keep``, since they run whatever it is granted. ``needs_now``:
+    each service's reactive need (the replicas demand observed now needs), asked for only when a
+    pool is short (None: read from each decision's reason, ``reactive_replicas``). Up to its current
+    replicas it is part of the service's floor, served before any forecast's growth: another
+    workload's forecast does not take replicas a service needs now (until 2026-12-07 it could).
     """
     slots = [i for i, a in enumerate(actions) if isinstance(a, (ScaleTo, SetWarmPool)) and specs[i] is not None]
     pools = (capacity, namespace_pods, namespace_resources, shapes, members or {})
@@ -455,7 +463,7 @@ def _share_capacity(
         if outside and not _is_short(actions, specs, slots, *pools, outside):
             return actions, []
     with gc_paused():  # thousands of claims and grants, none of them garbage yet (planner/batch.py)
-        return _cut_to_shares(actions, specs, slots, *pools, outside, running or {}, scope)
+        return _cut_to_shares(actions, specs, slots, *pools, outside, running or {}, scope, needs_now)
 
 
 def _is_short(
@@ -513,6 +521,13 @@ def _is_short(
     )
 
 
+def _reactive_need(action: ScaleTo | SetWarmPool) -> int:
+    """The replicas demand observed now needs, as the decision's reason says (``reactive_replicas``;
+    0 when it says none: a fallback, a function)."""
+    value = action.reason.details.get("reactive_replicas", 0)
+    return int(value) if isinstance(value, int | float) and math.isfinite(value) else 0
+
+
 def _scoped_pools(members: Mapping[str, frozenset[WorkloadRef]]) -> dict[WorkloadRef, list[str]]:
     """Each workload's pools that are not a whole namespace (``members`` inverted)."""
     out: dict[WorkloadRef, list[str]] = {}
@@ -534,7 +549,9 @@ def _cut_to_shares(
     outside: frozenset[WorkloadRef] = frozenset(),
     running: Mapping[WorkloadRef, int] | None = None,
     scope: str = "",
+    needs_now: Callable[[], Mapping[WorkloadRef, int]] | None = None,
 ) -> tuple[list[Action], list[str]]:
+    needs = needs_now() if needs_now is not None else None
     claims = []
     for i in slots:
         a = cast("ScaleTo | SetWarmPool", actions[i])
@@ -544,6 +561,11 @@ def _cut_to_shares(
         keep = 0 if warm else max(spec.min_replicas, cast(ScaleTo, a).from_replicas - spec.max_step_down)
         if running and a.workload in running:  # its autoscaler's pods run whatever it is granted
             keep = max(keep, min(want, running[a.workload]))
+        floor = 0
+        if not warm:
+            have = cast(ScaleTo, a).from_replicas
+            need = needs.get(a.workload, 0) if needs is not None else _reactive_need(a)
+            floor = max(spec.min_replicas, min(want, have, need))
         claims.append(
             Claim(
                 a.workload,
@@ -551,7 +573,7 @@ def _cut_to_shares(
                 spec.priority,
                 spec.weight,
                 want,
-                0 if warm else spec.min_replicas,
+                floor,
                 spec.objective.fairness,
                 shapes.get(a.workload),
                 keep,

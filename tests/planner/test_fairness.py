@@ -535,20 +535,21 @@ def test_a_cut_names_who_took_the_capacity() -> None:
     def ref(name: str) -> WorkloadRef:
         return WorkloadRef("Deployment", "a", name)
 
-    # the low-priority workload's minReplicas, served first, leave nothing for the high one
+    # the low-priority workload's floor (its minReplicas), served first, leaves nothing for the high one
     high, low = Claim(ref("high"), "gold", 1, 1.0, 4, 0), Claim(ref("low"), "bronze", 0, 1.0, 5, 5)
     g_high, g_low = allocate([high, low], 5)
     assert (g_high.granted, g_low.granted) == (0, 5)
     assert g_high.why.endswith(
-        "this workload got 0 of 4 (tenant gold, priority 1, weight 1): the minReplicas of every workload (served "
-        "first) took all of it"
+        "this workload got 0 of 4 (tenant gold, priority 1, weight 1): the floors of every workload (served "
+        "first: minReplicas, and what demand observed now needs) took all of it"
     ), g_high.why
     # a higher priority takes what the floors left
     top = Claim(ref("top"), "gold", 2, 1.0, 3, 0)
     grants = allocate([top, Claim(ref("mid"), "silver", 1, 1.0, 4, 0), low], 8)
     assert [g.granted for g in grants] == [3, 0, 5]
     assert grants[1].why.endswith(
-        "the minReplicas of every workload (served first) and higher priorities than 1 took all of it"
+        "the floors of every workload (served first: minReplicas, and what demand observed now needs) and higher "
+        "priorities than 1 took all of it"
     )
     # no floors, a higher priority alone
     grants = allocate([Claim(ref("top"), "gold", 2, 1.0, 3, 0), Claim(ref("mid"), "silver", 1, 1.0, 4, 0)], 3)
@@ -737,3 +738,54 @@ def test_a_reshared_plan_notes_each_pool_once_with_what_was_asked() -> None:
     cluster = [n for n in notes if n.startswith("cluster capacity")]
     assert cluster == ["cluster capacity 9 is short of the 20 replicas wanted; got/wanted by tenant: T 6/20, U 3/10"]
     assert any(n.startswith("tenant T quota 10 is short of the 20 replicas") for n in notes)
+
+
+def _busy_and_idle() -> tuple[list, ClusterState, dict]:  # type: ignore[type-arg]
+    """A serves 80 req/s now on 8 replicas of 10 req/s; B is idle on 1, with 80 req/s forecast."""
+    a, b = service_policy("a", tenant="ta"), service_policy("b", tenant="tb")
+    st_ = ClusterState(
+        workloads={
+            a.workload: WorkloadState(a.workload, 8, 8, observed_demand=80.0, observed_at=NOW),
+            b.workload: WorkloadState(b.workload, 1, 1, observed_demand=0.0, observed_at=NOW),
+        }
+    )
+    forecasts = {a.workload: flat_forecast(a.workload, NOW, 80.0), b.workload: flat_forecast(b.workload, NOW, 80.0)}
+    return [a, b], st_, forecasts
+
+
+def test_another_workloads_forecast_does_not_take_replicas_a_service_needs_now() -> None:
+    """Found by a review (2026-12-07): the floor under shortage was minReplicas alone, so B's
+    forecast of demand to come took 3 of the 8 replicas A's observed 80 req/s needs now."""
+    policies, state, forecasts = _busy_and_idle()
+    p = plan(forecasts, state, policies, NOW, capacity={CLUSTER: 9})
+    a, b = (x for x in p.actions if isinstance(x, ScaleTo))
+    assert (a.to_replicas, b.to_replicas) == (8, 1), p.actions
+    assert "the floors of every workload (served first: minReplicas, and what demand observed now needs)" in (
+        b.reason.message
+    )
+
+
+def test_a_merged_plans_floors_are_read_from_its_reasons() -> None:
+    """``share_capacity`` (plans made in parts, ``plan --prometheus``) reads the reactive need from
+    each decision's reason, and gives the same grants as ``plan(..., capacity=...)``."""
+    from planner import share_capacity
+
+    policies, state, forecasts = _busy_and_idle()
+    merged = share_capacity(plan(forecasts, state, policies, NOW), policies, {CLUSTER: 9})
+    assert [x.to_replicas for x in merged.actions if isinstance(x, ScaleTo)] == [8, 1]
+
+
+def test_when_the_floors_alone_do_not_fit_priority_cuts_what_a_service_needs_now() -> None:
+    a, b = service_policy("a", tenant="ta"), service_policy("b", tenant="tb", priority=1)
+    state = ClusterState(
+        workloads={
+            a.workload: WorkloadState(a.workload, 8, 8, observed_demand=80.0, observed_at=NOW),
+            b.workload: WorkloadState(b.workload, 6, 6, observed_demand=60.0, observed_at=NOW),
+        }
+    )
+    forecasts = {a.workload: flat_forecast(a.workload, NOW, 80.0), b.workload: flat_forecast(b.workload, NOW, 60.0)}
+    p = plan(forecasts, state, [a, b], NOW, capacity={CLUSTER: 10})
+    got = [x.to_replicas for x in p.actions if isinstance(x, ScaleTo)]
+    assert got == [4, 6], p.actions  # b's higher priority keeps its need; a gives up 4 (its maxStepDown allows)
+    (cut,) = [x for x in p.actions if isinstance(x, ScaleTo) and x.workload == a.workload]
+    assert "even its floor did not fit" in cut.reason.message, cut.reason.message

@@ -42,9 +42,9 @@ def test_a_cut_floor_says_even_its_minreplicas_did_not_fit():
     grants = allocate([claim("a", "t1", 10, floor=6), claim("b", "t2", 10, floor=6)], 8)
     assert sum(g.granted for g in grants) == 8
     assert all(g.granted < 6 for g in grants)
-    assert all("even its minReplicas did not fit" in g.why for g in grants), [g.why for g in grants]
+    assert all("even its floor did not fit" in g.why for g in grants), [g.why for g in grants]
     above = allocate([claim("a", "t1", 10, floor=2), claim("b", "t2", 10, floor=2)], 8)
-    assert all("minReplicas did not fit" not in g.why for g in above)
+    assert all("floor did not fit" not in g.why for g in above)
 
 
 def test_lstm_finish_uncrosses_and_clips_the_raw_quantiles():
