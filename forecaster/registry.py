@@ -11,6 +11,7 @@ from collections.abc import Callable
 from forecaster.base import Forecaster
 from forecaster.baselines import Naive, Ridge, SeasonalNaive, WindowMean
 from forecaster.calibration import CALIBRATED
+from forecaster.per_series import PerSeries
 
 
 def _lstm() -> Forecaster:
@@ -29,14 +30,20 @@ def _lstm_clock() -> Forecaster:
     return LSTMForecaster(LSTMConfig(clock_period_s=CLOCK_PERIOD_S))
 
 
+def _per_series(make: Callable[[], Forecaster]) -> Callable[[], Forecaster]:
+    """A baseline fitted on each series alone (``forecaster.per_series``): its errors and, for
+    ridge, its regression are in that series' own units, and series at different steps fit."""
+    return lambda: PerSeries(make)
+
+
 _FACTORIES: dict[str, Callable[[], Forecaster]] = {
-    "naive": Naive,
-    "seasonal_naive": SeasonalNaive,
-    "window_mean": WindowMean,
-    "ridge": Ridge,
+    "naive": _per_series(Naive),
+    "seasonal_naive": _per_series(SeasonalNaive),
+    "window_mean": _per_series(WindowMean),
+    "ridge": _per_series(Ridge),
     "lstm": _lstm,
     "lstm_clock": _lstm_clock,
-    **CALIBRATED,
+    **{name: _per_series(make) for name, make in CALIBRATED.items()},
 }
 
 #: Learned models: trained by `scaleahead train` and loaded from a checkpoint (which holds their
