@@ -220,11 +220,20 @@ def from_stored(workload: str, stored: Sequence[Forecast], actual: Series) -> Sc
     by_model: dict[str, list[int]] = {}
     for i, fc in enumerate(stored):
         by_model.setdefault(fc.model or "model", []).append(i)
-    # Each model scored on its own origins: keep the origins of the most frequent model for the table.
+    # The report scores one set of origins: the most frequent model's. The others' forecasts (a
+    # rollout's challenger, the fallback after a checkpoint failed) are named, not scored: until
+    # 2026-12-07 they were left out without a word (a review).
     main = max(by_model, key=lambda m: len(by_model[m]))
     rows = by_model[main]
     forecasts = {main: {q: np.stack([stored[i].quantiles[q][:h] for i in rows]) for q in stored[rows[0]].quantiles}}
     source = "stored forecasts"
+    others = sorted((m for m in by_model if m != main), key=lambda m: (-len(by_model[m]), m))
+    if others:
+        named = ", ".join(f"{m} ({len(by_model[m])})" for m in others)
+        source += (
+            f" of {main} ({len(rows)}); not scored here (the report scores one model's origins): "
+            f"the stored forecasts of {named}"
+        )
     if left_out:
         source += f" ({left_out} with infinite values, stored before values above 65,504 were kept, left out)"
     return Scored(workload, step, times[rows], act[rows], forecasts, source)

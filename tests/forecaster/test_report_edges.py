@@ -40,3 +40,20 @@ def test_the_overall_live_error_is_not_zero_before_any_forecast_matured() -> Non
     text = Metrics().render().decode()
     line = next(x for x in text.splitlines() if x.startswith("scaleahead_live_forecast_error_overall "))
     assert line.split()[-1] == "NaN"  # was 0.0: a dashboard showed 0 % error after every restart
+
+
+def test_stored_forecasts_of_a_second_model_are_named_not_dropped_silently() -> None:
+    """Found by a review (2026-12-07): a rollout's challenger's stored forecasts were left out of
+    the report without a word; the report still scores one model's origins, and names the rest."""
+    import numpy as np
+
+    from scaleahead.types import Forecast, Series
+
+    actual = Series("web", 0.0, 10.0, np.full(400, 50.0))
+    q = {0.1: np.full(6, 45.0), 0.5: np.full(6, 50.0), 0.9: np.full(6, 55.0)}
+    stored = [Forecast(None, 10.0 * i, 10.0, q, "ridge") for i in range(0, 200, 10)]  # type: ignore[arg-type]
+    stored += [Forecast(None, 10.0 * i, 10.0, q, "seasonal_naive") for i in range(200, 300, 10)]  # type: ignore[arg-type]
+    scored = rp.from_stored("Deployment/shop/web", stored, actual)
+    assert list(scored.forecasts) == ["ridge"]
+    assert "stored forecasts of ridge (20); not scored here" in scored.source
+    assert "seasonal_naive (10)" in scored.source
