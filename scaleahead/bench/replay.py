@@ -117,7 +117,16 @@ def prepare(
     demand = series.values[i0:]
     history = series.values[:i0]
     hours = len(series) * series.step_s / 3600
-    if demand.size < MIN_TEST_STEPS or np.isfinite(history).sum() < 2:
+    if demand.size >= MIN_TEST_STEPS and np.isfinite(history).sum() < 2:
+        # a review (2026-12-07): this case said "too short ... at least 360 are needed" of a trace
+        # that gave thousands of test steps
+        raise DataError(
+            f"Trace {series.name!r} has {int(np.isfinite(history).sum())} observed value(s) in its history (the "
+            f"first 75 %, {len(history)} steps): the forecasters have nothing to learn from.",
+            "Check the trace's history for missing values (empty cells, NaN), or give a trace whose first 75 % "
+            "holds demand.",
+        )
+    if demand.size < MIN_TEST_STEPS:
         raise DataError(
             f"Trace {series.name!r} is too short for the replay: {len(series)} steps ({hours:.1f} h) give "
             f"{demand.size} test steps after the 75 % history split; at least {MIN_TEST_STEPS} are needed.",

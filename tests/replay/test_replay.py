@@ -172,6 +172,19 @@ def test_a_trace_too_short_for_the_split_is_a_clear_error(alibaba_two_days: Seri
     assert not out.exists()
 
 
+def test_a_history_without_observed_values_is_said_to_be_that_not_too_short(alibaba_two_days: Series) -> None:
+    """Found by a review (2026-12-07): 2,000 steps with one observed value in the history were
+    "too short for the replay ... at least 360 [test steps] are needed" with 500 test steps."""
+    from scaleahead.errors import DataError
+
+    values = alibaba_two_days.values[:2000].copy()
+    values[1:1500] = np.nan  # one observed value in the first 75 %
+    with pytest.raises(DataError) as err:
+        rp.prepare(Series("gappy", alibaba_two_days.start, STEP, values, ""), None, 60.0)
+    assert "has 1 observed value(s) in its history" in str(err.value.what)
+    assert "too short" not in str(err.value.what)
+
+
 @pytest.mark.parametrize("capacity", ["0", "-3"])
 def test_a_zero_or_negative_capacity_is_a_clear_error(alibaba_csv: Path, tmp_path: Path, capacity: str) -> None:
     out = tmp_path / "r.json"
