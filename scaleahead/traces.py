@@ -521,6 +521,20 @@ def load_functions(name_or_path: str, durations: str | None = None, memory: str 
             f"once (line {i + 2} repeats an earlier row; {again.size} such row(s)).",
             "Give each function one row (sum its counts per minute if they come from several files).",
         )
+    # One HashFunction per function: the --decisions file's `function` column (EVALUATION.md) and
+    # the durations CSV name a function by it alone, so two apps' functions sharing one could not
+    # be told apart there (a review, 2026-12-07: their rows were written alike).
+    shared = np.flatnonzero(inv.duplicated(subset=["HashFunction"]).to_numpy())
+    if shared.size:
+        i = int(shared[0])
+        fn = inv["HashFunction"].iloc[i]
+        apps = sorted(set(inv.loc[inv["HashFunction"] == fn, "HashApp"].astype(str)))
+        raise DataError(
+            f"{inv_path}: HashFunction {fn!r} names functions of {len(apps)} apps ({', '.join(apps[:3])}; line "
+            f"{i + 2} and an earlier one; {shared.size} such row(s)).",
+            "Give each function its own HashFunction (e.g. prefix it with its HashApp): the decisions file and the "
+            "durations CSV name functions by HashFunction alone.",
+        )
     minute_cols.sort(key=lambda c: int(c.removeprefix("minute_")))
     _check_row_lengths(inv_path, len(inv.columns))
     counts = _invocation_counts(inv, minute_cols, inv_path)

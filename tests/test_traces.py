@@ -286,5 +286,9 @@ def test_a_function_repeated_in_the_functions_csv_is_refused_naming_the_line(tmp
     with pytest.raises(DataError, match="appears more than once") as err:
         load_functions(str(f))
     assert "line 4" in str(err.value)
-    f.write_text("HashFunction,HashOwner,HashApp,minute_1,minute_2\nfa,o,a,1,0\nfa,o,b,3,1\n")  # another app's
-    assert len(load_functions(str(f)).names) == 2
+    # Another app's function with the same HashFunction: the decisions file and the durations CSV
+    # name functions by HashFunction alone, so its rows could not be told apart (a review, 2026-12-07).
+    f.write_text("HashFunction,HashOwner,HashApp,minute_1,minute_2\nfa,o,a,1,0\nfa,o,b,3,1\n")
+    with pytest.raises(DataError, match="HashFunction 'fa' names functions of 2 apps") as shared:
+        load_functions(str(f))
+    assert "line 3" in str(shared.value) and "its own HashFunction" in str(shared.value)
