@@ -191,8 +191,10 @@ class Hpa:
         stamped at its own tick ``floor(now / 15) * 15 - (n - 1 - j) * 15``, and every sync but the
         last sees ``earlier_window``; the last sees ``window_demand``. On a 300 s grid the previous
         step's recommendations then stay in the window while the ticks after it sync on the old
-        value, and one low sample no longer scales down alone, as in Kubernetes. With at most one
-        sync per step (a 10 s grid) the decisions are the same as without it.
+        value, and one low sample no longer scales down alone, as in Kubernetes. A scale-down by an
+        earlier sync of the step leaves the later ones at most that many ready pods (the simulated
+        service removes pods at once; Kubernetes' replica calculator leaves out deleted pods). With
+        at most one sync per step (a 10 s grid) the decisions are the same as without it.
 
         Without it every sync due sees ``window_demand`` and is stamped ``now``, as before
         2026-12-07: ``planner.risk``'s reference HPA, which has no earlier window, still runs so
@@ -211,8 +213,12 @@ class Hpa:
         ticks = earlier_window is not None
         for j in range(n):
             last = j == n - 1
+            # a scale-down removes pods at once (pending first), so a later sync counts at most `count` ready
             desired, why = self._sync(
-                tick - (n - 1 - j) * period if ticks else now, usage if last else earlier, ready, count
+                tick - (n - 1 - j) * period if ticks else now,
+                usage if last else earlier,
+                min(ready, count) if ticks else ready,
+                count,
             )
             count = desired
         return desired, why

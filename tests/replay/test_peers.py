@@ -91,11 +91,12 @@ def test_hpa_keeps_its_300_second_stabilization_when_a_step_holds_several_syncs(
     # at their own ticks, inside the window), only the last sees 3.5: hold at 20. Before the fix
     # all 20 syncs saw 3.5 stamped now, the previous step's recommendations (exactly 300 s old)
     # left the window and the count fell to 5: [20, 5, 20].
-    assert out[low - 1 : low + 3] == [20, 20, 5, 20]
+    assert out[low - 1 : low + 3] == [20, 20, 10, 20]
     # The next step's 19 syncs see the low sample; at the 19th (285 s after the one that saw it
-    # first) the window holds only recommendations of 5, so it scales down; the last sync, on 14
-    # again, still counts the step's 20 ready pods (14 / 20 / 0.7 = 1: keep 5). The low sample was
-    # known for a whole stabilization window, as a metric low for 300 s would be in Kubernetes.
+    # first) the window holds only recommendations of 5, so it scales down, and the last sync, on
+    # 14 again with the 5 pods left (not the step's 20 ready: 14 / 20 / 0.7 = 1 kept 5), goes up
+    # to max(2 * 5, 5 + 4) = 10. The low sample was known for a whole stabilization window, as a
+    # metric low for 300 s would be in Kubernetes.
     assert replay_hpa(300.0, demand(300.0), earlier=False)[low - 1 : low + 3] == [20, 5, 20, 20]
     # 60 s and 10 s grids: the earlier recommendations stay in the window; hold at 20 throughout.
     assert set(replay_hpa(60.0, demand(60.0))) == {20}
