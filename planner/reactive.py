@@ -169,18 +169,56 @@ class Hpa:
         desired = max(cfg.min_replicas, min(cfg.max_replicas, desired))
         return desired, why
 
-    def decide(self, now: float, window_demand: FloatArray, ready: int, allocated: int) -> tuple[int, str]:
+    def decide(
+        self,
+        now: float,
+        window_demand: FloatArray,
+        ready: int,
+        allocated: int,
+        earlier_window: FloatArray | None = None,
+    ) -> tuple[int, str]:
         """Run every sync due at ``now`` (a step longer than 15 s holds several) on data before ``now``.
 
         Each sync after the first sees the count the previous one set (no replica becomes ready in
         between, as the simulated cluster only moves at step boundaries).
+
+        ``earlier_window``: the metric window known at the sync ticks between the previous decision
+        and this one (the caller's window one step earlier). Kubernetes syncs every 15 s, each sync
+        on the metric known at its own tick, and its scale-down stabilization takes the highest
+        recommendation stamped in the last 300 s (the source above: "Algorithm details",
+        "Stabilization window"; ``horizontal.go``, ``stabilizeRecommendationWithBehaviors``;
+        docs/replay.md, section "Policies"). So, when it is given, sync ``j`` of the ``n`` due is
+        stamped at its own tick ``floor(now / 15) * 15 - (n - 1 - j) * 15``, and every sync but the
+        last sees ``earlier_window``; the last sees ``window_demand``. On a 300 s grid the previous
+        step's recommendations then stay in the window while the ticks after it sync on the old
+        value, and one low sample no longer scales down alone, as in Kubernetes. A scale-down by an
+        earlier sync of the step leaves the later ones at most that many ready pods (the simulated
+        service removes pods at once; Kubernetes' replica calculator leaves out deleted pods). With
+        at most one sync per step (a 10 s grid) the decisions are the same as without it.
+
+        Without it every sync due sees ``window_demand`` and is stamped ``now``, as before
+        2026-12-07: ``planner.risk``'s reference HPA, which has no earlier window, still runs so
+        (on a grid of several syncs a step it loses the stabilization as the replay's peer did).
         """
         n = self.syncs_due(now)
         self._last_sync = now
         desired, why = allocated, "between syncs: keep"
+        if n <= 0:
+            return desired, why
+        period = self.config.sync_s
+        usage = self.usage(window_demand)
+        earlier = usage if earlier_window is None else self.usage(earlier_window)
+        tick = math.floor(now / period + 1e-9) * period
         count = allocated
-        usage = self.usage(window_demand) if n > 0 else None  # the same window for every sync due now
-        for _ in range(max(0, n)):
-            desired, why = self._sync(now, usage, ready, count)
+        ticks = earlier_window is not None
+        for j in range(n):
+            last = j == n - 1
+            # a scale-down removes pods at once (pending first), so a later sync counts at most `count` ready
+            desired, why = self._sync(
+                tick - (n - 1 - j) * period if ticks else now,
+                usage if last else earlier,
+                min(ready, count) if ticks else ready,
+                count,
+            )
             count = desired
         return desired, why

@@ -319,7 +319,9 @@ def run_hpa(setup: ReplaySetup, progress: Callable[[int], None] | None = None) -
 
     def decide(i: int, now: float, ready: int, allocated: int) -> tuple[int, str]:
         gi = setup.i0 + i
-        return hpa.decide(now, values[max(0, gi - w) : gi], ready, allocated)
+        # the syncs due between the previous step and this one saw the window known then, one step earlier
+        earlier = values[max(0, gi - 1 - w) : max(0, gi - 1)]
+        return hpa.decide(now, values[max(0, gi - w) : gi], ready, allocated, earlier_window=earlier)
 
     return _run_rule(setup, "hpa", decide, progress)
 

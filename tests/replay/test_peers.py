@@ -65,6 +65,46 @@ def test_hpa_on_a_one_minute_grid_runs_four_syncs_per_step() -> None:
     assert hpa.decide(60.0, window(70.0), ready=2, allocated=2)[0] == 48
 
 
+def replay_hpa(step: float, demand: np.ndarray, earlier: bool = True) -> list[int]:
+    """The HPA driven as ``run_hpa`` drives it (a 60 s metric window, the earlier window one step
+    back), each step's count ready at once: the desired count after each step's decision."""
+    hpa = Hpa(capacity=1.0)
+    w = max(1, round(60 / step))
+    count, out = 20, []
+    for gi in range(1, len(demand) + 1):
+        before = demand[max(0, gi - 1 - w) : max(0, gi - 1)] if earlier else None
+        count = hpa.decide(gi * step, demand[max(0, gi - w) : gi], count, count, earlier_window=before)[0]
+        out.append(count)
+    return out
+
+
+def test_hpa_keeps_its_300_second_stabilization_when_a_step_holds_several_syncs() -> None:
+    # Demand 14 for 15 minutes (ceil(14 / 0.7) = 20 replicas), one sample of 3.5 (recommendation
+    # 5), then 14 again. Kubernetes syncs every 15 s on the metric known at that tick.
+    def demand(step: float) -> np.ndarray:
+        flat = [14.0] * int(900 / step)
+        return np.array([*flat, 3.5, *flat])
+
+    low = int(900 / 300)  # the low sample's index; the decision at its end is out[low]
+    out = replay_hpa(300.0, demand(300.0))
+    # 300 s grid: at the end of the low sample the 19 syncs since the previous step saw 14 (stamped
+    # at their own ticks, inside the window), only the last sees 3.5: hold at 20. Before the fix
+    # all 20 syncs saw 3.5 stamped now, the previous step's recommendations (exactly 300 s old)
+    # left the window and the count fell to 5: [20, 5, 20].
+    assert out[low - 1 : low + 3] == [20, 20, 10, 20]
+    # The next step's 19 syncs see the low sample; at the 19th (285 s after the one that saw it
+    # first) the window holds only recommendations of 5, so it scales down, and the last sync, on
+    # 14 again with the 5 pods left (not the step's 20 ready: 14 / 20 / 0.7 = 1 kept 5), goes up
+    # to max(2 * 5, 5 + 4) = 10. The low sample was known for a whole stabilization window, as a
+    # metric low for 300 s would be in Kubernetes.
+    assert replay_hpa(300.0, demand(300.0), earlier=False)[low - 1 : low + 3] == [20, 5, 20, 20]
+    # 60 s and 10 s grids: the earlier recommendations stay in the window; hold at 20 throughout.
+    assert set(replay_hpa(60.0, demand(60.0))) == {20}
+    assert set(replay_hpa(10.0, demand(10.0))) == {20}
+    # At most one sync per step (10 s): the earlier window changes no decision.
+    assert replay_hpa(10.0, demand(10.0)) == replay_hpa(10.0, demand(10.0), earlier=False)
+
+
 def test_hpa_ignores_missing_demand_and_keeps_the_count() -> None:
     hpa = Hpa(capacity=1.0)
     assert hpa.decide(0.0, np.full(6, np.nan), ready=5, allocated=5)[0] == 5
