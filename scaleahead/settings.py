@@ -155,7 +155,11 @@ class ForecastSettings(BaseModel):
         description="Forecaster to use: lstm, lstm_clock (the LSTM also given the 5-minute clock phase) or a "
         "baseline (docs/forecaster.md); falls back to fallback_model if unusable.",
     )
-    fallback_model: str = Field("seasonal_naive", description="Named fallback forecaster (best baseline).")
+    fallback_model: str = Field(
+        "seasonal_naive",
+        description="Named fallback forecaster: a baseline, fitted at start-up (the best baseline by accuracy differs "
+        "by trace: bench forecast's split.best_baseline).",
+    )
 
 
 class StorageSettings(BaseModel):
