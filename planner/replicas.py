@@ -491,6 +491,17 @@ def _or_step(spec: PolicySpec) -> str:
     return f", or one step: {step:g} s" if step > spec.fallback.stale_after_seconds else ""
 
 
+def _observed_ok(state: WorkloadState, now: float) -> bool:
+    """Whether ``state`` holds an observation: one stamped after now is none (nothing from after
+    the decision is read)."""
+    return math.isfinite(state.observed_demand) and math.isfinite(state.observed_at) and state.observed_at <= now
+
+
+def observed_need(spec: PolicySpec, state: WorkloadState, now: float) -> int:
+    """The reactive need: the replicas demand observed now needs (0 with no observation)."""
+    return replicas_for(state.observed_demand, spec) if _observed_ok(state, now) else 0
+
+
 def decide_replicas(
     workload: WorkloadRef,
     spec: PolicySpec,
@@ -501,10 +512,9 @@ def decide_replicas(
 ) -> ReplicaDecision:
     """Decide one service's replica count. Pure. The reference for planner/batch.py."""
     current = state.replicas
-    # An observation stamped after now is no observation: nothing from after the decision is read.
-    observed_ok = math.isfinite(state.observed_demand) and math.isfinite(state.observed_at) and state.observed_at <= now
+    observed_ok = _observed_ok(state, now)
     fresh = observed_ok and now - state.observed_at <= stale_limit(spec)
-    reactive = replicas_for(state.observed_demand, spec) if observed_ok else 0
+    reactive = observed_need(spec, state, now)
 
     fallback: str | None = None
     why = ""

@@ -266,3 +266,24 @@ def test_the_planner_reads_a_whole_batch_in_order_without_copying_it() -> None:
     result = plan({f.workload: f for f in fcs}, state, policies, NOW, 10.0)
     plain = {f.workload: Forecast(f.workload, f.origin, f.step_s, dict(f.quantiles)) for f in fcs}
     assert repr(result.actions) == repr(plan(plain, state, policies, NOW, 10.0).actions)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(services(0), services(1))
+def test_one_service_alone_decides_as_it_does_in_a_batch(
+    one: tuple[Policy, WorkloadState, Forecast | None], other: tuple[Policy, WorkloadState, Forecast | None]
+) -> None:
+    """A plan of one service takes the reference (``decide_replicas``), a plan of two the batch
+    (since 2026-12-07: the replay's 127,000 plans of one service each cost 287 us in the batch
+    against 21 us): the first service's decision is the same either way."""
+    alone_items, pair_items = [one], [one, other]
+    results = []
+    for items in (alone_items, pair_items):
+        forecasts = {p.workload: fc for p, _, fc in items if fc is not None}
+        state = ClusterState({p.workload: ws for p, ws, _ in items})
+        results.append(plan(forecasts, state, [p for p, _, _ in items], NOW, 10.0))
+    alone, pair = results
+    assert repr(alone.actions[0]) == repr(pair.actions[0])
+    assert alone.actions[0].reason.message == pair.actions[0].reason.message
+    ref = one[0].workload
+    assert alone.fallbacks.get(ref) == pair.fallbacks.get(ref)
