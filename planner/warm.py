@@ -130,6 +130,32 @@ def _cap_rule(pool: WarmPool, cap: int) -> str:
     return f"maxInstances {pool.max_instances}"
 
 
+def _fault(forecast: InvocationForecast, now: float) -> str | None:
+    """Why ``forecast`` cannot be read at ``now`` (None: it can; staleness and length are checked after).
+
+    Its time must be finite with a positive step, its probabilities one per step, and those from
+    the step ``now`` falls in on (all the decision may read) finite and within [0, 1].
+    """
+    origin, step = forecast.origin, forecast.step_s
+    if not (math.isfinite(origin) and math.isfinite(step) and step > 0):
+        return f"invocation forecast without a valid time (origin {origin:g}, step {step:g} s)"
+    prob = np.asarray(forecast.probability)
+    if prob.ndim != 1:
+        return f"malformed invocation forecast (probabilities of shape {prob.shape}, not one per step)"
+    if now - origin > step * prob.shape[0]:
+        return None  # too short: said after (nothing of it is read)
+    k0 = max(int(math.floor((now - origin) / step + 1e-9)), 0)
+    read = prob[k0:].astype(np.float64, copy=False)
+    if not np.all(np.isfinite(read)):
+        return "invocation forecast not finite (NaN or infinite probabilities in the steps from now on)"
+    if np.any((read < 0.0) | (read > 1.0)):
+        return (
+            f"invocation forecast probabilities outside [0, 1] ({float(read.min()):g} to {float(read.max()):g} "
+            "in the steps from now on)"
+        )
+    return None
+
+
 def decide_warm_pool(
     workload: WorkloadRef,
     spec: PolicySpec,
@@ -151,6 +177,14 @@ def decide_warm_pool(
     )
     fallback: str | None = None
     stale_after = spec.fallback.stale_after_seconds
+    # A forecast the rule cannot read is none (as a service's, planner.replicas.decide_replicas):
+    # without a valid time its steps cannot be placed (origin NaN crashed the whole plan), and a
+    # NaN, infinite or out-of-[0, 1] probability is no evidence of "no call" or of a call (NaN
+    # read as 0 cooled, NaN later steps counted as above the threshold). All the steps from the
+    # current one on are checked: the pre-warm search and the horizon's maximum read every one.
+    fault = _fault(forecast, now) if forecast is not None else None
+    if fault is not None:
+        forecast = None
     # The history behind the forecast may end before its origin (missing steps count as no call):
     # stale once its newest sample is older than staleAfterSeconds, or one step when that is longer.
     # No more slack than that: the forecaster counts the missing steps as no call, so a busy
@@ -165,7 +199,7 @@ def decide_warm_pool(
     ahead = forecast is not None and forecast.origin > now
     if forecast is None or stale or too_short or ahead:
         why = (
-            "no invocation forecast"
+            (fault or "no invocation forecast")
             if forecast is None
             else "invocation forecast made after now"
             if ahead
