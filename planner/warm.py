@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.replicas import stale_limit
 from scaleahead.policy import FallbackMode, PolicySpec, WarmPool
@@ -92,8 +93,20 @@ def break_even_probability(memory_mb: float, cold_start_cost_mb_minutes: float |
     """
     if cold_start_cost_mb_minutes is None:
         return 0.0
-    idle = memory_mb * step_s / 60.0
+    # step_s / 60 first: exactly 1 at 60-s steps, so there the rule is m / (m + V) to the last bit,
+    # the rule the benchmarks ran (memory * 60 / 60 is not memory for every float)
+    idle = memory_mb * (step_s / 60.0)
     return idle / (idle + cold_start_cost_mb_minutes)
+
+
+def break_even_probabilities(
+    memory_mb: npt.NDArray[np.float64], cold_start_cost_mb_minutes: float, step_s: float = 60.0
+) -> npt.NDArray[np.float64]:
+    """``break_even_probability`` for many functions at once, to the last bit the same: the
+    warm-memory budget's replay (planner/warm_budget.py) and the benchmark's vectorized rule."""
+    idle = np.asarray(memory_mb, dtype=np.float64) * (step_s / 60.0)
+    out: npt.NDArray[np.float64] = idle / (idle + cold_start_cost_mb_minutes)
+    return out
 
 
 def warm_threshold(spec: PolicySpec) -> float:
