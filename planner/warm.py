@@ -25,6 +25,7 @@ Pure: no I/O, no clock (docs/planner.md).
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -53,23 +54,61 @@ def _significant(x: float, digits: int = 2) -> str:
     return f"{x:.{max(0, digits - 1 - math.floor(math.log10(x)))}f}"
 
 
-def _pct(p: float) -> str:
-    """A probability in percent: whole above 10 %, one decimal above 1 %, two significant digits below
-    (a break-even of 0.0013 % must not read "0.0 %")."""
-    if p >= 0.1:
-        return f"{p * 100:.0f} %"
-    if p >= 0.01:
-        return f"{p * 100:.1f} %"
-    return f"{_significant(p * 100)} %" if p > 0 else "0 %"
+def _decimals(threshold: float) -> int:
+    """Decimals of ``threshold`` in percent: none from 10 %, one from 1 %, two significant digits
+    below (a break-even of 0.0013 % must not read "0.0 %")."""
+    if threshold >= 0.1 or threshold <= 0:
+        return 0
+    if threshold >= 0.01:
+        return 1
+    return max(0, 1 - math.floor(math.log10(threshold * 100)))
 
 
-def _chance(p: float) -> str:
-    """A probability as a fraction: two decimals, three below 0.01, two significant digits below 0.001."""
-    if p >= 0.01:
-        return f"{p:.2f}"
-    if p >= 0.001:
-        return f"{p:.3f}"
-    return _significant(p) if p > 0 else "0"
+_EXACT = decimal.Context(prec=80)  # enough for every decimal _common_decimals may ask for
+_MAX_DECIMALS = 30
+
+
+def _rounded(p: float, decimals: int) -> decimal.Decimal:
+    """``p`` in percent, rounded to ``decimals`` places from its exact binary value (half to even).
+
+    The same digits as ``p`` as a fraction rounded to ``decimals + 2`` places: a chance and a
+    percentage printed at the same precision are rounded alike (``p * 100`` as a float is not)."""
+    return _EXACT.quantize(_EXACT.multiply(decimal.Decimal(p), 100), decimal.Decimal(1).scaleb(-decimals))
+
+
+def _common_decimals(threshold: float, values: Sequence[float]) -> int:
+    """Decimals (in percent) at which a reason prints ``threshold`` and the ``values`` compared with it.
+
+    The threshold's own (``_decimals``), plus as many as it takes for each value that differs from
+    it to print differently: rounding is monotone, so at one precision a value below the threshold
+    never prints above it, and with the added digits it does not print equal to it either (review
+    2026-12-07: "0.02 chance ... below the 1.5 % break-even"; "at most 1.5 % ... below the 1.5 %")."""
+    d = _decimals(threshold)
+    if threshold <= 0:  # "0 %": every value above it prints above it
+        return d
+    while d < _MAX_DECIMALS and any(
+        v != threshold and _rounded(v, d) == _rounded(threshold, d) for v in values if math.isfinite(v)
+    ):
+        d += 1
+    return d
+
+
+def _pct(p: float, decimals: int) -> str:
+    """A probability in percent at ``decimals`` places (``_common_decimals``); one that would read
+    0 there, in two significant digits (it lies below half the last digit of the threshold, so it
+    still prints below it)."""
+    if p <= 0:
+        return "0 %"
+    q = _rounded(p, decimals)
+    return f"{q:f} %" if q != 0 else f"{_significant(p * 100)} %"
+
+
+def _chance(p: float, decimals: int) -> str:
+    """A probability as a fraction, as precise as ``_pct`` at ``decimals`` (two more places)."""
+    if p <= 0:
+        return "0"
+    q = _rounded(p, decimals)
+    return f"{q.scaleb(-2):f}" if q != 0 else _significant(p)
 
 
 def _minutes(seconds: float) -> str:
@@ -183,11 +222,6 @@ def decide_warm_pool(
     threshold = warm_threshold(spec)
     cost = pool.cold_start_cost_mb_minutes
     mem = pool.memory_mb_per_instance
-    rule = (
-        f"the {_pct(threshold)} break-even of {mem:g} MB warm against a cold start worth {cost:,.0f} MB-min"
-        if cost is not None and threshold > pool.min_probability
-        else f"the {_pct(threshold)} minimum"
-    )
     fallback: str | None = None
     stale_after = spec.fallback.stale_after_seconds
     # A forecast the rule cannot read is none (as a service's, planner.replicas.decide_replicas):
@@ -294,14 +328,25 @@ def decide_warm_pool(
         p_now = float(probs[0])
         idle = "never invoked before" if not math.isfinite(forecast.idle_s) else f"idle {_minutes(forecast.idle_s)}"
         step = "minute" if forecast.step_s == 60 else _minutes(forecast.step_s)
-        if p_now >= threshold and cap > 0:
+        warm_now = p_now >= threshold and cap > 0
+        later = np.flatnonzero(probs[1:] >= threshold)
+        # every number a sentence compares with the threshold, printed at one precision with it
+        compared = [p_now] if warm_now else [p_now, float(probs[int(later[0]) + 1] if later.size else probs.max())]
+        d = _common_decimals(threshold, compared)
+        rule = (
+            f"the {_pct(threshold, d)} break-even of {mem:g} MB warm against a cold start worth {cost:,.0f} MB-min"
+            if cost is not None and threshold > pool.min_probability
+            else f"the {_pct(threshold, d)} minimum"
+        )
+        chance = _chance(p_now, d)
+        if warm_now:
             want = min(cap, max(1, current))
             below = np.flatnonzero(probs < threshold)
             run = int(below[0]) if below.size else len(probs)
             keep = min(run * forecast.step_s, pool.keep_alive_seconds)
             code = "warm_forecast"
             text = (
-                f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) is above {rule}; "
+                f"{chance} chance of an invocation in the next {step} ({idle}) is above {rule}; "
                 f"keep warm for {_minutes(keep)} while the forecast stays above it"
             )
             if want < current:  # the cap, not the forecast, cools it (audit: "cool 3 -> 2" named no cap)
@@ -309,7 +354,6 @@ def decide_warm_pool(
         else:
             want = 0
             keep = 0.0
-            later = np.flatnonzero(probs[1:] >= threshold)
             if cap == 0:
                 code = "warm_no_budget"
                 text = (
@@ -321,14 +365,14 @@ def decide_warm_pool(
                 k = int(later[0]) + 1
                 code = "prewarm_later"
                 text = (
-                    f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) is below {rule}; "
-                    f"pre-warm in {_minutes(k * forecast.step_s)}, when it reaches {_pct(float(probs[k]))}"
+                    f"{chance} chance of an invocation in the next {step} ({idle}) is below {rule}; "
+                    f"pre-warm in {_minutes(k * forecast.step_s)}, when it reaches {_pct(float(probs[k]), d)}"
                 )
             else:
                 code = "cold_ok"
                 text = (
-                    f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) and at most "
-                    f"{_pct(float(probs.max()))} over the next {_minutes(len(probs) * forecast.step_s)}, below "
+                    f"{chance} chance of an invocation in the next {step} ({idle}) and at most "
+                    f"{_pct(float(probs.max()), d)} over the next {_minutes(len(probs) * forecast.step_s)}, below "
                     f"{rule}: not worth {mem:g} MB warm"
                 )
         details = {"probability": p_now, "threshold": threshold, "idle_s": forecast.idle_s, "memory_mb": mem}

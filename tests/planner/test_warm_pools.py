@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from decimal import Decimal
 
+import numpy as np
 import pytest
 from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
 
 from planner import plan
-from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools
+from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools, warm_threshold
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, SetWarmPool, WorkloadRef, WorkloadState
 
@@ -409,3 +412,63 @@ def test_a_function_cooled_by_its_cap_not_its_forecast_says_which_cap() -> None:
     most = function_policy(maxInstances=1)
     a = decide_warm_pool(most.workload, most.spec, WorkloadState(most.workload, 0, 0, warm_instances=3), fc, NOW)
     assert a.action.reason.message.endswith("; 1 of the current 3 within maxInstances 1")
+
+
+def test_a_reason_prints_the_probability_as_precisely_as_the_threshold_it_is_compared_with() -> None:
+    # Review 2026-12-07: "0.02 chance ... below the 1.5 % break-even" (0.0152 against 0.0154). The
+    # probability is printed at the threshold's precision, both with more digits until they differ.
+    pol = function_policy(memoryMbPerInstance=141)  # break-even 1.5425 %
+    ref = pol.workload
+    fc = invocation_forecast(ref, NOW, [0.0152] * 3 + [0.001] * 5)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=1), fc, NOW).action
+    assert a.reason.message == (
+        "cool fns/fn 1 -> 0: 0.0152 chance of an invocation in the next minute (idle 2 min) and at most 1.52 % over "
+        "the next 8 min, below the 1.54 % break-even of 141 MB warm against a cold start worth 9,000 MB-min: "
+        "not worth 141 MB warm"
+    )
+    # Far from it, the threshold's own precision: a chance has two more places than its percentage.
+    fc = invocation_forecast(ref, NOW, [0.4] * 5)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), fc, NOW).action
+    assert "0.400 chance of an invocation in the next minute (idle 2 min) is above the 1.5 % break-even" in (
+        a.reason.message
+    )
+    # Against a 10 % minimum, as before.
+    low = function_policy(minProbability=0.1, coldStartCostMbMinutes=None)
+    fc = invocation_forecast(low.workload, NOW, [0.0999, 0.0999, 0.1001])
+    a = decide_warm_pool(low.workload, low.spec, WorkloadState(low.workload, 0, 0), fc, NOW).action
+    assert a.reason.message.endswith(
+        "0.0999 chance of an invocation in the next minute (idle 2 min) is below the 10.00 % minimum; "
+        "pre-warm in 2 min, when it reaches 10.01 %"
+    )
+
+
+def _printed(message: str) -> tuple[Decimal, Decimal, Decimal | None]:
+    """(chance in percent, threshold %, the other percentage compared with it) as a reason prints them."""
+    chance = Decimal(re.search(r": ([0-9.]+) chance", message).group(1))  # type: ignore[union-attr]
+    threshold = Decimal(re.search(r"the ([0-9.]+) % (?:break-even|minimum)", message).group(1))  # type: ignore[union-attr]
+    other = re.search(r"(?:at most|when it reaches) ([0-9.]+) %", message)
+    return chance * 100, threshold, Decimal(other.group(1)) if other else None
+
+
+def test_no_reason_prints_a_probability_on_the_wrong_side_of_its_threshold_or_equal_to_a_different_one() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        mem = float(rng.choice([50, 78, 128, 141, 178, 200, 400, 994, 2048]))
+        pol = function_policy(memoryMbPerInstance=mem, coldStartCostMbMinutes=float(rng.choice([900, 9000, 9e5])))
+        ref = pol.workload
+        t = warm_threshold(pol.spec)
+        # probabilities within a few percent of the break-even, on both sides, and exactly on it
+        near = t * (1 + rng.normal(0, 0.02, 6))
+        near[rng.integers(6)] = t
+        probs = np.clip(near, 0.0, 1.0)
+        a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, list(probs)), NOW)
+        message = a.action.reason.message
+        chance, threshold, other = _printed(message)
+        p_now = float(probs[0])
+        for value, printed in ((p_now, chance), (None, other)):
+            if printed is None:
+                continue
+            if value is None:  # the maximum (cold) or the step that reaches the threshold (pre-warm)
+                value = float(probs.max()) if "at most" in message else float(probs[1:][probs[1:] >= t][0])
+            assert (printed < threshold) == (value < t) or value == t, message
+            assert (printed == threshold) == (value == t), message
