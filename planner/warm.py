@@ -258,6 +258,7 @@ def decide_warm_pool(
         )
         fallback = spec.fallback.mode.value
         observed = state.observed_demand
+        left = pool.keep_alive_seconds  # how long the fallback keeps what it keeps warm
         # an observation stamped after now is none (nothing from after the decision is read)
         seen = math.isfinite(observed) and math.isfinite(state.observed_at) and state.observed_at <= now
         if spec.fallback.mode == FallbackMode.REACTIVE and not seen:
@@ -290,10 +291,14 @@ def decide_warm_pool(
             if math.isfinite(last) and now - last <= pool.keep_alive_seconds:
                 want = max(min(1, cap), min(current, cap)) if behind else min(1, cap)
                 ago = now - last
+                # what is left of the keep-alive after the last call, not the whole of it (review
+                # 2026-12-07: called 8 min ago, "keep warm for 10 min" under a 10-min keep-alive)
+                left = max(pool.keep_alive_seconds - max(ago, 0.0), 0.0)
                 when = f"{_minutes(ago)} ago" if ago > 0 else "in the newest step"
                 text = f"{why}: fallback reactive, last invoked {when}, within the {keep_alive} keep-alive"
             elif behind and silent <= pool.keep_alive_seconds:
                 want = min(current, cap)
+                left = max(pool.keep_alive_seconds - silent, 0.0)  # at most the keep-alive past the newest sample
                 text = (
                     f"{why}: fallback reactive, no invocation count observed for the last "
                     f"{_minutes(silent)}: {_held(current, want)} rather than cool on missing data, for at most "
@@ -316,7 +321,7 @@ def decide_warm_pool(
             text = f"{why}: fallback keeps the current {current} warm instances"
             if want < current:
                 text = f"{why}: fallback keeps the current warm instances, {want} of {current} within the cap"
-        keep = pool.keep_alive_seconds if want > 0 else 0.0
+        keep = left if want > 0 else 0.0
         details: dict[str, float | int | str] = {"fallback": fallback, "cause": why}
         if fallback != spec.fallback.mode.value:
             details["policy_fallback"] = spec.fallback.mode.value

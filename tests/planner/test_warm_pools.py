@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from decimal import Decimal
@@ -472,3 +473,53 @@ def test_no_reason_prints_a_probability_on_the_wrong_side_of_its_threshold_or_eq
                 value = float(probs.max()) if "at most" in message else float(probs[1:][probs[1:] >= t][0])
             assert (printed < threshold) == (value < t) or value == t, message
             assert (printed == threshold) == (value == t), message
+
+
+def test_the_reactive_fallback_states_what_is_left_of_the_keep_alive_not_all_of_it() -> None:
+    # Review 2026-12-07: called 8 minutes ago under a 10-minute keep-alive, the action said 10 min.
+    pol = function_policy(keepAliveSeconds=600)
+    ref = pol.workload
+    ws = WorkloadState(ref, 0, 0, observed_demand=0.0, observed_at=NOW - 30, warm_instances=1, last_active_at=NOW - 480)
+    a = decide_warm_pool(ref, pol.spec, ws, None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 120.0
+    assert "last invoked 8 min ago, within the 10 min keep-alive" in a.reason.message
+    # called in the newest step: all of it
+    a = decide_warm_pool(ref, pol.spec, replace(ws, last_active_at=NOW), None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 600.0
+    # at the very end of the keep-alive: nothing left, never less
+    a = decide_warm_pool(ref, pol.spec, replace(ws, last_active_at=NOW - 600), None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 0.0
+    # held on missing data (no sample for 4 min): for what is left of the keep-alive past the newest sample
+    held = replace(ws, observed_at=NOW - 240, last_active_at=-math.inf)
+    a = decide_warm_pool(ref, pol.spec, held, None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 360.0 and "rather than cool on missing data" in a.reason.message
+    # the other fallbacks have no last call to count from: the whole keep-alive, as before
+    static = function_policy(keepAliveSeconds=600, fallback={"mode": "static", "staticReplicas": 1})
+    a = decide_warm_pool(ref, static.spec, ws, None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 600.0
+
+
+def test_a_warm_pool_cut_or_held_at_0_instances_keeps_them_warm_for_no_time() -> None:
+    # Review 2026-12-07: a fair_share cut to 0 kept the decision's keep_warm_s of 600 s.
+    f = function_policy("f", minProbability=0.1, maxInstances=2)
+    s = service_policy("s", priority=5)
+    workloads = {
+        f.workload: WorkloadState(f.workload, 0, 0, warm_instances=0),
+        s.workload: WorkloadState(s.workload, 3, 3, observed_demand=30.0, observed_at=NOW),
+    }
+    inv = {f.workload: invocation_forecast(f.workload, NOW, [0.9] * 12)}
+    forecasts = {s.workload: flat_forecast(s.workload, NOW, 30.0)}
+    p = plan(forecasts, ClusterState(workloads=workloads), [f, s], NOW, invocations=inv, capacity={"*": 3})
+    a = p.actions[0]
+    assert isinstance(a, SetWarmPool) and a.reason.code == "fair_share"
+    assert (a.from_instances, a.to_instances, a.keep_warm_s) == (0, 0, 0.0)
+    # granted one: that one for the decision's keep-warm
+    p = plan(forecasts, ClusterState(workloads=workloads), [f, s], NOW, invocations=inv, capacity={"*": 4})
+    a = p.actions[0]
+    assert isinstance(a, SetWarmPool) and (a.to_instances, a.keep_warm_s) == (1, 600.0)
+    # a pre-warm its quota refuses is held at 0: for no time either
+    refused = ClusterState(workloads=workloads, quota_refused={f.workload: "must specify requests.cpu"})
+    p = plan(forecasts, refused, [f, s], NOW, invocations=inv)
+    a = p.actions[0]
+    assert isinstance(a, SetWarmPool) and a.reason.code == "quota_refused"
+    assert (a.to_instances, a.keep_warm_s) == (0, 0.0)
