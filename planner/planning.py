@@ -426,7 +426,7 @@ def _hold_refused(action: Action, refused: Mapping[WorkloadRef, str]) -> Action:
     reason = Reason("quota_refused", text, {"wanted": want, "held": have})
     if isinstance(action, ScaleTo):
         return replace(action, to_replicas=have, reason=reason)
-    return replace(action, to_instances=have, reason=reason)
+    return replace(action, to_instances=have, keep_warm_s=action.keep_warm_s if have > 0 else 0.0, reason=reason)
 
 
 def _share_capacity(
@@ -600,7 +600,9 @@ def _cut_to_shares(
         if g.granted < _now_and_wanted(a)[1]:
             why = LazyReason("fair_share", reasons, len(reasons.rows))
             if isinstance(a, SetWarmPool):
-                out[i] = SetWarmPool(a.workload, a.from_instances, g.granted, a.keep_warm_s, why)
+                # none granted: nothing to keep warm, for no time (was the decision's keep_warm_s)
+                keep_s = a.keep_warm_s if g.granted > 0 else 0.0
+                out[i] = SetWarmPool(a.workload, a.from_instances, g.granted, keep_s, why)
             else:
                 out[i] = ScaleTo(a.workload, a.from_replicas, g.granted, why)
             reasons.rows.append((a, g))

@@ -25,12 +25,14 @@ Pure: no I/O, no clock (docs/planner.md).
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.replicas import stale_limit
 from scaleahead.policy import FallbackMode, PolicySpec, WarmPool
@@ -52,23 +54,61 @@ def _significant(x: float, digits: int = 2) -> str:
     return f"{x:.{max(0, digits - 1 - math.floor(math.log10(x)))}f}"
 
 
-def _pct(p: float) -> str:
-    """A probability in percent: whole above 10 %, one decimal above 1 %, two significant digits below
-    (a break-even of 0.0013 % must not read "0.0 %")."""
-    if p >= 0.1:
-        return f"{p * 100:.0f} %"
-    if p >= 0.01:
-        return f"{p * 100:.1f} %"
-    return f"{_significant(p * 100)} %" if p > 0 else "0 %"
+def _decimals(threshold: float) -> int:
+    """Decimals of ``threshold`` in percent: none from 10 %, one from 1 %, two significant digits
+    below (a break-even of 0.0013 % must not read "0.0 %")."""
+    if threshold >= 0.1 or threshold <= 0:
+        return 0
+    if threshold >= 0.01:
+        return 1
+    return max(0, 1 - math.floor(math.log10(threshold * 100)))
 
 
-def _chance(p: float) -> str:
-    """A probability as a fraction: two decimals, three below 0.01, two significant digits below 0.001."""
-    if p >= 0.01:
-        return f"{p:.2f}"
-    if p >= 0.001:
-        return f"{p:.3f}"
-    return _significant(p) if p > 0 else "0"
+_EXACT = decimal.Context(prec=80)  # enough for every decimal _common_decimals may ask for
+_MAX_DECIMALS = 30
+
+
+def _rounded(p: float, decimals: int) -> decimal.Decimal:
+    """``p`` in percent, rounded to ``decimals`` places from its exact binary value (half to even).
+
+    The same digits as ``p`` as a fraction rounded to ``decimals + 2`` places: a chance and a
+    percentage printed at the same precision are rounded alike (``p * 100`` as a float is not)."""
+    return _EXACT.quantize(_EXACT.multiply(decimal.Decimal(p), 100), decimal.Decimal(1).scaleb(-decimals))
+
+
+def _common_decimals(threshold: float, values: Sequence[float]) -> int:
+    """Decimals (in percent) at which a reason prints ``threshold`` and the ``values`` compared with it.
+
+    The threshold's own (``_decimals``), plus as many as it takes for each value that differs from
+    it to print differently: rounding is monotone, so at one precision a value below the threshold
+    never prints above it, and with the added digits it does not print equal to it either (review
+    2026-12-07: "0.02 chance ... below the 1.5 % break-even"; "at most 1.5 % ... below the 1.5 %")."""
+    d = _decimals(threshold)
+    if threshold <= 0:  # "0 %": every value above it prints above it
+        return d
+    while d < _MAX_DECIMALS and any(
+        v != threshold and _rounded(v, d) == _rounded(threshold, d) for v in values if math.isfinite(v)
+    ):
+        d += 1
+    return d
+
+
+def _pct(p: float, decimals: int) -> str:
+    """A probability in percent at ``decimals`` places (``_common_decimals``); one that would read
+    0 there, in two significant digits (it lies below half the last digit of the threshold, so it
+    still prints below it)."""
+    if p <= 0:
+        return "0 %"
+    q = _rounded(p, decimals)
+    return f"{q:f} %" if q != 0 else f"{_significant(p * 100)} %"
+
+
+def _chance(p: float, decimals: int) -> str:
+    """A probability as a fraction, as precise as ``_pct`` at ``decimals`` (two more places)."""
+    if p <= 0:
+        return "0"
+    q = _rounded(p, decimals)
+    return f"{q.scaleb(-2):f}" if q != 0 else _significant(p)
 
 
 def _minutes(seconds: float) -> str:
@@ -92,8 +132,20 @@ def break_even_probability(memory_mb: float, cold_start_cost_mb_minutes: float |
     """
     if cold_start_cost_mb_minutes is None:
         return 0.0
-    idle = memory_mb * step_s / 60.0
+    # step_s / 60 first: exactly 1 at 60-s steps, so there the rule is m / (m + V) to the last bit,
+    # the rule the benchmarks ran (memory * 60 / 60 is not memory for every float)
+    idle = memory_mb * (step_s / 60.0)
     return idle / (idle + cold_start_cost_mb_minutes)
+
+
+def break_even_probabilities(
+    memory_mb: npt.NDArray[np.float64], cold_start_cost_mb_minutes: float, step_s: float = 60.0
+) -> npt.NDArray[np.float64]:
+    """``break_even_probability`` for many functions at once, to the last bit the same: the
+    warm-memory budget's replay (planner/warm_budget.py) and the benchmark's vectorized rule."""
+    idle = np.asarray(memory_mb, dtype=np.float64) * (step_s / 60.0)
+    out: npt.NDArray[np.float64] = idle / (idle + cold_start_cost_mb_minutes)
+    return out
 
 
 def warm_threshold(spec: PolicySpec) -> float:
@@ -130,6 +182,32 @@ def _cap_rule(pool: WarmPool, cap: int) -> str:
     return f"maxInstances {pool.max_instances}"
 
 
+def _fault(forecast: InvocationForecast, now: float) -> str | None:
+    """Why ``forecast`` cannot be read at ``now`` (None: it can; staleness and length are checked after).
+
+    Its time must be finite with a positive step, its probabilities one per step, and those from
+    the step ``now`` falls in on (all the decision may read) finite and within [0, 1].
+    """
+    origin, step = forecast.origin, forecast.step_s
+    if not (math.isfinite(origin) and math.isfinite(step) and step > 0):
+        return f"invocation forecast without a valid time (origin {origin:g}, step {step:g} s)"
+    prob = np.asarray(forecast.probability)
+    if prob.ndim != 1:
+        return f"malformed invocation forecast (probabilities of shape {prob.shape}, not one per step)"
+    if now - origin > step * prob.shape[0]:
+        return None  # too short: said after (nothing of it is read)
+    k0 = max(int(math.floor((now - origin) / step + 1e-9)), 0)
+    read = prob[k0:].astype(np.float64, copy=False)
+    if not np.all(np.isfinite(read)):
+        return "invocation forecast not finite (NaN or infinite probabilities in the steps from now on)"
+    if np.any((read < 0.0) | (read > 1.0)):
+        return (
+            f"invocation forecast probabilities outside [0, 1] ({float(read.min()):g} to {float(read.max()):g} "
+            "in the steps from now on)"
+        )
+    return None
+
+
 def decide_warm_pool(
     workload: WorkloadRef,
     spec: PolicySpec,
@@ -144,13 +222,16 @@ def decide_warm_pool(
     threshold = warm_threshold(spec)
     cost = pool.cold_start_cost_mb_minutes
     mem = pool.memory_mb_per_instance
-    rule = (
-        f"the {_pct(threshold)} break-even of {mem:g} MB warm against a cold start worth {cost:,.0f} MB-min"
-        if cost is not None and threshold > pool.min_probability
-        else f"the {_pct(threshold)} minimum"
-    )
     fallback: str | None = None
     stale_after = spec.fallback.stale_after_seconds
+    # A forecast the rule cannot read is none (as a service's, planner.replicas.decide_replicas):
+    # without a valid time its steps cannot be placed (origin NaN crashed the whole plan), and a
+    # NaN, infinite or out-of-[0, 1] probability is no evidence of "no call" or of a call (NaN
+    # read as 0 cooled, NaN later steps counted as above the threshold). All the steps from the
+    # current one on are checked: the pre-warm search and the horizon's maximum read every one.
+    fault = _fault(forecast, now) if forecast is not None else None
+    if fault is not None:
+        forecast = None
     # The history behind the forecast may end before its origin (missing steps count as no call):
     # stale once its newest sample is older than staleAfterSeconds, or one step when that is longer.
     # No more slack than that: the forecaster counts the missing steps as no call, so a busy
@@ -165,7 +246,7 @@ def decide_warm_pool(
     ahead = forecast is not None and forecast.origin > now
     if forecast is None or stale or too_short or ahead:
         why = (
-            "no invocation forecast"
+            (fault or "no invocation forecast")
             if forecast is None
             else "invocation forecast made after now"
             if ahead
@@ -177,6 +258,7 @@ def decide_warm_pool(
         )
         fallback = spec.fallback.mode.value
         observed = state.observed_demand
+        left = pool.keep_alive_seconds  # how long the fallback keeps what it keeps warm
         # an observation stamped after now is none (nothing from after the decision is read)
         seen = math.isfinite(observed) and math.isfinite(state.observed_at) and state.observed_at <= now
         if spec.fallback.mode == FallbackMode.REACTIVE and not seen:
@@ -209,10 +291,14 @@ def decide_warm_pool(
             if math.isfinite(last) and now - last <= pool.keep_alive_seconds:
                 want = max(min(1, cap), min(current, cap)) if behind else min(1, cap)
                 ago = now - last
+                # what is left of the keep-alive after the last call, not the whole of it (review
+                # 2026-12-07: called 8 min ago, "keep warm for 10 min" under a 10-min keep-alive)
+                left = max(pool.keep_alive_seconds - max(ago, 0.0), 0.0)
                 when = f"{_minutes(ago)} ago" if ago > 0 else "in the newest step"
                 text = f"{why}: fallback reactive, last invoked {when}, within the {keep_alive} keep-alive"
             elif behind and silent <= pool.keep_alive_seconds:
                 want = min(current, cap)
+                left = max(pool.keep_alive_seconds - silent, 0.0)  # at most the keep-alive past the newest sample
                 text = (
                     f"{why}: fallback reactive, no invocation count observed for the last "
                     f"{_minutes(silent)}: {_held(current, want)} rather than cool on missing data, for at most "
@@ -235,7 +321,7 @@ def decide_warm_pool(
             text = f"{why}: fallback keeps the current {current} warm instances"
             if want < current:
                 text = f"{why}: fallback keeps the current warm instances, {want} of {current} within the cap"
-        keep = pool.keep_alive_seconds if want > 0 else 0.0
+        keep = left if want > 0 else 0.0
         details: dict[str, float | int | str] = {"fallback": fallback, "cause": why}
         if fallback != spec.fallback.mode.value:
             details["policy_fallback"] = spec.fallback.mode.value
@@ -247,14 +333,25 @@ def decide_warm_pool(
         p_now = float(probs[0])
         idle = "never invoked before" if not math.isfinite(forecast.idle_s) else f"idle {_minutes(forecast.idle_s)}"
         step = "minute" if forecast.step_s == 60 else _minutes(forecast.step_s)
-        if p_now >= threshold and cap > 0:
+        warm_now = p_now >= threshold and cap > 0
+        later = np.flatnonzero(probs[1:] >= threshold)
+        # every number a sentence compares with the threshold, printed at one precision with it
+        compared = [p_now] if warm_now else [p_now, float(probs[int(later[0]) + 1] if later.size else probs.max())]
+        d = _common_decimals(threshold, compared)
+        rule = (
+            f"the {_pct(threshold, d)} break-even of {mem:g} MB warm against a cold start worth {cost:,.0f} MB-min"
+            if cost is not None and threshold > pool.min_probability
+            else f"the {_pct(threshold, d)} minimum"
+        )
+        chance = _chance(p_now, d)
+        if warm_now:
             want = min(cap, max(1, current))
             below = np.flatnonzero(probs < threshold)
             run = int(below[0]) if below.size else len(probs)
             keep = min(run * forecast.step_s, pool.keep_alive_seconds)
             code = "warm_forecast"
             text = (
-                f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) is above {rule}; "
+                f"{chance} chance of an invocation in the next {step} ({idle}) is above {rule}; "
                 f"keep warm for {_minutes(keep)} while the forecast stays above it"
             )
             if want < current:  # the cap, not the forecast, cools it (audit: "cool 3 -> 2" named no cap)
@@ -262,7 +359,6 @@ def decide_warm_pool(
         else:
             want = 0
             keep = 0.0
-            later = np.flatnonzero(probs[1:] >= threshold)
             if cap == 0:
                 code = "warm_no_budget"
                 text = (
@@ -274,14 +370,14 @@ def decide_warm_pool(
                 k = int(later[0]) + 1
                 code = "prewarm_later"
                 text = (
-                    f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) is below {rule}; "
-                    f"pre-warm in {_minutes(k * forecast.step_s)}, when it reaches {_pct(float(probs[k]))}"
+                    f"{chance} chance of an invocation in the next {step} ({idle}) is below {rule}; "
+                    f"pre-warm in {_minutes(k * forecast.step_s)}, when it reaches {_pct(float(probs[k]), d)}"
                 )
             else:
                 code = "cold_ok"
                 text = (
-                    f"{_chance(p_now)} chance of an invocation in the next {step} ({idle}) and at most "
-                    f"{_pct(float(probs.max()))} over the next {_minutes(len(probs) * forecast.step_s)}, below "
+                    f"{chance} chance of an invocation in the next {step} ({idle}) and at most "
+                    f"{_pct(float(probs.max()), d)} over the next {_minutes(len(probs) * forecast.step_s)}, below "
                     f"{rule}: not worth {mem:g} MB warm"
                 )
         details = {"probability": p_now, "threshold": threshold, "idle_s": forecast.idle_s, "memory_mb": mem}

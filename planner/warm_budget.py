@@ -17,7 +17,8 @@ cost is re-chosen every ``RECALIBRATE_STEPS`` steps, for all functions of the bu
   was last called);
 - the cost is the largest (bisection in log space, rounded down to two significant digits) whose
   break-even rule, replayed on the probabilities that were forecast for the last ``WINDOW_STEPS``
-  steps, wastes at most ``target`` x the reference's waste on those steps.
+  steps, wastes at most ``target`` x the reference's waste on those steps. The rule is the
+  planner's at the group's step (``planner.warm.break_even_probabilities``).
 
 Everything is causal (``record`` adds one finished step; the cost only uses recorded steps) and pure
 (no I/O, no clock). The control loop rebuilds a budget from the last day of history each hour
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from planner.warm import break_even_probabilities
 from scaleahead.policy import Policy
 
 #: Steps between two choices of the cost (60: hourly at 1-minute steps).
@@ -81,6 +83,10 @@ class WarmCostBudget:
         initial_cost: the policy's ``coldStartCostMbMinutes``, used until the first choice.
         ratio: ``keepAliveBudgetRatio``: warm waste allowed, relative to the reference keep-alive's.
         reference_steps: the reference keep-alive in steps.
+        step_s: the functions' step (``demand.stepSeconds``): one instance idles ``memory_mb x
+            step_s / 60`` MB-minutes in a step, so the break-even replayed is the planner's at that
+            step (``planner.warm.break_even_probability``; until 2026-12-07 it was ``m / (m + cost)``
+            whatever the step, another rule than the planner's at steps other than 60 s).
     """
 
     def __init__(
@@ -92,9 +98,12 @@ class WarmCostBudget:
         window_steps: int = WINDOW_STEPS,
         every_steps: int = RECALIBRATE_STEPS,
         min_steps: int = MIN_STEPS,
+        step_s: float = 60.0,
     ) -> None:
         if ratio <= 0 or reference_steps < 1 or initial_cost <= 0 or window_steps < 1 or every_steps < 1:
             raise ValueError("ratio > 0, initial_cost > 0 and reference, window and recalibration steps >= 1 required")
+        if not (math.isfinite(step_s) and step_s > 0):
+            raise ValueError(f"step_s must be a positive, finite number of seconds, not {step_s}")
         self.memory = np.asarray(memory_mb, dtype=np.float64)
         if self.memory.ndim != 1 or not np.all(np.isfinite(self.memory)) or np.any(self.memory <= 0):
             raise ValueError("memory_mb must be one positive, finite value per function")
@@ -104,6 +113,7 @@ class WarmCostBudget:
         self.reference_steps = reference_steps
         self.every = every_steps
         self.min_steps = min_steps
+        self.step_s = float(step_s)
         n = self.memory.size
         self._prob: deque[npt.NDArray[np.float64]] = deque(maxlen=window_steps)
         self._idle: deque[npt.NDArray[np.bool_]] = deque(maxlen=window_steps)
@@ -120,8 +130,12 @@ class WarmCostBudget:
     def warm(self, prob: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
         """The break-even rule at the current cost (what the planner does for one instance)."""
         p = np.nan_to_num(np.asarray(prob, dtype=np.float64), nan=0.0)
-        out: npt.NDArray[np.bool_] = p >= self.memory / (self.memory + self.cost)
+        out: npt.NDArray[np.bool_] = p >= self.threshold(self.cost)
         return out
+
+    def threshold(self, cost: float) -> npt.NDArray[np.float64]:
+        """Each function's break-even probability at ``cost``, at the group's step (the planner's rule)."""
+        return break_even_probabilities(self.memory, cost, self.step_s)
 
     def record(
         self,
@@ -170,7 +184,7 @@ class WarmCostBudget:
 
         def waste(log_cost: float) -> float:
             cost = 10.0**log_cost
-            return float(idle_mem[prob >= self.memory / (self.memory + cost)].sum())
+            return float(idle_mem[prob >= self.threshold(cost)].sum())
 
         lo, hi = _LOG10_RANGE
         if waste(lo) > allowed:

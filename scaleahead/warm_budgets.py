@@ -65,7 +65,7 @@ def rebuild(
     fitted on the same day. Too few steps for a choice: the policy's own cost.
     """
     _, ratio, reference_s, initial = key
-    budget = WarmCostBudget(memory_mb, initial, ratio, reference_steps(reference_s, step_s))
+    budget = WarmCostBudget(memory_mb, initial, ratio, reference_steps(reference_s, step_s), step_s=step_s)
     steps = counts.shape[1]
     warmup = min(WARMUP_STEPS, steps)
     if fit_calibration:

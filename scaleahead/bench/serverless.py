@@ -29,6 +29,7 @@ from actuator.base import apply_plan
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
+from planner.warm import break_even_probabilities
 from planner.warm_budget import budget_period, with_cold_start_cost
 from scaleahead.bench import open_text_out
 from scaleahead.bench.serverless_peers import FixedKeepAlive, HybridHistogram, Oracle
@@ -111,8 +112,10 @@ def function_policies(
     min_probability: float,
     cold_start_cost: float | None = DEFAULT_COLD_START_COST,
     keep_alive_budget_ratio: float | None = None,
+    step_s: float = 60.0,
 ) -> tuple[list[WorkloadRef], list[Policy]]:
-    """One ``workloadClass: function`` policy per function, warm pool on, its memory per instance."""
+    """One ``workloadClass: function`` policy per function, warm pool on, its memory per instance,
+    at ``step_s`` (``demand.stepSeconds``: the planner's break-even depends on it)."""
     refs: list[WorkloadRef] = []
     policies: list[Policy] = []
     for i, name in enumerate(trace.names):
@@ -124,7 +127,11 @@ def function_policies(
         spec = PolicySpec.model_validate(
             {
                 "target": {"kind": "KnativeService", "namespace": ref.namespace, "name": ref.name},
-                "demand": {"query": f'invocations{{function="{name}"}}', "unit": "invocations/min", "stepSeconds": 60},
+                "demand": {
+                    "query": f'invocations{{function="{name}"}}',
+                    "unit": "invocations/min",
+                    "stepSeconds": step_s,
+                },
                 "capacityPerReplica": 1.0,
                 "workloadClass": "function",
                 "warmPool": {
@@ -156,7 +163,7 @@ def run_scaleahead(
 ) -> tuple[BoolMatrix, SimulatedServerless]:
     """The project's policy through the real forecaster, planner and actuator path."""
     counts = trace.counts
-    refs, policies = function_policies(trace, min_probability, cold_start_cost, keep_alive_budget_ratio)
+    refs, policies = function_policies(trace, min_probability, cold_start_cost, keep_alive_budget_ratio, step_s)
     model = InvocationForecaster(len(refs), step_s=step_s).fit(counts[:, :history])
     sim = SimulatedServerless(refs, trace.memory_mb, start=trace.start + history * step_s, step_s=step_s)
     n_test = counts.shape[1] - history
@@ -228,11 +235,16 @@ def warm_from_probabilities(
     memory_mb: npt.NDArray[np.float64],
     min_probability: float = DEFAULT_MIN_PROBABILITY,
     cold_start_cost: float | None = DEFAULT_COLD_START_COST,
+    step_s: float = 60.0,
 ) -> BoolMatrix:
-    """The planner's warm rule (``planner.warm``, one instance at most) for a whole probability matrix."""
+    """The planner's warm rule (``planner.warm``, one instance at most) for a whole probability matrix.
+
+    ``step_s``: the step the probabilities are for; the break-even is the planner's at that step
+    (until 2026-12-07 ``m / (m + cost)`` whatever the step, the planner's at 60 s only).
+    """
     threshold = np.full(len(memory_mb), min_probability, dtype=np.float64)
     if cold_start_cost is not None:
-        threshold = np.maximum(threshold, memory_mb / (memory_mb + cold_start_cost))
+        threshold = np.maximum(threshold, break_even_probabilities(memory_mb, cold_start_cost, step_s))
     out: BoolMatrix = prob >= threshold[:, None]
     return out
 
@@ -273,7 +285,7 @@ def budget_warm(
     for k in range(test_prob.shape[1]):
         if k == 0 or _period_starts(trace, history + k, step_s):
             cost = period_cost(trace, history + k, ratio, cold_start_cost, step_s)
-        warm[:, k] = warm_from_probabilities(test_prob[:, k : k + 1], trace.memory_mb, 0.0, cost)[:, 0]
+        warm[:, k] = warm_from_probabilities(test_prob[:, k : k + 1], trace.memory_mb, 0.0, cost, step_s)[:, 0]
     return warm
 
 
@@ -315,7 +327,7 @@ def calibrate_cost(
     ref_waste = float(ref["wasted_memory_mb_min"] or 0.0)
 
     def rel(cost: float) -> float:
-        m = score(val, warm_from_probabilities(prob, trace.memory_mb, 0.0, cost), trace.memory_mb)
+        m = score(val, warm_from_probabilities(prob, trace.memory_mb, 0.0, cost, step_s), trace.memory_mb)
         return float(m["wasted_memory_mb_min"] or 0.0) / ref_waste if ref_waste > 0 else math.inf
 
     lo, hi = 0.0, 7.0  # log10 of the cost in MB-minutes
@@ -325,7 +337,7 @@ def calibrate_cost(
     raw = 10**lo
     digits = 10 ** (math.floor(math.log10(raw)) - 1)
     cost = math.floor(raw / digits) * digits
-    m = score(val, warm_from_probabilities(prob, trace.memory_mb, 0.0, cost), trace.memory_mb)
+    m = score(val, warm_from_probabilities(prob, trace.memory_mb, 0.0, cost, step_s), trace.memory_mb)
     return Calibration(
         cold_start_cost_mb_minutes=float(cost),
         warmup_minutes=warmup,

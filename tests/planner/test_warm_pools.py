@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import replace
+from decimal import Decimal
 
+import numpy as np
 import pytest
 from planner_helpers import flat_forecast, function_policy, invocation_forecast, service_policy
 
 from planner import plan
-from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools
+from planner.warm import decide_warm_pool, fit_memory_budget, plan_warm_pools, warm_threshold
 from scaleahead.policy import Policy
 from scaleahead.types import ClusterState, SetWarmPool, WorkloadRef, WorkloadState
 
@@ -409,3 +413,113 @@ def test_a_function_cooled_by_its_cap_not_its_forecast_says_which_cap() -> None:
     most = function_policy(maxInstances=1)
     a = decide_warm_pool(most.workload, most.spec, WorkloadState(most.workload, 0, 0, warm_instances=3), fc, NOW)
     assert a.action.reason.message.endswith("; 1 of the current 3 within maxInstances 1")
+
+
+def test_a_reason_prints_the_probability_as_precisely_as_the_threshold_it_is_compared_with() -> None:
+    # Review 2026-12-07: "0.02 chance ... below the 1.5 % break-even" (0.0152 against 0.0154). The
+    # probability is printed at the threshold's precision, both with more digits until they differ.
+    pol = function_policy(memoryMbPerInstance=141)  # break-even 1.5425 %
+    ref = pol.workload
+    fc = invocation_forecast(ref, NOW, [0.0152] * 3 + [0.001] * 5)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=1), fc, NOW).action
+    assert a.reason.message == (
+        "cool fns/fn 1 -> 0: 0.0152 chance of an invocation in the next minute (idle 2 min) and at most 1.52 % over "
+        "the next 8 min, below the 1.54 % break-even of 141 MB warm against a cold start worth 9,000 MB-min: "
+        "not worth 141 MB warm"
+    )
+    # Far from it, the threshold's own precision: a chance has two more places than its percentage.
+    fc = invocation_forecast(ref, NOW, [0.4] * 5)
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), fc, NOW).action
+    assert "0.400 chance of an invocation in the next minute (idle 2 min) is above the 1.5 % break-even" in (
+        a.reason.message
+    )
+    # Against a 10 % minimum, as before.
+    low = function_policy(minProbability=0.1, coldStartCostMbMinutes=None)
+    fc = invocation_forecast(low.workload, NOW, [0.0999, 0.0999, 0.1001])
+    a = decide_warm_pool(low.workload, low.spec, WorkloadState(low.workload, 0, 0), fc, NOW).action
+    assert a.reason.message.endswith(
+        "0.0999 chance of an invocation in the next minute (idle 2 min) is below the 10.00 % minimum; "
+        "pre-warm in 2 min, when it reaches 10.01 %"
+    )
+
+
+def _printed(message: str) -> tuple[Decimal, Decimal, Decimal | None]:
+    """(chance in percent, threshold %, the other percentage compared with it) as a reason prints them."""
+    chance = Decimal(re.search(r": ([0-9.]+) chance", message).group(1))  # type: ignore[union-attr]
+    threshold = Decimal(re.search(r"the ([0-9.]+) % (?:break-even|minimum)", message).group(1))  # type: ignore[union-attr]
+    other = re.search(r"(?:at most|when it reaches) ([0-9.]+) %", message)
+    return chance * 100, threshold, Decimal(other.group(1)) if other else None
+
+
+def test_no_reason_prints_a_probability_on_the_wrong_side_of_its_threshold_or_equal_to_a_different_one() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        mem = float(rng.choice([50, 78, 128, 141, 178, 200, 400, 994, 2048]))
+        pol = function_policy(memoryMbPerInstance=mem, coldStartCostMbMinutes=float(rng.choice([900, 9000, 9e5])))
+        ref = pol.workload
+        t = warm_threshold(pol.spec)
+        # probabilities within a few percent of the break-even, on both sides, and exactly on it
+        near = t * (1 + rng.normal(0, 0.02, 6))
+        near[rng.integers(6)] = t
+        probs = np.clip(near, 0.0, 1.0)
+        a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), invocation_forecast(ref, NOW, list(probs)), NOW)
+        message = a.action.reason.message
+        chance, threshold, other = _printed(message)
+        p_now = float(probs[0])
+        for value, printed in ((p_now, chance), (None, other)):
+            if printed is None:
+                continue
+            if value is None:  # the maximum (cold) or the step that reaches the threshold (pre-warm)
+                value = float(probs.max()) if "at most" in message else float(probs[1:][probs[1:] >= t][0])
+            assert (printed < threshold) == (value < t) or value == t, message
+            assert (printed == threshold) == (value == t), message
+
+
+def test_the_reactive_fallback_states_what_is_left_of_the_keep_alive_not_all_of_it() -> None:
+    # Review 2026-12-07: called 8 minutes ago under a 10-minute keep-alive, the action said 10 min.
+    pol = function_policy(keepAliveSeconds=600)
+    ref = pol.workload
+    ws = WorkloadState(ref, 0, 0, observed_demand=0.0, observed_at=NOW - 30, warm_instances=1, last_active_at=NOW - 480)
+    a = decide_warm_pool(ref, pol.spec, ws, None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 120.0
+    assert "last invoked 8 min ago, within the 10 min keep-alive" in a.reason.message
+    # called in the newest step: all of it
+    a = decide_warm_pool(ref, pol.spec, replace(ws, last_active_at=NOW), None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 600.0
+    # at the very end of the keep-alive: nothing left, never less
+    a = decide_warm_pool(ref, pol.spec, replace(ws, last_active_at=NOW - 600), None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 0.0
+    # held on missing data (no sample for 4 min): for what is left of the keep-alive past the newest sample
+    held = replace(ws, observed_at=NOW - 240, last_active_at=-math.inf)
+    a = decide_warm_pool(ref, pol.spec, held, None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 360.0 and "rather than cool on missing data" in a.reason.message
+    # the other fallbacks have no last call to count from: the whole keep-alive, as before
+    static = function_policy(keepAliveSeconds=600, fallback={"mode": "static", "staticReplicas": 1})
+    a = decide_warm_pool(ref, static.spec, ws, None, NOW).action
+    assert a.to_instances == 1 and a.keep_warm_s == 600.0
+
+
+def test_a_warm_pool_cut_or_held_at_0_instances_keeps_them_warm_for_no_time() -> None:
+    # Review 2026-12-07: a fair_share cut to 0 kept the decision's keep_warm_s of 600 s.
+    f = function_policy("f", minProbability=0.1, maxInstances=2)
+    s = service_policy("s", priority=5)
+    workloads = {
+        f.workload: WorkloadState(f.workload, 0, 0, warm_instances=0),
+        s.workload: WorkloadState(s.workload, 3, 3, observed_demand=30.0, observed_at=NOW),
+    }
+    inv = {f.workload: invocation_forecast(f.workload, NOW, [0.9] * 12)}
+    forecasts = {s.workload: flat_forecast(s.workload, NOW, 30.0)}
+    p = plan(forecasts, ClusterState(workloads=workloads), [f, s], NOW, invocations=inv, capacity={"*": 3})
+    a = p.actions[0]
+    assert isinstance(a, SetWarmPool) and a.reason.code == "fair_share"
+    assert (a.from_instances, a.to_instances, a.keep_warm_s) == (0, 0, 0.0)
+    # granted one: that one for the decision's keep-warm
+    p = plan(forecasts, ClusterState(workloads=workloads), [f, s], NOW, invocations=inv, capacity={"*": 4})
+    a = p.actions[0]
+    assert isinstance(a, SetWarmPool) and (a.to_instances, a.keep_warm_s) == (1, 600.0)
+    # a pre-warm its quota refuses is held at 0: for no time either
+    refused = ClusterState(workloads=workloads, quota_refused={f.workload: "must specify requests.cpu"})
+    p = plan(forecasts, refused, [f, s], NOW, invocations=inv)
+    a = p.actions[0]
+    assert isinstance(a, SetWarmPool) and a.reason.code == "quota_refused"
+    assert (a.to_instances, a.keep_warm_s) == (0, 0.0)

@@ -44,6 +44,19 @@ def test_the_vectorized_rule_decides_exactly_what_the_planner_path_decides(
     assert np.array_equal(warm, fast)
 
 
+@pytest.mark.parametrize("step_s", [10.0, 300.0])
+def test_at_other_steps_the_vectorized_rule_is_the_planners_at_that_step(step_s: float) -> None:
+    # Until 2026-12-07 the vectorized rule's break-even was m / (m + cost) at every step, the
+    # planner's at 60-s steps only (review).
+    trace = trace_with_memory(make_counts())
+    warm, _ = run_scaleahead(trace, HISTORY, 0.0, step_s=step_s, cold_start_cost=2000.0, keep_alive_budget_ratio=None)
+    prob = probabilities(trace.counts, HISTORY, MINUTES, step_s=step_s)
+    fast = warm_from_probabilities(prob, trace.memory_mb, 0.0, 2000.0, step_s)
+    assert warm.any() and not warm.all()
+    assert np.array_equal(warm, fast)
+    assert not np.array_equal(fast, warm_from_probabilities(prob, trace.memory_mb, 0.0, 2000.0))
+
+
 def test_probabilities_at_minute_t_do_not_change_when_later_minutes_change() -> None:
     counts = make_counts()
     changed = counts.copy()

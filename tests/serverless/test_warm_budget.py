@@ -12,6 +12,7 @@ import pytest
 
 from actuator.simulated_serverless import SimulatedServerless
 from forecaster.baselines import Naive
+from planner.warm import break_even_probability, warm_threshold
 from planner.warm_budget import RECALIBRATE_STEPS, WarmCostBudget, budget_key, with_cold_start_cost
 from scaleahead import warm_budgets
 from scaleahead.bench.serverless import budget_warm, fixed_keepalive_warm, run_scaleahead, score, subset
@@ -367,3 +368,79 @@ def test_one_groups_failed_rebuild_leaves_the_other_groups_their_budgets() -> No
     # the next cycle, with the data repaired, rebuilds the failed group
     again, _ = book.apply(policies, series, now + 60.0)
     assert _budget_costs(again) == _budget_costs(want) and book.errors == {}
+
+
+# --- the step (review 2026-12-07: the budget replayed m / (m + cost) at every step) --------------
+
+
+def _function_at(step_s: float, memory_mb: float, cost: float) -> Policy:
+    return Policy.model_validate(
+        {
+            "metadata": {"name": "fn", "namespace": "fns"},
+            "spec": {
+                "target": {"kind": "KnativeService", "name": "fn", "namespace": "fns"},
+                "demand": {"query": "q", "stepSeconds": step_s},
+                "capacityPerReplica": 1.0,
+                "workloadClass": "function",
+                "warmPool": {"enabled": True, "memoryMbPerInstance": memory_mb, "coldStartCostMbMinutes": cost},
+            },
+        }
+    )
+
+
+def test_at_60_s_steps_the_budget_replays_exactly_the_rule_it_replayed_before() -> None:
+    """Nothing changes at 60-s steps (so ``bench serverless``'s results stand): the threshold is
+    m / (m + cost) to the last bit, for any memory, including those where m * 60 / 60 != m."""
+    rng = np.random.default_rng(11)
+    memory = np.concatenate([[78.0, 128.0, 141.0, 994.0], rng.uniform(1.0, 5000.0, 2000), rng.uniform(0, 1, 500)])
+    assert np.any(memory * 60.0 / 60.0 != memory)  # the values that would move by an ulp are among them
+    budget = WarmCostBudget(memory, 9000.0)
+    for cost in (1.0, 9000.0, 81000.0, 1e7):
+        old = memory / (memory + cost)
+        assert np.array_equal(budget.threshold(cost), old)
+        assert np.array_equal(WarmCostBudget(memory, 9000.0, step_s=60.0).threshold(cost), old)
+        # and the planner's, which computed m * 60 / 60 from 2026-12-06 (an ulp off for some m)
+        assert all(break_even_probability(float(m), cost, 60.0) == o for m, o in zip(memory, old, strict=True))
+
+
+@pytest.mark.parametrize("step_s", [10.0, 60.0, 300.0])
+def test_the_budget_replays_the_planners_break_even_at_the_functions_step(step_s: float) -> None:
+    from planner.warm import decide_warm_pool
+    from scaleahead.types import InvocationForecast, WorkloadState
+
+    pol = _function_at(step_s, 200.0, 9000.0)
+    budget = WarmCostBudget([200.0], 9000.0, step_s=step_s)
+    assert budget.threshold(9000.0)[0] == warm_threshold(pol.spec)
+    now = 1_000_020.0
+    for p in (0.002, 0.0037, 0.004, 0.01, 0.0217, 0.022, 0.09, 0.1, 0.11):
+        fc = InvocationForecast(pol.workload, now, step_s, np.full(5, p), 60.0, "t")
+        planned = decide_warm_pool(pol.workload, pol.spec, WorkloadState(pol.workload, 0, 0), fc, now).action
+        assert bool(budget.warm(np.array([p]))[0]) == (planned.to_instances == 1), (step_s, p)
+
+
+def test_at_10_s_steps_the_budget_chooses_a_sixth_of_the_cost_on_the_same_steps() -> None:
+    # At 10-s steps an instance idles a sixth of the MB-minutes per step: the cost at which the rule
+    # keeps the same instances warm is a sixth (up to the rounding to two significant digits).
+    rng = np.random.default_rng(4)
+    memory = [100.0, 250.0, 600.0]
+    a, b = WarmCostBudget(memory, 9000.0), WarmCostBudget(memory, 9000.0, step_s=10.0)
+    for _ in range(3 * RECALIBRATE_STEPS):
+        prob = rng.random(3) * 0.1
+        counts = (rng.random(3) < prob * 3).astype(np.int64)
+        a.record(prob, counts, warm=a.warm(prob))
+        b.record(prob, counts, warm=a.warm(prob))  # the same steps and the same warm pools
+    assert a.calibrations == b.calibrations == 3
+    assert b.cost * 6 == pytest.approx(a.cost, rel=0.1) and b.cost != a.cost
+
+
+def test_the_rebuild_gives_the_budget_its_groups_step() -> None:
+    counts = np.random.default_rng(2).poisson(0.2, size=(3, 200))
+    with mock.patch.object(warm_budgets, "WarmCostBudget", wraps=WarmCostBudget) as built:
+        warm_budgets.rebuild(counts, [100.0, 200.0, 300.0], 10.0, (10.0, 1.0, 600.0, 9000.0))
+    assert built.call_args.kwargs["step_s"] == 10.0
+
+
+def test_a_step_that_is_not_a_positive_finite_number_is_refused() -> None:
+    for step in (0.0, -60.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="step_s must be a positive, finite"):
+            WarmCostBudget([100.0], 9000.0, step_s=step)
