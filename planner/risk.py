@@ -92,10 +92,15 @@ class ReferenceHpa:
             return bisect.bisect_right(self._ready_at, t)
         return sum(1 for r in self._ready_at if r <= t)
 
-    def step(self, now: float, window_demand: FloatArray) -> int:
-        """The HPA's decision at ``now`` on the demand of its metric window before ``now``; applied at once."""
+    def step(self, now: float, window_demand: FloatArray, earlier_window: FloatArray | None = None) -> int:
+        """The HPA's decision at ``now`` on the demand of its metric window before ``now``; applied at once.
+
+        ``earlier_window``: the window known at the previous cycle, which the syncs due between
+        the two cycles ran on (``Hpa.decide``): with it a cycle holding several 15-s syncs (a
+        1- or 5-minute grid) keeps the HPA's scale-down stabilization, as the replay's HPA peer
+        does since 2026-12-07."""
         have = len(self._ready_at)
-        want, _ = self.hpa.decide(now, window_demand, self.ready(now), have)
+        want, _ = self.hpa.decide(now, window_demand, self.ready(now), have, earlier_window=earlier_window)
         at = self._ready_at
         if want > have:
             if at and now + self.startup_s < at[-1]:
@@ -214,7 +219,13 @@ class RiskAdapter:
                 self.capacity, ref.startup_s, self.cfg.reference_utilization, ready, allocated, now
             )
         self._obs.append((now, int(ready), int(allocated), self.reference.ready(now), self.reference.allocated))
-        self.reference.step(now, past.values[-self._metric_samples :])
+        m = self._metric_samples
+        earlier = None
+        if last is not None and not gap and len(past):
+            # the window known at the previous cycle: the samples that had ended by then
+            k = min(len(past), max(0, int(math.floor((last - past.start) / past.step_s + 1e-9))))
+            earlier = past.values[max(0, k - m) : k]
+        self.reference.step(now, past.values[-m:], earlier)
         return self._decide(now)
 
     def _score(self, past: Series, stop: float | None = None, wait_s: float = 0.0) -> None:

@@ -376,3 +376,21 @@ def test_a_decision_at_an_adapted_slo_risk_says_so_and_names_the_policys_own() -
     assert "weighing 80 replica-seconds)" in own and "risk adaptation" not in own
     # Unchanged, it is the policy as written (equal to it).
     assert with_slo_risk(pol, 80.0) == pol
+
+
+def test_the_simulated_hpa_keeps_its_stabilization_when_a_cycle_holds_several_syncs() -> None:
+    """The reference HPA runs the syncs between two cycles on the window known at the earlier one,
+    as the replay's HPA peer (tests/replay/test_peers.py): on a 5-minute grid one low sample no
+    longer scales it down at once (a review, 2026-12-07; before, 20 -> 5 -> 20)."""
+    step = 300.0
+    flat = [14.0] * 3
+    values = np.array([*flat, 3.5, *flat])
+    adapter = RiskAdapter(CFG, 1.0, 60.0, step, 20, 20, step)
+    allocated = []
+    for i in range(1, values.size + 1):
+        now = i * step
+        adapter.cycle(now, Series("w", 0.0, step, values).before(now), 20, 20)
+        allocated.append(adapter.reference.allocated)
+    # allocated[3]: the cycle that first sees the low sample holds; one cycle later it scales down,
+    # as the replay's HPA does ([20, 20, 10, 20] there too)
+    assert allocated[2:6] == [20, 20, 10, 20], allocated
