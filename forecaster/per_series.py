@@ -52,13 +52,14 @@ class PerSeries(Forecaster):
         self.quantiles = proto.quantiles
         self._proto = proto  # unfitted: answers ``needs_fit`` until the first fit
         self._members: dict[Key, Forecaster] = {}
+        self._fitted: dict[Key, Forecaster] = {}  # the members a fit left fitted
         self._levels: dict[Key, float] = {}
 
     @property
     def needs_fit(self) -> bool:
         if not self._members:
             return self._proto.needs_fit
-        return all(m.needs_fit for m in self._members.values())
+        return not self._fitted
 
     @property
     def members(self) -> dict[Key, Forecaster]:
@@ -75,20 +76,27 @@ class PerSeries(Forecaster):
             members[key] = self._make().fit(group)
             levels[key] = recent_level(group[-1])
         self._members, self._levels = members, levels
+        self._fitted = {k: m for k, m in members.items() if not m.needs_fit}
         return self
 
     def _member(self, series: Series, end: int | None = None) -> Forecaster:
-        """The model for ``series``: its own, else the nearest recent level's at its step (or any)."""
+        """The model for ``series``: its own, else the nearest recent level's at its step (or any).
+
+        Only fitted models are chosen: a series too short to fit on at start-up (a workload
+        deployed minutes before) would otherwise keep its own unfitted model, which refuses every
+        forecast, and the loop refits only while every model is unfitted (a review, 2026-12-07).
+        Its forecasts then come from the nearest level's fitted model until the next fit."""
         key = (series.name, float(series.step_s))
         own = self._members.get(key)
-        if own is not None:
+        if own is not None and not own.needs_fit:
             return own
-        if not self._members:
-            return self._proto  # unfitted: it says so (DataError) as a baseline always did
-        if len(self._members) == 1:
-            return next(iter(self._members.values()))
+        fitted = self._fitted
+        if not fitted:
+            return own or self._proto  # unfitted: it says so (DataError) as a baseline always did
+        if len(fitted) == 1:
+            return next(iter(fitted.values()))
         level = recent_level(series, end)
-        same = [k for k in self._members if k[1] == key[1]] or list(self._members)
+        same = [k for k in fitted if k[1] == key[1]] or list(fitted)
 
         def distance(k: Key) -> tuple[float, str]:
             theirs = self._levels.get(k, math.nan)
@@ -96,7 +104,7 @@ class PerSeries(Forecaster):
                 return (math.inf, k[0])
             return (abs(math.log1p(max(level, 0.0)) - math.log1p(max(theirs, 0.0))), k[0])
 
-        return self._members[min(same, key=distance)]
+        return fitted[min(same, key=distance)]
 
     def predict_origins(self, series: Series, origins: np.ndarray, horizon_steps: int) -> dict[float, FloatArray]:
         end = int(np.min(origins)) if len(origins) else None  # only values before every origin

@@ -670,7 +670,10 @@ class ReplicaBatch:
     def needs_now(self) -> dict[WorkloadRef, int]:
         """Each service's reactive need: the replicas demand observed now needs (0 when nothing
         usable was observed). Under shortage it is part of the service's floor (``planner.planning``)."""
-        return dict(zip(self.refs, self._arrays["reactive"].astype(np.int64).tolist(), strict=True))
+        # at most maxReplicas (the floor never exceeds what is wanted): a huge but finite observation
+        # (1e30) does not wrap around int64 (a review)
+        need = np.minimum(self._arrays["reactive"], self.columns.max_replicas).astype(np.int64)
+        return dict(zip(self.refs, need.tolist(), strict=True))
 
     def _columns(self) -> dict[str, list[Any]]:
         if self._cols is None:

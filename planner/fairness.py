@@ -6,7 +6,8 @@ scoped quota's pools before the namespaces'), they
 are allocated in two rounds, each by *priority first*, then by *weighted
 max-min across tenants* within a priority, then weighted max-min across the workloads of a tenant:
 
-1. floors: every workload's ``minReplicas`` (or less, if it asks for less);
+1. floors: every workload's ``Claim.floor`` (or less, if it asks for less): its ``minReplicas``,
+   and for a service what demand observed now needs of the replicas it has (``planner.planning``);
 2. the rest of what each workload asked for.
 
 A higher priority is served in full before a lower one gets anything in the same round. Within a

@@ -280,7 +280,9 @@ def explain(
             )
         else:
             text = f"{b.why}: fallback keeps the current {current} replicas"
-        details = {"fallback": b.code.removeprefix("fallback_"), "cause": b.why}
+        # the reactive need, for the floor under shortage (``planner.planning``: a merged plan
+        # reads it here; until 2026-12-07 a fallback's had none, a review)
+        details = {"fallback": b.code.removeprefix("fallback_"), "cause": b.why, "reactive_replicas": b.reactive}
         if details["fallback"] != spec.fallback.mode.value:
             details["policy_fallback"] = spec.fallback.mode.value
     else:

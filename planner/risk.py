@@ -170,6 +170,9 @@ class RiskAdapter:
         self._decided = self._period(now)
         self._window = max(1, int(round(cfg.window_seconds / cfg.period_seconds)))
         self.last: Tally | None = None  # the window of the last decision
+        #: The simulated HPA's metric window at the previous cycle (the syncs between two cycles
+        #: ran on it); None before the first cycle and after a gap.
+        self._prev_window: FloatArray | None = None
 
     @property
     def factor(self) -> float:
@@ -219,13 +222,11 @@ class RiskAdapter:
                 self.capacity, ref.startup_s, self.cfg.reference_utilization, ready, allocated, now
             )
         self._obs.append((now, int(ready), int(allocated), self.reference.ready(now), self.reference.allocated))
-        m = self._metric_samples
-        earlier = None
-        if last is not None and not gap and len(past):
-            # the window known at the previous cycle: the samples that had ended by then
-            k = min(len(past), max(0, int(math.floor((last - past.start) / past.step_s + 1e-9))))
-            earlier = past.values[max(0, k - m) : k]
-        self.reference.step(now, past.values[-m:], earlier)
+        window = past.values[-self._metric_samples :].copy()
+        # the window the previous cycle saw, as it saw it (a sample that arrived late is not in it)
+        earlier = self._prev_window if last is not None and not gap else None
+        self.reference.step(now, window, earlier)
+        self._prev_window = window
         return self._decide(now)
 
     def _score(self, past: Series, stop: float | None = None, wait_s: float = 0.0) -> None:

@@ -105,3 +105,18 @@ def test_an_unfitted_model_still_needs_a_fit() -> None:
     model = make_model("seasonal_naive")
     assert model.needs_fit
     assert not model.fit([SMALL]).needs_fit
+
+
+def test_a_series_too_short_to_fit_on_is_forecast_by_a_fitted_model() -> None:
+    """Found by a review: a workload deployed minutes before start-up kept its own unfitted model,
+    which refused every forecast ("no forecast uncertainty"), and the loop refits only while every
+    model is unfitted."""
+    short = Series("shop/new", 0.0, 10.0, np.full(10, 11.0))
+    for name in ("naive", "calibrated_naive"):
+        model = make_model(name).fit([SMALL, short])
+        assert not model.needs_fit
+        at = np.array([len(short)])
+        got = model.predict_origins(short, at, 6)
+        want = model.members[("shop/small", 10.0)].predict_origins(short, at, 6)
+        for q in want:
+            np.testing.assert_array_equal(got[q], want[q])

@@ -789,3 +789,33 @@ def test_when_the_floors_alone_do_not_fit_priority_cuts_what_a_service_needs_now
     assert got == [4, 6], p.actions  # b's higher priority keeps its need; a gives up 4 (its maxStepDown allows)
     (cut,) = [x for x in p.actions if isinstance(x, ScaleTo) and x.workload == a.workload]
     assert "even its floor did not fit" in cut.reason.message, cut.reason.message
+
+
+def test_a_fallback_services_need_now_is_its_floor_in_a_merged_plan_too() -> None:
+    """Found by a review: a fallback decision's reason said no reactive need, so ``share_capacity``
+    (plans merged from parts) floored it at minReplicas while ``plan(capacity=)`` protected it."""
+    from planner import share_capacity
+
+    policies, state, forecasts = _busy_and_idle()
+    a = policies[0].workload
+    without_a = {ref: fc for ref, fc in forecasts.items() if ref != a}  # a has no forecast: fallback
+    direct = plan(without_a, state, policies, NOW, capacity={CLUSTER: 9})
+    merged = share_capacity(plan(without_a, state, policies, NOW), policies, {CLUSTER: 9})
+    for p in (direct, merged):
+        assert [x.to_replicas for x in p.actions if isinstance(x, ScaleTo)] == [8, 1], p.actions
+
+
+def test_a_huge_observed_demand_does_not_wrap_the_floor_around() -> None:
+    """Found by a review: 1e30 req/s made the batch's need int64's minimum, and the floor minReplicas."""
+    policies, state, forecasts = _busy_and_idle()
+    a, b = (p.workload for p in policies)
+    other = service_policy("c", tenant="tc")  # a third service: the batch path, not the single one
+    huge = ClusterState(
+        workloads={
+            **state.workloads,
+            a: WorkloadState(a, 8, 8, observed_demand=1e30, observed_at=NOW),
+            other.workload: WorkloadState(other.workload, 0, 0, observed_demand=0.0, observed_at=NOW),
+        }
+    )
+    p = plan(forecasts, huge, [*policies, other], NOW, capacity={CLUSTER: 10})  # c's minReplicas takes 1
+    assert [x.to_replicas for x in p.actions if isinstance(x, ScaleTo)] == [8, 1, 1], p.actions
