@@ -123,6 +123,10 @@ class Inputs:
     static: npt.NDArray[np.float32]  # [n, n_static]
     scale: FloatArray  # [n]
     usable: BoolArray  # [n] a scale from observed values, and every input finite in float32
+    #: [n] every value observed in every input window is exactly 0 (an idle workload): its forecast
+    #: is 0, not the network's output times a placeholder scale of 1 (until 2026-12-07 about 1
+    #: unit of demand, a review). None: not computed.
+    zero: BoolArray | None = None
 
 
 def gather(values: FloatArray, origins: IntArray, seg: Segment) -> FloatArray:
@@ -205,7 +209,9 @@ def inputs_from_windows(w: FloatArray, times: FloatArray, spec: FeatureSpec) -> 
     # scale: 1e37 a day back over a scale of 0.01) is not usable: training leaves it out, a forecast
     # from it takes the named per-origin fallback (as for a window with no observed value).
     usable &= np.isfinite(seq32).all(axis=(1, 2)) & np.isfinite(static32).all(axis=1)
-    return Inputs(seq32, static32, scale, usable)
+    with np.errstate(invalid="ignore"):  # all-NaN rows: not zero (and not usable)
+        zero = usable & (np.nanmax(np.where(np.isnan(w), -1.0, np.abs(w)), axis=1) == 0.0)
+    return Inputs(seq32, static32, scale, usable, zero)
 
 
 def clock_one_hot(times: FloatArray, spec: FeatureSpec) -> FloatArray:
@@ -264,7 +270,7 @@ def with_prior(inp: Inputs, prior: FloatArray) -> Inputs:
     p = np.clip(prior / inp.scale[:, None], 0.0, PRIOR_MAX) - 1.0
     p = np.where(np.isfinite(p), p, 0.0)
     static = np.concatenate([inp.static, p.astype(np.float32)], axis=1)
-    return Inputs(inp.seq, static, inp.scale, inp.usable)
+    return Inputs(inp.seq, static, inp.scale, inp.usable, inp.zero)
 
 
 def targets(values: FloatArray, origins: IntArray, horizon_steps: int) -> FloatArray:

@@ -542,6 +542,8 @@ class LSTMForecaster(Forecaster):
             out = self._finish(self._raw_predict(inp.seq, inp.static), inp.scale, horizon_steps)
             if point is not None:
                 out = self._blend(out, point)
+            if inp.zero is not None:
+                out[inp.zero] = 0.0  # every value seen is 0: so is the forecast (features.Inputs.zero)
             if not inp.usable.all():
                 out[~inp.usable] = self._naive_rows(values, o[~inp.usable], horizon_steps, series.name)
                 self.last_fallback_origins += int((~inp.usable).sum())
@@ -598,6 +600,8 @@ class LSTMForecaster(Forecaster):
             out[use] = self._finish(raw, inp.scale[use], horizon_steps)
             if point is not None:
                 out[use] = self._blend(out[use], point[use])
+        if inp.zero is not None:
+            out[inp.zero] = 0.0  # every value seen is 0: so is the forecast (features.Inputs.zero)
         self.last_fallback_origins = 0
         for bad in np.flatnonzero(~inp.usable).tolist():
             ref, s = items[bad]

@@ -188,3 +188,22 @@ def test_an_old_format_checkpoint_is_not_checked_against_window_settings_its_con
     # network has 15 outputs, so what stops this file is its network, as before the check existed.
     with pytest.raises(CheckpointError, match="does not match the network it declares"):
         LSTMForecaster.load(path, step_s=60.0)
+
+
+def test_a_workload_at_exactly_zero_is_forecast_at_zero_by_the_lstm(tiny_lstm_config) -> None:  # type: ignore[no-untyped-def]
+    """Found by a review (2026-12-07): a flat-zero context took a placeholder scale of 1, so the
+    LSTM forecast about 1 unit of demand for an idle workload (p99 1.6 req/s for one at 0)."""
+    from scaleahead.types import WorkloadRef
+
+    busy = daily_series(days=2.5)
+    model = LSTMForecaster(tiny_lstm_config).fit([busy])
+    idle = Series("idle", busy.start, busy.step_s, np.zeros(len(busy)), "req")
+    origins = np.array([len(idle) - 100, len(idle) - 10])
+    for q, v in model.predict_origins(idle, origins, 15).items():
+        np.testing.assert_array_equal(v, 0.0, err_msg=f"q{q}")
+    (fc,) = model.forecast_many([(WorkloadRef("Deployment", "shop", "idle"), idle)], idle.end, 15)
+    for q in fc.quantiles:
+        np.testing.assert_array_equal(fc.quantiles[q], 0.0)
+    # one observed non-zero value in the context: forecast by the network as before, not forced to 0
+    once = Series("once", busy.start, busy.step_s, np.where(np.arange(len(busy)) == len(busy) - 50, 3.0, 0.0), "req")
+    assert model.predict_origins(once, np.array([len(once) - 10]), 15)[0.99].max() > 0.0
