@@ -21,19 +21,26 @@ MAX_MESSAGE = 300
 def status_message(exc: BaseException) -> str:
     """The ``message`` of the ``Status`` in ``exc``'s body, on one line (whitespace runs made one
     space) and at most ``MAX_MESSAGE`` characters; "" when there is none (no body, not a Status)."""
+    data = _status(exc)
+    message = data.get("message") if data is not None else None
+    if not isinstance(message, str):
+        return ""
+    return one_line(message)
+
+
+def _status(exc: BaseException) -> dict[str, Any] | None:
+    """The ``Status`` object in ``exc``'s body (text or bytes, as the official client keeps it);
+    None when there is none (no body, not JSON, not an object)."""
     body: Any = getattr(exc, "body", None)
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     if not isinstance(body, str) or not body.strip():
-        return ""
+        return None
     try:
         data = json.loads(body)
     except ValueError:
-        return ""
-    message = data.get("message") if isinstance(data, dict) else None
-    if not isinstance(message, str):
-        return ""
-    return one_line(message)
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
@@ -58,14 +65,8 @@ def retry_after(exc: BaseException) -> float | None:
         with contextlib.suppress(AttributeError, TypeError):
             said = headers.get("Retry-After")
     if said is None:
-        body: Any = getattr(exc, "body", None)
-        if isinstance(body, bytes):
-            body = body.decode("utf-8", "replace")
-        try:
-            data = json.loads(body) if isinstance(body, str) else None
-        except ValueError:
-            data = None
-        details = data.get("details") if isinstance(data, dict) else None
+        data = _status(exc)
+        details = data.get("details") if data is not None else None
         said = details.get("retryAfterSeconds") if isinstance(details, dict) else None
     if isinstance(said, bool):
         return None

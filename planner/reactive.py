@@ -197,8 +197,8 @@ class Hpa:
         at most one sync per step (a 10 s grid) the decisions are the same as without it.
 
         Without it every sync due sees ``window_demand`` and is stamped ``now``, as before
-        2026-12-07: ``planner.risk``'s reference HPA, which has no earlier window, still runs so
-        (on a grid of several syncs a step it loses the stabilization as the replay's peer did).
+        2026-12-07: the first decision, and ``planner.risk``'s reference HPA right after a gap
+        (there is no earlier window then).
         """
         n = self.syncs_due(now)
         self._last_sync = now
