@@ -56,15 +56,18 @@ def actuator(kube, pols, store=None, **cfg) -> Actuator:  # type: ignore[no-unty
 
 @pytest.mark.parametrize("workers", [1, 3])
 def test_a_slow_namespace_does_not_make_the_rest_of_the_plan_too_old(kube, workers: int) -> None:  # type: ignore[no-untyped-def]
-    """Namespace a's write takes 1.5 s, longer than maxPlanAge 1 s. One at a time, b's and c's scale-ups
-    were checked after it and skipped as too old; with 3 in flight they are written while a's waits."""
+    """Namespace a's write takes 3.5 s, longer than maxPlanAge 2.5 s. One at a time, b's and c's scale-ups
+    were checked after it and skipped as too old; with 3 in flight they are written while a's waits.
+    (The margins are wide and the plan is made after the actuator: with 1 s against 1.5 s, a slow CI
+    machine once took more than 1 s to check the first action.)"""
     names = [("a", "x"), ("b", "y"), ("c", "z")]
     for ns, name in names:
         put(kube, ns, name)
-    kube.cluster.faults.append(Fault("PATCH", "/namespaces/a/deployments/x/scale", delay_s=1.5, after=True))
+    kube.cluster.faults.append(Fault("PATCH", "/namespaces/a/deployments/x/scale", delay_s=3.5, after=True))
     pols = [pol(*k) for k in names]
+    act = actuator(kube, pols, max_plan_age_s=2.5, concurrent_writes=workers)
     plan = Plan(time.time(), tuple(ScaleTo(ref(*k), 2, 4, R) for k in names))
-    results = actuator(kube, pols, max_plan_age_s=1.0, concurrent_writes=workers).apply_plan(plan, plan.created_at)
+    results = act.apply_plan(plan, plan.created_at)
     outcomes = [r.outcome for r in results]
     if workers == 1:
         assert outcomes == ["applied", "skipped", "skipped"], results
@@ -76,21 +79,23 @@ def test_a_slow_namespace_does_not_make_the_rest_of_the_plan_too_old(kube, worke
 
 def test_the_most_urgent_actions_go_first_when_the_plan_runs_out_of_time(kube) -> None:  # type: ignore[no-untyped-def]
     """Two in flight: the two scale-ups (in c and b, listed after the scale-down in a) are started first;
-    both are slow, so the scale-down in a, started after them, is skipped as too old (started in the
-    plan's order instead, the scale-down would have been written and a scale-up skipped)."""
+    both are slow (3.5 s against maxPlanAge 2.5 s), so the scale-down in a, started after them, is
+    skipped as too old (started in the plan's order instead, the scale-down would have been written and
+    a scale-up skipped)."""
     put(kube, "a", "down", replicas=5)
     put(kube, "b", "up1")
     put(kube, "c", "up2")
     for ns, name in (("b", "up1"), ("c", "up2")):
         kube.cluster.faults.append(
-            Fault("PATCH", f"/namespaces/{ns}/deployments/{name}/scale", delay_s=1.5, after=True)
+            Fault("PATCH", f"/namespaces/{ns}/deployments/{name}/scale", delay_s=3.5, after=True)
         )
     pols = [pol("a", "down"), pol("b", "up1"), pol("c", "up2", priority=5)]
+    act = actuator(kube, pols, max_plan_age_s=2.5, concurrent_writes=2)
     plan = Plan(
         time.time(),
         (ScaleTo(ref("a", "down"), 5, 3, R), ScaleTo(ref("b", "up1"), 2, 4, R), ScaleTo(ref("c", "up2"), 2, 4, R)),
     )
-    results = actuator(kube, pols, max_plan_age_s=1.0, concurrent_writes=2).apply_plan(plan, plan.created_at)
+    results = act.apply_plan(plan, plan.created_at)
     assert [r.outcome for r in results] == ["skipped", "applied", "applied"], results
     assert "older than maxPlanAge" in results[0].detail
     assert (replicas(kube, "a", "down"), replicas(kube, "b", "up1"), replicas(kube, "c", "up2")) == (5, 4, 4)
@@ -322,14 +327,14 @@ def test_a_human_edits_field_manager_read_lets_other_namespaces_go_on(kube, stor
 
 @pytest.mark.parametrize("extra", ["none", "noop", "held"])
 def test_an_action_without_a_request_does_not_hold_back_less_urgent_ones(kube, extra: str) -> None:  # type: ignore[no-untyped-def]
-    """a: a scale-up whose write takes 1.5 s, then a no-op or a held (backing-off) workload's scale-up,
-    neither of which makes a request; b: a scale-down. maxPlanAge 1 s, 2 in flight: b's scale-down is
+    """a: a scale-up whose write takes 3.5 s, then a no-op or a held (backing-off) workload's scale-up,
+    neither of which makes a request; b: a scale-down. maxPlanAge 2.5 s, 2 in flight: b's scale-down is
     written beside a's write (a review found the quiet action, waiting behind a's write in its lane,
     holding the scale-down back until the plan was too old)."""
     put(kube, "a", "up")
     put(kube, "a", "x")
     put(kube, "b", "down", replicas=5)
-    kube.cluster.faults.append(Fault("PATCH", "/namespaces/a/deployments/up/scale", delay_s=1.5, after=True))
+    kube.cluster.faults.append(Fault("PATCH", "/namespaces/a/deployments/up/scale", delay_s=3.5, after=True))
     pols = [pol("a", "up"), pol("a", "x"), pol("b", "down")]
     actions = [ScaleTo(ref("a", "up"), 2, 4, R)]
     if extra == "noop":
@@ -337,7 +342,7 @@ def test_an_action_without_a_request_does_not_hold_back_less_urgent_ones(kube, e
     elif extra == "held":
         actions.append(ScaleTo(ref("a", "x"), 2, 4, R))
     actions.append(ScaleTo(ref("b", "down"), 5, 3, R))
-    act = actuator(kube, pols, max_plan_age_s=1.0, concurrent_writes=2)
+    act = actuator(kube, pols, max_plan_age_s=2.5, concurrent_writes=2)
     if extra == "held":
         act.held = frozenset({ref("a", "x").key})
     plan = Plan(time.time(), tuple(actions))
