@@ -18,7 +18,7 @@ from typing import cast
 
 from planner.batch import ReplicaBatch, gc_paused
 from planner.fairness import CLUSTER, Claim, Grant, allocate_pools
-from planner.rebalance import plan_moves, unmovable_notes
+from planner.rebalance import Incoming, plan_moves_and_notes, unmovable_notes
 from planner.replicas import decide_replicas, observed_need
 from planner.table import policy_table
 from planner.warm import WarmDecision, fit_memory_budget, plan_warm_pools, worth_per_mb
@@ -175,9 +175,30 @@ def plan(
     notes.extend(warm_notes)
     notes.extend(fair_notes)
     if max_moves > 0:
-        final.extend(plan_moves(state, max_moves))
+        moves, room_notes = plan_moves_and_notes(state, max_moves, incoming=incoming_pods(final, state.pod_shapes))
+        final.extend(moves)
+        notes.extend(room_notes)
         notes.extend(unmovable_notes(state.pods))
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
+
+
+def incoming_pods(actions: Sequence[Action], shapes: Mapping[WorkloadRef, Mapping[str, int]]) -> tuple[Incoming, ...]:
+    """The pods ``actions`` add (a scale-up's, a larger warm pool's), per workload with the requests
+    of one of its pods (``ClusterState.pod_shapes``): what the rebalancing moves of the same plan
+    keep room for. A workload whose pod template was not read (no shape) is not counted."""
+    out: list[Incoming] = []
+    for a in actions:
+        if isinstance(a, ScaleTo):
+            added = a.to_replicas - a.from_replicas
+        elif isinstance(a, SetWarmPool):
+            added = a.to_instances - a.from_instances
+        else:
+            continue
+        shape = shapes.get(a.workload)
+        if added > 0 and shape is not None:
+            cpu, mem = shape.get("requests.cpu", 0), shape.get("requests.memory", 0)
+            out.append(Incoming(a.workload.key, float(cpu), float(mem), added))
+    return tuple(out)
 
 
 #: Most packings of the warm-memory budget on what the sharing grants (``_budget_and_share``).

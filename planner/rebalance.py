@@ -26,6 +26,10 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
   affinity select and whose ``NoSchedule``/``NoExecute`` taints it tolerates
   (``planner.placement_rules.fits_node``, as kube-scheduler filters): the replacement of a pod
   moved elsewhere would stay Pending;
+- **room for the plan's new pods**: when the same plan adds pods (a scale-up, a larger warm pool:
+  ``incoming``), no step leaves room for fewer of them than the cluster had before the moves. The
+  room is counted by first fit on requests and pod limits over the schedulable nodes, a node the
+  moves free excepted (it is freed to be released, and the scheduler would fill it again);
 - **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
   (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
   ``drains_may_add_pairs``;
@@ -54,7 +58,8 @@ Algorithm (greedy, re-evaluated after each chosen step):
    peak), ties broken by name; the *safety check* re-checks capacity, requests, the pod limit,
    PDB budgets, anti-affinity, host ports and the pod's node rules on the state after the move
    (requests: CPU, memory and ephemeral storage).
-3. *Choice*: drains come first (a freed node saves a whole machine; a separation that fills a
+3. *Choice* (of the candidates that keep the room for ``incoming``; each one refused for it is
+   named in a note): drains come first (a freed node saves a whole machine; a separation that fills a
    nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
    precedence), then separations, swaps and exchanges. Within that order, the candidate with the
    highest gain per move that fits in the remaining move budget wins (then the larger gain, fewer
@@ -128,6 +133,23 @@ class RebalanceWeights:
     node_freed: float = 1.0
     pair_separated: float = 0.25
     move_cost: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """Pods the same plan adds to one workload (a scale-up, a larger warm pool), each with the
+    requests of its pod template. The scheduler places them wherever they fit, so the moves keep
+    room for them (``plan_moves``). Their node rules are not known here: they count on any
+    schedulable node."""
+
+    workload: str
+    cpu_request_m: float
+    memory_request_mb: float
+    count: int
+
+
+#: A plan's notes name at most this many steps refused for the room of the plan's new pods.
+NOTE_ROOM_STEPS = 3
 
 
 def pod_key(pod: Pod) -> str:
@@ -1417,8 +1439,10 @@ def plan_moves(
     weights: RebalanceWeights | None = None,
     max_candidate_nodes: int = DEFAULT_MAX_CANDIDATE_NODES,
     drains_may_add_pairs: bool = False,
+    incoming: Sequence[Incoming] = (),
 ) -> tuple[MovePod, ...]:
-    """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods.
+    """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods
+    (``plan_moves_and_notes`` without its notes).
 
     Args:
         state: nodes (allocatable, pod limit, labels, taints), pods (requests, usage, forecast
@@ -1434,14 +1458,39 @@ def plan_moves(
             others.
         drains_may_add_pairs: allow a drain to leave more interfering pairs than it found (the
             behaviour before drains were made interference-safe); off by default.
+        incoming: pods the same plan adds; no step leaves room for fewer of them (``_room``).
 
     Returns:
         The moves, in the order they should be applied; each with its reason and expected gain.
     """
+    return plan_moves_and_notes(
+        state,
+        max_moves,
+        max_peak_fraction=max_peak_fraction,
+        weights=weights,
+        max_candidate_nodes=max_candidate_nodes,
+        drains_may_add_pairs=drains_may_add_pairs,
+        incoming=incoming,
+    )[0]
+
+
+def plan_moves_and_notes(
+    state: ClusterState,
+    max_moves: int = DEFAULT_MAX_MOVES,
+    *,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
+    weights: RebalanceWeights | None = None,
+    max_candidate_nodes: int = DEFAULT_MAX_CANDIDATE_NODES,
+    drains_may_add_pairs: bool = False,
+    incoming: Sequence[Incoming] = (),
+) -> tuple[tuple[MovePod, ...], tuple[str, ...]]:
+    """``plan_moves``'s moves, and one note per step it did not take because it would have left
+    less room for the pods the plan adds (``incoming``), the first ``NOTE_ROOM_STEPS`` named."""
     w = weights or RebalanceWeights()
     if max_moves <= 0:
-        return ()
+        return (), ()
     c = _Cluster.of(state)
+    room = _Room.of(c, incoming)
     out: list[MovePod] = []
     while len(out) < max_moves:
         budget = max_moves - len(out)
@@ -1454,11 +1503,106 @@ def plan_moves(
         steps += _separations(c, max_peak_fraction, w, max_candidate_nodes)
         steps += _exchanges(c, max_peak_fraction, w, max_candidate_nodes, budget)
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
-        if not steps:
+        ranked = sorted(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
+        best = next((s for s in ranked if room.keeps(c, s)), None)
+        if best is None:
             break
-        best = min(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
         out.extend(_reasons(c, best, w))
-    return tuple(out)
+    return tuple(out), room.notes()
+
+
+@dataclass(slots=True)
+class _Room:
+    """The room the cluster has for the pods the plan adds (``Incoming``), and the steps refused
+    for leaving less of it."""
+
+    incoming: tuple[Incoming, ...]
+    #: nodes with pods (not node-bound) before any move: a move that leaves one empty frees it
+    occupied: frozenset[str]
+    #: how many of ``incoming``'s pods fit before any move
+    start: int
+    #: per step refused, a sentence (in the order they were refused, one per kind and source)
+    refused: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, c: _Cluster, incoming: Sequence[Incoming]) -> _Room:
+        wanted = tuple(i for i in incoming if i.count > 0)
+        occupied = frozenset(n for n, ps in c.pods.items() if ps)
+        return cls(wanted, occupied, _room(c, wanted, frozenset()) if wanted else 0)
+
+    @property
+    def total(self) -> int:
+        return sum(i.count for i in self.incoming)
+
+    def keeps(self, c: _Cluster, step: _Step) -> bool:
+        """Whether the cluster after ``step`` still has room for as many of the new pods as before
+        any move (each step is held to the start, so the moves together are too)."""
+        if not self.incoming:
+            return True
+        trial = c.copy()
+        for pod, target in step.moves:
+            trial.move(pod, target)
+        freed = frozenset(n for n in self.occupied if not trial.pods[n])
+        after = _room(trial, self.incoming, freed)
+        if after >= self.start:
+            return True
+        key = (step.kind, step.source)
+        if key not in self.refused:
+            what = f"freeing {step.source}" if step.kind == "drain" else f"the {step.kind} from {step.source}"
+            moves = f"{len(step.moves)} move{'s' if len(step.moves) != 1 else ''}"
+            self.refused[key] = (
+                f"rebalancing left out {what} ({moves}): the pods this plan adds would then fit "
+                f"{after} of {self.total} by requests, against {self.start} before the moves "
+                f"({_named(self.incoming)})"
+            )
+        return False
+
+    def notes(self) -> tuple[str, ...]:
+        said = list(self.refused.values())
+        if len(said) > NOTE_ROOM_STEPS:
+            more = len(said) - NOTE_ROOM_STEPS
+            said = [
+                *said[:NOTE_ROOM_STEPS],
+                f"rebalancing left out {more} more step{'s' if more != 1 else ''} "
+                "for the room of the pods this plan adds",
+            ]
+        return tuple(said)
+
+
+def _named(incoming: Sequence[Incoming]) -> str:
+    """The new pods in short: the workloads with most of them first, the first three named."""
+    top = sorted(incoming, key=lambda i: (-i.count, i.workload))
+    parts = [f"{i.count} of {i.workload}" for i in top[:NOTE_NAMED_PODS]]
+    if len(top) > NOTE_NAMED_PODS:
+        parts.append(f"{len(top) - NOTE_NAMED_PODS} more workloads")
+    return ", ".join(parts)
+
+
+def _room(c: _Cluster, incoming: Sequence[Incoming], released: frozenset[str]) -> int:
+    """How many of ``incoming``'s pods fit on the schedulable nodes, ``released`` ones excepted,
+    by CPU and memory requests and the pod limit: first fit, the largest CPU request first, the
+    nodes in name order. An estimate of what the scheduler can place, the same for every state
+    it compares."""
+    a = c.arrays
+    ok = a.schedulable.copy()
+    for name in released:
+        ok[a.pos[name]] = False
+    free_cpu = np.where(ok, a.cpu_alloc - a.req_cpu, 0.0)
+    free_mem = np.where(ok, a.mem_alloc - a.req_mem, 0.0)
+    free_pods = np.where(ok, a.max_pods - a.n_pods - a.n_bound, 0.0)
+    placed = 0
+    for inc in sorted(incoming, key=lambda i: (-i.cpu_request_m, -i.memory_request_mb, i.workload)):
+        fits = free_pods.copy()
+        for free, need in ((free_cpu, inc.cpu_request_m), (free_mem, inc.memory_request_mb)):
+            if need > 0:
+                fits = np.minimum(fits, np.floor(free / need + 1e-9))
+        fits = np.maximum(fits, 0.0)
+        take = np.clip(inc.count - (np.cumsum(fits) - fits), 0.0, fits)
+        placed += int(take.sum())
+        free_cpu -= take * inc.cpu_request_m
+        free_mem -= take * inc.memory_request_mb
+        free_pods -= take
+    return placed
 
 
 #: A note names at most this many pods per reason, then counts the others.

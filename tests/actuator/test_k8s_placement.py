@@ -176,6 +176,42 @@ def test_a_planned_move_is_carried_out_as_an_eviction(kube) -> None:
     assert len(evictions) == len(moves)
 
 
+def test_a_drain_that_would_leave_the_plans_scale_up_no_room_is_left_out(kube) -> None:
+    """The Deployment api (1500m a pod) goes 1 -> 4 in the same plan. Freeing n3 (its cart pod onto
+    n1) would leave room for 2 of the 3 new pods (n1 1, n2 1), against 3 before: the drain is left
+    out and a note says why; the separation of web-2 from batch-1 (room for all 3 after it) stays."""
+    from dataclasses import replace
+
+    import numpy as np
+    from kubeemu import DEPLOYMENTS, deployment, policy
+
+    from scaleahead.types import Forecast, ScaleTo, WorkloadRef
+
+    fragmented(kube)
+    api = deployment(1, labels={"app": "api"})
+    api["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1500m", "memory": "256Mi"}}
+    kube.cluster.put(DEPLOYMENTS, "default", "api", api)
+    ref = WorkloadRef("Deployment", "default", "api")
+    pol = policy("api")
+    state = KubernetesTarget(kube.api_client(), [pol], placement=True).read_state([ref])
+    assert state.pod_shapes[ref]["requests.cpu"] == 1500
+    ws = state.workloads[ref]  # the loop adds the demand observed, from the history
+    state = replace(state, workloads={ref: replace(ws, observed_demand=20.0, observed_at=NOW - 5)})
+    level = np.full(90, 35.0)  # 35 req/s at 10 a replica and 0.9: 4 replicas
+    forecast = Forecast(ref, NOW - 1, 10.0, {q: level for q in (0.1, 0.5, 0.9, 0.99)})
+    plan = make_plan({ref: forecast}, state, [pol], NOW, max_moves=4)
+    scale = plan.actions[0]
+    assert isinstance(scale, ScaleTo) and (scale.from_replicas, scale.to_replicas) == (1, 4), scale
+    moved = {a.pod: (a.from_node, a.to_node) for a in plan.actions if isinstance(a, MovePod)}
+    assert moved == {"web-2": ("n2", "n1")}, moved
+    assert any(
+        n.startswith("rebalancing left out freeing n3 (1 move): the pods this plan adds would then fit 2 of 3")
+        for n in plan.notes
+    ), plan.notes
+    without = make_plan({}, state, [pol], NOW, max_moves=4)  # no scale-up: n3 is freed as before
+    assert "cart-1" in {a.pod for a in without.actions if isinstance(a, MovePod)}
+
+
 def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:
     fragmented(kube)
     usage = {"containers": [{"name": "c", "usage": {"cpu": "2500000000n", "memory": "100Mi"}}]}

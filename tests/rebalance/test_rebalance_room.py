@@ -1,0 +1,131 @@
+"""Rebalancing keeps room for the pods the same plan adds (``Incoming``): a drain that would leave
+the plan's scale-up less room than the cluster had is not proposed, and a plan note names it."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rebalance_builders import cluster, node, pod
+from test_rebalance_properties import applied, clusters
+
+from planner import plan
+from planner.planning import incoming_pods
+from planner.rebalance import Incoming, _Cluster, _room, plan_moves, plan_moves_and_notes
+from scaleahead.types import ClusterState, MovePod, ScaleTo, SetWarmPool, WorkloadRef, WorkloadState
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "planner"))
+from planner_helpers import flat_forecast, service_policy  # noqa: E402
+
+#: a: 1 small pod, b: 6 cores, c: 3 cores (10 cores each): freeing a (onto b) or c (onto b) are the drains
+THREE = cluster(
+    [node("a"), node("b"), node("c")],
+    [pod("web-1", "a", 1000), pod("db-1", "b", 6000), pod("db-2", "c", 3000)],
+)
+
+
+def api(count: int, cpu: float = 3000, mem: float = 3000) -> Incoming:
+    return Incoming("Deployment/app/api", cpu, mem, count)
+
+
+def test_without_new_pods_the_drain_goes_ahead() -> None:
+    moves, notes = plan_moves_and_notes(THREE, max_moves=4)
+    assert [(m.pod, m.to_node) for m in moves] == [("web-1", "b")] and notes == ()
+
+
+def test_a_drain_that_leaves_the_plans_new_pods_less_room_is_not_proposed_and_a_note_says_so() -> None:
+    # Before: 3 cores' pods fit 3 on a, 1 on b, 2 on c = 6. Freeing a leaves 1 + 2; freeing c leaves 3 + 0.
+    moves, notes = plan_moves_and_notes(THREE, max_moves=4, incoming=(api(6),))
+    assert moves == ()
+    assert len(notes) == 3  # freeing b (onto c) too
+    assert notes[0] == (
+        "rebalancing left out freeing a (1 move): the pods this plan adds would then fit 3 of 6 by requests, "
+        "against 6 before the moves (6 of Deployment/app/api)"
+    )
+    assert [n.split(":")[0] for n in notes[1:]] == [
+        "rebalancing left out freeing c (1 move)",
+        "rebalancing left out freeing b (1 move)",
+    ]
+
+
+def test_a_drain_that_leaves_room_for_them_all_goes_ahead() -> None:
+    # 3 pods fit on a alone before; after freeing a: 1 on b, 2 on c = 3: no fewer
+    moves, notes = plan_moves_and_notes(THREE, max_moves=4, incoming=(api(3),))
+    assert [(m.pod, m.to_node) for m in moves] == [("web-1", "b")] and notes == ()
+
+
+def test_pods_that_never_fit_hold_nothing_back() -> None:
+    # 20 GiB of memory each: none fits on any node, before or after
+    moves, notes = plan_moves_and_notes(THREE, max_moves=4, incoming=(api(2, mem=20_000),))
+    assert len(moves) == 1 and notes == ()
+
+
+def test_the_room_counts_memory_and_the_pod_limit_too() -> None:
+    c = _Cluster.of(THREE)
+    assert _room(c, (api(9, cpu=1, mem=3000),), frozenset()) == 6  # memory: 3 + 1 + 2
+    tight = cluster([replace(node("a"), max_pods=2), node("b", cpu_m=1000, memory_mb=1000)], [pod("web-1", "a", 10)])
+    # a: pod limit 2 with one pod on it -> 1; b: 1000 m / 1 m but its default pod limit (110) -> 5 asked, 4 left
+    assert _room(_Cluster.of(tight), (api(5, cpu=1, mem=1),), frozenset()) == 5
+    assert _room(_Cluster.of(tight), (api(5, cpu=1, mem=1),), frozenset({"b"})) == 1
+    cordoned = cluster([node("a", schedulable=False), node("b")], [pod("web-1", "b", 1000)])
+    assert _room(_Cluster.of(cordoned), (api(9, cpu=1000, mem=1000),), frozenset()) == 9
+
+
+def test_the_largest_pods_are_placed_first() -> None:
+    # 4 cores free on each of two nodes: two 3-core pods first, then the two 1-core ones beside them
+    two = cluster([node("a", cpu_m=4000), node("b", cpu_m=4000)], [])
+    small = Incoming("Deployment/app/small", 1000, 1000, 2)
+    assert _room(_Cluster.of(two), (small, api(2)), frozenset()) == 4
+
+
+def test_incoming_pods_are_the_plans_increases_with_the_read_pod_shapes() -> None:
+    up, down, fn, unknown = (WorkloadRef("Deployment", "app", n) for n in ("up", "down", "fn", "unknown"))
+    fn = WorkloadRef("KnativeService", "app", "fn")
+    shapes = {up: {"requests.cpu": 250, "requests.memory": 512}, down: {"requests.cpu": 1}, fn: {"requests.memory": 64}}
+    from scaleahead.types import Reason
+
+    r = Reason("t", "t")
+    actions = [
+        ScaleTo(up, 2, 5, r),
+        ScaleTo(down, 5, 2, r),
+        ScaleTo(unknown, 1, 9, r),
+        SetWarmPool(fn, 0, 2, 60.0, r),
+    ]
+    assert incoming_pods(actions, shapes) == (
+        Incoming("Deployment/app/up", 250.0, 512.0, 3),
+        Incoming("KnativeService/app/fn", 0.0, 64.0, 2),
+    )
+
+
+def test_plan_keeps_room_for_its_own_scale_up_and_notes_the_drain_it_left_out() -> None:
+    ref = WorkloadRef("Deployment", "shop", "web")
+    pol = service_policy("web", maxReplicas=20)
+    now = 1_000_000.0
+    base = replace(THREE, workloads={ref: WorkloadState(ref, 2, 2, 20.0, now - 5)})
+    shaped = replace(base, pod_shapes={ref: {"requests.cpu": 3000, "requests.memory": 3000}})
+    forecast = {ref: flat_forecast(ref, now - 1, 60.0)}  # 60 req/s at 10 per replica: 6 replicas, 4 new pods
+    quiet = plan(forecast, base, [pol], now, max_moves=4)
+    assert [type(a).__name__ for a in quiet.changes] == ["ScaleTo", "MovePod"]  # no shape: the drain goes ahead
+    kept = plan(forecast, shaped, [pol], now, max_moves=4)
+    scale = kept.changes[0]
+    assert isinstance(scale, ScaleTo) and (scale.from_replicas, scale.to_replicas) == (2, 6)
+    assert not any(isinstance(a, MovePod) for a in kept.actions)
+    assert any(
+        n.startswith("rebalancing left out freeing a (1 move)") and "4 of Deployment/shop/web" in n for n in kept.notes
+    ), kept.notes
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), st.lists(st.tuples(st.integers(100, 6000), st.integers(100, 6000), st.integers(1, 6)), max_size=3))
+def test_the_moves_never_leave_the_new_pods_less_room(state: ClusterState, shapes: list[tuple[int, int, int]]) -> None:
+    incoming = tuple(Incoming(f"Deployment/app/w{i}", float(c), float(m), k) for i, (c, m, k) in enumerate(shapes))
+    moves = plan_moves(state, max_moves=4, incoming=incoming)
+    before = _room(_Cluster.of(state), incoming, frozenset())
+    after_state = replace(state, pods=tuple(applied(state, moves)))
+    occupied = {p.node for p in state.pods if not p.node_bound}
+    freed = frozenset(n for n in occupied if not any(p.node == n and not p.node_bound for p in after_state.pods))
+    assert _room(_Cluster.of(after_state), incoming, freed) >= before
+    assert plan_moves(state, max_moves=4) == plan_moves(state, max_moves=4, incoming=())
