@@ -330,6 +330,9 @@ def decide_warm_pool(
     else:
         k0 = min(max(int(math.floor((now - forecast.origin) / forecast.step_s + 1e-9)), 0), forecast.horizon_steps - 1)
         probs = forecast.probability[k0:]
+        # how much of the step ``now`` falls in is gone: the times below count from now, not from
+        # the step's start (the loop plans every 10 s on 60-s forecast steps)
+        gone = min(max(now - (forecast.origin + k0 * forecast.step_s), 0.0), forecast.step_s)
         p_now = float(probs[0])
         idle = "never invoked before" if not math.isfinite(forecast.idle_s) else f"idle {_minutes(forecast.idle_s)}"
         step = "minute" if forecast.step_s == 60 else _minutes(forecast.step_s)
@@ -348,7 +351,7 @@ def decide_warm_pool(
             want = min(cap, max(1, current))
             below = np.flatnonzero(probs < threshold)
             run = int(below[0]) if below.size else len(probs)
-            keep = min(run * forecast.step_s, pool.keep_alive_seconds)
+            keep = min(max(run * forecast.step_s - gone, 0.0), pool.keep_alive_seconds)
             code = "warm_forecast"
             text = (
                 f"{chance} chance of an invocation in the next {step} ({idle}) is above {rule}; "
@@ -371,7 +374,7 @@ def decide_warm_pool(
                 code = "prewarm_later"
                 text = (
                     f"{chance} chance of an invocation in the next {step} ({idle}) is below {rule}; "
-                    f"pre-warm in {_minutes(k * forecast.step_s)}, when it reaches {_pct(float(probs[k]), d)}"
+                    f"pre-warm in {_minutes(k * forecast.step_s - gone)}, when it reaches {_pct(float(probs[k]), d)}"
                 )
             else:
                 code = "cold_ok"

@@ -50,6 +50,21 @@ def test_an_unlikely_call_now_but_a_likely_one_later_says_when_to_prewarm() -> N
     assert "pre-warm in 3 min" in a.reason.message and "idle 7 min" in a.reason.message
 
 
+def test_times_count_from_now_not_from_the_start_of_the_step_now_falls_in() -> None:
+    """The loop plans every 10 s on 60-s forecast steps: 50 s into the forecast's first step, the
+    warm run of three steps ends in 130 s, not 180 s, and a rise three steps ahead comes in 130 s."""
+    pol = function_policy(minProbability=0.1, keepAliveSeconds=600)
+    ref = pol.workload
+    warm = invocation_forecast(ref, NOW - 50, [0.4, 0.3, 0.2, 0.05, 0.5])
+    a = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), warm, NOW).action
+    assert a.keep_warm_s == 130.0 and "keep warm for 2.17 min" in a.reason.message, a.reason.message
+    later = invocation_forecast(ref, NOW - 50, [0.01, 0.02, 0.03, 0.6, 0.1], idle_s=420)
+    b = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=1), later, NOW).action
+    assert b.reason.code == "prewarm_later" and "pre-warm in 2.17 min" in b.reason.message, b.reason.message
+    # at the step's start, the whole run
+    assert decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), warm, NOW - 50).action.keep_warm_s == 180.0
+
+
 def test_an_unlikely_call_over_the_whole_horizon_leaves_the_function_cold_and_says_why() -> None:
     pol = function_policy(minProbability=0.1)
     ref = pol.workload
