@@ -1479,6 +1479,7 @@ class KubernetesTarget:
             owner = controller_owner(item)
             labels = dict(meta.get("labels") or {})
             cls = labels.get(INTERFERENCE_LABEL, "none")
+            used_cpu, used_memory = usage.get((str(meta.get("namespace", "")), str(meta.get("name", ""))), (0.0, 0.0))
             pods.append(
                 Pod(
                     str(meta.get("namespace", "")),
@@ -1487,7 +1488,8 @@ class KubernetesTarget:
                     cpu,
                     memory,
                     owner=owner[1] if owner and owner[0] in ("ReplicaSet", "StatefulSet") else "",
-                    usage_cpu_m=usage.get((str(meta.get("namespace", "")), str(meta.get("name", ""))), 0.0),
+                    usage_cpu_m=used_cpu,
+                    usage_memory_mb=used_memory,
                     interference=cls if cls in _INTERFERENCE else "none",  # type: ignore[arg-type]
                     labels=labels,
                     # a DaemonSet's pod or a static (mirror) pod: bound to its node, never moved, and
@@ -1527,21 +1529,24 @@ class KubernetesTarget:
                 )
         return tuple(nodes), tuple(pods), tuple(pdbs)
 
-    def _pod_usage(self) -> dict[tuple[str, str], float]:
-        """CPU usage (millicores) per (namespace, pod) from the metrics API; {} when it is not served."""
+    def _pod_usage(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """CPU (millicores) and memory (MiB) usage per (namespace, pod) from the metrics API, the
+        containers' sums; {} when it is not served. A pod whose reading does not parse is left out."""
         try:
             doc = self._raw(self.custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "pods")
         except (ApiException, HTTPError, ActuationError) as exc:
             log.info("no pod metrics (metrics.k8s.io): %s; rebalancing places pods by their requests", exc)
             return {}
-        out: dict[tuple[str, str], float] = {}
+        out: dict[tuple[str, str], tuple[float, float]] = {}
         for item in doc.get("items") or []:
             meta = item.get("metadata") or {}
+            used = [c.get("usage") or {} for c in item.get("containers") or []]
             try:
-                cpu = sum(cpu_millis((c.get("usage") or {}).get("cpu")) for c in item.get("containers") or [])
+                cpu = sum(cpu_millis(u.get("cpu")) for u in used)
+                memory = sum(_memory_bytes(u.get("memory")) for u in used) / 2**20
             except ValueError:
                 continue
-            out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = float(cpu)
+            out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = (float(cpu), float(memory))
         return out
 
     def _as_admitted(self, namespace: str, template: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -12,8 +12,10 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
 
 - **capacity at the forecast peak**: on a node that receives a pod, the sum of its pods' CPU (each
   at the larger of its forecast peak and its observed usage) stays at or below
-  ``max_peak_fraction`` of the node's allocatable CPU, the sum of CPU and memory *requests*
-  stays within allocatable, so does the sum of ephemeral-storage requests when the pod requests
+  ``max_peak_fraction`` of the node's allocatable CPU, the sum of CPU *requests* stays within
+  allocatable and so does the sum of its pods' memory, each pod at the larger of its request and
+  its observed use (``pod_memory_mb``: the scheduler's rule, and no node pushed into memory
+  pressure), so does the sum of ephemeral-storage requests when the pod requests
   some (a node that reports none takes no such pod), and its pods (node-bound ones included)
   within its pod limit (``Node.max_pods``): the scheduler's own fit rule (NodeResourcesFit);
 - **PodDisruptionBudgets**: at most ``disruptions_allowed`` pods covered by a PDB move in one plan,
@@ -194,6 +196,14 @@ def pod_peak_cpu_m(pod: Pod) -> float:
     return float(max(pod.cpu_request_m, pod.usage_cpu_m))
 
 
+def pod_memory_mb(pod: Pod) -> float:
+    """The memory a node must hold for a pod: the larger of its request (what the scheduler counts)
+    and its observed use. A pod above its request on a node whose pods' use passes the node's
+    allocatable is the first the kubelet evicts under memory pressure, so a move never makes that."""
+    use = pod.usage_memory_mb if math.isfinite(pod.usage_memory_mb) else 0.0
+    return float(max(pod.memory_request_mb, use))
+
+
 def interference_pairs(pods: Iterable[Pod]) -> int:
     """Number of (cpu-bound, latency-critical) pod pairs sharing a node."""
     cpu: dict[str, int] = {}
@@ -340,7 +350,7 @@ class _Cluster:
         c.base = {
             name: (
                 float(sum(p.cpu_request_m for p in ps)),
-                float(sum(p.memory_request_mb for p in ps)),
+                float(sum(pod_memory_mb(p) for p in ps)),
                 float(sum(pod_peak_cpu_m(p) for p in ps)),
                 float(sum(p.usage_cpu_m for p in ps if math.isfinite(p.usage_cpu_m))),
             )
@@ -351,7 +361,7 @@ class _Cluster:
             b_cpu, b_mem, b_peak, _ = c.base[name]
             c.req_eph[name] = c.base_eph[name] + float(sum(p.ephemeral_storage_request_mb for p in ps))
             c.req_cpu[name] = b_cpu + float(sum(p.cpu_request_m for p in ps))
-            c.req_mem[name] = b_mem + float(sum(p.memory_request_mb for p in ps))
+            c.req_mem[name] = b_mem + float(sum(pod_memory_mb(p) for p in ps))
             c.peak[name] = b_peak + sum(pod_peak_cpu_m(p) for p in ps)
             counts: dict[str, int] = {}
             for p in (*ps, *c.bound[name]):  # a node-bound pod interferes where it stays
@@ -460,7 +470,7 @@ class _Cluster:
         peak = pod_peak_cpu_m(pod)
         for name, sign in ((src, -1.0), (to, 1.0)):
             self.req_cpu[name] += sign * pod.cpu_request_m
-            self.req_mem[name] += sign * pod.memory_request_mb
+            self.req_mem[name] += sign * pod_memory_mb(pod)
             self.req_eph[name] += sign * pod.ephemeral_storage_request_mb
             self.peak[name] += sign * peak
             counts = dict(self.classes[name])
@@ -826,7 +836,7 @@ def _safe(c: _Cluster, pod: Pod, node: str, max_peak_fraction: float) -> bool:
         return False
     if (
         b_cpu + sum(p.cpu_request_m for p in here) > n.cpu_m
-        or b_mem + sum(p.memory_request_mb for p in here) > n.memory_mb
+        or b_mem + sum(pod_memory_mb(p) for p in here) > n.memory_mb
         or (
             pod.ephemeral_storage_request_mb > 0
             and c.base_eph[node] + sum(p.ephemeral_storage_request_mb for p in here) > n.ephemeral_storage_mb
@@ -853,7 +863,7 @@ def _choose(c: _Cluster, pod: Pod, exclude: frozenset[str], max_peak_fraction: f
         & (a.n_pods > 0)
         & (a.n_pods + a.n_bound + 1 <= a.max_pods)
         & (a.req_cpu + pod.cpu_request_m <= a.cpu_alloc)
-        & (a.req_mem + pod.memory_request_mb <= a.mem_alloc)
+        & (a.req_mem + pod_memory_mb(pod) <= a.mem_alloc)
         & (pod.ephemeral_storage_request_mb <= 0 or a.req_eph + pod.ephemeral_storage_request_mb <= a.eph_alloc)
         & (a.peak + peak <= max_peak_fraction * a.cpu_alloc + 1e-9)
     )
@@ -1061,7 +1071,7 @@ class _Side:
             tuple(sets),
             total(pod_peak_cpu_m),
             total(lambda p: p.cpu_request_m),
-            total(lambda p: p.memory_request_mb),
+            total(pod_memory_mb),
             total(lambda p: p.ephemeral_storage_request_mb),
             n_cpu,
             n_lat,
@@ -1099,7 +1109,7 @@ def _exchange_order(
                     not fits_node(p, n)
                     or len(there) + len(c.bound[dest]) + 1 > n.max_pods
                     or b_cpu + sum(q.cpu_request_m for q in there) + p.cpu_request_m > n.cpu_m
-                    or b_mem + sum(q.memory_request_mb for q in there) + p.memory_request_mb > n.memory_mb
+                    or b_mem + sum(pod_memory_mb(q) for q in there) + pod_memory_mb(p) > n.memory_mb
                     or (
                         p.ephemeral_storage_request_mb > 0
                         and c.base_eph[dest]

@@ -623,6 +623,9 @@ class Pod:
     #: ``metadata.uid`` (``""`` where unknown, as in the benchmark's clusters): a move the planner
     #: proposes names it, so that a pod re-created under the same name is not taken for this one.
     uid: str = ""
+    #: Its observed memory use in MiB (the metrics API; 0 where unknown). The rebalancer counts a pod's
+    #: memory on a node as the larger of this and ``memory_request_mb`` (``planner.rebalance.pod_memory_mb``).
+    usage_memory_mb: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,6 +220,20 @@ def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:
     by_name = {p.name: p for p in pods}
     assert by_name["batch-1"].usage_cpu_m == 2500 and by_name["web-1"].usage_cpu_m == 0
     assert pod_peak_cpu_m(by_name["batch-1"]) == 2500, "placed by its usage, not its request"
+    assert by_name["batch-1"].usage_memory_mb == 100 and by_name["web-1"].usage_memory_mb == 0
+
+
+def test_a_pod_using_more_memory_than_it_requests_is_not_moved_where_its_use_does_not_fit(kube) -> None:
+    """cart-1 requests 256Mi but uses 15.9Gi: by requests it fits on n1 (16Gi) and n3 would be freed;
+    by its use n1 would pass its allocatable memory (memory pressure: the kubelet evicts), so n3 stays."""
+    fragmented(kube)
+    state = KubernetesTarget(kube.api_client(), placement=True).read_state([])
+    assert "cart-1" in {a.pod for a in make_plan({}, state, [], NOW, max_moves=4).actions if isinstance(a, MovePod)}
+    usage = {"containers": [{"name": "c", "usage": {"cpu": "100m", "memory": "16280Mi"}}]}
+    kube.cluster.put(POD_METRICS, "shop", "cart-1", usage)
+    state = KubernetesTarget(kube.api_client(), placement=True).read_state([])
+    moves = [a for a in make_plan({}, state, [], NOW, max_moves=4).actions if isinstance(a, MovePod)]
+    assert "cart-1" not in {m.pod for m in moves}, moves
 
 
 def test_daemonset_and_mirror_pods_are_node_bound_and_do_not_block_a_drain(kube) -> None:
