@@ -200,8 +200,8 @@ def pod_memory_mb(pod: Pod) -> float:
     """The memory a node must hold for a pod: the larger of its request (what the scheduler counts)
     and its observed use. A pod above its request on a node whose pods' use passes the node's
     allocatable is the first the kubelet evicts under memory pressure, so a move never makes that."""
-    use = pod.usage_memory_mb if math.isfinite(pod.usage_memory_mb) else 0.0
-    return float(max(pod.memory_request_mb, use))
+    # (``max`` keeps the request when the use is NaN: a comparison with NaN is false)
+    return max(pod.memory_request_mb, pod.usage_memory_mb)
 
 
 def interference_pairs(pods: Iterable[Pod]) -> int:
@@ -1513,8 +1513,11 @@ def plan_moves_and_notes(
         steps += _separations(c, max_peak_fraction, w, max_candidate_nodes)
         steps += _exchanges(c, max_peak_fraction, w, max_candidate_nodes, budget)
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
-        ranked = sorted(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
-        best = next((s for s in ranked if room.keeps(c, s)), None)
+        if room.incoming:
+            ranked = sorted(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
+            best = next((s for s in ranked if room.keeps(c, s)), None)
+        else:
+            best = min(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0)) if steps else None
         if best is None:
             break
         out.extend(_reasons(c, best, w))
@@ -1538,7 +1541,8 @@ class _Room:
     def of(cls, c: _Cluster, incoming: Sequence[Incoming]) -> _Room:
         wanted = tuple(i for i in incoming if i.count > 0)
         occupied = frozenset(n for n, ps in c.pods.items() if ps)
-        return cls(wanted, occupied, _room(c, wanted, frozenset()) if wanted else 0)
+        a = c.arrays
+        return cls(wanted, occupied, _room(a, a.req_cpu, a.req_mem, a.n_pods, wanted, frozenset()) if wanted else 0)
 
     @property
     def total(self) -> int:
@@ -1549,11 +1553,18 @@ class _Room:
         any move (each step is held to the start, so the moves together are too)."""
         if not self.incoming:
             return True
-        trial = c.copy()
+        a = c.arrays  # the step's moves on copies of the sums alone (a pod moves once in a plan)
+        req_cpu, req_mem, n_pods = a.req_cpu.copy(), a.req_mem.copy(), a.n_pods.copy()
         for pod, target in step.moves:
-            trial.move(pod, target)
-        freed = frozenset(n for n in self.occupied if not trial.pods[n])
-        after = _room(trial, self.incoming, freed)
+            i, j = a.pos[pod.node], a.pos[target]
+            req_cpu[i] -= pod.cpu_request_m
+            req_cpu[j] += pod.cpu_request_m
+            req_mem[i] -= pod_memory_mb(pod)
+            req_mem[j] += pod_memory_mb(pod)
+            n_pods[i] -= 1
+            n_pods[j] += 1
+        freed = frozenset(n for n in self.occupied if n_pods[a.pos[n]] == 0)
+        after = _room(a, req_cpu, req_mem, n_pods, self.incoming, freed)
         if after >= self.start:
             return True
         key = (step.kind, step.source)
@@ -1588,18 +1599,25 @@ def _named(incoming: Sequence[Incoming]) -> str:
     return ", ".join(parts)
 
 
-def _room(c: _Cluster, incoming: Sequence[Incoming], released: frozenset[str]) -> int:
-    """How many of ``incoming``'s pods fit on the schedulable nodes, ``released`` ones excepted,
-    by CPU and memory requests and the pod limit: first fit, the largest CPU request first, the
-    nodes in name order. An estimate of what the scheduler can place, the same for every state
-    it compares."""
-    a = c.arrays
+def _room(
+    a: _Arrays,
+    req_cpu: FloatArray,
+    req_mem: FloatArray,
+    n_pods: FloatArray,
+    incoming: Sequence[Incoming],
+    released: frozenset[str],
+) -> int:
+    """How many of ``incoming``'s pods fit on the schedulable nodes of ``a``, ``released`` ones
+    excepted, with the nodes' CPU requests ``req_cpu``, memory ``req_mem`` (``pod_memory_mb``) and
+    pods ``n_pods`` (node-bound ones apart): first fit by CPU and memory requests and the pod
+    limit, the largest CPU request first, the nodes in name order. An estimate of what the
+    scheduler can place, the same for every state it compares."""
     ok = a.schedulable.copy()
     for name in released:
         ok[a.pos[name]] = False
-    free_cpu = np.where(ok, a.cpu_alloc - a.req_cpu, 0.0)
-    free_mem = np.where(ok, a.mem_alloc - a.req_mem, 0.0)
-    free_pods = np.where(ok, a.max_pods - a.n_pods - a.n_bound, 0.0)
+    free_cpu = np.where(ok, a.cpu_alloc - req_cpu, 0.0)
+    free_mem = np.where(ok, a.mem_alloc - req_mem, 0.0)
+    free_pods = np.where(ok, a.max_pods - n_pods - a.n_bound, 0.0)
     placed = 0
     for inc in sorted(incoming, key=lambda i: (-i.cpu_request_m, -i.memory_request_mb, i.workload)):
         fits = free_pods.copy()

@@ -14,11 +14,19 @@ from test_rebalance_properties import applied, clusters
 
 from planner import plan
 from planner.planning import incoming_pods
-from planner.rebalance import Incoming, _Cluster, _room, plan_moves, plan_moves_and_notes
+from planner.rebalance import Incoming, _Cluster, plan_moves, plan_moves_and_notes
+from planner.rebalance import _room as _room_of_arrays
 from scaleahead.types import ClusterState, MovePod, ScaleTo, SetWarmPool, WorkloadRef, WorkloadState
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "planner"))
 from planner_helpers import flat_forecast, service_policy  # noqa: E402
+
+
+def _room(c: _Cluster, incoming: tuple[Incoming, ...], released: frozenset[str]) -> int:
+    """The room for ``incoming`` on the cluster as it stands."""
+    a = c.arrays
+    return _room_of_arrays(a, a.req_cpu, a.req_mem, a.n_pods, incoming, released)
+
 
 #: a: 1 small pod, b: 6 cores, c: 3 cores (10 cores each): freeing a (onto b) or c (onto b) are the drains
 THREE = cluster(
