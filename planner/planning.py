@@ -18,7 +18,13 @@ from typing import cast
 
 from planner.batch import ReplicaBatch, gc_paused
 from planner.fairness import CLUSTER, Claim, Grant, allocate_pools
-from planner.rebalance import Incoming, plan_moves_and_notes, unmovable_notes
+from planner.rebalance import (
+    DEFAULT_MAX_PEAK_FRACTION,
+    Incoming,
+    RebalanceWeights,
+    plan_moves_and_notes,
+    unmovable_notes,
+)
 from planner.replicas import decide_replicas, observed_need
 from planner.table import policy_table
 from planner.warm import WarmDecision, fit_memory_budget, plan_warm_pools, worth_per_mb
@@ -51,6 +57,8 @@ def plan(
     warm_memory_budget_mb: float | None = None,
     capacity_scope: str = "",
     warm_memory_held_mb: float = 0.0,
+    rebalance_weights: RebalanceWeights | None = None,
+    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
 ) -> Plan:
     """Decide actions for every policy's workload. Pure: no I/O, no clock.
 
@@ -75,6 +83,10 @@ def plan(
             names in the reasons (``run --shard 2/3``: "shard 2/3's part of the "); "" for the whole.
         warm_memory_held_mb: memory of the warm-memory budget held outside this plan (the loop's
             unreadable functions); ``warm_memory_budget_mb`` is what is left, and the reasons say so.
+        rebalance_weights: what a freed node, a separated pair and a move are worth to the moves
+            (``loop.rebalance_*``); None: ``RebalanceWeights()``.
+        max_peak_fraction: a node receiving a moved pod keeps its forecast-peak CPU at or below this
+            share of its allocatable CPU.
     """
     fallbacks: dict[WorkloadRef, str] = {}
     table = policy_table(policies)  # built once per set of policy objects (planner/table.py)
@@ -175,7 +187,13 @@ def plan(
     notes.extend(warm_notes)
     notes.extend(fair_notes)
     if max_moves > 0:
-        moves, room_notes = plan_moves_and_notes(state, max_moves, incoming=incoming_pods(final, state.pod_shapes))
+        moves, room_notes = plan_moves_and_notes(
+            state,
+            max_moves,
+            max_peak_fraction=max_peak_fraction,
+            weights=rebalance_weights,
+            incoming=incoming_pods(final, state.pod_shapes),
+        )
         final.extend(moves)
         notes.extend(room_notes)
         notes.extend(unmovable_notes(state.pods))

@@ -29,7 +29,7 @@ from actuator.rollouts import RolloutView
 from forecaster.base import Forecaster, horizon_steps_for, without_glitches
 from forecaster.invocations import InvocationForecaster
 from planner import plan as make_plan
-from planner.rebalance import with_forecast_peaks
+from planner.rebalance import RebalanceWeights, with_forecast_peaks
 from planner.risk import RiskBook, adapts
 from planner.startup import StartupEstimate, estimate_for
 from planner.table import policy_table
@@ -678,6 +678,12 @@ def run_once(deps: Deps, settings: Settings, now: float, dry_run: bool | None = 
             warm_memory_budget_mb=held.warm_memory_budget_mb,
             capacity_scope=deps.capacity_scope,
             warm_memory_held_mb=held.warm_memory_held_mb,
+            rebalance_weights=RebalanceWeights(
+                node_freed=settings.loop.rebalance_node_freed,
+                pair_separated=settings.loop.rebalance_pair_separated,
+                move_cost=settings.loop.rebalance_move_cost,
+            ),
+            max_peak_fraction=settings.loop.rebalance_max_peak_fraction,
         )
         if arms:  # a decision made from a challenger's forecast says so in its journaled details
             plan = Plan(plan.created_at, tuple(_on_arm(a, arms) for a in plan.actions), plan.fallbacks, plan.notes)

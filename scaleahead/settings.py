@@ -92,6 +92,31 @@ class LoopSettings(BaseModel):
     rebalance_interval_s: float = Field(
         300.0, gt=0, description="Time between two plans with rebalancing moves (s), when max_moves is above 0."
     )
+    rebalance_node_freed: float = Field(
+        1.0,
+        ge=0,
+        description="Rebalancing's worth of a node left with no pods (the unit of the other rebalance_ weights: "
+        "node-equivalents); 0 gives drains no precedence (docs/rebalance.md, Algorithm).",
+    )
+    rebalance_pair_separated: float = Field(
+        0.25,
+        ge=0,
+        description="Rebalancing's worth of one cpu-bound/latency-critical pair of pods no longer sharing a node "
+        "(node-equivalents): 0.25, four pairs are worth a freed node.",
+    )
+    rebalance_move_cost: float = Field(
+        0.05,
+        ge=0,
+        description="Rebalancing's churn cost of one eviction (node-equivalents): a step is proposed only when it "
+        "gains more than this per move.",
+    )
+    rebalance_max_peak_fraction: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="A node receiving a moved pod keeps its pods' forecast-peak CPU at or below this share of "
+        "its allocatable CPU.",
+    )
     capacity: dict[str, Annotated[StrictInt, Field(ge=0)]] = Field(
         default_factory=dict,
         description="Replicas to share under shortage: a tenant's name (spec.tenant) -> the most replicas (and "

@@ -110,3 +110,33 @@ def test_a_restarted_process_does_not_move_again_in_the_period() -> None:
     assert not _moves(run_once(blind, settings, BASE + 905.0, True))
     blind_target.placement = placement
     assert _moves(run_once(blind, settings, BASE + 915.0, True))
+
+
+def test_the_rebalance_weights_and_peak_cap_come_from_the_settings() -> None:
+    """The one move (web-1 freeing a, onto b at 70 % of its CPU at the peak or c at 40 %) is worth 1.0
+    per move: a move cost of 1.0 or more, a freed node worth no more than the move cost, or a peak cap
+    under 40 % leaves it out; the defaults are ``RebalanceWeights()``'s."""
+    from planner.rebalance import DEFAULT_MAX_PEAK_FRACTION, RebalanceWeights
+
+    defaults = Settings().loop
+    weights = RebalanceWeights()
+    assert (
+        defaults.rebalance_node_freed,
+        defaults.rebalance_pair_separated,
+        defaults.rebalance_move_cost,
+        defaults.rebalance_max_peak_fraction,
+    ) == (weights.node_freed, weights.pair_separated, weights.move_cost, DEFAULT_MAX_PEAK_FRACTION)
+    at = BASE + 305.0
+    first = _deps(_Placed())
+    run_once(first, _settings(), BASE + 5.0, True)  # (the period a process starts in moves nothing)
+    assert _moves(run_once(first, _settings(), at, True)) == 1
+    for field_name, value in (
+        ("rebalance_move_cost", 1.0),
+        ("rebalance_node_freed", 0.05),
+        ("rebalance_max_peak_fraction", 0.35),
+    ):
+        settings = _settings()
+        setattr(settings.loop, field_name, value)
+        deps = _deps(_Placed())
+        run_once(deps, settings, BASE + 5.0, True)
+        assert _moves(run_once(deps, settings, at, True)) == 0, field_name
