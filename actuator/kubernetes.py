@@ -1531,7 +1531,8 @@ class KubernetesTarget:
 
     def _pod_usage(self) -> dict[tuple[str, str], tuple[float, float]]:
         """CPU (millicores) and memory (MiB) usage per (namespace, pod) from the metrics API, the
-        containers' sums; {} when it is not served. A pod whose reading does not parse is left out."""
+        containers' sums; {} when it is not served. A reading that does not parse counts as none (0),
+        the pod's other reading still counts."""
         try:
             doc = self._raw(self.custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "pods")
         except (ApiException, HTTPError, ActuationError) as exc:
@@ -1542,11 +1543,14 @@ class KubernetesTarget:
             meta = item.get("metadata") or {}
             used = [c.get("usage") or {} for c in item.get("containers") or []]
             try:
-                cpu = sum(cpu_millis(u.get("cpu")) for u in used)
+                cpu = float(sum(cpu_millis(u.get("cpu")) for u in used))
+            except ValueError:
+                cpu = 0.0  # as without a reading; the memory reading still counts
+            try:
                 memory = sum(_memory_bytes(u.get("memory")) for u in used) / 2**20
             except ValueError:
-                continue
-            out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = (float(cpu), float(memory))
+                memory = 0.0
+            out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = (cpu, float(memory))
         return out
 
     def _as_admitted(self, namespace: str, template: Mapping[str, Any]) -> Mapping[str, Any]:

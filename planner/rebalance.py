@@ -1513,13 +1513,15 @@ def plan_moves_and_notes(
         steps += _separations(c, max_peak_fraction, w, max_candidate_nodes)
         steps += _exchanges(c, max_peak_fraction, w, max_candidate_nodes, budget)
         steps = [s for s in steps if s.gain / len(s.moves) > w.move_cost]
-        if room.incoming:
+        if room.shapes:
             ranked = sorted(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0))
-            best = next((s for s in ranked if room.keeps(c, s)), None)
+            room.round()
+            best = next((s for s in ranked if room.may_check() and room.keeps(c, s)), None)
         else:
             best = min(steps, key=lambda s: s.rank(drains_first=w.node_freed > 0)) if steps else None
         if best is None:
             break
+        room.take(best)
         out.extend(_reasons(c, best, w))
     return tuple(out), room.notes()
 
@@ -1529,30 +1531,47 @@ class _Room:
     """The room the cluster has for the pods the plan adds (``Incoming``), and the steps refused
     for leaving less of it."""
 
-    incoming: tuple[Incoming, ...]
+    #: the new pods as at most ``ROOM_SHAPES`` shapes (``_shapes``): what ``_room`` places
+    shapes: tuple[Incoming, ...]
+    #: how many new pods, and who asks for them (for the notes)
+    total: int
+    named: str
     #: nodes with pods (not node-bound) before any move: a move that leaves one empty frees it
     occupied: frozenset[str]
-    #: how many of ``incoming``'s pods fit before any move
+    #: how many of the new pods fit before any move
     start: int
-    #: per step refused, a sentence (in the order they were refused, one per kind and source)
+    #: per step refused and not taken later, a sentence (its latest), in the order first refused
     refused: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: steps taken (kind, source): a refusal of one of them is not said
+    taken: set[tuple[str, str]] = field(default_factory=set)
+    #: steps checked in the current round (``ROOM_CHECKS``)
+    checked: int = 0
 
     @classmethod
     def of(cls, c: _Cluster, incoming: Sequence[Incoming]) -> _Room:
         wanted = tuple(i for i in incoming if i.count > 0)
         occupied = frozenset(n for n, ps in c.pods.items() if ps)
+        shapes = _shapes(wanted)
         a = c.arrays
-        return cls(wanted, occupied, _room(a, a.req_cpu, a.req_mem, a.n_pods, wanted, frozenset()) if wanted else 0)
+        start = _room(a, a.req_cpu, a.req_mem, a.n_pods, shapes, frozenset()) if shapes else 0
+        return cls(shapes, sum(i.count for i in wanted), _named(wanted), occupied, start)
 
-    @property
-    def total(self) -> int:
-        return sum(i.count for i in self.incoming)
+    def round(self) -> None:
+        """A new round of the greedy: ``ROOM_CHECKS`` more steps may be checked."""
+        self.checked = 0
+
+    def may_check(self) -> bool:
+        return not self.shapes or self.checked < ROOM_CHECKS
+
+    def take(self, step: _Step) -> None:
+        self.taken.add((step.kind, step.source))
 
     def keeps(self, c: _Cluster, step: _Step) -> bool:
         """Whether the cluster after ``step`` still has room for as many of the new pods as before
         any move (each step is held to the start, so the moves together are too)."""
-        if not self.incoming:
+        if not self.shapes:
             return True
+        self.checked += 1
         a = c.arrays  # the step's moves on copies of the sums alone (a pod moves once in a plan)
         req_cpu, req_mem, n_pods = a.req_cpu.copy(), a.req_mem.copy(), a.n_pods.copy()
         for pod, target in step.moves:
@@ -1564,22 +1583,24 @@ class _Room:
             n_pods[i] -= 1
             n_pods[j] += 1
         freed = frozenset(n for n in self.occupied if n_pods[a.pos[n]] == 0)
-        after = _room(a, req_cpu, req_mem, n_pods, self.incoming, freed)
+        after = _room(a, req_cpu, req_mem, n_pods, self.shapes, freed)
         if after >= self.start:
             return True
-        key = (step.kind, step.source)
-        if key not in self.refused:
-            what = f"freeing {step.source}" if step.kind == "drain" else f"the {step.kind} from {step.source}"
-            moves = f"{len(step.moves)} move{'s' if len(step.moves) != 1 else ''}"
-            self.refused[key] = (
-                f"rebalancing left out {what} ({moves}): the pods this plan adds would then fit "
-                f"{after} of {self.total} by requests, against {self.start} before the moves "
-                f"({_named(self.incoming)})"
-            )
+        what = {
+            "drain": f"freeing {step.source}",
+            "separate": f"a separation of a pod on {step.source}",
+            "swap": f"a swap of pods between {step.source} and {step.moves[0][1]}",
+            "exchange": f"an exchange of pods between {step.source} and {step.moves[0][1]}",
+        }.get(step.kind, f"a {step.kind} from {step.source}")
+        moves = f"{len(step.moves)} move{'s' if len(step.moves) != 1 else ''}"
+        self.refused[(step.kind, step.source)] = (
+            f"rebalancing left out {what} ({moves}): the pods this plan adds would then fit {after} of "
+            f"{self.total} on the nodes left, against {self.start} before the moves ({self.named})"
+        )
         return False
 
     def notes(self) -> tuple[str, ...]:
-        said = list(self.refused.values())
+        said = [text for key, text in self.refused.items() if key not in self.taken]
         if len(said) > NOTE_ROOM_STEPS:
             more = len(said) - NOTE_ROOM_STEPS
             said = [
@@ -1588,6 +1609,42 @@ class _Room:
                 "for the room of the pods this plan adds",
             ]
         return tuple(said)
+
+
+#: The new pods are placed as at most this many shapes (``_shapes``), so that checking a step
+#: costs the same whether 10 or 10,000 workloads scale up.
+ROOM_SHAPES = 32
+#: At most this many candidate steps are checked for the room per round of the greedy, best
+#: first; when all are refused, the moves stop there (their notes say which were left out).
+ROOM_CHECKS = 8
+
+
+def _shapes(incoming: Sequence[Incoming]) -> tuple[Incoming, ...]:
+    """``incoming`` merged by (CPU, memory) request; beyond ``ROOM_SHAPES`` shapes, the shapes in
+    order of CPU then memory, largest first, cut into ``ROOM_SHAPES`` runs of about equal pod
+    counts, each run counted at its largest CPU and largest memory (a larger pod fits nowhere a
+    smaller one does not: the room is never overstated, and before and after a step alike)."""
+    merged: dict[tuple[float, float], int] = {}
+    for i in incoming:
+        key = (i.cpu_request_m, i.memory_request_mb)
+        merged[key] = merged.get(key, 0) + i.count
+    ordered = sorted(merged.items(), key=lambda kv: (-kv[0][0], -kv[0][1]))
+    if len(ordered) <= ROOM_SHAPES:
+        return tuple(Incoming("", cpu, mem, n) for (cpu, mem), n in ordered)
+    total = sum(n for _, n in ordered)
+    out: list[Incoming] = []
+    run: list[tuple[tuple[float, float], int]] = []
+    done = 0
+    for k, item in enumerate(ordered):
+        run.append(item)
+        done += item[1]
+        left_runs = ROOM_SHAPES - len(out) - 1
+        if k == len(ordered) - 1 or (left_runs > 0 and done >= total * (len(out) + 1) / ROOM_SHAPES):
+            out.append(
+                Incoming("", max(cpu for (cpu, _), _ in run), max(mem for (_, mem), _ in run), sum(n for _, n in run))
+            )
+            run = []
+    return tuple(out)
 
 
 def _named(incoming: Sequence[Incoming]) -> str:

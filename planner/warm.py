@@ -378,10 +378,10 @@ def decide_warm_pool(
                 )
             else:
                 code = "cold_ok"
+                span = _minutes(len(probs) * forecast.step_s - gone)
                 text = (
                     f"{chance} chance of an invocation in the next {step} ({idle}) and at most "
-                    f"{_pct(float(probs.max()), d)} over the next {_minutes(len(probs) * forecast.step_s)}, below "
-                    f"{rule}: not worth {mem:g} MB warm"
+                    f"{_pct(float(probs.max()), d)} over the next {span}, below {rule}: not worth {mem:g} MB warm"
                 )
         details = {"probability": p_now, "threshold": threshold, "idle_s": forecast.idle_s, "memory_mb": mem}
         if cost is not None:

@@ -146,11 +146,30 @@ def move_record(move: MovePod) -> dict[str, Any]:
     }
 
 
+def new_pods(count: int, seed: int) -> tuple[Any, ...]:
+    """``count`` workloads each adding 1-3 pods in the same plan (``planner.rebalance.Incoming``),
+    shaped as the clusters' pods (100-2,000 mCPU, memory twice that in MiB), deterministic by seed."""
+    from planner.rebalance import Incoming
+
+    rng = np.random.default_rng([seed, 1])
+    out = []
+    for i in range(count):
+        c = float(rng.integers(100, 2000))
+        out.append(Incoming(f"Deployment/ns/new{i}", c, 2 * c, int(rng.integers(1, 4))))
+    return tuple(out)
+
+
 def time_plan(
-    cluster: SpeedCluster, max_moves: int, *, repeats: int = 1, trace_memory: bool = False
+    cluster: SpeedCluster,
+    max_moves: int,
+    *,
+    repeats: int = 1,
+    trace_memory: bool = False,
+    incoming: Sequence[Any] = (),
 ) -> tuple[dict[str, Any], tuple[MovePod, ...]]:
     """Time ``plan_moves`` on ``cluster`` (the median of ``repeats`` runs, wall-clock and the process's
-    CPU time) and return its row and moves.
+    CPU time) and return its row and moves. ``incoming``: pods the same plan adds (``new_pods``),
+    for which the moves keep room.
 
     ``trace_memory``: one more, untimed run under ``tracemalloc`` for the plan's own peak of Python
     allocations (``tracemalloc_peak_mb``; tracing slows the run several times, so it is not timed).
@@ -162,13 +181,14 @@ def time_plan(
     moves: tuple[MovePod, ...] = ()
     for _ in range(repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        moves = plan_moves(cluster.state, max_moves)
+        moves = plan_moves(cluster.state, max_moves, incoming=incoming)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     row: dict[str, Any] = {
         "nodes": cluster.nodes,
         "pods": len(cluster.state.pods),
         "max_moves": max_moves,
+        "new_pods": sum(i.count for i in incoming),
         "moves": len(moves),
         "wall_s": round(float(np.median(times)), 3),
         "wall_s_runs": [round(t, 3) for t in times],
@@ -179,7 +199,7 @@ def time_plan(
     if trace_memory:
         tracemalloc.start()
         try:
-            plan_moves(cluster.state, max_moves)
+            plan_moves(cluster.state, max_moves, incoming=incoming)
             row["tracemalloc_peak_mb"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
         finally:
             tracemalloc.stop()
@@ -198,11 +218,14 @@ def bench_rebalance_speed(
     repeats: int = 1,
     trace_memory: bool = False,
     progress: Any = None,
+    new_workloads: int = 0,
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """One row per (cluster size, move budget), and the moves of each plan keyed ``"<nodes>x<max_moves>"``.
 
     ``progress``: called with each row as soon as it is measured (a slow run shows its rows).
+    ``new_workloads``: that many workloads scale up in the same plan (``new_pods``).
     """
+    incoming = new_pods(new_workloads, seed)
     rows: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
     moves_out: dict[str, list[dict[str, Any]]] = {}
@@ -210,7 +233,7 @@ def bench_rebalance_speed(
         cluster = build_cluster(kind, n, pods_per_node, zone_terms=zone_terms, hostname_terms=hostname_terms, seed=seed)
         clusters.append(cluster.describe())
         for mm in max_moves:
-            row, moves = time_plan(cluster, mm, repeats=repeats, trace_memory=trace_memory)
+            row, moves = time_plan(cluster, mm, repeats=repeats, trace_memory=trace_memory, incoming=incoming)
             rows.append(row)
             moves_out[f"{n}x{mm}"] = [move_record(m) for m in moves]
             if progress is not None:
@@ -225,6 +248,7 @@ def bench_rebalance_speed(
             "hostname_terms": hostname_terms,
             "seed": seed,
             "repeats": repeats,
+            "new_workloads": new_workloads,
         },
         "clusters": clusters,
         "rows": rows,

@@ -98,6 +98,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 help="Also the plan's peak of Python allocations, from one more untimed run under tracemalloc.",
             ),
         ] = False,
+        new_workloads: Annotated[
+            int,
+            typer.Option(
+                "--new-workloads",
+                min=0,
+                help="Workloads that scale up by 1-3 pods each in the same plan: the moves keep room for "
+                "their new pods (docs/rebalance.md, 'Room for the plan's new pods'). 0: none.",
+            ),
+        ] = 0,
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the result object here.")] = None,
         moves_out: Annotated[
             Path | None,
@@ -106,8 +115,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Time one rebalancing plan (planner.rebalance.plan_moves) per cluster size and move budget.
 
-        Prints, per plan: nodes, pods, max_moves, moves found, wall_s and cpu_s (the median of
-        --repeats runs: wall-clock and the process's CPU time), peak_rss_mb (the process's so far)
+        Prints, per plan: nodes, pods, max_moves, new_pods (--new-workloads), moves found, wall_s and
+        cpu_s (the median of --repeats runs: wall-clock and the process's CPU time), peak_rss_mb (the
+        process's so far)
         and, with --tracemalloc, tracemalloc_peak_mb.
         The clusters are synthetic and deterministic by --seed (docs/rebalance.md, 'Speed').
         """
@@ -122,7 +132,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         h = _share(hostname_terms, cluster, "--hostname-terms")
         check_output(json_out, "--json")
         check_output(moves_out, "--moves")
-        columns = ["nodes", "pods", "max_moves", "moves", "wall_s", "cpu_s", "peak_rss_mb"]
+        columns = ["nodes", "pods", "max_moves", "new_pods", "moves", "wall_s", "cpu_s", "peak_rss_mb"]
         if trace_memory:
             columns.append("tracemalloc_peak_mb")
         print(" ".join(f"{c:>12}" for c in columns), flush=True)
@@ -141,6 +151,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             repeats=repeats,
             trace_memory=trace_memory,
             progress=show,
+            new_workloads=new_workloads,
         )
         if json_out is not None:
             json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -221,6 +221,15 @@ def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:
     assert by_name["batch-1"].usage_cpu_m == 2500 and by_name["web-1"].usage_cpu_m == 0
     assert pod_peak_cpu_m(by_name["batch-1"]) == 2500, "placed by its usage, not its request"
     assert by_name["batch-1"].usage_memory_mb == 100 and by_name["web-1"].usage_memory_mb == 0
+    # one reading that does not parse leaves the other
+    odd = {"containers": [{"name": "c", "usage": {"cpu": "700m", "memory": "lots"}}]}
+    kube.cluster.put(POD_METRICS, "shop", "web-1", odd)
+    kube.cluster.put(
+        POD_METRICS, "shop", "web-2", {"containers": [{"name": "c", "usage": {"cpu": "x", "memory": "1Gi"}}]}
+    )
+    by_name = {p.name: p for p in KubernetesTarget(kube.api_client()).read_placement()[1]}
+    assert (by_name["web-1"].usage_cpu_m, by_name["web-1"].usage_memory_mb) == (700, 0)
+    assert (by_name["web-2"].usage_cpu_m, by_name["web-2"].usage_memory_mb) == (0, 1024)
 
 
 def test_a_pod_using_more_memory_than_it_requests_is_not_moved_where_its_use_does_not_fit(kube) -> None:

@@ -61,6 +61,9 @@ def test_times_count_from_now_not_from_the_start_of_the_step_now_falls_in() -> N
     later = invocation_forecast(ref, NOW - 50, [0.01, 0.02, 0.03, 0.6, 0.1], idle_s=420)
     b = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0, warm_instances=1), later, NOW).action
     assert b.reason.code == "prewarm_later" and "pre-warm in 2.17 min" in b.reason.message, b.reason.message
+    cold = invocation_forecast(ref, NOW - 50, [0.01] * 15)
+    c = decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), cold, NOW).action
+    assert c.reason.code == "cold_ok" and "over the next 14.17 min" in c.reason.message, c.reason.message
     # at the step's start, the whole run
     assert decide_warm_pool(ref, pol.spec, WorkloadState(ref, 0, 0), warm, NOW - 50).action.keep_warm_s == 180.0
 

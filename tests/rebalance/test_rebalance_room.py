@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from rebalance_builders import cluster, node, pod
 from test_rebalance_properties import applied, clusters
 
+import planner.rebalance as rebalance
 from planner import plan
 from planner.planning import incoming_pods
-from planner.rebalance import Incoming, _Cluster, plan_moves, plan_moves_and_notes
+from planner.rebalance import ROOM_SHAPES, Incoming, _Cluster, _shapes, plan_moves, plan_moves_and_notes
 from planner.rebalance import _room as _room_of_arrays
 from scaleahead.types import ClusterState, MovePod, ScaleTo, SetWarmPool, WorkloadRef, WorkloadState
 
@@ -50,7 +51,7 @@ def test_a_drain_that_leaves_the_plans_new_pods_less_room_is_not_proposed_and_a_
     assert moves == ()
     assert len(notes) == 3  # freeing b (onto c) too
     assert notes[0] == (
-        "rebalancing left out freeing a (1 move): the pods this plan adds would then fit 3 of 6 by requests, "
+        "rebalancing left out freeing a (1 move): the pods this plan adds would then fit 3 of 6 on the nodes left, "
         "against 6 before the moves (6 of Deployment/app/api)"
     )
     assert [n.split(":")[0] for n in notes[1:]] == [
@@ -137,3 +138,54 @@ def test_the_moves_never_leave_the_new_pods_less_room(state: ClusterState, shape
     freed = frozenset(n for n in occupied if not any(p.node == n and not p.node_bound for p in after_state.pods))
     assert _room(_Cluster.of(after_state), incoming, freed) >= before
     assert plan_moves(state, max_moves=4) == plan_moves(state, max_moves=4, incoming=())
+
+
+#: (a review's random case) the best step first is freeing n2, which would leave the new pods less
+#: room; a separation from n3 comes next, after which freeing n2 leaves them room enough
+SEPARATE_THEN_FREE = cluster(
+    [node("n0", 8000), node("n1", 8000), node("n2", 4000), node("n3", 8000), node("n4", 10000)],
+    [
+        pod("w0-0", "n1", 1200),
+        pod("w1-1", "n2", 2400, cls="latency-critical"),
+        pod("w2-2", "n3", 900, cls="cpu-bound"),
+        pod("w3-3", "n4", 2800, cls="cpu-bound"),
+        pod("w4-4", "n3", 2200, cls="latency-critical"),
+        pod("w5-5", "n1", 2900, cls="latency-critical"),
+    ],
+)
+NEW = (Incoming("Deployment/a/x0", 2500.0, 1.0, 4), Incoming("Deployment/a/x1", 2900.0, 1.0, 3))
+
+
+def test_a_step_left_out_in_one_round_and_taken_in_a_later_one_is_not_said_to_be_left_out() -> None:
+    moves, notes = plan_moves_and_notes(SEPARATE_THEN_FREE, 4, incoming=NEW)
+    assert [(m.pod, m.to_node, m.reason.code) for m in moves] == [
+        ("w2-2", "n4", "rebalance.separate"),
+        ("w1-1", "n1", "rebalance.drain"),
+    ]
+    assert notes and not any(n.startswith("rebalancing left out freeing n2") for n in notes), notes
+
+
+def test_at_most_room_checks_steps_are_checked_a_round(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With one check a round, freeing n2 (ranked first, refused) ends the moves: the separation
+    after it is not checked."""
+    monkeypatch.setattr(rebalance, "ROOM_CHECKS", 1)
+    moves, notes = plan_moves_and_notes(SEPARATE_THEN_FREE, 4, incoming=NEW)
+    assert moves == () and [n.split(":")[0] for n in notes] == ["rebalancing left out freeing n2 (1 move)"]
+
+
+def test_the_new_pods_are_placed_as_a_few_shapes_never_smaller_than_theirs() -> None:
+    same = tuple(Incoming(f"Deployment/a/w{i}", 2000.0, 4000.0, 3) for i in range(1000))
+    assert _shapes(same) == (Incoming("", 2000.0, 4000.0, 3000),)
+    many = tuple(Incoming(f"Deployment/a/w{i}", 100.0 + i, 50.0 + (i * 37) % 900, 1 + i % 5) for i in range(500))
+    shapes = _shapes(many)
+    assert len(shapes) <= ROOM_SHAPES and sum(s.count for s in shapes) == sum(i.count for i in many)
+    # each pod is counted at a shape at least as large as its own: walk both in the same order
+    pods = sorted(
+        ((i.cpu_request_m, i.memory_request_mb) for i in many for _ in range(i.count)), key=lambda x: (-x[0], -x[1])
+    )
+    runs = [(s.cpu_request_m, s.memory_request_mb) for s in shapes for _ in range(s.count)]
+    assert all(rc >= pc and rm >= pm for (pc, pm), (rc, rm) in zip(pods, runs, strict=True))
+    assert _shapes(many[:ROOM_SHAPES]) == tuple(
+        Incoming("", i.cpu_request_m, i.memory_request_mb, i.count)
+        for i in sorted(many[:ROOM_SHAPES], key=lambda i: (-i.cpu_request_m, -i.memory_request_mb))
+    )

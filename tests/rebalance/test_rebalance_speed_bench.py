@@ -35,6 +35,7 @@ def test_the_command_prints_a_row_per_plan_and_writes_the_rows_and_the_moves(tmp
         "nodes",
         "pods",
         "max_moves",
+        "new_pods",
         "moves",
         "wall_s",
         "cpu_s",
@@ -50,13 +51,55 @@ def test_the_command_prints_a_row_per_plan_and_writes_the_rows_and_the_moves(tmp
     assert [(r["nodes"], r["max_moves"]) for r in rows] == [(12, 2), (12, 4), (20, 2), (20, 4)]
     for row, shown in zip(rows, printed, strict=True):
         assert row.keys() >= {"pods", "moves", "wall_s", "cpu_s", "peak_rss_mb", "tracemalloc_peak_mb"}
-        assert shown[:4] == [str(row["nodes"]), str(row["pods"]), str(row["max_moves"]), str(row["moves"])]
+        assert shown[:5] == [
+            str(row["nodes"]),
+            str(row["pods"]),
+            str(row["max_moves"]),
+            str(row["new_pods"]),
+            str(row["moves"]),
+        ]
+        assert row["new_pods"] == 0
         assert 0 < row["moves"] <= row["max_moves"] and row["wall_s"] >= 0 and row["peak_rss_mb"] > 0
     moves = json.loads(out_moves.read_text())
     assert set(moves) == {"12x2", "12x4", "20x2", "20x4"}
     for key, row in zip(moves, rows, strict=True):
         assert len(moves[key]) == row["moves"]
         assert all(m["reason"].startswith(f"move {m['pod']} {m['from']} -> {m['to']}") for m in moves[key])
+
+
+def test_new_workloads_add_pods_the_moves_keep_room_for(tmp_path: Path) -> None:
+    """--new-workloads: that many workloads add 1-3 pods each in the same plan (deterministic by seed);
+    the row counts them, and the moves leave them at least the room they had (first fit on the nodes
+    the moves do not free)."""
+    from dataclasses import replace
+
+    from planner.rebalance import _Cluster, _room, _shapes
+    from scaleahead.bench.rebalance_speed import new_pods, time_plan
+
+    incoming = new_pods(400, seed=3)
+    assert incoming == new_pods(400, seed=3) and incoming != new_pods(400, seed=4)
+    assert all(1 <= i.count <= 3 and i.memory_request_mb == 2 * i.cpu_request_m for i in incoming)
+    out_json = tmp_path / "speed.json"
+    run = _run("--nodes", "12", "--pods-per-node", "6", "--max-moves", "4", "--seed", "3", "--new-workloads", "400",
+               "--json", str(out_json))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (row,) = json.loads(out_json.read_text())["rows"]
+    assert row["new_pods"] == sum(i.count for i in incoming) and row["moves"] > 0
+
+    def room(state):  # type: ignore[no-untyped-def]
+        c = _Cluster.of(state)
+        freed = frozenset(n for n in cluster_nodes_with_pods if not c.pods[n])
+        return _room(c.arrays, c.arrays.req_cpu, c.arrays.req_mem, c.arrays.n_pods, _shapes(incoming), freed)
+
+    cluster = build_cluster("zones", 8, (20, 40), seed=5)  # fuller nodes: the new pods do not all fit
+    cluster_nodes_with_pods = {p.node for p in cluster.state.pods}
+    _, moves = time_plan(cluster, 4, incoming=incoming)
+    where = {(m.namespace, m.pod): m.to_node for m in moves}
+    after = replace(
+        cluster.state, pods=tuple(replace(p, node=where.get((p.namespace, p.name), p.node)) for p in cluster.state.pods)
+    )
+    assert room(cluster.state) < sum(i.count for i in incoming)
+    assert room(after) >= room(cluster.state)
 
 
 def test_the_command_refuses_bad_options_before_any_work(tmp_path: Path) -> None:
