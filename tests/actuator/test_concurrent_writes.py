@@ -302,22 +302,36 @@ def test_a_human_edits_field_manager_read_lets_other_namespaces_go_on(kube, stor
     put(kube, "a", "x", replicas=7)  # someone else's edit of the field scaleahead wrote
     events: list[str] = []
     target = act.target
-    real_fm, real_write = target.field_manager, target.write  # type: ignore[attr-defined]
+    real_fm, real_write, real_live = target.field_manager, target.write, target.live  # type: ignore[attr-defined]
+    # Events, not sleeps (a 0.1 s delay on b's read and a 0.3 s sleep once let a stalled run write b
+    # too late): b's read returns only once a is asking who edited x, so b then needs the lock to check
+    # and write, and a's question waits for b's write, which cannot come while a holds the lock.
+    asking, b_wrote = threading.Event(), threading.Event()
 
     def field_manager(action):  # type: ignore[no-untyped-def]
         events.append("who edited: start")
-        time.sleep(0.3)
+        asking.set()
+        b_wrote.wait(10)  # not asserted here (the actuator would take the error for the action's)
         events.append("who edited: end")
         return real_fm(action)
 
+    def read(action, *args):  # type: ignore[no-untyped-def]
+        got = real_live(action, *args)
+        if action.workload.namespace == "b":
+            asking.wait(10)  # (if never set, "who edited: start" is missing from the events below)
+        return got
+
     def write(action, value, live):  # type: ignore[no-untyped-def]
         events.append(f"write {action.workload.namespace}")
-        return real_write(action, value, live)
+        try:
+            return real_write(action, value, live)
+        finally:
+            if action.workload.namespace == "b":
+                b_wrote.set()
 
     target.field_manager = field_manager  # type: ignore[attr-defined]
+    target.live = read  # type: ignore[method-assign]
     target.write = write  # type: ignore[method-assign]
-    # b's read answers after a's: a is already asking who edited it when b is ready to write
-    kube.cluster.faults.append(Fault("GET", "/namespaces/b/deployments/y/scale", delay_s=0.1))
     second = Plan(time.time(), (ScaleTo(ref("a", "x"), 7, 4, R), ScaleTo(ref("b", "y"), 3, 4, R)))
     results = act.apply_plan(second, second.created_at)
     assert results[0].outcome == "skipped" and "edit" in results[0].detail, results[0]
