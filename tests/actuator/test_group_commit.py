@@ -164,21 +164,27 @@ def test_a_read_that_waited_for_another_workers_failed_transaction_commits_what_
     pols = [pol(*k) for k in names]
     target = KubernetesTarget(kube.api_client(), pols, timeout_s=10.0)
     real_live, real_journal = target.live, store.journal
-    by_in_flight = threading.Event()
+    # Events, not sleeps of 0.2 s and 0.3 s (a stalled run could take the steps in another order):
+    # a/x's first action is done before b/y's intent is queued, and b/y's transaction fails only once
+    # a/x's read is waiting for it.
+    x_first_done, by_in_flight, x_waiting = threading.Event(), threading.Event(), threading.Event()
     reads: dict[str, int] = {}
 
     def live(action: Any, *args: Any) -> Any:
         reads[action.target] = reads.get(action.target, 0) + 1
         if action.target == "Deployment/b/y":
-            time.sleep(0.2)  # a/x's first action is done (its confirmed record pending) first
+            # once a/x's second action reads: its first is done, its outcome and confirmed record pending
+            assert x_first_done.wait(10)
         if action.target == "Deployment/a/x" and reads[action.target] == 2:
+            x_first_done.set()
             assert by_in_flight.wait(10)  # the second action goes on once b/y's transaction is in flight
         return real_live(action, *args)
 
     def journal(outcomes: Any, fields: Any, now: float) -> None:
         if any(w.target == "Deployment/b/y" and parse_intent(w.resource_version) for w in fields):
             by_in_flight.set()
-            time.sleep(0.3)  # a/x's read now waits for this transaction
+            # a/x's read now waits for this transaction (it cannot end before: it needs the lock)
+            assert x_waiting.wait(10), "a/x's read did not wait for b/y's transaction"
             raise OperationalError("INSERT INTO managed_fields ...", {}, Exception("server closed the connection"))
         real_journal(outcomes, fields, now)
 
@@ -188,8 +194,16 @@ def test_a_read_that_waited_for_another_workers_failed_transaction_commits_what_
     plan = Plan(time.time(), (ScaleTo(x, 2, 3, R), ScaleTo(x, 3, 4, R), ScaleTo(y, 2, 3, R)))
     _, ids = store.record_plan(plan, source="actuator")
     act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=2), clock=time.time)
+    real_commit = act._commit
+
+    def commit(intent: Any = None) -> None:
+        if intent is None and by_in_flight.is_set():  # a/x's read of its record, from its second action
+            x_waiting.set()
+        real_commit(intent)
+
+    act._commit = commit  # type: ignore[method-assign]
     results = act.apply_plan(plan, plan.created_at, action_ids=ids)
-    assert by_in_flight.is_set()
+    assert by_in_flight.is_set() and x_waiting.is_set()
     assert [r.outcome for r in results] == ["applied", "applied", "failed"], results
     assert "OperationalError" in results[2].detail
     assert (replicas(kube, "a", "x"), replicas(kube, "b", "y")) == (4, 2)
