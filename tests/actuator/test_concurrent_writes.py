@@ -6,6 +6,7 @@ reconciliation cannot settle."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -130,6 +131,10 @@ def test_never_two_requests_of_one_namespace_in_flight_but_several_namespaces_at
     lock = threading.Lock()
     flying: dict[str, int] = {}
     most: dict[str, int] = {}
+    # The first three requests wait for each other (not for a sleep's worth of time): all three
+    # namespaces' first requests are in flight at once, however slowly the threads start.
+    first_three = threading.Barrier(3, timeout=10)
+    calls = [0]
 
     def tracked(fn):  # type: ignore[no-untyped-def]
         def call(action, *args):  # type: ignore[no-untyped-def]
@@ -138,7 +143,12 @@ def test_never_two_requests_of_one_namespace_in_flight_but_several_namespaces_at
                 flying[ns] = flying.get(ns, 0) + 1
                 most[ns] = max(most.get(ns, 0), flying[ns])
                 most["all"] = max(most.get("all", 0), sum(flying.values()))
+                calls[0] += 1
+                early = calls[0] <= 3
             try:
+                if early:
+                    with contextlib.suppress(threading.BrokenBarrierError):  # most["all"] tells
+                        first_three.wait()
                 time.sleep(0.05)  # a slow API server: the others start meanwhile if they may
                 return fn(action, *args)
             finally:
@@ -383,15 +393,23 @@ def test_reconcile_reads_the_next_rows_objects_at_once_and_decides_them_in_order
     act_one = actuator(kube, pols, store)
     assert act_one._apply_one(plan.actions[5], plan.created_at, time.time(), False).outcome == "applied"
     store.set_action_state(ids[5], "planned", "", plan.created_at)  # (as if its outcome never came)
-    in_flight, most = [0], [0]
+    in_flight, most, calls = [0], [0], [0]
     lock = threading.Lock()
     real_live = act.target.live
+    # The first reads wait for each other, up to ``workers`` of them (not for a sleep's worth of
+    # time): as many as may be read at once are in flight together, however slowly the threads start.
+    first_reads = threading.Barrier(workers, timeout=10)
 
     def live(action, quota_room=True):  # type: ignore[no-untyped-def]
         with lock:
             in_flight[0] += 1
             most[0] = max(most[0], in_flight[0])
+            calls[0] += 1
+            early = calls[0] <= workers
         try:
+            if early:
+                with contextlib.suppress(threading.BrokenBarrierError):  # most[0] tells
+                    first_reads.wait()
             time.sleep(0.05)
             return real_live(action, quota_room)
         finally:
