@@ -42,11 +42,14 @@ def replicas(kube: Any, ns: str, name: str) -> int:
 
 
 class Journal:
-    """``store.journal`` slowed down (a database far away) and watched: the intents of each call."""
+    """``store.journal`` slowed down (a database far away) and watched: the intents of each call.
+    With ``hold_first``, the first call with an intent also waits for that event (``two_queued``)."""
 
-    def __init__(self, store: Store, delay_s: float, fail_first_group: bool = False) -> None:
+    def __init__(
+        self, store: Store, delay_s: float, fail_first_group: bool = False, hold_first: threading.Event | None = None
+    ) -> None:
         self.store, self.real, self.delay_s = store, store.journal, delay_s
-        self.fail_first_group = fail_first_group
+        self.fail_first_group, self.hold_first = fail_first_group, hold_first
         self.calls: list[list[str]] = []
         self.failed: list[str] = []
         self._lock = threading.Lock()
@@ -55,6 +58,9 @@ class Journal:
     def __call__(self, outcomes: Any, fields: Any, now: float) -> None:
         intents = [w.target for w in fields if parse_intent(w.resource_version) is not None]
         time.sleep(self.delay_s)
+        hold, self.hold_first = (self.hold_first, None) if intents else (None, self.hold_first)
+        if hold is not None:
+            hold.wait(10)  # (not asserted: the calls and transactions below tell)
         with self._lock:
             self.calls.append(intents)
             fail = self.fail_first_group and len(intents) >= 2 and not self.failed
@@ -86,11 +92,31 @@ def setup(kube: Any, store: Store) -> tuple[KubernetesTarget, list[Any], Plan, l
     return target, pols, plan, list(ids), written
 
 
+def two_queued(act: Actuator) -> threading.Event:
+    """Set as a third write-ahead intent is handed to the journal: the first transaction held until
+    then (``Journal.hold_first``) ends with two intents queued behind it, which go in the next one
+    together (a 0.05 s transaction alone counted on the other workers getting there meanwhile,
+    which a stalled machine need not do). The intent is queued before the held transaction can
+    end: that needs the lock, which the worker handing it over holds until it waits."""
+    queued, real, lock, seen = threading.Event(), act._commit, threading.Lock(), [0]
+
+    def commit(intent: Any = None) -> None:
+        if intent is not None:
+            with lock:
+                seen[0] += 1
+                if seen[0] == 3:
+                    queued.set()
+        real(intent)
+
+    act._commit = commit  # type: ignore[method-assign]
+    return queued
+
+
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_intents_that_arrive_while_a_transaction_is_in_flight_are_committed_together(kube: Any, store: Store) -> None:
     target, pols, plan, ids, written = setup(kube, store)
-    journal = Journal(store, delay_s=0.05)
     act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+    journal = Journal(store, delay_s=0.05, hold_first=two_queued(act))
     results = act.apply_plan(plan, plan.created_at, action_ids=ids)
     assert [r.outcome for r in results] == ["applied"] * len(NAMES), results
     assert sorted(written) == sorted(WorkloadRef("Deployment", *k).key for k in NAMES)
@@ -112,8 +138,8 @@ def test_a_failed_transaction_fails_each_write_it_held_and_keeps_the_outcomes_be
     kube: Any, store: Store
 ) -> None:
     target, pols, plan, ids, written = setup(kube, store)
-    journal = Journal(store, delay_s=0.05, fail_first_group=True)
     act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+    journal = Journal(store, delay_s=0.05, fail_first_group=True, hold_first=two_queued(act))
     results = act.apply_plan(plan, plan.created_at, action_ids=ids)
     lost = set(journal.failed)
     assert len(lost) >= 2, journal.calls
