@@ -81,12 +81,12 @@ def test_actions_checked_after_max_plan_age_within_one_plan_are_skipped(kube, st
     real_live = target.live
     reads: list[str] = []
 
-    def slow_live(action, *args):
+    def slow_live(action, *args):  # type: ignore[no-untyped-def]
         clock.sleep(2.0)
         reads.append(action.workload.name)
         return real_live(action, *args)
 
-    target.live = slow_live
+    target.live = slow_live  # type: ignore[method-assign]
     act = Actuator(target, store, pols, SafetyConfig(max_plan_age_s=3.0), clock=clock.now)
     now = clock.now()
     plan = Plan(now, tuple(ScaleTo(WorkloadRef("Deployment", "default", n), 2, 4, R) for n in ("a", "b", "c")))

@@ -134,7 +134,8 @@ def test_a_timeout_fails_the_action_quickly_and_the_next_cycle_applies_it(kube, 
     first = act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
     assert time.perf_counter() - t0 < 4.0
     assert first[0].outcome == "failed" and "no answer" in first[0].detail
-    act.target.timeout_s = 2.0  # the next cycle's read and write must answer: not a 0.3 s timeout
+    # the next cycle's read and write must answer: not within a 0.3 s timeout on a slow machine
+    act.target.timeout_s = 2.0  # type: ignore[attr-defined]
     second = act.apply_plan(Plan(NOW + 10, (scale(2, 4),)), NOW + 10)
     assert second[0].outcome == "applied"
 

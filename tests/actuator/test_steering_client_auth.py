@@ -62,7 +62,7 @@ def other(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def long_budget(monkeypatch):
+def long_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test here is about the webhook's budget (1.5 s shipped): each review that must steer does,
     on a slow machine too."""
     monkeypatch.setattr(SteeringWebhook, "budget_s", 30.0)

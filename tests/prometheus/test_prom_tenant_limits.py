@@ -125,7 +125,9 @@ def test_a_batch_that_prometheus_stopped_at_its_timeout_is_not_retried_whole(pro
     client = PrometheusClient(PrometheusConfig(prom.url, timeout_s=4.5, retries=1), sleep=lambda _: None)
     got = client.fetch_many(reqs)
     assert all(isinstance(g, PrometheusError) and g.kind == "timeout" for g in got)
-    assert "stopped the query at its evaluation timeout (2 s" in got[0].message, got[0].message
+    first = got[0]
+    assert isinstance(first, PrometheusError)
+    assert "stopped the query at its evaluation timeout (2 s" in first.message, first.message
     assert client.stats.retries == 0 and client.stats.requests == 1
     assert client.alone == {r.query: 1 for r in reqs}  # each read alone next time: web then reads fine
     again = client.fetch_many(reqs)
