@@ -6,6 +6,7 @@ reconciliation cannot settle."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -130,6 +131,10 @@ def test_never_two_requests_of_one_namespace_in_flight_but_several_namespaces_at
     lock = threading.Lock()
     flying: dict[str, int] = {}
     most: dict[str, int] = {}
+    # The first three requests wait for each other (not for a sleep's worth of time): all three
+    # namespaces' first requests are in flight at once, however slowly the threads start.
+    first_three = threading.Barrier(3, timeout=10)
+    calls = [0]
 
     def tracked(fn):  # type: ignore[no-untyped-def]
         def call(action, *args):  # type: ignore[no-untyped-def]
@@ -138,7 +143,12 @@ def test_never_two_requests_of_one_namespace_in_flight_but_several_namespaces_at
                 flying[ns] = flying.get(ns, 0) + 1
                 most[ns] = max(most.get(ns, 0), flying[ns])
                 most["all"] = max(most.get("all", 0), sum(flying.values()))
+                calls[0] += 1
+                early = calls[0] <= 3
             try:
+                if early:
+                    with contextlib.suppress(threading.BrokenBarrierError):  # most["all"] tells
+                        first_three.wait()
                 time.sleep(0.05)  # a slow API server: the others start meanwhile if they may
                 return fn(action, *args)
             finally:
@@ -302,22 +312,36 @@ def test_a_human_edits_field_manager_read_lets_other_namespaces_go_on(kube, stor
     put(kube, "a", "x", replicas=7)  # someone else's edit of the field scaleahead wrote
     events: list[str] = []
     target = act.target
-    real_fm, real_write = target.field_manager, target.write  # type: ignore[attr-defined]
+    real_fm, real_write, real_live = target.field_manager, target.write, target.live  # type: ignore[attr-defined]
+    # Events, not sleeps (a 0.1 s delay on b's read and a 0.3 s sleep once let a stalled run write b
+    # too late): b's read returns only once a is asking who edited x, so b then needs the lock to check
+    # and write, and a's question waits for b's write, which cannot come while a holds the lock.
+    asking, b_wrote = threading.Event(), threading.Event()
 
     def field_manager(action):  # type: ignore[no-untyped-def]
         events.append("who edited: start")
-        time.sleep(0.3)
+        asking.set()
+        b_wrote.wait(10)  # not asserted here (the actuator would take the error for the action's)
         events.append("who edited: end")
         return real_fm(action)
 
+    def read(action, *args):  # type: ignore[no-untyped-def]
+        got = real_live(action, *args)
+        if action.workload.namespace == "b":
+            asking.wait(10)  # (if never set, "who edited: start" is missing from the events below)
+        return got
+
     def write(action, value, live):  # type: ignore[no-untyped-def]
         events.append(f"write {action.workload.namespace}")
-        return real_write(action, value, live)
+        try:
+            return real_write(action, value, live)
+        finally:
+            if action.workload.namespace == "b":
+                b_wrote.set()
 
     target.field_manager = field_manager  # type: ignore[attr-defined]
+    target.live = read  # type: ignore[method-assign]
     target.write = write  # type: ignore[method-assign]
-    # b's read answers after a's: a is already asking who edited it when b is ready to write
-    kube.cluster.faults.append(Fault("GET", "/namespaces/b/deployments/y/scale", delay_s=0.1))
     second = Plan(time.time(), (ScaleTo(ref("a", "x"), 7, 4, R), ScaleTo(ref("b", "y"), 3, 4, R)))
     results = act.apply_plan(second, second.created_at)
     assert results[0].outcome == "skipped" and "edit" in results[0].detail, results[0]
@@ -369,15 +393,23 @@ def test_reconcile_reads_the_next_rows_objects_at_once_and_decides_them_in_order
     act_one = actuator(kube, pols, store)
     assert act_one._apply_one(plan.actions[5], plan.created_at, time.time(), False).outcome == "applied"
     store.set_action_state(ids[5], "planned", "", plan.created_at)  # (as if its outcome never came)
-    in_flight, most = [0], [0]
+    in_flight, most, calls = [0], [0], [0]
     lock = threading.Lock()
     real_live = act.target.live
+    # The first reads wait for each other, up to ``workers`` of them (not for a sleep's worth of
+    # time): as many as may be read at once are in flight together, however slowly the threads start.
+    first_reads = threading.Barrier(workers, timeout=10)
 
     def live(action, quota_room=True):  # type: ignore[no-untyped-def]
         with lock:
             in_flight[0] += 1
             most[0] = max(most[0], in_flight[0])
+            calls[0] += 1
+            early = calls[0] <= workers
         try:
+            if early:
+                with contextlib.suppress(threading.BrokenBarrierError):  # most[0] tells
+                    first_reads.wait()
             time.sleep(0.05)
             return real_live(action, quota_room)
         finally:

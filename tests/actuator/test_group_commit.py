@@ -42,11 +42,14 @@ def replicas(kube: Any, ns: str, name: str) -> int:
 
 
 class Journal:
-    """``store.journal`` slowed down (a database far away) and watched: the intents of each call."""
+    """``store.journal`` slowed down (a database far away) and watched: the intents of each call.
+    With ``hold_first``, the first call with an intent also waits for that event (``two_queued``)."""
 
-    def __init__(self, store: Store, delay_s: float, fail_first_group: bool = False) -> None:
+    def __init__(
+        self, store: Store, delay_s: float, fail_first_group: bool = False, hold_first: threading.Event | None = None
+    ) -> None:
         self.store, self.real, self.delay_s = store, store.journal, delay_s
-        self.fail_first_group = fail_first_group
+        self.fail_first_group, self.hold_first = fail_first_group, hold_first
         self.calls: list[list[str]] = []
         self.failed: list[str] = []
         self._lock = threading.Lock()
@@ -55,6 +58,9 @@ class Journal:
     def __call__(self, outcomes: Any, fields: Any, now: float) -> None:
         intents = [w.target for w in fields if parse_intent(w.resource_version) is not None]
         time.sleep(self.delay_s)
+        hold, self.hold_first = (self.hold_first, None) if intents else (None, self.hold_first)
+        if hold is not None:
+            hold.wait(10)  # (not asserted: the calls and transactions below tell)
         with self._lock:
             self.calls.append(intents)
             fail = self.fail_first_group and len(intents) >= 2 and not self.failed
@@ -86,11 +92,31 @@ def setup(kube: Any, store: Store) -> tuple[KubernetesTarget, list[Any], Plan, l
     return target, pols, plan, list(ids), written
 
 
+def two_queued(act: Actuator) -> threading.Event:
+    """Set as a third write-ahead intent is handed to the journal: the first transaction held until
+    then (``Journal.hold_first``) ends with two intents queued behind it, which go in the next one
+    together (a 0.05 s transaction alone counted on the other workers getting there meanwhile,
+    which a stalled machine need not do). The intent is queued before the held transaction can
+    end: that needs the lock, which the worker handing it over holds until it waits."""
+    queued, real, lock, seen = threading.Event(), act._commit, threading.Lock(), [0]
+
+    def commit(intent: Any = None) -> None:
+        if intent is not None:
+            with lock:
+                seen[0] += 1
+                if seen[0] == 3:
+                    queued.set()
+        real(intent)
+
+    act._commit = commit  # type: ignore[method-assign]
+    return queued
+
+
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_intents_that_arrive_while_a_transaction_is_in_flight_are_committed_together(kube: Any, store: Store) -> None:
     target, pols, plan, ids, written = setup(kube, store)
-    journal = Journal(store, delay_s=0.05)
     act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+    journal = Journal(store, delay_s=0.05, hold_first=two_queued(act))
     results = act.apply_plan(plan, plan.created_at, action_ids=ids)
     assert [r.outcome for r in results] == ["applied"] * len(NAMES), results
     assert sorted(written) == sorted(WorkloadRef("Deployment", *k).key for k in NAMES)
@@ -112,8 +138,8 @@ def test_a_failed_transaction_fails_each_write_it_held_and_keeps_the_outcomes_be
     kube: Any, store: Store
 ) -> None:
     target, pols, plan, ids, written = setup(kube, store)
-    journal = Journal(store, delay_s=0.05, fail_first_group=True)
     act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=4), clock=time.time)
+    journal = Journal(store, delay_s=0.05, fail_first_group=True, hold_first=two_queued(act))
     results = act.apply_plan(plan, plan.created_at, action_ids=ids)
     lost = set(journal.failed)
     assert len(lost) >= 2, journal.calls
@@ -164,21 +190,27 @@ def test_a_read_that_waited_for_another_workers_failed_transaction_commits_what_
     pols = [pol(*k) for k in names]
     target = KubernetesTarget(kube.api_client(), pols, timeout_s=10.0)
     real_live, real_journal = target.live, store.journal
-    by_in_flight = threading.Event()
+    # Events, not sleeps of 0.2 s and 0.3 s (a stalled run could take the steps in another order):
+    # a/x's first action is done before b/y's intent is queued, and b/y's transaction fails only once
+    # a/x's read is waiting for it.
+    x_first_done, by_in_flight, x_waiting = threading.Event(), threading.Event(), threading.Event()
     reads: dict[str, int] = {}
 
     def live(action: Any, *args: Any) -> Any:
         reads[action.target] = reads.get(action.target, 0) + 1
         if action.target == "Deployment/b/y":
-            time.sleep(0.2)  # a/x's first action is done (its confirmed record pending) first
+            # once a/x's second action reads: its first is done, its outcome and confirmed record pending
+            assert x_first_done.wait(10)
         if action.target == "Deployment/a/x" and reads[action.target] == 2:
+            x_first_done.set()
             assert by_in_flight.wait(10)  # the second action goes on once b/y's transaction is in flight
         return real_live(action, *args)
 
     def journal(outcomes: Any, fields: Any, now: float) -> None:
         if any(w.target == "Deployment/b/y" and parse_intent(w.resource_version) for w in fields):
             by_in_flight.set()
-            time.sleep(0.3)  # a/x's read now waits for this transaction
+            # a/x's read now waits for this transaction (it cannot end before: it needs the lock)
+            assert x_waiting.wait(10), "a/x's read did not wait for b/y's transaction"
             raise OperationalError("INSERT INTO managed_fields ...", {}, Exception("server closed the connection"))
         real_journal(outcomes, fields, now)
 
@@ -188,8 +220,16 @@ def test_a_read_that_waited_for_another_workers_failed_transaction_commits_what_
     plan = Plan(time.time(), (ScaleTo(x, 2, 3, R), ScaleTo(x, 3, 4, R), ScaleTo(y, 2, 3, R)))
     _, ids = store.record_plan(plan, source="actuator")
     act = Actuator(target, store, pols, SafetyConfig(concurrent_writes=2), clock=time.time)
+    real_commit = act._commit
+
+    def commit(intent: Any = None) -> None:
+        if intent is None and by_in_flight.is_set():  # a/x's read of its record, from its second action
+            x_waiting.set()
+        real_commit(intent)
+
+    act._commit = commit  # type: ignore[method-assign]
     results = act.apply_plan(plan, plan.created_at, action_ids=ids)
-    assert by_in_flight.is_set()
+    assert by_in_flight.is_set() and x_waiting.is_set()
     assert [r.outcome for r in results] == ["applied", "applied", "failed"], results
     assert "OperationalError" in results[2].detail
     assert (replicas(kube, "a", "x"), replicas(kube, "b", "y")) == (4, 2)

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from kubeemu import DEPLOYMENTS, Fault, deployment, policy
+from kubeemu import DEPLOYMENTS, deployment, policy
 
 from actuator.applying import Actuator
 from actuator.kubernetes import KubernetesTarget
@@ -70,20 +70,30 @@ def test_a_cycle_within_max_plan_age_is_applied(kube, store):
 
 
 def test_actions_checked_after_max_plan_age_within_one_plan_are_skipped(kube, store):
-    """Each live read takes 2 s (real time, the system clock): the first action is checked at
-    about 2 s, the second at 4 s, past maxPlanAge 3 s, and so the third. (Wide margins: a slow CI
-    machine once took a second longer than planned in a test like this one.)"""
+    """Each live read takes 2 s on the actuator's clock: the first action is checked at 2 s, the
+    second at 4 s, past maxPlanAge 3 s, and the third is skipped before its read. (A virtual clock
+    the reads advance: with real 2 s reads, a stalled CI machine could add the second that decides.)"""
     for name in ("a", "b", "c"):
         kube.cluster.put(DEPLOYMENTS, "default", name, deployment(2))
     pols = [policy(n) for n in ("a", "b", "c")]
-    kube.cluster.faults.append(Fault("GET", "/scale", delay_s=2.0, times=3))
+    clock = VirtualClock(T0)
     target = KubernetesTarget(kube.api_client(), pols, timeout_s=5)
-    act = Actuator(target, store, pols, SafetyConfig(max_plan_age_s=3.0), clock=time.time)
-    now = time.time()
+    real_live = target.live
+    reads: list[str] = []
+
+    def slow_live(action, *args):  # type: ignore[no-untyped-def]
+        clock.sleep(2.0)
+        reads.append(action.workload.name)
+        return real_live(action, *args)
+
+    target.live = slow_live  # type: ignore[method-assign]
+    act = Actuator(target, store, pols, SafetyConfig(max_plan_age_s=3.0), clock=clock.now)
+    now = clock.now()
     plan = Plan(now, tuple(ScaleTo(WorkloadRef("Deployment", "default", n), 2, 4, R) for n in ("a", "b", "c")))
     results = act.apply_plan(plan, now)
+    assert reads == ["a", "b"]
     assert [r.outcome for r in results] == ["applied", "skipped", "skipped"]
-    assert "older than maxPlanAge 3 s" in results[1].detail
+    assert results[1].detail == "the plan is 4 s old, older than maxPlanAge 3 s; the next plan decides"
     assert [kube.cluster.get(DEPLOYMENTS, "default", n)["spec"]["replicas"] for n in ("a", "b", "c")] == [4, 2, 2]
     assert sorted((r.target, r.state) for r in store.actions()) == [
         ("Deployment/default/a", "applied"),

@@ -126,12 +126,16 @@ def test_a_500_fails_one_action_and_the_rest_of_the_plan_goes_on(kube, store):
 
 def test_a_timeout_fails_the_action_quickly_and_the_next_cycle_applies_it(kube, store):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    kube.cluster.faults.append(Fault("GET", "/deployments/web/scale", delay_s=1.5))
+    # The answer comes 6 s late: the emulator runs in this process, so only a stall of 5.7 s could
+    # bring it within the 0.3 s timeout; "quickly" is well under the 6 s (with room for a slow machine).
+    kube.cluster.faults.append(Fault("GET", "/deployments/web/scale", delay_s=6.0))
     act = actuator(kube, store, timeout_s=0.3)
     t0 = time.perf_counter()
     first = act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)
-    assert time.perf_counter() - t0 < 1.4
+    assert time.perf_counter() - t0 < 4.0
     assert first[0].outcome == "failed" and "no answer" in first[0].detail
+    # the next cycle's read and write must answer: not within a 0.3 s timeout on a slow machine
+    act.target.timeout_s = 2.0  # type: ignore[attr-defined]
     second = act.apply_plan(Plan(NOW + 10, (scale(2, 4),)), NOW + 10)
     assert second[0].outcome == "applied"
 
@@ -269,8 +273,10 @@ def test_a_write_whose_answer_is_lost_but_that_landed_is_journaled_applied(kube,
     """A timeout says nothing about the write: the object is read again right away (until
     2026-12-05 evening such a write was journaled failed, "retried", and nothing corrected it)."""
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=2.0, after=True))
-    (res,) = actuator(kube, store, timeout_s=1.0).apply_plan(Plan(NOW, (scale(2, 5),)), NOW)
+    # answered 3 s past the timeout (the emulator runs in this process: a stall could bring a late
+    # answer within it); the read right after must answer within the 2 s
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=5.0, after=True))
+    (res,) = actuator(kube, store, timeout_s=2.0).apply_plan(Plan(NOW, (scale(2, 5),)), NOW)
     assert res.outcome == "applied", res
     assert "the write's answer was lost (Deployment/default/web: no answer from the API server" in res.detail
     assert "a read right after shows spec.replicas=5" in res.detail
@@ -281,9 +287,11 @@ def test_a_write_whose_answer_is_lost_but_that_landed_is_journaled_applied(kube,
 
 def test_a_write_whose_answer_is_lost_and_that_has_not_landed_when_read_again_stays_failed(kube, store):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    # The server sits on the write past the client's timeout (and drops it when the client hangs up).
-    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=2.5))
-    (res,) = actuator(kube, store, timeout_s=1.0).apply_plan(Plan(NOW, (scale(2, 5),)), NOW)
+    # The server sits on the write past the client's timeout and drops it when the client hangs up
+    # (aiohttp cancels the handler). Were that cancellation late, the write would land 5 s in: 3 s
+    # after the timeout, well after the read right after it and the checks below.
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=5.0))
+    (res,) = actuator(kube, store, timeout_s=2.0).apply_plan(Plan(NOW, (scale(2, 5),)), NOW)
     assert res.outcome == "failed", res
     assert res.detail == "Deployment/default/web: no answer from the API server (ReadTimeoutError); retried next cycle"
     field = store.managed_field("Deployment/default/web")
@@ -297,7 +305,7 @@ def test_a_reconcile_with_a_budget_stops_reading_when_it_runs_out_and_leaves_the
     for i in range(5):
         kube.cluster.put(DEPLOYMENTS, "default", f"w{i}", deployment(2))
         store.record_plan(Plan(NOW, (scale(2, 4, f"w{i}"),)), source="loop", state="planned")
-    kube.cluster.faults.append(Fault("GET", "/scale", delay_s=3.0, times=100))
+    kube.cluster.faults.append(Fault("GET", "/scale", delay_s=4.0, times=100))  # 3.5 s past the timeout
     act = actuator(kube, store, [policy(f"w{i}") for i in range(5)], timeout_s=0.5)
     done = act.reconcile(NOW + 60, budget_s=0.8)
     assert [state for _, state, _ in done] == ["planned"] * 5
@@ -384,9 +392,9 @@ def test_a_status_change_by_a_controller_is_not_taken_for_a_human_edit(kube, sto
 
 def test_a_write_that_timed_out_but_landed_is_not_mistaken_for_a_human_edit(kube, store):
     kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
-    act = actuator(kube, store, timeout_s=0.3)
-    # The change lands, but its answer comes after the client's timeout.
-    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=0.6, after=True))
+    act = actuator(kube, store, timeout_s=2.0)  # the reads and writes that must answer do, on a slow machine
+    # The change lands, but its answer comes 3 s after the client's timeout.
+    kube.cluster.faults.append(Fault("PATCH", "/deployments/web/scale", delay_s=5.0, after=True))
     # ... and the read right after it fails too: only the write-ahead intent knows it was ours.
     kube.cluster.faults.append(Fault("GET", "/deployments/web/scale", status=500, skip=1))
     assert act.apply_plan(Plan(NOW, (scale(2, 4),)), NOW)[0].outcome == "failed"

@@ -61,6 +61,13 @@ def other(tmp_path_factory) -> Path:
     return _script("gen-client-cert.sh", tmp_path_factory.mktemp("other"))
 
 
+@pytest.fixture(autouse=True)
+def long_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test here is about the webhook's budget (1.5 s shipped): each review that must steer does,
+    on a slow machine too."""
+    monkeypatch.setattr(SteeringWebhook, "budget_s", 30.0)
+
+
 @pytest.fixture
 def store(tmp_path):
     s = Store(f"sqlite:///{tmp_path / 'steer.db'}")

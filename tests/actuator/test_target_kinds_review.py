@@ -117,8 +117,10 @@ def test_a_write_whose_answer_is_lost_but_landed_is_applied_on_every_kind(kube: 
     if kind == "headroom-patch":
         make(kube, store, []).apply_plan(Plan(NOW - 100, (ScaleTo(HEAD, 0, 1, R),)), NOW - 100)
         action = ScaleTo(HEAD, 1, 3, R)
-    act = make(kube, store, pols, timeout_s=0.3)
-    kube.cluster.faults.append(Fault(method, path, delay_s=0.8, after=True))
+    # 2 s for the reads that must answer (0.3 s before); the lost answer comes 3 s after the timeout
+    # (the emulator runs in this process: only a stall that long could bring it within the timeout)
+    act = make(kube, store, pols, timeout_s=2.0)
+    kube.cluster.faults.append(Fault(method, path, delay_s=5.0, after=True))
     res = act.apply_plan(Plan(NOW, (action,)), NOW)[0]
     assert res.outcome == "applied" and "answer was lost" in res.detail, res
     nxt = act.apply_plan(Plan(NOW + 10, (_next(action, 5),)), NOW + 10)[0]  # not taken for a human edit
@@ -179,9 +181,10 @@ def test_a_bare_pod_is_not_lost_when_its_evictions_answer_and_the_read_after_are
     """The eviction lands but its answer is lost, and so is the read after it: until 2026-12-07 the
     unknown outcome counted as "not evicted" and the copy was deleted, so the pod ran nowhere."""
     kube.cluster.put(PODS, "default", "p1", _bare_pod("n1"))
-    act = make(kube, store, [], timeout_s=0.3)
-    kube.cluster.faults.append(Fault("POST", "/pods/p1/eviction", delay_s=0.8, after=True))
-    kube.cluster.faults.append(Fault("GET", "/namespaces/default/pods/p1", delay_s=0.8, skip=2, at_end=True))
+    # timeouts of 2 s for the reads that must answer, late answers 3 s past them (were 0.3 s and 0.8 s)
+    act = make(kube, store, [], timeout_s=2.0)
+    kube.cluster.faults.append(Fault("POST", "/pods/p1/eviction", delay_s=5.0, after=True))
+    kube.cluster.faults.append(Fault("GET", "/namespaces/default/pods/p1", delay_s=5.0, skip=2, at_end=True))
     (res,) = act.apply_plan(Plan(NOW, (MovePod("default", "p1", "n1", "n2", R, pod_uid="uid-1"),)), NOW)
     assert kube.cluster.get(PODS, "default", "p1") is None  # evicted
     assert kube.cluster.get(PODS, "default", "p1-moved") is not None  # the copy is kept

@@ -252,8 +252,9 @@ def test_a_write_that_never_landed_is_not_scaleaheads_to_hand_back(kube: Any, st
 def test_a_write_whose_answer_was_lost_but_landed_is_released(kube: Any, store: Store) -> None:
     act = _warmed(kube, store, 1000.0, instances=3)
     pols = [policy("fn", kind="KnativeService")]
-    with_policy = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=0.5), store, pols)
-    kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=1.5, after=True))  # lands, answer too late
+    with_policy = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=2.0), store, pols)
+    # lands, answer 3 s too late (the emulator runs in this process: a stall could bring a late answer in)
+    kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=5.0, after=True))
     kube.cluster.faults.append(Fault("GET", "/services/fn", status=500, skip=1))  # and the read after it fails
     res = with_policy.apply_plan(Plan(1100.0, (SetWarmPool(FN, 3, 4, 600.0, R),)), 1100.0)
     assert res[0].outcome == "failed" and _min_scale(kube) == "4"
@@ -349,8 +350,9 @@ def test_a_function_warmed_from_0_whose_answer_was_lost_is_still_released(
     daemon, _ = _daemon(kube, store, nasa, settings)
     kube.cluster.put(KSVC, "default", "fn", _ksvc(None))
     pols = [policy("fn", kind="KnativeService")]
-    act = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=0.5), store, pols)
-    kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=1.5, after=True))  # lands, answer too late
+    act = Actuator(KubernetesTarget(kube.api_client(), pols, timeout_s=2.0), store, pols)
+    # lands, answer 3 s too late (the emulator runs in this process: a stall could bring a late answer in)
+    kube.cluster.faults.append(Fault("PATCH", "/services/fn", delay_s=5.0, after=True))
     kube.cluster.faults.append(Fault("GET", "/services/fn", status=500, skip=1))  # and the read after it fails
     now = daemon.clock.now()
     assert act.apply_plan(Plan(now, (SetWarmPool(FN, 0, 3, 600.0, R),)), now)[0].outcome == "failed"

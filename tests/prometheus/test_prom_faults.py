@@ -93,7 +93,9 @@ def test_a_slow_server_within_the_timeout_is_read_normally(prom, proxy) -> None:
 
 
 def test_a_server_slower_than_the_timeout_is_retried_then_reported(prom, proxy) -> None:
-    proxy.state.delay_s = 1.0
+    # The proxy runs in this process: an answer delayed 4 s cannot come within the 0.2 s timeout
+    # unless the whole process stalls for 3.8 s (1.0 s before: a stall of 0.8 s let one through).
+    proxy.state.delay_s = 4.0
     cfg = PrometheusConfig(proxy.url, timeout_s=0.2, retries=1, backoff_s=0.01)
     with PrometheusClient(cfg) as c, pytest.raises(PrometheusError) as info:
         c.range_series(one_hour(prom))
@@ -216,10 +218,14 @@ def test_one_slow_query_in_a_batch_fails_only_itself_and_is_read_alone_from_then
     names = sorted(prom.workers)
     slow = names[0]
     proxy.state.slow_marker = f'workload="{slow}"'
-    proxy.state.slow_delay_s = 1.0
+    # Every fast read (about 40 of them, 4 at a time) must answer within the timeout, and the slow
+    # one never: 2 s for a read of milliseconds, and 4 s more for the slow one, whose delay (in this
+    # process, as the client's) could only end first after a stall that long. (With 0.4 s and 1.0 s a
+    # loaded CI machine timed out a fast read: "w04 ... did not answer within 0.4 s".)
+    proxy.state.slow_delay_s = 6.0
     t0 = prom.workers[slow].start + 600
     reqs = [RangeRequest(f"default/{k}", f'nasa_requests{{workload="{k}"}}', t0, t0 + 300, 10.0) for k in names]
-    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=4)
+    cfg = PrometheusConfig(proxy.url, timeout_s=2.0, retries=1, backoff_s=0.01, max_concurrency=4)
     with PrometheusClient(cfg) as c:
         # The batch times out: one request, no retry (before: 4 attempts, and then the same again
         # every cycle, every workload of the batch failed); each query is read alone next time.
@@ -252,10 +258,11 @@ def test_one_slow_query_in_a_batch_fails_only_itself_and_is_read_alone_from_then
 def test_a_batch_slower_than_the_timeout_whose_queries_are_fast_alone_is_halved(prom, proxy) -> None:
     names = sorted(prom.workers)
     proxy.state.slow_marker = " or "  # only a batched query (an `or` of label_replace calls) is slow
-    proxy.state.slow_delay_s = 1.0
+    # Margins as in the test above: 2 s for each fast read, 4 s more for the slow batch.
+    proxy.state.slow_delay_s = 6.0
     t0 = prom.workers[names[0]].start + 600
     reqs = [RangeRequest(f"default/{k}", f'nasa_requests{{workload="{k}"}}', t0, t0 + 300, 10.0) for k in names]
-    cfg = PrometheusConfig(proxy.url, timeout_s=0.4, retries=1, backoff_s=0.01, max_concurrency=4, batch_size=8)
+    cfg = PrometheusConfig(proxy.url, timeout_s=2.0, retries=1, backoff_s=0.01, max_concurrency=4, batch_size=8)
     with PrometheusClient(cfg) as c:
         c.fetch_many(reqs)
         assert c.batch_limit == len(names) // 2
@@ -355,7 +362,7 @@ def test_a_history_read_that_times_out_is_logged_with_an_event_the_workload_and_
     p = make_policy("w02", 'nasa_requests{workload="w02"}')
     now = prom.workers["w02"].start + 3600
     proxy.state.slow_marker = 'workload="w02"'
-    proxy.state.slow_delay_s = 1.0
+    proxy.state.slow_delay_s = 4.0  # never within the 0.3 s timeout, short of a 3.7 s stall of this process
     hist = PrometheusHistory(PrometheusClient(PrometheusConfig(proxy.url, timeout_s=0.3, retries=1, backoff_s=0.01)))
     with caplog.at_level(logging.WARNING, logger="scaleahead"):
         assert hist.read([p], now) == {}

@@ -53,7 +53,41 @@ def test_a_policy_whose_window_holds_too_many_points_is_not_read_and_says_what_t
 # -- finding 5: an expensive query's timeout --------------------------------------------------------------
 
 
-def test_prometheus_stops_an_expensive_query_at_the_timeout_it_is_sent_and_it_is_not_retried(prom) -> None:
+def test_the_timeout_sent_to_prometheus_is_just_under_the_clients() -> None:
+    """``server_timeout_s``: a tenth less, at most 1 s less; and it is what each range query sends."""
+    from scaleahead.prometheus import client as client_module
+
+    assert client_module.server_timeout_s(30.0) == 29.0
+    assert client_module.server_timeout_s(3.0) == pytest.approx(2.7)
+    assert client_module.server_timeout_s(0.5) == pytest.approx(0.45)
+    client = PrometheusClient(PrometheusConfig("http://127.0.0.1:9", timeout_s=3.0))
+    sent: list[dict[str, str]] = []
+
+    def post(path, fields, *args):  # type: ignore[no-untyped-def]
+        sent.append(dict(fields))
+        return {"resultType": "matrix", "result": []}
+
+    client._post = post  # type: ignore[method-assign]
+    client.query_range_raw("up", 0.0, 60.0, 10.0)
+    assert [f["timeout"] for f in sent] == ["2.7"]
+
+
+#: The tests below are about what the client does with Prometheus's own timeout answer, which must come
+#: well before the client's timeout: 2.5 s apart (``server_timeout_s`` gives 0.3 s at 3 s; a loaded
+#: machine can run that out). The server's timeout is looked up in the client module at each query.
+SERVER_GAP_S = 2.5
+
+
+@pytest.fixture
+def wide_server_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scaleahead.prometheus import client as client_module
+
+    monkeypatch.setattr(client_module, "server_timeout_s", lambda timeout_s: timeout_s - SERVER_GAP_S)
+
+
+def test_prometheus_stops_an_expensive_query_at_the_timeout_it_is_sent_and_it_is_not_retried(
+    prom, wide_server_gap
+) -> None:
     """Until 2026-12-06 no timeout was sent: Prometheus went on with a query the client had given up
     on, and the client tried it 4 times (the audit's read of one victim next to it: 36 s at an 8 s
     timeout, 2 minutes at the default 30 s). Now Prometheus is sent timeout= just under the client's
@@ -67,11 +101,12 @@ def test_prometheus_stops_an_expensive_query_at_the_timeout_it_is_sent_and_it_is
     heavy = RangeRequest("team-a/heavy", HEAVY, far, far, 10.0, allow_empty=True)
     light = RangeRequest("team-b/web", 'nasa_requests{workload="w01"}', t0, t0 + 300, 10.0)
     slept: list[float] = []
-    client = PrometheusClient(PrometheusConfig(prom.url, timeout_s=3.0, retries=1, batch_size=1), sleep=slept.append)
+    client = PrometheusClient(PrometheusConfig(prom.url, timeout_s=5.0, retries=1, batch_size=1), sleep=slept.append)
     got = client.fetch_many([heavy, light])
     assert isinstance(got[0], PrometheusError) and got[0].kind == "timeout"
     msg = got[0].message
-    assert "stopped the query at its evaluation timeout (2.7 s" in msg and "team-a/heavy" in msg, msg
+    assert "stopped the query at its evaluation timeout (2.5 s, just under the 5 s" in msg, msg
+    assert "team-a/heavy" in msg, msg
     assert "SCALEAHEAD_PROMETHEUS__TIMEOUT_S" in msg
     assert not isinstance(got[1], PrometheusError)
     np.testing.assert_array_equal(got[1].values, w.between(t0, t0 + 310).values)
@@ -79,7 +114,7 @@ def test_prometheus_stops_an_expensive_query_at_the_timeout_it_is_sent_and_it_is
     assert client.alone == {HEAVY: SLOW_READS}
 
 
-def test_a_batch_that_prometheus_stopped_at_its_timeout_is_not_retried_whole(prom) -> None:
+def test_a_batch_that_prometheus_stopped_at_its_timeout_is_not_retried_whole(prom, wide_server_gap) -> None:
     """Prometheus answers a query it stopped with HTTP 503, which a batch retried whole as an
     overloaded server's: the timeout is told apart (errorType timeout) and handled as a timeout."""
     far = prom.end + FAR
@@ -87,9 +122,12 @@ def test_a_batch_that_prometheus_stopped_at_its_timeout_is_not_retried_whole(pro
         RangeRequest("team-a/heavy", HEAVY, far, far + 30, 10.0, allow_empty=True),
         RangeRequest("team-b/web", "sum(nasa_requests)", far, far + 30, 10.0, allow_empty=True),
     ]
-    client = PrometheusClient(PrometheusConfig(prom.url, timeout_s=2.0, retries=1), sleep=lambda _: None)
+    client = PrometheusClient(PrometheusConfig(prom.url, timeout_s=4.5, retries=1), sleep=lambda _: None)
     got = client.fetch_many(reqs)
     assert all(isinstance(g, PrometheusError) and g.kind == "timeout" for g in got)
+    first = got[0]
+    assert isinstance(first, PrometheusError)
+    assert "stopped the query at its evaluation timeout (2 s" in first.message, first.message
     assert client.stats.retries == 0 and client.stats.requests == 1
     assert client.alone == {r.query: 1 for r in reqs}  # each read alone next time: web then reads fine
     again = client.fetch_many(reqs)
