@@ -672,6 +672,16 @@ class Actuator:
                             uid=live.uid,
                         )
                     )
+                    if self.is_leader is not None and not self.is_leader(now):
+                        # The commit can take a while (a slow database, a group commit waiting for
+                        # another): the Lease is asked again between it and the write. The intent
+                        # stays as recorded; the next read finds it did not land (``_human_edit``).
+                        return ActionResult(
+                            action,
+                            "skipped",
+                            f"lost the lease while the intent was journaled: {self._not_leader()}",
+                            "not_leader",
+                        )
                 # After that commit: a commit failing between the steer and the eviction would leave an
                 # armed steer for an eviction never made (found by a review on 2026-12-06).
                 steer = self._record_steer(action, live, now)

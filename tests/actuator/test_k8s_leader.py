@@ -258,6 +258,44 @@ def test_a_replica_that_loses_the_lease_mid_plan_stops_before_its_next_write(kub
     assert kube.cluster.get(DEPLOYMENTS, "default", "two")["spec"]["replicas"] == 2
 
 
+def test_a_replica_that_loses_the_lease_while_journaling_an_intent_does_not_write(kube, real, db_url):
+    """The write-ahead intent's commit took so long that b took the Lease over meanwhile: a asks
+    again after the commit and does not write (until 2026-12-07 the Lease was asked only before the
+    commit). b then writes, and the intent a left is read as a write that did not land, not as
+    someone else's edit."""
+    from kubeemu import DEPLOYMENTS, deployment, policy
+
+    from actuator.applying import Actuator
+    from actuator.kubernetes import KubernetesTarget
+    from scaleahead.types import Plan, Reason, ScaleTo, WorkloadRef
+    from storage import Store
+
+    kube.cluster.put(DEPLOYMENTS, "default", "web", deployment(2))
+    a, b = electors(kube, real)
+    pols = [policy()]
+    store = Store(db_url)
+    web = WorkloadRef("Deployment", "default", "web")
+    act_a = Actuator(KubernetesTarget(kube.api_client(), pols), store, pols, is_leader=a.is_leader)
+    journal = act_a._commit
+
+    def slow_commit(intent=None):  # type: ignore[no-untyped-def]
+        journal(intent)
+        if intent is not None:  # durable; meanwhile a stalled past its lease and b took it over
+            a.release(real.at(1))
+            assert b.is_leader(real.at(1))
+
+    act_a._commit = slow_commit  # type: ignore[method-assign]
+    (res,) = act_a.apply_plan(Plan(T0, (ScaleTo(web, 2, 4, Reason("t", "t")),)), T0)
+    assert res.outcome == "skipped" and "lost the lease while the intent was journaled" in res.detail, res
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 2
+    assert [r.state for r in store.actions()] == ["skipped"]
+    act_b = Actuator(KubernetesTarget(kube.api_client(), pols), store, pols, is_leader=b.is_leader)
+    (done,) = act_b.apply_plan(Plan(T0 + 2, (ScaleTo(web, 2, 5, Reason("t", "t")),)), T0 + 2)
+    assert done.outcome == "applied", done
+    assert kube.cluster.get(DEPLOYMENTS, "default", "web")["spec"]["replicas"] == 5
+    store.close()
+
+
 def test_holds_asks_the_api_only_when_less_than_the_margin_is_left(kube, real):
     a, b = electors(kube, real)
     assert a.is_leader(real.at(0))
