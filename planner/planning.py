@@ -22,7 +22,7 @@ from planner.rebalance import (
     DEFAULT_MAX_PEAK_FRACTION,
     Incoming,
     RebalanceWeights,
-    plan_moves_and_notes,
+    plan_moves,
     unmovable_notes,
 )
 from planner.replicas import decide_replicas, observed_need
@@ -187,15 +187,16 @@ def plan(
     notes.extend(warm_notes)
     notes.extend(fair_notes)
     if max_moves > 0:
-        moves, room_notes = plan_moves_and_notes(
-            state,
-            max_moves,
-            max_peak_fraction=max_peak_fraction,
-            weights=rebalance_weights,
-            incoming=incoming_pods(final, state.pod_shapes),
+        final.extend(
+            plan_moves(
+                state,
+                max_moves,
+                max_peak_fraction=max_peak_fraction,
+                weights=rebalance_weights,
+                incoming=incoming_pods(final, state.pod_shapes),
+                notes=notes,
+            )
         )
-        final.extend(moves)
-        notes.extend(room_notes)
         notes.extend(unmovable_notes(state.pods))
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
 

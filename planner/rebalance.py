@@ -61,7 +61,7 @@ Algorithm (greedy, re-evaluated after each chosen step):
    PDB budgets, anti-affinity, host ports and the pod's node rules on the state after the move
    (requests: CPU, memory and ephemeral storage).
 3. *Choice* (of the candidates that keep the room for ``incoming``; each one refused for it is
-   named in a note): drains come first (a freed node saves a whole machine; a separation that fills a
+   named in the plan's notes): drains come first (a freed node saves a whole machine; a separation that fills a
    nearly empty node would spoil its drain; with ``weights.node_freed`` 0 drains get no
    precedence), then separations, swaps and exchanges. Within that order, the candidate with the
    highest gain per move that fits in the remaining move budget wins (then the larger gain, fewer
@@ -1450,9 +1450,9 @@ def plan_moves(
     max_candidate_nodes: int = DEFAULT_MAX_CANDIDATE_NODES,
     drains_may_add_pairs: bool = False,
     incoming: Sequence[Incoming] = (),
+    notes: list[str] | None = None,
 ) -> tuple[MovePod, ...]:
-    """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods
-    (``plan_moves_and_notes`` without its notes).
+    """Propose at most ``max_moves`` pod moves that free nodes and separate interfering pods.
 
     Args:
         state: nodes (allocatable, pod limit, labels, taints), pods (requests, usage, forecast
@@ -1469,36 +1469,15 @@ def plan_moves(
         drains_may_add_pairs: allow a drain to leave more interfering pairs than it found (the
             behaviour before drains were made interference-safe); off by default.
         incoming: pods the same plan adds; no step leaves room for fewer of them (``_room``).
+        notes: when given, one sentence is added to it per step left out for the room of
+            ``incoming`` and not taken later, the first ``NOTE_ROOM_STEPS`` named.
 
     Returns:
         The moves, in the order they should be applied; each with its reason and expected gain.
     """
-    return plan_moves_and_notes(
-        state,
-        max_moves,
-        max_peak_fraction=max_peak_fraction,
-        weights=weights,
-        max_candidate_nodes=max_candidate_nodes,
-        drains_may_add_pairs=drains_may_add_pairs,
-        incoming=incoming,
-    )[0]
-
-
-def plan_moves_and_notes(
-    state: ClusterState,
-    max_moves: int = DEFAULT_MAX_MOVES,
-    *,
-    max_peak_fraction: float = DEFAULT_MAX_PEAK_FRACTION,
-    weights: RebalanceWeights | None = None,
-    max_candidate_nodes: int = DEFAULT_MAX_CANDIDATE_NODES,
-    drains_may_add_pairs: bool = False,
-    incoming: Sequence[Incoming] = (),
-) -> tuple[tuple[MovePod, ...], tuple[str, ...]]:
-    """``plan_moves``'s moves, and one note per step it did not take because it would have left
-    less room for the pods the plan adds (``incoming``), the first ``NOTE_ROOM_STEPS`` named."""
     w = weights or RebalanceWeights()
     if max_moves <= 0:
-        return (), ()
+        return ()
     c = _Cluster.of(state)
     room = _Room.of(c, incoming)
     out: list[MovePod] = []
@@ -1523,7 +1502,9 @@ def plan_moves_and_notes(
             break
         room.take(best)
         out.extend(_reasons(c, best, w))
-    return tuple(out), room.notes()
+    if notes is not None:
+        notes.extend(room.notes())
+    return tuple(out)
 
 
 @dataclass(slots=True)

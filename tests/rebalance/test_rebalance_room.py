@@ -15,12 +15,18 @@ from test_rebalance_properties import applied, clusters
 import planner.rebalance as rebalance
 from planner import plan
 from planner.planning import incoming_pods
-from planner.rebalance import ROOM_SHAPES, Incoming, _Cluster, _shapes, plan_moves, plan_moves_and_notes
+from planner.rebalance import ROOM_SHAPES, Incoming, _Cluster, _shapes, plan_moves
 from planner.rebalance import _room as _room_of_arrays
 from scaleahead.types import ClusterState, MovePod, ScaleTo, SetWarmPool, WorkloadRef, WorkloadState
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "planner"))
 from planner_helpers import flat_forecast, service_policy  # noqa: E402
+
+
+def plan_moves_and_notes(state: ClusterState, max_moves: int, **kw):  # type: ignore[no-untyped-def]
+    """``plan_moves``'s moves and the notes it adds."""
+    notes: list[str] = []
+    return plan_moves(state, max_moves, notes=notes, **kw), tuple(notes)
 
 
 def _room(c: _Cluster, incoming: tuple[Incoming, ...], released: frozenset[str]) -> int:
