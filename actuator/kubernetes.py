@@ -1439,6 +1439,13 @@ class KubernetesTarget:
 
     # -- placement (rebalancing) ----------------------------------------------------------------
     def read_placement(self) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...]]:
+        """``read_placement_and_pending`` without the pending pods."""
+        nodes, pods, pdbs, _ = self.read_placement_and_pending()
+        return nodes, pods, pdbs
+
+    def read_placement_and_pending(
+        self,
+    ) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...], tuple[Pod, ...]]:
         """Nodes (allocatable CPU, memory and pods, labels, taints), the pods bound to them (requests
         as the scheduler counts them, observed CPU usage, owner, labels, interference class,
         required pod anti-affinity, host ports, node selector, required node affinity,
@@ -1450,7 +1457,8 @@ class KubernetesTarget:
         place. A pod's usage comes from the metrics API (``metrics.k8s.io`` PodMetrics,
         metrics-server) when the cluster serves it; the planner then places a pod by the larger of
         its requests and its usage. Without the metrics API, usage is left at 0 and requests alone
-        count.
+        count. Last, the pods not bound to a node yet (``Pending``, not being deleted), with their
+        requests and owner and ``node`` "": ``ClusterState.pending_pods``.
         """
         nodes = []
         for item in self._raw(self.core.list_node).get("items") or []:
@@ -1470,9 +1478,25 @@ class KubernetesTarget:
             )
         usage = self._pod_usage()
         pods = []
+        pending = []
         for item in self._raw(self.core.list_pod_for_all_namespaces).get("items") or []:
             meta, spec = item.get("metadata") or {}, item.get("spec") or {}
             phase = (item.get("status") or {}).get("phase", "Running")
+            if not spec.get("nodeName") and phase == "Pending" and not meta.get("deletionTimestamp"):
+                # not placed yet: the scheduler still needs room for it (a scale-up's new pod)
+                owner = controller_owner(item)
+                cpu, memory = pod_requests(spec)
+                pending.append(
+                    Pod(
+                        str(meta.get("namespace", "")),
+                        str(meta.get("name", "")),
+                        "",
+                        cpu,
+                        memory,
+                        owner=owner[1] if owner else "",
+                    )
+                )
+                continue
             if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
                 continue  # not on a node, or finished: the scheduler does not count it there
             cpu, memory = pod_requests(spec)
@@ -1527,7 +1551,7 @@ class KubernetesTarget:
                     pods[i],
                     unmovable=f"it is covered by {n} PodDisruptionBudgets, which the Eviction API refuses to evict",
                 )
-        return tuple(nodes), tuple(pods), tuple(pdbs)
+        return tuple(nodes), tuple(pods), tuple(pdbs), tuple(pending)
 
     def _pod_usage(self) -> dict[tuple[str, str], tuple[float, float]]:
         """CPU (millicores) and memory (MiB) usage per (namespace, pod) from the metrics API, the
@@ -1813,7 +1837,7 @@ class KubernetesTarget:
         if not self.placement:
             return state
         try:
-            nodes, placed, pdbs = self.read_placement()
+            nodes, placed, pdbs, pending = self.read_placement_and_pending()
         except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
             # No placement read: no moves this cycle (the planner proposes none without nodes).
             hint = (
@@ -1826,7 +1850,7 @@ class KubernetesTarget:
                 "cannot read nodes, pods and PDBs for rebalancing: %s%s", exc, hint, extra={"event": "placement"}
             )
             return state
-        return replace(state, nodes=nodes, pods=placed, pdbs=pdbs)
+        return replace(state, nodes=nodes, pods=placed, pdbs=pdbs, pending_pods=pending)
 
     def _namespace_quotas(
         self,

@@ -36,6 +36,7 @@ from scaleahead.types import (
     InvocationForecast,
     LazyReason,
     Plan,
+    Pod,
     Reason,
     ScaleTo,
     SetWarmPool,
@@ -193,7 +194,7 @@ def plan(
                 max_moves,
                 max_peak_fraction=max_peak_fraction,
                 weights=rebalance_weights,
-                incoming=incoming_pods(final, state.pod_shapes),
+                incoming=incoming_pods(final, state.pod_shapes) + pending_incoming(state.pending_pods),
                 notes=notes,
             )
         )
@@ -218,6 +219,16 @@ def incoming_pods(actions: Sequence[Action], shapes: Mapping[WorkloadRef, Mappin
             cpu, mem = shape.get("requests.cpu", 0), shape.get("requests.memory", 0)
             out.append(Incoming(a.workload.key, float(cpu), float(mem), added))
     return tuple(out)
+
+
+def pending_incoming(pending: Sequence[Pod]) -> tuple[Incoming, ...]:
+    """The pods still waiting for a node (``ClusterState.pending_pods``), per owner and shape, named
+    "<namespace>/<owner> (pending)": the moves keep room for them too."""
+    counts: dict[tuple[str, float, float], int] = {}
+    for p in pending:
+        key = (f"{p.namespace}/{p.owner or p.name} (pending)", float(p.cpu_request_m), float(p.memory_request_mb))
+        counts[key] = counts.get(key, 0) + 1
+    return tuple(Incoming(name, cpu, mem, n) for (name, cpu, mem), n in counts.items())
 
 
 #: Most packings of the warm-memory budget on what the sharing grants (``_budget_and_share``).

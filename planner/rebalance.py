@@ -1575,7 +1575,7 @@ class _Room:
         }.get(step.kind, f"a {step.kind} from {step.source}")
         moves = f"{len(step.moves)} move{'s' if len(step.moves) != 1 else ''}"
         self.refused[(step.kind, step.source)] = (
-            f"rebalancing left out {what} ({moves}): the pods this plan adds would then fit {after} of "
+            f"rebalancing left out {what} ({moves}): the new pods would then fit {after} of "
             f"{self.total} on the nodes left, against {self.start} before the moves ({self.named})"
         )
         return False
@@ -1586,8 +1586,7 @@ class _Room:
             more = len(said) - NOTE_ROOM_STEPS
             said = [
                 *said[:NOTE_ROOM_STEPS],
-                f"rebalancing left out {more} more step{'s' if more != 1 else ''} "
-                "for the room of the pods this plan adds",
+                f"rebalancing left out {more} more step{'s' if more != 1 else ''} for the room of the new pods",
             ]
         return tuple(said)
 

@@ -676,6 +676,11 @@ class ClusterState:
     #: ``used``); what a claim does not want of them is not free for the others, so the planner
     #: takes ``running - wanted`` off the pools before sharing (``planner.planning``).
     pods_running: Mapping[WorkloadRef, int] = field(default_factory=dict)
+    #: Pods not bound to a node yet (``Pending``, no ``spec.nodeName``), with their requests and
+    #: owner (``node`` is ""): what the scheduler still has to place, such as the new pods of an
+    #: earlier cycle's scale-up. The rebalancing moves keep room for them as for the plan's own new
+    #: pods. Read with the placement (``loop.max_moves``); empty otherwise.
+    pending_pods: tuple[Pod, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

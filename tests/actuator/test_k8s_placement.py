@@ -3,6 +3,7 @@ planned into moves by the planner and carried out by the actuator as evictions."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import jsonpatch
@@ -205,11 +206,38 @@ def test_a_drain_that_would_leave_the_plans_scale_up_no_room_is_left_out(kube) -
     moved = {a.pod: (a.from_node, a.to_node) for a in plan.actions if isinstance(a, MovePod)}
     assert moved == {"web-2": ("n2", "n1")}, moved
     assert any(
-        n.startswith("rebalancing left out freeing n3 (1 move): the pods this plan adds would then fit 2 of 3")
-        for n in plan.notes
+        n.startswith("rebalancing left out freeing n3 (1 move): the new pods would then fit 2 of 3") for n in plan.notes
     ), plan.notes
     without = make_plan({}, state, [pol], NOW, max_moves=4)  # no scale-up: n3 is freed as before
     assert "cart-1" in {a.pod for a in without.actions if isinstance(a, MovePod)}
+
+
+def test_pods_waiting_for_a_node_are_read_and_the_moves_keep_room_for_them(kube) -> None:
+    """Three pods of an earlier scale-up (1500m each) wait for a node. Freeing n3 would leave room
+    for 2 of them (n1 1, n2 1), against 3 before: the drain is left out and a note says so; the
+    separation of web-2 from batch-1 stays. A pod being deleted, or one already finished, is not read."""
+    fragmented(kube)
+    for i in range(3):
+        kube.cluster.put(PODS, "shop", f"api-{i}", pod("", "api", "1500m") | {"status": {"phase": "Pending"}})
+    gone = pod("", "api", "1500m") | {"status": {"phase": "Pending"}}
+    gone["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    kube.cluster.put(PODS, "shop", "api-gone", gone)
+    kube.cluster.put(PODS, "shop", "job-1", pod("", "job", "1500m") | {"status": {"phase": "Succeeded"}})
+    state = KubernetesTarget(kube.api_client(), placement=True).read_state([])
+    assert sorted((p.name, p.node, p.cpu_request_m, p.owner) for p in state.pending_pods) == [
+        (f"api-{i}", "", 1500, "api-rs") for i in range(3)
+    ]
+    assert not any(p.name.startswith("api") for p in state.pods)
+    plan = make_plan({}, state, [], NOW, max_moves=4)
+    moved = {a.pod: (a.from_node, a.to_node) for a in plan.actions if isinstance(a, MovePod)}
+    assert moved == {"web-2": ("n2", "n1")}, moved
+    assert any(
+        n.startswith("rebalancing left out freeing n3 (1 move): the new pods would then fit 2 of 3")
+        and n.endswith("(3 of shop/api-rs (pending))")
+        for n in plan.notes
+    ), plan.notes
+    assert "cart-1" in {a.pod for a in make_plan({}, replace(state, pending_pods=()), [], NOW, max_moves=4).actions
+                        if isinstance(a, MovePod)}  # fmt: skip
 
 
 def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:

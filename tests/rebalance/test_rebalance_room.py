@@ -57,7 +57,7 @@ def test_a_drain_that_leaves_the_plans_new_pods_less_room_is_not_proposed_and_a_
     assert moves == ()
     assert len(notes) == 3  # freeing b (onto c) too
     assert notes[0] == (
-        "rebalancing left out freeing a (1 move): the pods this plan adds would then fit 3 of 6 on the nodes left, "
+        "rebalancing left out freeing a (1 move): the new pods would then fit 3 of 6 on the nodes left, "
         "against 6 before the moves (6 of Deployment/app/api)"
     )
     assert [n.split(":")[0] for n in notes[1:]] == [
