@@ -29,6 +29,7 @@ window). One pod list per namespace per read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -1555,8 +1556,8 @@ class KubernetesTarget:
 
     def _pod_usage(self) -> dict[tuple[str, str], tuple[float, float]]:
         """CPU (millicores) and memory (MiB) usage per (namespace, pod) from the metrics API, the
-        containers' sums; {} when it is not served. A reading that does not parse counts as none (0),
-        the pod's other reading still counts."""
+        containers' sums; {} when it is not served. A container's reading that does not parse counts
+        as none (0); the other readings still count."""
         try:
             doc = self._raw(self.custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "pods")
         except (ApiException, HTTPError, ActuationError) as exc:
@@ -1565,16 +1566,15 @@ class KubernetesTarget:
         out: dict[tuple[str, str], tuple[float, float]] = {}
         for item in doc.get("items") or []:
             meta = item.get("metadata") or {}
-            used = [c.get("usage") or {} for c in item.get("containers") or []]
-            try:
-                cpu = float(sum(cpu_millis(u.get("cpu")) for u in used))
-            except ValueError:
-                cpu = 0.0  # as without a reading; the memory reading still counts
-            try:
-                memory = sum(_memory_bytes(u.get("memory")) for u in used) / 2**20
-            except ValueError:
-                memory = 0.0
-            out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = (cpu, float(memory))
+            cpu = memory = 0.0
+            for c in item.get("containers") or []:
+                used = c.get("usage") or {}
+                # a reading that does not parse is as none: the other readings still count
+                with contextlib.suppress(ValueError):
+                    cpu += cpu_millis(used.get("cpu"))
+                with contextlib.suppress(ValueError):
+                    memory += _memory_bytes(used.get("memory")) / 2**20
+            out[str(meta.get("namespace", "")), str(meta.get("name", ""))] = (float(cpu), float(memory))
         return out
 
     def _as_admitted(self, namespace: str, template: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -528,8 +528,9 @@ def test_a_certificate_that_comes_later_is_served_then_and_a_renewed_one_is_relo
 
 def test_an_eviction_that_lands_but_answers_too_late_is_applied_and_keeps_its_steer(kube, store):
     kube.cluster.put(PODS, "default", "web-7c5ddbdf54-abcde", owned_pod("n1"))
-    # The server evicts the pod, then answers after the client's 2 s timeout.
-    kube.cluster.faults.append(Fault("POST", "/eviction", delay_s=3.0, after=True))
+    # The server evicts the pod, then answers after the client's 2 s timeout (3 s after it: the
+    # emulator shares the test's process, so a stalled process must not let the answer in time).
+    kube.cluster.faults.append(Fault("POST", "/eviction", delay_s=5.0, after=True))
     move = MovePod("default", "web-7c5ddbdf54-abcde", "n1", "n2", R)
     (res,) = actuator(kube, store).apply_plan(Plan(NOW, (move,)), NOW)
     assert res.outcome == "applied", res

@@ -171,27 +171,65 @@ def test_a_step_left_out_in_one_round_and_taken_in_a_later_one_is_not_said_to_be
     assert notes and not any(n.startswith("rebalancing left out freeing n2") for n in notes), notes
 
 
+#: (a review's case) ten nodes of one small pod each, whose drains would each leave the new pods
+#: less room, a mixed node with a cpu-bound / latency-critical pair, and a spare node
+TEN_DRAINS = cluster(
+    [node(f"s{i}", 4000, 4000) for i in range(10)] + [node("mixed"), node("spare")],
+    [pod(f"small{i}-0", f"s{i}", 500) for i in range(10)]
+    + [pod("cb-0", "mixed", 2000, cls="cpu-bound"), pod("lc-0", "mixed", 2000, cls="latency-critical")]
+    + [pod("x-0", "spare", 1000)],
+)
+BIG = (Incoming("Deployment/a/new", 3500.0, 3500.0, 14),)
+
+
+def test_refused_drains_never_keep_a_separation_from_being_checked_and_a_stop_is_said() -> None:
+    """Drains rank first; ten are refused, more than the 8 checks a round: the separation still has
+    checks of its own and is taken. In the round after, the drains run out of checks again and the
+    note says the moves stopped with candidates unchecked."""
+    moves, notes = plan_moves_and_notes(TEN_DRAINS, 4, incoming=BIG)
+    assert [(m.pod, m.reason.code) for m in moves] == [("cb-0", "rebalance.separate")]
+    assert notes[-1] == (
+        "rebalancing stopped after 1 move: 8 drains and 8 other steps at most are checked for the room of "
+        "the new pods in a round, and 3 more candidate steps were not checked"
+    ), notes
+
+
 def test_at_most_room_checks_steps_are_checked_a_round(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """With one check a round, freeing n2 (ranked first, refused) ends the moves: the separation
-    after it is not checked."""
+    """With one check a round for drains (and one for the others), freeing n2 (ranked first, refused)
+    leaves the other drains unchecked; the separation after it is checked with its own."""
     monkeypatch.setattr(rebalance, "ROOM_CHECKS", 1)
-    moves, notes = plan_moves_and_notes(SEPARATE_THEN_FREE, 4, incoming=NEW)
-    assert moves == () and [n.split(":")[0] for n in notes] == ["rebalancing left out freeing n2 (1 move)"]
+    moves, notes = plan_moves_and_notes(TEN_DRAINS, 4, incoming=BIG)
+    assert [(m.pod, m.reason.code) for m in moves] == [("cb-0", "rebalance.separate")]
+    assert [n.split(":")[0] for n in notes] == [
+        "rebalancing left out freeing s0 (1 move)",
+        "rebalancing left out freeing s1 (1 move)",
+        "rebalancing stopped after 1 move",
+    ]
+    assert notes[-1].endswith("1 drain and 1 other step at most are checked for the room of the new pods in a "
+                              "round, and 10 more candidate steps were not checked")  # fmt: skip
 
 
 def test_the_new_pods_are_placed_as_a_few_shapes_never_smaller_than_theirs() -> None:
     same = tuple(Incoming(f"Deployment/a/w{i}", 2000.0, 4000.0, 3) for i in range(1000))
     assert _shapes(same) == (Incoming("", 2000.0, 4000.0, 3000),)
-    many = tuple(Incoming(f"Deployment/a/w{i}", 100.0 + i, 50.0 + (i * 37) % 900, 1 + i % 5) for i in range(500))
+    few = tuple(Incoming(f"Deployment/a/w{i}", 100.0 + i, 50.0 + i, 1 + i % 5) for i in range(ROOM_SHAPES))
+    assert _shapes(few) == tuple(
+        Incoming("", i.cpu_request_m, i.memory_request_mb, i.count)
+        for i in sorted(few, key=lambda i: (-i.cpu_request_m, -i.memory_request_mb))
+    )
+    # 300 shapes of 100-399 mCPU and 128 MiB: rounded up to powers of 1.25, 7 cells
+    many = tuple(Incoming(f"Deployment/a/w{i}", 100.0 + i, 128.0, 1 + i % 5) for i in range(300))
     shapes = _shapes(many)
     assert len(shapes) <= ROOM_SHAPES and sum(s.count for s in shapes) == sum(i.count for i in many)
-    # each pod is counted at a shape at least as large as its own: walk both in the same order
-    pods = sorted(
-        ((i.cpu_request_m, i.memory_request_mb) for i in many for _ in range(i.count)), key=lambda x: (-x[0], -x[1])
+    cells = sorted(s.cpu_request_m for s in shapes)
+    for i in many:  # in the smallest cell at least as large, which is less than 1.25 times it
+        cell = next(c for c in cells if c >= i.cpu_request_m)
+        assert cell < 1.25 * i.cpu_request_m
+    # a review's case: 250 pods of 100m beside 32 one-pod workloads of about 12 cores were counted at
+    # 12 cores (one run of pod counts); on the grid they stay small, and freeing a is refused
+    mixed = (Incoming("Deployment/a/small", 100.0, 100.0, 250),) + tuple(
+        Incoming(f"Deployment/a/big{i}", 12_000.0 + i, 12_000.0 + i, 1) for i in range(ROOM_SHAPES)
     )
-    runs = [(s.cpu_request_m, s.memory_request_mb) for s in shapes for _ in range(s.count)]
-    assert all(rc >= pc and rm >= pm for (pc, pm), (rc, rm) in zip(pods, runs, strict=True))
-    assert _shapes(many[:ROOM_SHAPES]) == tuple(
-        Incoming("", i.cpu_request_m, i.memory_request_mb, i.count)
-        for i in sorted(many[:ROOM_SHAPES], key=lambda i: (-i.cpu_request_m, -i.memory_request_mb))
-    )
+    assert min(s.cpu_request_m for s in _shapes(mixed)) < 125.0
+    moves, notes = plan_moves_and_notes(THREE, 4, incoming=mixed)
+    assert moves == () and notes[0].startswith("rebalancing left out freeing a (1 move)"), (moves, notes)
