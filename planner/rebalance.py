@@ -29,9 +29,10 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
   (``planner.placement_rules.fits_node``, as kube-scheduler filters): the replacement of a pod
   moved elsewhere would stay Pending;
 - **room for the plan's new pods**: when the same plan adds pods (a scale-up, a larger warm pool:
-  ``incoming``), no step leaves room for fewer of them than the cluster had before the moves. The
-  room is counted by first fit on requests and pod limits over the schedulable nodes, a node the
-  moves free excepted (it is freed to be released, and the scheduler would fill it again);
+  ``incoming``, and the pods still waiting for a node), no step leaves room for fewer of them than
+  the cluster had before the moves. The room is counted by first fit on their requests (against
+  the nodes' CPU requests and memory as ``pod_memory_mb`` counts it) and pod limits over the
+  schedulable nodes, a node the moves free excepted (it is freed to be released);
 - **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
   (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
   ``drains_may_add_pairs``;
@@ -1523,7 +1524,7 @@ class _Room:
     occupied: frozenset[str]
     #: how many of the new pods fit before any move
     start: int
-    #: per step refused and not taken since, a sentence (its latest), in the order first refused
+    #: per step refused and not taken since, a sentence (its latest), in the order of those refusals
     refused: dict[tuple[str, str], str] = field(default_factory=dict)
     #: steps checked in the current round, drains and the others apart (``ROOM_CHECKS`` each)
     checked: dict[bool, int] = field(default_factory=dict)
