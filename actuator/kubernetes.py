@@ -1439,12 +1439,7 @@ class KubernetesTarget:
         return ""
 
     # -- placement (rebalancing) ----------------------------------------------------------------
-    def read_placement(self) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...]]:
-        """``read_placement_and_pending`` without the pending pods."""
-        nodes, pods, pdbs, _ = self.read_placement_and_pending()
-        return nodes, pods, pdbs
-
-    def read_placement_and_pending(
+    def read_placement(
         self,
     ) -> tuple[tuple[Node, ...], tuple[Pod, ...], tuple[PodDisruptionBudget, ...], tuple[Pod, ...]]:
         """Nodes (allocatable CPU, memory and pods, labels, taints), the pods bound to them (requests
@@ -1483,25 +1478,18 @@ class KubernetesTarget:
         for item in self._raw(self.core.list_pod_for_all_namespaces).get("items") or []:
             meta, spec = item.get("metadata") or {}, item.get("spec") or {}
             phase = (item.get("status") or {}).get("phase", "Running")
-            if not spec.get("nodeName") and phase == "Pending" and not meta.get("deletionTimestamp"):
-                # not placed yet: the scheduler still needs room for it (a scale-up's new pod)
-                owner = controller_owner(item)
-                cpu, memory = pod_requests(spec)
-                pending.append(
-                    Pod(
-                        str(meta.get("namespace", "")),
-                        str(meta.get("name", "")),
-                        "",
-                        cpu,
-                        memory,
-                        owner=owner[1] if owner else "",
-                    )
-                )
-                continue
-            if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-                continue  # not on a node, or finished: the scheduler does not count it there
+            placed = bool(spec.get("nodeName"))
+            waiting = not placed and phase == "Pending" and not meta.get("deletionTimestamp")
+            if phase in ("Succeeded", "Failed") or not (placed or waiting):
+                continue  # finished, or neither on a node nor waiting for one: not counted anywhere
             cpu, memory = pod_requests(spec)
             owner = controller_owner(item)
+            if waiting:  # not placed yet: the scheduler still needs room for it (a scale-up's new pod)
+                name = str(meta.get("name", ""))
+                pending.append(
+                    Pod(str(meta.get("namespace", "")), name, "", cpu, memory, owner=owner[1] if owner else "")
+                )
+                continue
             labels = dict(meta.get("labels") or {})
             cls = labels.get(INTERFERENCE_LABEL, "none")
             used_cpu, used_memory = usage.get((str(meta.get("namespace", "")), str(meta.get("name", ""))), (0.0, 0.0))
@@ -1837,7 +1825,7 @@ class KubernetesTarget:
         if not self.placement:
             return state
         try:
-            nodes, placed, pdbs, pending = self.read_placement_and_pending()
+            nodes, placed, pdbs, pending = self.read_placement()
         except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
             # No placement read: no moves this cycle (the planner proposes none without nodes).
             hint = (

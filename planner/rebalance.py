@@ -151,10 +151,6 @@ class Incoming:
     count: int
 
 
-#: A plan's notes name at most this many steps refused for the room of the plan's new pods.
-NOTE_ROOM_STEPS = 3
-
-
 def pod_key(pod: Pod) -> str:
     return f"{pod.namespace}/{pod.name}"
 
@@ -1617,6 +1613,8 @@ class _Room:
         return (*said, self.stop) if self.stop else tuple(said)
 
 
+#: A plan's notes name at most this many steps refused for the room of the plan's new pods.
+NOTE_ROOM_STEPS = 3
 #: The new pods are placed as at most this many shapes (``_shapes``), so that checking a step
 #: costs the same whether 10 or 10,000 workloads scale up.
 ROOM_SHAPES = 32

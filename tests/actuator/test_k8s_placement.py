@@ -118,7 +118,7 @@ def test_nodes_pods_and_pdbs_are_read_for_the_planner(kube) -> None:
     pending = pod("", "web", "1")  # not scheduled yet: not placed, never moved
     kube.cluster.put(PODS, "shop", "web-3", pending)
     kube.cluster.faults.append(Fault("GET", "/apis/metrics.k8s.io", status=404))  # no metrics-server
-    nodes, pods, pdbs = KubernetesTarget(kube.api_client()).read_placement()
+    nodes, pods, pdbs, _ = KubernetesTarget(kube.api_client()).read_placement()
     assert all(p.usage_cpu_m == 0 for p in pods), "without the metrics API, requests alone count"
     assert {(n.name, n.cpu_m, n.memory_mb, n.schedulable) for n in nodes} == {
         ("n1", 4000, 16384, True), ("n2", 4000, 16384, True), ("n3", 4000, 16384, True), ("n4", 8000, 16384, False)
@@ -244,7 +244,7 @@ def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:
     fragmented(kube)
     usage = {"containers": [{"name": "c", "usage": {"cpu": "2500000000n", "memory": "100Mi"}}]}
     kube.cluster.put(POD_METRICS, "shop", "batch-1", usage)  # batch-1 uses more than its 1.5 cores request
-    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    _, pods, _, _ = KubernetesTarget(kube.api_client()).read_placement()
     by_name = {p.name: p for p in pods}
     assert by_name["batch-1"].usage_cpu_m == 2500 and by_name["web-1"].usage_cpu_m == 0
     assert pod_peak_cpu_m(by_name["batch-1"]) == 2500, "placed by its usage, not its request"
@@ -283,7 +283,7 @@ def test_daemonset_and_mirror_pods_are_node_bound_and_do_not_block_a_drain(kube)
     static["metadata"].update(ownerReferences=[], annotations={"kubernetes.io/config.mirror": "abc"})
     kube.cluster.put(PODS, "kube-system", "etcd-n3", static)
     target = KubernetesTarget(kube.api_client(), placement=True)
-    _, pods, _ = target.read_placement()
+    _, pods, _, _ = target.read_placement()
     bound = {p.name for p in pods if p.node_bound}
     assert bound == {"kube-proxy-n1", "kube-proxy-n2", "kube-proxy-n3", "etcd-n3"}
     assert all(p.owner == "" for p in pods if p.node_bound)
@@ -316,7 +316,7 @@ def test_no_move_goes_to_a_node_the_pods_node_selector_or_required_node_affinity
     affinity = required_affinity(batch_only, gpu_named)
     kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "1", "latency-critical", affinity=affinity))
     target = KubernetesTarget(kube.api_client(), placement=True)
-    nodes, pods, _ = target.read_placement()
+    nodes, pods, _, _ = target.read_placement()
     by_name = {p.name: p for p in pods}
     assert by_name["cart-1"].node_selector == {"pool": "web"}
     assert by_name["web-2"].required_node_terms == (
@@ -346,7 +346,7 @@ def test_no_move_goes_to_a_node_whose_taint_the_pod_does_not_tolerate(kube) -> N
     wrong_value = [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}]
     kube.cluster.put(PODS, "shop", "cart-1", pod("n3", "cart", "500m", tolerations=wrong_value))
     target = KubernetesTarget(kube.api_client(), placement=True)
-    nodes, pods, _ = target.read_placement()
+    nodes, pods, _, _ = target.read_placement()
     taints = {n.name: n.taints for n in nodes}
     assert taints == {
         "n1": (Taint("maintenance", "", "NoExecute"),),
@@ -379,7 +379,7 @@ def test_a_steered_pod_is_not_pinned_to_its_node_by_the_webhooks_own_requirement
     cart["metadata"]["annotations"] = {STEERED_TO: "n3"}
     kube.cluster.put(PODS, "shop", "cart-1", cart)
     target = KubernetesTarget(kube.api_client(), placement=True)
-    nodes, pods, _ = target.read_placement()
+    nodes, pods, _, _ = target.read_placement()
     by_name = {p.name: p for p in pods}
     assert by_name["web-2"].required_node_terms == ()
     assert by_name["cart-1"].required_node_terms == ((NodeSelectorRequirement("disk", "DoesNotExist"),),)
@@ -410,7 +410,7 @@ def test_a_pods_requests_are_read_as_the_scheduler_counts_them(kube) -> None:
     ]
     sidecar["spec"]["containers"] = containers(*[{"cpu": "200m", "memory": "100M"}] * 3)
     kube.cluster.put(PODS, "shop", "sidecar-1", sidecar)
-    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    _, pods, _, _ = KubernetesTarget(kube.api_client()).read_placement()
     by_name = {p.name: p for p in pods}
     assert (by_name["init-1"].cpu_request_m, by_name["init-1"].memory_request_mb) == (2100, 1024 + 64)
     # cpu: containers 600 + sidecar 300 = 900 < the init container 1000 + the sidecar before it 300
@@ -448,7 +448,7 @@ def test_pod_limits_host_ports_anti_affinity_terms_and_pdb_selectors_are_read(ku
     web_or_batch = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "batch"]}]}
     for name, spec in (("web-pdb", {"selector": web_or_batch}), ("all-pdb", {"selector": {}}), ("no-pdb", {})):
         kube.cluster.put(PDBS, "shop", name, {"spec": spec, "status": {"disruptionsAllowed": 1}})
-    nodes, pods, pdbs = KubernetesTarget(kube.api_client()).read_placement()
+    nodes, pods, pdbs, _ = KubernetesTarget(kube.api_client()).read_placement()
     assert {n.name: n.max_pods for n in nodes} == {"n1": 3, "n2": 110, "n3": 110}, "110: the kubelet's default"
     cart = next(p for p in pods if p.name == "cart-1")
     assert cart.host_ports == (HostPort(8080, "UDP", "10.0.0.1"),)
@@ -497,7 +497,7 @@ def test_ephemeral_storage_is_read_as_the_scheduler_counts_it_on_pods_and_nodes(
         "overhead": {"ephemeral-storage": "1Mi"},
     }
     kube.cluster.put(PODS, "shop", "bitnami-1", bitnami)
-    nodes, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    nodes, pods, _, _ = KubernetesTarget(kube.api_client()).read_placement()
     assert {n.name: n.ephemeral_storage_mb for n in nodes} == {"n1": 0, "n2": 0, "n3": 0, "n4": 91076}
     by_name = {p.name: p for p in pods}
     assert by_name["bitnami-1"].ephemeral_storage_request_mb == 1024 + 1, "the init container, plus overhead"
@@ -505,7 +505,7 @@ def test_ephemeral_storage_is_read_as_the_scheduler_counts_it_on_pods_and_nodes(
     assert by_name["web-1"].ephemeral_storage_request_mb == 0
     bitnami["spec"]["initContainers"] = []
     kube.cluster.put(PODS, "shop", "bitnami-1", bitnami)
-    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    _, pods, _, _ = KubernetesTarget(kube.api_client()).read_placement()
     # 50 MiB + 100 MB (95.37 MiB) + 1 MiB = 146.37 MiB, rounded up
     assert {p.name: p.ephemeral_storage_request_mb for p in pods}["bitnami-1"] == 147
 
@@ -588,7 +588,7 @@ def test_pods_with_rules_the_planner_does_not_model_are_read_as_unmovable(kube) 
     done = pod("n1", "done", "100m")
     done["status"]["phase"] = "Succeeded"  # finished: the scheduler no longer counts it
     kube.cluster.put(PODS, "shop", "done-1", done)
-    _, pods, _ = KubernetesTarget(kube.api_client()).read_placement()
+    _, pods, _, _ = KubernetesTarget(kube.api_client()).read_placement()
     by_name = {p.name: p for p in pods}
     for name, (_, start) in cases.items():
         assert by_name[name].unmovable.startswith(f"{start}, which the planner does not model"), name
