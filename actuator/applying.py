@@ -40,6 +40,10 @@ from storage.store import FieldWrite, ManagedField, StoredAction, StoredSteer
 log = logging.getLogger("scaleahead.actuator")
 
 
+#: How a drain fence's taint is named in outcomes (``actuator.kubernetes.DRAIN_FENCE_TAINT``).
+FENCE_SHOWN = "scaleahead.io/draining:NoSchedule"
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -168,6 +172,10 @@ class Actuator:
             plan skips the actions checked after ``max_plan_age_s``. The daemon passes its clock
             (virtual in replays: no time passes within a cycle). None: the ``now`` given to
             ``apply_plan``, for every action of the plan.
+        drain_fence_s: before a drain's first eviction, its node is fenced for this long (a
+            ``NoSchedule`` taint, ``KubernetesTarget.fence_node``), so that no new pod is scheduled
+            onto the node being freed; a drain the plan does not complete is unfenced at once, and
+            fences whose time is over are lifted at the start of each plan. 0: no fences.
     """
 
     def __init__(
@@ -181,8 +189,10 @@ class Actuator:
         steer_ttl_s: float | None = None,
         clock: Callable[[], float] | None = None,
         leader_error: Callable[[], str] | None = None,
+        drain_fence_s: float = 0.0,
     ) -> None:
         self.target = target
+        self.drain_fence_s = float(drain_fence_s)
         self.leader_error = leader_error
         self.clock = clock
         self.store = store
@@ -256,6 +266,8 @@ class Actuator:
             self.unsettled = {aid for aid in ids if aid is not None}
         self.report_steers(now)
         stop = self._stop_reason(now)
+        if not stop and not dry_run:
+            self._lift_fences(now)
         results: list[ActionResult] = []
         by_action = dict(zip(range(len(changes)), ids, strict=True))
         # The journal's invariant, in one transaction per API write instead of four per action
@@ -297,6 +309,7 @@ class Actuator:
         done: list[ActionResult | None] = [None] * len(plan.actions)
         drains: dict[str, str] = {}  # a drained node -> why its drain is refused ("": it may go on)
         cut_short: dict[str, str] = {}  # a drained node -> which of its drain's own moves was not made
+        fences: dict[str, bool] = {}  # a drained node -> whether this plan fenced it (``_fence``)
 
         def one(k: int) -> None:
             action = plan.actions[k]
@@ -313,7 +326,10 @@ class Actuator:
             elif isinstance(action, MovePod) and (refused := self._drain_refusal(plan, action, now, drains, cut_short)):
                 res = ActionResult(action, "skipped", refused)
             else:
+                fenced = self._fence(action, now, dry_run, fences) if isinstance(action, MovePod) else ""
                 res = self._apply_one(action, plan.created_at, now, dry_run)
+                if fenced:
+                    res = replace(res, detail=f"{res.detail}; {fenced}")
             if isinstance(action, MovePod) and res.outcome in ("skipped", "failed"):
                 res = _drain_left(res, done)
                 node = drained_node(action)
@@ -327,19 +343,22 @@ class Actuator:
         order, urgency = self._apply_order(plan.actions)
         lanes = self._lanes(plan.actions, order) if not stop else None
         with scope() if scope is not None else nullcontext():
-            if lanes is None:
-                for k in order:
-                    one(k)
-            else:
-                quiet, busy = lanes
-                for k in quiet:  # no request to make: settled before the others start
-                    one(k)
-                settled = set(quiet)
-                moves = [k for k in order if isinstance(plan.actions[k], MovePod)]
-                rest = [k for k in order if k not in settled and not isinstance(plan.actions[k], MovePod)]
-                self._apply_concurrently(one, rest, [urgency[k] for k in rest], busy)
-                for k in moves:  # one at a time, after the rest
-                    one(k)
+            try:
+                if lanes is None:
+                    for k in order:
+                        one(k)
+                else:
+                    quiet, busy = lanes
+                    for k in quiet:  # no request to make: settled before the others start
+                        one(k)
+                    settled = set(quiet)
+                    moves = [k for k in order if isinstance(plan.actions[k], MovePod)]
+                    rest = [k for k in order if k not in settled and not isinstance(plan.actions[k], MovePod)]
+                    self._apply_concurrently(one, rest, [urgency[k] for k in rest], busy)
+                    for k in moves:  # one at a time, after the rest
+                        one(k)
+            finally:  # also when the plan fails midway: a drain not completed leaves no fence
+                self._unfence_unfinished(plan, done, fences, cut_short)
         results.extend(r for r in done if r is not None)  # in the plan's order
         try:
             self._commit()
@@ -784,6 +803,60 @@ class Actuator:
                 f"so {node} is not freed and this pod stays"
             )
         return ""
+
+    # -- drain fences ---------------------------------------------------------------------------
+    def _fence(self, move: MovePod, now: float, dry_run: bool, fences: dict[str, bool]) -> str:
+        """Before the first eviction of a drain (a move of the drained node's own pods, its drain
+        not refused): fence the node for ``drain_fence_s`` (targets with ``fence_node``). Returns
+        what that move's outcome adds ("" for other moves, dry runs, or no fences); a fence that
+        cannot be set is said there and in the log, and the drain goes on without it."""
+        node = drained_node(move)
+        fence = getattr(self.target, "fence_node", None)
+        if not node or node in fences or dry_run or self.drain_fence_s <= 0 or fence is None:
+            return ""
+        until = (self.clock() if self.clock is not None else now) + self.drain_fence_s
+        try:
+            with self._io():
+                fence(node, until)
+        except ActuationError as exc:
+            fences[node] = False
+            log.warning("drain_fence_failed: node %s is drained without a fence: %s", node, exc)
+            return f"{node} is not fenced ({exc}), so new pods may still be scheduled there"
+        fences[node] = True
+        log.info("drain_fence_set: node %s until %s", node, _iso(until))
+        return f"{node} fenced until {_iso(until)} (taint {FENCE_SHOWN}), so that no new pod is scheduled there"
+
+    def _unfence_unfinished(
+        self, plan: Plan, done: Sequence[ActionResult | None], fences: Mapping[str, bool], cut_short: Mapping[str, str]
+    ) -> None:
+        """After a plan's moves: lift the fence of each node this plan fenced whose drain's own moves
+        were not all applied (the node stays; its fence would only keep pods off it)."""
+        unfence = getattr(self.target, "unfence_node", None)
+        for node in [n for n, ok in fences.items() if ok]:
+            own = [k for k, a in enumerate(plan.actions) if isinstance(a, MovePod) and drained_node(a) == node]
+            if unfence is None or all((r := done[k]) is not None and r.outcome == "applied" for k in own):
+                continue
+            why = cut_short.get(node) or "the plan stopped before its moves were made"
+            try:
+                with self._io():
+                    unfence(node)
+            except ActuationError as exc:
+                log.warning(
+                    "drain_fence_lift_failed: node %s stays fenced until its time is over (%s); its drain was not "
+                    "completed: %s",
+                    node,
+                    exc,
+                    why,
+                )
+                continue
+            log.info("drain_fence_lifted: node %s, its drain was not completed: %s", node, why)
+
+    def _lift_fences(self, now: float) -> None:
+        """At the start of a plan (the leader, not a dry run, fences on): the fences whose time is over
+        are lifted (``KubernetesTarget.lift_expired_fences``; it logs each)."""
+        lift = getattr(self.target, "lift_expired_fences", None)
+        if lift is not None and self.drain_fence_s > 0:
+            lift(self.clock() if self.clock is not None else now)
 
     def _drain_check(self, plan: Plan, node: str, now: float) -> str:
         """``_drain_refusal``'s check of the drain of ``node``: "" when it may go on, else why not

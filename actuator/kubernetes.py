@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +84,30 @@ KNATIVE_SERVICE_LABEL = "serving.knative.dev/service"
 #: Pod label naming its interference class for rebalancing (cpu-bound, io-bound, latency-critical).
 INTERFERENCE_LABEL = "scaleahead.io/interference"
 _INTERFERENCE = ("cpu-bound", "io-bound", "latency-critical")
+#: The taint that fences a node being drained (``KubernetesTarget.fence_node``): ``NoSchedule``, so
+#: that no new pod is scheduled there while its pods move off and the cluster autoscaler removes
+#: it; only scaleahead sets or lifts it. The annotation says until when (RFC 3339, UTC).
+DRAIN_FENCE_TAINT = "scaleahead.io/draining"
+DRAIN_FENCE_UNTIL = "scaleahead.io/draining-until"
 _MEMORY_UNITS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 10**3, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
 }  # fmt: skip
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fence_until(value: Any) -> float:
+    """A drain fence's ``DRAIN_FENCE_UNTIL`` annotation as a time; 0 (over at once) when it is
+    missing or not an RFC 3339 time: a fence nobody can tell the end of is lifted."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return at.timestamp() if at.tzinfo is not None else 0.0
 
 
 def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
@@ -1131,6 +1152,10 @@ class KubernetesTarget:
         self._knative_pods_unread: set[str] = set()
         # the reads and quota room of the plan being applied (``plan_reads``), None between plans
         self._plan: _PlanReads | None = None
+        #: node -> until when its drain fence holds (wall clock), as far as this target knows:
+        #: its own fences and those ``read_placement`` read (``lift_expired_fences``)
+        self._fences: dict[str, float] = {}
+        self._fences_read = False  # the nodes were read for fences (``read_placement``, ``_read_fences``)
 
     @contextmanager
     def plan_reads(self) -> Iterator[None]:
@@ -1457,21 +1482,27 @@ class KubernetesTarget:
         requests and owner and ``node`` "": ``ClusterState.pending_pods``.
         """
         nodes = []
+        fences: dict[str, float] = {}
         for item in self._raw(self.core.list_node).get("items") or []:
             meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
             alloc = status.get("allocatable") or {}
+            fenced = any(t.key == DRAIN_FENCE_TAINT for t in node_taints(item))
+            if fenced:  # lifted by ``lift_expired_fences`` once its time is over
+                fences[str(meta.get("name", ""))] = fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
             nodes.append(
                 Node(
                     str(meta.get("name", "")),
                     cpu_millis(alloc.get("cpu")),
                     memory_mb(alloc.get("memory")),
                     dict(meta.get("labels") or {}),
-                    schedulable=not spec.get("unschedulable", False),
+                    # a node fenced for its drain is as a cordoned one: nothing moves there or off it
+                    schedulable=not spec.get("unschedulable", False) and not fenced,
                     taints=node_taints(item),
                     max_pods=pod_limit(alloc.get("pods")),
                     ephemeral_storage_mb=memory_mb(alloc.get("ephemeral-storage")),
                 )
             )
+        self._fences, self._fences_read = fences, True  # the nodes as they are now
         usage = self._pod_usage()
         pods = []
         pending = []
@@ -1541,6 +1572,112 @@ class KubernetesTarget:
                     unmovable=f"it is covered by {n} PodDisruptionBudgets, which the Eviction API refuses to evict",
                 )
         return tuple(nodes), tuple(pods), tuple(pdbs), tuple(pending)
+
+    # -- drain fences -----------------------------------------------------------------------------
+    def fence_node(self, node: str, until: float) -> None:
+        """Fence ``node`` before its drain's first eviction: the taint ``DRAIN_FENCE_TAINT``
+        (``NoSchedule``) and the annotation ``DRAIN_FENCE_UNTIL``, so that neither the moved pods'
+        replacements nor a scale-up's new pods are scheduled onto the node being freed (the
+        scheduler's default scoring prefers the emptiest node). A fence there already is extended
+        to ``until`` if that is later. The node's other taints are kept: the patch replaces the
+        list with a ``resourceVersion`` precondition, read again on a 409 (twice at most).
+        Raises ``ActuationError`` when the node cannot be read or patched."""
+        self._fence_patch(node, until)
+
+    def unfence_node(self, node: str) -> bool:
+        """Lift ``node``'s fence (the drain was not completed, or its time is over): the taint and
+        the annotation are removed, the node's other taints kept. True when it was lifted or is not
+        there (the node gone: 404); raises ``ActuationError`` otherwise."""
+        return self._fence_patch(node, None)
+
+    def lift_expired_fences(self, now: float) -> list[str]:
+        """Lift the fences whose time is over at ``now`` (the wall clock): the nodes this target
+        fenced, and those ``read_placement`` found fenced (by another replica, or before a restart;
+        a fence without a readable time is lifted at once). A failure is logged and tried again at
+        the next call. Returns the nodes whose fence was lifted."""
+        if not self._fences_read:
+            self._read_fences()
+        lifted = []
+        for node, until in sorted(self._fences.items()):
+            if until > now:
+                continue
+            try:
+                self.unfence_node(node)
+            except ActuationError as exc:
+                log.warning("drain_fence_lift_failed: could not lift the fence of node %s: %s", node, exc)
+                continue
+            log.info("drain_fence_lifted: node %s (its fence ran until %s)", node, _utc(until))
+            lifted.append(node)
+        return lifted
+
+    def _read_fences(self) -> None:
+        """Once per process, when no ``read_placement`` came first (rebalancing turned off since, a
+        restart): the nodes fenced by an earlier run, so that their fences are lifted in time. A
+        refusal (403: the rebalance component's rules are not granted) is not asked again."""
+        try:
+            items = self._raw(self.core.list_node).get("items") or []
+        except (ApiException, HTTPError, ActuationError) as exc:
+            forbidden = getattr(exc, "status", None) == 403
+            self._fences_read = forbidden
+            log.info("cannot list the nodes to find drain fences left by an earlier run: %s", exc)
+            return
+        self._fences_read = True
+        for item in items:
+            if any(t.key == DRAIN_FENCE_TAINT for t in node_taints(item)):
+                meta = item.get("metadata") or {}
+                self._fences.setdefault(
+                    str(meta.get("name", "")), fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
+                )
+
+    def _fence_patch(self, node: str, until: float | None) -> bool:
+        """Set (``until``) or lift (None) the fence of ``node``; see ``fence_node``."""
+        target = f"Node/{node}"
+        for attempt in range(3):
+            try:
+                item = self._raw(self.core.read_node, node, target=target)
+            except ApiException as exc:
+                if exc.status == 404 and until is None:
+                    self._fences.pop(node, None)
+                    return True
+                raise _error(exc, target, "get", "nodes", "") from exc
+            except HTTPError as exc:
+                raise _error(exc, target, "get", "nodes", "") from exc
+            meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+            taints = [t for t in spec.get("taints") or [] if isinstance(t, Mapping)]
+            others = [t for t in taints if t.get("key") != DRAIN_FENCE_TAINT]
+            fenced = len(others) != len(taints)
+            if until is None and not fenced:
+                self._fences.pop(node, None)
+                return True
+            if until is not None and fenced:
+                until = max(until, fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL)))
+            body: dict[str, Any] = {
+                "metadata": {
+                    "resourceVersion": meta.get("resourceVersion"),
+                    "annotations": {DRAIN_FENCE_UNTIL: _utc(until) if until is not None else None},
+                },
+                "spec": {
+                    "taints": others
+                    + ([{"key": DRAIN_FENCE_TAINT, "effect": "NoSchedule"}] if until is not None else [])
+                    or None
+                },
+            }
+            try:
+                self._raw(
+                    self.core.patch_node, node, body, target=target, _content_type=MERGE, field_manager=FIELD_MANAGER
+                )
+            except ApiException as exc:
+                if exc.status == 409 and attempt < 2:
+                    continue  # the node changed since it was read (a kubelet status, another taint)
+                raise _error(exc, target, "patch", "nodes", "") from exc
+            except HTTPError as exc:
+                raise _error(exc, target, "patch", "nodes", "") from exc
+            if until is None:
+                self._fences.pop(node, None)
+            else:
+                self._fences[node] = until
+            return True
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _pod_usage(self) -> dict[tuple[str, str], tuple[float, float]]:
         """CPU (millicores) and memory (MiB) usage per (namespace, pod) from the metrics API, the

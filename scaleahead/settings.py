@@ -255,6 +255,17 @@ class ActuationSettings(BaseModel):
         "namespace, the most urgent first; only the requests overlap (docs/actuator.md, 'Throughput'). "
         "Reconciliation reads this many rows' objects at once.",
     )
+    drain_fence_s: float = Field(
+        600.0,
+        ge=0,
+        le=86400,
+        description="Before a rebalancing drain's first eviction its node gets the taint "
+        "scaleahead.io/draining:NoSchedule for this long (s), so that no new pod (a moved pod's replacement, "
+        "a scale-up's) is scheduled onto the node being freed, and the cluster autoscaler can remove it. A "
+        "drain the plan does not complete is unfenced at once; a fence whose time is over is lifted at the "
+        "start of the leader's next plan. 0: no fences (docs/rebalance.md, 'Drain fences'). Needs 'get' and "
+        "'patch' on nodes (deploy/components/rebalance).",
+    )
     reconcile_retry_s: float = Field(
         60.0,
         ge=0,

@@ -501,6 +501,8 @@ def cluster_actuation(
         is_leader=lambda _planned_at: elector.holds(clock.now(), a.request_timeout_s),
         leader_error=lambda: elector.last_error,
         clock=clock.now,  # the plan's age when each action is checked (maxPlanAge)
+        # fences only where drains are made (their rights come with deploy/components/rebalance)
+        drain_fence_s=a.drain_fence_s if settings.loop.max_moves > 0 else 0.0,
     )
     return target, actuator, _LeaseLeadership(elector)
 

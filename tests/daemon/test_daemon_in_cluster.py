@@ -321,6 +321,18 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
     assert moves_per_tick[3] > 0 and sum(1 for m in moves_per_tick if m) == 1, moves_per_tick
     assert kube.cluster.get(PODS, "shop", "cart-1") is None, "evicted: its ReplicaSet re-creates it elsewhere"
     assert {a.kind for a in store.actions(state="applied")} >= {"MovePod"}
+    # the drained node was fenced before the eviction (actuation.drain_fence_s, default 600 s) ...
+    from kubeemu import NODES
+
+    def fenced() -> bool:
+        taints = (kube.cluster.get(NODES, None, "n3") or {}).get("spec", {}).get("taints") or []
+        return any(t.get("key") == "scaleahead.io/draining" for t in taints)
+
+    assert fenced() and actuator.drain_fence_s == settings.actuation.drain_fence_s == 600
+    # ... and the leader lifts the fence at its first plan after that time
+    clock.sleep(240.0)
+    daemon.tick(clock.now())
+    assert not fenced()
 
 
 def test_the_run_command_target_reads_namespace_pod_quotas_unless_turned_off(kube) -> None:  # type: ignore[no-untyped-def]
@@ -334,8 +346,9 @@ def test_the_run_command_target_reads_namespace_pod_quotas_unless_turned_off(kub
     settings = Settings()
     clock = VirtualClock(1_700_000_000.0)
     refs = [p.workload for p in pols]
-    target, _, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
+    target, act, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
     assert target.read_state(refs).pod_quotas == {"shop": 20 - 3}  # what the other 3 pods leave
+    assert act.drain_fence_s == 0, "rebalancing off (loop.max_moves 0): no drain fences, no node reads"
     settings.loop.namespace_quotas = False
     target, _, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
     assert target.read_state(refs).pod_quotas == {}

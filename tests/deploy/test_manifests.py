@@ -198,6 +198,8 @@ REBALANCE_RULES = {
     ("", "pods/eviction", "create"),
     ("policy", "poddisruptionbudgets", "list"),
     ("", "nodes", "list"),
+    ("", "nodes", "get"),
+    ("", "nodes", "patch"),
     ("metrics.k8s.io", "pods", "list"),
 }
 EXPECTED_NAMESPACE_RULES = {
@@ -319,7 +321,7 @@ def test_every_kubernetes_api_call_in_the_code_is_allowed_by_rbac() -> None:
 #: The functions of the move path (actuator/kubernetes.py), the only ones that may call what only
 #: the rebalance component grants: the placement read with the pods' usage, a move's live pod, the
 #: move itself and the check that its eviction landed.
-MOVE_PATH = {"read_placement", "_pod_usage", "_live_pod", "_move", "_evicted"}
+MOVE_PATH = {"read_placement", "_pod_usage", "_live_pod", "_move", "_evicted", "_fence_patch", "_read_fences"}
 
 
 def test_only_the_move_path_calls_what_only_the_rebalance_component_grants() -> None:

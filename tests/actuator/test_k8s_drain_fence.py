@@ -1,0 +1,181 @@
+"""Drain fences: a node being drained gets a NoSchedule taint before its first eviction, so that no
+new pod is scheduled there while it is freed; a drain not completed is unfenced at once, and a
+fence whose time is over is lifted at the leader's next plan (``actuation.drain_fence_s``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubeemu import NODES, PODS, Fault
+
+from actuator.applying import Actuator
+from actuator.kubernetes import DRAIN_FENCE_TAINT, DRAIN_FENCE_UNTIL, KubernetesTarget, fence_until
+from actuator.safety import SafetyConfig
+from planner import plan as make_plan
+from scaleahead.types import MovePod, Plan, Reason
+
+NOW = 1_700_000_000.0
+OTHER_TAINT = {"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"}
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def node(cpu: str = "4", taints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "spec": {"taints": taints} if taints else {},
+        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def pod(node_name: str, owner: str, cpu: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "labels": {"app": owner},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": f"{owner}-rs", "controller": True, "uid": "u"}],
+        },
+        "spec": {"nodeName": node_name, "containers": [{"resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def cluster(kube: Any, pods_on_n3: int = 1) -> None:
+    """n1 and n2 half full; n3 holds ``pods_on_n3`` small pods and a taint of someone else's."""
+    kube.cluster.put(NODES, None, "n1", node())
+    kube.cluster.put(NODES, None, "n2", node())
+    kube.cluster.put(NODES, None, "n3", node(taints=[OTHER_TAINT]))
+    kube.cluster.put(PODS, "shop", "web-1", pod("n1", "web", "2"))
+    kube.cluster.put(PODS, "shop", "web-2", pod("n2", "web", "2"))
+    for i in range(pods_on_n3):
+        kube.cluster.put(PODS, "shop", f"cart-{i}", pod("n3", "cart", "250m"))
+
+
+def drain_move(name: str, to: str = "n1") -> MovePod:
+    details = {"step": "drain", "move_kind": "drain", "frees_node": "n3"}
+    return MovePod("shop", name, "n3", to, Reason("rebalance.drain", f"move shop/{name} n3 -> {to}", details))
+
+
+def taints(kube: Any, name: str = "n3") -> list[dict[str, Any]]:
+    return list((kube.cluster.get(NODES, None, name) or {}).get("spec", {}).get("taints") or [])
+
+
+def annotations(kube: Any, name: str = "n3") -> dict[str, str]:
+    return dict((kube.cluster.get(NODES, None, name) or {}).get("metadata", {}).get("annotations") or {})
+
+
+FENCE = {"key": DRAIN_FENCE_TAINT, "effect": "NoSchedule"}
+
+
+def test_a_planned_drain_fences_its_node_before_the_first_eviction_and_the_node_reads_unschedulable(kube) -> None:
+    cluster(kube)
+    target = KubernetesTarget(kube.api_client(), placement=True)
+    plan = make_plan({}, target.read_state([]), [], NOW, max_moves=4)
+    (move,) = [a for a in plan.actions if isinstance(a, MovePod)]
+    assert (move.pod, move.from_node) == ("cart-0", "n3")
+    (res,) = Actuator(target, None, [], drain_fence_s=600, clock=Clock(NOW)).apply_plan(plan, NOW)
+    assert res.outcome == "applied", res
+    assert "n3 fenced until 2023-11-14T22:23:20Z (taint scaleahead.io/draining:NoSchedule)" in res.detail
+    assert taints(kube) == [OTHER_TAINT, FENCE], "the node's other taints are kept"
+    assert fence_until(annotations(kube)[DRAIN_FENCE_UNTIL]) == NOW + 600
+    writes = kube.cluster.writes()
+    fenced = writes.index(("PATCH", "/api/v1/nodes/n3"))
+    evicted = writes.index(("POST", "/api/v1/namespaces/shop/pods/cart-0/eviction"))
+    assert fenced < evicted, writes
+    nodes, _, _, _ = target.read_placement()
+    assert {n.name: n.schedulable for n in nodes} == {"n1": True, "n2": True, "n3": False}
+
+
+def test_an_expired_fence_is_lifted_at_the_leaders_next_plan_even_after_a_restart(kube) -> None:
+    cluster(kube)
+    clock = Clock(NOW)
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=clock)
+    act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
+    assert FENCE in taints(kube)
+    clock.t = NOW + 599
+    act.apply_plan(Plan(clock.t, ()), clock.t)
+    assert FENCE in taints(kube), "not before its time"
+    # a new process (a restart, rebalancing off): the nodes are read once for fences left behind
+    later = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=60, clock=Clock(NOW + 600))
+    later.apply_plan(Plan(NOW + 600, (), ()), NOW + 600, dry_run=True)
+    assert FENCE in taints(kube), "a dry run lifts nothing"
+    later.apply_plan(Plan(NOW + 600, ()), NOW + 600)
+    assert taints(kube) == [OTHER_TAINT] and DRAIN_FENCE_UNTIL not in annotations(kube)
+
+
+def test_a_follower_lifts_no_fence(kube) -> None:
+    cluster(kube)
+    kube.cluster.put(NODES, None, "n4", node(taints=[FENCE]))  # no time: over at once
+    follower = Actuator(
+        KubernetesTarget(kube.api_client()), None, [], is_leader=lambda _t: False, drain_fence_s=60, clock=Clock(NOW)
+    )
+    follower.apply_plan(Plan(NOW, ()), NOW)
+    assert taints(kube, "n4") == [FENCE]
+    Actuator(KubernetesTarget(kube.api_client()), None, [], clock=Clock(NOW)).apply_plan(Plan(NOW, ()), NOW)
+    assert taints(kube, "n4") == [FENCE], "fences off (drain_fence_s 0): nothing read or lifted"
+    assert not [c for c in kube.cluster.calls() if "/nodes" in c[1]]
+    leader = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=60, clock=Clock(NOW))
+    leader.apply_plan(Plan(NOW, ()), NOW)
+    assert taints(kube, "n4") == []
+
+
+def test_a_drain_the_plan_does_not_complete_is_unfenced_at_once(kube) -> None:
+    cluster(kube, pods_on_n3=2)
+    kube.cluster.faults.append(Fault("POST", "/pods/cart-1/eviction", status=500))
+    act = Actuator(KubernetesTarget(kube.api_client(), timeout_s=2.0), None, [], drain_fence_s=600, clock=Clock(NOW))
+    first, second = act.apply_plan(Plan(NOW, (drain_move("cart-0"), drain_move("cart-1", "n2"))), NOW)
+    assert first.outcome == "applied" and "n3 fenced until" in first.detail, first
+    assert second.outcome == "failed", second
+    assert taints(kube) == [OTHER_TAINT] and DRAIN_FENCE_UNTIL not in annotations(kube)
+    patches = [w for w in kube.cluster.writes() if w[0] == "PATCH"]
+    assert patches == [("PATCH", "/api/v1/nodes/n3")] * 2, "fenced, then unfenced"
+
+
+def test_a_fence_that_cannot_be_set_is_said_and_the_drain_goes_on(kube) -> None:
+    cluster(kube)
+    kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", status=403, message="nodes is forbidden"))
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=Clock(NOW))
+    (res,) = act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
+    assert res.outcome == "applied", res
+    assert "n3 is not fenced" in res.detail and "nodes is forbidden" in res.detail, res.detail
+    assert taints(kube) == [OTHER_TAINT]
+
+
+def test_a_node_changed_since_it_was_read_is_read_again_and_its_new_taint_kept(kube) -> None:
+    cluster(kube)
+    target = KubernetesTarget(kube.api_client())
+    kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", status=409))
+    target.fence_node("n3", NOW + 60)
+    assert taints(kube) == [OTHER_TAINT, FENCE]
+    target.fence_node("n3", NOW + 30)
+    assert fence_until(annotations(kube)[DRAIN_FENCE_UNTIL]) == NOW + 60, "a fence is extended, never shortened"
+    kube.cluster.edit(
+        NODES, None, "n3", {"spec": {"taints": [OTHER_TAINT, FENCE, {"key": "k", "effect": "NoExecute"}]}}
+    )
+    assert target.unfence_node("n3")
+    assert taints(kube) == [OTHER_TAINT, {"key": "k", "effect": "NoExecute"}]
+    assert target.unfence_node("gone"), "a node deleted since: nothing to lift"
+
+
+def test_no_fence_in_a_dry_run_or_when_turned_off(kube) -> None:
+    cluster(kube)
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=Clock(NOW))
+    act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW, dry_run=True)
+    off = Actuator(KubernetesTarget(kube.api_client()), None, [], SafetyConfig(), clock=Clock(NOW))
+    (res,) = off.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
+    assert res.outcome == "applied" and "fence" not in res.detail
+    assert not [w for w in kube.cluster.writes() if w[0] == "PATCH"]
+
+
+@pytest.mark.parametrize(
+    ("value", "at"),
+    [("2023-11-14T22:23:20Z", NOW + 600), ("2023-11-14T22:23:20+00:00", NOW + 600), ("", 0.0), (None, 0.0),
+     ("soon", 0.0), ("2023-11-14T22:23:20", 0.0), (1700000600, 0.0)],
+)  # fmt: skip
+def test_a_fence_without_a_readable_time_is_over_at_once(value: Any, at: float) -> None:
+    assert fence_until(value) == at
