@@ -172,10 +172,14 @@ class Actuator:
             plan skips the actions checked after ``max_plan_age_s``. The daemon passes its clock
             (virtual in replays: no time passes within a cycle). None: the ``now`` given to
             ``apply_plan``, for every action of the plan.
-        drain_fence_s: before a drain's first eviction, its node is fenced for this long (a
+        drain_fence_s: before a plan's first write, each node it drains is fenced for this long (a
             ``NoSchedule`` taint, ``KubernetesTarget.fence_node``), so that no new pod is scheduled
             onto the node being freed; a drain the plan does not complete is unfenced at once, and
             fences whose time is over are lifted at the start of each plan. 0: no fences.
+        lift_fences: lift fences whose time is over even with ``drain_fence_s`` 0 (the daemon:
+            rebalancing turned off since they were set).
+        fence_clock: the wall clock the fences' times are on (default ``time.time``): a fence is a
+            real object in the cluster, whatever clock plans are made on.
     """
 
     def __init__(
@@ -190,9 +194,13 @@ class Actuator:
         clock: Callable[[], float] | None = None,
         leader_error: Callable[[], str] | None = None,
         drain_fence_s: float = 0.0,
+        lift_fences: bool = False,
+        fence_clock: Callable[[], float] | None = None,
     ) -> None:
         self.target = target
         self.drain_fence_s = float(drain_fence_s)
+        self.lift_fences = lift_fences
+        self.fence_clock: Callable[[], float] = fence_clock if fence_clock is not None else time.time
         self.leader_error = leader_error
         self.clock = clock
         self.store = store
@@ -267,7 +275,7 @@ class Actuator:
         self.report_steers(now)
         stop = self._stop_reason(now)
         if not stop and not dry_run:
-            self._lift_fences(now)
+            self._lift_fences()
         results: list[ActionResult] = []
         by_action = dict(zip(range(len(changes)), ids, strict=True))
         # The journal's invariant, in one transaction per API write instead of four per action
@@ -309,7 +317,10 @@ class Actuator:
         done: list[ActionResult | None] = [None] * len(plan.actions)
         drains: dict[str, str] = {}  # a drained node -> why its drain is refused ("": it may go on)
         cut_short: dict[str, str] = {}  # a drained node -> which of its drain's own moves was not made
-        fences: dict[str, bool] = {}  # a drained node -> whether this plan fenced it (``_fence``)
+        fences: dict[str, bool] = {}  # a drained node -> whether this plan fenced it (``_fence_drains``)
+        fence_notes: dict[str, str] = {}  # a drained node -> what its first move's outcome adds
+        if not stop and not dry_run:
+            self._fence_drains(plan, now, drains, fences, fence_notes)
 
         def one(k: int) -> None:
             action = plan.actions[k]
@@ -326,9 +337,8 @@ class Actuator:
             elif isinstance(action, MovePod) and (refused := self._drain_refusal(plan, action, now, drains, cut_short)):
                 res = ActionResult(action, "skipped", refused)
             else:
-                fenced = self._fence(action, now, dry_run, fences) if isinstance(action, MovePod) else ""
                 res = self._apply_one(action, plan.created_at, now, dry_run)
-                if fenced:
+                if isinstance(action, MovePod) and (fenced := fence_notes.pop(drained_node(action), "")):
                     res = replace(res, detail=f"{res.detail}; {fenced}")
             if isinstance(action, MovePod) and res.outcome in ("skipped", "failed"):
                 res = _drain_left(res, done)
@@ -805,36 +815,70 @@ class Actuator:
         return ""
 
     # -- drain fences ---------------------------------------------------------------------------
-    def _fence(self, move: MovePod, now: float, dry_run: bool, fences: dict[str, bool]) -> str:
-        """Before the first eviction of a drain (a move of the drained node's own pods, its drain
-        not refused): fence the node for ``drain_fence_s`` (targets with ``fence_node``). Returns
-        what that move's outcome adds ("" for other moves, dry runs, or no fences); a fence that
-        cannot be set is said there and in the log, and the drain goes on without it."""
-        node = drained_node(move)
+    def _fence_drains(
+        self, plan: Plan, now: float, drains: dict[str, str], fences: dict[str, bool], notes: dict[str, str]
+    ) -> None:
+        """Before the plan's first write (the leader, not a dry run, fences on): fence each node the
+        plan drains whose drain may start (``_drain_check``, its answer kept in ``drains`` for the
+        moves), for ``drain_fence_s`` on the wall clock (targets with ``fence_node``). The plan's
+        scale-ups are written before its moves, so a fence set at the first eviction let the plan's
+        own new pods land on the node being freed (a review of 2026-12-07). ``notes`` gets what the
+        first move of each drain adds to its outcome; a fence that cannot be set is said there and
+        in the log, and the drain goes on without it. Nothing is fenced for a plan already too old
+        (each move is skipped as such)."""
         fence = getattr(self.target, "fence_node", None)
-        if not node or node in fences or dry_run or self.drain_fence_s <= 0 or fence is None:
-            return ""
-        until = (self.clock() if self.clock is not None else now) + self.drain_fence_s
-        try:
-            with self._io():
-                fence(node, until)
-        except ActuationError as exc:
-            fences[node] = False
-            log.warning("drain_fence_failed: node %s is drained without a fence: %s", node, exc)
-            return f"{node} is not fenced ({exc}), so new pods may still be scheduled there"
-        fences[node] = True
-        log.info("drain_fence_set: node %s until %s", node, _iso(until))
-        return f"{node} fenced until {_iso(until)} (taint {FENCE_SHOWN}), so that no new pod is scheduled there"
+        if fence is None or self.drain_fence_s <= 0:
+            return
+        if too_old(plan.created_at, self.clock() if self.clock is not None else now, self.config):
+            return
+        nodes = dict.fromkeys(
+            node
+            for a in plan.actions
+            if isinstance(a, MovePod) and not a.is_noop and a.target not in self.held and (node := drained_node(a))
+        )
+        for node in nodes:
+            if node not in drains:
+                drains[node] = self._drain_check(plan, node, now)
+            if drains[node]:
+                continue  # refused: none of its pods is evicted
+            until = self.fence_clock() + self.drain_fence_s
+            try:
+                with self._io():
+                    fence(node, until)
+            except ActuationError as exc:
+                fences[node] = False
+                log.warning(
+                    "drain_fence_failed: node %s is drained without a fence: %s",
+                    node,
+                    exc,
+                    extra={"event": "drain_fence_failed", "node": node},
+                )
+                notes[node] = f"{node} is not fenced ({exc}), so new pods may still be scheduled there"
+                continue
+            fences[node] = True
+            log.info(
+                "drain_fence_set: node %s until %s",
+                node,
+                _iso(until),
+                extra={"event": "drain_fence_set", "node": node, "until": _iso(until)},
+            )
+            notes[node] = (
+                f"{node} fenced until {_iso(until)} (taint {FENCE_SHOWN}), so that no new pod is scheduled there"
+            )
 
     def _unfence_unfinished(
         self, plan: Plan, done: Sequence[ActionResult | None], fences: Mapping[str, bool], cut_short: Mapping[str, str]
     ) -> None:
-        """After a plan's moves: lift the fence of each node this plan fenced whose drain's own moves
-        were not all applied (the node stays; its fence would only keep pods off it)."""
+        """After a plan's moves: lift the fence of each node this plan fenced whose drain was not
+        completed (the node stays; its fence would only keep pods off it). A drain is completed when
+        each of its own moves was applied or its pod is no longer on the node (deleted since the
+        plan, a scale-down of the same plan: read again). A lift that fails is tried again at the
+        next plan (``KubernetesTarget.unfence_node``)."""
         unfence = getattr(self.target, "unfence_node", None)
         for node in [n for n, ok in fences.items() if ok]:
             own = [k for k, a in enumerate(plan.actions) if isinstance(a, MovePod) and drained_node(a) == node]
-            if unfence is None or all((r := done[k]) is not None and r.outcome == "applied" for k in own):
+            left = [k for k in own if not ((r := done[k]) is not None and r.outcome == "applied")]
+            if unfence is None or all(self._pod_gone(plan.actions[k]) for k in left):
                 continue
             why = cut_short.get(node) or "the plan stopped before its moves were made"
             try:
@@ -842,21 +886,40 @@ class Actuator:
                     unfence(node)
             except ActuationError as exc:
                 log.warning(
-                    "drain_fence_lift_failed: node %s stays fenced until its time is over (%s); its drain was not "
-                    "completed: %s",
+                    "drain_fence_lift_failed: node %s stays fenced, tried again at the next plan (%s); its drain was "
+                    "not completed: %s",
                     node,
                     exc,
                     why,
+                    extra={"event": "drain_fence_lift_failed", "node": node},
                 )
                 continue
-            log.info("drain_fence_lifted: node %s, its drain was not completed: %s", node, why)
+            log.info(
+                "drain_fence_lifted: node %s, its drain was not completed: %s",
+                node,
+                why,
+                extra={"event": "drain_fence_lifted", "node": node},
+            )
 
-    def _lift_fences(self, now: float) -> None:
-        """At the start of a plan (the leader, not a dry run, fences on): the fences whose time is over
-        are lifted (``KubernetesTarget.lift_expired_fences``; it logs each)."""
+    def _pod_gone(self, move: Action) -> bool:
+        """Whether the pod of ``move`` is no longer on its node (deleted: 404, moved, terminating);
+        False when it is there or cannot be read."""
+        assert isinstance(move, MovePod)
+        try:
+            with self._io():
+                return not self.target.live(move).value
+        except ActuationError as exc:
+            return exc.status == 404
+        except Exception:  # noqa: BLE001 - not known: the node is taken to stay
+            return False
+
+    def _lift_fences(self) -> None:
+        """At the start of a plan (the leader, not a dry run; ``lift_fences`` or fences on): the
+        fences whose time is over are lifted, and those whose lift failed before
+        (``KubernetesTarget.lift_expired_fences``; it logs each)."""
         lift = getattr(self.target, "lift_expired_fences", None)
-        if lift is not None and self.drain_fence_s > 0:
-            lift(self.clock() if self.clock is not None else now)
+        if lift is not None and (self.lift_fences or self.drain_fence_s > 0):
+            lift(self.fence_clock())
 
     def _drain_check(self, plan: Plan, node: str, now: float) -> str:
         """``_drain_refusal``'s check of the drain of ``node``: "" when it may go on, else why not

@@ -1156,6 +1156,8 @@ class KubernetesTarget:
         #: its own fences and those ``read_placement`` read (``lift_expired_fences``)
         self._fences: dict[str, float] = {}
         self._fences_read = False  # the nodes were read for fences (``read_placement``, ``_read_fences``)
+        #: nodes whose lift failed after a drain not completed: lifted at the next call whatever their time
+        self._lift_asap: set[str] = set()
 
     @contextmanager
     def plan_reads(self) -> Iterator[None]:
@@ -1586,28 +1588,50 @@ class KubernetesTarget:
 
     def unfence_node(self, node: str) -> bool:
         """Lift ``node``'s fence (the drain was not completed, or its time is over): the taint and
-        the annotation are removed, the node's other taints kept. True when it was lifted or is not
-        there (the node gone: 404); raises ``ActuationError`` otherwise."""
-        return self._fence_patch(node, None)
+        the annotation are removed, the node's other taints kept. True when a fence was lifted,
+        False when there was none (or the node is gone: 404). Raises ``ActuationError`` when the node
+        cannot be read or patched; the node is then lifted at the next ``lift_expired_fences``
+        whatever its fence's time."""
+        try:
+            lifted = self._fence_patch(node, None)
+        except ActuationError:
+            self._lift_asap.add(node)
+            raise
+        self._lift_asap.discard(node)
+        return lifted
 
     def lift_expired_fences(self, now: float) -> list[str]:
         """Lift the fences whose time is over at ``now`` (the wall clock): the nodes this target
         fenced, and those ``read_placement`` found fenced (by another replica, or before a restart;
         a fence without a readable time is lifted at once). A failure is logged and tried again at
-        the next call. Returns the nodes whose fence was lifted."""
+        the next call, as is a lift that failed after a drain not completed (``unfence_node``).
+        Returns the nodes whose fence was lifted."""
         if not self._fences_read:
             self._read_fences()
+        due = {node for node, until in self._fences.items() if until <= now} | self._lift_asap
         lifted = []
-        for node, until in sorted(self._fences.items()):
-            if until > now:
-                continue
+        for node in sorted(due):
+            until = self._fences.get(node)
             try:
-                self.unfence_node(node)
+                there = self.unfence_node(node)
             except ActuationError as exc:
-                log.warning("drain_fence_lift_failed: could not lift the fence of node %s: %s", node, exc)
+                log.warning(
+                    "drain_fence_lift_failed: could not lift the fence of node %s, tried again at the next plan: %s",
+                    node,
+                    exc,
+                    extra={"event": "drain_fence_lift_failed", "node": node},
+                )
                 continue
-            log.info("drain_fence_lifted: node %s (its fence ran until %s)", node, _utc(until))
-            lifted.append(node)
+            if there:
+                log.info(
+                    "drain_fence_lifted: node %s (%s)",
+                    node,
+                    f"its fence ran until {_utc(until)}"
+                    if until is not None and until <= now
+                    else "its drain was not completed",
+                    extra={"event": "drain_fence_lifted", "node": node},
+                )
+                lifted.append(node)
         return lifted
 
     def _read_fences(self) -> None:
@@ -1618,8 +1642,12 @@ class KubernetesTarget:
             items = self._raw(self.core.list_node).get("items") or []
         except (ApiException, HTTPError, ActuationError) as exc:
             forbidden = getattr(exc, "status", None) == 403
-            self._fences_read = forbidden
-            log.info("cannot list the nodes to find drain fences left by an earlier run: %s", exc)
+            self._fences_read = forbidden  # no rights (rebalancing never installed): not asked again
+            log.log(
+                logging.DEBUG if forbidden else logging.INFO,
+                "cannot list the nodes to find drain fences left by an earlier run: %s",
+                exc,
+            )
             return
         self._fences_read = True
         for item in items:
@@ -1638,7 +1666,7 @@ class KubernetesTarget:
             except ApiException as exc:
                 if exc.status == 404 and until is None:
                     self._fences.pop(node, None)
-                    return True
+                    return False
                 raise _error(exc, target, "get", "nodes", "") from exc
             except HTTPError as exc:
                 raise _error(exc, target, "get", "nodes", "") from exc
@@ -1648,7 +1676,7 @@ class KubernetesTarget:
             fenced = len(others) != len(taints)
             if until is None and not fenced:
                 self._fences.pop(node, None)
-                return True
+                return False
             if until is not None and fenced:
                 until = max(until, fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL)))
             body: dict[str, Any] = {

@@ -256,14 +256,16 @@ class ActuationSettings(BaseModel):
         "Reconciliation reads this many rows' objects at once.",
     )
     drain_fence_s: float = Field(
-        600.0,
+        900.0,
         ge=0,
         le=86400,
-        description="Before a rebalancing drain's first eviction its node gets the taint "
+        description="Before the first write of a plan with a rebalancing drain, the drained node gets the taint "
         "scaleahead.io/draining:NoSchedule for this long (s), so that no new pod (a moved pod's replacement, "
-        "a scale-up's) is scheduled onto the node being freed, and the cluster autoscaler can remove it. A "
-        "drain the plan does not complete is unfenced at once; a fence whose time is over is lifted at the "
-        "start of the leader's next plan. 0: no fences (docs/rebalance.md, 'Drain fences'). Needs 'get' and "
+        "a scale-up's of the same plan) is scheduled onto the node being freed while the cluster autoscaler "
+        "removes it: keep it above the autoscaler's --scale-down-unneeded-time (10 min by default) plus the "
+        "pods' termination. A drain the plan does not complete is unfenced at once; a fence whose time is over "
+        "is lifted at the start of the leader's next plan. Set by 'scaleahead run' with loop.max_moves above 0 "
+        "(not with --once or --ticks). 0: no fences (docs/rebalance.md, 'Drain fences'). Needs 'get' and "
         "'patch' on nodes (deploy/components/rebalance).",
     )
     reconcile_retry_s: float = Field(

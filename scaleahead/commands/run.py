@@ -14,6 +14,7 @@ import signal
 import socket
 import ssl
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -455,7 +456,14 @@ def _policy_updater(target: Any, actuator: Any, then: Callable[[Sequence[Policy]
 
 
 def cluster_actuation(
-    kube: Any, store: Any, pols: Sequence[Policy], settings: Settings, clock: Any, identity: str
+    kube: Any,
+    store: Any,
+    pols: Sequence[Policy],
+    settings: Settings,
+    clock: Any,
+    identity: str,
+    fences: bool = True,
+    wall: Callable[[], float] = time.time,
 ) -> tuple[Any, Any, _LeaseLeadership]:
     """The Kubernetes target, the journaled actuator and the Lease election of ``scaleahead run``.
 
@@ -501,8 +509,13 @@ def cluster_actuation(
         is_leader=lambda _planned_at: elector.holds(clock.now(), a.request_timeout_s),
         leader_error=lambda: elector.last_error,
         clock=clock.now,  # the plan's age when each action is checked (maxPlanAge)
-        # fences only where drains are made (their rights come with deploy/components/rebalance)
-        drain_fence_s=a.drain_fence_s if settings.loop.max_moves > 0 else 0.0,
+        # Drain fences only where drains are made (their rights come with deploy/components/rebalance),
+        # and only by a process that stays to lift them (``fences``: not ``run --once`` or ``--ticks``);
+        # fences left by an earlier run are lifted even with rebalancing off. Their times are on
+        # the wall clock (``wall``), whatever clock the plans are made on (``--virtual``, ``--start``).
+        drain_fence_s=a.drain_fence_s if settings.loop.max_moves > 0 and fences else 0.0,
+        lift_fences=fences,
+        fence_clock=wall,
     )
     return target, actuator, _LeaseLeadership(elector)
 
@@ -928,7 +941,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             identity = replica_identity()
             if shard is not None:  # each shard elects its own leader (docs/adr/0008)
                 settings.actuation.lease_name = f"{settings.actuation.lease_name}-shard-{index}-of-{count}"
-            cluster_target, actuator, leadership = cluster_actuation(kube_api, store, pols, settings, clock, identity)
+            cluster_target, actuator, leadership = cluster_actuation(
+                kube_api, store, pols, settings, clock, identity, fences=not once and ticks is None
+            )
         else:
             raise UserError(f"--target {target!r} is not known.", "Use 'kubernetes' or 'memory'.")
         deps = Deps(hist, forecaster, cluster_target, store, pols, model_version_id=model_version_id, actuator=actuator)

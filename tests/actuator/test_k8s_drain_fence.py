@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubeemu import NODES, PODS, Fault
+from kubeemu import DEPLOYMENTS, NODES, PODS, Fault, deployment
 
 from actuator.applying import Actuator
 from actuator.kubernetes import DRAIN_FENCE_TAINT, DRAIN_FENCE_UNTIL, KubernetesTarget, fence_until
 from actuator.safety import SafetyConfig
 from planner import plan as make_plan
-from scaleahead.types import MovePod, Plan, Reason
+from scaleahead.types import MovePod, Plan, Reason, ScaleTo, WorkloadRef
 
 NOW = 1_700_000_000.0
 OTHER_TAINT = {"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"}
@@ -78,7 +78,9 @@ def test_a_planned_drain_fences_its_node_before_the_first_eviction_and_the_node_
     plan = make_plan({}, target.read_state([]), [], NOW, max_moves=4)
     (move,) = [a for a in plan.actions if isinstance(a, MovePod)]
     assert (move.pod, move.from_node) == ("cart-0", "n3")
-    (res,) = Actuator(target, None, [], drain_fence_s=600, clock=Clock(NOW)).apply_plan(plan, NOW)
+    (res,) = Actuator(target, None, [], drain_fence_s=600, clock=Clock(NOW), fence_clock=Clock(NOW)).apply_plan(
+        plan, NOW
+    )
     assert res.outcome == "applied", res
     assert "n3 fenced until 2023-11-14T22:23:20Z (taint scaleahead.io/draining:NoSchedule)" in res.detail
     assert taints(kube) == [OTHER_TAINT, FENCE], "the node's other taints are kept"
@@ -94,14 +96,14 @@ def test_a_planned_drain_fences_its_node_before_the_first_eviction_and_the_node_
 def test_an_expired_fence_is_lifted_at_the_leaders_next_plan_even_after_a_restart(kube) -> None:
     cluster(kube)
     clock = Clock(NOW)
-    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=clock)
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=clock, fence_clock=clock)
     act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
     assert FENCE in taints(kube)
     clock.t = NOW + 599
     act.apply_plan(Plan(clock.t, ()), clock.t)
     assert FENCE in taints(kube), "not before its time"
     # a new process (a restart, rebalancing off): the nodes are read once for fences left behind
-    later = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=60, clock=Clock(NOW + 600))
+    later = Actuator(KubernetesTarget(kube.api_client()), None, [], lift_fences=True, fence_clock=Clock(NOW + 600))
     later.apply_plan(Plan(NOW + 600, (), ()), NOW + 600, dry_run=True)
     assert FENCE in taints(kube), "a dry run lifts nothing"
     later.apply_plan(Plan(NOW + 600, ()), NOW + 600)
@@ -112,14 +114,14 @@ def test_a_follower_lifts_no_fence(kube) -> None:
     cluster(kube)
     kube.cluster.put(NODES, None, "n4", node(taints=[FENCE]))  # no time: over at once
     follower = Actuator(
-        KubernetesTarget(kube.api_client()), None, [], is_leader=lambda _t: False, drain_fence_s=60, clock=Clock(NOW)
+        KubernetesTarget(kube.api_client()), None, [], is_leader=lambda _t: False, lift_fences=True, clock=Clock(NOW)
     )
     follower.apply_plan(Plan(NOW, ()), NOW)
     assert taints(kube, "n4") == [FENCE]
     Actuator(KubernetesTarget(kube.api_client()), None, [], clock=Clock(NOW)).apply_plan(Plan(NOW, ()), NOW)
-    assert taints(kube, "n4") == [FENCE], "fences off (drain_fence_s 0): nothing read or lifted"
+    assert taints(kube, "n4") == [FENCE], "neither fences nor lifting asked for: nothing read or lifted"
     assert not [c for c in kube.cluster.calls() if "/nodes" in c[1]]
-    leader = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=60, clock=Clock(NOW))
+    leader = Actuator(KubernetesTarget(kube.api_client()), None, [], lift_fences=True, clock=Clock(NOW))
     leader.apply_plan(Plan(NOW, ()), NOW)
     assert taints(kube, "n4") == []
 
@@ -127,7 +129,14 @@ def test_a_follower_lifts_no_fence(kube) -> None:
 def test_a_drain_the_plan_does_not_complete_is_unfenced_at_once(kube) -> None:
     cluster(kube, pods_on_n3=2)
     kube.cluster.faults.append(Fault("POST", "/pods/cart-1/eviction", status=500))
-    act = Actuator(KubernetesTarget(kube.api_client(), timeout_s=2.0), None, [], drain_fence_s=600, clock=Clock(NOW))
+    act = Actuator(
+        KubernetesTarget(kube.api_client(), timeout_s=2.0),
+        None,
+        [],
+        drain_fence_s=600,
+        clock=Clock(NOW),
+        fence_clock=Clock(NOW),
+    )
     first, second = act.apply_plan(Plan(NOW, (drain_move("cart-0"), drain_move("cart-1", "n2"))), NOW)
     assert first.outcome == "applied" and "n3 fenced until" in first.detail, first
     assert second.outcome == "failed", second
@@ -139,7 +148,9 @@ def test_a_drain_the_plan_does_not_complete_is_unfenced_at_once(kube) -> None:
 def test_a_fence_that_cannot_be_set_is_said_and_the_drain_goes_on(kube) -> None:
     cluster(kube)
     kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", status=403, message="nodes is forbidden"))
-    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=Clock(NOW))
+    act = Actuator(
+        KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=Clock(NOW), fence_clock=Clock(NOW)
+    )
     (res,) = act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
     assert res.outcome == "applied", res
     assert "n3 is not fenced" in res.detail and "nodes is forbidden" in res.detail, res.detail
@@ -159,17 +170,76 @@ def test_a_node_changed_since_it_was_read_is_read_again_and_its_new_taint_kept(k
     )
     assert target.unfence_node("n3")
     assert taints(kube) == [OTHER_TAINT, {"key": "k", "effect": "NoExecute"}]
-    assert target.unfence_node("gone"), "a node deleted since: nothing to lift"
+    assert not target.unfence_node("n3"), "no fence left: nothing lifted"
+    assert not target.unfence_node("gone"), "a node deleted since: nothing to lift"
 
 
 def test_no_fence_in_a_dry_run_or_when_turned_off(kube) -> None:
     cluster(kube)
-    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=Clock(NOW))
+    act = Actuator(
+        KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, clock=Clock(NOW), fence_clock=Clock(NOW)
+    )
     act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW, dry_run=True)
     off = Actuator(KubernetesTarget(kube.api_client()), None, [], SafetyConfig(), clock=Clock(NOW))
     (res,) = off.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
     assert res.outcome == "applied" and "fence" not in res.detail
     assert not [w for w in kube.cluster.writes() if w[0] == "PATCH"]
+
+
+def test_the_plans_own_scale_ups_are_written_after_the_fence(kube) -> None:
+    """Found by a review: the fence was set at the drain's first eviction, after the plan's scale-ups
+    (written first), so the plan's own new pods could land on the node being freed."""
+    cluster(kube)
+    kube.cluster.put(DEPLOYMENTS, "shop", "api", deployment(2))
+    up = ScaleTo(WorkloadRef("Deployment", "shop", "api"), 2, 4, Reason("t", "t"))
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
+    scaled, moved = act.apply_plan(Plan(NOW, (up, drain_move("cart-0"))), NOW)
+    assert scaled.outcome == moved.outcome == "applied", (scaled, moved)
+    assert "fenced until" in moved.detail and "fence" not in scaled.detail
+    writes = [w for w in kube.cluster.writes() if "leases" not in w[1]]
+    assert [w[1].rsplit("/", 2)[-2:] for w in writes] == [["nodes", "n3"], ["api", "scale"], ["cart-0", "eviction"]]
+
+
+def test_a_plan_too_old_to_apply_fences_nothing(kube) -> None:
+    cluster(kube)
+    act = Actuator(
+        KubernetesTarget(kube.api_client()),
+        None,
+        [],
+        SafetyConfig(max_plan_age_s=30),
+        drain_fence_s=600,
+        clock=Clock(NOW + 31),
+        fence_clock=Clock(NOW),
+    )
+    (res,) = act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW + 31)
+    assert res.outcome == "skipped" and "fence" not in res.detail, res
+    assert not [w for w in kube.cluster.writes() if w[0] == "PATCH"]
+
+
+def test_a_drain_whose_pod_is_gone_already_keeps_its_fence(kube) -> None:
+    """Found by a review: a pod deleted since the plan (its move skipped: nothing to evict) counted as
+    a drain not completed, and the freed node was unfenced."""
+    cluster(kube, pods_on_n3=2)
+    kube.cluster.faults.append(Fault("GET", "/pods/cart-1", status=404, times=10))
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
+    first, second = act.apply_plan(Plan(NOW, (drain_move("cart-0"), drain_move("cart-1", "n2"))), NOW)
+    assert first.outcome == "applied" and second.outcome != "applied", (first, second)
+    assert FENCE in taints(kube), "n3 is freed: its fence stays"
+
+
+def test_a_lift_that_failed_is_tried_again_at_the_next_plan(kube) -> None:
+    """Found by a review: after a drain not completed, an unfence that failed was left until the
+    fence's time (up to a day), the node read as cordoned all along."""
+    cluster(kube, pods_on_n3=2)
+    kube.cluster.faults.append(Fault("POST", "/pods/cart-1/eviction", status=500))
+    kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", status=500, skip=1))  # the unfence
+    act = Actuator(
+        KubernetesTarget(kube.api_client(), timeout_s=2.0), None, [], drain_fence_s=600, fence_clock=Clock(NOW)
+    )
+    act.apply_plan(Plan(NOW, (drain_move("cart-0"), drain_move("cart-1", "n2"))), NOW)
+    assert FENCE in taints(kube), "the unfence failed"
+    act.apply_plan(Plan(NOW + 10, ()), NOW + 10)
+    assert taints(kube) == [OTHER_TAINT], "lifted at the next plan, long before NOW + 600"
 
 
 @pytest.mark.parametrize(

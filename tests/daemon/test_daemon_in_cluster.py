@@ -310,7 +310,10 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
     settings = Settings()
     settings.actuation.namespace = "scaleahead-system"
     settings.loop.max_moves = 4
-    target, actuator, leader = cluster_actuation(kube.api_client(), store, pols, settings, clock, "pod-a")
+    # the fences' wall clock is the virtual one here, so that their time passes with the ticks
+    target, actuator, leader = cluster_actuation(
+        kube.api_client(), store, pols, settings, clock, "pod-a", wall=clock.now
+    )
     daemon = Daemon(Deps(history, model, target, store, pols, actuator=actuator), settings, clock, leadership=leader)
     moves_per_tick = []
     for _ in range(40):  # 400 s: the cycles of one period boundary
@@ -321,16 +324,20 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
     assert moves_per_tick[3] > 0 and sum(1 for m in moves_per_tick if m) == 1, moves_per_tick
     assert kube.cluster.get(PODS, "shop", "cart-1") is None, "evicted: its ReplicaSet re-creates it elsewhere"
     assert {a.kind for a in store.actions(state="applied")} >= {"MovePod"}
-    # the drained node was fenced before the eviction (actuation.drain_fence_s, default 600 s) ...
+    # the drained node was fenced before the eviction (actuation.drain_fence_s, default 900 s) ...
     from kubeemu import NODES
 
     def fenced() -> bool:
         taints = (kube.cluster.get(NODES, None, "n3") or {}).get("spec", {}).get("taints") or []
         return any(t.get("key") == "scaleahead.io/draining" for t in taints)
 
-    assert fenced() and actuator.drain_fence_s == settings.actuation.drain_fence_s == 600
-    # ... and the leader lifts the fence at its first plan after that time
-    clock.sleep(240.0)
+    assert fenced() and actuator.drain_fence_s == settings.actuation.drain_fence_s == 900
+    writes = kube.cluster.writes()
+    assert writes.index(("PATCH", "/api/v1/nodes/n3")) < writes.index(
+        ("POST", "/api/v1/namespaces/shop/pods/cart-1/eviction")
+    )
+    # ... and the leader lifts the fence at its first plan after that time (fenced at the 4th tick)
+    clock.sleep(900.0 - 370.0 + 10.0)
     daemon.tick(clock.now())
     assert not fenced()
 
@@ -348,7 +355,12 @@ def test_the_run_command_target_reads_namespace_pod_quotas_unless_turned_off(kub
     refs = [p.workload for p in pols]
     target, act, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
     assert target.read_state(refs).pod_quotas == {"shop": 20 - 3}  # what the other 3 pods leave
-    assert act.drain_fence_s == 0, "rebalancing off (loop.max_moves 0): no drain fences, no node reads"
+    assert act.drain_fence_s == 0, "rebalancing off (loop.max_moves 0): no drain fences"
+    assert act.lift_fences, "an earlier run's fences are still lifted"
+    settings.loop.max_moves = 4
+    _, act, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a", fences=False)
+    assert act.drain_fence_s == 0 and not act.lift_fences, "run --once or --ticks: no fences"
+    settings.loop.max_moves = 0
     settings.loop.namespace_quotas = False
     target, _, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a")
     assert target.read_state(refs).pod_quotas == {}
