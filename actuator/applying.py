@@ -340,7 +340,8 @@ class Actuator:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
                 if isinstance(action, MovePod) and (fenced := fence_notes.pop(drained_node(action), "")):
                     res = replace(res, detail=f"{res.detail}; {fenced}")
-            if isinstance(action, MovePod) and res.outcome in ("skipped", "failed"):
+            # a pod gone from its node since the plan leaves its drain whole (nothing to evict)
+            if isinstance(action, MovePod) and res.outcome in ("skipped", "failed") and res.cause != "gone":
                 res = _drain_left(res, done)
                 node = drained_node(action)
                 if node and not cut_short.get(node):  # the moves made for this drain are not to be made
@@ -654,6 +655,7 @@ class Actuator:
                             "skipped",
                             f"pod {action.namespace}/{action.pod} was re-created since it was read (a new pod "
                             f"of that name, UID {live.uid}); it is not the pod the plan moves: the next plan decides",
+                            "gone",
                         )
                     first_uid = live.uid
                 if not isinstance(action, MovePod):
@@ -666,7 +668,13 @@ class Actuator:
                 verdict = check(action, live, policy, created_at, checked_at, self.config)
                 notes = ("; " + "; ".join(verdict.notes)) if verdict.notes else ""
                 if verdict.decision == "skip":
-                    return ActionResult(action, "skipped", verdict.reason + notes)
+                    # a pod no longer on its node (``check`` looks at the plan's age first)
+                    gone = (
+                        isinstance(action, MovePod)
+                        and not live.value
+                        and not too_old(created_at, checked_at, self.config)
+                    )
+                    return ActionResult(action, "skipped", verdict.reason + notes, "gone" if gone else "")
                 written = None if isinstance(action, MovePod) else verdict.value
                 if verdict.decision == "noop":
                     return ActionResult(action, "skipped", verdict.reason + notes, "noop", written)
@@ -742,6 +750,7 @@ class Actuator:
                         "skipped",
                         f"pod {action.namespace}/{action.pod} is no longer on {action.from_node} "
                         "(deleted since the plan)",
+                        "gone",
                     )
                 return ActionResult(
                     action,
@@ -877,7 +886,9 @@ class Actuator:
         unfence = getattr(self.target, "unfence_node", None)
         for node in [n for n, ok in fences.items() if ok]:
             own = [k for k, a in enumerate(plan.actions) if isinstance(a, MovePod) and drained_node(a) == node]
-            left = [k for k in own if not ((r := done[k]) is not None and r.outcome == "applied")]
+            left = [
+                k for k in own if not ((r := done[k]) is not None and (r.outcome == "applied" or r.cause == "gone"))
+            ]
             if unfence is None or all(self._pod_gone(plan.actions[k]) for k in left):
                 continue
             why = cut_short.get(node) or "the plan stopped before its moves were made"

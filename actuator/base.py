@@ -21,7 +21,9 @@ Outcome = Literal["applied", "skipped", "failed", "dry-run"]
 #: else set the field: their value is respected for a while), ``co_writer`` (the same writer, named by
 #: the object's managedFields, keeps undoing scaleahead's writes), ``not_leader`` (the Lease was lost).
 #: Other skips (a safety check, a refused write) have no cause: their ``detail`` says why.
-Cause = Literal["", "noop", "paused", "backing_off", "human_edit", "co_writer", "not_leader"]
+#: ``gone``: a pod move whose pod is no longer on its node (deleted, moved, re-created under its
+#: name): nothing to evict, and its drain may still free the node.
+Cause = Literal["", "noop", "paused", "backing_off", "human_edit", "co_writer", "not_leader", "gone"]
 
 
 @dataclass(frozen=True, slots=True)

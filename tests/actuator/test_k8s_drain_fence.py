@@ -223,8 +223,32 @@ def test_a_drain_whose_pod_is_gone_already_keeps_its_fence(kube) -> None:
     kube.cluster.faults.append(Fault("GET", "/pods/cart-1", status=404, times=10))
     act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
     first, second = act.apply_plan(Plan(NOW, (drain_move("cart-0"), drain_move("cart-1", "n2"))), NOW)
-    assert first.outcome == "applied" and second.outcome != "applied", (first, second)
+    assert first.outcome == "applied" and second.outcome == "skipped" and second.cause == "gone", (first, second)
+    assert "not freed" not in second.detail, "nothing to evict: the drain is not cut short by it"
     assert FENCE in taints(kube), "n3 is freed: its fence stays"
+
+
+def test_a_pod_found_on_another_node_leaves_the_drain_whole(kube) -> None:
+    """A drain's pod the plan read on n3 and now elsewhere (moved by someone else) is as gone: the
+    move made for the drain from another node still goes ahead, and the fence stays."""
+    cluster(kube, pods_on_n3=1)
+    kube.cluster.put(PODS, "shop", "cart-9", pod("n2", "cart", "250m"))  # the plan thought it on n3
+    kube.cluster.put(PODS, "shop", "web-3", pod("n2", "web", "250m"))
+    helper = MovePod(
+        "shop",
+        "web-3",
+        "n2",
+        "n1",
+        Reason(
+            "rebalance.drain",
+            "move shop/web-3 n2 -> n1",
+            {"step": "drain", "move_kind": "separate", "frees_node": "n3"},
+        ),
+    )
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
+    results = act.apply_plan(Plan(NOW, (drain_move("cart-9"), drain_move("cart-0", "n2"), helper)), NOW)
+    assert [(r.outcome, r.cause) for r in results] == [("skipped", "gone"), ("applied", ""), ("applied", "")], results
+    assert FENCE in taints(kube)
 
 
 def test_a_lift_that_failed_is_tried_again_at_the_next_plan(kube) -> None:
