@@ -175,7 +175,7 @@ class Actuator:
         drain_fence_s: before a plan's first write, each node it drains is fenced for this long (a
             ``NoSchedule`` taint, ``KubernetesTarget.fence_node``), so that no new pod is scheduled
             onto the node being freed; a drain the plan does not complete is unfenced at once, and
-            fences whose time is over are lifted at the start of each plan. 0: no fences.
+            fences whose time is over are lifted after each plan's writes. 0: no fences.
         lift_fences: lift fences whose time is over even with ``drain_fence_s`` 0 (the daemon:
             rebalancing turned off since they were set).
         fence_clock: the wall clock the fences' times are on (default ``time.time``): a fence is a
@@ -274,8 +274,6 @@ class Actuator:
             self.unsettled = {aid for aid in ids if aid is not None}
         self.report_steers(now)
         stop = self._stop_reason(now)
-        if not stop and not dry_run:
-            self._lift_fences()
         results: list[ActionResult] = []
         by_action = dict(zip(range(len(changes)), ids, strict=True))
         # The journal's invariant, in one transaction per API write instead of four per action
@@ -319,8 +317,6 @@ class Actuator:
         cut_short: dict[str, str] = {}  # a drained node -> which of its drain's own moves was not made
         fences: dict[str, bool] = {}  # a drained node -> whether this plan fenced it (``_fence_drains``)
         fence_notes: dict[str, str] = {}  # a drained node -> what its first move's outcome adds
-        if not stop and not dry_run:
-            self._fence_drains(plan, now, drains, fences, fence_notes)
 
         def one(k: int) -> None:
             action = plan.actions[k]
@@ -338,7 +334,13 @@ class Actuator:
                 res = ActionResult(action, "skipped", refused)
             else:
                 res = self._apply_one(action, plan.created_at, now, dry_run)
-                if isinstance(action, MovePod) and (fenced := fence_notes.pop(drained_node(action), "")):
+                # said with the drain's first eviction made (a move not made says nothing of a fence)
+                fenced = (
+                    fence_notes.pop(drained_node(action), "")
+                    if isinstance(action, MovePod) and res.outcome == "applied"
+                    else ""
+                )
+                if fenced:
                     res = replace(res, detail=f"{res.detail}; {fenced}")
             # a pod gone from its node since the plan leaves its drain whole (nothing to evict)
             if isinstance(action, MovePod) and res.outcome in ("skipped", "failed") and res.cause != "gone":
@@ -355,6 +357,8 @@ class Actuator:
         lanes = self._lanes(plan.actions, order) if not stop else None
         with scope() if scope is not None else nullcontext():
             try:
+                if not stop and not dry_run:  # before the plan's first write
+                    self._fence_drains(plan, now, fences, fence_notes)
                 if lanes is None:
                     for k in order:
                         one(k)
@@ -370,6 +374,8 @@ class Actuator:
                         one(k)
             finally:  # also when the plan fails midway: a drain not completed leaves no fence
                 self._unfence_unfinished(plan, done, fences, cut_short)
+        if not stop and not dry_run:  # after the plan's writes: a slow node read delays none of them
+            self._lift_fences()
         results.extend(r for r in done if r is not None)  # in the plan's order
         try:
             self._commit()
@@ -824,17 +830,17 @@ class Actuator:
         return ""
 
     # -- drain fences ---------------------------------------------------------------------------
-    def _fence_drains(
-        self, plan: Plan, now: float, drains: dict[str, str], fences: dict[str, bool], notes: dict[str, str]
-    ) -> None:
+    def _fence_drains(self, plan: Plan, now: float, fences: dict[str, bool], notes: dict[str, str]) -> None:
         """Before the plan's first write (the leader, not a dry run, fences on): fence each node the
-        plan drains whose drain may start (``_drain_check``, its answer kept in ``drains`` for the
-        moves), for ``drain_fence_s`` on the wall clock (targets with ``fence_node``). The plan's
-        scale-ups are written before its moves, so a fence set at the first eviction let the plan's
-        own new pods land on the node being freed (a review of 2026-12-07). ``notes`` gets what the
-        first move of each drain adds to its outcome; a fence that cannot be set is said there and
-        in the log, and the drain goes on without it. Nothing is fenced for a plan already too old
-        (each move is skipped as such)."""
+        plan drains whose drain may start now (``_drain_check``, also for a drain of one pod), for
+        ``drain_fence_s`` on the wall clock (targets with ``fence_node``). The plan's scale-ups are
+        written before its moves, so a fence set at the first eviction let the plan's own new pods
+        land on the node being freed (a review of 2026-12-07). The drain is checked again at its
+        first eviction, as without fences: the budgets may change while the plan's other writes are
+        made (a second review). ``notes`` gets what the first move made of each drain adds to its
+        outcome; a fence that cannot be set is said there and in the log, and the drain goes on
+        without it. Nothing is fenced for a plan already too old (each move is skipped as such), nor
+        after the Lease is found lost (asked again right before the first fence)."""
         fence = getattr(self.target, "fence_node", None)
         if fence is None or self.drain_fence_s <= 0:
             return
@@ -845,16 +851,19 @@ class Actuator:
             for a in plan.actions
             if isinstance(a, MovePod) and not a.is_noop and a.target not in self.held and (node := drained_node(a))
         )
+        asked = False
         for node in nodes:
-            if node not in drains:
-                drains[node] = self._drain_check(plan, node, now)
-            if drains[node]:
-                continue  # refused: none of its pods is evicted
+            if self._drain_check(plan, node, now, single=True):
+                continue  # refused now: none of its pods is evicted (said by its moves)
+            if not asked:
+                asked = True
+                if self.is_leader is not None and not self.is_leader(now):
+                    return  # each move says so
             until = self.fence_clock() + self.drain_fence_s
             try:
                 with self._io():
                     fence(node, until)
-            except ActuationError as exc:
+            except Exception as exc:  # noqa: BLE001 - a fence not set never stops the plan
                 fences[node] = False
                 log.warning(
                     "drain_fence_failed: node %s is drained without a fence: %s",
@@ -894,8 +903,8 @@ class Actuator:
             why = cut_short.get(node) or "the plan stopped before its moves were made"
             try:
                 with self._io():
-                    unfence(node)
-            except ActuationError as exc:
+                    lifted = unfence(node)
+            except Exception as exc:  # noqa: BLE001 - retried at the next plan (``unfence_node``)
                 log.warning(
                     "drain_fence_lift_failed: node %s stays fenced, tried again at the next plan (%s); its drain was "
                     "not completed: %s",
@@ -904,6 +913,8 @@ class Actuator:
                     why,
                     extra={"event": "drain_fence_lift_failed", "node": node},
                 )
+                continue
+            if not lifted:  # the node is gone, or someone lifted it already
                 continue
             log.info(
                 "drain_fence_lifted: node %s, its drain was not completed: %s",
@@ -925,19 +936,29 @@ class Actuator:
             return False
 
     def _lift_fences(self) -> None:
-        """At the start of a plan (the leader, not a dry run; ``lift_fences`` or fences on): the
+        """After a plan's writes (the leader, not a dry run; ``lift_fences`` or fences on): the
         fences whose time is over are lifted, and those whose lift failed before
         (``KubernetesTarget.lift_expired_fences``; it logs each)."""
         lift = getattr(self.target, "lift_expired_fences", None)
         if lift is not None and (self.lift_fences or self.drain_fence_s > 0):
-            lift(self.fence_clock())
+            try:
+                lift(self.fence_clock())
+            except Exception as exc:  # noqa: BLE001 - the plan is applied; tried again at the next one
+                log.warning(
+                    "drain_fence_lift_failed: lifting the fences whose time is over failed: %s",
+                    exc,
+                    extra={"event": "drain_fence_lift_failed"},
+                )
 
-    def _drain_check(self, plan: Plan, node: str, now: float) -> str:
+    def _drain_check(self, plan: Plan, node: str, now: float, single: bool = False) -> str:
         """``_drain_refusal``'s check of the drain of ``node``: "" when it may go on, else why not
-        ("(2 moves) is not started: ...", the rest of the sentence told by the caller)."""
+        ("(2 moves) is not started: ...", the rest of the sentence told by the caller). A drain of
+        one move is left to that move's own check, unless ``single`` (whether to fence its node)."""
         # its own moves and the moves of other nodes' pods made for it: every eviction of the step counts
         group = [a for a in plan.actions if isinstance(a, MovePod) and not a.is_noop and drain_step_node(a) == node]
-        if len(group) < 2 or too_old(plan.created_at, self.clock() if self.clock is not None else now, self.config):
+        if len(group) < (1 if single else 2) or too_old(
+            plan.created_at, self.clock() if self.clock is not None else now, self.config
+        ):
             return ""
         covered: dict[str, list[str]] = {}
         allowed: dict[str, int] = {}

@@ -89,13 +89,18 @@ _INTERFERENCE = ("cpu-bound", "io-bound", "latency-critical")
 #: it; only scaleahead sets or lifts it. The annotation says until when (RFC 3339, UTC).
 DRAIN_FENCE_TAINT = "scaleahead.io/draining"
 DRAIN_FENCE_UNTIL = "scaleahead.io/draining-until"
+#: How long after a failed node list ``lift_expired_fences`` lists the nodes again (s).
+FENCE_READ_RETRY_S = 600.0
 _MEMORY_UNITS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 10**3, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
 }  # fmt: skip
 
 
 def _utc(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError, OSError):  # beyond the calendar's years: said as a number
+        return f"{t:.0f} s since 1970"
 
 
 def fence_until(value: Any) -> float:
@@ -105,9 +110,10 @@ def fence_until(value: Any) -> float:
         return 0.0
     try:
         at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        t = at.timestamp() if at.tzinfo is not None else 0.0
+    except (ValueError, OverflowError, OSError):
         return 0.0
-    return at.timestamp() if at.tzinfo is not None else 0.0
+    return max(0.0, t)  # before 1970: over long ago
 
 
 def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
@@ -1155,7 +1161,9 @@ class KubernetesTarget:
         #: node -> until when its drain fence holds (wall clock), as far as this target knows:
         #: its own fences and those ``read_placement`` read (``lift_expired_fences``)
         self._fences: dict[str, float] = {}
-        self._fences_read = False  # the nodes were read for fences (``read_placement``, ``_read_fences``)
+        #: when to list the nodes for fences left by an earlier run (``_read_fences``): 0 at once,
+        #: infinity once read (``read_placement`` reads them each cycle) or refused (403)
+        self._fences_next_read = 0.0
         #: nodes whose lift failed after a drain not completed: lifted at the next call whatever their time
         self._lift_asap: set[str] = set()
 
@@ -1504,7 +1512,7 @@ class KubernetesTarget:
                     ephemeral_storage_mb=memory_mb(alloc.get("ephemeral-storage")),
                 )
             )
-        self._fences, self._fences_read = fences, True  # the nodes as they are now
+        self._fences, self._fences_next_read = fences, math.inf  # the nodes as they are now
         usage = self._pod_usage()
         pods = []
         pending = []
@@ -1586,14 +1594,15 @@ class KubernetesTarget:
         Raises ``ActuationError`` when the node cannot be read or patched."""
         self._fence_patch(node, until)
 
-    def unfence_node(self, node: str) -> bool:
+    def unfence_node(self, node: str, over_at: float | None = None) -> bool:
         """Lift ``node``'s fence (the drain was not completed, or its time is over): the taint and
         the annotation are removed, the node's other taints kept. True when a fence was lifted,
         False when there was none (or the node is gone: 404). Raises ``ActuationError`` when the node
         cannot be read or patched; the node is then lifted at the next ``lift_expired_fences``
-        whatever its fence's time."""
+        whatever its fence's time. With ``over_at``, only a fence whose time on the node is over at
+        ``over_at`` is lifted (a later one is remembered instead)."""
         try:
-            lifted = self._fence_patch(node, None)
+            lifted = self._fence_patch(node, None, over_at)
         except ActuationError:
             self._lift_asap.add(node)
             raise
@@ -1606,14 +1615,16 @@ class KubernetesTarget:
         a fence without a readable time is lifted at once). A failure is logged and tried again at
         the next call, as is a lift that failed after a drain not completed (``unfence_node``).
         Returns the nodes whose fence was lifted."""
-        if not self._fences_read:
-            self._read_fences()
-        due = {node for node, until in self._fences.items() if until <= now} | self._lift_asap
+        if now >= self._fences_next_read:
+            self._read_fences(now)
+        due = {node for node, until in self._fences.items() if until <= now}
         lifted = []
-        for node in sorted(due):
+        for node in sorted(due | self._lift_asap):
             until = self._fences.get(node)
             try:
-                there = self.unfence_node(node)
+                # a lift due by its time reads the node's own time again: another replica or shard may
+                # have fenced it anew since this one read it (a second review)
+                there = self.unfence_node(node, over_at=None if node in self._lift_asap else now)
             except ActuationError as exc:
                 log.warning(
                     "drain_fence_lift_failed: could not lift the fence of node %s, tried again at the next plan: %s",
@@ -1634,22 +1645,24 @@ class KubernetesTarget:
                 lifted.append(node)
         return lifted
 
-    def _read_fences(self) -> None:
+    def _read_fences(self, now: float) -> None:
         """Once per process, when no ``read_placement`` came first (rebalancing turned off since, a
         restart): the nodes fenced by an earlier run, so that their fences are lifted in time. A
-        refusal (403: the rebalance component's rules are not granted) is not asked again."""
+        refusal (403: the rebalance component's rules are not granted) is not asked again; another
+        failure is asked again after ``FENCE_READ_RETRY_S``."""
         try:
             items = self._raw(self.core.list_node).get("items") or []
         except (ApiException, HTTPError, ActuationError) as exc:
             forbidden = getattr(exc, "status", None) == 403
-            self._fences_read = forbidden  # no rights (rebalancing never installed): not asked again
+            # no rights (rebalancing never installed): not asked again
+            self._fences_next_read = math.inf if forbidden else now + FENCE_READ_RETRY_S
             log.log(
                 logging.DEBUG if forbidden else logging.INFO,
                 "cannot list the nodes to find drain fences left by an earlier run: %s",
                 exc,
             )
             return
-        self._fences_read = True
+        self._fences_next_read = math.inf
         for item in items:
             if any(t.key == DRAIN_FENCE_TAINT for t in node_taints(item)):
                 meta = item.get("metadata") or {}
@@ -1657,8 +1670,8 @@ class KubernetesTarget:
                     str(meta.get("name", "")), fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
                 )
 
-    def _fence_patch(self, node: str, until: float | None) -> bool:
-        """Set (``until``) or lift (None) the fence of ``node``; see ``fence_node``."""
+    def _fence_patch(self, node: str, until: float | None, over_at: float | None = None) -> bool:
+        """Set (``until``) or lift (None) the fence of ``node``; see ``fence_node`` and ``unfence_node``."""
         target = f"Node/{node}"
         for attempt in range(3):
             try:
@@ -1677,6 +1690,11 @@ class KubernetesTarget:
             if until is None and not fenced:
                 self._fences.pop(node, None)
                 return False
+            if until is None and over_at is not None:
+                later = fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
+                if later > over_at:  # fenced anew since it was read: lifted at its own time
+                    self._fences[node] = later
+                    return False
             if until is not None and fenced:
                 until = max(until, fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL)))
             body: dict[str, Any] = {

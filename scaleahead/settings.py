@@ -264,7 +264,7 @@ class ActuationSettings(BaseModel):
         "a scale-up's of the same plan) is scheduled onto the node being freed while the cluster autoscaler "
         "removes it: keep it above the autoscaler's --scale-down-unneeded-time (10 min by default) plus the "
         "pods' termination. A drain the plan does not complete is unfenced at once; a fence whose time is over "
-        "is lifted at the start of the leader's next plan. Set by 'scaleahead run' with loop.max_moves above 0 "
+        "is lifted after the leader's next plan's writes. Set by 'scaleahead run' with loop.max_moves above 0 "
         "(not with --once or --ticks). 0: no fences (docs/rebalance.md, 'Drain fences'). Needs 'get' and "
         "'patch' on nodes (deploy/components/rebalance).",
     )

@@ -7,10 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubeemu import DEPLOYMENTS, NODES, PODS, Fault, deployment
+from kubeemu import DEPLOYMENTS, NODES, PDBS, PODS, Fault, deployment
 
 from actuator.applying import Actuator
-from actuator.kubernetes import DRAIN_FENCE_TAINT, DRAIN_FENCE_UNTIL, KubernetesTarget, fence_until
+from actuator.kubernetes import (
+    DRAIN_FENCE_TAINT,
+    DRAIN_FENCE_UNTIL,
+    FENCE_READ_RETRY_S,
+    KubernetesTarget,
+    fence_until,
+)
 from actuator.safety import SafetyConfig
 from planner import plan as make_plan
 from scaleahead.types import MovePod, Plan, Reason, ScaleTo, WorkloadRef
@@ -256,7 +262,8 @@ def test_a_lift_that_failed_is_tried_again_at_the_next_plan(kube) -> None:
     fence's time (up to a day), the node read as cordoned all along."""
     cluster(kube, pods_on_n3=2)
     kube.cluster.faults.append(Fault("POST", "/pods/cart-1/eviction", status=500))
-    kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", status=500, skip=1))  # the unfence
+    # the unfence, and its retry after the plan's writes
+    kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", status=500, skip=1, times=2))
     act = Actuator(
         KubernetesTarget(kube.api_client(), timeout_s=2.0), None, [], drain_fence_s=600, fence_clock=Clock(NOW)
     )
@@ -266,10 +273,112 @@ def test_a_lift_that_failed_is_tried_again_at_the_next_plan(kube) -> None:
     assert taints(kube) == [OTHER_TAINT], "lifted at the next plan, long before NOW + 600"
 
 
+def budget(kube: Any, allowed: int) -> None:
+    kube.cluster.put(
+        PDBS,
+        "shop",
+        "cart-pdb",
+        {"spec": {"selector": {"matchLabels": {"app": "cart"}}}, "status": {"disruptionsAllowed": allowed}},
+    )
+
+
+def test_the_drain_is_checked_again_at_its_first_eviction(kube) -> None:
+    """Found by a second review: the drain's budget check made before the plan's first write (to
+    decide the fence) was kept for the evictions, so a budget that dropped while the plan's
+    scale-ups were written let the first pod go and refused the second: a drain freeing nothing."""
+    cluster(kube, pods_on_n3=2)
+    budget(kube, 2)
+    kube.cluster.put(DEPLOYMENTS, "shop", "api", deployment(2))
+
+    class Target(KubernetesTarget):
+        def write(self, action: Any, value: int, live: Any) -> Any:
+            out = super().write(action, value, live)
+            if isinstance(action, ScaleTo):  # the budget drops meanwhile (a pod of the app went unready)
+                kube.cluster.edit(PDBS, "shop", "cart-pdb", {"status": {"disruptionsAllowed": 1}})
+            return out
+
+    up = ScaleTo(WorkloadRef("Deployment", "shop", "api"), 2, 4, Reason("t", "t"))
+    act = Actuator(Target(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
+    scaled, first, second = act.apply_plan(Plan(NOW, (up, drain_move("cart-0"), drain_move("cart-1", "n2"))), NOW)
+    assert scaled.outcome == "applied"
+    assert first.outcome == second.outcome == "skipped" and "allows 1 disruption now" in first.detail, (first, second)
+    assert not [w for w in kube.cluster.writes() if w[1].endswith("/eviction")]
+    assert taints(kube) == [OTHER_TAINT], "fenced at the start, unfenced: the drain was not made"
+
+
+def test_a_drain_refused_from_the_start_is_not_fenced_even_of_one_pod(kube) -> None:
+    cluster(kube)
+    budget(kube, 0)
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
+    (res,) = act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
+    assert res.outcome == "skipped" and "fence" not in res.detail, res
+    assert not [w for w in kube.cluster.writes() if w[0] == "PATCH"]
+
+
+def test_no_fence_once_the_lease_is_lost(kube) -> None:
+    cluster(kube)
+    answers = iter([True, False, False, False])
+    act = Actuator(
+        KubernetesTarget(kube.api_client()),
+        None,
+        [],
+        is_leader=lambda _t: next(answers),
+        drain_fence_s=600,
+        fence_clock=Clock(NOW),
+    )
+    (res,) = act.apply_plan(Plan(NOW, (drain_move("cart-0"),)), NOW)
+    assert res.outcome == "skipped" and "lost the lease" in res.detail, res
+    assert not [w for w in kube.cluster.writes() if w[0] == "PATCH"]
+
+
+def test_a_fence_set_anew_since_it_was_read_is_not_lifted_at_the_old_time(kube) -> None:
+    """Found by a second review: a lift due by the time a replica had read lifted a fence set anew
+    since (by the replica that leads now, or before a restart)."""
+    cluster(kube)
+    target = KubernetesTarget(kube.api_client())
+    target.fence_node("n3", NOW + 100)
+    kube.cluster.edit(NODES, None, "n3", {"metadata": {"annotations": {DRAIN_FENCE_UNTIL: "2023-11-14T22:30:00Z"}}})
+    assert target.lift_expired_fences(NOW + 150) == []
+    assert FENCE in taints(kube)
+    assert target.lift_expired_fences(fence_until("2023-11-14T22:30:00Z")) == ["n3"]
+    assert taints(kube) == [OTHER_TAINT]
+
+
+def test_a_failed_node_list_is_asked_again_only_after_a_while(kube) -> None:
+    cluster(kube)
+    kube.cluster.faults.append(Fault("GET", "/api/v1/nodes", status=500, at_end=True))
+    target = KubernetesTarget(kube.api_client(), timeout_s=2.0)
+
+    def lists() -> int:
+        return sum(1 for m, p in kube.cluster.calls() if m == "GET" and p == "/api/v1/nodes")
+
+    target.lift_expired_fences(NOW)
+    target.lift_expired_fences(NOW + 10)
+    assert lists() == 1, "not at every plan"
+    kube.cluster.put(NODES, None, "n4", node(taints=[FENCE]))
+    target.lift_expired_fences(NOW + FENCE_READ_RETRY_S)
+    assert lists() == 2 and taints(kube, "n4") == []
+
+
+def test_a_fence_that_raises_something_else_is_a_fence_not_set(kube) -> None:
+    cluster(kube)
+    kube.cluster.put(DEPLOYMENTS, "shop", "api", deployment(2))
+
+    class Target(KubernetesTarget):
+        def fence_node(self, node: str, until: float) -> None:
+            raise ValueError("a surprise")
+
+    up = ScaleTo(WorkloadRef("Deployment", "shop", "api"), 2, 4, Reason("t", "t"))
+    act = Actuator(Target(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
+    scaled, moved = act.apply_plan(Plan(NOW, (up, drain_move("cart-0"))), NOW)
+    assert scaled.outcome == moved.outcome == "applied"
+    assert "n3 is not fenced (a surprise)" in moved.detail
+
+
 @pytest.mark.parametrize(
     ("value", "at"),
     [("2023-11-14T22:23:20Z", NOW + 600), ("2023-11-14T22:23:20+00:00", NOW + 600), ("", 0.0), (None, 0.0),
-     ("soon", 0.0), ("2023-11-14T22:23:20", 0.0), (1700000600, 0.0)],
+     ("soon", 0.0), ("2023-11-14T22:23:20", 0.0), (1700000600, 0.0), ("0001-01-01T00:00:00+01:00", 0.0)],
 )  # fmt: skip
 def test_a_fence_without_a_readable_time_is_over_at_once(value: Any, at: float) -> None:
     assert fence_until(value) == at

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -336,8 +337,12 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
     assert writes.index(("PATCH", "/api/v1/nodes/n3")) < writes.index(
         ("POST", "/api/v1/namespaces/shop/pods/cart-1/eviction")
     )
-    # ... and the leader lifts the fence at its first plan after that time (fenced at the 4th tick)
-    clock.sleep(900.0 - 370.0 + 10.0)
+    # ... and the leader lifts the fence at its first plan after that time (fenced at the 4th tick,
+    # 30 s in; the clock is 400 s in now)
+    clock.sleep(900.0 - 370.0 - 20.0)
+    daemon.tick(clock.now())
+    assert fenced(), "not before its time"
+    clock.sleep(30.0)
     daemon.tick(clock.now())
     assert not fenced()
 
@@ -357,6 +362,7 @@ def test_the_run_command_target_reads_namespace_pod_quotas_unless_turned_off(kub
     assert target.read_state(refs).pod_quotas == {"shop": 20 - 3}  # what the other 3 pods leave
     assert act.drain_fence_s == 0, "rebalancing off (loop.max_moves 0): no drain fences"
     assert act.lift_fences, "an earlier run's fences are still lifted"
+    assert act.fence_clock is time.time, "fences are real objects: their times are the wall clock's"
     settings.loop.max_moves = 4
     _, act, _ = cluster_actuation(kube.api_client(), None, pols, settings, clock, "pod-a", fences=False)
     assert act.drain_fence_s == 0 and not act.lift_fences, "run --once or --ticks: no fences"
