@@ -890,8 +890,8 @@ class Actuator:
         """After a plan's moves: lift the fence of each node this plan fenced whose drain was not
         completed (the node stays; its fence would only keep pods off it). A drain is completed when
         each of its own moves was applied or its pod is no longer on the node (deleted since the
-        plan, a scale-down of the same plan: read again). A lift that fails is tried again at the
-        next plan (``KubernetesTarget.unfence_node``)."""
+        plan, a scale-down of the same plan: read again). A lift that fails is tried again after the
+        plan's writes and at each plan after (``KubernetesTarget.unfence_node``)."""
         unfence = getattr(self.target, "unfence_node", None)
         for node in [n for n, ok in fences.items() if ok]:
             own = [k for k, a in enumerate(plan.actions) if isinstance(a, MovePod) and drained_node(a) == node]
@@ -904,9 +904,9 @@ class Actuator:
             try:
                 with self._io():
                     lifted = unfence(node)
-            except Exception as exc:  # noqa: BLE001 - retried at the next plan (``unfence_node``)
+            except Exception as exc:  # noqa: BLE001 - tried again (``unfence_node``, ``_lift_fences``)
                 log.warning(
-                    "drain_fence_lift_failed: node %s stays fenced, tried again at the next plan (%s); its drain was "
+                    "drain_fence_lift_failed: node %s stays fenced for now, tried again (%s); its drain was "
                     "not completed: %s",
                     node,
                     exc,

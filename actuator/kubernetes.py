@@ -1603,7 +1603,7 @@ class KubernetesTarget:
         ``over_at`` is lifted (a later one is remembered instead)."""
         try:
             lifted = self._fence_patch(node, None, over_at)
-        except ActuationError:
+        except Exception:
             self._lift_asap.add(node)
             raise
         self._lift_asap.discard(node)
@@ -1625,7 +1625,7 @@ class KubernetesTarget:
                 # a lift due by its time reads the node's own time again: another replica or shard may
                 # have fenced it anew since this one read it (a second review)
                 there = self.unfence_node(node, over_at=None if node in self._lift_asap else now)
-            except ActuationError as exc:
+            except Exception as exc:  # noqa: BLE001 - one node's failure never stops the others
                 log.warning(
                     "drain_fence_lift_failed: could not lift the fence of node %s, tried again at the next plan: %s",
                     node,
@@ -1722,6 +1722,7 @@ class KubernetesTarget:
                 self._fences.pop(node, None)
             else:
                 self._fences[node] = until
+                self._lift_asap.discard(node)  # fenced anew: lifted at its time
             return True
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
