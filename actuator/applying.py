@@ -44,6 +44,15 @@ log = logging.getLogger("scaleahead.actuator")
 FENCE_SHOWN = "scaleahead.io/draining:NoSchedule"
 
 
+def _pod_left(live: LiveObject) -> bool:
+    """Whether a moved pod's live read shows no pod of its name on its from node any more (or one
+    terminating): its drain is not kept from freeing the node by it. A pod re-created under the
+    name on the same node (a StatefulSet's) is not the planned one, but it still holds the node. A
+    target without the fact: by ``live.value`` alone."""
+    on = live.fact("name_on_from_node")
+    return not live.value and (on is None or not on)
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -661,7 +670,7 @@ class Actuator:
                             "skipped",
                             f"pod {action.namespace}/{action.pod} was re-created since it was read (a new pod "
                             f"of that name, UID {live.uid}); it is not the pod the plan moves: the next plan decides",
-                            "gone",
+                            "gone" if _pod_left(live) else "",
                         )
                     first_uid = live.uid
                 if not isinstance(action, MovePod):
@@ -677,7 +686,7 @@ class Actuator:
                     # a pod no longer on its node (``check`` looks at the plan's age first)
                     gone = (
                         isinstance(action, MovePod)
-                        and not live.value
+                        and _pod_left(live)
                         and not too_old(created_at, checked_at, self.config)
                     )
                     return ActionResult(action, "skipped", verdict.reason + notes, "gone" if gone else "")
@@ -864,7 +873,9 @@ class Actuator:
                 with self._io():
                     fence(node, until)
             except Exception as exc:  # noqa: BLE001 - a fence not set never stops the plan
-                fences[node] = False
+                # An unclear failure (no answer, a 5xx) may have landed: tried to lift like a fence set
+                # if the drain is not completed (``unfence_node`` finds none when it did not land).
+                fences[node] = not (isinstance(exc, ActuationError) and exc.status is not None and exc.status < 500)
                 log.warning(
                     "drain_fence_failed: node %s is drained without a fence: %s",
                     node,
@@ -929,7 +940,7 @@ class Actuator:
         assert isinstance(move, MovePod)
         try:
             with self._io():
-                return not self.target.live(move).value
+                return _pod_left(self.target.live(move))
         except ActuationError as exc:
             return exc.status == 404
         except Exception:  # noqa: BLE001 - not known: the node is taken to stay

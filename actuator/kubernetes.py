@@ -1164,8 +1164,9 @@ class KubernetesTarget:
         #: when to list the nodes for fences left by an earlier run (``_read_fences``): 0 at once,
         #: infinity once read (``read_placement`` reads them each cycle) or refused (403)
         self._fences_next_read = 0.0
-        #: nodes whose lift failed after a drain not completed: lifted at the next call whatever their time
-        self._lift_asap: set[str] = set()
+        #: nodes whose lift failed (after a drain not completed): lifted at the next call, unless the
+        #: node's fence time is now later than the one known then (fenced anew by another replica)
+        self._lift_asap: dict[str, float] = {}
 
     @contextmanager
     def plan_reads(self) -> Iterator[None]:
@@ -1604,9 +1605,10 @@ class KubernetesTarget:
         try:
             lifted = self._fence_patch(node, None, over_at)
         except Exception:
-            self._lift_asap.add(node)
+            # lifted at the next call unless fenced anew since (a later time than the one known now)
+            self._lift_asap[node] = self._fences.get(node, math.inf) if over_at is None else over_at
             raise
-        self._lift_asap.discard(node)
+        self._lift_asap.pop(node, None)
         return lifted
 
     def lift_expired_fences(self, now: float) -> list[str]:
@@ -1619,12 +1621,12 @@ class KubernetesTarget:
             self._read_fences(now)
         due = {node for node, until in self._fences.items() if until <= now}
         lifted = []
-        for node in sorted(due | self._lift_asap):
+        for node in sorted(due | set(self._lift_asap)):
             until = self._fences.get(node)
             try:
-                # a lift due by its time reads the node's own time again: another replica or shard may
-                # have fenced it anew since this one read it (a second review)
-                there = self.unfence_node(node, over_at=None if node in self._lift_asap else now)
+                # a lift reads the node's own time again: another replica or shard may have fenced it
+                # anew since this one read it or failed to lift it (reviews of 2026-12-07)
+                there = self.unfence_node(node, over_at=max(now, self._lift_asap.get(node, now)))
             except Exception as exc:  # noqa: BLE001 - one node's failure never stops the others
                 log.warning(
                     "drain_fence_lift_failed: could not lift the fence of node %s, tried again at the next plan: %s",
@@ -1722,7 +1724,7 @@ class KubernetesTarget:
                 self._fences.pop(node, None)
             else:
                 self._fences[node] = until
-                self._lift_asap.discard(node)  # fenced anew: lifted at its time
+                self._lift_asap.pop(node, None)  # fenced anew: lifted at its time
             return True
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -2337,6 +2339,9 @@ class KubernetesTarget:
         facts = {"on_from_node": int(on_from), "on_to_node": int(node == action.to_node)}
         facts["terminating"] = int(terminating)
         facts["recreated"] = int(recreated)
+        # a pod of that name on the node, whichever (a StatefulSet's re-created in place keeps the
+        # node from being freed): ``Actuator`` tells a pod gone from the node by it
+        facts["name_on_from_node"] = int(node == action.from_node and not terminating)
         try:
             pdbs = self._raw(self.policy.list_namespaced_pod_disruption_budget, action.namespace)
         except (ApiException, HTTPError) as exc:

@@ -234,6 +234,46 @@ def test_a_drain_whose_pod_is_gone_already_keeps_its_fence(kube) -> None:
     assert FENCE in taints(kube), "n3 is freed: its fence stays"
 
 
+def test_a_pod_re_created_on_the_node_under_its_name_cuts_the_drain_short(kube) -> None:
+    """Found by a third review: a pod re-created under the planned one's name on the same node (a
+    StatefulSet's) read as gone, so the drain went on and the node kept its fence, not freed."""
+    cluster(kube, pods_on_n3=2)
+    kube.cluster.edit(PODS, "shop", "cart-0", {"metadata": {"uid": "new-uid"}})
+    planned = drain_move("cart-0")
+    planned = MovePod(planned.namespace, planned.pod, "n3", "n1", planned.reason, pod_uid="old-uid")
+    act = Actuator(KubernetesTarget(kube.api_client()), None, [], drain_fence_s=600, fence_clock=Clock(NOW))
+    first, second = act.apply_plan(Plan(NOW, (planned, drain_move("cart-1", "n2"))), NOW)
+    assert first.outcome == "skipped" and first.cause == "", first
+    assert second.outcome == "applied", second  # a drain's own moves each go ahead on their own
+    assert taints(kube) == [OTHER_TAINT], "n3 keeps a pod: unfenced"
+
+
+def test_a_failed_lift_does_not_lift_a_fence_set_anew_by_another_replica(kube) -> None:
+    cluster(kube)
+    a = KubernetesTarget(kube.api_client())
+    a.fence_node("n3", NOW + 600)
+    kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", status=500))
+    with pytest.raises(Exception, match="500"):
+        a.unfence_node("n3")
+    KubernetesTarget(kube.api_client()).fence_node("n3", NOW + 2000)  # the replica that leads now
+    assert a.lift_expired_fences(NOW + 200) == []
+    assert FENCE in taints(kube)
+    assert a.lift_expired_fences(NOW + 2000) == ["n3"]
+
+
+def test_a_fence_whose_answer_was_lost_is_lifted_when_the_drain_is_not_completed(kube) -> None:
+    cluster(kube, pods_on_n3=2)
+    kube.cluster.faults.append(Fault("PATCH", "/api/v1/nodes/n3", delay_s=3.0, after=True))  # lands, answers late
+    kube.cluster.faults.append(Fault("POST", "/pods/cart-1/eviction", status=500))
+    act = Actuator(
+        KubernetesTarget(kube.api_client(), timeout_s=2.0), None, [], drain_fence_s=600, fence_clock=Clock(NOW)
+    )
+    first, second = act.apply_plan(Plan(NOW, (drain_move("cart-0"), drain_move("cart-1", "n2"))), NOW)
+    assert first.outcome == "applied" and "n3 is not fenced" in first.detail, first
+    assert second.outcome == "failed"
+    assert taints(kube) == [OTHER_TAINT], "the fence that landed is lifted: the drain was not completed"
+
+
 def test_a_pod_found_on_another_node_leaves_the_drain_whole(kube) -> None:
     """A drain's pod the plan read on n3 and now elsewhere (moved by someone else) is as gone: the
     move made for the drain from another node still goes ahead, and the fence stays."""
