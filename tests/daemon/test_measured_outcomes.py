@@ -300,7 +300,12 @@ def test_the_daemon_never_promotes_on_windows_it_could_not_measure(daemon_factor
         daemon.tick(clock.now())
         clock.sleep(10.0)
     first = store.rollout(rid).results["history"][-1]
-    assert first["decision"] == "advance" and "level" in first, first  # compared and shown no worse
+    # Measured and compared (both arms' workloads counted, a confidence level), whatever the verdict:
+    # since trace-driven runs fit each workload's baseline on its own (2026-12-07) the first window is
+    # inconclusive on cost (the challenger cheaper, its interval wider than the margin); before, the
+    # pooled models' window advanced.
+    assert first["decision"] in ("advance", "wait") and "level" in first, first
+    assert first["challenger_workloads"] >= 2 and not first["reason"].startswith("too few workloads measured")
     inner = daemon.history.inner
 
     class Down:
