@@ -905,11 +905,14 @@ class Actuator:
         plan's writes and at each plan after (``KubernetesTarget.unfence_node``)."""
         unfence = getattr(self.target, "unfence_node", None)
         for node in [n for n, ok in fences.items() if ok]:
-            own = [k for k, a in enumerate(plan.actions) if isinstance(a, MovePod) and drained_node(a) == node]
             left = [
-                k for k in own if not ((r := done[k]) is not None and (r.outcome == "applied" or r.cause == "gone"))
+                a
+                for a, r in zip(plan.actions, done, strict=True)
+                if isinstance(a, MovePod)
+                and drained_node(a) == node
+                and not (r is not None and (r.outcome == "applied" or r.cause == "gone"))
             ]
-            if unfence is None or all(self._pod_gone(plan.actions[k]) for k in left):
+            if unfence is None or all(self._pod_gone(a) for a in left):
                 continue
             why = cut_short.get(node) or "the plan stopped before its moves were made"
             try:
@@ -934,10 +937,9 @@ class Actuator:
                 extra={"event": "drain_fence_lifted", "node": node},
             )
 
-    def _pod_gone(self, move: Action) -> bool:
+    def _pod_gone(self, move: MovePod) -> bool:
         """Whether the pod of ``move`` is no longer on its node (deleted: 404, moved, terminating);
         False when it is there or cannot be read."""
-        assert isinstance(move, MovePod)
         try:
             with self._io():
                 return _pod_left(self.target.live(move))

@@ -116,6 +116,14 @@ def fence_until(value: Any) -> float:
     return max(0.0, t)  # before 1970: over long ago
 
 
+def node_fence(node: Mapping[str, Any]) -> float | None:
+    """Until when a Node is fenced for its drain (``fence_until`` of its annotation), None when it
+    carries no ``DRAIN_FENCE_TAINT``."""
+    if not any(t.key == DRAIN_FENCE_TAINT for t in node_taints(node)):
+        return None
+    return fence_until(((node.get("metadata") or {}).get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
+
+
 def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
     """A Node's ``spec.taints``."""
     taints = (node.get("spec") or {}).get("taints") or []
@@ -1497,9 +1505,9 @@ class KubernetesTarget:
         for item in self._raw(self.core.list_node).get("items") or []:
             meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
             alloc = status.get("allocatable") or {}
-            fenced = any(t.key == DRAIN_FENCE_TAINT for t in node_taints(item))
-            if fenced:  # lifted by ``lift_expired_fences`` once its time is over
-                fences[str(meta.get("name", ""))] = fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
+            fence = node_fence(item)
+            if fence is not None:  # lifted by ``lift_expired_fences`` once its time is over
+                fences[str(meta.get("name", ""))] = fence
             nodes.append(
                 Node(
                     str(meta.get("name", "")),
@@ -1507,7 +1515,7 @@ class KubernetesTarget:
                     memory_mb(alloc.get("memory")),
                     dict(meta.get("labels") or {}),
                     # a node fenced for its drain is as a cordoned one: nothing moves there or off it
-                    schedulable=not spec.get("unschedulable", False) and not fenced,
+                    schedulable=not spec.get("unschedulable", False) and fence is None,
                     taints=node_taints(item),
                     max_pods=pod_limit(alloc.get("pods")),
                     ephemeral_storage_mb=memory_mb(alloc.get("ephemeral-storage")),
@@ -1586,7 +1594,7 @@ class KubernetesTarget:
 
     # -- drain fences -----------------------------------------------------------------------------
     def fence_node(self, node: str, until: float) -> None:
-        """Fence ``node`` before its drain's first eviction: the taint ``DRAIN_FENCE_TAINT``
+        """Fence ``node`` before a plan that drains it writes anything: the taint ``DRAIN_FENCE_TAINT``
         (``NoSchedule``) and the annotation ``DRAIN_FENCE_UNTIL``, so that neither the moved pods'
         replacements nor a scale-up's new pods are scheduled onto the node being freed (the
         scheduler's default scoring prefers the emptiest node). A fence there already is extended
@@ -1598,10 +1606,10 @@ class KubernetesTarget:
     def unfence_node(self, node: str, over_at: float | None = None) -> bool:
         """Lift ``node``'s fence (the drain was not completed, or its time is over): the taint and
         the annotation are removed, the node's other taints kept. True when a fence was lifted,
-        False when there was none (or the node is gone: 404). Raises ``ActuationError`` when the node
-        cannot be read or patched; the node is then lifted at the next ``lift_expired_fences``
-        whatever its fence's time. With ``over_at``, only a fence whose time on the node is over at
-        ``over_at`` is lifted (a later one is remembered instead)."""
+        False when there was none (or the node is gone: 404). With ``over_at``, only a fence whose
+        time on the node is over at ``over_at`` is lifted (a later one is remembered instead). Raises
+        when the node cannot be read or patched; the next ``lift_expired_fences`` then tries again,
+        unless the node has been fenced anew, for a later time, since."""
         try:
             lifted = self._fence_patch(node, None, over_at)
         except Exception:
@@ -1666,11 +1674,9 @@ class KubernetesTarget:
             return
         self._fences_next_read = math.inf
         for item in items:
-            if any(t.key == DRAIN_FENCE_TAINT for t in node_taints(item)):
-                meta = item.get("metadata") or {}
-                self._fences.setdefault(
-                    str(meta.get("name", "")), fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
-                )
+            fence = node_fence(item)
+            if fence is not None:
+                self._fences.setdefault(str((item.get("metadata") or {}).get("name", "")), fence)
 
     def _fence_patch(self, node: str, until: float | None, over_at: float | None = None) -> bool:
         """Set (``until``) or lift (None) the fence of ``node``; see ``fence_node`` and ``unfence_node``."""
@@ -1686,19 +1692,18 @@ class KubernetesTarget:
             except HTTPError as exc:
                 raise _error(exc, target, "get", "nodes", "") from exc
             meta, spec = item.get("metadata") or {}, item.get("spec") or {}
-            taints = [t for t in spec.get("taints") or [] if isinstance(t, Mapping)]
-            others = [t for t in taints if t.get("key") != DRAIN_FENCE_TAINT]
-            fenced = len(others) != len(taints)
-            if until is None and not fenced:
+            others = [
+                t for t in spec.get("taints") or [] if isinstance(t, Mapping) and t.get("key") != DRAIN_FENCE_TAINT
+            ]
+            current = node_fence(item)  # None: not fenced
+            if until is None and current is None:
                 self._fences.pop(node, None)
                 return False
-            if until is None and over_at is not None:
-                later = fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL))
-                if later > over_at:  # fenced anew since it was read: lifted at its own time
-                    self._fences[node] = later
-                    return False
-            if until is not None and fenced:
-                until = max(until, fence_until((meta.get("annotations") or {}).get(DRAIN_FENCE_UNTIL)))
+            if until is None and over_at is not None and current is not None and current > over_at:
+                self._fences[node] = current  # fenced anew since it was read: lifted at its own time
+                return False
+            if until is not None and current is not None:
+                until = max(until, current)
             body: dict[str, Any] = {
                 "metadata": {
                     "resourceVersion": meta.get("resourceVersion"),

@@ -67,7 +67,7 @@ class TraceHistory:
             # named after the workload, as the Prometheus source names it: a per-series baseline
             # (``forecaster.per_series``) then fits each workload on its own here too (until
             # 2026-12-07 every workload of one trace had the trace's name and was pooled into one
-            # model, unlike production, with a retraining's peak memory 2.7 GB at 1,000 workloads)
+            # model, unlike production, with a retraining's peak memory 2.7 GiB at 1,000 workloads)
             out[ref] = Series(ref.key, part.start - self.offset_s, part.step_s, values, part.unit)
         return out
 

@@ -943,7 +943,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 settings.actuation.lease_name = f"{settings.actuation.lease_name}-shard-{index}-of-{count}"
             # Fences (set and lifted) by a process that stays, and of the shards only by shard 0, the
             # one that rebalances (the others read no nodes).
-            rebalancer = shard is None or parse_shard(shard)[0] == 0
+            rebalancer = shard is None or index == 0
             cluster_target, actuator, leadership = cluster_actuation(
                 kube_api, store, pols, settings, clock, identity, fences=not once and ticks is None and rebalancer
             )
