@@ -109,6 +109,39 @@ class EpochProgress(pl.Callback):
         )
 
 
+class StopOnInterrupt(pl.Callback):
+    """Ctrl-C is never lost in training: once ``requested`` (set by the SIGINT handler that
+    ``LSTMForecaster.fit`` installs for its ``trainer.fit``), every batch and epoch boundary raises
+    ``KeyboardInterrupt`` again.
+
+    The handler's own ``KeyboardInterrupt`` is raised wherever the main thread happens to be, and
+    library code that clears every error (C code that looks an attribute up and drops what failed)
+    can swallow it: CI saw a training run go on for 7 more epochs and register its model after a
+    Ctrl-C. The flag outlives the swallowed exception.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def _check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, idx: int) -> None:
+        self._check()
+
+    def on_validation_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, idx: int, dataloader_idx: int = 0
+    ) -> None:
+        self._check()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check()
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check()
+
+
 class EpochCount(pl.Callback):
     """Puts the number of epochs trained in the trainer's ``callback_metrics``: what a spawned DDP
     worker (rank 0) sends back to the main process, whose trainer stays at epoch 0 (lstm.fit)."""

@@ -158,26 +158,41 @@ def _quiet_lightning() -> None:
 
 
 @contextmanager
-def _interrupt_is_keyboard_interrupt(trainer: Any) -> Iterator[None]:
+def _interrupt_is_keyboard_interrupt(trainer: Any, watch: Any = None) -> Iterator[None]:
     """Ctrl-C during ``trainer.fit`` raises ``KeyboardInterrupt``, as anywhere else.
 
     Lightning catches the ``KeyboardInterrupt``, ignores SIGINT from then on and calls
     ``sys.exit(1)``: ``scaleahead train`` ended with exit code 1 and no word, where Ctrl-C is exit
     130 and "interrupted" (docs/cli.md), and nothing is registered. The SIGINT handler is restored.
+
+    Where SIGINT has Python's own handler (not a daemon's stop handler, not ignored), ``watch`` (a
+    ``StopOnInterrupt`` among the trainer's callbacks) is told of a Ctrl-C as well: a
+    ``KeyboardInterrupt`` that library code swallowed is raised again at the next batch, and a fit
+    that returns all the same raises it here.
     """
     import signal
     import threading
 
     main = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGINT) if main else None
+    if watch is not None and handler is signal.default_int_handler:
+
+        def interrupted(signum: int, frame: Any) -> None:
+            watch.requested = True
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, interrupted)
     try:
         yield
     except SystemExit as exc:
         if not getattr(trainer, "interrupted", False):
             raise
+        raise KeyboardInterrupt from exc
+    finally:
         if main and handler is not None:
             signal.signal(signal.SIGINT, handler)
-        raise KeyboardInterrupt from exc
+    if watch is not None and watch.requested:
+        raise KeyboardInterrupt
 
 
 @contextmanager
@@ -250,7 +265,7 @@ class LSTMForecaster(Forecaster):
         from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
         from forecaster.datamodule import WindowDataModule
-        from forecaster.lightning_module import EpochCount, EpochProgress, QuantileLSTMModule
+        from forecaster.lightning_module import EpochCount, EpochProgress, QuantileLSTMModule, StopOnInterrupt
 
         cleaned = (without_glitches(s) for s in history if len(s))
         usable = [s for s in cleaned if np.isfinite(s.values).any()]
@@ -302,6 +317,7 @@ class LSTMForecaster(Forecaster):
         with tempfile.TemporaryDirectory() as tmp:
             ckpt_dir = self.checkpoint_dir or Path(tmp)
             best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_loss", save_top_k=1)
+            watch = StopOnInterrupt()
             trainer_args: dict[str, Any] = {
                 "max_epochs": cfg.max_epochs,
                 "max_time": timedelta(minutes=cfg.max_minutes),
@@ -309,6 +325,7 @@ class LSTMForecaster(Forecaster):
                     EarlyStopping("val_loss", patience=cfg.patience),
                     best,
                     EpochCount(),
+                    watch,
                     *([EpochProgress(self.on_epoch)] if self.on_epoch is not None else []),
                 ],
                 "accelerator": "cpu",
@@ -322,7 +339,7 @@ class LSTMForecaster(Forecaster):
             trainer = pl.Trainer(**{**trainer_args, **self.trainer_kwargs})
             self.world_size = int(trainer.world_size)
             t0 = time.perf_counter()
-            with flushed_denormals(), _interrupt_is_keyboard_interrupt(trainer):
+            with flushed_denormals(), _interrupt_is_keyboard_interrupt(trainer, watch):
                 trainer.fit(module, datamodule=dm)
             train_s = time.perf_counter() - t0
             # Global rank 0 saves the best checkpoint in its own (node-local) folder and every rank

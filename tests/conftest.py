@@ -26,6 +26,44 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("SCALEAHEAD_TRACES", str(REPO.parent / "shared" / "data" / "traces"))
 
 
+def as_typed_at_a_terminal() -> None:
+    """``preexec_fn`` for a command a test sends Ctrl-C: SIGINT handled and not blocked, as a command
+    typed at a terminal has it. Where the tests run as a background job (a CI runner, ``make test &``)
+    the shell ignores SIGINT for them, a runner may block it, and a child inherits both."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` in this process for the test (``as_typed_at_a_terminal``
+    for a test that sends it to itself); the handler and the mask are restored after it."""
+    import signal
+
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        signal.signal(signal.SIGINT, handler)
+
+
+def signal_state(pid: int) -> str:
+    """The SIGINT bit of each thread's blocked, ignored and caught masks (``/proc``): what a test
+    that sent Ctrl-C prints when the command did not stop."""
+    bit = 1 << (2 - 1)
+    out = []
+    for status in sorted(Path(f"/proc/{pid}/task").glob("*/status")):
+        with contextlib.suppress(OSError):
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+            masks = {k: bool(int(fields[k], 16) & bit) for k in ("SigBlk", "SigIgn", "SigCgt") if k in fields}
+            out.append(f"{status.parent.name} {fields.get('Name', '?').strip()} SIGINT {masks}")
+    return "\n".join(out) or f"no /proc/{pid}/task"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,7 +22,7 @@ import torch
 from forecaster.lstm import CheckpointError, LSTMForecaster
 from scaleahead.errors import DataError
 from scaleahead.traces import load_functions
-from tests.conftest import Cli
+from tests.conftest import Cli, as_typed_at_a_terminal, signal_state
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "policy.yaml"
@@ -586,9 +586,7 @@ def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # as a command typed at a terminal gets it: where the tests run as a background job (a CI
-        # runner, `make test &`) the shell ignores SIGINT for them, and the child inherits that
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=as_typed_at_a_terminal,
     )
     assert proc.stderr is not None
     seen = ""
@@ -597,10 +595,11 @@ def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None
         assert line, f"the command ended before it ran: {seen}"
         seen += line
     time.sleep(0.5)
+    state = signal_state(proc.pid)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     err = seen + err
-    assert proc.returncode == 130, err  # was 0: a script's `&&` went on as if it had succeeded
+    assert proc.returncode == 130, f"{err}\n{state}"  # was 0: a script's `&&` went on as if it had succeeded
     assert "interrupted" in err
     assert not out.exists()
 
