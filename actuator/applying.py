@@ -963,6 +963,17 @@ class Actuator:
                     extra={"event": "drain_fence_lift_failed"},
                 )
 
+    def lift_fences_without_a_plan(self, now: float) -> bool:
+        """A tick whose cycle failed before its plan's writes (a database gone, an error): the fences
+        whose time is over are lifted all the same, as after a plan's writes (``_lift_fences``).
+        Until 2026-12-07 a fence stayed for as long as the cycles failed. Not while nothing may be
+        written (``stop_reason``: the kill switch, paused, not the leader). Returns whether it tried.
+        """
+        if not (self.lift_fences or self.drain_fence_s > 0) or self._stop_reason(now):
+            return False
+        self._lift_fences()
+        return True
+
     def _drain_check(self, plan: Plan, node: str, now: float, single: bool = False) -> str:
         """``_drain_refusal``'s check of the drain of ``node``: "" when it may go on, else why not
         ("(2 moves) is not started: ...", the rest of the sentence told by the caller). A drain of

@@ -1619,6 +1619,12 @@ class KubernetesTarget:
         self._lift_asap.pop(node, None)
         return lifted
 
+    def fences(self) -> dict[str, float]:
+        """The nodes this target knows fenced (set by it, found by a placement read or the node list
+        of ``lift_expired_fences``) and each fence's time (0: none readable), for the metric
+        ``scaleahead_drain_fence_until_seconds``."""
+        return dict(self._fences)
+
     def lift_expired_fences(self, now: float) -> list[str]:
         """Lift the fences whose time is over at ``now`` (the wall clock): the nodes this target
         fenced, and those ``read_placement`` found fenced (by another replica, or before a restart;

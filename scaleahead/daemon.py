@@ -907,6 +907,8 @@ class Daemon:
         until a reconciliation succeeds); meanwhile ``scaleahead_actions_unresolved`` counts the rows
         the actuator could not settle. Until 2026-12-06 they stayed ``planned``, the metric at 0, for
         as long as the same replica led."""
+        self._lift_fences_without_a_plan(now)
+        self._export_fences()
         if self.on_lead is None:  # nothing reconciles here (a test's daemon, `replay`)
             return
         self._lead_started = False
@@ -915,6 +917,33 @@ class Daemon:
         if n > self._unresolved:
             self._unresolved = n
             self.metrics.unresolved.set(n)
+
+    def _lift_fences_without_a_plan(self, now: float) -> None:
+        """The drain fences whose time is over are lifted even while the cycles fail (the
+        actuator's ``lift_fences_without_a_plan``); not in a dry run, which writes nothing, nor
+        while paused."""
+        lift = getattr(self.deps.actuator, "lift_fences_without_a_plan", None)
+        if lift is None or self.settings.actuation.dry_run or self.settings.actuation.paused:
+            return
+        try:
+            lift(now)
+        except Exception as exc:  # noqa: BLE001 - the cycle's own failure is what the tick reports
+            log.warning(
+                "drain_fence_lift_failed: lifting the fences whose time is over after a failed cycle failed: %s",
+                exc,
+                extra={"event": "drain_fence_lift_failed"},
+            )
+
+    def _export_fences(self) -> None:
+        """``scaleahead_drain_fence_until_seconds``: the drain fences the actuator's target knows."""
+        fences = getattr(getattr(self.deps.actuator, "target", None), "fences", None)
+        if callable(fences):
+            try:
+                known = fences()
+            except Exception:  # noqa: BLE001 - a metric: the cycle is what counts
+                return
+            if isinstance(known, dict):
+                self.metrics.observe_fences(known)
 
     def _left_unresolved(self, left: object, now: float) -> None:
         """Record how many actions the journal's reconciliation left unresolved (``on_lead``'s answer:
@@ -982,6 +1011,7 @@ class Daemon:
             self._canaries_checked = now
             self.evaluate_canaries(now)
         self._export_live_error()
+        self._export_fences()
         self._publish_status(report, now)
         self._release_removed(now, deps, settings)
         ran = self.jobs.run_due(now, self._run_job)

@@ -249,6 +249,14 @@ class Metrics:
             ["workload", "cause"],
             registry=r,
         )
+        self.drain_fence_until = Gauge(
+            "scaleahead_drain_fence_until_seconds",
+            "Unix time until which a node is fenced for a drain (taint scaleahead.io/draining, "
+            "actuation.drain_fence_s), as the leader knows it; no series once lifted.",
+            ["node"],
+            registry=r,
+        )
+        self._fence_nodes: set[str] = set()
 
         # The workloads whose forecast and sloRisk the last cycle exported (``observe_cycle``).
         self._forecast_keys: set[str] = set()
@@ -293,6 +301,15 @@ class Metrics:
                     self.workload_held.labels(workload=key, cause=cause).set(1.0)
                 else:
                     _remove(self.workload_held, key, cause)
+
+    def observe_fences(self, fences: Mapping[str, float]) -> None:
+        """``fences``: node -> the Unix time its drain fence lasts until. A node no longer fenced has
+        no series (an alert compares the times with ``time()``: a fence far past its time is stuck)."""
+        for node in self._fence_nodes - set(fences):
+            _remove(self.drain_fence_until, node)
+        for node, until in fences.items():
+            self.drain_fence_until.labels(node=node).set(float(until))
+        self._fence_nodes = set(fences)
 
     def add_job(self, name: str) -> None:
         """Export a scheduled job's run counters at 0 before its first run."""

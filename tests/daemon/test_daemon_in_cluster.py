@@ -293,16 +293,17 @@ def test_a_leader_whose_lease_was_taken_during_a_cycle_writes_nothing(kube, tmp_
     assert all(kube.cluster.get(DEPLOYMENTS, "shop", p.spec.target.name)["spec"]["replicas"] == 2 for p in pols)
 
 
-def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def _rebalancing_daemon(prometheus, kube, tmp_path):  # type: ignore[no-untyped-def]
+    """A leader with ``loop.max_moves`` 4 on a fragmented cluster (n3 holds one pod that fits
+    elsewhere), 30 s before a rebalance period; its fences' wall clock is the virtual one."""
     sys.path.insert(0, str(REPO / "tests" / "actuator"))
-    from kubeemu import PODS
     from test_k8s_placement import fragmented
 
     url, start = prometheus
     pols = _policies()
     for p in pols:
         kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
-    fragmented(kube)  # three nodes; n3 holds one pod that fits elsewhere
+    fragmented(kube)
     store = Store(f"sqlite:///{tmp_path / 'moves.db'}")
     history = PrometheusHistory(PrometheusClient(PrometheusConfig(url)), window_s=1.2 * DAY)
     t0 = start + 1.2 * DAY
@@ -316,6 +317,20 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
         kube.api_client(), store, pols, settings, clock, "pod-a", wall=clock.now
     )
     daemon = Daemon(Deps(history, model, target, store, pols, actuator=actuator), settings, clock, leadership=leader)
+    return daemon, clock, store, actuator, settings
+
+
+def _fenced(kube, node: str = "n3") -> bool:  # type: ignore[no-untyped-def]
+    from kubeemu import NODES
+
+    taints = (kube.cluster.get(NODES, None, node) or {}).get("spec", {}).get("taints") or []
+    return any(t.get("key") == "scaleahead.io/draining" for t in taints)
+
+
+def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kubeemu import PODS
+
+    daemon, clock, store, actuator, settings = _rebalancing_daemon(prometheus, kube, tmp_path)
     moves_per_tick = []
     for _ in range(40):  # 400 s: the cycles of one period boundary
         result = daemon.tick(clock.now())
@@ -326,13 +341,7 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
     assert kube.cluster.get(PODS, "shop", "cart-1") is None, "evicted: its ReplicaSet re-creates it elsewhere"
     assert {a.kind for a in store.actions(state="applied")} >= {"MovePod"}
     # the drained node was fenced before the eviction (actuation.drain_fence_s, default 900 s) ...
-    from kubeemu import NODES
-
-    def fenced() -> bool:
-        taints = (kube.cluster.get(NODES, None, "n3") or {}).get("spec", {}).get("taints") or []
-        return any(t.get("key") == "scaleahead.io/draining" for t in taints)
-
-    assert fenced() and actuator.drain_fence_s == settings.actuation.drain_fence_s == 900
+    assert _fenced(kube) and actuator.drain_fence_s == settings.actuation.drain_fence_s == 900
     writes = kube.cluster.writes()
     assert writes.index(("PATCH", "/api/v1/nodes/n3")) < writes.index(
         ("POST", "/api/v1/namespaces/shop/pods/cart-1/eviction")
@@ -341,10 +350,58 @@ def test_with_max_moves_the_daemon_rebalances_once_per_rebalance_interval(promet
     # 30 s in; the clock is 400 s in now)
     clock.sleep(900.0 - 370.0 - 20.0)
     daemon.tick(clock.now())
-    assert fenced(), "not before its time"
+    assert _fenced(kube), "not before its time"
     clock.sleep(30.0)
     daemon.tick(clock.now())
-    assert not fenced()
+    assert not _fenced(kube)
+
+
+def test_a_fence_is_lifted_in_time_while_the_cycles_fail_but_not_while_paused(prometheus, kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Until 2026-12-07 only a plan's writes lifted a fence: a node stayed unschedulable for as
+    long as the cycles failed (here the database is gone). The kill switch still stops every write."""
+    from sqlalchemy.exc import OperationalError
+
+    daemon, clock, store, actuator, settings = _rebalancing_daemon(prometheus, kube, tmp_path)
+    for _ in range(6):  # the drain at the 4th tick fences n3 until 900 s later
+        daemon.tick(clock.now())
+        clock.sleep(10.0)
+    assert _fenced(kube)
+
+    def exported() -> dict[str, float]:  # scaleahead_drain_fence_until_seconds
+        (metric,) = [m for m in daemon.metrics.registry.collect() if m.name == "scaleahead_drain_fence_until_seconds"]
+        return {s.labels["node"]: s.value for s in metric.samples}
+
+    fenced_at = clock.now() - 30.0  # the 4th tick
+    assert exported() == {"n3": pytest.approx(fenced_at + 900.0)}
+
+    def gone(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OperationalError("INSERT", {}, Exception("the database is gone"))
+
+    store.record_forecasts = gone  # type: ignore[method-assign]
+    clock.sleep(900.0)
+    settings.actuation.paused = True  # the kill switch: nothing is written, this lift neither
+    with pytest.raises(OperationalError):
+        daemon.tick(clock.now())
+    assert _fenced(kube)
+    settings.actuation.paused = False
+    settings.actuation.dry_run = True  # a dry run writes nothing
+    with pytest.raises(OperationalError):
+        daemon.tick(clock.now())
+    assert _fenced(kube)
+    settings.actuation.dry_run = False
+    from kubeemu import CONFIGMAPS
+
+    kube.cluster.put(CONFIGMAPS, "scaleahead-system", "scaleahead-kill-switch", {"data": {"paused": "true"}})
+    with pytest.raises(OperationalError):
+        daemon.tick(clock.now())
+    assert _fenced(kube), "the kill switch's ConfigMap"
+    assert exported() == {"n3": pytest.approx(fenced_at + 900.0)}, "overdue: what the alert sees"
+    kube.cluster.put(CONFIGMAPS, "scaleahead-system", "scaleahead-kill-switch", {"data": {"paused": "false"}})
+    clock.sleep(10.0)
+    with pytest.raises(OperationalError):
+        daemon.tick(clock.now())
+    assert not _fenced(kube), "lifted at its time although the cycle failed"
+    assert exported() == {}
 
 
 def test_the_run_command_target_reads_namespace_pod_quotas_unless_turned_off(kube) -> None:  # type: ignore[no-untyped-def]
