@@ -482,6 +482,52 @@ def test_run_with_a_shard_elects_on_its_own_lease(kube, tmp_path) -> None:  # ty
     assert reads_nodes == {0: True, 1: False}
 
 
+def test_run_with_ticks_rebalances_but_sets_no_fence_it_would_not_stay_to_lift(kube, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`run --ticks N` ends after N cycles: a fence it set would stay until someone lifts it by hand,
+    so it drains without one (docs/rebalance.md, "Drain fences"), as `--once` does."""
+    import os
+    import subprocess
+
+    import yaml
+    from kubeemu import PODS
+    from test_k8s_placement import fragmented
+
+    pols = _policies()
+    for p in pols:
+        kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
+    fragmented(kube)  # n3 holds one pod that fits elsewhere
+    docs = [
+        "apiVersion: scaleahead.io/v1alpha1\nkind: PredictiveScalingPolicy\n"
+        f"metadata: {{name: {p.spec.target.name}, namespace: shop}}\n"
+        f"spec:\n  target: {{name: {p.spec.target.name}}}\n  demand: {{query: 'x'}}\n  capacityPerReplica: 2\n"
+        for p in pols
+    ]
+    (tmp_path / "policies.yaml").write_text("\n---\n".join(docs))
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "emu", "cluster": {"server": kube.url.rstrip("/")}}],
+        "users": [{"name": "emu", "user": {}}],
+        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
+        "current-context": "emu",
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    env = {k: v for k, v in os.environ.items() if k != "POD_NAME"}
+    env |= {"PYTHONPATH": str(REPO), "SCALEAHEAD_FORECAST__MODEL": "naive", "SCALEAHEAD_ACTUATION__NAMESPACE": "shop"}
+    env["SCALEAHEAD_LOOP__MAX_MOVES"] = "4"  # rebalancing on, fences at their default 900 s
+    out = subprocess.run(
+        [sys.executable, "-m", "scaleahead.cli", "run", "--policies", str(tmp_path / "policies.yaml"),
+         "--history", "trace:nasa-10s", "--target", "kubernetes", "--kubeconfig", str(tmp_path / "kubeconfig"),
+         "--db", f"sqlite:///{tmp_path / 'ticks.db'}", "--virtual", "--no-server", "--ticks", "32"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    writes = kube.cluster.writes()
+    assert ("POST", "/api/v1/namespaces/shop/pods/cart-1/eviction") in writes, "drained within a rebalance period"
+    assert kube.cluster.get(PODS, "shop", "cart-1") is None
+    assert not [w for w in writes if w[1].startswith("/api/v1/nodes")], "no fence set, none to lift"
+
+
 def test_two_processes_on_one_host_are_two_candidates(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from scaleahead.commands.run import replica_identity
 
