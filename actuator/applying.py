@@ -969,10 +969,23 @@ class Actuator:
         Until 2026-12-07 a fence stayed for as long as the cycles failed. Not while nothing may be
         written (``stop_reason``: the kill switch, paused, not the leader). Returns whether it tried.
         """
-        if not (self.lift_fences or self.drain_fence_s > 0) or self._stop_reason(now):
+        if not (self.lift_fences or self.drain_fence_s > 0):
+            return False
+        due = getattr(self.target, "fence_work_due", None)
+        # nothing to lift: no request at all (not even the kill switch's), as during an outage
+        if not callable(due) or not due(self.fence_clock()) or self._stop_reason(now):
             return False
         self._lift_fences()
         return True
+
+    def known_fences(self) -> dict[str, float]:
+        """The drain fences the target knows (node -> until, wall clock), for the metric; none when
+        this actuator neither sets nor lifts fences (``run --once``/``--ticks``, shards other than 0)."""
+        fences = getattr(self.target, "fences", None)
+        if not (self.lift_fences or self.drain_fence_s > 0) or not callable(fences):
+            return {}
+        known = fences(self.fence_clock())
+        return dict(known) if isinstance(known, dict) else {}
 
     def _drain_check(self, plan: Plan, node: str, now: float, single: bool = False) -> str:
         """``_drain_refusal``'s check of the drain of ``node``: "" when it may go on, else why not

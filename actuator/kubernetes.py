@@ -1172,6 +1172,9 @@ class KubernetesTarget:
         #: when to list the nodes for fences left by an earlier run (``_read_fences``): 0 at once,
         #: infinity once read (``read_placement`` reads them each cycle) or refused (403)
         self._fences_next_read = 0.0
+        #: when fences past their time, not lifted (actuation paused or killed, no rights to patch),
+        #: may be read again as they are (``fences``): a fence lifted by hand is then no longer known
+        self._fences_refresh_at = 0.0
         #: nodes whose lift failed (after a drain not completed): lifted at the next call, unless the
         #: node's fence time is now later than the one known then (fenced anew by another replica)
         self._lift_asap: dict[str, float] = {}
@@ -1619,11 +1622,27 @@ class KubernetesTarget:
         self._lift_asap.pop(node, None)
         return lifted
 
-    def fences(self) -> dict[str, float]:
-        """The nodes this target knows fenced (set by it, found by a placement read or the node list
-        of ``lift_expired_fences``) and each fence's time (0: none readable), for the metric
-        ``scaleahead_drain_fence_until_seconds``."""
+    def fences(self, now: float) -> dict[str, float]:
+        """The nodes fenced as far as this target knows at ``now`` (the wall clock), and each fence's
+        time (0: none readable), for the metric ``scaleahead_drain_fence_until_seconds``: those it
+        set or a placement read found, and those the node list finds (made here too when due, as in
+        ``lift_expired_fences``: a reader that lifts nothing, paused, still reports an earlier run's
+        fences). While a fence is past its time the nodes are listed again every
+        ``FENCE_READ_RETRY_S``, as they are: one lifted by hand meanwhile is no longer reported."""
+        if now >= self._fences_next_read:
+            self._read_fences(now)
+        elif now >= self._fences_refresh_at and any(until <= now for until in self._fences.values()):
+            self._read_fences(now, whole=True)
         return dict(self._fences)
+
+    def fence_work_due(self, now: float) -> bool:
+        """Whether ``lift_expired_fences(now)`` has anything to do: a fence past its time, a lift to
+        try again, or the node list to make. Without any, no request is made."""
+        return (
+            now >= self._fences_next_read
+            or bool(self._lift_asap)
+            or any(until <= now for until in self._fences.values())
+        )
 
     def lift_expired_fences(self, now: float) -> list[str]:
         """Lift the fences whose time is over at ``now`` (the wall clock): the nodes this target
@@ -1661,17 +1680,20 @@ class KubernetesTarget:
                 lifted.append(node)
         return lifted
 
-    def _read_fences(self, now: float) -> None:
+    def _read_fences(self, now: float, whole: bool = False) -> None:
         """Once per process, when no ``read_placement`` came first (rebalancing turned off since, a
         restart): the nodes fenced by an earlier run, so that their fences are lifted in time. A
         refusal (403: the rebalance component's rules are not granted) is not asked again; another
-        failure is asked again after ``FENCE_READ_RETRY_S``."""
+        failure is asked again after ``FENCE_READ_RETRY_S``. ``whole``: the fences as listed replace
+        those known (``fences``, for fences past their time)."""
+        self._fences_refresh_at = now + FENCE_READ_RETRY_S
         try:
             items = self._raw(self.core.list_node).get("items") or []
         except (ApiException, HTTPError, ActuationError) as exc:
             forbidden = getattr(exc, "status", None) == 403
             # no rights (rebalancing never installed): not asked again
-            self._fences_next_read = math.inf if forbidden else now + FENCE_READ_RETRY_S
+            if not whole or forbidden:
+                self._fences_next_read = math.inf if forbidden else now + FENCE_READ_RETRY_S
             log.log(
                 logging.DEBUG if forbidden else logging.INFO,
                 "cannot list the nodes to find drain fences left by an earlier run: %s",
@@ -1679,10 +1701,16 @@ class KubernetesTarget:
             )
             return
         self._fences_next_read = math.inf
+        listed = {}
         for item in items:
             fence = node_fence(item)
             if fence is not None:
-                self._fences.setdefault(str((item.get("metadata") or {}).get("name", "")), fence)
+                listed[str((item.get("metadata") or {}).get("name", ""))] = fence
+        if whole:
+            self._fences = listed
+        else:
+            for node, until in listed.items():
+                self._fences.setdefault(node, until)
 
     def _fence_patch(self, node: str, until: float | None, over_at: float | None = None) -> bool:
         """Set (``until``) or lift (None) the fence of ``node``; see ``fence_node`` and ``unfence_node``."""

@@ -175,22 +175,29 @@ def _interrupt_is_keyboard_interrupt(trainer: Any, watch: Any = None) -> Iterato
 
     main = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGINT) if main else None
-    if watch is not None and handler is signal.default_int_handler:
 
-        def interrupted(signum: int, frame: Any) -> None:
-            watch.requested = True
-            raise KeyboardInterrupt
+    def interrupted(signum: int, frame: Any) -> None:
+        watch.requested = True
+        raise KeyboardInterrupt
 
-        signal.signal(signal.SIGINT, interrupted)
     try:
+        if watch is not None and handler is signal.default_int_handler:
+            signal.signal(signal.SIGINT, interrupted)
         yield
     except SystemExit as exc:
         if not getattr(trainer, "interrupted", False):
             raise
         raise KeyboardInterrupt from exc
     finally:
-        if main and handler is not None:
-            signal.signal(signal.SIGINT, handler)
+        # signal.signal runs a pending handler first: a Ctrl-C pressed again right now raises from
+        # the call, before the handler is put back (a review of 2026-12-07). Put back all the same.
+        while main and handler is not None:
+            try:
+                signal.signal(signal.SIGINT, handler)
+                break
+            except KeyboardInterrupt:
+                if watch is not None:
+                    watch.requested = True
     if watch is not None and watch.requested:
         raise KeyboardInterrupt
 

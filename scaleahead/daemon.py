@@ -936,7 +936,7 @@ class Daemon:
 
     def _export_fences(self) -> None:
         """``scaleahead_drain_fence_until_seconds``: the drain fences the actuator's target knows."""
-        fences = getattr(getattr(self.deps.actuator, "target", None), "fences", None)
+        fences = getattr(self.deps.actuator, "known_fences", None)
         if callable(fences):
             try:
                 known = fences()

@@ -252,7 +252,7 @@ class Metrics:
         self.drain_fence_until = Gauge(
             "scaleahead_drain_fence_until_seconds",
             "Unix time until which a node is fenced for a drain (taint scaleahead.io/draining, "
-            "actuation.drain_fence_s), as the leader knows it; no series once lifted.",
+            "actuation.drain_fence_s), as the leader knows it (0: no readable time); no series once lifted.",
             ["node"],
             registry=r,
         )

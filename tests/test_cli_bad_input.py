@@ -597,7 +597,12 @@ def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None
     time.sleep(0.5)
     state = signal_state(proc.pid)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"still running 120 s after Ctrl-C:\n{seen}{err}\n{state}")
     err = seen + err
     assert proc.returncode == 130, f"{err}\n{state}"  # was 0: a script's `&&` went on as if it had succeeded
     assert "interrupted" in err

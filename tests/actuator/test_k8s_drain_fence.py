@@ -422,3 +422,61 @@ def test_a_fence_that_raises_something_else_is_a_fence_not_set(kube) -> None:
 )  # fmt: skip
 def test_a_fence_without_a_readable_time_is_over_at_once(value: Any, at: float) -> None:
     assert fence_until(value) == at
+
+
+def test_the_fences_reported_while_paused_include_an_earlier_runs_and_drop_one_lifted_by_hand(kube) -> None:
+    """``known_fences`` (the metric ``scaleahead_drain_fence_until_seconds``): a paused leader with
+    rebalancing off lifts nothing but still reports a fence an earlier run left, and once it is past
+    its time lists the nodes again every ``FENCE_READ_RETRY_S``, so that a fence lifted by hand (as
+    the alert says to) is no longer reported (a review of 2026-12-07)."""
+    cluster(kube)
+    kube.cluster.put(NODES, None, "n4", node(taints=[FENCE]))
+    kube.cluster.get(NODES, None, "n4")["metadata"]["annotations"] = {DRAIN_FENCE_UNTIL: "2023-11-14T22:23:20Z"}
+    clock = Clock(NOW)
+    paused = Actuator(
+        KubernetesTarget(kube.api_client()),
+        None,
+        [],
+        config=SafetyConfig(paused=True),
+        lift_fences=True,
+        fence_clock=clock,
+    )
+
+    def lists() -> int:
+        return sum(1 for m, p in kube.cluster.calls() if m == "GET" and p == "/api/v1/nodes")
+
+    assert paused.known_fences() == {"n4": NOW + 600}
+    assert not paused.lift_fences_without_a_plan(NOW)
+    clock.t = NOW + 700  # past its time, not lifted: paused
+    assert paused.known_fences() == {"n4": NOW + 600} and lists() == 2, "listed again: it is overdue"
+    assert not paused.lift_fences_without_a_plan(NOW + 700) and FENCE in taints(kube, "n4")
+    kube.cluster.put(NODES, None, "n4", node())  # kubectl taint nodes n4 scaleahead.io/draining-
+    clock.t = NOW + 700 + FENCE_READ_RETRY_S - 1
+    assert paused.known_fences() == {"n4": NOW + 600} and lists() == 2, "not at every call"
+    clock.t = NOW + 700 + FENCE_READ_RETRY_S
+    assert paused.known_fences() == {} and lists() == 3
+    # neither setting nor lifting fences (`run --once`): nothing reported, nothing read
+    once = Actuator(KubernetesTarget(kube.api_client()), None, [], fence_clock=clock)
+    assert once.known_fences() == {} and lists() == 3
+
+
+def test_a_failed_cycle_with_no_fence_to_lift_makes_no_request(kube) -> None:
+    """``lift_fences_without_a_plan`` runs at each failed tick, maybe during an API outage: with no
+    fence known past its time, no lift to retry and the node list made, it asks nothing (not even
+    the kill switch or the Lease)."""
+    cluster(kube)
+    asked: list[str] = []
+    act = Actuator(
+        KubernetesTarget(kube.api_client()),
+        None,
+        [],
+        lift_fences=True,
+        fence_clock=Clock(NOW),
+        kill_switch=lambda: asked.append("kill switch") or "",
+        is_leader=lambda _t: asked.append("lease") or True,
+    )
+    assert act.lift_fences_without_a_plan(NOW), "the node list is due: made once"
+    calls = len(kube.cluster.calls())
+    asked.clear()
+    assert not act.lift_fences_without_a_plan(NOW + 10)
+    assert len(kube.cluster.calls()) == calls and asked == []

@@ -32,7 +32,12 @@ def test_ctrl_c_during_training_exits_130_says_interrupted_and_registers_nothing
         seen += line
     state = signal_state(proc.pid)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"still running 120 s after Ctrl-C:\n{seen}{err}\n{state}")
     err = seen + err
     assert proc.returncode == 130, f"{err}\n{state}"  # was 1, with no message
     assert "interrupted" in err and "Traceback" not in err
@@ -113,6 +118,30 @@ def test_a_ctrl_c_swallowed_after_the_last_batch_still_ends_the_fit_in_keyboard_
     with pytest.raises(KeyboardInterrupt):
         model.fit([_history()])
     assert model.net is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_pressed_again_while_the_handler_is_put_back_still_puts_it_back(
+    tiny_lstm_config, monkeypatch: pytest.MonkeyPatch, ctrl_c_raises: None
+) -> None:  # type: ignore[no-untyped-def]
+    """``signal.signal`` runs a pending handler before it swaps: a Ctrl-C pending then raises from
+    the call that puts Python's handler back (a review of 2026-12-07 left the wrapper installed)."""
+    from forecaster.lstm import LSTMForecaster
+
+    real = signal.signal
+    raised: list[bool] = []
+
+    def pending_ctrl_c(sig, handler):  # type: ignore[no-untyped-def]
+        if handler is signal.default_int_handler and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return real(sig, handler)
+
+    monkeypatch.setattr(signal, "signal", pending_ctrl_c)
+    model = LSTMForecaster(tiny_lstm_config)
+    with pytest.raises(KeyboardInterrupt):  # the Ctrl-C counts
+        model.fit([_history()])
+    assert raised == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
