@@ -474,6 +474,30 @@ def _quantity(resource: str, value: Any) -> int:
     return cpu_millis(value) if resource.endswith("cpu") else memory_mb(value)
 
 
+def template_rules(ref: WorkloadRef, template: Mapping[str, Any]) -> Pod:
+    """The node rules of a workload's pod template (node selector, required node affinity,
+    tolerations) as a ``Pod`` on no node, with the template's requests: where its new pods may land
+    (``ClusterState.pod_rules``)."""
+    spec = template.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{ref.key}: spec.template.spec is not an object")
+    cpu, memory = pod_requests(spec)
+    selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, Mapping):
+        raise ValueError(f"{ref.key}: spec.template.spec.nodeSelector is not an object")
+    return Pod(
+        ref.namespace,
+        "",
+        "",
+        cpu,
+        memory,
+        owner=ref.name,
+        node_selector={str(k): str(v) for k, v in selector.items()},
+        required_node_terms=required_node_terms(template),
+        tolerations=pod_tolerations(spec),
+    )
+
+
 def pod_shape(template: Mapping[str, Any]) -> dict[str, int]:
     """What one pod of a pod template counts against ResourceQuotas: ``requests.cpu`` (m),
     ``requests.memory`` (MiB, rounded up), ``limits.cpu``, ``limits.memory``, as the API server's
@@ -1539,8 +1563,18 @@ class KubernetesTarget:
             owner = controller_owner(item)
             if waiting:  # not placed yet: the scheduler still needs room for it (a scale-up's new pod)
                 name = str(meta.get("name", ""))
-                pending.append(
-                    Pod(str(meta.get("namespace", "")), name, "", cpu, memory, owner=owner[1] if owner else "")
+                pending.append(  # with its node rules: room for it is kept on the nodes they allow
+                    Pod(
+                        str(meta.get("namespace", "")),
+                        name,
+                        "",
+                        cpu,
+                        memory,
+                        owner=owner[1] if owner else "",
+                        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+                        required_node_terms=required_node_terms(item),
+                        tolerations=pod_tolerations(spec),
+                    )
                 )
                 continue
             labels = dict(meta.get("labels") or {})
@@ -2049,6 +2083,12 @@ class KubernetesTarget:
         )
         if not self.placement:
             return state
+        rules = {}
+        for ref, template in templates.items():
+            try:
+                rules[ref] = template_rules(ref, template)
+            except (ValueError, TypeError, AttributeError):  # node rules not readable: counted on any node
+                continue
         try:
             nodes, placed, pdbs, pending = self.read_placement()
         except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
@@ -2063,7 +2103,7 @@ class KubernetesTarget:
                 "cannot read nodes, pods and PDBs for rebalancing: %s%s", exc, hint, extra={"event": "placement"}
             )
             return state
-        return replace(state, nodes=nodes, pods=placed, pdbs=pdbs, pending_pods=pending)
+        return replace(state, nodes=nodes, pods=placed, pdbs=pdbs, pending_pods=pending, pod_rules=rules)
 
     def _namespace_quotas(
         self,

@@ -18,6 +18,7 @@ from typing import cast
 
 from planner.batch import ReplicaBatch, gc_paused
 from planner.fairness import CLUSTER, Claim, Grant, allocate_pools
+from planner.placement_rules import placement_signature
 from planner.rebalance import (
     DEFAULT_MAX_PEAK_FRACTION,
     Incoming,
@@ -194,7 +195,7 @@ def plan(
                 max_moves,
                 max_peak_fraction=max_peak_fraction,
                 weights=rebalance_weights,
-                incoming=incoming_pods(final, state.pod_shapes) + pending_incoming(state.pending_pods),
+                incoming=incoming_pods(final, state.pod_shapes, state.pod_rules) + pending_incoming(state.pending_pods),
                 notes=notes,
             )
         )
@@ -202,9 +203,14 @@ def plan(
     return Plan(created_at=now, actions=tuple(final), fallbacks=fallbacks, notes=tuple(notes))
 
 
-def incoming_pods(actions: Sequence[Action], shapes: Mapping[WorkloadRef, Mapping[str, int]]) -> tuple[Incoming, ...]:
+def incoming_pods(
+    actions: Sequence[Action],
+    shapes: Mapping[WorkloadRef, Mapping[str, int]],
+    rules: Mapping[WorkloadRef, Pod] | None = None,
+) -> tuple[Incoming, ...]:
     """The pods ``actions`` add (a scale-up's, a larger warm pool's), per workload with the requests
-    of one of its pods (``ClusterState.pod_shapes``): what the rebalancing moves of the same plan
+    of one of its pods (``ClusterState.pod_shapes``) and its pod template's node rules
+    (``ClusterState.pod_rules``; none known: any node): what the rebalancing moves of the same plan
     keep room for. A workload whose pod template was not read (no shape) is not counted."""
     out: list[Incoming] = []
     for a in actions:
@@ -217,18 +223,22 @@ def incoming_pods(actions: Sequence[Action], shapes: Mapping[WorkloadRef, Mappin
         shape = shapes.get(a.workload)
         if added > 0 and shape is not None:
             cpu, mem = shape.get("requests.cpu", 0), shape.get("requests.memory", 0)
-            out.append(Incoming(a.workload.key, float(cpu), float(mem), added))
+            out.append(Incoming(a.workload.key, float(cpu), float(mem), added, (rules or {}).get(a.workload)))
     return tuple(out)
 
 
 def pending_incoming(pending: Sequence[Pod]) -> tuple[Incoming, ...]:
-    """The pods still waiting for a node (``ClusterState.pending_pods``), per owner and shape, named
-    "<namespace>/<owner> (pending)": the moves keep room for them too."""
-    counts: dict[tuple[str, float, float], int] = {}
+    """The pods still waiting for a node (``ClusterState.pending_pods``), per owner, shape and node
+    rules, named "<namespace>/<owner> (pending)": the moves keep room for them too, on the nodes
+    their rules allow."""
+    counts: dict[tuple[str, float, float, tuple[object, ...]], int] = {}
+    rules: dict[tuple[str, float, float, tuple[object, ...]], Pod] = {}
     for p in pending:
-        key = (f"{p.namespace}/{p.owner or p.name} (pending)", float(p.cpu_request_m), float(p.memory_request_mb))
+        name = f"{p.namespace}/{p.owner or p.name} (pending)"
+        key = (name, float(p.cpu_request_m), float(p.memory_request_mb), placement_signature(p))
         counts[key] = counts.get(key, 0) + 1
-    return tuple(Incoming(name, cpu, mem, n) for (name, cpu, mem), n in counts.items())
+        rules.setdefault(key, p)
+    return tuple(Incoming(key[0], key[1], key[2], n, rules[key]) for key, n in counts.items())
 
 
 #: Most packings of the warm-memory budget on what the sharing grants (``_budget_and_share``).

@@ -32,7 +32,8 @@ Rules every proposed move set keeps (checked again after each placement, the *sa
   ``incoming``, and the pods still waiting for a node), no step leaves room for fewer of them than
   the cluster had before the moves. The room is counted by first fit on their requests (against
   the nodes' CPU requests and memory as ``pod_memory_mb`` counts it) and pod limits over the
-  schedulable nodes, a node the moves free excepted (it is freed to be released);
+  schedulable nodes their node rules allow (``Incoming.rules``), a node the moves free excepted
+  (it is freed to be released);
 - **interference never grows**: no step leaves more cpu-bound/latency-critical pairs than it found
   (a drain that must form pairs repairs them in the same step, else it is not proposed), unless
   ``drains_may_add_pairs``;
@@ -142,13 +143,15 @@ class RebalanceWeights:
 class Incoming:
     """Pods the same plan adds to one workload (a scale-up, a larger warm pool), each with the
     requests of its pod template. The scheduler places them wherever they fit, so the moves keep
-    room for them (``plan_moves``). Their node rules are not known here: they count on any
-    schedulable node."""
+    room for them (``plan_moves``). ``rules``: a pod with their node selector, required node
+    affinity and tolerations (the pod template's, or the pending pod's): they count only on the
+    nodes those allow (``fits_node``); None: on any schedulable node."""
 
     workload: str
     cpu_request_m: float
     memory_request_mb: float
     count: int
+    rules: Pod | None = None
 
 
 def pod_key(pod: Pod) -> str:
@@ -1529,14 +1532,18 @@ class _Room:
     #: a sentence when the moves stopped with candidates left unchecked
     stop: str = ""
 
+    #: per shape, the nodes its node rules allow (``_Cluster.fit_mask``; None: any node)
+    masks: tuple[npt.NDArray[np.bool_] | None, ...] = ()
+
     @classmethod
     def of(cls, c: _Cluster, incoming: Sequence[Incoming]) -> _Room:
         wanted = tuple(i for i in incoming if i.count > 0)
         occupied = frozenset(n for n, ps in c.pods.items() if ps)
         shapes = _shapes(wanted)
+        masks = tuple(None if i.rules is None else c.fit_mask(i.rules) for i in shapes)
         a = c.arrays
-        start = _room(a, a.req_cpu, a.req_mem, a.n_pods, shapes, frozenset()) if shapes else 0
-        return cls(shapes, sum(i.count for i in wanted), _named(wanted), occupied, start)
+        start = _room(a, a.req_cpu, a.req_mem, a.n_pods, shapes, frozenset(), masks) if shapes else 0
+        return cls(shapes, sum(i.count for i in wanted), _named(wanted), occupied, start, masks=masks)
 
     def round(self) -> None:
         """A new round of the greedy: ``ROOM_CHECKS`` more drains and as many other steps may be
@@ -1584,7 +1591,7 @@ class _Room:
             n_pods[i] -= 1
             n_pods[j] += 1
         freed = frozenset(n for n in self.occupied if n_pods[a.pos[n]] == 0)
-        after = _room(a, req_cpu, req_mem, n_pods, self.shapes, freed)
+        after = _room(a, req_cpu, req_mem, n_pods, self.shapes, freed, self.masks)
         if after >= self.start:
             return True
         what = {
@@ -1621,31 +1628,46 @@ ROOM_SHAPES = 32
 #: At most this many drains, and as many other steps, are checked for the room per round of the
 #: greedy, best first; when all are refused, the moves stop there and a note says so.
 ROOM_CHECKS = 8
+#: At most this many sets of node rules of the new pods are told apart (``_shapes``): with
+#: ``ROOM_SHAPES`` cells, the grid can merge each set's requests to a few cells.
+ROOM_RULES = 8
 #: Beyond ``ROOM_SHAPES`` shapes, each pod's CPU and memory request is rounded up to a power of
 #: this factor (a grid cell), the factor squared until at most ``ROOM_SHAPES`` cells are left.
 ROOM_GRID = 1.25
 
 
 def _shapes(incoming: Sequence[Incoming]) -> tuple[Incoming, ...]:
-    """``incoming`` merged by (CPU, memory) request, largest CPU first. Beyond ``ROOM_SHAPES``
-    shapes, each request is rounded up to the next power of ``ROOM_GRID`` (less than 25 % more),
-    else of its square, and so on, until at most ``ROOM_SHAPES`` cells are left: a pod is never
-    counted smaller than it is, nor larger than the grid's factor times (a review: counted at the
-    largest of a run of pod counts, 250 pods of 100m were counted at 12 cores beside one such pod,
-    and every step "kept" a room of 0)."""
-    merged: dict[tuple[float, float], int] = {}
+    """``incoming`` merged by (CPU, memory) request and node rules (``placement_signature``),
+    largest CPU first. Beyond ``ROOM_SHAPES`` shapes, each request is rounded up to the next power
+    of ``ROOM_GRID`` (less than 25 % more), else of its square, and so on, until at most
+    ``ROOM_SHAPES`` cells are left: a pod is never counted smaller than it is, nor larger than the
+    grid's factor times (a review: counted at the largest of a run of pod counts, 250 pods of 100m
+    were counted at 12 cores beside one such pod, and every step "kept" a room of 0). Of more than
+    ``ROOM_RULES`` sets of node rules, those of the fewest pods are dropped (their pods count on any
+    node, as before the rules were read), so that the grid can always merge down to its cells."""
+    pods_by_rules: dict[tuple[object, ...], int] = {}
+    rules_of: dict[tuple[object, ...], Pod] = {}
     for i in incoming:
-        key = (i.cpu_request_m, i.memory_request_mb)
+        if i.rules is not None:
+            own = placement_signature(i.rules)
+            pods_by_rules[own] = pods_by_rules.get(own, 0) + i.count
+            rules_of.setdefault(own, i.rules)
+    kept = set(sorted(pods_by_rules, key=lambda k: (-pods_by_rules[k], repr(k)))[:ROOM_RULES])
+    merged: dict[tuple[float, float, tuple[object, ...] | None], int] = {}
+    for i in incoming:
+        rule_key = placement_signature(i.rules) if i.rules is not None else None
+        key = (i.cpu_request_m, i.memory_request_mb, rule_key if rule_key in kept else None)
         merged[key] = merged.get(key, 0) + i.count
     cells, factor = merged, ROOM_GRID
     while len(cells) > ROOM_SHAPES:  # each time from the requests themselves: never rounded twice
         cells = {}
-        for (cpu, mem), n in merged.items():
-            key = (_grid_up(cpu, factor), _grid_up(mem, factor))
+        for (cpu, mem, sig), n in merged.items():
+            key = (_grid_up(cpu, factor), _grid_up(mem, factor), sig)
             cells[key] = cells.get(key, 0) + n
         factor *= factor
-    ordered = sorted(cells.items(), key=lambda kv: (-kv[0][0], -kv[0][1]))
-    return tuple(Incoming("", cpu, mem, n) for (cpu, mem), n in ordered)
+    # the pods with node rules first among equal requests: they have fewer nodes to go to
+    ordered = sorted(cells.items(), key=lambda kv: (-kv[0][0], -kv[0][1], kv[0][2] is None, repr(kv[0][2])))
+    return tuple(Incoming("", cpu, mem, n, None if sig is None else rules_of[sig]) for (cpu, mem, sig), n in ordered)
 
 
 def _grid_up(value: float, factor: float) -> float:
@@ -1672,12 +1694,14 @@ def _room(
     n_pods: FloatArray,
     incoming: Sequence[Incoming],
     released: frozenset[str],
+    masks: Sequence[npt.NDArray[np.bool_] | None] = (),
 ) -> int:
     """How many of ``incoming``'s pods fit on the schedulable nodes of ``a``, ``released`` ones
     excepted, with the nodes' CPU requests ``req_cpu``, memory ``req_mem`` (``pod_memory_mb``) and
     pods ``n_pods`` (node-bound ones apart): first fit by CPU and memory requests and the pod
-    limit, the largest CPU request first, the nodes in name order. An estimate of what the
-    scheduler can place, the same for every state it compares."""
+    limit, the largest CPU request first (with node rules first among equals), the nodes in name
+    order, each shape only on the nodes of its mask (``masks``, by position; none: any node). An
+    estimate of what the scheduler can place, the same for every state it compares."""
     ok = a.schedulable.copy()
     for name in released:
         ok[a.pos[name]] = False
@@ -1685,8 +1709,21 @@ def _room(
     free_mem = np.where(ok, a.mem_alloc - req_mem, 0.0)
     free_pods = np.where(ok, a.max_pods - n_pods - a.n_bound, 0.0)
     placed = 0
-    for inc in sorted(incoming, key=lambda i: (-i.cpu_request_m, -i.memory_request_mb, i.workload)):
+    order = sorted(
+        range(len(incoming)),
+        key=lambda k: (
+            -incoming[k].cpu_request_m,
+            -incoming[k].memory_request_mb,
+            k >= len(masks) or masks[k] is None,  # with node rules first: fewer nodes to go to
+            incoming[k].workload,
+        ),
+    )
+    for k in order:
+        inc = incoming[k]
         fits = free_pods.copy()
+        mask = masks[k] if k < len(masks) else None
+        if mask is not None:
+            fits = np.where(mask, fits, 0.0)
         for free, need in ((free_cpu, inc.cpu_request_m), (free_mem, inc.memory_request_mb)):
             if need > 0:
                 fits = np.minimum(fits, np.floor(free / need + 1e-9))

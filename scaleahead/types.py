@@ -656,6 +656,10 @@ class ClusterState:
     #: Per managed Deployment or StatefulSet, what one of its pods counts against those quotas
     #: (``actuator.kubernetes.pod_shape``).
     pod_shapes: Mapping[WorkloadRef, Mapping[str, int]] = field(default_factory=dict)
+    #: Per managed workload read with its placement (rebalancing on), the node rules of its pod
+    #: template as a ``Pod`` on no node (node selector, required node affinity, tolerations): the
+    #: nodes its new pods may land on, for the room the moves keep for them.
+    pod_rules: Mapping[WorkloadRef, Pod] = field(default_factory=dict)
     #: Pools of ``pod_quotas`` / ``resource_quotas`` that are not a whole namespace: a ResourceQuota
     #: whose scopes count the pods of only some of the namespace's managed workloads, keyed
     #: ``namespace/quota-name``, and those workloads. A key without ``/`` is a namespace: every

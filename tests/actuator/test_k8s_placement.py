@@ -240,6 +240,42 @@ def test_pods_waiting_for_a_node_are_read_and_the_moves_keep_room_for_them(kube)
                         if isinstance(a, MovePod)}  # fmt: skip
 
 
+def test_the_node_rules_of_new_and_waiting_pods_are_read(kube) -> None:
+    """The room the moves keep for a scale-up's new pods and for pods waiting for a node is on the
+    nodes their node selector, required node affinity and tolerations allow: read from the pod
+    template (``pod_rules``) and from each waiting pod."""
+    from kubeemu import DEPLOYMENTS, deployment, policy
+
+    from scaleahead.types import Toleration, WorkloadRef
+
+    fragmented(kube)
+    api = deployment(1, labels={"app": "api"})
+    tpl = api["spec"]["template"]["spec"]
+    tpl["nodeSelector"] = {"pool": "fast"}
+    tpl["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "fast", "effect": "NoSchedule"}]
+    tpl["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+            }
+        }
+    }
+    kube.cluster.put(DEPLOYMENTS, "default", "api", api)
+    ref = WorkloadRef("Deployment", "default", "api")
+    waiting = pod("", "api", "1500m") | {"status": {"phase": "Pending"}}
+    waiting["spec"]["nodeSelector"] = {"pool": "fast"}
+    kube.cluster.put(PODS, "shop", "api-0", waiting)
+    state = KubernetesTarget(kube.api_client(), [policy("api")], placement=True).read_state([ref])
+    rules = state.pod_rules[ref]
+    assert dict(rules.node_selector) == {"pool": "fast"} and rules.owner == "api"
+    assert rules.tolerations == (Toleration("dedicated", "Equal", "fast", "NoSchedule"),)
+    assert len(rules.required_node_terms) == 1
+    (pending,) = state.pending_pods
+    assert dict(pending.node_selector) == {"pool": "fast"}
+    without = KubernetesTarget(kube.api_client(), [policy("api")]).read_state([ref])
+    assert without.pod_rules == {}, "rebalancing off: not read"
+
+
 def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:
     fragmented(kube)
     usage = {"containers": [{"name": "c", "usage": {"cpu": "2500000000n", "memory": "100Mi"}}]}

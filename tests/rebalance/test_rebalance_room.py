@@ -17,7 +17,7 @@ from planner import plan
 from planner.planning import incoming_pods
 from planner.rebalance import ROOM_SHAPES, Incoming, _Cluster, _shapes, plan_moves
 from planner.rebalance import _room as _room_of_arrays
-from scaleahead.types import ClusterState, MovePod, ScaleTo, SetWarmPool, WorkloadRef, WorkloadState
+from scaleahead.types import ClusterState, MovePod, Pod, ScaleTo, SetWarmPool, WorkloadRef, WorkloadState
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "planner"))
 from planner_helpers import flat_forecast, service_policy  # noqa: E402
@@ -233,3 +233,65 @@ def test_the_new_pods_are_placed_as_a_few_shapes_never_smaller_than_theirs() -> 
     assert min(s.cpu_request_m for s in _shapes(mixed)) < 125.0
     moves, notes = plan_moves_and_notes(THREE, 4, incoming=mixed)
     assert moves == () and notes[0].startswith("rebalancing left out freeing a (1 move)"), (moves, notes)
+
+
+#: a: one small pod (1 core; freeing a moves it onto b), b: 6 cores of 10 and the label pool=fast,
+#: e: empty (it never receives a moved pod, but new pods fit there)
+FAST = cluster(
+    [node("a"), replace(node("b"), labels={"pool": "fast"}), node("e")],
+    [pod("x-1", "a", 1000), pod("db-1", "b", 6000)],
+)
+
+
+def fast_pods(count: int = 1) -> Incoming:
+    rules = Pod("app", "", "", 3500, 3500, owner="api", node_selector={"pool": "fast"})
+    return Incoming("Deployment/app/api", 3500, 3500, count, rules)
+
+
+def test_the_room_kept_for_new_pods_is_on_the_nodes_their_rules_allow() -> None:
+    """Until 2026-12-07 the new pods counted on any node: a drain could fill the only nodes their
+    node selector allows (here b) as long as another node (e) had room, and their replicas then
+    stayed Pending."""
+    anywhere = replace(fast_pods(), rules=None)
+    moves, notes = plan_moves_and_notes(FAST, max_moves=4, incoming=(anywhere,))
+    assert moves and notes == (), "counted on any node: e has room, the drain goes ahead"
+    moves, notes = plan_moves_and_notes(FAST, max_moves=4, incoming=(fast_pods(),))
+    assert moves == ()
+    assert notes and notes[0].startswith("rebalancing left out freeing a (1 move): the new pods would then fit 0 of 1")
+    c = _Cluster.of(FAST)
+    mask = c.fit_mask(fast_pods().rules)  # type: ignore[arg-type]
+    a = c.arrays
+    assert _room_of_arrays(a, a.req_cpu, a.req_mem, a.n_pods, (fast_pods(3),), frozenset(), (mask,)) == 1
+    assert _room_of_arrays(a, a.req_cpu, a.req_mem, a.n_pods, (fast_pods(3),), frozenset()) == 3, "all 3, on a and b"
+
+
+def test_shapes_keep_node_rules_apart_and_drop_those_of_the_fewest_pods_beyond_the_limit() -> None:
+    same = Incoming("Deployment/app/web", 3500, 3500, 2)
+    shapes = _shapes((fast_pods(2), same))
+    assert [(s.count, s.rules is not None) for s in shapes] == [(2, True), (2, False)], "rules first among equals"
+    many = [
+        Incoming(f"Deployment/app/w{k}", 100, 100, k + 1, Pod("app", "", "", 100, 100, node_selector={"zone": f"z{k}"}))
+        for k in range(rebalance.ROOM_RULES + 3)
+    ]
+    kept = _shapes(many)
+    ruled = [s for s in kept if s.rules is not None]
+    assert len(ruled) == rebalance.ROOM_RULES and sum(s.count for s in kept) == sum(i.count for i in many)
+    assert {s.rules.node_selector["zone"] for s in ruled} == {f"z{k}" for k in range(3, rebalance.ROOM_RULES + 3)}  # type: ignore[union-attr]
+    assert [s.count for s in kept if s.rules is None] == [1 + 2 + 3], "the fewest pods' rules dropped, merged"
+
+
+def test_incoming_pods_carry_their_templates_rules_and_pending_pods_their_own() -> None:
+    from planner.planning import pending_incoming
+    from scaleahead.types import Reason
+
+    up = WorkloadRef("Deployment", "app", "up")
+    rules = Pod("app", "", "", 250, 512, owner="up", node_selector={"pool": "fast"})
+    (inc,) = incoming_pods([ScaleTo(up, 2, 5, Reason("t", "t"))], {up: {"requests.cpu": 250}}, {up: rules})
+    assert inc.rules is rules
+    waiting = [
+        Pod("app", "api-1", "", 500, 500, owner="api-rs", node_selector={"pool": "fast"}),
+        Pod("app", "api-2", "", 500, 500, owner="api-rs", node_selector={"pool": "fast"}),
+        Pod("app", "api-3", "", 500, 500, owner="api-rs"),
+    ]
+    got = sorted(pending_incoming(waiting), key=lambda i: i.count)
+    assert [(i.count, dict(i.rules.node_selector)) for i in got] == [(1, {}), (2, {"pool": "fast"})]  # type: ignore[union-attr]
