@@ -474,14 +474,21 @@ def _quantity(resource: str, value: Any) -> int:
     return cpu_millis(value) if resource.endswith("cpu") else memory_mb(value)
 
 
+#: What the new pods of a template are taken to tolerate (``template_rules``): every taint.
+TOLERATE_ALL = (Toleration("", "Exists", "", ""),)
+
+
 def template_rules(ref: WorkloadRef, template: Mapping[str, Any]) -> Pod:
-    """The node rules of a workload's pod template (node selector, required node affinity,
-    tolerations) as a ``Pod`` on no node, with the template's requests: where its new pods may land
-    (``ClusterState.pod_rules``)."""
+    """The node rules of a workload's pod template (node selector, required node affinity) as a
+    ``Pod`` on no node: where its new pods may land (``ClusterState.pod_rules``; their requests are
+    ``pod_shape``'s). Not its tolerations: admission adds some to the pods it creates (an extended
+    resource's, ExtendedResourceToleration; a namespace's defaults; webhooks), so the template's
+    own would keep its pods off nodes they do land on (a GPU workload's off every GPU node: no
+    room for it anywhere, so no move would ever be held for it). Its pods are taken to tolerate
+    every taint (a review of 2026-12-07)."""
     spec = template.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise ValueError(f"{ref.key}: spec.template.spec is not an object")
-    cpu, memory = pod_requests(spec)
     selector = spec.get("nodeSelector") or {}
     if not isinstance(selector, Mapping):
         raise ValueError(f"{ref.key}: spec.template.spec.nodeSelector is not an object")
@@ -489,12 +496,12 @@ def template_rules(ref: WorkloadRef, template: Mapping[str, Any]) -> Pod:
         ref.namespace,
         "",
         "",
-        cpu,
-        memory,
+        0,
+        0,
         owner=ref.name,
         node_selector={str(k): str(v) for k, v in selector.items()},
         required_node_terms=required_node_terms(template),
-        tolerations=pod_tolerations(spec),
+        tolerations=TOLERATE_ALL,
     )
 
 
@@ -1525,7 +1532,8 @@ class KubernetesTarget:
         metrics-server) when the cluster serves it; the planner then places a pod by the larger of
         its requests and its usage. Without the metrics API, usage is left at 0 and requests alone
         count. Last, the pods not bound to a node yet (``Pending``, not being deleted), with their
-        requests and owner and ``node`` "": ``ClusterState.pending_pods``.
+        requests, owner, node selector, required node affinity and tolerations and ``node`` "":
+        ``ClusterState.pending_pods``.
         """
         nodes = []
         fences: dict[str, float] = {}

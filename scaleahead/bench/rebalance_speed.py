@@ -146,16 +146,23 @@ def move_record(move: MovePod) -> dict[str, Any]:
     }
 
 
-def new_pods(count: int, seed: int) -> tuple[Any, ...]:
+def new_pods(count: int, seed: int, zoned: float = 0.0) -> tuple[Any, ...]:
     """``count`` workloads each adding 1-3 pods in the same plan (``planner.rebalance.Incoming``),
-    shaped as the clusters' pods (100-2,000 mCPU, memory twice that in MiB), deterministic by seed."""
+    shaped as the clusters' pods (100-2,000 mCPU, memory twice that in MiB), deterministic by seed.
+    A share ``zoned`` of them select one zone by node selector (``z0``-``z2`` in turn: three sets of
+    node rules, which the room counts apart)."""
     from planner.rebalance import Incoming
 
     rng = np.random.default_rng([seed, 1])
+    which = np.random.default_rng([seed, 2])  # apart: the shapes are the same whatever ``zoned``
     out = []
     for i in range(count):
         c = float(rng.integers(100, 2000))
-        out.append(Incoming(f"Deployment/ns/new{i}", c, 2 * c, int(rng.integers(1, 4))))
+        n = int(rng.integers(1, 4))
+        rules = None
+        if which.random() < zoned:
+            rules = Pod("ns", "", "", 0, 0, owner=f"new{i}", node_selector={ZONE: f"z{i % 3}"})
+        out.append(Incoming(f"Deployment/ns/new{i}", c, 2 * c, n, rules))
     return tuple(out)
 
 
@@ -219,13 +226,15 @@ def bench_rebalance_speed(
     trace_memory: bool = False,
     progress: Any = None,
     new_workloads: int = 0,
+    new_zoned: float = 0.0,
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """One row per (cluster size, move budget), and the moves of each plan keyed ``"<nodes>x<max_moves>"``.
 
     ``progress``: called with each row as soon as it is measured (a slow run shows its rows).
-    ``new_workloads``: that many workloads scale up in the same plan (``new_pods``).
+    ``new_workloads``: that many workloads scale up in the same plan (``new_pods``), a share
+    ``new_zoned`` of them with a zone's node selector.
     """
-    incoming = new_pods(new_workloads, seed)
+    incoming = new_pods(new_workloads, seed, new_zoned)
     rows: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
     moves_out: dict[str, list[dict[str, Any]]] = {}
@@ -249,6 +258,7 @@ def bench_rebalance_speed(
             "seed": seed,
             "repeats": repeats,
             "new_workloads": new_workloads,
+            "new_zoned": new_zoned,
         },
         "clusters": clusters,
         "rows": rows,

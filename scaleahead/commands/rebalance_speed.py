@@ -107,6 +107,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "their new pods (docs/rebalance.md, 'Room for the plan's new pods'). 0: none.",
             ),
         ] = 0,
+        new_zoned: Annotated[
+            float,
+            typer.Option(
+                "--new-zoned",
+                min=0.0,
+                max=1.0,
+                help="Share of the --new-workloads whose pods select one zone by node selector (z0-z2 in turn): "
+                "the room for them is counted on that zone's nodes. 0: none.",
+            ),
+        ] = 0.0,
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the result object here.")] = None,
         moves_out: Annotated[
             Path | None,
@@ -152,6 +162,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             trace_memory=trace_memory,
             progress=show,
             new_workloads=new_workloads,
+            new_zoned=new_zoned,
         )
         if json_out is not None:
             json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -246,6 +246,7 @@ def test_the_node_rules_of_new_and_waiting_pods_are_read(kube) -> None:
     template (``pod_rules``) and from each waiting pod."""
     from kubeemu import DEPLOYMENTS, deployment, policy
 
+    from actuator.kubernetes import TOLERATE_ALL
     from scaleahead.types import Toleration, WorkloadRef
 
     fragmented(kube)
@@ -268,12 +269,19 @@ def test_the_node_rules_of_new_and_waiting_pods_are_read(kube) -> None:
     state = KubernetesTarget(kube.api_client(), [policy("api")], placement=True).read_state([ref])
     rules = state.pod_rules[ref]
     assert dict(rules.node_selector) == {"pool": "fast"} and rules.owner == "api"
-    assert rules.tolerations == (Toleration("dedicated", "Equal", "fast", "NoSchedule"),)
+    # not the template's tolerations: admission adds some to the pods it creates (an extended
+    # resource's), so its new pods are taken to tolerate every taint
+    assert rules.tolerations == TOLERATE_ALL != (Toleration("dedicated", "Equal", "fast", "NoSchedule"),)
     assert len(rules.required_node_terms) == 1
     (pending,) = state.pending_pods
     assert dict(pending.node_selector) == {"pool": "fast"}
     without = KubernetesTarget(kube.api_client(), [policy("api")]).read_state([ref])
     assert without.pod_rules == {}, "rebalancing off: not read"
+    # a template whose node selector is not an object: its new pods count on any node, nothing else changes
+    tpl["nodeSelector"] = ["pool=fast"]
+    kube.cluster.put(DEPLOYMENTS, "default", "api", api)
+    state = KubernetesTarget(kube.api_client(), [policy("api")], placement=True).read_state([ref])
+    assert ref in state.workloads and ref not in state.pod_rules and state.nodes
 
 
 def test_pod_usage_comes_from_the_metrics_api_when_it_is_served(kube) -> None:

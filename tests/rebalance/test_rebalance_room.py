@@ -280,6 +280,34 @@ def test_shapes_keep_node_rules_apart_and_drop_those_of_the_fewest_pods_beyond_t
     assert [s.count for s in kept if s.rules is None] == [1 + 2 + 3], "the fewest pods' rules dropped, merged"
 
 
+def test_each_set_of_rules_gets_its_own_grid_and_the_rounding_always_ends() -> None:
+    """A review of 2026-12-07: with the sets' cells in one budget of 32, requests of 0, 1 and more
+    (which no factor merges) made the loop endless, and 3 sets of 10,000 workloads counted their
+    pods at 17 times their CPU."""
+    import random
+
+    rng = random.Random(0)
+    sets = [None] + [Pod("app", "", "", 0, 0, node_selector={"pool": f"p{k}"}) for k in range(rebalance.ROOM_RULES)]
+    many = [
+        Incoming(f"Deployment/app/w{k}", float(rng.randint(100, 2000)), float(rng.randint(64, 4096)), 2, sets[k % 4])
+        for k in range(4000)
+    ]
+    shapes = _shapes(many)
+    for rules in sets:
+        mine = [s for s in shapes if s.rules is rules or (rules is not None and s.rules == rules)]
+        assert 0 < len(mine) <= ROOM_SHAPES
+        given = [i for i in many if i.rules is rules]
+        assert sum(s.count for s in mine) == sum(i.count for i in given)
+        assert sum(s.count * s.cpu_request_m for s in mine) < 2 * sum(i.count * i.cpu_request_m for i in given)
+        assert min(s.cpu_request_m for s in mine) >= min(i.cpu_request_m for i in given), "never counted smaller"
+    patterns = [
+        Incoming(f"Deployment/app/p{k}-{cpu}-{mem}", cpu, mem, 1, sets[1 + k % 3] if k < 24 else None)
+        for k in range(36)
+        for cpu, mem in ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (0.5, 100.0 + k))
+    ]
+    assert sum(s.count for s in _shapes(patterns)) == len(patterns)  # ends, and loses no pod
+
+
 def test_incoming_pods_carry_their_templates_rules_and_pending_pods_their_own() -> None:
     from planner.planning import pending_incoming
     from scaleahead.types import Reason
@@ -295,3 +323,55 @@ def test_incoming_pods_carry_their_templates_rules_and_pending_pods_their_own() 
     ]
     got = sorted(pending_incoming(waiting), key=lambda i: i.count)
     assert [(i.count, dict(i.rules.node_selector)) for i in got] == [(1, {}), (2, {"pool": "fast"})]  # type: ignore[union-attr]
+
+
+def test_each_shape_is_placed_on_the_nodes_of_its_own_rules_those_with_rules_first() -> None:
+    """Two shapes of equal requests, one with rules (b only), one without; a has room for one, b
+    for one, e for two. Rules first: 1 on b, then 3 on a and e = 4. Without rules first, the 3 would
+    take a, b and e, and the one for b would find no room (3). The masks follow the shapes as
+    ``_shapes`` ordered them."""
+    from planner.rebalance import _Room
+
+    tight = cluster(
+        [node("a"), replace(node("b"), labels={"pool": "fast"}), node("e")],
+        [pod("x-1", "a", 6500), pod("db-1", "b", 6000)],
+    )
+    anywhere = Incoming("Deployment/app/web", 3500, 3500, 3)
+    room = _Room.of(_Cluster.of(tight), (anywhere, fast_pods()))
+    assert [s.rules is not None for s in room.shapes] == [True, False]
+    assert room.start == 4
+    c = _Cluster.of(tight)
+    a = c.arrays
+    masks = (None, c.fit_mask(fast_pods().rules))  # type: ignore[arg-type]
+    assert _room_of_arrays(a, a.req_cpu, a.req_mem, a.n_pods, (anywhere, fast_pods()), frozenset(), masks) == 4
+
+
+def test_the_grid_ends_with_cells_no_factor_merges() -> None:
+    """Requests of 0, of 1 and of more stay apart at any factor: asked for fewer cells than that,
+    the rounding stops (``ROOM_GRID_MAX``) and loses no pod."""
+    from planner.rebalance import _grid
+
+    merged = {(cpu, mem): 1 for cpu in (0.0, 1.0, 250.0) for mem in (0.0, 1.0, 512.0)}
+    cells = _grid(merged, cap=4)
+    assert 4 < len(cells) <= 9 and sum(cells.values()) == 9
+
+
+def test_plan_keeps_room_on_the_nodes_its_scale_ups_template_allows() -> None:
+    """Through ``plan``: the scale-up's template selects pool=fast (``ClusterState.pod_rules``)."""
+    ref = WorkloadRef("Deployment", "shop", "api")
+    pol = service_policy("api", maxReplicas=20)
+    now = 1_000_000.0
+    base = replace(
+        FAST,
+        workloads={ref: WorkloadState(ref, 1, 1, 20.0, now - 5)},
+        pod_shapes={ref: {"requests.cpu": 3500, "requests.memory": 3500}},
+    )
+    forecast = {ref: flat_forecast(ref, now - 1, 15.0)}  # 15 req/s at 10 per replica: 2 replicas, 1 new pod
+    anywhere = plan(forecast, base, [pol], now, max_moves=4)
+    assert isinstance(anywhere.changes[0], ScaleTo) and any(isinstance(a, MovePod) for a in anywhere.actions)
+    ruled = replace(base, pod_rules={ref: fast_pods().rules})
+    kept = plan(forecast, ruled, [pol], now, max_moves=4)
+    assert isinstance(kept.changes[0], ScaleTo) and not any(isinstance(a, MovePod) for a in kept.actions)
+    assert any(
+        n.startswith("rebalancing left out freeing a (1 move): the new pods would then fit 0 of 1") for n in kept.notes
+    )

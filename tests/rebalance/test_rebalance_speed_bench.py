@@ -102,6 +102,43 @@ def test_new_workloads_add_pods_the_moves_keep_room_for(tmp_path: Path) -> None:
     assert room(after) >= room(cluster.state)
 
 
+def test_new_zoned_workloads_select_a_zone_and_the_moves_keep_room_for_them_there(tmp_path: Path) -> None:
+    """--new-zoned: a share of the new workloads select one zone (z0-z2 in turn); with zoned=0 the
+    pods are those of before (same draws); the moves leave the zoned pods at least their room in
+    their zone (the masks of ``_Room``)."""
+    from dataclasses import replace
+
+    from planner.rebalance import _Cluster, _Room
+    from scaleahead.bench.rebalance_speed import ZONE, new_pods, time_plan
+
+    assert new_pods(300, seed=3, zoned=0.0) == new_pods(300, seed=3)
+    zoned = new_pods(300, seed=3, zoned=0.5)
+    ruled = [i for i in zoned if i.rules is not None]
+    assert 100 < len(ruled) < 200
+    assert {i.rules.node_selector[ZONE] for i in ruled} == {"z0", "z1", "z2"}  # type: ignore[union-attr]
+    assert [(i.cpu_request_m, i.count) for i in zoned] == [(i.cpu_request_m, i.count) for i in new_pods(300, seed=3)]
+    out_json = tmp_path / "speed.json"
+    run = _run("--nodes", "12", "--pods-per-node", "6", "--max-moves", "4", "--seed", "3", "--new-workloads", "300",
+               "--new-zoned", "0.5", "--json", str(out_json))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(out_json.read_text())["params"]["new_zoned"] == 0.5
+    cluster = build_cluster("zones", 9, (20, 40), seed=5)
+    _, moves = time_plan(cluster, 4, incoming=zoned)
+    where = {(m.namespace, m.pod): m.to_node for m in moves}
+    after = replace(
+        cluster.state, pods=tuple(replace(p, node=where.get((p.namespace, p.name), p.node)) for p in cluster.state.pods)
+    )
+    before_room = _Room.of(_Cluster.of(cluster.state), zoned)
+    assert before_room.start < sum(i.count for i in zoned)
+    occupied = {p.node for p in cluster.state.pods}
+    c = _Cluster.of(after)
+    freed = frozenset(n for n in occupied if not c.pods[n])
+    from planner.rebalance import _room
+
+    a = c.arrays
+    assert _room(a, a.req_cpu, a.req_mem, a.n_pods, before_room.shapes, freed, before_room.masks) >= before_room.start
+
+
 def test_the_command_refuses_bad_options_before_any_work(tmp_path: Path) -> None:
     for args, said in (
         (["--nodes", "0"], "--nodes"),
