@@ -1629,8 +1629,8 @@ ROOM_SHAPES = 32
 #: greedy, best first; when all are refused, the moves stop there and a note says so.
 ROOM_CHECKS = 8
 #: At most this many sets of node rules of the new pods are told apart (``_shapes``), those of
-#: the most pods; each, and the pods without rules, has ``ROOM_SHAPES`` cells of the grid (a room
-#: check of 128 shapes on 1,000 nodes: 3.6 ms, against 1.0 ms for 32; /tmp/roomexp/cost.py of 2026-12-07).
+#: the most pods; each, and the pods without rules, has ``ROOM_SHAPES`` cells of the grid (the
+#: cost: `bench rebalance-speed --new-zoned`, docs/rebalance.md "Speed").
 ROOM_RULES = 3
 #: The grid's factor stops growing past this (``_grid``): every request up to it is then in one of
 #: a few cells (0, 1, or the factor).
