@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rebalance_builders import cluster, node, pod
-from test_rebalance_properties import applied, clusters
+from test_rebalance_properties import RULES, applied, clusters, clusters_with_node_rules
 
 import planner.rebalance as rebalance
 from planner import plan
@@ -375,3 +375,33 @@ def test_plan_keeps_room_on_the_nodes_its_scale_ups_template_allows() -> None:
     assert any(
         n.startswith("rebalancing left out freeing a (1 move): the new pods would then fit 0 of 1") for n in kept.notes
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    clusters_with_node_rules(),
+    st.lists(
+        st.tuples(st.integers(100, 6000), st.integers(100, 6000), st.integers(1, 6), st.sampled_from(sorted(RULES))),
+        max_size=4,
+    ),
+)
+def test_the_moves_never_leave_new_pods_with_node_rules_less_room(
+    state: ClusterState, shapes: list[tuple[int, int, int, str]]
+) -> None:
+    """As above, the new pods with node rules (zones, taints): the room counted with their masks."""
+    incoming = tuple(
+        Incoming(f"Deployment/app/w{i}", float(c), float(m), k, Pod("app", "", "", c, m, **RULES[rule]))
+        for i, (c, m, k, rule) in enumerate(shapes)
+    )
+    moves = plan_moves(state, max_moves=4, incoming=incoming)
+    shapes = _shapes(incoming)
+
+    def room(c: _Cluster, freed: frozenset[str]) -> int:  # with the masks worked out here
+        a = c.arrays
+        masks = tuple(None if s.rules is None else c.fit_mask(s.rules) for s in shapes)
+        return _room_of_arrays(a, a.req_cpu, a.req_mem, a.n_pods, shapes, freed, masks)
+
+    after_state = replace(state, pods=tuple(applied(state, moves)))
+    occupied = {p.node for p in state.pods if not p.node_bound}
+    freed = frozenset(n for n in occupied if not any(p.node == n and not p.node_bound for p in after_state.pods))
+    assert room(_Cluster.of(after_state), freed) >= room(_Cluster.of(state), frozenset())
