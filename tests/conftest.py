@@ -36,6 +36,40 @@ def as_typed_at_a_terminal() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+def ctrl_c(proc: subprocess.Popen[str], seen: str) -> tuple[int, str, str]:
+    """Send Ctrl-C (SIGINT) to ``proc`` (started with ``as_typed_at_a_terminal``, its stderr read
+    up to ``seen``) and wait for it: its exit code, ``seen`` plus the rest of its stderr, and each of
+    its threads' SIGINT masks as they were when it was sent (``signal_state``: what to print when
+    the code is wrong). Still running 120 s after: killed, and the test fails with all three."""
+    import signal
+
+    state = signal_state(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"still running 120 s after Ctrl-C:\n{seen}{err}\n{state}")
+    return proc.returncode, seen + err, state
+
+
+def write_kubeconfig(path: Path, url: str) -> Path:
+    """A kubeconfig at ``path`` for the API emulator at ``url`` (no credentials)."""
+    import yaml
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "emu", "cluster": {"server": url.rstrip("/")}}],
+        "users": [{"name": "emu", "user": {}}],
+        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
+        "current-context": "emu",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 @pytest.fixture
 def ctrl_c_raises() -> Iterator[None]:
     """SIGINT raises ``KeyboardInterrupt`` in this process for the test (``as_typed_at_a_terminal``

@@ -22,7 +22,7 @@ import torch
 from forecaster.lstm import CheckpointError, LSTMForecaster
 from scaleahead.errors import DataError
 from scaleahead.traces import load_functions
-from tests.conftest import Cli, as_typed_at_a_terminal, signal_state
+from tests.conftest import Cli, as_typed_at_a_terminal, ctrl_c
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "policy.yaml"
@@ -574,7 +574,6 @@ def test_a_column_for_a_trace_with_one_series_is_refused(cli: Cli, tmp_path: Pat
 
 
 def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None:
-    import signal
     import subprocess
     import sys
     import time
@@ -595,16 +594,8 @@ def test_ctrl_c_ends_a_command_with_exit_130_and_says_so(tmp_path: Path) -> None
         assert line, f"the command ended before it ran: {seen}"
         seen += line
     time.sleep(0.5)
-    state = signal_state(proc.pid)
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-        pytest.fail(f"still running 120 s after Ctrl-C:\n{seen}{err}\n{state}")
-    err = seen + err
-    assert proc.returncode == 130, f"{err}\n{state}"  # was 0: a script's `&&` went on as if it had succeeded
+    code, err, state = ctrl_c(proc, seen)
+    assert code == 130, f"{err}\n{state}"  # was 0: a script's `&&` went on as if it had succeeded
     assert "interrupted" in err
     assert not out.exists()
 

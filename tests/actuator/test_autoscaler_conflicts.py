@@ -175,17 +175,9 @@ def test_run_leaves_a_workload_an_hpa_scales_alone(api, kube, tmp_path, source: 
     import sys
     from pathlib import Path
 
-    import yaml
+    from tests.conftest import write_kubeconfig
 
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "emu", "cluster": {"server": kube.url.rstrip("/")}}],
-        "users": [{"name": "emu", "user": {}}],
-        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-        "current-context": "emu",
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    write_kubeconfig(tmp_path / "kubeconfig", kube.url)
     argv = ["run", "--history", "trace:nasa-10s", "--target", "kubernetes", "--once", "--virtual"]
     argv += ["--kubeconfig", str(tmp_path / "kubeconfig"), "--db", f"sqlite:///{tmp_path / 'r.db'}"]
     if source == "files":

@@ -36,6 +36,7 @@ from scaleahead.settings import Settings  # noqa: E402
 from scaleahead.traces import load_series  # noqa: E402
 from scaleahead.types import MovePod, Plan, Reason, ScaleTo, Series  # noqa: E402
 from storage import Store  # noqa: E402
+from tests.conftest import write_kubeconfig  # noqa: E402
 
 DAY = 86400.0
 SPAN = int(1.5 * DAY / 10)  # 1.5 days at 10 s
@@ -435,8 +436,6 @@ def test_run_with_a_shard_elects_on_its_own_lease(kube, tmp_path) -> None:  # ty
     import os
     import subprocess
 
-    import yaml
-
     pols = _policies()
     for p in pols:
         kube.cluster.put(DEPLOYMENTS, "shop", p.spec.target.name, deployment(2))
@@ -449,15 +448,7 @@ def test_run_with_a_shard_elects_on_its_own_lease(kube, tmp_path) -> None:  # ty
             f"spec:\n  target: {{name: {name}}}\n  demand: {{query: 'x'}}\n  capacityPerReplica: 2\n"
         )
     (tmp_path / "policies.yaml").write_text("\n---\n".join(docs))
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "emu", "cluster": {"server": kube.url.rstrip("/")}}],
-        "users": [{"name": "emu", "user": {}}],
-        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-        "current-context": "emu",
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    write_kubeconfig(tmp_path / "kubeconfig", kube.url)
     env = {k: v for k, v in os.environ.items() if k != "POD_NAME"}
     env |= {"PYTHONPATH": str(REPO), "SCALEAHEAD_FORECAST__MODEL": "naive", "SCALEAHEAD_ACTUATION__NAMESPACE": "shop"}
     env["SCALEAHEAD_LOOP__MAX_MOVES"] = "4"  # rebalancing on
@@ -488,7 +479,6 @@ def test_run_with_ticks_rebalances_but_sets_no_fence_it_would_not_stay_to_lift(k
     import os
     import subprocess
 
-    import yaml
     from kubeemu import PODS
     from test_k8s_placement import fragmented
 
@@ -503,15 +493,7 @@ def test_run_with_ticks_rebalances_but_sets_no_fence_it_would_not_stay_to_lift(k
         for p in pols
     ]
     (tmp_path / "policies.yaml").write_text("\n---\n".join(docs))
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "emu", "cluster": {"server": kube.url.rstrip("/")}}],
-        "users": [{"name": "emu", "user": {}}],
-        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-        "current-context": "emu",
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    write_kubeconfig(tmp_path / "kubeconfig", kube.url)
     env = {k: v for k, v in os.environ.items() if k != "POD_NAME"}
     env |= {"PYTHONPATH": str(REPO), "SCALEAHEAD_FORECAST__MODEL": "naive", "SCALEAHEAD_ACTUATION__NAMESPACE": "shop"}
     env["SCALEAHEAD_LOOP__MAX_MOVES"] = "4"  # rebalancing on, fences at their default 900 s

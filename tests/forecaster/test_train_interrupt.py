@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import as_typed_at_a_terminal, signal_state
+from tests.conftest import as_typed_at_a_terminal, ctrl_c
 
 
 def test_ctrl_c_during_training_exits_130_says_interrupted_and_registers_nothing(tmp_path: Path) -> None:
@@ -30,16 +30,8 @@ def test_ctrl_c_during_training_exits_130_says_interrupted_and_registers_nothing
         line = proc.stderr.readline()
         assert line, f"the command ended before it trained: {seen}"
         seen += line
-    state = signal_state(proc.pid)
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-        pytest.fail(f"still running 120 s after Ctrl-C:\n{seen}{err}\n{state}")
-    err = seen + err
-    assert proc.returncode == 130, f"{err}\n{state}"  # was 1, with no message
+    code, err, state = ctrl_c(proc, seen)
+    assert code == 130, f"{err}\n{state}"  # was 1, with no message
     assert "interrupted" in err and "Traceback" not in err
     assert not out.exists()
     from storage import Store
