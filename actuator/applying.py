@@ -953,7 +953,7 @@ class Actuator:
         fences whose time is over are lifted, and those whose lift failed before
         (``KubernetesTarget.lift_expired_fences``; it logs each)."""
         lift = getattr(self.target, "lift_expired_fences", None)
-        if lift is not None and (self.lift_fences or self.drain_fence_s > 0):
+        if lift is not None and self._handles_fences:
             try:
                 lift(self.fence_clock())
             except Exception as exc:  # noqa: BLE001 - the plan is applied; tried again at the next one
@@ -963,13 +963,19 @@ class Actuator:
                     extra={"event": "drain_fence_lift_failed"},
                 )
 
+    @property
+    def _handles_fences(self) -> bool:
+        """Whether this actuator sets drain fences or lifts them (the daemon): else it neither lifts
+        nor reports any (``run --once``/``--ticks``, shards other than 0)."""
+        return self.lift_fences or self.drain_fence_s > 0
+
     def lift_fences_without_a_plan(self, now: float) -> bool:
         """A tick whose cycle failed before its plan's writes (a database gone, an error): the fences
         whose time is over are lifted all the same, as after a plan's writes (``_lift_fences``).
         Until 2026-12-07 a fence stayed for as long as the cycles failed. Not while nothing may be
         written (``stop_reason``: the kill switch, paused, not the leader). Returns whether it tried.
         """
-        if not (self.lift_fences or self.drain_fence_s > 0):
+        if not self._handles_fences:
             return False
         due = getattr(self.target, "fence_work_due", None)
         # nothing to lift: no request at all (not even the kill switch's), as during an outage
@@ -982,7 +988,7 @@ class Actuator:
         """The drain fences the target knows (node -> until, wall clock), for the metric; none when
         this actuator neither sets nor lifts fences (``run --once``/``--ticks``, shards other than 0)."""
         fences = getattr(self.target, "fences", None)
-        if not (self.lift_fences or self.drain_fence_s > 0) or not callable(fences):
+        if not self._handles_fences or not callable(fences):
             return {}
         known = fences(self.fence_clock())
         return dict(known) if isinstance(known, dict) else {}

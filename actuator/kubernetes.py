@@ -1569,6 +1569,7 @@ class KubernetesTarget:
                 continue  # finished, or neither on a node nor waiting for one: not counted anywhere
             cpu, memory = pod_requests(spec)
             owner = controller_owner(item)
+            node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
             if waiting:  # not placed yet: the scheduler still needs room for it (a scale-up's new pod)
                 name = str(meta.get("name", ""))
                 pending.append(  # with its node rules: room for it is kept on the nodes they allow
@@ -1579,7 +1580,7 @@ class KubernetesTarget:
                         cpu,
                         memory,
                         owner=owner[1] if owner else "",
-                        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+                        node_selector=node_selector,
                         required_node_terms=required_node_terms(item),
                         tolerations=pod_tolerations(spec),
                     )
@@ -1604,7 +1605,7 @@ class KubernetesTarget:
                     # no reason to keep the node (kubectl drain --ignore-daemonsets, cluster autoscaler)
                     node_bound=(owner is not None and owner[0] == "DaemonSet")
                     or "kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
-                    node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+                    node_selector=node_selector,
                     required_node_terms=required_node_terms(item),
                     tolerations=pod_tolerations(spec),
                     anti_affinity_terms=anti_affinity_terms(spec),
@@ -1673,18 +1674,18 @@ class KubernetesTarget:
         ``FENCE_READ_RETRY_S``, as they are: one lifted by hand meanwhile is no longer reported."""
         if now >= self._fences_next_read:
             self._read_fences(now)
-        elif now >= self._fences_refresh_at and any(until <= now for until in self._fences.values()):
+        elif now >= self._fences_refresh_at and self._overdue(now):
             self._read_fences(now, whole=True)
         return dict(self._fences)
 
     def fence_work_due(self, now: float) -> bool:
         """Whether ``lift_expired_fences(now)`` has anything to do: a fence past its time, a lift to
         try again, or the node list to make. Without any, no request is made."""
-        return (
-            now >= self._fences_next_read
-            or bool(self._lift_asap)
-            or any(until <= now for until in self._fences.values())
-        )
+        return now >= self._fences_next_read or bool(self._lift_asap) or self._overdue(now)
+
+    def _overdue(self, now: float) -> bool:
+        """Whether a fence this target knows is past its time at ``now``."""
+        return any(until <= now for until in self._fences.values())
 
     def lift_expired_fences(self, now: float) -> list[str]:
         """Lift the fences whose time is over at ``now`` (the wall clock): the nodes this target
@@ -2091,12 +2092,6 @@ class KubernetesTarget:
         )
         if not self.placement:
             return state
-        rules = {}
-        for ref, template in templates.items():
-            try:
-                rules[ref] = template_rules(ref, template)
-            except (ValueError, TypeError, AttributeError):  # node rules not readable: counted on any node
-                continue
         try:
             nodes, placed, pdbs, pending = self.read_placement()
         except (ApiException, HTTPError, ActuationError, ValueError, TypeError) as exc:
@@ -2111,6 +2106,12 @@ class KubernetesTarget:
                 "cannot read nodes, pods and PDBs for rebalancing: %s%s", exc, hint, extra={"event": "placement"}
             )
             return state
+        rules = {}
+        for ref, template in templates.items():
+            try:
+                rules[ref] = template_rules(ref, template)
+            except (ValueError, TypeError, AttributeError):  # node rules not readable: counted on any node
+                continue
         return replace(state, nodes=nodes, pods=placed, pdbs=pdbs, pending_pods=pending, pod_rules=rules)
 
     def _namespace_quotas(

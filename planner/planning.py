@@ -231,14 +231,13 @@ def pending_incoming(pending: Sequence[Pod]) -> tuple[Incoming, ...]:
     """The pods still waiting for a node (``ClusterState.pending_pods``), per owner, shape and node
     rules, named "<namespace>/<owner> (pending)": the moves keep room for them too, on the nodes
     their rules allow."""
-    counts: dict[tuple[str, float, float, tuple[object, ...]], int] = {}
-    rules: dict[tuple[str, float, float, tuple[object, ...]], Pod] = {}
+    groups: dict[tuple[str, float, float, tuple[object, ...]], tuple[Pod, int]] = {}
     for p in pending:
-        name = f"{p.namespace}/{p.owner or p.name} (pending)"
-        key = (name, float(p.cpu_request_m), float(p.memory_request_mb), placement_signature(p))
-        counts[key] = counts.get(key, 0) + 1
-        rules.setdefault(key, p)
-    return tuple(Incoming(key[0], key[1], key[2], n, rules[key]) for key, n in counts.items())
+        key = (f"{p.namespace}/{p.owner or p.name} (pending)", float(p.cpu_request_m), float(p.memory_request_mb))
+        full = (*key, placement_signature(p))
+        first, n = groups.get(full, (p, 0))
+        groups[full] = (first, n + 1)
+    return tuple(Incoming(name, cpu, mem, n, first) for (name, cpu, mem, _), (first, n) in groups.items())
 
 
 #: Most packings of the warm-memory budget on what the sharing grants (``_budget_and_share``).
